@@ -1,0 +1,325 @@
+//! The application: parse, configure, start the control plane, agree on the
+//! setup across ranks, sweep, report, and turn the outcome into one exit
+//! code. `main.rs` only calls `app::main`.
+//!
+//! Error policy: a problem found before the sweep is agreed on by every
+//! rank and printed once, and every rank exits with its code; a failure
+//! during the sweep is printed by the failing rank, which then aborts the
+//! whole job so that no peer is left waiting in a collective.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, RunArgs};
+use crate::config::RunConfig;
+use crate::error::exit;
+use crate::world::launcher_rank;
+
+pub fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(clap_error(e)),
+    };
+    let code = match cli.command {
+        Command::Run(args) => run_command(&args),
+    };
+    ExitCode::from(code)
+}
+
+/// Help and version print as clap formats them; errors become one line.
+fn clap_error(e: clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            exit::OK
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            exit::USAGE
+        }
+        _ => {
+            if is_first_rank() {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or("invalid arguments");
+                let msg = first.strip_prefix("error: ").unwrap_or(first);
+                eprintln!("collbench: {msg} (see 'collbench run --help')");
+            }
+            exit::USAGE
+        }
+    }
+}
+
+/// True unless a launcher says this process is not rank 0: errors found
+/// before MPI starts are printed once, not once per rank.
+fn is_first_rank() -> bool {
+    launcher_rank().is_none_or(|r| r == 0)
+}
+
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let rank = launcher_rank().map(|r| format!("rank {r}: ")).unwrap_or_default();
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        eprintln!("collbench: {rank}internal error: {payload}{place}; please report it");
+        abort_job_after_panic();
+    }));
+}
+
+#[cfg(feature = "mpi")]
+fn abort_job_after_panic() {
+    // A panicking rank must not leave its peers waiting in a collective.
+    if mpi::environment::is_initialized() && !mpi::environment::is_finalized() {
+        use mpi::traits::Communicator;
+        mpi::topology::SimpleCommunicator::world().abort(i32::from(exit::RUNTIME));
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn abort_job_after_panic() {}
+
+fn run_command(args: &RunArgs) -> u8 {
+    let cfg = match RunConfig::load(args) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            if is_first_rank() {
+                eprintln!("collbench: {e}");
+            }
+            return e.exit_code();
+        }
+    };
+    run_with_control_plane(&cfg)
+}
+
+#[cfg(feature = "mpi")]
+fn run_with_control_plane(cfg: &RunConfig) -> u8 {
+    let world = match crate::world::mpi::MpiWorld::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("collbench: cannot start MPI: {e}");
+            return exit::RUNTIME;
+        }
+    };
+    session::run(&world, cfg)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_with_control_plane(_cfg: &RunConfig) -> u8 {
+    eprintln!("collbench: this build has no control plane: rebuild with the default `mpi` feature");
+    exit::USAGE
+}
+
+#[cfg(feature = "mpi")]
+mod session {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::backend::Backend;
+    use crate::backend::mpi::MpiBackend;
+    use crate::config::BackendChoice;
+    use crate::engine::plan::available_memory;
+    use crate::engine::{Engine, Plan, RunContext};
+    use crate::error::Error;
+    use crate::report::csv::CsvSink;
+    use crate::report::json::JsonSink;
+    use crate::report::progress::Progress;
+    use crate::report::table::TableSink;
+    use crate::report::{RankSummary, Reporter, RunInfo, Sink};
+    use crate::world::World;
+    use crate::world::mpi::MpiWorld;
+
+    struct Setup {
+        backend: Box<dyn Backend>,
+        plan: Plan,
+        /// Rank 0 only.
+        outputs: Option<(Reporter, RunInfo)>,
+    }
+
+    pub fn run(world: &MpiWorld, cfg: &RunConfig) -> u8 {
+        let setup = prepare(world, cfg);
+        let Setup {
+            mut backend,
+            plan,
+            outputs,
+        } = match world.agree(setup) {
+            Ok(s) => s,
+            Err(failed) => {
+                // Another rank failed: remove the files this one created.
+                if let Some(Setup {
+                    outputs: Some((mut reporter, _)),
+                    ..
+                }) = failed.local
+                {
+                    reporter.discard();
+                }
+                return failed.code;
+            }
+        };
+        let (mut reporter, info) = match outputs {
+            Some((reporter, info)) => (Some(reporter), Some(info)),
+            None => (None, None),
+        };
+        let ctx = context(world, &*backend, info.as_ref());
+        if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
+            && let Err(e) = rep.begin(info)
+        {
+            fail(world, &e);
+        }
+
+        let sweep = Engine::new(world, backend.as_mut(), cfg, &ctx).run(&plan, |record| match reporter.as_mut() {
+            Some(rep) => rep.record(record),
+            None => Ok(()),
+        });
+        let summary = match sweep {
+            Ok(summary) => summary,
+            Err(e) => fail(world, &e),
+        };
+
+        let mut code = exit::OK;
+        if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
+            && let Err(e) = rep.finish(info, &summary)
+        {
+            eprintln!("{}", world.error_line(&e));
+            code = e.exit_code();
+        }
+        if summary.wrong > 0 {
+            let e = Error::Validation {
+                wrong: summary.wrong,
+                points: summary.failed_points,
+                checked: summary.checked_points,
+            };
+            if world.rank() == 0 {
+                eprintln!("{}", world.error_line(&e));
+            }
+            code = code.max(e.exit_code());
+        }
+        code
+    }
+
+    /// Prints this rank's failure and takes the whole job down.
+    fn fail(world: &MpiWorld, e: &Error) -> ! {
+        eprintln!("{}", world.error_line(e));
+        world.abort(e.exit_code())
+    }
+
+    /// Everything that can fail before the first collective: backend,
+    /// plan, memory, output files (rank 0).
+    fn prepare(world: &MpiWorld, cfg: &RunConfig) -> Result<Setup, Error> {
+        let (backend, backend_note): (Box<dyn Backend>, Option<String>) = match cfg.backend {
+            BackendChoice::Mpi => (Box::new(MpiBackend::new(world)?), None),
+            BackendChoice::Auto => (
+                Box::new(MpiBackend::new(world)?),
+                Some("auto: no GPU backend in this build, using mpi".into()),
+            ),
+        };
+        let plan = Plan::build(cfg, world.size(), backend.as_ref())?;
+        if let Some(available) = available_memory() {
+            plan.check_memory(world.nodes().local_ranks(world.rank()), available)?;
+        }
+        let outputs = if world.rank() == 0 {
+            Some(open_outputs(world, cfg, backend.as_ref(), backend_note, &plan)?)
+        } else {
+            None
+        };
+        Ok(Setup { backend, plan, outputs })
+    }
+
+    fn open_outputs(
+        world: &MpiWorld,
+        cfg: &RunConfig,
+        backend: &dyn Backend,
+        backend_note: Option<String>,
+        plan: &Plan,
+    ) -> Result<(Reporter, RunInfo), Error> {
+        let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let run_id = run_id(&started, world.host());
+        let csv_path = match &cfg.csv {
+            Some(p) => p.clone(),
+            None => {
+                let dir = PathBuf::from("results");
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| Error::usage(format!("cannot create the results folder {}: {e}", dir.display())))?;
+                dir.join(format!("{run_id}.csv"))
+            }
+        };
+        // The JSON check creates only a temporary file, removed if the CSV
+        // then fails; the CSV comes last so that no empty report is left.
+        let json = match &cfg.json {
+            Some(path) => Some(JsonSink::create(path, cfg.overwrite)?),
+            None => None,
+        };
+        let csv = CsvSink::create(&csv_path, cfg.overwrite)?;
+        let progress = Progress::new(cfg.progress, plan.points());
+        let mut sinks: Vec<Box<dyn Sink>> = vec![
+            Box::new(TableSink::new(Box::new(std::io::stdout()), Some(progress.handle()))),
+            Box::new(csv),
+        ];
+        if let Some(json) = json {
+            sinks.push(Box::new(json));
+        }
+        let nodes = world.nodes();
+        let info = RunInfo {
+            run_id,
+            collbench_version: env!("CARGO_PKG_VERSION").into(),
+            started,
+            command_line: std::env::args().collect(),
+            backend: backend.name().into(),
+            backend_version: backend.version(),
+            backend_note,
+            control_plane: world.library_version(),
+            nranks: world.size(),
+            nnodes: nodes.nnodes(),
+            ranks_per_node: nodes.ranks_per_node(),
+            hosts: nodes.hosts.clone(),
+            ranks: world.ranks().iter().map(RankSummary::from).collect(),
+            iters: cfg.iters,
+            warmup: cfg.warmup,
+            check: cfg.check,
+            average: cfg.average.name().into(),
+            blocking: cfg.blocking,
+            transport: "auto".into(),
+            hierarchy: "flat".into(),
+            points: plan.points(),
+            csv: csv_path,
+            json: cfg.json.clone(),
+        };
+        Ok((Reporter::new(sinks, progress), info))
+    }
+
+    fn context(world: &MpiWorld, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
+        let nodes = world.nodes();
+        RunContext {
+            run_id: info.map(|i| i.run_id.clone()).unwrap_or_default(),
+            host: world.host().into(),
+            backend: backend.name().into(),
+            backend_version: backend.version(),
+            transport: "auto".into(),
+            transport_observed: "unknown".into(),
+            hierarchy: "flat".into(),
+            nnodes: nodes.nnodes(),
+            ranks_per_node: nodes.ranks_per_node(),
+        }
+    }
+
+    /// `20261129T084645Z-host-1234`: sortable, unique per launch, safe in
+    /// file names.
+    fn run_id(started: &str, host: &str) -> String {
+        let stamp: String = started.chars().filter(|c| *c != '-' && *c != ':').collect();
+        let host: String = host
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+            .take(32)
+            .collect();
+        format!("{stamp}-{host}-{}", std::process::id())
+    }
+}

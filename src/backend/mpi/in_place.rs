@@ -1,0 +1,210 @@
+//! In-place MPI collectives: the calls with MPI_IN_PLACE, which rsmpi does
+//! not expose, made through rsmpi's raw bindings.
+//!
+//! This file and the NCCL binding are the only homes of `unsafe`. Every
+//! function takes a Rust slice whose length is exactly what the call reads
+//! and writes, checks that every count fits a C int, and turns a non-success
+//! return code into an error (rsmpi installs MPI_ERRORS_ARE_FATAL, so the
+//! check is a second line of defence).
+#![allow(unsafe_code)]
+
+use std::ffi::{c_int, c_void};
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::Equivalence;
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::SimpleCommunicator;
+
+use crate::error::Error;
+
+unsafe extern "C" {
+    /// Defined in in_place.c: the MPI_IN_PLACE of the MPI headers.
+    fn collbench_mpi_in_place() -> *mut c_void;
+}
+
+fn in_place_marker() -> *mut c_void {
+    // SAFETY: a C function without arguments that returns a constant.
+    unsafe { collbench_mpi_in_place() }
+}
+
+fn c_count(n: usize) -> Result<c_int, Error> {
+    c_int::try_from(n).map_err(|_| Error::runtime(format!("{n} elements exceed MPI's count limit of {}", c_int::MAX)))
+}
+
+fn check(name: &str, rc: c_int) -> Result<(), Error> {
+    if rc == ffi::MPI_SUCCESS as c_int {
+        Ok(())
+    } else {
+        Err(Error::runtime(format!(
+            "{name} with MPI_IN_PLACE failed with MPI error code {rc}"
+        )))
+    }
+}
+
+/// MPI_Allreduce(MPI_IN_PLACE, buf, ...): `buf` is input and output.
+pub fn all_reduce<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], op: SystemOperation) -> Result<(), Error> {
+    let count = c_count(buf.len())?;
+    // SAFETY: `buf` is a live, exclusively borrowed slice of `count`
+    // elements of the type whose MPI datatype is passed; MPI_IN_PLACE tells
+    // MPI to read and write only `buf`. The handles come from live rsmpi
+    // objects borrowed for the duration of the call.
+    let rc = unsafe {
+        ffi::MPI_Allreduce(
+            in_place_marker(),
+            buf.as_mut_ptr().cast(),
+            count,
+            T::equivalent_datatype().as_raw(),
+            op.as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Allreduce", rc)
+}
+
+/// MPI_Allgather(MPI_IN_PLACE, ..., buf, per_rank, ...): every rank's
+/// input is its own block of `buf`, which is `n * per_rank` long.
+pub fn all_gather<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], per_rank: usize) -> Result<(), Error> {
+    c_count(buf.len())?;
+    let count = c_count(per_rank)?;
+    // SAFETY: `buf` holds the `n * per_rank` elements MPI writes (the caller
+    // sizes it from the communicator's rank count); send arguments are
+    // ignored with MPI_IN_PLACE; datatype and communicator are live.
+    let rc = unsafe {
+        ffi::MPI_Allgather(
+            in_place_marker(),
+            0,
+            T::equivalent_datatype().as_raw(),
+            buf.as_mut_ptr().cast(),
+            count,
+            T::equivalent_datatype().as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Allgather", rc)
+}
+
+/// MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, per_rank, ...): `buf` holds
+/// the full `n * per_rank` input; this rank's block lands at its start.
+pub fn reduce_scatter_block<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    buf: &mut [T],
+    per_rank: usize,
+    op: SystemOperation,
+) -> Result<(), Error> {
+    c_count(buf.len())?;
+    let count = c_count(per_rank)?;
+    // SAFETY: `buf` holds `n * per_rank` elements, all of which MPI reads
+    // and the first `per_rank` of which it writes; handles are live.
+    let rc = unsafe {
+        ffi::MPI_Reduce_scatter_block(
+            in_place_marker(),
+            buf.as_mut_ptr().cast(),
+            count,
+            T::equivalent_datatype().as_raw(),
+            op.as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Reduce_scatter_block", rc)
+}
+
+/// MPI_Alltoall(MPI_IN_PLACE, ..., buf, per_peer, ...): `buf` holds `n`
+/// blocks of `per_peer` elements, replaced by the received blocks.
+pub fn all_to_all<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], per_peer: usize) -> Result<(), Error> {
+    c_count(buf.len())?;
+    let count = c_count(per_peer)?;
+    // SAFETY: `buf` holds `n * per_peer` elements, read and written by MPI;
+    // send arguments are ignored with MPI_IN_PLACE; handles are live.
+    let rc = unsafe {
+        ffi::MPI_Alltoall(
+            in_place_marker(),
+            0,
+            T::equivalent_datatype().as_raw(),
+            buf.as_mut_ptr().cast(),
+            count,
+            T::equivalent_datatype().as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Alltoall", rc)
+}
+
+/// MPI_Reduce(MPI_IN_PLACE, buf, ...) at the root: the root reduces into
+/// its own input. Other ranks call rsmpi's `reduce_into`.
+pub fn reduce_at_root<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    root: usize,
+    buf: &mut [T],
+    op: SystemOperation,
+) -> Result<(), Error> {
+    let count = c_count(buf.len())?;
+    // SAFETY: at the root, `buf` is read and written for `count` elements;
+    // handles are live; `root` is a rank of `comm` (checked by the plan).
+    let rc = unsafe {
+        ffi::MPI_Reduce(
+            in_place_marker(),
+            buf.as_mut_ptr().cast(),
+            count,
+            T::equivalent_datatype().as_raw(),
+            op.as_raw(),
+            root as c_int,
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Reduce", rc)
+}
+
+/// MPI_Gather(MPI_IN_PLACE, ..., buf, per_rank, ...) at the root: the
+/// root's block is already in place in `buf` (`n * per_rank` long).
+pub fn gather_at_root<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    root: usize,
+    buf: &mut [T],
+    per_rank: usize,
+) -> Result<(), Error> {
+    c_count(buf.len())?;
+    let count = c_count(per_rank)?;
+    // SAFETY: at the root, MPI writes `n * per_rank` elements of `buf`;
+    // send arguments are ignored with MPI_IN_PLACE; handles are live.
+    let rc = unsafe {
+        ffi::MPI_Gather(
+            in_place_marker(),
+            0,
+            T::equivalent_datatype().as_raw(),
+            buf.as_mut_ptr().cast(),
+            count,
+            T::equivalent_datatype().as_raw(),
+            root as c_int,
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Gather", rc)
+}
+
+/// MPI_Scatter(buf, per_rank, ..., MPI_IN_PLACE, ...) at the root: the
+/// root's own block stays where it is in `buf` (`n * per_rank` long).
+pub fn scatter_at_root<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    root: usize,
+    buf: &mut [T],
+    per_rank: usize,
+) -> Result<(), Error> {
+    c_count(buf.len())?;
+    let count = c_count(per_rank)?;
+    // SAFETY: at the root, MPI reads `n * per_rank` elements of `buf`;
+    // receive arguments are ignored with MPI_IN_PLACE; handles are live.
+    let rc = unsafe {
+        ffi::MPI_Scatter(
+            buf.as_ptr().cast(),
+            count,
+            T::equivalent_datatype().as_raw(),
+            in_place_marker(),
+            0,
+            T::equivalent_datatype().as_raw(),
+            root as c_int,
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Scatter", rc)
+}

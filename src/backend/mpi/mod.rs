@@ -1,0 +1,424 @@
+//! The MPI data plane: host buffers and MPI's own collectives (rsmpi), on a
+//! communicator of its own.
+//!
+//! Calls: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast,
+//! MPI_Reduce, MPI_Alltoall, MPI_Gather, MPI_Scatter, MPI_Sendrecv. MPI is
+//! synchronous from the caller's view, so `launch` runs the operation and
+//! `wait` has nothing to wait for.
+//!
+//! Buffers: `send` holds one rank's input; `recv` holds the output and is
+//! large enough for either (`max(send, recv)` elements) because the
+//! in-place variants use it alone. What in-place means, per collective,
+//! follows MPI's MPI_IN_PLACE rules (see `regions`).
+
+mod in_place;
+
+use std::ops::Range;
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::Equivalence;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::*;
+
+use super::{Backend, Call};
+use crate::buffer::{Element, HostBuffer};
+use crate::collective::Collective;
+use crate::error::Error;
+use crate::types::{DType, Placement, ReduceOp};
+use crate::world::mpi::{MpiWorld, mpi_library_version};
+
+pub struct MpiBackend {
+    comm: SimpleCommunicator,
+    send: HostBuffer,
+    recv: HostBuffer,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Buf {
+    Send,
+    Recv,
+}
+
+/// Where a rank's input goes and where its output comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Regions {
+    input: (Buf, Range<usize>),
+    output: (Buf, Range<usize>),
+}
+
+/// In-place layout (MPI_IN_PLACE semantics; one buffer, `recv`):
+/// - all_reduce, alltoall: the buffer is input and output.
+/// - all_gather: a rank's input sits at its own block; output is the buffer.
+/// - reduce_scatter: the full input is the buffer; MPI puts a rank's block
+///   at the start of it (NCCL puts it at block `rank`).
+/// - broadcast: MPI_Bcast has one buffer; the root's input is the output.
+/// - reduce: the root reduces into its own input.
+/// - gather: every rank's input sits at its own block of a root-sized
+///   buffer; the root's output is the buffer.
+/// - scatter: the root's input is the buffer and its own block stays in
+///   place; other ranks receive into their own block of theirs.
+/// - sendrecv: MPI_Sendrecv_replace; the received data replaces the sent.
+///
+/// Out-of-place: input in `send`, output at the start of `recv`, except the
+/// broadcast root, whose one MPI_Bcast buffer is its input.
+fn regions(call: &Call, placement: Placement) -> Regions {
+    let spec = call.collective.spec();
+    let at = &call.at;
+    let input_len = spec.input_len(&call.shape, at);
+    let output_len = spec.output_len(&call.shape, at);
+    let block = at.rank * call.shape.count..(at.rank + 1) * call.shape.count;
+    match placement {
+        Placement::OutOfPlace => {
+            let output = if call.collective == Collective::Broadcast && at.rank == at.root {
+                Buf::Send
+            } else {
+                Buf::Recv
+            };
+            Regions {
+                input: (Buf::Send, 0..input_len),
+                output: (output, 0..output_len),
+            }
+        }
+        Placement::InPlace => {
+            let (input, output) = match call.collective {
+                Collective::AllGather | Collective::Gather => (block, 0..output_len),
+                Collective::Scatter if at.rank != at.root => (0..0, block),
+                Collective::Scatter => (0..input_len, block),
+                _ => (0..input_len, 0..output_len),
+            };
+            Regions {
+                input: (Buf::Recv, input),
+                output: (Buf::Recv, output),
+            }
+        }
+    }
+}
+
+impl MpiBackend {
+    pub fn new(world: &MpiWorld) -> Result<MpiBackend, Error> {
+        Ok(MpiBackend {
+            comm: world.data_communicator(),
+            send: HostBuffer::new(DType::Float, 0)?,
+            recv: HostBuffer::new(DType::Float, 0)?,
+        })
+    }
+
+    fn buf(&mut self, which: Buf) -> &mut HostBuffer {
+        match which {
+            Buf::Send => &mut self.send,
+            Buf::Recv => &mut self.recv,
+        }
+    }
+
+    fn run<T: Element + Equivalence>(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
+        let op = call.op.map(system_op).transpose()?;
+        let n = call.at.nranks;
+        let count = call.shape.count;
+        let rank = call.at.rank;
+        let comm = &self.comm;
+        let root = comm.process_at_rank(call.at.root as i32);
+        if placement == Placement::OutOfPlace && call.collective == Collective::Broadcast && rank == call.at.root {
+            // MPI_Bcast has one buffer: at the root, its input.
+            root.broadcast_into(&mut self.send.typed_mut::<T>()[..count]);
+            return Ok(());
+        }
+        let send = &self.send.typed::<T>()[..call.shape.send];
+        let recv = self.recv.typed_mut::<T>();
+        let need_op = || op.ok_or_else(|| Error::runtime(format!("{} needs a reduction operation", call.collective)));
+        match placement {
+            Placement::OutOfPlace => match call.collective {
+                Collective::AllReduce => comm.all_reduce_into(send, &mut recv[..count], need_op()?),
+                Collective::AllGather => comm.all_gather_into(send, &mut recv[..count * n]),
+                Collective::ReduceScatter => comm.reduce_scatter_block_into(send, &mut recv[..count], need_op()?),
+                Collective::Broadcast => root.broadcast_into(&mut recv[..count]),
+                Collective::Reduce if rank == call.at.root => {
+                    root.reduce_into_root(send, &mut recv[..count], need_op()?)
+                }
+                Collective::Reduce => root.reduce_into(send, need_op()?),
+                Collective::AllToAll => comm.all_to_all_into(send, &mut recv[..count * n]),
+                Collective::Gather if rank == call.at.root => root.gather_into_root(send, &mut recv[..count * n]),
+                Collective::Gather => root.gather_into(send),
+                Collective::Scatter if rank == call.at.root => root.scatter_into_root(send, &mut recv[..count]),
+                Collective::Scatter => root.scatter_into(&mut recv[..count]),
+                Collective::SendRecv => {
+                    let (next, prev) = ring_peers(rank, n);
+                    mpi::point_to_point::send_receive_into(
+                        send,
+                        &comm.process_at_rank(next),
+                        &mut recv[..count],
+                        &comm.process_at_rank(prev),
+                    );
+                }
+            },
+            Placement::InPlace => match call.collective {
+                Collective::AllReduce => in_place::all_reduce(comm, &mut recv[..count], need_op()?)?,
+                Collective::AllGather => in_place::all_gather(comm, &mut recv[..count * n], count)?,
+                Collective::ReduceScatter => {
+                    in_place::reduce_scatter_block(comm, &mut recv[..count * n], count, need_op()?)?
+                }
+                Collective::Broadcast => root.broadcast_into(&mut recv[..count]),
+                Collective::Reduce if rank == call.at.root => {
+                    in_place::reduce_at_root(comm, call.at.root, &mut recv[..count], need_op()?)?
+                }
+                Collective::Reduce => root.reduce_into(&recv[..count], need_op()?),
+                Collective::AllToAll => in_place::all_to_all(comm, &mut recv[..count * n], count)?,
+                Collective::Gather if rank == call.at.root => {
+                    in_place::gather_at_root(comm, call.at.root, &mut recv[..count * n], count)?
+                }
+                Collective::Gather => root.gather_into(&recv[rank * count..(rank + 1) * count]),
+                Collective::Scatter if rank == call.at.root => {
+                    in_place::scatter_at_root(comm, call.at.root, &mut recv[..count * n], count)?
+                }
+                Collective::Scatter => root.scatter_into(&mut recv[rank * count..(rank + 1) * count]),
+                Collective::SendRecv => {
+                    let (next, prev) = ring_peers(rank, n);
+                    mpi::point_to_point::send_receive_replace_into(
+                        &mut recv[..count],
+                        &comm.process_at_rank(next),
+                        &comm.process_at_rank(prev),
+                    );
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// (send to, receive from) in the sendrecv ring.
+fn ring_peers(rank: usize, n: usize) -> (i32, i32) {
+    (((rank + 1) % n) as i32, ((rank + n - 1) % n) as i32)
+}
+
+fn system_op(op: ReduceOp) -> Result<SystemOperation, Error> {
+    match op {
+        ReduceOp::Sum => Ok(SystemOperation::sum()),
+        ReduceOp::Prod => Ok(SystemOperation::product()),
+        ReduceOp::Min => Ok(SystemOperation::min()),
+        ReduceOp::Max => Ok(SystemOperation::max()),
+        ReduceOp::Avg => Err(Error::usage("the mpi backend has no avg operation")),
+    }
+}
+
+/// Calls `$body` with `$T` bound to the Rust type of `$dtype`, for the
+/// types MPI has.
+macro_rules! with_mpi_type {
+    ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
+        match $dtype {
+            DType::Int8 => {
+                type $T = i8;
+                $body
+            }
+            DType::Uint8 => {
+                type $T = u8;
+                $body
+            }
+            DType::Int32 => {
+                type $T = i32;
+                $body
+            }
+            DType::Uint32 => {
+                type $T = u32;
+                $body
+            }
+            DType::Int64 => {
+                type $T = i64;
+                $body
+            }
+            DType::Uint64 => {
+                type $T = u64;
+                $body
+            }
+            DType::Float => {
+                type $T = f32;
+                $body
+            }
+            DType::Double => {
+                type $T = f64;
+                $body
+            }
+            DType::Half | DType::Bfloat16 => $otherwise,
+        }
+    };
+}
+
+impl Backend for MpiBackend {
+    fn name(&self) -> &'static str {
+        "mpi"
+    }
+
+    fn version(&self) -> String {
+        mpi_library_version()
+    }
+
+    fn check_dtype(&self, dtype: DType) -> Result<(), String> {
+        with_mpi_type!(dtype, _T => Ok(()), Err(format!(
+            "the mpi backend cannot run dtype {dtype}: MPI has no standard 16-bit floating type (use the nccl backend)"
+        )))
+    }
+
+    fn check_op(&self, op: ReduceOp) -> Result<(), String> {
+        match op {
+            ReduceOp::Avg => {
+                Err("the mpi backend cannot run op avg: MPI has no averaging reduction (use the nccl backend)".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn max_elements(&self) -> usize {
+        // MPI counts are C ints (rsmpi panics beyond them).
+        i32::MAX as usize
+    }
+
+    fn prepare(&mut self, call: &Call) -> Result<(), Error> {
+        let shape = call.shape;
+        let recv_len = shape.send.max(shape.recv);
+        // Each old buffer is released before its replacement is allocated,
+        // so peak memory stays at one point's needs.
+        if self.send.dtype() != call.dtype || self.send.len() != shape.send {
+            self.send = HostBuffer::new(call.dtype, 0)?;
+            self.send = HostBuffer::new(call.dtype, shape.send)?;
+        }
+        if self.recv.dtype() != call.dtype || self.recv.len() != recv_len {
+            self.recv = HostBuffer::new(call.dtype, 0)?;
+            self.recv = HostBuffer::new(call.dtype, recv_len)?;
+        }
+        Ok(())
+    }
+
+    fn load_input(&mut self, call: &Call, placement: Placement, value: &dyn Fn(usize) -> u64) -> Result<(), Error> {
+        let r = regions(call, placement);
+        self.buf(r.output.0).poison();
+        self.buf(r.input.0).fill(r.input.1, value);
+        Ok(())
+    }
+
+    fn launch(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
+        with_mpi_type!(call.dtype, T => self.run::<T>(call, placement), Err(Error::usage(
+            self.check_dtype(call.dtype).err().unwrap_or_default()
+        )))
+    }
+
+    fn wait(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn output(&mut self, call: &Call, placement: Placement) -> Result<(&mut HostBuffer, Range<usize>), Error> {
+        let (which, range) = regions(call, placement).output;
+        Ok((self.buf(which), range))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Layout;
+
+    fn call(c: Collective, rank: usize, root: usize) -> Call {
+        let n = 3;
+        Call {
+            collective: c,
+            dtype: DType::Float,
+            op: c.spec().is_reduction().then_some(ReduceOp::Sum),
+            shape: c.spec().shape(12, n),
+            at: Layout { nranks: n, rank, root },
+        }
+    }
+
+    #[test]
+    fn out_of_place_reads_input_from_send_and_output_from_recv() {
+        let r = regions(&call(Collective::AllGather, 1, 0), Placement::OutOfPlace);
+        assert_eq!(
+            r,
+            Regions {
+                input: (Buf::Send, 0..4),
+                output: (Buf::Recv, 0..12)
+            }
+        );
+        let r = regions(&call(Collective::Reduce, 2, 0), Placement::OutOfPlace);
+        assert_eq!(
+            r,
+            Regions {
+                input: (Buf::Send, 0..12),
+                output: (Buf::Recv, 0..0)
+            }
+        );
+        let r = regions(&call(Collective::Broadcast, 0, 0), Placement::OutOfPlace);
+        assert_eq!(
+            r,
+            Regions {
+                input: (Buf::Send, 0..12),
+                output: (Buf::Send, 0..12)
+            }
+        );
+        let r = regions(&call(Collective::Broadcast, 1, 0), Placement::OutOfPlace);
+        assert_eq!(
+            r,
+            Regions {
+                input: (Buf::Send, 0..0),
+                output: (Buf::Recv, 0..12)
+            }
+        );
+    }
+
+    #[test]
+    fn in_place_follows_mpi_in_place_rules() {
+        let ip = |c, rank, root| regions(&call(c, rank, root), Placement::InPlace);
+        assert_eq!(
+            ip(Collective::AllGather, 2, 0),
+            Regions {
+                input: (Buf::Recv, 8..12),
+                output: (Buf::Recv, 0..12)
+            }
+        );
+        assert_eq!(
+            ip(Collective::ReduceScatter, 2, 0),
+            Regions {
+                input: (Buf::Recv, 0..12),
+                output: (Buf::Recv, 0..4)
+            }
+        );
+        assert_eq!(
+            ip(Collective::Gather, 1, 1),
+            Regions {
+                input: (Buf::Recv, 4..8),
+                output: (Buf::Recv, 0..12)
+            }
+        );
+        assert_eq!(
+            ip(Collective::Gather, 2, 1),
+            Regions {
+                input: (Buf::Recv, 8..12),
+                output: (Buf::Recv, 0..0)
+            }
+        );
+        assert_eq!(
+            ip(Collective::Scatter, 1, 1),
+            Regions {
+                input: (Buf::Recv, 0..12),
+                output: (Buf::Recv, 4..8)
+            }
+        );
+        assert_eq!(
+            ip(Collective::Scatter, 2, 1),
+            Regions {
+                input: (Buf::Recv, 0..0),
+                output: (Buf::Recv, 8..12)
+            }
+        );
+        assert_eq!(
+            ip(Collective::AllToAll, 0, 0),
+            Regions {
+                input: (Buf::Recv, 0..12),
+                output: (Buf::Recv, 0..12)
+            }
+        );
+    }
+
+    #[test]
+    fn ring_peers_wrap_around() {
+        assert_eq!(ring_peers(0, 3), (1, 2));
+        assert_eq!(ring_peers(2, 3), (0, 1));
+        assert_eq!(ring_peers(0, 1), (0, 0));
+    }
+}

@@ -1,0 +1,274 @@
+//! Host buffers of a run-time element type: pattern fill, poisoning and
+//! element-exact comparison against expected values.
+//!
+//! Storage is a `Vec<u64>`, so every element type is aligned and a typed view
+//! is a safe `bytemuck` cast: no unsafe code. Backends use these buffers as
+//! their own memory (mpi) or as staging for device copies (nccl).
+
+use std::ops::Range;
+
+use crate::error::Error;
+use crate::types::DType;
+
+/// A value of one element type, built from a validation pattern value.
+pub trait Element: bytemuck::Pod + PartialEq {
+    /// `v` is a non-negative integer within the type's `exact_max`.
+    fn from_pattern(v: u64) -> Self;
+}
+
+macro_rules! int_element {
+    ($($t:ty),*) => {$(
+        impl Element for $t {
+            fn from_pattern(v: u64) -> Self {
+                // Patterns stay within DType::exact_max, so this never truncates.
+                v as $t
+            }
+        }
+    )*};
+}
+int_element!(i8, u8, i32, u32, i64, u64);
+
+impl Element for f32 {
+    fn from_pattern(v: u64) -> Self {
+        v as f32
+    }
+}
+
+impl Element for f64 {
+    fn from_pattern(v: u64) -> Self {
+        v as f64
+    }
+}
+
+/// IEEE 754 binary16, stored as bits (the host never computes with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(transparent)]
+pub struct Half(pub u16);
+
+impl Element for Half {
+    fn from_pattern(v: u64) -> Self {
+        // Integers up to 2^11 are exact: normalised with the leading one
+        // dropped into the 10-bit mantissa.
+        if v == 0 {
+            return Half(0);
+        }
+        let e = 63 - v.leading_zeros() as u64;
+        let mantissa = ((v << (10 - e.min(10))) >> e.saturating_sub(10)) & 0x3ff;
+        Half((((e + 15) << 10) | mantissa) as u16)
+    }
+}
+
+/// bfloat16, stored as bits: the upper half of an f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(transparent)]
+pub struct Bf16(pub u16);
+
+impl Element for Bf16 {
+    fn from_pattern(v: u64) -> Self {
+        // Integers up to 2^8 are exact, so the lower 16 bits are zero.
+        Bf16(((v as f32).to_bits() >> 16) as u16)
+    }
+}
+
+/// Calls `$body` with `$T` bound to the Rust type of `$dtype`.
+#[macro_export]
+macro_rules! with_element_type {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::types::DType::Int8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::types::DType::Uint8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::types::DType::Int32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::types::DType::Uint32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::types::DType::Int64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::types::DType::Uint64 => {
+                type $T = u64;
+                $body
+            }
+            $crate::types::DType::Half => {
+                type $T = $crate::buffer::Half;
+                $body
+            }
+            $crate::types::DType::Float => {
+                type $T = f32;
+                $body
+            }
+            $crate::types::DType::Double => {
+                type $T = f64;
+                $body
+            }
+            $crate::types::DType::Bfloat16 => {
+                type $T = $crate::buffer::Bf16;
+                $body
+            }
+        }
+    };
+}
+
+/// A host buffer of `len` elements of `dtype`.
+#[derive(Debug)]
+pub struct HostBuffer {
+    dtype: DType,
+    len: usize,
+    words: Vec<u64>,
+}
+
+impl HostBuffer {
+    /// Zero-filled; a failed allocation is an error, not an abort.
+    pub fn new(dtype: DType, len: usize) -> Result<HostBuffer, Error> {
+        let bytes = len
+            .checked_mul(dtype.size_bytes())
+            .ok_or_else(|| Error::Runtime(format!("a buffer of {len} {dtype} elements is too large")))?;
+        let nwords = bytes.div_ceil(8);
+        let mut words = Vec::new();
+        words.try_reserve_exact(nwords).map_err(|_| {
+            Error::Runtime(format!(
+                "cannot allocate {bytes} bytes of host memory for a {dtype} buffer"
+            ))
+        })?;
+        words.resize(nwords, 0);
+        Ok(HostBuffer { dtype, len, words })
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len * self.dtype.size_bytes()]
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let n = self.len * self.dtype.size_bytes();
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..n]
+    }
+
+    /// Typed view; `T` must be the buffer's element type.
+    pub fn typed<T: Element>(&self) -> &[T] {
+        debug_assert_eq!(size_of::<T>(), self.dtype.size_bytes());
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    pub fn typed_mut<T: Element>(&mut self) -> &mut [T] {
+        debug_assert_eq!(size_of::<T>(), self.dtype.size_bytes());
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+    }
+
+    /// Elements `range` take `value(i)` for `i` in `0..range.len()`.
+    pub fn fill(&mut self, range: Range<usize>, value: impl Fn(usize) -> u64) {
+        with_element_type!(self.dtype, T => {
+            for (i, x) in self.typed_mut::<T>()[range].iter_mut().enumerate() {
+                *x = T::from_pattern(value(i));
+            }
+        })
+    }
+
+    /// Every byte 0xFF: NaN for floating types, the all-ones integer for the
+    /// others, a value no validation pattern produces.
+    pub fn poison(&mut self) {
+        self.words.fill(u64::MAX);
+    }
+
+    /// Number of elements in `range` that differ from `expected(i)`, `i`
+    /// counting from the start of the range.
+    pub fn count_mismatches(&self, range: Range<usize>, expected: impl Fn(usize) -> u64) -> u64 {
+        with_element_type!(self.dtype, T => {
+            self.typed::<T>()[range]
+                .iter()
+                .enumerate()
+                .filter(|(i, x)| **x != T::from_pattern(expected(*i)))
+                .count() as u64
+        })
+    }
+
+    /// Copies `len` elements from `src[src_at..]` to `self[dst_at..]`.
+    pub fn copy_from(&mut self, dst_at: usize, src: &HostBuffer, src_at: usize, len: usize) {
+        let e = self.dtype.size_bytes();
+        self.bytes_mut()[dst_at * e..(dst_at + len) * e].copy_from_slice(&src.bytes()[src_at * e..(src_at + len) * e]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_encodes_small_integers_exactly() {
+        // reference bit patterns of IEEE binary16
+        assert_eq!(Half::from_pattern(0).0, 0x0000);
+        assert_eq!(Half::from_pattern(1).0, 0x3c00);
+        assert_eq!(Half::from_pattern(2).0, 0x4000);
+        assert_eq!(Half::from_pattern(3).0, 0x4200);
+        assert_eq!(Half::from_pattern(10).0, 0x4900);
+        assert_eq!(Half::from_pattern(1024).0, 0x6400);
+        assert_eq!(Half::from_pattern(2047).0, 0x67ff);
+        assert_eq!(Half::from_pattern(2048).0, 0x6800);
+    }
+
+    #[test]
+    fn bfloat16_encodes_small_integers_exactly() {
+        assert_eq!(Bf16::from_pattern(1).0, 0x3f80);
+        assert_eq!(Bf16::from_pattern(3).0, 0x4040);
+        assert_eq!(Bf16::from_pattern(255).0, 0x437f);
+    }
+
+    #[test]
+    fn fill_then_compare_finds_exactly_the_changed_elements() {
+        for dtype in DType::ALL {
+            let mut b = HostBuffer::new(dtype, 100).unwrap();
+            b.fill(0..100, |i| (i % 50) as u64);
+            assert_eq!(b.count_mismatches(0..100, |i| (i % 50) as u64), 0, "{dtype}");
+            b.bytes_mut()[dtype.size_bytes() * 7] ^= 0x01;
+            b.bytes_mut()[dtype.size_bytes() * 99 + dtype.size_bytes() - 1] ^= 0x40;
+            assert_eq!(b.count_mismatches(0..100, |i| (i % 50) as u64), 2, "{dtype}");
+            assert_eq!(b.count_mismatches(10..20, |i| (10 + i % 50) as u64), 0, "{dtype}");
+        }
+    }
+
+    #[test]
+    fn poisoned_buffers_match_no_pattern_value() {
+        for dtype in DType::ALL {
+            let mut b = HostBuffer::new(dtype, 8).unwrap();
+            b.poison();
+            for v in [0, 1, 2, dtype.exact_max() - 1] {
+                assert_eq!(b.count_mismatches(0..8, |_| v), 8, "{dtype} {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn copy_moves_element_ranges() {
+        let mut a = HostBuffer::new(DType::Int32, 6).unwrap();
+        let mut b = HostBuffer::new(DType::Int32, 6).unwrap();
+        a.fill(0..6, |i| i as u64 + 1);
+        b.copy_from(3, &a, 1, 3);
+        assert_eq!(b.typed::<i32>(), &[0, 0, 0, 2, 3, 4]);
+    }
+
+    #[test]
+    fn impossible_allocations_are_errors() {
+        assert!(HostBuffer::new(DType::Double, usize::MAX / 4).is_err());
+    }
+}

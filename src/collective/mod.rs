@@ -1,0 +1,345 @@
+//! Collectives as descriptions: buffer shapes, size semantics, bus factor and
+//! expected output. One small file per collective; this file is the registry.
+//!
+//! Nothing here executes anything: backends map a `Collective` onto their
+//! own calls, the engine measures, reports format. Size semantics and bus
+//! factors follow nccl-tests (doc/PERFORMANCE.md and each test's
+//! `GetCollByteCount`/`GetBw`): the user's size is a byte count, `count =
+//! size / element size`, and the reported `size_bytes` is the larger of one
+//! rank's send and receive buffers after rounding `count` down to what the
+//! collective can split evenly over the ranks.
+
+mod all_gather;
+mod all_reduce;
+mod alltoall;
+mod broadcast;
+mod gather;
+pub mod pattern;
+mod reduce;
+mod reduce_scatter;
+mod scatter;
+mod sendrecv;
+
+use std::fmt;
+
+pub use pattern::Pattern;
+
+use crate::types::DType;
+
+/// The nine collectives, in the order a sweep runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    AllToAll,
+    Gather,
+    Scatter,
+    SendRecv,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 9] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::AllToAll,
+        Collective::Gather,
+        Collective::Scatter,
+        Collective::SendRecv,
+    ];
+
+    /// The description of this collective.
+    pub fn spec(self) -> &'static dyn CollectiveSpec {
+        match self {
+            Collective::AllReduce => &all_reduce::AllReduce,
+            Collective::AllGather => &all_gather::AllGather,
+            Collective::ReduceScatter => &reduce_scatter::ReduceScatter,
+            Collective::Broadcast => &broadcast::Broadcast,
+            Collective::Reduce => &reduce::Reduce,
+            Collective::AllToAll => &alltoall::AllToAll,
+            Collective::Gather => &gather::Gather,
+            Collective::Scatter => &scatter::Scatter,
+            Collective::SendRecv => &sendrecv::SendRecv,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.spec().name()
+    }
+
+    /// Accepts `all_reduce`, `allreduce`, `all-reduce`, `AllReduce`, ...
+    pub fn parse(s: &str) -> Option<Collective> {
+        let key = normalise(s);
+        Collective::ALL
+            .into_iter()
+            .find(|c| normalise(c.name()) == key || c.spec().aliases().contains(&key.as_str()))
+    }
+}
+
+fn normalise(s: &str) -> String {
+    s.trim()
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Per-rank buffer shape of one measured point, in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Elements of one rank's send buffer.
+    pub send: usize,
+    /// Elements of one rank's receive buffer.
+    pub recv: usize,
+    /// The `count` column: the count argument of the call (per rank for
+    /// all_gather, reduce_scatter, gather, scatter; per peer for alltoall).
+    pub count: usize,
+}
+
+impl Shape {
+    /// nccl-tests' reported size: the larger of one rank's two buffers.
+    pub fn size_bytes(&self, dtype: DType) -> u64 {
+        (self.send.max(self.recv) * dtype.size_bytes()) as u64
+    }
+}
+
+/// Where a point stands: rank count, this rank, the root (0 where unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub nranks: usize,
+    pub rank: usize,
+    pub root: usize,
+}
+
+/// What every collective knows about itself.
+pub trait CollectiveSpec: Sync {
+    fn name(&self) -> &'static str;
+
+    /// Other accepted spellings, already normalised (lower case, no `_`/`-`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Takes a reduction operation.
+    fn is_reduction(&self) -> bool {
+        false
+    }
+
+    /// Has a root rank.
+    fn has_root(&self) -> bool {
+        false
+    }
+
+    /// Buffer shape for `count` requested elements at `nranks` ranks.
+    fn shape(&self, count: usize, nranks: usize) -> Shape;
+
+    /// busbw / algbw at `nranks` ranks (nccl-tests doc/PERFORMANCE.md).
+    fn bus_factor(&self, nranks: usize) -> f64;
+
+    /// Elements of this rank's input that the collective reads (0 where the
+    /// send buffer is not significant, such as non-roots of broadcast).
+    fn input_len(&self, shape: &Shape, _at: &Layout) -> usize {
+        shape.send
+    }
+
+    /// Elements of the output this rank must check (0 where the collective
+    /// defines no output on this rank, such as non-roots of reduce).
+    fn output_len(&self, shape: &Shape, at: &Layout) -> usize;
+
+    /// Expected value of output element `i` on `at.rank`, given that every
+    /// rank `r` filled its send buffer with `pattern.input(r, ..)`.
+    fn expected(&self, pattern: &Pattern, shape: &Shape, at: &Layout, i: usize) -> u64;
+}
+
+/// `(n - 1) / n`, the factor shared by the collectives whose every rank
+/// receives `(n - 1) / n` of the reported size; 0 at one rank.
+pub(crate) fn spread_factor(nranks: usize) -> f64 {
+    let n = nranks.max(1) as f64;
+    (n - 1.0) / n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_collective_parses_from_its_name_and_common_spellings() {
+        for c in Collective::ALL {
+            assert_eq!(Collective::parse(c.name()), Some(c));
+            assert_eq!(Collective::parse(&c.name().to_uppercase()), Some(c));
+        }
+        assert_eq!(Collective::parse("allreduce"), Some(Collective::AllReduce));
+        assert_eq!(Collective::parse("all-gather"), Some(Collective::AllGather));
+        assert_eq!(Collective::parse("all_to_all"), Some(Collective::AllToAll));
+        assert_eq!(Collective::parse("AlltoAll"), Some(Collective::AllToAll));
+        assert_eq!(Collective::parse("bcast"), Some(Collective::Broadcast));
+        assert_eq!(Collective::parse("send_recv"), Some(Collective::SendRecv));
+        assert_eq!(Collective::parse("allreduce2"), None);
+    }
+
+    #[test]
+    fn bus_factors_match_nccl_tests_at_1_2_3_8_ranks() {
+        use Collective::*;
+        let expect = |c: Collective, n: usize| -> f64 {
+            let n = n as f64;
+            match c {
+                AllReduce => 2.0 * (n - 1.0) / n,
+                AllGather | ReduceScatter | AllToAll | Gather | Scatter => (n - 1.0) / n,
+                Broadcast | Reduce | SendRecv => 1.0,
+            }
+        };
+        for c in Collective::ALL {
+            for n in [1, 2, 3, 8] {
+                let got = c.spec().bus_factor(n);
+                assert!((got - expect(c, n)).abs() < 1e-15, "{c} n={n}: {got}");
+            }
+        }
+        // spelled out, so a wrong shared formula cannot hide
+        assert_eq!(AllReduce.spec().bus_factor(1), 0.0);
+        assert_eq!(AllReduce.spec().bus_factor(2), 1.0);
+        assert!((AllReduce.spec().bus_factor(3) - 4.0 / 3.0).abs() < 1e-15);
+        assert_eq!(AllReduce.spec().bus_factor(8), 1.75);
+        assert_eq!(AllGather.spec().bus_factor(8), 0.875);
+        assert_eq!(AllToAll.spec().bus_factor(2), 0.5);
+        assert_eq!(Gather.spec().bus_factor(1), 0.0);
+        assert_eq!(SendRecv.spec().bus_factor(8), 1.0);
+    }
+
+    /// (collective, count requested, n, (send, recv, count column))
+    type ShapeCase = (Collective, usize, usize, (usize, usize, usize));
+
+    #[test]
+    fn shapes_follow_nccl_tests_size_semantics() {
+        use Collective::*;
+        let cases: &[ShapeCase] = &[
+            (AllReduce, 10, 3, (10, 10, 10)),
+            (Broadcast, 10, 3, (10, 10, 10)),
+            (Reduce, 10, 3, (10, 10, 10)),
+            (SendRecv, 10, 3, (10, 10, 10)),
+            // per-rank input 10/3 = 3; full output 9
+            (AllGather, 10, 3, (3, 9, 3)),
+            (ReduceScatter, 10, 3, (9, 3, 3)),
+            (AllToAll, 10, 3, (9, 9, 3)),
+            (Gather, 10, 3, (3, 9, 3)),
+            (Scatter, 10, 3, (9, 3, 3)),
+            (AllGather, 8, 4, (2, 8, 2)),
+            (AllToAll, 2, 4, (0, 0, 0)),
+            (AllReduce, 7, 1, (7, 7, 7)),
+            (AllGather, 7, 1, (7, 7, 7)),
+        ];
+        for &(c, count, n, (send, recv, col)) in cases {
+            let s = c.spec().shape(count, n);
+            assert_eq!((s.send, s.recv, s.count), (send, recv, col), "{c} count={count} n={n}");
+        }
+    }
+
+    #[test]
+    fn size_bytes_is_the_larger_buffer() {
+        let s = Collective::AllGather.spec().shape(1000, 4);
+        assert_eq!(s.size_bytes(DType::Float), 4000);
+        let s = Collective::ReduceScatter.spec().shape(1001, 4);
+        assert_eq!(s.size_bytes(DType::Double), 8000);
+        let s = Collective::Gather.spec().shape(12, 3);
+        assert_eq!(s.size_bytes(DType::Int8), 12);
+    }
+
+    #[test]
+    fn only_reductions_take_an_op_and_only_rooted_ones_a_root() {
+        use Collective::*;
+        for c in Collective::ALL {
+            let spec = c.spec();
+            assert_eq!(
+                spec.is_reduction(),
+                matches!(c, AllReduce | ReduceScatter | Reduce),
+                "{c}"
+            );
+            assert_eq!(
+                spec.has_root(),
+                matches!(c, Broadcast | Reduce | Gather | Scatter),
+                "{c}"
+            );
+        }
+    }
+
+    #[test]
+    fn output_lengths_per_rank() {
+        use Collective::*;
+        let at = |rank| Layout {
+            nranks: 3,
+            rank,
+            root: 1,
+        };
+        let len = |c: Collective, rank| {
+            let spec = c.spec();
+            spec.output_len(&spec.shape(10, 3), &at(rank))
+        };
+        assert_eq!(len(AllReduce, 0), 10);
+        assert_eq!(len(AllGather, 0), 9);
+        assert_eq!(len(ReduceScatter, 2), 3);
+        assert_eq!(len(Broadcast, 0), 10);
+        assert_eq!(len(Reduce, 1), 10);
+        assert_eq!(len(Reduce, 0), 0);
+        assert_eq!(len(AllToAll, 2), 9);
+        assert_eq!(len(Gather, 1), 9);
+        assert_eq!(len(Gather, 2), 0);
+        assert_eq!(len(Scatter, 0), 3);
+        assert_eq!(len(SendRecv, 2), 10);
+    }
+
+    /// Simulates every collective over host vectors with its textbook
+    /// definition and checks `expected` against it, element by element.
+    #[test]
+    fn expected_outputs_match_a_direct_simulation() {
+        use crate::types::ReduceOp;
+        use Collective::*;
+        for n in 1..=5 {
+            for c in Collective::ALL {
+                let spec = c.spec();
+                let shape = spec.shape(23, n);
+                let op = spec.is_reduction().then_some(ReduceOp::Sum);
+                let p = Pattern::new(DType::Int32, op, n, 3);
+                let input = |r: usize| -> Vec<u64> { (0..shape.send).map(|i| p.input(r, i)).collect() };
+                let per = shape.count;
+                for root in 0..n {
+                    for rank in 0..n {
+                        let at = Layout { nranks: n, rank, root };
+                        let want: Vec<u64> = match c {
+                            AllReduce => (0..shape.send).map(|i| (0..n).map(|r| input(r)[i]).sum()).collect(),
+                            Reduce if rank == root => {
+                                (0..shape.send).map(|i| (0..n).map(|r| input(r)[i]).sum()).collect()
+                            }
+                            Reduce => vec![],
+                            ReduceScatter => (0..per)
+                                .map(|j| (0..n).map(|r| input(r)[rank * per + j]).sum())
+                                .collect(),
+                            AllGather => (0..n).flat_map(&input).collect(),
+                            Gather if rank == root => (0..n).flat_map(&input).collect(),
+                            Gather => vec![],
+                            Broadcast => input(root),
+                            Scatter => input(root)[rank * per..(rank + 1) * per].to_vec(),
+                            AllToAll => (0..n)
+                                .flat_map(|r| input(r)[rank * per..(rank + 1) * per].to_vec())
+                                .collect(),
+                            SendRecv => input((rank + n - 1) % n),
+                        };
+                        let got: Vec<u64> = (0..spec.output_len(&shape, &at))
+                            .map(|i| spec.expected(&p, &shape, &at, i))
+                            .collect();
+                        assert_eq!(got, want, "{c} n={n} rank={rank} root={root}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! sendrecv: a ring exchange; every rank sends its buffer to rank r+1 and
+//! receives rank r-1's (modulo n). Size is the buffer; count its elements;
+//! busbw factor 1. At one rank the rank sends to itself.
+//! In-place: the received buffer replaces the sent one.
+
+use super::{CollectiveSpec, Layout, Pattern, Shape};
+
+pub struct SendRecv;
+
+impl CollectiveSpec for SendRecv {
+    fn name(&self) -> &'static str {
+        "sendrecv"
+    }
+
+    fn shape(&self, count: usize, _nranks: usize) -> Shape {
+        Shape {
+            send: count,
+            recv: count,
+            count,
+        }
+    }
+
+    fn bus_factor(&self, _nranks: usize) -> f64 {
+        1.0
+    }
+
+    fn output_len(&self, shape: &Shape, _at: &Layout) -> usize {
+        shape.recv
+    }
+
+    fn expected(&self, pattern: &Pattern, _shape: &Shape, at: &Layout, i: usize) -> u64 {
+        pattern.input((at.rank + at.nranks - 1) % at.nranks, i)
+    }
+}

@@ -1,0 +1,366 @@
+//! The plan: every case a run measures, in order, built once from the
+//! validated configuration, the rank count and what the backend supports.
+//!
+//! Order: collective, type, operation, root, size; each case is then
+//! measured out-of-place and in-place. Sizes whose buffers round to zero
+//! elements, or to the same buffers as the previous size, are skipped (at
+//! 4 ranks a 8-byte float all_gather has no whole element per rank).
+
+use crate::backend::Backend;
+use crate::collective::{Collective, Shape};
+use crate::config::{Choice, RootChoice, RunConfig};
+use crate::error::Error;
+use crate::types::{DType, ReduceOp};
+
+/// One measured case (each runs in both placements).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Case {
+    pub collective: Collective,
+    pub dtype: DType,
+    pub op: Option<ReduceOp>,
+    pub root: Option<usize>,
+    pub shape: Shape,
+}
+
+impl Case {
+    pub fn size_bytes(&self) -> u64 {
+        self.shape.size_bytes(self.dtype)
+    }
+
+    /// Host bytes one rank needs for this case's two buffers (the receive
+    /// buffer also holds in-place inputs, so it is the larger of the two).
+    pub fn buffer_bytes(&self) -> u64 {
+        ((self.shape.send + self.shape.send.max(self.shape.recv)) * self.dtype.size_bytes()) as u64
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub nranks: usize,
+    pub cases: Vec<Case>,
+}
+
+impl Plan {
+    pub fn build(cfg: &RunConfig, nranks: usize, backend: &dyn Backend) -> Result<Plan, Error> {
+        let dtypes = match &cfg.dtypes {
+            Choice::All => backend.dtypes(),
+            Choice::List(list) => {
+                for &t in list {
+                    backend.check_dtype(t).map_err(Error::Usage)?;
+                }
+                list.clone()
+            }
+        };
+        let ops = match &cfg.ops {
+            Choice::All => backend.ops(),
+            Choice::List(list) => {
+                for &op in list {
+                    backend.check_op(op).map_err(Error::Usage)?;
+                }
+                list.clone()
+            }
+        };
+        let roots: Vec<usize> = match cfg.roots {
+            RootChoice::All => (0..nranks).collect(),
+            RootChoice::Rank(r) if r < nranks => vec![r],
+            RootChoice::Rank(r) => {
+                return Err(Error::usage(format!(
+                    "--root {r} is out of range: the job has {nranks} rank{} (0..={})",
+                    if nranks == 1 { "" } else { "s" },
+                    nranks - 1
+                )));
+            }
+        };
+        let sizes = cfg.sweep.sizes();
+
+        let mut cases = Vec::new();
+        for &collective in &cfg.collectives {
+            let spec = collective.spec();
+            let case_ops: Vec<Option<ReduceOp>> = if spec.is_reduction() {
+                ops.iter().copied().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            let case_roots: Vec<Option<usize>> = if spec.has_root() {
+                roots.iter().copied().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            for &dtype in &dtypes {
+                for &op in &case_ops {
+                    for &root in &case_roots {
+                        let mut previous: Option<Shape> = None;
+                        for &size in &sizes {
+                            let count = usize::try_from(size / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
+                            let shape = spec.shape(count, nranks);
+                            if shape.send.max(shape.recv) == 0 || previous == Some(shape) {
+                                continue;
+                            }
+                            previous = Some(shape);
+                            let largest = shape.send.max(shape.recv);
+                            if largest > backend.max_elements() {
+                                return Err(Error::usage(format!(
+                                    "--maxbytes {}: {collective} with {dtype} at {nranks} ranks needs a buffer of {largest} elements, \
+                                     beyond the {} backend's limit of {} elements per call",
+                                    cfg.sweep.max,
+                                    backend.name(),
+                                    backend.max_elements()
+                                )));
+                            }
+                            cases.push(Case {
+                                collective,
+                                dtype,
+                                op,
+                                root,
+                                shape,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if cases.is_empty() {
+            return Err(Error::usage(format!(
+                "nothing to measure: every size up to --maxbytes {} rounds to zero elements at {nranks} ranks",
+                cfg.sweep.max
+            )));
+        }
+        Ok(Plan { nranks, cases })
+    }
+
+    /// Measured points: every case in both placements.
+    pub fn points(&self) -> usize {
+        self.cases.len() * 2
+    }
+
+    /// The most host memory one rank needs at once.
+    pub fn peak_buffer_bytes(&self) -> u64 {
+        self.cases.iter().map(Case::buffer_bytes).max().unwrap_or(0)
+    }
+
+    /// Refuses a plan whose buffers, times the ranks sharing this node,
+    /// exceed the memory available on it.
+    pub fn check_memory(&self, ranks_on_node: usize, available_bytes: u64) -> Result<(), Error> {
+        let need = self.peak_buffer_bytes().saturating_mul(ranks_on_node as u64);
+        if need > available_bytes {
+            return Err(Error::usage(format!(
+                "the largest size needs {} per rank, {} for the {ranks_on_node} ranks on this node, \
+                 but only {} of memory is available; lower --maxbytes",
+                human_bytes(self.peak_buffer_bytes()),
+                human_bytes(need),
+                human_bytes(available_bytes)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `MemAvailable` of /proc/meminfo, where there is one.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// 1536 -> "1.5 KiB".
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Call;
+    use crate::buffer::HostBuffer;
+    use crate::cli::RunArgs;
+    use crate::types::Placement;
+
+    /// A backend that can do everything but avg and half, for plan tests.
+    struct Caps;
+
+    impl Backend for Caps {
+        fn name(&self) -> &'static str {
+            "caps"
+        }
+        fn version(&self) -> String {
+            String::new()
+        }
+        fn check_dtype(&self, dtype: DType) -> Result<(), String> {
+            if dtype == DType::Half {
+                Err("no half here".into())
+            } else {
+                Ok(())
+            }
+        }
+        fn check_op(&self, op: ReduceOp) -> Result<(), String> {
+            if op == ReduceOp::Avg {
+                Err("no avg here".into())
+            } else {
+                Ok(())
+            }
+        }
+        fn max_elements(&self) -> usize {
+            1 << 20
+        }
+        fn prepare(&mut self, _: &Call) -> Result<(), Error> {
+            unreachable!()
+        }
+        fn load_input(&mut self, _: &Call, _: Placement, _: &dyn Fn(usize) -> u64) -> Result<(), Error> {
+            unreachable!()
+        }
+        fn launch(&mut self, _: &Call, _: Placement) -> Result<(), Error> {
+            unreachable!()
+        }
+        fn wait(&mut self) -> Result<(), Error> {
+            unreachable!()
+        }
+        fn output(&mut self, _: &Call, _: Placement) -> Result<(&mut HostBuffer, std::ops::Range<usize>), Error> {
+            unreachable!()
+        }
+    }
+
+    fn config(f: impl FnOnce(&mut RunArgs)) -> RunConfig {
+        let mut a = RunArgs::default();
+        f(&mut a);
+        RunConfig::load(&a).unwrap()
+    }
+
+    #[test]
+    fn plan_orders_collective_type_op_root_size() {
+        let cfg = config(|a| {
+            a.collectives = Some("reduce".into());
+            a.dtype = Some("float,int8".into());
+            a.op = Some("sum,max".into());
+            a.root = Some("all".into());
+            a.minbytes = Some("64".into());
+            a.maxbytes = Some("128".into());
+        });
+        let plan = Plan::build(&cfg, 2, &Caps).unwrap();
+        let keys: Vec<_> = plan
+            .cases
+            .iter()
+            .map(|c| (c.dtype, c.op.unwrap(), c.root.unwrap(), c.size_bytes()))
+            .collect();
+        assert_eq!(keys.len(), 2 * 2 * 2 * 2);
+        assert_eq!(keys[0], (DType::Float, ReduceOp::Sum, 0, 64));
+        assert_eq!(keys[1], (DType::Float, ReduceOp::Sum, 0, 128));
+        assert_eq!(keys[2], (DType::Float, ReduceOp::Sum, 1, 64));
+        assert_eq!(keys[4], (DType::Float, ReduceOp::Max, 0, 64));
+        assert_eq!(keys[8], (DType::Int8, ReduceOp::Sum, 0, 64));
+        assert_eq!(plan.points(), 32);
+    }
+
+    #[test]
+    fn non_reductions_have_no_op_and_unrooted_ones_no_root() {
+        let cfg = config(|a| {
+            a.collectives = Some("all_gather,broadcast".into());
+            a.op = Some("all".into());
+            a.maxbytes = Some("8".into());
+        });
+        let plan = Plan::build(&cfg, 2, &Caps).unwrap();
+        assert_eq!(plan.cases.len(), 2);
+        assert_eq!((plan.cases[0].op, plan.cases[0].root), (None, None));
+        assert_eq!((plan.cases[1].op, plan.cases[1].root), (None, Some(0)));
+    }
+
+    #[test]
+    fn sizes_that_round_to_nothing_or_repeat_are_skipped() {
+        // alltoall of floats at 3 ranks: 8 B -> 2 floats -> 0 per peer;
+        // 16 B -> 4 -> 1 per peer (12 B); 32 B -> 8 -> 2 per peer (24 B)
+        let cfg = config(|a| {
+            a.collectives = Some("alltoall".into());
+            a.maxbytes = Some("32".into());
+        });
+        let plan = Plan::build(&cfg, 3, &Caps).unwrap();
+        let sizes: Vec<u64> = plan.cases.iter().map(Case::size_bytes).collect();
+        assert_eq!(sizes, vec![12, 24]);
+        // 9 and 10 bytes of int8 at 4 ranks both give 2 per rank
+        let cfg = config(|a| {
+            a.collectives = Some("all_gather".into());
+            a.dtype = Some("int8".into());
+            a.minbytes = Some("8".into());
+            a.maxbytes = Some("12".into());
+            a.stepbytes = Some("1".into());
+        });
+        let sizes: Vec<u64> = Plan::build(&cfg, 4, &Caps)
+            .unwrap()
+            .cases
+            .iter()
+            .map(Case::size_bytes)
+            .collect();
+        assert_eq!(sizes, vec![8, 12]);
+    }
+
+    #[test]
+    fn all_expands_to_what_the_backend_supports() {
+        let cfg = config(|a| {
+            a.collectives = Some("all_reduce".into());
+            a.dtype = Some("all".into());
+            a.op = Some("all".into());
+            a.maxbytes = Some("8".into());
+        });
+        let plan = Plan::build(&cfg, 1, &Caps).unwrap();
+        assert!(
+            plan.cases
+                .iter()
+                .all(|c| c.dtype != DType::Half && c.op != Some(ReduceOp::Avg))
+        );
+        assert_eq!(plan.cases.len(), 9 * 4);
+    }
+
+    #[test]
+    fn unsupported_choices_and_bad_roots_are_usage_errors() {
+        let bad = |f: fn(&mut RunArgs), n: usize| match Plan::build(&config(f), n, &Caps) {
+            Err(Error::Usage(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(bad(|a| a.dtype = Some("half".into()), 2).contains("half"));
+        assert!(bad(|a| a.op = Some("avg".into()), 2).contains("avg"));
+        assert!(bad(|a| a.root = Some("2".into()), 2).contains("--root 2 is out of range"));
+        assert!(bad(|a| a.maxbytes = Some("1G".into()), 2).contains("limit"));
+        assert!(
+            bad(
+                |a| {
+                    a.collectives = Some("alltoall".into());
+                    a.maxbytes = Some("8".into());
+                },
+                4
+            )
+            .contains("nothing to measure")
+        );
+    }
+
+    #[test]
+    fn memory_check_counts_every_rank_on_the_node() {
+        let cfg = config(|a| {
+            a.collectives = Some("all_gather".into());
+            a.dtype = Some("int8".into());
+            a.minbytes = Some("1M".into());
+            a.maxbytes = Some("1M".into());
+        });
+        let plan = Plan::build(&cfg, 4, &Caps).unwrap();
+        // send 256 KiB + recv 1 MiB
+        assert_eq!(plan.peak_buffer_bytes(), (256 << 10) + (1 << 20));
+        assert!(plan.check_memory(4, 5 << 20).is_ok());
+        assert!(plan.check_memory(4, 4 << 20).is_err());
+    }
+
+    #[test]
+    fn human_bytes_uses_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+}

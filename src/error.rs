@@ -1,0 +1,84 @@
+//! Errors that reach the user, and the one place that maps them to exit
+//! codes (DESIGN.md "Exit codes").
+//!
+//! Every message is one line that names the problem and, where there is one,
+//! what to do about it. Nothing here prints.
+
+use thiserror::Error;
+
+/// Process exit codes, documented in the README.
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// Something failed while running (MPI, a backend, an output file).
+    pub const RUNTIME: u8 = 1;
+    /// Bad arguments, configuration file or environment.
+    pub const USAGE: u8 = 2;
+    /// A result did not match its expected value (wrong > 0).
+    pub const VALIDATION: u8 = 3;
+    /// `compare` found a regression.
+    pub const REGRESSION: u8 = 4;
+    /// A watchdog timeout.
+    pub const TIMEOUT: u8 = 5;
+}
+
+#[derive(Debug, Error)]
+pub enum Error {
+    /// Bad input of any kind; nothing was measured.
+    #[error("{0}")]
+    Usage(String),
+    /// A failure while running.
+    #[error("{0}")]
+    Runtime(String),
+    /// The sweep finished, but some results were wrong.
+    #[error("validation failed: {wrong} wrong elements in {points} of {checked} checked points")]
+    Validation { wrong: u64, points: usize, checked: usize },
+}
+
+impl Error {
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error::Usage(msg.into())
+    }
+
+    pub fn runtime(msg: impl Into<String>) -> Error {
+        Error::Runtime(msg.into())
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) => exit::USAGE,
+            Error::Runtime(_) => exit::RUNTIME,
+            Error::Validation { .. } => exit::VALIDATION,
+        }
+    }
+
+    /// Rebuilds an error from an exit code and its message, for errors that
+    /// travel between ranks as (code, text).
+    pub fn from_code(code: u8, msg: String) -> Error {
+        match code {
+            exit::USAGE => Error::Usage(msg),
+            _ => Error::Runtime(msg),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_match_the_documented_table() {
+        assert_eq!(Error::usage("x").exit_code(), 2);
+        assert_eq!(Error::runtime("x").exit_code(), 1);
+        assert_eq!(
+            Error::Validation {
+                wrong: 1,
+                points: 1,
+                checked: 2
+            }
+            .exit_code(),
+            3
+        );
+        assert_eq!(exit::REGRESSION, 4);
+        assert_eq!(exit::TIMEOUT, 5);
+    }
+}

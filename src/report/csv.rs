@@ -1,0 +1,64 @@
+//! The CSV report: schema 1, one row per measured point, each row written
+//! whole and flushed before the next point starts.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::record::COLUMNS;
+use super::{Record, RunInfo, Sink};
+use crate::engine::Summary;
+use crate::error::Error;
+
+pub struct CsvSink {
+    path: PathBuf,
+    writer: csv::Writer<File>,
+}
+
+impl CsvSink {
+    /// Creates the file now, so a bad path is reported before any
+    /// measurement. An existing file is refused unless `overwrite`.
+    pub fn create(path: &Path, overwrite: bool) -> Result<CsvSink, Error> {
+        let file = super::create_file(path, overwrite, "CSV")?;
+        let writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
+        Ok(CsvSink {
+            path: path.to_path_buf(),
+            writer,
+        })
+    }
+}
+
+impl Sink for CsvSink {
+    fn begin(&mut self, _run: &RunInfo) -> io::Result<()> {
+        self.writer.write_record(COLUMNS)?;
+        self.writer.flush()
+    }
+
+    fn record(&mut self, record: &Record) -> io::Result<()> {
+        self.writer.serialize(record).map_err(io::Error::other)?;
+        self.writer.flush()
+    }
+
+    fn finish(&mut self, _run: &RunInfo, _summary: &Summary) -> io::Result<()> {
+        self.writer.flush()
+    }
+
+    fn target(&self) -> String {
+        format!("CSV file {}", self.path.display())
+    }
+
+    fn discard(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads a CSV report back (tests, compare).
+pub fn read_records(path: &Path) -> Result<Vec<Record>, Error> {
+    let mut reader = csv::Reader::from_path(path)
+        .map_err(|e| Error::usage(format!("cannot read CSV file {}: {e}", path.display())))?;
+    reader
+        .deserialize()
+        .enumerate()
+        .map(|(i, row)| row.map_err(|e| Error::usage(format!("CSV file {} row {}: {e}", path.display(), i + 2))))
+        .collect()
+}

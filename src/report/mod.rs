@@ -1,0 +1,143 @@
+//! Reports, on rank 0 only: the terminal table, the CSV, the JSON file and
+//! the progress bar. Reports format what the engine measured; they compute
+//! nothing but display aggregates (the average bus bandwidth of a table).
+//!
+//! Each output format is one small `Sink` in its own file. The CSV is
+//! written row by row and flushed, so an interrupted run keeps every
+//! finished row; the JSON is written once at the end, through a temporary
+//! file and a rename.
+
+pub mod csv;
+pub mod json;
+pub mod progress;
+pub mod record;
+pub mod table;
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::engine::Summary;
+use crate::error::Error;
+use crate::world::RankInfo;
+pub use record::Record;
+
+/// What the reports say about the run as a whole.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub collbench_version: String,
+    pub started: String,
+    pub command_line: Vec<String>,
+    pub backend: String,
+    pub backend_version: String,
+    /// Why this backend, when it was chosen automatically.
+    pub backend_note: Option<String>,
+    pub control_plane: String,
+    pub nranks: usize,
+    pub nnodes: usize,
+    pub ranks_per_node: usize,
+    pub hosts: Vec<String>,
+    pub ranks: Vec<RankSummary>,
+    pub iters: u32,
+    pub warmup: u32,
+    pub check: u32,
+    pub average: String,
+    pub blocking: bool,
+    pub transport: String,
+    pub hierarchy: String,
+    pub points: usize,
+    pub csv: PathBuf,
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RankSummary {
+    pub rank: usize,
+    pub host: String,
+    pub pid: u32,
+}
+
+impl From<&RankInfo> for RankSummary {
+    fn from(r: &RankInfo) -> Self {
+        RankSummary {
+            rank: r.rank,
+            host: r.host.clone(),
+            pid: r.pid,
+        }
+    }
+}
+
+/// One output format.
+pub trait Sink {
+    fn begin(&mut self, run: &RunInfo) -> io::Result<()>;
+    fn record(&mut self, record: &Record) -> io::Result<()>;
+    fn finish(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()>;
+    /// What this sink writes to, for error messages.
+    fn target(&self) -> String;
+    /// The run will not start: remove what this sink created.
+    fn discard(&mut self) {}
+}
+
+/// Rank 0's outputs: every sink plus the progress bar.
+pub struct Reporter {
+    sinks: Vec<Box<dyn Sink>>,
+    progress: progress::Progress,
+}
+
+impl Reporter {
+    pub fn new(sinks: Vec<Box<dyn Sink>>, progress: progress::Progress) -> Reporter {
+        Reporter { sinks, progress }
+    }
+
+    fn each(&mut self, mut f: impl FnMut(&mut dyn Sink) -> io::Result<()>) -> Result<(), Error> {
+        for sink in &mut self.sinks {
+            f(sink.as_mut()).map_err(|e| Error::runtime(format!("cannot write {}: {e}", sink.target())))?;
+        }
+        Ok(())
+    }
+
+    pub fn begin(&mut self, run: &RunInfo) -> Result<(), Error> {
+        self.each(|s| s.begin(run))
+    }
+
+    pub fn record(&mut self, record: &Record) -> Result<(), Error> {
+        self.each(|s| s.record(record))?;
+        self.progress.advance(record);
+        Ok(())
+    }
+
+    pub fn finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), Error> {
+        self.progress.finish();
+        self.each(|s| s.finish(run, summary))
+    }
+
+    /// The run will not start after all: remove every file created.
+    pub fn discard(&mut self) {
+        self.progress.finish();
+        for sink in &mut self.sinks {
+            sink.discard();
+        }
+    }
+}
+
+/// Creates `path` for writing; an existing file is an error unless
+/// `overwrite`. `what` names the file in messages.
+pub(crate) fn create_file(path: &Path, overwrite: bool, what: &str) -> Result<File, Error> {
+    let mut options = OpenOptions::new();
+    options.write(true);
+    if overwrite {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    options.open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => Error::usage(format!(
+            "{what} file {} already exists; choose another path or pass --overwrite",
+            path.display()
+        )),
+        _ => Error::usage(format!("cannot create {what} file {}: {e}", path.display())),
+    })
+}

@@ -1,0 +1,135 @@
+//! One measured point: the CSV schema (DESIGN.md "CSV (schema 1)") and the
+//! one place where algorithmic and bus bandwidth are computed.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the CSV/JSON record schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The columns, in order; field names are the header names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub run_id: String,
+    pub timestamp: String,
+    pub host: String,
+    pub backend: String,
+    pub backend_version: String,
+    pub transport: String,
+    pub transport_observed: String,
+    pub hierarchy: String,
+    pub collective: String,
+    pub dtype: String,
+    pub op: String,
+    pub root: i64,
+    pub placement: String,
+    pub size_bytes: u64,
+    pub count: u64,
+    pub nranks: u64,
+    pub nnodes: u64,
+    pub ranks_per_node: u64,
+    pub iters: u64,
+    pub warmup: u64,
+    pub time_us: f64,
+    pub time_min_us: f64,
+    pub time_max_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// Empty when checking is off.
+    pub wrong: Option<u64>,
+}
+
+/// Header of schema 1, in column order.
+pub const COLUMNS: [&str; 26] = [
+    "run_id",
+    "timestamp",
+    "host",
+    "backend",
+    "backend_version",
+    "transport",
+    "transport_observed",
+    "hierarchy",
+    "collective",
+    "dtype",
+    "op",
+    "root",
+    "placement",
+    "size_bytes",
+    "count",
+    "nranks",
+    "nnodes",
+    "ranks_per_node",
+    "iters",
+    "warmup",
+    "time_us",
+    "time_min_us",
+    "time_max_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+];
+
+/// (algbw, busbw) in GB/s (1 GB = 1e9 bytes) for `size_bytes` moved in
+/// `time_s` seconds by a collective whose bus factor is `factor`:
+/// algbw = size / time, busbw = algbw * factor (nccl-tests
+/// doc/PERFORMANCE.md).
+pub fn bandwidth_gbps(size_bytes: u64, time_s: f64, factor: f64) -> (f64, f64) {
+    if time_s <= 0.0 || !time_s.is_finite() {
+        return (0.0, 0.0);
+    }
+    let algbw = size_bytes as f64 / time_s / 1e9;
+    (algbw, algbw * factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_is_bytes_per_nanosecond_times_the_factor() {
+        // 1 GB in 1 s is 1 GB/s; all_reduce at 8 ranks: busbw = 1.75 x algbw
+        assert_eq!(bandwidth_gbps(1_000_000_000, 1.0, 1.75), (1.0, 1.75));
+        // 32 MiB in 1 ms
+        let (alg, bus) = bandwidth_gbps(32 << 20, 1e-3, 0.75);
+        assert!((alg - 33.554432).abs() < 1e-9);
+        assert!((bus - 25.165824).abs() < 1e-9);
+        assert_eq!(bandwidth_gbps(8, 0.0, 1.0), (0.0, 0.0));
+    }
+
+    #[test]
+    fn column_list_matches_the_record_fields() {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let r = Record {
+            run_id: "r".into(),
+            timestamp: "t".into(),
+            host: "h".into(),
+            backend: "mpi".into(),
+            backend_version: "v".into(),
+            transport: "auto".into(),
+            transport_observed: "unknown".into(),
+            hierarchy: "flat".into(),
+            collective: "all_reduce".into(),
+            dtype: "float".into(),
+            op: "sum".into(),
+            root: -1,
+            placement: "in_place".into(),
+            size_bytes: 8,
+            count: 2,
+            nranks: 2,
+            nnodes: 1,
+            ranks_per_node: 2,
+            iters: 20,
+            warmup: 5,
+            time_us: 1.5,
+            time_min_us: 1.0,
+            time_max_us: 2.0,
+            algbw_gbps: 0.1,
+            busbw_gbps: 0.1,
+            wrong: None,
+        };
+        w.serialize(&r).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let header = text.lines().next().unwrap();
+        assert_eq!(header, COLUMNS.join(","));
+        assert!(text.lines().nth(1).unwrap().ends_with(",0.1,0.1,"), "{text}");
+    }
+}

@@ -1,0 +1,268 @@
+//! Vocabulary shared by every layer: element types, reduction operations,
+//! buffer placements and the cross-rank time reduction.
+//!
+//! Pure data with parsing and display; no I/O, no backend knowledge. What a
+//! backend can execute is the backend's business (`Backend::supports`).
+
+use std::fmt;
+
+/// Element type of the buffers, named as nccl-tests names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    Int8,
+    Uint8,
+    Int32,
+    Uint32,
+    Int64,
+    Uint64,
+    Half,
+    Float,
+    Double,
+    Bfloat16,
+}
+
+impl DType {
+    /// Every type the tool knows, in nccl-tests' order.
+    pub const ALL: [DType; 10] = [
+        DType::Int8,
+        DType::Uint8,
+        DType::Int32,
+        DType::Uint32,
+        DType::Int64,
+        DType::Uint64,
+        DType::Half,
+        DType::Float,
+        DType::Double,
+        DType::Bfloat16,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Int8 => "int8",
+            DType::Uint8 => "uint8",
+            DType::Int32 => "int32",
+            DType::Uint32 => "uint32",
+            DType::Int64 => "int64",
+            DType::Uint64 => "uint64",
+            DType::Half => "half",
+            DType::Float => "float",
+            DType::Double => "double",
+            DType::Bfloat16 => "bfloat16",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::Int8 | DType::Uint8 => 1,
+            DType::Half | DType::Bfloat16 => 2,
+            DType::Int32 | DType::Uint32 | DType::Float => 4,
+            DType::Int64 | DType::Uint64 | DType::Double => 8,
+        }
+    }
+
+    /// Largest integer `m` such that every integer in `0..=m` is exactly
+    /// representable, and sums, products, minima and maxima of such integers
+    /// that stay within `m` are exact in this type. Validation patterns keep
+    /// every intermediate value within it, so results never depend on the
+    /// reduction order and never overflow (Open MPI 4.1 saturates 8-bit sums,
+    /// open-mpi/ompi#8045).
+    pub fn exact_max(self) -> u64 {
+        match self {
+            DType::Int8 => i8::MAX as u64,
+            DType::Uint8 => u8::MAX as u64,
+            DType::Int32 => i32::MAX as u64,
+            DType::Uint32 => u32::MAX as u64,
+            DType::Int64 => i64::MAX as u64,
+            DType::Uint64 => u64::MAX,
+            DType::Half => 1 << 11,
+            DType::Bfloat16 => 1 << 8,
+            DType::Float => 1 << 24,
+            DType::Double => 1 << 53,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DType> {
+        let t = match s.trim().to_ascii_lowercase().as_str() {
+            "int8" | "char" | "i8" => DType::Int8,
+            "uint8" | "u8" => DType::Uint8,
+            "int32" | "int" | "i32" => DType::Int32,
+            "uint32" | "u32" => DType::Uint32,
+            "int64" | "i64" => DType::Int64,
+            "uint64" | "u64" => DType::Uint64,
+            "half" | "float16" | "fp16" | "f16" => DType::Half,
+            "float" | "float32" | "fp32" | "f32" => DType::Float,
+            "double" | "float64" | "fp64" | "f64" => DType::Double,
+            "bfloat16" | "bf16" => DType::Bfloat16,
+            _ => return None,
+        };
+        Some(t)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reduction operation of all_reduce, reduce and reduce_scatter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    Avg,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::Avg,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::Avg => "avg",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ReduceOp> {
+        ReduceOp::ALL
+            .into_iter()
+            .find(|op| op.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where the output goes: a separate buffer, or the input buffer itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    OutOfPlace,
+    InPlace,
+}
+
+impl Placement {
+    /// Every size runs out-of-place, then in-place (nccl-tests' order).
+    pub const BOTH: [Placement; 2] = [Placement::OutOfPlace, Placement::InPlace];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::OutOfPlace => "out_of_place",
+            Placement::InPlace => "in_place",
+        }
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How per-rank times become the reported time (nccl-tests' `-a`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Average {
+    Rank0,
+    Avg,
+    Min,
+    Max,
+}
+
+impl Average {
+    pub fn name(self) -> &'static str {
+        match self {
+            Average::Rank0 => "rank0",
+            Average::Avg => "avg",
+            Average::Min => "min",
+            Average::Max => "max",
+        }
+    }
+
+    /// Accepts the names and nccl-tests' numeric forms 0..3.
+    pub fn parse(s: &str) -> Option<Average> {
+        let a = match s.trim().to_ascii_lowercase().as_str() {
+            "0" | "rank0" => Average::Rank0,
+            "1" | "avg" | "mean" => Average::Avg,
+            "2" | "min" => Average::Min,
+            "3" | "max" => Average::Max,
+            _ => return None,
+        };
+        Some(a)
+    }
+
+    /// The reported time from every rank's time, `times[0]` being rank 0's.
+    pub fn reduce(self, times: &[f64]) -> f64 {
+        match self {
+            Average::Rank0 => times.first().copied().unwrap_or(0.0),
+            Average::Avg => times.iter().sum::<f64>() / times.len().max(1) as f64,
+            Average::Min => times.iter().copied().fold(f64::INFINITY, f64::min),
+            Average::Max => times.iter().copied().fold(0.0, f64::max),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_names_round_trip() {
+        for t in DType::ALL {
+            assert_eq!(DType::parse(t.name()), Some(t));
+        }
+        assert_eq!(DType::parse("FP32"), Some(DType::Float));
+        assert_eq!(DType::parse("int9"), None);
+    }
+
+    #[test]
+    fn dtype_sizes_match_their_rust_types() {
+        assert_eq!(DType::Int8.size_bytes(), size_of::<i8>());
+        assert_eq!(DType::Uint32.size_bytes(), size_of::<u32>());
+        assert_eq!(DType::Int64.size_bytes(), size_of::<i64>());
+        assert_eq!(DType::Float.size_bytes(), size_of::<f32>());
+        assert_eq!(DType::Double.size_bytes(), size_of::<f64>());
+        assert_eq!(DType::Half.size_bytes(), 2);
+    }
+
+    #[test]
+    fn exact_max_is_exact_in_floating_types() {
+        let m = DType::Float.exact_max();
+        assert_eq!(m as f32 as u64, m);
+        assert_eq!((m - 1) as f32 as u64, m - 1);
+        let m = DType::Double.exact_max();
+        assert_eq!(m as f64 as u64, m);
+    }
+
+    #[test]
+    fn average_accepts_names_and_nccl_tests_numbers() {
+        assert_eq!(Average::parse("0"), Some(Average::Rank0));
+        assert_eq!(Average::parse("1"), Some(Average::Avg));
+        assert_eq!(Average::parse("2"), Some(Average::Min));
+        assert_eq!(Average::parse("3"), Some(Average::Max));
+        assert_eq!(Average::parse("max"), Some(Average::Max));
+        assert_eq!(Average::parse("4"), None);
+    }
+
+    #[test]
+    fn average_reduces_times_as_named() {
+        let t = [3.0, 1.0, 2.0, 6.0];
+        assert_eq!(Average::Rank0.reduce(&t), 3.0);
+        assert_eq!(Average::Avg.reduce(&t), 3.0);
+        assert_eq!(Average::Min.reduce(&t), 1.0);
+        assert_eq!(Average::Max.reduce(&t), 6.0);
+    }
+}

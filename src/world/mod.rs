@@ -1,0 +1,187 @@
+//! Control plane: who the ranks are, where they run, and the few
+//! cross-rank operations the engine needs (barrier, agreement, time and
+//! error-count reduction, abort).
+//!
+//! The data plane never goes through here; backends own their own
+//! communicators. A run has exactly one `World`.
+
+#[cfg(feature = "mpi")]
+pub mod mpi;
+
+use crate::error::Error;
+
+/// Where every rank runs, derived from the hostnames of all ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nodes {
+    /// Distinct hosts, in order of their lowest rank.
+    pub hosts: Vec<String>,
+    /// Host index of every rank.
+    pub node_of_rank: Vec<usize>,
+}
+
+impl Nodes {
+    pub fn from_hostnames(names: &[String]) -> Nodes {
+        let mut hosts: Vec<String> = Vec::new();
+        let node_of_rank = names
+            .iter()
+            .map(|h| match hosts.iter().position(|x| x == h) {
+                Some(i) => i,
+                None => {
+                    hosts.push(h.clone());
+                    hosts.len() - 1
+                }
+            })
+            .collect();
+        Nodes { hosts, node_of_rank }
+    }
+
+    pub fn nnodes(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Ranks of the most populated node (equal on every node in a regular
+    /// launch).
+    pub fn ranks_per_node(&self) -> usize {
+        (0..self.nnodes())
+            .map(|n| self.node_of_rank.iter().filter(|&&x| x == n).count())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Ranks that share `rank`'s node, `rank` included.
+    pub fn local_ranks(&self, rank: usize) -> usize {
+        let node = self.node_of_rank[rank];
+        self.node_of_rank.iter().filter(|&&x| x == node).count()
+    }
+}
+
+/// One rank's identity, for the run header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankInfo {
+    pub rank: usize,
+    pub host: String,
+    pub pid: u32,
+}
+
+pub trait World {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// This rank's hostname.
+    fn host(&self) -> &str;
+    /// Every rank's host and pid, in rank order (same on every rank).
+    fn ranks(&self) -> &[RankInfo];
+    /// Name and version of the control-plane library.
+    fn library_version(&self) -> String;
+
+    fn barrier(&self);
+    /// Sum over ranks, known to every rank.
+    fn sum_u64(&self, value: u64) -> u64;
+    /// Maximum over ranks, known to every rank.
+    fn max_u64(&self, value: u64) -> u64;
+    /// Minimum over ranks, known to every rank.
+    fn min_u64(&self, value: u64) -> u64;
+    /// Every rank's value, on rank 0 only (in rank order).
+    fn gather_f64(&self, value: f64) -> Option<Vec<f64>>;
+    /// Rank 0's bytes, on every rank.
+    fn broadcast_bytes(&self, bytes: &[u8]) -> Vec<u8>;
+    /// Ends every rank of the job now with `code`.
+    fn abort(&self, code: u8) -> !;
+
+    fn nodes(&self) -> Nodes {
+        let names: Vec<String> = self.ranks().iter().map(|r| r.host.clone()).collect();
+        Nodes::from_hostnames(&names)
+    }
+
+    /// Makes every rank agree on a step that may fail on some of them.
+    /// Returns `Ok` on every rank only if it succeeded on every rank.
+    /// Otherwise the lowest failing rank prints its error (one line, with
+    /// rank and host when it is not rank 0) and every rank gets the highest
+    /// failing exit code, plus its own result where it succeeded, so that
+    /// it can undo what it did (remove files it created).
+    fn agree<T>(&self, local: Result<T, Error>) -> Result<T, Disagreed<T>>
+    where
+        Self: Sized,
+    {
+        let code = match &local {
+            Ok(_) => 0,
+            Err(e) => u64::from(e.exit_code()),
+        };
+        let worst = self.max_u64(code);
+        match local {
+            Ok(value) if worst == 0 => Ok(value),
+            Ok(value) => {
+                self.min_u64(u64::MAX);
+                Err(Disagreed {
+                    code: worst as u8,
+                    local: Some(value),
+                })
+            }
+            Err(e) => {
+                if self.min_u64(self.rank() as u64) == self.rank() as u64 {
+                    eprintln!("{}", self.error_line(&e));
+                }
+                Err(Disagreed {
+                    code: worst as u8,
+                    local: None,
+                })
+            }
+        }
+    }
+
+    /// `collbench: <msg>` on rank 0, `collbench: rank R on HOST: <msg>`
+    /// elsewhere.
+    fn error_line(&self, e: &Error) -> String {
+        if self.rank() == 0 {
+            format!("collbench: {e}")
+        } else {
+            format!("collbench: rank {} on {}: {e}", self.rank(), self.host())
+        }
+    }
+}
+
+/// Every rank agreed that a step failed somewhere; the error was printed.
+#[derive(Debug)]
+pub struct Disagreed<T> {
+    /// Exit code for every rank.
+    pub code: u8,
+    /// This rank's own result, where the step succeeded here.
+    pub local: Option<T>,
+}
+
+/// This process's rank as the launcher announced it, before any MPI call:
+/// used to let only rank 0 print errors found before the control plane
+/// starts. `None` when not launched by a known launcher.
+pub fn launcher_rank() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+        "MV2_COMM_WORLD_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+pub fn hostname() -> String {
+    hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown-host".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_group_ranks_by_host_in_rank_order() {
+        let names: Vec<String> = ["b", "b", "a", "a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let n = Nodes::from_hostnames(&names);
+        assert_eq!(n.hosts, vec!["b", "a", "c"]);
+        assert_eq!(n.node_of_rank, vec![0, 0, 1, 1, 0, 2]);
+        assert_eq!(n.nnodes(), 3);
+        assert_eq!(n.ranks_per_node(), 3);
+        assert_eq!(n.local_ranks(2), 2);
+        assert_eq!(n.local_ranks(5), 1);
+    }
+}

@@ -1,0 +1,154 @@
+//! The MPI control plane (rsmpi): initialisation, rank identities, and the
+//! small reductions the engine needs, on a duplicate of MPI_COMM_WORLD so
+//! that control messages never mix with measured traffic.
+
+use mpi::collective::SystemOperation;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::*;
+
+use super::{RankInfo, World};
+use crate::error::Error;
+
+/// Longest hostname exchanged between ranks (POSIX HOST_NAME_MAX is 255).
+const HOST_BYTES: usize = 256;
+
+pub struct MpiWorld {
+    // Field order matters: the communicator is freed before MPI_Finalize,
+    // which runs when the universe drops.
+    comm: SimpleCommunicator,
+    rank: usize,
+    host: String,
+    ranks: Vec<RankInfo>,
+    _universe: mpi::environment::Universe,
+}
+
+impl MpiWorld {
+    pub fn init() -> Result<MpiWorld, Error> {
+        let universe = mpi::initialize().ok_or_else(|| Error::runtime("MPI was initialised twice in one process"))?;
+        let comm = universe.world().duplicate();
+        let rank = comm.rank() as usize;
+        let size = comm.size() as usize;
+        let host = super::hostname();
+
+        let mut mine = [0u8; HOST_BYTES];
+        let n = host.len().min(HOST_BYTES);
+        mine[..n].copy_from_slice(&host.as_bytes()[..n]);
+        let mut all_hosts = vec![0u8; HOST_BYTES * size];
+        comm.all_gather_into(&mine[..], &mut all_hosts[..]);
+        let mut pids = vec![0u32; size];
+        comm.all_gather_into(&std::process::id(), &mut pids[..]);
+
+        let ranks = all_hosts
+            .chunks(HOST_BYTES)
+            .zip(pids)
+            .enumerate()
+            .map(|(rank, (name, pid))| {
+                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                RankInfo {
+                    rank,
+                    host: String::from_utf8_lossy(&name[..end]).into_owned(),
+                    pid,
+                }
+            })
+            .collect();
+        Ok(MpiWorld {
+            comm,
+            rank,
+            host,
+            ranks,
+            _universe: universe,
+        })
+    }
+
+    /// A fresh communicator over the same ranks, for a data plane.
+    pub fn data_communicator(&self) -> SimpleCommunicator {
+        self.comm.duplicate()
+    }
+}
+
+impl World for MpiWorld {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.ranks.len()
+    }
+
+    fn host(&self) -> &str {
+        &self.host
+    }
+
+    fn ranks(&self) -> &[RankInfo] {
+        &self.ranks
+    }
+
+    fn library_version(&self) -> String {
+        mpi_library_version()
+    }
+
+    fn barrier(&self) {
+        self.comm.barrier();
+    }
+
+    fn sum_u64(&self, value: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::sum());
+        out
+    }
+
+    fn max_u64(&self, value: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::max());
+        out
+    }
+
+    fn min_u64(&self, value: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm.all_reduce_into(&value, &mut out, SystemOperation::min());
+        out
+    }
+
+    fn gather_f64(&self, value: f64) -> Option<Vec<f64>> {
+        let root = self.comm.process_at_rank(0);
+        if self.rank == 0 {
+            let mut all = vec![0f64; self.size()];
+            root.gather_into_root(&value, &mut all[..]);
+            Some(all)
+        } else {
+            root.gather_into(&value);
+            None
+        }
+    }
+
+    fn broadcast_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        let root = self.comm.process_at_rank(0);
+        let mut len = bytes.len() as u64;
+        root.broadcast_into(&mut len);
+        let mut buf = if self.rank == 0 {
+            bytes.to_vec()
+        } else {
+            vec![0u8; len as usize]
+        };
+        root.broadcast_into(&mut buf[..]);
+        buf
+    }
+
+    fn abort(&self, code: u8) -> ! {
+        self.comm.abort(i32::from(code))
+    }
+}
+
+/// "Open MPI v4.1.4", "MPICH Version: 4.1", ...: the first clause of
+/// MPI_Get_library_version, whitespace collapsed.
+pub fn mpi_library_version() -> String {
+    let full = mpi::environment::library_version().unwrap_or_default();
+    let first = full.split([',', '\n']).next().unwrap_or("").trim();
+    let text = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        let (major, minor) = mpi::environment::version();
+        format!("MPI {major}.{minor}")
+    } else {
+        text
+    }
+}
