@@ -1,0 +1,262 @@
+//! The command line as a user meets it: help, bad input of every kind (one
+//! line, exit 2, no panic, fast), output-file rules, the TOML config file,
+//! the JSON report.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn help_teaches_how_to_run() {
+    let out = collbench(&["--help"]);
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    assert!(
+        text.contains("run") && text.contains("mpirun -np 4 collbench run"),
+        "{text}"
+    );
+
+    let out = collbench(&["run", "--help"]);
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    for flag in [
+        "--minbytes",
+        "--maxbytes",
+        "--stepfactor",
+        "--stepbytes",
+        "--iters",
+        "--warmup",
+        "--check",
+        "--dtype",
+        "--op",
+        "--root",
+        "--average",
+        "--blocking",
+        "--collectives",
+        "--backend",
+        "--csv",
+        "--json",
+        "--no-progress",
+        "--config",
+        "Exit codes",
+    ] {
+        assert!(text.contains(flag), "run --help lacks {flag}:\n{text}");
+    }
+    assert!(!text.contains("inject"), "the test hook must stay hidden");
+}
+
+/// Each bad command line: exit 2, exactly one line on stderr naming the
+/// problem, no panic, in well under a second.
+#[test]
+fn bad_command_lines_get_one_line_and_exit_2() {
+    let dir = tempdir();
+    let existing = dir.path().join("exists.csv");
+    std::fs::write(&existing, "x\n").unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["-b", "0"], "--minbytes"),
+        (vec!["-b", "-8"], "negative"),
+        (vec!["-b", "1G", "-e", "1M"], "larger than --maxbytes"),
+        (vec!["-e", "M"], "no number"),
+        (vec!["-e", "16Q"], "unknown unit"),
+        (vec!["-e", "1.5M"], "whole number"),
+        (vec!["-e", "99999999999999999999"], "too large"),
+        (vec!["-e", "99999999T"], "too large"),
+        (vec!["-f", "0"], "--stepfactor"),
+        (vec!["-i", "0", "-f", "1"], "--stepbytes"),
+        (vec!["-b", "1", "-e", "1G", "-i", "1"], "sizes"),
+        (vec!["-n", "0"], "--iters"),
+        (vec!["-n", "-5"], "-5"),
+        (vec!["-n", "abc"], "abc"),
+        (vec!["-w", "99999999999"], "--warmup"),
+        (vec!["-d", "int9"], "unknown element type 'int9'"),
+        (vec!["-d", ""], "--dtype is empty"),
+        (vec!["-d", "float,,int8"], "empty item"),
+        (vec!["-d", "half"], "dtype half"),
+        (vec!["-d", "bfloat16"], "bfloat16"),
+        (vec!["-o", "mean"], "unknown operation 'mean'"),
+        (vec!["-o", "avg"], "op avg"),
+        (vec!["-o", "all,sum"], "cannot be combined"),
+        (
+            vec!["--collectives", "allreduce,barrier"],
+            "unknown collective 'barrier'",
+        ),
+        (vec!["-r", "1"], "--root 1 is out of range"),
+        (vec!["-r", "first"], "--root"),
+        (vec!["-a", "median"], "--average"),
+        (vec!["-a", "4"], "--average"),
+        (vec!["-z", "2"], "--blocking"),
+        (vec!["--backend", "gloo"], "unknown backend 'gloo'"),
+        (vec!["--bogus"], "unexpected argument '--bogus'"),
+        (vec!["--csv", "/nonexistent-folder/x.csv"], "cannot create CSV file"),
+        (vec!["--csv", path_str(&existing)], "already exists"),
+        (vec!["--json", path_str(&existing)], "already exists"),
+        (
+            vec!["--config", "/nonexistent/collbench.toml"],
+            "cannot read config file",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["run"];
+        full.extend(&args);
+        let (out, took) = timed(|| collbench_in(dir.path(), &full));
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?} printed more than one line:\n{err}");
+        assert!(err.starts_with("collbench: "), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+            "{args:?}: {err}"
+        );
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+    }
+    // no failed run left a report behind
+    let results = dir.path().join("results");
+    let left: Vec<_> = std::fs::read_dir(&results)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
+    let dir = tempdir();
+    let cases = [
+        ("minbytes = 8\nbogus-key = 1\n", "line 2"),
+        ("iters = 5\niters = 6\n", "line 2"),
+        ("iters = -5\n", "line 1"),
+        ("maxbytes = \"16Q\"\n", "unknown unit"),
+        ("dtype = [\"float\", \"int9\"]\n", "int9"),
+        ("collectives = []\n", "--collectives is empty"),
+        ("minbytes = 8\n[section\n", "line 2"),
+        ("root = \"-1\"\n", "--root"),
+        ("op = 7\n", "line 1"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("c{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let (out, took) = timed(|| collbench(&["run", "--config", path_str(&path)]));
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{text:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{text:?}: {err}");
+        assert!(err.contains("config file") || err.contains("--"), "{text:?}: {err}");
+        assert!(err.contains(needle), "{text:?}: expected {needle:?} in {err}");
+        assert!(took < Duration::from_secs(1), "{text:?} took {took:?}");
+    }
+}
+
+#[test]
+fn usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2() {
+    // known only after MPI starts (the rank count), so every rank must agree
+    let out = mpirun(3, &["run", "-r", "3", "-e", "64"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let lines = our_lines(&out);
+    assert_eq!(
+        lines,
+        vec!["collbench: --root 3 is out of range: the job has 3 ranks (0..=2)"]
+    );
+    // found before MPI starts: only rank 0 prints
+    let out = mpirun(3, &["run", "-d", "int9"]);
+    assert_eq!(code(&out), 2);
+    assert_eq!(our_lines(&out).len(), 1, "{}", stderr(&out));
+}
+
+#[test]
+fn a_toml_config_runs_and_the_command_line_wins() {
+    let dir = tempdir();
+    let config = dir.path().join("suite.toml");
+    let csv_path = dir.path().join("from-config.csv");
+    std::fs::write(
+        &config,
+        format!(
+            "collectives = [\"all_reduce\", \"broadcast\"]\ndtype = \"int32\"\nminbytes = \"1K\"\nmaxbytes = \"64K\"\n\
+             stepfactor = 4\niters = 3\nwarmup = 1\ncsv = \"{}\"\nno-progress = true\n",
+            path_str(&csv_path)
+        ),
+    )
+    .unwrap();
+    let out = mpirun(2, &["run", "--config", path_str(&config), "-e", "4K"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert_rows_consistent(&csv, 2);
+    let sizes: Vec<&str> = csv.rows.iter().map(|r| csv.get(r, "size_bytes")).collect();
+    assert_eq!(sizes, ["1024", "1024", "4096", "4096", "1024", "1024", "4096", "4096"]);
+    assert!(
+        csv.rows
+            .iter()
+            .all(|r| csv.get(r, "dtype") == "int32" && csv.get(r, "iters") == "3")
+    );
+}
+
+#[test]
+fn json_report_carries_the_run_and_every_record() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("r.csv");
+    let json_path = dir.path().join("r.json");
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "scatter",
+            "-e",
+            "256",
+            "--csv",
+            path_str(&csv_path),
+            "--json",
+            path_str(&json_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["run"]["nranks"], 2);
+    assert_eq!(doc["run"]["backend"], "mpi");
+    assert_eq!(doc["summary"]["complete"], true);
+    let csv = Csv::read(&csv_path);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), csv.rows.len());
+    assert_eq!(records[0]["collective"], "scatter");
+    assert!(!dir.path().join("r.json.partial").exists());
+}
+
+#[test]
+fn the_default_csv_lands_in_a_new_file_under_results() {
+    let dir = tempdir();
+    let out = std::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["run", "--collectives", "sendrecv", "-e", "16"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("results"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].extension().unwrap() == "csv");
+    let csv = Csv::read(&files[0]);
+    assert_rows_consistent(&csv, 1);
+    assert!(stdout(&out).contains(path_str(&files[0]).rsplit('/').next().unwrap()));
+}
+
+#[test]
+fn overwrite_replaces_an_existing_report() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("again.csv");
+    std::fs::write(&csv_path, "old\n").unwrap();
+    let out = collbench(&[
+        "run",
+        "--collectives",
+        "sendrecv",
+        "-e",
+        "16",
+        "--csv",
+        path_str(&csv_path),
+        "--overwrite",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(Csv::read(&csv_path).header, SCHEMA_1.to_vec());
+}

@@ -1,0 +1,217 @@
+//! Helpers shared by the integration tests: the real binary, the real
+//! `mpirun`, real files.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_collbench");
+
+/// `mpirun -np N collbench ARGS...`, with what Open MPI needs on a CI
+/// machine: root permission when running as root, and oversubscription
+/// because CI has fewer cores than the tests have ranks.
+pub fn mpirun(np: usize, args: &[&str]) -> Output {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &np.to_string()]);
+    if is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    cmd.arg(BIN).args(args);
+    run(cmd)
+}
+
+/// The binary alone (an MPI singleton where it gets that far), in the
+/// current folder.
+pub fn collbench(args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    run(cmd)
+}
+
+/// The binary alone, in `dir`.
+pub fn collbench_in(dir: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir).args(args);
+    run(cmd)
+}
+
+fn run(mut cmd: Command) -> Output {
+    cmd.env_remove("OMPI_COMM_WORLD_RANK").env("NO_COLOR", "1");
+    cmd.output().expect("the test could not start the command")
+}
+
+pub fn timed(f: impl FnOnce() -> Output) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The lines collbench itself wrote to stderr (mpirun adds banners).
+pub fn our_lines(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("collbench:"))
+        .map(str::to_string)
+        .collect()
+}
+
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temporary folder")
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+/// A parsed CSV: header and rows as column-name lookups.
+pub struct Csv {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Csv {
+    pub fn read(path: &PathBuf) -> Csv {
+        let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let header = r.headers().unwrap().iter().map(str::to_string).collect();
+        let rows = r
+            .records()
+            .map(|x| x.unwrap().iter().map(str::to_string).collect())
+            .collect();
+        Csv { header, rows }
+    }
+
+    fn col(&self, name: &str) -> usize {
+        self.header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    }
+
+    pub fn get<'a>(&self, row: &'a [String], name: &str) -> &'a str {
+        &row[self.col(name)]
+    }
+
+    pub fn num(&self, row: &[String], name: &str) -> f64 {
+        self.get(row, name)
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} is not a number: {row:?}"))
+    }
+}
+
+/// Bus factor of each collective, written out independently of the crate.
+pub fn bus_factor(collective: &str, n: f64) -> f64 {
+    match collective {
+        "all_reduce" => 2.0 * (n - 1.0) / n,
+        "all_gather" | "reduce_scatter" | "alltoall" | "gather" | "scatter" => (n - 1.0) / n,
+        "broadcast" | "reduce" | "sendrecv" => 1.0,
+        other => panic!("unknown collective {other}"),
+    }
+}
+
+/// size_bytes from the count column, per nccl-tests' size semantics.
+pub fn expected_size(collective: &str, count: u64, elem: u64, n: u64) -> u64 {
+    match collective {
+        "all_gather" | "reduce_scatter" | "alltoall" | "gather" | "scatter" => count * n * elem,
+        _ => count * elem,
+    }
+}
+
+pub fn elem_size(dtype: &str) -> u64 {
+    match dtype {
+        "int8" | "uint8" => 1,
+        "half" | "bfloat16" => 2,
+        "int32" | "uint32" | "float" => 4,
+        "int64" | "uint64" | "double" => 8,
+        other => panic!("unknown dtype {other}"),
+    }
+}
+
+pub const SCHEMA_1: [&str; 26] = [
+    "run_id",
+    "timestamp",
+    "host",
+    "backend",
+    "backend_version",
+    "transport",
+    "transport_observed",
+    "hierarchy",
+    "collective",
+    "dtype",
+    "op",
+    "root",
+    "placement",
+    "size_bytes",
+    "count",
+    "nranks",
+    "nnodes",
+    "ranks_per_node",
+    "iters",
+    "warmup",
+    "time_us",
+    "time_min_us",
+    "time_max_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+];
+
+/// Checks every row's arithmetic: size semantics, algbw from size and time,
+/// busbw from algbw and the factor, the time spread, wrong = 0.
+pub fn assert_rows_consistent(csv: &Csv, n: u64) {
+    assert!(!csv.rows.is_empty(), "no rows");
+    for row in &csv.rows {
+        let collective = csv.get(row, "collective");
+        let size = csv.num(row, "size_bytes");
+        let time_us = csv.num(row, "time_us");
+        let algbw = csv.num(row, "algbw_gbps");
+        let busbw = csv.num(row, "busbw_gbps");
+        let count = csv.num(row, "count") as u64;
+        let elem = elem_size(csv.get(row, "dtype"));
+        assert_eq!(csv.num(row, "nranks") as u64, n, "{row:?}");
+        assert_eq!(
+            size as u64,
+            expected_size(collective, count, elem, n),
+            "size semantics: {row:?}"
+        );
+        assert!(time_us > 0.0, "{row:?}");
+        let want_alg = size / (time_us * 1e-6) / 1e9;
+        assert!(
+            (algbw - want_alg).abs() <= 1e-9 * want_alg.max(1e-12),
+            "algbw {algbw} != {want_alg}: {row:?}"
+        );
+        let want_bus = want_alg * bus_factor(collective, n as f64);
+        assert!(
+            (busbw - want_bus).abs() <= 1e-9 * want_bus.max(1e-12),
+            "busbw {busbw} != {want_bus}: {row:?}"
+        );
+        let (tmin, tmax) = (csv.num(row, "time_min_us"), csv.num(row, "time_max_us"));
+        assert!(
+            tmin <= time_us * (1.0 + 1e-12) && time_us <= tmax * (1.0 + 1e-12),
+            "{row:?}"
+        );
+        assert_eq!(csv.get(row, "wrong"), "0", "{row:?}");
+    }
+}

@@ -1,0 +1,264 @@
+//! The real binary under the real `mpirun` at 1 to 4 ranks: every
+//! collective, both placements, every type and operation the mpi backend
+//! supports, every root; every row validated and its arithmetic checked.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::*;
+
+/// Runs a full-coverage sweep at `np` ranks and checks the CSV.
+fn full_sweep_is_correct_at(np: usize) {
+    let dir = tempdir();
+    let csv_path = dir.path().join("sweep.csv");
+    let out = mpirun(
+        np,
+        &[
+            "run",
+            "--backend",
+            "mpi",
+            "-b",
+            "8",
+            "-e",
+            "2K",
+            "-f",
+            "16",
+            "-d",
+            "all",
+            "-o",
+            "all",
+            "-r",
+            "all",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--csv",
+            path_str(&csv_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert_eq!(csv.header, SCHEMA_1.to_vec());
+    assert_rows_consistent(&csv, np as u64);
+
+    // Every collective, type, op and root, in both placements.
+    let mut seen: BTreeMap<(String, String, String, String), BTreeSet<String>> = BTreeMap::new();
+    for row in &csv.rows {
+        let key = (
+            csv.get(row, "collective").to_string(),
+            csv.get(row, "dtype").to_string(),
+            csv.get(row, "op").to_string(),
+            csv.get(row, "root").to_string(),
+        );
+        seen.entry(key)
+            .or_default()
+            .insert(csv.get(row, "placement").to_string());
+    }
+    let types = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float", "double"];
+    let ops = ["sum", "prod", "min", "max"];
+    let mut expected = 0;
+    for collective in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "gather",
+        "scatter",
+        "sendrecv",
+    ] {
+        let reduces = matches!(collective, "all_reduce" | "reduce_scatter" | "reduce");
+        let rooted = matches!(collective, "broadcast" | "reduce" | "gather" | "scatter");
+        for t in types {
+            let case_ops: Vec<&str> = if reduces { ops.to_vec() } else { vec!["none"] };
+            let roots: Vec<String> = if rooted {
+                (0..np).map(|r| r.to_string()).collect()
+            } else {
+                vec!["-1".into()]
+            };
+            for op in &case_ops {
+                for root in &roots {
+                    let key = (collective.to_string(), t.to_string(), op.to_string(), root.clone());
+                    let placements = seen.get(&key).unwrap_or_else(|| panic!("missing {key:?} at np={np}"));
+                    assert_eq!(placements.len(), 2, "{key:?}");
+                    expected += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), expected, "unexpected extra cases at np={np}");
+    for row in &csv.rows {
+        assert_eq!(csv.get(row, "backend"), "mpi");
+        assert_eq!(csv.get(row, "hierarchy"), "flat");
+        assert_eq!(csv.get(row, "nnodes"), "1");
+        assert_eq!(csv.get(row, "ranks_per_node"), np.to_string());
+        assert_eq!(csv.get(row, "iters"), "2");
+        assert_eq!(csv.get(row, "warmup"), "1");
+    }
+}
+
+#[test]
+fn every_collective_type_op_and_root_validates_at_one_rank() {
+    full_sweep_is_correct_at(1);
+}
+
+#[test]
+fn every_collective_type_op_and_root_validates_at_two_ranks() {
+    full_sweep_is_correct_at(2);
+}
+
+#[test]
+fn every_collective_type_op_and_root_validates_at_three_ranks() {
+    full_sweep_is_correct_at(3);
+}
+
+#[test]
+fn every_collective_type_op_and_root_validates_at_four_ranks() {
+    full_sweep_is_correct_at(4);
+}
+
+#[test]
+fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("large.csv");
+    let out = mpirun(
+        3,
+        &[
+            "run",
+            "-b",
+            "1M",
+            "-e",
+            "4M",
+            "-d",
+            "int8,double",
+            "-c",
+            "3",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "-z",
+            "-a",
+            "max",
+            "--csv",
+            path_str(&csv_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert_rows_consistent(&csv, 3);
+    // -a max: the reported time is the slowest rank's
+    for row in &csv.rows {
+        assert_eq!(csv.num(row, "time_us"), csv.num(row, "time_max_us"));
+    }
+}
+
+#[test]
+fn rank_zero_prints_an_nccl_tests_style_table_once() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("t.csv");
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce,gather",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "--csv",
+            path_str(&csv_path),
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.matches("# collbench ").count(), 1, "{text}");
+    assert!(text.contains("# backend   : mpi (Open MPI"), "{text}");
+    assert!(text.contains("# ranks     : 2 on 1 node"), "{text}");
+    assert!(text.contains("out-of-place") && text.contains("in-place"), "{text}");
+    assert!(text.contains("#wrong"), "{text}");
+    assert!(
+        text.contains("# all_reduce (hierarchy flat)") && text.contains("# gather (hierarchy flat)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# Validation           : OK, 0 wrong elements in 16 checked points"),
+        "{text}"
+    );
+    // one data line per size, with both placements on it
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 4 + 4, "{text}");
+    assert!(
+        lines[0].split_whitespace().collect::<Vec<_>>()[..5] == ["8", "2", "float", "sum", "-1"],
+        "{text}"
+    );
+    assert_eq!(lines[0].split_whitespace().count(), 13, "{text}");
+    // the progress bar stays off a pipe
+    assert!(!stderr(&out).contains("points"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_corrupted_result_is_caught_and_exits_3() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("bad.csv");
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce,reduce",
+            "-b",
+            "64",
+            "-e",
+            "64",
+            "--inject-error",
+            "--csv",
+            path_str(&csv_path),
+        ],
+    );
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let lines = our_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("validation failed"), "{lines:?}");
+    assert!(
+        stdout(&out).contains("# Validation           : FAILED"),
+        "{}",
+        stdout(&out)
+    );
+    let csv = Csv::read(&csv_path);
+    assert_eq!(csv.rows.len(), 4);
+    // all_reduce: one corrupted element on each of 2 ranks; reduce: only
+    // the root has an output
+    let wrong: Vec<&str> = csv.rows.iter().map(|r| csv.get(r, "wrong")).collect();
+    assert_eq!(wrong, vec!["2", "2", "1", "1"]);
+}
+
+#[test]
+fn checking_off_leaves_wrong_empty() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("nocheck.csv");
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "sendrecv",
+            "-e",
+            "64",
+            "-c",
+            "0",
+            "--csv",
+            path_str(&csv_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert!(csv.rows.iter().all(|r| csv.get(r, "wrong").is_empty()));
+    assert!(stdout(&out).contains("N/A"));
+    assert!(stdout(&out).contains("Validation           : off"));
+}
