@@ -13,7 +13,7 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command, RunArgs};
 use crate::config::RunConfig;
-use crate::error::exit;
+use crate::error::{Error, exit};
 use crate::world::launcher_rank;
 
 pub fn main() -> ExitCode {
@@ -28,34 +28,54 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Help and version print as clap formats them; errors become one line.
+/// Help and version print as clap formats them (once, on rank 0); errors
+/// become one line.
 fn clap_error(e: clap::Error) -> u8 {
     use clap::error::ErrorKind;
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            exit::OK
-        }
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = e.print();
-            exit::USAGE
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            if is_first_rank() {
+                let _ = e.print();
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                exit::USAGE
+            } else {
+                exit::OK
+            }
         }
         _ => {
-            if is_first_rank() {
-                let text = e.render().to_string();
-                let first = text.lines().next().unwrap_or("invalid arguments");
-                let msg = first.strip_prefix("error: ").unwrap_or(first);
-                eprintln!("collbench: {msg} (see 'collbench run --help')");
-            }
-            exit::USAGE
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let msg = first.strip_prefix("error: ").unwrap_or(first);
+            report_early_error(&Error::usage(format!("{msg} (see 'collbench run --help')")))
         }
     }
 }
 
-/// True unless a launcher says this process is not rank 0: errors found
-/// before MPI starts are printed once, not once per rank.
+/// True unless a launcher says this process is not rank 0.
 fn is_first_rank() -> bool {
     launcher_rank().is_none_or(|r| r == 0)
+}
+
+/// An error found before the control plane starts, on every rank alike.
+/// Alone, the process prints it and exits. Under a launcher, the ranks
+/// first agree over MPI, so that rank 0 prints it once and every rank
+/// exits in order: a rank that simply exited could make the launcher kill
+/// rank 0 before it had printed anything.
+fn report_early_error(e: &Error) -> u8 {
+    #[cfg(feature = "mpi")]
+    if launcher_rank().is_some()
+        && let Ok(world) = crate::world::mpi::MpiWorld::init()
+    {
+        use crate::world::World;
+        let failed: Result<(), Error> = Err(Error::from_code(e.exit_code(), e.to_string()));
+        return match world.agree(failed) {
+            Err(agreed) => agreed.code,
+            Ok(()) => e.exit_code(),
+        };
+    }
+    eprintln!("collbench: {e}");
+    e.exit_code()
 }
 
 fn install_panic_hook() {
@@ -91,12 +111,7 @@ fn abort_job_after_panic() {}
 fn run_command(args: &RunArgs) -> u8 {
     let cfg = match RunConfig::load(args) {
         Ok(cfg) => cfg,
-        Err(e) => {
-            if is_first_rank() {
-                eprintln!("collbench: {e}");
-            }
-            return e.exit_code();
-        }
+        Err(e) => return report_early_error(&e),
     };
     run_with_control_plane(&cfg)
 }
@@ -129,18 +144,20 @@ mod session {
     use crate::config::BackendChoice;
     use crate::engine::plan::available_memory;
     use crate::engine::{Engine, Plan, RunContext};
-    use crate::error::Error;
     use crate::report::csv::CsvSink;
     use crate::report::json::JsonSink;
     use crate::report::progress::Progress;
     use crate::report::table::TableSink;
     use crate::report::{RankSummary, Reporter, RunInfo, Sink};
+    use crate::topology::Nodes;
     use crate::world::World;
     use crate::world::mpi::MpiWorld;
 
     struct Setup {
         backend: Box<dyn Backend>,
         plan: Plan,
+        /// Real hosts, or `--ranks-per-node` groups.
+        nodes: Nodes,
         /// Rank 0 only.
         outputs: Option<(Reporter, RunInfo)>,
     }
@@ -150,6 +167,7 @@ mod session {
         let Setup {
             mut backend,
             plan,
+            nodes,
             outputs,
         } = match world.agree(setup) {
             Ok(s) => s,
@@ -169,7 +187,7 @@ mod session {
             Some((reporter, info)) => (Some(reporter), Some(info)),
             None => (None, None),
         };
-        let ctx = context(world, &*backend, info.as_ref());
+        let ctx = context(world, &nodes, &*backend, info.as_ref());
         if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
             && let Err(e) = rep.begin(info)
         {
@@ -215,28 +233,43 @@ mod session {
     /// Everything that can fail before the first collective: backend,
     /// plan, memory, output files (rank 0).
     fn prepare(world: &MpiWorld, cfg: &RunConfig) -> Result<Setup, Error> {
+        let nodes = match cfg.ranks_per_node {
+            Some(k) => {
+                let hosts: Vec<String> = world.ranks().iter().map(|r| r.host.clone()).collect();
+                Nodes::consecutive(k, &hosts)?
+            }
+            None => world.nodes().clone(),
+        };
+        let mpi = || MpiBackend::new(world, nodes.clone(), cfg.phase_times);
         let (backend, backend_note): (Box<dyn Backend>, Option<String>) = match cfg.backend {
-            BackendChoice::Mpi => (Box::new(MpiBackend::new(world)?), None),
+            BackendChoice::Mpi => (Box::new(mpi()?), None),
             BackendChoice::Auto => (
-                Box::new(MpiBackend::new(world)?),
+                Box::new(mpi()?),
                 Some("auto: no GPU backend in this build, using mpi".into()),
             ),
         };
-        let plan = Plan::build(cfg, world.size(), backend.as_ref())?;
+        let plan = Plan::build(cfg, &nodes, backend.as_ref())?;
         if let Some(available) = available_memory() {
-            plan.check_memory(world.nodes().local_ranks(world.rank()), available)?;
+            // memory is per host, whatever --ranks-per-node says
+            plan.check_memory(world.nodes().local_size(world.rank()), available)?;
         }
         let outputs = if world.rank() == 0 {
-            Some(open_outputs(world, cfg, backend.as_ref(), backend_note, &plan)?)
+            Some(open_outputs(world, cfg, &nodes, backend.as_ref(), backend_note, &plan)?)
         } else {
             None
         };
-        Ok(Setup { backend, plan, outputs })
+        Ok(Setup {
+            backend,
+            plan,
+            nodes,
+            outputs,
+        })
     }
 
     fn open_outputs(
         world: &MpiWorld,
         cfg: &RunConfig,
+        nodes: &Nodes,
         backend: &dyn Backend,
         backend_note: Option<String>,
         plan: &Plan,
@@ -258,7 +291,7 @@ mod session {
             Some(path) => Some(JsonSink::create(path, cfg.overwrite)?),
             None => None,
         };
-        let csv = CsvSink::create(&csv_path, cfg.overwrite)?;
+        let csv = CsvSink::create(&csv_path, cfg.overwrite, cfg.phase_times)?;
         let progress = Progress::new(cfg.progress, plan.points());
         let mut sinks: Vec<Box<dyn Sink>> = vec![
             Box::new(TableSink::new(Box::new(std::io::stdout()), Some(progress.handle()))),
@@ -267,7 +300,6 @@ mod session {
         if let Some(json) = json {
             sinks.push(Box::new(json));
         }
-        let nodes = world.nodes();
         let info = RunInfo {
             run_id,
             collbench_version: env!("CARGO_PKG_VERSION").into(),
@@ -280,7 +312,8 @@ mod session {
             nranks: world.size(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
-            hosts: nodes.hosts.clone(),
+            hosts: world.nodes().hosts.clone(),
+            virtual_nodes: nodes.is_virtual,
             ranks: world.ranks().iter().map(RankSummary::from).collect(),
             iters: cfg.iters,
             warmup: cfg.warmup,
@@ -288,7 +321,7 @@ mod session {
             average: cfg.average.name().into(),
             blocking: cfg.blocking,
             transport: "auto".into(),
-            hierarchy: "flat".into(),
+            hierarchy: cfg.hierarchies.iter().map(|h| h.name()).collect::<Vec<_>>().join(","),
             points: plan.points(),
             csv: csv_path,
             json: cfg.json.clone(),
@@ -296,8 +329,7 @@ mod session {
         Ok((Reporter::new(sinks, progress), info))
     }
 
-    fn context(world: &MpiWorld, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
-        let nodes = world.nodes();
+    fn context(world: &MpiWorld, nodes: &Nodes, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
         RunContext {
             run_id: info.map(|i| i.run_id.clone()).unwrap_or_default(),
             host: world.host().into(),
@@ -305,7 +337,6 @@ mod session {
             backend_version: backend.version(),
             transport: "auto".into(),
             transport_observed: "unknown".into(),
-            hierarchy: "flat".into(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
         }
