@@ -11,7 +11,7 @@ fn main() {
 
 #[cfg(feature = "mpi")]
 fn mpi_shim() {
-    println!("cargo:rerun-if-changed=src/backend/mpi/in_place.c");
+    println!("cargo:rerun-if-changed=src/backend/mpi/in_place_shim.c");
     let lib = match build_probe_mpi::probe() {
         Ok(lib) => lib,
         Err(errors) => {
@@ -25,7 +25,7 @@ fn mpi_shim() {
         }
     };
     let mut build = cc::Build::new();
-    build.file("src/backend/mpi/in_place.c");
+    build.file("src/backend/mpi/in_place_shim.c");
     match lib.mpicc {
         Some(mpicc) => {
             build.compiler(mpicc);

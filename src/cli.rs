@@ -119,6 +119,18 @@ pub struct RunArgs {
     #[arg(short = 'r', long, value_name = "RANK", help_heading = "What to run")]
     pub root: Option<String>,
 
+    /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat [default: flat]
+    #[arg(long, value_name = "LIST", help_heading = "Hierarchy")]
+    pub hierarchy: Option<String>,
+
+    /// Treat every K consecutive ranks as one node (virtual nodes) instead of the ranks sharing a host
+    #[arg(long, value_name = "K", help_heading = "Hierarchy")]
+    pub ranks_per_node: Option<u64>,
+
+    /// Add the time of each hierarchical phase (intra, inter, intra) to the CSV
+    #[arg(long, help_heading = "Hierarchy")]
+    pub phase_times: bool,
+
     /// Data plane: auto (a GPU backend when available, else mpi) or mpi [default: auto]
     #[arg(long, value_name = "NAME", help_heading = "What to run")]
     pub backend: Option<String>,

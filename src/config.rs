@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::cli::RunArgs;
 use crate::collective::Collective;
 use crate::error::Error;
+use crate::topology::Hierarchy;
 use crate::types::{Average, DType, ReduceOp};
 
 /// Most sizes one sweep may have; beyond it the step is surely a mistake.
@@ -40,6 +41,11 @@ pub struct RunConfig {
     pub dtypes: Choice<DType>,
     pub ops: Choice<ReduceOp>,
     pub roots: RootChoice,
+    /// All-reduce modes to run (other collectives always run flat).
+    pub hierarchies: Vec<Hierarchy>,
+    /// Virtual nodes of this many consecutive ranks, instead of hosts.
+    pub ranks_per_node: Option<usize>,
+    pub phase_times: bool,
     pub backend: BackendChoice,
     pub csv: Option<PathBuf>,
     pub json: Option<PathBuf>,
@@ -282,6 +288,9 @@ struct FileConfig {
     dtype: Option<StringList>,
     op: Option<StringList>,
     root: Option<IntOrString>,
+    hierarchy: Option<StringList>,
+    ranks_per_node: Option<u64>,
+    phase_times: Option<bool>,
     backend: Option<String>,
     csv: Option<PathBuf>,
     json: Option<PathBuf>,
@@ -444,6 +453,26 @@ impl RunConfig {
             None => RootChoice::Rank(0),
             Some(t) => parse_root(&t)?,
         };
+        let hierarchies = match list(&args.hierarchy, file.hierarchy) {
+            None => vec![Hierarchy::Flat],
+            Some(items) => match parse_list(
+                "hierarchy",
+                items,
+                "hierarchy mode",
+                &names(&Hierarchy::ALL, Hierarchy::name),
+                Hierarchy::parse,
+            )? {
+                Choice::All => Hierarchy::ALL.to_vec(),
+                Choice::List(v) => v,
+            },
+        };
+        let ranks_per_node = match args.ranks_per_node.or(file.ranks_per_node) {
+            None => None,
+            Some(0) => return Err(Error::usage("--ranks-per-node must be at least 1")),
+            Some(k) => {
+                Some(usize::try_from(k).map_err(|_| Error::usage(format!("--ranks-per-node {k} is too large")))?)
+            }
+        };
         let backend = match args.backend.clone().or(file.backend) {
             None => BackendChoice::Auto,
             Some(t) => parse_backend(&t)?,
@@ -468,6 +497,9 @@ impl RunConfig {
             dtypes,
             ops,
             roots,
+            hierarchies,
+            ranks_per_node,
+            phase_times: args.phase_times || file.phase_times.unwrap_or(false),
             backend,
             csv: args.csv.clone().or(file.csv),
             json: args.json.clone().or(file.json),
@@ -572,6 +604,25 @@ mod tests {
         assert_eq!(c.average, Average::Avg);
         assert!(!c.blocking);
         assert_eq!(c.backend, BackendChoice::Auto);
+        assert_eq!(c.hierarchies, vec![Hierarchy::Flat]);
+        assert_eq!(c.ranks_per_node, None);
+    }
+
+    #[test]
+    fn hierarchy_all_selects_every_mode() {
+        let a = RunArgs {
+            hierarchy: Some("all".into()),
+            ranks_per_node: Some(2),
+            ..args()
+        };
+        let c = RunConfig::merge(&a, FileConfig::default()).unwrap();
+        assert_eq!(c.hierarchies, Hierarchy::ALL.to_vec());
+        assert_eq!(c.ranks_per_node, Some(2));
+        let file = parse_file_config("hierarchy = [\"rs-ar-ag\"]\nranks-per-node = 3\nphase-times = true\n").unwrap();
+        let c = RunConfig::merge(&args(), file).unwrap();
+        assert_eq!(c.hierarchies, vec![Hierarchy::RsArAg]);
+        assert_eq!(c.ranks_per_node, Some(3));
+        assert!(c.phase_times);
     }
 
     #[test]

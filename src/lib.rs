@@ -16,5 +16,6 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod report;
+pub mod topology;
 pub mod types;
 pub mod world;

@@ -14,12 +14,15 @@ use std::ops::Range;
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
 use crate::error::Error;
+use crate::topology::Hierarchy;
 use crate::types::{DType, Placement, ReduceOp};
 
 /// One collective call, as every rank issues it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Call {
     pub collective: Collective,
+    /// How an all_reduce is organised over the nodes (flat elsewhere).
+    pub hierarchy: Hierarchy,
     pub dtype: DType,
     /// `None` for collectives that do not reduce.
     pub op: Option<ReduceOp>,
@@ -59,6 +62,13 @@ pub trait Backend {
 
     /// This rank's output region in host memory (after `wait`).
     fn output(&mut self, call: &Call, placement: Placement) -> Result<(&mut HostBuffer, Range<usize>), Error>;
+
+    /// Seconds spent in each phase (intra, inter, intra) of the
+    /// hierarchical operations launched since the last call, summed; `None`
+    /// when phases are not timed. Resets the sums.
+    fn take_phase_times(&mut self) -> Option<[f64; 3]> {
+        None
+    }
 
     /// Every type this backend runs, for `--dtype all`.
     fn dtypes(&self) -> Vec<DType> {

@@ -30,7 +30,6 @@ pub struct RunContext {
     pub backend_version: String,
     pub transport: String,
     pub transport_observed: String,
-    pub hierarchy: String,
     pub nnodes: usize,
     pub ranks_per_node: usize,
 }
@@ -77,6 +76,7 @@ impl<'a> Engine<'a> {
         for case in &plan.cases {
             let call = Call {
                 collective: case.collective,
+                hierarchy: case.hierarchy,
                 dtype: case.dtype,
                 op: case.op,
                 shape: case.shape,
@@ -93,8 +93,10 @@ impl<'a> Engine<'a> {
                 }
                 self.backend.wait()?;
                 let wrong = self.check(&call, placement)?;
+                self.backend.take_phase_times();
                 let time_s = self.time(&call, placement)?;
                 let times = self.world.gather_f64(time_s);
+                let phases = self.phase_times(&call)?;
 
                 summary.points += 1;
                 if let Some(w) = wrong {
@@ -103,7 +105,7 @@ impl<'a> Engine<'a> {
                     summary.failed_points += usize::from(w > 0);
                 }
                 if let Some(times) = times {
-                    on_record(&self.record(case, placement, &times, wrong))?;
+                    on_record(&self.record(case, placement, &times, wrong, phases))?;
                 }
             }
         }
@@ -163,7 +165,34 @@ impl<'a> Engine<'a> {
         Ok(start.elapsed().as_secs_f64() / f64::from(iters))
     }
 
-    fn record(&self, case: &Case, placement: Placement, times: &[f64], wrong: Option<u64>) -> Record {
+    /// Mean over ranks of each phase's time per operation, on rank 0, for
+    /// hierarchical points when `--phase-times` is on. Every rank takes
+    /// part in the reduction whenever the backend timed phases.
+    fn phase_times(&mut self, call: &Call) -> Result<Option<[f64; 3]>, Error> {
+        let Some(sums) = self.backend.take_phase_times() else {
+            return Ok(None);
+        };
+        if call.hierarchy.is_flat() {
+            return Ok(None);
+        }
+        let per_op = sums.map(|s| s / f64::from(self.cfg.iters));
+        let mut mean = [0.0; 3];
+        for (phase, value) in per_op.into_iter().enumerate() {
+            if let Some(all) = self.world.gather_f64(value) {
+                mean[phase] = all.iter().sum::<f64>() / all.len() as f64;
+            }
+        }
+        Ok((self.world.rank() == 0).then_some(mean))
+    }
+
+    fn record(
+        &self,
+        case: &Case,
+        placement: Placement,
+        times: &[f64],
+        wrong: Option<u64>,
+        phases: Option<[f64; 3]>,
+    ) -> Record {
         let time_s = self.cfg.average.reduce(times);
         let min_s = times.iter().copied().fold(f64::INFINITY, f64::min);
         let max_s = times.iter().copied().fold(0.0, f64::max);
@@ -179,7 +208,7 @@ impl<'a> Engine<'a> {
             backend_version: ctx.backend_version.clone(),
             transport: ctx.transport.clone(),
             transport_observed: ctx.transport_observed.clone(),
-            hierarchy: ctx.hierarchy.clone(),
+            hierarchy: case.hierarchy.name().into(),
             collective: case.collective.name().into(),
             dtype: case.dtype.name().into(),
             op: case.op.map_or("none", |o| o.name()).into(),
@@ -198,6 +227,9 @@ impl<'a> Engine<'a> {
             algbw_gbps: algbw,
             busbw_gbps: busbw,
             wrong,
+            phase_intra1_us: phases.map(|p| p[0] * 1e6),
+            phase_inter_us: phases.map(|p| p[1] * 1e6),
+            phase_intra2_us: phases.map(|p| p[2] * 1e6),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The plan: every case a run measures, in order, built once from the
 //! validated configuration, the rank count and what the backend supports.
 //!
-//! Order: collective, type, operation, root, size; each case is then
+//! Order: collective, hierarchy mode (all_reduce only), type, operation,
+//! root, size; each case is then
 //! measured out-of-place and in-place. Sizes whose buffers round to zero
 //! elements, or to the same buffers as the previous size, are skipped (at
 //! 4 ranks a 8-byte float all_gather has no whole element per rank).
@@ -10,12 +11,14 @@ use crate::backend::Backend;
 use crate::collective::{Collective, Shape};
 use crate::config::{Choice, RootChoice, RunConfig};
 use crate::error::Error;
+use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, ReduceOp};
 
 /// One measured case (each runs in both placements).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Case {
     pub collective: Collective,
+    pub hierarchy: Hierarchy,
     pub dtype: DType,
     pub op: Option<ReduceOp>,
     pub root: Option<usize>,
@@ -41,7 +44,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn build(cfg: &RunConfig, nranks: usize, backend: &dyn Backend) -> Result<Plan, Error> {
+    pub fn build(cfg: &RunConfig, nodes: &Nodes, backend: &dyn Backend) -> Result<Plan, Error> {
+        let nranks = nodes.nranks();
         let dtypes = match &cfg.dtypes {
             Choice::All => backend.dtypes(),
             Choice::List(list) => {
@@ -73,9 +77,26 @@ impl Plan {
         };
         let sizes = cfg.sweep.sizes();
 
-        let mut cases = Vec::new();
+        let hierarchies = &cfg.hierarchies;
+        if hierarchies.contains(&Hierarchy::RsArAg) && !nodes.is_uniform() {
+            return Err(Error::usage(format!(
+                "--hierarchy rs-ar-ag needs the same number of ranks on every node, but the {} nodes have between {} and {}; \
+                 use reduce-bcast or --ranks-per-node",
+                nodes.nnodes(),
+                (0..nodes.nnodes()).map(|n| nodes.ranks_on(n).len()).min().unwrap_or(0),
+                nodes.ranks_per_node()
+            )));
+        }
+
+        // Everything but the size, in sweep order.
+        let mut groups = Vec::new();
         for &collective in &cfg.collectives {
             let spec = collective.spec();
+            let modes = if collective == Collective::AllReduce {
+                hierarchies.clone()
+            } else {
+                vec![Hierarchy::Flat]
+            };
             let case_ops: Vec<Option<ReduceOp>> = if spec.is_reduction() {
                 ops.iter().copied().map(Some).collect()
             } else {
@@ -86,37 +107,45 @@ impl Plan {
             } else {
                 vec![None]
             };
-            for &dtype in &dtypes {
-                for &op in &case_ops {
-                    for &root in &case_roots {
-                        let mut previous: Option<Shape> = None;
-                        for &size in &sizes {
-                            let count = usize::try_from(size / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
-                            let shape = spec.shape(count, nranks);
-                            if shape.send.max(shape.recv) == 0 || previous == Some(shape) {
-                                continue;
-                            }
-                            previous = Some(shape);
-                            let largest = shape.send.max(shape.recv);
-                            if largest > backend.max_elements() {
-                                return Err(Error::usage(format!(
-                                    "--maxbytes {}: {collective} with {dtype} at {nranks} ranks needs a buffer of {largest} elements, \
-                                     beyond the {} backend's limit of {} elements per call",
-                                    cfg.sweep.max,
-                                    backend.name(),
-                                    backend.max_elements()
-                                )));
-                            }
-                            cases.push(Case {
-                                collective,
-                                dtype,
-                                op,
-                                root,
-                                shape,
-                            });
+            for &hierarchy in &modes {
+                for &dtype in &dtypes {
+                    for &op in &case_ops {
+                        for &root in &case_roots {
+                            groups.push((collective, hierarchy, dtype, op, root));
                         }
                     }
                 }
+            }
+        }
+
+        let mut cases = Vec::new();
+        for (collective, hierarchy, dtype, op, root) in groups {
+            let mut previous: Option<Shape> = None;
+            for &size in &sizes {
+                let count = usize::try_from(size / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
+                let shape = collective.spec().shape(count, nranks);
+                if shape.send.max(shape.recv) == 0 || previous == Some(shape) {
+                    continue;
+                }
+                previous = Some(shape);
+                let largest = shape.send.max(shape.recv);
+                if largest > backend.max_elements() {
+                    return Err(Error::usage(format!(
+                        "--maxbytes {}: {collective} with {dtype} at {nranks} ranks needs a buffer of {largest} elements, \
+                         beyond the {} backend's limit of {} elements per call",
+                        cfg.sweep.max,
+                        backend.name(),
+                        backend.max_elements()
+                    )));
+                }
+                cases.push(Case {
+                    collective,
+                    hierarchy,
+                    dtype,
+                    op,
+                    root,
+                    shape,
+                });
             }
         }
         if cases.is_empty() {
@@ -231,6 +260,11 @@ mod tests {
         }
     }
 
+    fn one_node(n: usize) -> Nodes {
+        let hosts = vec!["h".to_string(); n];
+        Nodes::from_keys(&hosts, &hosts)
+    }
+
     fn config(f: impl FnOnce(&mut RunArgs)) -> RunConfig {
         let mut a = RunArgs::default();
         f(&mut a);
@@ -247,7 +281,7 @@ mod tests {
             a.minbytes = Some("64".into());
             a.maxbytes = Some("128".into());
         });
-        let plan = Plan::build(&cfg, 2, &Caps).unwrap();
+        let plan = Plan::build(&cfg, &one_node(2), &Caps).unwrap();
         let keys: Vec<_> = plan
             .cases
             .iter()
@@ -269,7 +303,7 @@ mod tests {
             a.op = Some("all".into());
             a.maxbytes = Some("8".into());
         });
-        let plan = Plan::build(&cfg, 2, &Caps).unwrap();
+        let plan = Plan::build(&cfg, &one_node(2), &Caps).unwrap();
         assert_eq!(plan.cases.len(), 2);
         assert_eq!((plan.cases[0].op, plan.cases[0].root), (None, None));
         assert_eq!((plan.cases[1].op, plan.cases[1].root), (None, Some(0)));
@@ -283,7 +317,7 @@ mod tests {
             a.collectives = Some("alltoall".into());
             a.maxbytes = Some("32".into());
         });
-        let plan = Plan::build(&cfg, 3, &Caps).unwrap();
+        let plan = Plan::build(&cfg, &one_node(3), &Caps).unwrap();
         let sizes: Vec<u64> = plan.cases.iter().map(Case::size_bytes).collect();
         assert_eq!(sizes, vec![12, 24]);
         // 9 and 10 bytes of int8 at 4 ranks both give 2 per rank
@@ -294,7 +328,7 @@ mod tests {
             a.maxbytes = Some("12".into());
             a.stepbytes = Some("1".into());
         });
-        let sizes: Vec<u64> = Plan::build(&cfg, 4, &Caps)
+        let sizes: Vec<u64> = Plan::build(&cfg, &one_node(4), &Caps)
             .unwrap()
             .cases
             .iter()
@@ -311,7 +345,7 @@ mod tests {
             a.op = Some("all".into());
             a.maxbytes = Some("8".into());
         });
-        let plan = Plan::build(&cfg, 1, &Caps).unwrap();
+        let plan = Plan::build(&cfg, &one_node(1), &Caps).unwrap();
         assert!(
             plan.cases
                 .iter()
@@ -322,7 +356,7 @@ mod tests {
 
     #[test]
     fn unsupported_choices_and_bad_roots_are_usage_errors() {
-        let bad = |f: fn(&mut RunArgs), n: usize| match Plan::build(&config(f), n, &Caps) {
+        let bad = |f: fn(&mut RunArgs), n: usize| match Plan::build(&config(f), &one_node(n), &Caps) {
             Err(Error::Usage(m)) => m,
             other => panic!("{other:?}"),
         };
@@ -343,6 +377,43 @@ mod tests {
     }
 
     #[test]
+    fn hierarchy_modes_apply_to_all_reduce_only() {
+        let cfg = config(|a| {
+            a.collectives = Some("all_reduce,all_gather".into());
+            a.hierarchy = Some("all".into());
+            a.minbytes = Some("16".into());
+            a.maxbytes = Some("16".into());
+        });
+        let plan = Plan::build(&cfg, &Nodes::consecutive(2, &vec!["h".to_string(); 4]).unwrap(), &Caps).unwrap();
+        let got: Vec<_> = plan.cases.iter().map(|c| (c.collective, c.hierarchy)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Collective::AllReduce, Hierarchy::Flat),
+                (Collective::AllReduce, Hierarchy::RsArAg),
+                (Collective::AllReduce, Hierarchy::ReduceBcast),
+                (Collective::AllGather, Hierarchy::Flat),
+            ]
+        );
+    }
+
+    #[test]
+    fn rs_ar_ag_needs_uniform_nodes() {
+        let cfg = config(|a| a.hierarchy = Some("rs-ar-ag".into()));
+        let hosts: Vec<String> = ["a", "a", "b"].iter().map(|s| s.to_string()).collect();
+        let uneven = Nodes::from_keys(&hosts, &hosts);
+        match Plan::build(&cfg, &uneven, &Caps) {
+            Err(Error::Usage(m)) => assert!(m.contains("same number of ranks"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let cfg = config(|a| {
+            a.hierarchy = Some("reduce-bcast".into());
+            a.maxbytes = Some("64".into());
+        });
+        assert!(Plan::build(&cfg, &uneven, &Caps).is_ok());
+    }
+
+    #[test]
     fn memory_check_counts_every_rank_on_the_node() {
         let cfg = config(|a| {
             a.collectives = Some("all_gather".into());
@@ -350,7 +421,7 @@ mod tests {
             a.minbytes = Some("1M".into());
             a.maxbytes = Some("1M".into());
         });
-        let plan = Plan::build(&cfg, 4, &Caps).unwrap();
+        let plan = Plan::build(&cfg, &one_node(4), &Caps).unwrap();
         // send 256 KiB + recv 1 MiB
         assert_eq!(plan.peak_buffer_bytes(), (256 << 10) + (1 << 20));
         assert!(plan.check_memory(4, 5 << 20).is_ok());

@@ -39,7 +39,10 @@ pub struct RunInfo {
     pub nranks: usize,
     pub nnodes: usize,
     pub ranks_per_node: usize,
+    /// The distinct hosts.
     pub hosts: Vec<String>,
+    /// `nnodes` and `ranks_per_node` count `--ranks-per-node` groups.
+    pub virtual_nodes: bool,
     pub ranks: Vec<RankSummary>,
     pub iters: u32,
     pub warmup: u32,
@@ -47,6 +50,7 @@ pub struct RunInfo {
     pub average: String,
     pub blocking: bool,
     pub transport: String,
+    /// The all-reduce modes, comma-separated.
     pub hierarchy: String,
     pub points: usize,
     pub csv: PathBuf,

@@ -36,6 +36,14 @@ pub struct Record {
     pub busbw_gbps: f64,
     /// Empty when checking is off.
     pub wrong: Option<u64>,
+    /// With `--phase-times`, on hierarchical rows: the mean over ranks of
+    /// each phase's time per operation (intra-node, inter-node, intra-node).
+    #[serde(default)]
+    pub phase_intra1_us: Option<f64>,
+    #[serde(default)]
+    pub phase_inter_us: Option<f64>,
+    #[serde(default)]
+    pub phase_intra2_us: Option<f64>,
 }
 
 /// Header of schema 1, in column order.
@@ -68,6 +76,57 @@ pub const COLUMNS: [&str; 26] = [
     "wrong",
 ];
 
+/// Extra columns written after the schema-1 columns with `--phase-times`.
+pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+impl Record {
+    /// The CSV fields of `COLUMNS`, then `PHASE_COLUMNS` if `phases`.
+    /// Floats are written with Rust's shortest round-trip form, so every
+    /// value reads back exactly.
+    pub fn csv_fields(&self, phases: bool) -> Vec<String> {
+        let mut f = vec![
+            self.run_id.clone(),
+            self.timestamp.clone(),
+            self.host.clone(),
+            self.backend.clone(),
+            self.backend_version.clone(),
+            self.transport.clone(),
+            self.transport_observed.clone(),
+            self.hierarchy.clone(),
+            self.collective.clone(),
+            self.dtype.clone(),
+            self.op.clone(),
+            self.root.to_string(),
+            self.placement.clone(),
+            self.size_bytes.to_string(),
+            self.count.to_string(),
+            self.nranks.to_string(),
+            self.nnodes.to_string(),
+            self.ranks_per_node.to_string(),
+            self.iters.to_string(),
+            self.warmup.to_string(),
+            self.time_us.to_string(),
+            self.time_min_us.to_string(),
+            self.time_max_us.to_string(),
+            self.algbw_gbps.to_string(),
+            self.busbw_gbps.to_string(),
+            opt(self.wrong),
+        ];
+        if phases {
+            f.extend([
+                opt(self.phase_intra1_us),
+                opt(self.phase_inter_us),
+                opt(self.phase_intra2_us),
+            ]);
+        }
+        f
+    }
+}
+
 /// (algbw, busbw) in GB/s (1 GB = 1e9 bytes) for `size_bytes` moved in
 /// `time_s` seconds by a collective whose bus factor is `factor`:
 /// algbw = size / time, busbw = algbw * factor (nccl-tests
@@ -95,10 +154,8 @@ mod tests {
         assert_eq!(bandwidth_gbps(8, 0.0, 1.0), (0.0, 0.0));
     }
 
-    #[test]
-    fn column_list_matches_the_record_fields() {
-        let mut w = csv::Writer::from_writer(Vec::new());
-        let r = Record {
+    pub(crate) fn sample() -> Record {
+        Record {
             run_id: "r".into(),
             timestamp: "t".into(),
             host: "h".into(),
@@ -123,13 +180,48 @@ mod tests {
             time_min_us: 1.0,
             time_max_us: 2.0,
             algbw_gbps: 0.1,
-            busbw_gbps: 0.1,
+            busbw_gbps: 1.0 / 3.0,
             wrong: None,
-        };
-        w.serialize(&r).unwrap();
-        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
-        let header = text.lines().next().unwrap();
-        assert_eq!(header, COLUMNS.join(","));
-        assert!(text.lines().nth(1).unwrap().ends_with(",0.1,0.1,"), "{text}");
+            phase_intra1_us: Some(0.25),
+            phase_inter_us: None,
+            phase_intra2_us: Some(1e-3),
+        }
+    }
+
+    #[test]
+    fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
+        let r = sample();
+        for phases in [false, true] {
+            let fields = r.csv_fields(phases);
+            let mut header: Vec<&str> = COLUMNS.to_vec();
+            if phases {
+                header.extend(PHASE_COLUMNS);
+            }
+            assert_eq!(fields.len(), header.len());
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(&header).unwrap();
+            w.write_record(&fields).unwrap();
+            let bytes = w.into_inner().unwrap();
+            let back: Record = csv::Reader::from_reader(&bytes[..])
+                .deserialize()
+                .next()
+                .unwrap()
+                .unwrap();
+            if phases {
+                assert_eq!(back, r);
+            } else {
+                assert_eq!(
+                    back,
+                    Record {
+                        phase_intra1_us: None,
+                        phase_intra2_us: None,
+                        ..r.clone()
+                    }
+                );
+            }
+        }
+        let fields = r.csv_fields(false);
+        assert_eq!(fields[COLUMNS.len() - 1], "", "wrong is empty when unchecked");
+        assert_eq!(fields[24], (1.0f64 / 3.0).to_string());
     }
 }

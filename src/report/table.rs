@@ -161,13 +161,18 @@ pub fn run_header(run: &RunInfo) -> String {
     }
     s += "\n";
     s += &format!(
-        "# ranks     : {} on {} node{} ({} per node): {}\n",
+        "# ranks     : {} on {} {}node{} ({} per node), host{}: {}\n",
         run.nranks,
         run.nnodes,
+        if run.virtual_nodes { "virtual " } else { "" },
         if run.nnodes == 1 { "" } else { "s" },
         run.ranks_per_node,
+        if run.hosts.len() == 1 { "" } else { "s" },
         run.hosts.join(", ")
     );
+    if run.hierarchy != "flat" {
+        s += &format!("# hierarchy : all_reduce as {}\n", run.hierarchy);
+    }
     s += &format!(
         "# measure   : iters {}, warmup {}, check {}, time reduction {}, timing {}\n",
         run.iters,

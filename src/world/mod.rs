@@ -9,51 +9,7 @@
 pub mod mpi;
 
 use crate::error::Error;
-
-/// Where every rank runs, derived from the hostnames of all ranks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Nodes {
-    /// Distinct hosts, in order of their lowest rank.
-    pub hosts: Vec<String>,
-    /// Host index of every rank.
-    pub node_of_rank: Vec<usize>,
-}
-
-impl Nodes {
-    pub fn from_hostnames(names: &[String]) -> Nodes {
-        let mut hosts: Vec<String> = Vec::new();
-        let node_of_rank = names
-            .iter()
-            .map(|h| match hosts.iter().position(|x| x == h) {
-                Some(i) => i,
-                None => {
-                    hosts.push(h.clone());
-                    hosts.len() - 1
-                }
-            })
-            .collect();
-        Nodes { hosts, node_of_rank }
-    }
-
-    pub fn nnodes(&self) -> usize {
-        self.hosts.len()
-    }
-
-    /// Ranks of the most populated node (equal on every node in a regular
-    /// launch).
-    pub fn ranks_per_node(&self) -> usize {
-        (0..self.nnodes())
-            .map(|n| self.node_of_rank.iter().filter(|&&x| x == n).count())
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Ranks that share `rank`'s node, `rank` included.
-    pub fn local_ranks(&self, rank: usize) -> usize {
-        let node = self.node_of_rank[rank];
-        self.node_of_rank.iter().filter(|&&x| x == node).count()
-    }
-}
+use crate::topology::Nodes;
 
 /// One rank's identity, for the run header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,11 +42,8 @@ pub trait World {
     fn broadcast_bytes(&self, bytes: &[u8]) -> Vec<u8>;
     /// Ends every rank of the job now with `code`.
     fn abort(&self, code: u8) -> !;
-
-    fn nodes(&self) -> Nodes {
-        let names: Vec<String> = self.ranks().iter().map(|r| r.host.clone()).collect();
-        Nodes::from_hostnames(&names)
-    }
+    /// The hosts: ranks that share memory form a node.
+    fn nodes(&self) -> &Nodes;
 
     /// Makes every rank agree on a step that may fail on some of them.
     /// Returns `Ok` on every rank only if it succeeded on every rank.
@@ -167,21 +120,4 @@ pub fn hostname() -> String {
     hostname::get()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "unknown-host".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nodes_group_ranks_by_host_in_rank_order() {
-        let names: Vec<String> = ["b", "b", "a", "a", "b", "c"].iter().map(|s| s.to_string()).collect();
-        let n = Nodes::from_hostnames(&names);
-        assert_eq!(n.hosts, vec!["b", "a", "c"]);
-        assert_eq!(n.node_of_rank, vec![0, 0, 1, 1, 0, 2]);
-        assert_eq!(n.nnodes(), 3);
-        assert_eq!(n.ranks_per_node(), 3);
-        assert_eq!(n.local_ranks(2), 2);
-        assert_eq!(n.local_ranks(5), 1);
-    }
 }

@@ -8,6 +8,7 @@ use mpi::traits::*;
 
 use super::{RankInfo, World};
 use crate::error::Error;
+use crate::topology::Nodes;
 
 /// Longest hostname exchanged between ranks (POSIX HOST_NAME_MAX is 255).
 const HOST_BYTES: usize = 256;
@@ -19,6 +20,7 @@ pub struct MpiWorld {
     rank: usize,
     host: String,
     ranks: Vec<RankInfo>,
+    nodes: Nodes,
     _universe: mpi::environment::Universe,
 }
 
@@ -50,12 +52,25 @@ impl MpiWorld {
                     pid,
                 }
             })
-            .collect();
+            .collect::<Vec<RankInfo>>();
+
+        // A node is a shared-memory domain (MPI_Comm_split_type), named by
+        // its lowest world rank.
+        let shared = comm.split_shared(rank as i32);
+        let mut leader = 0u64;
+        shared.all_reduce_into(&(rank as u64), &mut leader, SystemOperation::min());
+        drop(shared);
+        let mut leaders = vec![0u64; size];
+        comm.all_gather_into(&leader, &mut leaders[..]);
+        let hosts: Vec<String> = ranks.iter().map(|r| r.host.clone()).collect();
+        let nodes = Nodes::from_keys(&leaders, &hosts);
+
         Ok(MpiWorld {
             comm,
             rank,
             host,
             ranks,
+            nodes,
             _universe: universe,
         })
     }
@@ -132,6 +147,10 @@ impl World for MpiWorld {
         };
         root.broadcast_into(&mut buf[..]);
         buf
+    }
+
+    fn nodes(&self) -> &Nodes {
+        &self.nodes
     }
 
     fn abort(&self, code: u8) -> ! {

@@ -9,9 +9,11 @@
 //! Buffers: `send` holds one rank's input; `recv` holds the output and is
 //! large enough for either (`max(send, recv)` elements) because the
 //! in-place variants use it alone. What in-place means, per collective,
-//! follows MPI's MPI_IN_PLACE rules (see `regions`).
+//! follows MPI's MPI_IN_PLACE rules (see `regions`). Hierarchical
+//! all-reduce lives in `hierarchical`; calls rsmpi lacks, in `raw`.
 
-mod in_place;
+mod hierarchical;
+mod raw;
 
 use std::ops::Range;
 
@@ -24,13 +26,22 @@ use super::{Backend, Call};
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::Collective;
 use crate::error::Error;
+use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, Placement, ReduceOp};
 use crate::world::mpi::{MpiWorld, mpi_library_version};
+use hierarchical::SubComms;
 
 pub struct MpiBackend {
     comm: SimpleCommunicator,
     send: HostBuffer,
     recv: HostBuffer,
+    /// The slice of the rs-ar-ag all-reduce.
+    scratch: HostBuffer,
+    nodes: Nodes,
+    time_phases: bool,
+    /// Built at the first hierarchical point (a collective call, reached by
+    /// every rank at the same point of the plan), then kept for the run.
+    sub: Option<SubComms>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,11 +106,17 @@ fn regions(call: &Call, placement: Placement) -> Regions {
 }
 
 impl MpiBackend {
-    pub fn new(world: &MpiWorld) -> Result<MpiBackend, Error> {
+    /// `nodes` decides the sub-communicators of hierarchical modes;
+    /// `time_phases` makes them time each phase.
+    pub fn new(world: &MpiWorld, nodes: Nodes, time_phases: bool) -> Result<MpiBackend, Error> {
         Ok(MpiBackend {
             comm: world.data_communicator(),
             send: HostBuffer::new(DType::Float, 0)?,
             recv: HostBuffer::new(DType::Float, 0)?,
+            scratch: HostBuffer::new(DType::Float, 0)?,
+            nodes,
+            time_phases,
+            sub: None,
         })
     }
 
@@ -112,6 +129,22 @@ impl MpiBackend {
 
     fn run<T: Element + Equivalence>(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
         let op = call.op.map(system_op).transpose()?;
+        if call.collective == Collective::AllReduce && !call.hierarchy.is_flat() {
+            let op = op.ok_or_else(|| Error::runtime("all_reduce needs a reduction operation"))?;
+            let sub = self
+                .sub
+                .as_mut()
+                .ok_or_else(|| Error::runtime("internal error: no sub-communicators"))?;
+            return sub.all_reduce::<T>(
+                call.hierarchy,
+                placement,
+                call.shape.count,
+                op,
+                &self.send,
+                &mut self.recv,
+                &mut self.scratch,
+            );
+        }
         let n = call.at.nranks;
         let count = call.shape.count;
         let rank = call.at.rank;
@@ -151,23 +184,23 @@ impl MpiBackend {
                 }
             },
             Placement::InPlace => match call.collective {
-                Collective::AllReduce => in_place::all_reduce(comm, &mut recv[..count], need_op()?)?,
-                Collective::AllGather => in_place::all_gather(comm, &mut recv[..count * n], count)?,
+                Collective::AllReduce => raw::all_reduce(comm, &mut recv[..count], need_op()?)?,
+                Collective::AllGather => raw::all_gather(comm, &mut recv[..count * n], count)?,
                 Collective::ReduceScatter => {
-                    in_place::reduce_scatter_block(comm, &mut recv[..count * n], count, need_op()?)?
+                    raw::reduce_scatter_block(comm, &mut recv[..count * n], count, need_op()?)?
                 }
                 Collective::Broadcast => root.broadcast_into(&mut recv[..count]),
                 Collective::Reduce if rank == call.at.root => {
-                    in_place::reduce_at_root(comm, call.at.root, &mut recv[..count], need_op()?)?
+                    raw::reduce_at_root(comm, call.at.root, &mut recv[..count], need_op()?)?
                 }
                 Collective::Reduce => root.reduce_into(&recv[..count], need_op()?),
-                Collective::AllToAll => in_place::all_to_all(comm, &mut recv[..count * n], count)?,
+                Collective::AllToAll => raw::all_to_all(comm, &mut recv[..count * n], count)?,
                 Collective::Gather if rank == call.at.root => {
-                    in_place::gather_at_root(comm, call.at.root, &mut recv[..count * n], count)?
+                    raw::gather_at_root(comm, call.at.root, &mut recv[..count * n], count)?
                 }
                 Collective::Gather => root.gather_into(&recv[rank * count..(rank + 1) * count]),
                 Collective::Scatter if rank == call.at.root => {
-                    in_place::scatter_at_root(comm, call.at.root, &mut recv[..count * n], count)?
+                    raw::scatter_at_root(comm, call.at.root, &mut recv[..count * n], count)?
                 }
                 Collective::Scatter => root.scatter_into(&mut recv[rank * count..(rank + 1) * count]),
                 Collective::SendRecv => {
@@ -272,6 +305,20 @@ impl Backend for MpiBackend {
 
     fn prepare(&mut self, call: &Call) -> Result<(), Error> {
         let shape = call.shape;
+        if call.hierarchy != Hierarchy::Flat {
+            if self.sub.is_none() {
+                self.sub = Some(SubComms::new(&self.comm, &self.nodes, self.time_phases)?);
+            }
+            if let Some(sub) = &self.sub
+                && call.hierarchy == Hierarchy::RsArAg
+            {
+                let need = sub.slice_capacity(shape.count);
+                if self.scratch.dtype() != call.dtype || self.scratch.len() != need {
+                    self.scratch = HostBuffer::new(call.dtype, 0)?;
+                    self.scratch = HostBuffer::new(call.dtype, need)?;
+                }
+            }
+        }
         let recv_len = shape.send.max(shape.recv);
         // Each old buffer is released before its replacement is allocated,
         // so peak memory stays at one point's needs.
@@ -303,6 +350,10 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
+    fn take_phase_times(&mut self) -> Option<[f64; 3]> {
+        self.sub.as_mut()?.take_phase_times()
+    }
+
     fn output(&mut self, call: &Call, placement: Placement) -> Result<(&mut HostBuffer, Range<usize>), Error> {
         let (which, range) = regions(call, placement).output;
         Ok((self.buf(which), range))
@@ -318,6 +369,7 @@ mod tests {
         let n = 3;
         Call {
             collective: c,
+            hierarchy: Hierarchy::Flat,
             dtype: DType::Float,
             op: c.spec().is_reduction().then_some(ReduceOp::Sum),
             shape: c.spec().shape(12, n),

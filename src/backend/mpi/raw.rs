@@ -1,5 +1,6 @@
-//! In-place MPI collectives: the calls with MPI_IN_PLACE, which rsmpi does
-//! not expose, made through rsmpi's raw bindings.
+//! MPI calls that rsmpi does not expose, made through its raw bindings: the
+//! MPI_IN_PLACE variants of the collectives, and MPI_Reduce_scatter with
+//! per-rank counts (uneven slices of the hierarchical all-reduce).
 //!
 //! This file and the NCCL binding are the only homes of `unsafe`. Every
 //! function takes a Rust slice whose length is exactly what the call reads
@@ -19,7 +20,7 @@ use mpi::topology::SimpleCommunicator;
 use crate::error::Error;
 
 unsafe extern "C" {
-    /// Defined in in_place.c: the MPI_IN_PLACE of the MPI headers.
+    /// Defined in in_place_shim.c: the MPI_IN_PLACE of the MPI headers.
     fn collbench_mpi_in_place() -> *mut c_void;
 }
 
@@ -207,4 +208,71 @@ pub fn scatter_at_root<T: Equivalence>(
         )
     };
     check("MPI_Scatter", rc)
+}
+
+/// MPI_Reduce_scatter(send, recv, counts, ...): rank `i` of `comm` gets
+/// the reduction of block `i` (`counts[i]` elements) of every rank's `send`.
+/// `recv` is this rank's block; `send` holds the sum of `counts` elements.
+pub fn reduce_scatter<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    send: &[T],
+    recv: &mut [T],
+    counts: &[c_int],
+    op: SystemOperation,
+) -> Result<(), Error> {
+    check_counts(comm, send.len(), recv.len(), counts)?;
+    // SAFETY: `send` holds every block and `recv` this rank's block, as
+    // checked against `counts` (one per rank of `comm`); both are live
+    // slices that do not overlap (one is shared, the other exclusive);
+    // handles come from live rsmpi objects.
+    let rc = unsafe {
+        ffi::MPI_Reduce_scatter(
+            send.as_ptr().cast(),
+            recv.as_mut_ptr().cast(),
+            counts.as_ptr(),
+            T::equivalent_datatype().as_raw(),
+            op.as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Reduce_scatter", rc)
+}
+
+/// MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, ...): `buf` holds every
+/// block; this rank's reduced block lands at its start.
+pub fn reduce_scatter_in_place<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    buf: &mut [T],
+    counts: &[c_int],
+    op: SystemOperation,
+) -> Result<(), Error> {
+    check_counts(comm, buf.len(), 0, counts)?;
+    // SAFETY: `buf` holds the sum of `counts` elements (checked), all read
+    // and the first `counts[rank]` written by MPI; handles are live.
+    let rc = unsafe {
+        ffi::MPI_Reduce_scatter(
+            in_place_marker(),
+            buf.as_mut_ptr().cast(),
+            counts.as_ptr(),
+            T::equivalent_datatype().as_raw(),
+            op.as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Reduce_scatter", rc)
+}
+
+/// `counts` has one entry per rank, sums to `total`, and this rank's entry
+/// fits `mine` (0 = not checked, for the in-place form).
+fn check_counts(comm: &SimpleCommunicator, total: usize, mine: usize, counts: &[c_int]) -> Result<(), Error> {
+    use mpi::topology::Communicator;
+    let ok_len = counts.len() == comm.size() as usize;
+    let sum: i64 = counts.iter().map(|&c| i64::from(c)).sum();
+    let own = counts.get(comm.rank() as usize).copied().unwrap_or(-1);
+    if !ok_len || sum != total as i64 || (mine != 0 && own as usize != mine) || counts.iter().any(|&c| c < 0) {
+        return Err(Error::runtime(format!(
+            "internal error: reduce-scatter counts {counts:?} do not match buffers of {total} and {mine} elements"
+        )));
+    }
+    Ok(())
 }
