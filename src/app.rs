@@ -74,7 +74,7 @@ fn report_early_error(e: &Error) -> u8 {
             Ok(()) => e.exit_code(),
         };
     }
-    eprintln!("collbench: {e}");
+    crate::error::say(&format!("collbench: {e}"));
     e.exit_code()
 }
 
@@ -91,7 +91,9 @@ fn install_panic_hook() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "panic".into());
-        eprintln!("collbench: {rank}internal error: {payload}{place}; please report it");
+        crate::error::say(&format!(
+            "collbench: {rank}internal error: {payload}{place}; please report it"
+        ));
         abort_job_after_panic();
     }));
 }
@@ -121,7 +123,7 @@ fn run_with_control_plane(cfg: &RunConfig) -> u8 {
     let world = match crate::world::mpi::MpiWorld::init() {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("collbench: cannot start MPI: {e}");
+            crate::error::say(&format!("collbench: cannot start MPI: {e}"));
             return exit::RUNTIME;
         }
     };
@@ -130,7 +132,7 @@ fn run_with_control_plane(cfg: &RunConfig) -> u8 {
 
 #[cfg(not(feature = "mpi"))]
 fn run_with_control_plane(_cfg: &RunConfig) -> u8 {
-    eprintln!("collbench: this build has no control plane: rebuild with the default `mpi` feature");
+    crate::error::say("collbench: this build has no control plane: rebuild with the default `mpi` feature");
     exit::USAGE
 }
 
@@ -142,11 +144,15 @@ mod session {
     use crate::backend::Backend;
     use crate::backend::mpi::MpiBackend;
     use crate::config::BackendChoice;
+    use crate::engine::digest::check_same_plan;
     use crate::engine::plan::available_memory;
+    use crate::engine::stop::{StopRequest, signal_name};
+    use crate::engine::watchdog::Watchdog;
     use crate::engine::{Engine, Plan, RunContext};
     use crate::report::csv::CsvSink;
     use crate::report::json::JsonSink;
     use crate::report::progress::Progress;
+    use crate::report::record::Extras;
     use crate::report::table::TableSink;
     use crate::report::{RankSummary, Reporter, RunInfo, Sink};
     use crate::topology::Nodes;
@@ -163,7 +169,23 @@ mod session {
     }
 
     pub fn run(world: &MpiWorld, cfg: &RunConfig) -> u8 {
-        let setup = prepare(world, cfg);
+        let watchdog = cfg
+            .timeout
+            .map(|t| Watchdog::start(t, format!("rank {} on {}", world.rank(), world.host())));
+        if let Some(w) = &watchdog {
+            w.watch("the set-up (plan check, communicators, output files)");
+        }
+        let stop = match StopRequest::install() {
+            Ok(stop) => stop,
+            Err(e) => {
+                crate::error::say(&world.error_line(&e));
+                return e.exit_code();
+            }
+        };
+        if let Err(failed) = world.agree(check_same_plan(world, &cfg.digest_fields())) {
+            return failed.code;
+        }
+        let setup = prepare(world, cfg, &stop);
         let Setup {
             mut backend,
             plan,
@@ -194,10 +216,13 @@ mod session {
             fail(world, &e);
         }
 
-        let sweep = Engine::new(world, backend.as_mut(), cfg, &ctx).run(&plan, |record| match reporter.as_mut() {
-            Some(rep) => rep.record(record),
-            None => Ok(()),
-        });
+        let sweep = Engine::new(world, backend.as_mut(), cfg, &ctx)
+            .with_watchdog(watchdog.as_ref())
+            .with_stop(stop)
+            .run(&plan, |record| match reporter.as_mut() {
+                Some(rep) => rep.record(record),
+                None => Ok(()),
+            });
         let summary = match sweep {
             Ok(summary) => summary,
             Err(e) => fail(world, &e),
@@ -207,7 +232,7 @@ mod session {
         if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
             && let Err(e) = rep.finish(info, &summary)
         {
-            eprintln!("{}", world.error_line(&e));
+            crate::error::say(&world.error_line(&e));
             code = e.exit_code();
         }
         if summary.wrong > 0 {
@@ -217,22 +242,37 @@ mod session {
                 checked: summary.checked_points,
             };
             if world.rank() == 0 {
-                eprintln!("{}", world.error_line(&e));
+                crate::error::say(&world.error_line(&e));
             }
             code = code.max(e.exit_code());
+        }
+        if let Some(signal) = summary.stopped_by {
+            if world.rank() == 0 {
+                let planned = if cfg.cycles == 0 {
+                    String::new()
+                } else {
+                    format!(" of {}", plan.points() as u64 * cfg.cycles)
+                };
+                crate::error::say(&format!(
+                    "collbench: stopped by {} after {}{planned} points; the run is incomplete, every finished point is in the CSV",
+                    signal_name(signal),
+                    summary.points,
+                ));
+            }
+            code = 128 + signal as u8;
         }
         code
     }
 
     /// Prints this rank's failure and takes the whole job down.
     fn fail(world: &MpiWorld, e: &Error) -> ! {
-        eprintln!("{}", world.error_line(e));
+        crate::error::say(&world.error_line(e));
         world.abort(e.exit_code())
     }
 
     /// Everything that can fail before the first collective: backend,
     /// plan, memory, output files (rank 0).
-    fn prepare(world: &MpiWorld, cfg: &RunConfig) -> Result<Setup, Error> {
+    fn prepare(world: &MpiWorld, cfg: &RunConfig, stop: &StopRequest) -> Result<Setup, Error> {
         let nodes = match cfg.ranks_per_node {
             Some(k) => {
                 let hosts: Vec<String> = world.ranks().iter().map(|r| r.host.clone()).collect();
@@ -254,7 +294,15 @@ mod session {
             plan.check_memory(world.nodes().local_size(world.rank()), available)?;
         }
         let outputs = if world.rank() == 0 {
-            Some(open_outputs(world, cfg, &nodes, backend.as_ref(), backend_note, &plan)?)
+            Some(open_outputs(
+                world,
+                cfg,
+                &nodes,
+                backend.as_ref(),
+                backend_note,
+                &plan,
+                stop,
+            )?)
         } else {
             None
         };
@@ -273,6 +321,7 @@ mod session {
         backend: &dyn Backend,
         backend_note: Option<String>,
         plan: &Plan,
+        stop: &StopRequest,
     ) -> Result<(Reporter, RunInfo), Error> {
         let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let run_id = run_id(&started, world.host());
@@ -291,15 +340,23 @@ mod session {
             Some(path) => Some(JsonSink::create(path, cfg.overwrite)?),
             None => None,
         };
-        let csv = CsvSink::create(&csv_path, cfg.overwrite, cfg.phase_times)?;
-        let progress = Progress::new(cfg.progress, plan.points());
-        let mut sinks: Vec<Box<dyn Sink>> = vec![
-            Box::new(TableSink::new(Box::new(std::io::stdout()), Some(progress.handle()))),
-            Box::new(csv),
-        ];
+        let extras = Extras {
+            phases: cfg.phase_times,
+            cycle: cfg.cycles != 1,
+        };
+        let csv = CsvSink::create(&csv_path, cfg.overwrite, extras)?;
+        let total = (cfg.cycles != 0).then(|| plan.points() as u64 * cfg.cycles);
+        let progress = Progress::new(cfg.progress, total);
+        // Files first, the terminal last: a launcher that is ending the job
+        // may stop reading a rank's standard output, and a blocked table
+        // write must not keep a row or the JSON report from its file.
+        let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(csv)];
         if let Some(json) = json {
             sinks.push(Box::new(json));
         }
+        sinks.push(Box::new(
+            TableSink::new(Box::new(std::io::stdout()), Some(progress.handle())).mute_on(stop.clone()),
+        ));
         let info = RunInfo {
             run_id,
             collbench_version: env!("CARGO_PKG_VERSION").into(),
@@ -323,6 +380,7 @@ mod session {
             transport: "auto".into(),
             hierarchy: cfg.hierarchies.iter().map(|h| h.name()).collect::<Vec<_>>().join(","),
             points: plan.points(),
+            cycles: cfg.cycles,
             csv: csv_path,
             json: cfg.json.clone(),
         };

@@ -39,7 +39,7 @@ mpirun -np 8 collbench run --collectives all_reduce -d all -o all -n 50 -w 10\n 
 mpirun -np 3 collbench run --collectives broadcast,reduce -r all --csv bcast.csv\n  \
 mpirun -np 4 collbench run --config configs/quick.toml -e 1M\n\n\
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validation failed \
-(wrong > 0)."
+(wrong > 0), 5 timeout, 130/143 stopped by SIGINT/SIGTERM (finished points are kept)."
     )]
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
@@ -96,6 +96,20 @@ pub struct RunArgs {
         help_heading = "Measurement"
     )]
     pub blocking: Option<String>,
+
+    /// Repeat the whole sweep N times; 0 repeats until stopped (SIGINT/SIGTERM) [default: 1]
+    #[arg(
+        short = 'N',
+        long,
+        alias = "run_cycles",
+        value_name = "N",
+        help_heading = "Measurement"
+    )]
+    pub cycles: Option<u64>,
+
+    /// End the job (exit 5) when one point, or the set-up, runs longer than SECS; 0 turns it off [default: 600]
+    #[arg(long, value_name = "SECS", help_heading = "Measurement")]
+    pub timeout: Option<u64>,
 
     /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, or all [default: all]
     #[arg(long, value_name = "LIST", help_heading = "What to run")]

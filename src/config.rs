@@ -26,6 +26,7 @@ pub const DEFAULT_STEPBYTES: u64 = 1 << 20;
 pub const DEFAULT_ITERS: u32 = 20;
 pub const DEFAULT_WARMUP: u32 = 5;
 pub const DEFAULT_CHECK: u32 = 1;
+pub const DEFAULT_TIMEOUT_S: u64 = 600;
 
 /// A validated run configuration. Rank-count-dependent checks (roots in
 /// range, counts MPI can express) happen when the plan is built.
@@ -37,6 +38,10 @@ pub struct RunConfig {
     pub check: u32,
     pub average: Average,
     pub blocking: bool,
+    /// Sweeps to run; 0 = until stopped.
+    pub cycles: u64,
+    /// Longest a point or the set-up may take; `None` = no watchdog.
+    pub timeout: Option<std::time::Duration>,
     pub collectives: Vec<Collective>,
     pub dtypes: Choice<DType>,
     pub ops: Choice<ReduceOp>,
@@ -284,6 +289,8 @@ struct FileConfig {
     check: Option<u64>,
     average: Option<IntOrString>,
     blocking: Option<BoolOrInt>,
+    cycles: Option<u64>,
+    timeout: Option<u64>,
     collectives: Option<StringList>,
     dtype: Option<StringList>,
     op: Option<StringList>,
@@ -371,6 +378,34 @@ fn parse_backend(text: &str) -> Result<BackendChoice, Error> {
 }
 
 impl RunConfig {
+    /// What every rank must agree on before the first collective, as
+    /// (name, value) pairs; the collbench version comes first. Output paths
+    /// and the progress bar are rank 0's business and not included.
+    pub fn digest_fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("collbench version", env!("CARGO_PKG_VERSION").to_string()),
+            ("--minbytes", self.sweep.min.to_string()),
+            ("--maxbytes", self.sweep.max.to_string()),
+            ("--stepfactor/--stepbytes", format!("{:?}", self.sweep.step)),
+            ("--collectives", format!("{:?}", self.collectives)),
+            ("--dtype", format!("{:?}", self.dtypes)),
+            ("--op", format!("{:?}", self.ops)),
+            ("--root", format!("{:?}", self.roots)),
+            ("--hierarchy", format!("{:?}", self.hierarchies)),
+            ("--ranks-per-node", format!("{:?}", self.ranks_per_node)),
+            ("--phase-times", self.phase_times.to_string()),
+            ("--iters", self.iters.to_string()),
+            ("--warmup", self.warmup.to_string()),
+            ("--check", self.check.to_string()),
+            ("--average", self.average.name().to_string()),
+            ("--blocking", self.blocking.to_string()),
+            ("--cycles", self.cycles.to_string()),
+            ("--timeout", format!("{:?}", self.timeout)),
+            ("--backend", self.backend.name().to_string()),
+            ("test hook --inject-error", self.inject_error.to_string()),
+        ]
+    }
+
     /// Command-line values over the `--config` file over the defaults.
     pub fn load(args: &RunArgs) -> Result<RunConfig, Error> {
         let file = match &args.config {
@@ -415,6 +450,12 @@ impl RunConfig {
             (None, None) => false,
         };
 
+        let cycles = args.cycles.or(file.cycles).unwrap_or(1);
+        let timeout = match args.timeout.or(file.timeout).unwrap_or(DEFAULT_TIMEOUT_S) {
+            0 => None,
+            s if s > 365 * 24 * 3600 => return Err(Error::usage(format!("--timeout {s} is more than a year"))),
+            s => Some(std::time::Duration::from_secs(s)),
+        };
         let collectives = match list(&args.collectives, file.collectives) {
             None => Choice::All,
             Some(items) => parse_list(
@@ -493,6 +534,8 @@ impl RunConfig {
             check,
             average,
             blocking,
+            cycles,
+            timeout,
             collectives,
             dtypes,
             ops,

@@ -2,9 +2,21 @@
 //! codes (DESIGN.md "Exit codes").
 //!
 //! Every message is one line that names the problem and, where there is one,
-//! what to do about it. Nothing here prints.
+//! what to do about it. Nothing here prints but `say`, the one way lines
+//! reach stderr.
+
+use std::io::Write;
 
 use thiserror::Error;
+
+/// Writes one line to stderr, ignoring failure: a launcher that is tearing
+/// the job down may already have closed the pipe, and a message that cannot
+/// be shown must not turn into a panic.
+pub fn say(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
+}
 
 /// Process exit codes, documented in the README.
 pub mod exit {

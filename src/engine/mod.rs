@@ -8,7 +8,10 @@
 //! is timed alone with a barrier before it (OSU's method). Nothing in the
 //! timed region allocates, prints or checks.
 
+pub mod digest;
 pub mod plan;
+pub mod stop;
+pub mod watchdog;
 
 use std::time::{Instant, SystemTime};
 
@@ -20,6 +23,24 @@ use crate::report::record::{Record, bandwidth_gbps};
 use crate::types::Placement;
 use crate::world::World;
 pub use plan::{Case, Plan};
+use stop::StopRequest;
+use watchdog::Watchdog;
+
+/// "all_reduce (rs-ar-ag) float sum 1048576 B in_place", for messages.
+pub fn describe(case: &Case, placement: Placement) -> String {
+    let mut s = case.collective.name().to_string();
+    if !case.hierarchy.is_flat() {
+        s += &format!(" ({})", case.hierarchy);
+    }
+    s += &format!(" {}", case.dtype);
+    if let Some(op) = case.op {
+        s += &format!(" {op}");
+    }
+    if let Some(root) = case.root {
+        s += &format!(" root {root}");
+    }
+    s + &format!(" {} B {}", case.size_bytes(), placement)
+}
 
 /// Run-wide values that every record carries.
 #[derive(Clone, Debug)]
@@ -41,6 +62,10 @@ pub struct Summary {
     pub checked_points: usize,
     pub failed_points: usize,
     pub wrong: u64,
+    /// Sweeps completed.
+    pub cycles: u64,
+    /// The signal that stopped the run early (on any rank).
+    pub stopped_by: Option<u64>,
 }
 
 pub struct Engine<'a> {
@@ -48,6 +73,8 @@ pub struct Engine<'a> {
     backend: &'a mut dyn Backend,
     cfg: &'a RunConfig,
     ctx: &'a RunContext,
+    watchdog: Option<&'a Watchdog>,
+    stop: StopRequest,
     /// Check iterations so far: varies the pattern between checks, the
     /// same sequence on every rank.
     rep: u64,
@@ -60,56 +87,104 @@ impl<'a> Engine<'a> {
             backend,
             cfg,
             ctx,
+            watchdog: None,
+            stop: StopRequest::never(),
             rep: 0,
         }
     }
 
-    /// Measures every point of `plan`. On rank 0, `on_record` receives each
-    /// record as soon as it is measured; an error from it, or from the
-    /// backend on any rank, ends the sweep on that rank.
+    /// Every point is watched by `watchdog`.
+    pub fn with_watchdog(mut self, watchdog: Option<&'a Watchdog>) -> Self {
+        self.watchdog = watchdog;
+        self
+    }
+
+    /// The sweep stops at the next point when `stop` fires on any rank.
+    pub fn with_stop(mut self, stop: StopRequest) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Measures every point of `plan`, `--cycles` times. On rank 0,
+    /// `on_record` receives each record as soon as it is measured; an error
+    /// from it, or from the backend on any rank, ends the sweep on that rank.
     pub fn run(
         &mut self,
         plan: &Plan,
         mut on_record: impl FnMut(&Record) -> Result<(), Error>,
     ) -> Result<Summary, Error> {
         let mut summary = Summary::default();
-        for case in &plan.cases {
-            let call = Call {
-                collective: case.collective,
-                hierarchy: case.hierarchy,
-                dtype: case.dtype,
-                op: case.op,
-                shape: case.shape,
-                at: Layout {
-                    nranks: self.world.size(),
-                    rank: self.world.rank(),
-                    root: case.root.unwrap_or(0),
-                },
-            };
-            self.backend.prepare(&call)?;
-            for placement in Placement::BOTH {
-                for _ in 0..self.cfg.warmup {
-                    self.backend.launch(&call, placement)?;
-                }
-                self.backend.wait()?;
-                let wrong = self.check(&call, placement)?;
-                self.backend.take_phase_times();
-                let time_s = self.time(&call, placement)?;
-                let times = self.world.gather_f64(time_s);
-                let phases = self.phase_times(&call)?;
-
-                summary.points += 1;
-                if let Some(w) = wrong {
-                    summary.checked_points += 1;
-                    summary.wrong += w;
-                    summary.failed_points += usize::from(w > 0);
-                }
-                if let Some(times) = times {
-                    on_record(&self.record(case, placement, &times, wrong, phases))?;
-                }
+        let forever = self.cfg.cycles == 0;
+        'cycles: for cycle in 1.. {
+            if !forever && cycle > self.cfg.cycles {
+                break;
             }
+            for case in &plan.cases {
+                // Ranks stop together, between points, when any got a signal.
+                let signal = self.world.max_u64(self.stop.signal());
+                if signal != 0 {
+                    summary.stopped_by = Some(signal);
+                    break 'cycles;
+                }
+                self.measure_case(case, cycle, &mut summary, &mut on_record)?;
+            }
+            summary.cycles = cycle;
+        }
+        if let Some(w) = self.watchdog {
+            w.idle();
         }
         Ok(summary)
+    }
+
+    fn measure_case(
+        &mut self,
+        case: &Case,
+        cycle: u64,
+        summary: &mut Summary,
+        on_record: &mut impl FnMut(&Record) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let call = Call {
+            collective: case.collective,
+            hierarchy: case.hierarchy,
+            dtype: case.dtype,
+            op: case.op,
+            shape: case.shape,
+            at: Layout {
+                nranks: self.world.size(),
+                rank: self.world.rank(),
+                root: case.root.unwrap_or(0),
+            },
+        };
+        for placement in Placement::BOTH {
+            if let Some(w) = self.watchdog {
+                w.watch(describe(case, placement));
+            }
+            if placement == Placement::OutOfPlace {
+                self.backend.prepare(&call)?;
+            }
+            for _ in 0..self.cfg.warmup {
+                self.backend.launch(&call, placement)?;
+            }
+            self.backend.wait()?;
+            let wrong = self.check(&call, placement)?;
+            self.backend.take_phase_times();
+            let time_s = self.time(&call, placement)?;
+            let times = self.world.gather_f64(time_s);
+            let phases = self.phase_times(&call)?;
+
+            summary.points += 1;
+            if let Some(w) = wrong {
+                summary.checked_points += 1;
+                summary.wrong += w;
+                summary.failed_points += usize::from(w > 0);
+            }
+            if let Some(times) = times {
+                let mut record = self.record(case, placement, &times, wrong, phases);
+                record.cycle = (self.cfg.cycles != 1).then_some(cycle);
+                on_record(&record)?;
+            }
+        }
+        Ok(())
     }
 
     /// Up to `--check` validation iterations; the first that finds wrong
@@ -230,6 +305,7 @@ impl<'a> Engine<'a> {
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
+            cycle: None,
         }
     }
 }

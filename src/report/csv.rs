@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::record::{COLUMNS, PHASE_COLUMNS};
+use super::record::Extras;
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
 use crate::error::Error;
@@ -13,36 +13,31 @@ use crate::error::Error;
 pub struct CsvSink {
     path: PathBuf,
     writer: csv::Writer<File>,
-    /// Write the `--phase-times` columns.
-    phases: bool,
+    extras: Extras,
 }
 
 impl CsvSink {
     /// Creates the file now, so a bad path is reported before any
     /// measurement. An existing file is refused unless `overwrite`.
-    pub fn create(path: &Path, overwrite: bool, phases: bool) -> Result<CsvSink, Error> {
+    pub fn create(path: &Path, overwrite: bool, extras: Extras) -> Result<CsvSink, Error> {
         let file = super::create_file(path, overwrite, "CSV")?;
         let writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
         Ok(CsvSink {
             path: path.to_path_buf(),
             writer,
-            phases,
+            extras,
         })
     }
 }
 
 impl Sink for CsvSink {
     fn begin(&mut self, _run: &RunInfo) -> io::Result<()> {
-        let mut header = COLUMNS.to_vec();
-        if self.phases {
-            header.extend(PHASE_COLUMNS);
-        }
-        self.writer.write_record(header)?;
+        self.writer.write_record(self.extras.header())?;
         self.writer.flush()
     }
 
     fn record(&mut self, record: &Record) -> io::Result<()> {
-        self.writer.write_record(record.csv_fields(self.phases))?;
+        self.writer.write_record(record.csv_fields(self.extras))?;
         self.writer.flush()
     }
 

@@ -1,9 +1,14 @@
-//! The JSON report: the run's configuration and environment, the summary
-//! and every record, with a schema version. Written once at the end through
-//! a temporary file renamed into place, so a reader never sees half a file.
+//! The JSON report: the run's configuration and environment, every record
+//! and a summary, with a schema version. Records stream into a temporary
+//! file as they are measured (memory stays flat however long the run); the
+//! file is renamed into place when the run ends, so a reader never sees half
+//! a document.
+//!
+//! Layout: `{"schema_version": 1, "run": {...}, "records": [...],
+//! "summary": {...}}`.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -16,16 +21,9 @@ use crate::error::Error;
 pub struct JsonSink {
     path: PathBuf,
     temp: PathBuf,
-    file: Option<File>,
-    records: Vec<Record>,
-}
-
-#[derive(Serialize)]
-struct Document<'a> {
-    schema_version: u32,
-    run: &'a RunInfo,
-    summary: SummaryView,
-    records: &'a [Record],
+    /// `None` once finished or discarded.
+    out: Option<BufWriter<File>>,
+    records: usize,
 }
 
 #[derive(Serialize)]
@@ -34,7 +32,10 @@ struct SummaryView {
     checked_points: usize,
     failed_points: usize,
     wrong: u64,
+    cycles: u64,
+    /// False when a signal stopped the run early.
     complete: bool,
+    stopped_by: Option<String>,
 }
 
 impl JsonSink {
@@ -54,40 +55,55 @@ impl JsonSink {
         Ok(JsonSink {
             path: path.to_path_buf(),
             temp,
-            file: Some(file),
-            records: Vec::new(),
+            out: Some(BufWriter::new(file)),
+            records: 0,
         })
+    }
+
+    fn out(&mut self) -> io::Result<&mut BufWriter<File>> {
+        self.out
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the JSON report is already closed"))
     }
 }
 
 impl Sink for JsonSink {
-    fn begin(&mut self, _run: &RunInfo) -> io::Result<()> {
-        Ok(())
+    fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
+        let out = self.out()?;
+        write!(out, "{{\n\"schema_version\": {SCHEMA_VERSION},\n\"run\": ")?;
+        serde_json::to_writer_pretty(&mut *out, run).map_err(io::Error::other)?;
+        write!(out, ",\n\"records\": [")
     }
 
     fn record(&mut self, record: &Record) -> io::Result<()> {
-        self.records.push(record.clone());
+        let first = self.records == 0;
+        let out = self.out()?;
+        out.write_all(if first { b"\n" } else { b",\n" })?;
+        serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?;
+        self.records += 1;
         Ok(())
     }
 
     fn finish(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()> {
-        let Some(mut file) = self.file.take() else {
-            return Ok(());
+        let view = SummaryView {
+            points: summary.points,
+            checked_points: summary.checked_points,
+            failed_points: summary.failed_points,
+            wrong: summary.wrong,
+            cycles: summary.cycles,
+            complete: summary.stopped_by.is_none() && summary.points >= run.points,
+            stopped_by: summary.stopped_by.map(crate::engine::stop::signal_name),
         };
-        let doc = Document {
-            schema_version: SCHEMA_VERSION,
-            run,
-            summary: SummaryView {
-                points: summary.points,
-                checked_points: summary.checked_points,
-                failed_points: summary.failed_points,
-                wrong: summary.wrong,
-                complete: summary.points == run.points,
-            },
-            records: &self.records,
-        };
-        serde_json::to_writer_pretty(&mut file, &doc).map_err(io::Error::other)?;
-        file.write_all(b"\n")?;
+        let out = self.out()?;
+        write!(out, "\n],\n\"summary\": ")?;
+        serde_json::to_writer_pretty(&mut *out, &view).map_err(io::Error::other)?;
+        out.write_all(b"\n}\n")?;
+        let file = self
+            .out
+            .take()
+            .ok_or_else(|| io::Error::other("the JSON report is already closed"))?
+            .into_inner()
+            .map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&self.temp, &self.path)
     }
@@ -97,7 +113,7 @@ impl Sink for JsonSink {
     }
 
     fn discard(&mut self) {
-        self.file = None;
+        self.out = None;
         let _ = std::fs::remove_file(&self.temp);
     }
 }
@@ -105,7 +121,7 @@ impl Sink for JsonSink {
 impl Drop for JsonSink {
     /// A run that ends before `finish` leaves no temporary file behind.
     fn drop(&mut self) {
-        if self.file.is_some() {
+        if self.out.is_some() {
             let _ = std::fs::remove_file(&self.temp);
         }
     }

@@ -9,6 +9,7 @@
 
 pub mod csv;
 pub mod json;
+mod printer;
 pub mod progress;
 pub mod record;
 pub mod table;
@@ -52,7 +53,10 @@ pub struct RunInfo {
     pub transport: String,
     /// The all-reduce modes, comma-separated.
     pub hierarchy: String,
+    /// Points of one sweep.
     pub points: usize,
+    /// Sweeps asked for; 0 = until stopped.
+    pub cycles: u64,
     pub csv: PathBuf,
     pub json: Option<PathBuf>,
 }

@@ -15,13 +15,14 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(mode: ProgressMode, points: usize) -> Progress {
+    /// `points`: how many the run will measure, `None` when endless.
+    pub fn new(mode: ProgressMode, points: Option<u64>) -> Progress {
         let target = match mode {
             ProgressMode::Auto => ProgressDrawTarget::stderr(),
             ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(console::Term::stderr())),
             ProgressMode::Never => ProgressDrawTarget::hidden(),
         };
-        let bar = ProgressBar::with_draw_target(Some(points as u64), target);
+        let bar = ProgressBar::with_draw_target(points, target);
         if let Ok(style) =
             ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points  {msg}")
         {

@@ -44,6 +44,9 @@ pub struct Record {
     pub phase_inter_us: Option<f64>,
     #[serde(default)]
     pub phase_intra2_us: Option<f64>,
+    /// With `--cycles` other than 1: which sweep (from 1).
+    #[serde(default)]
+    pub cycle: Option<u64>,
 }
 
 /// Header of schema 1, in column order.
@@ -79,15 +82,36 @@ pub const COLUMNS: [&str; 26] = [
 /// Extra columns written after the schema-1 columns with `--phase-times`.
 pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
 
+/// Which optional columns a CSV carries, after the schema-1 ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// `PHASE_COLUMNS` (`--phase-times`).
+    pub phases: bool,
+    /// `cycle` (`--cycles` other than 1).
+    pub cycle: bool,
+}
+
+impl Extras {
+    pub fn header(&self) -> Vec<&'static str> {
+        let mut h = COLUMNS.to_vec();
+        if self.phases {
+            h.extend(PHASE_COLUMNS);
+        }
+        if self.cycle {
+            h.push("cycle");
+        }
+        h
+    }
+}
+
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
 impl Record {
-    /// The CSV fields of `COLUMNS`, then `PHASE_COLUMNS` if `phases`.
-    /// Floats are written with Rust's shortest round-trip form, so every
-    /// value reads back exactly.
-    pub fn csv_fields(&self, phases: bool) -> Vec<String> {
+    /// The CSV fields of `extras.header()`. Floats are written with Rust's
+    /// shortest round-trip form, so every value reads back exactly.
+    pub fn csv_fields(&self, extras: Extras) -> Vec<String> {
         let mut f = vec![
             self.run_id.clone(),
             self.timestamp.clone(),
@@ -116,12 +140,15 @@ impl Record {
             self.busbw_gbps.to_string(),
             opt(self.wrong),
         ];
-        if phases {
+        if extras.phases {
             f.extend([
                 opt(self.phase_intra1_us),
                 opt(self.phase_inter_us),
                 opt(self.phase_intra2_us),
             ]);
+        }
+        if extras.cycle {
+            f.push(opt(self.cycle));
         }
         f
     }
@@ -185,18 +212,17 @@ mod tests {
             phase_intra1_us: Some(0.25),
             phase_inter_us: None,
             phase_intra2_us: Some(1e-3),
+            cycle: Some(3),
         }
     }
 
     #[test]
     fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
         let r = sample();
-        for phases in [false, true] {
-            let fields = r.csv_fields(phases);
-            let mut header: Vec<&str> = COLUMNS.to_vec();
-            if phases {
-                header.extend(PHASE_COLUMNS);
-            }
+        for (phases, cycle) in [(false, false), (true, false), (false, true), (true, true)] {
+            let extras = Extras { phases, cycle };
+            let fields = r.csv_fields(extras);
+            let header = extras.header();
             assert_eq!(fields.len(), header.len());
             let mut w = csv::Writer::from_writer(Vec::new());
             w.write_record(&header).unwrap();
@@ -207,20 +233,15 @@ mod tests {
                 .next()
                 .unwrap()
                 .unwrap();
-            if phases {
-                assert_eq!(back, r);
-            } else {
-                assert_eq!(
-                    back,
-                    Record {
-                        phase_intra1_us: None,
-                        phase_intra2_us: None,
-                        ..r.clone()
-                    }
-                );
-            }
+            let want = Record {
+                phase_intra1_us: r.phase_intra1_us.filter(|_| phases),
+                phase_intra2_us: r.phase_intra2_us.filter(|_| phases),
+                cycle: r.cycle.filter(|_| cycle),
+                ..r.clone()
+            };
+            assert_eq!(back, want);
         }
-        let fields = r.csv_fields(false);
+        let fields = r.csv_fields(Extras::default());
         assert_eq!(fields[COLUMNS.len() - 1], "", "wrong is empty when unchecked");
         assert_eq!(fields[24], (1.0f64 / 3.0).to_string());
     }

@@ -7,67 +7,97 @@ use std::io::{self, Write};
 
 use indicatif::ProgressBar;
 
+use super::printer::Printer;
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
+use crate::engine::stop::StopRequest;
 
 /// Ranks listed one per line in the header; larger jobs are summarised.
 const MAX_LISTED_RANKS: usize = 64;
 
 pub struct TableSink {
-    out: Box<dyn Write + Send>,
-    /// Suspended while printing, so the bar never tears a line.
-    progress: Option<ProgressBar>,
+    printer: Printer,
     /// Out-of-place record waiting for its in-place twin.
     pending: Option<Record>,
     section: Option<String>,
-    section_busbw: Vec<f64>,
-    all_busbw: Vec<f64>,
+    /// Once a stop signal arrived, print nothing more: mpirun stops reading
+    /// a rank's output when it ends a job, and a blocked write would keep
+    /// the rank from completing its files before the final SIGKILL.
+    mute_on: Option<StopRequest>,
+    /// Which sweep the last record belonged to (`--cycles`).
+    cycle: Option<u64>,
+    section_busbw: Mean,
+    all_busbw: Mean,
 }
 
 impl TableSink {
+    /// Prints to `out`, suspending `progress` (the bar) around each write.
     pub fn new(out: Box<dyn Write + Send>, progress: Option<ProgressBar>) -> TableSink {
         TableSink {
-            out,
-            progress,
+            printer: Printer::start(out, progress),
             pending: None,
             section: None,
-            section_busbw: Vec::new(),
-            all_busbw: Vec::new(),
+            mute_on: None,
+            cycle: None,
+            section_busbw: Mean::default(),
+            all_busbw: Mean::default(),
         }
     }
 
+    /// Queues `text` for the printer thread (see `printer`), unless a stop
+    /// signal arrived: then the launcher is ending the job and nothing more
+    /// is shown.
     fn emit(&mut self, text: String) -> io::Result<()> {
-        let out = &mut self.out;
-        let mut write = || {
-            out.write_all(text.as_bytes())?;
-            out.flush()
-        };
-        match &self.progress {
-            Some(bar) => bar.suspend(write),
-            None => write(),
+        if !self.muted() {
+            self.printer.print(text);
         }
+        Ok(())
+    }
+
+    fn muted(&self) -> bool {
+        self.mute_on.as_ref().is_some_and(|s| s.signal() != 0)
+    }
+
+    /// Prints nothing more once `stop` fires.
+    pub fn mute_on(mut self, stop: StopRequest) -> TableSink {
+        self.mute_on = Some(stop);
+        self
     }
 
     fn end_section(&mut self) -> String {
-        if self.section.is_none() || self.section_busbw.is_empty() {
+        if self.section.is_none() || self.section_busbw.count == 0 {
             return String::new();
         }
         let text = format!(
             "# {:<20} : {:.3} GB/s average bus bandwidth over {} points\n",
             self.section.as_deref().unwrap_or(""),
-            mean(&self.section_busbw),
-            self.section_busbw.len()
+            self.section_busbw.value(),
+            self.section_busbw.count
         );
-        self.section_busbw.clear();
+        self.section_busbw = Mean::default();
         text
     }
 }
 
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
+/// A running mean: constant memory however long the run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mean {
+    sum: f64,
+    count: u64,
+}
+
+impl Mean {
+    pub fn add(&mut self, x: f64) {
+        self.sum += x;
+        self.count += 1;
+    }
+
+    pub fn value(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum / self.count as f64
+        }
     }
 }
 
@@ -204,7 +234,7 @@ pub fn run_header(run: &RunInfo) -> String {
 }
 
 /// The footer: overall average bus bandwidth and the validation verdict.
-pub fn run_footer(all_busbw: &[f64], run: &RunInfo, summary: &Summary) -> String {
+pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String {
     let verdict = if run.check == 0 {
         "off (--check 0)".to_string()
     } else if summary.wrong == 0 {
@@ -218,14 +248,16 @@ pub fn run_footer(all_busbw: &[f64], run: &RunInfo, summary: &Summary) -> String
     let mut s = format!(
         "#\n# {:<20} : {:.3} GB/s over {} points\n",
         "Avg bus bandwidth",
-        mean(all_busbw),
-        all_busbw.len()
+        all_busbw.value(),
+        all_busbw.count
     );
     s += &format!("# {:<20} : {verdict}\n", "Validation");
-    if summary.points < run.points {
+    if let Some(signal) = summary.stopped_by {
         s += &format!(
-            "# {:<20} : incomplete, {} of {} points\n",
-            "Run", summary.points, run.points
+            "# {:<20} : incomplete, stopped by {} after {} points\n",
+            "Run",
+            crate::engine::stop::signal_name(signal),
+            summary.points
         );
     }
     s += "#\n";
@@ -240,6 +272,17 @@ impl Sink for TableSink {
     fn record(&mut self, record: &Record) -> io::Result<()> {
         let mut text = String::new();
         let section = format!("{} {}", record.collective, record.hierarchy);
+        if record.cycle != self.cycle {
+            if let Some(oop) = self.pending.take() {
+                text += &line(Some(&oop), None);
+            }
+            text += &self.end_section();
+            self.section = None;
+            self.cycle = record.cycle;
+            if let Some(c) = record.cycle {
+                text += &format!("#\n# cycle {c}\n");
+            }
+        }
         if self.section.as_deref() != Some(section.as_str()) {
             if let Some(oop) = self.pending.take() {
                 text += &line(Some(&oop), None);
@@ -248,8 +291,8 @@ impl Sink for TableSink {
             text += &section_header(record);
             self.section = Some(section);
         }
-        self.section_busbw.push(record.busbw_gbps);
-        self.all_busbw.push(record.busbw_gbps);
+        self.section_busbw.add(record.busbw_gbps);
+        self.all_busbw.add(record.busbw_gbps);
         match (record.placement.as_str(), self.pending.take()) {
             ("in_place", Some(oop)) if same_case(&oop, record) => text += &line(Some(&oop), Some(record)),
             ("in_place", other) => {
@@ -275,7 +318,10 @@ impl Sink for TableSink {
         }
         text += &self.end_section();
         text += &run_footer(&self.all_busbw, run, summary);
-        self.emit(text)
+        self.emit(text)?;
+        let wait = !self.muted();
+        self.printer.close(wait);
+        Ok(())
     }
 
     fn target(&self) -> String {

@@ -40,6 +40,11 @@ pub trait World {
     fn gather_f64(&self, value: f64) -> Option<Vec<f64>>;
     /// Rank 0's bytes, on every rank.
     fn broadcast_bytes(&self, bytes: &[u8]) -> Vec<u8>;
+    /// Every rank's `values` (the same length on every rank), rank-major,
+    /// on every rank.
+    fn all_gather_u64s(&self, values: &[u64]) -> Vec<u64>;
+    /// Every rank's text, cut to `max_bytes`, on every rank.
+    fn all_gather_text(&self, text: &str, max_bytes: usize) -> Vec<String>;
     /// Ends every rank of the job now with `code`.
     fn abort(&self, code: u8) -> !;
     /// The hosts: ranks that share memory form a node.
@@ -71,7 +76,7 @@ pub trait World {
             }
             Err(e) => {
                 if self.min_u64(self.rank() as u64) == self.rank() as u64 {
-                    eprintln!("{}", self.error_line(&e));
+                    crate::error::say(&self.error_line(&e));
                 }
                 Err(Disagreed {
                     code: worst as u8,

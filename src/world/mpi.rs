@@ -153,6 +153,26 @@ impl World for MpiWorld {
         &self.nodes
     }
 
+    fn all_gather_u64s(&self, values: &[u64]) -> Vec<u64> {
+        let mut all = vec![0u64; values.len() * self.size()];
+        self.comm.all_gather_into(values, &mut all[..]);
+        all
+    }
+
+    fn all_gather_text(&self, text: &str, max_bytes: usize) -> Vec<String> {
+        let mut mine = vec![0u8; max_bytes];
+        let n = text.len().min(max_bytes);
+        mine[..n].copy_from_slice(&text.as_bytes()[..n]);
+        let mut all = vec![0u8; max_bytes * self.size()];
+        self.comm.all_gather_into(&mine[..], &mut all[..]);
+        all.chunks(max_bytes.max(1))
+            .map(|c| {
+                let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+                String::from_utf8_lossy(&c[..end]).into_owned()
+            })
+            .collect()
+    }
+
     fn abort(&self, code: u8) -> ! {
         self.comm.abort(i32::from(code))
     }

@@ -2,8 +2,10 @@
 //! `mpirun`, real files.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_collbench");
@@ -20,6 +22,117 @@ pub fn mpirun(np: usize, args: &[&str]) -> Output {
     }
     cmd.arg(BIN).args(args);
     run(cmd)
+}
+
+fn mpirun_command(np: usize, args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &np.to_string()]);
+    if is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    cmd.arg(BIN).args(args).env_remove("OMPI_COMM_WORLD_RANK");
+    cmd
+}
+
+/// A running `mpirun ... collbench ...` whose output can be watched.
+pub struct Job {
+    pub child: Child,
+    stdout: Receiver<String>,
+    stderr: Receiver<String>,
+    pub started: Instant,
+}
+
+/// Starts `mpirun -np N collbench ARGS` without waiting for it.
+pub fn spawn_mpirun(np: usize, args: &[&str]) -> Job {
+    let mut cmd = mpirun_command(np, args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("the test could not start mpirun");
+    let lines = |stream: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    };
+    let stdout = lines(Box::new(child.stdout.take().unwrap()));
+    let stderr = lines(Box::new(child.stderr.take().unwrap()));
+    Job {
+        child,
+        stdout,
+        stderr,
+        started: Instant::now(),
+    }
+}
+
+impl Job {
+    /// The pid of every rank, read from the table header, within `limit`.
+    pub fn rank_pids(&self, np: usize, limit: Duration) -> Vec<u32> {
+        let mut pids = vec![0u32; np];
+        let mut found = 0;
+        let deadline = Instant::now() + limit;
+        while found < np {
+            let line = self
+                .stdout
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("no rank list in the table header in time");
+            // "#  Rank    1 on host pid 1234"
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() == 7 && words[1] == "Rank" && words[5] == "pid" {
+                let rank: usize = words[2].parse().unwrap();
+                pids[rank] = words[6].parse().unwrap();
+                found += 1;
+            }
+        }
+        pids
+    }
+
+    /// Waits for the first data line of the table (a point was measured).
+    pub fn wait_for_rows(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let line = self
+                .stdout
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("no measured row in time");
+            if !line.starts_with('#') && !line.trim().is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Waits for the job to end within `limit` (killing it otherwise and
+    /// failing); returns the exit code, the time since start, and the
+    /// collbench lines of stderr.
+    pub fn finish(mut self, limit: Duration) -> (i32, Duration, Vec<String>) {
+        let deadline = self.started + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let took = self.started.elapsed();
+                std::thread::sleep(Duration::from_millis(100));
+                let lines = self.stderr.try_iter().filter(|l| l.starts_with("collbench:")).collect();
+                return (status.code().unwrap_or(-1), took, lines);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the job did not end within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Sends `signal` (a name such as TERM, STOP, KILL) to `pid` with kill(1).
+pub fn signal(pid: u32, signal: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill -{signal} {pid} failed");
 }
 
 /// The binary alone (an MPI singleton where it gets that far), in the

@@ -1,0 +1,78 @@
+//! Same plan on every rank: before the first collective, ranks compare a
+//! digest of everything that shapes the sequence of collective calls. A
+//! mismatch (mpirun's MPMD form, a config file that differs between nodes,
+//! two collbench versions) would otherwise hang or corrupt the run.
+
+use crate::error::Error;
+use crate::world::World;
+
+/// Longest value text shown in a mismatch message.
+const SHOWN_BYTES: usize = 200;
+
+/// FNV-1a: stable across builds and platforms, unlike std's hasher.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The first field, in `fields` order, on which some rank differs from
+/// rank 0, with the lowest such rank. `hashes` is rank-major.
+pub fn first_mismatch(hashes: &[u64], nfields: usize) -> Option<(usize, usize)> {
+    let nranks = hashes.len().checked_div(nfields)?;
+    (0..nfields).find_map(|f| {
+        (1..nranks)
+            .find(|&r| hashes[r * nfields + f] != hashes[f])
+            .map(|r| (f, r))
+    })
+}
+
+/// Compares `fields` across ranks; the same error on every rank when they
+/// differ. Collective over `world`.
+pub fn check_same_plan(world: &dyn World, fields: &[(&'static str, String)]) -> Result<(), Error> {
+    // The version alone first: another version may have other fields.
+    let version = fields.first().map(|(_, v)| fnv1a(v)).unwrap_or(0);
+    let versions = world.all_gather_u64s(&[version]);
+    let mismatch = match first_mismatch(&versions, 1) {
+        Some((_, rank)) => Some((0, rank)),
+        None => {
+            let hashes: Vec<u64> = fields.iter().map(|(_, v)| fnv1a(v)).collect();
+            first_mismatch(&world.all_gather_u64s(&hashes), fields.len())
+        }
+    };
+    let Some((field, rank)) = mismatch else {
+        return Ok(());
+    };
+    let (name, value) = &fields[field];
+    let values = world.all_gather_text(value, SHOWN_BYTES);
+    Err(Error::usage(format!(
+        "ranks run different plans: {name} is {} on rank 0 but {} on rank {rank}; \
+         every rank must get the same options (check an MPMD command line or per-node config files)",
+        values[0], values[rank]
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_mismatch_names_the_first_field_then_the_lowest_rank() {
+        // 3 ranks x 4 fields
+        let same = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4];
+        assert_eq!(first_mismatch(&same, 4), None);
+        let differ = [1, 2, 3, 4, 1, 2, 9, 4, 1, 7, 3, 8];
+        assert_eq!(first_mismatch(&differ, 4), Some((1, 2)));
+        let late = [1, 2, 3, 4, 1, 2, 3, 5, 1, 2, 3, 5];
+        assert_eq!(first_mismatch(&late, 4), Some((3, 1)));
+        assert_eq!(first_mismatch(&[5], 1), None);
+        assert_eq!(first_mismatch(&[], 0), None);
+    }
+
+    #[test]
+    fn the_hash_is_stable_and_tells_values_apart() {
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(fnv1a("1048576"), fnv1a("2097152"));
+    }
+}

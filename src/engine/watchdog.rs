@@ -1,0 +1,105 @@
+//! The watchdog: a thread that ends this rank when one step of the run (a
+//! measured point, or the set-up) takes longer than `--timeout`.
+//!
+//! A hung collective never returns, so the thread cannot ask the main
+//! thread to stop; it prints which step was running, runs the abort hooks
+//! (a backend registers its communicator abort, e.g. ncclCommAbort) and
+//! exits the process with code 5. It makes no MPI call: MPI was initialised
+//! for one thread, and the launcher already ends the whole job when one rank
+//! exits with a non-zero code (mpirun does; under Slurm every other rank's
+//! own watchdog fires as well, since its peers are gone).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::error::exit;
+
+type Hook = Box<dyn Fn() + Send + Sync>;
+
+struct Shared {
+    /// Milliseconds since `epoch` when the current step started, plus one;
+    /// 0 when idle.
+    started_ms: AtomicU64,
+    what: Mutex<String>,
+    hooks: Mutex<Vec<Hook>>,
+    epoch: Instant,
+}
+
+/// Watches the steps of one rank; dropping it stops nothing (the thread
+/// ends with the process).
+pub struct Watchdog {
+    shared: Arc<Shared>,
+    timeout: Duration,
+}
+
+impl Watchdog {
+    /// Starts the thread; `who` prefixes the message ("rank 3 on node-b").
+    pub fn start(timeout: Duration, who: String) -> Watchdog {
+        let shared = Arc::new(Shared {
+            started_ms: AtomicU64::new(0),
+            what: Mutex::new(String::new()),
+            hooks: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
+        });
+        let watched = Arc::clone(&shared);
+        let name = who.clone();
+        // Check often enough that the overrun is a small part of the timeout.
+        let tick = (timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
+        let spawned = thread::Builder::new().name("collbench-watchdog".into()).spawn(move || {
+            loop {
+                thread::sleep(tick);
+                let started = watched.started_ms.load(Ordering::SeqCst);
+                if started == 0 {
+                    continue;
+                }
+                let now_ms = watched.epoch.elapsed().as_millis() as u64 + 1;
+                if Duration::from_millis(now_ms.saturating_sub(started)) > timeout {
+                    let what = watched.what.lock().map(|w| w.clone()).unwrap_or_default();
+                    crate::error::say(&format!(
+                        "collbench: {name}: timeout: {what} ran longer than --timeout {} s; ending the job",
+                        timeout.as_secs_f64()
+                    ));
+                    if let Ok(hooks) = watched.hooks.lock() {
+                        for hook in hooks.iter() {
+                            hook();
+                        }
+                    }
+                    std::process::exit(i32::from(exit::TIMEOUT));
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            crate::error::say(&format!(
+                "collbench: {who}: warning: no watchdog thread ({e}); --timeout is not enforced"
+            ));
+        }
+        Watchdog { shared, timeout }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A step starts: `what` names it in the timeout message.
+    pub fn watch(&self, what: impl Into<String>) {
+        if let Ok(mut w) = self.shared.what.lock() {
+            *w = what.into();
+        }
+        let now_ms = self.shared.epoch.elapsed().as_millis() as u64 + 1;
+        self.shared.started_ms.store(now_ms, Ordering::SeqCst);
+    }
+
+    /// No step is running (waiting for the user, writing the last report).
+    pub fn idle(&self) {
+        self.shared.started_ms.store(0, Ordering::SeqCst);
+    }
+
+    /// Runs `hook` before the process exits on a timeout.
+    pub fn on_timeout(&self, hook: impl Fn() + Send + Sync + 'static) {
+        if let Ok(mut hooks) = self.shared.hooks.lock() {
+            hooks.push(Box::new(hook));
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The fault suite: what happens when a rank dies, hangs, disagrees, is
+//! interrupted, or cannot write. Every job must end, with the documented
+//! exit code, one line saying why, and every finished row intact.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// A CSV whose every row is complete and parses, with at least one row.
+fn assert_intact(csv_path: &std::path::Path, columns: usize) -> usize {
+    let text = std::fs::read_to_string(csv_path).unwrap();
+    assert!(text.ends_with('\n'), "a row was cut in the middle");
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    assert_eq!(reader.headers().unwrap().len(), columns);
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row does not parse")).collect();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r.len() == columns));
+    rows.len()
+}
+
+/// An endless sweep of small points, so that faults hit it mid-run.
+fn endless(csv: &str) -> Vec<&str> {
+    vec!["run", "-e", "64K", "--cycles", "0", "--csv", csv, "--no-progress"]
+}
+
+#[test]
+fn a_rank_killed_with_sigkill_ends_the_job_within_seconds_and_the_csv_stays_intact() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("killed.csv");
+    let job = spawn_mpirun(3, &endless(path_str(&csv_path)));
+    let pids = job.rank_pids(3, Duration::from_secs(30));
+    job.wait_for_rows(Duration::from_secs(30));
+    let killed_at = job.started.elapsed();
+    signal(pids[2], "KILL");
+    let (code, took, _) = job.finish(Duration::from_secs(60));
+    assert_ne!(code, 0);
+    assert!(
+        took - killed_at < Duration::from_secs(10),
+        "the job took {:?} to end",
+        took - killed_at
+    );
+    assert_intact(&csv_path, 27);
+}
+
+#[test]
+fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("stopped.csv");
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--timeout", "2"]);
+    let job = spawn_mpirun(3, &args);
+    let pids = job.rank_pids(3, Duration::from_secs(30));
+    job.wait_for_rows(Duration::from_secs(30));
+    let stopped_at = job.started.elapsed();
+    signal(pids[1], "STOP");
+    let (code, took, lines) = job.finish(Duration::from_secs(60));
+    // mpirun wakes the stopped rank (SIGCONT) when it ends the job
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pids[1].to_string()])
+        .status();
+    assert_eq!(code, 5, "{lines:?}");
+    assert!(
+        took - stopped_at < Duration::from_secs(2 + 8),
+        "took {:?} after SIGSTOP",
+        took - stopped_at
+    );
+    let timeout_line = lines.iter().find(|l| l.contains("timeout")).expect("no timeout line");
+    assert!(
+        timeout_line.contains(" B out_of_place") || timeout_line.contains(" B in_place"),
+        "{timeout_line}"
+    );
+    assert!(timeout_line.contains("rank "), "{timeout_line}");
+    assert_intact(&csv_path, 27);
+}
+
+#[test]
+fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_143() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("term.csv");
+    let json_path = dir.path().join("term.json");
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--json", path_str(&json_path)]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, Duration::from_secs(30));
+    job.wait_for_rows(Duration::from_secs(30));
+    for pid in &pids {
+        signal(*pid, "TERM");
+    }
+    let (code, _, lines) = job.finish(Duration::from_secs(60));
+    assert_eq!(code, 143, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("stopped by SIGTERM") && lines[0].contains("incomplete"),
+        "{lines:?}"
+    );
+    let rows = assert_intact(&csv_path, 27);
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(doc["summary"]["complete"], false);
+    assert_eq!(doc["summary"]["stopped_by"], "SIGTERM");
+    assert_eq!(doc["records"].as_array().unwrap().len(), rows);
+    assert_eq!(doc["summary"]["points"].as_u64().unwrap() as usize, rows);
+}
+
+#[test]
+fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_field() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("mpmd.csv");
+    let csv = path_str(&csv_path);
+    let mut cmd = std::process::Command::new("mpirun");
+    cmd.args([
+        "--oversubscribe",
+        "-np",
+        "1",
+        BIN,
+        "run",
+        "-e",
+        "1M",
+        "--csv",
+        csv,
+        ":",
+        "-np",
+        "2",
+        BIN,
+        "run",
+    ]);
+    cmd.args(["-e", "2M", "--csv", csv]);
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(
+        our_lines(&out),
+        vec![
+            "collbench: ranks run different plans: --maxbytes is 1048576 on rank 0 but 2097152 on rank 1; every rank \
+             must get the same options (check an MPMD command line or per-node config files)"
+        ]
+    );
+    assert!(!csv_path.exists(), "nothing may be written when the plans differ");
+}
+
+#[test]
+fn an_unwritable_output_path_is_named_before_any_work() {
+    for path in ["/proc/collbench-test.csv", "/dev/null/x.csv"] {
+        let (out, took) = timed(|| mpirun(2, &["run", "--csv", path]));
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let lines = our_lines(&out);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("cannot create CSV file") && lines[0].contains(path),
+            "{lines:?}"
+        );
+        assert!(took < Duration::from_secs(20));
+    }
+}
+
+#[test]
+fn cycles_repeat_the_sweep_and_number_the_rows() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("cycles.csv");
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "sendrecv",
+            "-e",
+            "64",
+            "-N",
+            "3",
+            "--csv",
+            path_str(&csv_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert_eq!(csv.header.last().unwrap(), "cycle");
+    let cycles: Vec<&str> = csv.rows.iter().map(|r| csv.get(r, "cycle")).collect();
+    assert_eq!(cycles.len(), 3 * 4 * 2);
+    assert!(
+        cycles[..8].iter().all(|c| *c == "1") && cycles[16..].iter().all(|c| *c == "3"),
+        "{cycles:?}"
+    );
+    assert_eq!(stdout(&out).matches("# cycle ").count(), 3);
+}
