@@ -61,6 +61,7 @@ collbench compare --metric time --threshold 10 --format markdown base.csv new.cs
 collbench compare --by hierarchy results/sweep.csv\n\n\
 Exit codes: 0 no regression, 2 unreadable or incompatible input, 4 a regression."
     )]
+    #[command(allow_negative_numbers = true)]
     Compare(CompareArgs),
 
     /// Plot a metric against size from one or more CSV reports (SVG or PNG)

@@ -270,4 +270,82 @@ mod tests {
         assert_eq!((r.nnodes, r.ranks_per_node, r.host.as_str()), (2, 2, "a"));
         assert_eq!(r.placement, "in_place");
     }
+
+    mod never_panic {
+        use super::super::{Given, nccl_json, nccl_text, osu};
+        use crate::collective::Collective;
+        use proptest::prelude::*;
+
+        const NCCL_TEXT: &str =
+            include_str!("../../../tests/fixtures/import/nccl-tests-2.19-all_gather_perf-timestamps.txt");
+        const NCCL_OLD: &str = include_str!("../../../tests/fixtures/import/nccl-tests-2.13-all_reduce_perf.txt");
+        const NCCL_JSON: &str = include_str!("../../../tests/fixtures/import/nccl-tests-2.17-all_reduce_perf.json");
+        const OSU: &str = include_str!("../../../tests/fixtures/import/osu-5.9-allgather-full.txt");
+
+        fn all(text: &str) {
+            for given in [
+                Given::default(),
+                Given {
+                    collective: Some(Collective::Scatter),
+                    nranks: Some(3),
+                },
+            ] {
+                let _ = nccl_text::parse(text, "all_reduce_perf.log", &given);
+                let _ = nccl_json::parse(text, "x.json", &given);
+                let _ = osu::parse(text, "x.txt", &given);
+            }
+        }
+
+        /// Real lines of every format, in any order, some with a token
+        /// replaced by an arbitrary one.
+        fn shuffled_lines() -> impl Strategy<Value = String> {
+            let lines: Vec<&'static str> = [NCCL_TEXT, NCCL_OLD, OSU].iter().flat_map(|t| t.lines()).collect();
+            prop::collection::vec(
+                (prop::sample::select(lines), any::<usize>(), "[-+0-9a-zA-Z.#:/ ]{0,12}"),
+                0..40,
+            )
+            .prop_map(|picks| {
+                picks
+                    .into_iter()
+                    .map(|(line, at, token)| {
+                        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
+                        if at % 3 == 0 && !words.is_empty() {
+                            let i = at % words.len();
+                            words[i] = token;
+                        }
+                        words.join(" ") + "\n"
+                    })
+                    .collect()
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(200))]
+
+            #[test]
+            fn parsers_never_panic_on_arbitrary_text(text in "\\PC*") {
+                all(&text);
+            }
+
+            #[test]
+            fn parsers_never_panic_on_real_lines_shuffled_and_mutated(text in shuffled_lines()) {
+                all(&text);
+            }
+
+            #[test]
+            fn the_json_parser_never_panics_on_damaged_json(at in any::<usize>(), cut in any::<bool>(), insert in "\\PC{0,6}") {
+                let mut text = NCCL_JSON.to_string();
+                let mut i = at % (text.len() + 1);
+                while !text.is_char_boundary(i) {
+                    i -= 1;
+                }
+                if cut {
+                    text.truncate(i);
+                } else {
+                    text.insert_str(i, &insert);
+                }
+                all(&text);
+            }
+        }
+    }
 }

@@ -62,11 +62,12 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>
             }
             continue;
         }
+        // A row counts only under a `# Size` header, and only when it has a
+        // value for every column the header named.
         let cells: Vec<String> = line.split_whitespace().map(str::to_string).collect();
         let section = current(&mut sections);
-        let width = section.columns.len().max(2);
         match cells.first().and_then(|c| c.parse::<u64>().ok()) {
-            Some(size) if cells.len() == width || (section.columns.is_empty() && cells.len() >= 2) => {
+            Some(size) if section.columns.len() >= 2 && cells.len() == section.columns.len() => {
                 section.rows.push((size, cells));
             }
             _ => {}
@@ -265,6 +266,12 @@ mod tests {
         assert!(e.contains("not one collbench imports"), "{e}");
         let e = parse("# OSU MPI Non-blocking Allreduce Latency Test v7.3\n", "x", &given(2)).unwrap_err();
         assert!(e.contains("Non-blocking"), "{e}");
-        assert!(parse("1 2 3\n", "x", &given(2)).unwrap_err().contains("--collective"));
+        assert!(
+            parse("1 2 3\n", "x", &given(2))
+                .unwrap_err()
+                .contains("no OSU result rows")
+        );
+        let headless = "# Size       Avg Latency(us)\n4   1.0\n";
+        assert!(parse(headless, "x", &given(2)).unwrap_err().contains("--collective"));
     }
 }
