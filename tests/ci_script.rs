@@ -53,7 +53,11 @@ fn the_script_runs_compares_summarises_and_passes_the_exit_code_on() {
     args.extend(sweep);
     let out = script(&args, &gh);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains("OK: no row lost more than 1000000% busbw"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("OK: no row lost more than 1000000% busbw"),
+        "{}",
+        stdout(&out)
+    );
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(md.starts_with("## collbench compare: busbw\n\n**OK**"), "{md}");
     assert_eq!(std::fs::read_to_string(&gh).unwrap(), md);
@@ -61,7 +65,14 @@ fn the_script_runs_compares_summarises_and_passes_the_exit_code_on() {
 
     // a 4-rank baseline against a 2-rank run: compare's exit code 2
     let four = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/base.csv");
-    let mut args = vec![path_str(&four), "--csv", path_str(&new), "--summary", path_str(&summary), "--"];
+    let mut args = vec![
+        path_str(&four),
+        "--csv",
+        path_str(&new),
+        "--summary",
+        path_str(&summary),
+        "--",
+    ];
     args.extend(sweep);
     let out = script(&args, &gh);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
@@ -70,5 +81,9 @@ fn the_script_runs_compares_summarises_and_passes_the_exit_code_on() {
     // an unknown baseline name: exit 2 before running anything
     let out = script(&["no-such-baseline"], &gh);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("no baseline 'no-such-baseline'"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no baseline 'no-such-baseline'"),
+        "{}",
+        stderr(&out)
+    );
 }
