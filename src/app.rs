@@ -170,7 +170,17 @@ fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
         Format::Markdown => compare::markdown::comparison(&comparison),
         Format::Json => compare::json::comparison(&comparison),
     });
-    Ok(comparison.exit_code())
+    // The report is on stdout (perhaps redirected to a file); the verdict
+    // also gets its one line on stderr, where a CI log shows it.
+    match comparison.count(compare::Verdict::Regressed) {
+        0 => Ok(exit::OK),
+        rows => Err(Error::Regression {
+            rows,
+            compared: comparison.rows.len(),
+            threshold_pct,
+            metric: metric.name(),
+        }),
+    }
 }
 
 fn plot_command(args: &PlotArgs) -> Result<u8, Error> {

@@ -140,6 +140,11 @@ fn a_20_percent_busbw_drop_exits_4_and_names_the_row() {
     );
     assert_eq!(text.lines().filter(|l| l.ends_with("regressed")).count(), 1, "{text}");
     assert!(text.contains("REGRESSION: 1 of 7 rows"), "{text}");
+    // and one line on stderr, where a CI log shows it whatever the format
+    assert_eq!(
+        stderr(&out),
+        "collbench: regression: 1 of 7 rows lost more than 5% busbw\n"
+    );
     // the markdown names it too, in the regressions table
     let out = collbench(&["compare", "--format", "markdown", path_str(&base), path_str(&new)]);
     assert_eq!(code(&out), 4);
