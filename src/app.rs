@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::{Cli, Command, CompareArgs, ImportArgs, PlotArgs, RunArgs};
 use crate::config::RunConfig;
 use crate::error::{Error, exit};
 use crate::world::launcher_rank;
@@ -24,6 +24,9 @@ pub fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Run(args) => run_command(&args),
+        Command::Compare(args) => report_command(|| compare_command(&args)),
+        Command::Plot(args) => report_command(|| plot_command(&args)),
+        Command::Import(args) => report_command(|| import_command(&args)),
     };
     ExitCode::from(code)
 }
@@ -47,9 +50,21 @@ fn clap_error(e: clap::Error) -> u8 {
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
             let msg = first.strip_prefix("error: ").unwrap_or(first);
-            report_early_error(&Error::usage(format!("{msg} (see 'collbench run --help')")))
+            report_early_error(&Error::usage(format!(
+                "{msg} (see 'collbench {} --help')",
+                subcommand_name()
+            )))
         }
     }
+}
+
+/// The subcommand the user typed, for pointing at the right help.
+fn subcommand_name() -> &'static str {
+    let typed = std::env::args().nth(1).unwrap_or_default();
+    ["compare", "plot", "import"]
+        .into_iter()
+        .find(|c| *c == typed)
+        .unwrap_or("run")
 }
 
 /// True unless a launcher says this process is not rank 0.
@@ -109,6 +124,136 @@ fn abort_job_after_panic() {
 
 #[cfg(not(feature = "mpi"))]
 fn abort_job_after_panic() {}
+
+/// Runs a command that needs no MPI: its error is one line, its exit code
+/// the error's, or what the command returned.
+fn report_command(f: impl FnOnce() -> Result<u8, Error>) -> u8 {
+    match f() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("collbench: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// Writes a report to standard output; a closed pipe (`| head`) is not an
+/// error worth a message.
+fn print_out(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
+    use crate::report::compare::{self, Format, Metric, by_mode};
+    let metric = Metric::parse(&args.metric).unwrap_or(Metric::Busbw);
+    let format = Format::parse(&args.format).unwrap_or(Format::Table);
+    let threshold_pct = args.threshold.unwrap_or(compare::DEFAULT_THRESHOLD_PCT);
+    if !threshold_pct.is_finite() || threshold_pct < 0.0 {
+        return Err(Error::usage(format!(
+            "--threshold {threshold_pct}: give a percentage of 0 or more"
+        )));
+    }
+    if let Some(by) = &args.by {
+        let dimension = by_mode::Dimension::parse(by).unwrap_or(by_mode::Dimension::Hierarchy);
+        let [file] = args.files.as_slice() else {
+            return Err(Error::usage(format!(
+                "--by {by} compares the modes inside one CSV: give exactly one file"
+            )));
+        };
+        let loaded = compare::load(file)?;
+        let report = by_mode::compare_modes(
+            &loaded.label,
+            &loaded.rows,
+            dimension,
+            metric,
+            args.reference.as_deref(),
+        )?;
+        print_out(&match format {
+            Format::Table => compare::text::modes(&report),
+            Format::Markdown => compare::markdown::modes(&report),
+            Format::Json => compare::json::modes(&report),
+        });
+        return Ok(exit::OK);
+    }
+    let [base, new] = args.files.as_slice() else {
+        return Err(Error::usage(
+            "compare needs BASE and NEW (or --by hierarchy|transport with one CSV)",
+        ));
+    };
+    let base = compare::load(base)?;
+    let new = compare::load(new)?;
+    let options = compare::CompareOptions {
+        metric,
+        threshold_pct,
+        allow_different_ranks: args.allow_different_ranks,
+    };
+    let comparison = compare::compare(&base, &new, &options)?;
+    print_out(&match format {
+        Format::Table => compare::text::comparison(&comparison),
+        Format::Markdown => compare::markdown::comparison(&comparison),
+        Format::Json => compare::json::comparison(&comparison),
+    });
+    // The report is on stdout (perhaps redirected to a file); the verdict
+    // also gets its one line on stderr, where a CI log shows it.
+    match comparison.count(compare::Verdict::Regressed) {
+        0 => Ok(exit::OK),
+        rows => Err(Error::Regression {
+            rows,
+            compared: comparison.rows.len(),
+            threshold_pct,
+            metric: metric.name(),
+        }),
+    }
+}
+
+fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
+    use crate::report::compare::Metric;
+    use crate::report::plot::{self, PlotOptions, SeriesBy};
+    let options = PlotOptions {
+        inputs: args.files.clone(),
+        output: args.output.clone(),
+        metric: Metric::parse(&args.metric).unwrap_or(Metric::Busbw),
+        by: SeriesBy::parse(&args.by).unwrap_or(SeriesBy::Run),
+        overwrite: args.overwrite,
+    };
+    let drawn = plot::plot(&options)?;
+    eprintln!(
+        "collbench: plotted {} series in {} panel{} to {}",
+        drawn.series,
+        drawn.panels,
+        if drawn.panels == 1 { "" } else { "s" },
+        args.output.display()
+    );
+    Ok(exit::OK)
+}
+
+fn import_command(args: &ImportArgs) -> Result<u8, Error> {
+    use crate::collective::Collective;
+    use crate::report::import::{self, ImportOptions, Source};
+    let collective = match &args.collective {
+        Some(name) => Some(
+            Collective::parse(name)
+                .ok_or_else(|| Error::usage(format!("--collective: unknown collective '{name}'")))?,
+        ),
+        None => None,
+    };
+    if args.nranks == Some(0) {
+        return Err(Error::usage("--nranks must be at least 1"));
+    }
+    let options = ImportOptions {
+        source: Source::parse(&args.from).unwrap_or(Source::NcclTests),
+        files: args.files.clone(),
+        output: args.output.clone(),
+        collective,
+        nranks: args.nranks,
+        overwrite: args.overwrite,
+    };
+    let rows = import::import(&options)?;
+    eprintln!("collbench: imported {rows} rows into {}", args.output.display());
+    Ok(exit::OK)
+}
 
 fn run_command(args: &RunArgs) -> u8 {
     let cfg = match RunConfig::load(args) {

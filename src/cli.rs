@@ -19,13 +19,16 @@ table and writes the files.",
     after_help = "Examples:\n  \
 mpirun -np 4 collbench run -b 8 -e 16M -f 2\n  \
 mpirun -np 2 collbench run --collectives all_reduce,all_gather -d float,int8 -o all\n  \
-collbench run --help     every option of a run"
+collbench run --help     every option of a run\n  \
+collbench compare base.csv new.csv     regression verdicts (exit 4 on a regression)"
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+// Parsed once per process: the size of the `run` variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a benchmark sweep (under mpirun/srun, one process per rank)
@@ -43,6 +46,124 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validatio
     )]
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
+
+    /// Compare two runs row by row (exit 4 on a regression), or the modes inside one run
+    #[command(
+        after_help = "Rows join on collective, hierarchy, transport, dtype, op, root, placement, \
+size_bytes and nranks. A row regressed when its metric got worse by more than the threshold \
+AND the new value lies outside the base row's recorded spread (fastest to slowest rank, \
+widened by per-iteration statistics where the CSV has them) and the base value outside the \
+new row's. BASE may be a folder: its CSV files are merged, the latest timestamp winning \
+for a case measured twice.\n\n\
+Examples:\n  \
+collbench compare results/baselines/ci-2ranks.csv results/new.csv\n  \
+collbench compare --metric time --threshold 10 --format markdown base.csv new.csv\n  \
+collbench compare --by hierarchy results/sweep.csv\n\n\
+Exit codes: 0 no regression, 2 unreadable or incompatible input, 4 a regression."
+    )]
+    #[command(allow_negative_numbers = true)]
+    Compare(CompareArgs),
+
+    /// Plot a metric against size from one or more CSV reports (SVG or PNG)
+    #[command(after_help = "Examples:\n  \
+collbench plot results/a.csv results/b.csv -o busbw.svg\n  \
+collbench plot results/sweep.csv --by hierarchy --metric time -o time.png")]
+    Plot(PlotArgs),
+
+    /// Convert nccl-tests or OSU micro-benchmark output into a collbench CSV
+    #[command(after_help = "nccl-tests: the text output of any *_perf binary (2.13 and later, \
+with or without timestamps or per-iteration columns) or its -J JSON file. OSU: the output of \
+osu_allreduce, osu_allgather, osu_alltoall, osu_bcast, osu_reduce, osu_reduce_scatter, \
+osu_gather or osu_scatter, with or without -f. Bandwidths are recomputed with collbench's \
+formulas; OSU's per-rank sizes become totals.\n\n\
+Examples:\n  \
+collbench import --from nccl-tests all_reduce.log -o old.csv\n  \
+collbench import --from osu --nranks 16 osu_allreduce.txt -o osu.csv")]
+    Import(ImportArgs),
+}
+
+/// Options of `collbench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// BASE (a CSV file or a folder of them) and NEW; with --by, a single CSV
+    #[arg(value_name = "CSV", required = true, num_args = 1..=2)]
+    pub files: Vec<PathBuf>,
+
+    /// What to compare
+    #[arg(long, value_name = "METRIC", default_value = "busbw", value_parser = ["busbw", "algbw", "time"])]
+    pub metric: String,
+
+    /// Largest change in percent that is never a regression [default: 5]
+    #[arg(long, value_name = "PCT")]
+    pub threshold: Option<f64>,
+
+    /// Output format
+    #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = ["table", "markdown", "json"])]
+    pub format: String,
+
+    /// Compare runs with different rank counts (busbw is meant to compare across them)
+    #[arg(long)]
+    pub allow_different_ranks: bool,
+
+    /// Compare the modes inside one CSV instead of two runs
+    #[arg(long, value_name = "DIMENSION", value_parser = ["hierarchy", "transport"])]
+    pub by: Option<String>,
+
+    /// Mode the speedups are relative to [default: flat, or auto, or the first in the file]
+    #[arg(long, value_name = "MODE", requires = "by")]
+    pub reference: Option<String>,
+}
+
+/// Options of `collbench plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// CSV reports to plot
+    #[arg(value_name = "CSV", required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// Output file; the extension (.svg or .png) picks the format
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// What to plot against size
+    #[arg(long, value_name = "METRIC", default_value = "busbw", value_parser = ["busbw", "algbw", "time"])]
+    pub metric: String,
+
+    /// One line per run, per hierarchy mode or per transport
+    #[arg(long, value_name = "SERIES", default_value = "run", value_parser = ["run", "hierarchy", "transport"])]
+    pub by: String,
+
+    /// Replace the output file if it exists
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+/// Options of `collbench import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The tool that wrote the files
+    #[arg(long, value_name = "TOOL", value_parser = ["nccl-tests", "osu"])]
+    pub from: String,
+
+    /// Output files of that tool
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// CSV file to write
+    #[arg(short = 'o', long, value_name = "OUT.csv")]
+    pub output: PathBuf,
+
+    /// The collective, when the file does not name it (e.g. all_reduce)
+    #[arg(long, value_name = "NAME")]
+    pub collective: Option<String>,
+
+    /// The rank count, when the file does not record it (OSU output never does)
+    #[arg(long, value_name = "N")]
+    pub nranks: Option<u64>,
+
+    /// Replace the output file if it exists
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// Options of `collbench run`; every one can also come from `--config`.

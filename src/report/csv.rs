@@ -30,10 +30,16 @@ impl CsvSink {
     }
 }
 
-impl Sink for CsvSink {
-    fn begin(&mut self, _run: &RunInfo) -> io::Result<()> {
+impl CsvSink {
+    fn write_header(&mut self) -> io::Result<()> {
         self.writer.write_record(self.extras.header())?;
         self.writer.flush()
+    }
+}
+
+impl Sink for CsvSink {
+    fn begin(&mut self, _run: &RunInfo) -> io::Result<()> {
+        self.write_header()
     }
 
     fn record(&mut self, record: &Record) -> io::Result<()> {
@@ -46,12 +52,27 @@ impl Sink for CsvSink {
     }
 
     fn target(&self) -> String {
-        format!("CSV file {}", self.path.display())
+        sink_target(&self.path)
     }
 
     fn discard(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// Writes `records` as a new CSV report at `path` (import).
+pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result<(), Error> {
+    let mut sink = CsvSink::create(path, overwrite, Extras::default())?;
+    let failed = |e: io::Error| Error::runtime(format!("cannot write {}: {e}", sink_target(path)));
+    sink.write_header().map_err(failed)?;
+    for r in records {
+        sink.record(r).map_err(failed)?;
+    }
+    sink.writer.flush().map_err(failed)
+}
+
+fn sink_target(path: &Path) -> String {
+    format!("CSV file {}", path.display())
 }
 
 /// Reads a CSV report back (tests, compare).

@@ -1,14 +1,20 @@
-//! Reports, on rank 0 only: the terminal table, the CSV, the JSON file and
-//! the progress bar. Reports format what the engine measured; they compute
-//! nothing but display aggregates (the average bus bandwidth of a table).
+//! Reports: during a run, on rank 0 only, the terminal table, the CSV, the
+//! JSON file and the progress bar; after runs, `compare` (verdicts between
+//! runs), `plot` (pictures) and `import` (other tools' logs as CSV).
+//! Reports format what the engine measured; they compute nothing but
+//! display aggregates, verdicts, and (for imports) bandwidths through
+//! `record::bandwidth_gbps`, the one place that formula lives.
 //!
 //! Each output format is one small `Sink` in its own file. The CSV is
 //! written row by row and flushed, so an interrupted run keeps every
 //! finished row; the JSON is written once at the end, through a temporary
 //! file and a rename.
 
+pub mod compare;
 pub mod csv;
+pub mod import;
 pub mod json;
+pub mod plot;
 mod printer;
 pub mod progress;
 pub mod record;

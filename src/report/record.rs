@@ -167,7 +167,7 @@ pub fn bandwidth_gbps(size_bytes: u64, time_s: f64, factor: f64) -> (f64, f64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]

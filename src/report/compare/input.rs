@@ -1,0 +1,246 @@
+//! Reading CSV reports for `compare` and `plot`: a file or a folder of
+//! files, checked against schema 1, with the optional per-iteration
+//! statistic columns a row may carry, and duplicates resolved.
+//!
+//! Only reading: no verdicts, no formatting.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+use crate::report::record::{COLUMNS, Record};
+
+/// Per-iteration statistics of a row, present when the CSV has the
+/// optional columns `time_p50_us`, `time_p99_us` (microseconds) and
+/// `time_cv` (standard deviation / mean, a fraction).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IterStats {
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub cv: Option<f64>,
+}
+
+/// One CSV row: the schema-1 record and its optional statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub record: Record,
+    pub stats: IterStats,
+    /// The file the row came from.
+    pub file: PathBuf,
+}
+
+/// Every row read from one argument (a file or a folder).
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The argument as the user gave it.
+    pub label: String,
+    pub rows: Vec<Row>,
+    /// Rows dropped because a later row measured the same case.
+    pub duplicates: usize,
+}
+
+const OPTIONAL: [&str; 3] = ["time_p50_us", "time_p99_us", "time_cv"];
+
+/// Reads a CSV file, or every `*.csv` file of a folder (in name order),
+/// and keeps one row per measured case: of rows that share collective,
+/// hierarchy, transport, dtype, op, root, placement, size and rank count,
+/// the one with the latest `timestamp` wins, and among equal timestamps the
+/// one read last (later file in name order, later line).
+pub fn load(path: &Path) -> Result<Loaded, Error> {
+    let files = if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| Error::usage(format!("cannot read folder {}: {e}", path.display())))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "csv"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(Error::usage(format!("folder {} holds no .csv files", path.display())));
+        }
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut rows = Vec::new();
+    for file in &files {
+        rows.extend(read_file(file)?);
+    }
+    let read = rows.len();
+    let rows = dedupe(rows);
+    Ok(Loaded {
+        label: path.display().to_string(),
+        duplicates: read - rows.len(),
+        rows,
+    })
+}
+
+/// Reads one CSV file; every schema-1 column must be present (more may
+/// follow), or the file is refused with the missing names.
+pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
+    let mut reader = csv::Reader::from_path(path)
+        .map_err(|e| Error::usage(format!("cannot read CSV file {}: {e}", path.display())))?;
+    let headers = reader
+        .headers()
+        .map_err(|e| Error::usage(format!("CSV file {}: {e}", path.display())))?
+        .clone();
+    let missing: Vec<&str> = COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| !headers.iter().any(|h| h == *c))
+        .collect();
+    if !missing.is_empty() {
+        let what = if headers.iter().all(|h| h.trim().is_empty()) {
+            "it is empty".to_string()
+        } else {
+            format!("missing column{} {}", plural(missing.len()), missing.join(", "))
+        };
+        return Err(Error::usage(format!(
+            "{} is not a collbench CSV (schema 1): {what}",
+            path.display()
+        )));
+    }
+    let optional = OPTIONAL.map(|name| headers.iter().position(|h| h == name));
+    let mut rows = Vec::new();
+    for (i, result) in reader.records().enumerate() {
+        let line = i + 2;
+        let bad = |e: &dyn std::fmt::Display| Error::usage(format!("CSV file {} line {line}: {e}", path.display()));
+        let raw = result.map_err(|e| bad(&e))?;
+        let record: Record = raw.deserialize(Some(&headers)).map_err(|e| bad(&e))?;
+        let mut values = [None; 3];
+        for (value, column) in values.iter_mut().zip(optional) {
+            if let Some(text) = column.and_then(|c| raw.get(c)).filter(|t| !t.trim().is_empty()) {
+                let v: f64 = text
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(&format_args!("'{text}' is not a number")))?;
+                *value = Some(v);
+            }
+        }
+        let [p50_us, p99_us, cv] = values;
+        rows.push(Row {
+            record,
+            stats: IterStats { p50_us, p99_us, cv },
+            file: path.to_path_buf(),
+        });
+    }
+    Ok(rows)
+}
+
+/// The columns that name a measured case.
+pub type CaseKey = (String, String, String, String, String, i64, String, u64, u64);
+
+pub fn case_key(r: &Record) -> CaseKey {
+    (
+        r.collective.clone(),
+        r.hierarchy.clone(),
+        r.transport.clone(),
+        r.dtype.clone(),
+        r.op.clone(),
+        r.root,
+        r.placement.clone(),
+        r.size_bytes,
+        r.nranks,
+    )
+}
+
+/// Keeps, per case, the row with the latest timestamp (the later one on
+/// ties), in the order the kept rows were first seen.
+fn dedupe(rows: Vec<Row>) -> Vec<Row> {
+    let mut slot: BTreeMap<CaseKey, usize> = BTreeMap::new();
+    let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key = case_key(&row.record);
+        match slot.get(&key) {
+            Some(&i) => {
+                if row.record.timestamp >= kept[i].record.timestamp {
+                    kept[i] = row;
+                }
+            }
+            None => {
+                slot.insert(key, kept.len());
+                kept.push(row);
+            }
+        }
+    }
+    kept
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "run_id,timestamp,host,backend,backend_version,transport,transport_observed,hierarchy,\
+collective,dtype,op,root,placement,size_bytes,count,nranks,nnodes,ranks_per_node,iters,warmup,time_us,\
+time_min_us,time_max_us,algbw_gbps,busbw_gbps,wrong";
+
+    fn line(ts: &str, size: u64, time: f64) -> String {
+        format!(
+            "r,{ts},h,mpi,v,auto,unknown,flat,all_reduce,float,sum,-1,out_of_place,{size},2,2,1,2,20,5,{time},{time},{time},1,1,0"
+        )
+    }
+
+    #[test]
+    fn extra_columns_are_read_and_missing_ones_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.csv");
+        let text = format!(
+            "{HEADER},time_p50_us,time_p99_us,note\n{},9.5,12,x\n",
+            line("t", 8, 10.0)
+        );
+        std::fs::write(&path, text).unwrap();
+        let rows = read_file(&path).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].stats.p50_us, Some(9.5));
+        assert_eq!(rows[0].stats.p99_us, Some(12.0));
+        assert_eq!(rows[0].stats.cv, None);
+
+        std::fs::write(&path, "run_id,size_bytes\nx,8\n").unwrap();
+        let err = read_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("not a collbench CSV") && err.contains("busbw_gbps"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_folder_merges_its_files_and_the_latest_timestamp_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.csv"),
+            format!("{HEADER}\n{}\n{}\n", line("2024", 8, 1.0), line("2024", 16, 2.0)),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("b.csv"),
+            format!("{HEADER}\n{}\n", line("2023", 8, 3.0)),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
+        let loaded = load(dir.path()).unwrap();
+        assert_eq!(loaded.duplicates, 1);
+        let times: Vec<f64> = loaded.rows.iter().map(|r| r.record.time_us).collect();
+        assert_eq!(times, [1.0, 2.0]);
+    }
+
+    #[test]
+    fn unparseable_rows_name_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.csv");
+        std::fs::write(
+            &path,
+            format!(
+                "{HEADER}\n{}\n{}\n",
+                line("t", 8, 1.0),
+                line("t", 8, 1.0).replace(",8,", ",eight,")
+            ),
+        )
+        .unwrap();
+        let err = read_file(&path).unwrap_err().to_string();
+        assert!(err.contains("bad.csv line 3"), "{err}");
+        assert!(!err.contains('\n'));
+    }
+}

@@ -1,0 +1,79 @@
+//! The JSON format of `compare`: every joined row with both values, the
+//! change, both spreads and the verdict; the one-sided cases; the summary
+//! by collective; the exit code. Versioned by `schema_version`.
+
+use serde::Serialize;
+
+use super::by_mode::ModeReport;
+use super::{Case, CollectiveSummary, Compared, Comparison, Verdict};
+use crate::report::record::SCHEMA_VERSION;
+
+#[derive(Serialize)]
+struct Document<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    metric: &'static str,
+    unit: &'static str,
+    threshold_pct: f64,
+    base: &'a str,
+    new: &'a str,
+    headline: String,
+    exit_code: u8,
+    improved: usize,
+    regressed: usize,
+    within_noise: usize,
+    rows: &'a [Compared],
+    only_in_base: &'a [Case],
+    only_in_new: &'a [Case],
+    summary: &'a [CollectiveSummary],
+    notes: &'a [String],
+}
+
+pub fn comparison(c: &Comparison) -> String {
+    let doc = Document {
+        schema_version: SCHEMA_VERSION,
+        kind: "compare",
+        metric: c.metric.name(),
+        unit: c.metric.unit(),
+        threshold_pct: c.threshold_pct,
+        base: &c.base_label,
+        new: &c.new_label,
+        headline: c.headline(),
+        exit_code: c.exit_code(),
+        improved: c.count(Verdict::Improved),
+        regressed: c.count(Verdict::Regressed),
+        within_noise: c.count(Verdict::WithinNoise),
+        rows: &c.rows,
+        only_in_base: &c.only_in_base,
+        only_in_new: &c.only_in_new,
+        summary: &c.summary,
+        notes: &c.notes,
+    };
+    to_string(&doc)
+}
+
+#[derive(Serialize)]
+struct ModesDocument<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    unit: &'static str,
+    #[serde(flatten)]
+    report: &'a ModeReport,
+}
+
+pub fn modes(r: &ModeReport) -> String {
+    to_string(&ModesDocument {
+        schema_version: SCHEMA_VERSION,
+        kind: "modes",
+        unit: r.metric.unit(),
+        report: r,
+    })
+}
+
+fn to_string(doc: &impl Serialize) -> String {
+    // Serialising plain structs of strings and numbers cannot fail; NaN
+    // and infinities become null.
+    let mut s = serde_json::to_string_pretty(doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}

@@ -1,0 +1,348 @@
+//! `collbench import`: other tools' output as collbench CSV rows, so that
+//! old logs and new runs compare and plot together. One file per format:
+//! `nccl_text` (nccl-tests' text output), `nccl_json` (its `-J` file) and
+//! `osu` (OSU micro-benchmark collectives).
+//!
+//! Parsers take the text as it is and return records or a one-line reason;
+//! they never panic on any input (property-tested). Sizes are converted to
+//! collbench's semantics (DESIGN.md: the larger of one rank's buffers), and
+//! algbw and busbw are recomputed with `record::bandwidth_gbps` and our bus
+//! factors; the bandwidths a file printed are never copied.
+//!
+//! Imported rows say what is unknown instead of guessing: `transport` is
+//! `auto` and `transport_observed` `unknown`; `nnodes` and `ranks_per_node`
+//! are 0 when the file names no hosts; `warmup` is 0 when not recorded; and
+//! `time_min_us`/`time_max_us` equal `time_us` when the tool records no
+//! spread across ranks (nccl-tests), so `compare` judges such rows by the
+//! threshold alone.
+
+mod nccl_json;
+mod nccl_text;
+mod osu;
+
+use std::path::{Path, PathBuf};
+
+use crate::collective::Collective;
+use crate::error::Error;
+use crate::report::record::{Record, bandwidth_gbps};
+use crate::topology::Nodes;
+use crate::types::{DType, Placement};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    NcclTests,
+    Osu,
+}
+
+impl Source {
+    pub fn parse(s: &str) -> Option<Source> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "nccl-tests" | "nccl_tests" | "nccl" => Some(Source::NcclTests),
+            "osu" | "omb" => Some(Source::Osu),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    pub source: Source,
+    pub files: Vec<PathBuf>,
+    pub output: PathBuf,
+    pub collective: Option<Collective>,
+    pub nranks: Option<u64>,
+    pub overwrite: bool,
+}
+
+/// What the user said on the command line, which wins over the file.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Given {
+    pub collective: Option<Collective>,
+    pub nranks: Option<u64>,
+}
+
+/// Everything a run section of a file says about all of its rows.
+#[derive(Clone, Debug)]
+pub(crate) struct Run {
+    pub run_id: String,
+    pub backend: &'static str,
+    pub backend_version: String,
+    pub collective: Collective,
+    pub nranks: u64,
+    /// Host of every rank, in rank order; empty when the file names none.
+    pub hosts: Vec<String>,
+    pub iters: u64,
+    pub warmup: u64,
+    pub timestamp: String,
+}
+
+/// One point as measured, sizes already in collbench's semantics.
+#[derive(Clone, Debug)]
+pub(crate) struct Measured {
+    pub dtype: String,
+    pub op: String,
+    pub root: i64,
+    pub placement: Placement,
+    pub size_bytes: u64,
+    pub count: u64,
+    pub time_us: f64,
+    pub time_min_us: f64,
+    pub time_max_us: f64,
+    pub wrong: Option<u64>,
+    /// Overrides the run's timestamp (nccl-tests' timestamp column).
+    pub timestamp: Option<String>,
+    /// Overrides the run's iteration count (OSU's Iterations column).
+    pub iters: Option<u64>,
+}
+
+/// The record of one point, with our bandwidth formulas.
+pub(crate) fn record(run: &Run, m: &Measured) -> Record {
+    let factor = run.collective.spec().bus_factor(run.nranks as usize);
+    let (algbw_gbps, busbw_gbps) = bandwidth_gbps(m.size_bytes, m.time_us * 1e-6, factor);
+    let nodes = Nodes::from_keys(&run.hosts, &run.hosts);
+    Record {
+        run_id: run.run_id.clone(),
+        timestamp: m.timestamp.clone().unwrap_or_else(|| run.timestamp.clone()),
+        host: run.hosts.first().cloned().unwrap_or_default(),
+        backend: run.backend.into(),
+        backend_version: run.backend_version.clone(),
+        transport: "auto".into(),
+        transport_observed: "unknown".into(),
+        hierarchy: "flat".into(),
+        collective: run.collective.name().into(),
+        dtype: m.dtype.clone(),
+        op: m.op.clone(),
+        root: m.root,
+        placement: m.placement.name().into(),
+        size_bytes: m.size_bytes,
+        count: m.count,
+        nranks: run.nranks,
+        nnodes: nodes.nnodes() as u64,
+        ranks_per_node: nodes.ranks_per_node() as u64,
+        iters: m.iters.unwrap_or(run.iters),
+        warmup: run.warmup,
+        time_us: m.time_us,
+        time_min_us: m.time_min_us,
+        time_max_us: m.time_max_us,
+        algbw_gbps,
+        busbw_gbps,
+        wrong: m.wrong,
+        phase_intra1_us: None,
+        phase_inter_us: None,
+        phase_intra2_us: None,
+        cycle: None,
+    }
+}
+
+/// The collective: `--collective`, else what the file said, else an
+/// `xxx_perf` name in the file name.
+pub(crate) fn resolve_collective(given: &Given, found: Option<Collective>, name: &str) -> Result<Collective, String> {
+    given
+        .collective
+        .or(found)
+        .or_else(|| perf_collective(name))
+        .ok_or_else(|| "cannot tell which collective this measured: pass --collective NAME".to_string())
+}
+
+/// `all_reduce_perf` (a binary name anywhere in `text`) -> all_reduce.
+pub(crate) fn perf_collective(text: &str) -> Option<Collective> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter_map(|word| word.strip_suffix("_perf"))
+        .find_map(Collective::parse)
+}
+
+/// collbench's name of a type name such as `float`, `fp32` or `int`;
+/// unknown names are kept, lower-cased.
+pub(crate) fn dtype_name(s: &str) -> String {
+    DType::parse(s).map_or_else(|| s.trim().to_ascii_lowercase(), |t| t.name().to_string())
+}
+
+/// `run_id` of an imported file: the tool and the file's stem.
+pub(crate) fn run_id(tool: &str, name: &str, section: usize, sections: usize) -> String {
+    let stem = Path::new(name)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if sections > 1 {
+        format!("{tool}-{stem}-{}", section + 1)
+    } else {
+        format!("{tool}-{stem}")
+    }
+}
+
+/// Reads every file, converts it, and writes one CSV; nothing is written
+/// unless every file converts. Returns the number of rows.
+pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
+    let given = Given {
+        collective: opts.collective,
+        nranks: opts.nranks,
+    };
+    let mut records = Vec::new();
+    for path in &opts.files {
+        let bytes = std::fs::read(path).map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let parsed = match opts.source {
+            Source::NcclTests if text.trim_start().starts_with('{') => nccl_json::parse(&text, &name, &given),
+            Source::NcclTests => nccl_text::parse(&text, &name, &given),
+            Source::Osu => osu::parse(&text, &name, &given),
+        };
+        records.extend(parsed.map_err(|e| Error::usage(format!("{}: {e}", path.display())))?);
+    }
+    super::csv::write_records(&opts.output, opts.overwrite, &records)?;
+    Ok(records.len())
+}
+
+/// Reads a number the way C's printf wrote it (`12.5`, `1e+06`, `nan`).
+pub(crate) fn number(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok()
+}
+
+/// A usable time: finite and not negative.
+pub(crate) fn time(s: &str) -> Option<f64> {
+    number(s).filter(|t| t.is_finite() && *t >= 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_binary_names_give_the_collective() {
+        assert_eq!(
+            perf_collective("$ ./build/all_reduce_perf -b 8"),
+            Some(Collective::AllReduce)
+        );
+        assert_eq!(
+            perf_collective("# Collective test starting: alltoall_perf"),
+            Some(Collective::AllToAll)
+        );
+        assert_eq!(perf_collective("sendrecv_perf.log"), Some(Collective::SendRecv));
+        assert_eq!(perf_collective("hypercube_perf"), None);
+        assert_eq!(perf_collective("all_reduce"), None);
+    }
+
+    #[test]
+    fn records_use_our_bandwidth_formulas() {
+        let run = Run {
+            run_id: "x".into(),
+            backend: "nccl",
+            backend_version: String::new(),
+            collective: Collective::AllReduce,
+            nranks: 8,
+            hosts: vec!["a".into(), "a".into(), "b".into(), "b".into()],
+            iters: 20,
+            warmup: 5,
+            timestamp: String::new(),
+        };
+        let m = Measured {
+            dtype: "float".into(),
+            op: "sum".into(),
+            root: -1,
+            placement: Placement::InPlace,
+            size_bytes: 1_000_000_000,
+            count: 250_000_000,
+            time_us: 1e6,
+            time_min_us: 1e6,
+            time_max_us: 1e6,
+            wrong: Some(0),
+            timestamp: None,
+            iters: None,
+        };
+        let r = record(&run, &m);
+        assert_eq!((r.algbw_gbps, r.busbw_gbps), (1.0, 1.75));
+        assert_eq!((r.nnodes, r.ranks_per_node, r.host.as_str()), (2, 2, "a"));
+        assert_eq!(r.placement, "in_place");
+    }
+
+    mod never_panic {
+        use super::super::{Given, nccl_json, nccl_text, osu};
+        use crate::collective::Collective;
+        use proptest::prelude::*;
+
+        const NCCL_TEXT: &str =
+            include_str!("../../../tests/fixtures/import/nccl-tests-2.19-all_gather_perf-timestamps.txt");
+        const NCCL_OLD: &str = include_str!("../../../tests/fixtures/import/nccl-tests-2.13-all_reduce_perf.txt");
+        const NCCL_JSON: &str = include_str!("../../../tests/fixtures/import/nccl-tests-2.17-all_reduce_perf.json");
+        const OSU: &str = include_str!("../../../tests/fixtures/import/osu-5.9-allgather-full.txt");
+
+        fn all(text: &str) {
+            for given in [
+                Given::default(),
+                Given {
+                    collective: Some(Collective::Scatter),
+                    nranks: Some(3),
+                },
+            ] {
+                let _ = nccl_text::parse(text, "all_reduce_perf.log", &given);
+                let _ = nccl_json::parse(text, "x.json", &given);
+                let _ = osu::parse(text, "x.txt", &given);
+            }
+        }
+
+        /// Real lines of every format, in any order, some with a token
+        /// replaced by an arbitrary one.
+        fn shuffled_lines() -> impl Strategy<Value = String> {
+            let lines: Vec<&'static str> = [NCCL_TEXT, NCCL_OLD, OSU].iter().flat_map(|t| t.lines()).collect();
+            prop::collection::vec(
+                (prop::sample::select(lines), any::<usize>(), "[-+0-9a-zA-Z.#:/ ]{0,12}"),
+                0..40,
+            )
+            .prop_map(|picks| {
+                picks
+                    .into_iter()
+                    .map(|(line, at, token)| {
+                        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
+                        if at % 3 == 0 && !words.is_empty() {
+                            let i = at % words.len();
+                            words[i] = token;
+                        }
+                        words.join(" ") + "\n"
+                    })
+                    .collect()
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(200))]
+
+            #[test]
+            fn parsers_never_panic_on_arbitrary_text(text in "\\PC*") {
+                all(&text);
+            }
+
+            #[test]
+            fn parsers_never_panic_on_real_lines_shuffled_and_mutated(text in shuffled_lines()) {
+                all(&text);
+            }
+
+            #[test]
+            fn the_json_parser_never_panics_on_damaged_json(at in any::<usize>(), cut in any::<bool>(), insert in "\\PC{0,6}") {
+                let mut text = NCCL_JSON.to_string();
+                let mut i = at % (text.len() + 1);
+                while !text.is_char_boundary(i) {
+                    i -= 1;
+                }
+                if cut {
+                    text.truncate(i);
+                } else {
+                    text.insert_str(i, &insert);
+                }
+                all(&text);
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! nccl-tests' `-J FILE` output (JSON file version 1 and 2): `args` (the
+//! command line, whose binary names the collective), `config` with
+//! `iterations`, `warmup_iters` and `devices` (one per rank, with
+//! `hostname`), `nccl_version`, `start_time`, and `results`: per size
+//! `size`, `count`, `type`, `redop`, `root` (a padded string or a number)
+//! and `out_of_place` / `in_place` objects with `time` (or `cpu_time`) in
+//! microseconds and `nwrong` (null when checking was off). `"nan"` strings
+//! and null placements are skipped.
+
+use serde_json::Value;
+
+use super::{Given, Measured, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
+use crate::report::record::Record;
+use crate::types::Placement;
+
+pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>, String> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
+    let Some(results) = doc.get("results").and_then(Value::as_array) else {
+        return Err("JSON without a \"results\" list: not an nccl-tests -J file".into());
+    };
+    let args: Vec<&str> = doc
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let from_args = args.first().and_then(|a| perf_collective(a));
+    let collective = resolve_collective(given, from_args, name)?;
+    let config = doc.get("config");
+    let devices: Vec<&Value> = config
+        .and_then(|c| c.get("devices"))
+        .or_else(|| doc.get("devices"))
+        .and_then(Value::as_array)
+        .map(|d| d.iter().collect())
+        .unwrap_or_default();
+    let nranks = match given.nranks {
+        Some(n) => n,
+        None if !devices.is_empty() => devices.len() as u64,
+        None => return Err("no \"devices\" list to count the ranks from: pass --nranks N".into()),
+    };
+    let hosts: Vec<String> = devices
+        .iter()
+        .filter_map(|d| d.get("hostname").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let int = |v: Option<&Value>| v.and_then(Value::as_u64);
+    let run = Run {
+        run_id: run_id("nccl-tests", name, 0, 1),
+        backend: "nccl",
+        backend_version: match int(doc.get("nccl_version")) {
+            // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch
+            Some(code) if code >= 20900 => format!("NCCL {}.{}.{}", code / 10000, code / 100 % 100, code % 100),
+            Some(code) => format!("NCCL {code}"),
+            None => "nccl-tests".into(),
+        },
+        collective,
+        nranks,
+        hosts: if hosts.len() == devices.len() {
+            hosts
+        } else {
+            Vec::new()
+        },
+        iters: int(config.and_then(|c| c.get("iterations"))).unwrap_or(0),
+        warmup: int(config.and_then(|c| c.get("warmup_iters"))).unwrap_or(0),
+        timestamp: doc
+            .get("start_time")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    };
+
+    let mut records = Vec::new();
+    for entry in results {
+        let Some(size_bytes) = int(entry.get("size")) else {
+            continue;
+        };
+        let text_of = |key: &str, default: &str| {
+            entry
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or(default)
+                .trim()
+                .to_string()
+        };
+        let root = match entry.get("root") {
+            Some(Value::String(s)) => s.trim().parse().unwrap_or(-1),
+            Some(v) => v.as_i64().unwrap_or(-1),
+            None => -1,
+        };
+        for (key, placement) in [
+            ("out_of_place", Placement::OutOfPlace),
+            ("in_place", Placement::InPlace),
+        ] {
+            let Some(p) = entry.get(key).filter(|p| p.is_object()) else {
+                continue;
+            };
+            let time_us = p
+                .get("time")
+                .or_else(|| p.get("cpu_time"))
+                .and_then(Value::as_f64)
+                .filter(|t| t.is_finite() && *t >= 0.0);
+            let Some(time_us) = time_us else { continue };
+            let wrong = p
+                .get("nwrong")
+                .and_then(Value::as_f64)
+                .filter(|w| w.is_finite() && *w >= 0.0)
+                .map(|w| w as u64);
+            let m = Measured {
+                dtype: dtype_name(&text_of("type", "float")),
+                op: text_of("redop", "none").to_ascii_lowercase(),
+                root,
+                placement,
+                size_bytes,
+                count: int(entry.get("count")).unwrap_or(0),
+                time_us,
+                time_min_us: time_us,
+                time_max_us: time_us,
+                wrong,
+                timestamp: None,
+                iters: None,
+            };
+            records.push(record(&run, &m));
+        }
+    }
+    if records.is_empty() {
+        return Err("the JSON \"results\" list holds no measured point".into());
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_file_gives_the_same_rows_as_its_text() {
+        let json = r#"{"version":2,"start_time":"2025-06-01 10:00:00","args":["./build/all_gather_perf","-b","1K"],
+          "env":[],"nccl_version":22703,
+          "config":{"nthreads":1,"ngpus":1,"minimum_bytes":1024,"maximum_bytes":1024,"step_factor":2,
+            "warmup_iters":5,"iterations":20,"aggregated_iterations":1,"validation":1,"graph":0,
+            "devices":[{"rank":0,"group":0,"pid":1,"hostname":"h","device":0,"device_hex":"0000:07:00","device_info":"NVIDIA H100"},
+                       {"rank":1,"group":0,"pid":2,"hostname":"h","device":1,"device_hex":"0000:0b:00","device_info":"NVIDIA H100"}]},
+          "results":[{"size":1024,"count":128,"type":"float","redop":"none","root":"    -1",
+             "out_of_place":{"time":12.0,"alg_bw":0.09,"bus_bw":0.04,"nwrong":0},
+             "in_place":{"time":"nan","alg_bw":0,"bus_bw":0,"nwrong":null},
+             "actual_iterations":20,"experiment_name":""}],
+          "out_of_bounds":{"count":0,"okay":"true"}}"#;
+        let rows = parse(json, "r.json", &Given::default()).unwrap();
+        assert_eq!(rows.len(), 1, "the nan in-place time is skipped");
+        let r = &rows[0];
+        assert_eq!(
+            (r.collective.as_str(), r.nranks, r.count, r.root),
+            ("all_gather", 2, 128, -1)
+        );
+        assert_eq!(r.backend_version, "NCCL 2.27.3");
+        assert_eq!(
+            (r.iters, r.warmup, r.timestamp.as_str()),
+            (20, 5, "2025-06-01 10:00:00")
+        );
+        assert!((r.busbw_gbps - 1024.0 / 12e-6 / 1e9 * 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn json_that_is_not_an_nccl_tests_file_is_refused() {
+        assert!(
+            parse("{\"a\":1}", "x.json", &Given::default())
+                .unwrap_err()
+                .contains("results")
+        );
+        assert!(
+            parse("{", "x.json", &Given::default())
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+    }
+}
