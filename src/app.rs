@@ -391,6 +391,13 @@ mod session {
             }
             code = code.max(e.exit_code());
         }
+        if world.rank() == 0
+            && cfg.hierarchies.len() > 1
+            && summary.stopped_by.is_none()
+            && let Some(info) = &info
+        {
+            print_mode_comparison(&info.csv);
+        }
         if let Some(signal) = summary.stopped_by {
             if world.rank() == 0 {
                 let planned = if cfg.cycles == 0 {
@@ -407,6 +414,35 @@ mod session {
             code = 128 + signal as u8;
         }
         code
+    }
+
+    /// Flat against hierarchical, per size, from the CSV just written: the
+    /// same view as `collbench compare --by hierarchy FILE`, after the
+    /// table.
+    fn print_mode_comparison(csv: &std::path::Path) {
+        use crate::report::compare::{Metric, by_mode, input, text};
+        let report = input::read_file(csv).and_then(|rows| {
+            let all_reduce: Vec<_> = rows
+                .into_iter()
+                .filter(|r| r.record.collective == "all_reduce")
+                .collect();
+            by_mode::compare_modes(
+                "this run",
+                &all_reduce,
+                by_mode::Dimension::Hierarchy,
+                Metric::Busbw,
+                None,
+            )
+        });
+        match report {
+            // '#' keeps the table's rule: lines without it are data rows.
+            Ok(report) => {
+                for line in text::modes(&report).lines() {
+                    println!("# {line}");
+                }
+            }
+            Err(e) => crate::error::say(&format!("collbench: warning: no hierarchy comparison: {e}")),
+        }
     }
 
     /// Prints this rank's failure and takes the whole job down.

@@ -88,6 +88,21 @@ fn modes_validate_on(np: usize, per_node: usize) {
     }
     // int32 and float: 1, 7, 49, 343 elements; double: 3, 24, 171 (4 B holds none)
     assert_eq!(per_mode, (4 + 4 + 3) * 2 * 2);
+    // the run ends with the side-by-side view, every line a comment
+    let text = stdout(&out);
+    let view = text
+        .split("collbench compare --by hierarchy")
+        .nth(1)
+        .expect("no comparison view");
+    assert!(
+        view.contains("rs-ar-ag") && view.contains("speedup") && view.contains("winner"),
+        "{view}"
+    );
+    assert!(
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .all(|l| l.split_whitespace().count() == 13 || l.is_empty())
+    );
 }
 
 #[test]
