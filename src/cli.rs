@@ -56,7 +56,7 @@ widened by per-iteration statistics where the CSV has them) and the base value o
 new row's. BASE may be a folder: its CSV files are merged, the latest timestamp winning \
 for a case measured twice.\n\n\
 Examples:\n  \
-collbench compare results/baselines/ci-2ranks.csv results/new.csv\n  \
+collbench compare results/baselines/local-2ranks.csv results/new.csv\n  \
 collbench compare --metric time --threshold 10 --format markdown base.csv new.csv\n  \
 collbench compare --by hierarchy results/sweep.csv\n\n\
 Exit codes: 0 no regression, 2 unreadable or incompatible input, 4 a regression."
