@@ -469,7 +469,11 @@ mod session {
                 Some("auto: no GPU backend in this build, using mpi".into()),
             ),
         };
+        let mut backend = backend;
         let plan = Plan::build(cfg, &nodes, backend.as_ref())?;
+        if cfg.rotate {
+            backend.rotate_within(plan.peak_span_bytes())?;
+        }
         if let Some(available) = available_memory() {
             // memory is per host, whatever --ranks-per-node says
             plan.check_memory(world.nodes().local_size(world.rank()), available)?;
@@ -522,6 +526,7 @@ mod session {
             None => None,
         };
         let extras = Extras {
+            per_iter: cfg.per_iter,
             phases: cfg.phase_times,
             cycle: cfg.cycles != 1,
         };
@@ -554,6 +559,10 @@ mod session {
             virtual_nodes: nodes.is_virtual,
             ranks: world.ranks().iter().map(RankSummary::from).collect(),
             iters: cfg.iters,
+            min_time_s: cfg.min_time.as_secs_f64(),
+            per_iter: cfg.per_iter,
+            straggler_threshold_pct: cfg.straggler_threshold * 100.0,
+            rotate: cfg.rotate,
             warmup: cfg.warmup,
             check: cfg.check,
             average: cfg.average.name().into(),

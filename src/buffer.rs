@@ -144,6 +144,24 @@ impl HostBuffer {
         Ok(HostBuffer { dtype, len, words })
     }
 
+    /// Makes this `len` elements of `dtype`, reusing the memory when it is
+    /// large enough; the contents are then unspecified. A larger buffer is
+    /// allocated after the old one is freed, so peak memory stays at what
+    /// one point needs.
+    pub fn reshape(&mut self, dtype: DType, len: usize) -> Result<(), Error> {
+        let fits = len
+            .checked_mul(dtype.size_bytes())
+            .is_some_and(|bytes| bytes.div_ceil(8) <= self.words.len());
+        if fits {
+            self.dtype = dtype;
+            self.len = len;
+        } else {
+            *self = HostBuffer::new(dtype, 0)?;
+            *self = HostBuffer::new(dtype, len)?;
+        }
+        Ok(())
+    }
+
     pub fn dtype(&self) -> DType {
         self.dtype
     }
@@ -265,6 +283,17 @@ mod tests {
         a.fill(0..6, |i| i as u64 + 1);
         b.copy_from(3, &a, 1, 3);
         assert_eq!(b.typed::<i32>(), &[0, 0, 0, 2, 3, 4]);
+    }
+
+    #[test]
+    fn reshaping_reuses_memory_that_is_large_enough() {
+        let mut b = HostBuffer::new(DType::Double, 4).unwrap();
+        b.reshape(DType::Int8, 32).unwrap();
+        assert_eq!((b.dtype(), b.len(), b.words.len()), (DType::Int8, 32, 4));
+        b.reshape(DType::Float, 9).unwrap();
+        assert_eq!((b.len(), b.words.len()), (9, 5));
+        b.fill(0..9, |i| i as u64);
+        assert_eq!(b.count_mismatches(0..9, |i| i as u64), 0);
     }
 
     #[test]

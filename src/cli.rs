@@ -185,9 +185,25 @@ pub struct RunArgs {
     #[arg(short = 'i', long, value_name = "SIZE", help_heading = "Sizes")]
     pub stepbytes: Option<String>,
 
-    /// Timed iterations per point [default: 20]
+    /// Timed iterations per point, as nccl-tests [default: adapt to --min-time]
     #[arg(short = 'n', long, value_name = "N", help_heading = "Measurement")]
     pub iters: Option<u64>,
+
+    /// Without -n: time each point for about SECS (5 to 10000 iterations) [default: 0.1]
+    #[arg(long, value_name = "SECS", help_heading = "Measurement")]
+    pub min_time: Option<String>,
+
+    /// Time every iteration: p50, p99, CV and the slowest rank per point, and a straggler verdict
+    #[arg(short = 'I', long, help_heading = "Measurement")]
+    pub per_iter: bool,
+
+    /// With -I: name a rank that is persistently this many percent slower than the median [default: 10]
+    #[arg(long, value_name = "PCT", help_heading = "Measurement")]
+    pub straggler_threshold: Option<String>,
+
+    /// Keep each point's buffers in place instead of rotating through the largest size's allocation
+    #[arg(long, help_heading = "Measurement")]
+    pub no_rotate: bool,
 
     /// Untimed warm-up iterations per point [default: 5]
     #[arg(

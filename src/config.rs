@@ -23,7 +23,8 @@ pub const DEFAULT_MINBYTES: u64 = 8;
 pub const DEFAULT_MAXBYTES: u64 = 32 << 20;
 pub const DEFAULT_STEPFACTOR: u64 = 2;
 pub const DEFAULT_STEPBYTES: u64 = 1 << 20;
-pub const DEFAULT_ITERS: u32 = 20;
+pub const DEFAULT_MIN_TIME_S: f64 = 0.1;
+pub const DEFAULT_STRAGGLER_PCT: f64 = 10.0;
 pub const DEFAULT_WARMUP: u32 = 5;
 pub const DEFAULT_CHECK: u32 = 1;
 pub const DEFAULT_TIMEOUT_S: u64 = 600;
@@ -33,7 +34,15 @@ pub const DEFAULT_TIMEOUT_S: u64 = 600;
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
     pub sweep: SizeSweep,
-    pub iters: u32,
+    /// Timed iterations per point; `None` adapts to `min_time`.
+    pub iters: Option<u32>,
+    pub min_time: std::time::Duration,
+    /// `-I`: time every iteration.
+    pub per_iter: bool,
+    /// A rank this much slower than the median (a fraction) is named.
+    pub straggler_threshold: f64,
+    /// Rotate operations through the largest size's allocation.
+    pub rotate: bool,
     pub warmup: u32,
     pub check: u32,
     pub average: Average,
@@ -269,6 +278,34 @@ impl StringList {
     }
 }
 
+/// A number or a string, for keys such as `min-time = 0.5`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum FloatOrString {
+    Float(f64),
+    Str(String),
+}
+
+impl FloatOrString {
+    fn into_text(self) -> String {
+        match self {
+            FloatOrString::Float(f) => f.to_string(),
+            FloatOrString::Str(s) => s,
+        }
+    }
+}
+
+/// A positive, finite number of `what` (seconds, percent) from text.
+fn positive_number(option: &str, text: &str, max: f64) -> Result<f64, Error> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= max => Ok(v),
+        _ => Err(Error::usage(format!(
+            "--{option}: '{}' is not a number above 0 and at most {max}",
+            text.trim()
+        ))),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum BoolOrInt {
@@ -285,6 +322,10 @@ struct FileConfig {
     stepfactor: Option<u64>,
     stepbytes: Option<IntOrString>,
     iters: Option<u64>,
+    min_time: Option<FloatOrString>,
+    per_iter: Option<bool>,
+    straggler_threshold: Option<FloatOrString>,
+    no_rotate: Option<bool>,
     warmup: Option<u64>,
     check: Option<u64>,
     average: Option<IntOrString>,
@@ -394,7 +435,10 @@ impl RunConfig {
             ("--hierarchy", format!("{:?}", self.hierarchies)),
             ("--ranks-per-node", format!("{:?}", self.ranks_per_node)),
             ("--phase-times", self.phase_times.to_string()),
-            ("--iters", self.iters.to_string()),
+            ("--iters", format!("{:?}", self.iters)),
+            ("--min-time", format!("{:?}", self.min_time)),
+            ("-I/--per-iter", self.per_iter.to_string()),
+            ("--no-rotate", (!self.rotate).to_string()),
             ("--warmup", self.warmup.to_string()),
             ("--check", self.check.to_string()),
             ("--average", self.average.name().to_string()),
@@ -434,7 +478,22 @@ impl RunConfig {
         };
         let sweep = SizeSweep::new(min, max, step)?;
 
-        let iters = count_option("iters", args.iters.or(file.iters), DEFAULT_ITERS, 1)?;
+        let iters = match args.iters.or(file.iters) {
+            None => None,
+            n => Some(count_option("iters", n, 0, 1)?),
+        };
+        let min_time = match args.min_time.clone().or(file.min_time.map(FloatOrString::into_text)) {
+            None => std::time::Duration::from_secs_f64(DEFAULT_MIN_TIME_S),
+            Some(t) => std::time::Duration::from_secs_f64(positive_number("min-time", &t, 3600.0)?),
+        };
+        let straggler_threshold = match args
+            .straggler_threshold
+            .clone()
+            .or(file.straggler_threshold.map(FloatOrString::into_text))
+        {
+            None => DEFAULT_STRAGGLER_PCT,
+            Some(t) => positive_number("straggler-threshold", &t, 1e6)?,
+        } / 100.0;
         let warmup = count_option("warmup", args.warmup.or(file.warmup), DEFAULT_WARMUP, 0)?;
         let check = count_option("check", args.check.or(file.check), DEFAULT_CHECK, 0)?;
 
@@ -530,6 +589,10 @@ impl RunConfig {
         Ok(RunConfig {
             sweep,
             iters,
+            min_time,
+            per_iter: args.per_iter || file.per_iter.unwrap_or(false),
+            straggler_threshold,
+            rotate: !(args.no_rotate || file.no_rotate.unwrap_or(false)),
             warmup,
             check,
             average,
@@ -639,7 +702,10 @@ mod tests {
                 step: Step::Factor(2)
             }
         );
-        assert_eq!((c.iters, c.warmup, c.check), (20, 5, 1));
+        assert_eq!((c.iters, c.warmup, c.check), (None, 5, 1));
+        assert_eq!(c.min_time, std::time::Duration::from_millis(100));
+        assert!(c.rotate && !c.per_iter);
+        assert_eq!(c.straggler_threshold, 0.1);
         assert_eq!(c.collectives, Collective::ALL.to_vec());
         assert_eq!(c.dtypes, Choice::List(vec![DType::Float]));
         assert_eq!(c.ops, Choice::List(vec![ReduceOp::Sum]));

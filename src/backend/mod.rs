@@ -17,6 +17,20 @@ use crate::error::Error;
 use crate::topology::Hierarchy;
 use crate::types::{DType, Placement, ReduceOp};
 
+/// Where operation `iter` of a point works inside a buffer of `capacity`
+/// elements, for a point whose buffers span `span` elements: successive
+/// operations walk through the whole allocation, one span further each
+/// time (as nccl-tests shifts its buffers), so that a small point's repeated
+/// operations do not all hit the same cached bytes. 0 when nothing fits
+/// twice.
+pub fn rotation_offset(span: usize, capacity: usize, iter: u64) -> usize {
+    if span == 0 {
+        return 0;
+    }
+    let steps = (capacity / span).max(1) as u64;
+    span * (iter % steps) as usize
+}
+
 /// One collective call, as every rank issues it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Call {
@@ -55,7 +69,17 @@ pub trait Backend {
     fn load_input(&mut self, call: &Call, placement: Placement, value: &dyn Fn(usize) -> u64) -> Result<(), Error>;
 
     /// Enqueues (or, for a synchronous library, runs) one operation.
-    fn launch(&mut self, call: &Call, placement: Placement) -> Result<(), Error>;
+    /// `iter` numbers the operations of a point; with buffer rotation, it
+    /// picks the offset the operation works at (see `rotation_offset`).
+    /// Checks run at `iter` 0, where the loaded input is.
+    fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error>;
+
+    /// Buffers of `bytes` per rank are allocated once and every point's
+    /// operations rotate through them (called before the sweep; by default
+    /// buffers fit each point and never move).
+    fn rotate_within(&mut self, _bytes: u64) -> Result<(), Error> {
+        Ok(())
+    }
 
     /// Returns when every launched operation has completed on this rank.
     fn wait(&mut self) -> Result<(), Error>;
@@ -68,6 +92,24 @@ pub trait Backend {
     /// when phases are not timed. Resets the sums.
     fn take_phase_times(&mut self) -> Option<[f64; 3]> {
         None
+    }
+
+    /// Whether the backend times each iteration itself (`-I`), as an
+    /// asynchronous library must (CUDA events). Otherwise the engine reads
+    /// the host clock after each launch, which is right for a library whose
+    /// launch returns when the operation is done.
+    fn marks_iterations(&self) -> bool {
+        false
+    }
+
+    /// After the launch of timed iteration `i` (when `marks_iterations`).
+    fn mark_iteration(&mut self, _i: u32) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Each marked iteration's time in seconds (after `wait`).
+    fn marked_times(&mut self) -> Result<Vec<f64>, Error> {
+        Ok(Vec::new())
     }
 
     /// Every type this backend runs, for `--dtype all`.
@@ -84,5 +126,25 @@ pub trait Backend {
             .into_iter()
             .filter(|&o| self.check_op(o).is_ok())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotation_offset;
+
+    #[test]
+    fn rotation_walks_through_the_allocation_one_span_at_a_time() {
+        let offsets: Vec<usize> = (0..7).map(|i| rotation_offset(3, 10, i)).collect();
+        assert_eq!(offsets, vec![0, 3, 6, 0, 3, 6, 0]);
+        assert_eq!(rotation_offset(10, 10, 5), 0);
+        assert_eq!(rotation_offset(12, 10, 5), 0);
+        assert_eq!(rotation_offset(0, 10, 5), 0);
+        // the span always fits after the offset
+        for span in 1..20 {
+            for iter in 0..50 {
+                assert!(rotation_offset(span, 64, iter) + span <= 64.max(span));
+            }
+        }
     }
 }

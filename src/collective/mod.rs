@@ -141,6 +141,12 @@ pub trait CollectiveSpec: Sync {
         false
     }
 
+    /// Every rank plays the same part, so ranks' times compare (for the
+    /// straggler view); rooted collectives are not.
+    fn is_symmetric(&self) -> bool {
+        !self.has_root()
+    }
+
     /// Buffer shape for `count` requested elements at `nranks` ranks.
     fn shape(&self, count: usize, nranks: usize) -> Shape;
 

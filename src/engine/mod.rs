@@ -7,9 +7,14 @@
 //! per-operation time = elapsed / iters. With `--blocking`, each operation
 //! is timed alone with a barrier before it (OSU's method). Nothing in the
 //! timed region allocates, prints or checks.
+//!
+//! Without `-n`, each point's iteration count adapts to `--min-time`
+//! (`adaptive`). With `-I`, every iteration is timed too (`stats`).
 
+pub mod adaptive;
 pub mod digest;
 pub mod plan;
+pub mod stats;
 pub mod stop;
 pub mod watchdog;
 
@@ -22,6 +27,7 @@ use crate::error::Error;
 use crate::report::record::{Record, bandwidth_gbps};
 use crate::types::Placement;
 use crate::world::World;
+use adaptive::Calibrator;
 pub use plan::{Case, Plan};
 use stop::StopRequest;
 use watchdog::Watchdog;
@@ -55,8 +61,8 @@ pub struct RunContext {
     pub ranks_per_node: usize,
 }
 
-/// What a finished sweep found; the same on every rank.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What a finished sweep found; the same on every rank, but `straggler`.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
     pub points: usize,
     pub checked_points: usize,
@@ -66,6 +72,8 @@ pub struct Summary {
     pub cycles: u64,
     /// The signal that stopped the run early (on any rank).
     pub stopped_by: Option<u64>,
+    /// With `-I`, on rank 0: a rank persistently slower than the median.
+    pub straggler: Option<stats::Straggler>,
 }
 
 pub struct Engine<'a> {
@@ -78,6 +86,8 @@ pub struct Engine<'a> {
     /// Check iterations so far: varies the pattern between checks, the
     /// same sequence on every rank.
     rep: u64,
+    /// Which rank was slowest where (rank 0, with `-I`).
+    stragglers: stats::Stragglers,
 }
 
 impl<'a> Engine<'a> {
@@ -90,6 +100,7 @@ impl<'a> Engine<'a> {
             watchdog: None,
             stop: StopRequest::never(),
             rep: 0,
+            stragglers: stats::Stragglers::default(),
         }
     }
 
@@ -133,6 +144,7 @@ impl<'a> Engine<'a> {
         if let Some(w) = self.watchdog {
             w.idle();
         }
+        summary.straggler = self.straggler();
         Ok(summary)
     }
 
@@ -162,15 +174,27 @@ impl<'a> Engine<'a> {
             if placement == Placement::OutOfPlace {
                 self.backend.prepare(&call)?;
             }
+            // Operations are numbered through warm-up, calibration and
+            // timing, so buffer rotation keeps moving.
+            let mut iter = 0u64;
             for _ in 0..self.cfg.warmup {
-                self.backend.launch(&call, placement)?;
+                self.backend.launch(&call, placement, iter)?;
+                iter += 1;
             }
             self.backend.wait()?;
             let wrong = self.check(&call, placement)?;
+            let iters = match self.cfg.iters {
+                Some(n) => n,
+                None => self.calibrate(&call, placement, &mut iter)?,
+            };
             self.backend.take_phase_times();
-            let time_s = self.time(&call, placement)?;
-            let times = self.world.gather_f64(time_s);
-            let phases = self.phase_times(&call)?;
+            let timed = self.time(&call, placement, iters, &mut iter)?;
+            let times = self.world.gather_f64(timed.per_op_s);
+            let per_iter = match timed.samples {
+                Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
+                None => None,
+            };
+            let phases = self.phase_times(&call, iters)?;
 
             summary.points += 1;
             if let Some(w) = wrong {
@@ -179,8 +203,16 @@ impl<'a> Engine<'a> {
                 summary.failed_points += usize::from(w > 0);
             }
             if let Some(times) = times {
-                let mut record = self.record(case, placement, &times, wrong, phases);
+                let mut record = self.record(case, placement, iters, &times, wrong, phases);
                 record.cycle = (self.cfg.cycles != 1).then_some(cycle);
+                if let Some(samples) = per_iter.flatten() {
+                    add_iteration_stats(&mut record, &samples, &times);
+                    if case.collective.spec().is_symmetric()
+                        && let Some((rank, excess)) = stats::slowest_rank(&times)
+                    {
+                        self.stragglers.add(case.size_bytes(), rank, excess);
+                    }
+                }
                 on_record(&record)?;
             }
         }
@@ -200,7 +232,7 @@ impl<'a> Engine<'a> {
             let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, self.rep);
             let rank = call.at.rank;
             self.backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
-            self.backend.launch(call, placement)?;
+            self.backend.launch(call, placement, 0)?;
             self.backend.wait()?;
             let (out, range) = self.backend.output(call, placement)?;
             if self.cfg.inject_error && !range.is_empty() {
@@ -217,40 +249,98 @@ impl<'a> Engine<'a> {
         Ok(Some(0))
     }
 
-    /// This rank's time per operation, in seconds.
-    fn time(&mut self, call: &Call, placement: Placement) -> Result<f64, Error> {
-        let iters = self.cfg.iters;
+    /// Timed iterations for `--min-time` when `-n` is not given: batches of
+    /// 1, 2, 4, ... operations until one takes a tenth of the budget; every
+    /// rank decides on the slowest rank's batch time, so all agree.
+    fn calibrate(&mut self, call: &Call, placement: Placement, iter: &mut u64) -> Result<u32, Error> {
+        let mut calibrator = Calibrator::new(self.cfg.min_time);
+        while let Some(batch) = calibrator.next_batch() {
+            let mut elapsed = 0.0;
+            if self.cfg.blocking {
+                for _ in 0..batch {
+                    self.world.barrier();
+                    let start = Instant::now();
+                    self.backend.launch(call, placement, *iter)?;
+                    self.backend.wait()?;
+                    elapsed += start.elapsed().as_secs_f64();
+                    *iter += 1;
+                }
+            } else {
+                self.world.barrier();
+                let start = Instant::now();
+                for _ in 0..batch {
+                    self.backend.launch(call, placement, *iter)?;
+                    *iter += 1;
+                }
+                self.backend.wait()?;
+                elapsed = start.elapsed().as_secs_f64();
+            }
+            // microseconds as an integer: the max reduction needs no float
+            let slowest_us = self.world.max_u64((elapsed * 1e6).ceil() as u64);
+            calibrator.observe(slowest_us as f64 * 1e-6);
+        }
+        Ok(calibrator.iterations())
+    }
+
+    /// This rank's time per operation over `iters` timed operations, and
+    /// with `-I` each operation's time.
+    fn time(&mut self, call: &Call, placement: Placement, iters: u32, iter: &mut u64) -> Result<Timed, Error> {
+        let per_iter = self.cfg.per_iter;
+        let mut samples = per_iter.then(|| Vec::with_capacity(iters as usize));
+        let device_marks = per_iter && self.backend.marks_iterations();
         if self.cfg.blocking {
             let mut total = 0.0;
             for _ in 0..iters {
                 self.world.barrier();
                 let start = Instant::now();
-                self.backend.launch(call, placement)?;
+                self.backend.launch(call, placement, *iter)?;
                 self.backend.wait()?;
-                total += start.elapsed().as_secs_f64();
+                let took = start.elapsed().as_secs_f64();
+                total += took;
+                *iter += 1;
+                if let Some(s) = samples.as_mut() {
+                    s.push(took);
+                }
             }
-            return Ok(total / f64::from(iters));
+            return Ok(Timed {
+                per_op_s: total / f64::from(iters),
+                samples,
+            });
         }
         self.world.barrier();
         let start = Instant::now();
-        for _ in 0..iters {
-            self.backend.launch(call, placement)?;
+        let mut last = start;
+        for i in 0..iters {
+            self.backend.launch(call, placement, *iter)?;
+            *iter += 1;
+            if device_marks {
+                self.backend.mark_iteration(i)?;
+            } else if let Some(s) = samples.as_mut() {
+                // a synchronous library: the launch returned when it was done
+                let now = Instant::now();
+                s.push((now - last).as_secs_f64());
+                last = now;
+            }
         }
         self.backend.wait()?;
-        Ok(start.elapsed().as_secs_f64() / f64::from(iters))
+        let per_op_s = start.elapsed().as_secs_f64() / f64::from(iters);
+        if device_marks {
+            samples = Some(self.backend.marked_times()?);
+        }
+        Ok(Timed { per_op_s, samples })
     }
 
     /// Mean over ranks of each phase's time per operation, on rank 0, for
     /// hierarchical points when `--phase-times` is on. Every rank takes
     /// part in the reduction whenever the backend timed phases.
-    fn phase_times(&mut self, call: &Call) -> Result<Option<[f64; 3]>, Error> {
+    fn phase_times(&mut self, call: &Call, iters: u32) -> Result<Option<[f64; 3]>, Error> {
         let Some(sums) = self.backend.take_phase_times() else {
             return Ok(None);
         };
         if call.hierarchy.is_flat() {
             return Ok(None);
         }
-        let per_op = sums.map(|s| s / f64::from(self.cfg.iters));
+        let per_op = sums.map(|s| s / f64::from(iters));
         let mut mean = [0.0; 3];
         for (phase, value) in per_op.into_iter().enumerate() {
             if let Some(all) = self.world.gather_f64(value) {
@@ -260,10 +350,16 @@ impl<'a> Engine<'a> {
         Ok((self.world.rank() == 0).then_some(mean))
     }
 
+    /// The persistently slow rank of the run (rank 0, with `-I`).
+    pub fn straggler(&self) -> Option<stats::Straggler> {
+        self.stragglers.verdict(self.cfg.straggler_threshold)
+    }
+
     fn record(
         &self,
         case: &Case,
         placement: Placement,
+        iters: u32,
         times: &[f64],
         wrong: Option<u64>,
         phases: Option<[f64; 3]>,
@@ -294,7 +390,7 @@ impl<'a> Engine<'a> {
             nranks: self.world.size() as u64,
             nnodes: ctx.nnodes as u64,
             ranks_per_node: ctx.ranks_per_node as u64,
-            iters: u64::from(self.cfg.iters),
+            iters: u64::from(iters),
             warmup: u64::from(self.cfg.warmup),
             time_us: time_s * 1e6,
             time_min_us: min_s * 1e6,
@@ -305,7 +401,29 @@ impl<'a> Engine<'a> {
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
-            cycle: None,
+            ..Record::default()
         }
     }
+}
+
+/// What the timed iterations of one rank gave.
+struct Timed {
+    per_op_s: f64,
+    /// Each operation's time, with `-I`.
+    samples: Option<Vec<f64>>,
+}
+
+/// `-I` columns: the distribution of per-iteration times (each iteration
+/// taken at its slowest rank) and the slowest rank against the median.
+fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
+    let (Some(s), Some((rank, excess))) = (stats::IterSummary::of(samples), stats::slowest_rank(times)) else {
+        return;
+    };
+    record.time_iter_min_us = Some(s.min * 1e6);
+    record.time_p50_us = Some(s.p50 * 1e6);
+    record.time_p99_us = Some(s.p99 * 1e6);
+    record.time_iter_max_us = Some(s.max * 1e6);
+    record.time_cv = Some(s.cv);
+    record.slowest_rank = Some(rank as u64);
+    record.slowest_excess_pct = Some(excess * 100.0);
 }

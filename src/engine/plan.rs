@@ -30,10 +30,10 @@ impl Case {
         self.shape.size_bytes(self.dtype)
     }
 
-    /// Host bytes one rank needs for this case's two buffers (the receive
-    /// buffer also holds in-place inputs, so it is the larger of the two).
-    pub fn buffer_bytes(&self) -> u64 {
-        ((self.shape.send + self.shape.send.max(self.shape.recv)) * self.dtype.size_bytes()) as u64
+    /// Bytes each of a rank's two buffers spans: the larger of its send
+    /// and receive buffers (the receive buffer also holds in-place inputs).
+    pub fn span_bytes(&self) -> u64 {
+        self.size_bytes()
     }
 }
 
@@ -162,9 +162,16 @@ impl Plan {
         self.cases.len() * 2
     }
 
-    /// The most host memory one rank needs at once.
+    /// The largest span of any case: with rotation, every point's buffers
+    /// are this large.
+    pub fn peak_span_bytes(&self) -> u64 {
+        self.cases.iter().map(Case::span_bytes).max().unwrap_or(0)
+    }
+
+    /// The most host memory one rank needs at once: two buffers of the
+    /// largest span.
     pub fn peak_buffer_bytes(&self) -> u64 {
-        self.cases.iter().map(Case::buffer_bytes).max().unwrap_or(0)
+        self.peak_span_bytes().saturating_mul(2)
     }
 
     /// Refuses a plan whose buffers, times the ranks sharing this node,
@@ -249,7 +256,7 @@ mod tests {
         fn load_input(&mut self, _: &Call, _: Placement, _: &dyn Fn(usize) -> u64) -> Result<(), Error> {
             unreachable!()
         }
-        fn launch(&mut self, _: &Call, _: Placement) -> Result<(), Error> {
+        fn launch(&mut self, _: &Call, _: Placement, _: u64) -> Result<(), Error> {
             unreachable!()
         }
         fn wait(&mut self) -> Result<(), Error> {
@@ -422,10 +429,10 @@ mod tests {
             a.maxbytes = Some("1M".into());
         });
         let plan = Plan::build(&cfg, &one_node(4), &Caps).unwrap();
-        // send 256 KiB + recv 1 MiB
-        assert_eq!(plan.peak_buffer_bytes(), (256 << 10) + (1 << 20));
-        assert!(plan.check_memory(4, 5 << 20).is_ok());
-        assert!(plan.check_memory(4, 4 << 20).is_err());
+        // two buffers of the 1 MiB output
+        assert_eq!(plan.peak_buffer_bytes(), 2 << 20);
+        assert!(plan.check_memory(4, 8 << 20).is_ok());
+        assert!(plan.check_memory(4, (8 << 20) - 1).is_err());
     }
 
     #[test]

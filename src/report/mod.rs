@@ -51,7 +51,13 @@ pub struct RunInfo {
     /// `nnodes` and `ranks_per_node` count `--ranks-per-node` groups.
     pub virtual_nodes: bool,
     pub ranks: Vec<RankSummary>,
-    pub iters: u32,
+    /// Timed iterations per point; `None`: adapted to `min_time_s`.
+    pub iters: Option<u32>,
+    pub min_time_s: f64,
+    pub per_iter: bool,
+    pub straggler_threshold_pct: f64,
+    /// Operations rotate through the largest size's buffers.
+    pub rotate: bool,
     pub warmup: u32,
     pub check: u32,
     pub average: String,

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 /// Version of the CSV/JSON record schema.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The columns, in order; field names are the header names.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The columns, in order; field names are the header names. Optional
+/// columns (`Extras`) come last and default to absent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub run_id: String,
     pub timestamp: String,
@@ -47,6 +48,25 @@ pub struct Record {
     /// With `--cycles` other than 1: which sweep (from 1).
     #[serde(default)]
     pub cycle: Option<u64>,
+    /// With `-I`: the distribution of per-iteration times, each iteration
+    /// taken at its slowest rank, in microseconds, and its coefficient of
+    /// variation (standard deviation / mean).
+    #[serde(default)]
+    pub time_iter_min_us: Option<f64>,
+    #[serde(default)]
+    pub time_p50_us: Option<f64>,
+    #[serde(default)]
+    pub time_p99_us: Option<f64>,
+    #[serde(default)]
+    pub time_iter_max_us: Option<f64>,
+    #[serde(default)]
+    pub time_cv: Option<f64>,
+    /// With `-I`: the rank whose time was the longest, and by how much it
+    /// exceeds the median rank's, in percent.
+    #[serde(default)]
+    pub slowest_rank: Option<u64>,
+    #[serde(default)]
+    pub slowest_excess_pct: Option<f64>,
 }
 
 /// Header of schema 1, in column order.
@@ -82,9 +102,22 @@ pub const COLUMNS: [&str; 26] = [
 /// Extra columns written after the schema-1 columns with `--phase-times`.
 pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
 
+/// Extra columns written with `-I`.
+pub const ITER_COLUMNS: [&str; 7] = [
+    "time_iter_min_us",
+    "time_p50_us",
+    "time_p99_us",
+    "time_iter_max_us",
+    "time_cv",
+    "slowest_rank",
+    "slowest_excess_pct",
+];
+
 /// Which optional columns a CSV carries, after the schema-1 ones.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Extras {
+    /// `ITER_COLUMNS` (`-I`).
+    pub per_iter: bool,
     /// `PHASE_COLUMNS` (`--phase-times`).
     pub phases: bool,
     /// `cycle` (`--cycles` other than 1).
@@ -94,6 +127,9 @@ pub struct Extras {
 impl Extras {
     pub fn header(&self) -> Vec<&'static str> {
         let mut h = COLUMNS.to_vec();
+        if self.per_iter {
+            h.extend(ITER_COLUMNS);
+        }
         if self.phases {
             h.extend(PHASE_COLUMNS);
         }
@@ -140,6 +176,17 @@ impl Record {
             self.busbw_gbps.to_string(),
             opt(self.wrong),
         ];
+        if extras.per_iter {
+            f.extend([
+                opt(self.time_iter_min_us),
+                opt(self.time_p50_us),
+                opt(self.time_p99_us),
+                opt(self.time_iter_max_us),
+                opt(self.time_cv),
+                opt(self.slowest_rank),
+                opt(self.slowest_excess_pct),
+            ]);
+        }
         if extras.phases {
             f.extend([
                 opt(self.phase_intra1_us),
@@ -213,14 +260,26 @@ pub(crate) mod tests {
             phase_inter_us: None,
             phase_intra2_us: Some(1e-3),
             cycle: Some(3),
+            time_iter_min_us: Some(1.0),
+            time_p50_us: Some(1.25),
+            time_p99_us: Some(2.5),
+            time_iter_max_us: Some(3.0),
+            time_cv: Some(0.125),
+            slowest_rank: Some(1),
+            slowest_excess_pct: Some(12.5),
         }
     }
 
     #[test]
     fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
         let r = sample();
-        for (phases, cycle) in [(false, false), (true, false), (false, true), (true, true)] {
-            let extras = Extras { phases, cycle };
+        for bits in 0..8u8 {
+            let (per_iter, phases, cycle) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
+            let extras = Extras {
+                per_iter,
+                phases,
+                cycle,
+            };
             let fields = r.csv_fields(extras);
             let header = extras.header();
             assert_eq!(fields.len(), header.len());
@@ -233,7 +292,15 @@ pub(crate) mod tests {
                 .next()
                 .unwrap()
                 .unwrap();
+            let keep = |v: Option<f64>| v.filter(|_| per_iter);
             let want = Record {
+                time_iter_min_us: keep(r.time_iter_min_us),
+                time_p50_us: keep(r.time_p50_us),
+                time_p99_us: keep(r.time_p99_us),
+                time_iter_max_us: keep(r.time_iter_max_us),
+                time_cv: keep(r.time_cv),
+                slowest_rank: r.slowest_rank.filter(|_| per_iter),
+                slowest_excess_pct: keep(r.slowest_excess_pct),
                 phase_intra1_us: r.phase_intra1_us.filter(|_| phases),
                 phase_intra2_us: r.phase_intra2_us.filter(|_| phases),
                 cycle: r.cycle.filter(|_| cycle),

@@ -17,6 +17,8 @@ const MAX_LISTED_RANKS: usize = 64;
 
 pub struct TableSink {
     printer: Printer,
+    /// Each placement's columns (set from the run at `begin`).
+    cols: Vec<Col>,
     /// Out-of-place record waiting for its in-place twin.
     pending: Option<Record>,
     section: Option<String>,
@@ -35,6 +37,7 @@ impl TableSink {
     pub fn new(out: Box<dyn Write + Send>, progress: Option<ProgressBar>) -> TableSink {
         TableSink {
             printer: Printer::start(out, progress),
+            cols: placement_columns(false),
             pending: None,
             section: None,
             mute_on: None,
@@ -110,22 +113,96 @@ fn wrong_text(wrong: Option<u64>) -> String {
     wrong.map_or_else(|| "N/A".to_string(), |w| w.to_string())
 }
 
-/// time, algbw, busbw, #wrong of one placement.
-fn measures(r: Option<&Record>) -> String {
-    match r {
-        Some(r) => format!(
-            "  {:>9.2} {:>8.2} {:>8.2} {:>7}",
-            r.time_us,
-            r.algbw_gbps,
-            r.busbw_gbps,
-            wrong_text(r.wrong)
-        ),
-        None => format!("  {:>9} {:>8} {:>8} {:>7}", "-", "-", "-", "-"),
-    }
+/// One column of a placement's block: header, unit, width, value.
+struct Col {
+    name: &'static str,
+    unit: &'static str,
+    width: usize,
+    value: fn(&Record) -> String,
 }
 
-fn line(oop: Option<&Record>, ip: Option<&Record>) -> String {
-    let key = oop.or(ip).expect("a line has at least one record");
+fn fixed2(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+fn fixed2_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), fixed2)
+}
+
+/// The columns of each placement: nccl-tests' four, and with `-I` the
+/// per-iteration median, 99th percentile and coefficient of variation.
+fn placement_columns(per_iter: bool) -> Vec<Col> {
+    let mut cols = vec![
+        Col {
+            name: "time",
+            unit: "(us)",
+            width: 9,
+            value: |r| fixed2(r.time_us),
+        },
+        Col {
+            name: "algbw",
+            unit: "(GB/s)",
+            width: 8,
+            value: |r| fixed2(r.algbw_gbps),
+        },
+        Col {
+            name: "busbw",
+            unit: "(GB/s)",
+            width: 8,
+            value: |r| fixed2(r.busbw_gbps),
+        },
+    ];
+    if per_iter {
+        cols.extend([
+            Col {
+                name: "p50",
+                unit: "(us)",
+                width: 9,
+                value: |r| fixed2_opt(r.time_p50_us),
+            },
+            Col {
+                name: "p99",
+                unit: "(us)",
+                width: 9,
+                value: |r| fixed2_opt(r.time_p99_us),
+            },
+            Col {
+                name: "cv",
+                unit: "(%)",
+                width: 6,
+                value: |r| r.time_cv.map_or("-".into(), |c| format!("{:.1}", c * 100.0)),
+            },
+        ]);
+    }
+    cols.push(Col {
+        name: "#wrong",
+        unit: "",
+        width: 7,
+        value: |r| wrong_text(r.wrong),
+    });
+    cols
+}
+
+fn block_width(cols: &[Col]) -> usize {
+    cols.iter().map(|c| c.width + 1).sum::<usize>() - 1
+}
+
+/// One placement's block of a data line.
+fn block(cols: &[Col], r: Option<&Record>) -> String {
+    let cells: Vec<String> = cols
+        .iter()
+        .map(|c| {
+            let v = r.map_or_else(|| "-".to_string(), |r| (c.value)(r));
+            format!("{v:>w$}", w = c.width)
+        })
+        .collect();
+    format!("  {}", cells.join(" "))
+}
+
+fn line(cols: &[Col], oop: Option<&Record>, ip: Option<&Record>) -> String {
+    let Some(key) = oop.or(ip) else {
+        return String::new();
+    };
     format!(
         "{:>13} {:>13} {:>9} {:>7} {:>7}{}{}\n",
         key.size_bytes,
@@ -133,17 +210,21 @@ fn line(oop: Option<&Record>, ip: Option<&Record>) -> String {
         key.dtype,
         key.op,
         key.root,
-        measures(oop),
-        measures(ip)
+        block(cols, oop),
+        block(cols, ip)
     )
 }
 
-fn section_header(r: &Record) -> String {
+fn section_header(cols: &[Col], r: &Record) -> String {
+    let w = block_width(cols);
+    let names: Vec<String> = cols.iter().map(|c| format!("{:>w$}", c.name, w = c.width)).collect();
+    let units: Vec<String> = cols.iter().map(|c| format!("{:>w$}", c.unit, w = c.width)).collect();
+    let (names, units) = (names.join(" "), units.join(" "));
     format!(
         "#\n# {} (hierarchy {})\n\
-         # {:>11} {:>13} {:>9} {:>7} {:>7}  {:^36}  {:^36}\n\
-         # {:>11} {:>13} {:>9} {:>7} {:>7}  {:>9} {:>8} {:>8} {:>7}  {:>9} {:>8} {:>8} {:>7}\n\
-         # {:>11} {:>13} {:>9} {:>7} {:>7}  {:>9} {:>8} {:>8} {:>7}  {:>9} {:>8} {:>8} {:>7}\n",
+         # {:>11} {:>13} {:>9} {:>7} {:>7}  {:^w$}  {:^w$}\n\
+         # {:>11} {:>13} {:>9} {:>7} {:>7}  {names}  {names}\n\
+         # {:>11} {:>13} {:>9} {:>7} {:>7}  {units}  {units}\n",
         r.collective,
         r.hierarchy,
         "",
@@ -158,27 +239,11 @@ fn section_header(r: &Record) -> String {
         "type",
         "redop",
         "root",
-        "time",
-        "algbw",
-        "busbw",
-        "#wrong",
-        "time",
-        "algbw",
-        "busbw",
-        "#wrong",
         "(B)",
         "(elements)",
         "",
         "",
         "",
-        "(us)",
-        "(GB/s)",
-        "(GB/s)",
-        "",
-        "(us)",
-        "(GB/s)",
-        "(GB/s)",
-        ""
     )
 }
 
@@ -203,9 +268,12 @@ pub fn run_header(run: &RunInfo) -> String {
     if run.hierarchy != "flat" {
         s += &format!("# hierarchy : all_reduce as {}\n", run.hierarchy);
     }
+    let iters = match run.iters {
+        Some(n) => format!("iters {n}"),
+        None => format!("iters adaptive (--min-time {} s)", run.min_time_s),
+    };
     s += &format!(
-        "# measure   : iters {}, warmup {}, check {}, time reduction {}, timing {}\n",
-        run.iters,
+        "# measure   : {iters}, warmup {}, check {}, time reduction {}, timing {}{}{}\n",
         run.warmup,
         run.check,
         run.average,
@@ -213,7 +281,9 @@ pub fn run_header(run: &RunInfo) -> String {
             "blocking (barrier before each op)"
         } else {
             "back-to-back (nccl-tests)"
-        }
+        },
+        if run.rotate { ", buffers rotate" } else { "" },
+        if run.per_iter { ", per-iteration statistics" } else { "" },
     );
     s += &format!(
         "# transport : {}   control plane: {}\n",
@@ -231,6 +301,29 @@ pub fn run_header(run: &RunInfo) -> String {
         s += &format!("#  ... and {} more ranks\n", run.ranks.len() - MAX_LISTED_RANKS);
     }
     s
+}
+
+/// "rank 5 on node-b is 14% slower than the median at sizes >= 64 MiB".
+fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
+    match &summary.straggler {
+        None => format!(
+            "none: no rank was persistently over {}% slower than the median",
+            run.straggler_threshold_pct
+        ),
+        Some(s) => {
+            let host = run.ranks.get(s.rank).map_or("?", |r| r.host.as_str());
+            let at = if s.every_size {
+                "at every size".to_string()
+            } else {
+                format!("at sizes >= {}", crate::engine::plan::human_bytes(s.from_size))
+            };
+            format!(
+                "rank {} on {host} is {:.0}% slower than the median {at}",
+                s.rank,
+                s.excess * 100.0
+            )
+        }
+    }
 }
 
 /// The footer: overall average bus bandwidth and the validation verdict.
@@ -252,6 +345,9 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
         all_busbw.count
     );
     s += &format!("# {:<20} : {verdict}\n", "Validation");
+    if run.per_iter && summary.stopped_by.is_none() {
+        s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));
+    }
     if let Some(signal) = summary.stopped_by {
         s += &format!(
             "# {:<20} : incomplete, stopped by {} after {} points\n",
@@ -266,6 +362,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
 
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
+        self.cols = placement_columns(run.per_iter);
         self.emit(run_header(run))
     }
 
@@ -274,7 +371,7 @@ impl Sink for TableSink {
         let section = format!("{} {}", record.collective, record.hierarchy);
         if record.cycle != self.cycle {
             if let Some(oop) = self.pending.take() {
-                text += &line(Some(&oop), None);
+                text += &line(&self.cols, Some(&oop), None);
             }
             text += &self.end_section();
             self.section = None;
@@ -285,25 +382,25 @@ impl Sink for TableSink {
         }
         if self.section.as_deref() != Some(section.as_str()) {
             if let Some(oop) = self.pending.take() {
-                text += &line(Some(&oop), None);
+                text += &line(&self.cols, Some(&oop), None);
             }
             text += &self.end_section();
-            text += &section_header(record);
+            text += &section_header(&self.cols, record);
             self.section = Some(section);
         }
         self.section_busbw.add(record.busbw_gbps);
         self.all_busbw.add(record.busbw_gbps);
         match (record.placement.as_str(), self.pending.take()) {
-            ("in_place", Some(oop)) if same_case(&oop, record) => text += &line(Some(&oop), Some(record)),
+            ("in_place", Some(oop)) if same_case(&oop, record) => text += &line(&self.cols, Some(&oop), Some(record)),
             ("in_place", other) => {
                 if let Some(oop) = other {
-                    text += &line(Some(&oop), None);
+                    text += &line(&self.cols, Some(&oop), None);
                 }
-                text += &line(None, Some(record));
+                text += &line(&self.cols, None, Some(record));
             }
             (_, other) => {
                 if let Some(oop) = other {
-                    text += &line(Some(&oop), None);
+                    text += &line(&self.cols, Some(&oop), None);
                 }
                 self.pending = Some(record.clone());
             }
@@ -314,7 +411,7 @@ impl Sink for TableSink {
     fn finish(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()> {
         let mut text = String::new();
         if let Some(oop) = self.pending.take() {
-            text += &line(Some(&oop), None);
+            text += &line(&self.cols, Some(&oop), None);
         }
         text += &self.end_section();
         text += &run_footer(&self.all_busbw, run, summary);

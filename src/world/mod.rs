@@ -38,6 +38,9 @@ pub trait World {
     fn min_u64(&self, value: u64) -> u64;
     /// Every rank's value, on rank 0 only (in rank order).
     fn gather_f64(&self, value: f64) -> Option<Vec<f64>>;
+    /// The element-wise maximum over ranks of `values` (the same length on
+    /// every rank), on rank 0 only.
+    fn max_f64s_to_root(&self, values: &[f64]) -> Option<Vec<f64>>;
     /// Rank 0's bytes, on every rank.
     fn broadcast_bytes(&self, bytes: &[u8]) -> Vec<u8>;
     /// Every rank's `values` (the same length on every rank), rank-major,

@@ -136,6 +136,18 @@ impl World for MpiWorld {
         }
     }
 
+    fn max_f64s_to_root(&self, values: &[f64]) -> Option<Vec<f64>> {
+        let root = self.comm.process_at_rank(0);
+        if self.rank == 0 {
+            let mut out = vec![0f64; values.len()];
+            root.reduce_into_root(values, &mut out[..], SystemOperation::max());
+            Some(out)
+        } else {
+            root.reduce_into(values, SystemOperation::max());
+            None
+        }
+    }
+
     fn broadcast_bytes(&self, bytes: &[u8]) -> Vec<u8> {
         let root = self.comm.process_at_rank(0);
         let mut len = bytes.len() as u64;

@@ -19,7 +19,7 @@ use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
 use super::raw;
-use crate::buffer::{Element, HostBuffer};
+use crate::buffer::Element;
 use crate::error::Error;
 use crate::topology::{Hierarchy, Nodes, slices};
 use crate::types::Placement;
@@ -77,21 +77,18 @@ impl SubComms {
         Some(taken)
     }
 
-    /// One hierarchical all-reduce of `count` elements: from `send` (or
-    /// `recv` in place) into `recv`, with `scratch` for the slice.
-    #[allow(clippy::too_many_arguments)]
+    /// One hierarchical all-reduce of `recv.len()` elements: from `send`
+    /// (or `recv` in place) into `recv`, with `scratch` for the slice.
     pub fn all_reduce<T: Element + Equivalence>(
         &mut self,
         mode: Hierarchy,
         placement: Placement,
-        count: usize,
         op: SystemOperation,
-        send: &HostBuffer,
-        recv: &mut HostBuffer,
-        scratch: &mut HostBuffer,
+        send: &[T],
+        recv: &mut [T],
+        scratch: &mut [T],
     ) -> Result<(), Error> {
-        let send = &send.typed::<T>()[..count];
-        let recv = &mut recv.typed_mut::<T>()[..count];
+        let count = recv.len();
         let mut clock = PhaseClock::start(self.phase_s.is_some());
         match mode {
             Hierarchy::Flat => return Err(Error::runtime("internal error: flat all-reduce sent to the hierarchy")),
@@ -100,7 +97,7 @@ impl SubComms {
                 let counts: Vec<i32> = parts.iter().map(|&(_, len)| count_i32(len)).collect::<Result<_, _>>()?;
                 let displs: Vec<i32> = parts.iter().map(|&(off, _)| count_i32(off)).collect::<Result<_, _>>()?;
                 let mine = parts[self.local_rank].1;
-                let slice = &mut scratch.typed_mut::<T>()[..mine];
+                let slice = &mut scratch[..mine];
                 match placement {
                     Placement::OutOfPlace => {
                         raw::reduce_scatter(&self.intra, send, slice, &counts, op)?;

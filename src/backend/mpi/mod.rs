@@ -42,6 +42,8 @@ pub struct MpiBackend {
     /// Built at the first hierarchical point (a collective call, reached by
     /// every rank at the same point of the plan), then kept for the run.
     sub: Option<SubComms>,
+    /// Bytes of each buffer when operations rotate through them (0: off).
+    rotation_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +119,7 @@ impl MpiBackend {
             nodes,
             time_phases,
             sub: None,
+            rotation_bytes: 0,
         })
     }
 
@@ -127,22 +130,35 @@ impl MpiBackend {
         }
     }
 
-    fn run<T: Element + Equivalence>(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
+    /// Elements both buffers span for `call`: inputs, outputs and in-place
+    /// layouts all fit in it.
+    fn span(call: &Call) -> usize {
+        call.shape.send.max(call.shape.recv)
+    }
+
+    fn run<T: Element + Equivalence>(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
         let op = call.op.map(system_op).transpose()?;
+        let span = Self::span(call);
+        let at = super::rotation_offset(span, self.send.len().min(self.recv.len()), iter);
         if call.collective == Collective::AllReduce && !call.hierarchy.is_flat() {
             let op = op.ok_or_else(|| Error::runtime("all_reduce needs a reduction operation"))?;
             let sub = self
                 .sub
                 .as_mut()
                 .ok_or_else(|| Error::runtime("internal error: no sub-communicators"))?;
+            let count = call.shape.count;
+            // only rs-ar-ag has a slice; the scratch buffer may hold another type
+            let scratch: &mut [T] = match call.hierarchy {
+                Hierarchy::RsArAg => self.scratch.typed_mut::<T>(),
+                _ => &mut [],
+            };
             return sub.all_reduce::<T>(
                 call.hierarchy,
                 placement,
-                call.shape.count,
                 op,
-                &self.send,
-                &mut self.recv,
-                &mut self.scratch,
+                &self.send.typed::<T>()[at..at + count],
+                &mut self.recv.typed_mut::<T>()[at..at + count],
+                scratch,
             );
         }
         let n = call.at.nranks;
@@ -152,11 +168,11 @@ impl MpiBackend {
         let root = comm.process_at_rank(call.at.root as i32);
         if placement == Placement::OutOfPlace && call.collective == Collective::Broadcast && rank == call.at.root {
             // MPI_Bcast has one buffer: at the root, its input.
-            root.broadcast_into(&mut self.send.typed_mut::<T>()[..count]);
+            root.broadcast_into(&mut self.send.typed_mut::<T>()[at..at + count]);
             return Ok(());
         }
-        let send = &self.send.typed::<T>()[..call.shape.send];
-        let recv = self.recv.typed_mut::<T>();
+        let send = &self.send.typed::<T>()[at..at + call.shape.send];
+        let recv = &mut self.recv.typed_mut::<T>()[at..at + span];
         let need_op = || op.ok_or_else(|| Error::runtime(format!("{} needs a reduction operation", call.collective)));
         match placement {
             Placement::OutOfPlace => match call.collective {
@@ -312,24 +328,20 @@ impl Backend for MpiBackend {
             if let Some(sub) = &self.sub
                 && call.hierarchy == Hierarchy::RsArAg
             {
-                let need = sub.slice_capacity(shape.count);
-                if self.scratch.dtype() != call.dtype || self.scratch.len() != need {
-                    self.scratch = HostBuffer::new(call.dtype, 0)?;
-                    self.scratch = HostBuffer::new(call.dtype, need)?;
-                }
+                self.scratch.reshape(call.dtype, sub.slice_capacity(shape.count))?;
             }
         }
-        let recv_len = shape.send.max(shape.recv);
-        // Each old buffer is released before its replacement is allocated,
-        // so peak memory stays at one point's needs.
-        if self.send.dtype() != call.dtype || self.send.len() != shape.send {
-            self.send = HostBuffer::new(call.dtype, 0)?;
-            self.send = HostBuffer::new(call.dtype, shape.send)?;
-        }
-        if self.recv.dtype() != call.dtype || self.recv.len() != recv_len {
-            self.recv = HostBuffer::new(call.dtype, 0)?;
-            self.recv = HostBuffer::new(call.dtype, recv_len)?;
-        }
+        // With rotation both buffers keep the run's largest size; without,
+        // they fit the point. The receive buffer also holds in-place inputs.
+        let rotated = self.rotation_bytes as usize / call.dtype.size_bytes();
+        let len = Self::span(call).max(rotated);
+        self.send.reshape(call.dtype, len)?;
+        self.recv.reshape(call.dtype, len)?;
+        Ok(())
+    }
+
+    fn rotate_within(&mut self, bytes: u64) -> Result<(), Error> {
+        self.rotation_bytes = bytes;
         Ok(())
     }
 
@@ -340,8 +352,8 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
-    fn launch(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
-        with_mpi_type!(call.dtype, T => self.run::<T>(call, placement), Err(Error::usage(
+    fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
+        with_mpi_type!(call.dtype, T => self.run::<T>(call, placement, iter), Err(Error::usage(
             self.check_dtype(call.dtype).err().unwrap_or_default()
         )))
     }

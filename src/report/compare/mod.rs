@@ -601,10 +601,12 @@ pub(crate) mod tests {
             algbw_gbps: algbw,
             busbw_gbps: algbw * if collective == "all_reduce" { 1.0 } else { 0.5 },
             wrong: Some(0),
-            phase_intra1_us: None,
-            phase_intra2_us: None,
-            cycle: None,
-            ..crate::report::record::tests::sample()
+            ..Record {
+                phase_intra1_us: None,
+                phase_intra2_us: None,
+                cycle: None,
+                ..crate::report::record::tests::sample()
+            }
         }
     }
 

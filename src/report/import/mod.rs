@@ -127,10 +127,7 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Record {
         algbw_gbps,
         busbw_gbps,
         wrong: m.wrong,
-        phase_intra1_us: None,
-        phase_inter_us: None,
-        phase_intra2_us: None,
-        cycle: None,
+        ..Record::default()
     }
 }
 
