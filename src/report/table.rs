@@ -121,6 +121,17 @@ struct Col {
     value: fn(&Record) -> String,
 }
 
+impl Col {
+    const fn new(name: &'static str, unit: &'static str, width: usize, value: fn(&Record) -> String) -> Col {
+        Col {
+            name,
+            unit,
+            width,
+            value,
+        }
+    }
+}
+
 fn fixed2(v: f64) -> String {
     format!("{v:.2}")
 }
@@ -133,53 +144,20 @@ fn fixed2_opt(v: Option<f64>) -> String {
 /// per-iteration median, 99th percentile and coefficient of variation.
 fn placement_columns(per_iter: bool) -> Vec<Col> {
     let mut cols = vec![
-        Col {
-            name: "time",
-            unit: "(us)",
-            width: 9,
-            value: |r| fixed2(r.time_us),
-        },
-        Col {
-            name: "algbw",
-            unit: "(GB/s)",
-            width: 8,
-            value: |r| fixed2(r.algbw_gbps),
-        },
-        Col {
-            name: "busbw",
-            unit: "(GB/s)",
-            width: 8,
-            value: |r| fixed2(r.busbw_gbps),
-        },
+        Col::new("time", "(us)", 9, |r| fixed2(r.time_us)),
+        Col::new("algbw", "(GB/s)", 8, |r| fixed2(r.algbw_gbps)),
+        Col::new("busbw", "(GB/s)", 8, |r| fixed2(r.busbw_gbps)),
     ];
     if per_iter {
         cols.extend([
-            Col {
-                name: "p50",
-                unit: "(us)",
-                width: 9,
-                value: |r| fixed2_opt(r.time_p50_us),
-            },
-            Col {
-                name: "p99",
-                unit: "(us)",
-                width: 9,
-                value: |r| fixed2_opt(r.time_p99_us),
-            },
-            Col {
-                name: "cv",
-                unit: "(%)",
-                width: 6,
-                value: |r| r.time_cv.map_or("-".into(), |c| format!("{:.1}", c * 100.0)),
-            },
+            Col::new("p50", "(us)", 9, |r| fixed2_opt(r.time_p50_us)),
+            Col::new("p99", "(us)", 9, |r| fixed2_opt(r.time_p99_us)),
+            Col::new("cv", "(%)", 6, |r| {
+                r.time_cv.map_or("-".into(), |c| format!("{:.1}", c * 100.0))
+            }),
         ]);
     }
-    cols.push(Col {
-        name: "#wrong",
-        unit: "",
-        width: 7,
-        value: |r| wrong_text(r.wrong),
-    });
+    cols.push(Col::new("#wrong", "", 7, |r| wrong_text(r.wrong)));
     cols
 }
 
