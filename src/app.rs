@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, RunArgs};
+use crate::cli::{Cli, Command, InfoArgs, RunArgs};
 use crate::config::RunConfig;
 use crate::error::exit;
 use crate::world::launcher_rank;
@@ -24,6 +24,7 @@ pub fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Run(args) => run_command(&args),
+        Command::Info(args) => info_command(&args),
     };
     ExitCode::from(code)
 }
@@ -88,6 +89,12 @@ fn abort_job_after_panic() {
 #[cfg(not(feature = "mpi"))]
 fn abort_job_after_panic() {}
 
+/// `collbench info`: what this machine offers, one fact per line.
+fn info_command(args: &InfoArgs) -> u8 {
+    print!("{}", crate::info::report(args.nccl_lib.as_deref()));
+    exit::OK
+}
+
 fn run_command(args: &RunArgs) -> u8 {
     let cfg = match RunConfig::load(args) {
         Ok(cfg) => cfg,
@@ -115,6 +122,8 @@ fn run_with_control_plane(cfg: &RunConfig) -> u8 {
 
 #[cfg(not(feature = "mpi"))]
 fn run_with_control_plane(_cfg: &RunConfig) -> u8 {
+    // The single-process mode (`-g N`, one thread per GPU) that will make
+    // this build runnable is not written yet.
     eprintln!("collbench: this build has no control plane: rebuild with the default `mpi` feature");
     exit::USAGE
 }
@@ -127,7 +136,7 @@ mod session {
     use crate::backend::Backend;
     use crate::backend::mpi::MpiBackend;
     use crate::config::BackendChoice;
-    use crate::engine::plan::available_memory;
+    use crate::engine::plan::{available_memory, human_bytes};
     use crate::engine::{Engine, Plan, RunContext};
     use crate::error::Error;
     use crate::report::csv::CsvSink;
@@ -145,8 +154,21 @@ mod session {
         outputs: Option<(Reporter, RunInfo)>,
     }
 
+    /// The backend every rank agreed on, and what the header says about it.
+    struct Chosen {
+        backend: Box<dyn Backend>,
+        note: Option<String>,
+    }
+
     pub fn run(world: &MpiWorld, cfg: &RunConfig) -> u8 {
-        let setup = prepare(world, cfg);
+        let chosen = match choose_backend(world, cfg) {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        // Every rank gets here (a failed choice ended every rank above), so
+        // this collective cannot hang.
+        let device_free = world.min_u64(chosen.backend.device_free_bytes().unwrap_or(u64::MAX));
+        let setup = prepare(world, cfg, chosen, device_free);
         let Setup {
             mut backend,
             plan,
@@ -212,26 +234,92 @@ mod session {
         world.abort(e.exit_code())
     }
 
-    /// Everything that can fail before the first collective: backend,
-    /// plan, memory, output files (rank 0).
-    fn prepare(world: &MpiWorld, cfg: &RunConfig) -> Result<Setup, Error> {
-        let (backend, backend_note): (Box<dyn Backend>, Option<String>) = match cfg.backend {
-            BackendChoice::Mpi => (Box::new(MpiBackend::new(world)?), None),
-            BackendChoice::Auto => (
-                Box::new(MpiBackend::new(world)?),
-                Some("auto: no GPU backend in this build, using mpi".into()),
-            ),
+    /// Picks the data plane. `auto` takes nccl only when every rank has a
+    /// GPU and libnccl, so that all ranks pick the same. A failure is agreed
+    /// on (printed once) and returned as the exit code.
+    fn choose_backend(world: &MpiWorld, cfg: &RunConfig) -> Result<Chosen, u8> {
+        let mpi = |note: Option<String>| -> Result<Chosen, u8> {
+            let backend = MpiBackend::new(world).map(|b| Box::new(b) as Box<dyn Backend>);
+            let backend = world.agree(backend).map_err(|d| d.code)?;
+            Ok(Chosen { backend, note })
         };
-        let plan = Plan::build(cfg, world.size(), backend.as_ref())?;
+        match cfg.backend {
+            BackendChoice::Mpi => mpi(None),
+            BackendChoice::Nccl => nccl::start(world, cfg, None),
+            BackendChoice::Auto => match nccl::probe(world, cfg) {
+                Ok(library) => nccl::start(world, cfg, Some(library)),
+                Err(why) => mpi(Some(format!("auto: {why}, using mpi"))),
+            },
+        }
+    }
+
+    /// Everything that can fail before the first collective, after the
+    /// backend: plan, memory, output files (rank 0).
+    fn prepare(world: &MpiWorld, cfg: &RunConfig, chosen: Chosen, device_free: u64) -> Result<Setup, Error> {
+        let Chosen { mut backend, note } = chosen;
+        let mut notes: Vec<String> = note.into_iter().collect();
+        let mut plan = Plan::build(cfg, world.size(), backend.as_ref())?;
+        if device_free != u64::MAX {
+            let (fitted, lowered) = fit_to_device(cfg, world.size(), backend.as_ref(), plan, device_free)?;
+            plan = fitted;
+            notes.extend(lowered);
+        }
         if let Some(available) = available_memory() {
             plan.check_memory(world.nodes().local_ranks(world.rank()), available)?;
         }
+        backend.reserve(&plan)?;
+        let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
         let outputs = if world.rank() == 0 {
             Some(open_outputs(world, cfg, backend.as_ref(), backend_note, &plan)?)
         } else {
             None
         };
         Ok(Setup { backend, plan, outputs })
+    }
+
+    /// GPU memory a backend leaves aside for the library's own buffers (NCCL
+    /// connects peers lazily and allocates then): as nccl-tests, 1 GiB, or
+    /// a tenth of the free memory where that is more.
+    fn device_headroom(free: u64) -> u64 {
+        (1u64 << 30).max(free / 10)
+    }
+
+    /// Lowers the largest size until the plan's buffers fit in the GPU
+    /// memory every rank has free (as nccl-tests does), and says so.
+    fn fit_to_device(
+        cfg: &RunConfig,
+        nranks: usize,
+        backend: &dyn Backend,
+        plan: Plan,
+        free: u64,
+    ) -> Result<(Plan, Option<String>), Error> {
+        let budget = free.saturating_sub(device_headroom(free));
+        let need = |p: &Plan| p.peak_buffer_bytes();
+        if need(&plan) <= budget {
+            return Ok((plan, None));
+        }
+        let sizes = cfg.sweep.sizes();
+        for &max in sizes.iter().rev().skip(1) {
+            let mut smaller = cfg.clone();
+            smaller.sweep = crate::config::SizeSweep::new(cfg.sweep.min, max, cfg.sweep.step)?;
+            let Ok(p) = Plan::build(&smaller, nranks, backend) else {
+                continue;
+            };
+            if need(&p) <= budget {
+                let note = format!(
+                    "--maxbytes lowered from {} to {} to fit GPU memory ({} free)",
+                    human_bytes(cfg.sweep.max),
+                    human_bytes(max),
+                    human_bytes(free)
+                );
+                return Ok((p, Some(note)));
+            }
+        }
+        Err(Error::usage(format!(
+            "even the smallest size needs {} of GPU memory per rank, more than the {} free; lower --minbytes",
+            human_bytes(need(&plan)),
+            human_bytes(free)
+        )))
     }
 
     fn open_outputs(
@@ -308,6 +396,127 @@ mod session {
             hierarchy: "flat".into(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
+        }
+    }
+
+    /// The NCCL data plane's start: library, unique id, GPU, communicator.
+    #[cfg(feature = "nccl")]
+    mod nccl {
+        use super::*;
+        use crate::backend::nccl::{DeviceError, LoadError, NcclBackend, NcclLibrary, Placing, UniqueId, device};
+
+        /// Whether this rank could run nccl, agreed over all ranks: `Ok`
+        /// with the loaded library where every rank can, else why not (this
+        /// rank's reason, or that another rank cannot).
+        pub fn probe(world: &MpiWorld, cfg: &RunConfig) -> Result<NcclLibrary, String> {
+            let local = local_probe(cfg);
+            let everyone = world.min_u64(u64::from(local.is_ok())) == 1;
+            match local {
+                Ok(library) if everyone => Ok(library),
+                Ok(_) => Err("another rank has no usable GPU or NCCL".into()),
+                Err(why) => Err(why),
+            }
+        }
+
+        /// GPU first (cheap, and the common reason on a laptop), then NCCL.
+        fn local_probe(cfg: &RunConfig) -> Result<NcclLibrary, String> {
+            match device::probe() {
+                Ok(_) => {}
+                Err(DeviceError::Driver(_)) => return Err("no CUDA driver".into()),
+                Err(DeviceError::NoGpu { .. }) => return Err("no GPU visible".into()),
+                Err(e) => return Err(format!("no usable GPU ({e})")),
+            }
+            NcclLibrary::find(cfg.nccl_lib.as_deref()).map_err(|e| match e {
+                LoadError::NotFound { .. } => "a GPU but no NCCL library (see `collbench info`)".into(),
+                other => format!("a GPU but {other}"),
+            })
+        }
+
+        fn agreed<T>(world: &MpiWorld, local: Result<T, Error>) -> Result<T, u8> {
+            world.agree(local).map_err(|d| d.code)
+        }
+
+        /// Bootstrap, in steps every rank takes together: every rank loads
+        /// libnccl; rank 0 makes the unique id and broadcasts it over MPI;
+        /// every rank opens its GPU; then the collective communicator
+        /// initialisation. A failure before the last step is agreed on and
+        /// printed once; a failure inside it takes the job down (peers may
+        /// be waiting inside NCCL).
+        pub fn start(world: &MpiWorld, cfg: &RunConfig, found: Option<NcclLibrary>) -> Result<Chosen, u8> {
+            let nccl_error = |e: &dyn std::fmt::Display| Error::runtime(format!("--backend nccl: {e}"));
+            let library = match found {
+                Some(library) => Ok(library),
+                None => NcclLibrary::find(cfg.nccl_lib.as_deref()).map_err(|e| nccl_error(&e)),
+            };
+            let library = agreed(world, library)?;
+
+            let id = if world.rank() == 0 {
+                library.unique_id().map(|id| id.0.to_vec()).map_err(|e| nccl_error(&e))
+            } else {
+                Ok(Vec::new())
+            };
+            let id = agreed(world, id)?;
+            let id = UniqueId::from_bytes(&world.broadcast_bytes(&id));
+            let id = agreed(world, id.and_then(|id| trace(cfg, world.rank(), &id).map(|()| id)))?;
+
+            let nodes = world.nodes();
+            let rank = world.rank();
+            let node = nodes.node_of_rank[rank];
+            let placing = Placing {
+                nranks: world.size(),
+                rank,
+                local_rank: nodes.node_of_rank[..rank].iter().filter(|&&n| n == node).count(),
+                local_ranks: nodes.local_ranks(rank),
+                host: world.host().to_string(),
+            };
+            let device = NcclBackend::open_device(&placing).map_err(|e| nccl_error(&e));
+            let device = agreed(world, device)?;
+
+            match NcclBackend::init(library, device, &id, &placing) {
+                Ok(backend) => Ok(Chosen {
+                    backend: Box::new(backend),
+                    note: (cfg.backend == BackendChoice::Auto)
+                        .then(|| "auto: every rank has a GPU and NCCL, using nccl".to_string()),
+                }),
+                Err(e) => {
+                    eprintln!("{}", world.error_line(&e));
+                    world.abort(e.exit_code())
+                }
+            }
+        }
+
+        /// Test hook (`--trace-bootstrap DIR`): the id this rank received.
+        fn trace(cfg: &RunConfig, rank: usize, id: &UniqueId) -> Result<(), Error> {
+            let Some(dir) = &cfg.trace_bootstrap else {
+                return Ok(());
+            };
+            let path = dir.join(format!("rank-{rank}.id"));
+            std::fs::write(&path, id.hex() + "\n")
+                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
+        }
+    }
+
+    /// Without the nccl feature: `--backend nccl` is refused, `auto` is mpi.
+    #[cfg(not(feature = "nccl"))]
+    mod nccl {
+        use super::*;
+
+        pub fn probe(_world: &MpiWorld, _cfg: &RunConfig) -> Result<std::convert::Infallible, String> {
+            Err("this build has no nccl backend".into())
+        }
+
+        pub fn start(
+            world: &MpiWorld,
+            _cfg: &RunConfig,
+            _found: Option<std::convert::Infallible>,
+        ) -> Result<Chosen, u8> {
+            let e: Result<(), Error> = Err(Error::usage(
+                "--backend nccl: this build has no nccl backend; rebuild with the `nccl` feature (on by default)",
+            ));
+            match world.agree(e) {
+                Ok(()) => Err(exit::USAGE),
+                Err(d) => Err(d.code),
+            }
         }
     }
 

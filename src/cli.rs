@@ -19,6 +19,8 @@ table and writes the files.",
     after_help = "Examples:\n  \
 mpirun -np 4 collbench run -b 8 -e 16M -f 2\n  \
 mpirun -np 2 collbench run --collectives all_reduce,all_gather -d float,int8 -o all\n  \
+mpirun -np 16 -N 8 collbench run --backend nccl -b 8 -e 8G -f 2\n  \
+collbench info           NCCL, CUDA driver and GPUs found on this machine\n  \
 collbench run --help     every option of a run"
 )]
 pub struct Cli {
@@ -37,12 +39,29 @@ Examples:\n  \
 mpirun -np 4 collbench run --backend mpi -b 8 -e 16M -f 2\n  \
 mpirun -np 8 collbench run --collectives all_reduce -d all -o all -n 50 -w 10\n  \
 mpirun -np 3 collbench run --collectives broadcast,reduce -r all --csv bcast.csv\n  \
-mpirun -np 4 collbench run --config configs/quick.toml -e 1M\n\n\
+mpirun -np 4 collbench run --config configs/quick.toml -e 1M\n  \
+mpirun -np 8 -N 8 collbench run --backend nccl -d float,half,bfloat16 -e 1G\n\n\
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validation failed \
 (wrong > 0)."
     )]
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
+    /// Show what this machine offers: NCCL library and version, CUDA driver, GPUs, MPI
+    #[command(
+        after_help = "Runs without MPI and without a GPU; every line says what was found or why not.\n\n\
+Examples:\n  \
+collbench info\n  \
+collbench info --nccl-lib /opt/nccl/lib/libnccl.so.2"
+    )]
+    Info(InfoArgs),
+}
+
+/// Options of `collbench info`.
+#[derive(Debug, Default, Args)]
+pub struct InfoArgs {
+    /// The NCCL library to use (a file, or a folder holding libnccl.so.2)
+    #[arg(long, value_name = "PATH")]
+    pub nccl_lib: Option<PathBuf>,
 }
 
 /// Options of `collbench run`; every one can also come from `--config`.
@@ -119,9 +138,13 @@ pub struct RunArgs {
     #[arg(short = 'r', long, value_name = "RANK", help_heading = "What to run")]
     pub root: Option<String>,
 
-    /// Data plane: auto (a GPU backend when available, else mpi) or mpi [default: auto]
+    /// Data plane: auto (nccl when every rank has a GPU and libnccl, else mpi), mpi or nccl [default: auto]
     #[arg(long, value_name = "NAME", help_heading = "What to run")]
     pub backend: Option<String>,
+
+    /// The NCCL library to use, a file or a folder [default: COLLBENCH_NCCL_LIB, NCCL_HOME/lib, the loader's search, Python site-packages]
+    #[arg(long, value_name = "PATH", help_heading = "What to run")]
+    pub nccl_lib: Option<PathBuf>,
 
     /// CSV report path [default: results/<run id>.csv]
     #[arg(long, value_name = "PATH", help_heading = "Output")]
@@ -150,4 +173,8 @@ pub struct RunArgs {
     /// Test-only: corrupt one received element on the last rank after each check
     #[arg(long, hide = true)]
     pub inject_error: bool,
+
+    /// Test-only: each rank writes the NCCL unique id it received to DIR/rank-R.id
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub trace_bootstrap: Option<PathBuf>,
 }

@@ -45,7 +45,11 @@ pub struct RunConfig {
     pub json: Option<PathBuf>,
     pub overwrite: bool,
     pub progress: ProgressMode,
+    /// `--nccl-lib`: the NCCL library (file or folder) to use.
+    pub nccl_lib: Option<PathBuf>,
     pub inject_error: bool,
+    /// Test-only: each rank writes the NCCL unique id it received here.
+    pub trace_bootstrap: Option<PathBuf>,
 }
 
 /// `all`, or an explicit list (in the user's order, without repeats).
@@ -63,8 +67,10 @@ pub enum RootChoice {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
+    /// nccl where every rank has a GPU and libnccl, else mpi.
     Auto,
     Mpi,
+    Nccl,
 }
 
 impl BackendChoice {
@@ -72,6 +78,7 @@ impl BackendChoice {
         match self {
             BackendChoice::Auto => "auto",
             BackendChoice::Mpi => "mpi",
+            BackendChoice::Nccl => "nccl",
         }
     }
 }
@@ -288,6 +295,7 @@ struct FileConfig {
     overwrite: Option<bool>,
     no_progress: Option<bool>,
     progress: Option<bool>,
+    nccl_lib: Option<PathBuf>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig, Error> {
@@ -355,8 +363,9 @@ fn parse_backend(text: &str) -> Result<BackendChoice, Error> {
     match text.trim().to_ascii_lowercase().as_str() {
         "auto" => Ok(BackendChoice::Auto),
         "mpi" => Ok(BackendChoice::Mpi),
+        "nccl" => Ok(BackendChoice::Nccl),
         other => Err(Error::usage(format!(
-            "--backend: unknown backend '{other}' (expected auto or mpi)"
+            "--backend: unknown backend '{other}' (expected auto, mpi or nccl)"
         ))),
     }
 }
@@ -473,7 +482,9 @@ impl RunConfig {
             json: args.json.clone().or(file.json),
             overwrite: args.overwrite || file.overwrite.unwrap_or(false),
             progress,
+            nccl_lib: args.nccl_lib.clone().or(file.nccl_lib),
             inject_error: args.inject_error,
+            trace_bootstrap: args.trace_bootstrap.clone(),
         })
     }
 }

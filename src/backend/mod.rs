@@ -8,11 +8,14 @@
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 
 use std::ops::Range;
 
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
+use crate::engine::Plan;
 use crate::error::Error;
 use crate::types::{DType, Placement, ReduceOp};
 
@@ -44,12 +47,29 @@ pub trait Backend {
     /// Largest element count of one buffer this backend can pass in a call.
     fn max_elements(&self) -> usize;
 
+    /// Allocates, once, buffers large enough for every case of `plan` (a
+    /// device backend must not allocate per point). Host backends need not.
+    fn reserve(&mut self, _plan: &Plan) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Device memory free for buffers, where the backend has a device: the
+    /// plan is fitted to it before `reserve`.
+    fn device_free_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Makes buffers ready for `call` (both placements).
     fn prepare(&mut self, call: &Call) -> Result<(), Error>;
 
     /// Poisons the output region, then writes element `i` of this rank's
     /// input as `value(i)` where `placement` puts the input.
-    fn load_input(&mut self, call: &Call, placement: Placement, value: &dyn Fn(usize) -> u64) -> Result<(), Error>;
+    fn load_input(
+        &mut self,
+        call: &Call,
+        placement: Placement,
+        value: &(dyn Fn(usize) -> u64 + Sync),
+    ) -> Result<(), Error>;
 
     /// Enqueues (or, for a synchronous library, runs) one operation.
     fn launch(&mut self, call: &Call, placement: Placement) -> Result<(), Error>;

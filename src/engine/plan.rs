@@ -217,7 +217,7 @@ mod tests {
         fn prepare(&mut self, _: &Call) -> Result<(), Error> {
             unreachable!()
         }
-        fn load_input(&mut self, _: &Call, _: Placement, _: &dyn Fn(usize) -> u64) -> Result<(), Error> {
+        fn load_input(&mut self, _: &Call, _: Placement, _: &(dyn Fn(usize) -> u64 + Sync)) -> Result<(), Error> {
             unreachable!()
         }
         fn launch(&mut self, _: &Call, _: Placement) -> Result<(), Error> {

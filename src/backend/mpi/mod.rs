@@ -286,7 +286,12 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
-    fn load_input(&mut self, call: &Call, placement: Placement, value: &dyn Fn(usize) -> u64) -> Result<(), Error> {
+    fn load_input(
+        &mut self,
+        call: &Call,
+        placement: Placement,
+        value: &(dyn Fn(usize) -> u64 + Sync),
+    ) -> Result<(), Error> {
         let r = regions(call, placement);
         self.buf(r.output.0).poison();
         self.buf(r.input.0).fill(r.input.1, value);

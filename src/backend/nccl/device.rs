@@ -1,0 +1,282 @@
+//! The GPU side, through cudarc's safe driver API: which GPU a rank uses, its
+//! context and stream, device buffers, host<->device copies and completion
+//! polling. No `unsafe` here.
+//!
+//! cudarc loads libcuda lazily and panics when it or one of its symbols is
+//! missing, so every entry point first passes `sys::check_cuda_driver`,
+//! which turns that into `DeviceError::Driver`.
+
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError};
+use thiserror::Error;
+
+use super::sys::{self, CudaDriver, DriverMissing};
+
+/// Why a rank has no usable GPU, or a device call failed. One line each.
+#[derive(Clone, Debug, Error)]
+pub enum DeviceError {
+    #[error("{0}")]
+    Driver(#[from] DriverMissing),
+    #[error(
+        "no GPU visible: the CUDA driver {driver} found no device ({reason}){}",
+        visible_note()
+    )]
+    NoGpu { driver: String, reason: String },
+    #[error(
+        "{local_ranks} ranks share host {host} but only {gpus} GPU{} {} visible{}; start at most one rank per GPU",
+        if *.gpus == 1 { "" } else { "s" },
+        if *.gpus == 1 { "is" } else { "are" },
+        visible_note()
+    )]
+    TooManyRanks {
+        host: String,
+        local_ranks: usize,
+        gpus: usize,
+    },
+    #[error("CUDA {what} failed: {text}")]
+    Cuda { what: &'static str, text: String },
+}
+
+fn visible_note() -> String {
+    match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) => format!(" (CUDA_VISIBLE_DEVICES={v})"),
+        Err(_) => String::new(),
+    }
+}
+
+/// `CUDA_ERROR_OUT_OF_MEMORY (out of memory)` rather than cudarc's Debug.
+pub fn driver_text(e: &DriverError) -> String {
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).ok();
+    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).ok();
+    match (name, text) {
+        (Some(n), Some(t)) => format!("{n} ({t})"),
+        (Some(n), None) => n,
+        _ => format!("CUDA error {}", e.0 as i32),
+    }
+}
+
+fn cuda(what: &'static str) -> impl Fn(DriverError) -> DeviceError {
+    move |e| DeviceError::Cuda {
+        what,
+        text: driver_text(&e),
+    }
+}
+
+/// The driver check is done once per process; its result is shared.
+fn driver() -> Result<CudaDriver, DeviceError> {
+    static DRIVER: OnceLock<Result<CudaDriver, DriverMissing>> = OnceLock::new();
+    DRIVER
+        .get_or_init(sys::check_cuda_driver)
+        .clone()
+        .map_err(DeviceError::Driver)
+}
+
+/// One visible GPU, for `collbench info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub total_bytes: usize,
+}
+
+/// What the CUDA driver reports, without creating any context.
+#[derive(Clone, Debug)]
+pub struct CudaInfo {
+    pub driver: CudaDriver,
+    pub gpus: Vec<GpuInfo>,
+}
+
+/// The driver and the GPUs it sees (honouring CUDA_VISIBLE_DEVICES, which
+/// the driver applies itself).
+pub fn probe() -> Result<CudaInfo, DeviceError> {
+    let driver = driver()?;
+    let count = visible_gpus(&driver)?;
+    let mut gpus = Vec::with_capacity(count);
+    for ordinal in 0..count {
+        let dev = cudarc::driver::result::device::get(ordinal as i32).map_err(cuda("cuDeviceGet"))?;
+        let name = cudarc::driver::result::device::get_name(dev).map_err(cuda("cuDeviceGetName"))?;
+        let total_bytes = sys::device_total_mem(dev).map_err(cuda("cuDeviceTotalMem"))?;
+        gpus.push(GpuInfo {
+            ordinal,
+            name,
+            total_bytes,
+        });
+    }
+    Ok(CudaInfo { driver, gpus })
+}
+
+/// cuInit and cuDeviceGetCount: zero devices, or a driver that cannot
+/// initialise (no GPU in the machine, a driver/kernel-module mismatch), is
+/// `NoGpu`.
+fn visible_gpus(driver: &CudaDriver) -> Result<usize, DeviceError> {
+    let no_gpu = |reason: String| DeviceError::NoGpu {
+        driver: format!("{} (CUDA {})", driver.library, driver.version_text()),
+        reason,
+    };
+    cudarc::driver::result::init().map_err(|e| no_gpu(driver_text(&e)))?;
+    let count = CudaContext::device_count().map_err(|e| no_gpu(driver_text(&e)))?;
+    if count <= 0 {
+        return Err(no_gpu("cuDeviceGetCount returned 0".into()));
+    }
+    Ok(count as usize)
+}
+
+/// The GPU one rank drives: its primary context and one non-blocking stream
+/// on which every copy and every NCCL call of this rank is ordered.
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// Re-recorded by `mark`, polled by `is_done`.
+    done: CudaEvent,
+    ordinal: usize,
+    name: String,
+}
+
+impl Device {
+    /// Opens GPU `local_rank` (ranks sharing a host take consecutive visible
+    /// GPUs, as nccl-tests does), after checking that the host has a GPU for
+    /// each of its `local_ranks` ranks.
+    pub fn open(local_rank: usize, local_ranks: usize, host: &str) -> Result<Device, DeviceError> {
+        let driver = driver()?;
+        let gpus = visible_gpus(&driver)?;
+        if local_ranks > gpus {
+            return Err(DeviceError::TooManyRanks {
+                host: host.to_string(),
+                local_ranks,
+                gpus,
+            });
+        }
+        let ctx = CudaContext::new(local_rank).map_err(cuda("context creation"))?;
+        let stream = ctx.new_stream().map_err(cuda("stream creation"))?;
+        let done = ctx.new_event(None).map_err(cuda("event creation"))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        Ok(Device {
+            ctx,
+            stream,
+            done,
+            ordinal: local_rank,
+            name,
+        })
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Makes this device's context current on the calling thread (NCCL's
+    /// communicator initialisation uses the current device).
+    pub fn bind(&self) -> Result<(), DeviceError> {
+        self.ctx.bind_to_thread().map_err(cuda("context binding"))
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), DeviceError> {
+        self.ctx.mem_get_info().map_err(cuda("cuMemGetInfo"))
+    }
+
+    /// `bytes` of zeroed device memory on this device's stream.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceMemory, DeviceError> {
+        // A zero-length allocation is refused by the driver; one byte keeps
+        // every buffer a real allocation with a real address.
+        let slice = self
+            .stream
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(|e| DeviceError::Cuda {
+                what: "memory allocation",
+                text: format!("{} for {bytes} bytes", driver_text(&e)),
+            })?;
+        Ok(DeviceMemory::new(slice, bytes))
+    }
+
+    /// Marks the end of everything enqueued so far on the stream.
+    pub fn mark(&self) -> Result<(), DeviceError> {
+        self.done.record(&self.stream).map_err(cuda("event record"))
+    }
+
+    /// Whether the work before the last `mark` has finished.
+    pub fn is_done(&self) -> Result<bool, DeviceError> {
+        self.done.try_is_complete().map_err(cuda("event query"))
+    }
+}
+
+/// Device memory of one buffer, with its device address fetched once at
+/// allocation (asking cudarc per call would record an event per call in the
+/// timed loop; every use is on the one stream, so none is needed).
+pub struct DeviceMemory {
+    slice: CudaSlice<u8>,
+    ptr: u64,
+    /// Usable bytes (the allocation may be one byte larger).
+    len: usize,
+}
+
+impl DeviceMemory {
+    fn new(slice: CudaSlice<u8>, len: usize) -> DeviceMemory {
+        let ptr = {
+            let (ptr, _sync) = slice.device_ptr(slice.stream());
+            ptr
+        };
+        DeviceMemory { slice, ptr, len }
+    }
+
+    /// Address of the first byte; valid as long as `self` lives, and its
+    /// memory is freed in order on `raw_stream()`.
+    pub(super) fn raw_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn len_bytes(&self) -> usize {
+        self.len
+    }
+
+    /// The stream this memory is ordered on, as NCCL's `cudaStream_t`.
+    pub(super) fn raw_stream(&self) -> *mut std::ffi::c_void {
+        self.slice.stream().cu_stream().cast()
+    }
+
+    pub(super) fn same_stream(&self, other: &DeviceMemory) -> bool {
+        Arc::ptr_eq(self.slice.stream(), other.slice.stream())
+    }
+
+    /// Copies `host` to byte `offset`; returns when the copy is done.
+    pub fn upload(&mut self, offset: usize, host: &[u8]) -> Result<(), DeviceError> {
+        if host.is_empty() {
+            return Ok(());
+        }
+        let end = offset
+            .checked_add(host.len())
+            .filter(|&e| e <= self.len)
+            .ok_or(DeviceError::Cuda {
+                what: "upload",
+                text: "range beyond the device buffer".into(),
+            })?;
+        let stream = Arc::clone(self.slice.stream());
+        let mut view = self.slice.slice_mut(offset..end);
+        stream
+            .memcpy_htod(host, &mut view)
+            .map_err(cuda("host-to-device copy"))?;
+        stream.synchronize().map_err(cuda("host-to-device copy"))
+    }
+
+    /// Copies bytes from `offset` into `host`; returns when the copy is done.
+    pub fn download(&self, offset: usize, host: &mut [u8]) -> Result<(), DeviceError> {
+        if host.is_empty() {
+            return Ok(());
+        }
+        let end = offset
+            .checked_add(host.len())
+            .filter(|&e| e <= self.len)
+            .ok_or(DeviceError::Cuda {
+                what: "download",
+                text: "range beyond the device buffer".into(),
+            })?;
+        let stream = Arc::clone(self.slice.stream());
+        let view = self.slice.slice(offset..end);
+        stream.memcpy_dtoh(&view, host).map_err(cuda("device-to-host copy"))?;
+        stream.synchronize().map_err(cuda("device-to-host copy"))
+    }
+}
