@@ -14,7 +14,7 @@ use clap::Parser;
 use crate::cli::{Cli, Command, InfoArgs, RunArgs};
 use crate::config::RunConfig;
 use crate::error::exit;
-use crate::world::launcher_rank;
+use crate::world::{launcher_rank, launcher_size};
 
 pub fn main() -> ExitCode {
     install_panic_hook();
@@ -84,10 +84,15 @@ fn abort_job_after_panic() {
         use mpi::traits::Communicator;
         mpi::topology::SimpleCommunicator::world().abort(i32::from(exit::RUNTIME));
     }
+    // Without MPI the ranks are threads of this process (`-g`): ending it
+    // is what keeps them from waiting for the one that panicked.
+    std::process::exit(i32::from(exit::RUNTIME));
 }
 
 #[cfg(not(feature = "mpi"))]
-fn abort_job_after_panic() {}
+fn abort_job_after_panic() {
+    std::process::exit(i32::from(exit::RUNTIME));
+}
 
 /// `collbench info`: what this machine offers, one fact per line.
 fn info_command(args: &InfoArgs) -> u8 {
@@ -108,8 +113,32 @@ fn run_command(args: &RunArgs) -> u8 {
     run_with_control_plane(&cfg)
 }
 
-#[cfg(feature = "mpi")]
+/// Picks the control plane: one thread per rank with `-g N` (and always in
+/// a build without MPI), else MPI.
 fn run_with_control_plane(cfg: &RunConfig) -> u8 {
+    if launcher_size().is_some_and(|n| n > 1) && (cfg.threads.is_some() || !cfg!(feature = "mpi")) {
+        if is_first_rank() {
+            let why = if cfg!(feature = "mpi") {
+                "-g starts every rank as a thread of one process; do not combine it with a multi-process launch"
+            } else {
+                "this build has no MPI, so it cannot join a multi-process launch; run one process with -g N, \
+                 or rebuild with the default `mpi` feature"
+            };
+            eprintln!("collbench: {why}");
+        }
+        return exit::USAGE;
+    }
+    match cfg.threads {
+        Some(n) => run_threads(n, cfg),
+        None => run_default(cfg),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_default(cfg: &RunConfig) -> u8 {
+    use crate::backend::Backend;
+    use crate::backend::mpi::MpiBackend;
+
     let world = match crate::world::mpi::MpiWorld::init() {
         Ok(w) => w,
         Err(e) => {
@@ -117,24 +146,40 @@ fn run_with_control_plane(cfg: &RunConfig) -> u8 {
             return exit::RUNTIME;
         }
     };
-    session::run(&world, cfg)
+    let mpi_backend = || MpiBackend::new(&world).map(|b| Box::new(b) as Box<dyn Backend>);
+    session::run(&world, cfg, Some(&mpi_backend))
 }
 
+/// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_with_control_plane(_cfg: &RunConfig) -> u8 {
-    // The single-process mode (`-g N`, one thread per GPU) that will make
-    // this build runnable is not written yet.
-    eprintln!("collbench: this build has no control plane: rebuild with the default `mpi` feature");
-    exit::USAGE
+fn run_default(cfg: &RunConfig) -> u8 {
+    run_threads(1, cfg)
 }
 
-#[cfg(feature = "mpi")]
+/// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
+fn run_threads(n: usize, cfg: &RunConfig) -> u8 {
+    use crate::world::threads::ThreadWorld;
+
+    let worlds = ThreadWorld::create(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = worlds
+            .iter()
+            .map(|world| scope.spawn(move || session::run(world, cfg, None)))
+            .collect();
+        // A rank that panicked has ended the process in the panic hook.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(exit::RUNTIME))
+            .max()
+            .unwrap_or(exit::OK)
+    })
+}
+
 mod session {
     use std::path::PathBuf;
 
     use super::*;
     use crate::backend::Backend;
-    use crate::backend::mpi::MpiBackend;
     use crate::config::BackendChoice;
     use crate::engine::plan::{available_memory, human_bytes};
     use crate::engine::{Engine, Plan, RunContext};
@@ -145,7 +190,9 @@ mod session {
     use crate::report::table::TableSink;
     use crate::report::{RankSummary, Reporter, RunInfo, Sink};
     use crate::world::World;
-    use crate::world::mpi::MpiWorld;
+
+    /// Makes the mpi backend, where the control plane is MPI.
+    pub type MakeMpi<'a> = &'a dyn Fn() -> Result<Box<dyn Backend>, Error>;
 
     struct Setup {
         backend: Box<dyn Backend>,
@@ -160,8 +207,8 @@ mod session {
         note: Option<String>,
     }
 
-    pub fn run(world: &MpiWorld, cfg: &RunConfig) -> u8 {
-        let chosen = match choose_backend(world, cfg) {
+    pub fn run<W: World>(world: &W, cfg: &RunConfig, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
+        let chosen = match choose_backend(world, cfg, mpi_backend) {
             Ok(c) => c,
             Err(code) => return code,
         };
@@ -229,7 +276,7 @@ mod session {
     }
 
     /// Prints this rank's failure and takes the whole job down.
-    fn fail(world: &MpiWorld, e: &Error) -> ! {
+    fn fail<W: World>(world: &W, e: &Error) -> ! {
         eprintln!("{}", world.error_line(e));
         world.abort(e.exit_code())
     }
@@ -237,25 +284,33 @@ mod session {
     /// Picks the data plane. `auto` takes nccl only when every rank has a
     /// GPU and libnccl, so that all ranks pick the same. A failure is agreed
     /// on (printed once) and returned as the exit code.
-    fn choose_backend(world: &MpiWorld, cfg: &RunConfig) -> Result<Chosen, u8> {
-        let mpi = |note: Option<String>| -> Result<Chosen, u8> {
-            let backend = MpiBackend::new(world).map(|b| Box::new(b) as Box<dyn Backend>);
-            let backend = world.agree(backend).map_err(|d| d.code)?;
+    fn choose_backend<W: World>(world: &W, cfg: &RunConfig, mpi_backend: Option<MakeMpi<'_>>) -> Result<Chosen, u8> {
+        let agreed_mpi = |note: Option<String>, make: MakeMpi<'_>| -> Result<Chosen, u8> {
+            let backend = world.agree(make()).map_err(|d| d.code)?;
             Ok(Chosen { backend, note })
         };
-        match cfg.backend {
-            BackendChoice::Mpi => mpi(None),
-            BackendChoice::Nccl => nccl::start(world, cfg, None),
-            BackendChoice::Auto => match nccl::probe(world, cfg) {
+        match (cfg.backend, mpi_backend) {
+            (BackendChoice::Mpi, Some(make)) => agreed_mpi(None, make),
+            (BackendChoice::Mpi, None) => {
+                let e: Result<Chosen, Error> = Err(Error::usage(
+                    "the mpi backend needs the MPI control plane: launch with mpirun and without -g, or use --backend nccl",
+                ));
+                world.agree(e).map_err(|d| d.code)
+            }
+            (BackendChoice::Nccl, _) => nccl::start(world, cfg, None),
+            // Without MPI, auto can only be nccl: its own errors say best
+            // what is missing.
+            (BackendChoice::Auto, None) => nccl::start(world, cfg, None),
+            (BackendChoice::Auto, Some(make)) => match nccl::probe(world, cfg) {
                 Ok(library) => nccl::start(world, cfg, Some(library)),
-                Err(why) => mpi(Some(format!("auto: {why}, using mpi"))),
+                Err(why) => agreed_mpi(Some(format!("auto: {why}, using mpi")), make),
             },
         }
     }
 
     /// Everything that can fail before the first collective, after the
     /// backend: plan, memory, output files (rank 0).
-    fn prepare(world: &MpiWorld, cfg: &RunConfig, chosen: Chosen, device_free: u64) -> Result<Setup, Error> {
+    fn prepare<W: World>(world: &W, cfg: &RunConfig, chosen: Chosen, device_free: u64) -> Result<Setup, Error> {
         let Chosen { mut backend, note } = chosen;
         let mut notes: Vec<String> = note.into_iter().collect();
         let mut plan = Plan::build(cfg, world.size(), backend.as_ref())?;
@@ -322,8 +377,8 @@ mod session {
         )))
     }
 
-    fn open_outputs(
-        world: &MpiWorld,
+    fn open_outputs<W: World>(
+        world: &W,
         cfg: &RunConfig,
         backend: &dyn Backend,
         backend_note: Option<String>,
@@ -384,7 +439,7 @@ mod session {
         Ok((Reporter::new(sinks, progress), info))
     }
 
-    fn context(world: &MpiWorld, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
+    fn context<W: World>(world: &W, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
         let nodes = world.nodes();
         RunContext {
             run_id: info.map(|i| i.run_id.clone()).unwrap_or_default(),
@@ -408,7 +463,7 @@ mod session {
         /// Whether this rank could run nccl, agreed over all ranks: `Ok`
         /// with the loaded library where every rank can, else why not (this
         /// rank's reason, or that another rank cannot).
-        pub fn probe(world: &MpiWorld, cfg: &RunConfig) -> Result<NcclLibrary, String> {
+        pub fn probe<W: World>(world: &W, cfg: &RunConfig) -> Result<NcclLibrary, String> {
             let local = local_probe(cfg);
             let everyone = world.min_u64(u64::from(local.is_ok())) == 1;
             match local {
@@ -432,7 +487,7 @@ mod session {
             })
         }
 
-        fn agreed<T>(world: &MpiWorld, local: Result<T, Error>) -> Result<T, u8> {
+        fn agreed<W: World, T>(world: &W, local: Result<T, Error>) -> Result<T, u8> {
             world.agree(local).map_err(|d| d.code)
         }
 
@@ -442,7 +497,7 @@ mod session {
         /// initialisation. A failure before the last step is agreed on and
         /// printed once; a failure inside it takes the job down (peers may
         /// be waiting inside NCCL).
-        pub fn start(world: &MpiWorld, cfg: &RunConfig, found: Option<NcclLibrary>) -> Result<Chosen, u8> {
+        pub fn start<W: World>(world: &W, cfg: &RunConfig, found: Option<NcclLibrary>) -> Result<Chosen, u8> {
             let nccl_error = |e: &dyn std::fmt::Display| Error::runtime(format!("--backend nccl: {e}"));
             let library = match found {
                 Some(library) => Ok(library),
@@ -501,12 +556,12 @@ mod session {
     mod nccl {
         use super::*;
 
-        pub fn probe(_world: &MpiWorld, _cfg: &RunConfig) -> Result<std::convert::Infallible, String> {
+        pub fn probe<W: World>(_world: &W, _cfg: &RunConfig) -> Result<std::convert::Infallible, String> {
             Err("this build has no nccl backend".into())
         }
 
-        pub fn start(
-            world: &MpiWorld,
+        pub fn start<W: World>(
+            world: &W,
             _cfg: &RunConfig,
             _found: Option<std::convert::Infallible>,
         ) -> Result<Chosen, u8> {

@@ -119,15 +119,14 @@ macro_rules! with_element_type {
     };
 }
 
-/// Elements per thread when filling or comparing `len` elements: one part
-/// below a million elements (threads cost more than they save there), else
-/// one part per available core.
-fn part_len(len: usize) -> usize {
+/// Elements per thread when `threads` threads fill or compare `len`
+/// elements: one part below a million elements (threads cost more than they
+/// save there).
+fn part_len(len: usize, threads: usize) -> usize {
     const SERIAL_BELOW: usize = 1 << 20;
-    if len < SERIAL_BELOW {
+    if len < SERIAL_BELOW || threads <= 1 {
         return len.max(1);
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(32);
     len.div_ceil(threads).max(SERIAL_BELOW / 4)
 }
 
@@ -137,6 +136,10 @@ pub struct HostBuffer {
     dtype: DType,
     len: usize,
     words: Vec<u64>,
+    /// Threads for `fill` and `count_mismatches` on large ranges: 1 unless
+    /// the owner knows the cores are free (an MPI rank's peers on the same
+    /// host busy-poll, so extra threads there only slow everyone down).
+    threads: usize,
 }
 
 impl HostBuffer {
@@ -153,7 +156,19 @@ impl HostBuffer {
             ))
         })?;
         words.resize(nwords, 0);
-        Ok(HostBuffer { dtype, len, words })
+        Ok(HostBuffer {
+            dtype,
+            len,
+            words,
+            threads: 1,
+        })
+    }
+
+    /// Lets `fill` and `count_mismatches` use up to `threads` threads on
+    /// large ranges.
+    pub fn with_threads(mut self, threads: usize) -> HostBuffer {
+        self.threads = threads.clamp(1, 64);
+        self
     }
 
     pub fn dtype(&self) -> DType {
@@ -189,11 +204,11 @@ impl HostBuffer {
     }
 
     /// Elements `range` take `value(i)` for `i` in `0..range.len()`. Large
-    /// ranges are filled by several threads (a GiB-sized check must not
-    /// dominate a sweep).
+    /// ranges are filled by several threads where `with_threads` allows (a
+    /// GiB-sized check must not dominate a sweep).
     pub fn fill(&mut self, range: Range<usize>, value: impl Fn(usize) -> u64 + Sync) {
         with_element_type!(self.dtype, T => {
-            let part = part_len(range.len());
+            let part = part_len(range.len(), self.threads);
             std::thread::scope(|scope| {
                 for (k, chunk) in self.typed_mut::<T>()[range].chunks_mut(part).enumerate() {
                     let value = &value;
@@ -218,7 +233,7 @@ impl HostBuffer {
     /// counting from the start of the range.
     pub fn count_mismatches(&self, range: Range<usize>, expected: impl Fn(usize) -> u64 + Sync) -> u64 {
         with_element_type!(self.dtype, T => {
-            let part = part_len(range.len());
+            let part = part_len(range.len(), self.threads);
             let count = |k: usize, chunk: &[T]| -> u64 {
                 chunk
                     .iter()
@@ -298,7 +313,7 @@ mod tests {
     #[test]
     fn large_ranges_fill_and_compare_in_parallel_exactly_as_in_serial() {
         let n = (1 << 21) + 12345;
-        let mut b = HostBuffer::new(DType::Int32, n + 10).unwrap();
+        let mut b = HostBuffer::new(DType::Int32, n + 10).unwrap().with_threads(4);
         b.poison();
         b.fill(10..n + 10, |i| (i % 1000) as u64);
         assert_eq!(b.count_mismatches(10..n + 10, |i| (i % 1000) as u64), 0);

@@ -20,6 +20,7 @@ table and writes the files.",
 mpirun -np 4 collbench run -b 8 -e 16M -f 2\n  \
 mpirun -np 2 collbench run --collectives all_reduce,all_gather -d float,int8 -o all\n  \
 mpirun -np 16 -N 8 collbench run --backend nccl -b 8 -e 8G -f 2\n  \
+collbench run -g 8 -b 8 -e 8G -f 2     8 GPUs of one node, one thread each, no MPI\n  \
 collbench info           NCCL, CUDA driver and GPUs found on this machine\n  \
 collbench run --help     every option of a run"
 )]
@@ -45,7 +46,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validatio
 (wrong > 0)."
     )]
     #[command(allow_negative_numbers = true)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show what this machine offers: NCCL library and version, CUDA driver, GPUs, MPI
     #[command(
         after_help = "Runs without MPI and without a GPU; every line says what was found or why not.\n\n\
@@ -141,6 +142,10 @@ pub struct RunArgs {
     /// Data plane: auto (nccl when every rank has a GPU and libnccl, else mpi), mpi or nccl [default: auto]
     #[arg(long, value_name = "NAME", help_heading = "What to run")]
     pub backend: Option<String>,
+
+    /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
+    #[arg(short = 'g', long, value_name = "N", help_heading = "What to run")]
+    pub ngpus: Option<u64>,
 
     /// The NCCL library to use, a file or a folder [default: COLLBENCH_NCCL_LIB, NCCL_HOME/lib, the loader's search, Python site-packages]
     #[arg(long, value_name = "PATH", help_heading = "What to run")]

@@ -47,6 +47,8 @@ pub struct RunConfig {
     pub progress: ProgressMode,
     /// `--nccl-lib`: the NCCL library (file or folder) to use.
     pub nccl_lib: Option<PathBuf>,
+    /// `-g N`: run N ranks as threads of this one process (no MPI).
+    pub threads: Option<usize>,
     pub inject_error: bool,
     /// Test-only: each rank writes the NCCL unique id it received here.
     pub trace_bootstrap: Option<PathBuf>,
@@ -296,6 +298,7 @@ struct FileConfig {
     no_progress: Option<bool>,
     progress: Option<bool>,
     nccl_lib: Option<PathBuf>,
+    ngpus: Option<u64>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig, Error> {
@@ -483,6 +486,10 @@ impl RunConfig {
             overwrite: args.overwrite || file.overwrite.unwrap_or(false),
             progress,
             nccl_lib: args.nccl_lib.clone().or(file.nccl_lib),
+            threads: match args.ngpus.or(file.ngpus) {
+                None => None,
+                Some(n) => Some(count_option("ngpus", Some(n), 1, 1)? as usize),
+            },
             inject_error: args.inject_error,
             trace_bootstrap: args.trace_bootstrap.clone(),
         })

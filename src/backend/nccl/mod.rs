@@ -311,6 +311,9 @@ pub struct NcclBackend {
     /// Set after any failure: the communicator is then aborted, not
     /// destroyed (destroy waits for peers that may be gone).
     failed: bool,
+    /// Threads for filling and checking host buffers: this host's cores
+    /// shared among its ranks.
+    host_threads: usize,
 }
 
 impl NcclBackend {
@@ -345,6 +348,7 @@ impl NcclBackend {
             library,
             cached: None,
             failed: false,
+            host_threads: std::thread::available_parallelism().map_or(1, |n| n.get()) / at.local_ranks.max(1),
         })
     }
 
@@ -451,13 +455,16 @@ impl Backend for NcclBackend {
         let (send_len, recv_len) = calls::buffer_lens(call);
         let e = call.dtype.size_bytes();
         self.ensure_device(send_len * e, recv_len * e)?;
+        // The host side of a GPU rank is idle while it checks: the host's
+        // cores are shared among the ranks on it.
+        let threads = self.host_threads;
         if self.host_send.dtype() != call.dtype || self.host_send.len() != send_len {
             self.host_send = HostBuffer::new(call.dtype, 0)?;
-            self.host_send = HostBuffer::new(call.dtype, send_len)?;
+            self.host_send = HostBuffer::new(call.dtype, send_len)?.with_threads(threads);
         }
         if self.host_recv.dtype() != call.dtype || self.host_recv.len() != recv_len {
             self.host_recv = HostBuffer::new(call.dtype, 0)?;
-            self.host_recv = HostBuffer::new(call.dtype, recv_len)?;
+            self.host_recv = HostBuffer::new(call.dtype, recv_len)?.with_threads(threads);
         }
         self.cached = None;
         Ok(())
