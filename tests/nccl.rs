@@ -255,28 +255,6 @@ fn has_cuda_driver() -> bool {
 }
 
 #[cfg(feature = "mpi")]
-fn mpirun_with(np: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "-np", &np.to_string()]);
-    for (k, v) in env {
-        cmd.args(["-x", &format!("{k}={v}")]);
-    }
-    let uid_root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if uid_root {
-        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    }
-    cmd.env_remove("COLLBENCH_NCCL_LIB").env_remove("NCCL_HOME");
-    cmd.arg(BIN).args(args);
-    output(cmd)
-}
-
-#[cfg(feature = "mpi")]
 #[test]
 fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
     let Some(lib) = nccl_lib() else { return };
@@ -288,7 +266,7 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
     let trace = dir.path().join("trace");
     std::fs::create_dir(&trace).unwrap();
     let (out, took) = timed(|| {
-        mpirun_with(
+        mpirun_env(
             2,
             &[("COLLBENCH_NCCL_LIB", path_str(&lib))],
             &[
@@ -359,7 +337,7 @@ fn auto_falls_back_to_mpi_without_a_gpu_and_says_why() {
         .as_deref()
         .map(|l| vec![("COLLBENCH_NCCL_LIB", path_str(l))])
         .unwrap_or_default();
-    let out = mpirun_with(
+    let out = mpirun_env(
         2,
         &env,
         &[

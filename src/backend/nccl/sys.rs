@@ -20,6 +20,7 @@
 //! `int`s; `NCCL_VERSION_CODE` is `major*10000 + minor*100 + patch` from 2.9
 //! on and `major*1000 + minor*100 + patch` before.
 #![allow(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::fmt;
@@ -332,26 +333,26 @@ impl Api {
         if !missing.is_empty() {
             return Err(format!("it lacks {}", missing.join(", ")));
         }
-        /// Copies a function pointer out of the library.
-        ///
-        /// SAFETY (of every use below): each symbol is looked up with the
-        /// function type its nccl.h declaration has (see the type aliases
-        /// above, written from nccl.h); the pointer is kept only inside the
-        /// `Api` that also owns `library`, so it never outlives the mapping.
+        // Each symbol is looked up with the function type its nccl.h
+        // declaration has (the type aliases above, written from nccl.h), and
+        // the pointer is kept only inside the `Api` that also owns `library`,
+        // so it never outlives the mapping.
         macro_rules! required {
-            ($name:literal) => {
-                match unsafe { library.get($name.as_bytes()) } {
+            ($name:literal) => {{
+                // SAFETY: see the comment above the macro.
+                let symbol = unsafe { library.get($name.as_bytes()) };
+                match symbol {
                     Ok(symbol) => *symbol,
                     Err(e) => return Err(format!("it lacks {}: {e}", $name)),
                 }
-            };
+            }};
         }
         macro_rules! optional {
-            ($name:literal) => {
-                unsafe { library.get($name.as_bytes()) }
-                    .ok()
-                    .map(|symbol| *symbol)
-            };
+            ($name:literal) => {{
+                // SAFETY: see the comment above `required!`.
+                let symbol = unsafe { library.get($name.as_bytes()) };
+                symbol.ok().map(|symbol| *symbol)
+            }};
         }
         Ok(Api {
             get_version: required!("ncclGetVersion"),
@@ -877,49 +878,8 @@ impl Comm {
         }
         let mut first_error = Ok(());
         for &(op, [p0, p1], param) in &resolved {
-            let (a, b) = (p0 as *const c_void, p1 as *mut c_void);
             let c = self.raw;
-            // SAFETY (every call below): `c` is a live communicator; `a` and
-            // `b` point into live device allocations with room for the
-            // element counts NCCL will touch (checked above through
-            // `Op::extents`); `stream` is the stream those allocations are
-            // freed on, so they outlive the enqueued work; `param` (root or
-            // peer) is an int that NCCL checks against the communicator's
-            // size; the optional entry points were checked to exist above.
-            let (name, rc) = match op {
-                Op::AllReduce { count, op, .. } => ("ncclAllReduce", unsafe {
-                    (self.api.all_reduce)(a, b, count, dt, op as c_int, c, stream)
-                }),
-                Op::Broadcast { count, .. } => ("ncclBroadcast", unsafe {
-                    (self.api.broadcast)(a, b, count, dt, param, c, stream)
-                }),
-                Op::Reduce { count, op, .. } => ("ncclReduce", unsafe {
-                    (self.api.reduce)(a, b, count, dt, op as c_int, param, c, stream)
-                }),
-                Op::AllGather { count, .. } => ("ncclAllGather", unsafe {
-                    (self.api.all_gather)(a, b, count, dt, c, stream)
-                }),
-                Op::ReduceScatter { count, op, .. } => ("ncclReduceScatter", unsafe {
-                    (self.api.reduce_scatter)(a, b, count, dt, op as c_int, c, stream)
-                }),
-                Op::AlltoAll { count, .. } => match self.api.alltoall {
-                    Some(f) => ("ncclAlltoAll", unsafe { f(a, b, count, dt, c, stream) }),
-                    None => ("ncclAlltoAll", 4),
-                },
-                Op::Gather { count, .. } => match self.api.gather {
-                    Some(f) => ("ncclGather", unsafe { f(a, b, count, dt, param, c, stream) }),
-                    None => ("ncclGather", 4),
-                },
-                Op::Scatter { count, .. } => match self.api.scatter {
-                    Some(f) => ("ncclScatter", unsafe { f(a, b, count, dt, param, c, stream) }),
-                    None => ("ncclScatter", 4),
-                },
-                Op::Send { count, .. } => ("ncclSend", unsafe { (self.api.send)(a, count, dt, param, c, stream) }),
-                // A receive has only the one (output) pointer.
-                Op::Recv { count, .. } => ("ncclRecv", unsafe {
-                    (self.api.recv)(p0 as *mut c_void, count, dt, param, c, stream)
-                }),
-            };
+            let (name, rc) = self.enqueue(op, p0, p1, param, dt, stream);
             if let Err(e) = self.api.check(name, rc, Some(c)) {
                 first_error = Err(e);
                 break;
@@ -935,6 +895,84 @@ impl Comm {
         }
         self.scratch = resolved;
         first_error
+    }
+
+    /// Enqueues one NCCL call. `p0` and `p1` are the op's two device
+    /// pointers in `Op::extents` order, already checked to lie inside live
+    /// allocations with room for every element NCCL touches; `stream` is the
+    /// stream those allocations are freed on, so they outlive the enqueued
+    /// work; `param` is the root or peer, which NCCL checks against the
+    /// communicator's size; optional entry points were checked to exist.
+    fn enqueue(
+        &self,
+        op: Op,
+        p0: u64,
+        p1: u64,
+        param: c_int,
+        dt: c_int,
+        stream: RawStream,
+    ) -> (&'static str, NcclResult) {
+        let (a, b) = (p0 as *const c_void, p1 as *mut c_void);
+        let c = self.raw;
+        let api = &self.api;
+        // ncclInvalidArgument, for an entry point that is absent after all.
+        let absent = 4;
+        match op {
+            Op::AllReduce { count, op, .. } => {
+                // SAFETY: see the method comment; `a` holds `count` elements, `b` too.
+                ("ncclAllReduce", unsafe {
+                    (api.all_reduce)(a, b, count, dt, op as c_int, c, stream)
+                })
+            }
+            Op::Broadcast { count, .. } => {
+                // SAFETY: see the method comment; `a` and `b` hold `count` elements.
+                ("ncclBroadcast", unsafe {
+                    (api.broadcast)(a, b, count, dt, param, c, stream)
+                })
+            }
+            Op::Reduce { count, op, .. } => {
+                // SAFETY: see the method comment; `a` and `b` hold `count` elements.
+                ("ncclReduce", unsafe {
+                    (api.reduce)(a, b, count, dt, op as c_int, param, c, stream)
+                })
+            }
+            Op::AllGather { count, .. } => {
+                // SAFETY: see the method comment; `a` holds `count`, `b` nranks*count.
+                ("ncclAllGather", unsafe { (api.all_gather)(a, b, count, dt, c, stream) })
+            }
+            Op::ReduceScatter { count, op, .. } => {
+                // SAFETY: see the method comment; `a` holds nranks*count, `b` count.
+                ("ncclReduceScatter", unsafe {
+                    (api.reduce_scatter)(a, b, count, dt, op as c_int, c, stream)
+                })
+            }
+            Op::AlltoAll { count, .. } => match api.alltoall {
+                // SAFETY: see the method comment; `a` and `b` hold nranks*count.
+                Some(f) => ("ncclAlltoAll", unsafe { f(a, b, count, dt, c, stream) }),
+                None => ("ncclAlltoAll", absent),
+            },
+            Op::Gather { count, .. } => match api.gather {
+                // SAFETY: see the method comment; `a` holds count, `b` nranks*count.
+                Some(f) => ("ncclGather", unsafe { f(a, b, count, dt, param, c, stream) }),
+                None => ("ncclGather", absent),
+            },
+            Op::Scatter { count, .. } => match api.scatter {
+                // SAFETY: see the method comment; `a` holds nranks*count, `b` count.
+                Some(f) => ("ncclScatter", unsafe { f(a, b, count, dt, param, c, stream) }),
+                None => ("ncclScatter", absent),
+            },
+            Op::Send { count, .. } => {
+                // SAFETY: see the method comment; `a` holds `count` elements.
+                ("ncclSend", unsafe { (api.send)(a, count, dt, param, c, stream) })
+            }
+            Op::Recv { count, .. } => {
+                // A receive has one pointer, its output: the first extent.
+                // SAFETY: see the method comment; it holds `count` elements.
+                ("ncclRecv", unsafe {
+                    (api.recv)(p0 as *mut c_void, count, dt, param, c, stream)
+                })
+            }
+        }
     }
 }
 
