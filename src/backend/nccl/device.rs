@@ -1,6 +1,6 @@
 //! The GPU side, through cudarc's safe driver API: which GPU a rank uses, its
-//! context and stream, device buffers, host<->device copies and completion
-//! polling. No `unsafe` here.
+//! context and stream, device buffers (`sys::DeviceMemory`), host<->device
+//! copies and completion polling. No `unsafe` here.
 //!
 //! cudarc loads libcuda lazily and panics when it or one of its symbols is
 //! missing, so every entry point first passes `sys::check_cuda_driver`,
@@ -8,9 +8,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DriverError};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
 use thiserror::Error;
 
+pub use super::sys::DeviceMemory;
 use super::sys::{self, CudaDriver, DriverMissing};
 
 /// Why a rank has no usable GPU, or a device call failed. One line each.
@@ -181,16 +182,32 @@ impl Device {
 
     /// `bytes` of zeroed device memory on this device's stream.
     pub fn alloc(&self, bytes: usize) -> Result<DeviceMemory, DeviceError> {
-        // A zero-length allocation is refused by the driver; one byte keeps
-        // every buffer a real allocation with a real address.
-        let slice = self
-            .stream
-            .alloc_zeros::<u8>(bytes.max(1))
-            .map_err(|e| DeviceError::Cuda {
-                what: "memory allocation",
-                text: format!("{} for {bytes} bytes", driver_text(&e)),
-            })?;
-        Ok(DeviceMemory::new(slice, bytes))
+        DeviceMemory::alloc(&self.stream, bytes).map_err(|e| DeviceError::Cuda {
+            what: "memory allocation",
+            text: format!("{} for {bytes} bytes", driver_text(&e)),
+        })
+    }
+
+    /// Copies `host` into `memory` at byte `offset`.
+    pub fn upload(memory: &mut DeviceMemory, offset: usize, host: &[u8]) -> Result<(), DeviceError> {
+        match memory.upload(offset, host) {
+            Some(result) => result.map_err(cuda("host-to-device copy")),
+            None => Err(DeviceError::Cuda {
+                what: "host-to-device copy",
+                text: "range beyond the device buffer".into(),
+            }),
+        }
+    }
+
+    /// Copies from `memory` at byte `offset` into `host`.
+    pub fn download(memory: &DeviceMemory, offset: usize, host: &mut [u8]) -> Result<(), DeviceError> {
+        match memory.download(offset, host) {
+            Some(result) => result.map_err(cuda("device-to-host copy")),
+            None => Err(DeviceError::Cuda {
+                what: "device-to-host copy",
+                text: "range beyond the device buffer".into(),
+            }),
+        }
     }
 
     /// Marks the end of everything enqueued so far on the stream.
@@ -201,82 +218,5 @@ impl Device {
     /// Whether the work before the last `mark` has finished.
     pub fn is_done(&self) -> Result<bool, DeviceError> {
         self.done.try_is_complete().map_err(cuda("event query"))
-    }
-}
-
-/// Device memory of one buffer, with its device address fetched once at
-/// allocation (asking cudarc per call would record an event per call in the
-/// timed loop; every use is on the one stream, so none is needed).
-pub struct DeviceMemory {
-    slice: CudaSlice<u8>,
-    ptr: u64,
-    /// Usable bytes (the allocation may be one byte larger).
-    len: usize,
-}
-
-impl DeviceMemory {
-    fn new(slice: CudaSlice<u8>, len: usize) -> DeviceMemory {
-        let ptr = {
-            let (ptr, _sync) = slice.device_ptr(slice.stream());
-            ptr
-        };
-        DeviceMemory { slice, ptr, len }
-    }
-
-    /// Address of the first byte; valid as long as `self` lives, and its
-    /// memory is freed in order on `raw_stream()`.
-    pub(super) fn raw_ptr(&self) -> u64 {
-        self.ptr
-    }
-
-    pub fn len_bytes(&self) -> usize {
-        self.len
-    }
-
-    /// The stream this memory is ordered on, as NCCL's `cudaStream_t`.
-    pub(super) fn raw_stream(&self) -> *mut std::ffi::c_void {
-        self.slice.stream().cu_stream().cast()
-    }
-
-    pub(super) fn same_stream(&self, other: &DeviceMemory) -> bool {
-        Arc::ptr_eq(self.slice.stream(), other.slice.stream())
-    }
-
-    /// Copies `host` to byte `offset`; returns when the copy is done.
-    pub fn upload(&mut self, offset: usize, host: &[u8]) -> Result<(), DeviceError> {
-        if host.is_empty() {
-            return Ok(());
-        }
-        let end = offset
-            .checked_add(host.len())
-            .filter(|&e| e <= self.len)
-            .ok_or(DeviceError::Cuda {
-                what: "upload",
-                text: "range beyond the device buffer".into(),
-            })?;
-        let stream = Arc::clone(self.slice.stream());
-        let mut view = self.slice.slice_mut(offset..end);
-        stream
-            .memcpy_htod(host, &mut view)
-            .map_err(cuda("host-to-device copy"))?;
-        stream.synchronize().map_err(cuda("host-to-device copy"))
-    }
-
-    /// Copies bytes from `offset` into `host`; returns when the copy is done.
-    pub fn download(&self, offset: usize, host: &mut [u8]) -> Result<(), DeviceError> {
-        if host.is_empty() {
-            return Ok(());
-        }
-        let end = offset
-            .checked_add(host.len())
-            .filter(|&e| e <= self.len)
-            .ok_or(DeviceError::Cuda {
-                what: "download",
-                text: "range beyond the device buffer".into(),
-            })?;
-        let stream = Arc::clone(self.slice.stream());
-        let view = self.slice.slice(offset..end);
-        stream.memcpy_dtoh(&view, host).map_err(cuda("device-to-host copy"))?;
-        stream.synchronize().map_err(cuda("device-to-host copy"))
     }
 }

@@ -483,13 +483,12 @@ impl Backend for NcclBackend {
         let result = match r.input.0 {
             Buf::Send => {
                 self.host_send.fill(r.input.1, value);
-                self.send
-                    .upload(0, self.host_send.bytes())
-                    .and_then(|()| self.recv.upload(0, self.host_recv.bytes()))
+                Device::upload(&mut self.send, 0, self.host_send.bytes())
+                    .and_then(|()| Device::upload(&mut self.recv, 0, self.host_recv.bytes()))
             }
             Buf::Recv => {
                 self.host_recv.fill(r.input.1, value);
-                self.recv.upload(0, self.host_recv.bytes())
+                Device::upload(&mut self.recv, 0, self.host_recv.bytes())
             }
         };
         match result {
@@ -543,7 +542,7 @@ impl Backend for NcclBackend {
         debug_assert_eq!(buf, Buf::Recv, "NCCL writes every output to recv");
         let e = call.dtype.size_bytes();
         let bytes = &mut self.host_recv.bytes_mut()[range.start * e..range.end * e];
-        if let Err(err) = self.recv.download(range.start * e, bytes) {
+        if let Err(err) = Device::download(&self.recv, range.start * e, bytes) {
             return self.fail(err);
         }
         Ok((&mut self.host_recv, range))

@@ -12,9 +12,13 @@
 //!   pointer range against the device allocation it comes from before
 //!   handing it to NCCL.
 //!
-//! Also here, because they too need `unsafe`: the check that the CUDA driver
-//! library loads and has every symbol cudarc will call (cudarc panics on a
-//! missing library or symbol), and the driver version query.
+//! Also here, because they too need `unsafe`: device memory (`DeviceMemory`,
+//! plain cuMemAlloc as nccl-tests' cudaMalloc, rather than cudarc's
+//! stream-ordered pool, whose memory other GPUs of the same process cannot
+//! reach without extra pool access rights, and without cudarc's per-use event
+//! records in the timed loop), the check that the CUDA driver library loads
+//! and has every symbol cudarc will call (cudarc panics on a missing library
+//! or symbol), and the driver version query.
 //!
 //! Facts used, from nccl.h: `NCCL_UNIQUE_ID_BYTES` is 128; enums are C
 //! `int`s; `NCCL_VERSION_CODE` is `major*10000 + minor*100 + patch` from 2.9
@@ -29,7 +33,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use super::device::DeviceMemory;
+use cudarc::driver::{CudaStream, DriverError};
 
 // ---------------------------------------------------------------------------
 // Raw C types
@@ -987,6 +991,114 @@ impl Drop for Comm {
 }
 
 // ---------------------------------------------------------------------------
+// Device memory
+
+/// One device allocation, ordered on one stream: every copy into or out of
+/// it, and every NCCL call that uses it, goes on that stream.
+pub struct DeviceMemory {
+    ptr: cudarc::driver::sys::CUdeviceptr,
+    len: usize,
+    stream: Arc<CudaStream>,
+}
+
+impl fmt::Debug for DeviceMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceMemory")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceMemory {
+    /// `len` zeroed bytes on the stream's device (at least one byte is
+    /// allocated, so that every buffer has a real address).
+    pub fn alloc(stream: &Arc<CudaStream>, len: usize) -> Result<DeviceMemory, DriverError> {
+        stream.context().bind_to_thread()?;
+        let bytes = len.max(1);
+        // SAFETY: cuMemAlloc with the stream's context current; the pointer
+        // is owned by the value returned below and freed once, in Drop.
+        let ptr = unsafe { cudarc::driver::result::malloc_sync(bytes) }?;
+        let memory = DeviceMemory {
+            ptr,
+            len,
+            stream: Arc::clone(stream),
+        };
+        // SAFETY: `ptr` is a live allocation of `bytes` bytes.
+        unsafe { cudarc::driver::result::memset_d8_async(ptr, 0, bytes, stream.cu_stream()) }?;
+        stream.synchronize()?;
+        Ok(memory)
+    }
+
+    pub fn len_bytes(&self) -> usize {
+        self.len
+    }
+
+    fn raw_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// The stream this memory is ordered on, as NCCL's `cudaStream_t`.
+    fn raw_stream(&self) -> RawStream {
+        self.stream.cu_stream().cast()
+    }
+
+    fn same_stream(&self, other: &DeviceMemory) -> bool {
+        Arc::ptr_eq(&self.stream, &other.stream)
+    }
+
+    /// Byte offset `offset` and `n` bytes from it, if inside the buffer.
+    fn range(&self, offset: usize, n: usize) -> Option<u64> {
+        let end = offset.checked_add(n)?;
+        (end <= self.len).then_some(self.ptr + offset as u64)
+    }
+
+    /// Copies `host` to byte `offset`, after everything enqueued before;
+    /// returns when the copy is done. `None` when the range is outside.
+    pub fn upload(&mut self, offset: usize, host: &[u8]) -> Option<Result<(), DriverError>> {
+        let dst = self.range(offset, host.len())?;
+        if host.is_empty() {
+            return Some(Ok(()));
+        }
+        Some(self.stream.context().bind_to_thread().and_then(|()| {
+            // SAFETY: `dst..dst+host.len()` lies inside this live allocation
+            // (checked by `range`); `host` stays borrowed until the stream
+            // is synchronized below, so the asynchronous copy reads valid
+            // memory.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, host, self.stream.cu_stream()) }?;
+            self.stream.synchronize()
+        }))
+    }
+
+    /// Copies bytes from `offset` into `host`, after everything enqueued
+    /// before; returns when the copy is done. `None` when outside.
+    pub fn download(&self, offset: usize, host: &mut [u8]) -> Option<Result<(), DriverError>> {
+        let src = self.range(offset, host.len())?;
+        if host.is_empty() {
+            return Some(Ok(()));
+        }
+        Some(self.stream.context().bind_to_thread().and_then(|()| {
+            // SAFETY: `src..src+host.len()` lies inside this live allocation;
+            // `host` is exclusively borrowed until the stream is
+            // synchronized below, so nothing else sees it being written.
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src, self.stream.cu_stream()) }?;
+            self.stream.synchronize()
+        }))
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // Work still queued may use this memory: wait for it, then free.
+        // Errors are ignored (a failed run is being torn down), and Drop
+        // must not panic.
+        let _ = self.stream.context().bind_to_thread();
+        let _ = self.stream.synchronize();
+        // SAFETY: `self.ptr` came from cuMemAlloc and is freed exactly once.
+        let _ = unsafe { cudarc::driver::result::free_sync(self.ptr) };
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The CUDA driver library, checked before cudarc touches it
 
 /// Every driver entry point that cudarc calls for what this backend does
@@ -1114,7 +1226,7 @@ pub fn check_cuda_driver() -> Result<CudaDriver, DriverMissing> {
 
 /// Total memory of a device, without opening a context on it (`info`).
 /// Call only after `check_cuda_driver` succeeded and cuInit returned.
-pub fn device_total_mem(dev: cudarc::driver::sys::CUdevice) -> Result<usize, cudarc::driver::DriverError> {
+pub fn device_total_mem(dev: cudarc::driver::sys::CUdevice) -> Result<usize, DriverError> {
     // SAFETY: cudarc requires `dev` to come from cuDeviceGet, which is the
     // only way callers obtain one (`cudarc::driver::result::device::get`).
     unsafe { cudarc::driver::result::device::total_mem(dev) }
