@@ -62,6 +62,13 @@ pub trait Backend {
     /// Makes buffers ready for `call` (both placements).
     fn prepare(&mut self, call: &Call) -> Result<(), Error>;
 
+    /// Marks the start of one measured point (warm-up, check and timing of
+    /// one case in one placement) for profilers, as `label`.
+    fn point_begin(&mut self, _label: &str) {}
+
+    /// Marks the end of the point `point_begin` started.
+    fn point_end(&mut self) {}
+
     /// Poisons the output region, then writes element `i` of this rank's
     /// input as `value(i)` where `placement` puts the input.
     fn load_input(

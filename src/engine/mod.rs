@@ -21,6 +21,18 @@ use crate::types::Placement;
 use crate::world::World;
 pub use plan::{Case, Plan};
 
+/// "all_reduce float sum 1048576B in_place", "broadcast int8 root1 8B out_of_place".
+pub fn point_label(case: &Case, placement: Placement) -> String {
+    let mut label = format!("{} {}", case.collective.name(), case.dtype.name());
+    if let Some(op) = case.op {
+        label += &format!(" {op}");
+    }
+    if let Some(root) = case.root {
+        label += &format!(" root{root}");
+    }
+    label + &format!(" {}B {placement}", case.size_bytes())
+}
+
 /// Run-wide values that every record carries.
 #[derive(Clone, Debug)]
 pub struct RunContext {
@@ -88,12 +100,11 @@ impl<'a> Engine<'a> {
             };
             self.backend.prepare(&call)?;
             for placement in Placement::BOTH {
-                for _ in 0..self.cfg.warmup {
-                    self.backend.launch(&call, placement)?;
-                }
-                self.backend.wait()?;
-                let wrong = self.check(&call, placement)?;
-                let time_s = self.time(&call, placement)?;
+                // For profilers' timelines (NVTX on the nccl backend).
+                self.backend.point_begin(&point_label(case, placement));
+                let measured = self.measure(&call, placement);
+                self.backend.point_end();
+                let (wrong, time_s) = measured?;
                 let times = self.world.gather_f64(time_s);
 
                 summary.points += 1;
@@ -108,6 +119,18 @@ impl<'a> Engine<'a> {
             }
         }
         Ok(summary)
+    }
+
+    /// Warm-up, check and timing of one point: (wrong elements, seconds per
+    /// operation on this rank).
+    fn measure(&mut self, call: &Call, placement: Placement) -> Result<(Option<u64>, f64), Error> {
+        for _ in 0..self.cfg.warmup {
+            self.backend.launch(call, placement)?;
+        }
+        self.backend.wait()?;
+        let wrong = self.check(call, placement)?;
+        let time_s = self.time(call, placement)?;
+        Ok((wrong, time_s))
     }
 
     /// Up to `--check` validation iterations; the first that finds wrong
@@ -199,5 +222,34 @@ impl<'a> Engine<'a> {
             busbw_gbps: busbw,
             wrong,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::types::{DType, ReduceOp};
+
+    #[test]
+    fn point_labels_name_what_a_profiler_timeline_shows() {
+        let case = |c: Collective, op, root| Case {
+            collective: c,
+            dtype: DType::Float,
+            op,
+            root,
+            shape: c.spec().shape(256, 2),
+        };
+        assert_eq!(
+            point_label(
+                &case(Collective::AllReduce, Some(ReduceOp::Sum), None),
+                Placement::InPlace
+            ),
+            "all_reduce float sum 1024B in_place"
+        );
+        assert_eq!(
+            point_label(&case(Collective::Broadcast, None, Some(1)), Placement::OutOfPlace),
+            "broadcast float root1 1024B out_of_place"
+        );
     }
 }

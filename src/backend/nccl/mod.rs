@@ -34,7 +34,7 @@ use crate::error::Error;
 use crate::types::{DType, Placement, ReduceOp};
 use calls::Native;
 use device::DeviceMemory;
-use sys::{Api, Buf, Candidate, Comm, Launch};
+use sys::{Api, Buf, Candidate, Comm, Launch, Nvtx};
 
 /// Environment variable naming the library (file or folder).
 pub const ENV_LIB: &str = "COLLBENCH_NCCL_LIB";
@@ -157,6 +157,28 @@ pub fn site_packages_dirs() -> Vec<PathBuf> {
         new
     });
     dirs
+}
+
+/// libnvToolsExt, only when a profiler asks for ranges: Nsight Systems
+/// (`nsys profile --trace=cuda,nvtx,nccl`) sets NVTX_INJECTION64_PATH for
+/// the process it profiles. Otherwise, or where the library is absent, no
+/// range is ever made.
+fn load_nvtx() -> Option<Nvtx> {
+    std::env::var_os("NVTX_INJECTION64_PATH")?;
+    let name = "libnvToolsExt.so.1";
+    let mut candidates = vec![PathBuf::from(name), PathBuf::from("libnvToolsExt.so")];
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(home) = std::env::var_os(var) {
+            candidates.push(PathBuf::from(home).join("lib64").join(name));
+        }
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/lib64").join(name));
+    candidates.extend(
+        site_packages_dirs()
+            .iter()
+            .map(|d| d.join("nvidia/nvtx/lib").join(name)),
+    );
+    Nvtx::load_first(&candidates)
 }
 
 /// A loaded libnccl: its entry points, version and where it came from.
@@ -314,6 +336,8 @@ pub struct NcclBackend {
     /// Threads for filling and checking host buffers: this host's cores
     /// shared among its ranks.
     host_threads: usize,
+    /// Ranges around each measured point, under a profiler.
+    nvtx: Option<Nvtx>,
 }
 
 impl NcclBackend {
@@ -349,6 +373,7 @@ impl NcclBackend {
             cached: None,
             failed: false,
             host_threads: std::thread::available_parallelism().map_or(1, |n| n.get()) / at.local_ranks.max(1),
+            nvtx: load_nvtx(),
         })
     }
 
@@ -468,6 +493,18 @@ impl Backend for NcclBackend {
         }
         self.cached = None;
         Ok(())
+    }
+
+    fn point_begin(&mut self, label: &str) {
+        if let (Some(nvtx), Ok(label)) = (&self.nvtx, std::ffi::CString::new(label)) {
+            nvtx.push(&label);
+        }
+    }
+
+    fn point_end(&mut self) {
+        if let Some(nvtx) = &self.nvtx {
+            nvtx.pop();
+        }
     }
 
     fn load_input(
