@@ -14,8 +14,9 @@ use clap::{Args, Parser, Subcommand};
     long_about = "collbench measures collective communication the way nccl-tests does \
 (same size semantics, same algbw/busbw formulas, out-of-place and in-place), but one \
 launch sweeps every collective, verifies every result and writes a CSV row per point.\n\n\
-Launch one process per rank with your MPI launcher (mpirun, srun); rank 0 prints the \
-table and writes the files.",
+Launch one process per rank (one per GPU) with your MPI launcher (mpirun, srun), or \
+run one process with -g N for N GPUs of one node; rank 0 prints the table and writes \
+the files. `collbench info` shows the NCCL library, CUDA driver and GPUs found.",
     after_help = "Examples:\n  \
 mpirun -np 4 collbench run -b 8 -e 16M -f 2\n  \
 mpirun -np 2 collbench run --collectives all_reduce,all_gather -d float,int8 -o all\n  \
@@ -31,7 +32,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a benchmark sweep (under mpirun/srun, one process per rank)
+    /// Run a benchmark sweep (under mpirun/srun, one process per rank; or -g N, one thread per GPU)
     #[command(
         after_help = "Sizes take binary K, M, G, T suffixes (16M = 16777216 bytes). Sizes step by \
 -f (multiply) or, when only -i is given, by -i (add). Lists are comma-separated; `all` \
