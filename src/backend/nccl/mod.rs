@@ -354,6 +354,16 @@ impl NcclBackend {
         let dev = |e: DeviceError| Error::runtime(e.to_string());
         device.bind().map_err(dev)?;
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
+        // A communicator that disagrees with the control plane about who is
+        // who would measure something else than asked.
+        let (count, me) = (comm.count().map_err(nccl)?, comm.user_rank().map_err(nccl)?);
+        if usize::try_from(count).ok() != Some(at.nranks) || usize::try_from(me).ok() != Some(at.rank) {
+            comm.abort();
+            return Err(Error::runtime(format!(
+                "NCCL made rank {me} of {count} where the control plane has rank {} of {}",
+                at.rank, at.nranks
+            )));
+        }
         let opt = library.optional();
         let send = device.alloc(0).map_err(dev)?;
         let recv = device.alloc(0).map_err(dev)?;

@@ -426,13 +426,14 @@ impl Api {
         if code == NCCL_SUCCESS {
             return Ok(());
         }
-        let detail = match (self.get_last_error, comm) {
-            (Some(last), Some(comm)) => {
+        let detail = match self.get_last_error {
+            Some(last) => {
                 // SAFETY: ncclGetLastError(comm) accepts a live communicator
-                // (or NULL) and returns a pointer to a NUL-terminated string
-                // owned by NCCL, valid until the next NCCL call on this
-                // thread; it is copied at once.
-                let ptr = unsafe { last(comm) };
+                // or NULL (then it reports the thread's last error, as after
+                // a failed initialisation) and returns a pointer to a
+                // NUL-terminated string owned by NCCL, valid until the next
+                // NCCL call on this thread; it is copied at once.
+                let ptr = unsafe { last(comm.unwrap_or(std::ptr::null_mut())) };
                 if ptr.is_null() {
                     String::new()
                 } else {
@@ -440,7 +441,7 @@ impl Api {
                     unsafe { CStr::from_ptr(ptr) }.to_string_lossy().trim().to_string()
                 }
             }
-            _ => String::new(),
+            None => String::new(),
         };
         Err(NcclError {
             call,
@@ -797,13 +798,11 @@ impl Comm {
 
     /// `ncclCommAbort`: frees the communicator without waiting for peers,
     /// for use after an error.
-    pub fn abort(self) {
-        let raw = self.raw;
-        let api = Arc::clone(&self.api);
-        std::mem::forget(self);
-        // SAFETY: `raw` is live and, `self` being forgotten, released
-        // exactly once here.
-        let _ = unsafe { (api.comm_abort)(raw) };
+    pub fn abort(mut self) {
+        let raw = std::mem::replace(&mut self.raw, std::ptr::null_mut());
+        // SAFETY: `raw` is live; `self.raw` is now null, so Drop does not
+        // release it a second time.
+        let _ = unsafe { (self.api.comm_abort)(raw) };
     }
 
     /// Enqueues `launch` on the stream of the buffers. Every pointer range
@@ -985,6 +984,9 @@ impl Drop for Comm {
         // ncclCommDestroy waits for outstanding work on this communicator;
         // after a failure the owner calls `abort` instead. Errors are
         // ignored: there is nobody to tell, and Drop must not panic.
+        if self.raw.is_null() {
+            return; // aborted
+        }
         // SAFETY: `self.raw` is live and released exactly once, here.
         let _ = unsafe { (self.api.comm_destroy)(self.raw) };
     }
