@@ -7,6 +7,16 @@ cd "$(dirname "$0")/.."
 collbench_ensure_deps
 collbench_mpirun_env
 
+echo "== NCCL library for the tests (PyPI's nvidia-nccl-cu12 wheel, cached in .cache/nccl)"
+if [ -n "${COLLBENCH_TEST_NCCL_LIB:-}" ] && [ -f "$COLLBENCH_TEST_NCCL_LIB" ]; then
+    echo "using $COLLBENCH_TEST_NCCL_LIB"
+else
+    collbench_fetch_nccl
+    echo "using $COLLBENCH_TEST_NCCL_LIB"
+fi
+# The NCCL tests fail, rather than skip, when the library is missing.
+export COLLBENCH_REQUIRE_NCCL=1
+
 echo "== formatting and lints"
 if cargo fmt --version >/dev/null 2>&1; then
     cargo fmt --all -- --check
@@ -16,12 +26,14 @@ fi
 if cargo clippy --version >/dev/null 2>&1; then
     cargo clippy --locked --all-targets -- -D warnings
     cargo clippy --locked --all-targets --no-default-features -- -D warnings
+    cargo clippy --locked --all-targets --no-default-features --features nccl -- -D warnings
 else
     echo "(clippy not installed: skipped)"
 fi
 
-echo "== build without MPI"
+echo "== builds without MPI: nothing, and the NCCL backend alone"
 cargo build --locked --no-default-features
+cargo build --locked --no-default-features --features nccl
 
-echo "== tests (unit, and the real binary under mpirun with 1 to 4 ranks)"
+echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, the NCCL library without a GPU)"
 cargo test --locked --all-targets "$@"

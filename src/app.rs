@@ -11,10 +11,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, CompareArgs, ImportArgs, PlotArgs, RunArgs};
+use crate::cli::{Cli, Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, RunArgs};
 use crate::config::RunConfig;
+use crate::engine::stop::StopRequest;
 use crate::error::{Error, exit};
-use crate::world::launcher_rank;
+use crate::world::{launcher_rank, launcher_size};
 
 pub fn main() -> ExitCode {
     install_panic_hook();
@@ -27,6 +28,7 @@ pub fn main() -> ExitCode {
         Command::Compare(args) => report_command(|| compare_command(&args)),
         Command::Plot(args) => report_command(|| plot_command(&args)),
         Command::Import(args) => report_command(|| import_command(&args)),
+        Command::Info(args) => info_command(&args),
     };
     ExitCode::from(code)
 }
@@ -120,10 +122,21 @@ fn abort_job_after_panic() {
         use mpi::traits::Communicator;
         mpi::topology::SimpleCommunicator::world().abort(i32::from(exit::RUNTIME));
     }
+    // Without MPI the ranks are threads of this process (`-g`): ending it
+    // is what keeps them from waiting for the one that panicked.
+    std::process::exit(i32::from(exit::RUNTIME));
 }
 
 #[cfg(not(feature = "mpi"))]
-fn abort_job_after_panic() {}
+fn abort_job_after_panic() {
+    std::process::exit(i32::from(exit::RUNTIME));
+}
+
+/// `collbench info`: what this machine offers, one fact per line.
+fn info_command(args: &InfoArgs) -> u8 {
+    print!("{}", crate::info::report(args.nccl_lib.as_deref()));
+    exit::OK
+}
 
 /// Runs a command that needs no MPI: its error is one line, its exit code
 /// the error's, or what the command returned.
@@ -260,11 +273,40 @@ fn run_command(args: &RunArgs) -> u8 {
         Ok(cfg) => cfg,
         Err(e) => return report_early_error(&e),
     };
-    run_with_control_plane(&cfg)
+    // One stop request for the process: with -g, every rank thread checks it.
+    let stop = match StopRequest::install() {
+        Ok(stop) => stop,
+        Err(e) => return report_early_error(&e),
+    };
+    run_with_control_plane(&cfg, &stop)
+}
+
+/// Picks the control plane: one thread per rank with `-g N` (and always in
+/// a build without MPI), else MPI.
+fn run_with_control_plane(cfg: &RunConfig, stop: &StopRequest) -> u8 {
+    if launcher_size().is_some_and(|n| n > 1) && (cfg.threads.is_some() || !cfg!(feature = "mpi")) {
+        if is_first_rank() {
+            let why = if cfg!(feature = "mpi") {
+                "-g starts every rank as a thread of one process; do not combine it with a multi-process launch"
+            } else {
+                "this build has no MPI, so it cannot join a multi-process launch; run one process with -g N, \
+                 or rebuild with the default `mpi` feature"
+            };
+            eprintln!("collbench: {why}");
+        }
+        return exit::USAGE;
+    }
+    match cfg.threads {
+        Some(n) => run_threads(n, cfg, stop),
+        None => run_default(cfg, stop),
+    }
 }
 
 #[cfg(feature = "mpi")]
-fn run_with_control_plane(cfg: &RunConfig) -> u8 {
+fn run_default(cfg: &RunConfig, stop: &StopRequest) -> u8 {
+    use crate::backend::Backend;
+    use crate::backend::mpi::MpiBackend;
+
     let world = match crate::world::mpi::MpiWorld::init() {
         Ok(w) => w,
         Err(e) => {
@@ -272,26 +314,46 @@ fn run_with_control_plane(cfg: &RunConfig) -> u8 {
             return exit::RUNTIME;
         }
     };
-    session::run(&world, cfg)
+    let mpi_backend = |nodes: &crate::topology::Nodes| {
+        MpiBackend::new(&world, nodes.clone(), cfg.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
+    };
+    session::run(&world, cfg, Some(&mpi_backend), stop)
 }
 
+/// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_with_control_plane(_cfg: &RunConfig) -> u8 {
-    crate::error::say("collbench: this build has no control plane: rebuild with the default `mpi` feature");
-    exit::USAGE
+fn run_default(cfg: &RunConfig, stop: &StopRequest) -> u8 {
+    run_threads(1, cfg, stop)
 }
 
-#[cfg(feature = "mpi")]
+/// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
+fn run_threads(n: usize, cfg: &RunConfig, stop: &StopRequest) -> u8 {
+    use crate::world::threads::ThreadWorld;
+
+    let worlds = ThreadWorld::create(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = worlds
+            .iter()
+            .map(|world| scope.spawn(move || session::run(world, cfg, None, stop)))
+            .collect();
+        // A rank that panicked has ended the process in the panic hook.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(exit::RUNTIME))
+            .max()
+            .unwrap_or(exit::OK)
+    })
+}
+
 mod session {
     use std::path::PathBuf;
 
     use super::*;
     use crate::backend::Backend;
-    use crate::backend::mpi::MpiBackend;
     use crate::config::BackendChoice;
     use crate::engine::digest::check_same_plan;
-    use crate::engine::plan::available_memory;
-    use crate::engine::stop::{StopRequest, signal_name};
+    use crate::engine::plan::{available_memory, human_bytes};
+    use crate::engine::stop::signal_name;
     use crate::engine::watchdog::Watchdog;
     use crate::engine::{Engine, Plan, RunContext};
     use crate::report::csv::CsvSink;
@@ -302,7 +364,10 @@ mod session {
     use crate::report::{RankSummary, Reporter, RunInfo, Sink};
     use crate::topology::Nodes;
     use crate::world::World;
-    use crate::world::mpi::MpiWorld;
+
+    /// Makes the mpi backend over these nodes, where the control plane is
+    /// MPI.
+    pub type MakeMpi<'a> = &'a dyn Fn(&Nodes) -> Result<Box<dyn Backend>, Error>;
 
     struct Setup {
         backend: Box<dyn Backend>,
@@ -313,24 +378,34 @@ mod session {
         outputs: Option<(Reporter, RunInfo)>,
     }
 
-    pub fn run(world: &MpiWorld, cfg: &RunConfig) -> u8 {
+    /// The backend every rank agreed on, and what the header says about it.
+    struct Chosen {
+        backend: Box<dyn Backend>,
+        note: Option<String>,
+    }
+
+    pub fn run<W: World>(world: &W, cfg: &RunConfig, mpi_backend: Option<MakeMpi<'_>>, stop: &StopRequest) -> u8 {
         let watchdog = cfg
             .timeout
             .map(|t| Watchdog::start(t, format!("rank {} on {}", world.rank(), world.host())));
         if let Some(w) = &watchdog {
             w.watch("the set-up (plan check, communicators, output files)");
         }
-        let stop = match StopRequest::install() {
-            Ok(stop) => stop,
-            Err(e) => {
-                crate::error::say(&world.error_line(&e));
-                return e.exit_code();
-            }
-        };
         if let Err(failed) = world.agree(check_same_plan(world, &cfg.digest_fields())) {
             return failed.code;
         }
-        let setup = prepare(world, cfg, &stop);
+        let nodes = match world.agree(nodes_of(world, cfg)) {
+            Ok(nodes) => nodes,
+            Err(failed) => return failed.code,
+        };
+        let chosen = match choose_backend(world, cfg, &nodes, mpi_backend) {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        // Every rank gets here (a failed choice ended every rank above), so
+        // this collective cannot hang.
+        let device_free = world.min_u64(chosen.backend.device_free_bytes().unwrap_or(u64::MAX));
+        let setup = prepare(world, cfg, chosen, device_free, nodes, stop);
         let Setup {
             mut backend,
             plan,
@@ -363,7 +438,7 @@ mod session {
 
         let sweep = Engine::new(world, backend.as_mut(), cfg, &ctx)
             .with_watchdog(watchdog.as_ref())
-            .with_stop(stop)
+            .with_stop(stop.clone())
             .run(&plan, |record| match reporter.as_mut() {
                 Some(rep) => rep.record(record),
                 None => Ok(()),
@@ -446,38 +521,78 @@ mod session {
     }
 
     /// Prints this rank's failure and takes the whole job down.
-    fn fail(world: &MpiWorld, e: &Error) -> ! {
+    fn fail<W: World>(world: &W, e: &Error) -> ! {
         crate::error::say(&world.error_line(e));
         world.abort(e.exit_code())
     }
 
-    /// Everything that can fail before the first collective: backend,
-    /// plan, memory, output files (rank 0).
-    fn prepare(world: &MpiWorld, cfg: &RunConfig, stop: &StopRequest) -> Result<Setup, Error> {
-        let nodes = match cfg.ranks_per_node {
+    /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.
+    fn nodes_of<W: World>(world: &W, cfg: &RunConfig) -> Result<Nodes, Error> {
+        match cfg.ranks_per_node {
             Some(k) => {
                 let hosts: Vec<String> = world.ranks().iter().map(|r| r.host.clone()).collect();
-                Nodes::consecutive(k, &hosts)?
+                Nodes::consecutive(k, &hosts)
             }
-            None => world.nodes().clone(),
+            None => Ok(world.nodes().clone()),
+        }
+    }
+
+    /// Picks the data plane. `auto` takes nccl only when every rank has a
+    /// GPU and libnccl, so that all ranks pick the same. A failure is agreed
+    /// on (printed once) and returned as the exit code.
+    fn choose_backend<W: World>(
+        world: &W,
+        cfg: &RunConfig,
+        nodes: &Nodes,
+        mpi_backend: Option<MakeMpi<'_>>,
+    ) -> Result<Chosen, u8> {
+        let agreed_mpi = |note: Option<String>, make: MakeMpi<'_>| -> Result<Chosen, u8> {
+            let backend = world.agree(make(nodes)).map_err(|d| d.code)?;
+            Ok(Chosen { backend, note })
         };
-        let mpi = || MpiBackend::new(world, nodes.clone(), cfg.phase_times);
-        let (backend, backend_note): (Box<dyn Backend>, Option<String>) = match cfg.backend {
-            BackendChoice::Mpi => (Box::new(mpi()?), None),
-            BackendChoice::Auto => (
-                Box::new(mpi()?),
-                Some("auto: no GPU backend in this build, using mpi".into()),
-            ),
-        };
-        let mut backend = backend;
-        let plan = Plan::build(cfg, &nodes, backend.as_ref())?;
-        if cfg.rotate {
-            backend.rotate_within(plan.peak_span_bytes())?;
+        match (cfg.backend, mpi_backend) {
+            (BackendChoice::Mpi, Some(make)) => agreed_mpi(None, make),
+            (BackendChoice::Mpi, None) => {
+                let e: Result<Chosen, Error> = Err(Error::usage(
+                    "the mpi backend needs the MPI control plane: launch with mpirun and without -g, or use --backend nccl",
+                ));
+                world.agree(e).map_err(|d| d.code)
+            }
+            (BackendChoice::Nccl, _) => nccl::start(world, cfg, None),
+            // Without MPI, auto can only be nccl: its own errors say best
+            // what is missing.
+            (BackendChoice::Auto, None) => nccl::start(world, cfg, None),
+            (BackendChoice::Auto, Some(make)) => match nccl::probe(world, cfg) {
+                Ok(library) => nccl::start(world, cfg, Some(library)),
+                Err(why) => agreed_mpi(Some(format!("auto: {why}, using mpi")), make),
+            },
+        }
+    }
+
+    /// Everything that can fail before the first collective, after the
+    /// backend: plan, memory, output files (rank 0).
+    fn prepare<W: World>(
+        world: &W,
+        cfg: &RunConfig,
+        chosen: Chosen,
+        device_free: u64,
+        nodes: Nodes,
+        stop: &StopRequest,
+    ) -> Result<Setup, Error> {
+        let Chosen { mut backend, note } = chosen;
+        let mut notes: Vec<String> = note.into_iter().collect();
+        let mut plan = Plan::build(cfg, &nodes, backend.as_ref())?;
+        if device_free != u64::MAX {
+            let (fitted, lowered) = fit_to_device(cfg, &nodes, backend.as_ref(), plan, device_free)?;
+            plan = fitted;
+            notes.extend(lowered);
         }
         if let Some(available) = available_memory() {
             // memory is per host, whatever --ranks-per-node says
             plan.check_memory(world.nodes().local_size(world.rank()), available)?;
         }
+        backend.reserve(&plan, cfg.rotate)?;
+        let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
         let outputs = if world.rank() == 0 {
             Some(open_outputs(
                 world,
@@ -499,8 +614,53 @@ mod session {
         })
     }
 
-    fn open_outputs(
-        world: &MpiWorld,
+    /// GPU memory a backend leaves aside for the library's own buffers (NCCL
+    /// connects peers lazily and allocates then): as nccl-tests, 1 GiB, or
+    /// a tenth of the free memory where that is more.
+    fn device_headroom(free: u64) -> u64 {
+        (1u64 << 30).max(free / 10)
+    }
+
+    /// Lowers the largest size until the plan's buffers fit in the GPU
+    /// memory every rank has free (as nccl-tests does), and says so.
+    fn fit_to_device(
+        cfg: &RunConfig,
+        nodes: &Nodes,
+        backend: &dyn Backend,
+        plan: Plan,
+        free: u64,
+    ) -> Result<(Plan, Option<String>), Error> {
+        let budget = free.saturating_sub(device_headroom(free));
+        let need = |p: &Plan| p.peak_buffer_bytes();
+        if need(&plan) <= budget {
+            return Ok((plan, None));
+        }
+        let sizes = cfg.sweep.sizes();
+        for &max in sizes.iter().rev().skip(1) {
+            let mut smaller = cfg.clone();
+            smaller.sweep = crate::config::SizeSweep::new(cfg.sweep.min, max, cfg.sweep.step)?;
+            let Ok(p) = Plan::build(&smaller, nodes, backend) else {
+                continue;
+            };
+            if need(&p) <= budget {
+                let note = format!(
+                    "--maxbytes lowered from {} to {} to fit GPU memory ({} free)",
+                    human_bytes(cfg.sweep.max),
+                    human_bytes(max),
+                    human_bytes(free)
+                );
+                return Ok((p, Some(note)));
+            }
+        }
+        Err(Error::usage(format!(
+            "even the smallest size needs {} of GPU memory per rank, more than the {} free; lower --minbytes",
+            human_bytes(need(&plan)),
+            human_bytes(free)
+        )))
+    }
+
+    fn open_outputs<W: World>(
+        world: &W,
         cfg: &RunConfig,
         nodes: &Nodes,
         backend: &dyn Backend,
@@ -577,7 +737,7 @@ mod session {
         Ok((Reporter::new(sinks, progress), info))
     }
 
-    fn context(world: &MpiWorld, nodes: &Nodes, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
+    fn context<W: World>(world: &W, nodes: &Nodes, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
         RunContext {
             run_id: info.map(|i| i.run_id.clone()).unwrap_or_default(),
             host: world.host().into(),
@@ -587,6 +747,126 @@ mod session {
             transport_observed: "unknown".into(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
+        }
+    }
+
+    /// The NCCL data plane's start: library, unique id, GPU, communicator.
+    #[cfg(feature = "nccl")]
+    mod nccl {
+        use super::*;
+        use crate::backend::nccl::{DeviceError, LoadError, NcclBackend, NcclLibrary, Placing, UniqueId, device};
+
+        /// Whether this rank could run nccl, agreed over all ranks: `Ok`
+        /// with the loaded library where every rank can, else why not (this
+        /// rank's reason, or that another rank cannot).
+        pub fn probe<W: World>(world: &W, cfg: &RunConfig) -> Result<NcclLibrary, String> {
+            let local = local_probe(cfg);
+            let everyone = world.min_u64(u64::from(local.is_ok())) == 1;
+            match local {
+                Ok(library) if everyone => Ok(library),
+                Ok(_) => Err("another rank has no usable GPU or NCCL".into()),
+                Err(why) => Err(why),
+            }
+        }
+
+        /// GPU first (cheap, and the common reason on a laptop), then NCCL.
+        fn local_probe(cfg: &RunConfig) -> Result<NcclLibrary, String> {
+            match device::probe() {
+                Ok(_) => {}
+                Err(DeviceError::Driver(_)) => return Err("no CUDA driver".into()),
+                Err(DeviceError::NoGpu { .. }) => return Err("no GPU visible".into()),
+                Err(e) => return Err(format!("no usable GPU ({e})")),
+            }
+            NcclLibrary::find(cfg.nccl_lib.as_deref()).map_err(|e| match e {
+                LoadError::NotFound { .. } => "a GPU but no NCCL library (see `collbench info`)".into(),
+                other => format!("a GPU but {other}"),
+            })
+        }
+
+        fn agreed<W: World, T>(world: &W, local: Result<T, Error>) -> Result<T, u8> {
+            world.agree(local).map_err(|d| d.code)
+        }
+
+        /// Bootstrap, in steps every rank takes together: every rank loads
+        /// libnccl; rank 0 makes the unique id and broadcasts it over MPI;
+        /// every rank opens its GPU; then the collective communicator
+        /// initialisation. A failure before the last step is agreed on and
+        /// printed once; a failure inside it takes the job down (peers may
+        /// be waiting inside NCCL).
+        pub fn start<W: World>(world: &W, cfg: &RunConfig, found: Option<NcclLibrary>) -> Result<Chosen, u8> {
+            let nccl_error = |e: &dyn std::fmt::Display| Error::runtime(format!("--backend nccl: {e}"));
+            let library = match found {
+                Some(library) => Ok(library),
+                None => NcclLibrary::find(cfg.nccl_lib.as_deref()).map_err(|e| nccl_error(&e)),
+            };
+            let library = agreed(world, library)?;
+
+            let id = if world.rank() == 0 {
+                library.unique_id().map(|id| id.0.to_vec()).map_err(|e| nccl_error(&e))
+            } else {
+                Ok(Vec::new())
+            };
+            let id = agreed(world, id)?;
+            let id = UniqueId::from_bytes(&world.broadcast_bytes(&id));
+            let id = agreed(world, id.and_then(|id| trace(cfg, world.rank(), &id).map(|()| id)))?;
+
+            let nodes = world.nodes();
+            let rank = world.rank();
+            let placing = Placing {
+                nranks: world.size(),
+                rank,
+                local_rank: nodes.local_rank(rank),
+                local_ranks: nodes.local_size(rank),
+                host: world.host().to_string(),
+            };
+            let device = NcclBackend::open_device(&placing).map_err(|e| nccl_error(&e));
+            let device = agreed(world, device)?;
+
+            match NcclBackend::init(library, device, &id, &placing) {
+                Ok(backend) => Ok(Chosen {
+                    backend: Box::new(backend),
+                    note: (cfg.backend == BackendChoice::Auto)
+                        .then(|| "auto: every rank has a GPU and NCCL, using nccl".to_string()),
+                }),
+                Err(e) => {
+                    eprintln!("{}", world.error_line(&e));
+                    world.abort(e.exit_code())
+                }
+            }
+        }
+
+        /// Test hook (`--trace-bootstrap DIR`): the id this rank received.
+        fn trace(cfg: &RunConfig, rank: usize, id: &UniqueId) -> Result<(), Error> {
+            let Some(dir) = &cfg.trace_bootstrap else {
+                return Ok(());
+            };
+            let path = dir.join(format!("rank-{rank}.id"));
+            std::fs::write(&path, id.hex() + "\n")
+                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
+        }
+    }
+
+    /// Without the nccl feature: `--backend nccl` is refused, `auto` is mpi.
+    #[cfg(not(feature = "nccl"))]
+    mod nccl {
+        use super::*;
+
+        pub fn probe<W: World>(_world: &W, _cfg: &RunConfig) -> Result<std::convert::Infallible, String> {
+            Err("this build has no nccl backend".into())
+        }
+
+        pub fn start<W: World>(
+            world: &W,
+            _cfg: &RunConfig,
+            _found: Option<std::convert::Infallible>,
+        ) -> Result<Chosen, u8> {
+            let e: Result<(), Error> = Err(Error::usage(
+                "--backend nccl: this build has no nccl backend; rebuild with the `nccl` feature (on by default)",
+            ));
+            match world.agree(e) {
+                Ok(()) => Err(exit::USAGE),
+                Err(d) => Err(d.code),
+            }
         }
     }
 

@@ -119,12 +119,27 @@ macro_rules! with_element_type {
     };
 }
 
+/// Elements per thread when `threads` threads fill or compare `len`
+/// elements: one part below a million elements (threads cost more than they
+/// save there).
+fn part_len(len: usize, threads: usize) -> usize {
+    const SERIAL_BELOW: usize = 1 << 20;
+    if len < SERIAL_BELOW || threads <= 1 {
+        return len.max(1);
+    }
+    len.div_ceil(threads).max(SERIAL_BELOW / 4)
+}
+
 /// A host buffer of `len` elements of `dtype`.
 #[derive(Debug)]
 pub struct HostBuffer {
     dtype: DType,
     len: usize,
     words: Vec<u64>,
+    /// Threads for `fill` and `count_mismatches` on large ranges: 1 unless
+    /// the owner knows the cores are free (an MPI rank's peers on the same
+    /// host busy-poll, so extra threads there only slow everyone down).
+    threads: usize,
 }
 
 impl HostBuffer {
@@ -141,7 +156,19 @@ impl HostBuffer {
             ))
         })?;
         words.resize(nwords, 0);
-        Ok(HostBuffer { dtype, len, words })
+        Ok(HostBuffer {
+            dtype,
+            len,
+            words,
+            threads: 1,
+        })
+    }
+
+    /// Lets `fill` and `count_mismatches` use up to `threads` threads on
+    /// large ranges.
+    pub fn with_threads(mut self, threads: usize) -> HostBuffer {
+        self.threads = threads.clamp(1, 64);
+        self
     }
 
     /// Makes this `len` elements of `dtype`, reusing the memory when it is
@@ -194,12 +221,23 @@ impl HostBuffer {
         &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
     }
 
-    /// Elements `range` take `value(i)` for `i` in `0..range.len()`.
-    pub fn fill(&mut self, range: Range<usize>, value: impl Fn(usize) -> u64) {
+    /// Elements `range` take `value(i)` for `i` in `0..range.len()`. Large
+    /// ranges are filled by several threads where `with_threads` allows (a
+    /// GiB-sized check must not dominate a sweep).
+    pub fn fill(&mut self, range: Range<usize>, value: impl Fn(usize) -> u64 + Sync) {
         with_element_type!(self.dtype, T => {
-            for (i, x) in self.typed_mut::<T>()[range].iter_mut().enumerate() {
-                *x = T::from_pattern(value(i));
-            }
+            let part = part_len(range.len(), self.threads);
+            std::thread::scope(|scope| {
+                for (k, chunk) in self.typed_mut::<T>()[range].chunks_mut(part).enumerate() {
+                    let value = &value;
+                    let mut job = move || {
+                        for (i, x) in chunk.iter_mut().enumerate() {
+                            *x = T::from_pattern(value(k * part + i));
+                        }
+                    };
+                    if k == 0 { job() } else { scope.spawn(job); }
+                }
+            });
         })
     }
 
@@ -211,13 +249,27 @@ impl HostBuffer {
 
     /// Number of elements in `range` that differ from `expected(i)`, `i`
     /// counting from the start of the range.
-    pub fn count_mismatches(&self, range: Range<usize>, expected: impl Fn(usize) -> u64) -> u64 {
+    pub fn count_mismatches(&self, range: Range<usize>, expected: impl Fn(usize) -> u64 + Sync) -> u64 {
         with_element_type!(self.dtype, T => {
-            self.typed::<T>()[range]
-                .iter()
-                .enumerate()
-                .filter(|(i, x)| **x != T::from_pattern(expected(*i)))
-                .count() as u64
+            let part = part_len(range.len(), self.threads);
+            let count = |k: usize, chunk: &[T]| -> u64 {
+                chunk
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, x)| **x != T::from_pattern(expected(k * part + *i)))
+                    .count() as u64
+            };
+            std::thread::scope(|scope| {
+                let mut chunks = self.typed::<T>()[range].chunks(part).enumerate();
+                let first = chunks.next();
+                let others: Vec<_> = chunks.map(|(k, c)| scope.spawn(move || count(k, c))).collect();
+                let mut total = first.map_or(0, |(k, c)| count(k, c));
+                for h in others {
+                    // A worker only compares; it cannot panic short of a bug.
+                    total += h.join().unwrap_or(0);
+                }
+                total
+            })
         })
     }
 
@@ -274,6 +326,20 @@ mod tests {
                 assert_eq!(b.count_mismatches(0..8, |_| v), 8, "{dtype} {v}");
             }
         }
+    }
+
+    #[test]
+    fn large_ranges_fill_and_compare_in_parallel_exactly_as_in_serial() {
+        let n = (1 << 21) + 12345;
+        let mut b = HostBuffer::new(DType::Int32, n + 10).unwrap().with_threads(4);
+        b.poison();
+        b.fill(10..n + 10, |i| (i % 1000) as u64);
+        assert_eq!(b.count_mismatches(10..n + 10, |i| (i % 1000) as u64), 0);
+        assert_eq!(b.typed::<i32>()[10 + n - 1], ((n - 1) % 1000) as i32);
+        assert_eq!(b.typed::<i32>()[9], -1, "fill stayed inside its range");
+        b.typed_mut::<i32>()[10 + (1 << 20) + 7] = -5;
+        b.typed_mut::<i32>()[10 + n - 1] = -5;
+        assert_eq!(b.count_mismatches(10..n + 10, |i| (i % 1000) as u64), 2);
     }
 
     #[test]

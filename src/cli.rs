@@ -14,11 +14,15 @@ use clap::{Args, Parser, Subcommand};
     long_about = "collbench measures collective communication the way nccl-tests does \
 (same size semantics, same algbw/busbw formulas, out-of-place and in-place), but one \
 launch sweeps every collective, verifies every result and writes a CSV row per point.\n\n\
-Launch one process per rank with your MPI launcher (mpirun, srun); rank 0 prints the \
-table and writes the files.",
+Launch one process per rank (one per GPU) with your MPI launcher (mpirun, srun), or \
+run one process with -g N for N GPUs of one node; rank 0 prints the table and writes \
+the files. `collbench info` shows the NCCL library, CUDA driver and GPUs found.",
     after_help = "Examples:\n  \
 mpirun -np 4 collbench run -b 8 -e 16M -f 2\n  \
 mpirun -np 2 collbench run --collectives all_reduce,all_gather -d float,int8 -o all\n  \
+mpirun -np 16 -N 8 collbench run --backend nccl -b 8 -e 8G -f 2\n  \
+collbench run -g 8 -b 8 -e 8G -f 2     8 GPUs of one node, one thread each, no MPI\n  \
+collbench info           NCCL, CUDA driver and GPUs found on this machine\n  \
 collbench run --help     every option of a run\n  \
 collbench compare base.csv new.csv     regression verdicts (exit 4 on a regression)"
 )]
@@ -27,11 +31,9 @@ pub struct Cli {
     pub command: Command,
 }
 
-// Parsed once per process: the size of the `run` variant does not matter.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a benchmark sweep (under mpirun/srun, one process per rank)
+    /// Run a benchmark sweep (under mpirun/srun, one process per rank; or -g N, one thread per GPU)
     #[command(
         after_help = "Sizes take binary K, M, G, T suffixes (16M = 16777216 bytes). Sizes step by \
 -f (multiply) or, when only -i is given, by -i (add). Lists are comma-separated; `all` \
@@ -40,12 +42,13 @@ Examples:\n  \
 mpirun -np 4 collbench run --backend mpi -b 8 -e 16M -f 2\n  \
 mpirun -np 8 collbench run --collectives all_reduce -d all -o all -n 50 -w 10\n  \
 mpirun -np 3 collbench run --collectives broadcast,reduce -r all --csv bcast.csv\n  \
-mpirun -np 4 collbench run --config configs/quick.toml -e 1M\n\n\
+mpirun -np 4 collbench run --config configs/quick.toml -e 1M\n  \
+mpirun -np 8 -N 8 collbench run --backend nccl -d float,half,bfloat16 -e 1G\n\n\
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validation failed \
 (wrong > 0), 5 timeout, 130/143 stopped by SIGINT/SIGTERM (finished points are kept)."
     )]
     #[command(allow_negative_numbers = true)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 
     /// Compare two runs row by row (exit 4 on a regression), or the modes inside one run
     #[command(
@@ -80,6 +83,15 @@ Examples:\n  \
 collbench import --from nccl-tests all_reduce.log -o old.csv\n  \
 collbench import --from osu --nranks 16 osu_allreduce.txt -o osu.csv")]
     Import(ImportArgs),
+
+    /// Show what this machine offers: NCCL library and version, CUDA driver, GPUs, MPI
+    #[command(
+        after_help = "Runs without MPI and without a GPU; every line says what was found or why not.\n\n\
+Examples:\n  \
+collbench info\n  \
+collbench info --nccl-lib /opt/nccl/lib/libnccl.so.2"
+    )]
+    Info(InfoArgs),
 }
 
 /// Options of `collbench compare`.
@@ -164,6 +176,14 @@ pub struct ImportArgs {
     /// Replace the output file if it exists
     #[arg(long)]
     pub overwrite: bool,
+}
+
+/// Options of `collbench info`.
+#[derive(Debug, Default, Args)]
+pub struct InfoArgs {
+    /// The NCCL library to use (a file, or a folder holding libnccl.so.2)
+    #[arg(long, value_name = "PATH")]
+    pub nccl_lib: Option<PathBuf>,
 }
 
 /// Options of `collbench run`; every one can also come from `--config`.
@@ -282,9 +302,17 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Hierarchy")]
     pub phase_times: bool,
 
-    /// Data plane: auto (a GPU backend when available, else mpi) or mpi [default: auto]
+    /// Data plane: auto (nccl when every rank has a GPU and libnccl, else mpi), mpi or nccl [default: auto]
     #[arg(long, value_name = "NAME", help_heading = "What to run")]
     pub backend: Option<String>,
+
+    /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
+    #[arg(short = 'g', long, value_name = "N", help_heading = "What to run")]
+    pub ngpus: Option<u64>,
+
+    /// The NCCL library to use, a file or a folder [default: COLLBENCH_NCCL_LIB, NCCL_HOME/lib, the loader's search, Python site-packages]
+    #[arg(long, value_name = "PATH", help_heading = "What to run")]
+    pub nccl_lib: Option<PathBuf>,
 
     /// CSV report path [default: results/<run id>.csv]
     #[arg(long, value_name = "PATH", help_heading = "Output")]
@@ -313,4 +341,8 @@ pub struct RunArgs {
     /// Test-only: corrupt one received element on the last rank after each check
     #[arg(long, hide = true)]
     pub inject_error: bool,
+
+    /// Test-only: each rank writes the NCCL unique id it received to DIR/rank-R.id
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub trace_bootstrap: Option<PathBuf>,
 }

@@ -65,7 +65,13 @@ pub struct RunConfig {
     pub json: Option<PathBuf>,
     pub overwrite: bool,
     pub progress: ProgressMode,
+    /// `--nccl-lib`: the NCCL library (file or folder) to use.
+    pub nccl_lib: Option<PathBuf>,
+    /// `-g N`: run N ranks as threads of this one process (no MPI).
+    pub threads: Option<usize>,
     pub inject_error: bool,
+    /// Test-only: each rank writes the NCCL unique id it received here.
+    pub trace_bootstrap: Option<PathBuf>,
 }
 
 /// `all`, or an explicit list (in the user's order, without repeats).
@@ -83,8 +89,10 @@ pub enum RootChoice {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
+    /// nccl where every rank has a GPU and libnccl, else mpi.
     Auto,
     Mpi,
+    Nccl,
 }
 
 impl BackendChoice {
@@ -92,6 +100,7 @@ impl BackendChoice {
         match self {
             BackendChoice::Auto => "auto",
             BackendChoice::Mpi => "mpi",
+            BackendChoice::Nccl => "nccl",
         }
     }
 }
@@ -345,6 +354,8 @@ struct FileConfig {
     overwrite: Option<bool>,
     no_progress: Option<bool>,
     progress: Option<bool>,
+    nccl_lib: Option<PathBuf>,
+    ngpus: Option<u64>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig, Error> {
@@ -412,8 +423,9 @@ fn parse_backend(text: &str) -> Result<BackendChoice, Error> {
     match text.trim().to_ascii_lowercase().as_str() {
         "auto" => Ok(BackendChoice::Auto),
         "mpi" => Ok(BackendChoice::Mpi),
+        "nccl" => Ok(BackendChoice::Nccl),
         other => Err(Error::usage(format!(
-            "--backend: unknown backend '{other}' (expected auto or mpi)"
+            "--backend: unknown backend '{other}' (expected auto, mpi or nccl)"
         ))),
     }
 }
@@ -611,7 +623,13 @@ impl RunConfig {
             json: args.json.clone().or(file.json),
             overwrite: args.overwrite || file.overwrite.unwrap_or(false),
             progress,
+            nccl_lib: args.nccl_lib.clone().or(file.nccl_lib),
+            threads: match args.ngpus.or(file.ngpus) {
+                None => None,
+                Some(n) => Some(count_option("ngpus", Some(n), 1, 1)? as usize),
+            },
             inject_error: args.inject_error,
+            trace_bootstrap: args.trace_bootstrap.clone(),
         })
     }
 }

@@ -4,7 +4,8 @@
 //! Layers: `cli` (clap only) -> `config` (validated input) -> `engine`
 //! (plan, sweep, timing, validation) over a `world` (control plane) and a
 //! `backend` (data plane), with `collective` descriptions and `report`
-//! sinks. `unsafe` lives only in the FFI binding modules, which opt in.
+//! sinks. `unsafe` lives only in the FFI binding modules, which opt in:
+//! `backend::mpi::raw` and `backend::nccl::sys`.
 #![deny(unsafe_code)]
 
 pub mod app;
@@ -15,6 +16,7 @@ pub mod collective;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod info;
 pub mod report;
 pub mod topology;
 pub mod types;

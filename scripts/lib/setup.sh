@@ -72,3 +72,56 @@ collbench_mpirun_env() {
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     fi
 }
+
+# The NCCL library for the tests: PyPI's nvidia-nccl-cu12 wheel (about
+# 350 MB), downloaded once into .cache/nccl (ignored by git) and unpacked
+# there, so reruns use the copy. Exports COLLBENCH_TEST_NCCL_LIB. No GPU is
+# needed: the library loads and answers ncclGetVersion and ncclGetUniqueId
+# without one. COLLBENCH_NCCL_WHEEL picks another wheel, e.g.
+# nvidia-nccl-cu13 or nvidia-nccl-cu12==2.21.5.
+collbench_fetch_nccl() {
+    local cache="${COLLBENCH_NCCL_CACHE:-$PWD/.cache/nccl}"
+    local wheel="${COLLBENCH_NCCL_WHEEL:-nvidia-nccl-cu12==2.32.3}"
+    local tag
+    tag=$(printf '%s' "$wheel" | tr -c 'A-Za-z0-9._-' '_')
+    local unpacked="$cache/$tag"
+    local lib="$unpacked/nvidia/nccl/lib/libnccl.so.2"
+    if [ ! -f "$lib" ]; then
+        if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+            collbench_note "python3 with pip is needed to fetch $wheel for the NCCL tests"
+            collbench_note "install it (Debian/Ubuntu: apt-get install python3-pip) or set COLLBENCH_TEST_NCCL_LIB"
+            return 1
+        fi
+        mkdir -p "$cache/wheels"
+        collbench_note "downloading $wheel into $cache (once)"
+        if ! python3 -m pip download --quiet --no-deps --only-binary=:all: \
+                --dest "$cache/wheels" "$wheel" >&2; then
+            collbench_note "could not download $wheel from PyPI"
+            return 1
+        fi
+        local name=${wheel%%[=<>]*}
+        local file
+        file=$(ls -t "$cache/wheels/$(printf '%s' "$name" | tr '-' '_')"-*.whl 2>/dev/null | head -n 1)
+        if [ -z "$file" ]; then
+            collbench_note "the download of $wheel left no wheel in $cache/wheels"
+            return 1
+        fi
+        # Only the library and its header; the rest of the wheel is not needed.
+        python3 - "$file" "$unpacked" <<'PY'
+import sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    want = [n for n in z.namelist()
+            if n.endswith("/lib/libnccl.so.2") or n.endswith("/include/nccl.h")]
+    if not want:
+        sys.exit(f"{wheel} holds no nvidia/nccl/lib/libnccl.so.2")
+    for n in want:
+        z.extract(n, dest)
+PY
+    fi
+    if [ ! -f "$lib" ]; then
+        collbench_note "no $lib after unpacking $wheel"
+        return 1
+    fi
+    export COLLBENCH_TEST_NCCL_LIB="$lib"
+}

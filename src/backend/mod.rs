@@ -8,11 +8,14 @@
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 
 use std::ops::Range;
 
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
+use crate::engine::Plan;
 use crate::error::Error;
 use crate::topology::Hierarchy;
 use crate::types::{DType, Placement, ReduceOp};
@@ -58,28 +61,52 @@ pub trait Backend {
     /// Why `op` cannot run here, if it cannot.
     fn check_op(&self, op: ReduceOp) -> Result<(), String>;
 
+    /// Why this backend cannot organise an all-reduce as `mode`, if it
+    /// cannot.
+    fn check_hierarchy(&self, _mode: Hierarchy) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Largest element count of one buffer this backend can pass in a call.
     fn max_elements(&self) -> usize;
+
+    /// Called once before the sweep with the whole plan: a device backend
+    /// allocates buffers large enough for every case (it must not allocate
+    /// per point). With `rotate`, both buffers span the plan's largest case
+    /// and operations rotate through them (see `rotation_offset`);
+    /// otherwise every operation works at the start of its buffers.
+    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error>;
+
+    /// Device memory free for buffers, where the backend has a device: the
+    /// plan is fitted to it before `reserve`.
+    fn device_free_bytes(&self) -> Option<u64> {
+        None
+    }
 
     /// Makes buffers ready for `call` (both placements).
     fn prepare(&mut self, call: &Call) -> Result<(), Error>;
 
+    /// Marks the start of one measured point (warm-up, check and timing of
+    /// one case in one placement) for profilers, as `label`.
+    fn point_begin(&mut self, _label: &str) {}
+
+    /// Marks the end of the point `point_begin` started.
+    fn point_end(&mut self) {}
+
     /// Poisons the output region, then writes element `i` of this rank's
     /// input as `value(i)` where `placement` puts the input.
-    fn load_input(&mut self, call: &Call, placement: Placement, value: &dyn Fn(usize) -> u64) -> Result<(), Error>;
+    fn load_input(
+        &mut self,
+        call: &Call,
+        placement: Placement,
+        value: &(dyn Fn(usize) -> u64 + Sync),
+    ) -> Result<(), Error>;
 
     /// Enqueues (or, for a synchronous library, runs) one operation.
     /// `iter` numbers the operations of a point; with buffer rotation, it
     /// picks the offset the operation works at (see `rotation_offset`).
     /// Checks run at `iter` 0, where the loaded input is.
     fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error>;
-
-    /// Buffers of `bytes` per rank are allocated once and every point's
-    /// operations rotate through them (called before the sweep; by default
-    /// buffers fit each point and never move).
-    fn rotate_within(&mut self, _bytes: u64) -> Result<(), Error> {
-        Ok(())
-    }
 
     /// Returns when every launched operation has completed on this rank.
     fn wait(&mut self) -> Result<(), Error>;
@@ -100,6 +127,11 @@ pub trait Backend {
     /// launch returns when the operation is done.
     fn marks_iterations(&self) -> bool {
         false
+    }
+
+    /// Before the first of `iters` timed launches (when `marks_iterations`).
+    fn start_marks(&mut self, _iters: u32) -> Result<(), Error> {
+        Ok(())
     }
 
     /// After the launch of timed iteration `i` (when `marks_iterations`).

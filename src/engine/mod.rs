@@ -168,27 +168,18 @@ impl<'a> Engine<'a> {
             },
         };
         for placement in Placement::BOTH {
+            let what = describe(case, placement);
             if let Some(w) = self.watchdog {
-                w.watch(describe(case, placement));
+                w.watch(what.as_str());
             }
             if placement == Placement::OutOfPlace {
                 self.backend.prepare(&call)?;
             }
-            // Operations are numbered through warm-up, calibration and
-            // timing, so buffer rotation keeps moving.
-            let mut iter = 0u64;
-            for _ in 0..self.cfg.warmup {
-                self.backend.launch(&call, placement, iter)?;
-                iter += 1;
-            }
-            self.backend.wait()?;
-            let wrong = self.check(&call, placement)?;
-            let iters = match self.cfg.iters {
-                Some(n) => n,
-                None => self.calibrate(&call, placement, &mut iter)?,
-            };
-            self.backend.take_phase_times();
-            let timed = self.time(&call, placement, iters, &mut iter)?;
+            // For profilers' timelines (NVTX on the nccl backend).
+            self.backend.point_begin(&what);
+            let measured = self.measure(&call, placement);
+            self.backend.point_end();
+            let (wrong, iters, timed) = measured?;
             let times = self.world.gather_f64(timed.per_op_s);
             let per_iter = match timed.samples {
                 Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
@@ -217,6 +208,27 @@ impl<'a> Engine<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Warm-up, check and timing of one point: wrong elements, the timed
+    /// iteration count, and this rank's times.
+    fn measure(&mut self, call: &Call, placement: Placement) -> Result<(Option<u64>, u32, Timed), Error> {
+        // Operations are numbered through warm-up, calibration and timing,
+        // so buffer rotation keeps moving.
+        let mut iter = 0u64;
+        for _ in 0..self.cfg.warmup {
+            self.backend.launch(call, placement, iter)?;
+            iter += 1;
+        }
+        self.backend.wait()?;
+        let wrong = self.check(call, placement)?;
+        let iters = match self.cfg.iters {
+            Some(n) => n,
+            None => self.calibrate(call, placement, &mut iter)?,
+        };
+        self.backend.take_phase_times();
+        let timed = self.time(call, placement, iters, &mut iter)?;
+        Ok((wrong, iters, timed))
     }
 
     /// Up to `--check` validation iterations; the first that finds wrong
@@ -306,6 +318,9 @@ impl<'a> Engine<'a> {
                 per_op_s: total / f64::from(iters),
                 samples,
             });
+        }
+        if device_marks {
+            self.backend.start_marks(iters)?;
         }
         self.world.barrier();
         let start = Instant::now();
@@ -426,4 +441,39 @@ fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
     record.time_cv = Some(s.cv);
     record.slowest_rank = Some(rank as u64);
     record.slowest_excess_pct = Some(excess * 100.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::topology::Hierarchy;
+    use crate::types::{DType, ReduceOp};
+
+    #[test]
+    fn descriptions_name_a_point_for_messages_and_profiler_timelines() {
+        let case = |c: Collective, hierarchy, op, root| Case {
+            collective: c,
+            hierarchy,
+            dtype: DType::Float,
+            op,
+            root,
+            shape: c.spec().shape(256, 2),
+        };
+        let all_reduce = case(Collective::AllReduce, Hierarchy::Flat, Some(ReduceOp::Sum), None);
+        assert_eq!(
+            describe(&all_reduce, Placement::InPlace),
+            "all_reduce float sum 1024 B in_place"
+        );
+        let rs = case(Collective::AllReduce, Hierarchy::RsArAg, Some(ReduceOp::Max), None);
+        assert_eq!(
+            describe(&rs, Placement::OutOfPlace),
+            "all_reduce (rs-ar-ag) float max 1024 B out_of_place"
+        );
+        let bcast = case(Collective::Broadcast, Hierarchy::Flat, None, Some(1));
+        assert_eq!(
+            describe(&bcast, Placement::OutOfPlace),
+            "broadcast float root 1 1024 B out_of_place"
+        );
+    }
 }

@@ -78,6 +78,9 @@ impl Plan {
         let sizes = cfg.sweep.sizes();
 
         let hierarchies = &cfg.hierarchies;
+        for &mode in hierarchies {
+            backend.check_hierarchy(mode).map_err(Error::Usage)?;
+        }
         if hierarchies.contains(&Hierarchy::RsArAg) && !nodes.is_uniform() {
             return Err(Error::usage(format!(
                 "--hierarchy rs-ar-ag needs the same number of ranks on every node, but the {} nodes have between {} and {}; \
@@ -253,7 +256,10 @@ mod tests {
         fn prepare(&mut self, _: &Call) -> Result<(), Error> {
             unreachable!()
         }
-        fn load_input(&mut self, _: &Call, _: Placement, _: &dyn Fn(usize) -> u64) -> Result<(), Error> {
+        fn load_input(&mut self, _: &Call, _: Placement, _: &(dyn Fn(usize) -> u64 + Sync)) -> Result<(), Error> {
+            unreachable!()
+        }
+        fn reserve(&mut self, _: &Plan, _: bool) -> Result<(), Error> {
             unreachable!()
         }
         fn launch(&mut self, _: &Call, _: Placement, _: u64) -> Result<(), Error> {

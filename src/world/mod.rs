@@ -7,6 +7,7 @@
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod threads;
 
 use crate::error::Error;
 use crate::topology::Nodes;
@@ -107,6 +108,20 @@ pub struct Disagreed<T> {
     pub code: u8,
     /// This rank's own result, where the step succeeded here.
     pub local: Option<T>,
+}
+
+/// The number of processes a launcher started, where it says (before any
+/// MPI call).
+pub fn launcher_size() -> Option<usize> {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMIX_SIZE",
+        "PMI_SIZE",
+        "SLURM_NTASKS",
+        "MV2_COMM_WORLD_SIZE",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
 /// This process's rank as the launcher announced it, before any MPI call:

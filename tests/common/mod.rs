@@ -14,8 +14,18 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_collbench");
 /// machine: root permission when running as root, and oversubscription
 /// because CI has fewer cores than the tests have ranks.
 pub fn mpirun(np: usize, args: &[&str]) -> Output {
+    mpirun_env(np, &[], args)
+}
+
+/// `mpirun` with `env` set for every rank (and nothing of collbench's NCCL
+/// search inherited from the caller unless `env` sets it).
+pub fn mpirun_env(np: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "-np", &np.to_string()]);
+    cmd.env_remove("COLLBENCH_NCCL_LIB").env_remove("NCCL_HOME");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     if is_root() {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");

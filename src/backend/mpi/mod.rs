@@ -25,6 +25,7 @@ use mpi::traits::*;
 use super::{Backend, Call};
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::Collective;
+use crate::engine::Plan;
 use crate::error::Error;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, Placement, ReduceOp};
@@ -340,12 +341,19 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
-    fn rotate_within(&mut self, bytes: u64) -> Result<(), Error> {
-        self.rotation_bytes = bytes;
+    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
+        // Host buffers grow per point (up to the plan's peak, which the
+        // memory check counted); with rotation they hold the peak at once.
+        self.rotation_bytes = if rotate { plan.peak_span_bytes() } else { 0 };
         Ok(())
     }
 
-    fn load_input(&mut self, call: &Call, placement: Placement, value: &dyn Fn(usize) -> u64) -> Result<(), Error> {
+    fn load_input(
+        &mut self,
+        call: &Call,
+        placement: Placement,
+        value: &(dyn Fn(usize) -> u64 + Sync),
+    ) -> Result<(), Error> {
         let r = regions(call, placement);
         self.buf(r.output.0).poison();
         self.buf(r.input.0).fill(r.input.1, value);

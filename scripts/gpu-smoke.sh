@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# GPU smoke test of the NCCL backend on a machine with one GPU (world size 1:
+# NCCL does not put two ranks on one GPU).
+#
+#   scripts/gpu-smoke.sh OUTDIR
+#
+# Runs every collective from 8 B to 1 GiB with checking, out-of-place and
+# in-place, in several types (then every reduction on float), prints the
+# tables, and writes into OUTDIR: info.txt (what `collbench info` found),
+# types.csv, ops.csv and the printed tables (types.txt, ops.txt).
+#
+# Which binary: $COLLBENCH_BIN if set; else target/release/collbench if it
+# exists; else it is built here with `cargo build --release --no-default-features
+# --features nccl` (no MPI needed to build or to run). The run uses `-g 1`
+# (one rank, no MPI), so a binary built with or without MPI works.
+#
+# NCCL is found as `collbench run` finds it: --nccl-lib / COLLBENCH_NCCL_LIB,
+# NCCL_HOME/lib, the dynamic loader (system packages), then the nvidia/nccl/lib
+# folder of Python site-packages (pip install nvidia-nccl-cu12).
+#
+# Environment: COLLBENCH_BIN, COLLBENCH_NCCL_LIB, SMOKE_MAXBYTES (default 1G),
+# SMOKE_TYPES (default int8,int32,half,float,bfloat16,double).
+# Exit code: collbench's (0 ok, 1 runtime failure, 2 usage, 3 wrong results).
+set -euo pipefail
+
+say() { printf 'gpu-smoke: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+[ $# -ge 1 ] || die "usage: scripts/gpu-smoke.sh OUTDIR"
+out=$1
+shift
+mkdir -p "$out" || die "cannot create the output folder $out"
+out=$(cd "$out" && pwd)
+
+cd "$(dirname "$0")/.."
+
+bin=${COLLBENCH_BIN:-}
+if [ -z "$bin" ]; then
+    if [ -x target/release/collbench ]; then
+        bin=target/release/collbench
+    elif command -v cargo >/dev/null 2>&1; then
+        say "building collbench (release, NCCL backend, no MPI)"
+        cargo build --release --no-default-features --features nccl >&2 \
+            || die "the build failed; set COLLBENCH_BIN to a collbench binary built elsewhere"
+        bin=target/release/collbench
+    else
+        die "no collbench binary: set COLLBENCH_BIN, or install Rust (cargo) to build one"
+    fi
+fi
+[ -x "$bin" ] || die "COLLBENCH_BIN=$bin is not an executable file"
+if ! "$bin" --version >/dev/null 2>&1; then
+    die "$bin does not start (a build with MPI needs the MPI library at run time; build with --no-default-features --features nccl)"
+fi
+
+maxbytes=${SMOKE_MAXBYTES:-1G}
+types=${SMOKE_TYPES:-int8,int32,half,float,bfloat16,double}
+
+"$bin" info | tee "$out/info.txt"
+if grep -q '^NCCL *not usable' "$out/info.txt"; then
+    die "no usable NCCL library (see info.txt); install it (pip install nvidia-nccl-cu12, or the system package) or set COLLBENCH_NCCL_LIB"
+fi
+if ! grep -q '^GPUs *[1-9]' "$out/info.txt"; then
+    die "no GPU visible (see info.txt): run this on a machine with an NVIDIA GPU and its driver"
+fi
+
+common=(run -g 1 --backend nccl --no-progress --overwrite -c 1 -n 20 -w 5)
+worst=0
+step() {
+    local name=$1
+    shift
+    say "$name: collbench ${common[*]} $*"
+    set +e
+    "$bin" "${common[@]}" "$@" --csv "$out/$name.csv" | tee "$out/$name.txt"
+    local rc=${PIPESTATUS[0]}
+    set -e
+    if [ "$rc" -ne 0 ]; then
+        say "$name: collbench exited with $rc"
+        if [ "$rc" -gt "$worst" ]; then
+            worst=$rc
+        fi
+    fi
+}
+
+# Every collective, both placements, several types, 8 B to 1 GiB.
+step types --collectives all -d "$types" -o sum -b 8 -e "$maxbytes" -f 2 "$@"
+# Every reduction on float, on the collectives that reduce.
+step ops --collectives all_reduce,reduce_scatter,reduce -d float -o all -b 8 -e 64M -f 4 "$@"
+
+say "CSV and tables in $out"
+exit "$worst"

@@ -1,0 +1,713 @@
+//! How every collective, type, operation and placement becomes NCCL calls:
+//! pure functions, unit-tested here, executed by `sys::Comm::launch`.
+//!
+//! Buffers: `send` holds `shape.send` elements, `recv` holds
+//! `max(shape.send, shape.recv)` so that an in-place input fits in it.
+//! In-place positions are NCCL's and nccl-tests' (`sendInplaceOffset` /
+//! `recvInplaceOffset` of each test):
+//! - all_reduce, broadcast, reduce, alltoall, sendrecv: one buffer, start;
+//! - all_gather: a rank's input at `recv + rank*count` (NCCL's in-place
+//!   condition `sendbuff == recvbuff + rank*sendcount`);
+//! - reduce_scatter: a rank's output at `recv + rank*count`;
+//! - gather: every rank's input at `recv + rank*count` (the root's is NCCL's
+//!   in-place condition `sendbuff == recvbuff + root*count`);
+//! - scatter: the root's input is the buffer, each rank's output at
+//!   `recv + rank*count`.
+//!
+//! alltoall, gather and scatter use the native calls where the library has
+//! them (NCCL 2.28 and later) and grouped send/recv otherwise, as nccl-tests
+//! does; in-place alltoall always uses send/recv because ncclAlltoAll does
+//! not support it. As in nccl-tests, in-place alltoall and sendrecv pass the
+//! same buffer to the sends and the receives of one group.
+
+use std::ops::Range;
+
+use super::sys::{At, Buf, DataType, Launch, NcclVersion, Op, RedOp};
+use crate::backend::Call;
+use crate::collective::Collective;
+use crate::types::{DType, Placement, ReduceOp};
+
+/// NCCL 2.10 added bfloat16 and ncclAvg.
+const BF16_AND_AVG_SINCE: NcclVersion = NcclVersion::new(2, 10, 0);
+
+pub fn data_type(dtype: DType) -> DataType {
+    match dtype {
+        DType::Int8 => DataType::Int8,
+        DType::Uint8 => DataType::Uint8,
+        DType::Int32 => DataType::Int32,
+        DType::Uint32 => DataType::Uint32,
+        DType::Int64 => DataType::Int64,
+        DType::Uint64 => DataType::Uint64,
+        DType::Half => DataType::Float16,
+        DType::Float => DataType::Float32,
+        DType::Double => DataType::Float64,
+        DType::Bfloat16 => DataType::Bfloat16,
+    }
+}
+
+pub fn red_op(op: ReduceOp) -> RedOp {
+    match op {
+        ReduceOp::Sum => RedOp::Sum,
+        ReduceOp::Prod => RedOp::Prod,
+        ReduceOp::Min => RedOp::Min,
+        ReduceOp::Max => RedOp::Max,
+        ReduceOp::Avg => RedOp::Avg,
+    }
+}
+
+pub fn check_dtype(version: NcclVersion, dtype: DType) -> Result<(), String> {
+    if dtype == DType::Bfloat16 && version < BF16_AND_AVG_SINCE {
+        return Err(format!(
+            "NCCL {version} has no bfloat16 (it came in 2.10); use a newer NCCL or another --dtype"
+        ));
+    }
+    Ok(())
+}
+
+pub fn check_op(version: NcclVersion, op: ReduceOp) -> Result<(), String> {
+    if op == ReduceOp::Avg && version < BF16_AND_AVG_SINCE {
+        return Err(format!(
+            "NCCL {version} has no avg operation (it came in 2.10); use a newer NCCL or another --op"
+        ));
+    }
+    Ok(())
+}
+
+/// The native calls the loaded library offers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Native {
+    pub alltoall: bool,
+    pub gather: bool,
+    pub scatter: bool,
+}
+
+/// Elements of the two device buffers a call needs.
+pub fn buffer_lens(call: &Call) -> (usize, usize) {
+    (call.shape.send, call.shape.send.max(call.shape.recv))
+}
+
+/// Where this rank's input goes and where its output is, in elements.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Regions {
+    pub input: (Buf, Range<usize>),
+    pub output: (Buf, Range<usize>),
+}
+
+pub fn regions(call: &Call, placement: Placement) -> Regions {
+    let spec = call.collective.spec();
+    let at = &call.at;
+    let input_len = spec.input_len(&call.shape, at);
+    let output_len = spec.output_len(&call.shape, at);
+    let c = call.shape.count;
+    let block = at.rank * c..(at.rank + 1) * c;
+    match placement {
+        // NCCL writes the output to `recv` on every rank, the broadcast
+        // root included.
+        Placement::OutOfPlace => Regions {
+            input: (Buf::Send, 0..input_len),
+            output: (Buf::Recv, 0..output_len),
+        },
+        Placement::InPlace => {
+            let (input, output) = match call.collective {
+                Collective::AllGather => (block, 0..output_len),
+                Collective::ReduceScatter => (0..input_len, block),
+                Collective::Gather => (block, 0..output_len),
+                Collective::Scatter => (0..input_len, block),
+                _ => (0..input_len, 0..output_len),
+            };
+            Regions {
+                input: (Buf::Recv, input),
+                output: (Buf::Recv, output),
+            }
+        }
+    }
+}
+
+/// The NCCL calls of one operation of `call` on this rank.
+pub fn launch(call: &Call, placement: Placement, native: Native) -> Launch {
+    let n = call.at.nranks;
+    let r = call.at.rank;
+    let root = call.at.root;
+    let c = call.shape.count;
+    let op = call.op.map(red_op).unwrap_or(RedOp::Sum);
+    let in_place = placement == Placement::InPlace;
+    let at = |buf: Buf, offset: usize| At { buf, offset };
+    // Out-of-place: input in `send`, output in `recv`; in place, both in
+    // `recv`, at the positions of the module comment.
+    let (sbuf, rbuf) = if in_place {
+        (Buf::Recv, Buf::Recv)
+    } else {
+        (Buf::Send, Buf::Recv)
+    };
+    let s0 = at(sbuf, 0);
+    let r0 = at(rbuf, 0);
+    let mine = if in_place { r * c } else { 0 };
+    let one = |op: Op| Launch {
+        grouped: false,
+        ops: vec![op],
+    };
+    let group = |ops: Vec<Op>| Launch { grouped: true, ops };
+
+    match call.collective {
+        Collective::AllReduce => one(Op::AllReduce {
+            send: s0,
+            recv: r0,
+            count: c,
+            op,
+        }),
+        Collective::AllGather => one(Op::AllGather {
+            send: at(sbuf, mine),
+            recv: r0,
+            count: c,
+        }),
+        Collective::ReduceScatter => one(Op::ReduceScatter {
+            send: s0,
+            recv: at(rbuf, mine),
+            count: c,
+            op,
+        }),
+        Collective::Broadcast => one(Op::Broadcast {
+            send: s0,
+            recv: r0,
+            count: c,
+            root,
+        }),
+        Collective::Reduce => one(Op::Reduce {
+            send: s0,
+            recv: r0,
+            count: c,
+            op,
+            root,
+        }),
+        Collective::AllToAll if native.alltoall && !in_place => one(Op::AlltoAll {
+            send: s0,
+            recv: r0,
+            count: c,
+        }),
+        Collective::AllToAll => group(
+            (0..n)
+                .flat_map(|p| {
+                    [
+                        Op::Send {
+                            send: at(sbuf, p * c),
+                            count: c,
+                            peer: p,
+                        },
+                        Op::Recv {
+                            recv: at(rbuf, p * c),
+                            count: c,
+                            peer: p,
+                        },
+                    ]
+                })
+                .collect(),
+        ),
+        Collective::Gather if native.gather => one(Op::Gather {
+            send: at(sbuf, mine),
+            recv: r0,
+            count: c,
+            root,
+        }),
+        Collective::Gather => {
+            let mut ops = vec![Op::Send {
+                send: at(sbuf, mine),
+                count: c,
+                peer: root,
+            }];
+            if r == root {
+                ops.extend((0..n).map(|p| Op::Recv {
+                    recv: at(rbuf, p * c),
+                    count: c,
+                    peer: p,
+                }));
+            }
+            group(ops)
+        }
+        Collective::Scatter if native.scatter => one(Op::Scatter {
+            send: s0,
+            recv: at(rbuf, mine),
+            count: c,
+            root,
+        }),
+        Collective::Scatter => {
+            let mut ops = Vec::new();
+            if r == root {
+                ops.extend((0..n).map(|p| Op::Send {
+                    send: at(sbuf, p * c),
+                    count: c,
+                    peer: p,
+                }));
+            }
+            ops.push(Op::Recv {
+                recv: at(rbuf, mine),
+                count: c,
+                peer: root,
+            });
+            group(ops)
+        }
+        Collective::SendRecv => group(vec![
+            Op::Send {
+                send: s0,
+                count: c,
+                peer: (r + 1) % n,
+            },
+            Op::Recv {
+                recv: r0,
+                count: c,
+                peer: (r + n - 1) % n,
+            },
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Layout;
+
+    const N: usize = 3;
+
+    fn call(c: Collective, dtype: DType, rank: usize, root: usize) -> Call {
+        Call {
+            collective: c,
+            hierarchy: crate::topology::Hierarchy::Flat,
+            dtype,
+            op: c.spec().is_reduction().then_some(ReduceOp::Max),
+            // 12 requested elements at 3 ranks: count 4 per rank, or 12
+            shape: c.spec().shape(12, N),
+            at: Layout { nranks: N, rank, root },
+        }
+    }
+
+    fn s(offset: usize) -> At {
+        At { buf: Buf::Send, offset }
+    }
+
+    fn r(offset: usize) -> At {
+        At { buf: Buf::Recv, offset }
+    }
+
+    const ALL_NATIVE: Native = Native {
+        alltoall: true,
+        gather: true,
+        scatter: true,
+    };
+
+    #[test]
+    fn every_type_maps_to_its_nccl_data_type_with_the_same_size() {
+        for t in DType::ALL {
+            assert_eq!(data_type(t).size_bytes(), t.size_bytes(), "{t}");
+        }
+        assert_eq!(data_type(DType::Int8) as i32, 0);
+        assert_eq!(data_type(DType::Uint8) as i32, 1);
+        assert_eq!(data_type(DType::Int32) as i32, 2);
+        assert_eq!(data_type(DType::Uint32) as i32, 3);
+        assert_eq!(data_type(DType::Int64) as i32, 4);
+        assert_eq!(data_type(DType::Uint64) as i32, 5);
+        assert_eq!(data_type(DType::Half) as i32, 6);
+        assert_eq!(data_type(DType::Float) as i32, 7);
+        assert_eq!(data_type(DType::Double) as i32, 8);
+        assert_eq!(data_type(DType::Bfloat16) as i32, 9);
+    }
+
+    #[test]
+    fn every_operation_maps_to_its_nccl_red_op() {
+        assert_eq!(red_op(ReduceOp::Sum) as i32, 0);
+        assert_eq!(red_op(ReduceOp::Prod) as i32, 1);
+        assert_eq!(red_op(ReduceOp::Max) as i32, 2);
+        assert_eq!(red_op(ReduceOp::Min) as i32, 3);
+        assert_eq!(red_op(ReduceOp::Avg) as i32, 4);
+    }
+
+    #[test]
+    fn bfloat16_and_avg_need_nccl_2_10() {
+        let old = NcclVersion::new(2, 9, 9);
+        let new = NcclVersion::new(2, 10, 3);
+        assert!(check_dtype(old, DType::Bfloat16).unwrap_err().contains("2.10"));
+        assert!(check_dtype(new, DType::Bfloat16).is_ok());
+        assert!(check_op(old, ReduceOp::Avg).unwrap_err().contains("2.10"));
+        assert!(check_op(new, ReduceOp::Avg).is_ok());
+        for t in DType::ALL.into_iter().filter(|&t| t != DType::Bfloat16) {
+            assert!(check_dtype(old, t).is_ok());
+        }
+    }
+
+    #[test]
+    fn out_of_place_single_calls_read_send_and_write_recv_with_nccl_counts() {
+        for dtype in DType::ALL {
+            let l = |c| launch(&call(c, dtype, 1, 2), Placement::OutOfPlace, Native::default());
+            let op = RedOp::Max;
+            assert_eq!(
+                l(Collective::AllReduce).ops,
+                vec![Op::AllReduce {
+                    send: s(0),
+                    recv: r(0),
+                    count: 12,
+                    op
+                }]
+            );
+            // all_gather and reduce_scatter take the per-rank count
+            assert_eq!(
+                l(Collective::AllGather).ops,
+                vec![Op::AllGather {
+                    send: s(0),
+                    recv: r(0),
+                    count: 4
+                }]
+            );
+            assert_eq!(
+                l(Collective::ReduceScatter).ops,
+                vec![Op::ReduceScatter {
+                    send: s(0),
+                    recv: r(0),
+                    count: 4,
+                    op
+                }]
+            );
+            assert_eq!(
+                l(Collective::Broadcast).ops,
+                vec![Op::Broadcast {
+                    send: s(0),
+                    recv: r(0),
+                    count: 12,
+                    root: 2
+                }]
+            );
+            assert_eq!(
+                l(Collective::Reduce).ops,
+                vec![Op::Reduce {
+                    send: s(0),
+                    recv: r(0),
+                    count: 12,
+                    op,
+                    root: 2
+                }]
+            );
+            for c in [
+                Collective::AllReduce,
+                Collective::AllGather,
+                Collective::ReduceScatter,
+                Collective::Broadcast,
+                Collective::Reduce,
+            ] {
+                assert!(!l(c).grouped, "{c}");
+            }
+        }
+    }
+
+    #[test]
+    fn native_alltoall_gather_and_scatter_are_used_where_present() {
+        let l = |c, rank| launch(&call(c, DType::Float, rank, 2), Placement::OutOfPlace, ALL_NATIVE);
+        assert_eq!(
+            l(Collective::AllToAll, 0),
+            Launch {
+                grouped: false,
+                ops: vec![Op::AlltoAll {
+                    send: s(0),
+                    recv: r(0),
+                    count: 4
+                }]
+            }
+        );
+        assert_eq!(
+            l(Collective::Gather, 0).ops,
+            vec![Op::Gather {
+                send: s(0),
+                recv: r(0),
+                count: 4,
+                root: 2
+            }]
+        );
+        assert_eq!(
+            l(Collective::Scatter, 1).ops,
+            vec![Op::Scatter {
+                send: s(0),
+                recv: r(0),
+                count: 4,
+                root: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn without_native_calls_alltoall_gather_and_scatter_are_grouped_send_recv() {
+        let l = |c, rank| {
+            launch(
+                &call(c, DType::Int32, rank, 2),
+                Placement::OutOfPlace,
+                Native::default(),
+            )
+        };
+        let a2a = l(Collective::AllToAll, 1);
+        assert!(a2a.grouped);
+        assert_eq!(a2a.ops.len(), 2 * N);
+        for p in 0..N {
+            assert_eq!(
+                a2a.ops[2 * p],
+                Op::Send {
+                    send: s(p * 4),
+                    count: 4,
+                    peer: p
+                }
+            );
+            assert_eq!(
+                a2a.ops[2 * p + 1],
+                Op::Recv {
+                    recv: r(p * 4),
+                    count: 4,
+                    peer: p
+                }
+            );
+        }
+        // gather: everyone sends to the root, which receives block p from p
+        assert_eq!(
+            l(Collective::Gather, 0),
+            Launch {
+                grouped: true,
+                ops: vec![Op::Send {
+                    send: s(0),
+                    count: 4,
+                    peer: 2
+                }]
+            }
+        );
+        let root = l(Collective::Gather, 2);
+        assert_eq!(root.ops.len(), 1 + N);
+        assert_eq!(
+            root.ops[1 + 1],
+            Op::Recv {
+                recv: r(4),
+                count: 4,
+                peer: 1
+            }
+        );
+        // scatter: the root sends block p to p; everyone receives from it
+        let root = l(Collective::Scatter, 2);
+        assert_eq!(root.ops.len(), N + 1);
+        assert_eq!(
+            root.ops[1],
+            Op::Send {
+                send: s(4),
+                count: 4,
+                peer: 1
+            }
+        );
+        assert_eq!(
+            l(Collective::Scatter, 0).ops,
+            vec![Op::Recv {
+                recv: r(0),
+                count: 4,
+                peer: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn sendrecv_is_a_ring() {
+        for rank in 0..N {
+            let l = launch(
+                &call(Collective::SendRecv, DType::Double, rank, 0),
+                Placement::OutOfPlace,
+                ALL_NATIVE,
+            );
+            assert!(l.grouped);
+            assert_eq!(
+                l.ops,
+                vec![
+                    Op::Send {
+                        send: s(0),
+                        count: 12,
+                        peer: (rank + 1) % N
+                    },
+                    Op::Recv {
+                        recv: r(0),
+                        count: 12,
+                        peer: (rank + N - 1) % N
+                    }
+                ]
+            );
+        }
+        // one rank sends to itself
+        let mut c = call(Collective::SendRecv, DType::Float, 0, 0);
+        c.at.nranks = 1;
+        let l = launch(&c, Placement::OutOfPlace, ALL_NATIVE);
+        assert_eq!(
+            l.ops,
+            vec![
+                Op::Send {
+                    send: s(0),
+                    count: 12,
+                    peer: 0
+                },
+                Op::Recv {
+                    recv: r(0),
+                    count: 12,
+                    peer: 0
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn in_place_uses_nccl_tests_offsets_in_the_one_buffer() {
+        let rank = 1;
+        let l = |c, native| launch(&call(c, DType::Half, rank, 1), Placement::InPlace, native);
+        assert_eq!(
+            l(Collective::AllReduce, ALL_NATIVE).ops,
+            vec![Op::AllReduce {
+                send: r(0),
+                recv: r(0),
+                count: 12,
+                op: RedOp::Max
+            }]
+        );
+        // all_gather: input at recv + rank*count
+        assert_eq!(
+            l(Collective::AllGather, ALL_NATIVE).ops,
+            vec![Op::AllGather {
+                send: r(4),
+                recv: r(0),
+                count: 4
+            }]
+        );
+        // reduce_scatter: output at recv + rank*count
+        assert_eq!(
+            l(Collective::ReduceScatter, ALL_NATIVE).ops,
+            vec![Op::ReduceScatter {
+                send: r(0),
+                recv: r(4),
+                count: 4,
+                op: RedOp::Max
+            }]
+        );
+        // gather at the root: sendbuff == recvbuff + root*count
+        assert_eq!(
+            l(Collective::Gather, ALL_NATIVE).ops,
+            vec![Op::Gather {
+                send: r(4),
+                recv: r(0),
+                count: 4,
+                root: 1
+            }]
+        );
+        // scatter at the root: recvbuff == sendbuff + root*count
+        assert_eq!(
+            l(Collective::Scatter, ALL_NATIVE).ops,
+            vec![Op::Scatter {
+                send: r(0),
+                recv: r(4),
+                count: 4,
+                root: 1
+            }]
+        );
+        // in-place alltoall never uses the native call
+        let a2a = l(Collective::AllToAll, ALL_NATIVE);
+        assert!(a2a.grouped);
+        assert!(a2a.ops.contains(&Op::Send {
+            send: r(8),
+            count: 4,
+            peer: 2
+        }));
+        assert!(a2a.ops.contains(&Op::Recv {
+            recv: r(8),
+            count: 4,
+            peer: 2
+        }));
+        // fallback gather and scatter keep the same positions
+        let g = l(Collective::Gather, Native::default());
+        assert_eq!(
+            g.ops[0],
+            Op::Send {
+                send: r(4),
+                count: 4,
+                peer: 1
+            }
+        );
+        let sc = l(Collective::Scatter, Native::default());
+        assert_eq!(
+            sc.ops.last(),
+            Some(&Op::Recv {
+                recv: r(4),
+                count: 4,
+                peer: 1
+            })
+        );
+    }
+
+    /// Every launch of every collective, type, rank and placement stays
+    /// inside the buffers `buffer_lens` sizes, and the regions the engine
+    /// fills and checks are inside them too.
+    #[test]
+    fn every_call_fits_its_buffers() {
+        for c in Collective::ALL {
+            for dtype in DType::ALL {
+                for root in 0..N {
+                    for rank in 0..N {
+                        let call = call(c, dtype, rank, root);
+                        let (send_len, recv_len) = buffer_lens(&call);
+                        for placement in Placement::BOTH {
+                            for native in [ALL_NATIVE, Native::default()] {
+                                let l = launch(&call, placement, native);
+                                for op in &l.ops {
+                                    for (at, len) in op.extents(N).into_iter().flatten() {
+                                        let cap = if at.buf == Buf::Send { send_len } else { recv_len };
+                                        assert!(at.offset + len <= cap, "{c} {dtype} {placement} {op:?}");
+                                        if placement == Placement::InPlace {
+                                            assert_eq!(at.buf, Buf::Recv, "{c} {op:?}");
+                                        }
+                                    }
+                                }
+                            }
+                            let reg = regions(&call, placement);
+                            for (buf, range) in [reg.input, reg.output] {
+                                let cap = if buf == Buf::Send { send_len } else { recv_len };
+                                assert!(range.end <= cap, "{c} {placement} {range:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn regions_put_outputs_where_nccl_writes_them() {
+        let reg = |c, rank, placement| regions(&call(c, DType::Float, rank, 1), placement);
+        // out of place, the broadcast root's output is its recv buffer too
+        assert_eq!(
+            reg(Collective::Broadcast, 1, Placement::OutOfPlace),
+            Regions {
+                input: (Buf::Send, 0..12),
+                output: (Buf::Recv, 0..12)
+            }
+        );
+        assert_eq!(
+            reg(Collective::ReduceScatter, 2, Placement::InPlace),
+            Regions {
+                input: (Buf::Recv, 0..12),
+                output: (Buf::Recv, 8..12)
+            }
+        );
+        assert_eq!(
+            reg(Collective::AllGather, 2, Placement::InPlace),
+            Regions {
+                input: (Buf::Recv, 8..12),
+                output: (Buf::Recv, 0..12)
+            }
+        );
+        assert_eq!(
+            reg(Collective::Scatter, 0, Placement::InPlace),
+            Regions {
+                input: (Buf::Recv, 0..0),
+                output: (Buf::Recv, 0..4)
+            }
+        );
+        assert_eq!(
+            reg(Collective::Gather, 0, Placement::InPlace),
+            Regions {
+                input: (Buf::Recv, 0..4),
+                output: (Buf::Recv, 0..0)
+            }
+        );
+    }
+}

@@ -1,0 +1,266 @@
+//! The GPU side, through cudarc's safe driver API: which GPU a rank uses, its
+//! context and stream, device buffers (`sys::DeviceMemory`), host<->device
+//! copies and completion polling. No `unsafe` here.
+//!
+//! cudarc loads libcuda lazily and panics when it or one of its symbols is
+//! missing, so every entry point first passes `sys::check_cuda_driver`,
+//! which turns that into `DeviceError::Driver`.
+
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
+use thiserror::Error;
+
+pub use super::sys::DeviceMemory;
+use super::sys::{self, CudaDriver, DriverMissing};
+
+/// Why a rank has no usable GPU, or a device call failed. One line each.
+#[derive(Clone, Debug, Error)]
+pub enum DeviceError {
+    #[error("{0}")]
+    Driver(#[from] DriverMissing),
+    #[error(
+        "no GPU visible: the CUDA driver {driver} found no device ({reason}){}",
+        visible_note()
+    )]
+    NoGpu { driver: String, reason: String },
+    #[error(
+        "{local_ranks} ranks share host {host} but only {gpus} GPU{} {} visible{}; start at most one rank per GPU",
+        if *.gpus == 1 { "" } else { "s" },
+        if *.gpus == 1 { "is" } else { "are" },
+        visible_note()
+    )]
+    TooManyRanks {
+        host: String,
+        local_ranks: usize,
+        gpus: usize,
+    },
+    #[error("CUDA {what} failed: {text}")]
+    Cuda { what: &'static str, text: String },
+}
+
+fn visible_note() -> String {
+    match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) => format!(" (CUDA_VISIBLE_DEVICES={v})"),
+        Err(_) => String::new(),
+    }
+}
+
+/// `CUDA_ERROR_OUT_OF_MEMORY (out of memory)` rather than cudarc's Debug.
+pub fn driver_text(e: &DriverError) -> String {
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).ok();
+    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).ok();
+    match (name, text) {
+        (Some(n), Some(t)) => format!("{n} ({t})"),
+        (Some(n), None) => n,
+        _ => format!("CUDA error {}", e.0 as i32),
+    }
+}
+
+fn cuda(what: &'static str) -> impl Fn(DriverError) -> DeviceError {
+    move |e| DeviceError::Cuda {
+        what,
+        text: driver_text(&e),
+    }
+}
+
+/// The driver check is done once per process; its result is shared.
+fn driver() -> Result<CudaDriver, DeviceError> {
+    static DRIVER: OnceLock<Result<CudaDriver, DriverMissing>> = OnceLock::new();
+    DRIVER
+        .get_or_init(sys::check_cuda_driver)
+        .clone()
+        .map_err(DeviceError::Driver)
+}
+
+/// One visible GPU, for `collbench info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub total_bytes: usize,
+}
+
+/// What the CUDA driver reports, without creating any context.
+#[derive(Clone, Debug)]
+pub struct CudaInfo {
+    pub driver: CudaDriver,
+    pub gpus: Vec<GpuInfo>,
+}
+
+/// The driver and the GPUs it sees (honouring CUDA_VISIBLE_DEVICES, which
+/// the driver applies itself).
+pub fn probe() -> Result<CudaInfo, DeviceError> {
+    let driver = driver()?;
+    let count = visible_gpus(&driver)?;
+    let mut gpus = Vec::with_capacity(count);
+    for ordinal in 0..count {
+        let dev = cudarc::driver::result::device::get(ordinal as i32).map_err(cuda("cuDeviceGet"))?;
+        let name = cudarc::driver::result::device::get_name(dev).map_err(cuda("cuDeviceGetName"))?;
+        let total_bytes = sys::device_total_mem(dev).map_err(cuda("cuDeviceTotalMem"))?;
+        gpus.push(GpuInfo {
+            ordinal,
+            name,
+            total_bytes,
+        });
+    }
+    Ok(CudaInfo { driver, gpus })
+}
+
+/// cuInit and cuDeviceGetCount: zero devices, or a driver that cannot
+/// initialise (no GPU in the machine, a driver/kernel-module mismatch), is
+/// `NoGpu`.
+fn visible_gpus(driver: &CudaDriver) -> Result<usize, DeviceError> {
+    let no_gpu = |reason: String| DeviceError::NoGpu {
+        driver: format!("{} (CUDA {})", driver.library, driver.version_text()),
+        reason,
+    };
+    cudarc::driver::result::init().map_err(|e| no_gpu(driver_text(&e)))?;
+    let count = CudaContext::device_count().map_err(|e| no_gpu(driver_text(&e)))?;
+    if count <= 0 {
+        return Err(no_gpu("cuDeviceGetCount returned 0".into()));
+    }
+    Ok(count as usize)
+}
+
+/// The GPU one rank drives: its primary context and one non-blocking stream
+/// on which every copy and every NCCL call of this rank is ordered.
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// Re-recorded by `mark`, polled by `is_done`.
+    done: CudaEvent,
+    /// Timing events for `-I`: one before the first timed iteration and
+    /// one after each; created on first use and kept for the run.
+    iteration_marks: Vec<CudaEvent>,
+    ordinal: usize,
+    name: String,
+}
+
+impl Device {
+    /// Opens GPU `local_rank` (ranks sharing a host take consecutive visible
+    /// GPUs, as nccl-tests does), after checking that the host has a GPU for
+    /// each of its `local_ranks` ranks.
+    pub fn open(local_rank: usize, local_ranks: usize, host: &str) -> Result<Device, DeviceError> {
+        let driver = driver()?;
+        let gpus = visible_gpus(&driver)?;
+        if local_ranks > gpus {
+            return Err(DeviceError::TooManyRanks {
+                host: host.to_string(),
+                local_ranks,
+                gpus,
+            });
+        }
+        let ctx = CudaContext::new(local_rank).map_err(cuda("context creation"))?;
+        let stream = ctx.new_stream().map_err(cuda("stream creation"))?;
+        let done = ctx.new_event(None).map_err(cuda("event creation"))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        Ok(Device {
+            ctx,
+            stream,
+            done,
+            iteration_marks: Vec::new(),
+            ordinal: local_rank,
+            name,
+        })
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Makes this device's context current on the calling thread (NCCL's
+    /// communicator initialisation uses the current device).
+    pub fn bind(&self) -> Result<(), DeviceError> {
+        self.ctx.bind_to_thread().map_err(cuda("context binding"))
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), DeviceError> {
+        self.ctx.mem_get_info().map_err(cuda("cuMemGetInfo"))
+    }
+
+    /// `bytes` of zeroed device memory on this device's stream.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceMemory, DeviceError> {
+        DeviceMemory::alloc(&self.stream, bytes).map_err(|e| DeviceError::Cuda {
+            what: "memory allocation",
+            text: format!("{} for {bytes} bytes", driver_text(&e)),
+        })
+    }
+
+    /// Copies `host` into `memory` at byte `offset`.
+    pub fn upload(memory: &mut DeviceMemory, offset: usize, host: &[u8]) -> Result<(), DeviceError> {
+        match memory.upload(offset, host) {
+            Some(result) => result.map_err(cuda("host-to-device copy")),
+            None => Err(DeviceError::Cuda {
+                what: "host-to-device copy",
+                text: "range beyond the device buffer".into(),
+            }),
+        }
+    }
+
+    /// Copies from `memory` at byte `offset` into `host`.
+    pub fn download(memory: &DeviceMemory, offset: usize, host: &mut [u8]) -> Result<(), DeviceError> {
+        match memory.download(offset, host) {
+            Some(result) => result.map_err(cuda("device-to-host copy")),
+            None => Err(DeviceError::Cuda {
+                what: "device-to-host copy",
+                text: "range beyond the device buffer".into(),
+            }),
+        }
+    }
+
+    /// Starts timing `iters` iterations on the stream (`-I`): records the
+    /// first timing event, creating the events that are still missing
+    /// (outside the timed loop, which must not allocate).
+    pub fn start_marks(&mut self, iters: usize) -> Result<(), DeviceError> {
+        let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        while self.iteration_marks.len() < iters + 1 {
+            let event = self.ctx.new_event(timing).map_err(cuda("event creation"))?;
+            self.iteration_marks.push(event);
+        }
+        self.iteration_marks[0]
+            .record(&self.stream)
+            .map_err(cuda("event record"))
+    }
+
+    /// Records the end of timed iteration `i` on the stream.
+    pub fn mark_iteration(&self, i: usize) -> Result<(), DeviceError> {
+        let event = self.iteration_marks.get(i + 1).ok_or_else(|| DeviceError::Cuda {
+            what: "event record",
+            text: format!("iteration {i} beyond the {} timing events", self.iteration_marks.len()),
+        })?;
+        event.record(&self.stream).map_err(cuda("event record"))
+    }
+
+    /// Seconds of each of the first `iters` marked iterations, once the
+    /// stream has passed them: the time between consecutive events.
+    pub fn marked_times(&self, iters: usize) -> Result<Vec<f64>, DeviceError> {
+        let marks = self.iteration_marks.get(..iters + 1).ok_or_else(|| DeviceError::Cuda {
+            what: "event timing",
+            text: format!("{iters} iterations but {} timing events", self.iteration_marks.len()),
+        })?;
+        marks
+            .windows(2)
+            .map(|w| {
+                w[0].elapsed_ms(&w[1])
+                    .map(|ms| f64::from(ms) * 1e-3)
+                    .map_err(cuda("event timing"))
+            })
+            .collect()
+    }
+
+    /// Marks the end of everything enqueued so far on the stream.
+    pub fn mark(&self) -> Result<(), DeviceError> {
+        self.done.record(&self.stream).map_err(cuda("event record"))
+    }
+
+    /// Whether the work before the last `mark` has finished.
+    pub fn is_done(&self) -> Result<bool, DeviceError> {
+        self.done.try_is_complete().map_err(cuda("event query"))
+    }
+}

@@ -1,0 +1,1445 @@
+//! The project's own run-time binding of libnccl (no `nccl-sys` crate exists),
+//! and the only home of `unsafe` code for the NCCL backend.
+//!
+//! Three parts, in cudarc's layering:
+//! - raw: the C types and function-pointer types of nccl.h, resolved from a
+//!   library found at run time (`Api`); every required symbol is resolved at
+//!   load time, so a missing one is a typed error and never a later panic;
+//!   optional symbols (newer API) are `Option`s;
+//! - thin wrappers: methods that turn an `ncclResult_t` into `NcclError`;
+//! - safe handles: `Comm` (a communicator that is destroyed, never leaked,
+//!   and whose `Drop` cannot panic) and `Comm::launch`, which checks every
+//!   pointer range against the device allocation it comes from before
+//!   handing it to NCCL.
+//!
+//! Also here, because they too need `unsafe`: device memory (`DeviceMemory`,
+//! plain cuMemAlloc as nccl-tests' cudaMalloc, rather than cudarc's
+//! stream-ordered pool, whose memory other GPUs of the same process cannot
+//! reach without extra pool access rights, and without cudarc's per-use event
+//! records in the timed loop), the check that the CUDA driver library loads
+//! and has every symbol cudarc will call (cudarc panics on a missing library
+//! or symbol), and the driver version query.
+//!
+//! Facts used, from nccl.h: `NCCL_UNIQUE_ID_BYTES` is 128; enums are C
+//! `int`s; `NCCL_VERSION_CODE` is `major*10000 + minor*100 + patch` from 2.9
+//! on and `major*1000 + minor*100 + patch` before.
+#![allow(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use cudarc::driver::{CudaStream, DriverError};
+
+// ---------------------------------------------------------------------------
+// Raw C types
+
+/// `ncclResult_t`.
+type NcclResult = c_int;
+/// `ncclComm_t`: an opaque pointer.
+type RawComm = *mut c_void;
+/// `cudaStream_t` (the same object as the driver's `CUstream`).
+type RawStream = *mut c_void;
+
+const NCCL_SUCCESS: NcclResult = 0;
+/// `ncclInProgress`: a non-blocking communicator is still working.
+const NCCL_IN_PROGRESS: NcclResult = 7;
+
+pub const UNIQUE_ID_BYTES: usize = 128;
+
+/// `ncclUniqueId`: passed by value to ncclCommInitRank.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawUniqueId {
+    internal: [c_char; UNIQUE_ID_BYTES],
+}
+
+type GetVersionFn = unsafe extern "C" fn(*mut c_int) -> NcclResult;
+type GetUniqueIdFn = unsafe extern "C" fn(*mut RawUniqueId) -> NcclResult;
+type CommInitRankFn = unsafe extern "C" fn(*mut RawComm, c_int, RawUniqueId, c_int) -> NcclResult;
+type CommInitRankConfigFn = unsafe extern "C" fn(*mut RawComm, c_int, RawUniqueId, c_int, *mut c_void) -> NcclResult;
+type CommFn = unsafe extern "C" fn(RawComm) -> NcclResult;
+type CommIntFn = unsafe extern "C" fn(RawComm, *mut c_int) -> NcclResult;
+type CommAsyncErrorFn = unsafe extern "C" fn(RawComm, *mut NcclResult) -> NcclResult;
+type GetErrorStringFn = unsafe extern "C" fn(NcclResult) -> *const c_char;
+type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
+type GroupFn = unsafe extern "C" fn() -> NcclResult;
+/// ncclAllReduce(send, recv, count, datatype, op, comm, stream)
+type AllReduceFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+/// ncclReduce(send, recv, count, datatype, op, root, comm, stream)
+type ReduceFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, c_int, RawComm, RawStream) -> NcclResult;
+/// ncclBroadcast, ncclGather, ncclScatter(send, recv, count, datatype, root, comm, stream)
+type RootedFn = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+/// ncclAllGather, ncclAlltoAll(send, recv, count, datatype, comm, stream)
+type MoveFn = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, RawComm, RawStream) -> NcclResult;
+/// ncclReduceScatter(send, recv, recvcount, datatype, op, comm, stream)
+type ReduceScatterFn = AllReduceFn;
+/// ncclSend(send, count, datatype, peer, comm, stream)
+type SendFn = unsafe extern "C" fn(*const c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+/// ncclRecv(recv, count, datatype, peer, comm, stream)
+type RecvFn = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+/// ncclCommSplit(comm, color, key, newcomm, config)
+type CommSplitFn = unsafe extern "C" fn(RawComm, c_int, c_int, *mut RawComm, *mut c_void) -> NcclResult;
+/// ncclCommRegister(comm, buff, size, handle)
+type CommRegisterFn = unsafe extern "C" fn(RawComm, *mut c_void, usize, *mut *mut c_void) -> NcclResult;
+/// ncclCommDeregister(comm, handle)
+type CommDeregisterFn = unsafe extern "C" fn(RawComm, *mut c_void) -> NcclResult;
+/// ncclMemAlloc(ptr, size)
+type MemAllocFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> NcclResult;
+/// ncclMemFree(ptr)
+type MemFreeFn = unsafe extern "C" fn(*mut c_void) -> NcclResult;
+
+/// The symbols a library must have to be used at all (NCCL 2.7 and later
+/// have them all; ncclCommGetAsyncError came in 2.4, send/recv in 2.7).
+pub const REQUIRED_SYMBOLS: [&str; 19] = [
+    "ncclGetVersion",
+    "ncclGetUniqueId",
+    "ncclCommInitRank",
+    "ncclCommDestroy",
+    "ncclCommAbort",
+    "ncclCommCount",
+    "ncclCommCuDevice",
+    "ncclCommUserRank",
+    "ncclCommGetAsyncError",
+    "ncclGetErrorString",
+    "ncclGroupStart",
+    "ncclGroupEnd",
+    "ncclAllReduce",
+    "ncclBroadcast",
+    "ncclReduce",
+    "ncclAllGather",
+    "ncclReduceScatter",
+    "ncclSend",
+    "ncclRecv",
+];
+
+/// Newer API that is used, or reported, where the library has it.
+pub const OPTIONAL_SYMBOLS: [&str; 10] = [
+    "ncclAlltoAll",
+    "ncclGather",
+    "ncclScatter",
+    "ncclCommSplit",
+    "ncclCommRegister",
+    "ncclCommDeregister",
+    "ncclMemAlloc",
+    "ncclMemFree",
+    "ncclCommInitRankConfig",
+    "ncclGetLastError",
+];
+
+/// Every resolved entry point of one loaded libnccl. The function pointers
+/// stay valid for as long as `_library` is loaded, that is as long as this
+/// value lives; everything that calls them holds an `Arc<Api>`.
+pub struct Api {
+    get_version: GetVersionFn,
+    get_unique_id: GetUniqueIdFn,
+    comm_init_rank: CommInitRankFn,
+    comm_destroy: CommFn,
+    comm_abort: CommFn,
+    comm_count: CommIntFn,
+    comm_cu_device: CommIntFn,
+    comm_user_rank: CommIntFn,
+    comm_get_async_error: CommAsyncErrorFn,
+    get_error_string: GetErrorStringFn,
+    group_start: GroupFn,
+    group_end: GroupFn,
+    all_reduce: AllReduceFn,
+    broadcast: RootedFn,
+    reduce: ReduceFn,
+    all_gather: MoveFn,
+    reduce_scatter: ReduceScatterFn,
+    send: SendFn,
+    recv: RecvFn,
+    alltoall: Option<MoveFn>,
+    gather: Option<RootedFn>,
+    scatter: Option<RootedFn>,
+    comm_split: Option<CommSplitFn>,
+    comm_register: Option<CommRegisterFn>,
+    comm_deregister: Option<CommDeregisterFn>,
+    mem_alloc: Option<MemAllocFn>,
+    mem_free: Option<MemFreeFn>,
+    comm_init_rank_config: Option<CommInitRankConfigFn>,
+    get_last_error: Option<GetLastErrorFn>,
+    path: PathBuf,
+    _library: libloading::Library,
+}
+
+impl fmt::Debug for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Api").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+/// Which optional entry points the loaded library has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OptionalApi {
+    pub alltoall: bool,
+    pub gather: bool,
+    pub scatter: bool,
+    pub comm_split: bool,
+    pub comm_register: bool,
+    pub mem_alloc: bool,
+    pub comm_init_rank_config: bool,
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+
+/// How a candidate library was found (the search order of the README).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// `--nccl-lib PATH`
+    Option,
+    /// `COLLBENCH_NCCL_LIB`
+    Env,
+    /// `$NCCL_HOME/lib`
+    NcclHome,
+    /// The dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache, ...).
+    Loader,
+    /// `nvidia/nccl/lib` of a Python site-packages folder (PyPI's
+    /// nvidia-nccl-cuXX wheels ship `libnccl.so.2` there, without a
+    /// `libnccl.so` link).
+    SitePackages,
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Route::Option => "--nccl-lib",
+            Route::Env => "COLLBENCH_NCCL_LIB",
+            Route::NcclHome => "NCCL_HOME",
+            Route::Loader => "dynamic loader",
+            Route::SitePackages => "Python site-packages",
+        })
+    }
+}
+
+/// One place to try: a file path, or a bare name for the dynamic loader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub route: Route,
+    pub target: PathBuf,
+}
+
+/// A candidate that did not work, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    pub route: Route,
+    pub target: PathBuf,
+    pub why: String,
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.target.display(), self.route, self.why)
+    }
+}
+
+/// Why no NCCL library could be used. Every message is one line.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    #[error(
+        "NCCL library not found (tried {}); install NCCL (e.g. `pip install nvidia-nccl-cu12`) \
+         or point --nccl-lib or COLLBENCH_NCCL_LIB at libnccl.so.2",
+        list(.tried)
+    )]
+    NotFound { tried: Vec<Attempt> },
+    #[error(
+        "{} is not a usable NCCL library ({why}); point --nccl-lib or COLLBENCH_NCCL_LIB at libnccl.so.2",
+        .path.display()
+    )]
+    Unusable { path: PathBuf, why: String },
+    #[error("NCCL library {}: {source}", .path.display())]
+    Call { path: PathBuf, source: NcclError },
+}
+
+fn list(tried: &[Attempt]) -> String {
+    if tried.is_empty() {
+        return "nothing".into();
+    }
+    tried.iter().map(Attempt::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// The message of a failed dlopen (libloading keeps the loader's own text
+/// as the error's source) without the path it repeats.
+fn short_dl_error(e: &libloading::Error, target: &Path) -> String {
+    let text = match std::error::Error::source(e) {
+        Some(source) => source.to_string(),
+        None => e.to_string(),
+    };
+    let prefix = format!("{}: ", target.display());
+    let text = text
+        .split_once(&prefix)
+        .map_or(text.as_str(), |(_, rest)| rest)
+        .to_string();
+    text.trim().to_string()
+}
+
+impl Api {
+    /// Tries the candidates in order and returns the first library that
+    /// loads and has every required symbol, or every attempt with its reason.
+    pub fn load_first(candidates: &[Candidate]) -> Result<Arc<Api>, LoadError> {
+        let mut tried = Vec::new();
+        for c in candidates {
+            match Api::load(c) {
+                Ok(api) => return Ok(Arc::new(api)),
+                Err(why) => tried.push(Attempt {
+                    route: c.route,
+                    target: c.target.clone(),
+                    why,
+                }),
+            }
+        }
+        Err(LoadError::NotFound { tried })
+    }
+
+    /// Loads one candidate; the error is the reason, for the attempt list.
+    fn load(c: &Candidate) -> Result<Api, String> {
+        let is_path = c.target.components().count() > 1;
+        if is_path && !c.target.exists() {
+            return Err("no such file".into());
+        }
+        // SAFETY: loading a shared library runs its initialisers. The path
+        // was chosen by the user or by the documented search for libnccl, and
+        // libnccl's initialisers only set up its own state. A file that is
+        // not a shared library is refused by the loader with an error.
+        let library = unsafe { libloading::Library::new(&c.target) }.map_err(|e| {
+            let why = short_dl_error(&e, &c.target);
+            if !is_path && why.contains("No such file") {
+                "not in the loader's search path".into()
+            } else {
+                why
+            }
+        })?;
+        let path = if is_path {
+            c.target.clone()
+        } else {
+            loaded_path_of(&c.target).unwrap_or_else(|| c.target.clone())
+        };
+        Api::resolve(library, path)
+    }
+
+    /// Resolves every symbol; lists every missing required one at once.
+    fn resolve(library: libloading::Library, path: PathBuf) -> Result<Api, String> {
+        let missing: Vec<&str> = REQUIRED_SYMBOLS
+            .iter()
+            .copied()
+            // SAFETY: only checks that the symbol exists; the pointer is not
+            // used, so its type does not matter here.
+            .filter(|name| unsafe { library.get::<*const c_void>(name.as_bytes()) }.is_err())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!("it lacks {}", missing.join(", ")));
+        }
+        // Each symbol is looked up with the function type its nccl.h
+        // declaration has (the type aliases above, written from nccl.h), and
+        // the pointer is kept only inside the `Api` that also owns `library`,
+        // so it never outlives the mapping.
+        macro_rules! required {
+            ($name:literal) => {{
+                // SAFETY: see the comment above the macro.
+                let symbol = unsafe { library.get($name.as_bytes()) };
+                match symbol {
+                    Ok(symbol) => *symbol,
+                    Err(e) => return Err(format!("it lacks {}: {e}", $name)),
+                }
+            }};
+        }
+        macro_rules! optional {
+            ($name:literal) => {{
+                // SAFETY: see the comment above `required!`.
+                let symbol = unsafe { library.get($name.as_bytes()) };
+                symbol.ok().map(|symbol| *symbol)
+            }};
+        }
+        Ok(Api {
+            get_version: required!("ncclGetVersion"),
+            get_unique_id: required!("ncclGetUniqueId"),
+            comm_init_rank: required!("ncclCommInitRank"),
+            comm_destroy: required!("ncclCommDestroy"),
+            comm_abort: required!("ncclCommAbort"),
+            comm_count: required!("ncclCommCount"),
+            comm_cu_device: required!("ncclCommCuDevice"),
+            comm_user_rank: required!("ncclCommUserRank"),
+            comm_get_async_error: required!("ncclCommGetAsyncError"),
+            get_error_string: required!("ncclGetErrorString"),
+            group_start: required!("ncclGroupStart"),
+            group_end: required!("ncclGroupEnd"),
+            all_reduce: required!("ncclAllReduce"),
+            broadcast: required!("ncclBroadcast"),
+            reduce: required!("ncclReduce"),
+            all_gather: required!("ncclAllGather"),
+            reduce_scatter: required!("ncclReduceScatter"),
+            send: required!("ncclSend"),
+            recv: required!("ncclRecv"),
+            alltoall: optional!("ncclAlltoAll"),
+            gather: optional!("ncclGather"),
+            scatter: optional!("ncclScatter"),
+            comm_split: optional!("ncclCommSplit"),
+            comm_register: optional!("ncclCommRegister"),
+            comm_deregister: optional!("ncclCommDeregister"),
+            mem_alloc: optional!("ncclMemAlloc"),
+            mem_free: optional!("ncclMemFree"),
+            comm_init_rank_config: optional!("ncclCommInitRankConfig"),
+            get_last_error: optional!("ncclGetLastError"),
+            path,
+            _library: library,
+        })
+    }
+
+    /// The file the library was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn optional(&self) -> OptionalApi {
+        OptionalApi {
+            alltoall: self.alltoall.is_some(),
+            gather: self.gather.is_some(),
+            scatter: self.scatter.is_some(),
+            comm_split: self.comm_split.is_some(),
+            comm_register: self.comm_register.is_some() && self.comm_deregister.is_some(),
+            mem_alloc: self.mem_alloc.is_some() && self.mem_free.is_some(),
+            comm_init_rank_config: self.comm_init_rank_config.is_some(),
+        }
+    }
+
+    /// `ncclGetErrorString`, as an owned string.
+    fn error_text(&self, code: NcclResult) -> String {
+        // SAFETY: ncclGetErrorString takes any integer and returns a pointer
+        // to a static NUL-terminated string (or NULL, checked).
+        let ptr = unsafe { (self.get_error_string)(code) };
+        if ptr.is_null() {
+            return format!("NCCL error {code}");
+        }
+        // SAFETY: non-null, NUL-terminated, static in the library.
+        unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+    }
+
+    fn check(&self, call: &'static str, code: NcclResult, comm: Option<RawComm>) -> Result<(), NcclError> {
+        if code == NCCL_SUCCESS {
+            return Ok(());
+        }
+        let detail = match self.get_last_error {
+            Some(last) => {
+                // SAFETY: ncclGetLastError(comm) accepts a live communicator
+                // or NULL (then it reports the thread's last error, as after
+                // a failed initialisation) and returns a pointer to a
+                // NUL-terminated string owned by NCCL, valid until the next
+                // NCCL call on this thread; it is copied at once.
+                let ptr = unsafe { last(comm.unwrap_or(std::ptr::null_mut())) };
+                if ptr.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: non-null and NUL-terminated, see above.
+                    unsafe { CStr::from_ptr(ptr) }.to_string_lossy().trim().to_string()
+                }
+            }
+            None => String::new(),
+        };
+        Err(NcclError {
+            call,
+            code,
+            text: self.error_text(code),
+            detail,
+        })
+    }
+
+    /// `ncclGetVersion`.
+    pub fn version(&self) -> Result<NcclVersion, NcclError> {
+        let mut code: c_int = 0;
+        // SAFETY: ncclGetVersion writes one int through a valid pointer.
+        let rc = unsafe { (self.get_version)(&mut code) };
+        self.check("ncclGetVersion", rc, None)?;
+        Ok(NcclVersion::from_code(code))
+    }
+
+    /// `ncclGetUniqueId`: the bootstrap handle rank 0 shares with all ranks.
+    pub fn unique_id(&self) -> Result<[u8; UNIQUE_ID_BYTES], NcclError> {
+        let mut raw = RawUniqueId {
+            internal: [0; UNIQUE_ID_BYTES],
+        };
+        // SAFETY: ncclGetUniqueId fills the 128-byte struct it is given.
+        let rc = unsafe { (self.get_unique_id)(&mut raw) };
+        self.check("ncclGetUniqueId", rc, None)?;
+        Ok(raw.internal.map(|c| c as u8))
+    }
+
+    /// `ncclCommInitRank` on the calling thread's current CUDA device (the
+    /// caller binds its context first). Collective: every rank must call it.
+    pub fn init_rank(
+        self: &Arc<Self>,
+        nranks: usize,
+        id: &[u8; UNIQUE_ID_BYTES],
+        rank: usize,
+    ) -> Result<Comm, NcclError> {
+        let nranks_c = c_int::try_from(nranks).map_err(|_| NcclError::usage("ncclCommInitRank", "too many ranks"))?;
+        let rank_c = c_int::try_from(rank).map_err(|_| NcclError::usage("ncclCommInitRank", "rank out of range"))?;
+        let raw_id = RawUniqueId {
+            internal: id.map(|b| b as c_char),
+        };
+        let mut comm: RawComm = std::ptr::null_mut();
+        // SAFETY: `comm` is a valid out-pointer; the id is passed by value as
+        // nccl.h declares; NCCL validates nranks and rank itself and returns
+        // an error (not a crash) when no CUDA device is usable.
+        let rc = unsafe { (self.comm_init_rank)(&mut comm, nranks_c, raw_id, rank_c) };
+        self.check("ncclCommInitRank", rc, None)?;
+        if comm.is_null() {
+            return Err(NcclError::usage("ncclCommInitRank", "returned no communicator"));
+        }
+        Ok(Comm {
+            raw: comm,
+            api: Arc::clone(self),
+            nranks,
+            scratch: Vec::new(),
+        })
+    }
+}
+
+/// Where a loaded library came from, when it was opened by bare name: the
+/// first mapped file of /proc/self/maps whose name is the library's.
+fn loaded_path_of(name: &Path) -> Option<PathBuf> {
+    let stem = name.file_name()?.to_str()?.split(".so").next()?.to_string();
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| {
+            Path::new(p)
+                .file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| f.starts_with(&format!("{stem}.so")))
+        })
+        .map(PathBuf::from)
+}
+
+// ---------------------------------------------------------------------------
+// Versions and errors
+
+/// An NCCL version, decoded from `ncclGetVersion`'s integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NcclVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl NcclVersion {
+    /// `NCCL_VERSION_CODE`: `X*10000 + Y*100 + Z` since 2.9, `X*1000 + Y*100
+    /// + Z` before (nccl.h's NCCL_VERSION macro).
+    pub fn from_code(code: c_int) -> NcclVersion {
+        let code = code.max(0) as u32;
+        if code >= 10000 {
+            NcclVersion {
+                major: code / 10000,
+                minor: code % 10000 / 100,
+                patch: code % 100,
+            }
+        } else {
+            NcclVersion {
+                major: code / 1000,
+                minor: code % 1000 / 100,
+                patch: code % 100,
+            }
+        }
+    }
+
+    pub const fn new(major: u32, minor: u32, patch: u32) -> NcclVersion {
+        NcclVersion { major, minor, patch }
+    }
+}
+
+impl fmt::Display for NcclVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// A failed NCCL call: which call, NCCL's code and text, and NCCL's last
+/// error message where the library keeps one.
+#[derive(Clone, Debug, Error)]
+#[error("{call} failed: {text} (ncclResult_t {code}){}", if .detail.is_empty() { String::new() } else { format!(": {}", .detail) })]
+pub struct NcclError {
+    pub call: &'static str,
+    pub code: c_int,
+    pub text: String,
+    pub detail: String,
+}
+
+impl NcclError {
+    /// A refusal found before calling NCCL (counts, ranges).
+    fn usage(call: &'static str, what: &str) -> NcclError {
+        NcclError {
+            call,
+            code: 4, // ncclInvalidArgument
+            text: what.into(),
+            detail: String::new(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Communicators and calls
+
+/// `ncclDataType_t` values (nccl.h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum DataType {
+    Int8 = 0,
+    Uint8 = 1,
+    Int32 = 2,
+    Uint32 = 3,
+    Int64 = 4,
+    Uint64 = 5,
+    Float16 = 6,
+    Float32 = 7,
+    Float64 = 8,
+    /// Since NCCL 2.10.
+    Bfloat16 = 9,
+}
+
+impl DataType {
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Float16 | DataType::Bfloat16 => 2,
+            DataType::Int32 | DataType::Uint32 | DataType::Float32 => 4,
+            DataType::Int64 | DataType::Uint64 | DataType::Float64 => 8,
+        }
+    }
+}
+
+/// `ncclRedOp_t` values (nccl.h): note max before min.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum RedOp {
+    Sum = 0,
+    Prod = 1,
+    Max = 2,
+    Min = 3,
+    /// Since NCCL 2.10.
+    Avg = 4,
+}
+
+/// Which of the two device buffers a pointer points into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buf {
+    Send,
+    Recv,
+}
+
+/// A position in a device buffer, in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    pub buf: Buf,
+    pub offset: usize,
+}
+
+/// One NCCL call, with pointers as positions in the two buffers. Counts are
+/// NCCL's `count` argument of that call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    AllReduce {
+        send: At,
+        recv: At,
+        count: usize,
+        op: RedOp,
+    },
+    Broadcast {
+        send: At,
+        recv: At,
+        count: usize,
+        root: usize,
+    },
+    Reduce {
+        send: At,
+        recv: At,
+        count: usize,
+        op: RedOp,
+        root: usize,
+    },
+    /// `count` is per rank (sendcount).
+    AllGather {
+        send: At,
+        recv: At,
+        count: usize,
+    },
+    /// `count` is per rank (recvcount).
+    ReduceScatter {
+        send: At,
+        recv: At,
+        count: usize,
+        op: RedOp,
+    },
+    /// Native ncclAlltoAll; `count` per peer.
+    AlltoAll {
+        send: At,
+        recv: At,
+        count: usize,
+    },
+    /// Native ncclGather; `count` per rank.
+    Gather {
+        send: At,
+        recv: At,
+        count: usize,
+        root: usize,
+    },
+    /// Native ncclScatter; `count` per rank.
+    Scatter {
+        send: At,
+        recv: At,
+        count: usize,
+        root: usize,
+    },
+    Send {
+        send: At,
+        count: usize,
+        peer: usize,
+    },
+    Recv {
+        recv: At,
+        count: usize,
+        peer: usize,
+    },
+}
+
+impl Op {
+    /// The element ranges this call reads and writes, as (position, length):
+    /// what `launch` checks against the buffers before calling NCCL.
+    pub fn extents(&self, nranks: usize) -> [Option<(At, usize)>; 2] {
+        let n = nranks;
+        let two = |a: At, x: usize, b: At, y: usize| [Some((a, x)), Some((b, y))];
+        match *self {
+            Op::AllReduce { send, recv, count, .. } => two(send, count, recv, count),
+            Op::Broadcast { send, recv, count, .. } => two(send, count, recv, count),
+            Op::Reduce { send, recv, count, .. } => two(send, count, recv, count),
+            Op::AllGather { send, recv, count } => two(send, count, recv, count * n),
+            Op::ReduceScatter { send, recv, count, .. } => two(send, count * n, recv, count),
+            Op::AlltoAll { send, recv, count } => two(send, count * n, recv, count * n),
+            Op::Gather { send, recv, count, .. } => two(send, count, recv, count * n),
+            Op::Scatter { send, recv, count, .. } => two(send, count * n, recv, count),
+            Op::Send { send, count, .. } => [Some((send, count)), None],
+            Op::Recv { recv, count, .. } => [Some((recv, count)), None],
+        }
+    }
+}
+
+/// What one `launch` enqueues: NCCL calls, inside one group when `grouped`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub grouped: bool,
+    pub ops: Vec<Op>,
+}
+
+/// A communicator. Destroyed when dropped; `Drop` never panics and reports
+/// nothing (an error while tearing down is of no use to anyone).
+pub struct Comm {
+    raw: RawComm,
+    api: Arc<Api>,
+    nranks: usize,
+    scratch: Vec<(Op, [u64; 2], c_int)>,
+}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Comm")
+            .field("nranks", &self.nranks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Comm {
+    pub fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    fn query_int(&self, call: &'static str, f: CommIntFn) -> Result<i32, NcclError> {
+        let mut v: c_int = 0;
+        // SAFETY: `self.raw` is a live communicator (owned, not yet
+        // destroyed) and `v` a valid out-pointer.
+        let rc = unsafe { f(self.raw, &mut v) };
+        self.api.check(call, rc, Some(self.raw))?;
+        Ok(v)
+    }
+
+    /// `ncclCommUserRank`.
+    pub fn user_rank(&self) -> Result<i32, NcclError> {
+        self.query_int("ncclCommUserRank", self.api.comm_user_rank)
+    }
+
+    /// `ncclCommCount`.
+    pub fn count(&self) -> Result<i32, NcclError> {
+        self.query_int("ncclCommCount", self.api.comm_count)
+    }
+
+    /// `ncclCommCuDevice`.
+    pub fn cu_device(&self) -> Result<i32, NcclError> {
+        self.query_int("ncclCommCuDevice", self.api.comm_cu_device)
+    }
+
+    /// `ncclCommGetAsyncError`: `Ok` while the communicator is healthy (or
+    /// still working), the error once NCCL has seen one (a peer died, a
+    /// network failure, a CUDA error in its kernels).
+    pub fn async_error(&self) -> Result<(), NcclError> {
+        let mut state: NcclResult = NCCL_SUCCESS;
+        // SAFETY: live communicator, valid out-pointer.
+        let rc = unsafe { (self.api.comm_get_async_error)(self.raw, &mut state) };
+        self.api.check("ncclCommGetAsyncError", rc, Some(self.raw))?;
+        if state == NCCL_IN_PROGRESS {
+            return Ok(());
+        }
+        self.api.check("a pending NCCL operation", state, Some(self.raw))
+    }
+
+    /// `ncclCommAbort`: frees the communicator without waiting for peers,
+    /// for use after an error.
+    pub fn abort(mut self) {
+        let raw = std::mem::replace(&mut self.raw, std::ptr::null_mut());
+        // SAFETY: `raw` is live; `self.raw` is now null, so Drop does not
+        // release it a second time.
+        let _ = unsafe { (self.api.comm_abort)(raw) };
+    }
+
+    /// Enqueues `launch` on the stream of the buffers. Every pointer range
+    /// is checked against its buffer first, so NCCL never gets a pointer
+    /// outside a live allocation.
+    /// Enqueues `launch`; every offset is moved `shift` elements further
+    /// into its buffer (buffer rotation).
+    pub fn launch(
+        &mut self,
+        launch: &Launch,
+        dtype: DataType,
+        send: &DeviceMemory,
+        recv: &mut DeviceMemory,
+        shift: usize,
+    ) -> Result<(), NcclError> {
+        if !send.same_stream(recv) {
+            return Err(NcclError::usage(
+                "launch",
+                "send and receive buffers are on different streams",
+            ));
+        }
+        let elem = dtype.size_bytes();
+        let dt = dtype as c_int;
+        let stream = recv.raw_stream();
+        let bufs = [
+            (Buf::Send, send.raw_ptr(), send.len_bytes()),
+            (Buf::Recv, recv.raw_ptr(), recv.len_bytes()),
+        ];
+        let ptr = |at: At, len: usize| -> Result<u64, NcclError> {
+            let (_, base, bytes) = bufs.iter().copied().find(|b| b.0 == at.buf).unwrap_or(bufs[1]);
+            let offset = at
+                .offset
+                .checked_add(shift)
+                .ok_or_else(|| NcclError::usage("launch", "element range overflows"))?;
+            let end = offset
+                .checked_add(len)
+                .and_then(|e| e.checked_mul(elem))
+                .ok_or_else(|| NcclError::usage("launch", "element range overflows"))?;
+            if end > bytes {
+                return Err(NcclError::usage("launch", "element range beyond its device buffer"));
+            }
+            Ok(base + (offset * elem) as u64)
+        };
+        let int = |v: usize, what: &str| c_int::try_from(v).map_err(|_| NcclError::usage("launch", what));
+        // Check and convert everything before enqueuing anything, so that a
+        // refusal never leaves a group open or half a launch enqueued.
+        // `scratch` keeps its capacity between launches: nothing allocates
+        // in the timed loop.
+        let mut resolved = std::mem::take(&mut self.scratch);
+        resolved.clear();
+        for op in &launch.ops {
+            let mut ptrs = [0u64; 2];
+            for (i, extent) in op.extents(self.nranks).into_iter().enumerate() {
+                if let Some((at, len)) = extent {
+                    ptrs[i] = ptr(at, len)?;
+                }
+            }
+            let param = match *op {
+                Op::Broadcast { root, .. }
+                | Op::Reduce { root, .. }
+                | Op::Gather { root, .. }
+                | Op::Scatter { root, .. } => int(root, "root out of range")?,
+                Op::Send { peer, .. } | Op::Recv { peer, .. } => int(peer, "peer out of range")?,
+                _ => 0,
+            };
+            let missing = match op {
+                Op::AlltoAll { .. } if self.api.alltoall.is_none() => Some("ncclAlltoAll"),
+                Op::Gather { .. } if self.api.gather.is_none() => Some("ncclGather"),
+                Op::Scatter { .. } if self.api.scatter.is_none() => Some("ncclScatter"),
+                _ => None,
+            };
+            if let Some(name) = missing {
+                return Err(NcclError::usage(name, "not in this NCCL library"));
+            }
+            resolved.push((*op, ptrs, param));
+        }
+
+        if launch.grouped {
+            // SAFETY: ncclGroupStart takes no arguments.
+            let rc = unsafe { (self.api.group_start)() };
+            self.api.check("ncclGroupStart", rc, Some(self.raw))?;
+        }
+        let mut first_error = Ok(());
+        for &(op, [p0, p1], param) in &resolved {
+            let c = self.raw;
+            let (name, rc) = self.enqueue(op, p0, p1, param, dt, stream);
+            if let Err(e) = self.api.check(name, rc, Some(c)) {
+                first_error = Err(e);
+                break;
+            }
+        }
+        if launch.grouped {
+            // A group that was opened is always closed, even after an error.
+            // SAFETY: ncclGroupEnd takes no arguments.
+            let rc = unsafe { (self.api.group_end)() };
+            self.scratch = resolved;
+            first_error?;
+            return self.api.check("ncclGroupEnd", rc, Some(self.raw));
+        }
+        self.scratch = resolved;
+        first_error
+    }
+
+    /// Enqueues one NCCL call. `p0` and `p1` are the op's two device
+    /// pointers in `Op::extents` order, already checked to lie inside live
+    /// allocations with room for every element NCCL touches; `stream` is the
+    /// stream those allocations are freed on, so they outlive the enqueued
+    /// work; `param` is the root or peer, which NCCL checks against the
+    /// communicator's size; optional entry points were checked to exist.
+    fn enqueue(
+        &self,
+        op: Op,
+        p0: u64,
+        p1: u64,
+        param: c_int,
+        dt: c_int,
+        stream: RawStream,
+    ) -> (&'static str, NcclResult) {
+        let (a, b) = (p0 as *const c_void, p1 as *mut c_void);
+        let c = self.raw;
+        let api = &self.api;
+        // ncclInvalidArgument, for an entry point that is absent after all.
+        let absent = 4;
+        match op {
+            Op::AllReduce { count, op, .. } => {
+                // SAFETY: see the method comment; `a` holds `count` elements, `b` too.
+                ("ncclAllReduce", unsafe {
+                    (api.all_reduce)(a, b, count, dt, op as c_int, c, stream)
+                })
+            }
+            Op::Broadcast { count, .. } => {
+                // SAFETY: see the method comment; `a` and `b` hold `count` elements.
+                ("ncclBroadcast", unsafe {
+                    (api.broadcast)(a, b, count, dt, param, c, stream)
+                })
+            }
+            Op::Reduce { count, op, .. } => {
+                // SAFETY: see the method comment; `a` and `b` hold `count` elements.
+                ("ncclReduce", unsafe {
+                    (api.reduce)(a, b, count, dt, op as c_int, param, c, stream)
+                })
+            }
+            Op::AllGather { count, .. } => {
+                // SAFETY: see the method comment; `a` holds `count`, `b` nranks*count.
+                ("ncclAllGather", unsafe { (api.all_gather)(a, b, count, dt, c, stream) })
+            }
+            Op::ReduceScatter { count, op, .. } => {
+                // SAFETY: see the method comment; `a` holds nranks*count, `b` count.
+                ("ncclReduceScatter", unsafe {
+                    (api.reduce_scatter)(a, b, count, dt, op as c_int, c, stream)
+                })
+            }
+            Op::AlltoAll { count, .. } => match api.alltoall {
+                // SAFETY: see the method comment; `a` and `b` hold nranks*count.
+                Some(f) => ("ncclAlltoAll", unsafe { f(a, b, count, dt, c, stream) }),
+                None => ("ncclAlltoAll", absent),
+            },
+            Op::Gather { count, .. } => match api.gather {
+                // SAFETY: see the method comment; `a` holds count, `b` nranks*count.
+                Some(f) => ("ncclGather", unsafe { f(a, b, count, dt, param, c, stream) }),
+                None => ("ncclGather", absent),
+            },
+            Op::Scatter { count, .. } => match api.scatter {
+                // SAFETY: see the method comment; `a` holds nranks*count, `b` count.
+                Some(f) => ("ncclScatter", unsafe { f(a, b, count, dt, param, c, stream) }),
+                None => ("ncclScatter", absent),
+            },
+            Op::Send { count, .. } => {
+                // SAFETY: see the method comment; `a` holds `count` elements.
+                ("ncclSend", unsafe { (api.send)(a, count, dt, param, c, stream) })
+            }
+            Op::Recv { count, .. } => {
+                // A receive has one pointer, its output: the first extent.
+                // SAFETY: see the method comment; it holds `count` elements.
+                ("ncclRecv", unsafe {
+                    (api.recv)(p0 as *mut c_void, count, dt, param, c, stream)
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // ncclCommDestroy waits for outstanding work on this communicator;
+        // after a failure the owner calls `abort` instead. Errors are
+        // ignored: there is nobody to tell, and Drop must not panic.
+        if self.raw.is_null() {
+            return; // aborted
+        }
+        // SAFETY: `self.raw` is live and released exactly once, here.
+        let _ = unsafe { (self.api.comm_destroy)(self.raw) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Device memory
+
+/// One device allocation, ordered on one stream: every copy into or out of
+/// it, and every NCCL call that uses it, goes on that stream.
+pub struct DeviceMemory {
+    ptr: cudarc::driver::sys::CUdeviceptr,
+    len: usize,
+    stream: Arc<CudaStream>,
+}
+
+impl fmt::Debug for DeviceMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceMemory")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceMemory {
+    /// `len` zeroed bytes on the stream's device (at least one byte is
+    /// allocated, so that every buffer has a real address).
+    pub fn alloc(stream: &Arc<CudaStream>, len: usize) -> Result<DeviceMemory, DriverError> {
+        stream.context().bind_to_thread()?;
+        let bytes = len.max(1);
+        // SAFETY: cuMemAlloc with the stream's context current; the pointer
+        // is owned by the value returned below and freed once, in Drop.
+        let ptr = unsafe { cudarc::driver::result::malloc_sync(bytes) }?;
+        let memory = DeviceMemory {
+            ptr,
+            len,
+            stream: Arc::clone(stream),
+        };
+        // SAFETY: `ptr` is a live allocation of `bytes` bytes.
+        unsafe { cudarc::driver::result::memset_d8_async(ptr, 0, bytes, stream.cu_stream()) }?;
+        stream.synchronize()?;
+        Ok(memory)
+    }
+
+    pub fn len_bytes(&self) -> usize {
+        self.len
+    }
+
+    fn raw_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// The stream this memory is ordered on, as NCCL's `cudaStream_t`.
+    fn raw_stream(&self) -> RawStream {
+        self.stream.cu_stream().cast()
+    }
+
+    fn same_stream(&self, other: &DeviceMemory) -> bool {
+        Arc::ptr_eq(&self.stream, &other.stream)
+    }
+
+    /// Byte offset `offset` and `n` bytes from it, if inside the buffer.
+    fn range(&self, offset: usize, n: usize) -> Option<u64> {
+        let end = offset.checked_add(n)?;
+        (end <= self.len).then_some(self.ptr + offset as u64)
+    }
+
+    /// Copies `host` to byte `offset`, after everything enqueued before;
+    /// returns when the copy is done. `None` when the range is outside.
+    pub fn upload(&mut self, offset: usize, host: &[u8]) -> Option<Result<(), DriverError>> {
+        let dst = self.range(offset, host.len())?;
+        if host.is_empty() {
+            return Some(Ok(()));
+        }
+        Some(self.stream.context().bind_to_thread().and_then(|()| {
+            // SAFETY: `dst..dst+host.len()` lies inside this live allocation
+            // (checked by `range`); `host` stays borrowed until the stream
+            // is synchronized below, so the asynchronous copy reads valid
+            // memory.
+            unsafe { cudarc::driver::result::memcpy_htod_async(dst, host, self.stream.cu_stream()) }?;
+            self.stream.synchronize()
+        }))
+    }
+
+    /// Copies bytes from `offset` into `host`, after everything enqueued
+    /// before; returns when the copy is done. `None` when outside.
+    pub fn download(&self, offset: usize, host: &mut [u8]) -> Option<Result<(), DriverError>> {
+        let src = self.range(offset, host.len())?;
+        if host.is_empty() {
+            return Some(Ok(()));
+        }
+        Some(self.stream.context().bind_to_thread().and_then(|()| {
+            // SAFETY: `src..src+host.len()` lies inside this live allocation;
+            // `host` is exclusively borrowed until the stream is
+            // synchronized below, so nothing else sees it being written.
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(host, src, self.stream.cu_stream()) }?;
+            self.stream.synchronize()
+        }))
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // Work still queued may use this memory: wait for it, then free.
+        // Errors are ignored (a failed run is being torn down), and Drop
+        // must not panic.
+        let _ = self.stream.context().bind_to_thread();
+        let _ = self.stream.synchronize();
+        // SAFETY: `self.ptr` came from cuMemAlloc and is freed exactly once.
+        let _ = unsafe { cudarc::driver::result::free_sync(self.ptr) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// NVTX ranges, for Nsight Systems timelines
+
+/// `nvtxRangePushA(const char*)` and `nvtxRangePop()` (nvToolsExt.h).
+type NvtxPushFn = unsafe extern "C" fn(*const c_char) -> c_int;
+type NvtxPopFn = unsafe extern "C" fn() -> c_int;
+
+/// libnvToolsExt, where it is installed. Under `nsys profile` it forwards
+/// ranges to the profiler (which it finds through NVTX_INJECTION64_PATH);
+/// otherwise each call returns at once. Where the library is absent there is
+/// no `Nvtx` at all, so ranges cost nothing.
+pub struct Nvtx {
+    push: NvtxPushFn,
+    pop: NvtxPopFn,
+    path: PathBuf,
+    _library: libloading::Library,
+}
+
+impl fmt::Debug for Nvtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Nvtx").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl Nvtx {
+    /// The first candidate (a path, or a bare name for the loader) that
+    /// loads and has both entry points.
+    pub fn load_first(candidates: &[PathBuf]) -> Option<Nvtx> {
+        candidates.iter().find_map(|c| {
+            if c.components().count() > 1 && !c.exists() {
+                return None;
+            }
+            // SAFETY: loads the NVTX library by its documented names; its
+            // initialisers only set up its own dispatch table.
+            let library = unsafe { libloading::Library::new(c) }.ok()?;
+            // SAFETY: the symbols are looked up with nvToolsExt.h's types and
+            // kept only beside the library that maps them.
+            let push = unsafe { library.get::<NvtxPushFn>(b"nvtxRangePushA") }
+                .ok()
+                .map(|f| *f)?;
+            // SAFETY: as above.
+            let pop = unsafe { library.get::<NvtxPopFn>(b"nvtxRangePop") }.ok().map(|f| *f)?;
+            Some(Nvtx {
+                push,
+                pop,
+                path: c.clone(),
+                _library: library,
+            })
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens a range named `label` on the calling thread.
+    pub fn push(&self, label: &CStr) {
+        // SAFETY: `label` is NUL-terminated and outlives the call; NVTX
+        // copies what it keeps.
+        let _ = unsafe { (self.push)(label.as_ptr()) };
+    }
+
+    /// Closes the calling thread's innermost range.
+    pub fn pop(&self) {
+        // SAFETY: nvtxRangePop takes no arguments; an unmatched pop is
+        // ignored by NVTX.
+        let _ = unsafe { (self.pop)() };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The CUDA driver library, checked before cudarc touches it
+
+/// Every driver entry point that cudarc calls for what this backend does
+/// (context, stream, events, allocation, copies, device queries). cudarc
+/// resolves them lazily and panics on a missing one.
+pub const CUDA_SYMBOLS: [&str; 33] = [
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDeviceTotalMem_v2",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxSetCurrent",
+    "cuCtxGetCurrent",
+    "cuCtxSynchronize",
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
+    "cuStreamSynchronize",
+    "cuStreamWaitEvent",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventSynchronize",
+    "cuMemAlloc_v2",
+    "cuMemAllocAsync",
+    "cuMemFree_v2",
+    "cuMemFreeAsync",
+    "cuMemGetInfo_v2",
+    "cuMemsetD8Async",
+    "cuMemsetD8_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuGetErrorName",
+    "cuGetErrorString",
+    "cuDeviceGetUuid",
+];
+
+/// The CUDA driver library that cudarc will load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaDriver {
+    /// The name or path that loaded (cudarc tries the same names in the same
+    /// order, so it loads the same file).
+    pub library: String,
+    /// `cuDriverGetVersion`: e.g. 12040 for CUDA 12.4.
+    pub version: i32,
+}
+
+impl CudaDriver {
+    /// "12.4" from 12040.
+    pub fn version_text(&self) -> String {
+        format!("{}.{}", self.version / 1000, self.version % 1000 / 10)
+    }
+}
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum DriverMissing {
+    #[error("no CUDA driver: {} cannot be loaded ({why}); run on a machine with an NVIDIA GPU and its driver", .tried.join(", "))]
+    NotLoadable { tried: Vec<String>, why: String },
+    #[error("the CUDA driver {library} is too old: it lacks {}; update the NVIDIA driver", .missing.join(", "))]
+    Symbols { library: String, missing: Vec<String> },
+}
+
+/// Loads the driver library under the names cudarc tries, checks that it
+/// has every symbol cudarc will call, and reads its version. Until this has
+/// succeeded, nothing may call into `cudarc::driver`.
+pub fn check_cuda_driver() -> Result<CudaDriver, DriverMissing> {
+    let names = cudarc::get_lib_name_candidates("cuda");
+    let mut why = String::new();
+    for name in &names {
+        // SAFETY: loads the NVIDIA driver library by one of the names cudarc
+        // itself would use; its initialisers are the driver's own.
+        match unsafe { libloading::Library::new(name) } {
+            Ok(library) => {
+                let missing: Vec<String> = CUDA_SYMBOLS
+                    .iter()
+                    // SAFETY: existence check only; the pointer is not used.
+                    .filter(|s| unsafe { library.get::<*const c_void>(s.as_bytes()) }.is_err())
+                    .map(|s| s.to_string())
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(DriverMissing::Symbols {
+                        library: name.clone(),
+                        missing,
+                    });
+                }
+                type DriverGetVersionFn = unsafe extern "C" fn(*mut c_int) -> c_int;
+                let mut version: c_int = 0;
+                // SAFETY: cuDriverGetVersion(int*) is declared so in cuda.h;
+                // it needs no cuInit and writes one int.
+                let rc = unsafe {
+                    match library.get::<DriverGetVersionFn>(b"cuDriverGetVersion") {
+                        Ok(f) => f(&mut version),
+                        Err(_) => 1,
+                    }
+                };
+                if rc != 0 {
+                    version = 0;
+                }
+                return Ok(CudaDriver {
+                    library: name.clone(),
+                    version,
+                });
+            }
+            Err(e) => {
+                if why.is_empty() {
+                    why = short_dl_error(&e, Path::new(name));
+                }
+            }
+        }
+    }
+    // cudarc's list has many Windows-style names; the user needs the first
+    // Linux ones.
+    let mut tried: Vec<String> = Vec::new();
+    for n in names.into_iter().filter(|n| n.starts_with("libcuda.so")) {
+        if !tried.contains(&n) {
+            tried.push(n);
+        }
+    }
+    Err(DriverMissing::NotLoadable { tried, why })
+}
+
+/// Total memory of a device, without opening a context on it (`info`).
+/// Call only after `check_cuda_driver` succeeded and cuInit returned.
+pub fn device_total_mem(dev: cudarc::driver::sys::CUdevice) -> Result<usize, DriverError> {
+    // SAFETY: cudarc requires `dev` to come from cuDeviceGet, which is the
+    // only way callers obtain one (`cudarc::driver::result::device::get`).
+    unsafe { cudarc::driver::result::device::total_mem(dev) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_decode_both_encodings() {
+        assert_eq!(NcclVersion::from_code(22105).to_string(), "2.21.5");
+        assert_eq!(NcclVersion::from_code(23203).to_string(), "2.32.3");
+        assert_eq!(NcclVersion::from_code(21003).to_string(), "2.10.3");
+        // before 2.9: X*1000 + Y*100 + Z
+        assert_eq!(NcclVersion::from_code(2804).to_string(), "2.8.4");
+        assert_eq!(NcclVersion::from_code(2708).to_string(), "2.7.8");
+        assert!(NcclVersion::from_code(21003) >= NcclVersion::new(2, 10, 0));
+        assert!(NcclVersion::from_code(2804) < NcclVersion::new(2, 10, 0));
+    }
+
+    #[test]
+    fn enum_values_are_nccl_h_s() {
+        assert_eq!(DataType::Int8 as i32, 0);
+        assert_eq!(DataType::Uint8 as i32, 1);
+        assert_eq!(DataType::Int32 as i32, 2);
+        assert_eq!(DataType::Uint32 as i32, 3);
+        assert_eq!(DataType::Int64 as i32, 4);
+        assert_eq!(DataType::Uint64 as i32, 5);
+        assert_eq!(DataType::Float16 as i32, 6);
+        assert_eq!(DataType::Float32 as i32, 7);
+        assert_eq!(DataType::Float64 as i32, 8);
+        assert_eq!(DataType::Bfloat16 as i32, 9);
+        assert_eq!(RedOp::Sum as i32, 0);
+        assert_eq!(RedOp::Prod as i32, 1);
+        assert_eq!(RedOp::Max as i32, 2);
+        assert_eq!(RedOp::Min as i32, 3);
+        assert_eq!(RedOp::Avg as i32, 4);
+        assert_eq!(size_of::<RawUniqueId>(), 128);
+    }
+
+    #[test]
+    fn extents_cover_what_each_call_touches() {
+        let s = At {
+            buf: Buf::Send,
+            offset: 0,
+        };
+        let r = At {
+            buf: Buf::Recv,
+            offset: 4,
+        };
+        assert_eq!(
+            Op::AllGather {
+                send: s,
+                recv: r,
+                count: 3
+            }
+            .extents(4),
+            [Some((s, 3)), Some((r, 12))]
+        );
+        assert_eq!(
+            Op::ReduceScatter {
+                send: s,
+                recv: r,
+                count: 3,
+                op: RedOp::Sum
+            }
+            .extents(4),
+            [Some((s, 12)), Some((r, 3))]
+        );
+        assert_eq!(
+            Op::Recv {
+                recv: r,
+                count: 5,
+                peer: 1
+            }
+            .extents(4),
+            [Some((r, 5)), None]
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_an_attempt_not_a_panic() {
+        let c = Candidate {
+            route: Route::Env,
+            target: PathBuf::from("/nonexistent/libnccl.so.2"),
+        };
+        match Api::load_first(&[c]) {
+            Err(LoadError::NotFound { tried }) => {
+                assert_eq!(tried.len(), 1);
+                assert_eq!(tried[0].why, "no such file");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_library_without_nccl_symbols_is_refused_with_their_names() {
+        // libc is on every Linux machine and has none of NCCL's symbols.
+        let c = Candidate {
+            route: Route::Loader,
+            target: PathBuf::from("libc.so.6"),
+        };
+        match Api::load_first(&[c]) {
+            Err(LoadError::NotFound { tried }) => {
+                assert!(tried[0].why.contains("lacks ncclGetVersion"), "{}", tried[0].why);
+                assert!(tried[0].why.contains("ncclRecv"), "{}", tried[0].why);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn nvtx_is_absent_rather_than_broken_when_no_library_has_it() {
+        assert!(Nvtx::load_first(&[PathBuf::from("/nonexistent/libnvToolsExt.so.1")]).is_none());
+        assert!(Nvtx::load_first(&[PathBuf::from("libc.so.6")]).is_none());
+        assert!(Nvtx::load_first(&[]).is_none());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_library_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("libnccl.so.2");
+        std::fs::write(&f, "not an ELF file\n").unwrap();
+        let c = Candidate {
+            route: Route::Option,
+            target: f,
+        };
+        match Api::load_first(&[c]) {
+            Err(e @ LoadError::NotFound { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains("--nccl-lib"), "{m}");
+                assert!(!m.contains('\n'), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! `collbench info`: what this machine offers a run, one fact per line, with
+//! the reason wherever something is missing. Needs neither MPI nor a GPU.
+
+use std::path::Path;
+
+/// The report `collbench info` prints.
+pub fn report(nccl_lib: Option<&Path>) -> String {
+    let mut out = format!("collbench {}\n", env!("CARGO_PKG_VERSION"));
+    for (key, value) in facts(nccl_lib) {
+        out += &format!("{key:<12}{value}\n");
+    }
+    out
+}
+
+fn facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
+    let mut facts = nccl_facts(nccl_lib);
+    facts.push(("MPI", mpi_fact()));
+    facts
+}
+
+#[cfg(feature = "nccl")]
+fn nccl_facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
+    use crate::backend::nccl::{DeviceError, NcclLibrary, device};
+    use crate::engine::plan::human_bytes;
+
+    let nccl = match NcclLibrary::find(nccl_lib) {
+        Ok(lib) => {
+            let opt = lib.optional();
+            let native: Vec<&str> = [
+                (opt.alltoall, "ncclAlltoAll"),
+                (opt.gather, "ncclGather"),
+                (opt.scatter, "ncclScatter"),
+            ]
+            .iter()
+            .filter(|(has, _)| *has)
+            .map(|(_, name)| *name)
+            .collect();
+            let native = if native.is_empty() {
+                "alltoall, gather, scatter as grouped send/recv".to_string()
+            } else {
+                format!("native {}", native.join(", "))
+            };
+            format!(
+                "{} at {} (found via {}; {native})",
+                lib.version(),
+                lib.path().display(),
+                lib.route()
+            )
+        }
+        Err(e) => format!("not usable: {e}"),
+    };
+    let mut facts = vec![("NCCL", nccl)];
+    match device::probe() {
+        Ok(info) => {
+            facts.push((
+                "CUDA driver",
+                format!("{} ({})", info.driver.version_text(), info.driver.library),
+            ));
+            let gpus = info
+                .gpus
+                .iter()
+                .map(|g| format!("{}: {} ({})", g.ordinal, g.name, human_bytes(g.total_bytes as u64)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            facts.push(("GPUs", format!("{} visible{}", info.gpus.len(), visible_note(&gpus))));
+        }
+        Err(DeviceError::NoGpu { driver, reason }) => {
+            facts.push(("CUDA driver", driver));
+            facts.push(("GPUs", format!("none ({reason})")));
+        }
+        Err(e) => {
+            facts.push(("CUDA driver", format!("absent: {e}")));
+            facts.push(("GPUs", "none (no CUDA driver)".into()));
+        }
+    }
+    facts
+}
+
+#[cfg(feature = "nccl")]
+fn visible_note(gpus: &str) -> String {
+    let env = std::env::var("CUDA_VISIBLE_DEVICES")
+        .map(|v| format!(", CUDA_VISIBLE_DEVICES={v}"))
+        .unwrap_or_default();
+    format!("{env}: {gpus}")
+}
+
+#[cfg(not(feature = "nccl"))]
+fn nccl_facts(_nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
+    vec![
+        ("NCCL", "not in this build (rebuild with the `nccl` feature)".into()),
+        ("CUDA driver", "not looked for (no nccl feature)".into()),
+        ("GPUs", "not looked for (no nccl feature)".into()),
+    ]
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_fact() -> String {
+    // MPI_Get_library_version may be called before MPI_Init.
+    crate::world::mpi::mpi_library_version()
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_fact() -> String {
+    "not in this build (rebuild with the `mpi` feature)".into()
+}
