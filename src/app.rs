@@ -14,6 +14,7 @@ use clap::Parser;
 use crate::cli::{Cli, Command, CompareArgs, ImportArgs, PlotArgs, RunArgs};
 use crate::config::RunConfig;
 use crate::error::{Error, exit};
+use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::world::launcher_rank;
 
 pub fn main() -> ExitCode {
@@ -256,15 +257,48 @@ fn import_command(args: &ImportArgs) -> Result<u8, Error> {
 }
 
 fn run_command(args: &RunArgs) -> u8 {
+    if args
+        .transport
+        .as_deref()
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("help"))
+    {
+        if is_first_rank() {
+            print_out(&profile::help_text());
+        }
+        return exit::OK;
+    }
     let cfg = match RunConfig::load(args) {
         Ok(cfg) => cfg,
         Err(e) => return report_early_error(&e),
     };
-    run_with_control_plane(&cfg)
+    let env_plan = match apply_transport(&cfg) {
+        Ok(plan) => plan,
+        Err(e) => return report_early_error(&e),
+    };
+    run_with_control_plane(&cfg, &env_plan)
+}
+
+/// Applies `--transport` before MPI starts: when the profile (or NCCL's
+/// private log) needs variables the environment lacks, this process is
+/// replaced by the same binary with them added, and does not return.
+fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
+    let nccl_log = may_use_nccl(cfg)
+        .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::world::hostname(), std::process::id()));
+    match profile::prepare(cfg.transport, nccl_log, &profile::process_env) {
+        Prepared::Ready(plan) => Ok(plan),
+        Prepared::Reexec(plan) => Err(profile::reexec(&plan)),
+    }
+}
+
+/// Whether this run may end up on NCCL, whose INFO log collbench then
+/// reads to observe the transport. This build has no NCCL backend; with
+/// one, it is `cfg.backend != BackendChoice::Mpi`.
+fn may_use_nccl(_cfg: &RunConfig) -> bool {
+    false
 }
 
 #[cfg(feature = "mpi")]
-fn run_with_control_plane(cfg: &RunConfig) -> u8 {
+fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan) -> u8 {
     let world = match crate::world::mpi::MpiWorld::init() {
         Ok(w) => w,
         Err(e) => {
@@ -272,11 +306,11 @@ fn run_with_control_plane(cfg: &RunConfig) -> u8 {
             return exit::RUNTIME;
         }
     };
-    session::run(&world, cfg)
+    session::run(&world, cfg, env_plan)
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run_with_control_plane(_cfg: &RunConfig) -> u8 {
+fn run_with_control_plane(_cfg: &RunConfig, _env_plan: &EnvPlan) -> u8 {
     crate::error::say("collbench: this build has no control plane: rebuild with the default `mpi` feature");
     exit::USAGE
 }
@@ -286,8 +320,8 @@ mod session {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::backend::Backend;
     use crate::backend::mpi::MpiBackend;
+    use crate::backend::{Backend, TransportQuery};
     use crate::config::BackendChoice;
     use crate::engine::digest::check_same_plan;
     use crate::engine::plan::available_memory;
@@ -301,19 +335,29 @@ mod session {
     use crate::report::table::TableSink;
     use crate::report::{RankSummary, Reporter, RunInfo, Sink};
     use crate::topology::Nodes;
+    use crate::topology::observe::{self, Observed};
     use crate::world::World;
     use crate::world::mpi::MpiWorld;
+
+    /// Longest per-rank text exchanged for the transport observed.
+    const OBSERVED_BYTES: usize = 512;
+    /// Longest GPU model name exchanged.
+    const GPU_MODEL_BYTES: usize = 128;
 
     struct Setup {
         backend: Box<dyn Backend>,
         plan: Plan,
         /// Real hosts, or `--ranks-per-node` groups.
         nodes: Nodes,
+        /// This rank's view of the transport.
+        observed: Observed,
+        /// This rank's GPU model, where it has one.
+        gpu: Option<String>,
         /// Rank 0 only.
         outputs: Option<(Reporter, RunInfo)>,
     }
 
-    pub fn run(world: &MpiWorld, cfg: &RunConfig) -> u8 {
+    pub fn run(world: &MpiWorld, cfg: &RunConfig, env_plan: &EnvPlan) -> u8 {
         let watchdog = cfg
             .timeout
             .map(|t| Watchdog::start(t, format!("rank {} on {}", world.rank(), world.host())));
@@ -330,11 +374,13 @@ mod session {
         if let Err(failed) = world.agree(check_same_plan(world, &cfg.digest_fields())) {
             return failed.code;
         }
-        let setup = prepare(world, cfg, &stop);
+        let setup = prepare(world, cfg, env_plan, &stop);
         let Setup {
             mut backend,
             plan,
             nodes,
+            observed,
+            gpu,
             outputs,
         } = match world.agree(setup) {
             Ok(s) => s,
@@ -350,11 +396,22 @@ mod session {
                 return failed.code;
             }
         };
-        let (mut reporter, info) = match outputs {
+        // Every rank set up: exchanging views cannot hang now.
+        let transport_observed = observe::merge(&world.all_gather_text(&observed.text, OBSERVED_BYTES));
+        let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
+        let (mut reporter, mut info) = match outputs {
             Some((reporter, info)) => (Some(reporter), Some(info)),
             None => (None, None),
         };
-        let ctx = context(world, &nodes, &*backend, info.as_ref());
+        if let Some(info) = info.as_mut() {
+            info.transport_observed = transport_observed.clone();
+            info.transport_notes = env_plan.describe();
+            info.transport_notes.extend(observed.note.clone());
+            for (rank, model) in info.ranks.iter_mut().zip(gpus) {
+                rank.gpu = (!model.is_empty()).then_some(model);
+            }
+        }
+        let ctx = context(world, &nodes, &*backend, cfg, &transport_observed, info.as_ref());
         if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
             && let Err(e) = rep.begin(info)
         {
@@ -451,9 +508,9 @@ mod session {
         world.abort(e.exit_code())
     }
 
-    /// Everything that can fail before the first collective: backend,
-    /// plan, memory, output files (rank 0).
-    fn prepare(world: &MpiWorld, cfg: &RunConfig, stop: &StopRequest) -> Result<Setup, Error> {
+    /// Everything that can fail before the first collective: backend, the
+    /// transport it uses, plan, memory, output files (rank 0).
+    fn prepare(world: &MpiWorld, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> Result<Setup, Error> {
         let nodes = match cfg.ranks_per_node {
             Some(k) => {
                 let hosts: Vec<String> = world.ranks().iter().map(|r| r.host.clone()).collect();
@@ -469,6 +526,17 @@ mod session {
                 Some("auto: no GPU backend in this build, using mpi".into()),
             ),
         };
+        if cfg.backend == BackendChoice::Auto {
+            cfg.transport
+                .check_backend(backend.name(), " (auto found no GPU backend in this build)")?;
+        }
+        let observed = backend.observe_transport(&TransportQuery {
+            profile: cfg.transport,
+            nccl_log: &env_plan.nccl_log,
+            hosts: world.nodes(),
+        });
+        observed.check(env_plan)?;
+        let gpu = backend.gpu_model();
         let plan = Plan::build(cfg, &nodes, backend.as_ref())?;
         if let Some(available) = available_memory() {
             // memory is per host, whatever --ranks-per-node says
@@ -491,6 +559,8 @@ mod session {
             backend,
             plan,
             nodes,
+            observed,
+            gpu,
             outputs,
         })
     }
@@ -558,7 +628,10 @@ mod session {
             check: cfg.check,
             average: cfg.average.name().into(),
             blocking: cfg.blocking,
-            transport: "auto".into(),
+            transport: cfg.transport.name().into(),
+            // Filled in once every rank has observed its transport.
+            transport_observed: observe::UNKNOWN.into(),
+            transport_notes: Vec::new(),
             hierarchy: cfg.hierarchies.iter().map(|h| h.name()).collect::<Vec<_>>().join(","),
             points: plan.points(),
             cycles: cfg.cycles,
@@ -568,14 +641,21 @@ mod session {
         Ok((Reporter::new(sinks, progress), info))
     }
 
-    fn context(world: &MpiWorld, nodes: &Nodes, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
+    fn context(
+        world: &MpiWorld,
+        nodes: &Nodes,
+        backend: &dyn Backend,
+        cfg: &RunConfig,
+        transport_observed: &str,
+        info: Option<&RunInfo>,
+    ) -> RunContext {
         RunContext {
             run_id: info.map(|i| i.run_id.clone()).unwrap_or_default(),
             host: world.host().into(),
             backend: backend.name().into(),
             backend_version: backend.version(),
-            transport: "auto".into(),
-            transport_observed: "unknown".into(),
+            transport: cfg.transport.name().into(),
+            transport_observed: transport_observed.into(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
         }

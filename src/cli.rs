@@ -270,6 +270,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", help_heading = "What to run")]
     pub backend: Option<String>,
 
+    /// Transport profile: auto, nvlink, nvls, pcie, ib, socket (nccl); shm, tcp, ucx (mpi); `help` lists the variables each sets [default: auto]
+    #[arg(long, value_name = "PROFILE", help_heading = "What to run")]
+    pub transport: Option<String>,
+
     /// CSV report path [default: results/<run id>.csv]
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub csv: Option<PathBuf>,

@@ -14,8 +14,21 @@ use std::ops::Range;
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
 use crate::error::Error;
-use crate::topology::Hierarchy;
+use crate::topology::observe::Observed;
+use crate::topology::profile::{NcclLogging, Profile};
+use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, Placement, ReduceOp};
+
+/// What a backend needs to observe its transport once it is set up.
+pub struct TransportQuery<'a> {
+    /// The requested profile (`--transport`).
+    pub profile: Profile,
+    /// Where NCCL's INFO log of this rank went (`EnvPlan::nccl_log`).
+    pub nccl_log: &'a NcclLogging,
+    /// The real hosts (not `--ranks-per-node` groups): which ranks share
+    /// memory.
+    pub hosts: &'a Nodes,
+}
 
 /// One collective call, as every rank issues it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,6 +80,18 @@ pub trait Backend {
     /// hierarchical operations launched since the last call, summed; `None`
     /// when phases are not timed. Resets the sums.
     fn take_phase_times(&mut self) -> Option<[f64; 3]> {
+        None
+    }
+
+    /// The transport this rank's communicator uses, and whether it
+    /// contradicts the requested profile (the caller fails the run then).
+    /// Called on every rank once the backend is set up, before the sweep.
+    fn observe_transport(&self, _query: &TransportQuery) -> Observed {
+        Observed::unknown(format!("the {} backend does not report its transport", self.name()))
+    }
+
+    /// The model of the GPU this rank runs on, when it runs on one.
+    fn gpu_model(&self) -> Option<String> {
         None
     }
 
