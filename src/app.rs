@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, CompareArgs, ImportArgs, PlotArgs, RunArgs};
+use crate::cli::{Cli, Command, CompareArgs, ImportArgs, PlotArgs, RunArgs, TopoArgs};
 use crate::config::RunConfig;
 use crate::error::{Error, exit};
 use crate::topology::profile::{self, EnvPlan, Prepared};
@@ -28,6 +28,7 @@ pub fn main() -> ExitCode {
         Command::Compare(args) => report_command(|| compare_command(&args)),
         Command::Plot(args) => report_command(|| plot_command(&args)),
         Command::Import(args) => report_command(|| import_command(&args)),
+        Command::Topo(args) => topo_command(&args),
     };
     ExitCode::from(code)
 }
@@ -62,7 +63,7 @@ fn clap_error(e: clap::Error) -> u8 {
 /// The subcommand the user typed, for pointing at the right help.
 fn subcommand_name() -> &'static str {
     let typed = std::env::args().nth(1).unwrap_or_default();
-    ["compare", "plot", "import"]
+    ["compare", "plot", "import", "topo"]
         .into_iter()
         .find(|c| *c == typed)
         .unwrap_or("run")
@@ -254,6 +255,17 @@ fn import_command(args: &ImportArgs) -> Result<u8, Error> {
     let rows = import::import(&options)?;
     eprintln!("collbench: imported {rows} rows into {}", args.output.display());
     Ok(exit::OK)
+}
+
+/// `collbench topo [--json]`: this machine's GPUs, links, NICs, CPUs.
+fn topo_command(args: &TopoArgs) -> u8 {
+    let report = crate::topology::machine::probe(std::path::Path::new("/"));
+    print_out(&if args.json {
+        crate::topology::machine::json(&report)
+    } else {
+        crate::topology::machine::table(&report)
+    });
+    exit::OK
 }
 
 fn run_command(args: &RunArgs) -> u8 {
@@ -536,7 +548,7 @@ mod session {
             hosts: world.nodes(),
         });
         observed.check(env_plan)?;
-        let gpu = backend.gpu_model();
+        let gpu = backend.gpu_model().or_else(crate::topology::machine::host_gpu_model);
         let plan = Plan::build(cfg, &nodes, backend.as_ref())?;
         if let Some(available) = available_memory() {
             // memory is per host, whatever --ranks-per-node says

@@ -80,6 +80,24 @@ Examples:\n  \
 collbench import --from nccl-tests all_reduce.log -o old.csv\n  \
 collbench import --from osu --nranks 16 osu_allreduce.txt -o osu.csv")]
     Import(ImportArgs),
+
+    /// Show this machine's GPUs, GPU-GPU and GPU-NIC links, NICs, CPUs and NUMA nodes
+    #[command(after_help = "GPUs and links come from NVML (loaded at run time), else from \
+`nvidia-smi topo -m`; CPUs, NUMA nodes and network interfaces from /proc and /sys. Link \
+classes: NV# bonded NVLinks, PIX one PCIe switch, PXB several, PHB through the CPU's host \
+bridge, NODE between host bridges of a NUMA node, SYS across NUMA nodes.\n\n\
+Examples:\n  \
+collbench topo\n  \
+collbench topo --json > node.json")]
+    Topo(TopoArgs),
+}
+
+/// Options of `collbench topo`.
+#[derive(Debug, Args)]
+pub struct TopoArgs {
+    /// Print JSON instead of the table
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `collbench compare`.
