@@ -29,6 +29,7 @@ pub fn main() -> ExitCode {
         Command::Plot(args) => report_command(|| plot_command(&args)),
         Command::Import(args) => report_command(|| import_command(&args)),
         Command::Topo(args) => topo_command(&args),
+        Command::Suite(args) => report_command(|| crate::suite::run(&args)),
     };
     ExitCode::from(code)
 }
@@ -63,7 +64,7 @@ fn clap_error(e: clap::Error) -> u8 {
 /// The subcommand the user typed, for pointing at the right help.
 fn subcommand_name() -> &'static str {
     let typed = std::env::args().nth(1).unwrap_or_default();
-    ["compare", "plot", "import", "topo"]
+    ["compare", "plot", "import", "topo", "suite"]
         .into_iter()
         .find(|c| *c == typed)
         .unwrap_or("run")

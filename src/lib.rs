@@ -16,6 +16,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod report;
+pub mod suite;
 pub mod topology;
 pub mod types;
 pub mod world;
