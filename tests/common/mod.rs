@@ -24,6 +24,29 @@ pub fn mpirun(np: usize, args: &[&str]) -> Output {
     run(cmd)
 }
 
+/// `mpirun -np N collbench ARGS...` with `env` added to mpirun's
+/// environment (and so to every rank's).
+pub fn mpirun_env(np: usize, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = mpirun_command(np, args);
+    cmd.envs(env.iter().copied());
+    run(cmd)
+}
+
+/// The binary alone with `env` added: for subcommands that start `mpirun`
+/// themselves (suite), which then needs root permission and
+/// oversubscription on a CI machine, as `mpirun` gets it here.
+pub fn collbench_launching(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).envs(env.iter().copied());
+    cmd.env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .env_remove("SLURM_JOB_ID");
+    if is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    run(cmd)
+}
+
 fn mpirun_command(np: usize, args: &[&str]) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "-np", &np.to_string()]);
