@@ -103,9 +103,10 @@ impl Job {
                 .stdout
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
                 .expect("no rank list in the table header in time");
-            // "#  Rank    1 on host pid 1234"
+            // "#  Rank    1 on host pid 1234", then " gpu MODEL" where the
+            // host has GPUs
             let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() == 7 && words[1] == "Rank" && words[5] == "pid" {
+            if words.len() >= 7 && words[1] == "Rank" && words[5] == "pid" {
                 let rank: usize = words[2].parse().unwrap();
                 pids[rank] = words[6].parse().unwrap();
                 found += 1;
