@@ -11,10 +11,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, RunArgs};
+use crate::cli::{Cli, Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, RunArgs, TopoArgs};
 use crate::config::RunConfig;
 use crate::engine::stop::StopRequest;
 use crate::error::{Error, exit};
+use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::world::{launcher_rank, launcher_size};
 
 pub fn main() -> ExitCode {
@@ -29,6 +30,8 @@ pub fn main() -> ExitCode {
         Command::Plot(args) => report_command(|| plot_command(&args)),
         Command::Import(args) => report_command(|| import_command(&args)),
         Command::Info(args) => info_command(&args),
+        Command::Topo(args) => topo_command(&args),
+        Command::Suite(args) => report_command(|| crate::suite::run(&args)),
     };
     ExitCode::from(code)
 }
@@ -63,7 +66,7 @@ fn clap_error(e: clap::Error) -> u8 {
 /// The subcommand the user typed, for pointing at the right help.
 fn subcommand_name() -> &'static str {
     let typed = std::env::args().nth(1).unwrap_or_default();
-    ["compare", "plot", "import"]
+    ["compare", "plot", "import", "topo", "suite"]
         .into_iter()
         .find(|c| *c == typed)
         .unwrap_or("run")
@@ -268,9 +271,34 @@ fn import_command(args: &ImportArgs) -> Result<u8, Error> {
     Ok(exit::OK)
 }
 
+/// `collbench topo [--json]`: this machine's GPUs, links, NICs, CPUs.
+fn topo_command(args: &TopoArgs) -> u8 {
+    let report = crate::topology::machine::probe(std::path::Path::new("/"));
+    print_out(&if args.json {
+        crate::topology::machine::json(&report)
+    } else {
+        crate::topology::machine::table(&report)
+    });
+    exit::OK
+}
+
 fn run_command(args: &RunArgs) -> u8 {
+    if args
+        .transport
+        .as_deref()
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("help"))
+    {
+        if is_first_rank() {
+            print_out(&profile::help_text());
+        }
+        return exit::OK;
+    }
     let cfg = match RunConfig::load(args) {
         Ok(cfg) => cfg,
+        Err(e) => return report_early_error(&e),
+    };
+    let env_plan = match apply_transport(&cfg) {
+        Ok(plan) => plan,
         Err(e) => return report_early_error(&e),
     };
     // One stop request for the process: with -g, every rank thread checks it.
@@ -278,12 +306,30 @@ fn run_command(args: &RunArgs) -> u8 {
         Ok(stop) => stop,
         Err(e) => return report_early_error(&e),
     };
-    run_with_control_plane(&cfg, &stop)
+    run_with_control_plane(&cfg, &env_plan, &stop)
+}
+
+/// Applies `--transport` before MPI starts: when the profile (or NCCL's
+/// private log) needs variables the environment lacks, this process is
+/// replaced by the same binary with them added, and does not return.
+fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
+    let nccl_log = may_use_nccl(cfg)
+        .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::world::hostname(), std::process::id()));
+    match profile::prepare(cfg.transport, nccl_log, &profile::process_env) {
+        Prepared::Ready(plan) => Ok(plan),
+        Prepared::Reexec(plan) => Err(profile::reexec(&plan)),
+    }
+}
+
+/// Whether this run may end up on NCCL, whose INFO log collbench then
+/// reads to observe the transport.
+fn may_use_nccl(cfg: &RunConfig) -> bool {
+    cfg!(feature = "nccl") && cfg.backend != crate::config::BackendChoice::Mpi
 }
 
 /// Picks the control plane: one thread per rank with `-g N` (and always in
 /// a build without MPI), else MPI.
-fn run_with_control_plane(cfg: &RunConfig, stop: &StopRequest) -> u8 {
+fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
     if launcher_size().is_some_and(|n| n > 1) && (cfg.threads.is_some() || !cfg!(feature = "mpi")) {
         if is_first_rank() {
             let why = if cfg!(feature = "mpi") {
@@ -292,18 +338,18 @@ fn run_with_control_plane(cfg: &RunConfig, stop: &StopRequest) -> u8 {
                 "this build has no MPI, so it cannot join a multi-process launch; run one process with -g N, \
                  or rebuild with the default `mpi` feature"
             };
-            eprintln!("collbench: {why}");
+            crate::error::say(&format!("collbench: {why}"));
         }
         return exit::USAGE;
     }
     match cfg.threads {
-        Some(n) => run_threads(n, cfg, stop),
-        None => run_default(cfg, stop),
+        Some(n) => run_threads(n, cfg, env_plan, stop),
+        None => run_default(cfg, env_plan, stop),
     }
 }
 
 #[cfg(feature = "mpi")]
-fn run_default(cfg: &RunConfig, stop: &StopRequest) -> u8 {
+fn run_default(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
     use crate::backend::Backend;
     use crate::backend::mpi::MpiBackend;
 
@@ -317,24 +363,24 @@ fn run_default(cfg: &RunConfig, stop: &StopRequest) -> u8 {
     let mpi_backend = |nodes: &crate::topology::Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
-    session::run(&world, cfg, Some(&mpi_backend), stop)
+    session::run(&world, cfg, Some(&mpi_backend), env_plan, stop)
 }
 
 /// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_default(cfg: &RunConfig, stop: &StopRequest) -> u8 {
-    run_threads(1, cfg, stop)
+fn run_default(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+    run_threads(1, cfg, env_plan, stop)
 }
 
 /// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
-fn run_threads(n: usize, cfg: &RunConfig, stop: &StopRequest) -> u8 {
+fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
     use crate::world::threads::ThreadWorld;
 
     let worlds = ThreadWorld::create(n);
     std::thread::scope(|scope| {
         let handles: Vec<_> = worlds
             .iter()
-            .map(|world| scope.spawn(move || session::run(world, cfg, None, stop)))
+            .map(|world| scope.spawn(move || session::run(world, cfg, None, env_plan, stop)))
             .collect();
         // A rank that panicked has ended the process in the panic hook.
         handles
@@ -349,7 +395,7 @@ mod session {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::backend::Backend;
+    use crate::backend::{Backend, TransportQuery};
     use crate::config::BackendChoice;
     use crate::engine::digest::check_same_plan;
     use crate::engine::plan::{available_memory, human_bytes};
@@ -363,17 +409,27 @@ mod session {
     use crate::report::table::TableSink;
     use crate::report::{RankSummary, Reporter, RunInfo, Sink};
     use crate::topology::Nodes;
+    use crate::topology::observe::{self, Observed};
     use crate::world::World;
 
     /// Makes the mpi backend over these nodes, where the control plane is
     /// MPI.
     pub type MakeMpi<'a> = &'a dyn Fn(&Nodes) -> Result<Box<dyn Backend>, Error>;
 
+    /// Longest per-rank text exchanged for the transport observed.
+    const OBSERVED_BYTES: usize = 512;
+    /// Longest GPU model name exchanged.
+    const GPU_MODEL_BYTES: usize = 128;
+
     struct Setup {
         backend: Box<dyn Backend>,
         plan: Plan,
         /// Real hosts, or `--ranks-per-node` groups.
         nodes: Nodes,
+        /// This rank's view of the transport.
+        observed: Observed,
+        /// This rank's GPU model, where it has one.
+        gpu: Option<String>,
         /// Rank 0 only.
         outputs: Option<(Reporter, RunInfo)>,
     }
@@ -384,7 +440,13 @@ mod session {
         note: Option<String>,
     }
 
-    pub fn run<W: World>(world: &W, cfg: &RunConfig, mpi_backend: Option<MakeMpi<'_>>, stop: &StopRequest) -> u8 {
+    pub fn run<W: World>(
+        world: &W,
+        cfg: &RunConfig,
+        mpi_backend: Option<MakeMpi<'_>>,
+        env_plan: &EnvPlan,
+        stop: &StopRequest,
+    ) -> u8 {
         let watchdog = cfg
             .timeout
             .map(|t| Watchdog::start(t, format!("rank {} on {}", world.rank(), world.host())));
@@ -405,11 +467,13 @@ mod session {
         // Every rank gets here (a failed choice ended every rank above), so
         // this collective cannot hang.
         let device_free = world.min_u64(chosen.backend.device_free_bytes().unwrap_or(u64::MAX));
-        let setup = prepare(world, cfg, chosen, device_free, nodes, stop);
+        let setup = prepare(world, cfg, chosen, device_free, nodes, env_plan, stop);
         let Setup {
             mut backend,
             plan,
             nodes,
+            observed,
+            gpu,
             outputs,
         } = match world.agree(setup) {
             Ok(s) => s,
@@ -425,11 +489,22 @@ mod session {
                 return failed.code;
             }
         };
-        let (mut reporter, info) = match outputs {
+        // Every rank set up: exchanging views cannot hang now.
+        let transport_observed = observe::merge(&world.all_gather_text(&observed.text, OBSERVED_BYTES));
+        let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
+        let (mut reporter, mut info) = match outputs {
             Some((reporter, info)) => (Some(reporter), Some(info)),
             None => (None, None),
         };
-        let ctx = context(world, &nodes, &*backend, info.as_ref());
+        if let Some(info) = info.as_mut() {
+            info.transport_observed = transport_observed.clone();
+            info.transport_notes = env_plan.describe();
+            info.transport_notes.extend(observed.note.clone());
+            for (rank, model) in info.ranks.iter_mut().zip(gpus) {
+                rank.gpu = (!model.is_empty()).then_some(model);
+            }
+        }
+        let ctx = context(world, &nodes, &*backend, cfg, &transport_observed, info.as_ref());
         if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
             && let Err(e) = rep.begin(info)
         {
@@ -562,6 +637,16 @@ mod session {
             // Without MPI, auto can only be nccl: its own errors say best
             // what is missing.
             (BackendChoice::Auto, None) => nccl::start(world, cfg, None),
+            // An MPI transport profile asks for the mpi backend.
+            (BackendChoice::Auto, Some(make)) if cfg.transport.library() == crate::topology::profile::Library::Mpi => {
+                agreed_mpi(
+                    Some(format!(
+                        "auto: --transport {} is an MPI profile, using mpi",
+                        cfg.transport.name()
+                    )),
+                    make,
+                )
+            }
             (BackendChoice::Auto, Some(make)) => match nccl::probe(world, cfg) {
                 Ok(library) => nccl::start(world, cfg, Some(library)),
                 Err(why) => agreed_mpi(Some(format!("auto: {why}, using mpi")), make),
@@ -577,10 +662,22 @@ mod session {
         chosen: Chosen,
         device_free: u64,
         nodes: Nodes,
+        env_plan: &EnvPlan,
         stop: &StopRequest,
     ) -> Result<Setup, Error> {
         let Chosen { mut backend, note } = chosen;
         let mut notes: Vec<String> = note.into_iter().collect();
+        if cfg.backend == BackendChoice::Auto {
+            cfg.transport
+                .check_backend(backend.name(), " (the backend auto chose)")?;
+        }
+        let observed = backend.observe_transport(&TransportQuery {
+            profile: cfg.transport,
+            nccl_log: &env_plan.nccl_log,
+            hosts: world.nodes(),
+        });
+        observed.check(env_plan)?;
+        let gpu = backend.gpu_model().or_else(crate::topology::machine::host_gpu_model);
         let mut plan = Plan::build(cfg, &nodes, backend.as_ref())?;
         if device_free != u64::MAX {
             let (fitted, lowered) = fit_to_device(cfg, &nodes, backend.as_ref(), plan, device_free)?;
@@ -610,6 +707,8 @@ mod session {
             backend,
             plan,
             nodes,
+            observed,
+            gpu,
             outputs,
         })
     }
@@ -727,7 +826,10 @@ mod session {
             check: cfg.check,
             average: cfg.average.name().into(),
             blocking: cfg.blocking,
-            transport: "auto".into(),
+            transport: cfg.transport.name().into(),
+            // Filled in once every rank has observed its transport.
+            transport_observed: observe::UNKNOWN.into(),
+            transport_notes: Vec::new(),
             hierarchy: cfg.hierarchies.iter().map(|h| h.name()).collect::<Vec<_>>().join(","),
             points: plan.points(),
             cycles: cfg.cycles,
@@ -737,14 +839,21 @@ mod session {
         Ok((Reporter::new(sinks, progress), info))
     }
 
-    fn context<W: World>(world: &W, nodes: &Nodes, backend: &dyn Backend, info: Option<&RunInfo>) -> RunContext {
+    fn context<W: World>(
+        world: &W,
+        nodes: &Nodes,
+        backend: &dyn Backend,
+        cfg: &RunConfig,
+        transport_observed: &str,
+        info: Option<&RunInfo>,
+    ) -> RunContext {
         RunContext {
             run_id: info.map(|i| i.run_id.clone()).unwrap_or_default(),
             host: world.host().into(),
             backend: backend.name().into(),
             backend_version: backend.version(),
-            transport: "auto".into(),
-            transport_observed: "unknown".into(),
+            transport: cfg.transport.name().into(),
+            transport_observed: transport_observed.into(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
         }

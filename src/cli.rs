@@ -92,6 +92,72 @@ collbench info\n  \
 collbench info --nccl-lib /opt/nccl/lib/libnccl.so.2"
     )]
     Info(InfoArgs),
+    /// Show this machine's GPUs, GPU-GPU and GPU-NIC links, NICs, CPUs and NUMA nodes
+    #[command(after_help = "GPUs and links come from NVML (loaded at run time), else from \
+`nvidia-smi topo -m`; CPUs, NUMA nodes and network interfaces from /proc and /sys. Link \
+classes: NV# bonded NVLinks, PIX one PCIe switch, PXB several, PHB through the CPU's host \
+bridge, NODE between host bridges of a NUMA node, SYS across NUMA nodes.\n\n\
+Examples:\n  \
+collbench topo\n  \
+collbench topo --json > node.json")]
+    Topo(TopoArgs),
+
+    /// Run a suite: one launch per transport profile and hierarchy setting, merged into one CSV
+    #[command(after_help = "The suite file lists the profiles and hierarchy settings, the rank \
+count and the options of every run (a [run] table with the keys of `collbench run --config`). \
+Each combination is one `mpirun` (or `srun` inside a Slurm allocation) of this binary; a failed \
+launch is reported and the others go on. Per-launch CSVs and logs go to a folder beside the \
+merged CSV.\n\n\
+Examples:\n  \
+collbench suite configs/suite-local-cpu.toml\n  \
+collbench suite configs/suite-ci.toml --output results/ci.csv --overwrite\n\n\
+Exit codes: 0 every launch succeeded, 2 a bad suite file, otherwise the highest exit code of \
+a failed launch (1 runtime, 3 validation, 5 timeout, ...).")]
+    Suite(SuiteArgs),
+}
+
+/// Options of `collbench topo`.
+#[derive(Debug, Args)]
+pub struct TopoArgs {
+    /// Print JSON instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `collbench suite`.
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// The suite file (TOML)
+    #[arg(value_name = "SUITE.toml")]
+    pub file: PathBuf,
+
+    /// The merged CSV [default: the file's `output`, else results/suite-<name>-<time>.csv]
+    #[arg(short = 'o', long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+
+    /// Replace the merged CSV if it exists
+    #[arg(long)]
+    pub overwrite: bool,
+
+    /// Launcher: auto (srun inside a Slurm allocation, else mpirun), mpirun or srun [default: the file's, else auto]
+    #[arg(long, value_name = "NAME", value_parser = ["auto", "mpirun", "srun"])]
+    pub launcher: Option<String>,
+
+    /// The collbench binary each launch runs [default: this one]
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+
+    /// Print the launch commands without running them
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// No progress bar
+    #[arg(long, conflicts_with = "progress")]
+    pub no_progress: bool,
+
+    /// Draw the progress bar even when stderr is not a terminal
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// Options of `collbench compare`.
@@ -313,6 +379,9 @@ pub struct RunArgs {
     /// The NCCL library to use, a file or a folder [default: COLLBENCH_NCCL_LIB, NCCL_HOME/lib, the loader's search, Python site-packages]
     #[arg(long, value_name = "PATH", help_heading = "What to run")]
     pub nccl_lib: Option<PathBuf>,
+    /// Transport profile: auto, nvlink, nvls, pcie, ib, socket (nccl); shm, tcp, ucx (mpi); `help` lists the variables each sets [default: auto]
+    #[arg(long, value_name = "PROFILE", help_heading = "What to run")]
+    pub transport: Option<String>,
 
     /// CSV report path [default: results/<run id>.csv]
     #[arg(long, value_name = "PATH", help_heading = "Output")]

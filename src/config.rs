@@ -14,6 +14,7 @@ use crate::cli::RunArgs;
 use crate::collective::Collective;
 use crate::error::Error;
 use crate::topology::Hierarchy;
+use crate::topology::profile::Profile;
 use crate::types::{Average, DType, ReduceOp};
 
 /// Most sizes one sweep may have; beyond it the step is surely a mistake.
@@ -61,6 +62,8 @@ pub struct RunConfig {
     pub ranks_per_node: Option<usize>,
     pub phase_times: bool,
     pub backend: BackendChoice,
+    /// `--transport`: the profile applied before MPI and NCCL start.
+    pub transport: Profile,
     pub csv: Option<PathBuf>,
     pub json: Option<PathBuf>,
     pub overwrite: bool,
@@ -349,6 +352,7 @@ struct FileConfig {
     ranks_per_node: Option<u64>,
     phase_times: Option<bool>,
     backend: Option<String>,
+    transport: Option<String>,
     csv: Option<PathBuf>,
     json: Option<PathBuf>,
     overwrite: Option<bool>,
@@ -458,6 +462,7 @@ impl RunConfig {
             ("--cycles", self.cycles.to_string()),
             ("--timeout", format!("{:?}", self.timeout)),
             ("--backend", self.backend.name().to_string()),
+            ("--transport", self.transport.name().to_string()),
             ("test hook --inject-error", self.inject_error.to_string()),
         ]
     }
@@ -469,6 +474,13 @@ impl RunConfig {
             None => FileConfig::default(),
         };
         RunConfig::merge(args, file)
+    }
+
+    /// The configuration a TOML text gives on its own (a suite's `[run]`
+    /// table), validated as `--config` would be.
+    pub fn from_toml(text: &str) -> Result<RunConfig, Error> {
+        let file = parse_file_config(text).map_err(Error::usage)?;
+        RunConfig::merge(&RunArgs::default(), file)
     }
 
     fn merge(args: &RunArgs, file: FileConfig) -> Result<RunConfig, Error> {
@@ -590,6 +602,22 @@ impl RunConfig {
             Some(t) => parse_backend(&t)?,
         };
 
+        let transport = match args.transport.clone().or(file.transport) {
+            None => Profile::Auto,
+            Some(t) => Profile::parse(&t).ok_or_else(|| {
+                Error::usage(format!(
+                    "--transport: unknown profile '{t}' (expected {}; `--transport help` lists what each sets)",
+                    Profile::names()
+                ))
+            })?,
+        };
+        // `auto` is checked once it has chosen (app::session).
+        match backend {
+            BackendChoice::Mpi => transport.check_backend("mpi", "")?,
+            BackendChoice::Nccl => transport.check_backend("nccl", "")?,
+            BackendChoice::Auto => {}
+        }
+
         let no_progress = args.no_progress || file.no_progress.unwrap_or(false);
         let force_progress = args.progress || file.progress.unwrap_or(false);
         let progress = match (no_progress, force_progress) {
@@ -619,6 +647,7 @@ impl RunConfig {
             ranks_per_node,
             phase_times: args.phase_times || file.phase_times.unwrap_or(false),
             backend,
+            transport,
             csv: args.csv.clone().or(file.csv),
             json: args.json.clone().or(file.json),
             overwrite: args.overwrite || file.overwrite.unwrap_or(false),
@@ -733,6 +762,52 @@ mod tests {
         assert_eq!(c.backend, BackendChoice::Auto);
         assert_eq!(c.hierarchies, vec![Hierarchy::Flat]);
         assert_eq!(c.ranks_per_node, None);
+        assert_eq!(c.transport, Profile::Auto);
+    }
+
+    #[test]
+    fn transport_profiles_come_from_the_command_line_or_the_file_and_must_fit_the_backend() {
+        let a = RunArgs {
+            transport: Some("TCP".into()),
+            ..args()
+        };
+        assert_eq!(
+            RunConfig::merge(&a, FileConfig::default()).unwrap().transport,
+            Profile::Tcp
+        );
+        let file = parse_file_config("transport = \"shm\"\nbackend = \"mpi\"\n").unwrap();
+        let c = RunConfig::merge(&args(), file).unwrap();
+        assert_eq!(c.transport, Profile::Shm);
+        assert!(c.digest_fields().contains(&("--transport", "shm".to_string())));
+        let m = usage(RunConfig::merge(
+            &RunArgs {
+                transport: Some("infiniband".into()),
+                ..args()
+            },
+            FileConfig::default(),
+        ));
+        assert!(
+            m.contains("--transport") && m.contains("nvlink") && m.contains("help"),
+            "{m}"
+        );
+        let m = usage(RunConfig::merge(
+            &RunArgs {
+                transport: Some("nvlink".into()),
+                backend: Some("mpi".into()),
+                ..args()
+            },
+            FileConfig::default(),
+        ));
+        assert!(m.contains("NCCL profile") && m.contains("backend is mpi"), "{m}");
+        // With auto the backend is not known yet: accepted here.
+        let a = RunArgs {
+            transport: Some("ib".into()),
+            ..args()
+        };
+        assert_eq!(
+            RunConfig::merge(&a, FileConfig::default()).unwrap().transport,
+            Profile::Ib
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@ use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
 use crate::engine::Plan;
 use crate::error::Error;
-use crate::topology::Hierarchy;
+use crate::topology::observe::Observed;
+use crate::topology::profile::{NcclLogging, Profile};
+use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, Placement, ReduceOp};
 
 /// Where operation `iter` of a point works inside a buffer of `capacity`
@@ -32,6 +34,17 @@ pub fn rotation_offset(span: usize, capacity: usize, iter: u64) -> usize {
     }
     let steps = (capacity / span).max(1) as u64;
     span * (iter % steps) as usize
+}
+
+/// What a backend needs to observe its transport once it is set up.
+pub struct TransportQuery<'a> {
+    /// The requested profile (`--transport`).
+    pub profile: Profile,
+    /// Where NCCL's INFO log of this rank went (`EnvPlan::nccl_log`).
+    pub nccl_log: &'a NcclLogging,
+    /// The real hosts (not `--ranks-per-node` groups): which ranks share
+    /// memory.
+    pub hosts: &'a Nodes,
 }
 
 /// One collective call, as every rank issues it.
@@ -142,6 +155,18 @@ pub trait Backend {
     /// Each marked iteration's time in seconds (after `wait`).
     fn marked_times(&mut self) -> Result<Vec<f64>, Error> {
         Ok(Vec::new())
+    }
+
+    /// The transport this rank's communicator uses, and whether it
+    /// contradicts the requested profile (the caller fails the run then).
+    /// Called on every rank once the backend is set up, before the sweep.
+    fn observe_transport(&self, _query: &TransportQuery) -> Observed {
+        Observed::unknown(format!("the {} backend does not report its transport", self.name()))
+    }
+
+    /// The model of the GPU this rank runs on, when it runs on one.
+    fn gpu_model(&self) -> Option<String> {
+        None
     }
 
     /// Every type this backend runs, for `--dtype all`.

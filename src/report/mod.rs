@@ -62,7 +62,13 @@ pub struct RunInfo {
     pub check: u32,
     pub average: String,
     pub blocking: bool,
+    /// The requested profile (`--transport`).
     pub transport: String,
+    /// What the ranks observed, merged (the CSV's `transport_observed`).
+    pub transport_observed: String,
+    /// What the profile set, what the environment kept, what could not
+    /// be observed: one line each.
+    pub transport_notes: Vec<String>,
     /// The all-reduce modes, comma-separated.
     pub hierarchy: String,
     /// Points of one sweep.
@@ -78,6 +84,9 @@ pub struct RankSummary {
     pub rank: usize,
     pub host: String,
     pub pid: u32,
+    /// The GPU model the rank runs on, or its host's GPUs' model when the
+    /// backend uses none; absent without GPUs.
+    pub gpu: Option<String>,
 }
 
 impl From<&RankInfo> for RankSummary {
@@ -86,6 +95,7 @@ impl From<&RankInfo> for RankSummary {
             rank: r.rank,
             host: r.host.clone(),
             pid: r.pid,
+            gpu: None,
         }
     }
 }

@@ -263,17 +263,25 @@ pub fn run_header(run: &RunInfo) -> String {
         if run.rotate { ", buffers rotate" } else { "" },
         if run.per_iter { ", per-iteration statistics" } else { "" },
     );
+    s += &format!("# plan      : {} points per sweep\n", run.points);
     s += &format!(
-        "# transport : {}   control plane: {}\n",
-        run.transport, run.control_plane
+        "# transport : {}, observed {}   control plane: {}\n",
+        run.transport, run.transport_observed, run.control_plane
     );
+    for note in &run.transport_notes {
+        s += &format!("#             {note}\n");
+    }
     s += &format!("# csv       : {}\n", run.csv.display());
     if let Some(json) = &run.json {
         s += &format!("# json      : {}\n", json.display());
     }
     s += "#\n";
     for r in run.ranks.iter().take(MAX_LISTED_RANKS) {
-        s += &format!("#  Rank {:>4} on {} pid {}\n", r.rank, r.host, r.pid);
+        s += &format!("#  Rank {:>4} on {} pid {}", r.rank, r.host, r.pid);
+        if let Some(gpu) = &r.gpu {
+            s += &format!(" gpu {gpu}");
+        }
+        s += "\n";
     }
     if run.ranks.len() > MAX_LISTED_RANKS {
         s += &format!("#  ... and {} more ranks\n", run.ranks.len() - MAX_LISTED_RANKS);

@@ -1,9 +1,15 @@
 //! Where ranks sit and how a hierarchical all-reduce splits work over them:
 //! nodes (real hosts or virtual groups of consecutive ranks), the hierarchy
-//! modes, and the slicing of a buffer over the ranks of a node.
+//! modes, and the slicing of a buffer over the ranks of a node. Beside them:
+//! transport profiles (`profile`), the transport observed (`observe`) and
+//! the machine report of `collbench topo` (`machine`).
 //!
-//! Pure data and arithmetic; building communicators from it is each
+//! Pure data and arithmetic here; building communicators from it is each
 //! backend's job.
+
+pub mod machine;
+pub mod observe;
+pub mod profile;
 
 use std::fmt;
 

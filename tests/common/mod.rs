@@ -20,17 +20,24 @@ pub fn mpirun(np: usize, args: &[&str]) -> Output {
 /// `mpirun` with `env` set for every rank (and nothing of collbench's NCCL
 /// search inherited from the caller unless `env` sets it).
 pub fn mpirun_env(np: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "-np", &np.to_string()]);
+    let mut cmd = mpirun_command(np, args);
     cmd.env_remove("COLLBENCH_NCCL_LIB").env_remove("NCCL_HOME");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    cmd.envs(env.iter().copied());
+    run(cmd)
+}
+
+/// The binary alone with `env` added: for subcommands that start `mpirun`
+/// themselves (suite), which then needs root permission and
+/// oversubscription on a CI machine, as `mpirun` gets it here.
+pub fn collbench_launching(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).envs(env.iter().copied());
+    cmd.env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .env_remove("SLURM_JOB_ID");
     if is_root() {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    cmd.arg(BIN).args(args);
     run(cmd)
 }
 
@@ -90,9 +97,10 @@ impl Job {
                 .stdout
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
                 .expect("no rank list in the table header in time");
-            // "#  Rank    1 on host pid 1234"
+            // "#  Rank    1 on host pid 1234", then " gpu MODEL" where the
+            // host has GPUs
             let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() == 7 && words[1] == "Rank" && words[5] == "pid" {
+            if words.len() >= 7 && words[1] == "Rank" && words[5] == "pid" {
                 let rank: usize = words[2].parse().unwrap();
                 pids[rank] = words[6].parse().unwrap();
                 found += 1;

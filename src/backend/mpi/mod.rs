@@ -22,11 +22,12 @@ use mpi::datatype::Equivalence;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
-use super::{Backend, Call};
+use super::{Backend, Call, TransportQuery};
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::Collective;
 use crate::engine::Plan;
 use crate::error::Error;
+use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, Placement, ReduceOp};
 use crate::world::mpi::{MpiWorld, mpi_library_version};
@@ -313,6 +314,12 @@ impl Backend for MpiBackend {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Open MPI's PML and BTLs, from the MPI_T control variables still
+    /// valid after MPI_Init (`topology::observe::ompi`).
+    fn observe_transport(&self, query: &TransportQuery) -> Observed {
+        Observed::from_mpi(query.profile, raw::control_variable_names())
     }
 
     fn max_elements(&self) -> usize {

@@ -1,6 +1,7 @@
 //! MPI calls that rsmpi does not expose, made through its raw bindings: the
-//! MPI_IN_PLACE variants of the collectives, and MPI_Reduce_scatter with
-//! per-rank counts (uneven slices of the hierarchical all-reduce).
+//! MPI_IN_PLACE variants of the collectives, MPI_Reduce_scatter with
+//! per-rank counts (uneven slices of the hierarchical all-reduce), and the
+//! MPI_T tool interface's control-variable names (the transport observed).
 //!
 //! This file and the NCCL binding are the only homes of `unsafe`. Every
 //! function takes a Rust slice whose length is exactly what the call reads
@@ -275,4 +276,80 @@ fn check_counts(comm: &SimpleCommunicator, total: usize, mine: usize, counts: &[
         )));
     }
     Ok(())
+}
+
+/// Longest control-variable name read (Open MPI's are under 100 bytes).
+const CVAR_NAME_BYTES: usize = 256;
+/// Description buffer: MPI_T_cvar_get_info writes one, truncated to this.
+const CVAR_DESC_BYTES: usize = 1024;
+
+/// The names of every valid MPI_T control variable, after MPI_Init. Open
+/// MPI invalidates the variables of components it closed, so the names
+/// show which PML and BTLs it kept (see `topology::observe::ompi`).
+/// Indices whose variable is invalid are skipped.
+pub fn control_variable_names() -> Result<Vec<String>, String> {
+    let mut provided: c_int = 0;
+    // SAFETY: RSMPI_THREAD_SINGLE is an immutable constant defined by
+    // rsmpi's C shim; MPI_T_init_thread writes one int through a pointer to
+    // a live local. MPI_T may be initialised any number of times, before or
+    // after MPI_Init, and is paired with the MPI_T_finalize below.
+    let rc = unsafe { ffi::MPI_T_init_thread(ffi::RSMPI_THREAD_SINGLE, &mut provided) };
+    if rc != ffi::MPI_SUCCESS as c_int {
+        return Err(format!("MPI_T_init_thread returned {rc}"));
+    }
+    let names = read_cvar_names();
+    // SAFETY: pairs the successful MPI_T_init_thread above; no MPI_T
+    // handle is left allocated (names are read through get_info only).
+    unsafe { ffi::MPI_T_finalize() };
+    names
+}
+
+fn read_cvar_names() -> Result<Vec<String>, String> {
+    let mut count: c_int = 0;
+    // SAFETY: writes one int through a pointer to a live local; MPI_T is
+    // initialised (control_variable_names).
+    let rc = unsafe { ffi::MPI_T_cvar_get_num(&mut count) };
+    if rc != ffi::MPI_SUCCESS as c_int {
+        return Err(format!("MPI_T_cvar_get_num returned {rc}"));
+    }
+    let mut names = Vec::with_capacity(count.max(0) as usize);
+    let mut name = vec![0u8; CVAR_NAME_BYTES];
+    let mut desc = vec![0u8; CVAR_DESC_BYTES];
+    for index in 0..count {
+        let mut name_len = CVAR_NAME_BYTES as c_int;
+        let mut desc_len = CVAR_DESC_BYTES as c_int;
+        let mut verbosity: c_int = 0;
+        let mut bind: c_int = 0;
+        let mut scope: c_int = 0;
+        // Written by MPI, never read: their representation differs between
+        // MPI libraries (a handle pointer in Open MPI, an int in MPICH).
+        let mut datatype = std::mem::MaybeUninit::<ffi::MPI_Datatype>::uninit();
+        let mut enumtype = std::mem::MaybeUninit::<ffi::MPI_T_enum>::uninit();
+        // SAFETY: every pointer refers to a live local or buffer; MPI
+        // writes at most `name_len` and `desc_len` bytes (their buffers'
+        // lengths, passed in), NUL terminator included, and one value
+        // through each of the other pointers. `index` is below the count
+        // MPI reported.
+        let rc = unsafe {
+            ffi::MPI_T_cvar_get_info(
+                index,
+                name.as_mut_ptr().cast(),
+                &mut name_len,
+                &mut verbosity,
+                datatype.as_mut_ptr(),
+                enumtype.as_mut_ptr(),
+                desc.as_mut_ptr().cast(),
+                &mut desc_len,
+                &mut bind,
+                &mut scope,
+            )
+        };
+        if rc != ffi::MPI_SUCCESS as c_int {
+            // An invalid (closed component's) variable.
+            continue;
+        }
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        names.push(String::from_utf8_lossy(&name[..end]).into_owned());
+    }
+    Ok(names)
 }

@@ -27,11 +27,12 @@ use std::sync::Arc;
 pub use device::{CudaInfo, Device, DeviceError, GpuInfo};
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
-use super::{Backend, Call};
+use super::{Backend, Call, TransportQuery};
 use crate::buffer::HostBuffer;
 use crate::engine::Plan;
 use crate::error::Error;
 use crate::topology::Hierarchy;
+use crate::topology::observe::Observed;
 use crate::types::{DType, Placement, ReduceOp};
 use calls::Native;
 use device::DeviceMemory;
@@ -473,6 +474,18 @@ impl Backend for NcclBackend {
 
     fn check_op(&self, op: ReduceOp) -> Result<(), String> {
         calls::check_op(self.library.version(), op)
+    }
+
+    fn observe_transport(&self, q: &TransportQuery) -> Observed {
+        // NCCL wrote its INFO log (connections made at init) to the private
+        // file the transport profile set up before the library loaded.
+        Observed::from_nccl_log(q.profile, q.nccl_log, &|a, b| {
+            q.hosts.node_of_rank.get(a) == q.hosts.node_of_rank.get(b)
+        })
+    }
+
+    fn gpu_model(&self) -> Option<String> {
+        Some(self.device.name().to_string())
     }
 
     fn check_hierarchy(&self, mode: Hierarchy) -> Result<(), String> {

@@ -1,0 +1,330 @@
+//! The suite file: which transport profiles and hierarchy settings to
+//! launch, with how many ranks and which launcher, and the options every
+//! run shares (a `[run]` table with the keys of `collbench run --config`).
+//!
+//! ```toml
+//! name = "local-cpu"
+//! ranks = 2
+//! transports = ["shm", "tcp"]
+//! hierarchies = ["flat"]            # each item is one --hierarchy value
+//! mpirun-args = ["--bind-to", "core"]
+//! [run]
+//! collectives = "all_reduce,all_gather"
+//! maxbytes = "1M"
+//! ```
+//!
+//! Everything is validated before the first launch: every combination is
+//! checked as the run itself would check it, so a typo costs no cluster
+//! time.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::config::RunConfig;
+use crate::error::Error;
+use crate::topology::Hierarchy;
+use crate::topology::profile::Profile;
+
+/// `[run]` keys the suite sets itself, per launch.
+const SET_BY_SUITE: [&str; 8] = [
+    "transport",
+    "hierarchy",
+    "csv",
+    "json",
+    "overwrite",
+    "progress",
+    "no-progress",
+    "config",
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawSuite {
+    name: Option<String>,
+    description: Option<String>,
+    ranks: Option<u64>,
+    transports: Vec<String>,
+    hierarchies: Option<Vec<String>>,
+    launcher: Option<String>,
+    mpirun_args: Option<Vec<String>>,
+    srun_args: Option<Vec<String>>,
+    output: Option<PathBuf>,
+    run: Option<toml::Table>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// `srun` inside a Slurm allocation (SLURM_JOB_ID set), else `mpirun`.
+    Auto,
+    Mpirun,
+    Srun,
+}
+
+impl Launcher {
+    pub fn parse(text: &str) -> Option<Launcher> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(Launcher::Auto),
+            "mpirun" => Some(Launcher::Mpirun),
+            "srun" => Some(Launcher::Srun),
+            _ => None,
+        }
+    }
+
+    /// `auto` resolved: srun when `slurm_job` (SLURM_JOB_ID) is set.
+    pub fn resolve(self, slurm_job: bool) -> Launcher {
+        match self {
+            Launcher::Auto if slurm_job => Launcher::Srun,
+            Launcher::Auto => Launcher::Mpirun,
+            other => other,
+        }
+    }
+
+    pub fn program(self) -> &'static str {
+        match self {
+            Launcher::Srun => "srun",
+            _ => "mpirun",
+        }
+    }
+}
+
+/// One launch: a profile and a hierarchy setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub transport: Profile,
+    /// The `--hierarchy` value (`flat`, `rs-ar-ag,reduce-bcast`, `all`).
+    pub hierarchy: String,
+}
+
+impl Launch {
+    /// `shm-flat`: a file-name-safe label.
+    pub fn label(&self) -> String {
+        let h: String = self
+            .hierarchy
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '+' })
+            .collect();
+        format!("{}-{h}", self.transport)
+    }
+}
+
+/// A validated suite.
+#[derive(Clone, Debug)]
+pub struct Suite {
+    pub name: String,
+    pub description: Option<String>,
+    pub ranks: Option<u64>,
+    pub launches: Vec<Launch>,
+    pub launcher: Launcher,
+    pub mpirun_args: Vec<String>,
+    pub srun_args: Vec<String>,
+    pub output: Option<PathBuf>,
+    /// The `[run]` table as TOML text, for `collbench run --config`.
+    pub run_toml: String,
+}
+
+/// Parses TOML text; the error is one line with the line number.
+fn parse_toml(text: &str) -> Result<RawSuite, String> {
+    toml::from_str(text).map_err(|e| {
+        let msg = e.message().trim().replace('\n', " ");
+        match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!("line {line}: {msg}")
+            }
+            None => msg,
+        }
+    })
+}
+
+impl Suite {
+    pub fn load(path: &Path) -> Result<Suite, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::usage(format!("cannot read suite file {}: {e}", path.display())))?;
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "suite".into());
+        Suite::parse(&text, &stem).map_err(|e| Error::usage(format!("suite file {}: {e}", path.display())))
+    }
+
+    /// Parses and validates a suite; `default_name` names it when the file
+    /// does not.
+    pub fn parse(text: &str, default_name: &str) -> Result<Suite, String> {
+        let raw = parse_toml(text)?;
+        if raw.transports.is_empty() {
+            return Err("`transports` is empty; list at least one profile (e.g. [\"auto\"])".into());
+        }
+        let mut transports = Vec::new();
+        for t in &raw.transports {
+            let p = Profile::parse(t)
+                .ok_or_else(|| format!("transports: unknown profile '{t}' (expected {})", Profile::names()))?;
+            if !transports.contains(&p) {
+                transports.push(p);
+            }
+        }
+        let hierarchies = raw.hierarchies.unwrap_or_else(|| vec!["flat".into()]);
+        if hierarchies.is_empty() {
+            return Err("`hierarchies` is empty; leave it out for flat only".into());
+        }
+        for h in &hierarchies {
+            let ok = h.trim().eq_ignore_ascii_case("all") || h.split(',').all(|m| Hierarchy::parse(m).is_some());
+            if !ok {
+                return Err(format!(
+                    "hierarchies: '{h}' is not a hierarchy setting (modes flat, rs-ar-ag, reduce-bcast, comma-separated, or all)"
+                ));
+            }
+        }
+        if raw.ranks == Some(0) {
+            return Err("ranks must be at least 1".into());
+        }
+        let launcher = match &raw.launcher {
+            None => Launcher::Auto,
+            Some(l) => Launcher::parse(l).ok_or_else(|| format!("launcher: '{l}' is not auto, mpirun or srun"))?,
+        };
+        let run = raw.run.unwrap_or_default();
+        if let Some(key) = run.keys().find(|k| SET_BY_SUITE.contains(&k.as_str())) {
+            return Err(format!(
+                "[run] sets `{key}`, which the suite sets per launch (use `transports`, `hierarchies`, `output`)"
+            ));
+        }
+        let run_toml = toml::to_string(&run).map_err(|e| format!("[run]: {e}"))?;
+        let base = RunConfig::from_toml(&run_toml).map_err(|e| format!("[run]: {e}"))?;
+        if base.cycles == 0 {
+            return Err("[run] has cycles = 0 (until stopped): a suite needs runs that end".into());
+        }
+        let launches: Vec<Launch> = transports
+            .iter()
+            .flat_map(|&transport| {
+                hierarchies.iter().map(move |h| Launch {
+                    transport,
+                    hierarchy: h.trim().to_string(),
+                })
+            })
+            .collect();
+        // Every combination as the run will see it (profile against
+        // backend, hierarchy names).
+        for l in &launches {
+            let text = format!(
+                "{run_toml}\ntransport = {:?}\nhierarchy = {:?}\n",
+                l.transport.name(),
+                l.hierarchy
+            );
+            RunConfig::from_toml(&text).map_err(|e| format!("{} with {}: {e}", l.transport, l.hierarchy))?;
+        }
+        Ok(Suite {
+            name: raw.name.unwrap_or_else(|| default_name.to_string()),
+            description: raw.description,
+            ranks: raw.ranks,
+            launches,
+            launcher,
+            mpirun_args: raw.mpirun_args.unwrap_or_default(),
+            srun_args: raw.srun_args.unwrap_or_default(),
+            output: raw.output,
+            run_toml,
+        })
+    }
+
+    /// The launcher's part of a launch's command line: program and
+    /// arguments before the collbench binary.
+    pub fn launcher_args(&self, launcher: Launcher) -> Vec<String> {
+        let mut args = vec![launcher.program().to_string()];
+        match launcher {
+            Launcher::Srun => {
+                if let Some(n) = self.ranks {
+                    args.extend(["-n".to_string(), n.to_string()]);
+                }
+                args.extend(self.srun_args.iter().cloned());
+            }
+            _ => {
+                if let Some(n) = self.ranks {
+                    args.extend(["-np".to_string(), n.to_string()]);
+                }
+                args.extend(self.mpirun_args.iter().cloned());
+            }
+        }
+        args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOCAL: &str = "name = \"local\"\nranks = 2\ntransports = [\"shm\", \"tcp\"]\n\
+                         hierarchies = [\"flat\", \"rs-ar-ag,reduce-bcast\"]\nmpirun-args = [\"--oversubscribe\"]\n\
+                         [run]\ncollectives = \"all_reduce\"\nmaxbytes = \"64K\"\nbackend = \"mpi\"\nranks-per-node = 1\n";
+
+    #[test]
+    fn a_suite_is_every_profile_times_every_hierarchy_setting() {
+        let s = Suite::parse(LOCAL, "x").unwrap();
+        assert_eq!(s.name, "local");
+        let labels: Vec<String> = s.launches.iter().map(Launch::label).collect();
+        assert_eq!(
+            labels,
+            vec![
+                "shm-flat",
+                "shm-rs-ar-ag+reduce-bcast",
+                "tcp-flat",
+                "tcp-rs-ar-ag+reduce-bcast"
+            ]
+        );
+        assert!(s.run_toml.contains("maxbytes = \"64K\""));
+        assert_eq!(
+            s.launcher_args(Launcher::Mpirun),
+            vec!["mpirun", "-np", "2", "--oversubscribe"]
+        );
+        assert_eq!(s.launcher_args(Launcher::Srun), vec!["srun", "-n", "2"]);
+    }
+
+    #[test]
+    fn the_launcher_is_srun_inside_slurm_and_mpirun_elsewhere() {
+        assert_eq!(Launcher::Auto.resolve(true), Launcher::Srun);
+        assert_eq!(Launcher::Auto.resolve(false), Launcher::Mpirun);
+        assert_eq!(Launcher::Mpirun.resolve(true), Launcher::Mpirun);
+        assert_eq!(Launcher::parse("SRUN"), Some(Launcher::Srun));
+        assert_eq!(Launcher::parse("aprun"), None);
+    }
+
+    #[test]
+    fn bad_suites_are_refused_before_any_launch() {
+        for (text, want) in [
+            ("transports = []\n", "empty"),
+            ("transports = [\"infiniband\"]\n", "unknown profile"),
+            (
+                "transports = [\"auto\"]\nhierarchies = [\"tree\"]\n",
+                "hierarchy setting",
+            ),
+            (
+                "transports = [\"auto\"]\n[run]\ntransport = \"tcp\"\n",
+                "sets `transport`",
+            ),
+            ("transports = [\"auto\"]\n[run]\ncsv = \"x.csv\"\n", "sets `csv`"),
+            ("transports = [\"auto\"]\n[run]\nbogus = 1\n", "[run]"),
+            ("transports = [\"auto\"]\n[run]\ncycles = 0\n", "cycles = 0"),
+            ("transports = [\"nvlink\"]\n[run]\nbackend = \"mpi\"\n", "NCCL profile"),
+            ("transports = [\"auto\"]\nranks = 0\n", "ranks"),
+            ("transports = [\"auto\"]\nlauncher = \"aprun\"\n", "launcher"),
+            ("transport = [\"auto\"]\n", "line 1"),
+        ] {
+            let e = Suite::parse(text, "x").unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn every_shipped_suite_file_is_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let mut found = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with("suite-") && name.ends_with(".toml") {
+                Suite::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+                found += 1;
+            }
+        }
+        assert!(found >= 4, "expected the four shipped suites, found {found}");
+    }
+}

@@ -1,0 +1,723 @@
+//! NCCL's INFO log, read back: which transport every channel connection
+//! took, the network, the graphs' path types, NVLink SHARP, the variables
+//! NCCL saw, and (when TUNING logging is on) the algorithm and protocol
+//! chosen per collective and size.
+//!
+//! Line formats, NCCL 2.18 to 2.30 (each after `NCCL INFO `; the prefix
+//! `host:pid:tid [dev]`, and a timestamp where NCCL_DEBUG_TIMESTAMP_FORMAT
+//! adds one, is skipped):
+//! - `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read` (also `P2P/IPC`,
+//!   `P2P/direct pointer`, `P2P/MNNVL`, `P2P/indirect/2[2]`, `/CE`); the
+//!   brackets hold the device index (2.19 and later) or the PCI bus id in
+//!   hex (`0[1b000]`, 2.18 and earlier); SHM lines have no `/0` after the
+//!   channel;
+//! - `Channel 00 : 0[0] -> 1[1] via SHM/direct/direct` (sender and
+//!   receiver copy mode; older lines have one field);
+//! - `Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA`, with
+//!   `(PCI)` after GDRDMA, `/Shared`, and `NET/IB/0(1)` when rank 1 relays
+//!   the traffic to its NIC (PXN);
+//! - `Using network IB` / `Socket` / a plugin's name;
+//! - `Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, type
+//!   NVL/PIX, sameChannels 1` (GRAPH: intra-node and inter-node path type);
+//! - `NVLS multicast support is [not ]available on dev 0[ (NVLS_NCHANNELS
+//!   16)|, transport enabled, ...]` and `... 16 nvls channels ...`;
+//! - `NCCL_P2P_LEVEL set by environment to NVL` (ENV);
+//! - `AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}`
+//!   (TUNING, rank 0 only, one per launch).
+//!
+//! Pure and total: any text parses (unknown lines are skipped), and
+//! nothing here panics.
+
+use crate::topology::profile::Profile;
+
+/// Which end of a NET connection a line describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Send,
+    Receive,
+}
+
+/// The transport of one connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Via {
+    P2p {
+        /// `CUMEM`, `IPC`, `MNNVL`, `direct` (same process) or `indirect`.
+        mode: String,
+        read: bool,
+        /// Copy engine instead of SM loads and stores.
+        copy_engine: bool,
+        /// The GPU an indirect connection goes through.
+        through: Option<usize>,
+    },
+    Shm {
+        send: String,
+        recv: Option<String>,
+    },
+    Net {
+        /// `IB`, `Socket`, or a plugin's name.
+        name: String,
+        device: Option<u32>,
+        /// The rank whose NIC carries the traffic (PXN), when not this one.
+        proxy: Option<usize>,
+        gdr: bool,
+        shared: bool,
+    },
+    /// A transport this parser does not know (the text after `via `).
+    Other(String),
+}
+
+/// One `Channel ... via ...` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Connection {
+    pub channel: u32,
+    pub from: usize,
+    /// `None` for lines that name one rank only.
+    pub to: Option<usize>,
+    pub side: Option<Side>,
+    pub via: Via,
+}
+
+/// One `Pattern ...` line: a graph NCCL searched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Graph {
+    pub pattern: u32,
+    pub channels: u32,
+    /// Path type inside a node: `NVL`, `NVB`, `C2C`, `PIX`, `PXB`, `PXN`,
+    /// `P2C`, `PHB`, `SYS`, `NET`, `LOC`.
+    pub intra: String,
+    pub inter: String,
+}
+
+/// One TUNING line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    pub function: String,
+    pub bytes: u64,
+    pub algorithm: String,
+    pub protocol: String,
+}
+
+/// A run of sizes with the same algorithm and protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlgorithmRange {
+    pub function: String,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub algorithm: String,
+    pub protocol: String,
+}
+
+/// Everything read from one rank's log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NcclLog {
+    pub version: Option<String>,
+    pub network: Option<String>,
+    pub connections: Vec<Connection>,
+    pub graphs: Vec<Graph>,
+    /// From the `NVLS multicast support` line.
+    pub nvls_available: Option<bool>,
+    pub nvls_channels: Option<u32>,
+    /// Variables NCCL reported as set by the environment.
+    pub env: Vec<(String, String)>,
+    pub tunings: Vec<Tuning>,
+    pub warnings: Vec<String>,
+}
+
+/// `0[0]`, `12[1b000]`, `3`: the rank before the bracket.
+fn rank_of(endpoint: &str) -> Option<usize> {
+    let digits = endpoint.trim().split('[').next()?.trim();
+    digits.parse().ok()
+}
+
+fn parse_via(text: &str) -> Via {
+    let text = text.trim();
+    let fields: Vec<&str> = text.split('/').map(str::trim).collect();
+    match fields.first().copied() {
+        Some("P2P") => {
+            let mode = match fields.get(1).copied().unwrap_or("") {
+                "direct pointer" => "direct".to_string(),
+                m => m.to_string(),
+            };
+            let through = if mode == "indirect" {
+                fields.get(2).and_then(|f| rank_of(f))
+            } else {
+                None
+            };
+            Via::P2p {
+                read: fields.contains(&"read"),
+                copy_engine: fields.contains(&"CE"),
+                mode,
+                through,
+            }
+        }
+        Some("SHM") => Via::Shm {
+            send: fields.get(1).unwrap_or(&"direct").to_string(),
+            recv: fields.get(2).map(|s| s.to_string()),
+        },
+        Some("NET") if fields.len() >= 2 => {
+            let (device, proxy) = match fields.get(2) {
+                Some(dev) => match dev.split_once('(') {
+                    Some((d, p)) => (d.trim().parse().ok(), p.trim_end_matches(')').trim().parse().ok()),
+                    None => (dev.parse().ok(), None),
+                },
+                None => (None, None),
+            };
+            Via::Net {
+                name: fields[1].to_string(),
+                device,
+                proxy,
+                gdr: fields.iter().skip(3).any(|f| f.starts_with("GDRDMA")),
+                shared: fields.iter().skip(3).any(|f| *f == "Shared"),
+            }
+        }
+        _ => Via::Other(text.to_string()),
+    }
+}
+
+/// `Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0`.
+fn parse_channel(msg: &str) -> Option<Connection> {
+    let rest = msg.strip_prefix("Channel ")?;
+    let (channel, rest) = rest.split_once(" : ")?;
+    let channel: u32 = channel.split('/').next()?.trim().parse().ok()?;
+    let (ends, via) = rest.split_once(" via ")?;
+    let (ends, side) = if let Some(e) = ends.strip_suffix("[send]") {
+        (e, Some(Side::Send))
+    } else if let Some(e) = ends.strip_suffix("[receive]") {
+        (e, Some(Side::Receive))
+    } else {
+        (ends, None)
+    };
+    let (from, to) = match ends.split_once("->") {
+        Some((a, b)) => (rank_of(a)?, Some(rank_of(b)?)),
+        None => (rank_of(ends)?, None),
+    };
+    Some(Connection {
+        channel,
+        from,
+        to,
+        side,
+        via: parse_via(via),
+    })
+}
+
+/// `Pattern 4, crossNic 0, nChannels 16, bw 40.0/40.0, type NVL/PIX, sameChannels 1`.
+fn parse_graph(msg: &str) -> Option<Graph> {
+    let rest = msg.strip_prefix("Pattern ")?;
+    let mut pattern = None;
+    let mut channels = None;
+    let mut types = None;
+    for (i, item) in rest.split(',').map(str::trim).enumerate() {
+        if i == 0 {
+            pattern = item.parse().ok();
+        } else if let Some(n) = item.strip_prefix("nChannels ") {
+            channels = n.trim().parse().ok();
+        } else if let Some(t) = item.strip_prefix("type ") {
+            types = t.trim().split_once('/');
+        }
+    }
+    let (intra, inter) = types?;
+    Some(Graph {
+        pattern: pattern?,
+        channels: channels?,
+        intra: intra.to_string(),
+        inter: inter.to_string(),
+    })
+}
+
+/// `AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}`.
+fn parse_tuning(msg: &str) -> Option<Tuning> {
+    let (function, rest) = msg.split_once(": ")?;
+    if function.is_empty() || !function.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let (bytes, rest) = rest.split_once(" Bytes -> Algo ")?;
+    let mut words = rest.split_whitespace();
+    let algorithm = words.next()?;
+    if words.next()? != "proto" {
+        return None;
+    }
+    let protocol = words.next()?;
+    Some(Tuning {
+        function: function.to_string(),
+        bytes: bytes.trim().parse().ok()?,
+        algorithm: algorithm.to_ascii_uppercase(),
+        protocol: protocol.to_ascii_uppercase(),
+    })
+}
+
+/// `NCCL_P2P_LEVEL set by environment to NVL` (integers end with `.`).
+fn parse_env(msg: &str) -> Option<(String, String)> {
+    let (name, value) = msg.split_once(" set by environment to ")?;
+    let name = name.trim();
+    if !name.starts_with("NCCL_") || name.contains(' ') {
+        return None;
+    }
+    let value = value.trim();
+    let value = value.strip_suffix('.').unwrap_or(value);
+    Some((name.to_string(), value.to_string()))
+}
+
+/// `... 16 nvls channels ...`.
+fn parse_nvls_channels(msg: &str) -> Option<u32> {
+    let words: Vec<&str> = msg.split_whitespace().collect();
+    words
+        .windows(3)
+        .find(|w| w[1] == "nvls" && w[2].trim_end_matches(',') == "channels")
+        .and_then(|w| w[0].parse().ok())
+}
+
+/// Parses a whole log. Lines that are not NCCL's, or not understood, are
+/// skipped.
+pub fn parse(text: &str) -> NcclLog {
+    let mut log = NcclLog::default();
+    for line in text.lines() {
+        if let Some((_, warn)) = line.split_once("NCCL WARN ") {
+            log.warnings.push(warn.trim().to_string());
+            continue;
+        }
+        let Some((_, msg)) = line.split_once("NCCL INFO ") else {
+            continue;
+        };
+        let msg = msg.trim();
+        if let Some(version) = msg.strip_prefix("NCCL version ") {
+            log.version = version.split_whitespace().next().map(String::from);
+        } else if let Some(net) = msg.strip_prefix("Using network ") {
+            log.network = Some(net.trim().to_string());
+        } else if msg.starts_with("Channel ") {
+            if let Some(c) = parse_channel(msg) {
+                log.connections.push(c);
+            }
+        } else if msg.starts_with("Pattern ") {
+            if let Some(g) = parse_graph(msg) {
+                log.graphs.push(g);
+            }
+        } else if let Some(rest) = msg.strip_prefix("NVLS multicast support is ") {
+            log.nvls_available = Some(!rest.starts_with("not") && !rest.contains("transport disabled"));
+        } else if let Some(env) = parse_env(msg) {
+            log.env.push(env);
+        } else if let Some(t) = parse_tuning(msg) {
+            log.tunings.push(t);
+        } else if let Some(n) = parse_nvls_channels(msg) {
+            log.nvls_channels = Some(n);
+        }
+    }
+    log
+}
+
+/// Ring graphs are pattern 4; the first graph of that pattern.
+const PATTERN_RING: u32 = 4;
+
+impl NcclLog {
+    /// The intra-node path type of the ring graph (`NVL`, `PIX`, ...),
+    /// else of the first graph.
+    pub fn intra_path(&self) -> Option<&str> {
+        self.graphs
+            .iter()
+            .find(|g| g.pattern == PATTERN_RING)
+            .or_else(|| self.graphs.first())
+            .map(|g| g.intra.as_str())
+    }
+
+    /// NVLink SHARP is in use: NVLS channels, or NCCL said it is available.
+    pub fn uses_nvls(&self) -> bool {
+        match self.nvls_channels {
+            Some(n) => n > 0,
+            None => self.nvls_available == Some(true),
+        }
+    }
+
+    /// The transports used, each once: P2P, SHM, NET, others, NVLS, each
+    /// kind in the order first seen. `P2P/CUMEM(NVL)`, `SHM`, `SHM/CE`,
+    /// `NET/IB/GDRDMA`, `NET/IB/GDRDMA/PXN`, `NET/Socket`, `NVLS`. The P2P
+    /// label carries the ring graph's intra-node path type when the log has
+    /// graph lines.
+    pub fn labels(&self) -> Vec<String> {
+        let mut found: Vec<(u8, String)> = Vec::new();
+        let path = self.intra_path().map(|p| format!("({p})")).unwrap_or_default();
+        let net_has = |name: &str, f: &dyn Fn(&Via) -> bool| {
+            self.connections
+                .iter()
+                .any(|x| matches!(&x.via, Via::Net { name: n, .. } if n == name) && f(&x.via))
+        };
+        for c in &self.connections {
+            let (kind, label) = match &c.via {
+                Via::P2p { mode, .. } => (0, format!("P2P/{mode}{path}")),
+                Via::Shm { send, recv } => {
+                    let ce = send == "CE" || recv.as_deref() == Some("CE");
+                    (1, if ce { "SHM/CE".into() } else { "SHM".into() })
+                }
+                Via::Net { name, .. } => {
+                    let gdr = net_has(name, &|v| matches!(v, Via::Net { gdr: true, .. }));
+                    let pxn = net_has(name, &|v| matches!(v, Via::Net { proxy: Some(_), .. }));
+                    let label = format!(
+                        "NET/{name}{}{}",
+                        if gdr { "/GDRDMA" } else { "" },
+                        if pxn { "/PXN" } else { "" }
+                    );
+                    (2, label)
+                }
+                Via::Other(text) => (3, text.split('/').next().unwrap_or(text).to_string()),
+            };
+            if !found.iter().any(|(_, l)| *l == label) {
+                found.push((kind, label));
+            }
+        }
+        if self.uses_nvls() {
+            found.push((4, "NVLS".into()));
+        }
+        found.sort_by_key(|(kind, _)| *kind);
+        found.into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// Runs of sizes with one algorithm and protocol, per collective in the
+    /// order first seen.
+    pub fn algorithm_ranges(&self) -> Vec<AlgorithmRange> {
+        let mut functions: Vec<&str> = Vec::new();
+        for t in &self.tunings {
+            if !functions.contains(&t.function.as_str()) {
+                functions.push(&t.function);
+            }
+        }
+        let mut ranges = Vec::new();
+        for f in functions {
+            let mut sizes: Vec<&Tuning> = self.tunings.iter().filter(|t| t.function == f).collect();
+            sizes.sort_by_key(|t| t.bytes);
+            let mut current: Option<AlgorithmRange> = None;
+            for t in sizes {
+                match &mut current {
+                    Some(r) if r.algorithm == t.algorithm && r.protocol == t.protocol => r.max_bytes = t.bytes,
+                    _ => {
+                        ranges.extend(current.take());
+                        current = Some(AlgorithmRange {
+                            function: f.to_string(),
+                            min_bytes: t.bytes,
+                            max_bytes: t.bytes,
+                            algorithm: t.algorithm.clone(),
+                            protocol: t.protocol.clone(),
+                        });
+                    }
+                }
+            }
+            ranges.extend(current);
+        }
+        ranges
+    }
+
+    /// Why this log contradicts `profile`, if it does. `same_node(a, b)`
+    /// tells whether two ranks share a node (the log's ranks are the
+    /// communicator's, which are the world's).
+    pub fn contradiction(&self, profile: Profile, same_node: &dyn Fn(usize, usize) -> bool) -> Option<String> {
+        let intra = |c: &Connection| c.to.is_none_or(|to| same_node(c.from, to));
+        let count = |f: &dyn Fn(&Connection) -> bool| self.connections.iter().filter(|c| f(c)).count();
+        let p2p = count(&|c| matches!(c.via, Via::P2p { .. }));
+        let shm = count(&|c| matches!(c.via, Via::Shm { .. }));
+        let net_intra = count(&|c| matches!(c.via, Via::Net { .. }) && intra(c));
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        match profile {
+            Profile::Auto => None,
+            Profile::Nvlink => {
+                if shm > 0 {
+                    Some(format!(
+                        "{shm} connection{} went through host memory (SHM)",
+                        plural(shm)
+                    ))
+                } else if net_intra > 0 {
+                    Some(format!(
+                        "{net_intra} connection{} inside a node went through the network",
+                        plural(net_intra)
+                    ))
+                } else if let Some(path) = self
+                    .intra_path()
+                    .filter(|p| p2p > 0 && !["NVL", "NVB", "C2C"].contains(p))
+                {
+                    Some(format!("GPU peer-to-peer runs over {path}, not NVLink"))
+                } else if self.uses_nvls() {
+                    Some("NVLink SHARP (NVLS) is in use".into())
+                } else {
+                    None
+                }
+            }
+            Profile::Nvls => (!self.uses_nvls()).then(|| match self.nvls_available {
+                Some(false) => "NCCL reports NVLS multicast support as not available".into(),
+                _ => "NCCL set up no NVLS channels".into(),
+            }),
+            Profile::Pcie => {
+                if p2p > 0 {
+                    Some(format!("{p2p} connection{} used GPU peer-to-peer (P2P)", plural(p2p)))
+                } else if net_intra > 0 {
+                    Some(format!(
+                        "{net_intra} connection{} inside a node went through the network",
+                        plural(net_intra)
+                    ))
+                } else {
+                    None
+                }
+            }
+            Profile::Ib | Profile::Socket => {
+                let want = if profile == Profile::Ib { "IB" } else { "Socket" };
+                let fits = |name: &str| {
+                    if want == "IB" {
+                        name.to_ascii_uppercase().starts_with("IB")
+                    } else {
+                        name.eq_ignore_ascii_case("Socket")
+                    }
+                };
+                let other = self.connections.iter().find(|c| match &c.via {
+                    Via::Net { name, .. } => !fits(name),
+                    _ => true,
+                });
+                if let Some(c) = other {
+                    let via = match &c.via {
+                        Via::P2p { .. } => "P2P".to_string(),
+                        Via::Shm { .. } => "SHM".to_string(),
+                        Via::Net { name, .. } => format!("NET/{name}"),
+                        Via::Other(t) => t.clone(),
+                    };
+                    Some(format!("a connection went through {via}, not NET/{want}"))
+                } else {
+                    match &self.network {
+                        Some(n) if !fits(n) => Some(format!("NCCL uses network {n}, not {want}")),
+                        _ => None,
+                    }
+                }
+            }
+            // MPI profiles never run with NCCL (checked before the run).
+            Profile::Shm | Profile::Tcp | Profile::Ucx => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> NcclLog {
+        let path = format!("{}/tests/fixtures/nccl-logs/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        parse(&text)
+    }
+
+    /// Ranks 0..per_node on node 0, the next per_node on node 1, ...
+    fn nodes_of(per_node: usize) -> impl Fn(usize, usize) -> bool {
+        move |a, b| a / per_node == b / per_node
+    }
+
+    #[test]
+    fn p2p_lines_of_every_form_parse() {
+        let c = parse_channel("Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read").unwrap();
+        assert_eq!((c.channel, c.from, c.to, c.side), (0, 0, Some(1), None));
+        assert_eq!(
+            c.via,
+            Via::P2p {
+                mode: "CUMEM".into(),
+                read: true,
+                copy_engine: false,
+                through: None
+            }
+        );
+        let c = parse_channel("Channel 13/1 : 3[1c000] -> 2[1b000] via P2P/IPC/CE").unwrap();
+        assert_eq!((c.channel, c.from, c.to), (13, 3, Some(2)));
+        assert!(matches!(c.via, Via::P2p { ref mode, copy_engine: true, read: false, .. } if mode == "IPC"));
+        let c = parse_channel("Channel 02/0 : 0[0] -> 1[1] via P2P/direct pointer/read").unwrap();
+        assert!(matches!(c.via, Via::P2p { ref mode, read: true, .. } if mode == "direct"));
+        let c = parse_channel("Channel 05/0 : 0[0] -> 3[3] via P2P/indirect/1[1]/read").unwrap();
+        assert!(matches!(c.via, Via::P2p { ref mode, through: Some(1), .. } if mode == "indirect"));
+        let c = parse_channel("Channel 00/0 : 0[0] -> 4[0] via P2P/MNNVL").unwrap();
+        assert!(matches!(c.via, Via::P2p { ref mode, .. } if mode == "MNNVL"));
+    }
+
+    #[test]
+    fn shm_lines_parse_with_and_without_their_second_field() {
+        let c = parse_channel("Channel 00 : 0[0] -> 1[1] via SHM/direct/direct").unwrap();
+        assert_eq!(
+            c.via,
+            Via::Shm {
+                send: "direct".into(),
+                recv: Some("direct".into())
+            }
+        );
+        let c = parse_channel("Channel 01 : 1[3d000] -> 0[1a000] via SHM/direct").unwrap();
+        assert_eq!((c.from, c.to), (1, Some(0)));
+        assert_eq!(
+            c.via,
+            Via::Shm {
+                send: "direct".into(),
+                recv: None
+            }
+        );
+        let c = parse_channel("Channel 00 : 0[0] -> 1[1] via SHM/CE/direct").unwrap();
+        assert!(matches!(c.via, Via::Shm { ref send, .. } if send == "CE"));
+    }
+
+    #[test]
+    fn net_lines_carry_gdrdma_pxn_and_shared() {
+        let c = parse_channel("Channel 00/0 : 3[3] -> 4[0] [send] via NET/IB/0/GDRDMA").unwrap();
+        assert_eq!(c.side, Some(Side::Send));
+        assert_eq!(
+            c.via,
+            Via::Net {
+                name: "IB".into(),
+                device: Some(0),
+                proxy: None,
+                gdr: true,
+                shared: false
+            }
+        );
+        let c = parse_channel("Channel 01/0 : 7[7] -> 0[0] [receive] via NET/IB/3(1)/GDRDMA(PCI)/Shared").unwrap();
+        assert_eq!((c.from, c.to, c.side), (7, Some(0), Some(Side::Receive)));
+        assert_eq!(
+            c.via,
+            Via::Net {
+                name: "IB".into(),
+                device: Some(3),
+                proxy: Some(1),
+                gdr: true,
+                shared: true
+            }
+        );
+        let c = parse_channel("Channel 00 : 1[1b000] -> 2[1b000] [send] via NET/Socket/0").unwrap();
+        assert!(matches!(c.via, Via::Net { ref name, gdr: false, proxy: None, .. } if name == "Socket"));
+        // One-rank lines (CollNet/NVLS heads) have no arrow.
+        let c = parse_channel("Channel 00/0 : 0[0] via NET/IBext_v8/0/GDRDMA").unwrap();
+        assert_eq!((c.from, c.to), (0, None));
+    }
+
+    #[test]
+    fn ring_listings_and_garbage_are_not_connections() {
+        assert_eq!(parse_channel("Channel 00/24 :    0   1   2   3   4   5   6   7"), None);
+        assert_eq!(parse_channel("Channel 00 : 0 1"), None);
+        assert_eq!(parse_channel("Channel x/0 : 0[0] -> 1[1] via P2P/IPC"), None);
+        assert_eq!(parse_channel("Channel 00/0 : a[0] -> 1[1] via P2P/IPC"), None);
+        let c = parse_channel("Channel 00/0 : 0[0] -> 1[1] via COLLNET/SHARP").unwrap();
+        assert_eq!(c.via, Via::Other("COLLNET/SHARP".into()));
+    }
+
+    #[test]
+    fn a_2_18_log_with_bus_id_brackets_reads_as_nvlink_p2p_and_ib() {
+        let log = fixture("2.18-dgx-a100-two-nodes.log");
+        assert_eq!(log.version.as_deref(), Some("2.18.5+cuda12.2"));
+        assert_eq!(log.network.as_deref(), Some("IB"));
+        assert_eq!(log.intra_path(), Some("NVL"));
+        assert_eq!(log.labels(), vec!["P2P/IPC(NVL)", "NET/IB/GDRDMA"]);
+        assert_eq!(log.nvls_available, Some(false));
+        assert!(log.connections.iter().all(|c| c.from < 16));
+        assert_eq!(log.contradiction(Profile::Nvlink, &nodes_of(8)), None);
+        assert_eq!(log.contradiction(Profile::Auto, &nodes_of(8)), None);
+        let m = log.contradiction(Profile::Pcie, &nodes_of(8)).unwrap();
+        assert!(m.contains("peer-to-peer"), "{m}");
+        let m = log.contradiction(Profile::Ib, &nodes_of(8)).unwrap();
+        assert!(m.contains("P2P, not NET/IB"), "{m}");
+    }
+
+    #[test]
+    fn a_2_21_log_with_p2p_disabled_reads_as_shm_and_passes_pcie() {
+        let log = fixture("2.21-pcie-shm.log");
+        assert_eq!(log.labels(), vec!["SHM"]);
+        assert_eq!(log.intra_path(), Some("PHB"));
+        assert!(log.env.contains(&("NCCL_P2P_DISABLE".to_string(), "1".to_string())));
+        assert!(
+            log.env
+                .contains(&("NCCL_NET_DISABLE_INTRA".to_string(), "1".to_string()))
+        );
+        assert_eq!(log.contradiction(Profile::Pcie, &nodes_of(4)), None);
+        let m = log.contradiction(Profile::Nvlink, &nodes_of(4)).unwrap();
+        assert!(m.contains("host memory (SHM)"), "{m}");
+    }
+
+    #[test]
+    fn a_2_23_two_node_log_shows_pxn_and_the_algorithms_per_size() {
+        let log = fixture("2.23-h100-two-nodes-pxn.log");
+        assert_eq!(log.labels(), vec!["P2P/CUMEM(NVL)", "NET/IB/GDRDMA/PXN"]);
+        assert_eq!(log.contradiction(Profile::Nvlink, &nodes_of(8)), None);
+        let ranges = log.algorithm_ranges();
+        assert_eq!(
+            ranges
+                .iter()
+                .map(|r| format!(
+                    "{} {}-{} {}/{}",
+                    r.function, r.min_bytes, r.max_bytes, r.algorithm, r.protocol
+                ))
+                .collect::<Vec<_>>(),
+            vec![
+                "AllReduce 8-65536 TREE/LL",
+                "AllReduce 131072-1048576 RING/LL128",
+                "AllReduce 2097152-33554432 RING/SIMPLE",
+                "AllGather 1024-33554432 RING/SIMPLE",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_2_27_socket_log_passes_socket_and_fails_ib() {
+        let log = fixture("2.27-socket-one-node.log");
+        assert_eq!(log.network.as_deref(), Some("Socket"));
+        assert_eq!(log.labels(), vec!["NET/Socket"]);
+        assert_eq!(log.contradiction(Profile::Socket, &nodes_of(4)), None);
+        let m = log.contradiction(Profile::Ib, &nodes_of(4)).unwrap();
+        assert!(m.contains("NET/Socket, not NET/IB"), "{m}");
+        let m = log.contradiction(Profile::Nvlink, &nodes_of(4)).unwrap();
+        assert!(m.contains("inside a node went through the network"), "{m}");
+    }
+
+    #[test]
+    fn a_2_30_log_with_nvls_passes_nvls_and_fails_nvlink() {
+        let log = fixture("2.30-b200-nvls.log");
+        assert_eq!(log.nvls_available, Some(true));
+        assert_eq!(log.nvls_channels, Some(16));
+        assert_eq!(log.labels(), vec!["P2P/CUMEM(NVL)", "NVLS"]);
+        assert_eq!(log.contradiction(Profile::Nvls, &nodes_of(8)), None);
+        let m = log.contradiction(Profile::Nvlink, &nodes_of(8)).unwrap();
+        assert!(m.contains("NVLS"), "{m}");
+        let r = log.algorithm_ranges();
+        assert_eq!(r[0].algorithm, "NVLS");
+        assert_eq!(r[0].protocol, "SIMPLE");
+    }
+
+    #[test]
+    fn nvls_that_is_not_available_contradicts_the_nvls_profile() {
+        let log = parse("h:1:2 [0] NCCL INFO NVLS multicast support is not available on dev 0 (NVLS_NCHANNELS 0)\n");
+        assert_eq!(log.nvls_available, Some(false));
+        let m = log.contradiction(Profile::Nvls, &|_, _| true).unwrap();
+        assert!(m.contains("not available"), "{m}");
+        let log = parse(
+            "h:1:2 [0] NCCL INFO NVLS multicast support is available on dev 0, transport disabled, symmetric multimem disabled\n",
+        );
+        assert!(!log.uses_nvls());
+    }
+
+    #[test]
+    fn warnings_timestamps_and_foreign_lines_are_handled() {
+        let log = parse(
+            "[2026-01-02 03:04:05] node1:99:100 [2] NCCL INFO Using network IB\n\
+             node1:99:100 [2] NCCL WARN NET/IB : No device found.\n\
+             some other program's line\n\
+             node1:99:100 [2] NCCL INFO comm 0x5 rank 2 nRanks 8 nNodes 1 localRanks 8 localRank 2 MNNVL 0\n",
+        );
+        assert_eq!(log.network.as_deref(), Some("IB"));
+        assert_eq!(log.warnings, vec!["NET/IB : No device found."]);
+        assert!(log.connections.is_empty() && log.nvls_channels.is_none());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_parser_never_panics(text in "\\PC{0,300}") {
+            let log = parse(&text);
+            let _ = log.labels();
+            let _ = log.algorithm_ranges();
+            for p in Profile::ALL {
+                let _ = log.contradiction(p, &|a, b| a == b);
+            }
+        }
+
+        #[test]
+        fn the_parser_never_panics_on_mangled_channel_lines(
+            channel in "[0-9/x]{0,6}", a in "[0-9\\[\\]a-f]{0,8}", b in "[0-9\\[\\]a-f()]{0,8}",
+            via in "(P2P|SHM|NET|)(/[A-Za-z0-9()]{0,8}){0,5}",
+        ) {
+            let line = format!("h:1:1 [0] NCCL INFO Channel {channel} : {a} -> {b} [send] via {via}\n");
+            let log = parse(&line);
+            let _ = log.labels();
+            let _ = log.contradiction(Profile::Ib, &|_, _| false);
+        }
+    }
+}

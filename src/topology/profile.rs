@@ -1,0 +1,637 @@
+//! Transport profiles: named sets of environment variables that steer NCCL
+//! or the MPI library onto one kind of link, and the plan of what a run adds
+//! to its environment before either library starts.
+//!
+//! Owns the profile table (`collbench run --transport help` prints it), the
+//! rule that a profile must match the backend, and `EnvPlan`: the profile's
+//! variables the user has not set, plus the variables that send NCCL's INFO
+//! log to a private file. Both libraries read their environment once, when
+//! they initialise (Open MPI its `OMPI_MCA_*` variables in MPI_Init, NCCL
+//! its `NCCL_*` variables at the first communicator), and Rust 2024 makes
+//! changing the environment in-process `unsafe`; so `reexec` starts the
+//! same binary again, with the variables added, before MPI_Init. A marker
+//! variable makes that happen once and tells the new process what was added.
+//! Observing which transport was then used lives in `observe`.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::error::Error;
+
+/// Set in the re-executed process: the profile, then the names of the
+/// variables collbench added (`shm:OMPI_MCA_pml,OMPI_MCA_btl`).
+pub const MARKER: &str = "COLLBENCH_TRANSPORT_APPLIED";
+
+/// Which library a profile steers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Library {
+    /// `auto`: sets nothing, fits every backend.
+    Any,
+    Nccl,
+    Mpi,
+}
+
+impl Library {
+    pub fn name(self) -> &'static str {
+        match self {
+            Library::Any => "any backend",
+            Library::Nccl => "nccl",
+            Library::Mpi => "mpi",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Profile {
+    Auto,
+    Nvlink,
+    Nvls,
+    Pcie,
+    Ib,
+    Socket,
+    Shm,
+    Tcp,
+    Ucx,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 9] = [
+        Profile::Auto,
+        Profile::Nvlink,
+        Profile::Nvls,
+        Profile::Pcie,
+        Profile::Ib,
+        Profile::Socket,
+        Profile::Shm,
+        Profile::Tcp,
+        Profile::Ucx,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Auto => "auto",
+            Profile::Nvlink => "nvlink",
+            Profile::Nvls => "nvls",
+            Profile::Pcie => "pcie",
+            Profile::Ib => "ib",
+            Profile::Socket => "socket",
+            Profile::Shm => "shm",
+            Profile::Tcp => "tcp",
+            Profile::Ucx => "ucx",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Profile> {
+        let key = text.trim().to_ascii_lowercase();
+        Profile::ALL.into_iter().find(|p| p.name() == key)
+    }
+
+    /// "auto, nvlink, ..., ucx", for messages.
+    pub fn names() -> String {
+        Profile::ALL.map(Profile::name).join(", ")
+    }
+
+    pub fn library(self) -> Library {
+        match self {
+            Profile::Auto => Library::Any,
+            Profile::Nvlink | Profile::Nvls | Profile::Pcie | Profile::Ib | Profile::Socket => Library::Nccl,
+            Profile::Shm | Profile::Tcp | Profile::Ucx => Library::Mpi,
+        }
+    }
+
+    /// What the profile measures, in one line.
+    pub fn purpose(self) -> &'static str {
+        match self {
+            Profile::Auto => "touch nothing: the library picks its transports",
+            Profile::Nvlink => {
+                "GPU peer-to-peer over NVLink only: no host-memory (SHM) path, no network inside a node, \
+                 no NVLink SHARP; GPUs without NVLink between them fail the run instead of falling back"
+            }
+            Profile::Nvls => "NVLink SHARP (NVSwitch multicast) switched on; the run fails if the system has none",
+            Profile::Pcie => {
+                "no GPU peer-to-peer: traffic inside a node crosses PCIe through host memory (SHM), \
+                 never the network"
+            }
+            Profile::Ib => {
+                "every connection through the InfiniBand/RoCE network (P2P and SHM off): on one node \
+                 this is the NIC's loopback, not a cable"
+            }
+            Profile::Socket => {
+                "every connection through NCCL's TCP sockets (P2P, SHM and IB off): on one node this \
+                 is the kernel's loopback"
+            }
+            Profile::Shm => "Open MPI's ob1 with the shared-memory BTL only (one node)",
+            Profile::Tcp => "Open MPI's ob1 with the TCP BTL only, also between ranks on one node",
+            Profile::Ucx => {
+                "Open MPI's UCX PML, UCX choosing any transport but TCP (shared memory in a node, \
+                 RDMA verbs between nodes)"
+            }
+        }
+    }
+
+    /// The variables the profile sets, in order.
+    pub fn vars(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Profile::Auto => &[],
+            Profile::Nvlink => &[
+                ("NCCL_P2P_LEVEL", "NVL"),
+                ("NCCL_SHM_DISABLE", "1"),
+                ("NCCL_NET_DISABLE_INTRA", "1"),
+                ("NCCL_NVLS_ENABLE", "0"),
+            ],
+            Profile::Nvls => &[("NCCL_NVLS_ENABLE", "1")],
+            Profile::Pcie => &[
+                ("NCCL_P2P_DISABLE", "1"),
+                ("NCCL_NVLS_ENABLE", "0"),
+                ("NCCL_NET_DISABLE_INTRA", "1"),
+            ],
+            // NCCL_NET_DISABLE_INTRA defaults to 1 in some NCCL builds; the
+            // network profiles must allow it inside a node.
+            Profile::Ib => &[
+                ("NCCL_P2P_DISABLE", "1"),
+                ("NCCL_SHM_DISABLE", "1"),
+                ("NCCL_NVLS_ENABLE", "0"),
+                ("NCCL_NET_DISABLE_INTRA", "0"),
+                ("NCCL_IB_DISABLE", "0"),
+                ("NCCL_NET", "IB"),
+            ],
+            Profile::Socket => &[
+                ("NCCL_P2P_DISABLE", "1"),
+                ("NCCL_SHM_DISABLE", "1"),
+                ("NCCL_NVLS_ENABLE", "0"),
+                ("NCCL_NET_DISABLE_INTRA", "0"),
+                ("NCCL_IB_DISABLE", "1"),
+                ("NCCL_NET", "Socket"),
+            ],
+            // `vader` is the shared-memory BTL of Open MPI 1.8 to 4.1; 5.0
+            // renamed it `sm` and keeps `vader` as an alias.
+            Profile::Shm => &[("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", "self,vader")],
+            Profile::Tcp => &[("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", "self,tcp")],
+            // Open MPI 4.1 only takes UCX by itself when it sees an
+            // InfiniBand device (pml_ucx_tls/pml_ucx_devices); `any` makes
+            // the profile mean UCX on every machine.
+            Profile::Ucx => &[
+                ("OMPI_MCA_pml", "ucx"),
+                ("OMPI_MCA_pml_ucx_tls", "any"),
+                ("OMPI_MCA_pml_ucx_devices", "any"),
+                ("UCX_TLS", "^tcp"),
+            ],
+        }
+    }
+
+    /// The profile fits the backend that runs (`mpi`, `nccl`). One line
+    /// naming both when it does not.
+    pub fn check_backend(self, backend: &str, why: &str) -> Result<(), Error> {
+        let fits = match self.library() {
+            Library::Any => true,
+            Library::Nccl => backend == "nccl",
+            Library::Mpi => backend == "mpi",
+        };
+        if fits {
+            return Ok(());
+        }
+        let instead = match backend {
+            "mpi" => "an MPI profile (shm, tcp, ucx) or auto",
+            _ => "an NCCL profile (nvlink, nvls, pcie, ib, socket) or auto",
+        };
+        Err(Error::usage(format!(
+            "--transport {} is {} profile, but the backend is {backend}{why}; use {instead}",
+            self.name(),
+            match self.library() {
+                Library::Nccl => "an NCCL",
+                _ => "an MPI",
+            },
+        )))
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `collbench run --transport help`: every profile with the exact
+/// variables it sets.
+pub fn help_text() -> String {
+    let mut s = String::from(
+        "Transport profiles: collbench run --transport NAME (or `transport = \"NAME\"` in a config file).\n\
+         A profile sets these variables before MPI and NCCL start. A variable already set in the\n\
+         environment (or by mpirun -x / --mca) wins over the profile; the run header lists it.\n\
+         The CSV records the profile in `transport` and what was used in `transport_observed`.\n",
+    );
+    for p in Profile::ALL {
+        s += &format!("\n{:<7} [{}] {}\n", p.name(), p.library().name(), p.purpose());
+        if p.vars().is_empty() {
+            s += "          (sets nothing)\n";
+        }
+        for (name, value) in p.vars() {
+            s += &format!("          {name}={value}\n");
+        }
+    }
+    s += "\nWith the nccl backend collbench also sends NCCL's INFO log to a private file per rank\n\
+          (NCCL_DEBUG=INFO, NCCL_DEBUG_FILE, NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH, NCCL_RUNTIME_CONNECT=0)\n\
+          to read the transports back, unless NCCL_DEBUG or NCCL_DEBUG_FILE is already set.\n\
+          MPICH has no btl/pml: MPIR_CVAR_CH4_NETMOD=ofi|ucx picks its network, FI_PROVIDER=tcp\n\
+          (or =shm) the libfabric provider, MPIR_CVAR_NOLOCAL=1 sends node-local traffic through\n\
+          the network; set them yourself and run with --transport auto.\n";
+    s
+}
+
+/// A profile variable the environment already had with another value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kept {
+    pub name: String,
+    pub user_value: String,
+    pub profile_value: String,
+}
+
+/// Where NCCL's INFO log goes during a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NcclLogging {
+    /// The run cannot use NCCL; nothing was set.
+    NotUsed,
+    /// collbench's private per-rank file.
+    Private(PathBuf),
+    /// The user's own NCCL_DEBUG or NCCL_DEBUG_FILE is set: left alone, and
+    /// the transport is not observed from the log.
+    UserOwned(String),
+}
+
+/// What a run adds to its environment, and what it found already there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvPlan {
+    pub profile: Profile,
+    /// Variables collbench adds, in order.
+    pub added: Vec<(String, String)>,
+    /// Profile variables set to another value before the run (they win).
+    pub kept: Vec<Kept>,
+    pub nccl_log: NcclLogging,
+}
+
+/// The variables that send NCCL's INFO log to `path`, leaving the ones the
+/// user set (their NCCL_DEBUG_SUBSYS, NCCL_RUNTIME_CONNECT) alone.
+/// NCCL_RUNTIME_CONNECT=0 makes NCCL connect every channel when the
+/// communicator is created (NCCL 2.22 and later connect lazily, at the
+/// first collective that needs a channel), so the channel lines are all in
+/// the log once initialisation returns.
+fn nccl_log_vars(path: &std::path::Path) -> [(&'static str, String); 4] {
+    [
+        ("NCCL_DEBUG", "INFO".into()),
+        ("NCCL_DEBUG_FILE", path.display().to_string()),
+        ("NCCL_DEBUG_SUBSYS", "INIT,ENV,GRAPH".into()),
+        ("NCCL_RUNTIME_CONNECT", "0".into()),
+    ]
+}
+
+/// The private log file of the process `pid` on `host`, in `dir`. The pid
+/// survives the re-exec, so the path is known before NCCL starts; the host
+/// keeps ranks apart where the folder is shared between nodes.
+pub fn private_nccl_log(dir: &std::path::Path, host: &str, pid: u32) -> PathBuf {
+    let host: String = host
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    dir.join(format!("collbench-nccl-{host}-{pid}.log"))
+}
+
+impl EnvPlan {
+    /// The plan before anything was applied. `nccl_log` is the private log
+    /// path when the run may use NCCL; `env` reads the environment.
+    pub fn new(profile: Profile, nccl_log: Option<PathBuf>, env: &dyn Fn(&str) -> Option<String>) -> EnvPlan {
+        let mut added = Vec::new();
+        let mut kept = Vec::new();
+        for (name, value) in profile.vars() {
+            match env(name) {
+                None => added.push((name.to_string(), value.to_string())),
+                Some(user) if user == *value => {}
+                Some(user) => kept.push(Kept {
+                    name: name.to_string(),
+                    user_value: user,
+                    profile_value: value.to_string(),
+                }),
+            }
+        }
+        let nccl_log = match nccl_log {
+            None => NcclLogging::NotUsed,
+            Some(path) => match ["NCCL_DEBUG", "NCCL_DEBUG_FILE"].into_iter().find_map(|v| {
+                let value = env(v)?;
+                Some(format!("{v}={value}"))
+            }) {
+                Some(user) => NcclLogging::UserOwned(user),
+                None => {
+                    for (name, value) in nccl_log_vars(&path) {
+                        if env(name).is_none() {
+                            added.push((name.to_string(), value));
+                        }
+                    }
+                    NcclLogging::Private(path)
+                }
+            },
+        };
+        EnvPlan {
+            profile,
+            added,
+            kept,
+            nccl_log,
+        }
+    }
+
+    /// The plan as the re-executed process sees it: `marker` (the value of
+    /// `MARKER`) names what was added; everything else of the profile that
+    /// is set came from the user.
+    pub fn after_reexec(profile: Profile, marker: &str, env: &dyn Fn(&str) -> Option<String>) -> EnvPlan {
+        let added_names: Vec<&str> = marker
+            .split_once(':')
+            .map(|(_, names)| names.split(',').filter(|n| !n.is_empty()).collect())
+            .unwrap_or_default();
+        let was_added = |name: &str| added_names.contains(&name);
+        let mut added = Vec::new();
+        let mut kept = Vec::new();
+        for (name, value) in profile.vars() {
+            if was_added(name) {
+                added.push((name.to_string(), value.to_string()));
+            } else if let Some(user) = env(name).filter(|u| u != value) {
+                kept.push(Kept {
+                    name: name.to_string(),
+                    user_value: user,
+                    profile_value: value.to_string(),
+                });
+            }
+        }
+        let nccl_log = if was_added("NCCL_DEBUG_FILE") {
+            for name in [
+                "NCCL_DEBUG",
+                "NCCL_DEBUG_FILE",
+                "NCCL_DEBUG_SUBSYS",
+                "NCCL_RUNTIME_CONNECT",
+            ] {
+                if was_added(name)
+                    && let Some(value) = env(name)
+                {
+                    added.push((name.to_string(), value));
+                }
+            }
+            env("NCCL_DEBUG_FILE").map_or(NcclLogging::NotUsed, |p| NcclLogging::Private(PathBuf::from(p)))
+        } else {
+            ["NCCL_DEBUG", "NCCL_DEBUG_FILE"]
+                .into_iter()
+                .find_map(|v| Some(format!("{v}={}", env(v)?)))
+                .map_or(NcclLogging::NotUsed, NcclLogging::UserOwned)
+        };
+        EnvPlan {
+            profile,
+            added,
+            kept,
+            nccl_log,
+        }
+    }
+
+    /// The marker value for the re-executed process.
+    pub fn marker(&self) -> String {
+        let names: Vec<&str> = self.added.iter().map(|(n, _)| n.as_str()).collect();
+        format!("{}:{}", self.profile.name(), names.join(","))
+    }
+
+    /// The header's description: what was set, what the environment kept.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let profile_vars: Vec<String> = self
+            .added
+            .iter()
+            .filter(|(n, _)| self.profile.vars().iter().any(|(v, _)| v == n))
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        if !profile_vars.is_empty() {
+            lines.push(format!("set {}", profile_vars.join(" ")));
+        }
+        for k in &self.kept {
+            lines.push(format!(
+                "kept from the environment: {}={} (the profile's {} was not applied)",
+                k.name, k.user_value, k.profile_value
+            ));
+        }
+        match &self.nccl_log {
+            NcclLogging::NotUsed => {}
+            NcclLogging::Private(path) => lines.push(format!("NCCL INFO log of each rank: {}", path.display())),
+            NcclLogging::UserOwned(var) => lines.push(format!(
+                "{var} was set before the run: NCCL's log is left to it, and its transport is not observed"
+            )),
+        }
+        lines
+    }
+}
+
+/// What to do before MPI starts.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Prepared {
+    /// Nothing to add, or already added: go on with this plan.
+    Ready(EnvPlan),
+    /// Start the binary again with these variables added.
+    Reexec(EnvPlan),
+}
+
+/// Decides whether the process must be started again with `profile`'s
+/// variables. `env` reads the environment (the marker included).
+pub fn prepare(profile: Profile, nccl_log: Option<PathBuf>, env: &dyn Fn(&str) -> Option<String>) -> Prepared {
+    if let Some(marker) = env(MARKER) {
+        return Prepared::Ready(EnvPlan::after_reexec(profile, &marker, env));
+    }
+    let plan = EnvPlan::new(profile, nccl_log, env);
+    if plan.added.is_empty() {
+        Prepared::Ready(plan)
+    } else {
+        Prepared::Reexec(plan)
+    }
+}
+
+/// The process's environment, for `prepare`; values that are not UTF-8
+/// count as set (so they win) and are shown lossily.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+/// Replaces this process with the same binary, arguments and pid, plus
+/// `plan`'s variables and the marker. Returns only when that fails.
+pub fn reexec(plan: &EnvPlan) -> Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            return Error::runtime(format!(
+                "cannot find this program's own path to apply --transport {} ({e}); set the profile's \
+                 variables yourself (see --transport help) and use --transport auto",
+                plan.profile
+            ));
+        }
+    };
+    let mut args = std::env::args_os();
+    let arg0 = args.next().unwrap_or_else(|| OsString::from("collbench"));
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.arg0(arg0).args(args);
+    for (name, value) in &plan.added {
+        cmd.env(name, value);
+    }
+    cmd.env(MARKER, plan.marker());
+    let e = cmd.exec();
+    Error::runtime(format!(
+        "cannot restart {} to apply --transport {}: {e}",
+        exe.display(),
+        plan.profile
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k: &str| map.get(k).cloned()
+    }
+
+    #[test]
+    fn every_profile_parses_from_its_name_and_nothing_else_does() {
+        for p in Profile::ALL {
+            assert_eq!(Profile::parse(p.name()), Some(p));
+            assert_eq!(Profile::parse(&p.name().to_uppercase()), Some(p));
+        }
+        assert_eq!(Profile::parse("nvl"), None);
+        assert_eq!(Profile::parse("help"), None);
+    }
+
+    #[test]
+    fn the_help_lists_every_profile_with_every_variable() {
+        let help = help_text();
+        for p in Profile::ALL {
+            assert!(help.contains(&format!("\n{:<7} [", p.name())), "{p}");
+            for (name, value) in p.vars() {
+                assert!(help.contains(&format!("{name}={value}\n")), "{p}: {name}");
+            }
+        }
+        assert!(help.contains("MPIR_CVAR_CH4_NETMOD"));
+    }
+
+    #[test]
+    fn nccl_profiles_keep_traffic_off_the_paths_they_exclude() {
+        let set = |p: Profile, name: &str| p.vars().iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        assert_eq!(set(Profile::Nvlink, "NCCL_P2P_LEVEL"), Some("NVL"));
+        assert_eq!(set(Profile::Nvlink, "NCCL_SHM_DISABLE"), Some("1"));
+        assert_eq!(set(Profile::Pcie, "NCCL_P2P_DISABLE"), Some("1"));
+        assert_eq!(set(Profile::Pcie, "NCCL_SHM_DISABLE"), None);
+        for p in [Profile::Ib, Profile::Socket] {
+            assert_eq!(set(p, "NCCL_P2P_DISABLE"), Some("1"));
+            assert_eq!(set(p, "NCCL_SHM_DISABLE"), Some("1"));
+            assert_eq!(set(p, "NCCL_NET_DISABLE_INTRA"), Some("0"));
+        }
+        assert_eq!(set(Profile::Ib, "NCCL_NET"), Some("IB"));
+        assert_eq!(set(Profile::Socket, "NCCL_IB_DISABLE"), Some("1"));
+        assert!(Profile::Auto.vars().is_empty());
+    }
+
+    #[test]
+    fn a_profile_must_match_the_backend() {
+        assert!(Profile::Auto.check_backend("mpi", "").is_ok());
+        assert!(Profile::Auto.check_backend("nccl", "").is_ok());
+        assert!(Profile::Shm.check_backend("mpi", "").is_ok());
+        assert!(Profile::Nvlink.check_backend("nccl", "").is_ok());
+        let e = Profile::Nvlink
+            .check_backend("mpi", " (auto found no GPU backend)")
+            .unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let m = e.to_string();
+        assert!(m.contains("--transport nvlink is an NCCL profile"), "{m}");
+        assert!(m.contains("backend is mpi (auto found no GPU backend)"), "{m}");
+        assert!(m.contains("shm, tcp, ucx"), "{m}");
+        let m = Profile::Tcp.check_backend("nccl", "").unwrap_err().to_string();
+        assert!(m.contains("an MPI profile") && m.contains("nvlink"), "{m}");
+    }
+
+    #[test]
+    fn the_user_environment_wins_over_the_profile_and_is_reported() {
+        let plan = EnvPlan::new(
+            Profile::Tcp,
+            None,
+            &env(&[("OMPI_MCA_btl", "self,vader"), ("OMPI_MCA_pml", "ob1")]),
+        );
+        assert!(plan.added.is_empty(), "same value and user value both stay: {plan:?}");
+        assert_eq!(
+            plan.kept,
+            vec![Kept {
+                name: "OMPI_MCA_btl".into(),
+                user_value: "self,vader".into(),
+                profile_value: "self,tcp".into()
+            }]
+        );
+        let lines = plan.describe();
+        assert!(lines[0].contains("OMPI_MCA_btl=self,vader"), "{lines:?}");
+        assert!(lines[0].contains("self,tcp was not applied"), "{lines:?}");
+    }
+
+    #[test]
+    fn nothing_to_add_means_no_restart_and_something_to_add_means_one() {
+        assert!(matches!(
+            prepare(Profile::Auto, None, &env(&[])),
+            Prepared::Ready(p) if p.added.is_empty()
+        ));
+        let Prepared::Reexec(plan) = prepare(Profile::Shm, None, &env(&[])) else {
+            panic!("shm adds variables")
+        };
+        assert_eq!(plan.marker(), "shm:OMPI_MCA_pml,OMPI_MCA_btl");
+        // After the restart, the marker stops a second one.
+        let after = env(&[
+            (MARKER, "shm:OMPI_MCA_pml,OMPI_MCA_btl"),
+            ("OMPI_MCA_pml", "ob1"),
+            ("OMPI_MCA_btl", "self,vader"),
+        ]);
+        match prepare(Profile::Shm, None, &after) {
+            Prepared::Ready(p) => assert_eq!(p, plan),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn after_the_restart_user_values_are_still_told_apart_from_added_ones() {
+        let after = env(&[
+            (MARKER, "tcp:OMPI_MCA_pml"),
+            ("OMPI_MCA_pml", "ob1"),
+            ("OMPI_MCA_btl", "self,vader"),
+        ]);
+        let plan = EnvPlan::after_reexec(Profile::Tcp, "tcp:OMPI_MCA_pml", &after);
+        assert_eq!(plan.added, vec![("OMPI_MCA_pml".to_string(), "ob1".to_string())]);
+        assert_eq!(plan.kept.len(), 1);
+        assert_eq!(plan.kept[0].user_value, "self,vader");
+    }
+
+    #[test]
+    fn nccl_logging_goes_to_a_private_file_unless_the_user_set_nccl_debug() {
+        let path = private_nccl_log(std::path::Path::new("/tmp"), "node 1", 42);
+        assert_eq!(path, PathBuf::from("/tmp/collbench-nccl-node_1-42.log"));
+        let plan = EnvPlan::new(
+            Profile::Nvlink,
+            Some(path.clone()),
+            &env(&[("NCCL_DEBUG_SUBSYS", "ALL")]),
+        );
+        assert_eq!(plan.nccl_log, NcclLogging::Private(path.clone()));
+        let names: Vec<&str> = plan.added.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"NCCL_DEBUG") && names.contains(&"NCCL_DEBUG_FILE"));
+        assert!(names.contains(&"NCCL_RUNTIME_CONNECT"));
+        assert!(!names.contains(&"NCCL_DEBUG_SUBSYS"), "the user's subsystems win");
+        let marker = plan.marker();
+        let mut after: Vec<(&str, &str)> = vec![(MARKER, marker.as_str()), ("NCCL_DEBUG_SUBSYS", "ALL")];
+        let values: Vec<(String, String)> = plan.added.clone();
+        for (n, v) in &values {
+            after.push((n, v));
+        }
+        assert_eq!(EnvPlan::after_reexec(Profile::Nvlink, &marker, &env(&after)), plan);
+
+        let plan = EnvPlan::new(Profile::Auto, Some(path), &env(&[("NCCL_DEBUG", "WARN")]));
+        assert_eq!(plan.nccl_log, NcclLogging::UserOwned("NCCL_DEBUG=WARN".into()));
+        assert!(plan.added.is_empty());
+        assert!(plan.describe()[0].contains("NCCL_DEBUG=WARN was set before the run"));
+    }
+}

@@ -1,0 +1,255 @@
+//! Transport profiles under the real `mpirun`: the MPI profiles run,
+//! record the profile and what Open MPI used, and validate; a profile the
+//! environment contradicts fails the run; profiles that do not fit the
+//! backend are usage errors; the local suite runs end to end and merges;
+//! `collbench topo` reports this machine.
+
+mod common;
+
+use common::*;
+
+/// A small all_reduce + all_gather sweep at 2 ranks with `profile`.
+fn small_run(profile: &str, csv: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    mpirun_env(
+        2,
+        env,
+        &[
+            "run",
+            "--backend",
+            "mpi",
+            "--transport",
+            profile,
+            "--collectives",
+            "all_reduce,all_gather",
+            "-b",
+            "64",
+            "-e",
+            "64K",
+            "-f",
+            "32",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--csv",
+            path_str(csv),
+        ],
+    )
+}
+
+#[test]
+fn the_shm_and_tcp_profiles_run_record_what_open_mpi_used_and_validate() {
+    let dir = tempdir();
+    for (profile, observed) in [("shm", "ob1/vader"), ("tcp", "ob1/tcp")] {
+        let csv_path = dir.path().join(format!("{profile}.csv"));
+        let out = small_run(profile, &csv_path, &[]);
+        assert_eq!(
+            code(&out),
+            0,
+            "{profile}\nstdout:\n{}\nstderr:\n{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let text = stdout(&out);
+        assert!(
+            text.contains(&format!("# transport : {profile}, observed {observed}")),
+            "{text}"
+        );
+        assert!(text.contains("set OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,"), "{text}");
+        let csv = Csv::read(&csv_path);
+        assert_eq!(csv.header, SCHEMA_1.to_vec());
+        assert_rows_consistent(&csv, 2);
+        for row in &csv.rows {
+            assert_eq!(csv.get(row, "transport"), profile, "{row:?}");
+            assert_eq!(csv.get(row, "transport_observed"), observed, "{row:?}");
+        }
+    }
+}
+
+#[test]
+fn auto_sets_nothing_and_records_every_btl_open_mpi_kept() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("auto.csv");
+    let out = small_run("auto", &csv_path, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stdout(&out).contains("#             set "), "{}", stdout(&out));
+    let csv = Csv::read(&csv_path);
+    let observed = csv.get(&csv.rows[0], "transport_observed");
+    assert!(observed.starts_with("ob1/") || observed == "ucx", "{observed}");
+    assert_eq!(csv.get(&csv.rows[0], "transport"), "auto");
+}
+
+#[test]
+fn a_profile_the_environment_contradicts_fails_with_one_line_naming_both() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("tcp.csv");
+    // The user's own btl list wins over the profile's, as documented; then
+    // Open MPI keeps shared memory only, which is not the tcp profile.
+    let out = small_run("tcp", &csv_path, &[("OMPI_MCA_btl", "self,vader")]);
+    assert_eq!(code(&out), 1, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+    let lines = our_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("transport tcp was requested but ob1/vader was observed"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains("OMPI_MCA_btl=self,vader was set before the run"),
+        "{}",
+        lines[0]
+    );
+    assert!(!csv_path.exists(), "nothing was measured, so no report is left");
+}
+
+#[test]
+fn profiles_that_do_not_fit_the_backend_are_usage_errors() {
+    for args in [
+        vec!["run", "--backend", "mpi", "--transport", "nvlink", "-e", "1K"],
+        vec!["run", "--transport", "ib", "-e", "1K"],
+    ] {
+        let out = mpirun(2, &args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        let lines = our_lines(&out);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].contains("is an NCCL profile, but the backend is mpi"),
+            "{}",
+            lines[0]
+        );
+    }
+    let out = collbench(&["run", "--transport", "infiniband"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        our_lines(&out)[0].contains("unknown profile 'infiniband'"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn transport_help_lists_every_profile_with_its_variables() {
+    let out = collbench(&["run", "--transport", "help"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for profile in ["auto", "nvlink", "nvls", "pcie", "ib", "socket", "shm", "tcp", "ucx"] {
+        assert!(text.lines().any(|l| l.starts_with(profile)), "{profile}: {text}");
+    }
+    for var in [
+        "NCCL_P2P_LEVEL=NVL",
+        "NCCL_NVLS_ENABLE=1",
+        "NCCL_P2P_DISABLE=1",
+        "NCCL_NET=IB",
+        "NCCL_NET=Socket",
+        "OMPI_MCA_btl=self,vader",
+        "OMPI_MCA_btl=self,tcp",
+        "OMPI_MCA_pml=ucx",
+        "UCX_TLS=^tcp",
+    ] {
+        assert!(text.contains(var), "{var}: {text}");
+    }
+}
+
+#[test]
+fn the_local_suite_runs_every_launch_and_merges_one_csv() {
+    let dir = tempdir();
+    let merged = dir.path().join("local.csv");
+    let config = format!("{}/configs/suite-local-cpu.toml", env!("CARGO_MANIFEST_DIR"));
+    let out = collbench_launching(
+        &["suite", &config, "--launcher", "mpirun", "--output", path_str(&merged)],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("# suite local-cpu: 2 launches, 2 ok, 0 failed"), "{text}");
+    assert!(text.contains("compare --by transport"), "{text}");
+    let csv = Csv::read(&merged);
+    assert_eq!(csv.header, SCHEMA_1.to_vec());
+    assert_rows_consistent(&csv, 2);
+    let per_transport = |t: &str| csv.rows.iter().filter(|r| csv.get(r, "transport") == t).count();
+    assert_eq!(per_transport("shm"), per_transport("tcp"));
+    assert_eq!(per_transport("shm") * 2, csv.rows.len());
+    for row in &csv.rows {
+        let want = if csv.get(row, "transport") == "shm" {
+            "ob1/vader"
+        } else {
+            "ob1/tcp"
+        };
+        assert_eq!(csv.get(row, "transport_observed"), want);
+    }
+    let launches = dir.path().join("local-launches");
+    for file in ["run.toml", "01-shm-flat.csv", "01-shm-flat.log", "02-tcp-flat.csv"] {
+        assert!(launches.join(file).exists(), "{file}");
+    }
+}
+
+#[test]
+fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
+    let dir = tempdir();
+    let suite = dir.path().join("two.toml");
+    std::fs::write(
+        &suite,
+        "ranks = 2\ntransports = [\"tcp\", \"shm\"]\n[run]\nbackend = \"mpi\"\ncollectives = \"all_reduce\"\n\
+         maxbytes = \"1K\"\nstepfactor = 16\niters = 2\nwarmup = 1\n",
+    )
+    .unwrap();
+    let merged = dir.path().join("two.csv");
+    // tcp is contradicted by the caller's environment; shm is not.
+    let out = collbench_launching(
+        &[
+            "suite",
+            path_str(&suite),
+            "--launcher",
+            "mpirun",
+            "-o",
+            path_str(&merged),
+        ],
+        &[("OMPI_MCA_btl", "self,vader")],
+    );
+    assert_eq!(code(&out), 1, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("[1/2] tcp flat: FAILED with exit code 1"), "{err}");
+    assert!(
+        err.contains("transport tcp was requested but ob1/vader was observed"),
+        "{err}"
+    );
+    assert!(err.contains("[2/2] shm flat: ok"), "{err}");
+    assert!(stdout(&out).contains("1 ok, 1 failed"), "{}", stdout(&out));
+    let csv = Csv::read(&merged);
+    assert!(!csv.rows.is_empty());
+    assert!(csv.rows.iter().all(|r| csv.get(r, "transport") == "shm"));
+    // An existing merged CSV is refused before anything runs.
+    let again = collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]);
+    assert_eq!(code(&again), 2, "{}", stderr(&again));
+}
+
+#[test]
+fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
+    let out = collbench(&["topo"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for want in [
+        "# collbench topo:",
+        "CPU   :",
+        "NUMA  :",
+        "GPUs (",
+        "Network interfaces",
+        "lo ",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    let out = collbench(&["topo", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
+    assert_eq!(v["schema_version"], 1);
+    assert!(v["cpu"]["threads"].as_u64().unwrap_or(0) >= 1);
+    assert!(
+        v["nics"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|i| i["name"] == "lo"))
+    );
+    if v["gpus"].as_array().is_some_and(|g| g.is_empty()) {
+        assert_eq!(v["gpu_source"], "none");
+        assert!(v["notes"].as_array().is_some_and(|n| !n.is_empty()));
+    }
+}
