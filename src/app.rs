@@ -306,7 +306,11 @@ fn run_command(args: &RunArgs) -> u8 {
         Ok(stop) => stop,
         Err(e) => return report_early_error(&e),
     };
-    run_with_control_plane(&cfg, &env_plan, &stop)
+    let code = run_with_control_plane(&cfg, &env_plan, &stop);
+    if code == exit::OK {
+        env_plan.remove_nccl_log();
+    }
+    code
 }
 
 /// Applies `--transport` before MPI starts: when the profile (or NCCL's
@@ -498,7 +502,7 @@ mod session {
         };
         if let Some(info) = info.as_mut() {
             info.transport_observed = transport_observed.clone();
-            info.transport_notes = env_plan.describe();
+            info.transport_notes = env_plan.describe(backend.name() == "nccl");
             info.transport_notes.extend(observed.note.clone());
             for (rank, model) in info.ranks.iter_mut().zip(gpus) {
                 rank.gpu = (!model.is_empty()).then_some(model);

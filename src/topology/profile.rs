@@ -396,7 +396,8 @@ impl EnvPlan {
     }
 
     /// The header's description: what was set, what the environment kept.
-    pub fn describe(&self) -> Vec<String> {
+    /// Header notes; the NCCL log is mentioned only when `nccl` runs.
+    pub fn describe(&self, nccl: bool) -> Vec<String> {
         let mut lines = Vec::new();
         let profile_vars: Vec<String> = self
             .added
@@ -414,6 +415,7 @@ impl EnvPlan {
             ));
         }
         match &self.nccl_log {
+            _ if !nccl => {}
             NcclLogging::NotUsed => {}
             NcclLogging::Private(path) => lines.push(format!("NCCL INFO log of each rank: {}", path.display())),
             NcclLogging::UserOwned(var) => lines.push(format!(
@@ -421,6 +423,16 @@ impl EnvPlan {
             )),
         }
         lines
+    }
+}
+
+impl EnvPlan {
+    /// Removes this process's private NCCL log (after a successful run; a
+    /// failed one keeps it for diagnosis).
+    pub fn remove_nccl_log(&self) {
+        if let NcclLogging::Private(path) = &self.nccl_log {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -567,7 +579,7 @@ mod tests {
                 profile_value: "self,tcp".into()
             }]
         );
-        let lines = plan.describe();
+        let lines = plan.describe(true);
         assert!(lines[0].contains("OMPI_MCA_btl=self,vader"), "{lines:?}");
         assert!(lines[0].contains("self,tcp was not applied"), "{lines:?}");
     }
@@ -632,6 +644,6 @@ mod tests {
         let plan = EnvPlan::new(Profile::Auto, Some(path), &env(&[("NCCL_DEBUG", "WARN")]));
         assert_eq!(plan.nccl_log, NcclLogging::UserOwned("NCCL_DEBUG=WARN".into()));
         assert!(plan.added.is_empty());
-        assert!(plan.describe()[0].contains("NCCL_DEBUG=WARN was set before the run"));
+        assert!(plan.describe(true)[0].contains("NCCL_DEBUG=WARN was set before the run"));
     }
 }
