@@ -22,18 +22,25 @@ use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, Placement, ReduceOp};
 
-/// Where operation `iter` of a point works inside a buffer of `capacity`
-/// elements, for a point whose buffers span `span` elements: successive
-/// operations walk through the whole allocation, one span further each
-/// time (as nccl-tests shifts its buffers), so that a small point's repeated
-/// operations do not all hit the same cached bytes. 0 when nothing fits
-/// twice.
-pub fn rotation_offset(span: usize, capacity: usize, iter: u64) -> usize {
-    if span == 0 {
-        return 0;
+/// How many positions a point whose buffers span `span` elements can take
+/// inside buffers of `capacity` elements (at least 1).
+pub fn rotation_steps(span: usize, capacity: usize) -> usize {
+    capacity.checked_div(span).unwrap_or(1).max(1)
+}
+
+/// Where operation `iter` of a point works inside its buffers, for a point
+/// spanning `span` elements with `steps` positions (`rotation_steps`):
+/// successive operations walk through the whole allocation, one span
+/// further each time (as nccl-tests shifts its buffers), so that a small
+/// point's repeated operations do not all hit the same cached bytes. The
+/// steps are computed once per point: nothing but a multiply and, when
+/// rotating, one remainder happens per launch.
+pub fn rotation_offset(span: usize, steps: usize, iter: u64) -> usize {
+    if steps <= 1 {
+        0
+    } else {
+        span * (iter % steps as u64) as usize
     }
-    let steps = (capacity / span).max(1) as u64;
-    span * (iter % steps) as usize
 }
 
 /// What a backend needs to observe its transport once it is set up.
@@ -188,19 +195,20 @@ pub trait Backend {
 
 #[cfg(test)]
 mod tests {
-    use super::rotation_offset;
+    use super::{rotation_offset, rotation_steps};
 
     #[test]
     fn rotation_walks_through_the_allocation_one_span_at_a_time() {
-        let offsets: Vec<usize> = (0..7).map(|i| rotation_offset(3, 10, i)).collect();
+        let at = |span, capacity, iter| rotation_offset(span, rotation_steps(span, capacity), iter);
+        let offsets: Vec<usize> = (0..7).map(|i| at(3, 10, i)).collect();
         assert_eq!(offsets, vec![0, 3, 6, 0, 3, 6, 0]);
-        assert_eq!(rotation_offset(10, 10, 5), 0);
-        assert_eq!(rotation_offset(12, 10, 5), 0);
-        assert_eq!(rotation_offset(0, 10, 5), 0);
+        assert_eq!(at(10, 10, 5), 0);
+        assert_eq!(at(12, 10, 5), 0);
+        assert_eq!(at(0, 10, 5), 0);
         // the span always fits after the offset
         for span in 1..20 {
             for iter in 0..50 {
-                assert!(rotation_offset(span, 64, iter) + span <= 64.max(span));
+                assert!(at(span, 64, iter) + span <= 64.max(span));
             }
         }
     }

@@ -46,6 +46,8 @@ pub struct MpiBackend {
     sub: Option<SubComms>,
     /// Bytes of each buffer when operations rotate through them (0: off).
     rotation_bytes: u64,
+    /// Positions the current point rotates through (1: it stays put).
+    rotation_steps: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +124,7 @@ impl MpiBackend {
             time_phases,
             sub: None,
             rotation_bytes: 0,
+            rotation_steps: 1,
         })
     }
 
@@ -141,7 +144,7 @@ impl MpiBackend {
     fn run<T: Element + Equivalence>(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
         let op = call.op.map(system_op).transpose()?;
         let span = Self::span(call);
-        let at = super::rotation_offset(span, self.send.len().min(self.recv.len()), iter);
+        let at = super::rotation_offset(span, self.rotation_steps, iter);
         if call.collective == Collective::AllReduce && !call.hierarchy.is_flat() {
             let op = op.ok_or_else(|| Error::runtime("all_reduce needs a reduction operation"))?;
             let sub = self
@@ -167,10 +170,12 @@ impl MpiBackend {
         let count = call.shape.count;
         let rank = call.at.rank;
         let comm = &self.comm;
-        let root = comm.process_at_rank(call.at.root as i32);
+        // Only rooted collectives make a root: rsmpi asks MPI for the
+        // communicator size each time one is made.
+        let root = || comm.process_at_rank(call.at.root as i32);
         if placement == Placement::OutOfPlace && call.collective == Collective::Broadcast && rank == call.at.root {
             // MPI_Bcast has one buffer: at the root, its input.
-            root.broadcast_into(&mut self.send.typed_mut::<T>()[at..at + count]);
+            root().broadcast_into(&mut self.send.typed_mut::<T>()[at..at + count]);
             return Ok(());
         }
         let send = &self.send.typed::<T>()[at..at + call.shape.send];
@@ -181,16 +186,16 @@ impl MpiBackend {
                 Collective::AllReduce => comm.all_reduce_into(send, &mut recv[..count], need_op()?),
                 Collective::AllGather => comm.all_gather_into(send, &mut recv[..count * n]),
                 Collective::ReduceScatter => comm.reduce_scatter_block_into(send, &mut recv[..count], need_op()?),
-                Collective::Broadcast => root.broadcast_into(&mut recv[..count]),
+                Collective::Broadcast => root().broadcast_into(&mut recv[..count]),
                 Collective::Reduce if rank == call.at.root => {
-                    root.reduce_into_root(send, &mut recv[..count], need_op()?)
+                    root().reduce_into_root(send, &mut recv[..count], need_op()?)
                 }
-                Collective::Reduce => root.reduce_into(send, need_op()?),
+                Collective::Reduce => root().reduce_into(send, need_op()?),
                 Collective::AllToAll => comm.all_to_all_into(send, &mut recv[..count * n]),
-                Collective::Gather if rank == call.at.root => root.gather_into_root(send, &mut recv[..count * n]),
-                Collective::Gather => root.gather_into(send),
-                Collective::Scatter if rank == call.at.root => root.scatter_into_root(send, &mut recv[..count]),
-                Collective::Scatter => root.scatter_into(&mut recv[..count]),
+                Collective::Gather if rank == call.at.root => root().gather_into_root(send, &mut recv[..count * n]),
+                Collective::Gather => root().gather_into(send),
+                Collective::Scatter if rank == call.at.root => root().scatter_into_root(send, &mut recv[..count]),
+                Collective::Scatter => root().scatter_into(&mut recv[..count]),
                 Collective::SendRecv => {
                     let (next, prev) = ring_peers(rank, n);
                     mpi::point_to_point::send_receive_into(
@@ -207,20 +212,20 @@ impl MpiBackend {
                 Collective::ReduceScatter => {
                     raw::reduce_scatter_block(comm, &mut recv[..count * n], count, need_op()?)?
                 }
-                Collective::Broadcast => root.broadcast_into(&mut recv[..count]),
+                Collective::Broadcast => root().broadcast_into(&mut recv[..count]),
                 Collective::Reduce if rank == call.at.root => {
                     raw::reduce_at_root(comm, call.at.root, &mut recv[..count], need_op()?)?
                 }
-                Collective::Reduce => root.reduce_into(&recv[..count], need_op()?),
+                Collective::Reduce => root().reduce_into(&recv[..count], need_op()?),
                 Collective::AllToAll => raw::all_to_all(comm, &mut recv[..count * n], count)?,
                 Collective::Gather if rank == call.at.root => {
                     raw::gather_at_root(comm, call.at.root, &mut recv[..count * n], count)?
                 }
-                Collective::Gather => root.gather_into(&recv[rank * count..(rank + 1) * count]),
+                Collective::Gather => root().gather_into(&recv[rank * count..(rank + 1) * count]),
                 Collective::Scatter if rank == call.at.root => {
                     raw::scatter_at_root(comm, call.at.root, &mut recv[..count * n], count)?
                 }
-                Collective::Scatter => root.scatter_into(&mut recv[rank * count..(rank + 1) * count]),
+                Collective::Scatter => root().scatter_into(&mut recv[rank * count..(rank + 1) * count]),
                 Collective::SendRecv => {
                     let (next, prev) = ring_peers(rank, n);
                     mpi::point_to_point::send_receive_replace_into(
@@ -345,6 +350,7 @@ impl Backend for MpiBackend {
         let len = Self::span(call).max(rotated);
         self.send.reshape(call.dtype, len)?;
         self.recv.reshape(call.dtype, len)?;
+        self.rotation_steps = super::rotation_steps(Self::span(call), len);
         Ok(())
     }
 

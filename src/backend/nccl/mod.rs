@@ -586,8 +586,11 @@ impl Backend for NcclBackend {
         let e = call.dtype.size_bytes();
         let shift = if self.rotate {
             let (send_len, recv_len) = calls::buffer_lens(call);
-            let capacity = (self.send.len_bytes() / e).min(self.recv.len_bytes() / e);
-            super::rotation_offset(send_len.max(recv_len), capacity, iter)
+            let (span, capacity) = (
+                send_len.max(recv_len),
+                (self.send.len_bytes() / e).min(self.recv.len_bytes() / e),
+            );
+            super::rotation_offset(span, super::rotation_steps(span, capacity), iter)
         } else {
             0
         };
