@@ -40,24 +40,26 @@ done
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r), $(mpirun --version | head -1)"
 echo "all_reduce float, np=$np, $iters iterations, median of $reps alternating repetitions"
-printf '%10s %12s %12s %8s\n' "size (B)" "raw (us)" "collbench" "ratio"
+printf '%10s %12s %12s %8s %18s\n' "size (B)" "raw (us)" "collbench" "ratio" "per-round ratios"
 python3 - "$work" "$reps" <<'PY'
 import statistics, sys
 work, reps = sys.argv[1], int(sys.argv[2])
 def load(kind):
-    per = {}
+    rounds = []
     for r in range(1, reps + 1):
-        for line in open(f"{work}/{kind}.{r}"):
-            size, t = line.split()
-            per.setdefault(int(size), []).append(float(t))
-    return {s: statistics.median(v) for s, v in per.items()}
+        rounds.append({int(s): float(t) for s, t in (line.split() for line in open(f"{work}/{kind}.{r}"))})
+    return rounds
 raw, cb = load("raw"), load("cb")
-ratios = []
-for size in sorted(raw):
-    ratio = cb[size] / raw[size]
-    ratios.append(ratio)
-    print(f"{size:>10} {raw[size]:>12.2f} {cb[size]:>12.2f} {ratio:>8.3f}")
-print(f"ratio: median {statistics.median(ratios):.3f}, min {min(ratios):.3f}, max {max(ratios):.3f}")
+medians = []
+for size in sorted(raw[0]):
+    r = statistics.median(x[size] for x in raw)
+    c = statistics.median(x[size] for x in cb)
+    # each round runs both tools back to back: their ratio shows the noise
+    per_round = sorted(b[size] / a[size] for a, b in zip(raw, cb))
+    q1, q3 = per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]
+    medians.append(c / r)
+    print(f"{size:>10} {r:>12.2f} {c:>12.2f} {c / r:>8.3f}   {q1:.2f} .. {q3:.2f} (IQR)")
+print(f"ratio of medians: median {statistics.median(medians):.3f}, min {min(medians):.3f}, max {max(medians):.3f}")
 PY
 
 echo
