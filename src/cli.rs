@@ -379,6 +379,7 @@ pub struct RunArgs {
     /// The NCCL library to use, a file or a folder [default: COLLBENCH_NCCL_LIB, NCCL_HOME/lib, the loader's search, Python site-packages]
     #[arg(long, value_name = "PATH", help_heading = "What to run")]
     pub nccl_lib: Option<PathBuf>,
+
     /// Transport profile: auto, nvlink, nvls, pcie, ib, socket (nccl); shm, tcp, ucx (mpi); `help` lists the variables each sets [default: auto]
     #[arg(long, value_name = "PROFILE", help_heading = "What to run")]
     pub transport: Option<String>,

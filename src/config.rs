@@ -368,8 +368,9 @@ fn read_file_config(path: &Path) -> Result<FileConfig, Error> {
     parse_file_config(&text).map_err(|msg| Error::usage(format!("config file {}: {msg}", path.display())))
 }
 
-/// Parses TOML text; the error is one line with the line number.
-fn parse_file_config(text: &str) -> Result<FileConfig, String> {
+/// Parses TOML text into `T`; the error is one line with the line number
+/// (toml's own messages span several lines with a source excerpt).
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
     toml::from_str(text).map_err(|e| {
         let msg = e.message().trim().replace('\n', " ");
         match e.span() {
@@ -380,6 +381,10 @@ fn parse_file_config(text: &str) -> Result<FileConfig, String> {
             None => msg,
         }
     })
+}
+
+fn parse_file_config(text: &str) -> Result<FileConfig, String> {
+    parse_toml(text)
 }
 
 // ---------------------------------------------------------------------------

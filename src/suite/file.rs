@@ -123,20 +123,6 @@ pub struct Suite {
     pub run_toml: String,
 }
 
-/// Parses TOML text; the error is one line with the line number.
-fn parse_toml(text: &str) -> Result<RawSuite, String> {
-    toml::from_str(text).map_err(|e| {
-        let msg = e.message().trim().replace('\n', " ");
-        match e.span() {
-            Some(span) => {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                format!("line {line}: {msg}")
-            }
-            None => msg,
-        }
-    })
-}
-
 impl Suite {
     pub fn load(path: &Path) -> Result<Suite, Error> {
         let text = std::fs::read_to_string(path)
@@ -151,7 +137,7 @@ impl Suite {
     /// Parses and validates a suite; `default_name` names it when the file
     /// does not.
     pub fn parse(text: &str, default_name: &str) -> Result<Suite, String> {
-        let raw = parse_toml(text)?;
+        let raw = crate::config::parse_toml::<RawSuite>(text)?;
         if raw.transports.is_empty() {
             return Err("`transports` is empty; list at least one profile (e.g. [\"auto\"])".into());
         }
