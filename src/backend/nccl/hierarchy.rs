@@ -19,6 +19,8 @@
 //! model of NCCL's collectives that runs the phases of every rank of a
 //! layout and checks the result against a flat all-reduce.
 
+use std::sync::Arc;
+
 use super::UniqueId;
 use super::sys::{Api, At, Buf, Comm, Launch, NcclError, Op, RedOp};
 use crate::topology::{Hierarchy, Nodes};
@@ -350,12 +352,7 @@ impl SubComms {
     /// Collective over every rank: with `Split`, over `parent`; with `Ids`,
     /// over each group (every rank makes its intra communicator first, so
     /// the disjoint groups cannot wait on each other).
-    pub fn new(
-        parent: &Comm,
-        api: &std::sync::Arc<Api>,
-        source: &SubSource,
-        member: Membership,
-    ) -> Result<SubComms, String> {
+    pub fn new(parent: &Comm, api: &Arc<Api>, source: &SubSource, member: Membership) -> Result<SubComms, String> {
         let make = |sub: Sub| -> Result<Comm, String> {
             let g = member.group(sub);
             let comm = match source {
@@ -860,8 +857,9 @@ mod tests {
     /// group-rank order), each with its own op (they must agree).
     fn run_call(all: &mut [Bufs], members: &[(usize, Op)], shift: usize) {
         let n = members.len();
-        // Read every input first (NCCL reads before writing the output
-        // only in-place-safe layouts, which `check_in_place` enforces).
+        // Every input is read before any output is written: what NCCL
+        // guarantees for its in-place layouts, the only overlaps that
+        // `check_in_place` lets through.
         let inputs: Vec<Vec<u64>> = members
             .iter()
             .enumerate()
