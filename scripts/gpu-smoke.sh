@@ -5,9 +5,13 @@
 #   scripts/gpu-smoke.sh OUTDIR
 #
 # Runs every collective from 8 B to 1 GiB with checking, out-of-place and
-# in-place, in several types (then every reduction on float), prints the
-# tables, and writes into OUTDIR: info.txt (what `collbench info` found),
-# types.csv, ops.csv and the printed tables (types.txt, ops.txt).
+# in-place, in several types (then every reduction on float), then the
+# hierarchical all-reduce modes with phase times over every visible GPU (as
+# virtual nodes: 8 GPUs are 2 nodes of 4, so that counts the node size does
+# not divide take the padded path), then nccl-tests' extras (-m, -G, -R);
+# prints the tables, and writes into OUTDIR: info.txt (what `collbench info`
+# found), types.csv, ops.csv, hierarchy.csv, extras.csv and the printed
+# tables (types.txt, ...).
 #
 # Which binary: $COLLBENCH_BIN if set; else target/release/collbench if it
 # exists; else it is built here with `cargo build --release --no-default-features
@@ -63,7 +67,19 @@ if ! grep -q '^GPUs *[1-9]' "$out/info.txt"; then
     die "no GPU visible (see info.txt): run this on a machine with an NVIDIA GPU and its driver"
 fi
 
-common=(run -g 1 --backend nccl --no-progress --overwrite -c 1 -n 20 -w 5)
+gpus=$(sed -n 's/^GPUs *\([0-9][0-9]*\) visible.*/\1/p' "$out/info.txt")
+gpus=${gpus:-1}
+# Virtual nodes for the hierarchical modes: the largest proper divisor of
+# the GPU count (two nodes or more, several ranks each), else one node.
+per_node=$gpus
+for ((d = gpus / 2; d >= 2; d--)); do
+    if ((gpus % d == 0)); then
+        per_node=$d
+        break
+    fi
+done
+
+common=(run --backend nccl --no-progress --overwrite -c 1 -n 20 -w 5)
 worst=0
 step() {
     local name=$1
@@ -82,9 +98,16 @@ step() {
 }
 
 # Every collective, both placements, several types, 8 B to 1 GiB.
-step types --collectives all -d "$types" -o sum -b 8 -e "$maxbytes" -f 2 "$@"
+step types -g 1 --collectives all -d "$types" -o sum -b 8 -e "$maxbytes" -f 2 "$@"
 # Every reduction on float, on the collectives that reduce.
-step ops --collectives all_reduce,reduce_scatter,reduce -d float -o all -b 8 -e 64M -f 4 "$@"
+step ops -g 1 --collectives all_reduce,reduce_scatter,reduce -d float -o all -b 8 -e 64M -f 4 "$@"
+# Flat against hierarchical all-reduce over every GPU: 1, 7, 49, ... elements
+# of 4 bytes, so that most counts take rs-ar-ag's padded path.
+step hierarchy -g "$gpus" --ranks-per-node "$per_node" --collectives all_reduce --hierarchy all --phase-times \
+    -d int32,float,half -o sum,max,avg -b 4 -e 64M -f 7 "$@"
+# nccl-tests' extras: 4 operations per group, a graph replayed 10 times,
+# registered buffers.
+step extras -g "$gpus" --collectives all -d float -o sum -b 8 -e 16M -f 4 -m 4 -G 10 -R "$@"
 
 say "CSV and tables in $out"
 exit "$worst"

@@ -637,10 +637,10 @@ mod session {
                 ));
                 world.agree(e).map_err(|d| d.code)
             }
-            (BackendChoice::Nccl, _) => nccl::start(world, cfg, None),
+            (BackendChoice::Nccl, _) => nccl::start(world, cfg, nodes, None),
             // Without MPI, auto can only be nccl: its own errors say best
             // what is missing.
-            (BackendChoice::Auto, None) => nccl::start(world, cfg, None),
+            (BackendChoice::Auto, None) => nccl::start(world, cfg, nodes, None),
             // An MPI transport profile asks for the mpi backend.
             (BackendChoice::Auto, Some(make)) if cfg.transport.library() == crate::topology::profile::Library::Mpi => {
                 agreed_mpi(
@@ -652,7 +652,7 @@ mod session {
                 )
             }
             (BackendChoice::Auto, Some(make)) => match nccl::probe(world, cfg) {
-                Ok(library) => nccl::start(world, cfg, Some(library)),
+                Ok(library) => nccl::start(world, cfg, nodes, Some(library)),
                 Err(why) => agreed_mpi(Some(format!("auto: {why}, using mpi")), make),
             },
         }
@@ -671,6 +671,7 @@ mod session {
     ) -> Result<Setup, Error> {
         let Chosen { mut backend, note } = chosen;
         let mut notes: Vec<String> = note.into_iter().collect();
+        notes.extend(backend.notes());
         if cfg.backend == BackendChoice::Auto {
             cfg.transport
                 .check_backend(backend.name(), " (the backend auto chose)")?;
@@ -734,7 +735,7 @@ mod session {
         free: u64,
     ) -> Result<(Plan, Option<String>), Error> {
         let budget = free.saturating_sub(device_headroom(free));
-        let need = |p: &Plan| p.peak_buffer_bytes();
+        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(backend.scratch_bytes(p));
         if need(&plan) <= budget {
             return Ok((plan, None));
         }
@@ -830,6 +831,9 @@ mod session {
             check: cfg.check,
             average: cfg.average.name().into(),
             blocking: cfg.blocking,
+            agg_iters: cfg.agg_iters,
+            cuda_graph: cfg.cuda_graph,
+            register: cfg.register,
             transport: cfg.transport.name().into(),
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),
@@ -867,7 +871,10 @@ mod session {
     #[cfg(feature = "nccl")]
     mod nccl {
         use super::*;
-        use crate::backend::nccl::{DeviceError, LoadError, NcclBackend, NcclLibrary, Placing, UniqueId, device};
+        use crate::backend::nccl::{
+            DeviceError, LoadError, NcclBackend, NcclLibrary, Options, Placing, Registration, SubSource, UniqueId,
+            device, id_count,
+        };
 
         /// Whether this rank could run nccl, agreed over all ranks: `Ok`
         /// with the loaded library where every rank can, else why not (this
@@ -901,27 +908,57 @@ mod session {
         }
 
         /// Bootstrap, in steps every rank takes together: every rank loads
-        /// libnccl; rank 0 makes the unique id and broadcasts it over MPI;
-        /// every rank opens its GPU; then the collective communicator
-        /// initialisation. A failure before the last step is agreed on and
-        /// printed once; a failure inside it takes the job down (peers may
-        /// be waiting inside NCCL).
-        pub fn start<W: World>(world: &W, cfg: &RunConfig, found: Option<NcclLibrary>) -> Result<Chosen, u8> {
+        /// libnccl; the ranks settle which optional calls they all have
+        /// (ncclCommSplit for the hierarchical modes, ncclCommRegister for
+        /// `-R`); rank 0 makes the unique id (and, for hierarchical modes
+        /// without ncclCommSplit, one id per sub-communicator) and
+        /// broadcasts them over the control plane; every rank opens its
+        /// GPU; then the collective communicator initialisation. A failure
+        /// before the last step is agreed on and printed once; a failure
+        /// inside it takes the job down (peers may be waiting inside NCCL).
+        pub fn start<W: World>(
+            world: &W,
+            cfg: &RunConfig,
+            layout: &Nodes,
+            found: Option<NcclLibrary>,
+        ) -> Result<Chosen, u8> {
             let nccl_error = |e: &dyn std::fmt::Display| Error::runtime(format!("--backend nccl: {e}"));
             let library = match found {
                 Some(library) => Ok(library),
                 None => NcclLibrary::find(cfg.nccl_lib.as_deref()).map_err(|e| nccl_error(&e)),
             };
             let library = agreed(world, library)?;
+            let everyone = |has: bool| world.min_u64(u64::from(has)) == 1;
 
-            let id = if world.rank() == 0 {
-                library.unique_id().map(|id| id.0.to_vec()).map_err(|e| nccl_error(&e))
+            // Only runs that ask for them take these collective steps; every
+            // rank has the same configuration, so all take the same ones.
+            let hierarchical = cfg.hierarchies.iter().any(|h| !h.is_flat());
+            let split = hierarchical && !cfg.no_comm_split && everyone(library.optional().comm_split);
+            let group_ids = if hierarchical && !split { id_count(layout) } else { 0 };
+            let registration = match cfg.register {
+                false => Registration::Off,
+                true if everyone(library.optional().comm_register) => Registration::On,
+                true => Registration::Unavailable,
+            };
+
+            let ids = if world.rank() == 0 {
+                (0..1 + group_ids)
+                    .map(|_| library.unique_id().map(|id| id.0.to_vec()))
+                    .collect::<Result<Vec<Vec<u8>>, _>>()
+                    .map(|ids| ids.concat())
+                    .map_err(|e| nccl_error(&e))
             } else {
                 Ok(Vec::new())
             };
-            let id = agreed(world, id)?;
-            let id = UniqueId::from_bytes(&world.broadcast_bytes(&id));
-            let id = agreed(world, id.and_then(|id| trace(cfg, world.rank(), &id).map(|()| id)))?;
+            let ids = agreed(world, ids)?;
+            let ids = UniqueId::split_bundle(&world.broadcast_bytes(&ids), 1 + group_ids);
+            let ids = agreed(world, ids.and_then(|ids| trace(cfg, world.rank(), &ids).map(|()| ids)))?;
+            let (id, group_ids) = (ids[0], ids[1..].to_vec());
+            let sub_source = match (hierarchical, split) {
+                (false, _) => None,
+                (true, true) => Some(SubSource::Split),
+                (true, false) => Some(SubSource::Ids(group_ids)),
+            };
 
             let nodes = world.nodes();
             let rank = world.rank();
@@ -935,7 +972,13 @@ mod session {
             let device = NcclBackend::open_device(&placing).map_err(|e| nccl_error(&e));
             let device = agreed(world, device)?;
 
-            match NcclBackend::init(library, device, &id, &placing) {
+            let options = Options {
+                nodes: layout.clone(),
+                sub_source,
+                time_phases: cfg.phase_times,
+                registration,
+            };
+            match NcclBackend::init(library, device, &id, &placing, options) {
                 Ok(backend) => Ok(Chosen {
                     backend: Box::new(backend),
                     note: (cfg.backend == BackendChoice::Auto)
@@ -948,14 +991,15 @@ mod session {
             }
         }
 
-        /// Test hook (`--trace-bootstrap DIR`): the id this rank received.
-        fn trace(cfg: &RunConfig, rank: usize, id: &UniqueId) -> Result<(), Error> {
+        /// Test hook (`--trace-bootstrap DIR`): the ids this rank received,
+        /// one per line (the flat communicator's first).
+        fn trace(cfg: &RunConfig, rank: usize, ids: &[UniqueId]) -> Result<(), Error> {
             let Some(dir) = &cfg.trace_bootstrap else {
                 return Ok(());
             };
             let path = dir.join(format!("rank-{rank}.id"));
-            std::fs::write(&path, id.hex() + "\n")
-                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
+            let text: String = ids.iter().map(|id| id.hex() + "\n").collect();
+            std::fs::write(&path, text).map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
         }
     }
 
@@ -971,6 +1015,7 @@ mod session {
         pub fn start<W: World>(
             world: &W,
             _cfg: &RunConfig,
+            _layout: &Nodes,
             _found: Option<std::convert::Infallible>,
         ) -> Result<Chosen, u8> {
             let e: Result<(), Error> = Err(Error::usage(

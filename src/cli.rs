@@ -291,6 +291,37 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Measurement")]
     pub no_rotate: bool,
 
+    /// Operations per timed iteration, issued as one NCCL group (nccl-tests' -m; nccl backend) [default: 1]
+    #[arg(
+        short = 'm',
+        long,
+        alias = "agg_iters",
+        value_name = "N",
+        help_heading = "Measurement"
+    )]
+    pub agg_iters: Option<u64>,
+
+    /// Capture the timed iterations in a CUDA graph and replay it N times; 0 is off (nccl backend, NCCL 2.9+) [default: 0]
+    #[arg(
+        short = 'G',
+        long,
+        alias = "cudagraph",
+        value_name = "N",
+        help_heading = "Measurement"
+    )]
+    pub cuda_graph: Option<u64>,
+
+    /// Register the buffers with ncclCommRegister where the library has it (nccl backend); `-R 0` turns it off
+    #[arg(
+        short = 'R',
+        long,
+        value_name = "0|1",
+        num_args = 0..=1,
+        default_missing_value = "1",
+        help_heading = "Measurement"
+    )]
+    pub register: Option<String>,
+
     /// Untimed warm-up iterations per point [default: 5]
     #[arg(
         short = 'w',
@@ -412,7 +443,11 @@ pub struct RunArgs {
     #[arg(long, hide = true)]
     pub inject_error: bool,
 
-    /// Test-only: each rank writes the NCCL unique id it received to DIR/rank-R.id
+    /// Test-only: each rank writes the NCCL unique ids it received to DIR/rank-R.id
     #[arg(long, hide = true, value_name = "DIR")]
     pub trace_bootstrap: Option<PathBuf>,
+
+    /// Test-only: make the hierarchical sub-communicators from broadcast unique ids even where ncclCommSplit exists
+    #[arg(long, hide = true)]
+    pub no_comm_split: bool,
 }

@@ -48,6 +48,12 @@ pub struct RunConfig {
     pub check: u32,
     pub average: Average,
     pub blocking: bool,
+    /// `-m`: operations per timed iteration, in one NCCL group.
+    pub agg_iters: u32,
+    /// `-G`: replays of the captured timed iterations; 0 = no graph.
+    pub cuda_graph: u32,
+    /// `-R`: register the buffers with the communicator.
+    pub register: bool,
     /// Sweeps to run; 0 = until stopped.
     pub cycles: u64,
     /// Longest a point or the set-up may take; `None` = no watchdog.
@@ -75,6 +81,8 @@ pub struct RunConfig {
     pub inject_error: bool,
     /// Test-only: each rank writes the NCCL unique id it received here.
     pub trace_bootstrap: Option<PathBuf>,
+    /// Test-only: sub-communicators from unique ids, never ncclCommSplit.
+    pub no_comm_split: bool,
 }
 
 /// `all`, or an explicit list (in the user's order, without repeats).
@@ -342,6 +350,9 @@ struct FileConfig {
     check: Option<u64>,
     average: Option<IntOrString>,
     blocking: Option<BoolOrInt>,
+    agg_iters: Option<u64>,
+    cuda_graph: Option<u64>,
+    register: Option<BoolOrInt>,
     cycles: Option<u64>,
     timeout: Option<u64>,
     collectives: Option<StringList>,
@@ -411,11 +422,63 @@ fn count_option(option: &str, value: Option<u64>, default: u32, min: u32) -> Res
 }
 
 fn parse_blocking(text: &str) -> Result<bool, Error> {
+    parse_switch("blocking", text)
+}
+
+/// `1`/`0` (and true/false, yes/no, on/off) of an option like `-z` or `-R`.
+fn parse_switch(option: &str, text: &str) -> Result<bool, Error> {
     match text.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
-        other => Err(Error::usage(format!("--blocking: '{other}' is not 0 or 1"))),
+        other => Err(Error::usage(format!("--{option}: '{other}' is not 0 or 1"))),
     }
+}
+
+/// `-R`: nccl-tests' `-R 2` (symmetric memory windows) is not offered.
+fn parse_register(text: &str) -> Result<bool, Error> {
+    if text.trim() == "2" {
+        return Err(Error::usage(
+            "--register 2 (nccl-tests' symmetric memory windows) is not supported; use -R or -R 1",
+        ));
+    }
+    parse_switch("register", text)
+}
+
+/// Combinations of `-m`, `-G` and the other options that cannot be
+/// measured as asked; each refusal says why in one line.
+fn check_launch_extras(
+    agg_iters: u32,
+    cuda_graph: u32,
+    blocking: bool,
+    per_iter: bool,
+    phase_times: bool,
+    hierarchies: &[Hierarchy],
+) -> Result<(), Error> {
+    if cuda_graph > 0 {
+        let clash = if blocking {
+            Some("--blocking times each operation alone, but a replayed graph runs its iterations back to back")
+        } else if per_iter {
+            Some("-I times each iteration with events between launches, but a replayed graph has none")
+        } else if phase_times {
+            Some("--phase-times records events between phases, but a replayed graph has none")
+        } else {
+            None
+        };
+        if let Some(why) = clash {
+            return Err(Error::usage(format!(
+                "-G/--cuda-graph {cuda_graph} cannot be combined: {why}; drop one of the two"
+            )));
+        }
+    }
+    if agg_iters > 1
+        && let Some(mode) = hierarchies.iter().find(|h| !h.is_flat())
+    {
+        return Err(Error::usage(format!(
+            "-m/--agg-iters {agg_iters} puts whole operations in one NCCL group, but the phases of the {mode} \
+             all-reduce depend on each other and cannot share one; run the hierarchical modes with -m 1"
+        )));
+    }
+    Ok(())
 }
 
 fn parse_root(text: &str) -> Result<RootChoice, Error> {
@@ -464,11 +527,15 @@ impl RunConfig {
             ("--check", self.check.to_string()),
             ("--average", self.average.name().to_string()),
             ("--blocking", self.blocking.to_string()),
+            ("-m/--agg-iters", self.agg_iters.to_string()),
+            ("-G/--cuda-graph", self.cuda_graph.to_string()),
+            ("-R/--register", self.register.to_string()),
             ("--cycles", self.cycles.to_string()),
             ("--timeout", format!("{:?}", self.timeout)),
             ("--backend", self.backend.name().to_string()),
             ("--transport", self.transport.name().to_string()),
             ("test hook --inject-error", self.inject_error.to_string()),
+            ("test hook --no-comm-split", self.no_comm_split.to_string()),
         ]
     }
 
@@ -535,6 +602,15 @@ impl RunConfig {
             (Some(t), _) => parse_blocking(t)?,
             (None, Some(BoolOrInt::Bool(b))) => b,
             (None, Some(BoolOrInt::Int(i))) => parse_blocking(&i.to_string())?,
+            (None, None) => false,
+        };
+
+        let agg_iters = count_option("agg-iters", args.agg_iters.or(file.agg_iters), 1, 1)?;
+        let cuda_graph = count_option("cuda-graph", args.cuda_graph.or(file.cuda_graph), 0, 0)?;
+        let register = match (&args.register, file.register) {
+            (Some(t), _) => parse_register(t)?,
+            (None, Some(BoolOrInt::Bool(b))) => b,
+            (None, Some(BoolOrInt::Int(i))) => parse_register(&i.to_string())?,
             (None, None) => false,
         };
 
@@ -623,6 +699,10 @@ impl RunConfig {
             BackendChoice::Auto => {}
         }
 
+        let per_iter = args.per_iter || file.per_iter.unwrap_or(false);
+        let phase_times = args.phase_times || file.phase_times.unwrap_or(false);
+        check_launch_extras(agg_iters, cuda_graph, blocking, per_iter, phase_times, &hierarchies)?;
+
         let no_progress = args.no_progress || file.no_progress.unwrap_or(false);
         let force_progress = args.progress || file.progress.unwrap_or(false);
         let progress = match (no_progress, force_progress) {
@@ -635,13 +715,16 @@ impl RunConfig {
             sweep,
             iters,
             min_time,
-            per_iter: args.per_iter || file.per_iter.unwrap_or(false),
+            per_iter,
             straggler_threshold,
             rotate: !(args.no_rotate || file.no_rotate.unwrap_or(false)),
             warmup,
             check,
             average,
             blocking,
+            agg_iters,
+            cuda_graph,
+            register,
             cycles,
             timeout,
             collectives,
@@ -650,7 +733,7 @@ impl RunConfig {
             roots,
             hierarchies,
             ranks_per_node,
-            phase_times: args.phase_times || file.phase_times.unwrap_or(false),
+            phase_times,
             backend,
             transport,
             csv: args.csv.clone().or(file.csv),
@@ -664,6 +747,7 @@ impl RunConfig {
             },
             inject_error: args.inject_error,
             trace_bootstrap: args.trace_bootstrap.clone(),
+            no_comm_split: args.no_comm_split,
         })
     }
 }
@@ -830,6 +914,123 @@ mod tests {
         assert_eq!(c.hierarchies, vec![Hierarchy::RsArAg]);
         assert_eq!(c.ranks_per_node, Some(3));
         assert!(c.phase_times);
+    }
+
+    #[test]
+    fn launch_extras_default_to_one_operation_without_graph_or_registration() {
+        let c = RunConfig::merge(&args(), FileConfig::default()).unwrap();
+        assert_eq!((c.agg_iters, c.cuda_graph, c.register), (1, 0, false));
+        let a = RunArgs {
+            agg_iters: Some(4),
+            cuda_graph: Some(10),
+            register: Some("1".into()),
+            ..args()
+        };
+        let c = RunConfig::merge(&a, FileConfig::default()).unwrap();
+        assert_eq!((c.agg_iters, c.cuda_graph, c.register), (4, 10, true));
+        for field in ["-m/--agg-iters", "-G/--cuda-graph", "-R/--register"] {
+            assert!(c.digest_fields().iter().any(|(k, _)| *k == field), "{field}");
+        }
+        let file = parse_file_config("agg-iters = 2\ncuda-graph = 3\nregister = true\n").unwrap();
+        let c = RunConfig::merge(&args(), file).unwrap();
+        assert_eq!((c.agg_iters, c.cuda_graph, c.register), (2, 3, true));
+        let file = parse_file_config("register = 0\n").unwrap();
+        assert!(!RunConfig::merge(&args(), file).unwrap().register);
+        // -R 0 turns it off; the command line wins over the file
+        let file = parse_file_config("register = 1\n").unwrap();
+        let a = RunArgs {
+            register: Some("0".into()),
+            ..args()
+        };
+        assert!(!RunConfig::merge(&a, file).unwrap().register);
+    }
+
+    #[test]
+    fn launch_extras_refuse_what_cannot_be_measured_as_asked() {
+        let refused = |a: RunArgs, needles: &[&str]| {
+            let m = usage(RunConfig::merge(&a, FileConfig::default()));
+            for n in needles {
+                assert!(m.contains(n), "{n} not in {m}");
+            }
+            assert!(!m.contains('\n'), "{m}");
+        };
+        refused(
+            RunArgs {
+                agg_iters: Some(0),
+                ..args()
+            },
+            &["--agg-iters must be at least 1"],
+        );
+        refused(
+            RunArgs {
+                register: Some("2".into()),
+                ..args()
+            },
+            &["--register 2", "not supported"],
+        );
+        refused(
+            RunArgs {
+                register: Some("maybe".into()),
+                ..args()
+            },
+            &["--register", "not 0 or 1"],
+        );
+        refused(
+            RunArgs {
+                cuda_graph: Some(5),
+                blocking: Some("1".into()),
+                ..args()
+            },
+            &["-G/--cuda-graph 5", "--blocking"],
+        );
+        refused(
+            RunArgs {
+                cuda_graph: Some(1),
+                per_iter: true,
+                ..args()
+            },
+            &["-G/--cuda-graph 1", "-I"],
+        );
+        refused(
+            RunArgs {
+                cuda_graph: Some(1),
+                phase_times: true,
+                ..args()
+            },
+            &["--phase-times"],
+        );
+        refused(
+            RunArgs {
+                agg_iters: Some(2),
+                hierarchy: Some("flat,reduce-bcast".into()),
+                ..args()
+            },
+            &["-m/--agg-iters 2", "reduce-bcast", "-m 1"],
+        );
+        // what does combine
+        for a in [
+            RunArgs {
+                agg_iters: Some(8),
+                cuda_graph: Some(4),
+                ..args()
+            },
+            RunArgs {
+                agg_iters: Some(2),
+                per_iter: true,
+                blocking: Some("1".into()),
+                hierarchy: Some("flat".into()),
+                ..args()
+            },
+            RunArgs {
+                cuda_graph: Some(0),
+                per_iter: true,
+                phase_times: true,
+                hierarchy: Some("all".into()),
+                ..args()
+            },
+        ] {
+            assert!(RunConfig::merge(&a, FileConfig::default()).is_ok());
+        }
     }
 
     #[test]

@@ -40,8 +40,18 @@ fn nccl_facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
             } else {
                 format!("native {}", native.join(", "))
             };
+            let split = if opt.comm_split {
+                "ncclCommSplit"
+            } else {
+                "no ncclCommSplit (hierarchical sub-communicators from unique ids)"
+            };
+            let register = if opt.comm_register {
+                "ncclCommRegister"
+            } else {
+                "no ncclCommRegister (-R registers nothing)"
+            };
             format!(
-                "{} at {} (found via {}; {native})",
+                "{} at {} (found via {}; {native}; {split}; {register})",
                 lib.version(),
                 lib.path().display(),
                 lib.route()

@@ -34,6 +34,9 @@ fn help_teaches_how_to_run() {
         "--root",
         "--average",
         "--blocking",
+        "--agg-iters",
+        "--cuda-graph",
+        "--register",
         "--collectives",
         "--backend",
         "--csv",
@@ -87,6 +90,17 @@ fn bad_command_lines_get_one_line_and_exit_2() {
         (vec!["-a", "median"], "--average"),
         (vec!["-a", "4"], "--average"),
         (vec!["-z", "2"], "--blocking"),
+        (vec!["-m", "0"], "--agg-iters must be at least 1"),
+        (vec!["-m", "two"], "two"),
+        (vec!["-G", "-1"], "-1"),
+        (vec!["-R", "2"], "--register 2"),
+        (vec!["-G", "2", "-z"], "--blocking"),
+        (vec!["-G", "2", "-I"], "-I times each iteration"),
+        (vec!["-G", "1", "--phase-times"], "--phase-times"),
+        (
+            vec!["-m", "2", "--hierarchy", "all"],
+            "run the hierarchical modes with -m 1",
+        ),
         (vec!["--backend", "gloo"], "unknown backend 'gloo'"),
         (vec!["--bogus"], "unexpected argument '--bogus'"),
         (vec!["--csv", "/nonexistent-folder/x.csv"], "cannot create CSV file"),
@@ -120,6 +134,79 @@ fn bad_command_lines_get_one_line_and_exit_2() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// nccl-tests' extras need NCCL: on the mpi backend each is one line and
+/// exit 2, alone and under mpirun (printed once), and nothing is written.
+#[cfg(feature = "mpi")]
+#[test]
+fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("never.csv");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["-m", "2"],
+            "-m/--agg-iters 2 issues several operations as one NCCL group",
+        ),
+        (&["-G", "1"], "-G/--cuda-graph 1 captures NCCL launches in a CUDA graph"),
+        (&["-R"], "-R/--register registers buffers"),
+        (&["-R", "1"], "-R/--register registers buffers"),
+        (&["--agg-iters", "3", "--cuda-graph", "2"], "-m/--agg-iters 3"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["run", "--backend", "mpi", "-e", "64", "--csv", path_str(&csv_path)];
+        args.extend(extra);
+        let out = collbench(&args);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{extra:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{extra:?}: {err}");
+        assert!(
+            err.starts_with("collbench: ") && err.contains(needle),
+            "{extra:?}: {err}"
+        );
+        assert!(
+            err.contains("needs the nccl backend, and this run's backend is mpi"),
+            "{err}"
+        );
+    }
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--backend",
+            "mpi",
+            "-e",
+            "64",
+            "-G",
+            "4",
+            "--csv",
+            path_str(&csv_path),
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let lines = our_lines(&out);
+    assert_eq!(lines.len(), 1, "{}", stderr(&out));
+    assert!(lines[0].contains("-G/--cuda-graph 4"), "{}", lines[0]);
+    assert!(!csv_path.exists(), "no report for a refused run");
+    // the defaults are no request at all
+    let out = collbench(&[
+        "run",
+        "--backend",
+        "mpi",
+        "-e",
+        "64",
+        "-m",
+        "1",
+        "-G",
+        "0",
+        "-R",
+        "0",
+        "--collectives",
+        "all_reduce",
+        "--csv",
+        path_str(&csv_path),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
 #[test]
 fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
     let dir = tempdir();
@@ -133,6 +220,9 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
         ("minbytes = 8\n[section\n", "line 2"),
         ("root = \"-1\"\n", "--root"),
         ("op = 7\n", "line 1"),
+        ("agg-iters = 0\n", "--agg-iters"),
+        ("cuda-graph = 2\nblocking = true\n", "--blocking"),
+        ("register = 2\n", "--register 2"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("c{i}.toml"));
@@ -214,6 +304,10 @@ fn json_report_carries_the_run_and_every_record() {
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["run"]["nranks"], 2);
     assert_eq!(doc["run"]["backend"], "mpi");
+    // nccl-tests' extras, at their defaults
+    assert_eq!(doc["run"]["agg_iters"], 1);
+    assert_eq!(doc["run"]["cuda_graph"], 0);
+    assert_eq!(doc["run"]["register"], false);
     assert_eq!(doc["summary"]["complete"], true);
     let csv = Csv::read(&csv_path);
     let records = doc["records"].as_array().unwrap();

@@ -302,6 +302,108 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
     assert!(took.as_secs() < 60, "took {took:?}");
 }
 
+/// The hierarchical modes on nccl go through the real bootstrap: without
+/// ncclCommSplit (forced by a test hook), rank 0's bundle of unique ids
+/// (the flat communicator's, one per virtual node, one per local rank)
+/// reaches every rank over MPI; then, with no GPU, every rank stops at
+/// device initialisation with exit 1 and one line, before any plan check.
+#[cfg(feature = "mpi")]
+#[test]
+fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_without_a_gpu() {
+    let Some(lib) = nccl_lib() else { return };
+    if has_cuda_driver() {
+        eprintln!("note: this machine has a CUDA driver; the no-GPU bootstrap test does not apply");
+        return;
+    }
+    let dir = tempdir();
+    let trace = dir.path().join("trace");
+    std::fs::create_dir(&trace).unwrap();
+    let never = dir.path().join("never.csv");
+    let common = [
+        "run",
+        "--backend",
+        "nccl",
+        "--collectives",
+        "all_reduce",
+        "--ranks-per-node",
+        "2",
+        "-e",
+        "1K",
+        "--trace-bootstrap",
+        path_str(&trace),
+        "--csv",
+        path_str(&never),
+    ];
+    for extra in [
+        &["--hierarchy", "all", "--phase-times", "-R", "--no-comm-split"][..],
+        &["--hierarchy", "rs-ar-ag"][..],
+    ] {
+        let mut args = common.to_vec();
+        args.extend(extra);
+        let out = mpirun_env(4, &[("COLLBENCH_NCCL_LIB", path_str(&lib))], &args);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{extra:?}: {err}");
+        let lines = our_lines(&out);
+        assert_eq!(lines.len(), 1, "{extra:?}: {err}");
+        assert!(
+            lines[0].starts_with("collbench: --backend nccl: no CUDA driver"),
+            "{}",
+            lines[0]
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        let ids: Vec<String> = (0..4)
+            .map(|r| std::fs::read_to_string(trace.join(format!("rank-{r}.id"))).unwrap())
+            .collect();
+        assert!(
+            ids.iter().all(|t| *t == ids[0]),
+            "every rank got rank 0's bundle: {ids:?}"
+        );
+        let lines: Vec<&str> = ids[0].lines().collect();
+        if extra.contains(&"--no-comm-split") {
+            // the flat id, 2 virtual nodes, 2 local ranks
+            assert_eq!(lines.len(), 1 + 2 + 2, "{ids:?}");
+            let distinct: std::collections::BTreeSet<&str> = lines.iter().copied().collect();
+            assert_eq!(distinct.len(), lines.len(), "every group has its own id");
+        } else {
+            // this library has ncclCommSplit: nothing but the flat id
+            assert_eq!(lines.len(), 1, "{ids:?}");
+        }
+        assert!(lines.iter().all(|l| l.len() == 256), "{lines:?}");
+    }
+    assert!(!never.exists(), "no report for a failed start");
+}
+
+/// `-m`, `-G` and `-R` are accepted on the nccl backend and change nothing
+/// before the GPU: without one, the run stops at device initialisation.
+#[test]
+fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
+    let Some(lib) = nccl_lib() else { return };
+    if has_cuda_driver() {
+        eprintln!("note: this machine has a CUDA driver; the no-GPU test does not apply");
+        return;
+    }
+    let mut cmd = clean(&[
+        "run",
+        "-g",
+        "2",
+        "--backend",
+        "nccl",
+        "-m",
+        "4",
+        "-G",
+        "2",
+        "-R",
+        "-e",
+        "1K",
+    ]);
+    cmd.env("COLLBENCH_NCCL_LIB", &lib);
+    let out = output(cmd);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("collbench: --backend nccl: no CUDA driver"), "{err}");
+}
+
 #[test]
 fn threads_of_one_process_share_the_id_then_fail_cleanly_without_a_gpu() {
     let Some(lib) = nccl_lib() else { return };

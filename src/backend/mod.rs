@@ -43,6 +43,54 @@ pub fn rotation_offset(span: usize, steps: usize, iter: u64) -> usize {
     }
 }
 
+/// nccl-tests' launch extras a run asks for: `-m`, `-G`, `-R`. The
+/// defaults (1, 0, off) launch one operation at a time, as every backend
+/// does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchExtras {
+    /// `-m/--agg-iters`: operations per timed iteration, in one NCCL group.
+    pub agg_iters: u32,
+    /// `-G/--cuda-graph`: replays of the captured timed iterations; 0 off.
+    pub cuda_graph: u32,
+    /// `-R/--register`: register the buffers with the communicator.
+    pub register: bool,
+}
+
+impl Default for LaunchExtras {
+    fn default() -> Self {
+        LaunchExtras {
+            agg_iters: 1,
+            cuda_graph: 0,
+            register: false,
+        }
+    }
+}
+
+impl LaunchExtras {
+    /// The refusal of a backend that has none of the extras (`backend`
+    /// names it): the first extra asked for, and why it cannot run there.
+    pub fn refuse_all(&self, backend: &str) -> Result<(), String> {
+        let asked = if self.agg_iters > 1 {
+            format!(
+                "-m/--agg-iters {} issues several operations as one NCCL group",
+                self.agg_iters
+            )
+        } else if self.cuda_graph > 0 {
+            format!(
+                "-G/--cuda-graph {} captures NCCL launches in a CUDA graph",
+                self.cuda_graph
+            )
+        } else if self.register {
+            "-R/--register registers buffers with an NCCL communicator".to_string()
+        } else {
+            return Ok(());
+        };
+        Err(format!(
+            "{asked}: it needs the nccl backend, and this run's backend is {backend}; drop the option or use --backend nccl"
+        ))
+    }
+}
+
 /// What a backend needs to observe its transport once it is set up.
 pub struct TransportQuery<'a> {
     /// The requested profile (`--transport`).
@@ -87,8 +135,26 @@ pub trait Backend {
         Ok(())
     }
 
+    /// Why this backend cannot run `extras`, if it cannot. By default
+    /// every extra is refused (a backend without NCCL has none of them).
+    fn check_extras(&self, extras: &LaunchExtras) -> Result<(), String> {
+        extras.refuse_all(self.name())
+    }
+
+    /// Notes for the run header (one line each): what the backend did
+    /// differently from what was asked, or on top of it.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Largest element count of one buffer this backend can pass in a call.
     fn max_elements(&self) -> usize;
+
+    /// Device memory the plan needs beyond its two buffers per rank (the
+    /// padded scratch buffer of NCCL's rs-ar-ag), for fitting the plan.
+    fn scratch_bytes(&self, _plan: &Plan) -> u64 {
+        0
+    }
 
     /// Called once before the sweep with the whole plan: a device backend
     /// allocates buffers large enough for every case (it must not allocate
@@ -128,6 +194,51 @@ pub trait Backend {
     /// Checks run at `iter` 0, where the loaded input is.
     fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error>;
 
+    /// Enqueues `ops` operations as one group (`-m`, NCCL's
+    /// ncclGroupStart/End); operation `a` works where operation
+    /// `first_iter + a` would. Only where `check_extras` allowed it.
+    fn launch_group(&mut self, _call: &Call, _placement: Placement, _first_iter: u64, _ops: u32) -> Result<(), Error> {
+        Err(Error::runtime(format!(
+            "internal error: the {} backend cannot group operations",
+            self.name()
+        )))
+    }
+
+    /// Starts capturing launches into a CUDA graph (`-G`) instead of
+    /// running them. Only where `check_extras` allowed it.
+    fn begin_capture(&mut self) -> Result<(), Error> {
+        Err(Error::runtime(format!(
+            "internal error: the {} backend cannot capture a CUDA graph",
+            self.name()
+        )))
+    }
+
+    /// Ends the capture `begin_capture` started and makes the graph ready
+    /// to replay. Called after every `begin_capture`, even when a launch
+    /// in between failed.
+    fn end_capture(&mut self) -> Result<(), Error> {
+        Err(Error::runtime(format!(
+            "internal error: the {} backend cannot capture a CUDA graph",
+            self.name()
+        )))
+    }
+
+    /// Launches the captured graph `times` times, back to back.
+    fn replay(&mut self, _times: u32) -> Result<(), Error> {
+        Err(Error::runtime(format!(
+            "internal error: the {} backend cannot replay a CUDA graph",
+            self.name()
+        )))
+    }
+
+    /// Called before a point's timed iterations with the number of
+    /// operations they launch: a backend that keeps something per
+    /// operation (CUDA events between phases) makes room for it here,
+    /// outside the timed loop.
+    fn before_timed(&mut self, _ops: u64) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// Returns when every launched operation has completed on this rank.
     fn wait(&mut self) -> Result<(), Error>;
 
@@ -136,9 +247,9 @@ pub trait Backend {
 
     /// Seconds spent in each phase (intra, inter, intra) of the
     /// hierarchical operations launched since the last call, summed; `None`
-    /// when phases are not timed. Resets the sums.
-    fn take_phase_times(&mut self) -> Option<[f64; 3]> {
-        None
+    /// when phases are not timed. Resets the sums. Called after `wait`.
+    fn take_phase_times(&mut self) -> Result<Option<[f64; 3]>, Error> {
+        Ok(None)
     }
 
     /// Whether the backend times each iteration itself (`-I`), as an
@@ -195,7 +306,29 @@ pub trait Backend {
 
 #[cfg(test)]
 mod tests {
-    use super::{rotation_offset, rotation_steps};
+    use super::{LaunchExtras, rotation_offset, rotation_steps};
+
+    #[test]
+    fn a_backend_without_nccl_refuses_each_extra_with_one_line() {
+        let none = LaunchExtras::default();
+        assert_eq!(none.refuse_all("mpi"), Ok(()));
+        let cases = [
+            (LaunchExtras { agg_iters: 2, ..none }, "-m/--agg-iters 2"),
+            (LaunchExtras { cuda_graph: 1, ..none }, "-G/--cuda-graph 1"),
+            (LaunchExtras { register: true, ..none }, "-R/--register"),
+        ];
+        for (extras, option) in cases {
+            let m = extras.refuse_all("mpi").unwrap_err();
+            assert!(m.starts_with(option), "{m}");
+            assert!(
+                m.contains("needs the nccl backend") && m.contains("backend is mpi"),
+                "{m}"
+            );
+            assert!(!m.contains('\n'), "{m}");
+        }
+        // -m 1 is the default, not a request
+        assert_eq!(LaunchExtras { agg_iters: 1, ..none }.refuse_all("mpi"), Ok(()));
+    }
 
     #[test]
     fn rotation_walks_through_the_allocation_one_span_at_a_time() {

@@ -10,6 +10,12 @@
 //!
 //! Without `-n`, each point's iteration count adapts to `--min-time`
 //! (`adaptive`). With `-I`, every iteration is timed too (`stats`).
+//!
+//! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
+//! one group; with `-G N`, the timed iterations are captured once in a CUDA
+//! graph, which is replayed N times inside the timed region. Either way the
+//! time per operation is the elapsed time over every operation run
+//! (`per_op_seconds`).
 
 pub mod adaptive;
 pub mod digest;
@@ -224,11 +230,31 @@ impl<'a> Engine<'a> {
         let wrong = self.check(call, placement)?;
         let iters = match self.cfg.iters {
             Some(n) => n,
-            None => self.calibrate(call, placement, &mut iter)?,
+            None => captured_iterations(self.calibrate(call, placement, &mut iter)?, self.cfg.cuda_graph),
         };
-        self.backend.take_phase_times();
-        let timed = self.time(call, placement, iters, &mut iter)?;
+        // Phases of the warm-up, check and calibration are not reported.
+        self.backend.take_phase_times()?;
+        self.backend
+            .before_timed(u64::from(iters) * u64::from(self.cfg.agg_iters))?;
+        let timed = if self.cfg.cuda_graph > 0 {
+            self.time_graph(call, placement, iters, &mut iter)?
+        } else {
+            self.time(call, placement, iters, &mut iter)?
+        };
         Ok((wrong, iters, timed))
+    }
+
+    /// One timed iteration: one operation, or with `-m N` N operations in
+    /// one group. `iter` numbers operations, so it moves by N.
+    fn issue(&mut self, call: &Call, placement: Placement, iter: &mut u64) -> Result<(), Error> {
+        let agg = self.cfg.agg_iters;
+        if agg > 1 {
+            self.backend.launch_group(call, placement, *iter, agg)?;
+        } else {
+            self.backend.launch(call, placement, *iter)?;
+        }
+        *iter += u64::from(agg);
+        Ok(())
     }
 
     /// Up to `--check` validation iterations; the first that finds wrong
@@ -272,17 +298,15 @@ impl<'a> Engine<'a> {
                 for _ in 0..batch {
                     self.world.barrier();
                     let start = Instant::now();
-                    self.backend.launch(call, placement, *iter)?;
+                    self.issue(call, placement, iter)?;
                     self.backend.wait()?;
                     elapsed += start.elapsed().as_secs_f64();
-                    *iter += 1;
                 }
             } else {
                 self.world.barrier();
                 let start = Instant::now();
                 for _ in 0..batch {
-                    self.backend.launch(call, placement, *iter)?;
-                    *iter += 1;
+                    self.issue(call, placement, iter)?;
                 }
                 self.backend.wait()?;
                 elapsed = start.elapsed().as_secs_f64();
@@ -294,10 +318,13 @@ impl<'a> Engine<'a> {
         Ok(calibrator.iterations())
     }
 
-    /// This rank's time per operation over `iters` timed operations, and
-    /// with `-I` each operation's time.
+    /// This rank's time per operation over `iters` timed iterations, and
+    /// with `-I` each operation's time (an iteration's time over its `-m`
+    /// operations).
     fn time(&mut self, call: &Call, placement: Placement, iters: u32, iter: &mut u64) -> Result<Timed, Error> {
         let per_iter = self.cfg.per_iter;
+        let agg = self.cfg.agg_iters;
+        let per_op = |iteration_s: f64| per_op_seconds(iteration_s, 1, agg, 0);
         let mut samples = per_iter.then(|| Vec::with_capacity(iters as usize));
         let device_marks = per_iter && self.backend.marks_iterations();
         if self.cfg.blocking {
@@ -305,17 +332,16 @@ impl<'a> Engine<'a> {
             for _ in 0..iters {
                 self.world.barrier();
                 let start = Instant::now();
-                self.backend.launch(call, placement, *iter)?;
+                self.issue(call, placement, iter)?;
                 self.backend.wait()?;
                 let took = start.elapsed().as_secs_f64();
                 total += took;
-                *iter += 1;
                 if let Some(s) = samples.as_mut() {
-                    s.push(took);
+                    s.push(per_op(took));
                 }
             }
             return Ok(Timed {
-                per_op_s: total / f64::from(iters),
+                per_op_s: per_op_seconds(total, iters, agg, 0),
                 samples,
             });
         }
@@ -326,30 +352,57 @@ impl<'a> Engine<'a> {
         let start = Instant::now();
         let mut last = start;
         for i in 0..iters {
-            self.backend.launch(call, placement, *iter)?;
-            *iter += 1;
+            self.issue(call, placement, iter)?;
             if device_marks {
                 self.backend.mark_iteration(i)?;
             } else if let Some(s) = samples.as_mut() {
                 // a synchronous library: the launch returned when it was done
                 let now = Instant::now();
-                s.push((now - last).as_secs_f64());
+                s.push(per_op((now - last).as_secs_f64()));
                 last = now;
             }
         }
         self.backend.wait()?;
-        let per_op_s = start.elapsed().as_secs_f64() / f64::from(iters);
+        let per_op_s = per_op_seconds(start.elapsed().as_secs_f64(), iters, agg, 0);
         if device_marks {
-            samples = Some(self.backend.marked_times()?);
+            let marked = self.backend.marked_times()?;
+            samples = Some(marked.into_iter().map(per_op).collect());
         }
         Ok(Timed { per_op_s, samples })
+    }
+
+    /// `-G N`: the timed iterations are captured once in a CUDA graph
+    /// (nothing runs while capturing), then the graph is replayed N times
+    /// between the barrier and the stop of the clock, as nccl-tests does.
+    fn time_graph(&mut self, call: &Call, placement: Placement, iters: u32, iter: &mut u64) -> Result<Timed, Error> {
+        let (agg, launches) = (self.cfg.agg_iters, self.cfg.cuda_graph);
+        self.backend.begin_capture()?;
+        let mut captured = Ok(());
+        for _ in 0..iters {
+            captured = self.issue(call, placement, iter);
+            if captured.is_err() {
+                break;
+            }
+        }
+        // The capture always ends, so the stream is usable whatever failed.
+        let ended = self.backend.end_capture();
+        captured?;
+        ended?;
+        self.world.barrier();
+        let start = Instant::now();
+        self.backend.replay(launches)?;
+        self.backend.wait()?;
+        Ok(Timed {
+            per_op_s: per_op_seconds(start.elapsed().as_secs_f64(), iters, agg, launches),
+            samples: None,
+        })
     }
 
     /// Mean over ranks of each phase's time per operation, on rank 0, for
     /// hierarchical points when `--phase-times` is on. Every rank takes
     /// part in the reduction whenever the backend timed phases.
     fn phase_times(&mut self, call: &Call, iters: u32) -> Result<Option<[f64; 3]>, Error> {
-        let Some(sums) = self.backend.take_phase_times() else {
+        let Some(sums) = self.backend.take_phase_times()? else {
             return Ok(None);
         };
         if call.hierarchy.is_flat() {
@@ -421,6 +474,25 @@ impl<'a> Engine<'a> {
     }
 }
 
+/// Seconds per operation: `elapsed_s` over every operation the timed
+/// region ran, `iters` iterations of `agg_iters` operations each (`-m`),
+/// replayed `graph_launches` times (`-G`; 0 is no graph, one pass).
+pub fn per_op_seconds(elapsed_s: f64, iters: u32, agg_iters: u32, graph_launches: u32) -> f64 {
+    let ops = f64::from(iters.max(1)) * f64::from(agg_iters.max(1)) * f64::from(graph_launches.max(1));
+    elapsed_s / ops
+}
+
+/// Iterations to capture with `-G N` when the count adapts to `--min-time`:
+/// the calibrated count fills the budget once, and the graph runs N times,
+/// so it holds a N-th of it (at least one iteration).
+pub fn captured_iterations(calibrated: u32, graph_launches: u32) -> u32 {
+    if graph_launches <= 1 {
+        calibrated
+    } else {
+        calibrated.div_ceil(graph_launches).max(1)
+    }
+}
+
 /// What the timed iterations of one rank gave.
 struct Timed {
     per_op_s: f64,
@@ -449,6 +521,28 @@ mod tests {
     use crate::collective::Collective;
     use crate::topology::Hierarchy;
     use crate::types::{DType, ReduceOp};
+
+    #[test]
+    fn time_per_operation_counts_every_operation_of_every_replay() {
+        // nccl-tests: elapsed / (iters * agg_iters), / graph launches
+        assert_eq!(per_op_seconds(1.0, 10, 1, 0), 0.1);
+        assert_eq!(per_op_seconds(1.0, 10, 4, 0), 1.0 / 40.0);
+        assert_eq!(per_op_seconds(1.0, 10, 4, 5), 1.0 / 200.0);
+        assert_eq!(per_op_seconds(1.0, 10, 1, 1), 0.1);
+        assert_eq!(per_op_seconds(3.0, 1, 1, 0), 3.0);
+        // nothing divides by zero
+        assert_eq!(per_op_seconds(2.0, 0, 0, 0), 2.0);
+    }
+
+    #[test]
+    fn a_replayed_graph_holds_a_share_of_the_calibrated_iterations() {
+        assert_eq!(captured_iterations(100, 0), 100);
+        assert_eq!(captured_iterations(100, 1), 100);
+        assert_eq!(captured_iterations(100, 10), 10);
+        assert_eq!(captured_iterations(101, 10), 11);
+        assert_eq!(captured_iterations(5, 100), 1);
+        assert_eq!(captured_iterations(1, 3), 1);
+    }
 
     #[test]
     fn descriptions_name_a_point_for_messages_and_profiler_timelines() {

@@ -7,7 +7,7 @@
 //! elements, or to the same buffers as the previous size, are skipped (at
 //! 4 ranks a 8-byte float all_gather has no whole element per rank).
 
-use crate::backend::Backend;
+use crate::backend::{Backend, LaunchExtras};
 use crate::collective::{Collective, Shape};
 use crate::config::{Choice, RootChoice, RunConfig};
 use crate::error::Error;
@@ -90,6 +90,28 @@ impl Plan {
                 nodes.ranks_per_node()
             )));
         }
+
+        if hierarchies.contains(&Hierarchy::ReduceBcast)
+            && cfg.collectives.contains(&Collective::AllReduce)
+            && ops.contains(&ReduceOp::Avg)
+            && !nodes.is_uniform()
+        {
+            return Err(Error::usage(format!(
+                "--op avg with --hierarchy reduce-bcast needs the same number of ranks on every node (each leader \
+                 averages its own node first), but the {} nodes have between {} and {}; use another --op or \
+                 --ranks-per-node",
+                nodes.nnodes(),
+                (0..nodes.nnodes()).map(|n| nodes.ranks_on(n).len()).min().unwrap_or(0),
+                nodes.ranks_per_node()
+            )));
+        }
+        backend
+            .check_extras(&LaunchExtras {
+                agg_iters: cfg.agg_iters,
+                cuda_graph: cfg.cuda_graph,
+                register: cfg.register,
+            })
+            .map_err(Error::Usage)?;
 
         // Everything but the size, in sweep order.
         let mut groups = Vec::new();
@@ -424,6 +446,93 @@ mod tests {
             a.maxbytes = Some("64".into());
         });
         assert!(Plan::build(&cfg, &uneven, &Caps).is_ok());
+    }
+
+    /// `Caps` with avg: for the checks that only matter where avg runs.
+    struct WithAvg;
+
+    impl Backend for WithAvg {
+        fn name(&self) -> &'static str {
+            "with-avg"
+        }
+        fn version(&self) -> String {
+            String::new()
+        }
+        fn check_dtype(&self, dtype: DType) -> Result<(), String> {
+            Caps.check_dtype(dtype)
+        }
+        fn check_op(&self, _: ReduceOp) -> Result<(), String> {
+            Ok(())
+        }
+        fn max_elements(&self) -> usize {
+            Caps.max_elements()
+        }
+        fn prepare(&mut self, c: &Call) -> Result<(), Error> {
+            Caps.prepare(c)
+        }
+        fn load_input(&mut self, c: &Call, p: Placement, v: &(dyn Fn(usize) -> u64 + Sync)) -> Result<(), Error> {
+            Caps.load_input(c, p, v)
+        }
+        fn reserve(&mut self, p: &Plan, r: bool) -> Result<(), Error> {
+            Caps.reserve(p, r)
+        }
+        fn launch(&mut self, c: &Call, p: Placement, i: u64) -> Result<(), Error> {
+            Caps.launch(c, p, i)
+        }
+        fn wait(&mut self) -> Result<(), Error> {
+            Caps.wait()
+        }
+        fn output(&mut self, _: &Call, _: Placement) -> Result<(&mut HostBuffer, std::ops::Range<usize>), Error> {
+            unreachable!()
+        }
+    }
+
+    #[test]
+    fn reduce_bcast_averages_only_over_nodes_of_one_size() {
+        let hosts: Vec<String> = ["a", "a", "b"].iter().map(|s| s.to_string()).collect();
+        let uneven = Nodes::from_keys(&hosts, &hosts);
+        let cfg = config(|a| {
+            a.collectives = Some("all_reduce".into());
+            a.hierarchy = Some("reduce-bcast".into());
+            a.op = Some("sum,avg".into());
+            a.maxbytes = Some("64".into());
+        });
+        match Plan::build(&cfg, &uneven, &WithAvg) {
+            Err(Error::Usage(m)) => assert!(m.contains("--op avg") && m.contains("between 1 and 2"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let even = Nodes::consecutive(2, &vec!["h".to_string(); 4]).unwrap();
+        assert!(Plan::build(&cfg, &even, &WithAvg).is_ok());
+        let sum_only = config(|a| {
+            a.hierarchy = Some("reduce-bcast".into());
+            a.maxbytes = Some("64".into());
+        });
+        assert!(Plan::build(&sum_only, &uneven, &WithAvg).is_ok());
+    }
+
+    #[test]
+    fn launch_extras_go_through_the_backend() {
+        for set in [
+            (|a: &mut RunArgs| a.agg_iters = Some(2)) as fn(&mut RunArgs),
+            |a| a.cuda_graph = Some(1),
+            |a| a.register = Some("1".into()),
+        ] {
+            let cfg = config(|a| {
+                set(a);
+                a.maxbytes = Some("64".into());
+            });
+            match Plan::build(&cfg, &one_node(2), &Caps) {
+                Err(Error::Usage(m)) => assert!(m.contains("backend is caps"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        let defaults = config(|a| {
+            a.maxbytes = Some("64".into());
+            a.agg_iters = Some(1);
+            a.cuda_graph = Some(0);
+            a.register = Some("0".into());
+        });
+        assert!(Plan::build(&defaults, &one_node(2), &Caps).is_ok());
     }
 
     #[test]

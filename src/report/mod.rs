@@ -62,6 +62,13 @@ pub struct RunInfo {
     pub check: u32,
     pub average: String,
     pub blocking: bool,
+    /// `-m`: operations per timed iteration, in one NCCL group.
+    pub agg_iters: u32,
+    /// `-G`: replays of the captured timed iterations; 0 = no graph.
+    pub cuda_graph: u32,
+    /// `-R`: buffer registration asked for (the header notes whether it
+    /// happened).
+    pub register: bool,
     /// The requested profile (`--transport`).
     pub transport: String,
     /// What the ranks observed, merged (the CSV's `transport_observed`).

@@ -263,6 +263,9 @@ pub fn run_header(run: &RunInfo) -> String {
         if run.rotate { ", buffers rotate" } else { "" },
         if run.per_iter { ", per-iteration statistics" } else { "" },
     );
+    if let Some(extras) = launch_extras(run.agg_iters, run.cuda_graph) {
+        s += &format!("#             {extras}\n");
+    }
     s += &format!("# plan      : {} points per sweep\n", run.points);
     s += &format!(
         "# transport : {}, observed {}   control plane: {}\n",
@@ -287,6 +290,28 @@ pub fn run_header(run: &RunInfo) -> String {
         s += &format!("#  ... and {} more ranks\n", run.ranks.len() - MAX_LISTED_RANKS);
     }
     s
+}
+
+/// nccl-tests' `-m` and `-G`, when used: how many operations each timed
+/// measurement divides by. (`-R` shows as a backend note.)
+fn launch_extras(agg_iters: u32, cuda_graph: u32) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut divisor = "iters".to_string();
+    if agg_iters > 1 {
+        parts.push(format!("{agg_iters} operations per iteration in one NCCL group (-m)"));
+        divisor += &format!(" x {agg_iters}");
+    }
+    if cuda_graph > 0 {
+        parts.push(format!(
+            "iterations captured in a CUDA graph, replayed {cuda_graph} time{} (-G)",
+            if cuda_graph == 1 { "" } else { "s" }
+        ));
+        divisor += &format!(" x {cuda_graph}");
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!("{}; time per op = elapsed / ({divisor})", parts.join(", ")))
 }
 
 /// "rank 5 on node-b is 14% slower than the median at sizes >= 64 MiB".
@@ -409,5 +434,26 @@ impl Sink for TableSink {
 
     fn target(&self) -> String {
         "standard output".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::launch_extras;
+
+    #[test]
+    fn the_header_says_what_each_time_is_divided_by_under_m_and_g() {
+        assert_eq!(launch_extras(1, 0), None);
+        assert_eq!(
+            launch_extras(4, 0).unwrap(),
+            "4 operations per iteration in one NCCL group (-m); time per op = elapsed / (iters x 4)"
+        );
+        assert_eq!(
+            launch_extras(1, 1).unwrap(),
+            "iterations captured in a CUDA graph, replayed 1 time (-G); time per op = elapsed / (iters x 1)"
+        );
+        let both = launch_extras(2, 10).unwrap();
+        assert!(both.ends_with("elapsed / (iters x 2 x 10)"), "{both}");
+        assert!(both.contains("replayed 10 times"), "{both}");
     }
 }

@@ -383,8 +383,8 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
-    fn take_phase_times(&mut self) -> Option<[f64; 3]> {
-        self.sub.as_mut()?.take_phase_times()
+    fn take_phase_times(&mut self) -> Result<Option<[f64; 3]>, Error> {
+        Ok(self.sub.as_mut().and_then(SubComms::take_phase_times))
     }
 
     fn output(&mut self, call: &Call, placement: Placement) -> Result<(&mut HostBuffer, Range<usize>), Error> {

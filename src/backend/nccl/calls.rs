@@ -73,6 +73,20 @@ pub fn check_op(version: NcclVersion, op: ReduceOp) -> Result<(), String> {
     Ok(())
 }
 
+/// NCCL 2.9 made its calls capturable in CUDA graphs.
+const GRAPH_CAPTURE_SINCE: NcclVersion = NcclVersion::new(2, 9, 0);
+
+/// Why `-G` cannot run with this library, if it cannot.
+pub fn check_graph(version: NcclVersion) -> Result<(), String> {
+    if version < GRAPH_CAPTURE_SINCE {
+        return Err(format!(
+            "-G/--cuda-graph needs NCCL 2.9 or later (NCCL {version} cannot be captured in a CUDA graph); \
+             use a newer NCCL or drop -G"
+        ));
+    }
+    Ok(())
+}
+
 /// The native calls the loaded library offers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Native {
@@ -330,6 +344,17 @@ mod tests {
         for t in DType::ALL.into_iter().filter(|&t| t != DType::Bfloat16) {
             assert!(check_dtype(old, t).is_ok());
         }
+    }
+
+    #[test]
+    fn cuda_graph_capture_needs_nccl_2_9() {
+        let m = check_graph(NcclVersion::new(2, 8, 4)).unwrap_err();
+        assert!(
+            m.contains("2.9") && m.contains("2.8.4") && m.starts_with("-G/--cuda-graph"),
+            "{m}"
+        );
+        assert!(check_graph(NcclVersion::new(2, 9, 0)).is_ok());
+        assert!(check_graph(NcclVersion::new(2, 21, 5)).is_ok());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The GPU side, through cudarc's safe driver API: which GPU a rank uses, its
 //! context and stream, device buffers (`sys::DeviceMemory`), host<->device
-//! copies and completion polling. No `unsafe` here.
+//! copies, completion polling, timing events (`-I`, `--phase-times`) and
+//! CUDA graph capture and replay (`-G`). No `unsafe` here.
 //!
 //! cudarc loads libcuda lazily and panics when it or one of its symbols is
 //! missing, so every entry point first passes `sys::check_cuda_driver`,
@@ -8,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
+use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream, DriverError};
 use thiserror::Error;
 
 pub use super::sys::DeviceMemory;
@@ -123,6 +124,24 @@ fn visible_gpus(driver: &CudaDriver) -> Result<usize, DeviceError> {
     Ok(count as usize)
 }
 
+/// Whether this machine's CUDA driver can capture and replay graphs (`-G`):
+/// cudarc resolves those entry points lazily and would panic on a missing
+/// one, so they are checked before the first capture.
+pub fn graph_support() -> Result<(), String> {
+    let driver = driver().map_err(|e| e.to_string())?;
+    let missing = sys::missing_driver_symbols(&driver.library, &sys::GRAPH_SYMBOLS);
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "-G/--cuda-graph needs CUDA graphs, but the CUDA driver {} (CUDA {}) lacks {}; update the NVIDIA driver or drop -G",
+            driver.library,
+            driver.version_text(),
+            missing.join(", ")
+        ))
+    }
+}
+
 /// The GPU one rank drives: its primary context and one non-blocking stream
 /// on which every copy and every NCCL call of this rank is ordered.
 pub struct Device {
@@ -133,8 +152,23 @@ pub struct Device {
     /// Timing events for `-I`: one before the first timed iteration and
     /// one after each; created on first use and kept for the run.
     iteration_marks: Vec<CudaEvent>,
+    /// Timing events around the phases of hierarchical operations.
+    phase_marks: PhaseMarks,
+    /// The current point's captured iterations (`-G`).
+    graph: Option<CudaGraph>,
     ordinal: usize,
     name: String,
+}
+
+/// `--phase-times` on the GPU: four events per hierarchical operation (before
+/// its first phase and after each of the three), recorded on the stream
+/// between the phases, from a pool that grows outside the timed loop
+/// (`reserve`) and is reused point after point.
+#[derive(Default)]
+struct PhaseMarks {
+    sets: Vec<[CudaEvent; 4]>,
+    /// Sets recorded since the last `take`.
+    used: usize,
 }
 
 impl Device {
@@ -160,6 +194,8 @@ impl Device {
             stream,
             done,
             iteration_marks: Vec::new(),
+            phase_marks: PhaseMarks::default(),
+            graph: None,
             ordinal: local_rank,
             name,
         })
@@ -252,6 +288,109 @@ impl Device {
                     .map_err(cuda("event timing"))
             })
             .collect()
+    }
+
+    /// Makes room for the phase events of `ops` more hierarchical
+    /// operations, so that none is created inside the timed loop.
+    pub fn reserve_phase_marks(&mut self, ops: usize) -> Result<(), DeviceError> {
+        let want = self.phase_marks.used + ops;
+        while self.phase_marks.sets.len() < want {
+            let set = self.phase_event_set()?;
+            self.phase_marks.sets.push(set);
+        }
+        Ok(())
+    }
+
+    fn phase_event_set(&self) -> Result<[CudaEvent; 4], DeviceError> {
+        let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let event = || self.ctx.new_event(timing).map_err(cuda("event creation"));
+        Ok([event()?, event()?, event()?, event()?])
+    }
+
+    /// Records phase boundary `boundary` of the current hierarchical
+    /// operation on the stream: 0 before its first phase (which starts a new
+    /// operation), `k` after phase `k` (1 to 3).
+    pub fn mark_phase(&mut self, boundary: usize) -> Result<(), DeviceError> {
+        if boundary == 0 {
+            if self.phase_marks.used == self.phase_marks.sets.len() {
+                let set = self.phase_event_set()?;
+                self.phase_marks.sets.push(set);
+            }
+            self.phase_marks.used += 1;
+        }
+        let set = self
+            .phase_marks
+            .used
+            .checked_sub(1)
+            .and_then(|i| self.phase_marks.sets.get(i))
+            .ok_or_else(|| DeviceError::Cuda {
+                what: "event record",
+                text: "a phase boundary before the operation's start".into(),
+            })?;
+        let event = set.get(boundary).ok_or_else(|| DeviceError::Cuda {
+            what: "event record",
+            text: format!("phase boundary {boundary} of 0..=3"),
+        })?;
+        event.record(&self.stream).map_err(cuda("event record"))
+    }
+
+    /// Seconds spent in each phase by the operations marked since the last
+    /// call, summed (waits for them to finish); resets the marks.
+    pub fn take_phase_times(&mut self) -> Result<[f64; 3], DeviceError> {
+        let used = std::mem::take(&mut self.phase_marks.used);
+        let mut sums = [0.0; 3];
+        for set in &self.phase_marks.sets[..used] {
+            for (phase, sum) in sums.iter_mut().enumerate() {
+                let ms = set[phase].elapsed_ms(&set[phase + 1]).map_err(cuda("event timing"))?;
+                *sum += f64::from(ms) * 1e-3;
+            }
+        }
+        Ok(sums)
+    }
+
+    /// Starts capturing everything enqueued on the stream into a CUDA graph
+    /// (`-G`). Thread-local mode: with `-g`, the other ranks' threads keep
+    /// working on their own streams meanwhile. The previous graph is
+    /// released first.
+    pub fn begin_capture(&mut self) -> Result<(), DeviceError> {
+        self.graph = None;
+        let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        self.stream.begin_capture(mode).map_err(cuda("stream capture"))
+    }
+
+    /// Ends the capture, instantiates the graph and uploads it to the GPU,
+    /// so that its first replay costs no more than the others.
+    pub fn end_capture(&mut self) -> Result<(), DeviceError> {
+        let flags = cudarc::driver::sys::CUgraphInstantiate_flags(0);
+        let graph = self
+            .stream
+            .end_capture(flags)
+            .map_err(cuda("stream capture"))?
+            .ok_or_else(|| DeviceError::Cuda {
+                what: "stream capture",
+                text: "nothing was captured".into(),
+            })?;
+        graph.upload().map_err(cuda("graph upload"))?;
+        self.graph = Some(graph);
+        Ok(())
+    }
+
+    /// Launches the captured graph `times` times, back to back.
+    pub fn replay(&self, times: u32) -> Result<(), DeviceError> {
+        let graph = self.graph.as_ref().ok_or_else(|| DeviceError::Cuda {
+            what: "graph launch",
+            text: "no graph was captured".into(),
+        })?;
+        for _ in 0..times {
+            graph.launch().map_err(cuda("graph launch"))?;
+        }
+        Ok(())
+    }
+
+    /// Releases the graph, and with it what NCCL keeps for the calls it
+    /// captured: before any communicator is destroyed.
+    pub fn release_graph(&mut self) {
+        self.graph = None;
     }
 
     /// Marks the end of everything enqueued so far on the stream.

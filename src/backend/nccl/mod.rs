@@ -17,6 +17,7 @@
 
 mod calls;
 pub mod device;
+mod hierarchy;
 pub mod sys;
 
 use std::ops::Range;
@@ -25,18 +26,20 @@ use std::process::Command;
 use std::sync::Arc;
 
 pub use device::{CudaInfo, Device, DeviceError, GpuInfo};
+pub use hierarchy::{SubSource, id_count};
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
-use super::{Backend, Call, TransportQuery};
+use super::{Backend, Call, LaunchExtras, TransportQuery};
 use crate::buffer::HostBuffer;
 use crate::engine::Plan;
 use crate::error::Error;
-use crate::topology::Hierarchy;
 use crate::topology::observe::Observed;
+use crate::topology::{Hierarchy, Nodes};
 use crate::types::{DType, Placement, ReduceOp};
 use calls::Native;
 use device::DeviceMemory;
-use sys::{Api, Buf, Candidate, Comm, Launch, Nvtx};
+use hierarchy::{Membership, Phases, Step, SubComms};
+use sys::{Api, Buf, Buffers, Candidate, Comm, Launch, Nvtx};
 
 /// Environment variable naming the library (file or folder).
 pub const ENV_LIB: &str = "COLLBENCH_NCCL_LIB";
@@ -304,6 +307,18 @@ impl UniqueId {
         Ok(UniqueId(id))
     }
 
+    /// `count` ids sent as one byte string (rank 0's bundle: the flat
+    /// communicator's, then one per sub-communicator group).
+    pub fn split_bundle(bytes: &[u8], count: usize) -> Result<Vec<UniqueId>, Error> {
+        if bytes.len() != count * UNIQUE_ID_BYTES {
+            return Err(Error::runtime(format!(
+                "the NCCL unique ids from rank 0 have {} bytes, not {count} x {UNIQUE_ID_BYTES}",
+                bytes.len()
+            )));
+        }
+        bytes.chunks(UNIQUE_ID_BYTES).map(UniqueId::from_bytes).collect()
+    }
+
     pub fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -319,20 +334,57 @@ pub struct Placing {
     pub host: String,
 }
 
-/// The NCCL backend of one rank. Field order is drop order: the
-/// communicator goes first, then the buffers, then the device.
+/// `-R`, as every rank settled it at start-up: registration needs every
+/// rank of a communicator to pass registered buffers, or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Registration {
+    Off,
+    /// Every rank's library has ncclCommRegister.
+    On,
+    /// Asked for, but some rank's library lacks ncclCommRegister.
+    Unavailable,
+}
+
+/// What a run asks of the backend beyond the flat communicator, settled by
+/// every rank together at start-up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Which ranks form a node (hosts, or `--ranks-per-node` groups).
+    pub nodes: Nodes,
+    /// How the hierarchical modes' sub-communicators are made; `None` when
+    /// the run has no hierarchical mode.
+    pub sub_source: Option<SubSource>,
+    /// `--phase-times`.
+    pub time_phases: bool,
+    pub registration: Registration,
+}
+
+/// The prepared NCCL work of the current call and placement.
+enum Work {
+    Flat(Launch),
+    Phases(Phases),
+}
+
+/// The NCCL backend of one rank. `Drop` releases, in order: the CUDA graph,
+/// the sub-communicators, the communicator (each after its buffer
+/// registrations), then the fields: buffers, then the device.
 pub struct NcclBackend {
     comm: Option<Comm>,
+    /// The hierarchical modes' communicators, made at the first
+    /// hierarchical point.
+    sub: Option<SubComms>,
     send: DeviceMemory,
     recv: DeviceMemory,
+    /// rs-ar-ag's padded buffer, for counts the node size does not divide.
+    scratch: DeviceMemory,
     device: Device,
     host_send: HostBuffer,
     host_recv: HostBuffer,
     library: NcclLibrary,
     native: Native,
-    /// The last launch's calls, reused while the call stays the same.
-    cached: Option<(Call, Placement, Launch)>,
-    /// Set after any failure: the communicator is then aborted, not
+    /// The last launch's work, reused while the call stays the same.
+    cached: Option<(Call, Placement, Work)>,
+    /// Set after any failure: the communicators are then aborted, not
     /// destroyed (destroy waits for peers that may be gone).
     failed: bool,
     /// Threads for filling and checking host buffers: this host's cores
@@ -344,6 +396,11 @@ pub struct NcclBackend {
     rotate: bool,
     /// Iterations the last `start_marks` times.
     marked: usize,
+    /// This rank's place in the sub-communicators.
+    member: Membership,
+    sub_source: Option<SubSource>,
+    time_phases: bool,
+    registration: Registration,
 }
 
 impl NcclBackend {
@@ -355,9 +412,22 @@ impl NcclBackend {
     }
 
     /// `ncclCommInitRank` on `device`: collective over all ranks.
-    pub fn init(library: NcclLibrary, device: Device, id: &UniqueId, at: &Placing) -> Result<NcclBackend, Error> {
+    pub fn init(
+        library: NcclLibrary,
+        device: Device,
+        id: &UniqueId,
+        at: &Placing,
+        options: Options,
+    ) -> Result<NcclBackend, Error> {
         let nccl = |e: NcclError| Error::runtime(format!("NCCL {}: {e}", library.version()));
         let dev = |e: DeviceError| Error::runtime(e.to_string());
+        if options.nodes.nranks() != at.nranks {
+            return Err(Error::runtime(format!(
+                "internal error: {} ranks in the node layout, {} in the job",
+                options.nodes.nranks(),
+                at.nranks
+            )));
+        }
         device.bind().map_err(dev)?;
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
         // A communicator that disagrees with the control plane about who is
@@ -373,10 +443,13 @@ impl NcclBackend {
         let opt = library.optional();
         let send = device.alloc(0).map_err(dev)?;
         let recv = device.alloc(0).map_err(dev)?;
+        let scratch = device.alloc(0).map_err(dev)?;
         Ok(NcclBackend {
             comm: Some(comm),
+            sub: None,
             send,
             recv,
+            scratch,
             device,
             host_send: HostBuffer::new(DType::Float, 0)?,
             host_recv: HostBuffer::new(DType::Float, 0)?,
@@ -392,6 +465,10 @@ impl NcclBackend {
             failed: false,
             host_threads: std::thread::available_parallelism().map_or(1, |n| n.get()) / at.local_ranks.max(1),
             nvtx: load_nvtx(),
+            member: Membership::of(&options.nodes, at.rank),
+            sub_source: options.sub_source,
+            time_phases: options.time_phases,
+            registration: options.registration,
         })
     }
 
@@ -401,7 +478,7 @@ impl NcclBackend {
             .ok_or_else(|| Error::runtime("the NCCL communicator was aborted after an earlier error"))
     }
 
-    /// Records a failure so that the communicator is aborted on drop.
+    /// Records a failure so that the communicators are aborted on drop.
     fn fail<T>(&mut self, e: impl std::fmt::Display) -> Result<T, Error> {
         self.failed = true;
         Err(Error::runtime(format!(
@@ -411,23 +488,143 @@ impl NcclBackend {
         )))
     }
 
-    /// Device buffers of at least these sizes (grown, never shrunk; the old
-    /// one is freed before the new one is allocated).
-    fn ensure_device(&mut self, send_bytes: usize, recv_bytes: usize) -> Result<(), Error> {
-        if self.send.len_bytes() < send_bytes {
-            self.send = self.device.alloc(0).map_err(|e| Error::runtime(e.to_string()))?;
-            self.send = match self.device.alloc(send_bytes) {
-                Ok(m) => m,
-                Err(e) => return self.fail(e),
-            };
+    /// With `-R`: registers the send and receive buffers with every
+    /// communicator (registering one twice does nothing).
+    fn register_buffers(&mut self) -> Result<(), Error> {
+        if self.registration != Registration::On {
+            return Ok(());
         }
-        if self.recv.len_bytes() < recv_bytes {
-            self.recv = self.device.alloc(0).map_err(|e| Error::runtime(e.to_string()))?;
-            self.recv = match self.device.alloc(recv_bytes) {
-                Ok(m) => m,
-                Err(e) => return self.fail(e),
-            };
+        let (send, recv) = (&self.send, &self.recv);
+        let mut result = Ok(());
+        for comm in self
+            .comm
+            .iter_mut()
+            .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
+        {
+            for memory in [send, recv] {
+                if let Err(e) = comm.register(memory) {
+                    result = Err(e);
+                }
+            }
         }
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// A buffer of at least `bytes` (grown, never shrunk): the old one is
+    /// deregistered and freed before the new one is allocated.
+    fn ensure_buffer(&mut self, which: Buf, bytes: usize) -> Result<(), Error> {
+        let current = match which {
+            Buf::Send => &self.send,
+            Buf::Recv => &self.recv,
+            Buf::Scratch => &self.scratch,
+        };
+        if current.len_bytes() >= bytes {
+            return Ok(());
+        }
+        // Every communicator forgets the old buffer before it is freed.
+        for comm in self
+            .comm
+            .iter_mut()
+            .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
+        {
+            comm.deregister(current);
+        }
+        let placeholder = self.device.alloc(0).map_err(|e| Error::runtime(e.to_string()))?;
+        let slot = match which {
+            Buf::Send => &mut self.send,
+            Buf::Recv => &mut self.recv,
+            Buf::Scratch => &mut self.scratch,
+        };
+        // The old buffer is freed here, before the new allocation.
+        *slot = placeholder;
+        let memory = match self.device.alloc(bytes) {
+            Ok(m) => m,
+            Err(e) => return self.fail(e),
+        };
+        match which {
+            Buf::Send => self.send = memory,
+            Buf::Recv => self.recv = memory,
+            Buf::Scratch => self.scratch = memory,
+        }
+        Ok(())
+    }
+
+    /// Device buffers of at least these sizes; with `-R`, the send and
+    /// receive buffers registered once they have their final size.
+    fn ensure_device(&mut self, send_bytes: usize, recv_bytes: usize, scratch_bytes: usize) -> Result<(), Error> {
+        // A graph of an earlier point may refer to the buffers (and NCCL may
+        // have registered them for it): it goes before any of them does.
+        self.device.release_graph();
+        self.ensure_buffer(Buf::Send, send_bytes)?;
+        self.ensure_buffer(Buf::Recv, recv_bytes)?;
+        self.ensure_buffer(Buf::Scratch, scratch_bytes)?;
+        self.register_buffers()
+    }
+
+    /// The sub-communicators, made once: every rank reaches its first
+    /// hierarchical point at the same point of the plan.
+    fn connect_hierarchy(&mut self) -> Result<(), Error> {
+        let Some(source) = self.sub_source.clone() else {
+            return Err(Error::runtime(
+                "internal error: a hierarchical point in a run set up without sub-communicators",
+            ));
+        };
+        if let Err(e) = self.device.bind() {
+            return self.fail(e);
+        }
+        let made = match self.comm.as_ref() {
+            Some(parent) => SubComms::new(parent, &self.library.api, &source, self.member),
+            None => {
+                return Err(Error::runtime(
+                    "the NCCL communicator was aborted after an earlier error",
+                ));
+            }
+        };
+        match made {
+            Ok(sub) => {
+                self.sub = Some(sub);
+                self.register_buffers()
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// Scratch bytes for one case (rs-ar-ag with padding).
+    fn case_scratch_bytes(&self, case: &crate::engine::Case) -> u64 {
+        let elements = hierarchy::scratch_elements(case.hierarchy, case.shape.count, self.member.local_size());
+        elements as u64 * case.dtype.size_bytes() as u64
+    }
+
+    /// How `call`'s operations rotate through the buffers: (span, steps)
+    /// for `rotation_offset`; one step, at the start, without rotation.
+    fn rotation(&self, call: &Call) -> (usize, usize) {
+        if !self.rotate {
+            return (0, 1);
+        }
+        let e = call.dtype.size_bytes();
+        let (send_len, recv_len) = calls::buffer_lens(call);
+        let span = send_len.max(recv_len);
+        let capacity = (self.send.len_bytes() / e).min(self.recv.len_bytes() / e);
+        (span, super::rotation_steps(span, capacity))
+    }
+
+    /// Prepares (or reuses) the work of `call` in `placement`.
+    fn prepare_work(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
+        if matches!(&self.cached, Some((c, p, _)) if c == call && *p == placement) {
+            return Ok(());
+        }
+        let work = if call.collective == crate::collective::Collective::AllReduce && !call.hierarchy.is_flat() {
+            let op = calls::red_op(call.op.unwrap_or(ReduceOp::Sum));
+            let phases = hierarchy::phases(call.hierarchy, placement, call.shape.count, op, &self.member)
+                .map_err(Error::runtime)?;
+            Work::Phases(phases)
+        } else {
+            Work::Flat(calls::launch(call, placement, self.native))
+        };
+        self.cached = Some((*call, placement, work));
         Ok(())
     }
 
@@ -441,14 +638,55 @@ impl NcclBackend {
     }
 }
 
+/// Enqueues the three phases of one hierarchical all-reduce; with `marks`,
+/// a CUDA event before the first phase and after each (`--phase-times`).
+fn enqueue_phases(
+    phases: &Phases,
+    sub: &mut SubComms,
+    bufs: &Buffers,
+    dtype: sys::DataType,
+    mut marks: Option<&mut Device>,
+) -> Result<(), String> {
+    if let Some(device) = marks.as_deref_mut() {
+        device.mark_phase(0).map_err(|e| e.to_string())?;
+    }
+    for (k, steps) in phases.0.iter().enumerate() {
+        for step in steps {
+            match step {
+                Step::Copy { from, to, count } => bufs.copy(*from, *to, *count, dtype).map_err(|e| e.to_string())?,
+                Step::Call { on, launch } => sub
+                    .comm(*on)
+                    .launch(launch, dtype, bufs)
+                    .map_err(|e| format!("{} communicator: {e}", on.name()))?,
+            }
+        }
+        if let Some(device) = marks.as_deref_mut() {
+            device.mark_phase(k + 1).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 impl Drop for NcclBackend {
     fn drop(&mut self) {
-        if let Some(comm) = self.comm.take()
-            && self.failed
-        {
-            comm.abort();
+        // What NCCL keeps for calls captured in a graph goes with the
+        // graph, while the communicators still exist.
+        self.device.release_graph();
+        let sub = self.sub.take();
+        let comm = self.comm.take();
+        if self.failed {
+            if let Some(sub) = sub {
+                sub.abort();
+            }
+            if let Some(comm) = comm {
+                comm.abort();
+            }
+        } else {
+            // Sub-communicators before their parent; each releases its
+            // registrations, then is destroyed.
+            drop(sub);
+            drop(comm);
         }
-        // Otherwise `comm` is dropped here, which destroys it.
     }
 }
 
@@ -489,19 +727,42 @@ impl Backend for NcclBackend {
     }
 
     fn check_hierarchy(&self, mode: Hierarchy) -> Result<(), String> {
-        if mode.is_flat() {
+        if mode.is_flat() || self.sub_source.is_some() {
             Ok(())
         } else {
             Err(format!(
-                "--hierarchy {mode}: the nccl backend runs all_reduce flat only for now; \
-                 hierarchical modes run on the mpi backend"
+                "--hierarchy {mode}: internal error: the nccl backend was set up without sub-communicators"
             ))
+        }
+    }
+
+    fn check_extras(&self, extras: &LaunchExtras) -> Result<(), String> {
+        if extras.cuda_graph > 0 {
+            calls::check_graph(self.library.version())?;
+            device::graph_support()?;
+        }
+        Ok(())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        match self.registration {
+            Registration::Off => Vec::new(),
+            Registration::On => vec!["buffers registered with ncclCommRegister (-R)".into()],
+            Registration::Unavailable => vec![format!(
+                "-R: ncclCommRegister is missing from the NCCL library of at least one rank ({} here); \
+                 buffers are not registered",
+                self.library.describe()
+            )],
         }
     }
 
     fn max_elements(&self) -> usize {
         // NCCL counts are size_t; keep byte offsets far from overflow.
         usize::MAX >> 8
+    }
+
+    fn scratch_bytes(&self, plan: &Plan) -> u64 {
+        plan.cases.iter().map(|c| self.case_scratch_bytes(c)).max().unwrap_or(0)
     }
 
     fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
@@ -517,7 +778,8 @@ impl Backend for NcclBackend {
         } else {
             (send, recv)
         };
-        self.ensure_device(send as usize, recv as usize)
+        let scratch = self.scratch_bytes(plan);
+        self.ensure_device(send as usize, recv as usize, scratch as usize)
     }
 
     fn device_free_bytes(&self) -> Option<u64> {
@@ -525,9 +787,15 @@ impl Backend for NcclBackend {
     }
 
     fn prepare(&mut self, call: &Call) -> Result<(), Error> {
+        // The previous point's graph is of no further use.
+        self.device.release_graph();
+        if !call.hierarchy.is_flat() && self.sub.is_none() {
+            self.connect_hierarchy()?;
+        }
         let (send_len, recv_len) = calls::buffer_lens(call);
         let e = call.dtype.size_bytes();
-        self.ensure_device(send_len * e, recv_len * e)?;
+        let scratch_len = hierarchy::scratch_elements(call.hierarchy, call.shape.count, self.member.local_size());
+        self.ensure_device(send_len * e, recv_len * e, scratch_len * e)?;
         // The host side of a GPU rank is idle while it checks: the host's
         // cores are shared among the ranks on it.
         let threads = self.host_threads;
@@ -575,6 +843,7 @@ impl Backend for NcclBackend {
                 self.host_recv.fill(r.input.1, value);
                 Device::upload(&mut self.recv, 0, self.host_recv.bytes())
             }
+            Buf::Scratch => return Err(Error::runtime("internal error: an input in the scratch buffer")),
         };
         match result {
             Ok(()) => Ok(()),
@@ -583,32 +852,105 @@ impl Backend for NcclBackend {
     }
 
     fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
-        let e = call.dtype.size_bytes();
-        let shift = if self.rotate {
-            let (send_len, recv_len) = calls::buffer_lens(call);
-            let (span, capacity) = (
-                send_len.max(recv_len),
-                (self.send.len_bytes() / e).min(self.recv.len_bytes() / e),
-            );
-            super::rotation_offset(span, super::rotation_steps(span, capacity), iter)
-        } else {
-            0
-        };
-        let fresh = !matches!(&self.cached, Some((c, p, _)) if c == call && *p == placement);
-        if fresh {
-            self.cached = Some((*call, placement, calls::launch(call, placement, self.native)));
-        }
+        let (span, steps) = self.rotation(call);
+        let shift = super::rotation_offset(span, steps, iter);
+        self.prepare_work(call, placement)?;
         let dtype = calls::data_type(call.dtype);
-        let Some((_, _, launch)) = self.cached.as_ref() else {
-            return Err(Error::runtime("internal: no NCCL launch prepared"));
+        let bufs = Buffers {
+            send: &self.send,
+            recv: &self.recv,
+            scratch: &self.scratch,
+            shift,
         };
-        let Some(comm) = self.comm.as_mut() else {
-            return Err(Error::runtime(
-                "the NCCL communicator was aborted after an earlier error",
-            ));
+        let result = match &self.cached {
+            Some((_, _, Work::Flat(launch))) => match self.comm.as_mut() {
+                Some(comm) => comm.launch(launch, dtype, &bufs).map_err(|e| e.to_string()),
+                None => Err("the NCCL communicator was aborted after an earlier error".into()),
+            },
+            Some((_, _, Work::Phases(phases))) => match self.sub.as_mut() {
+                Some(sub) => {
+                    let marks = self.time_phases.then_some(&mut self.device);
+                    enqueue_phases(phases, sub, &bufs, dtype, marks)
+                }
+                None => Err("internal error: no sub-communicators for a hierarchical all-reduce".into()),
+            },
+            None => Err("internal error: no NCCL work prepared".into()),
         };
-        match comm.launch(launch, dtype, &self.send, &mut self.recv, shift) {
+        match result {
             Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn launch_group(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
+        // Operation `a` of the group works where operation `first_iter + a`
+        // of the point would (nccl-tests shifts each aggregated operation).
+        let (span, steps) = self.rotation(call);
+        let shifts = (0..u64::from(ops)).map(move |a| super::rotation_offset(span, steps, first_iter + a));
+        self.prepare_work(call, placement)?;
+        let dtype = calls::data_type(call.dtype);
+        let bufs = Buffers {
+            send: &self.send,
+            recv: &self.recv,
+            scratch: &self.scratch,
+            shift: 0,
+        };
+        let result = match (&self.cached, self.comm.as_mut()) {
+            (Some((_, _, Work::Flat(launch))), Some(comm)) => comm
+                .launch_group(launch, dtype, &bufs, shifts)
+                .map_err(|e| e.to_string()),
+            (Some((_, _, Work::Phases(_))), _) => {
+                Err("internal error: -m groups whole operations, never hierarchical phases".into())
+            }
+            (_, None) => Err("the NCCL communicator was aborted after an earlier error".into()),
+            (None, _) => Err("internal error: no NCCL work prepared".into()),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn begin_capture(&mut self) -> Result<(), Error> {
+        match self.device.begin_capture() {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn end_capture(&mut self) -> Result<(), Error> {
+        match self.device.end_capture() {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn replay(&mut self, times: u32) -> Result<(), Error> {
+        match self.device.replay(times) {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn before_timed(&mut self, ops: u64) -> Result<(), Error> {
+        if !self.time_phases {
+            return Ok(());
+        }
+        match self
+            .device
+            .reserve_phase_marks(usize::try_from(ops).unwrap_or(usize::MAX))
+        {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn take_phase_times(&mut self) -> Result<Option<[f64; 3]>, Error> {
+        if !self.time_phases {
+            return Ok(None);
+        }
+        match self.device.take_phase_times() {
+            Ok(times) => Ok(Some(times)),
             Err(e) => self.fail(e),
         }
     }
@@ -646,8 +988,8 @@ impl Backend for NcclBackend {
             return self.fail(e);
         }
         // As nccl-tests does: poll the stream and NCCL's asynchronous error
-        // state, so that a failed peer or network ends the wait with an
-        // error instead of a hang.
+        // state of every communicator, so that a failed peer or network
+        // ends the wait with an error instead of a hang.
         loop {
             match self.device.is_done() {
                 Ok(true) => return Ok(()),
@@ -655,6 +997,9 @@ impl Backend for NcclBackend {
                 Err(e) => return self.fail(e),
             }
             if let Err(e) = self.comm()?.async_error() {
+                return self.fail(e);
+            }
+            if let Some(Err(e)) = self.sub.as_ref().map(SubComms::async_error) {
                 return self.fail(e);
             }
             std::thread::yield_now();
@@ -731,6 +1076,18 @@ mod tests {
         assert_eq!(tried[4].target, dir.path().join("site/nvidia/nccl/lib/libnccl.so.2"));
         let m = LoadError::NotFound { tried }.to_string();
         assert!(!m.contains('\n'), "{m}");
+    }
+
+    #[test]
+    fn a_bundle_of_ids_splits_into_128_byte_ids_in_order() {
+        let bytes: Vec<u8> = (0..3u8).flat_map(|i| [i; 128]).collect();
+        let ids = UniqueId::split_bundle(&bytes, 3).unwrap();
+        assert_eq!(ids.len(), 3);
+        assert!(ids.iter().enumerate().all(|(i, id)| id.0 == [i as u8; 128]));
+        assert_eq!(UniqueId::split_bundle(&bytes[..128], 1).unwrap()[0].0, [0; 128]);
+        let e = UniqueId::split_bundle(&bytes[..200], 2).unwrap_err().to_string();
+        assert!(e.contains("200 bytes") && e.contains("2 x 128"), "{e}");
+        assert!(UniqueId::split_bundle(&bytes, 2).is_err());
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //!   optional symbols (newer API) are `Option`s;
 //! - thin wrappers: methods that turn an `ncclResult_t` into `NcclError`;
 //! - safe handles: `Comm` (a communicator that is destroyed, never leaked,
-//!   and whose `Drop` cannot panic) and `Comm::launch`, which checks every
-//!   pointer range against the device allocation it comes from before
-//!   handing it to NCCL.
+//!   and whose `Drop` cannot panic; split with ncclCommSplit; its buffer
+//!   registrations released before it is destroyed), `Comm::launch` and
+//!   `Comm::launch_group`, which check every pointer range against the
+//!   device allocation it comes from before handing it to NCCL (and always
+//!   close a group they opened), and `Buffers::copy`, the checked
+//!   device-to-device copy of the hierarchical all-reduce's padding.
 //!
 //! Also here, because they too need `unsafe`: device memory (`DeviceMemory`,
 //! plain cuMemAlloc as nccl-tests' cudaMalloc, rather than cudarc's
@@ -493,12 +496,7 @@ impl Api {
         if comm.is_null() {
             return Err(NcclError::usage("ncclCommInitRank", "returned no communicator"));
         }
-        Ok(Comm {
-            raw: comm,
-            api: Arc::clone(self),
-            nranks,
-            scratch: Vec::new(),
-        })
+        Ok(Comm::wrap(comm, self, nranks))
     }
 }
 
@@ -626,11 +624,13 @@ pub enum RedOp {
     Avg = 4,
 }
 
-/// Which of the two device buffers a pointer points into.
+/// Which device buffer a pointer points into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Buf {
     Send,
     Recv,
+    /// The hierarchical all-reduce's padded buffer (never rotated).
+    Scratch,
 }
 
 /// A position in a device buffer, in elements.
@@ -736,13 +736,111 @@ pub struct Launch {
     pub ops: Vec<Op>,
 }
 
-/// A communicator. Destroyed when dropped; `Drop` never panics and reports
-/// nothing (an error while tearing down is of no use to anyone).
+/// The device buffers one launch may point into, and how far the
+/// operation rotates through them: `Send` and `Recv` positions move `shift`
+/// elements further (buffer rotation), `Scratch` positions never do.
+///
+/// The GPU writes `recv` and `scratch` through these shared references:
+/// what Rust holds of a `DeviceMemory` (an address and a length) never
+/// changes, and Rust code never reads the device bytes behind it directly.
+#[derive(Clone, Copy)]
+pub struct Buffers<'a> {
+    pub send: &'a DeviceMemory,
+    pub recv: &'a DeviceMemory,
+    pub scratch: &'a DeviceMemory,
+    pub shift: usize,
+}
+
+/// Each buffer's device address and size in bytes.
+type Spans = [(Buf, u64, usize); 3];
+
+impl Buffers<'_> {
+    fn spans(&self) -> Spans {
+        [
+            (Buf::Send, self.send.raw_ptr(), self.send.len_bytes()),
+            (Buf::Recv, self.recv.raw_ptr(), self.recv.len_bytes()),
+            (Buf::Scratch, self.scratch.raw_ptr(), self.scratch.len_bytes()),
+        ]
+    }
+
+    /// Every buffer is ordered on one stream, so the calls and copies of
+    /// one launch run in the order they are enqueued.
+    fn one_stream(&self) -> bool {
+        self.send.same_stream(self.recv) && self.send.same_stream(self.scratch)
+    }
+
+    /// Enqueues a device-to-device copy of `count` elements of `dtype` from
+    /// `from` to `to` on the buffers' stream (the hierarchical all-reduce's
+    /// padding); both ranges are checked against their buffers first.
+    pub fn copy(&self, from: At, to: At, count: usize, dtype: DataType) -> Result<(), CopyError> {
+        if !self.one_stream() {
+            return Err(CopyError::Range(NcclError::usage(
+                "copy",
+                "the buffers are on different streams",
+            )));
+        }
+        let elem = dtype.size_bytes();
+        let spans = self.spans();
+        let src = locate(&spans, from, count, elem, self.shift).map_err(CopyError::Range)?;
+        let dst = locate(&spans, to, count, elem, self.shift).map_err(CopyError::Range)?;
+        if count == 0 {
+            return Ok(());
+        }
+        let stream = &self.recv.stream;
+        stream.context().bind_to_thread().map_err(CopyError::Cuda)?;
+        // SAFETY: `src..src+count*elem` and `dst..dst+count*elem` lie inside
+        // live allocations (checked by `locate`) that are freed only after
+        // their stream has finished its work (`DeviceMemory::drop`), and the
+        // copy is ordered on that stream.
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, count * elem, stream.cu_stream()) }
+            .map_err(CopyError::Cuda)
+    }
+}
+
+/// The device address of `len` elements of `elem` bytes at `at`, checked to
+/// lie inside its buffer; `Send` and `Recv` positions move `shift` elements
+/// further, `Scratch` positions stay.
+fn locate(spans: &Spans, at: At, len: usize, elem: usize, shift: usize) -> Result<u64, NcclError> {
+    let (_, base, bytes) = spans
+        .iter()
+        .copied()
+        .find(|b| b.0 == at.buf)
+        .ok_or_else(|| NcclError::usage("launch", "no such buffer"))?;
+    let shift = if at.buf == Buf::Scratch { 0 } else { shift };
+    let offset = at
+        .offset
+        .checked_add(shift)
+        .ok_or_else(|| NcclError::usage("launch", "element range overflows"))?;
+    let end = offset
+        .checked_add(len)
+        .and_then(|e| e.checked_mul(elem))
+        .ok_or_else(|| NcclError::usage("launch", "element range overflows"))?;
+    if end > bytes {
+        return Err(NcclError::usage("launch", "element range beyond its device buffer"));
+    }
+    Ok(base + (offset * elem) as u64)
+}
+
+/// A failed device-to-device copy.
+#[derive(Debug, Error)]
+pub enum CopyError {
+    #[error("{0}")]
+    Range(NcclError),
+    #[error("cuMemcpyDtoDAsync failed: {}", super::device::driver_text(.0))]
+    Cuda(DriverError),
+}
+
+/// A communicator. Destroyed when dropped (after releasing its buffer
+/// registrations); `Drop` never panics and reports nothing (an error while
+/// tearing down is of no use to anyone).
 pub struct Comm {
     raw: RawComm,
     api: Arc<Api>,
     nranks: usize,
     scratch: Vec<(Op, [u64; 2], c_int)>,
+    /// Buffers registered with this communicator (`-R`): device address
+    /// and NCCL's handle.
+    registered: Vec<(u64, *mut c_void)>,
 }
 
 impl fmt::Debug for Comm {
@@ -754,8 +852,87 @@ impl fmt::Debug for Comm {
 }
 
 impl Comm {
+    fn wrap(raw: RawComm, api: &Arc<Api>, nranks: usize) -> Comm {
+        Comm {
+            raw,
+            api: Arc::clone(api),
+            nranks,
+            scratch: Vec::new(),
+            registered: Vec::new(),
+        }
+    }
+
     pub fn nranks(&self) -> usize {
         self.nranks
+    }
+
+    /// `ncclCommSplit`: the ranks that pass the same `color` get one new
+    /// communicator, their ranks ordered by `key`. Collective over this
+    /// communicator: every rank calls it, in the same order. The new
+    /// communicator inherits this one's configuration.
+    pub fn split(&self, color: usize, key: usize) -> Result<Comm, NcclError> {
+        let Some(split) = self.api.comm_split else {
+            return Err(NcclError::usage("ncclCommSplit", "not in this NCCL library"));
+        };
+        let color = c_int::try_from(color).map_err(|_| NcclError::usage("ncclCommSplit", "color out of range"))?;
+        let key = c_int::try_from(key).map_err(|_| NcclError::usage("ncclCommSplit", "key out of range"))?;
+        let mut new: RawComm = std::ptr::null_mut();
+        // SAFETY: `self.raw` is a live communicator and `new` a valid
+        // out-pointer; a NULL config asks NCCL to inherit the parent's
+        // (nccl.h). The color is never NCCL_SPLIT_NOCOLOR (-1: colors here
+        // are indices), so NCCL returns a communicator or an error.
+        let rc = unsafe { split(self.raw, color, key, &mut new, std::ptr::null_mut()) };
+        self.api.check("ncclCommSplit", rc, Some(self.raw))?;
+        if new.is_null() {
+            return Err(NcclError::usage("ncclCommSplit", "returned no communicator"));
+        }
+        let mut comm = Comm::wrap(new, &self.api, 0);
+        comm.nranks = usize::try_from(comm.count()?).unwrap_or(0);
+        Ok(comm)
+    }
+
+    /// `ncclCommRegister` of the whole of `memory` (`-R`); registering the
+    /// same buffer again does nothing. The owner of `memory` calls
+    /// `deregister` before freeing it; whatever is still registered is
+    /// released before the communicator is destroyed.
+    pub fn register(&mut self, memory: &DeviceMemory) -> Result<(), NcclError> {
+        let Some(register) = self.api.comm_register else {
+            return Err(NcclError::usage("ncclCommRegister", "not in this NCCL library"));
+        };
+        if self.api.comm_deregister.is_none() {
+            return Err(NcclError::usage("ncclCommDeregister", "not in this NCCL library"));
+        }
+        let address = memory.raw_ptr();
+        if self.registered.iter().any(|r| r.0 == address) {
+            return Ok(());
+        }
+        let mut handle: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `self.raw` is live; `address..address+len_bytes` is a live
+        // device allocation that stays allocated until `deregister` (the
+        // owner's duty, above) or until this communicator is destroyed,
+        // which releases the handle first; `handle` is a valid out-pointer.
+        let rc = unsafe { register(self.raw, address as *mut c_void, memory.len_bytes(), &mut handle) };
+        self.api.check("ncclCommRegister", rc, Some(self.raw))?;
+        self.registered.push((address, handle));
+        Ok(())
+    }
+
+    /// Releases the registration of `memory`, if it has one.
+    pub fn deregister(&mut self, memory: &DeviceMemory) {
+        if let Some(i) = self.registered.iter().position(|r| r.0 == memory.raw_ptr()) {
+            let (_, handle) = self.registered.swap_remove(i);
+            self.release(handle);
+        }
+    }
+
+    /// `ncclCommDeregister`; errors are ignored (the buffer is about to be
+    /// freed, or the communicator destroyed).
+    fn release(&self, handle: *mut c_void) {
+        if let Some(deregister) = self.api.comm_deregister {
+            // SAFETY: `self.raw` is live and `handle` came from
+            // ncclCommRegister on it and is released exactly once.
+            let _ = unsafe { deregister(self.raw, handle) };
+        }
     }
 
     fn query_int(&self, call: &'static str, f: CommIntFn) -> Result<i32, NcclError> {
@@ -805,47 +982,18 @@ impl Comm {
         let _ = unsafe { (self.api.comm_abort)(raw) };
     }
 
-    /// Enqueues `launch` on the stream of the buffers. Every pointer range
-    /// is checked against its buffer first, so NCCL never gets a pointer
-    /// outside a live allocation.
-    /// Enqueues `launch`; every offset is moved `shift` elements further
-    /// into its buffer (buffer rotation).
-    pub fn launch(
-        &mut self,
-        launch: &Launch,
-        dtype: DataType,
-        send: &DeviceMemory,
-        recv: &mut DeviceMemory,
-        shift: usize,
-    ) -> Result<(), NcclError> {
-        if !send.same_stream(recv) {
-            return Err(NcclError::usage(
-                "launch",
-                "send and receive buffers are on different streams",
-            ));
+    /// Enqueues `launch` on the stream of the buffers (positions rotated by
+    /// `bufs.shift`). Every pointer range is checked against its buffer
+    /// first, so NCCL never gets a pointer outside a live allocation.
+    pub fn launch(&mut self, launch: &Launch, dtype: DataType, bufs: &Buffers) -> Result<(), NcclError> {
+        if !bufs.one_stream() {
+            return Err(NcclError::usage("launch", "the buffers are on different streams"));
         }
         let elem = dtype.size_bytes();
         let dt = dtype as c_int;
-        let stream = recv.raw_stream();
-        let bufs = [
-            (Buf::Send, send.raw_ptr(), send.len_bytes()),
-            (Buf::Recv, recv.raw_ptr(), recv.len_bytes()),
-        ];
-        let ptr = |at: At, len: usize| -> Result<u64, NcclError> {
-            let (_, base, bytes) = bufs.iter().copied().find(|b| b.0 == at.buf).unwrap_or(bufs[1]);
-            let offset = at
-                .offset
-                .checked_add(shift)
-                .ok_or_else(|| NcclError::usage("launch", "element range overflows"))?;
-            let end = offset
-                .checked_add(len)
-                .and_then(|e| e.checked_mul(elem))
-                .ok_or_else(|| NcclError::usage("launch", "element range overflows"))?;
-            if end > bytes {
-                return Err(NcclError::usage("launch", "element range beyond its device buffer"));
-            }
-            Ok(base + (offset * elem) as u64)
-        };
+        let stream = bufs.recv.raw_stream();
+        let spans = bufs.spans();
+        let ptr = |at: At, len: usize| locate(&spans, at, len, elem, bufs.shift);
         let int = |v: usize, what: &str| c_int::try_from(v).map_err(|_| NcclError::usage("launch", what));
         // Check and convert everything before enqueuing anything, so that a
         // refusal never leaves a group open or half a launch enqueued.
@@ -904,6 +1052,33 @@ impl Comm {
         }
         self.scratch = resolved;
         first_error
+    }
+
+    /// Enqueues `launch` once per shift in `shifts`, all inside one NCCL
+    /// group (`-m`, as nccl-tests aggregates): NCCL starts them together.
+    /// Groups nest, so a launch that is itself grouped stays correct. The
+    /// group that was opened is always closed, even after an error.
+    pub fn launch_group(
+        &mut self,
+        launch: &Launch,
+        dtype: DataType,
+        bufs: &Buffers,
+        shifts: impl Iterator<Item = usize>,
+    ) -> Result<(), NcclError> {
+        // SAFETY: ncclGroupStart takes no arguments.
+        let rc = unsafe { (self.api.group_start)() };
+        self.api.check("ncclGroupStart", rc, Some(self.raw))?;
+        let mut first_error = Ok(());
+        for shift in shifts {
+            if let Err(e) = self.launch(launch, dtype, &Buffers { shift, ..*bufs }) {
+                first_error = Err(e);
+                break;
+            }
+        }
+        // SAFETY: ncclGroupEnd takes no arguments.
+        let rc = unsafe { (self.api.group_end)() };
+        first_error?;
+        self.api.check("ncclGroupEnd", rc, Some(self.raw))
     }
 
     /// Enqueues one NCCL call. `p0` and `p1` are the op's two device
@@ -991,7 +1166,10 @@ impl Drop for Comm {
         // after a failure the owner calls `abort` instead. Errors are
         // ignored: there is nobody to tell, and Drop must not panic.
         if self.raw.is_null() {
-            return; // aborted
+            return; // aborted (which releases the registrations too)
+        }
+        for (_, handle) in std::mem::take(&mut self.registered) {
+            self.release(handle);
         }
         // SAFETY: `self.raw` is live and released exactly once, here.
         let _ = unsafe { (self.api.comm_destroy)(self.raw) };
@@ -1182,7 +1360,7 @@ impl Nvtx {
 /// Every driver entry point that cudarc calls for what this backend does
 /// (context, stream, events, allocation, copies, device queries). cudarc
 /// resolves them lazily and panics on a missing one.
-pub const CUDA_SYMBOLS: [&str; 33] = [
+pub const CUDA_SYMBOLS: [&str; 34] = [
     "cuInit",
     "cuDriverGetVersion",
     "cuDeviceGet",
@@ -1213,10 +1391,40 @@ pub const CUDA_SYMBOLS: [&str; 33] = [
     "cuMemsetD8_v2",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoDAsync_v2",
     "cuGetErrorName",
     "cuGetErrorString",
     "cuDeviceGetUuid",
 ];
+
+/// The driver entry points that CUDA graph capture and replay (`-G`) use
+/// through cudarc (CUDA 11.4 and later drivers have them all).
+pub const GRAPH_SYMBOLS: [&str; 7] = [
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphUpload",
+    "cuGraphLaunch",
+    "cuGraphExecDestroy",
+    "cuGraphDestroy",
+];
+
+/// The symbols of `names` that the driver library `library` (as
+/// `check_cuda_driver` found it) lacks; all of them when it cannot be
+/// loaded.
+pub fn missing_driver_symbols(library: &str, names: &[&str]) -> Vec<String> {
+    // SAFETY: loads the driver library that `check_cuda_driver` already
+    // loaded under this name; the loader hands back the same mapping.
+    let Ok(lib) = (unsafe { libloading::Library::new(library) }) else {
+        return names.iter().map(|s| s.to_string()).collect();
+    };
+    names
+        .iter()
+        // SAFETY: existence check only; the pointer is not used.
+        .filter(|s| unsafe { lib.get::<*const c_void>(s.as_bytes()) }.is_err())
+        .map(|s| s.to_string())
+        .collect()
+}
 
 /// The CUDA driver library that cudarc will load.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1384,6 +1592,28 @@ mod tests {
             .extents(4),
             [Some((r, 5)), None]
         );
+    }
+
+    #[test]
+    fn positions_rotate_in_send_and_recv_but_not_in_scratch() {
+        // 4-byte elements; send 64 bytes at 0x1000, recv 64 at 0x2000,
+        // scratch 16 at 0x3000
+        let spans: Spans = [
+            (Buf::Send, 0x1000, 64),
+            (Buf::Recv, 0x2000, 64),
+            (Buf::Scratch, 0x3000, 16),
+        ];
+        let at = |buf, offset| At { buf, offset };
+        assert_eq!(locate(&spans, at(Buf::Send, 2), 4, 4, 0).unwrap(), 0x1008);
+        assert_eq!(locate(&spans, at(Buf::Recv, 1), 4, 4, 3).unwrap(), 0x2000 + 16);
+        assert_eq!(locate(&spans, at(Buf::Scratch, 1), 3, 4, 3).unwrap(), 0x3004);
+        // the last element fits; one more does not
+        assert!(locate(&spans, at(Buf::Recv, 12), 4, 4, 0).is_ok());
+        assert!(locate(&spans, at(Buf::Recv, 12), 5, 4, 0).is_err());
+        assert!(locate(&spans, at(Buf::Recv, 0), 16, 4, 1).is_err());
+        assert!(locate(&spans, at(Buf::Scratch, 0), 5, 4, 0).is_err());
+        let e = locate(&spans, at(Buf::Send, usize::MAX), 1, 4, 1).unwrap_err();
+        assert!(e.to_string().contains("overflows"), "{e}");
     }
 
     #[test]
