@@ -5,7 +5,8 @@
 //!
 //! Calibration runs batches of 1, 2, 4, ... operations until a batch takes
 //! at least a tenth of the budget (or the cap is reached); the estimate is
-//! the last batch's time per operation. Every rank feeds the controller the
+//! the fastest batch's time per operation, so that one batch the system
+//! interrupted (a 2-core CI machine preempts often) does not cut the count. Every rank feeds the controller the
 //! slowest rank's batch time, so all ranks decide the same count.
 
 use std::time::Duration;
@@ -20,6 +21,9 @@ pub struct Calibrator {
     budget: f64,
     next: u32,
     done: u32,
+    /// The fastest time per operation of any batch so far: a batch that
+    /// the system interrupted only looks slower, never faster.
+    fastest: f64,
     estimate: Option<f64>,
 }
 
@@ -29,6 +33,7 @@ impl Calibrator {
             budget: budget.as_secs_f64(),
             next: 1,
             done: 0,
+            fastest: f64::INFINITY,
             estimate: None,
         }
     }
@@ -43,8 +48,11 @@ impl Calibrator {
         let batch = self.next;
         self.done += batch;
         let per_op = elapsed_s / f64::from(batch);
+        if per_op.is_finite() {
+            self.fastest = self.fastest.min(per_op);
+        }
         if elapsed_s >= self.budget / 10.0 || self.done >= MAX_ITERS || !per_op.is_finite() {
-            self.estimate = Some(per_op);
+            self.estimate = Some(if self.fastest.is_finite() { self.fastest } else { per_op });
         } else {
             self.next = batch.saturating_mul(2).min(MAX_ITERS - self.done.min(MAX_ITERS - 1));
         }
@@ -117,6 +125,16 @@ mod tests {
         let (n, _, batches) = run(0.1, |i| if i == 0 { 5e-3 } else { 10e-6 });
         assert!(batches.len() > 1, "{batches:?}");
         assert!(n > 1000, "{n}");
+    }
+
+    #[test]
+    fn one_interrupted_batch_does_not_cut_the_count() {
+        // 3 us per op, but the batch of 8 is preempted for 20 ms
+        let mut c = Calibrator::new(Duration::from_secs_f64(0.1));
+        while let Some(b) = c.next_batch() {
+            c.observe(f64::from(b) * 3e-6 + if b == 8 { 0.02 } else { 0.0 });
+        }
+        assert_eq!(c.iterations(), MAX_ITERS);
     }
 
     #[test]
