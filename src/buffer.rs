@@ -272,12 +272,6 @@ impl HostBuffer {
             })
         })
     }
-
-    /// Copies `len` elements from `src[src_at..]` to `self[dst_at..]`.
-    pub fn copy_from(&mut self, dst_at: usize, src: &HostBuffer, src_at: usize, len: usize) {
-        let e = self.dtype.size_bytes();
-        self.bytes_mut()[dst_at * e..(dst_at + len) * e].copy_from_slice(&src.bytes()[src_at * e..(src_at + len) * e]);
-    }
 }
 
 #[cfg(test)]
@@ -340,15 +334,6 @@ mod tests {
         b.typed_mut::<i32>()[10 + (1 << 20) + 7] = -5;
         b.typed_mut::<i32>()[10 + n - 1] = -5;
         assert_eq!(b.count_mismatches(10..n + 10, |i| (i % 1000) as u64), 2);
-    }
-
-    #[test]
-    fn copy_moves_element_ranges() {
-        let mut a = HostBuffer::new(DType::Int32, 6).unwrap();
-        let mut b = HostBuffer::new(DType::Int32, 6).unwrap();
-        a.fill(0..6, |i| i as u64 + 1);
-        b.copy_from(3, &a, 1, 3);
-        assert_eq!(b.typed::<i32>(), &[0, 0, 0, 2, 3, 4]);
     }
 
     #[test]

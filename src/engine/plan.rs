@@ -29,12 +29,6 @@ impl Case {
     pub fn size_bytes(&self) -> u64 {
         self.shape.size_bytes(self.dtype)
     }
-
-    /// Bytes each of a rank's two buffers spans: the larger of its send
-    /// and receive buffers (the receive buffer also holds in-place inputs).
-    pub fn span_bytes(&self) -> u64 {
-        self.size_bytes()
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -190,7 +184,8 @@ impl Plan {
     /// The largest span of any case: with rotation, every point's buffers
     /// are this large.
     pub fn peak_span_bytes(&self) -> u64 {
-        self.cases.iter().map(Case::span_bytes).max().unwrap_or(0)
+        // a case's size is its larger buffer, which both buffers span
+        self.cases.iter().map(Case::size_bytes).max().unwrap_or(0)
     }
 
     /// The most host memory one rank needs at once: two buffers of the

@@ -384,6 +384,9 @@ pub struct NcclBackend {
     native: Native,
     /// The last launch's work, reused while the call stays the same.
     cached: Option<(Call, Placement, Work)>,
+    /// (span, rotation steps) of the cached call: computed once per point,
+    /// not per launch (the timed loop does no division it can avoid).
+    rotation: (usize, usize),
     /// Set after any failure: the communicators are then aborted, not
     /// destroyed (destroy waits for peers that may be gone).
     failed: bool,
@@ -462,6 +465,7 @@ impl NcclBackend {
             },
             library,
             cached: None,
+            rotation: (0, 1),
             failed: false,
             host_threads: std::thread::available_parallelism().map_or(1, |n| n.get()) / at.local_ranks.max(1),
             nvtx: load_nvtx(),
@@ -600,7 +604,7 @@ impl NcclBackend {
 
     /// How `call`'s operations rotate through the buffers: (span, steps)
     /// for `rotation_offset`; one step, at the start, without rotation.
-    fn rotation(&self, call: &Call) -> (usize, usize) {
+    fn rotation_of(&self, call: &Call) -> (usize, usize) {
         if !self.rotate {
             return (0, 1);
         }
@@ -625,6 +629,7 @@ impl NcclBackend {
             Work::Flat(calls::launch(call, placement, self.native))
         };
         self.cached = Some((*call, placement, work));
+        self.rotation = self.rotation_of(call);
         Ok(())
     }
 
@@ -852,9 +857,9 @@ impl Backend for NcclBackend {
     }
 
     fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
-        let (span, steps) = self.rotation(call);
-        let shift = super::rotation_offset(span, steps, iter);
         self.prepare_work(call, placement)?;
+        let (span, steps) = self.rotation;
+        let shift = super::rotation_offset(span, steps, iter);
         let dtype = calls::data_type(call.dtype);
         let bufs = Buffers {
             send: &self.send,
@@ -885,9 +890,9 @@ impl Backend for NcclBackend {
     fn launch_group(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
         // Operation `a` of the group works where operation `first_iter + a`
         // of the point would (nccl-tests shifts each aggregated operation).
-        let (span, steps) = self.rotation(call);
-        let shifts = (0..u64::from(ops)).map(move |a| super::rotation_offset(span, steps, first_iter + a));
         self.prepare_work(call, placement)?;
+        let (span, steps) = self.rotation;
+        let shifts = (0..u64::from(ops)).map(move |a| super::rotation_offset(span, steps, first_iter + a));
         let dtype = calls::data_type(call.dtype);
         let bufs = Buffers {
             send: &self.send,
