@@ -4,11 +4,9 @@
 //! the result goes straight into `compare`. Unknown input: one line, exit 2,
 //! no file written.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -3,11 +3,9 @@
 //! rank per node, and counts that do not divide by the node size), rows
 //! carry the layout, and busbw uses all ranks.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 
 fn modes_validate_on(np: usize, per_node: usize) {
     let dir = tempdir();

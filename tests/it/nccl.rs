@@ -10,12 +10,10 @@
 //! tests that need it; otherwise they are skipped with a note.
 #![cfg(feature = "nccl")]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 /// The unpacked libnccl.so.2, or `None` (test skipped) where it is absent
 /// and not required.

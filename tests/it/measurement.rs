@@ -2,9 +2,7 @@
 //! the slowest rank (-I), adaptive iteration counts, buffer rotation on
 //! and off.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {

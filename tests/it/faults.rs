@@ -2,11 +2,9 @@
 //! interrupted, or cannot write. Every job must end, with the documented
 //! exit code, one line saying why, and every finished row intact.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A CSV whose every row is complete and parses, with at least one row.
 fn assert_intact(csv_path: &std::path::Path, columns: usize) -> usize {

@@ -2,12 +2,10 @@
 //! under mpirun, compared with a baseline, a markdown summary written to
 //! its file and to $GITHUB_STEP_SUMMARY, and compare's exit code passed on.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 fn script(args: &[&str], step_summary: &Path) -> Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -4,9 +4,7 @@
 //! backend are usage errors; the local suite runs end to end and merges;
 //! `collbench topo` reports this machine.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// A small all_reduce + all_gather sweep at 2 ranks with `profile`.
 fn small_run(profile: &str, csv: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {

@@ -5,13 +5,11 @@
 //!
 //! Golden files live in tests/fixtures/compare/golden; after a deliberate
 //! change of a format, regenerate them with
-//! `UPDATE_GOLDEN=1 cargo test --test compare` and review the diff.
-
-mod common;
+//! `UPDATE_GOLDEN=1 cargo test --test it compare::` and review the diff.
 
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare")

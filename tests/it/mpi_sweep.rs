@@ -2,11 +2,9 @@
 //! collective, both placements, every type and operation the mpi backend
 //! supports, every root; every row validated and its arithmetic checked.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::*;
+use crate::common::*;
 
 /// Runs a full-coverage sweep at `np` ranks and checks the CSV.
 fn full_sweep_is_correct_at(np: usize) {

@@ -1,11 +1,9 @@
 //! `collbench plot`: a real SVG with every series label and panel, a real
 //! PNG of the announced size, and refusals for what cannot be drawn.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,11 +2,9 @@
 //! line, exit 2, no panic, fast), output-file rules, the TOML config file,
 //! the JSON report.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn help_teaches_how_to_run() {

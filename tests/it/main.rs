@@ -1,0 +1,17 @@
+//! The integration tests: one harness, so the crate links once and every
+//! module shares `common` (the real binary, the real `mpirun`, real files).
+//! Run one module with `cargo test --test it <module>::`.
+
+mod common;
+
+mod ci_script;
+mod cli;
+mod compare;
+mod faults;
+mod hierarchy;
+mod import;
+mod measurement;
+mod mpi_sweep;
+mod nccl;
+mod plot;
+mod transports;
