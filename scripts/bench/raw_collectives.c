@@ -1,0 +1,149 @@
+/* Minimal MPI timing loops for the nine collectives, the reference that
+ * scripts/bench/side-by-side.sh holds collbench against. Each loop makes
+ * the same MPI call collbench's mpi backend makes (src/backend/mpi: the
+ * out-of-place variants), on page-aligned, separately allocated, touched
+ * buffers, float sum, root 0, with collbench's size semantics (DESIGN.md:
+ * size_bytes is the larger of one rank's send and receive buffer; per-rank
+ * or per-peer counts are that over the rank count, rounded down).
+ *
+ * Timing, per size: WARMUP operations, then
+ *   batched  (collbench's default, nccl-tests' method): a barrier, the host
+ *            clock around ITERS operations back to back;
+ *   blocking (collbench -z, OSU's method): a barrier before each operation,
+ *            the clock around that one operation, summed;
+ * time per operation = elapsed / ITERS, averaged over ranks.
+ *
+ *   mpirun -np N raw_collectives COLLECTIVE MINBYTES MAXBYTES ITERS WARMUP batched|blocking
+ * ITERS and WARMUP `osu` take OSU Micro-Benchmarks' defaults for
+ * collectives (osu_util.h): 1000 iterations after 200 warm-up ones up to
+ * 8 KiB, 100 after 10 above.
+ * prints "size_bytes time_us" per size on rank 0 (sizes double from
+ * MINBYTES; a size whose per-rank count rounds to 0 is skipped, as
+ * collbench skips it).
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+enum coll { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER, SENDRECV };
+static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                              "alltoall",   "gather",     "scatter",        "sendrecv"};
+
+static int rank, nranks;
+static float *sendbuf, *recvbuf;
+
+/* Elements of the count column for a point of `size_bytes`: the whole
+ * buffer, or one rank's (one peer's) share of it. */
+static long count_of(enum coll c, long size_bytes) {
+    long elems = size_bytes / (long)sizeof(float);
+    switch (c) {
+    case ALL_GATHER: case REDUCE_SCATTER: case ALLTOALL: case GATHER: case SCATTER:
+        return elems / nranks;
+    default:
+        return elems;
+    }
+}
+
+/* size_bytes as collbench reports it for `count`. */
+static long size_of(enum coll c, long count) {
+    switch (c) {
+    case ALL_GATHER: case REDUCE_SCATTER: case ALLTOALL: case GATHER: case SCATTER:
+        return count * nranks * (long)sizeof(float);
+    default:
+        return count * (long)sizeof(float);
+    }
+}
+
+static void op(enum coll c, int n) {
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    switch (c) {
+    case ALL_REDUCE: MPI_Allreduce(sendbuf, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case ALL_GATHER: MPI_Allgather(sendbuf, n, MPI_FLOAT, recvbuf, n, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case REDUCE_SCATTER: MPI_Reduce_scatter_block(sendbuf, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    /* collbench's out-of-place broadcast: the root sends from its input,
+     * the others receive into their output buffer. */
+    case BROADCAST: MPI_Bcast(rank == 0 ? sendbuf : recvbuf, n, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case REDUCE: MPI_Reduce(sendbuf, recvbuf, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case ALLTOALL: MPI_Alltoall(sendbuf, n, MPI_FLOAT, recvbuf, n, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case GATHER: MPI_Gather(sendbuf, n, MPI_FLOAT, recvbuf, n, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case SCATTER: MPI_Scatter(sendbuf, n, MPI_FLOAT, recvbuf, n, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case SENDRECV:
+        MPI_Sendrecv(sendbuf, n, MPI_FLOAT, next, 0, recvbuf, n, MPI_FLOAT, prev, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        break;
+    }
+}
+
+static float *page_aligned(size_t elems) {
+    void *p = NULL;
+    size_t bytes = (elems ? elems : 1) * sizeof(float);
+    if (posix_memalign(&p, 4096, bytes) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+    /* Touch every page, as collbench's buffers are: untouched pages all map
+     * to the one shared zero page, which reads faster than memory. */
+    float *f = p;
+    for (size_t i = 0; i < elems; i++) f[i] = 1.0f;
+    return f;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    int which = -1;
+    if (argc == 7)
+        for (int i = 0; i < 9; i++)
+            if (strcmp(argv[1], names[i]) == 0) which = i;
+    int blocking = argc == 7 && strcmp(argv[6], "blocking") == 0;
+    if (which < 0 || (!blocking && strcmp(argv[6], "batched") != 0)) {
+        if (rank == 0)
+            fprintf(stderr, "usage: raw_collectives COLLECTIVE MINBYTES MAXBYTES ITERS WARMUP batched|blocking\n");
+        MPI_Finalize();
+        return 2;
+    }
+    enum coll c = which;
+    long minbytes = atol(argv[2]), maxbytes = atol(argv[3]);
+    int osu = strcmp(argv[4], "osu") == 0;
+    int iters = atoi(argv[4]), warmup = atoi(argv[5]);
+    /* Both buffers as large as the largest point's larger buffer. */
+    size_t maxelems = maxbytes / sizeof(float);
+    sendbuf = page_aligned(maxelems);
+    recvbuf = page_aligned(maxelems);
+    for (long size = minbytes; size <= maxbytes; size *= 2) {
+        long n = count_of(c, size);
+        if (n == 0) continue;
+        if (osu) {
+            iters = size <= 8192 ? 1000 : 100;
+            warmup = size <= 8192 ? 200 : 10;
+        }
+        for (int i = 0; i < warmup; i++) op(c, (int)n);
+        double elapsed = 0;
+        if (blocking) {
+            for (int i = 0; i < iters; i++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double start = now();
+                op(c, (int)n);
+                elapsed += now() - start;
+            }
+        } else {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double start = now();
+            for (int i = 0; i < iters; i++) op(c, (int)n);
+            elapsed = now() - start;
+        }
+        double per_op = elapsed / iters, sum = 0;
+        MPI_Reduce(&per_op, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0) printf("%ld %.6f\n", size_of(c, n), sum / nranks * 1e6);
+    }
+    free(sendbuf);
+    free(recvbuf);
+    MPI_Finalize();
+    return 0;
+}
