@@ -9,9 +9,9 @@
 //!   stream 0x78d0..`; `opCount` is hex; `root` is the peer for Send and
 //!   Recv; NCCL 2.12 put a Send's buffer in `recvbuff` (NVIDIA/nccl#783);
 //! - INIT, `... - Init COMPLETE` or `... - Init START`: `comm 0x.. rank 36
-//!   nranks 64 cudaDev 4 busId 9b000 - Init COMPLETE` (no commId before
-//!   2.15, NVIDIA/nccl#629), `... commId 0x5ae77eb5ea4ec1ee` (2.15,
-//!   cupy/cupy#9090), `... nvmlDev 4 ...` (2.18, NVIDIA/nccl#1038), prefixed
+//!   nranks 64 cudaDev 4 busId 9b000 - Init COMPLETE` (older versions print
+//!   no commId, NVIDIA/nccl#629), `... commId 0x5ae77eb5ea4ec1ee` (by 2.15,
+//!   cupy/cupy#9090), `... nvmlDev 4 ...` (by 2.18, NVIDIA/nccl#1038), prefixed
 //!   by the init function (`ncclCommInitRank comm ...`, NVIDIA/nccl-tests#252;
 //!   `ncclCommSplit comm ... parent 0x.. color .. key ..`);
 //! - `NCCL version 2.21.5+cuda12.4`, with or without the line prefix.
@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn init_lines_of_every_format_give_rank_nranks_and_comm_id() {
-        // before 2.15: no commId (NVIDIA/nccl#629)
+        // an older version: no commId (NVIDIA/nccl#629)
         let i = init(
             "A03-R28-I49-3-9000018:193027:193119 [7] NCCL INFO comm 0x7fdf08000d00 rank 15 nranks 16 cudaDev 7 busId e7000 - Init COMPLETE",
         );

@@ -598,7 +598,7 @@ fn comm_partition(
         return Err(at_line(
             n,
             format!(
-                "{what} has no commId in its INIT line (line {}; NCCL before 2.15 prints none), so its members cannot be matched across processes",
+                "{what} has no commId in its INIT line (line {}; older NCCL versions print none), so its members cannot be matched across processes",
                 s.instances[i].line
             ),
         ));
@@ -1060,12 +1060,12 @@ mod tests {
             err(parse_log(&text, &LogOptions::default())),
             "line 2: comm 0xc0 (2 of 4 ranks) has no INIT line in the log, so which ranks it spans is unknown: log the job from its start with NCCL_DEBUG_SUBSYS=INIT,COLL"
         );
-        // an INIT line without commId (NCCL before 2.15)
+        // an INIT line without commId (older NCCL, NVIDIA/nccl#629)
         let old = "h:1:1 [0] NCCL INFO comm 0xd0 rank 0 nranks 2 cudaDev 0 busId 1 - Init COMPLETE\n";
         let text = format!("{INIT4}{old}{}", call_line("AllReduce", 7, 0, 0, "0xd0", 2));
         assert_eq!(
             err(parse_log(&text, &LogOptions::default())),
-            "line 3: comm 0xd0 (2 of 4 ranks) has no commId in its INIT line (line 2; NCCL before 2.15 prints none), so its members cannot be matched across processes"
+            "line 3: comm 0xd0 (2 of 4 ranks) has no commId in its INIT line (line 2; older NCCL versions print none), so its members cannot be matched across processes"
         );
     }
 
