@@ -18,7 +18,7 @@
 //! s-th rank), found from its members; one over all ranks or a single rank
 //! needs no membership. Send and Recv become shifted exchanges (send to r+d,
 //! receive from r-d), a Send and the matching Recv of the same exchange
-//! counted once.
+//! (within `PAIR_WINDOW` point-to-point calls) counted once.
 //!
 //! Pure: text in, a `Log` or one error line (naming the log line) out;
 //! `Log::schedule` maps it onto a launch, rescaling when asked.
@@ -427,6 +427,12 @@ fn add_notes(t: &Tallies, notes: &mut Vec<String>) {
     }
 }
 
+/// How many point-to-point calls back a Send and its Recv may be apart:
+/// the halves of one exchange are issued in one NCCL group, and PyTorch's
+/// `batch_isend_irecv` of an all-to-all puts one Send and one Recv per peer
+/// in it. The window also keeps pairing linear in the log's length.
+const PAIR_WINDOW: usize = 256;
+
 /// Counts a Send or Recv once with the other half of its exchange.
 fn pair(pending: &mut Vec<Half>, c: LogCall, send: bool, tallies: &mut Tallies) -> Option<LogCall> {
     let shift = c.shift.unwrap_or(0);
@@ -437,6 +443,9 @@ fn pair(pending: &mut Vec<Half>, c: LogCall, send: bool, tallies: &mut Tallies) 
         pending.remove(i);
         tallies.paired += 1;
         return None;
+    }
+    if pending.len() == PAIR_WINDOW {
+        pending.remove(0);
     }
     pending.push(Half {
         send,
@@ -1097,6 +1106,24 @@ mod tests {
             err(parse_log(&text, &LogOptions::default())),
             "line 2: a second process claims rank 0 of 2 (first at line 1): the log mixes two jobs"
         );
+    }
+
+    #[test]
+    fn a_recv_too_far_from_its_send_is_an_exchange_of_its_own() {
+        let send = call_line("Send", 7, 0, 1, "0xa0", 2);
+        let recv = call_line("Recv", 7, 0, 1, "0xa0", 2);
+        let near = format!("{send}{recv}");
+        assert_eq!(parse(&near).calls.len(), 1);
+        let far = format!("{}{recv}", send.repeat(PAIR_WINDOW + 1));
+        // the first Send left the window; the Recv pairs with a later one
+        assert_eq!(parse(&far).calls.len(), PAIR_WINDOW + 1);
+        let apart = format!(
+            "{send}{}{recv}",
+            call_line("Send", 7, 0, 1, "0xa0", 2)
+                .replace("count 8", "count 9")
+                .repeat(PAIR_WINDOW)
+        );
+        assert_eq!(parse(&apart).calls.len(), PAIR_WINDOW + 2);
     }
 
     #[test]
