@@ -21,4 +21,5 @@ pub mod report;
 pub mod suite;
 pub mod topology;
 pub mod types;
+pub mod workload;
 pub mod world;

@@ -1,0 +1,583 @@
+//! A model as its communication sees it: parameter tensors in the order the
+//! framework lists them (`model.parameters()`), grouped into what comes
+//! before the transformer layers (embeddings), one layer (the same for every
+//! layer), and what comes after (final norm, an untied output head); with
+//! the parameter and gradient element types.
+//!
+//! Presets carry the exact tensor shapes of open models, from each model's
+//! published Hugging Face `config.json` (cited per preset), in the module
+//! order of the Transformers implementation. The plain form
+//! (`--params 7e9 --layers 32`) derives tensors as `Model::plain` documents.
+//! Nothing here knows about strategies; they read `tensors()` and the unit
+//! structure.
+
+use crate::error::Error;
+use crate::types::DType;
+
+/// One parameter tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tensor {
+    pub name: String,
+    pub elements: u64,
+    /// Megatron tensor parallelism splits it over the TP group (weight
+    /// matrices, column-parallel biases, the vocabulary-parallel embedding);
+    /// norms, row-parallel biases and position embeddings are replicated.
+    pub tp_split: bool,
+}
+
+impl Tensor {
+    fn new(name: &str, elements: u64, tp_split: bool) -> Tensor {
+        Tensor {
+            name: name.into(),
+            elements,
+            tp_split,
+        }
+    }
+
+    /// Elements one tensor-parallel rank holds: `ceil(elements / tp)` for a
+    /// split tensor (Megatron pads the vocabulary to a multiple of the
+    /// degree; the presets' matrices divide exactly), all of them otherwise.
+    pub fn shard_elements(&self, tp: usize) -> u64 {
+        if self.tp_split {
+            self.elements.div_ceil(tp.max(1) as u64)
+        } else {
+            self.elements
+        }
+    }
+}
+
+/// Where a tensor sits: before the layers, in layer `i`, or after them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    Pre,
+    Layer(usize),
+    Post,
+}
+
+/// A model description.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Model {
+    pub name: String,
+    pub layers: usize,
+    pub hidden: u64,
+    pub vocab: u64,
+    pub param_dtype: DType,
+    pub grad_dtype: DType,
+    /// Tensors before the layers, in `parameters()` order.
+    pub pre: Vec<Tensor>,
+    /// One layer's tensors, in `parameters()` order.
+    pub layer: Vec<Tensor>,
+    /// Tensors after the layers, in `parameters()` order.
+    pub post: Vec<Tensor>,
+}
+
+/// A preset's name, other spellings, and where its figures come from.
+pub struct Preset {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub source: &'static str,
+    build: fn() -> Model,
+}
+
+/// The presets, smallest first.
+pub const PRESETS: &[Preset] = &[
+    // https://huggingface.co/openai-community/gpt2/blob/main/config.json:
+    // n_embd 768, n_layer 12, n_head 12, n_positions 1024, vocab_size 50257,
+    // tied embeddings; 124,439,808 parameters.
+    Preset {
+        name: "gpt2",
+        aliases: &["gpt2-124m", "gpt-2"],
+        source: "openai-community/gpt2 config.json",
+        build: || gpt2("gpt2", 768, 12, 1024, 50257),
+    },
+    // https://huggingface.co/TinyLlama/TinyLlama-1.1B-Chat-v1.0/blob/main/config.json:
+    // hidden_size 2048, intermediate_size 5632, num_hidden_layers 22,
+    // num_attention_heads 32, num_key_value_heads 4, vocab_size 32000,
+    // tie_word_embeddings false; 1,100,048,384 parameters.
+    Preset {
+        name: "tinyllama-1.1b",
+        aliases: &["tinyllama"],
+        source: "TinyLlama/TinyLlama-1.1B-Chat-v1.0 config.json",
+        build: || llama("tinyllama-1.1b", Llama::new(2048, 5632, 22, 32, 4, 32000, false)),
+    },
+    // https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json:
+    // hidden_size 2048, intermediate_size 8192, num_hidden_layers 16,
+    // num_attention_heads 32, num_key_value_heads 8, head_dim 64,
+    // vocab_size 128256, tie_word_embeddings true; 1,235,814,400 parameters.
+    Preset {
+        name: "llama-3.2-1b",
+        aliases: &["llama3.2-1b"],
+        source: "meta-llama/Llama-3.2-1B config.json",
+        build: || llama("llama-3.2-1b", Llama::new(2048, 8192, 16, 32, 8, 128256, true)),
+    },
+    // https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json:
+    // hidden_size 4096, intermediate_size 11008, num_hidden_layers 32,
+    // num_attention_heads 32, num_key_value_heads 32, vocab_size 32000,
+    // untied; 6,738,415,616 parameters.
+    Preset {
+        name: "llama-2-7b",
+        aliases: &["llama2-7b"],
+        source: "meta-llama/Llama-2-7b-hf config.json",
+        build: || llama("llama-2-7b", Llama::new(4096, 11008, 32, 32, 32, 32000, false)),
+    },
+    // https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json:
+    // hidden_size 4096, intermediate_size 14336, num_hidden_layers 32,
+    // num_attention_heads 32, num_key_value_heads 8, vocab_size 32000,
+    // untied; 7,241,732,096 parameters.
+    Preset {
+        name: "mistral-7b",
+        aliases: &["mistral-7b-v0.1"],
+        source: "mistralai/Mistral-7B-v0.1 config.json",
+        build: || llama("mistral-7b", Llama::new(4096, 14336, 32, 32, 8, 32000, false)),
+    },
+    // https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json:
+    // hidden_size 4096, intermediate_size 14336, num_hidden_layers 32,
+    // num_attention_heads 32, num_key_value_heads 8, vocab_size 128256,
+    // untied; 8,030,261,248 parameters.
+    Preset {
+        name: "llama-3-8b",
+        aliases: &["llama3-8b", "llama-3.1-8b"],
+        source: "meta-llama/Meta-Llama-3-8B config.json",
+        build: || llama("llama-3-8b", Llama::new(4096, 14336, 32, 32, 8, 128256, false)),
+    },
+    // https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json:
+    // hidden_size 8192, intermediate_size 28672, num_hidden_layers 80,
+    // num_attention_heads 64, num_key_value_heads 8, vocab_size 32000,
+    // untied; 68,976,648,192 parameters.
+    Preset {
+        name: "llama-2-70b",
+        aliases: &["llama2-70b"],
+        source: "meta-llama/Llama-2-70b-hf config.json",
+        build: || llama("llama-2-70b", Llama::new(8192, 28672, 80, 64, 8, 32000, false)),
+    },
+    // https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json:
+    // hidden_size 8192, intermediate_size 28672, num_hidden_layers 80,
+    // num_attention_heads 64, num_key_value_heads 8, vocab_size 128256,
+    // untied; 70,553,706,496 parameters.
+    Preset {
+        name: "llama-3-70b",
+        aliases: &["llama3-70b", "llama-3.1-70b"],
+        source: "meta-llama/Meta-Llama-3-70B config.json",
+        build: || llama("llama-3-70b", Llama::new(8192, 28672, 80, 64, 8, 128256, false)),
+    },
+];
+
+/// A Llama-family decoder (Llama, Mistral, TinyLlama share the layout of
+/// transformers' LlamaDecoderLayer: self_attn q/k/v/o, mlp gate/up/down,
+/// input_layernorm, post_attention_layernorm).
+struct Llama {
+    hidden: u64,
+    intermediate: u64,
+    layers: usize,
+    heads: u64,
+    kv_heads: u64,
+    vocab: u64,
+    tied: bool,
+}
+
+impl Llama {
+    fn new(hidden: u64, intermediate: u64, layers: usize, heads: u64, kv_heads: u64, vocab: u64, tied: bool) -> Llama {
+        Llama {
+            hidden,
+            intermediate,
+            layers,
+            heads,
+            kv_heads,
+            vocab,
+            tied,
+        }
+    }
+}
+
+fn llama(name: &str, c: Llama) -> Model {
+    let h = c.hidden;
+    let kv = c.kv_heads * (h / c.heads);
+    let i = c.intermediate;
+    let layer = vec![
+        Tensor::new("self_attn.q_proj", h * h, true),
+        Tensor::new("self_attn.k_proj", h * kv, true),
+        Tensor::new("self_attn.v_proj", h * kv, true),
+        Tensor::new("self_attn.o_proj", h * h, true),
+        Tensor::new("mlp.gate_proj", h * i, true),
+        Tensor::new("mlp.up_proj", h * i, true),
+        Tensor::new("mlp.down_proj", i * h, true),
+        Tensor::new("input_layernorm", h, false),
+        Tensor::new("post_attention_layernorm", h, false),
+    ];
+    let mut post = vec![Tensor::new("norm", h, false)];
+    if !c.tied {
+        post.push(Tensor::new("lm_head", c.vocab * h, true));
+    }
+    Model {
+        name: name.into(),
+        layers: c.layers,
+        hidden: h,
+        vocab: c.vocab,
+        param_dtype: DType::Bfloat16,
+        grad_dtype: DType::Bfloat16,
+        pre: vec![Tensor::new("embed_tokens", c.vocab * h, true)],
+        layer,
+        post,
+    }
+}
+
+/// GPT-2 (transformers' GPT2Block: ln_1, attn.c_attn, attn.c_proj, ln_2,
+/// mlp.c_fc, mlp.c_proj, each with a bias; output head tied to wte).
+fn gpt2(name: &str, h: u64, layers: usize, positions: u64, vocab: u64) -> Model {
+    let layer = vec![
+        Tensor::new("ln_1.weight", h, false),
+        Tensor::new("ln_1.bias", h, false),
+        Tensor::new("attn.c_attn.weight", h * 3 * h, true),
+        Tensor::new("attn.c_attn.bias", 3 * h, true),
+        Tensor::new("attn.c_proj.weight", h * h, true),
+        Tensor::new("attn.c_proj.bias", h, false),
+        Tensor::new("ln_2.weight", h, false),
+        Tensor::new("ln_2.bias", h, false),
+        Tensor::new("mlp.c_fc.weight", h * 4 * h, true),
+        Tensor::new("mlp.c_fc.bias", 4 * h, true),
+        Tensor::new("mlp.c_proj.weight", 4 * h * h, true),
+        Tensor::new("mlp.c_proj.bias", h, false),
+    ];
+    Model {
+        name: name.into(),
+        layers,
+        hidden: h,
+        vocab,
+        param_dtype: DType::Bfloat16,
+        grad_dtype: DType::Bfloat16,
+        pre: vec![
+            Tensor::new("wte", vocab * h, true),
+            Tensor::new("wpe", positions * h, false),
+        ],
+        layer,
+        post: vec![Tensor::new("ln_f.weight", h, false), Tensor::new("ln_f.bias", h, false)],
+    }
+}
+
+/// The plain form's inputs (`--params N --layers L [--hidden H] [--vocab V]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlainSpec {
+    pub params: u64,
+    pub layers: usize,
+    pub hidden: Option<u64>,
+    pub vocab: Option<u64>,
+}
+
+impl Model {
+    /// A preset by name or alias (case-insensitive).
+    pub fn preset(name: &str) -> Result<Model, Error> {
+        let key = name.trim().to_ascii_lowercase();
+        PRESETS
+            .iter()
+            .find(|p| p.name == key || p.aliases.contains(&key.as_str()))
+            .map(|p| (p.build)())
+            .ok_or_else(|| {
+                let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+                Error::usage(format!(
+                    "unknown model '{}' (presets: {}; or give --params and --layers)",
+                    name.trim(),
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// A model from a parameter count and a layer count.
+    ///
+    /// The hidden size is `--hidden` when given, else derived from the
+    /// standard transformer layer of 12 h^2 parameters (4 h^2 attention,
+    /// 8 h^2 MLP) plus a `vocab x h` embedding: the positive root of
+    /// `12 L h^2 + V h = N`, rounded. The embedding (`vocab x hidden`, one
+    /// tied matrix; none without `--vocab`) comes first; the rest is split
+    /// evenly over the layers, and the remainder of that division (fewer
+    /// than L parameters) is one last tensor, so the total is exact. Each
+    /// layer is q, k, v, o of h^2 each, then the MLP's two matrices
+    /// sharing what is left (the first takes the odd element); a layer too
+    /// small for 4 h^2 is one tensor.
+    pub fn plain(spec: PlainSpec) -> Result<Model, Error> {
+        let PlainSpec { params, layers, .. } = spec;
+        if layers == 0 {
+            return Err(Error::usage("--layers must be at least 1"));
+        }
+        if params < layers as u64 {
+            return Err(Error::usage(format!(
+                "--params {params} is fewer than one parameter per layer for --layers {layers}"
+            )));
+        }
+        let vocab = spec.vocab.unwrap_or(0);
+        let hidden = match spec.hidden {
+            Some(0) => return Err(Error::usage("--hidden must be at least 1")),
+            Some(h) => h,
+            None => derived_hidden(params, layers as u64, vocab),
+        };
+        let embedding = vocab.checked_mul(hidden).filter(|&e| e <= params).ok_or_else(|| {
+            Error::usage(format!(
+                "the embedding of --vocab {vocab} x hidden {hidden} is larger than --params {params}"
+            ))
+        })?;
+        let body = params - embedding;
+        let per_layer = body / layers as u64;
+        if per_layer == 0 {
+            return Err(Error::usage(format!(
+                "--params {params} leaves nothing for --layers {layers} after the {embedding}-parameter embedding"
+            )));
+        }
+        let mut pre = Vec::new();
+        if embedding > 0 {
+            pre.push(Tensor::new("embedding", embedding, true));
+        }
+        let mut post = Vec::new();
+        let rest = body % layers as u64;
+        if rest > 0 {
+            post.push(Tensor::new("rest", rest, false));
+        }
+        Ok(Model {
+            name: format!("{} parameters, {layers} layers", params),
+            layers,
+            hidden,
+            vocab,
+            param_dtype: DType::Bfloat16,
+            grad_dtype: DType::Bfloat16,
+            pre,
+            layer: plain_layer(per_layer, hidden),
+            post,
+        })
+    }
+
+    /// Every parameter.
+    pub fn params(&self) -> u64 {
+        self.pre_params() + self.layers as u64 * self.layer_params() + self.post_params()
+    }
+
+    pub fn layer_params(&self) -> u64 {
+        self.layer.iter().map(|t| t.elements).sum()
+    }
+
+    pub fn pre_params(&self) -> u64 {
+        self.pre.iter().map(|t| t.elements).sum()
+    }
+
+    pub fn post_params(&self) -> u64 {
+        self.post.iter().map(|t| t.elements).sum()
+    }
+
+    /// Every tensor with its place, in `parameters()` (forward) order.
+    pub fn tensors(&self) -> Vec<(Place, &Tensor)> {
+        let mut out: Vec<(Place, &Tensor)> = self.pre.iter().map(|t| (Place::Pre, t)).collect();
+        for i in 0..self.layers {
+            out.extend(self.layer.iter().map(|t| (Place::Layer(i), t)));
+        }
+        out.extend(self.post.iter().map(|t| (Place::Post, t)));
+        out
+    }
+
+    /// Sets the element types, checked to be floating point: gradients and
+    /// parameters of a trained model are.
+    pub fn with_dtypes(mut self, param: DType, grad: DType) -> Result<Model, Error> {
+        for (what, t) in [("parameter", param), ("gradient", grad)] {
+            if !matches!(t, DType::Half | DType::Bfloat16 | DType::Float | DType::Double) {
+                return Err(Error::usage(format!(
+                    "the {what} type must be a floating type (half, bfloat16, float, double), not {t}"
+                )));
+            }
+        }
+        self.param_dtype = param;
+        self.grad_dtype = grad;
+        Ok(self)
+    }
+}
+
+/// The positive root of `12 L h^2 + V h = N`, at least 1.
+fn derived_hidden(params: u64, layers: u64, vocab: u64) -> u64 {
+    let (n, l, v) = (params as f64, layers as f64, vocab as f64);
+    let h = (-v + (v * v + 48.0 * l * n).sqrt()) / (24.0 * l);
+    (h.round() as u64).max(1)
+}
+
+fn plain_layer(per_layer: u64, hidden: u64) -> Vec<Tensor> {
+    let square = hidden.saturating_mul(hidden);
+    if square.saturating_mul(4) >= per_layer {
+        return vec![Tensor::new("layer", per_layer, true)];
+    }
+    let mlp = per_layer - 4 * square;
+    vec![
+        Tensor::new("attn.q", square, true),
+        Tensor::new("attn.k", square, true),
+        Tensor::new("attn.v", square, true),
+        Tensor::new("attn.o", square, true),
+        Tensor::new("mlp.in", mlp.div_ceil(2), true),
+        Tensor::new("mlp.out", mlp / 2, true),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_have_their_published_parameter_counts() {
+        let want = [
+            ("gpt2", 124_439_808, 12),
+            ("tinyllama-1.1b", 1_100_048_384, 22),
+            ("llama-3.2-1b", 1_235_814_400, 16),
+            ("llama-2-7b", 6_738_415_616, 32),
+            ("mistral-7b", 7_241_732_096, 32),
+            ("llama-3-8b", 8_030_261_248, 32),
+            ("llama-2-70b", 68_976_648_192, 80),
+            ("llama-3-70b", 70_553_706_496, 80),
+        ];
+        assert_eq!(PRESETS.len(), want.len());
+        for (name, params, layers) in want {
+            let m = Model::preset(name).unwrap();
+            assert_eq!(m.params(), params, "{name}");
+            assert_eq!(m.layers, layers, "{name}");
+            assert_eq!(m.name, name);
+            let listed: u64 = m.tensors().iter().map(|(_, t)| t.elements).sum();
+            assert_eq!(listed, params, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_llama_layer_follows_the_config_shapes() {
+        let m = Model::preset("llama-3-8b").unwrap();
+        let shapes: Vec<u64> = m.layer.iter().map(|t| t.elements).collect();
+        // q 4096x4096, k and v 4096x1024 (8 kv heads of 128), o, gate, up, down, 2 norms
+        assert_eq!(
+            shapes,
+            vec![
+                16_777_216, 4_194_304, 4_194_304, 16_777_216, 58_720_256, 58_720_256, 58_720_256, 4096, 4096
+            ]
+        );
+        assert_eq!(m.pre[0].elements, 128_256 * 4096);
+        assert_eq!(m.post.len(), 2, "untied: final norm and lm_head");
+        let tied = Model::preset("llama-3.2-1b").unwrap();
+        assert_eq!(tied.post.len(), 1, "tied embeddings have no separate lm_head");
+    }
+
+    #[test]
+    fn presets_resolve_by_alias_and_unknown_names_list_the_presets() {
+        assert_eq!(Model::preset("TinyLlama").unwrap().name, "tinyllama-1.1b");
+        assert_eq!(Model::preset(" llama2-7b ").unwrap().name, "llama-2-7b");
+        let err = Model::preset("llama-9").unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("unknown model 'llama-9' (presets: gpt2, tinyllama-1.1b,"),
+            "{msg}"
+        );
+        assert!(msg.ends_with("or give --params and --layers)"), "{msg}");
+    }
+
+    #[test]
+    fn the_plain_form_splits_the_rest_evenly_over_layers_and_keeps_the_total() {
+        let spec = PlainSpec {
+            params: 7_000_000_003,
+            layers: 32,
+            hidden: Some(4096),
+            vocab: Some(32000),
+        };
+        let m = Model::plain(spec).unwrap();
+        assert_eq!(m.params(), 7_000_000_003);
+        assert_eq!(m.pre_params(), 32000 * 4096);
+        let body = 7_000_000_003 - 32000 * 4096;
+        assert_eq!(m.layer_params(), body / 32);
+        assert_eq!(m.post_params(), body % 32);
+        assert_eq!(m.layer[0].elements, 4096 * 4096);
+        assert_eq!(m.layer.len(), 6);
+    }
+
+    #[test]
+    fn the_plain_form_derives_the_hidden_size_from_twelve_h_squared_per_layer() {
+        // 32 layers of 12 x 4096^2 and a 32000 x 4096 embedding
+        let n = 32 * 12 * 4096 * 4096 + 32000 * 4096;
+        let spec = PlainSpec {
+            params: n,
+            layers: 32,
+            hidden: None,
+            vocab: Some(32000),
+        };
+        let m = Model::plain(spec).unwrap();
+        assert_eq!(m.hidden, 4096);
+        assert_eq!(m.params(), n);
+        // without a vocabulary: sqrt(7e9 / (12 x 32)) = 4269.6
+        let spec = PlainSpec {
+            params: 7_000_000_000,
+            layers: 32,
+            hidden: None,
+            vocab: None,
+        };
+        let m = Model::plain(spec).unwrap();
+        assert_eq!(m.hidden, 4270);
+        assert!(m.pre.is_empty());
+        assert_eq!(m.params(), 7_000_000_000);
+    }
+
+    #[test]
+    fn a_layer_too_small_for_its_attention_is_one_tensor() {
+        let spec = PlainSpec {
+            params: 1000,
+            layers: 4,
+            hidden: Some(64),
+            vocab: None,
+        };
+        let m = Model::plain(spec).unwrap();
+        assert_eq!(m.layer.len(), 1);
+        assert_eq!(m.params(), 1000);
+    }
+
+    #[test]
+    fn impossible_plain_forms_are_one_line_usage_errors() {
+        let spec = |params, layers, hidden, vocab| PlainSpec {
+            params,
+            layers,
+            hidden,
+            vocab,
+        };
+        let cases = [
+            (spec(1000, 0, None, None), "--layers must be at least 1"),
+            (
+                spec(3, 4, None, None),
+                "--params 3 is fewer than one parameter per layer for --layers 4",
+            ),
+            (spec(1000, 1, Some(0), None), "--hidden must be at least 1"),
+            (
+                spec(1000, 1, Some(64), Some(32000)),
+                "the embedding of --vocab 32000 x hidden 64 is larger than --params 1000",
+            ),
+            (
+                spec(2048, 4, Some(64), Some(32)),
+                "--params 2048 leaves nothing for --layers 4 after the 2048-parameter embedding",
+            ),
+        ];
+        for (s, want) in cases {
+            let err = Model::plain(s).unwrap_err();
+            assert_eq!(err.to_string(), want);
+            assert_eq!(err.exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn element_types_must_be_floating() {
+        let m = Model::preset("gpt2").unwrap();
+        let m = m.with_dtypes(DType::Bfloat16, DType::Float).unwrap();
+        assert_eq!((m.param_dtype, m.grad_dtype), (DType::Bfloat16, DType::Float));
+        let err = m.with_dtypes(DType::Int32, DType::Float).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the parameter type must be a floating type (half, bfloat16, float, double), not int32"
+        );
+    }
+
+    #[test]
+    fn tensor_parallel_shards_split_matrices_and_keep_norms() {
+        let m = Model::preset("gpt2").unwrap();
+        let wte = &m.pre[0];
+        assert_eq!(wte.shard_elements(2), (50257 * 768_u64).div_ceil(2));
+        assert_eq!(
+            m.pre[1].shard_elements(2),
+            1024 * 768,
+            "position embeddings are replicated"
+        );
+        assert_eq!(m.layer[0].shard_elements(4), 768, "norms are replicated");
+        assert_eq!(m.layer[2].shard_elements(4), 768 * 3 * 768 / 4);
+    }
+}
