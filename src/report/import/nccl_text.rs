@@ -161,6 +161,9 @@ fn read(text: &str) -> (Vec<Section>, Vec<String>) {
     let mut sections: Vec<Section> = Vec::new();
     let mut current = Section::default();
     let mut warnings = Vec::new();
+    // The latest header's columns and wrapper: a complete row outside an
+    // open table is reported, never dropped without a word.
+    let mut last_header: Option<(Vec<String>, usize)> = None;
     for (i, raw) in text.lines().enumerate() {
         let no = i + 1;
         let content = launch::content(raw).trim_end();
@@ -180,6 +183,19 @@ fn read(text: &str) -> (Vec<Section>, Vec<String>) {
         }
         if current.first_line == 0 {
             current.first_line = no;
+        }
+        if let Item::Header { columns, wrapper } = &item {
+            last_header = Some((columns.clone(), *wrapper));
+        }
+        let in_table = current.table.as_ref().is_some_and(|t| t.open);
+        if let (Item::Other, false, Some((columns, wrapper))) = (&item, in_table, &last_header)
+            && let Some(tokens) = row_tokens(content, *wrapper)
+            && matches!(parse_row(columns, &tokens), RowParse::Full(_))
+        {
+            warnings.push(format!(
+                "line {no}: a result row outside any table (after its run's footer, or where a new run began): \
+                 not imported"
+            ));
         }
         apply(&mut current, no, content, item, &mut warnings);
     }
@@ -325,6 +341,9 @@ fn nccl_code(code: &str) -> Option<String> {
 /// `Rank  3 Group  0 Pid 1234 on host device  3 [...]` (Group since 2.13).
 fn rank_line(words: &[&str]) -> Option<RankLine> {
     let i = words.iter().position(|w| *w == "Rank")?;
+    if !directive_at(words, i) {
+        return None;
+    }
     // No job has 2^32 ranks: a bigger index is not a device line.
     let rank = words.get(i + 1)?.parse::<u32>().ok()?.into();
     let rest = &words[i + 2..];
@@ -347,6 +366,9 @@ fn rank_line(words: &[&str]) -> Option<RankLine> {
 /// The column header: names from `size` on.
 fn header(words: &[&str]) -> Option<Item> {
     let at = words.iter().position(|w| *w == "size")?;
+    if !directive_at(words, at) {
+        return None;
+    }
     let columns: Vec<String> = words[at..].iter().map(|w| w.to_string()).collect();
     let has = |n: &str| columns.iter().any(|c| c == n);
     if !(has("count") && (has("time") || has("busbw"))) {
@@ -354,6 +376,13 @@ fn header(words: &[&str]) -> Option<Item> {
     }
     let wrapper = words[..at].iter().filter(|w| **w != "#").count();
     Some(Item::Header { columns, wrapper })
+}
+
+/// Whether the word at `i` starts what nccl-tests printed: right after its
+/// `#`, or first on a line whose `#` an editor removed; not in the middle
+/// of someone else's log line.
+fn directive_at(words: &[&str], i: usize) -> bool {
+    i == 0 || words[i - 1].ends_with('#')
 }
 
 /// The number after `iters:`, the plain one or the one after `prefix`

@@ -488,3 +488,25 @@ fn huge_numbers_anywhere_are_refused_or_skipped_never_a_panic() {
     }
     assert_eq!(half_unit("1.5e-2147483648"), 0.0);
 }
+
+#[test]
+fn log_lines_of_others_do_not_pose_as_rank_or_header_lines_and_stray_rows_are_reported() {
+    let log = Log::new("all_reduce_perf", 4);
+    let noise = "node-0:1:2 [0] NCCL INFO Rank 7 Pid 99 on x device 0 size count time";
+    let text = log
+        .text()
+        .replace("# Using devices", &format!("# Using devices\n{noise}"));
+    let p = ok(&text);
+    assert_eq!((p.records.len(), p.records[0].nranks), (6, 4));
+    // a row after the footer belongs to no table: reported, not imported
+    let text = log.text().replace(
+        "# Avg bus bandwidth    : 1.234",
+        &format!("# Avg bus bandwidth    : 1.234\n{}", log.row(1 << 22)),
+    );
+    let p = ok(&text);
+    assert_eq!(p.records.len(), 6);
+    assert_eq!(
+        p.warnings,
+        ["line 18: a result row outside any table (after its run's footer, or where a new run began): not imported"]
+    );
+}
