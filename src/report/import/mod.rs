@@ -1,10 +1,17 @@
 //! `collbench import`: other tools' output as collbench CSV rows, so that
 //! old logs and new runs compare and plot together. One file per format:
 //! `nccl_text` (nccl-tests' text output), `nccl_json` (its `-J` file) and
-//! `osu` (OSU micro-benchmark collectives).
+//! `osu` (OSU micro-benchmark collectives); `decode` turns a file's bytes
+//! into text first (UTF-16, BOMs, gzip) or names what it is instead; `launch`
+//! reads what launchers add (line prefixes, echoed command lines).
+//! docs/import.md is the user's account of every decision taken here.
 //!
-//! Parsers take the text as it is and return records or a one-line reason;
-//! they never panic on any input (property-tested). Sizes are converted to
+//! Parsers take the text as it is and return records plus warnings (one
+//! line each, with the line number, for every line that looked like a
+//! result and was not imported) or a one-line reason for refusing the
+//! whole file; they never panic on any input (property-tested). Nothing is
+//! dropped without a word, and a file whose rank count cannot be known is
+//! refused rather than imported with a guessed one. Sizes are converted to
 //! collbench's semantics (DESIGN.md: the larger of one rank's buffers), and
 //! algbw and busbw are recomputed with `record::bandwidth_gbps` and our bus
 //! factors; the bandwidths a file printed are never copied.
@@ -16,6 +23,8 @@
 //! spread across ranks (nccl-tests), so `compare` judges such rows by the
 //! threshold alone.
 
+mod decode;
+mod launch;
 mod nccl_json;
 mod nccl_text;
 mod osu;
@@ -95,9 +104,19 @@ pub(crate) struct Measured {
     pub iters: Option<u64>,
 }
 
-/// The record of one point, with our bandwidth formulas.
+/// What a parser made of one file: its records, and one line (with the
+/// line number) for everything it saw and did not import.
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    pub records: Vec<Record>,
+    pub warnings: Vec<String>,
+}
+
+/// The record of one point, with our bandwidth formulas. The only place
+/// where an imported point becomes a `Record`.
 pub(crate) fn record(run: &Run, m: &Measured) -> Record {
-    let factor = run.collective.spec().bus_factor(run.nranks as usize);
+    let spec = run.collective.spec();
+    let factor = spec.bus_factor(run.nranks as usize);
     let (algbw_gbps, busbw_gbps) = bandwidth_gbps(m.size_bytes, m.time_us * 1e-6, factor);
     let nodes = Nodes::from_keys(&run.hosts, &run.hosts);
     Record {
@@ -111,8 +130,14 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Record {
         hierarchy: "flat".into(),
         collective: run.collective.name().into(),
         dtype: m.dtype.clone(),
-        op: m.op.clone(),
-        root: m.root,
+        // nccl-tests prints `sum` as the redop of sendrecv: collbench's
+        // schema says `none` for every non-reduction.
+        op: if spec.is_reduction() {
+            m.op.clone()
+        } else {
+            "none".into()
+        },
+        root: if spec.has_root() { m.root } else { -1 },
         placement: m.placement.name().into(),
         size_bytes: m.size_bytes,
         count: m.count,
@@ -141,11 +166,17 @@ pub(crate) fn resolve_collective(given: &Given, found: Option<Collective>, name:
         .ok_or_else(|| "cannot tell which collective this measured: pass --collective NAME".to_string())
 }
 
-/// `all_reduce_perf` (a binary name anywhere in `text`) -> all_reduce.
+/// `all_reduce_perf` or `all_reduce_perf_mpi` (the name NGC containers
+/// ship the MPI build under), anywhere in `text` -> all_reduce.
 pub(crate) fn perf_collective(text: &str) -> Option<Collective> {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter_map(|word| word.strip_suffix("_perf"))
-        .find_map(Collective::parse)
+        .find_map(perf_binary)
+}
+
+/// The collective of one word that is an nccl-tests binary name.
+pub(crate) fn perf_binary(word: &str) -> Option<Collective> {
+    let stem = word.strip_suffix("_mpi").unwrap_or(word);
+    stem.strip_suffix("_perf").and_then(Collective::parse)
 }
 
 /// collbench's name of a type name such as `float`, `fp32` or `int`;
@@ -185,22 +216,33 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
         nranks: opts.nranks,
     };
     let mut records = Vec::new();
+    let mut warnings = Vec::new();
     for path in &opts.files {
         let bytes = std::fs::read(path).map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
-        let text = String::from_utf8_lossy(&bytes);
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let parsed = match opts.source {
-            Source::NcclTests if text.trim_start().starts_with('{') => nccl_json::parse(&text, &name, &given),
-            Source::NcclTests => nccl_text::parse(&text, &name, &given),
-            Source::Osu => osu::parse(&text, &name, &given),
-        };
-        records.extend(parsed.map_err(|e| Error::usage(format!("{}: {e}", path.display())))?);
+        let parsed = decode::decode(&bytes).and_then(|text| parse(opts.source, &text, &name, &given));
+        let parsed = parsed.map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
+        records.extend(parsed.records);
+        warnings.extend(parsed.warnings.into_iter().map(|w| format!("{}: {w}", path.display())));
     }
     super::csv::write_records(&opts.output, opts.overwrite, &records)?;
+    // Only once the CSV is written: a refused import says one line, no more.
+    for w in &warnings {
+        eprintln!("collbench: warning: {w}");
+    }
     Ok(records.len())
+}
+
+/// One file's text in the format of `source`.
+pub(crate) fn parse(source: Source, text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
+    match source {
+        Source::NcclTests if text.trim_start().starts_with('{') => nccl_json::parse(text, name, given),
+        Source::NcclTests => nccl_text::parse(text, name, given),
+        Source::Osu => osu::parse(text, name, given),
+    }
 }
 
 /// Reads a number the way C's printf wrote it (`12.5`, `1e+06`, `nan`).
@@ -228,6 +270,14 @@ mod tests {
             Some(Collective::AllToAll)
         );
         assert_eq!(perf_collective("sendrecv_perf.log"), Some(Collective::SendRecv));
+        assert_eq!(
+            perf_collective("# Collective test starting: broadcast_perf_mpi"),
+            Some(Collective::Broadcast)
+        );
+        assert_eq!(
+            perf_collective("/usr/bin/all_gather_perf_mpi -b 8"),
+            Some(Collective::AllGather)
+        );
         assert_eq!(perf_collective("hypercube_perf"), None);
         assert_eq!(perf_collective("all_reduce"), None);
     }
@@ -319,6 +369,13 @@ mod tests {
             #[test]
             fn parsers_never_panic_on_arbitrary_text(text in "\\PC*") {
                 all(&text);
+            }
+
+            #[test]
+            fn decoding_never_panics_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+                if let Ok(text) = super::super::decode::decode(&bytes) {
+                    all(&text);
+                }
             }
 
             #[test]

@@ -9,11 +9,10 @@
 
 use serde_json::Value;
 
-use super::{Given, Measured, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
-use crate::report::record::Record;
+use super::{Given, Measured, Parsed, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
 use crate::types::Placement;
 
-pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>, String> {
+pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
     let Some(results) = doc.get("results").and_then(Value::as_array) else {
         return Err("JSON without a \"results\" list: not an nccl-tests -J file".into());
@@ -66,64 +65,78 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>
             .unwrap_or_default()
             .to_string(),
     };
-
     let mut records = Vec::new();
-    for entry in results {
-        let Some(size_bytes) = int(entry.get("size")) else {
-            continue;
-        };
-        let text_of = |key: &str, default: &str| {
-            entry
-                .get(key)
-                .and_then(Value::as_str)
-                .unwrap_or(default)
-                .trim()
-                .to_string()
-        };
-        let root = match entry.get("root") {
-            Some(Value::String(s)) => s.trim().parse().unwrap_or(-1),
-            Some(v) => v.as_i64().unwrap_or(-1),
-            None => -1,
-        };
-        for (key, placement) in [
-            ("out_of_place", Placement::OutOfPlace),
-            ("in_place", Placement::InPlace),
-        ] {
-            let Some(p) = entry.get(key).filter(|p| p.is_object()) else {
-                continue;
-            };
-            let time_us = p
-                .get("time")
-                .or_else(|| p.get("cpu_time"))
-                .and_then(Value::as_f64)
-                .filter(|t| t.is_finite() && *t >= 0.0);
-            let Some(time_us) = time_us else { continue };
-            let wrong = p
-                .get("nwrong")
-                .and_then(Value::as_f64)
-                .filter(|w| w.is_finite() && *w >= 0.0)
-                .map(|w| w as u64);
-            let m = Measured {
-                dtype: dtype_name(&text_of("type", "float")),
-                op: text_of("redop", "none").to_ascii_lowercase(),
-                root,
-                placement,
-                size_bytes,
-                count: int(entry.get("count")).unwrap_or(0),
-                time_us,
-                time_min_us: time_us,
-                time_max_us: time_us,
-                wrong,
-                timestamp: None,
-                iters: None,
-            };
-            records.push(record(&run, &m));
-        }
+    let mut warnings = Vec::new();
+    for (i, entry) in results.iter().enumerate() {
+        records.extend(points(entry, i, &mut warnings).iter().map(|m| record(&run, m)));
     }
     if records.is_empty() {
         return Err("the JSON \"results\" list holds no measured point".into());
     }
-    Ok(records)
+    Ok(Parsed { records, warnings })
+}
+
+/// The out-of-place and in-place points of `results[i]`.
+fn points(entry: &Value, i: usize, warnings: &mut Vec<String>) -> Vec<Measured> {
+    let int = |v: Option<&Value>| v.and_then(Value::as_u64);
+    let mut out = Vec::new();
+    let Some(size_bytes) = int(entry.get("size")) else {
+        warnings.push(format!("results[{i}] has no \"size\": not imported"));
+        return out;
+    };
+    let text_of = |key: &str, default: &str| {
+        entry
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .trim()
+            .to_string()
+    };
+    let root = match entry.get("root") {
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(-1),
+        Some(v) => v.as_i64().unwrap_or(-1),
+        None => -1,
+    };
+    for (key, placement) in [
+        ("out_of_place", Placement::OutOfPlace),
+        ("in_place", Placement::InPlace),
+    ] {
+        let Some(p) = entry.get(key).filter(|p| p.is_object()) else {
+            continue;
+        };
+        let time_us = p
+            .get("time")
+            .or_else(|| p.get("cpu_time"))
+            .and_then(Value::as_f64)
+            .filter(|t| t.is_finite() && *t >= 0.0);
+        let Some(time_us) = time_us else {
+            warnings.push(format!(
+                "results[{i}].{key} has no usable \"time\": that point is not imported"
+            ));
+            continue;
+        };
+        let wrong = p
+            .get("nwrong")
+            .and_then(Value::as_f64)
+            .filter(|w| w.is_finite() && *w >= 0.0)
+            .map(|w| w as u64);
+        let m = Measured {
+            dtype: dtype_name(&text_of("type", "float")),
+            op: text_of("redop", "none").to_ascii_lowercase(),
+            root,
+            placement,
+            size_bytes,
+            count: int(entry.get("count")).unwrap_or(0),
+            time_us,
+            time_min_us: time_us,
+            time_max_us: time_us,
+            wrong,
+            timestamp: None,
+            iters: None,
+        };
+        out.push(m);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -143,8 +156,13 @@ mod tests {
              "in_place":{"time":"nan","alg_bw":0,"bus_bw":0,"nwrong":null},
              "actual_iterations":20,"experiment_name":""}],
           "out_of_bounds":{"count":0,"okay":"true"}}"#;
-        let rows = parse(json, "r.json", &Given::default()).unwrap();
+        let parsed = parse(json, "r.json", &Given::default()).unwrap();
+        let rows = parsed.records;
         assert_eq!(rows.len(), 1, "the nan in-place time is skipped");
+        assert_eq!(
+            parsed.warnings,
+            ["results[0].in_place has no usable \"time\": that point is not imported"]
+        );
         let r = &rows[0];
         assert_eq!(
             (r.collective.as_str(), r.nranks, r.count, r.root),

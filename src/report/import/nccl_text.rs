@@ -1,156 +1,388 @@
-//! nccl-tests' text output (2.13 and later; older layouts work where their
-//! header names the columns). What it reads:
-//! - `# nThread 1 nGpus 1 minBytes ... warmup iters: 5 iters: 20 ...`
-//!   starts a run section (a file may hold several runs back to back);
-//! - `#  Rank  0 Group  0 Pid 1234 on host device  0 [...] NVIDIA ...`
-//!   device lines: ranks are counted and hosts taken from them;
-//! - `# Collective test starting: all_reduce_perf`, or any `xxx_perf`
-//!   binary name (a command line echoed in the log, the file name), names
-//!   the collective;
-//! - the column header `#  size count type redop root time algbw busbw
-//!   #wrong time ...`, which places every value, including the optional
-//!   `timestamp` column (two tokens, `YYYY-MM-DD HH:MM:SS`, first or last)
-//!   and the per-iteration columns (`i_min` ...), which are skipped;
-//! - result rows: out-of-place then in-place, each with its time and
-//!   `#wrong` (a number, or `N/A` when checking was off).
+//! nccl-tests' text output, every layout since 2018 (docs/import.md lists
+//! what each line means and every decision below). What it reads:
+//! - run sections, started by a version line, `# Collective test
+//!   starting: xxx_perf`, an echoed command line naming an `xxx_perf` or
+//!   `xxx_perf_mpi` binary, the `# nThread ...` line or a column header,
+//!   whichever comes first after the previous table;
+//! - `#  Rank N [Group G] Pid P on HOST device D ...`: the rank count is
+//!   the highest N + 1 and the hosts come from these lines;
+//! - the column header, which places every value by name, whatever the
+//!   layout (`redop`/`root` present or not, `#wrong` or the old `error`,
+//!   `timestamp`, per-iteration columns);
+//! - result rows under it: an out-of-place and an in-place point each.
 //!
-//! `mpirun --tag-output` prefixes (`[1,0]<stdout>:`) are removed first.
-//! Lines that fit nowhere (NCCL INFO/WARN lines, banners) are skipped.
+//! Launcher prefixes are removed first (`launch::content`); lines that fit
+//! nowhere (NCCL INFO, PMIX, banners) are skipped, but a line under a
+//! header that starts like a row and is not one is reported with its line
+//! number. A row split by an interleaved line is joined back.
+//!
+//! The rank count is never guessed: it is checked against the nThread
+//! line, the echoed command and the log's own busbw column, which nccl-tests
+//! computed with the true rank count; a log whose count cannot be known is
+//! refused.
 
-use super::{Given, Measured, Run, dtype_name, perf_collective, record, resolve_collective, run_id, time};
+use super::launch::{self, Command};
+use super::{Given, Measured, Parsed, Run, dtype_name, perf_binary, perf_collective, record, run_id};
 use crate::collective::Collective;
-use crate::report::record::Record;
 use crate::types::Placement;
 
-/// The layout of 2.13 to 2.19 without optional columns.
-const DEFAULT_COLUMNS: [&str; 13] = [
-    "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
-];
+/// What one line (without its launcher prefix) is.
+enum Item {
+    Version {
+        tests: String,
+        library: Option<String>,
+    },
+    Starting(String),
+    Threads {
+        threads: u64,
+        gpus: u64,
+        iters: u64,
+        warmup: u64,
+    },
+    Rank(RankLine),
+    Header {
+        columns: Vec<String>,
+        wrapper: usize,
+    },
+    OutOfBounds(u64),
+    Footer,
+    NcclVersion(String),
+    Command(Command),
+    Other,
+}
 
+#[derive(Clone, Debug)]
+struct RankLine {
+    line: usize,
+    rank: u64,
+    pid: Option<String>,
+    host: Option<String>,
+}
+
+/// One run: everything from its first line to the end of its table.
 #[derive(Default)]
 struct Section {
+    first_line: usize,
+    version: Option<String>,
+    library: Option<String>,
+    nccl_version: Option<String>,
+    /// The binary that named the collective, as written.
+    binary: Option<String>,
     collective: Option<Collective>,
-    /// (rank, host) from the device lines.
-    ranks: Vec<(u64, Option<String>)>,
+    command: Option<(usize, Command)>,
+    /// (line, nThread, nGpus)
+    threads: Option<(usize, u64, u64)>,
     iters: u64,
     warmup: u64,
-    columns: Option<Vec<String>>,
-    points: Vec<Measured>,
+    ranks: Vec<RankLine>,
+    table: Option<Table>,
+    /// (line, count) of a `# Out of bounds values : N FAILED` line.
+    failed: Option<(usize, u64)>,
 }
 
-pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>, String> {
-    let mut sections: Vec<Section> = Vec::new();
-    let mut pending: Option<Collective> = None;
-    let mut version = String::new();
-    let mut nccl_version = String::new();
-    for raw in text.lines() {
-        let line = strip_tag(raw).trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(c) = perf_collective(line) {
-            pending = Some(c);
-            if let Some(s) = sections.last_mut().filter(|s| s.points.is_empty()) {
-                s.collective = Some(c);
-            }
-        }
-        if let Some(rest) = line.strip_prefix("NCCL version") {
-            nccl_version = format!("NCCL {}", rest.trim());
-            continue;
-        }
-        if let Some(body) = line.strip_prefix('#') {
-            let body = body.trim();
-            let words: Vec<&str> = body.split_whitespace().collect();
-            match words.as_slice() {
-                ["nThread", ..] => sections.push(Section {
-                    collective: pending,
-                    iters: iters_after(&words, None).unwrap_or(0),
-                    warmup: iters_after(&words, Some("warmup")).unwrap_or(0),
-                    ..Section::default()
-                }),
-                ["Rank", rank, rest @ ..] => {
-                    if let Ok(rank) = rank.parse::<u64>() {
-                        let host = rest
-                            .iter()
-                            .position(|w| *w == "on")
-                            .and_then(|i| rest.get(i + 1))
-                            .map(|h| h.to_string());
-                        current(&mut sections, pending).ranks.push((rank, host));
-                    }
-                }
-                ["nccl-tests", "version", v, ..] => version = format!("nccl-tests {v}"),
-                _ if words.contains(&"size") && words.contains(&"count") => {
-                    current(&mut sections, pending).columns = Some(words.iter().map(|w| w.to_string()).collect());
-                }
-                _ => {}
-            }
-            continue;
-        }
-        let tokens = merge_timestamps(line.split_whitespace().collect());
-        let section = current(&mut sections, pending);
-        if let Some(points) = row(&tokens, section.columns.as_deref()) {
-            section.points.extend(points);
-        }
-    }
+struct Table {
+    line: usize,
+    columns: Vec<String>,
+    /// Words a wrapper put before the header's `#`, and so before each row.
+    wrapper: usize,
+    open: bool,
+    rows: Vec<Row>,
+    /// (line, reason) of every row-like line that was not imported.
+    rejected: Vec<(usize, Rejected)>,
+    fragment: Option<Fragment>,
+}
 
-    let with_points: Vec<Section> = sections.into_iter().filter(|s| !s.points.is_empty()).collect();
-    if with_points.is_empty() {
-        return Err("no nccl-tests result rows found (expected the output of an nccl-tests *_perf binary)".into());
-    }
-    let backend_version = match (version.is_empty(), nccl_version.is_empty()) {
-        (false, false) => format!("{version}, {nccl_version}"),
-        (false, true) => version,
-        (true, false) => nccl_version,
-        (true, true) => "nccl-tests".into(),
+/// A row's beginning, waiting for the line that continues it.
+struct Fragment {
+    line: usize,
+    tokens: Vec<String>,
+    between: Vec<usize>,
+}
+
+enum Rejected {
+    /// A fragment nothing completed: (values, columns).
+    Incomplete(usize, usize),
+    Bad(String),
+}
+
+struct Row {
+    line: usize,
+    points: Vec<Point>,
+}
+
+/// One point with the text nccl-tests printed for it, for the busbw check.
+struct Point {
+    m: Measured,
+    time_text: String,
+    busbw_text: Option<String>,
+}
+
+pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
+    let (sections, mut warnings) = read(text);
+    // Where the text stops without a newline: a row there was cut.
+    let cut_at = (!text.ends_with('\n')).then(|| text.lines().count());
+    let tables: Vec<&Section> = sections.iter().filter(|s| s.table.is_some()).collect();
+    let Some(first) = tables.first() else {
+        return Err(
+            "no nccl-tests result rows found: no column header ('#  size  count  type ...') in the file \
+                    (expected the output of an nccl-tests *_perf binary)"
+                .into(),
+        );
     };
-    let count = with_points.len();
+    let with_rows: Vec<&Section> = tables
+        .iter()
+        .copied()
+        .filter(|s| s.table.as_ref().is_some_and(|t| !t.rows.is_empty()))
+        .collect();
+    if with_rows.is_empty() {
+        return Err(no_rows(&tables, first, cut_at));
+    }
+    for s in &tables {
+        warnings.extend(section_warnings(s, cut_at));
+    }
     let mut records = Vec::new();
-    for (i, s) in with_points.into_iter().enumerate() {
-        let collective = resolve_collective(given, s.collective, name)?;
-        let mut ranks = s.ranks.clone();
-        ranks.sort_by_key(|r| r.0);
-        ranks.dedup_by_key(|r| r.0);
-        let nranks = match given.nranks {
-            Some(n) => n,
-            None if !ranks.is_empty() => ranks.len() as u64,
-            None => {
-                return Err("no '#  Rank N ... device' lines to count the ranks from: pass --nranks N".into());
+    for (i, s) in with_rows.iter().enumerate() {
+        let located = |e: String| {
+            if with_rows.len() > 1 && !e.starts_with("line ") {
+                format!("the run starting at line {}: {e}", s.first_line)
+            } else {
+                e
             }
         };
-        let hosts: Vec<String> = ranks.iter().filter_map(|r| r.1.clone()).collect();
-        let run = Run {
-            run_id: run_id("nccl-tests", name, i, count),
-            backend: "nccl",
-            backend_version: backend_version.clone(),
-            collective,
-            nranks,
-            hosts: if hosts.len() == ranks.len() { hosts } else { Vec::new() },
-            iters: s.iters,
-            warmup: s.warmup,
-            timestamp: String::new(),
+        let (run, points) = run_of(s, given, name, i, with_rows.len()).map_err(located)?;
+        records.extend(points.iter().map(|m| record(&run, m)));
+    }
+    Ok(Parsed { records, warnings })
+}
+
+/// Every line of `text`, sorted into run sections; warnings for rows that
+/// were joined back together.
+fn read(text: &str) -> (Vec<Section>, Vec<String>) {
+    let mut sections: Vec<Section> = Vec::new();
+    let mut current = Section::default();
+    let mut warnings = Vec::new();
+    // The latest header's columns and wrapper: a complete row outside an
+    // open table is reported, never dropped without a word.
+    let mut last_header: Option<(Vec<String>, usize)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let no = i + 1;
+        let content = launch::content(raw).trim_end();
+        if content.trim().is_empty() {
+            continue;
+        }
+        let item = classify(content);
+        let starts_new = match &item {
+            Item::Version { .. } => current.table.is_some() || current.version.is_some(),
+            Item::Threads { .. } => current.table.is_some() || current.threads.is_some(),
+            Item::Starting(_) | Item::Command(_) | Item::Rank(_) | Item::Header { .. } => current.table.is_some(),
+            _ => false,
         };
-        records.extend(s.points.iter().map(|m| record(&run, m)));
+        if starts_new {
+            close(&mut current);
+            sections.push(std::mem::take(&mut current));
+        }
+        if current.first_line == 0 {
+            current.first_line = no;
+        }
+        if let Item::Header { columns, wrapper } = &item {
+            last_header = Some((columns.clone(), *wrapper));
+        }
+        let in_table = current.table.as_ref().is_some_and(|t| t.open);
+        if let (Item::Other, false, Some((columns, wrapper))) = (&item, in_table, &last_header)
+            && let Some(tokens) = row_tokens(content, *wrapper)
+            && matches!(parse_row(columns, &tokens), RowParse::Full(_))
+        {
+            warnings.push(format!(
+                "line {no}: a result row outside any table (after its run's footer, or where a new run began): \
+                 not imported"
+            ));
+        }
+        apply(&mut current, no, content, item, &mut warnings);
     }
-    Ok(records)
+    close(&mut current);
+    sections.push(current);
+    (sections, warnings)
 }
 
-fn current(sections: &mut Vec<Section>, pending: Option<Collective>) -> &mut Section {
-    if sections.is_empty() {
-        sections.push(Section {
-            collective: pending,
-            ..Section::default()
-        });
+fn apply(s: &mut Section, no: usize, content: &str, item: Item, warnings: &mut Vec<String>) {
+    match item {
+        Item::Version { tests, library } => (s.version, s.library) = (Some(tests), library),
+        Item::Starting(binary) => {
+            s.collective = perf_binary(&binary);
+            s.binary = Some(binary);
+        }
+        Item::Command(c) => {
+            if s.binary.is_none() {
+                s.collective = perf_binary(c.binary.rsplit('/').next().unwrap_or_default());
+                s.binary = Some(c.binary.clone());
+            }
+            s.command = Some((no, c));
+        }
+        Item::Threads {
+            threads,
+            gpus,
+            iters,
+            warmup,
+        } => {
+            (s.threads, s.iters, s.warmup) = (Some((no, threads, gpus)), iters, warmup);
+        }
+        Item::Rank(mut r) => {
+            r.line = no;
+            s.ranks.push(r);
+        }
+        Item::Header { columns, wrapper } => {
+            s.table = Some(Table {
+                line: no,
+                columns,
+                wrapper,
+                open: true,
+                rows: Vec::new(),
+                rejected: Vec::new(),
+                fragment: None,
+            });
+        }
+        Item::OutOfBounds(n) => {
+            s.failed = (n > 0).then_some((no, n));
+            close(s);
+        }
+        Item::Footer => close(s),
+        Item::NcclVersion(v) => {
+            s.nccl_version.get_or_insert(v);
+            interleaved(s, no);
+        }
+        Item::Other => {
+            if let Some(table) = s.table.as_mut().filter(|t| t.open) {
+                row_line(table, no, content, warnings);
+            }
+        }
     }
-    let last = sections.len() - 1;
-    &mut sections[last]
 }
 
-/// Removes `[1,0]<stdout>:` that `mpirun --tag-output` puts before lines.
-fn strip_tag(line: &str) -> &str {
-    match line.find("]<stdout>:") {
-        Some(i) if line.trim_start().starts_with('[') => &line[i + "]<stdout>:".len()..],
-        _ => line,
+/// A line inside a table that is not a row: it may sit inside a split row.
+fn interleaved(s: &mut Section, no: usize) {
+    if let Some(f) = s.table.as_mut().and_then(|t| t.fragment.as_mut()) {
+        f.between.push(no);
     }
+}
+
+/// The table takes no more rows; a waiting fragment stays incomplete.
+fn close(s: &mut Section) {
+    if let Some(t) = s.table.as_mut() {
+        t.open = false;
+        if let Some(f) = t.fragment.take() {
+            t.rejected
+                .push((f.line, Rejected::Incomplete(f.tokens.len(), t.columns.len())));
+        }
+    }
+}
+
+fn classify(content: &str) -> Item {
+    let words: Vec<&str> = content.split_whitespace().collect();
+    let find = |seq: &[&str]| words.windows(seq.len()).position(|w| w == seq);
+    let word = |i: usize| words.get(i).copied().unwrap_or_default();
+    if let Some(i) = find(&["nccl-tests", "version"]) {
+        let library = words
+            .iter()
+            .find_map(|w| w.strip_prefix("nccl-library="))
+            .and_then(nccl_code);
+        return Item::Version {
+            tests: word(i + 2).to_string(),
+            library,
+        };
+    }
+    if let Some(i) = find(&["Collective", "test", "starting:"]) {
+        return Item::Starting(word(i + 3).to_string());
+    }
+    if find(&["Collective", "test", "concluded:"]).is_some() || find(&["Avg", "bus", "bandwidth"]).is_some() {
+        return Item::Footer;
+    }
+    if let Some(i) = find(&["Out", "of", "bounds", "values", ":"]) {
+        let failed = if word(i + 6) == "OK" {
+            0
+        } else {
+            word(i + 5).parse().unwrap_or(1)
+        };
+        return Item::OutOfBounds(failed);
+    }
+    if let Some(i) = words.iter().position(|w| *w == "nThread")
+        && word(i + 2) == "nGpus"
+        && let (Ok(threads), Ok(gpus)) = (word(i + 1).parse(), word(i + 3).parse())
+    {
+        return Item::Threads {
+            threads,
+            gpus,
+            iters: iters_after(&words, None).unwrap_or(0),
+            warmup: iters_after(&words, Some("warmup")).unwrap_or(0),
+        };
+    }
+    if let Some(rank) = rank_line(&words) {
+        return Item::Rank(rank);
+    }
+    if let Some(header) = header(&words) {
+        return header;
+    }
+    if word(0) == "NCCL" && word(1) == "version" {
+        return Item::NcclVersion(word(2).to_string());
+    }
+    if !content.trim_start().starts_with('#')
+        && let Some(c) = launch::command(content, |w| w.ends_with("_perf") || w.ends_with("_perf_mpi"))
+    {
+        return Item::Command(c);
+    }
+    Item::Other
+}
+
+/// `nccl-library=22902` -> `2.29.2` (NCCL_VERSION_CODE since 2.9).
+fn nccl_code(code: &str) -> Option<String> {
+    let code: u64 = code.parse().ok()?;
+    (code >= 20900).then(|| format!("{}.{}.{}", code / 10000, code / 100 % 100, code % 100))
+}
+
+/// `Rank  3 Group  0 Pid 1234 on host device  3 [...]` (Group since 2.13).
+fn rank_line(words: &[&str]) -> Option<RankLine> {
+    let i = words.iter().position(|w| *w == "Rank")?;
+    if !directive_at(words, i) {
+        return None;
+    }
+    // No job has 2^32 ranks: a bigger index is not a device line.
+    let rank = words.get(i + 1)?.parse::<u32>().ok()?.into();
+    let rest = &words[i + 2..];
+    let pid_at = rest.iter().position(|w| *w == "Pid")?;
+    rest.iter().position(|w| *w == "device")?;
+    let after = |key: &str| {
+        rest.iter()
+            .position(|w| *w == key)
+            .and_then(|j| rest.get(j + 1))
+            .map(|s| s.to_string())
+    };
+    Some(RankLine {
+        line: 0,
+        rank,
+        pid: rest.get(pid_at + 1).map(|s| s.to_string()),
+        host: after("on"),
+    })
+}
+
+/// The column header: names from `size` on.
+fn header(words: &[&str]) -> Option<Item> {
+    let at = words.iter().position(|w| *w == "size")?;
+    if !directive_at(words, at) {
+        return None;
+    }
+    let columns: Vec<String> = words[at..].iter().map(|w| w.to_string()).collect();
+    let has = |n: &str| columns.iter().any(|c| c == n);
+    if !(has("count") && (has("time") || has("busbw"))) {
+        return None;
+    }
+    let wrapper = words[..at].iter().filter(|w| **w != "#").count();
+    Some(Item::Header { columns, wrapper })
+}
+
+/// Whether the word at `i` starts what nccl-tests printed: right after its
+/// `#`, or first on a line whose `#` an editor removed; not in the middle
+/// of someone else's log line.
+fn directive_at(words: &[&str], i: usize) -> bool {
+    i == 0 || words[i - 1].ends_with('#')
 }
 
 /// The number after `iters:`, the plain one or the one after `prefix`
@@ -165,8 +397,81 @@ fn iters_after(words: &[&str], prefix: Option<&str>) -> Option<u64> {
     })
 }
 
+/// A line inside an open table.
+fn row_line(table: &mut Table, no: usize, content: &str, warnings: &mut Vec<String>) {
+    let Some(tokens) = row_tokens(content, table.wrapper) else {
+        if let Some(f) = table.fragment.as_mut() {
+            f.between.push(no);
+        }
+        return;
+    };
+    if let Some(f) = table.fragment.take() {
+        if let Some(points) = join(&table.columns, &f, &tokens, warnings) {
+            let lines: Vec<String> = f.between.iter().map(|l| l.to_string()).collect();
+            warnings.push(format!(
+                "line {}: a result row split by interleaved output (line {}) was joined with its rest on line {no}",
+                f.line,
+                lines.join(", ")
+            ));
+            table.rows.push(Row { line: f.line, points });
+            return;
+        }
+        table
+            .rejected
+            .push((f.line, Rejected::Incomplete(f.tokens.len(), table.columns.len())));
+    }
+    match parse_row(&table.columns, &tokens) {
+        RowParse::Full(tokens) => {
+            let points = points(&table.columns, &tokens, no, warnings);
+            table.rows.push(Row { line: no, points });
+        }
+        RowParse::Prefix => {
+            table.fragment = Some(Fragment {
+                line: no,
+                tokens,
+                between: Vec::new(),
+            })
+        }
+        RowParse::Bad(reason) => table.rejected.push((no, Rejected::Bad(reason))),
+    }
+}
+
+/// The words of a line that starts like a row (a number first), after the
+/// header's wrapper words; None for any other line.
+fn row_tokens(content: &str, wrapper: usize) -> Option<Vec<String>> {
+    let words: Vec<&str> = content.split_whitespace().collect();
+    let numeric = |w: &str| {
+        let b = w.as_bytes();
+        let digit_at = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+        w.parse::<f64>().is_ok() && (digit_at(0) || (matches!(b[0], b'-' | b'.') && digit_at(1)))
+    };
+    [wrapper, 0]
+        .into_iter()
+        .find(|&skip| words.get(skip).is_some_and(|w| numeric(w)))
+        .map(|skip| merge_timestamps(&words[skip..]))
+}
+
+/// A fragment and the line after it as one row: the two as they are, or
+/// with the token they split in two put back together.
+fn join(columns: &[String], f: &Fragment, rest: &[String], warnings: &mut Vec<String>) -> Option<Vec<Point>> {
+    let mut side_by_side = f.tokens.clone();
+    side_by_side.extend(rest.iter().cloned());
+    let mut glued = f.tokens.clone();
+    if let (Some(last), Some(first)) = (glued.last_mut(), rest.first()) {
+        last.push_str(first);
+        glued.extend(rest[1..].iter().cloned());
+    }
+    [side_by_side, glued].into_iter().find_map(|tokens| {
+        let words: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        match parse_row(columns, &merge_timestamps(&words)) {
+            RowParse::Full(tokens) => Some(points(columns, &tokens, f.line, warnings)),
+            _ => None,
+        }
+    })
+}
+
 /// Joins `2025-10-14` `12:00:01` into one token.
-fn merge_timestamps(tokens: Vec<&str>) -> Vec<String> {
+fn merge_timestamps(tokens: &[&str]) -> Vec<String> {
     let is_date = |t: &str| t.len() == 10 && t.as_bytes().get(4) == Some(&b'-') && t.as_bytes().get(7) == Some(&b'-');
     let is_time = |t: &str| t.len() == 8 && t.as_bytes().get(2) == Some(&b':') && t.as_bytes().get(5) == Some(&b':');
     let mut out: Vec<String> = Vec::with_capacity(tokens.len());
@@ -183,140 +488,459 @@ fn merge_timestamps(tokens: Vec<&str>) -> Vec<String> {
     out
 }
 
-/// The out-of-place and in-place points of one result row, or None when
-/// the line is not one.
-fn row(tokens: &[String], columns: Option<&[String]>) -> Option<Vec<Measured>> {
-    let default: Vec<String> = DEFAULT_COLUMNS.iter().map(|c| c.to_string()).collect();
-    let columns = columns.unwrap_or(&default);
-    if tokens.len() != columns.len() {
-        return None;
+enum RowParse {
+    /// Every column has its value (a blank redop filled in as "").
+    Full(Vec<String>),
+    /// The first values of a row, every one valid: the rest may follow.
+    Prefix,
+    Bad(String),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Count,
+    Root,
+    Name,
+    Number,
+    Wrong,
+    Any,
+}
+
+fn kind(column: &str) -> Kind {
+    match column {
+        "size" | "count" => Kind::Count,
+        "root" => Kind::Root,
+        "type" | "redop" => Kind::Name,
+        "time" | "cputime" | "algbw" | "busbw" | "error" => Kind::Number,
+        "#wrong" | "wrong" => Kind::Wrong,
+        _ => Kind::Any,
     }
-    let at = |name: &str| columns.iter().position(|c| c == name).and_then(|i| tokens.get(i));
+}
+
+fn valid(kind: Kind, token: &str) -> bool {
+    match kind {
+        Kind::Count => token.parse::<u64>().is_ok(),
+        Kind::Root => token.parse::<i64>().is_ok(),
+        Kind::Name => !token.is_empty() && token.parse::<f64>().is_err(),
+        Kind::Number => token.parse::<f64>().is_ok(),
+        Kind::Wrong => token == "N/A" || token.parse::<u64>().is_ok(),
+        Kind::Any => true,
+    }
+}
+
+/// The first (column, value) whose value does not fit its column.
+fn first_bad<'a>(columns: &'a [String], tokens: &'a [String]) -> Option<(&'a String, &'a String)> {
+    columns
+        .iter()
+        .zip(tokens)
+        .find(|(c, t)| !(valid(kind(c), t) || (c.as_str() == "redop" && t.is_empty())))
+}
+
+fn parse_row(columns: &[String], tokens: &[String]) -> RowParse {
+    if tokens.len() == columns.len() {
+        return match first_bad(columns, tokens) {
+            None => RowParse::Full(tokens.to_vec()),
+            Some((c, t)) => RowParse::Bad(format!("'{t}' is not a valid {c} value")),
+        };
+    }
+    // Old alltoall printed an empty redop: one value short, and a number
+    // where the redop would be.
+    if let Some(r) = columns.iter().position(|c| c == "redop")
+        && tokens.len() + 1 == columns.len()
+        && tokens.get(r).is_some_and(|t| !valid(Kind::Name, t))
+    {
+        let mut filled = tokens.to_vec();
+        filled.insert(r, String::new());
+        if first_bad(columns, &filled).is_none() {
+            return RowParse::Full(filled);
+        }
+    }
+    match first_bad(columns, tokens) {
+        Some((c, t)) => RowParse::Bad(format!("'{t}' is not a valid {c} value")),
+        None if tokens.len() < columns.len() => RowParse::Prefix,
+        None => RowParse::Bad(format!(
+            "{} values where the header has {} columns",
+            tokens.len(),
+            columns.len()
+        )),
+    }
+}
+
+/// The out-of-place and in-place points of a complete row.
+fn points(columns: &[String], tokens: &[String], line: usize, warnings: &mut Vec<String>) -> Vec<Point> {
+    let at = |name: &str| columns.iter().position(|c| c == name).map(|i| tokens[i].as_str());
     let nth = |names: &[&str], n: usize| {
         columns
             .iter()
             .enumerate()
             .filter(|(_, c)| names.contains(&c.as_str()))
             .nth(n)
-            .and_then(|(i, _)| tokens.get(i))
+            .map(|(i, _)| tokens[i].as_str())
     };
-    let size_bytes: u64 = at("size")?.parse().ok()?;
-    let count: u64 = at("count").and_then(|c| c.parse().ok()).unwrap_or(0);
-    let dtype = dtype_name(at("type").map_or("float", String::as_str));
-    let op = at("redop").map_or("none", String::as_str).to_ascii_lowercase();
-    let root: i64 = match at("root") {
-        Some(r) => r.parse().ok()?,
-        None => -1,
+    let size_bytes = at("size").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let count = at("count").and_then(|c| c.parse().ok()).unwrap_or(0);
+    // Empty when the layout has no such column: `defaults` fills them in
+    // once the section's command line and collective are known.
+    let dtype = at("type").map(dtype_name).unwrap_or_default();
+    let op = match at("redop") {
+        None => String::new(),
+        Some("") => "none".to_string(),
+        Some(op) => op.to_ascii_lowercase(),
     };
-    let timestamp = at("timestamp").cloned();
-    let mut points = Vec::new();
+    let root = at("root").and_then(|r| r.parse().ok()).unwrap_or(-1);
+    let mut out = Vec::new();
     for (n, placement) in Placement::BOTH.into_iter().enumerate() {
-        let Some(t) = nth(&["time", "cputime"], n).and_then(|t| time(t)) else {
+        let Some(time_text) = nth(&["time", "cputime"], n) else {
             continue;
         };
-        let wrong = nth(&["#wrong", "error", "wrong"], n)
-            .and_then(|w| super::number(w))
-            .filter(|w| w.is_finite() && *w >= 0.0)
-            .map(|w| w as u64);
-        points.push(Measured {
+        let Some(time_us) = super::time(time_text) else {
+            warnings.push(format!(
+                "line {line}: the {} time '{time_text}' is not a time: that point is not imported",
+                placement.name()
+            ));
+            continue;
+        };
+        // `#wrong` counts wrong elements; old nccl-tests' `error` column is
+        // a maximum error, which says nothing of how many: left empty.
+        let wrong = nth(&["#wrong", "wrong"], n).and_then(|w| w.parse().ok());
+        let m = Measured {
             dtype: dtype.clone(),
             op: op.clone(),
             root,
             placement,
             size_bytes,
             count,
-            time_us: t,
-            time_min_us: t,
-            time_max_us: t,
+            time_us,
+            time_min_us: time_us,
+            time_max_us: time_us,
             wrong,
-            timestamp: timestamp.clone(),
+            timestamp: at("timestamp").map(str::to_string),
             iters: None,
+        };
+        out.push(Point {
+            m,
+            time_text: time_text.to_string(),
+            busbw_text: nth(&["busbw"], n).map(str::to_string),
         });
     }
-    (!points.is_empty()).then_some(points)
+    out
+}
+
+/// Why a section's rejected line was not imported.
+fn reason(line: usize, r: &Rejected, cut_at: Option<usize>) -> String {
+    let cut = cut_at == Some(line);
+    match r {
+        Rejected::Incomplete(k, n) if cut => {
+            format!("the file ends inside this result row ({k} of {n} values): truncated, not imported")
+        }
+        Rejected::Incomplete(k, n) => {
+            format!("an incomplete result row ({k} of {n} values) that no later line completes: not imported")
+        }
+        Rejected::Bad(why) if cut => format!("the file ends inside this result row ({why}): truncated, not imported"),
+        Rejected::Bad(why) => format!("not a result row ({why}): not imported"),
+    }
+}
+
+fn section_warnings(s: &Section, cut_at: Option<usize>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(t) = &s.table else { return out };
+    for (line, r) in &t.rejected {
+        out.push(format!("line {line}: {}", reason(*line, r, cut_at)));
+    }
+    if t.rows.is_empty() && t.rejected.is_empty() {
+        out.push(format!("line {}: a column header with no result rows under it", t.line));
+    }
+    if let Some((line, n)) = s.failed {
+        let error_column = t.columns.iter().any(|c| c == "error");
+        out.push(if error_column {
+            format!(
+                "line {line}: this run reports {n} FAILED checks; its 'error' column is a maximum error, not a count, \
+                 so `wrong` is left empty for all its rows"
+            )
+        } else {
+            format!("line {line}: this run reports {n} out-of-bounds values FAILED")
+        });
+    }
+    out
+}
+
+/// The refusal when there is a header but not one row could be read.
+fn no_rows(tables: &[&Section], first: &Section, cut_at: Option<usize>) -> String {
+    for t in tables.iter().filter_map(|s| s.table.as_ref()) {
+        if let Some((line, r)) = t.rejected.first() {
+            let how = match t.rejected.len() {
+                1 => "its one row could not be read".to_string(),
+                n => format!("none of the {n} rows under it could be read"),
+            };
+            return format!(
+                "the nccl-tests column header (line {}) was found, but {how}; the first, line {line}: {}",
+                t.line,
+                reason(*line, r, cut_at)
+            );
+        }
+    }
+    let line = first.table.as_ref().map_or(0, |t| t.line);
+    format!(
+        "the nccl-tests column header (line {line}) is followed by no result rows (the run stopped before its \
+         first size?)"
+    )
+}
+
+/// The run a section describes, and its points.
+fn run_of(
+    s: &Section,
+    given: &Given,
+    name: &str,
+    index: usize,
+    sections: usize,
+) -> Result<(Run, Vec<Measured>), String> {
+    let rows = s.table.as_ref().map(|t| t.rows.as_slice()).unwrap_or_default();
+    let collective = given.collective.or(s.collective).or_else(|| perf_collective(name));
+    let Some(collective) = collective else {
+        return Err(missing_collective(s, given));
+    };
+    let nranks = rank_count(s, given, collective, rows)?;
+    let ranks = ranks_by_index(&s.ranks);
+    let hosts: Vec<String> = ranks.iter().filter_map(|r| r.host.clone()).collect();
+    let complete = ranks.len() as u64 == nranks && hosts.len() == ranks.len();
+    let nccl = s.nccl_version.clone().or_else(|| s.library.clone());
+    let backend_version = match (&s.version, nccl) {
+        (Some(t), Some(n)) => format!("nccl-tests {t}, NCCL {n}"),
+        (Some(t), None) => format!("nccl-tests {t}"),
+        (None, Some(n)) => format!("NCCL {n}"),
+        (None, None) => "nccl-tests".into(),
+    };
+    let run = Run {
+        run_id: run_id("nccl-tests", name, index, sections),
+        backend: "nccl",
+        backend_version,
+        collective,
+        nranks,
+        hosts: if complete { hosts } else { Vec::new() },
+        iters: s.iters,
+        warmup: s.warmup,
+        timestamp: String::new(),
+    };
+    let points = rows
+        .iter()
+        .flat_map(|r| r.points.iter())
+        .map(|p| defaults(s, collective, &p.m))
+        .collect();
+    Ok((run, points))
+}
+
+/// A point of a layout without a `type` or `redop` column gets what the
+/// echoed command line asked for, else nccl-tests' defaults (`-d float`,
+/// `-o sum`).
+fn defaults(s: &Section, collective: Collective, m: &Measured) -> Measured {
+    let command = s.command.as_ref().map(|c| &c.1);
+    let mut m = m.clone();
+    if m.dtype.is_empty() {
+        m.dtype = dtype_name(command.and_then(|c| c.dtype.as_deref()).unwrap_or("float"));
+    }
+    if m.op.is_empty() {
+        m.op = if collective.spec().is_reduction() {
+            command
+                .and_then(|c| c.op.as_deref())
+                .unwrap_or("sum")
+                .to_ascii_lowercase()
+        } else {
+            "none".to_string()
+        };
+    }
+    m
+}
+
+fn missing_collective(s: &Section, given: &Given) -> String {
+    let what = match &s.binary {
+        Some(b) => format!("the log names {b}, which is not a collective collbench imports"),
+        None => "no *_perf binary name in the log or in the file name".to_string(),
+    };
+    let ranks_known =
+        given.nranks.is_some() || !s.ranks.is_empty() || s.command.as_ref().is_some_and(|c| c.1.ranks().is_some());
+    if ranks_known {
+        format!("cannot tell which collective this measured ({what}): pass --collective NAME")
+    } else {
+        format!(
+            "cannot tell which collective this measured ({what}) nor how many ranks ran it (no '#  Rank N' device \
+             lines, no echoed command line): pass --collective NAME and --nranks N"
+        )
+    }
+}
+
+/// Rank lines in rank order, one per rank.
+fn ranks_by_index(lines: &[RankLine]) -> Vec<RankLine> {
+    let mut ranks = lines.to_vec();
+    ranks.sort_by_key(|r| r.rank);
+    ranks.dedup_by_key(|r| r.rank);
+    ranks
+}
+
+/// What the Rank lines say: the highest rank and how many below it are
+/// missing; an error when one rank is listed by two different processes.
+fn rank_lines(lines: &[RankLine]) -> Result<Option<(u64, u64)>, String> {
+    let ranks = ranks_by_index(lines);
+    for a in lines {
+        if let Some(b) = lines
+            .iter()
+            .find(|b| b.rank == a.rank && (b.pid != a.pid || b.host != a.host))
+        {
+            return Err(format!(
+                "rank {} is listed twice by different processes (lines {} and {}): this log interleaves separate \
+                 runs (an nccl-tests built without MPI started by mpirun?); split it, or pass --nranks N",
+                a.rank, a.line, b.line
+            ));
+        }
+    }
+    Ok(ranks.last().map(|last| (last.rank, last.rank + 1 - ranks.len() as u64)))
+}
+
+/// The rank count: --nranks, else the Rank lines, else an echoed command
+/// line; every other source in the log must agree, and so must the
+/// busbw that nccl-tests printed.
+fn rank_count(s: &Section, given: &Given, collective: Collective, rows: &[Row]) -> Result<u64, String> {
+    let lines = rank_lines(&s.ranks)?;
+    let command = s.command.as_ref().and_then(|(l, c)| c.ranks().map(|n| (*l, n)));
+    let (n, source, certain) = match (given.nranks, lines, command) {
+        (Some(n), _, _) => (n, "--nranks".to_string(), true),
+        (None, Some((max, 0)), _) => (max + 1, format!("the '#  Rank 0..{max}' lines"), true),
+        (None, _, Some((l, n))) => (n, format!("the command line at line {l}"), true),
+        (None, Some((max, _)), None) => (max + 1, format!("the highest '#  Rank {max}' line"), false),
+        (None, None, None) => {
+            return Err(
+                "cannot tell how many ranks ran this: no '#  Rank N' device lines and no echoed command \
+                        line with the launch: pass --nranks N"
+                    .into(),
+            );
+        }
+    };
+    agree(s, n, &source, lines, command)?;
+    let factor = |n: u64| collective.spec().bus_factor(n as usize);
+    if let Some(bad) = inconsistent(rows, factor(n)) {
+        return Err(format!(
+            "line {}: the log's busbw {} is not what {} gives with {n} ranks ({}: {:.4} GB/s), so the rank count \
+             ({source}) or the collective ({}) is wrong: pass --nranks N or --collective NAME",
+            bad.line,
+            bad.printed,
+            collective.name(),
+            bad.time_text,
+            bad.ours,
+            collective.name()
+        ));
+    }
+    if !certain {
+        let (max, missing) = lines.unwrap_or_default();
+        let next = n.saturating_add(1);
+        let why = if factor(n) == factor(next) {
+            format!("{}'s busbw does not depend on it", collective.name())
+        } else if inconsistent(rows, factor(next)).is_none() {
+            "the printed busbw is too coarse to tell".to_string()
+        } else {
+            return Ok(n);
+        };
+        return Err(format!(
+            "{missing} of the '#  Rank 0..{max}' lines are missing (elided?), so the rank count is at least {n} \
+             but not known, and {why}: pass --nranks N"
+        ));
+    }
+    Ok(n)
+}
+
+/// The sources of the rank count that `n` did not come from must agree.
+fn agree(
+    s: &Section,
+    n: u64,
+    source: &str,
+    lines: Option<(u64, u64)>,
+    command: Option<(usize, u64)>,
+) -> Result<(), String> {
+    match lines {
+        Some((max, 0)) if n != max + 1 => {
+            return Err(format!(
+                "{n} ranks ({source}), but the '#  Rank' lines list ranks 0 to {max}"
+            ));
+        }
+        Some((max, _)) if n <= max => return Err(format!("{n} ranks ({source}), but there is a '#  Rank {max}' line")),
+        _ => {}
+    }
+    if let Some((line, c)) = command
+        && c != n
+    {
+        return Err(format!(
+            "{n} ranks ({source}), but the command line at line {line} starts {c}"
+        ));
+    }
+    if let Some((line, t, g)) = s.threads
+        && let Some(per_process) = t.checked_mul(g).filter(|p| *p > 0)
+        && !n.is_multiple_of(per_process)
+    {
+        return Err(format!(
+            "{n} ranks ({source}) cannot be: line {line} says each process ran nThread {t} x nGpus {g} = \
+             {per_process} ranks"
+        ));
+    }
+    Ok(())
+}
+
+struct Inconsistent {
+    line: usize,
+    printed: String,
+    time_text: String,
+    ours: f64,
+}
+
+/// The point whose printed busbw is not what size / time x `factor` gives,
+/// allowing for the rounding of both printed numbers; of several, the one
+/// with the largest busbw, whose digits leave the least doubt.
+fn inconsistent(rows: &[Row], factor: f64) -> Option<Inconsistent> {
+    let mut worst: Option<(f64, Inconsistent)> = None;
+    for row in rows {
+        for p in &row.points {
+            let Some(printed_text) = p.busbw_text.as_deref() else {
+                continue;
+            };
+            let Some(printed) = printed_text.parse::<f64>().ok().filter(|b| b.is_finite()) else {
+                continue;
+            };
+            let size = p.m.size_bytes as f64;
+            let (t, dt) = (p.m.time_us, half_unit(&p.time_text));
+            let db = half_unit(printed_text);
+            // GB/s = bytes / (t us * 1e-6) / 1e9 = bytes / t / 1e3
+            let bus = |t: f64| {
+                if t > 0.0 {
+                    size / t / 1e3 * factor
+                } else {
+                    f64::INFINITY
+                }
+            };
+            let slack = 1e-9 * printed.abs().max(1.0);
+            let (lo, hi) = (bus(t + dt) - db - slack, bus(t - dt) + db + slack);
+            let ok = (size == 0.0 && printed == 0.0) || (lo..=hi).contains(&printed);
+            if !ok && worst.as_ref().is_none_or(|w| printed > w.0) {
+                let found = Inconsistent {
+                    line: row.line,
+                    printed: printed_text.to_string(),
+                    time_text: format!("{} B in {} us", p.m.size_bytes, p.time_text),
+                    ours: bus(t),
+                };
+                worst = Some((printed, found));
+            }
+        }
+    }
+    worst.map(|w| w.1)
+}
+
+/// Half the last printed digit of a number as printf wrote it: `12.5` ->
+/// 0.05, `105854` -> 0.5, `1e+06` -> 5e5.
+fn half_unit(text: &str) -> f64 {
+    let lower = text.to_ascii_lowercase();
+    let (mantissa, exponent) = match lower.split_once('e') {
+        Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
+        None => (lower, 0),
+    };
+    let decimals = mantissa.split_once('.').map_or(0, |(_, d)| d.len());
+    0.5 * 10f64.powi(exponent.saturating_sub(i32::try_from(decimals).unwrap_or(i32::MAX)))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const V2_13: &str = "\
-# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
-#
-# Using devices
-#  Rank  0 Group  0 Pid   4242 on    node-a device  0 [0x07] NVIDIA A100-SXM4-80GB
-#  Rank  1 Group  0 Pid   4243 on    node-a device  1 [0x0b] NVIDIA A100-SXM4-80GB
-#  Rank  2 Group  0 Pid   4244 on    node-b device  0 [0x07] NVIDIA A100-SXM4-80GB
-#  Rank  3 Group  0 Pid   4245 on    node-b device  1 [0x0b] NVIDIA A100-SXM4-80GB
-#
-#                                                              out-of-place                       in-place
-#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
-           8             2     float     sum      -1    20.00    0.00    0.00      0    19.50    0.00    0.00      0
-        1024           256     float     sum      -1    25.00    0.04    0.06    N/A    24.00    0.04    0.06    N/A
-# Out of bounds values : 0 OK
-# Avg bus bandwidth    : 0.03
-";
-
-    #[test]
-    fn a_2_13_log_gives_both_placements_with_our_bandwidths() {
-        let given = Given::default();
-        let rows = parse(V2_13, "all_reduce_perf.log", &given).unwrap();
-        assert_eq!(rows.len(), 4);
-        let r = &rows[3];
-        assert_eq!(
-            (r.collective.as_str(), r.placement.as_str()),
-            ("all_reduce", "in_place")
-        );
-        assert_eq!(
-            (r.size_bytes, r.count, r.nranks, r.nnodes, r.ranks_per_node),
-            (1024, 256, 4, 2, 2)
-        );
-        assert_eq!((r.iters, r.warmup, r.wrong), (20, 5, None));
-        assert_eq!(rows[0].wrong, Some(0));
-        // 1024 B in 24 us, factor 2*3/4
-        assert!((r.algbw_gbps - 1024.0 / 24e-6 / 1e9).abs() < 1e-12);
-        assert!((r.busbw_gbps - r.algbw_gbps * 1.5).abs() < 1e-12);
-    }
-
-    #[test]
-    fn without_a_collective_name_or_rank_lines_the_user_is_asked() {
-        let e = parse(V2_13, "log.txt", &Given::default()).unwrap_err();
-        assert!(e.contains("--collective"), "{e}");
-        let no_ranks: String = V2_13
-            .lines()
-            .filter(|l| !l.contains("Rank"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let given = Given {
-            collective: Some(Collective::AllReduce),
-            nranks: None,
-        };
-        let e = parse(&no_ranks, "log.txt", &given).unwrap_err();
-        assert!(e.contains("--nranks"), "{e}");
-    }
-
-    #[test]
-    fn timestamps_and_tags_are_understood() {
-        let text = "\
-[1,0]<stdout>:# Collective test starting: broadcast_perf
-[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 64 maxBytes 64 step: 2(factor) warmup iters: 1 iters: 10 agg iters: 1 validation: 1 graph: 0
-[1,0]<stdout>:#  Rank  0 Group  0 Pid  1 on h device  0 [0000:07:00] NVIDIA H100
-[1,0]<stdout>:#  Rank  1 Group  0 Pid  2 on h device  1 [0000:0b:00] NVIDIA H100
-[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong           timestamp
-[1,0]<stdout>:          64            16     float    none       0    10.00    0.01    0.01      0     9.00    0.01    0.01      0 2025-10-14 12:00:01
-";
-        let rows = parse(text, "x.log", &Given::default()).unwrap();
-        assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].collective, "broadcast");
-        assert_eq!(rows[0].timestamp, "2025-10-14 12:00:01");
-        assert_eq!((rows[0].root, rows[0].op.as_str()), (0, "none"));
-        assert_eq!(rows[1].time_us, 9.0);
-    }
-
-    #[test]
-    fn text_without_result_rows_is_refused() {
-        let e = parse("hello\nworld\n", "x", &Given::default()).unwrap_err();
-        assert!(e.contains("no nccl-tests result rows"), "{e}");
-    }
-}
+mod tests;

@@ -11,17 +11,24 @@
 //!
 //! OSU's avg/min/max are the mean, fastest and slowest rank (each rank's
 //! mean over iterations), which are exactly collbench's `time_us`,
-//! `time_min_us` and `time_max_us`. OSU never prints the rank count, so
-//! `--nranks` is required.
+//! `time_min_us` and `time_max_us`. OSU never prints the rank count: it
+//! comes from `--nranks`, or from an echoed command line that launches an
+//! `osu_*` binary with `-np N` (`mpirun`, `srun -n` ...); when both are
+//! there they must agree, and without either the file is refused.
+//!
+//! Launcher prefixes are removed first (`launch::content`); module-system
+//! noise (`Lmod is automatically replacing ...`) and other lines before the
+//! table are skipped; a line under a `# Size` header that starts with a
+//! number but does not fit it is reported with its line number.
 //!
 //! Sizes: OSU's size for allgather, alltoall, gather and scatter is what
 //! one rank contributes (per peer for alltoall), so collbench's size is n
 //! times it; for allreduce, reduce, reduce_scatter and bcast it is already
 //! the whole buffer.
 
-use super::{Given, Measured, Run, dtype_name, number, record, resolve_collective, run_id, time};
+use super::launch::{self, Command};
+use super::{Given, Measured, Parsed, Run, dtype_name, number, record, resolve_collective, run_id, time};
 use crate::collective::Collective;
-use crate::report::record::Record;
 use crate::types::{DType, Placement};
 
 #[derive(Default)]
@@ -29,63 +36,32 @@ struct Section {
     collective: Option<Collective>,
     version: String,
     datatype: Option<String>,
-    columns: Vec<String>,
+    /// The echoed command line that launched this benchmark.
+    command: Option<(usize, Command)>,
+    /// (line, names) of the `# Size ...` header.
+    header: Option<(usize, Vec<String>)>,
     /// (size, cells by column)
     rows: Vec<(u64, Vec<String>)>,
+    /// (line, why) of lines under the header that were not rows.
+    rejected: Vec<(usize, String)>,
 }
 
-pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>, String> {
-    let mut sections: Vec<Section> = Vec::new();
-    for raw in text.lines() {
-        let line = raw.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(body) = line.strip_prefix('#') {
-            let body = body.trim();
-            if let Some(title) = body.strip_prefix("OSU ") {
-                let (collective, version) = benchmark(title)?;
-                sections.push(Section {
-                    collective: Some(collective),
-                    version,
-                    ..Section::default()
-                });
-            } else if let Some(t) = body.strip_prefix("Datatype:") {
-                current(&mut sections).datatype = Some(t.trim().trim_end_matches('.').to_string());
-            } else if body.starts_with("Size") {
-                current(&mut sections).columns = body
-                    .split("  ")
-                    .map(str::trim)
-                    .filter(|c| !c.is_empty())
-                    .map(str::to_string)
-                    .collect();
-            }
-            continue;
-        }
-        // A row counts only under a `# Size` header, and only when it has a
-        // value for every column the header named.
-        let cells: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-        let section = current(&mut sections);
-        match cells.first().and_then(|c| c.parse::<u64>().ok()) {
-            Some(size) if section.columns.len() >= 2 && cells.len() == section.columns.len() => {
-                section.rows.push((size, cells));
-            }
-            _ => {}
-        }
-    }
-    let with_rows: Vec<Section> = sections.into_iter().filter(|s| !s.rows.is_empty()).collect();
+pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
+    let sections = read(text)?;
+    let with_rows: Vec<&Section> = sections.iter().filter(|s| !s.rows.is_empty()).collect();
     if with_rows.is_empty() {
-        return Err(
-            "no OSU result rows found (expected '# OSU MPI ... Latency Test' output with a '# Size' table)".into(),
-        );
+        return Err(no_rows(&sections));
     }
-    let Some(nranks) = given.nranks else {
-        return Err("OSU output does not record the rank count: pass --nranks N (the -np of the run)".into());
-    };
+    let warnings = sections
+        .iter()
+        .flat_map(|s| s.rejected.iter())
+        .map(|(line, why)| format!("line {line}: {why}: not imported"))
+        .collect();
     let count = with_rows.len();
     let mut records = Vec::new();
     for (i, s) in with_rows.into_iter().enumerate() {
         let collective = resolve_collective(given, s.collective, name)?;
+        let nranks = rank_count(s, given)?;
         let reduction = collective.spec().is_reduction();
         let dtype = match &s.datatype {
             Some(t) => mpi_type(t),
@@ -108,49 +84,152 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>
             warmup: 0,
             timestamp: String::new(),
         };
-        let col = |name: &str| s.columns.iter().position(|c| c.starts_with(name));
-        let (avg, min, max, iters, valid) = (
-            col("Avg").unwrap_or(1),
-            col("Min"),
-            col("Max"),
-            col("Iterations"),
-            col("Validation"),
+        records.extend(
+            points(s, collective, nranks, &dtype, elem)
+                .iter()
+                .map(|m| record(&run, m)),
         );
-        for (osu_size, cells) in &s.rows {
-            let get = |i: Option<usize>| i.and_then(|i| cells.get(i)).map(String::as_str);
-            let Some(time_us) = get(Some(avg)).and_then(time) else {
-                continue;
-            };
-            let (size_bytes, count) = match collective {
-                Collective::AllGather | Collective::Gather | Collective::Scatter | Collective::AllToAll => {
-                    (osu_size.saturating_mul(nranks), osu_size / elem)
-                }
-                Collective::ReduceScatter => (*osu_size, osu_size / elem / nranks.max(1)),
-                _ => (*osu_size, osu_size / elem),
-            };
-            let m = Measured {
-                dtype: dtype.clone(),
-                op: if reduction { "sum" } else { "none" }.into(),
-                root: if collective.spec().has_root() { 0 } else { -1 },
-                placement: Placement::OutOfPlace,
-                size_bytes,
-                count,
-                time_us,
-                time_min_us: get(min).and_then(time).unwrap_or(time_us).min(time_us),
-                time_max_us: get(max).and_then(time).unwrap_or(time_us).max(time_us),
-                // OSU says Pass or Fail, not how many: a failure counts as
-                // at least one wrong element.
-                wrong: get(valid).map(|v| u64::from(!v.eq_ignore_ascii_case("pass"))),
-                timestamp: None,
-                iters: get(iters)
-                    .and_then(number)
-                    .filter(|n| n.is_finite() && *n >= 0.0)
-                    .map(|n| n as u64),
-            };
-            records.push(record(&run, &m));
+    }
+    Ok(Parsed { records, warnings })
+}
+
+/// The points of a section's rows, sizes in collbench's semantics.
+fn points(s: &Section, collective: Collective, nranks: u64, dtype: &str, elem: u64) -> Vec<Measured> {
+    let reduction = collective.spec().is_reduction();
+    let columns = s.header.as_ref().map(|h| h.1.as_slice()).unwrap_or_default();
+    let col = |name: &str| columns.iter().position(|c| c.starts_with(name));
+    let (avg, min, max, iters, valid) = (
+        col("Avg").unwrap_or(1),
+        col("Min"),
+        col("Max"),
+        col("Iterations"),
+        col("Validation"),
+    );
+    let mut out = Vec::new();
+    for (osu_size, cells) in &s.rows {
+        let get = |i: Option<usize>| i.and_then(|i| cells.get(i)).map(String::as_str);
+        let Some(time_us) = get(Some(avg)).and_then(time) else {
+            continue;
+        };
+        let (size_bytes, count) = match collective {
+            Collective::AllGather | Collective::Gather | Collective::Scatter | Collective::AllToAll => {
+                (osu_size.saturating_mul(nranks), osu_size / elem)
+            }
+            Collective::ReduceScatter => (*osu_size, osu_size / elem / nranks.max(1)),
+            _ => (*osu_size, osu_size / elem),
+        };
+        let m = Measured {
+            dtype: dtype.to_string(),
+            op: if reduction { "sum" } else { "none" }.into(),
+            root: if collective.spec().has_root() { 0 } else { -1 },
+            placement: Placement::OutOfPlace,
+            size_bytes,
+            count,
+            time_us,
+            time_min_us: get(min).and_then(time).unwrap_or(time_us).min(time_us),
+            time_max_us: get(max).and_then(time).unwrap_or(time_us).max(time_us),
+            // OSU says Pass or Fail, not how many: a failure counts as
+            // at least one wrong element.
+            wrong: get(valid).map(|v| u64::from(!v.eq_ignore_ascii_case("pass"))),
+            timestamp: None,
+            iters: get(iters)
+                .and_then(number)
+                .filter(|n| n.is_finite() && *n >= 0.0)
+                .map(|n| n as u64),
+        };
+        out.push(m);
+    }
+    out
+}
+
+/// Every line, sorted into one section per `# OSU ...` title.
+fn read(text: &str) -> Result<Vec<Section>, String> {
+    let mut sections: Vec<Section> = Vec::new();
+    let mut command: Option<(usize, Command)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let no = i + 1;
+        let line = launch::content(raw).trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(body) = line.strip_prefix('#') {
+            let body = body.trim();
+            if let Some(title) = body.strip_prefix("OSU ") {
+                let (collective, version) = benchmark(title)?;
+                sections.push(Section {
+                    collective: Some(collective),
+                    version,
+                    command: command.take(),
+                    ..Section::default()
+                });
+            } else if let Some(t) = body.strip_prefix("Datatype:") {
+                current(&mut sections).datatype = Some(t.trim().trim_end_matches('.').to_string());
+            } else if body.starts_with("Size") {
+                let names = body
+                    .split("  ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                current(&mut sections).header = Some((no, names));
+            }
+            continue;
+        }
+        if let Some(c) = launch::command(line, |w| w.starts_with("osu_")) {
+            command = Some((no, c));
+            continue;
+        }
+        row(current(&mut sections), no, line);
+    }
+    Ok(sections)
+}
+
+/// A line that is not a comment: a row when it is under a header, starts
+/// with a size and has a value for every column the header named.
+fn row(section: &mut Section, no: usize, line: &str) {
+    let Some((_, names)) = &section.header else { return };
+    let cells: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    let Some(size) = cells.first().and_then(|c| c.parse::<u64>().ok()) else {
+        return;
+    };
+    let avg = names.iter().position(|c| c.starts_with("Avg")).unwrap_or(1);
+    if cells.len() != names.len() {
+        let why = format!("{} values where the '# Size' header names {}", cells.len(), names.len());
+        section.rejected.push((no, why));
+    } else if let Some(bad) = cells.get(avg).filter(|c| time(c).is_none()) {
+        section.rejected.push((no, format!("'{bad}' is not a latency")));
+    } else {
+        section.rows.push((size, cells));
+    }
+}
+
+fn no_rows(sections: &[Section]) -> String {
+    for s in sections {
+        if let (Some((header, _)), Some((line, why))) = (&s.header, s.rejected.first()) {
+            return format!(
+                "the OSU '# Size' header (line {header}) was found, but none of the {} rows under it could be \
+                 read; the first, line {line}: {why}",
+                s.rejected.len()
+            );
         }
     }
-    Ok(records)
+    "no OSU result rows found (expected '# OSU MPI ... Latency Test' output with a '# Size' table)".into()
+}
+
+/// `--nranks`, else the `-np` of the echoed command line; they must agree.
+fn rank_count(s: &Section, given: &Given) -> Result<u64, String> {
+    let command = s.command.as_ref().and_then(|(line, c)| c.processes.map(|n| (*line, n)));
+    match (given.nranks, command) {
+        (Some(n), Some((line, c))) if n != c => Err(format!(
+            "--nranks {n}, but the command line at line {line} starts {c} processes"
+        )),
+        (Some(n), _) | (None, Some((_, n))) => Ok(n),
+        (None, None) => Err(
+            "OSU output does not record the rank count, and no echoed command line (mpirun -np N ...) says it: \
+             pass --nranks N (the -np of the run)"
+                .into(),
+        ),
+    }
 }
 
 fn current(sections: &mut Vec<Section>) -> &mut Section {
@@ -219,7 +298,7 @@ mod tests {
 # Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n\
 4                       1.50              1.20              1.80        1000\n\
 1048576               200.00            180.00            220.00         100\n";
-        let rows = parse(text, "x.txt", &given(4)).unwrap();
+        let rows = parse(text, "x.txt", &given(4)).unwrap().records;
         assert_eq!(rows.len(), 2);
         let r = &rows[1];
         assert_eq!(
@@ -236,14 +315,14 @@ mod tests {
     fn per_rank_sizes_become_totals() {
         let text = "# OSU MPI All-to-All Personalized Exchange Latency Test v5.9\n\
 # Size       Avg Latency(us)\n1024                   10.00\n";
-        let r = &parse(text, "a2a", &given(8)).unwrap()[0];
+        let r = &parse(text, "a2a", &given(8)).unwrap().records[0];
         assert_eq!((r.collective.as_str(), r.dtype.as_str()), ("alltoall", "int8"));
         assert_eq!((r.size_bytes, r.count, r.root), (8192, 1024, -1));
         let text = "# OSU MPI Gather Latency Test v7.0\n# Size       Avg Latency(us)\n64   3.00\n";
-        let r = &parse(text, "g", &given(2)).unwrap()[0];
+        let r = &parse(text, "g", &given(2)).unwrap().records[0];
         assert_eq!((r.size_bytes, r.root), (128, 0));
         let text = "# OSU MPI Reduce_scatter Latency Test v5.9\n# Size       Avg Latency(us)\n64   3.00\n";
-        let r = &parse(text, "rs", &given(4)).unwrap()[0];
+        let r = &parse(text, "rs", &given(4)).unwrap().records[0];
         assert_eq!((r.size_bytes, r.count), (64, 4));
     }
 
@@ -253,7 +332,7 @@ mod tests {
 # Size       Avg Latency(us)        Validation   P50 Tail Lat(us)   P90 Tail Lat(us)\n\
 1                       2.42              Pass               2.40               2.60\n\
 2                       2.50              Fail               2.45               2.70\n";
-        let rows = parse(text, "b", &given(2)).unwrap();
+        let rows = parse(text, "b", &given(2)).unwrap().records;
         assert_eq!(rows.iter().map(|r| r.wrong).collect::<Vec<_>>(), [Some(0), Some(1)]);
         assert_eq!(rows[0].time_us, 2.42);
     }
@@ -273,5 +352,48 @@ mod tests {
         );
         let headless = "# Size       Avg Latency(us)\n4   1.0\n";
         assert!(parse(headless, "x", &given(2)).unwrap_err().contains("--collective"));
+    }
+
+    #[test]
+    fn an_echoed_launch_command_gives_the_rank_count_and_module_noise_is_skipped() {
+        let text = "Lmod is automatically replacing \"cray-mpich/8.1.27\" with\n\"cray-mpich-abi/8.1.27\".\n\n\
+$ ssh node1 mpirun --mca coll_tuned_allreduce_algorithm 4 -np 4 -pernode osu/bin/osu_allreduce\n\
+# OSU MPI Allreduce Latency Test v5.7.1\n# Size       Avg Latency(us)\n4   74.85\n1048576   2242.14\n";
+        let p = parse(text, "x", &Given::default()).unwrap();
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        assert_eq!(p.records.len(), 2);
+        assert_eq!(
+            (p.records[1].nranks, p.records[1].backend_version.as_str()),
+            (4, "OSU v5.7.1")
+        );
+        let e = parse(text, "x", &given(8)).unwrap_err();
+        assert!(
+            e.contains("--nranks 8, but the command line at line 4 starts 4 processes"),
+            "{e}"
+        );
+        // srun --label prefixes are removed like nccl-tests'
+        let labelled: String = text.lines().map(|l| format!(" 0: {l}\n")).collect();
+        assert_eq!(parse(&labelled, "x", &Given::default()).unwrap().records.len(), 2);
+    }
+
+    #[test]
+    fn rows_that_do_not_fit_the_header_are_reported_and_a_table_of_only_those_is_refused() {
+        let text = "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4   1.0\n8   2.0  3.0\n16\n";
+        let p = parse(text, "x", &given(2)).unwrap();
+        assert_eq!(p.records.len(), 1);
+        assert_eq!(
+            p.warnings,
+            [
+                "line 4: 3 values where the '# Size' header names 2: not imported",
+                "line 5: 1 values where the '# Size' header names 2: not imported"
+            ]
+        );
+        let text = "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4   x\n";
+        let e = parse(text, "x", &given(2)).unwrap_err();
+        assert!(
+            e.starts_with("the OSU '# Size' header (line 2) was found, but none of the 1 rows"),
+            "{e}"
+        );
+        assert!(e.ends_with("line 3: 'x' is not a latency"), "{e}");
     }
 }
