@@ -63,6 +63,10 @@
  *   GPUSIM_NCCL_HANG=RANK:N     the Nth group issued by RANK never
  *                               completes: its stream hangs (events stay
  *                               not ready), its peers wait for it
+ *   GPUSIM_NCCL_DELAY=RANK:N:MS the Nth group issued by RANK returns MS
+ *                               milliseconds late (after its data moved):
+ *                               RANK reaches what follows late, as a rank
+ *                               held up by its host would
  *   GPUSIM_SHM_BYTES=B          channel memory per communicator (16 MiB)
  */
 #define _GNU_SOURCE
@@ -755,9 +759,17 @@ static void set_async(struct ncclComm *c, ncclResult_t rc)
     atomic_compare_exchange_strong(&c->async_err, &ok, (int)rc);
 }
 
+static void run_job_inner(struct job *j);
+static void delay_if_asked(void);
+
 static void run_job(void *arg)
 {
-    struct job *j = arg;
+    run_job_inner(arg);
+    delay_if_asked();
+}
+
+static void run_job_inner(struct job *j)
+{
     if (j->n == 0)
         return;
     struct ncclComm *c0 = j->ops[0].comm;
@@ -813,6 +825,13 @@ static void run_job(void *arg)
             return;
         }
     }
+}
+
+static void delay_if_asked(void)
+{
+    struct fault f;
+    if (parse_fault("GPUSIM_NCCL_DELAY", &f) && f.rank == world_rank && f.nth == groups_issued)
+        usleep((useconds_t)f.code * 1000);
 }
 
 static void free_job(void *arg)
