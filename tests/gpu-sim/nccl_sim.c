@@ -774,6 +774,12 @@ static void run_job_inner(struct job *j)
         return;
     struct ncclComm *c0 = j->ops[0].comm;
     groups_issued++;
+    /* After an asynchronous error the communicator is unusable: NCCL's
+     * kernels for it no longer run, and the error stays (the caller sees it
+     * through ncclCommGetAsyncError and aborts). */
+    for (size_t i = 0; i < j->n; i++)
+        if (atomic_load(&j->ops[i].comm->async_err) != ncclSuccess)
+            return;
     struct fault f;
     if (parse_fault("GPUSIM_NCCL_HANG", &f) && f.rank == world_rank && f.nth == groups_issued) {
         gpusim_hang(j->ops[0].stream);
