@@ -57,9 +57,10 @@
  *                               buffer in rank order and lower ranks return
  *                               first (the worst case of that buffer)
  *   GPUSIM_NCCL_ASYNC=RANK:N:CODE
- *                               the Nth group issued by RANK does nothing
- *                               and its communicator reports CODE through
- *                               ncclCommGetAsyncError
+ *                               the Nth group issued by RANK does nothing,
+ *                               its stream never completes (as a failed
+ *                               kernel's) and its communicator reports CODE
+ *                               through ncclCommGetAsyncError
  *   GPUSIM_NCCL_HANG=RANK:N     the Nth group issued by RANK never
  *                               completes: its stream hangs (events stay
  *                               not ready), its peers wait for it
@@ -789,6 +790,7 @@ static void run_job_inner(struct job *j)
         warn("gpusim: rank %d: injected asynchronous error %d in group %ld (GPUSIM_NCCL_ASYNC)", world_rank, f.code,
              groups_issued);
         set_async(c0, (ncclResult_t)f.code);
+        gpusim_hang(j->ops[0].stream); /* the failed kernels never finish */
         return;
     }
     for (size_t i = 0; i < j->n; i++) {
