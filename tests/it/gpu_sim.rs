@@ -203,7 +203,8 @@ fn every_collective_type_and_op_validates_under_mpirun_on_1_to_4_simulated_gpus(
 fn hierarchical_modes_validate_on_virtual_nodes_with_counts_the_node_size_does_not_divide() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
-    let runs: [(&str, &[(&str, &str)], &[&str]); 3] = [
+    type Run<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let runs: [Run; 3] = [
         ("split", &[], &[]),
         ("ids", &[], &["--no-comm-split"]),
         ("hidden", &[("GPUSIM_NCCL_HIDE", "ncclCommSplit")], &[]),
@@ -582,7 +583,9 @@ fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() 
         "2",
         "--no-progress",
     ];
-    let cases: [(&str, &str, &[&str], i32, &[&str]); 5] = [
+    /// (variable, value, extra arguments, exit code, words of the line)
+    type Fault<'a> = (&'a str, &'a str, &'a [&'a str], i32, &'a [&'a str]);
+    let cases: [Fault; 5] = [
         (
             "GPUSIM_NCCL_FAIL",
             "ncclAllReduce:3:2:1",

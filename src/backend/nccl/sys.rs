@@ -1487,13 +1487,13 @@ impl Drop for DeviceMemory {
         let _ = self.stream.context().bind_to_thread();
         let _ = self.stream.synchronize();
         match self.nccl.as_ref().and_then(|api| api.mem_free) {
-            // SAFETY: `self.ptr` came from this library's ncclMemAlloc and is
-            // freed exactly once.
             Some(mem_free) => {
+                // SAFETY: `self.ptr` came from this library's ncclMemAlloc
+                // and is freed exactly once.
                 let _ = unsafe { mem_free(self.ptr as *mut c_void) };
             }
-            // SAFETY: `self.ptr` came from cuMemAlloc and is freed exactly once.
             None => {
+                // SAFETY: `self.ptr` came from cuMemAlloc and is freed exactly once.
                 let _ = unsafe { cudarc::driver::result::free_sync(self.ptr) };
             }
         }
