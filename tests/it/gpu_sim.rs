@@ -362,14 +362,15 @@ fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
 
 /// Point 3 of issue 11: with `-I`, iteration 0 starts after the barrier.
 /// Rank 1 reaches the barrier 1.5 s late (GPUSIM_NCCL_DELAY on its last
-/// group before the timed loop); before the fix rank 0 recorded its first
+/// warm-up group; with `-c 0` no other collective of the two ranks comes
+/// between it and the barrier); before the fix rank 0 recorded its first
 /// event before the barrier, so iteration 0 held the 1.5 s wait.
 #[test]
 fn per_iteration_times_start_after_the_barrier() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let csv_path = tmp.path().join("i.csv");
-    // -w 1, -c 1: groups 1 and 2 are warm-up and check; group 2 is late
+    // -w 2, -c 0: groups 1 and 2 are the warm-up; group 2 is late
     let out = sim_run(
         &dir,
         2,
@@ -389,9 +390,9 @@ fn per_iteration_times_start_after_the_barrier() {
             "-n",
             "3",
             "-w",
-            "1",
+            "2",
             "-c",
-            "1",
+            "0",
             "-I",
             "--no-progress",
             "--csv",
