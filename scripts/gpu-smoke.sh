@@ -1,113 +1,227 @@
 #!/usr/bin/env bash
-# GPU smoke test of the NCCL backend on a machine with one GPU (world size 1:
-# NCCL does not put two ranks on one GPU).
+# GPU smoke test of the NCCL backend, for a machine with one GPU or more and
+# no Rust toolchain or package registry (e.g. one H200, driver 580, Python
+# with nvidia-nccl-cu13 and PyTorch): checks every collective on the real GPU
+# and NCCL in under 4 minutes, and says in one look whether all validated.
 #
-#   scripts/gpu-smoke.sh OUTDIR
+#   OUT=/some/dir scripts/gpu-smoke.sh        (or: scripts/gpu-smoke.sh DIR)
 #
-# Runs every collective from 8 B to 1 GiB with checking, out-of-place and
-# in-place, in several types (then every reduction on float), then the
-# hierarchical all-reduce modes with phase times over every visible GPU (as
-# virtual nodes: 8 GPUs are 2 nodes of 4, so that counts the node size does
-# not divide take the padded path), then nccl-tests' extras (-m, -G, -R);
-# prints the tables, and writes into OUTDIR: info.txt (what `collbench info`
-# found), types.csv, ops.csv, hierarchy.csv, extras.csv and the printed
-# tables (types.txt, ...).
+# Writes everything to $OUT (else DIR, else ./gpu-smoke-out): SUMMARY.txt
+# (first line `gpu-smoke: PASS ...` or `gpu-smoke: FAIL ...`, then one line
+# per collective: validated or not, points, wrong elements, best busbw),
+# info.txt (`collbench info`), nccl.txt (the NCCL libraries found), and per
+# step STEP.csv, STEP.txt (the printed table) and STEP.err.
 #
-# Which binary: $COLLBENCH_BIN if set; else target/release/collbench if it
-# exists; else it is built here with `cargo build --release --no-default-features
-# --features nccl` (no MPI needed to build or to run). The run uses `-g 1`
-# (one rank, no MPI), so a binary built with or without MPI works.
+# The binary: $COLLBENCH_BIN, else ./collbench beside this script or in the
+# current folder, else target/release/collbench. Build it elsewhere with
+#   cargo build --release --no-default-features --features nccl
+# (no MPI needed; the CUDA driver and libnccl are loaded at run time, so the
+# binary carries no link to either) and carry it over.
 #
-# NCCL is found as `collbench run` finds it: --nccl-lib / COLLBENCH_NCCL_LIB,
-# NCCL_HOME/lib, the dynamic loader (system packages), then the nvidia/nccl/lib
-# folder of Python site-packages (pip install nvidia-nccl-cu12).
+# NCCL: $COLLBENCH_NCCL_LIB if set; else, tried in order, the nvidia/nccl/lib
+# folder of the site-packages of every python3 found (the one on PATH,
+# $VIRTUAL_ENV, /opt/torch/.venv), then PyTorch's own lib folder
+# (torch/lib/libnccl*.so*). The first that `collbench info` accepts runs the
+# sweep; PyTorch's, where it is another library, gets a short all_reduce run
+# of its own (step torch).
 #
-# Environment: COLLBENCH_BIN, COLLBENCH_NCCL_LIB, SMOKE_MAXBYTES (default 1G),
-# SMOKE_TYPES (default int8,int32,half,float,bfloat16,double).
-# Exit code: collbench's (0 ok, 1 runtime failure, 2 usage, 3 wrong results).
-set -euo pipefail
+# Environment: COLLBENCH_BIN, COLLBENCH_NCCL_LIB, SMOKE_MAXBYTES (caps every
+# step's largest size; default: 16M for the type sweep, 512M for the large
+# sizes), SMOKE_ITERS (timed iterations, default 20), SMOKE_BUDGET_S (the
+# whole run's time budget, default 220 s: steps that would start later are
+# skipped and reported), SMOKE_EXTRA (extra arguments for every run).
+# Exit code: 0 when every collective validated, else collbench's worst (1
+# runtime failure, 2 usage, 3 wrong results, 5 timeout), 1 for a setup
+# problem.
+set -uo pipefail
 
 say() { printf 'gpu-smoke: %s\n' "$*" >&2; }
-die() { say "$*"; exit 1; }
+die() {
+    say "$*"
+    if [ -n "${out:-}" ]; then printf 'gpu-smoke: FAIL (setup): %s\n' "$*" > "$out/SUMMARY.txt"; fi
+    exit 1
+}
 
-[ $# -ge 1 ] || die "usage: scripts/gpu-smoke.sh OUTDIR"
-out=$1
-shift
-mkdir -p "$out" || die "cannot create the output folder $out"
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-${1:-gpu-smoke-out}}
+mkdir -p "$out" || { echo "gpu-smoke: cannot create $out" >&2; exit 1; }
 out=$(cd "$out" && pwd)
+started=$SECONDS
+budget=${SMOKE_BUDGET_S:-220}
+iters=${SMOKE_ITERS:-20}
+read -r -a extra <<< "${SMOKE_EXTRA:-}"
 
-cd "$(dirname "$0")/.."
-
+# --- the binary
 bin=${COLLBENCH_BIN:-}
 if [ -z "$bin" ]; then
-    if [ -x target/release/collbench ]; then
-        bin=target/release/collbench
-    elif command -v cargo >/dev/null 2>&1; then
-        say "building collbench (release, NCCL backend, no MPI)"
-        cargo build --release --no-default-features --features nccl >&2 \
-            || die "the build failed; set COLLBENCH_BIN to a collbench binary built elsewhere"
-        bin=target/release/collbench
+    for c in "$here/collbench" "$PWD/collbench" "$here/../target/release/collbench"; do
+        if [ -x "$c" ]; then bin=$c; break; fi
+    done
+fi
+[ -n "$bin" ] || die "no collbench binary: set COLLBENCH_BIN (build it elsewhere with cargo build --release --no-default-features --features nccl)"
+[ -x "$bin" ] || die "COLLBENCH_BIN=$bin is not an executable file"
+"$bin" --version >/dev/null 2>"$out/version.err" \
+    || die "$bin does not start here ($(head -c 300 "$out/version.err")); a build with MPI needs libmpi: build with --no-default-features --features nccl, on a system with a glibc no newer than this one's"
+
+# --- NCCL candidates
+python_bins=()
+for p in python3 "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python3}" /opt/torch/.venv/bin/python3; do
+    [ -n "$p" ] && command -v "$p" >/dev/null 2>&1 && python_bins+=("$(command -v "$p")")
+done
+candidates=()
+torch_libs=()
+if [ -n "${COLLBENCH_NCCL_LIB:-}" ]; then
+    candidates+=("$COLLBENCH_NCCL_LIB")
+fi
+for py in "${python_bins[@]}"; do
+    while IFS= read -r d; do
+        [ -n "$d" ] || continue
+        for f in "$d"/nvidia/nccl/lib/libnccl.so*; do [ -f "$f" ] && candidates+=("$f"); done
+        for f in "$d"/torch/lib/libnccl*.so*; do [ -f "$f" ] && torch_libs+=("$f"); done
+    done < <("$py" -c 'import site, sys
+d = []
+try: d += site.getsitepackages()
+except Exception: pass
+try: d.append(site.getusersitepackages())
+except Exception: pass
+print("\n".join(d + [p for p in sys.path if p]))' 2>/dev/null)
+done
+candidates+=("${torch_libs[@]}")
+{
+    echo "NCCL candidates, in order (the first that loads runs the sweep):"
+    printf '  %s\n' "${candidates[@]:-none}"
+} > "$out/nccl.txt"
+
+lib=""
+for c in "${candidates[@]}"; do
+    if "$bin" info --nccl-lib "$c" 2>/dev/null | grep -q "^NCCL  *[0-9]"; then lib=$c; break; fi
+done
+if [ -z "$lib" ]; then
+    if "$bin" info 2>/dev/null | grep -q "^NCCL  *[0-9]"; then
+        lib=""  # collbench's own search (NCCL_HOME, the loader) finds one
     else
-        die "no collbench binary: set COLLBENCH_BIN, or install Rust (cargo) to build one"
+        "$bin" info > "$out/info.txt" 2>&1
+        die "no usable NCCL library (tried: ${candidates[*]:-none}; see info.txt); pip install nvidia-nccl-cu13 or set COLLBENCH_NCCL_LIB"
     fi
 fi
-[ -x "$bin" ] || die "COLLBENCH_BIN=$bin is not an executable file"
-if ! "$bin" --version >/dev/null 2>&1; then
-    die "$bin does not start (a build with MPI needs the MPI library at run time; build with --no-default-features --features nccl)"
-fi
+nccl_opt=()
+if [ -n "$lib" ]; then nccl_opt=(--nccl-lib "$lib"); fi
+echo "using: ${lib:-the library search of collbench}" >> "$out/nccl.txt"
 
-maxbytes=${SMOKE_MAXBYTES:-1G}
-types=${SMOKE_TYPES:-int8,int32,half,float,bfloat16,double}
-
-"$bin" info | tee "$out/info.txt"
-if grep -q '^NCCL *not usable' "$out/info.txt"; then
-    die "no usable NCCL library (see info.txt); install it (pip install nvidia-nccl-cu12, or the system package) or set COLLBENCH_NCCL_LIB"
-fi
-if ! grep -q '^GPUs *[1-9]' "$out/info.txt"; then
-    die "no GPU visible (see info.txt): run this on a machine with an NVIDIA GPU and its driver"
-fi
-
+"$bin" info "${nccl_opt[@]}" > "$out/info.txt" 2>&1
+cat "$out/info.txt" >&2
+grep -q '^GPUs *[1-9]' "$out/info.txt" \
+    || die "no GPU visible (see info.txt): run this on a machine with an NVIDIA GPU and its driver"
 gpus=$(sed -n 's/^GPUs *\([0-9][0-9]*\) visible.*/\1/p' "$out/info.txt")
 gpus=${gpus:-1}
-# Virtual nodes for the hierarchical modes: the largest proper divisor of
-# the GPU count (two nodes or more, several ranks each), else one node.
-per_node=$gpus
-for ((d = gpus / 2; d >= 2; d--)); do
-    if ((gpus % d == 0)); then
-        per_node=$d
+
+# --- the steps
+worst=0
+steps_run=()
+steps_skipped=()
+step() {
+    local name=$1
+    shift
+    if (( SECONDS - started > budget )); then
+        say "$name: skipped, the ${budget} s budget is spent"
+        steps_skipped+=("$name")
+        return
+    fi
+    say "$name: collbench $*"
+    "$bin" run --backend nccl --no-progress --overwrite --timeout 120 -n "$iters" "$@" "${extra[@]}" \
+        --csv "$out/$name.csv" > "$out/$name.txt" 2> "$out/$name.err"
+    local rc=$?
+    steps_run+=("$name")
+    tail -n 3 "$out/$name.txt" >&2
+    if [ "$rc" -ne 0 ]; then
+        say "$name: collbench exited with $rc: $(head -n 1 "$out/$name.err")"
+        if [ "$rc" -gt "$worst" ]; then worst=$rc; fi
+    fi
+}
+small=${SMOKE_MAXBYTES:-16M}
+large_min=${SMOKE_MAXBYTES:-256M}
+large_max=${SMOKE_MAXBYTES:-512M}
+
+# Every collective, both placements, six types, 8 B to 16 MiB.
+step types "${nccl_opt[@]}" -g "$gpus" --collectives all -d int8,int32,half,bfloat16,float,double -o sum \
+    -b 8 -e "$small" -f 4 -w 5
+# Every reduction operation, on the collectives that reduce.
+step ops "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,reduce_scatter,reduce -d float,half,double -o all \
+    -b 8 -e "$small" -f 8 -w 5
+# Large sizes, where bandwidth shows: every collective on float.
+step large "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b "$large_min" -e "$large_max" -f 2 -w 2
+# nccl-tests' extras: 4 operations per group, a graph replayed 10 times,
+# registered buffers; then per-iteration times (which a graph cannot give).
+step extras "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 \
+    -m 4 -G 10 -R
+step periter "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 -I
+# With several GPUs: flat against hierarchical all-reduce on virtual nodes.
+if [ "$gpus" -ge 2 ]; then
+    per_node=1
+    for ((d = gpus / 2; d >= 1; d--)); do
+        if ((gpus % d == 0)); then per_node=$d; break; fi
+    done
+    step hierarchy "${nccl_opt[@]}" -g "$gpus" --ranks-per-node "$per_node" --collectives all_reduce \
+        --hierarchy all --phase-times -d int32,float,half -o sum,avg -b 4 -e "$small" -f 7 -w 5
+fi
+# PyTorch's own NCCL, where it is another library than the sweep's.
+for t in "${torch_libs[@]}"; do
+    if [ "$t" != "$lib" ] && "$bin" info --nccl-lib "$t" 2>/dev/null | grep -q "^NCCL  *[0-9]"; then
+        step torch --nccl-lib "$t" -g "$gpus" --collectives all_reduce,all_gather -d float,bfloat16 -o sum \
+            -b 8 -e "$small" -f 8 -w 5
         break
     fi
 done
 
-common=(run --backend nccl --no-progress --overwrite -c 1 -n 20 -w 5)
-worst=0
-step() {
-    local name=$1
-    shift
-    say "$name: collbench ${common[*]} $*"
-    set +e
-    "$bin" "${common[@]}" "$@" --csv "$out/$name.csv" | tee "$out/$name.txt"
-    local rc=${PIPESTATUS[0]}
-    set -e
-    if [ "$rc" -ne 0 ]; then
-        say "$name: collbench exited with $rc"
-        if [ "$rc" -gt "$worst" ]; then
-            worst=$rc
-        fi
-    fi
-}
-
-# Every collective, both placements, several types, 8 B to 1 GiB.
-step types -g 1 --collectives all -d "$types" -o sum -b 8 -e "$maxbytes" -f 2 "$@"
-# Every reduction on float, on the collectives that reduce.
-step ops -g 1 --collectives all_reduce,reduce_scatter,reduce -d float -o all -b 8 -e 64M -f 4 "$@"
-# Flat against hierarchical all-reduce over every GPU: 1, 7, 49, ... elements
-# of 4 bytes, so that most counts take rs-ar-ag's padded path.
-step hierarchy -g "$gpus" --ranks-per-node "$per_node" --collectives all_reduce --hierarchy all --phase-times \
-    -d int32,float,half -o sum,max,avg -b 4 -e 64M -f 7 "$@"
-# nccl-tests' extras: 4 operations per group, a graph replayed 10 times,
-# registered buffers.
-step extras -g "$gpus" --collectives all -d float -o sum -b 8 -e 16M -f 4 -m 4 -G 10 -R "$@"
-
-say "CSV and tables in $out"
-exit "$worst"
+# --- one look: SUMMARY.txt
+py=$(command -v python3 || true)
+if [ -z "$py" ]; then
+    echo "gpu-smoke: FAIL (no python3 to read the CSVs; see the .txt tables)" > "$out/SUMMARY.txt"
+else
+    "$py" - "$out" "$worst" "${steps_run[*]:-}" "${steps_skipped[*]:-}" > "$out/SUMMARY.txt" <<'PY'
+import csv, os, sys
+out, worst, ran, skipped = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+order = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+         "alltoall", "gather", "scatter", "sendrecv"]
+stats = {c: [0, 0, 0, 0.0] for c in order}  # points, checked, wrong, best busbw
+versions, sim = set(), False
+for step in ran:
+    path = os.path.join(out, step + ".csv")
+    if not os.path.exists(path):
+        continue
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            s = stats.setdefault(r["collective"], [0, 0, 0, 0.0])
+            s[0] += 1
+            if r["wrong"] != "":
+                s[1] += 1
+                s[2] += int(r["wrong"])
+            try:
+                s[3] = max(s[3], float(r["busbw_gbps"]))
+            except ValueError:
+                pass
+            versions.add(r["backend_version"])
+            sim = sim or r["backend_version"].endswith("-sim")
+bad = [c for c in order if stats[c][1] == 0 or stats[c][2] > 0]
+ok = not bad and worst == 0 and not skipped
+points = sum(s[0] for s in stats.values())
+wrong = sum(s[2] for s in stats.values())
+head = "gpu-smoke: PASS: every collective validated" if ok else "gpu-smoke: FAIL: " + (
+    ", ".join(bad) + " not validated" if bad else "a step failed or was skipped")
+print(f"{head} ({points} points, {wrong} wrong elements, steps {' '.join(ran) or 'none'}"
+      + (f", skipped {' '.join(skipped)}" if skipped else "") + f", worst exit {worst})")
+if sim:
+    print("SIMULATED: host GPU simulation (tests/gpu-sim); no figure here is a measurement")
+print("NCCL: " + ", ".join(sorted(versions)))
+for c in order:
+    p, checked, w, bw = stats[c]
+    verdict = "validated" if checked and not w else ("WRONG" if w else "NOT CHECKED")
+    print(f"  {c:<15} {verdict:<11} {p:>5} points, {checked:>5} checked, {w:>6} wrong, best busbw {bw:9.2f} GB/s")
+PY
+fi
+cat "$out/SUMMARY.txt"
+say "everything is in $out"
+if head -n 1 "$out/SUMMARY.txt" | grep -q '^gpu-smoke: PASS'; then
+    exit 0
+fi
+exit $(( worst > 0 ? worst : 1 ))

@@ -17,6 +17,11 @@ fi
 # The NCCL tests fail, rather than skip, when the library is missing.
 export COLLBENCH_REQUIRE_NCCL=1
 
+echo "== host GPU simulation (tests/gpu-sim, against the real cuda.h and nccl.h) into target/gpu-sim"
+scripts/gpu-sim.sh target/gpu-sim
+# tests/it/gpu_sim.rs runs the NCCL backend on it (and fails without it).
+export GPUSIM_DIR="$PWD/target/gpu-sim"
+
 echo "== formatting and lints"
 if cargo fmt --version >/dev/null 2>&1; then
     cargo fmt --all -- --check
@@ -35,5 +40,5 @@ echo "== builds without MPI: nothing, and the NCCL backend alone"
 cargo build --locked --no-default-features
 cargo build --locked --no-default-features --features nccl
 
-echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, the NCCL library without a GPU)"
+echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, the NCCL library without a GPU, the NCCL backend on the GPU simulation)"
 cargo test --locked --all-targets "$@"

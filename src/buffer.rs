@@ -14,6 +14,9 @@ use crate::types::DType;
 pub trait Element: bytemuck::Pod + PartialEq {
     /// `v` is a non-negative integer within the type's `exact_max`.
     fn from_pattern(v: u64) -> Self;
+
+    /// The value, for comparisons within a bound (avg on floating types).
+    fn to_f64(self) -> f64;
 }
 
 macro_rules! int_element {
@@ -22,6 +25,10 @@ macro_rules! int_element {
             fn from_pattern(v: u64) -> Self {
                 // Patterns stay within DType::exact_max, so this never truncates.
                 v as $t
+            }
+
+            fn to_f64(self) -> f64 {
+                self as f64
             }
         }
     )*};
@@ -32,11 +39,19 @@ impl Element for f32 {
     fn from_pattern(v: u64) -> Self {
         v as f32
     }
+
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
 }
 
 impl Element for f64 {
     fn from_pattern(v: u64) -> Self {
         v as f64
+    }
+
+    fn to_f64(self) -> f64 {
+        self
     }
 }
 
@@ -56,6 +71,21 @@ impl Element for Half {
         let mantissa = ((v << (10 - e.min(10))) >> e.saturating_sub(10)) & 0x3ff;
         Half((((e + 15) << 10) | mantissa) as u16)
     }
+
+    fn to_f64(self) -> f64 {
+        let (sign, e, m) = (
+            self.0 >> 15,
+            i32::from((self.0 >> 10) & 0x1f),
+            f64::from(self.0 & 0x3ff),
+        );
+        let v = match e {
+            0 => m * 2f64.powi(-24),
+            31 if m == 0.0 => f64::INFINITY,
+            31 => f64::NAN,
+            _ => (1024.0 + m) * 2f64.powi(e - 25),
+        };
+        if sign == 1 { -v } else { v }
+    }
 }
 
 /// bfloat16, stored as bits: the upper half of an f32.
@@ -67,6 +97,10 @@ impl Element for Bf16 {
     fn from_pattern(v: u64) -> Self {
         // Integers up to 2^8 are exact, so the lower 16 bits are zero.
         Bf16(((v as f32).to_bits() >> 16) as u16)
+    }
+
+    fn to_f64(self) -> f64 {
+        f64::from(f32::from_bits(u32::from(self.0) << 16))
     }
 }
 
@@ -274,9 +308,46 @@ impl HostBuffer {
     }
 }
 
+impl HostBuffer {
+    /// Elements of `range` farther than `relative * want` from `want`
+    /// (NaN included), where `want` is `expected(i)` as a number.
+    pub fn count_outside(&self, range: Range<usize>, expected: impl Fn(usize) -> u64 + Sync, relative: f64) -> u64 {
+        with_element_type!(self.dtype, T => {
+            self.typed::<T>()[range]
+                .iter()
+                .enumerate()
+                .filter(|(i, x)| {
+                    let want = expected(*i) as f64;
+                    let got = x.to_f64();
+                    // NaN is never within: the comparison is false
+                    let within = (got - want).abs() <= relative * want.abs();
+                    !within
+                })
+                .count() as u64
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bounded_comparison_allows_rounding_and_nothing_more() {
+        let mut b = HostBuffer::new(DType::Half, 4).unwrap();
+        b.fill(0..4, |i| 1000 + i as u64);
+        assert_eq!(b.count_outside(0..4, |i| 1000 + i as u64, 0.0), 0);
+        // 1001 -> 1002 is 0.1% off
+        b.fill(1..2, |_| 1002);
+        assert_eq!(b.count_outside(0..4, |i| 1000 + i as u64, 1e-4), 1);
+        assert_eq!(b.count_outside(0..4, |i| 1000 + i as u64, 2e-3), 0);
+        b.poison();
+        assert_eq!(
+            b.count_outside(0..4, |i| 1000 + i as u64, 1.0),
+            4,
+            "NaN is never within a bound"
+        );
+    }
 
     #[test]
     fn half_encodes_small_integers_exactly() {

@@ -50,9 +50,15 @@ fn nccl_facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
             } else {
                 "no ncclCommRegister (-R registers nothing)"
             };
+            let sim = if lib.is_simulation() {
+                "; SIMULATED: the host GPU simulation of tests/gpu-sim, no figure is a measurement"
+            } else {
+                ""
+            };
             format!(
-                "{} at {} (found via {}; {native}; {split}; {register})",
+                "{}{} at {} (found via {}; {native}; {split}; {register}{sim})",
                 lib.version(),
+                lib.sim_suffix(),
                 lib.path().display(),
                 lib.route()
             )

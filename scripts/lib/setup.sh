@@ -125,3 +125,51 @@ PY
     fi
     export COLLBENCH_TEST_NCCL_LIB="$lib"
 }
+
+# The CUDA driver header for the host GPU simulation (tests/gpu-sim):
+# PyPI's nvidia-cuda-runtime-cu12 wheel (about 3.5 MB), downloaded once into
+# .cache/cuda and unpacked there (only its include/ folder). Exports
+# COLLBENCH_CUDA_INCLUDE, the folder holding cuda.h. COLLBENCH_CUDA_WHEEL
+# picks another wheel.
+collbench_fetch_cuda_headers() {
+    local cache="${COLLBENCH_CUDA_CACHE:-$PWD/.cache/cuda}"
+    local wheel="${COLLBENCH_CUDA_WHEEL:-nvidia-cuda-runtime-cu12==12.9.79}"
+    local tag
+    tag=$(printf '%s' "$wheel" | tr -c 'A-Za-z0-9._-' '_')
+    local include="$cache/$tag/nvidia/cuda_runtime/include"
+    if [ ! -f "$include/cuda.h" ]; then
+        if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+            collbench_note "python3 with pip is needed to fetch $wheel for the GPU simulation"
+            return 1
+        fi
+        mkdir -p "$cache/wheels"
+        collbench_note "downloading $wheel into $cache (once)"
+        if ! python3 -m pip download --quiet --no-deps --only-binary=:all: \
+                --dest "$cache/wheels" "$wheel" >&2; then
+            collbench_note "could not download $wheel from PyPI"
+            return 1
+        fi
+        local name=${wheel%%[=<>]*}
+        local file
+        file=$(ls -t "$cache/wheels/$(printf '%s' "$name" | tr '-' '_')"-*.whl 2>/dev/null | head -n 1)
+        if [ -z "$file" ]; then
+            collbench_note "the download of $wheel left no wheel in $cache/wheels"
+            return 1
+        fi
+        python3 - "$file" "$cache/$tag" <<'PY'
+import sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    want = [n for n in z.namelist() if "/include/" in n]
+    if not any(n.endswith("/include/cuda.h") for n in want):
+        sys.exit(f"{wheel} holds no include/cuda.h")
+    for n in want:
+        z.extract(n, dest)
+PY
+    fi
+    if [ ! -f "$include/cuda.h" ]; then
+        collbench_note "no $include/cuda.h after unpacking $wheel"
+        return 1
+    fi
+    export COLLBENCH_CUDA_INCLUDE="$include"
+}

@@ -252,6 +252,13 @@ pub trait Backend {
         Ok(None)
     }
 
+    /// Whether the output of `call` in `placement` is defined, so checked.
+    /// nccl's in-place alltoall and sendrecv are not (calls.rs says why);
+    /// their rows then have an empty `wrong`, as nccl-tests reports none.
+    fn validates(&self, _call: &Call, _placement: Placement) -> bool {
+        true
+    }
+
     /// Whether the backend times each iteration itself (`-I`), as an
     /// asynchronous library must (CUDA events). Otherwise the engine reads
     /// the host clock after each launch, which is right for a library whose
@@ -260,12 +267,14 @@ pub trait Backend {
         false
     }
 
-    /// Before the first of `iters` timed launches (when `marks_iterations`).
+    /// Before the barrier that starts `iters` timed launches (when
+    /// `marks_iterations`): makes the `iters + 1` marks, records none.
     fn start_marks(&mut self, _iters: u32) -> Result<(), Error> {
         Ok(())
     }
 
-    /// After the launch of timed iteration `i` (when `marks_iterations`).
+    /// Records mark `i`: 0 after the barrier, before the first launch;
+    /// `i` after the launch of timed iteration `i - 1`.
     fn mark_iteration(&mut self, _i: u32) -> Result<(), Error> {
         Ok(())
     }

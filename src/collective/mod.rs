@@ -81,6 +81,26 @@ impl Collective {
     }
 }
 
+impl Collective {
+    /// `count` requested elements of `elem` bytes at `nranks` ranks, cut so
+    /// that the per-rank (per-peer) count of all_gather, reduce_scatter,
+    /// alltoall, gather and scatter is a multiple of 16 bytes, as nccl-tests
+    /// does since late 2024 (`(count/nranks) & -(16/eltSize)` in each test's
+    /// GetCollByteCount), so that the size rows match nccl-tests' at every
+    /// rank count. The others take `count` as it is.
+    pub fn aligned_count(self, count: usize, nranks: usize, elem: usize) -> usize {
+        use Collective::*;
+        match self {
+            AllGather | ReduceScatter | AllToAll | Gather | Scatter => {
+                let n = nranks.max(1);
+                let step = (16 / elem.clamp(1, 16)).max(1);
+                (count / n) / step * step * n
+            }
+            AllReduce | Broadcast | Reduce | SendRecv => count,
+        }
+    }
+}
+
 fn normalise(s: &str) -> String {
     s.trim()
         .chars()
@@ -247,6 +267,23 @@ mod tests {
         for &(c, count, n, (send, recv, col)) in cases {
             let s = c.spec().shape(count, n);
             assert_eq!((s.send, s.recv, s.count), (send, recv, col), "{c} count={count} n={n}");
+        }
+    }
+
+    #[test]
+    fn per_rank_counts_round_down_to_16_bytes_as_nccl_tests_does() {
+        use Collective::*;
+        // 64 B of float at 3 ranks: 16 elements, 5 per rank -> 4 (16 B)
+        assert_eq!(AllGather.aligned_count(16, 3, 4), 12);
+        assert_eq!(AllGather.spec().shape(AllGather.aligned_count(16, 3, 4), 3).count, 4);
+        // int8: multiples of 16 elements; double: of 2
+        assert_eq!(AllToAll.aligned_count(100, 3, 1), 3 * 32);
+        assert_eq!(Scatter.aligned_count(100, 3, 8), 3 * 32);
+        assert_eq!(Gather.aligned_count(7, 4, 4), 0);
+        // already aligned, and the collectives without a per-rank count
+        assert_eq!(ReduceScatter.aligned_count(1 << 20, 4, 4), 1 << 20);
+        for c in [AllReduce, Broadcast, Reduce, SendRecv] {
+            assert_eq!(c.aligned_count(13, 3, 4), 13);
         }
     }
 

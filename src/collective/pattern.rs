@@ -8,6 +8,12 @@
 //! all-ones bytes before a check (`uint8` 255, `int8` -1, floats NaN), so an
 //! operation that writes nothing can never pass.
 //!
+//! One exception, avg on half, bfloat16, float and double: NCCL does not
+//! compute sum/n but multiplies each input by `(T)(1/n)` and then sums
+//! (ncclDevPreMulSum, set up in NCCL's enqueue.cc), so its result is the
+//! exact average only up to rounding. `relative_bound` gives the bound the
+//! check then allows (see there); integers keep NCCL's exact sum-then-divide.
+//!
 //! Input of rank `r`, element `i`: `x = (a_i + r) mod m` with
 //! `a_i = mix(i ^ seed) mod m`, transformed by the operation (see `Kind`).
 //! Because `x` walks consecutive residues over the ranks, sums, minima,
@@ -39,6 +45,8 @@ pub struct Pattern {
     modulus: u64,
     nranks: u64,
     seed: u64,
+    /// Unit roundoff of a floating type (2^-p for p significand bits).
+    unit_roundoff: Option<f64>,
 }
 
 impl Pattern {
@@ -63,12 +71,45 @@ impl Pattern {
                 (Kind::Prod, n.div_ceil(twos.max(1)).max(1))
             }
         };
+        let unit_roundoff = match dtype {
+            DType::Half => Some(2f64.powi(-11)),
+            DType::Bfloat16 => Some(2f64.powi(-8)),
+            DType::Float => Some(2f64.powi(-24)),
+            DType::Double => Some(2f64.powi(-53)),
+            _ => None,
+        };
         Pattern {
             kind,
             modulus: modulus.clamp(1, MAX_MODULUS),
             nranks: n,
             seed,
+            unit_roundoff,
         }
+    }
+
+    /// For avg on a floating type, the relative error NCCL's arithmetic may
+    /// leave, which the check allows: `|got - avg| <= bound * avg`. `None`:
+    /// the result is exact.
+    ///
+    /// NCCL computes `sum_r fl(x_r * s)` with `s = fl(1/n)` (half and
+    /// bfloat16: the float 1/n rounded to the type), summed in whatever
+    /// order its algorithm takes, each step rounded (unit roundoff `u`).
+    /// With every `x_r >= 0` (the patterns'), `s = (1/n)(1 + d0)`, each
+    /// product carries one more `(1 + d)`, and any summation order of n
+    /// non-negative terms adds at most `(1 + u)^(n-1)` (Higham, "Accuracy
+    /// and Stability of Numerical Algorithms", 4.2), so the error is within
+    /// `gamma(n + 1) = (n + 1)u / (1 - (n + 1)u)` of the average. The
+    /// hierarchical modes average twice (inside nodes of L ranks, then among
+    /// M nodes, L * M = n): `gamma(L + 1) + gamma(M + 1)` plus their
+    /// product, below `gamma(n + 3)` for every L, M >= 1 since L + M <= n + 1;
+    /// that bound is the one used, for every mode.
+    pub fn relative_bound(&self) -> Option<f64> {
+        if self.kind != Kind::Avg {
+            return None;
+        }
+        let u = self.unit_roundoff?;
+        let k = (self.nranks + 3) as f64 * u;
+        Some(k / (1.0 - k).max(f64::MIN_POSITIVE))
     }
 
     fn base(&self, i: usize) -> u64 {
@@ -217,6 +258,39 @@ mod tests {
         let q = Pattern::new(DType::Float, None, 4, 2);
         assert_ne!(p.input(0, 5), p.input(1, 5));
         assert!((0..16).any(|i| p.input(0, i) != q.input(0, i)));
+    }
+
+    /// NCCL's avg on float32 (premultiply by (float)(1/n), then sum in
+    /// rank order, each step rounded): not the exact average at some rank
+    /// counts (so an exact check would fail on real GPUs), always within
+    /// `relative_bound`.
+    #[test]
+    fn nccls_float_avg_is_inexact_at_some_rank_counts_and_always_within_the_bound() {
+        let mut inexact = Vec::new();
+        for n in 1..=64usize {
+            let p = Pattern::new(DType::Float, Some(ReduceOp::Avg), n, 5);
+            let bound = p.relative_bound().unwrap();
+            let s = (1.0f64 / n as f64) as f32;
+            for i in 0..200 {
+                let got = (0..n).fold(0f32, |acc, r| acc + (p.input(r, i) as f32) * s) as f64;
+                let want = p.reduced(i) as f64;
+                assert!((got - want).abs() <= bound * want, "n={n} i={i}: {got} vs {want}");
+                if got != want && !inexact.contains(&n) {
+                    inexact.push(n);
+                }
+            }
+        }
+        assert!(inexact.contains(&7), "{inexact:?}");
+        assert!(
+            Pattern::new(DType::Int32, Some(ReduceOp::Avg), 7, 1)
+                .relative_bound()
+                .is_none()
+        );
+        assert!(
+            Pattern::new(DType::Float, Some(ReduceOp::Sum), 7, 1)
+                .relative_bound()
+                .is_none()
+        );
     }
 
     proptest! {

@@ -142,6 +142,7 @@ impl Plan {
             let mut previous: Option<Shape> = None;
             for &size in &sizes {
                 let count = usize::try_from(size / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
+                let count = collective.aligned_count(count, nranks, dtype.size_bytes());
                 let shape = collective.spec().shape(count, nranks);
                 if shape.send.max(shape.recv) == 0 || previous == Some(shape) {
                     continue;
@@ -331,7 +332,8 @@ mod tests {
         let cfg = config(|a| {
             a.collectives = Some("all_gather,broadcast".into());
             a.op = Some("all".into());
-            a.maxbytes = Some("8".into());
+            a.minbytes = Some("32".into());
+            a.maxbytes = Some("32".into());
         });
         let plan = Plan::build(&cfg, &one_node(2), &Caps).unwrap();
         assert_eq!(plan.cases.len(), 2);
@@ -341,21 +343,22 @@ mod tests {
 
     #[test]
     fn sizes_that_round_to_nothing_or_repeat_are_skipped() {
-        // alltoall of floats at 3 ranks: 8 B -> 2 floats -> 0 per peer;
-        // 16 B -> 4 -> 1 per peer (12 B); 32 B -> 8 -> 2 per peer (24 B)
+        // alltoall of floats at 3 ranks, per-peer counts cut to 16 bytes
+        // (4 floats): 8, 16, 32 B -> 0, 1, 2 per peer -> 0; 64 B -> 16 -> 5
+        // -> 4 per peer (48 B); 128 B -> 32 -> 10 -> 8 per peer (96 B)
         let cfg = config(|a| {
             a.collectives = Some("alltoall".into());
-            a.maxbytes = Some("32".into());
+            a.maxbytes = Some("128".into());
         });
         let plan = Plan::build(&cfg, &one_node(3), &Caps).unwrap();
         let sizes: Vec<u64> = plan.cases.iter().map(Case::size_bytes).collect();
-        assert_eq!(sizes, vec![12, 24]);
-        // 9 and 10 bytes of int8 at 4 ranks both give 2 per rank
+        assert_eq!(sizes, vec![48, 96]);
+        // 64 to 68 bytes of int8 at 4 ranks all give 16 per rank
         let cfg = config(|a| {
             a.collectives = Some("all_gather".into());
             a.dtype = Some("int8".into());
-            a.minbytes = Some("8".into());
-            a.maxbytes = Some("12".into());
+            a.minbytes = Some("60".into());
+            a.maxbytes = Some("68".into());
             a.stepbytes = Some("1".into());
         });
         let sizes: Vec<u64> = Plan::build(&cfg, &one_node(4), &Caps)
@@ -364,7 +367,7 @@ mod tests {
             .iter()
             .map(Case::size_bytes)
             .collect();
-        assert_eq!(sizes, vec![8, 12]);
+        assert_eq!(sizes, vec![64]);
     }
 
     #[test]
@@ -411,8 +414,8 @@ mod tests {
         let cfg = config(|a| {
             a.collectives = Some("all_reduce,all_gather".into());
             a.hierarchy = Some("all".into());
-            a.minbytes = Some("16".into());
-            a.maxbytes = Some("16".into());
+            a.minbytes = Some("64".into());
+            a.maxbytes = Some("64".into());
         });
         let plan = Plan::build(&cfg, &Nodes::consecutive(2, &vec!["h".to_string(); 4]).unwrap(), &Caps).unwrap();
         let got: Vec<_> = plan.cases.iter().map(|c| (c.collective, c.hierarchy)).collect();

@@ -233,6 +233,10 @@ pub fn run_header(run: &RunInfo) -> String {
         s += &format!("  [{note}]");
     }
     s += "\n";
+    if run.backend_version.ends_with("-sim") {
+        // tests/gpu-sim: the GPUs and NCCL are simulated on the host.
+        s += "# SIMULATED : host GPU simulation (tests/gpu-sim); no figure below is a measurement\n";
+    }
     s += &format!(
         "# ranks     : {} on {} {}node{} ({} per node), host{}: {}\n",
         run.nranks,

@@ -8,6 +8,7 @@ mod ci_script;
 mod cli;
 mod compare;
 mod faults;
+mod gpu_sim;
 mod hierarchy;
 mod import;
 mod measurement;

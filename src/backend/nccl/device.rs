@@ -220,11 +220,12 @@ impl Device {
         self.ctx.mem_get_info().map_err(cuda("cuMemGetInfo"))
     }
 
-    /// `bytes` of zeroed device memory on this device's stream.
-    pub fn alloc(&self, bytes: usize) -> Result<DeviceMemory, DeviceError> {
-        DeviceMemory::alloc(&self.stream, bytes).map_err(|e| DeviceError::Cuda {
+    /// `bytes` of zeroed device memory on this device's stream; from
+    /// ncclMemAlloc when `nccl` is given (`DeviceMemory::alloc`).
+    pub fn alloc(&self, bytes: usize, nccl: Option<&Arc<super::sys::Api>>) -> Result<DeviceMemory, DeviceError> {
+        DeviceMemory::alloc(&self.stream, bytes, nccl).map_err(|e| DeviceError::Cuda {
             what: "memory allocation",
-            text: format!("{} for {bytes} bytes", driver_text(&e)),
+            text: format!("{e} for {bytes} bytes"),
         })
     }
 
@@ -250,23 +251,23 @@ impl Device {
         }
     }
 
-    /// Starts timing `iters` iterations on the stream (`-I`): records the
-    /// first timing event, creating the events that are still missing
-    /// (outside the timed loop, which must not allocate).
+    /// Prepares timing `iters` iterations on the stream (`-I`): creates the
+    /// `iters + 1` events that are still missing, before the barrier and
+    /// outside the timed loop, which must not allocate. Records none: the
+    /// first is recorded after the barrier (`mark_iteration(0)`).
     pub fn start_marks(&mut self, iters: usize) -> Result<(), DeviceError> {
         let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         while self.iteration_marks.len() < iters + 1 {
             let event = self.ctx.new_event(timing).map_err(cuda("event creation"))?;
             self.iteration_marks.push(event);
         }
-        self.iteration_marks[0]
-            .record(&self.stream)
-            .map_err(cuda("event record"))
+        Ok(())
     }
 
-    /// Records the end of timed iteration `i` on the stream.
+    /// Records mark `i` on the stream: 0 before the first timed iteration,
+    /// `i` after iteration `i - 1`.
     pub fn mark_iteration(&self, i: usize) -> Result<(), DeviceError> {
-        let event = self.iteration_marks.get(i + 1).ok_or_else(|| DeviceError::Cuda {
+        let event = self.iteration_marks.get(i).ok_or_else(|| DeviceError::Cuda {
             what: "event record",
             text: format!("iteration {i} beyond the {} timing events", self.iteration_marks.len()),
         })?;

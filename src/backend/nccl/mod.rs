@@ -271,9 +271,19 @@ impl NcclLibrary {
         self.api.unique_id().map(UniqueId)
     }
 
-    /// "NCCL 2.21.5".
+    /// "NCCL 2.21.5"; "NCCL 2.32.3-sim" on the host GPU simulation
+    /// (tests/gpu-sim), so that no simulated figure passes for a measurement.
     pub fn describe(&self) -> String {
-        format!("NCCL {}", self.version)
+        format!("NCCL {}{}", self.version, self.sim_suffix())
+    }
+
+    /// "-sim" on the host GPU simulation, else nothing.
+    pub fn sim_suffix(&self) -> &'static str {
+        if self.api.is_simulation() { "-sim" } else { "" }
+    }
+
+    pub fn is_simulation(&self) -> bool {
+        self.api.is_simulation()
     }
 }
 
@@ -404,6 +414,11 @@ pub struct NcclBackend {
     sub_source: Option<SubSource>,
     time_phases: bool,
     registration: Registration,
+    /// Buffers come from ncclMemAlloc (NCCL 2.19 and later, as nccl-tests).
+    mem_alloc: bool,
+    /// Counts this rank among the process's (NCCL's last-error text is
+    /// process-wide).
+    _rank: sys::RankInProcess,
 }
 
 impl NcclBackend {
@@ -422,7 +437,7 @@ impl NcclBackend {
         at: &Placing,
         options: Options,
     ) -> Result<NcclBackend, Error> {
-        let nccl = |e: NcclError| Error::runtime(format!("NCCL {}: {e}", library.version()));
+        let nccl = |e: NcclError| Error::runtime(format!("{}: {e}", library.describe()));
         let dev = |e: DeviceError| Error::runtime(e.to_string());
         if options.nodes.nranks() != at.nranks {
             return Err(Error::runtime(format!(
@@ -444,9 +459,10 @@ impl NcclBackend {
             )));
         }
         let opt = library.optional();
-        let send = device.alloc(0).map_err(dev)?;
-        let recv = device.alloc(0).map_err(dev)?;
-        let scratch = device.alloc(0).map_err(dev)?;
+        let mem_alloc = opt.mem_alloc && library.version() >= sys::MEM_ALLOC_SINCE;
+        let send = device.alloc(0, None).map_err(dev)?;
+        let recv = device.alloc(0, None).map_err(dev)?;
+        let scratch = device.alloc(0, None).map_err(dev)?;
         Ok(NcclBackend {
             comm: Some(comm),
             sub: None,
@@ -473,6 +489,8 @@ impl NcclBackend {
             sub_source: options.sub_source,
             time_phases: options.time_phases,
             registration: options.registration,
+            mem_alloc,
+            _rank: sys::RankInProcess::enter(),
         })
     }
 
@@ -536,7 +554,7 @@ impl NcclBackend {
         {
             comm.deregister(current);
         }
-        let placeholder = self.device.alloc(0).map_err(|e| Error::runtime(e.to_string()))?;
+        let placeholder = self.device.alloc(0, None).map_err(|e| Error::runtime(e.to_string()))?;
         let slot = match which {
             Buf::Send => &mut self.send,
             Buf::Recv => &mut self.recv,
@@ -544,7 +562,8 @@ impl NcclBackend {
         };
         // The old buffer is freed here, before the new allocation.
         *slot = placeholder;
-        let memory = match self.device.alloc(bytes) {
+        let nccl = self.mem_alloc.then_some(&self.library.api);
+        let memory = match self.device.alloc(bytes, nccl) {
             Ok(m) => m,
             Err(e) => return self.fail(e),
         };
@@ -713,6 +732,10 @@ impl Backend for NcclBackend {
 
     fn check_dtype(&self, dtype: DType) -> Result<(), String> {
         calls::check_dtype(self.library.version(), dtype)
+    }
+
+    fn validates(&self, call: &Call, placement: Placement) -> bool {
+        calls::validated(call, placement)
     }
 
     fn check_op(&self, op: ReduceOp) -> Result<(), String> {

@@ -47,12 +47,106 @@ type NcclResult = c_int;
 type RawComm = *mut c_void;
 /// `cudaStream_t` (the same object as the driver's `CUstream`).
 type RawStream = *mut c_void;
+/// `ncclDataType_t` and `ncclRedOp_t`: C enums, passed as `int`s. Named
+/// apart so that the ABI check (tests/it/gpu_sim.rs) maps each parameter to
+/// its nccl.h type.
+type RawDataType = c_int;
+type RawRedOp = c_int;
 
 const NCCL_SUCCESS: NcclResult = 0;
 /// `ncclInProgress`: a non-blocking communicator is still working.
 const NCCL_IN_PROGRESS: NcclResult = 7;
 
 pub const UNIQUE_ID_BYTES: usize = 128;
+
+/// `ncclConfig_t` up to `nvlinkCentricSched`, the fields nccl-tests sets
+/// (nccl.h: "a versioned, append-only struct", so this prefix of 2.32's
+/// layout is 2.28's). `size` and `version` tell NCCL which fields exist;
+/// every field is NCCL_CONFIG_INITIALIZER's "undefined" but those set in
+/// `RawConfig::for_version`. The ABI check compares every offset with nccl.h.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RawConfig {
+    size: usize,
+    magic: u32,
+    version: u32,
+    blocking: c_int,
+    cga_cluster_size: c_int,
+    min_ctas: c_int,
+    max_ctas: c_int,
+    net_name: *const c_char,
+    split_share: c_int,
+    traffic_class: c_int,
+    comm_name: *const c_char,
+    collnet_enable: c_int,
+    cta_policy: c_int,
+    shrink_share: c_int,
+    nvls_ctas: c_int,
+    n_channels_per_net_peer: c_int,
+    nvlink_centric_sched: c_int,
+}
+
+/// `NCCL_API_MAGIC` and `NCCL_CONFIG_UNDEF_INT` (nccl.h).
+const NCCL_API_MAGIC: u32 = 0xcafe_beef;
+const CONFIG_UNDEF_INT: c_int = c_int::MIN;
+
+impl RawConfig {
+    /// What nccl-tests' initComms passes: NCCL_CONFIG_INITIALIZER, and from
+    /// NCCL 2.28 on `nvlinkCentricSched = 1`. For a library older than 2.28
+    /// the struct is cut to the fields 2.14 had (size, magic, version,
+    /// blocking), which every NCCL since accepts.
+    pub fn for_version(version: NcclVersion) -> RawConfig {
+        let undef = CONFIG_UNDEF_INT;
+        let full = version >= NcclVersion::new(2, 28, 0);
+        RawConfig {
+            size: if full {
+                size_of::<RawConfig>()
+            } else {
+                std::mem::offset_of!(RawConfig, cga_cluster_size)
+            },
+            magic: NCCL_API_MAGIC,
+            version: if full { 22800 } else { 21400 },
+            blocking: undef,
+            cga_cluster_size: undef,
+            min_ctas: undef,
+            max_ctas: undef,
+            net_name: std::ptr::null(),
+            split_share: undef,
+            traffic_class: undef,
+            comm_name: std::ptr::null(),
+            collnet_enable: undef,
+            cta_policy: undef,
+            shrink_share: undef,
+            nvls_ctas: undef,
+            n_channels_per_net_peer: undef,
+            nvlink_centric_sched: if full { 1 } else { undef },
+        }
+    }
+}
+
+/// Field offsets of `RawConfig`, for the ABI check against nccl.h.
+pub fn config_offsets() -> Vec<(&'static str, usize)> {
+    use std::mem::offset_of;
+    vec![
+        ("size", offset_of!(RawConfig, size)),
+        ("magic", offset_of!(RawConfig, magic)),
+        ("version", offset_of!(RawConfig, version)),
+        ("blocking", offset_of!(RawConfig, blocking)),
+        ("cgaClusterSize", offset_of!(RawConfig, cga_cluster_size)),
+        ("minCTAs", offset_of!(RawConfig, min_ctas)),
+        ("maxCTAs", offset_of!(RawConfig, max_ctas)),
+        ("netName", offset_of!(RawConfig, net_name)),
+        ("splitShare", offset_of!(RawConfig, split_share)),
+        ("trafficClass", offset_of!(RawConfig, traffic_class)),
+        ("commName", offset_of!(RawConfig, comm_name)),
+        ("collnetEnable", offset_of!(RawConfig, collnet_enable)),
+        ("CTAPolicy", offset_of!(RawConfig, cta_policy)),
+        ("shrinkShare", offset_of!(RawConfig, shrink_share)),
+        ("nvlsCTAs", offset_of!(RawConfig, nvls_ctas)),
+        ("nChannelsPerNetPeer", offset_of!(RawConfig, n_channels_per_net_peer)),
+        ("nvlinkCentricSched", offset_of!(RawConfig, nvlink_centric_sched)),
+    ]
+}
 
 /// `ncclUniqueId`: passed by value to ncclCommInitRank.
 #[repr(C)]
@@ -64,7 +158,7 @@ struct RawUniqueId {
 type GetVersionFn = unsafe extern "C" fn(*mut c_int) -> NcclResult;
 type GetUniqueIdFn = unsafe extern "C" fn(*mut RawUniqueId) -> NcclResult;
 type CommInitRankFn = unsafe extern "C" fn(*mut RawComm, c_int, RawUniqueId, c_int) -> NcclResult;
-type CommInitRankConfigFn = unsafe extern "C" fn(*mut RawComm, c_int, RawUniqueId, c_int, *mut c_void) -> NcclResult;
+type CommInitRankConfigFn = unsafe extern "C" fn(*mut RawComm, c_int, RawUniqueId, c_int, *mut RawConfig) -> NcclResult;
 type CommFn = unsafe extern "C" fn(RawComm) -> NcclResult;
 type CommIntFn = unsafe extern "C" fn(RawComm, *mut c_int) -> NcclResult;
 type CommAsyncErrorFn = unsafe extern "C" fn(RawComm, *mut NcclResult) -> NcclResult;
@@ -73,22 +167,31 @@ type GetLastErrorFn = unsafe extern "C" fn(RawComm) -> *const c_char;
 type GroupFn = unsafe extern "C" fn() -> NcclResult;
 /// ncclAllReduce(send, recv, count, datatype, op, comm, stream)
 type AllReduceFn =
-    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, RawDataType, RawRedOp, RawComm, RawStream) -> NcclResult;
 /// ncclReduce(send, recv, count, datatype, op, root, comm, stream)
-type ReduceFn =
-    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, c_int, RawComm, RawStream) -> NcclResult;
+type ReduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    RawDataType,
+    RawRedOp,
+    c_int,
+    RawComm,
+    RawStream,
+) -> NcclResult;
 /// ncclBroadcast, ncclGather, ncclScatter(send, recv, count, datatype, root, comm, stream)
-type RootedFn = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+type RootedFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, RawDataType, c_int, RawComm, RawStream) -> NcclResult;
 /// ncclAllGather, ncclAlltoAll(send, recv, count, datatype, comm, stream)
-type MoveFn = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, RawComm, RawStream) -> NcclResult;
+type MoveFn = unsafe extern "C" fn(*const c_void, *mut c_void, usize, RawDataType, RawComm, RawStream) -> NcclResult;
 /// ncclReduceScatter(send, recv, recvcount, datatype, op, comm, stream)
 type ReduceScatterFn = AllReduceFn;
 /// ncclSend(send, count, datatype, peer, comm, stream)
-type SendFn = unsafe extern "C" fn(*const c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+type SendFn = unsafe extern "C" fn(*const c_void, usize, RawDataType, c_int, RawComm, RawStream) -> NcclResult;
 /// ncclRecv(recv, count, datatype, peer, comm, stream)
-type RecvFn = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, RawComm, RawStream) -> NcclResult;
+type RecvFn = unsafe extern "C" fn(*mut c_void, usize, RawDataType, c_int, RawComm, RawStream) -> NcclResult;
 /// ncclCommSplit(comm, color, key, newcomm, config)
-type CommSplitFn = unsafe extern "C" fn(RawComm, c_int, c_int, *mut RawComm, *mut c_void) -> NcclResult;
+type CommSplitFn = unsafe extern "C" fn(RawComm, c_int, c_int, *mut RawComm, *mut RawConfig) -> NcclResult;
 /// ncclCommRegister(comm, buff, size, handle)
 type CommRegisterFn = unsafe extern "C" fn(RawComm, *mut c_void, usize, *mut *mut c_void) -> NcclResult;
 /// ncclCommDeregister(comm, handle)
@@ -97,6 +200,20 @@ type CommDeregisterFn = unsafe extern "C" fn(RawComm, *mut c_void) -> NcclResult
 type MemAllocFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> NcclResult;
 /// ncclMemFree(ptr)
 type MemFreeFn = unsafe extern "C" fn(*mut c_void) -> NcclResult;
+/// gpusimNcclSimulation(): the simulation's marker (tests/gpu-sim).
+type SimulationFn = unsafe extern "C" fn() -> *const c_char;
+
+/// Whether `library` has `name` at a non-NULL address (dlsym can find a
+/// symbol whose address is NULL; calling it would crash).
+fn has_symbol(library: &libloading::Library, name: &str) -> bool {
+    // SAFETY: only reads the symbol's address; nothing is called through it.
+    unsafe { library.get::<*const c_void>(name.as_bytes()) }.is_ok_and(|symbol| !symbol.is_null())
+}
+
+/// nccl-tests uses ncclCommInitRankConfig from NCCL 2.14 on.
+const CONFIG_SINCE: NcclVersion = NcclVersion::new(2, 14, 0);
+/// nccl-tests allocates its buffers with ncclMemAlloc from NCCL 2.19 on.
+pub const MEM_ALLOC_SINCE: NcclVersion = NcclVersion::new(2, 19, 0);
 
 /// The symbols a library must have to be used at all (NCCL 2.7 and later
 /// have them all; ncclCommGetAsyncError came in 2.4, send/recv in 2.7).
@@ -169,6 +286,9 @@ pub struct Api {
     mem_free: Option<MemFreeFn>,
     comm_init_rank_config: Option<CommInitRankConfigFn>,
     get_last_error: Option<GetLastErrorFn>,
+    /// Only the host GPU simulation (tests/gpu-sim) exports it: every run
+    /// on that library is labelled simulated.
+    simulation: Option<SimulationFn>,
     path: PathBuf,
     _library: libloading::Library,
 }
@@ -333,9 +453,7 @@ impl Api {
         let missing: Vec<&str> = REQUIRED_SYMBOLS
             .iter()
             .copied()
-            // SAFETY: only checks that the symbol exists; the pointer is not
-            // used, so its type does not matter here.
-            .filter(|name| unsafe { library.get::<*const c_void>(name.as_bytes()) }.is_err())
+            .filter(|name| !has_symbol(&library, name))
             .collect();
         if !missing.is_empty() {
             return Err(format!("it lacks {}", missing.join(", ")));
@@ -344,12 +462,18 @@ impl Api {
         // declaration has (the type aliases above, written from nccl.h), and
         // the pointer is kept only inside the `Api` that also owns `library`,
         // so it never outlives the mapping.
+        // Each is looked up as an `Option` of its function type: dlsym may
+        // return NULL for a symbol that exists (an unresolved weak symbol, or
+        // an indirect function that resolves to nothing), and a NULL
+        // function pointer must never be made.
         macro_rules! required {
             ($name:literal) => {{
-                // SAFETY: see the comment above the macro.
-                let symbol = unsafe { library.get($name.as_bytes()) };
-                match symbol {
-                    Ok(symbol) => *symbol,
+                // SAFETY: see the comment above the macro; `Option<fn>` has
+                // the size of a pointer and NULL is `None`.
+                let symbol = unsafe { library.get::<Option<_>>($name.as_bytes()) };
+                match symbol.map(|symbol| *symbol) {
+                    Ok(Some(f)) => f,
+                    Ok(None) => return Err(format!("it lacks {} (NULL address)", $name)),
                     Err(e) => return Err(format!("it lacks {}: {e}", $name)),
                 }
             }};
@@ -357,8 +481,8 @@ impl Api {
         macro_rules! optional {
             ($name:literal) => {{
                 // SAFETY: see the comment above `required!`.
-                let symbol = unsafe { library.get($name.as_bytes()) };
-                symbol.ok().map(|symbol| *symbol)
+                let symbol = unsafe { library.get::<Option<_>>($name.as_bytes()) };
+                symbol.ok().and_then(|symbol| *symbol)
             }};
         }
         Ok(Api {
@@ -391,6 +515,7 @@ impl Api {
             mem_free: optional!("ncclMemFree"),
             comm_init_rank_config: optional!("ncclCommInitRankConfig"),
             get_last_error: optional!("ncclGetLastError"),
+            simulation: optional!("gpusimNcclSimulation"),
             path,
             _library: library,
         })
@@ -399,6 +524,11 @@ impl Api {
     /// The file the library was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether this library is the host GPU simulation (tests/gpu-sim).
+    pub fn is_simulation(&self) -> bool {
+        self.simulation.is_some()
     }
 
     pub fn optional(&self) -> OptionalApi {
@@ -429,7 +559,12 @@ impl Api {
         if code == NCCL_SUCCESS {
             return Ok(());
         }
+        // NCCL keeps one last-error text per process (ncclLastError in its
+        // debug.cc), whatever communicator is asked: with several ranks in
+        // this process (`-g`) it may be another rank's, so it is not shown.
+        let shared = RANKS_IN_PROCESS.load(std::sync::atomic::Ordering::SeqCst) > 1;
         let detail = match self.get_last_error {
+            Some(_) if shared => String::new(),
             Some(last) => {
                 // SAFETY: ncclGetLastError(comm) accepts a live communicator
                 // or NULL (then it reports the thread's last error, as after
@@ -488,11 +623,26 @@ impl Api {
             internal: id.map(|b| b as c_char),
         };
         let mut comm: RawComm = std::ptr::null_mut();
-        // SAFETY: `comm` is a valid out-pointer; the id is passed by value as
-        // nccl.h declares; NCCL validates nranks and rank itself and returns
-        // an error (not a crash) when no CUDA device is usable.
-        let rc = unsafe { (self.comm_init_rank)(&mut comm, nranks_c, raw_id, rank_c) };
-        self.check("ncclCommInitRank", rc, None)?;
+        // As nccl-tests' initComms: ncclCommInitRankConfig from NCCL 2.14 on
+        // (where the library has it), plain ncclCommInitRank before.
+        let version = self.version()?;
+        let (name, rc) = match self.comm_init_rank_config {
+            Some(init_config) if version >= CONFIG_SINCE => {
+                let mut config = RawConfig::for_version(version);
+                // SAFETY: as below; `config` is a live NCCL_CONFIG_INITIALIZER
+                // equivalent whose `size` and `version` describe its fields,
+                // and NCCL copies what it keeps before returning.
+                let rc = unsafe { init_config(&mut comm, nranks_c, raw_id, rank_c, &mut config) };
+                ("ncclCommInitRankConfig", rc)
+            }
+            // SAFETY: `comm` is a valid out-pointer; the id is passed by value
+            // as nccl.h declares; NCCL validates nranks and rank itself and
+            // returns an error (not a crash) when no CUDA device is usable.
+            _ => ("ncclCommInitRank", unsafe {
+                (self.comm_init_rank)(&mut comm, nranks_c, raw_id, rank_c)
+            }),
+        };
+        self.check(name, rc, None)?;
         if comm.is_null() {
             return Err(NcclError::usage("ncclCommInitRank", "returned no communicator"));
         }
@@ -514,6 +664,27 @@ fn loaded_path_of(name: &Path) -> Option<PathBuf> {
                 .is_some_and(|f| f.starts_with(&format!("{stem}.so")))
         })
         .map(PathBuf::from)
+}
+
+/// Ranks of this process that hold a communicator (`RankInProcess`).
+static RANKS_IN_PROCESS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One rank of this process, counted while it lives: with more than one,
+/// NCCL's process-wide last-error text cannot be told apart by rank.
+#[derive(Debug)]
+pub struct RankInProcess(());
+
+impl RankInProcess {
+    pub fn enter() -> RankInProcess {
+        RANKS_IN_PROCESS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        RankInProcess(())
+    }
+}
+
+impl Drop for RankInProcess {
+    fn drop(&mut self) {
+        RANKS_IN_PROCESS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1185,6 +1356,24 @@ pub struct DeviceMemory {
     ptr: cudarc::driver::sys::CUdeviceptr,
     len: usize,
     stream: Arc<CudaStream>,
+    /// The library whose ncclMemAlloc made it (freed with ncclMemFree);
+    /// `None`: cuMemAlloc.
+    nccl: Option<Arc<Api>>,
+}
+
+/// A failed device allocation.
+#[derive(Debug, Error)]
+pub enum AllocError {
+    #[error("{}", super::device::driver_text(.0))]
+    Cuda(DriverError),
+    #[error("{0}")]
+    Nccl(NcclError),
+}
+
+impl From<DriverError> for AllocError {
+    fn from(e: DriverError) -> AllocError {
+        AllocError::Cuda(e)
+    }
 }
 
 impl fmt::Debug for DeviceMemory {
@@ -1198,16 +1387,34 @@ impl fmt::Debug for DeviceMemory {
 impl DeviceMemory {
     /// `len` zeroed bytes on the stream's device (at least one byte is
     /// allocated, so that every buffer has a real address).
-    pub fn alloc(stream: &Arc<CudaStream>, len: usize) -> Result<DeviceMemory, DriverError> {
+    ///
+    /// With `nccl` (NCCL 2.19 and later, as nccl-tests' AllocateBuffs), the
+    /// memory comes from ncclMemAlloc, which NVLS buffer registration (`-R`)
+    /// and CUDA graphs of registered buffers need; else from cuMemAlloc, as
+    /// nccl-tests' cudaMalloc before 2.19.
+    pub fn alloc(stream: &Arc<CudaStream>, len: usize, nccl: Option<&Arc<Api>>) -> Result<DeviceMemory, AllocError> {
         stream.context().bind_to_thread()?;
         let bytes = len.max(1);
-        // SAFETY: cuMemAlloc with the stream's context current; the pointer
-        // is owned by the value returned below and freed once, in Drop.
-        let ptr = unsafe { cudarc::driver::result::malloc_sync(bytes) }?;
+        let (ptr, nccl) = match nccl.and_then(|api| api.mem_alloc.map(|f| (api, f))) {
+            Some((api, mem_alloc)) => {
+                let mut p: *mut c_void = std::ptr::null_mut();
+                // SAFETY: ncclMemAlloc(void**, size_t) writes one pointer to
+                // `bytes` bytes on the current device (the stream's context
+                // is current); it is owned below and freed once, in Drop.
+                let rc = unsafe { mem_alloc(&mut p, bytes) };
+                api.check("ncclMemAlloc", rc, None).map_err(AllocError::Nccl)?;
+                (p as u64, Some(Arc::clone(api)))
+            }
+            // SAFETY: cuMemAlloc with the stream's context current; the
+            // pointer is owned by the value returned below and freed once,
+            // in Drop.
+            None => (unsafe { cudarc::driver::result::malloc_sync(bytes) }?, None),
+        };
         let memory = DeviceMemory {
             ptr,
             len,
             stream: Arc::clone(stream),
+            nccl,
         };
         // SAFETY: `ptr` is a live allocation of `bytes` bytes.
         unsafe { cudarc::driver::result::memset_d8_async(ptr, 0, bytes, stream.cu_stream()) }?;
@@ -1279,8 +1486,17 @@ impl Drop for DeviceMemory {
         // must not panic.
         let _ = self.stream.context().bind_to_thread();
         let _ = self.stream.synchronize();
-        // SAFETY: `self.ptr` came from cuMemAlloc and is freed exactly once.
-        let _ = unsafe { cudarc::driver::result::free_sync(self.ptr) };
+        match self.nccl.as_ref().and_then(|api| api.mem_free) {
+            Some(mem_free) => {
+                // SAFETY: `self.ptr` came from this library's ncclMemAlloc
+                // and is freed exactly once.
+                let _ = unsafe { mem_free(self.ptr as *mut c_void) };
+            }
+            None => {
+                // SAFETY: `self.ptr` came from cuMemAlloc and is freed exactly once.
+                let _ = unsafe { cudarc::driver::result::free_sync(self.ptr) };
+            }
+        }
     }
 }
 
@@ -1358,9 +1574,12 @@ impl Nvtx {
 // The CUDA driver library, checked before cudarc touches it
 
 /// Every driver entry point that cudarc calls for what this backend does
-/// (context, stream, events, allocation, copies, device queries). cudarc
-/// resolves them lazily and panics on a missing one.
-pub const CUDA_SYMBOLS: [&str; 34] = [
+/// (context, stream, events and their timing, allocation, copies, device
+/// queries). cudarc resolves them lazily and panics on a missing one.
+/// Allocation is cuMemAlloc/cuMemFree only (`DeviceMemory`): the
+/// stream-ordered cuMemAllocAsync/cuMemFreeAsync are never called, so a
+/// driver without them is not refused.
+pub const CUDA_SYMBOLS: [&str; 33] = [
     "cuInit",
     "cuDriverGetVersion",
     "cuDeviceGet",
@@ -1382,10 +1601,9 @@ pub const CUDA_SYMBOLS: [&str; 34] = [
     "cuEventRecord",
     "cuEventQuery",
     "cuEventSynchronize",
+    "cuEventElapsedTime",
     "cuMemAlloc_v2",
-    "cuMemAllocAsync",
     "cuMemFree_v2",
-    "cuMemFreeAsync",
     "cuMemGetInfo_v2",
     "cuMemsetD8Async",
     "cuMemsetD8_v2",
@@ -1420,8 +1638,7 @@ pub fn missing_driver_symbols(library: &str, names: &[&str]) -> Vec<String> {
     };
     names
         .iter()
-        // SAFETY: existence check only; the pointer is not used.
-        .filter(|s| unsafe { lib.get::<*const c_void>(s.as_bytes()) }.is_err())
+        .filter(|s| !has_symbol(&lib, s))
         .map(|s| s.to_string())
         .collect()
 }
@@ -1464,8 +1681,7 @@ pub fn check_cuda_driver() -> Result<CudaDriver, DriverMissing> {
             Ok(library) => {
                 let missing: Vec<String> = CUDA_SYMBOLS
                     .iter()
-                    // SAFETY: existence check only; the pointer is not used.
-                    .filter(|s| unsafe { library.get::<*const c_void>(s.as_bytes()) }.is_err())
+                    .filter(|s| !has_symbol(&library, s))
                     .map(|s| s.to_string())
                     .collect();
                 if !missing.is_empty() {

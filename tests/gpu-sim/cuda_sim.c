@@ -1,0 +1,782 @@
+/*
+ * libcuda.so.1 of the host GPU simulation: the CUDA driver calls that
+ * collbench and cudarc make, on host memory, for tests only. Compiled
+ * against the real cuda.h (nvidia-cuda-runtime-cu12), so every definition
+ * here has the driver's own prototype.
+ *
+ * What it models:
+ *   - devices: GPUSIM_DEVICES of them (default 1), each with a name that
+ *     says it is simulated, a memory size, a PCI id and a UUID;
+ *   - primary contexts, the calling thread's current context;
+ *   - streams that run their work in order. Work runs on the calling thread
+ *     when it is enqueued (a stream is never behind the host), except while
+ *     the stream captures: then it is recorded, and cuGraphLaunch replays it;
+ *   - "device" memory: host memory from the C allocator, with an allocation
+ *     table, so that libnccl.so.2 can check that every pointer range it is
+ *     handed lies inside one live allocation (gpusim_check_range);
+ *   - events timed with the host's monotonic clock;
+ *   - cuMemGetInfo: the device size less what is allocated on it.
+ *
+ * Environment (read once, at the first call):
+ *   GPUSIM_DEVICES=N          devices visible (default 1; 0 = none)
+ *   GPUSIM_MEM_BYTES=B        memory of each device (default 80 GiB); a
+ *                             small value exercises the lowered --maxbytes
+ *                             path (the fault "shrink device memory")
+ *   GPUSIM_DRIVER_VERSION=V   cuDriverGetVersion (default 12090)
+ *   GPUSIM_CUDA_HIDE=a,b      driver entry points that resolve to NULL
+ *                             (only those listed in HIDEABLE below), to
+ *                             test the missing-symbol checks
+ *
+ * Private entry points for libnccl.so.2 (prefix gpusim_) are at the end.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpusim.h"
+
+#define MAX_DEVICES 64
+
+struct CUctx_st {
+    int device;
+    int retained;
+};
+
+struct node {
+    void (*fn)(void *);
+    void *arg;
+    void (*release)(void *);
+};
+
+struct CUstream_st {
+    struct CUctx_st *ctx;
+    int capturing;
+    struct CUgraph_st *capture;
+    int hung;
+};
+
+struct CUgraph_st {
+    int refs;
+    size_t len, cap;
+    struct node *nodes;
+};
+
+struct CUgraphExec_st {
+    struct CUgraph_st *graph;
+};
+
+struct CUevent_st {
+    struct CUctx_st *ctx;
+    int64_t time_ns;
+    int recorded;
+    int pending; /* recorded on a hung stream: never completes */
+};
+
+struct alloc {
+    uintptr_t base;
+    size_t size;
+    int device;
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int ndevices = 1;
+static size_t mem_bytes = (size_t)80 << 30;
+static int driver_version = 12090;
+static struct CUctx_st contexts[MAX_DEVICES];
+static __thread struct CUctx_st *current;
+
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct alloc *allocs;
+static size_t nallocs, cap_allocs;
+static size_t used_bytes[MAX_DEVICES];
+
+static void setup(void)
+{
+    const char *v = getenv("GPUSIM_DEVICES");
+    if (v && *v)
+        ndevices = atoi(v);
+    if (ndevices < 0)
+        ndevices = 0;
+    if (ndevices > MAX_DEVICES)
+        ndevices = MAX_DEVICES;
+    v = getenv("GPUSIM_MEM_BYTES");
+    if (v && *v)
+        mem_bytes = (size_t)strtoull(v, NULL, 10);
+    v = getenv("GPUSIM_DRIVER_VERSION");
+    if (v && *v)
+        driver_version = atoi(v);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        contexts[i].device = i;
+}
+
+static void init(void) { pthread_once(&once, setup); }
+
+int64_t gpusim_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* A hung stream never finishes: whoever waits for it waits until the
+ * process is ended (the watchdog's case). */
+static void wait_forever(void)
+{
+    for (;;)
+        sleep(1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Initialisation, version, errors */
+
+CUresult cuInit(unsigned int flags)
+{
+    (void)flags;
+    init();
+    return ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
+CUresult cuDriverGetVersion(int *version)
+{
+    init();
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = driver_version;
+    return CUDA_SUCCESS;
+}
+
+static const char *error_name(CUresult e)
+{
+    switch (e) {
+    case CUDA_SUCCESS: return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+    case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    default: return NULL;
+    }
+}
+
+CUresult cuGetErrorName(CUresult error, const char **str)
+{
+    const char *n = error_name(error);
+    if (!str)
+        return CUDA_ERROR_INVALID_VALUE;
+    *str = n;
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **str)
+{
+    const char *s = NULL;
+    switch (error) {
+    case CUDA_SUCCESS: s = "no error"; break;
+    case CUDA_ERROR_INVALID_VALUE: s = "invalid argument"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: s = "out of memory (simulated device)"; break;
+    case CUDA_ERROR_NOT_INITIALIZED: s = "initialization error"; break;
+    case CUDA_ERROR_NO_DEVICE: s = "no CUDA-capable device is detected (GPUSIM_DEVICES=0)"; break;
+    case CUDA_ERROR_INVALID_DEVICE: s = "invalid device ordinal"; break;
+    case CUDA_ERROR_INVALID_CONTEXT: s = "invalid device context"; break;
+    case CUDA_ERROR_INVALID_HANDLE: s = "invalid resource handle"; break;
+    case CUDA_ERROR_NOT_READY: s = "device not ready"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: s = "operation failed due to a previous error during capture"; break;
+    default: break;
+    }
+    if (!str)
+        return CUDA_ERROR_INVALID_VALUE;
+    *str = s;
+    return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ------------------------------------------------------------------ */
+/* Devices */
+
+CUresult cuDeviceGetCount(int *count)
+{
+    init();
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = ndevices;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    init();
+    if (!device || ordinal < 0 || ordinal >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    init();
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "GPUSIM simulated GPU %d (host memory, not a measurement)", dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    init();
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = mem_bytes;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    init();
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
+    /* cudarc asks this to choose between cuMemAlloc and the stream-ordered
+     * pool; the simulation has no pool. */
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *pi = 0; break;
+    default: *pi = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    init();
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    memset(uuid->bytes, 0, sizeof uuid->bytes);
+    memcpy(uuid->bytes, "GPUSIM", 6);
+    uuid->bytes[15] = (char)dev;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Contexts */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    init();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    __atomic_add_fetch(&contexts[dev].retained, 1, __ATOMIC_SEQ_CST);
+    *pctx = &contexts[dev];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    init();
+    if (dev < 0 || dev >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    __atomic_sub_fetch(&contexts[dev].retained, 1, __ATOMIC_SEQ_CST);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    init();
+    current = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    init();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = current;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    init();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = current->device;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    init();
+    return current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* ------------------------------------------------------------------ */
+/* Streams, capture and graphs */
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
+{
+    (void)flags;
+    init();
+    if (!phStream)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->ctx = current;
+    *phStream = s;
+    return CUDA_SUCCESS;
+}
+
+static void graph_release(struct CUgraph_st *g)
+{
+    if (!g || --g->refs > 0)
+        return;
+    for (size_t i = 0; i < g->len; i++)
+        if (g->nodes[i].release)
+            g->nodes[i].release(g->nodes[i].arg);
+    free(g->nodes);
+    free(g);
+}
+
+CUresult cuStreamDestroy_v2(CUstream s)
+{
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    graph_release(s->capture);
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+    if (s && s->hung)
+        wait_forever();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamQuery(CUstream s)
+{
+    return s && s->hung ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+    (void)flags;
+    if (!s || !e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* Work runs at enqueue, so an event is complete when it is recorded,
+     * except on a hung stream, which makes the waiter hang too. */
+    if (e->pending)
+        s->hung = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    struct CUgraph_st *g = calloc(1, sizeof *g);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->refs = 1;
+    s->capture = g;
+    s->capturing = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph *phGraph)
+{
+    if (!s || !phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!s->capturing)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    s->capturing = 0;
+    *phGraph = s->capture;
+    s->capture = NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    if (!s || !status)
+        return CUDA_ERROR_INVALID_VALUE;
+    *status = s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph g, unsigned long long flags)
+{
+    (void)flags;
+    if (!phGraphExec || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st *x = calloc(1, sizeof *x);
+    if (!x)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->refs++;
+    x->graph = g;
+    *phGraphExec = x;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphUpload(CUgraphExec x, CUstream s)
+{
+    return x && s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuGraphLaunch(CUgraphExec x, CUstream s)
+{
+    if (!x || !s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s->hung)
+        return CUDA_SUCCESS;
+    for (size_t i = 0; i < x->graph->len && !s->hung; i++)
+        x->graph->nodes[i].fn(x->graph->nodes[i].arg);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec x)
+{
+    if (!x)
+        return CUDA_ERROR_INVALID_HANDLE;
+    graph_release(x->graph);
+    free(x);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph g)
+{
+    if (!g)
+        return CUDA_ERROR_INVALID_HANDLE;
+    graph_release(g);
+    return CUDA_SUCCESS;
+}
+
+/* Runs `fn(arg)` in stream order: now, or at each replay of the graph being
+ * captured. `release(arg)` is called once the work can never run again. */
+int gpusim_enqueue(CUstream s, void (*fn)(void *), void *arg, void (*release)(void *))
+{
+    if (!s) {
+        if (release)
+            release(arg);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (s->capturing) {
+        struct CUgraph_st *g = s->capture;
+        if (g->len == g->cap) {
+            size_t cap = g->cap ? 2 * g->cap : 16;
+            struct node *n = realloc(g->nodes, cap * sizeof *n);
+            if (!n) {
+                if (release)
+                    release(arg);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            g->nodes = n;
+            g->cap = cap;
+        }
+        g->nodes[g->len++] = (struct node){fn, arg, release};
+        return CUDA_SUCCESS;
+    }
+    if (!s->hung)
+        fn(arg);
+    if (release)
+        release(arg);
+    return CUDA_SUCCESS;
+}
+
+int gpusim_capturing(CUstream s) { return s && s->capturing; }
+
+void gpusim_hang(CUstream s)
+{
+    if (s)
+        s->hung = 1;
+}
+
+int gpusim_device_of(CUstream s) { return s && s->ctx ? s->ctx->device : -1; }
+
+int gpusim_current_device(void) { return current ? current->device : -1; }
+
+/* ------------------------------------------------------------------ */
+/* Events */
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
+{
+    (void)flags;
+    if (!phEvent)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->ctx = current;
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent e)
+{
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+static void stamp(void *arg)
+{
+    struct CUevent_st *e = arg;
+    e->time_ns = gpusim_now_ns();
+    e->recorded = 1;
+    e->pending = 0;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+    if (!e || !s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s->hung && !s->capturing) {
+        e->pending = 1;
+        return CUDA_SUCCESS;
+    }
+    return (CUresult)gpusim_enqueue(s, stamp, e, NULL);
+}
+
+CUresult cuEventQuery(CUevent e)
+{
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return e->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent e)
+{
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (e->pending)
+        wait_forever();
+    return CUDA_SUCCESS;
+}
+
+static CUresult impl_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+    if (!ms || !start || !end)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!start->recorded || !end->recorded)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *ms = (float)((double)(end->time_ns - start->time_ns) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory */
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    init();
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&alloc_lock);
+    size_t used = used_bytes[current->device];
+    pthread_mutex_unlock(&alloc_lock);
+    *total = mem_bytes;
+    *free_bytes = used < mem_bytes ? mem_bytes - used : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    init();
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    int dev = current->device;
+    pthread_mutex_lock(&alloc_lock);
+    CUresult rc = CUDA_SUCCESS;
+    void *p = NULL;
+    if (used_bytes[dev] + bytesize > mem_bytes || used_bytes[dev] + bytesize < bytesize) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (nallocs == cap_allocs) {
+        size_t cap = cap_allocs ? 2 * cap_allocs : 64;
+        struct alloc *a = realloc(allocs, cap * sizeof *a);
+        if (!a)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else {
+            allocs = a;
+            cap_allocs = cap;
+        }
+    }
+    if (rc == CUDA_SUCCESS && posix_memalign(&p, 4096, bytesize) != 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS) {
+        allocs[nallocs++] = (struct alloc){(uintptr_t)p, bytesize, dev};
+        used_bytes[dev] += bytesize;
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    }
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    pthread_mutex_lock(&alloc_lock);
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < nallocs; i++) {
+        if (allocs[i].base == (uintptr_t)dptr) {
+            used_bytes[allocs[i].device] -= allocs[i].size;
+            free((void *)allocs[i].base);
+            allocs[i] = allocs[--nallocs];
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
+}
+
+/* 0 when `len` bytes from `p` lie inside one live allocation. */
+int gpusim_check_range(const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t)p;
+    int rc = -1;
+    pthread_mutex_lock(&alloc_lock);
+    for (size_t i = 0; i < nallocs; i++) {
+        if (a >= allocs[i].base && a - allocs[i].base <= allocs[i].size &&
+            len <= allocs[i].size - (a - allocs[i].base)) {
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
+}
+
+/* Memory from ncclMemAlloc: the same table, on the current device. */
+int gpusim_alloc(void **p, size_t n)
+{
+    CUdeviceptr d = 0;
+    CUresult rc = cuMemAlloc_v2(&d, n);
+    *p = (void *)(uintptr_t)d;
+    return rc;
+}
+
+int gpusim_free(void *p) { return cuMemFree_v2((CUdeviceptr)(uintptr_t)p); }
+
+struct copy {
+    void *dst;
+    const void *src;
+    size_t n;
+    int value; /* memset when >= 0 */
+};
+
+static void run_copy(void *arg)
+{
+    struct copy *c = arg;
+    if (c->value >= 0)
+        memset(c->dst, c->value, c->n);
+    else
+        memmove(c->dst, c->src, c->n);
+}
+
+static CUresult enqueue_copy(CUstream s, void *dst, const void *src, size_t n, int value)
+{
+    struct copy *c = malloc(sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *c = (struct copy){dst, src, n, value};
+    return (CUresult)gpusim_enqueue(s, run_copy, c, free);
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    if (n && gpusim_check_range((void *)(uintptr_t)dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue_copy(s, (void *)(uintptr_t)dst, src, n, -1);
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    if (n && gpusim_check_range((void *)(uintptr_t)src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue_copy(s, dst, (void *)(uintptr_t)src, n, -1);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    if (n && (gpusim_check_range((void *)(uintptr_t)dst, n) || gpusim_check_range((void *)(uintptr_t)src, n)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue_copy(s, (void *)(uintptr_t)dst, (void *)(uintptr_t)src, n, -1);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s)
+{
+    if (n && gpusim_check_range((void *)(uintptr_t)dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue_copy(s, (void *)(uintptr_t)dst, NULL, n, uc);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    if (n && gpusim_check_range((void *)(uintptr_t)dst, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    memset((void *)(uintptr_t)dst, uc, n);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Symbols that may be hidden (GPUSIM_CUDA_HIDE): each resolves through a
+ * GNU indirect function, whose resolver returns NULL for a hidden name, so
+ * that dlsym finds the symbol but with a NULL address, as the loader does
+ * for an unresolved weak symbol. */
+
+#define HIDEABLE(name, ret, params)                                                  \
+    static ret (*resolve_##name(void)) params                                        \
+    {                                                                                \
+        return gpusim_hidden("GPUSIM_CUDA_HIDE", #name) ? NULL : impl_##name;         \
+    }                                                                                \
+    ret name params __attribute__((ifunc("resolve_" #name)));
+
+static CUresult impl_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    (void)s;
+    return cuMemAlloc_v2(dptr, bytesize);
+}
+
+static CUresult impl_cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+    (void)s;
+    return cuMemFree_v2(dptr);
+}
+
+HIDEABLE(cuEventElapsedTime, CUresult, (float *pMilliseconds, CUevent hStart, CUevent hEnd))
+HIDEABLE(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))
+HIDEABLE(cuMemFreeAsync, CUresult, (CUdeviceptr dptr, CUstream hStream))

@@ -1,0 +1,1432 @@
+/*
+ * libnccl.so.2 of the host GPU simulation: the NCCL calls collbench makes,
+ * with NCCL's documented semantics, on the simulated devices of
+ * libcuda.so.1 (host memory), for tests only. Compiled against the real
+ * nccl.h (nvidia-nccl-cu12), so every definition here has NCCL's own
+ * prototype. It proves plumbing, semantics, counts, offsets, validation and
+ * error paths, never speed.
+ *
+ * Model:
+ *   - ranks of a communicator are threads of one process (`-g N`) or
+ *     processes (`mpirun`); they meet in one POSIX shared-memory segment
+ *     named from the unique id (ncclCommSplit: from the parent's name, the
+ *     split's sequence number and the color), unlinked once every rank has
+ *     mapped it;
+ *   - every byte a rank receives is copied through that segment from the
+ *     peer's real buffer: one channel per ordered pair of ranks (two sets:
+ *     collectives and point-to-point), a chunk at a time, waits on futexes;
+ *   - collectives are computed from every rank's real input: reductions
+ *     fold the inputs in rank order 0..n-1; half and bfloat16 are rounded
+ *     to nearest even after every multiplication and addition (NCCL's
+ *     device code does the same per operation, on whatever order its
+ *     algorithm takes); avg is NCCL's: integers sum then divide by n, half,
+ *     bfloat16, float and double multiply each input by (T)(1/n) (half and
+ *     bfloat16: the float 1/n rounded to the type) and then sum, as NCCL's
+ *     enqueue.cc sets up ncclDevPreMulSum;
+ *   - NCCL's in-place conventions (nccl.h): inputs are read before any
+ *     output is written, so every in-place layout NCCL documents works;
+ *   - grouped send/recv (and ncclAlltoAll with sendbuff == recvbuff): NCCL
+ *     does not order a send against a receive of the same group, so a send
+ *     whose buffer overlaps a receive buffer of its group may read data
+ *     already overwritten. The simulation takes that worst case: such a
+ *     send delivers 0xA5 bytes (a receive from and a send to the rank
+ *     itself of the very same range is a copy onto itself, and allowed);
+ *   - operations are issued at ncclGroupEnd (a call outside a group is a
+ *     group of one), on the stream of the group's first operation; sends
+ *     and receives of one group progress together, so pairs never deadlock;
+ *   - every pointer range is checked against libcuda's allocation table
+ *     (ncclInvalidArgument otherwise): counts and offsets are verified;
+ *   - ncclGetLastError returns one process-wide buffer, as NCCL's does.
+ *
+ * Environment (fault switches and knobs):
+ *   GPUSIM_NCCL_VERSION=CODE    ncclGetVersion (default NCCL_VERSION_CODE)
+ *   GPUSIM_NCCL_HIDE=a,b        entry points that resolve to NULL (the
+ *                               optional ones: ncclAlltoAll, ncclGather,
+ *                               ncclScatter, ncclCommSplit (the "refused
+ *                               split" fallback), ncclCommRegister,
+ *                               ncclCommDeregister, ncclMemAlloc,
+ *                               ncclMemFree, ncclCommInitRankConfig,
+ *                               ncclGetLastError)
+ *   GPUSIM_NCCL_FAIL=NAME:N:CODE[:RANK]
+ *                               the Nth call of NAME (an NCCL function)
+ *                               returns ncclResult_t CODE, on rank RANK
+ *                               (the rank of the thread's first
+ *                               communicator) or on every rank; without
+ *                               RANK, the messages of the ranks of one
+ *                               process land in the process-wide last-error
+ *                               buffer in rank order and lower ranks return
+ *                               first (the worst case of that buffer)
+ *   GPUSIM_NCCL_ASYNC=RANK:N:CODE
+ *                               the Nth group issued by RANK does nothing,
+ *                               its stream never completes (as a failed
+ *                               kernel's) and its communicator reports CODE
+ *                               through ncclCommGetAsyncError
+ *   GPUSIM_NCCL_HANG=RANK:N     the Nth group issued by RANK never
+ *                               completes: its stream hangs (events stay
+ *                               not ready), its peers wait for it
+ *   GPUSIM_NCCL_DELAY=RANK:N:MS the Nth group issued by RANK returns MS
+ *                               milliseconds late (after its data moved):
+ *                               RANK reaches what follows late, as a rank
+ *                               held up by its host would
+ *   GPUSIM_SHM_BYTES=B          channel memory per communicator (16 MiB)
+ */
+#define _GNU_SOURCE
+#include <nccl.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpusim.h"
+
+#define MAX_RANKS 256
+#define ID_MAGIC "GPUSIM-ID"
+#define SEG_MAGIC 0x47505553u
+
+/* ------------------------------------------------------------------ */
+/* The process-wide last error, as NCCL keeps it (ncclLastError). */
+
+static char last_error[1024];
+static pthread_mutex_t last_error_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&last_error_lock);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    pthread_mutex_unlock(&last_error_lock);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ */
+/* Shared segment and channels */
+
+struct chan {
+    _Atomic uint64_t head; /* bytes written by the sender, ever */
+    _Atomic uint64_t tail; /* bytes consumed by the receiver, ever */
+    uint64_t msg_len;      /* length of the message being sent */
+    uint64_t pad;
+};
+
+struct seg {
+    uint32_t magic;
+    _Atomic uint32_t state; /* 0 new, 1 being set up, 2 ready */
+    uint32_t nranks;
+    uint32_t chunk;
+    _Atomic uint32_t joined;
+    _Atomic uint32_t aborted; /* a rank called ncclCommAbort */
+    _Atomic uint32_t doorbell[MAX_RANKS];
+    /* then 2 * n * n channels, then their chunks */
+};
+
+struct ncclComm {
+    int rank, nranks, device;
+    struct seg *seg;
+    size_t seg_bytes;
+    char name[96];
+    int splits;
+    _Atomic int async_err;
+    int blocking;
+};
+
+struct reg {
+    void *buff;
+    size_t size;
+};
+
+static size_t shm_budget(void)
+{
+    const char *v = getenv("GPUSIM_SHM_BYTES");
+    size_t b = v && *v ? (size_t)strtoull(v, NULL, 10) : (size_t)16 << 20;
+    return b < 4096 ? 4096 : b;
+}
+
+static size_t chunk_for(int n)
+{
+    size_t c = shm_budget() / (2 * (size_t)n * (size_t)n);
+    c &= ~(size_t)63;
+    if (c < 4096)
+        c = 4096;
+    if (c > (256 << 10))
+        c = 256 << 10;
+    return c;
+}
+
+static size_t seg_size(int n, size_t chunk)
+{
+    return sizeof(struct seg) + 2 * (size_t)n * (size_t)n * (sizeof(struct chan) + chunk);
+}
+
+static struct chan *chan_of(struct ncclComm *c, int cls, int from, int to)
+{
+    struct chan *base = (struct chan *)(c->seg + 1);
+    return &base[((size_t)cls * c->nranks + (size_t)from) * c->nranks + (size_t)to];
+}
+
+static uint8_t *chunk_of(struct ncclComm *c, int cls, int from, int to)
+{
+    uint8_t *base = (uint8_t *)((struct chan *)(c->seg + 1) + 2 * (size_t)c->nranks * c->nranks);
+    size_t i = ((size_t)cls * c->nranks + (size_t)from) * c->nranks + (size_t)to;
+    return base + i * c->seg->chunk;
+}
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val, long timeout_ns)
+{
+    struct timespec t = {timeout_ns / 1000000000, timeout_ns % 1000000000};
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, &t, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *addr)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void ring(struct ncclComm *c, int rank)
+{
+    atomic_fetch_add(&c->seg->doorbell[rank], 1);
+    futex_wake(&c->seg->doorbell[rank]);
+}
+
+/* Maps (creating where needed) the segment `name` for `nranks` ranks and
+ * waits until every rank has mapped it: NCCL's initialisation is
+ * collective. */
+static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int rank)
+{
+    size_t chunk = chunk_for(nranks);
+    size_t bytes = seg_size(nranks, chunk);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    if (fd < 0) {
+        warn("gpusim: shm_open %s: %s", name, strerror(errno));
+        return ncclSystemError;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size < bytes && ftruncate(fd, (off_t)bytes) != 0) {
+        warn("gpusim: ftruncate %s to %zu bytes: %s", name, bytes, strerror(errno));
+        close(fd);
+        return ncclSystemError;
+    }
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        warn("gpusim: mmap %s: %s", name, strerror(errno));
+        return ncclSystemError;
+    }
+    struct seg *s = p;
+    uint32_t zero = 0;
+    if (atomic_compare_exchange_strong(&s->state, &zero, 1)) {
+        s->magic = SEG_MAGIC;
+        s->nranks = (uint32_t)nranks;
+        s->chunk = (uint32_t)chunk;
+        atomic_store(&s->state, 2);
+        futex_wake(&s->state);
+    }
+    while (atomic_load(&s->state) != 2)
+        futex_wait(&s->state, 1, 1000000);
+    if (s->magic != SEG_MAGIC || s->nranks != (uint32_t)nranks) {
+        warn("gpusim: rank %d: communicator %s has %u ranks, this rank was told %d", rank, name, s->nranks, nranks);
+        munmap(p, bytes);
+        return ncclInvalidUsage;
+    }
+    c->seg = s;
+    c->seg_bytes = bytes;
+    c->rank = rank;
+    c->nranks = nranks;
+    if (atomic_fetch_add(&s->joined, 1) + 1 == (uint32_t)nranks) {
+        shm_unlink(name); /* every rank has it mapped: nothing to leak */
+        ring(c, 0);
+        for (int r = 0; r < nranks; r++)
+            ring(c, r);
+    }
+    for (;;) {
+        uint32_t bell = atomic_load(&s->doorbell[rank]);
+        if (atomic_load(&s->joined) >= (uint32_t)nranks)
+            break;
+        futex_wait(&s->doorbell[rank], bell, 1000000);
+    }
+    return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------ */
+/* Transfers: one batch progresses every send and receive together. */
+
+struct xfer {
+    int peer, cls, is_send, garbage;
+    uint8_t *buf;
+    size_t len, done;
+};
+
+struct batch {
+    struct xfer *x;
+    size_t n, cap;
+};
+
+static int batch_add(struct batch *b, int peer, int cls, int is_send, void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 16;
+        struct xfer *x = realloc(b->x, cap * sizeof *x);
+        if (!x)
+            return -1;
+        b->x = x;
+        b->cap = cap;
+    }
+    b->x[b->n++] = (struct xfer){peer, cls, is_send, 0, buf, len, 0};
+    return 0;
+}
+
+/* The worst legal order of a group: a send whose buffer overlaps one of
+ * the group's receive buffers reads what the receive wrote (model comment). */
+static void mark_hazards(struct batch *b, int me)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        struct xfer *s = &b->x[i];
+        if (!s->is_send)
+            continue;
+        for (size_t j = 0; j < b->n; j++) {
+            struct xfer *r = &b->x[j];
+            if (r->is_send || r->cls != s->cls)
+                continue;
+            int overlap = s->buf < r->buf + r->len && r->buf < s->buf + s->len;
+            int self_copy = s->peer == me && r->peer == me && s->buf == r->buf && s->len == r->len;
+            if (overlap && !self_copy)
+                s->garbage = 1;
+        }
+    }
+}
+
+/* Moves at most one chunk of `x`; 1 when something moved. */
+static int step(struct ncclComm *c, struct xfer *x, ncclResult_t *err)
+{
+    int me = c->rank;
+    size_t chunk = c->seg->chunk;
+    if (x->is_send) {
+        struct chan *ch = chan_of(c, x->cls, me, x->peer);
+        uint64_t head = atomic_load(&ch->head);
+        if (head != atomic_load(&ch->tail))
+            return 0; /* the peer has not taken the previous chunk */
+        size_t n = x->len - x->done < chunk ? x->len - x->done : chunk;
+        uint8_t *dst = chunk_of(c, x->cls, me, x->peer);
+        if (x->garbage)
+            memset(dst, 0xA5, n);
+        else
+            memcpy(dst, x->buf + x->done, n);
+        if (x->done == 0)
+            ch->msg_len = x->len;
+        atomic_store(&ch->head, head + n);
+        x->done += n;
+        ring(c, x->peer);
+        return 1;
+    }
+    struct chan *ch = chan_of(c, x->cls, x->peer, me);
+    uint64_t head = atomic_load(&ch->head), tail = atomic_load(&ch->tail);
+    if (head == tail)
+        return 0;
+    size_t n = (size_t)(head - tail);
+    if (x->done == 0 && ch->msg_len != x->len) {
+        warn("gpusim: rank %d receives %zu bytes from rank %d, which sends %llu: counts or types differ", me,
+             x->len, x->peer, (unsigned long long)ch->msg_len);
+        *err = ncclInvalidUsage;
+        return 0;
+    }
+    if (n > x->len - x->done) {
+        warn("gpusim: rank %d: message from rank %d longer than its receive", me, x->peer);
+        *err = ncclInvalidUsage;
+        return 0;
+    }
+    memcpy(x->buf + x->done, chunk_of(c, x->cls, x->peer, me), n);
+    x->done += n;
+    atomic_store(&ch->tail, head);
+    ring(c, x->peer);
+    return 1;
+}
+
+/* Runs the batch to completion: transfers between one pair of ranks go in
+ * posting order (NCCL matches sends and receives in order). */
+static ncclResult_t run_batch(struct ncclComm *c, struct batch *b)
+{
+    ncclResult_t err = ncclSuccess;
+    for (;;) {
+        uint32_t bell = atomic_load(&c->seg->doorbell[c->rank]);
+        int moved = 0, pending = 0;
+        for (size_t i = 0; i < b->n; i++) {
+            struct xfer *x = &b->x[i];
+            if (x->done == x->len)
+                continue;
+            int blocked = 0;
+            for (size_t j = 0; j < i && !blocked; j++) {
+                struct xfer *y = &b->x[j];
+                blocked = y->done < y->len && y->peer == x->peer && y->cls == x->cls && y->is_send == x->is_send;
+            }
+            pending = 1;
+            if (!blocked)
+                moved |= step(c, x, &err);
+            if (err != ncclSuccess)
+                return err;
+        }
+        if (!pending)
+            return ncclSuccess;
+        if (atomic_load(&c->seg->aborted)) {
+            warn("gpusim: rank %d: a peer aborted the communicator", c->rank);
+            return ncclRemoteError;
+        }
+        if (!moved)
+            futex_wait(&c->seg->doorbell[c->rank], bell, 10000000);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Element types and reductions */
+
+static size_t type_size(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+    }
+}
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v;
+    if (e == 0)
+        v = ldexpf((float)m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(m | 0x400), (int)e - 25);
+    return sign ? -v : v;
+}
+
+/* Round to nearest even. */
+static uint16_t float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    float a = fabsf(f);
+    if (isnan(f))
+        return 0x7e00;
+    if (a >= 65520.0f)
+        return sign | 0x7c00;
+    if (a < ldexpf(1.0f, -14)) {
+        /* subnormal: multiples of 2^-24, rint rounds to even */
+        return sign | (uint16_t)rintf(ldexpf(a, 24));
+    }
+    int e;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    float q = rintf(ldexpf(m, 11)); /* 11 significant bits */
+    if (q >= 2048.0f) {
+        q /= 2;
+        e++;
+    }
+    uint16_t exp = (uint16_t)(e - 1 + 15);
+    if (exp >= 31)
+        return sign | 0x7c00;
+    return sign | (uint16_t)(exp << 10) | ((uint16_t)q & 0x3ff);
+}
+
+static float bf16_to_float(uint16_t b)
+{
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if (isnan(f))
+        return 0x7fc0;
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+/* out[i] = reduction over k of in[k][i] (k in rank order), NCCL's avg
+ * arithmetic included. */
+static void reduce_all(void *out, uint8_t **in, int n, size_t count, ncclDataType_t t, ncclRedOp_t op)
+{
+#define FOLD(T, CONV_IN, CONV_OUT, ACC)                                                     \
+    for (size_t i = 0; i < count; i++) {                                                    \
+        ACC acc = 0;                                                                        \
+        for (int k = 0; k < n; k++) {                                                       \
+            ACC v = CONV_IN(((T *)in[k])[i]);                                               \
+            if (op == ncclAvg && premul)                                                    \
+                v = CONV_ROUND(v * scale);                                                  \
+            if (k == 0)                                                                     \
+                acc = v;                                                                    \
+            else if (op == ncclSum || op == ncclAvg)                                        \
+                acc = CONV_ROUND(acc + v);                                                  \
+            else if (op == ncclProd)                                                        \
+                acc = CONV_ROUND(acc * v);                                                  \
+            else if (op == ncclMax)                                                         \
+                acc = v > acc ? v : acc;                                                    \
+            else                                                                            \
+                acc = v < acc ? v : acc;                                                    \
+        }                                                                                   \
+        ((T *)out)[i] = CONV_OUT(acc);                                                      \
+    }
+#define ID(x) (x)
+    int premul = 0;
+    switch (t) {
+    case ncclFloat16: {
+        premul = 1;
+        float scale = half_to_float(float_to_half((float)(1.0 / n)));
+#define CONV_ROUND(x) half_to_float(float_to_half(x))
+        FOLD(uint16_t, half_to_float, float_to_half, float)
+#undef CONV_ROUND
+        return;
+    }
+    case ncclBfloat16: {
+        premul = 1;
+        float scale = bf16_to_float(float_to_bf16((float)(1.0 / n)));
+#define CONV_ROUND(x) bf16_to_float(float_to_bf16(x))
+        FOLD(uint16_t, bf16_to_float, float_to_bf16, float)
+#undef CONV_ROUND
+        return;
+    }
+    case ncclFloat32: {
+        premul = 1;
+        float scale = (float)(1.0 / n);
+#define CONV_ROUND(x) ((float)(x))
+        FOLD(float, ID, ID, float)
+#undef CONV_ROUND
+        return;
+    }
+    case ncclFloat64: {
+        premul = 1;
+        double scale = 1.0 / n;
+#define CONV_ROUND(x) ((double)(x))
+        FOLD(double, ID, ID, double)
+#undef CONV_ROUND
+        return;
+    }
+    default:
+        break;
+    }
+    /* Integers: wrapping sums and products, exact; avg is the sum over n. */
+#define INT_CASE(ENUM, T, U)                                                                \
+    case ENUM: {                                                                            \
+        for (size_t i = 0; i < count; i++) {                                                \
+            T acc = 0;                                                                      \
+            for (int k = 0; k < n; k++) {                                                   \
+                T v = ((T *)in[k])[i];                                                      \
+                if (k == 0)                                                                 \
+                    acc = v;                                                                \
+                else if (op == ncclSum || op == ncclAvg)                                    \
+                    acc = (T)((U)acc + (U)v);                                               \
+                else if (op == ncclProd)                                                    \
+                    acc = (T)((U)acc * (U)v);                                               \
+                else if (op == ncclMax)                                                     \
+                    acc = v > acc ? v : acc;                                                \
+                else                                                                        \
+                    acc = v < acc ? v : acc;                                                \
+            }                                                                               \
+            if (op == ncclAvg)                                                              \
+                acc = (T)(acc / (T)n);                                                      \
+            ((T *)out)[i] = acc;                                                            \
+        }                                                                                   \
+        return;                                                                             \
+    }
+    switch (t) {
+        INT_CASE(ncclInt8, int8_t, uint8_t)
+        INT_CASE(ncclUint8, uint8_t, uint8_t)
+        INT_CASE(ncclInt32, int32_t, uint32_t)
+        INT_CASE(ncclUint32, uint32_t, uint32_t)
+        INT_CASE(ncclInt64, int64_t, uint64_t)
+        INT_CASE(ncclUint64, uint64_t, uint64_t)
+    default:
+        return;
+    }
+#undef INT_CASE
+#undef FOLD
+#undef ID
+}
+
+/* ------------------------------------------------------------------ */
+/* Operations and groups */
+
+enum kind { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCESCATTER, K_ALLTOALL, K_GATHER, K_SCATTER, K_SEND, K_RECV };
+
+struct op {
+    enum kind kind;
+    struct ncclComm *comm;
+    const uint8_t *send;
+    uint8_t *recv;
+    size_t count; /* elements, as NCCL's count argument */
+    ncclDataType_t type;
+    ncclRedOp_t red;
+    int root; /* root or peer */
+    cudaStream_t stream;
+};
+
+struct job {
+    struct op *ops;
+    size_t n;
+};
+
+static __thread int group_depth;
+static __thread struct op *pending;
+static __thread size_t npending, cap_pending;
+static __thread ncclResult_t group_error;
+static __thread int world_rank = -1; /* rank of this thread's first communicator */
+static __thread long groups_issued;
+
+#define CLS_COLL 0
+#define CLS_P2P 1
+
+/* One collective, to completion; inputs are read (sent or staged) before
+ * any output is written. */
+static ncclResult_t run_collective(const struct op *o)
+{
+    struct ncclComm *c = o->comm;
+    int n = c->nranks, me = c->rank;
+    size_t es = type_size(o->type), bytes = o->count * es;
+    struct batch b = {0};
+    uint8_t **tmp = calloc((size_t)n, sizeof *tmp);
+    uint8_t *stage = NULL;
+    ncclResult_t rc = ncclSuccess;
+    int need_tmp = o->kind == K_ALLREDUCE || o->kind == K_REDUCESCATTER || (o->kind == K_REDUCE && me == o->root);
+    if (!tmp)
+        return ncclSystemError;
+    if (need_tmp) {
+        stage = malloc(bytes * (size_t)n + 1);
+        if (!stage) {
+            free(tmp);
+            return ncclSystemError;
+        }
+        for (int p = 0; p < n; p++)
+            tmp[p] = stage + (size_t)p * bytes;
+    }
+    int fail = 0;
+    switch (o->kind) {
+    case K_ALLREDUCE:
+        memcpy(tmp[me], o->send, bytes);
+        for (int p = 0; p < n; p++) {
+            if (p == me)
+                continue;
+            fail |= batch_add(&b, p, CLS_COLL, 1, (void *)o->send, bytes);
+            fail |= batch_add(&b, p, CLS_COLL, 0, tmp[p], bytes);
+        }
+        break;
+    case K_REDUCE:
+        if (me == o->root) {
+            memcpy(tmp[me], o->send, bytes);
+            for (int p = 0; p < n; p++)
+                if (p != me)
+                    fail |= batch_add(&b, p, CLS_COLL, 0, tmp[p], bytes);
+        } else {
+            fail |= batch_add(&b, o->root, CLS_COLL, 1, (void *)o->send, bytes);
+        }
+        break;
+    case K_REDUCESCATTER:
+        memcpy(tmp[me], o->send + (size_t)me * bytes, bytes);
+        for (int p = 0; p < n; p++) {
+            if (p == me)
+                continue;
+            fail |= batch_add(&b, p, CLS_COLL, 1, (void *)(o->send + (size_t)p * bytes), bytes);
+            fail |= batch_add(&b, p, CLS_COLL, 0, tmp[p], bytes);
+        }
+        break;
+    case K_BROADCAST:
+        for (int p = 0; p < n; p++) {
+            if (me == o->root && p != me)
+                fail |= batch_add(&b, p, CLS_COLL, 1, (void *)o->send, bytes);
+        }
+        if (me != o->root)
+            fail |= batch_add(&b, o->root, CLS_COLL, 0, o->recv, bytes);
+        break;
+    case K_ALLGATHER:
+        for (int p = 0; p < n; p++) {
+            if (p == me)
+                continue;
+            fail |= batch_add(&b, p, CLS_COLL, 1, (void *)o->send, bytes);
+            fail |= batch_add(&b, p, CLS_COLL, 0, o->recv + (size_t)p * bytes, bytes);
+        }
+        break;
+    case K_GATHER:
+        if (me == o->root) {
+            for (int p = 0; p < n; p++)
+                if (p != me)
+                    fail |= batch_add(&b, p, CLS_COLL, 0, o->recv + (size_t)p * bytes, bytes);
+        } else {
+            fail |= batch_add(&b, o->root, CLS_COLL, 1, (void *)o->send, bytes);
+        }
+        break;
+    case K_SCATTER:
+        if (me == o->root) {
+            for (int p = 0; p < n; p++)
+                if (p != me)
+                    fail |= batch_add(&b, p, CLS_COLL, 1, (void *)(o->send + (size_t)p * bytes), bytes);
+        } else {
+            fail |= batch_add(&b, o->root, CLS_COLL, 0, o->recv, bytes);
+        }
+        break;
+    case K_ALLTOALL:
+        /* send and receive of one group: the hazard rule applies */
+        for (int p = 0; p < n; p++) {
+            fail |= batch_add(&b, p, CLS_COLL, 1, (void *)(o->send + (size_t)p * bytes), bytes);
+            fail |= batch_add(&b, p, CLS_COLL, 0, o->recv + (size_t)p * bytes, bytes);
+        }
+        mark_hazards(&b, me);
+        break;
+    default:
+        break;
+    }
+    if (fail)
+        rc = ncclSystemError;
+    if (rc == ncclSuccess)
+        rc = run_batch(c, &b);
+    if (rc == ncclSuccess) {
+        switch (o->kind) {
+        case K_ALLREDUCE:
+            reduce_all(o->recv, tmp, n, o->count, o->type, o->red);
+            break;
+        case K_REDUCE:
+            if (me == o->root)
+                reduce_all(o->recv, tmp, n, o->count, o->type, o->red);
+            break;
+        case K_REDUCESCATTER:
+            reduce_all(o->recv, tmp, n, o->count, o->type, o->red);
+            break;
+        case K_BROADCAST:
+            if (me == o->root)
+                memmove(o->recv, o->send, bytes);
+            break;
+        case K_ALLGATHER:
+            memmove(o->recv + (size_t)me * bytes, o->send, bytes);
+            break;
+        case K_GATHER:
+            if (me == o->root)
+                memmove(o->recv + (size_t)me * bytes, o->send, bytes);
+            break;
+        case K_SCATTER:
+            if (me == o->root)
+                memmove(o->recv, o->send + (size_t)me * bytes, bytes);
+            break;
+        default:
+            break;
+        }
+    }
+    free(b.x);
+    free(stage);
+    free(tmp);
+    return rc;
+}
+
+struct fault {
+    int rank;
+    long nth;
+    int code;
+};
+
+/* "RANK:N[:CODE]" */
+static int parse_fault(const char *var, struct fault *f)
+{
+    const char *v = getenv(var);
+    if (!v || !*v)
+        return 0;
+    f->code = ncclSystemError;
+    int got = sscanf(v, "%d:%ld:%d", &f->rank, &f->nth, &f->code);
+    return got >= 2;
+}
+
+static void set_async(struct ncclComm *c, ncclResult_t rc)
+{
+    int ok = ncclSuccess;
+    atomic_compare_exchange_strong(&c->async_err, &ok, (int)rc);
+}
+
+static void run_job_inner(struct job *j);
+static void delay_if_asked(void);
+
+static void run_job(void *arg)
+{
+    run_job_inner(arg);
+    delay_if_asked();
+}
+
+static void run_job_inner(struct job *j)
+{
+    if (j->n == 0)
+        return;
+    struct ncclComm *c0 = j->ops[0].comm;
+    groups_issued++;
+    /* After an asynchronous error the communicator is unusable: NCCL's
+     * kernels for it no longer run, and the error stays (the caller sees it
+     * through ncclCommGetAsyncError and aborts). */
+    for (size_t i = 0; i < j->n; i++)
+        if (atomic_load(&j->ops[i].comm->async_err) != ncclSuccess)
+            return;
+    struct fault f;
+    if (parse_fault("GPUSIM_NCCL_HANG", &f) && f.rank == world_rank && f.nth == groups_issued) {
+        gpusim_hang(j->ops[0].stream);
+        return;
+    }
+    if (parse_fault("GPUSIM_NCCL_ASYNC", &f) && f.rank == world_rank && f.nth == groups_issued) {
+        warn("gpusim: rank %d: injected asynchronous error %d in group %ld (GPUSIM_NCCL_ASYNC)", world_rank, f.code,
+             groups_issued);
+        set_async(c0, (ncclResult_t)f.code);
+        gpusim_hang(j->ops[0].stream); /* the failed kernels never finish */
+        return;
+    }
+    for (size_t i = 0; i < j->n; i++) {
+        const struct op *o = &j->ops[i];
+        if (o->kind == K_SEND || o->kind == K_RECV)
+            continue;
+        ncclResult_t rc = run_collective(o);
+        if (rc != ncclSuccess) {
+            set_async(o->comm, rc);
+            return;
+        }
+    }
+    /* Point-to-point: every send and receive of the group, per
+     * communicator, progressing together. */
+    for (size_t i = 0; i < j->n; i++) {
+        struct ncclComm *c = j->ops[i].comm;
+        int first = 1;
+        for (size_t k = 0; k < i; k++)
+            if ((j->ops[k].kind == K_SEND || j->ops[k].kind == K_RECV) && j->ops[k].comm == c)
+                first = 0;
+        if (!first || !(j->ops[i].kind == K_SEND || j->ops[i].kind == K_RECV))
+            continue;
+        struct batch b = {0};
+        int fail = 0;
+        for (size_t k = i; k < j->n; k++) {
+            const struct op *o = &j->ops[k];
+            if (o->comm != c || !(o->kind == K_SEND || o->kind == K_RECV))
+                continue;
+            size_t bytes = o->count * type_size(o->type);
+            if (o->kind == K_SEND)
+                fail |= batch_add(&b, o->root, CLS_P2P, 1, (void *)o->send, bytes);
+            else
+                fail |= batch_add(&b, o->root, CLS_P2P, 0, o->recv, bytes);
+        }
+        mark_hazards(&b, c->rank);
+        ncclResult_t rc = fail ? ncclSystemError : run_batch(c, &b);
+        free(b.x);
+        if (rc != ncclSuccess) {
+            set_async(c, rc);
+            return;
+        }
+    }
+}
+
+static void delay_if_asked(void)
+{
+    struct fault f;
+    if (parse_fault("GPUSIM_NCCL_DELAY", &f) && f.rank == world_rank && f.nth == groups_issued)
+        usleep((useconds_t)f.code * 1000);
+}
+
+static void free_job(void *arg)
+{
+    struct job *j = arg;
+    free(j->ops);
+    free(j);
+}
+
+static const char *result_text(ncclResult_t r);
+
+/* Injected failure of the Nth call of `name` (GPUSIM_NCCL_FAIL). */
+static ncclResult_t injected(const char *name, struct ncclComm *comm)
+{
+    static __thread char names[32][40];
+    static __thread long counts[32];
+    const char *v = getenv("GPUSIM_NCCL_FAIL");
+    if (!v || !*v)
+        return ncclSuccess;
+    char want[64] = {0};
+    long nth = 0;
+    int code = ncclSystemError, rank = -1;
+    if (sscanf(v, "%63[^:]:%ld:%d:%d", want, &nth, &code, &rank) < 2 || strcmp(want, name) != 0)
+        return ncclSuccess;
+    int slot = 0;
+    while (slot < 32 && names[slot][0] && strcmp(names[slot], name) != 0)
+        slot++;
+    if (slot == 32)
+        return ncclSuccess;
+    snprintf(names[slot], sizeof names[slot], "%s", name);
+    if (++counts[slot] != nth)
+        return ncclSuccess;
+    if (rank >= 0 && rank != world_rank)
+        return ncclSuccess;
+    int me = world_rank;
+    if (rank < 0 && comm) {
+        /* Every rank fails: write in rank order, lower ranks return first. */
+        usleep((useconds_t)me * 100000);
+        warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
+        usleep((useconds_t)(comm->nranks - 1 - me) * 100000 + 50000);
+        usleep((useconds_t)me * 100000);
+    } else {
+        warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
+    }
+    return (ncclResult_t)code;
+}
+
+static ncclResult_t check_range(const char *fn, const char *what, const void *p, size_t bytes)
+{
+    if (bytes == 0)
+        return ncclSuccess;
+    if (!p || gpusim_check_range(p, bytes) != 0) {
+        warn("gpusim: %s: %s %p + %zu bytes is not inside one device allocation", fn, what, p, bytes);
+        return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t issue(void);
+
+/* Checks an operation and adds it to the thread's group; outside a group
+ * it is issued at once. */
+static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t recv_bytes)
+{
+    ncclResult_t rc = injected(fn, o.comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!o.comm) {
+        warn("gpusim: %s: NULL communicator", fn);
+        return ncclInvalidArgument;
+    }
+    if (type_size(o.type) == 0 || (unsigned)o.red > (unsigned)ncclAvg) {
+        warn("gpusim: %s: invalid datatype %d or operation %d", fn, (int)o.type, (int)o.red);
+        return ncclInvalidArgument;
+    }
+    if (o.root < 0 || o.root >= o.comm->nranks) {
+        warn("gpusim: %s: root or peer %d outside 0..%d", fn, o.root, o.comm->nranks - 1);
+        return ncclInvalidArgument;
+    }
+    if (o.count == 0)
+        return ncclSuccess;
+    if ((rc = check_range(fn, "sendbuff", o.send, send_bytes)) != ncclSuccess ||
+        (rc = check_range(fn, "recvbuff", o.recv, recv_bytes)) != ncclSuccess)
+        return rc;
+    if (npending == cap_pending) {
+        size_t cap = cap_pending ? 2 * cap_pending : 16;
+        struct op *p = realloc(pending, cap * sizeof *p);
+        if (!p)
+            return ncclSystemError;
+        pending = p;
+        cap_pending = cap;
+    }
+    pending[npending++] = o;
+    if (group_depth == 0)
+        return issue();
+    return ncclSuccess;
+}
+
+/* Issues the thread's pending operations as one job on the stream of the
+ * first (ncclGroupEnd). */
+static ncclResult_t issue(void)
+{
+    size_t n = npending;
+    npending = 0;
+    if (n == 0)
+        return ncclSuccess;
+    struct job *j = malloc(sizeof *j);
+    struct op *ops = malloc(n * sizeof *ops);
+    if (!j || !ops) {
+        free(j);
+        free(ops);
+        return ncclSystemError;
+    }
+    memcpy(ops, pending, n * sizeof *ops);
+    *j = (struct job){ops, n};
+    int rc = gpusim_enqueue(ops[0].stream, run_job, j, free_job);
+    if (rc != 0) {
+        warn("gpusim: the stream refused the work (CUDA error %d)", rc);
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void)
+{
+    ncclResult_t rc = injected("ncclGroupStart", NULL);
+    if (rc != ncclSuccess)
+        return rc;
+    group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+    ncclResult_t rc = injected("ncclGroupEnd", NULL);
+    if (group_depth <= 0) {
+        warn("gpusim: ncclGroupEnd without ncclGroupStart");
+        return ncclInvalidUsage;
+    }
+    if (--group_depth > 0)
+        return rc;
+    ncclResult_t err = group_error;
+    group_error = ncclSuccess;
+    if (rc != ncclSuccess || err != ncclSuccess) {
+        npending = 0; /* a failed group issues nothing */
+        return rc != ncclSuccess ? rc : err;
+    }
+    return issue();
+}
+
+/* Remembers a failure inside a group: ncclGroupEnd reports it too. */
+static ncclResult_t grouped(ncclResult_t rc)
+{
+    if (rc != ncclSuccess && group_depth > 0)
+        group_error = rc;
+    return rc;
+}
+
+#define OP(...) ((struct op){__VA_ARGS__})
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype);
+    return grouped(post("ncclAllReduce",
+                        OP(K_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, op, 0, stream), b, b));
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype);
+    int is_root = comm && comm->rank == root;
+    return grouped(post("ncclBroadcast",
+                        OP(K_BROADCAST, comm, sendbuff, recvbuff, count, datatype, ncclSum, root, stream),
+                        is_root ? b : 0, b));
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype);
+    int is_root = comm && comm->rank == root;
+    return grouped(post("ncclReduce", OP(K_REDUCE, comm, sendbuff, recvbuff, count, datatype, op, root, stream), b,
+                        is_root ? b : 0));
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = sendcount * type_size(datatype), n = comm ? (size_t)comm->nranks : 0;
+    return grouped(post("ncclAllGather",
+                        OP(K_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, stream), b,
+                        b * n));
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = recvcount * type_size(datatype), n = comm ? (size_t)comm->nranks : 0;
+    return grouped(post("ncclReduceScatter",
+                        OP(K_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, op, 0, stream), b * n,
+                        b));
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype);
+    return grouped(post("ncclSend", OP(K_SEND, comm, sendbuff, NULL, count, datatype, ncclSum, peer, stream), b, 0));
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype);
+    return grouped(post("ncclRecv", OP(K_RECV, comm, NULL, recvbuff, count, datatype, ncclSum, peer, stream), 0, b));
+}
+
+static ncclResult_t impl_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype) * (comm ? (size_t)comm->nranks : 0);
+    return grouped(post("ncclAlltoAll",
+                        OP(K_ALLTOALL, comm, sendbuff, recvbuff, count, datatype, ncclSum, 0, stream), b, b));
+}
+
+static ncclResult_t impl_ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype), n = comm ? (size_t)comm->nranks : 0;
+    int is_root = comm && comm->rank == root;
+    return grouped(post("ncclGather", OP(K_GATHER, comm, sendbuff, recvbuff, count, datatype, ncclSum, root, stream),
+                        b, is_root ? b * n : 0));
+}
+
+static ncclResult_t impl_ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = count * type_size(datatype), n = comm ? (size_t)comm->nranks : 0;
+    int is_root = comm && comm->rank == root;
+    return grouped(post("ncclScatter",
+                        OP(K_SCATTER, comm, sendbuff, recvbuff, count, datatype, ncclSum, root, stream),
+                        is_root ? b * n : 0, b));
+}
+
+/* ------------------------------------------------------------------ */
+/* Version, ids, communicators */
+
+ncclResult_t ncclGetVersion(int *version)
+{
+    ncclResult_t rc = injected("ncclGetVersion", NULL);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!version)
+        return ncclInvalidArgument;
+    const char *v = getenv("GPUSIM_NCCL_VERSION");
+    *version = v && *v ? atoi(v) : NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+/* The simulation's marker: collbench labels every run on this library as
+ * simulated (`backend_version` 2.32.3-sim, the table header, info). */
+const char *gpusimNcclSimulation(void)
+{
+    return "host GPU simulation (tests/gpu-sim): plumbing and semantics, never speed";
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+    ncclResult_t rc = injected("ncclGetUniqueId", NULL);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!uniqueId)
+        return ncclInvalidArgument;
+    memset(uniqueId, 0, sizeof *uniqueId);
+    memcpy(uniqueId->internal, ID_MAGIC, sizeof ID_MAGIC);
+    uint8_t rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        int64_t t = gpusim_now_ns() ^ ((int64_t)getpid() << 32);
+        memcpy(rnd, &t, 8);
+        memcpy(rnd + 8, &t, 8);
+    }
+    memcpy(uniqueId->internal + 16, rnd, sizeof rnd);
+    return ncclSuccess;
+}
+
+static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, int rank, int blocking)
+{
+    if (!newcomm || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
+        warn("gpusim: ncclCommInitRank: rank %d of %d is invalid (at most %d ranks)", rank, nranks, MAX_RANKS);
+        return ncclInvalidArgument;
+    }
+    if (memcmp(id.internal, ID_MAGIC, sizeof ID_MAGIC) != 0) {
+        warn("gpusim: ncclCommInitRank: the unique id was not made by this library");
+        return ncclInvalidArgument;
+    }
+    int dev = gpusim_current_device();
+    if (dev < 0) {
+        warn("gpusim: ncclCommInitRank: no current CUDA context");
+        return ncclUnhandledCudaError;
+    }
+    char name[96] = "/gpusim-";
+    for (int i = 0; i < 16; i++)
+        snprintf(name + 8 + 2 * i, 3, "%02x", (uint8_t)id.internal[16 + i]);
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (!c)
+        return ncclSystemError;
+    c->device = dev;
+    c->blocking = blocking;
+    ncclResult_t rc = attach(c, name, nranks, rank);
+    if (rc != ncclSuccess) {
+        free(c);
+        return rc;
+    }
+    if (world_rank < 0)
+        world_rank = rank;
+    *newcomm = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId, int rank)
+{
+    if (world_rank < 0)
+        world_rank = rank; /* so that GPUSIM_NCCL_FAIL can name this rank */
+    ncclResult_t rc = injected("ncclCommInitRank", NULL);
+    if (rc != ncclSuccess)
+        return rc;
+    return init_rank(newcomm, nranks, commId, rank, 1);
+}
+
+static ncclResult_t check_config(const char *fn, ncclConfig_t *config)
+{
+    if (!config)
+        return ncclSuccess;
+    if (config->magic != NCCL_API_MAGIC || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+        warn("gpusim: %s: the config was not set from NCCL_CONFIG_INITIALIZER", fn);
+        return ncclInvalidArgument;
+    }
+    if (config->blocking == 0) {
+        warn("gpusim: %s: non-blocking communicators are not simulated", fn);
+        return ncclInvalidUsage;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t impl_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                                ncclConfig_t *config)
+{
+    if (world_rank < 0)
+        world_rank = rank;
+    ncclResult_t rc = injected("ncclCommInitRankConfig", NULL);
+    if (rc == ncclSuccess)
+        rc = check_config("ncclCommInitRankConfig", config);
+    if (rc != ncclSuccess)
+        return rc;
+    return init_rank(comm, nranks, commId, rank, 1);
+}
+
+static void detach(struct ncclComm *c)
+{
+    if (c->seg)
+        munmap(c->seg, c->seg_bytes);
+    free(c);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    ncclResult_t rc = injected("ncclCommDestroy", comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm)
+        return ncclInvalidArgument;
+    detach(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    if (!comm)
+        return ncclSuccess;
+    atomic_store(&comm->seg->aborted, 1);
+    for (int r = 0; r < comm->nranks; r++)
+        ring(comm, r);
+    detach(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    ncclResult_t rc = injected("ncclCommCount", comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm || !count)
+        return ncclInvalidArgument;
+    *count = comm->nranks;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+    ncclResult_t rc = injected("ncclCommCuDevice", comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm || !device)
+        return ncclInvalidArgument;
+    *device = comm->device;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    ncclResult_t rc = injected("ncclCommUserRank", comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm || !rank)
+        return ncclInvalidArgument;
+    *rank = comm->rank;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    if (!comm || !asyncError)
+        return ncclInvalidArgument;
+    *asyncError = (ncclResult_t)atomic_load(&comm->async_err);
+    return ncclSuccess;
+}
+
+static const char *result_text(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    case ncclTimeout: return "NCCL operation timed out";
+    default: return "unknown result code";
+    }
+}
+
+const char *ncclGetErrorString(ncclResult_t result) { return result_text(result); }
+
+static const char *impl_ncclGetLastError(ncclComm_t comm)
+{
+    (void)comm; /* NCCL's buffer is process-wide, whatever comm is */
+    return last_error;
+}
+
+/* Every parent rank learns every (color, key): an all-gather over the
+ * parent's collective channels, on the calling thread. */
+static ncclResult_t exchange_split(struct ncclComm *c, int color, int key, int *all)
+{
+    int mine[2] = {color, key};
+    struct batch b = {0};
+    int fail = 0;
+    for (int p = 0; p < c->nranks; p++) {
+        if (p == c->rank)
+            continue;
+        fail |= batch_add(&b, p, CLS_COLL, 1, mine, sizeof mine);
+        fail |= batch_add(&b, p, CLS_COLL, 0, all + 2 * p, sizeof mine);
+    }
+    all[2 * c->rank] = color;
+    all[2 * c->rank + 1] = key;
+    ncclResult_t rc = fail ? ncclSystemError : run_batch(c, &b);
+    free(b.x);
+    return rc;
+}
+
+static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    ncclResult_t rc = injected("ncclCommSplit", comm);
+    if (rc == ncclSuccess)
+        rc = check_config("ncclCommSplit", config);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm || !newcomm)
+        return ncclInvalidArgument;
+    int n = comm->nranks;
+    int *all = calloc(2 * (size_t)n, sizeof *all);
+    if (!all)
+        return ncclSystemError;
+    rc = exchange_split(comm, color, key, all);
+    int seq = comm->splits++;
+    if (rc != ncclSuccess || color == NCCL_SPLIT_NOCOLOR) {
+        free(all);
+        *newcomm = NULL;
+        return rc;
+    }
+    int size = 0, rank = 0;
+    for (int p = 0; p < n; p++) {
+        if (all[2 * p] != color)
+            continue;
+        size++;
+        if (all[2 * p + 1] < key || (all[2 * p + 1] == key && p < comm->rank))
+            rank++;
+    }
+    free(all);
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (!c)
+        return ncclSystemError;
+    char name[96];
+    snprintf(name, sizeof name, "%.60s-s%d-c%d", comm->name, seq, color);
+    c->device = comm->device;
+    c->blocking = comm->blocking;
+    rc = attach(c, name, size, rank);
+    if (rc != ncclSuccess) {
+        free(c);
+        return rc;
+    }
+    *newcomm = c;
+    return ncclSuccess;
+}
+
+static ncclResult_t impl_ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    ncclResult_t rc = injected("ncclCommRegister", comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm || !handle)
+        return ncclInvalidArgument;
+    if ((rc = check_range("ncclCommRegister", "buff", buff, size)) != ncclSuccess)
+        return rc;
+    struct reg *r = malloc(sizeof *r);
+    if (!r)
+        return ncclSystemError;
+    *r = (struct reg){buff, size};
+    *handle = r;
+    return ncclSuccess;
+}
+
+static ncclResult_t impl_ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+    if (!comm || !handle)
+        return ncclInvalidArgument;
+    free(handle);
+    return ncclSuccess;
+}
+
+static ncclResult_t impl_ncclMemAlloc(void **ptr, size_t size)
+{
+    ncclResult_t rc = injected("ncclMemAlloc", NULL);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!ptr)
+        return ncclInvalidArgument;
+    if (gpusim_alloc(ptr, size ? size : 1) != 0) {
+        warn("gpusim: ncclMemAlloc of %zu bytes: out of device memory", size);
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t impl_ncclMemFree(void *ptr)
+{
+    if (!ptr)
+        return ncclSuccess;
+    return gpusim_free(ptr) == 0 ? ncclSuccess : ncclInvalidArgument;
+}
+
+/* Optional entry points resolve through GNU indirect functions, so that
+ * GPUSIM_NCCL_HIDE can make them resolve to NULL (an older NCCL). */
+#define HIDEABLE(name, ret, params)                                          \
+    static ret (*resolve_##name(void)) params                                \
+    {                                                                        \
+        return gpusim_hidden("GPUSIM_NCCL_HIDE", #name) ? NULL : impl_##name; \
+    }                                                                        \
+    ret name params __attribute__((ifunc("resolve_" #name)));
+
+HIDEABLE(ncclAlltoAll, ncclResult_t,
+         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+          cudaStream_t stream))
+HIDEABLE(ncclGather, ncclResult_t,
+         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+          cudaStream_t stream))
+HIDEABLE(ncclScatter, ncclResult_t,
+         (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+          cudaStream_t stream))
+HIDEABLE(ncclCommSplit, ncclResult_t, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config))
+HIDEABLE(ncclCommRegister, ncclResult_t, (const ncclComm_t comm, void *buff, size_t size, void **handle))
+HIDEABLE(ncclCommDeregister, ncclResult_t, (const ncclComm_t comm, void *handle))
+HIDEABLE(ncclMemAlloc, ncclResult_t, (void **ptr, size_t size))
+HIDEABLE(ncclMemFree, ncclResult_t, (void *ptr))
+HIDEABLE(ncclCommInitRankConfig, ncclResult_t,
+         (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config))
+HIDEABLE(ncclGetLastError, const char *, (ncclComm_t comm))
