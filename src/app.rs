@@ -11,11 +11,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, RunArgs, TopoArgs};
+use crate::cli::{Cli, Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, RunArgs, TopoArgs, TransportArg};
 use crate::config::RunConfig;
 use crate::engine::stop::StopRequest;
 use crate::error::{Error, exit};
 use crate::topology::profile::{self, EnvPlan, Prepared};
+use crate::types::{BackendChoice, BackendKind};
 use crate::world::{launcher_rank, launcher_size};
 
 pub fn main() -> ExitCode {
@@ -25,7 +26,7 @@ pub fn main() -> ExitCode {
         Err(e) => return ExitCode::from(clap_error(e)),
     };
     let code = match cli.command {
-        Command::Run(args) => run_command(&args),
+        Command::Run(args) => run_command(&args, &run_arguments()),
         Command::Compare(args) => report_command(|| compare_command(&args)),
         Command::Plot(args) => report_command(|| plot_command(&args)),
         Command::Import(args) => report_command(|| import_command(&args)),
@@ -162,20 +163,19 @@ fn print_out(text: &str) {
 }
 
 fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
-    use crate::report::compare::{self, Format, Metric, by_mode};
-    let metric = Metric::parse(&args.metric).unwrap_or(Metric::Busbw);
-    let format = Format::parse(&args.format).unwrap_or(Format::Table);
+    use crate::report::compare::{self, Format, by_mode};
+    let (metric, format) = (args.metric, args.format);
     let threshold_pct = args.threshold.unwrap_or(compare::DEFAULT_THRESHOLD_PCT);
     if !threshold_pct.is_finite() || threshold_pct < 0.0 {
         return Err(Error::usage(format!(
             "--threshold {threshold_pct}: give a percentage of 0 or more"
         )));
     }
-    if let Some(by) = &args.by {
-        let dimension = by_mode::Dimension::parse(by).unwrap_or(by_mode::Dimension::Hierarchy);
+    if let Some(dimension) = args.by {
         let [file] = args.files.as_slice() else {
             return Err(Error::usage(format!(
-                "--by {by} compares the modes inside one CSV: give exactly one file"
+                "--by {} compares the modes inside one CSV: give exactly one file",
+                dimension.name()
             )));
         };
         let loaded = compare::load(file)?;
@@ -225,13 +225,12 @@ fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
 }
 
 fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
-    use crate::report::compare::Metric;
-    use crate::report::plot::{self, PlotOptions, SeriesBy};
+    use crate::report::plot::{self, PlotOptions};
     let options = PlotOptions {
         inputs: args.files.clone(),
         output: args.output.clone(),
-        metric: Metric::parse(&args.metric).unwrap_or(Metric::Busbw),
-        by: SeriesBy::parse(&args.by).unwrap_or(SeriesBy::Run),
+        metric: args.metric,
+        by: args.by,
         overwrite: args.overwrite,
     };
     let drawn = plot::plot(&options)?;
@@ -246,23 +245,12 @@ fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
 }
 
 fn import_command(args: &ImportArgs) -> Result<u8, Error> {
-    use crate::collective::Collective;
-    use crate::report::import::{self, ImportOptions, Source};
-    let collective = match &args.collective {
-        Some(name) => Some(
-            Collective::parse(name)
-                .ok_or_else(|| Error::usage(format!("--collective: unknown collective '{name}'")))?,
-        ),
-        None => None,
-    };
-    if args.nranks == Some(0) {
-        return Err(Error::usage("--nranks must be at least 1"));
-    }
+    use crate::report::import::{self, ImportOptions};
     let options = ImportOptions {
-        source: Source::parse(&args.from).unwrap_or(Source::NcclTests),
+        source: args.from,
         files: args.files.clone(),
         output: args.output.clone(),
-        collective,
+        collective: args.collective,
         nranks: args.nranks,
         overwrite: args.overwrite,
     };
@@ -282,19 +270,20 @@ fn topo_command(args: &TopoArgs) -> u8 {
     exit::OK
 }
 
-fn run_command(args: &RunArgs) -> u8 {
-    if args
-        .transport
-        .as_deref()
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("help"))
-    {
+/// The arguments after `run` on this process's command line.
+fn run_arguments() -> Vec<std::ffi::OsString> {
+    std::env::args_os().skip(1).skip_while(|a| a != "run").skip(1).collect()
+}
+
+fn run_command(args: &RunArgs, argv: &[std::ffi::OsString]) -> u8 {
+    if args.transport == TransportArg::Help {
         if is_first_rank() {
             print_out(&profile::help_text());
         }
         return exit::OK;
     }
-    let cfg = match RunConfig::load(args) {
-        Ok(cfg) => cfg,
+    let cfg = match RunConfig::from_command_line(argv) {
+        Ok((_, cfg)) => cfg,
         Err(e) => return report_early_error(&e),
     };
     let env_plan = match apply_transport(&cfg) {
@@ -319,7 +308,7 @@ fn run_command(args: &RunArgs) -> u8 {
 fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     let nccl_log = may_use_nccl(cfg)
         .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::world::hostname(), std::process::id()));
-    match profile::prepare(cfg.transport, nccl_log, &profile::process_env) {
+    match profile::prepare(cfg.start.transport, nccl_log, &profile::process_env) {
         Prepared::Ready(plan) => Ok(plan),
         Prepared::Reexec(plan) => Err(profile::reexec(&plan)),
     }
@@ -328,13 +317,13 @@ fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
 /// Whether this run may end up on NCCL, whose INFO log collbench then
 /// reads to observe the transport.
 fn may_use_nccl(cfg: &RunConfig) -> bool {
-    cfg!(feature = "nccl") && cfg.backend != crate::config::BackendChoice::Mpi
+    cfg!(feature = "nccl") && cfg.start.backend != BackendChoice::Only(BackendKind::Mpi)
 }
 
 /// Picks the control plane: one thread per rank with `-g N` (and always in
 /// a build without MPI), else MPI.
 fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
-    if launcher_size().is_some_and(|n| n > 1) && (cfg.threads.is_some() || !cfg!(feature = "mpi")) {
+    if launcher_size().is_some_and(|n| n > 1) && (cfg.start.threads.is_some() || !cfg!(feature = "mpi")) {
         if is_first_rank() {
             let why = if cfg!(feature = "mpi") {
                 "-g starts every rank as a thread of one process; do not combine it with a multi-process launch"
@@ -346,7 +335,7 @@ fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopReques
         }
         return exit::USAGE;
     }
-    match cfg.threads {
+    match cfg.start.threads {
         Some(n) => run_threads(n, cfg, env_plan, stop),
         None => run_default(cfg, env_plan, stop),
     }
@@ -365,7 +354,7 @@ fn run_default(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
         }
     };
     let mpi_backend = |nodes: &crate::topology::Nodes| {
-        MpiBackend::new(&world, nodes.clone(), cfg.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
+        MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
     session::run(&world, cfg, Some(&mpi_backend), env_plan, stop)
 }
@@ -400,9 +389,8 @@ mod session {
 
     use super::*;
     use crate::backend::{Backend, TransportQuery};
-    use crate::config::BackendChoice;
     use crate::engine::digest::check_same_plan;
-    use crate::engine::plan::{available_memory, human_bytes};
+    use crate::engine::plan::available_memory;
     use crate::engine::stop::signal_name;
     use crate::engine::watchdog::Watchdog;
     use crate::engine::{Engine, Plan, RunContext};
@@ -414,6 +402,7 @@ mod session {
     use crate::report::{RankSummary, Reporter, RunInfo, Sink};
     use crate::topology::Nodes;
     use crate::topology::observe::{self, Observed};
+    use crate::types::human_bytes;
     use crate::world::World;
 
     /// Makes the mpi backend over these nodes, where the control plane is
@@ -438,6 +427,33 @@ mod session {
         outputs: Option<(Reporter, RunInfo)>,
     }
 
+    /// What the NCCL bootstrap reads of the configuration, under the names
+    /// it reads them by (a build without NCCL reads none of it).
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    struct NcclStart {
+        nccl_lib: Option<PathBuf>,
+        hierarchies: Vec<crate::topology::Hierarchy>,
+        no_comm_split: bool,
+        register: bool,
+        phase_times: bool,
+        backend: BackendChoice,
+        trace_bootstrap: Option<PathBuf>,
+    }
+
+    impl NcclStart {
+        fn of(cfg: &RunConfig) -> NcclStart {
+            NcclStart {
+                nccl_lib: cfg.start.nccl_lib.clone(),
+                hierarchies: cfg.plan.hierarchies.clone(),
+                no_comm_split: cfg.hooks.no_comm_split,
+                register: cfg.timing.register,
+                phase_times: cfg.timing.phase_times,
+                backend: cfg.start.backend,
+                trace_bootstrap: cfg.hooks.trace_bootstrap.clone(),
+            }
+        }
+    }
+
     /// The backend every rank agreed on, and what the header says about it.
     struct Chosen {
         backend: Box<dyn Backend>,
@@ -452,12 +468,13 @@ mod session {
         stop: &StopRequest,
     ) -> u8 {
         let watchdog = cfg
+            .timing
             .timeout
             .map(|t| Watchdog::start(t, format!("rank {} on {}", world.rank(), world.host())));
         if let Some(w) = &watchdog {
             w.watch("the set-up (plan check, communicators, output files)");
         }
-        if let Err(failed) = world.agree(check_same_plan(world, &cfg.digest_fields())) {
+        if let Err(failed) = world.agree(check_same_plan(world, &cfg.digest)) {
             return failed.code;
         }
         let nodes = match world.agree(nodes_of(world, cfg)) {
@@ -502,7 +519,7 @@ mod session {
         };
         if let Some(info) = info.as_mut() {
             info.transport_observed = transport_observed.clone();
-            info.transport_notes = env_plan.describe(backend.name() == "nccl");
+            info.transport_notes = env_plan.describe(backend.name() == BackendKind::Nccl.name());
             info.transport_notes.extend(observed.note.clone());
             for (rank, model) in info.ranks.iter_mut().zip(gpus) {
                 rank.gpu = (!model.is_empty()).then_some(model);
@@ -515,7 +532,8 @@ mod session {
             fail(world, &e);
         }
 
-        let sweep = Engine::new(world, backend.as_mut(), cfg, &ctx)
+        let sweep = Engine::new(world, backend.as_mut(), &cfg.timing, &ctx)
+            .with_injected_errors(cfg.hooks.inject_error)
             .with_watchdog(watchdog.as_ref())
             .with_stop(stop.clone())
             .run(&plan, |record| match reporter.as_mut() {
@@ -546,7 +564,7 @@ mod session {
             code = code.max(e.exit_code());
         }
         if world.rank() == 0
-            && cfg.hierarchies.len() > 1
+            && cfg.plan.hierarchies.len() > 1
             && summary.stopped_by.is_none()
             && let Some(info) = &info
         {
@@ -554,10 +572,11 @@ mod session {
         }
         if let Some(signal) = summary.stopped_by {
             if world.rank() == 0 {
-                let planned = if cfg.cycles == 0 {
+                let cycles = cfg.timing.cycles;
+                let planned = if cycles == 0 {
                     String::new()
                 } else {
-                    format!(" of {}", plan.points() as u64 * cfg.cycles)
+                    format!(" of {}", plan.points() as u64 * cycles)
                 };
                 crate::error::say(&format!(
                     "collbench: stopped by {} after {}{planned} points; the run is incomplete, every finished point is in the CSV",
@@ -607,7 +626,7 @@ mod session {
 
     /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.
     fn nodes_of<W: World>(world: &W, cfg: &RunConfig) -> Result<Nodes, Error> {
-        match cfg.ranks_per_node {
+        match cfg.plan.ranks_per_node {
             Some(k) => {
                 let hosts: Vec<String> = world.ranks().iter().map(|r| r.host.clone()).collect();
                 Nodes::consecutive(k, &hosts)
@@ -629,30 +648,30 @@ mod session {
             let backend = world.agree(make(nodes)).map_err(|d| d.code)?;
             Ok(Chosen { backend, note })
         };
-        match (cfg.backend, mpi_backend) {
-            (BackendChoice::Mpi, Some(make)) => agreed_mpi(None, make),
-            (BackendChoice::Mpi, None) => {
+        let nccl_cfg = NcclStart::of(cfg);
+        let mpi = BackendChoice::Only(BackendKind::Mpi);
+        match (cfg.start.backend, mpi_backend) {
+            (choice, Some(make)) if choice == mpi => agreed_mpi(None, make),
+            (choice, None) if choice == mpi => {
                 let e: Result<Chosen, Error> = Err(Error::usage(
                     "the mpi backend needs the MPI control plane: launch with mpirun and without -g, or use --backend nccl",
                 ));
                 world.agree(e).map_err(|d| d.code)
             }
-            (BackendChoice::Nccl, _) => nccl::start(world, cfg, nodes, None),
+            (BackendChoice::Only(_), _) => nccl::start(world, &nccl_cfg, nodes, None),
             // Without MPI, auto can only be nccl: its own errors say best
             // what is missing.
-            (BackendChoice::Auto, None) => nccl::start(world, cfg, nodes, None),
+            (BackendChoice::Auto, None) => nccl::start(world, &nccl_cfg, nodes, None),
             // An MPI transport profile asks for the mpi backend.
-            (BackendChoice::Auto, Some(make)) if cfg.transport.library() == crate::topology::profile::Library::Mpi => {
-                agreed_mpi(
-                    Some(format!(
-                        "auto: --transport {} is an MPI profile, using mpi",
-                        cfg.transport.name()
-                    )),
-                    make,
-                )
-            }
-            (BackendChoice::Auto, Some(make)) => match nccl::probe(world, cfg) {
-                Ok(library) => nccl::start(world, cfg, nodes, Some(library)),
+            (BackendChoice::Auto, Some(make)) if cfg.start.transport.backend() == Some(BackendKind::Mpi) => agreed_mpi(
+                Some(format!(
+                    "auto: --transport {} is an MPI profile, using mpi",
+                    cfg.start.transport.name()
+                )),
+                make,
+            ),
+            (BackendChoice::Auto, Some(make)) => match nccl::probe(world, &nccl_cfg) {
+                Ok(library) => nccl::start(world, &nccl_cfg, nodes, Some(library)),
                 Err(why) => agreed_mpi(Some(format!("auto: {why}, using mpi")), make),
             },
         }
@@ -672,18 +691,20 @@ mod session {
         let Chosen { mut backend, note } = chosen;
         let mut notes: Vec<String> = note.into_iter().collect();
         notes.extend(backend.notes());
-        if cfg.backend == BackendChoice::Auto {
-            cfg.transport
-                .check_backend(backend.name(), " (the backend auto chose)")?;
+        if cfg.start.backend == BackendChoice::Auto {
+            let chosen = BackendKind::parse(backend.name())
+                .ok_or_else(|| Error::runtime(format!("internal error: unknown backend {}", backend.name())))?;
+            cfg.start.transport.check_backend(chosen, " (the backend auto chose)")?;
         }
         let observed = backend.observe_transport(&TransportQuery {
-            profile: cfg.transport,
+            profile: cfg.start.transport,
             nccl_log: &env_plan.nccl_log,
             hosts: world.nodes(),
         });
         observed.check(env_plan)?;
         let gpu = backend.gpu_model().or_else(crate::topology::machine::host_gpu_model);
-        let mut plan = Plan::build(cfg, &nodes, backend.as_ref())?;
+        let extras = cfg.timing.extras();
+        let mut plan = Plan::build(&cfg.plan, &extras, &nodes, backend.as_ref())?;
         if device_free != u64::MAX {
             let (fitted, lowered) = fit_to_device(cfg, &nodes, backend.as_ref(), plan, device_free)?;
             plan = fitted;
@@ -693,7 +714,7 @@ mod session {
             // memory is per host, whatever --ranks-per-node says
             plan.check_memory(world.nodes().local_size(world.rank()), available)?;
         }
-        backend.reserve(&plan, cfg.rotate)?;
+        backend.reserve(&plan, cfg.timing.rotate)?;
         let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
         let outputs = if world.rank() == 0 {
             Some(open_outputs(
@@ -739,17 +760,18 @@ mod session {
         if need(&plan) <= budget {
             return Ok((plan, None));
         }
-        let sizes = cfg.sweep.sizes();
-        for &max in sizes.iter().rev().skip(1) {
-            let mut smaller = cfg.clone();
-            smaller.sweep = crate::config::SizeSweep::new(cfg.sweep.min, max, cfg.sweep.step)?;
-            let Ok(p) = Plan::build(&smaller, nodes, backend) else {
+        let sweep = cfg.plan.sweep;
+        let extras = cfg.timing.extras();
+        for &max in sweep.sizes().iter().rev().skip(1) {
+            let mut smaller = cfg.plan.clone();
+            smaller.sweep = crate::engine::plan::SizeSweep::new(sweep.min, max, sweep.step)?;
+            let Ok(p) = Plan::build(&smaller, &extras, nodes, backend) else {
                 continue;
             };
             if need(&p) <= budget {
                 let note = format!(
                     "--maxbytes lowered from {} to {} to fit GPU memory ({} free)",
-                    human_bytes(cfg.sweep.max),
+                    human_bytes(sweep.max),
                     human_bytes(max),
                     human_bytes(free)
                 );
@@ -774,7 +796,8 @@ mod session {
     ) -> Result<(Reporter, RunInfo), Error> {
         let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let run_id = run_id(&started, world.host());
-        let csv_path = match &cfg.csv {
+        let out = &cfg.outputs;
+        let csv_path = match &out.csv {
             Some(p) => p.clone(),
             None => {
                 let dir = PathBuf::from("results");
@@ -785,18 +808,19 @@ mod session {
         };
         // The JSON check creates only a temporary file, removed if the CSV
         // then fails; the CSV comes last so that no empty report is left.
-        let json = match &cfg.json {
-            Some(path) => Some(JsonSink::create(path, cfg.overwrite)?),
+        let json = match &out.json {
+            Some(path) => Some(JsonSink::create(path, out.overwrite)?),
             None => None,
         };
+        let t = &cfg.timing;
         let extras = Extras {
-            per_iter: cfg.per_iter,
-            phases: cfg.phase_times,
-            cycle: cfg.cycles != 1,
+            per_iter: t.per_iter,
+            phases: t.phase_times,
+            cycle: t.cycles != 1,
         };
-        let csv = CsvSink::create(&csv_path, cfg.overwrite, extras)?;
-        let total = (cfg.cycles != 0).then(|| plan.points() as u64 * cfg.cycles);
-        let progress = Progress::new(cfg.progress, total);
+        let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
+        let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
+        let progress = Progress::new(out.progress, total);
         // Files first, the terminal last: a launcher that is ending the job
         // may stop reading a rank's standard output, and a blocked table
         // write must not keep a row or the JSON report from its file.
@@ -822,27 +846,21 @@ mod session {
             hosts: world.nodes().hosts.clone(),
             virtual_nodes: nodes.is_virtual,
             ranks: world.ranks().iter().map(RankSummary::from).collect(),
-            iters: cfg.iters,
-            min_time_s: cfg.min_time.as_secs_f64(),
-            per_iter: cfg.per_iter,
-            straggler_threshold_pct: cfg.straggler_threshold * 100.0,
-            rotate: cfg.rotate,
-            warmup: cfg.warmup,
-            check: cfg.check,
-            average: cfg.average.name().into(),
-            blocking: cfg.blocking,
-            agg_iters: cfg.agg_iters,
-            cuda_graph: cfg.cuda_graph,
-            register: cfg.register,
-            transport: cfg.transport.name().into(),
+            timing: cfg.timing.clone(),
+            transport: cfg.start.transport.name().into(),
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),
             transport_notes: Vec::new(),
-            hierarchy: cfg.hierarchies.iter().map(|h| h.name()).collect::<Vec<_>>().join(","),
+            hierarchy: cfg
+                .plan
+                .hierarchies
+                .iter()
+                .map(|h| h.name())
+                .collect::<Vec<_>>()
+                .join(","),
             points: plan.points(),
-            cycles: cfg.cycles,
             csv: csv_path,
-            json: cfg.json.clone(),
+            json: out.json.clone(),
         };
         Ok((Reporter::new(sinks, progress), info))
     }
@@ -860,7 +878,7 @@ mod session {
             host: world.host().into(),
             backend: backend.name().into(),
             backend_version: backend.version(),
-            transport: cfg.transport.name().into(),
+            transport: cfg.start.transport.name().into(),
             transport_observed: transport_observed.into(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
@@ -879,7 +897,7 @@ mod session {
         /// Whether this rank could run nccl, agreed over all ranks: `Ok`
         /// with the loaded library where every rank can, else why not (this
         /// rank's reason, or that another rank cannot).
-        pub fn probe<W: World>(world: &W, cfg: &RunConfig) -> Result<NcclLibrary, String> {
+        pub fn probe<W: World>(world: &W, cfg: &NcclStart) -> Result<NcclLibrary, String> {
             let local = local_probe(cfg);
             let everyone = world.min_u64(u64::from(local.is_ok())) == 1;
             match local {
@@ -890,7 +908,7 @@ mod session {
         }
 
         /// GPU first (cheap, and the common reason on a laptop), then NCCL.
-        fn local_probe(cfg: &RunConfig) -> Result<NcclLibrary, String> {
+        fn local_probe(cfg: &NcclStart) -> Result<NcclLibrary, String> {
             match device::probe() {
                 Ok(_) => {}
                 Err(DeviceError::Driver(_)) => return Err("no CUDA driver".into()),
@@ -918,7 +936,7 @@ mod session {
         /// inside it takes the job down (peers may be waiting inside NCCL).
         pub fn start<W: World>(
             world: &W,
-            cfg: &RunConfig,
+            cfg: &NcclStart,
             layout: &Nodes,
             found: Option<NcclLibrary>,
         ) -> Result<Chosen, u8> {
@@ -993,7 +1011,7 @@ mod session {
 
         /// Test hook (`--trace-bootstrap DIR`): the ids this rank received,
         /// one per line (the flat communicator's first).
-        fn trace(cfg: &RunConfig, rank: usize, ids: &[UniqueId]) -> Result<(), Error> {
+        fn trace(cfg: &NcclStart, rank: usize, ids: &[UniqueId]) -> Result<(), Error> {
             let Some(dir) = &cfg.trace_bootstrap else {
                 return Ok(());
             };
@@ -1008,13 +1026,13 @@ mod session {
     mod nccl {
         use super::*;
 
-        pub fn probe<W: World>(_world: &W, _cfg: &RunConfig) -> Result<std::convert::Infallible, String> {
+        pub fn probe<W: World>(_world: &W, _cfg: &NcclStart) -> Result<std::convert::Infallible, String> {
             Err("this build has no nccl backend".into())
         }
 
         pub fn start<W: World>(
             world: &W,
-            _cfg: &RunConfig,
+            _cfg: &NcclStart,
             _layout: &Nodes,
             _found: Option<std::convert::Infallible>,
         ) -> Result<Chosen, u8> {

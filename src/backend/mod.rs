@@ -12,6 +12,7 @@ pub mod mpi;
 pub mod nccl;
 
 use std::ops::Range;
+use std::path::PathBuf;
 
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
@@ -20,7 +21,19 @@ use crate::error::Error;
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, Placement, ReduceOp};
+use crate::types::{BackendChoice, DType, Placement, ReduceOp};
+
+/// Which backend a run asks for and what it needs to start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartConfig {
+    pub backend: BackendChoice,
+    /// `--transport`: the profile applied before MPI and NCCL start.
+    pub transport: Profile,
+    /// `--nccl-lib`: the NCCL library (file or folder) to use.
+    pub nccl_lib: Option<PathBuf>,
+    /// `-g N`: run N ranks as threads of this one process (no MPI).
+    pub threads: Option<usize>,
+}
 
 /// How many positions a point whose buffers span `span` elements can take
 /// inside buffers of `capacity` elements (at least 1).

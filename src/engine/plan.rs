@@ -9,10 +9,90 @@
 
 use crate::backend::{Backend, LaunchExtras};
 use crate::collective::{Collective, Shape};
-use crate::config::{Choice, RootChoice, RunConfig};
 use crate::error::Error;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, ReduceOp};
+use crate::types::{Choice, DType, ReduceOp, RootChoice, human_bytes};
+
+/// Most sizes one sweep may have; beyond it the step is surely a mistake.
+pub const MAX_SIZES: usize = 4096;
+
+/// What a run measures, as the user chose it (`config` validates it;
+/// `Plan::build` turns it into cases once the ranks and the backend are
+/// known).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanConfig {
+    pub sweep: SizeSweep,
+    pub collectives: Vec<Collective>,
+    pub dtypes: Choice<DType>,
+    pub ops: Choice<ReduceOp>,
+    pub roots: RootChoice,
+    /// All-reduce modes to run (other collectives always run flat).
+    pub hierarchies: Vec<Hierarchy>,
+    /// Virtual nodes of this many consecutive ranks, instead of hosts.
+    pub ranks_per_node: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Factor(u64),
+    Bytes(u64),
+}
+
+/// Requested sizes, in bytes: `min`, then stepping while `<= max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeSweep {
+    pub min: u64,
+    pub max: u64,
+    pub step: Step,
+}
+
+impl SizeSweep {
+    pub fn new(min: u64, max: u64, step: Step) -> Result<SizeSweep, Error> {
+        if min == 0 {
+            return Err(Error::usage("--minbytes must be at least 1 byte"));
+        }
+        if min > max {
+            return Err(Error::usage(format!(
+                "--minbytes {min} is larger than --maxbytes {max}"
+            )));
+        }
+        match step {
+            Step::Factor(f) if f < 2 => {
+                return Err(Error::usage("--stepfactor must be at least 2 to step by factor"));
+            }
+            Step::Bytes(0) => return Err(Error::usage("--stepbytes must be at least 1 byte")),
+            _ => {}
+        }
+        let sweep = SizeSweep { min, max, step };
+        let n = sweep.len();
+        if n > MAX_SIZES {
+            return Err(Error::usage(format!(
+                "the sweep from {min} to {max} bytes has {n} sizes, more than {MAX_SIZES}; use a larger --stepfactor or --stepbytes"
+            )));
+        }
+        Ok(sweep)
+    }
+
+    fn next(&self, size: u64) -> Option<u64> {
+        let next = match self.step {
+            Step::Factor(f) => size.checked_mul(f)?,
+            Step::Bytes(b) => size.checked_add(b)?,
+        };
+        (next <= self.max).then_some(next)
+    }
+
+    /// Number of sizes, computed without listing them.
+    fn len(&self) -> usize {
+        match self.step {
+            Step::Bytes(b) => usize::try_from((self.max - self.min) / b + 1).unwrap_or(usize::MAX),
+            Step::Factor(_) => self.sizes().len(),
+        }
+    }
+
+    pub fn sizes(&self) -> Vec<u64> {
+        std::iter::successors(Some(self.min), |&s| self.next(s)).collect()
+    }
+}
 
 /// One measured case (each runs in both placements).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -38,7 +118,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn build(cfg: &RunConfig, nodes: &Nodes, backend: &dyn Backend) -> Result<Plan, Error> {
+    pub fn build(cfg: &PlanConfig, extras: &LaunchExtras, nodes: &Nodes, backend: &dyn Backend) -> Result<Plan, Error> {
         let nranks = nodes.nranks();
         let dtypes = match &cfg.dtypes {
             Choice::All => backend.dtypes(),
@@ -99,13 +179,7 @@ impl Plan {
                 nodes.ranks_per_node()
             )));
         }
-        backend
-            .check_extras(&LaunchExtras {
-                agg_iters: cfg.agg_iters,
-                cuda_graph: cfg.cuda_graph,
-                register: cfg.register,
-            })
-            .map_err(Error::Usage)?;
+        backend.check_extras(extras).map_err(Error::Usage)?;
 
         // Everything but the size, in sweep order.
         let mut groups = Vec::new();
@@ -219,28 +293,11 @@ pub fn available_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// 1536 -> "1.5 KiB".
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::Call;
     use crate::buffer::HostBuffer;
-    use crate::cli::RunArgs;
     use crate::types::Placement;
 
     /// A backend that can do everything but avg and half, for plan tests.
@@ -295,23 +352,33 @@ mod tests {
         Nodes::from_keys(&hosts, &hosts)
     }
 
-    fn config(f: impl FnOnce(&mut RunArgs)) -> RunConfig {
-        let mut a = RunArgs::default();
-        f(&mut a);
-        RunConfig::load(&a).unwrap()
+    /// The plan part of `collbench run ARGS`, with its launch extras.
+    fn config(args: &[&str]) -> (PlanConfig, LaunchExtras) {
+        let (_, cfg) = crate::config::RunConfig::from_command_line(args).unwrap();
+        (cfg.plan, cfg.timing.extras())
+    }
+
+    fn build(cfg: &(PlanConfig, LaunchExtras), nodes: &Nodes, backend: &dyn Backend) -> Result<Plan, Error> {
+        Plan::build(&cfg.0, &cfg.1, nodes, backend)
     }
 
     #[test]
     fn plan_orders_collective_type_op_root_size() {
-        let cfg = config(|a| {
-            a.collectives = Some("reduce".into());
-            a.dtype = Some("float,int8".into());
-            a.op = Some("sum,max".into());
-            a.root = Some("all".into());
-            a.minbytes = Some("64".into());
-            a.maxbytes = Some("128".into());
-        });
-        let plan = Plan::build(&cfg, &one_node(2), &Caps).unwrap();
+        let cfg = config(&[
+            "--collectives",
+            "reduce",
+            "-d",
+            "float,int8",
+            "-o",
+            "sum,max",
+            "-r",
+            "all",
+            "-b",
+            "64",
+            "-e",
+            "128",
+        ]);
+        let plan = build(&cfg, &one_node(2), &Caps).unwrap();
         let keys: Vec<_> = plan
             .cases
             .iter()
@@ -328,12 +395,8 @@ mod tests {
 
     #[test]
     fn non_reductions_have_no_op_and_unrooted_ones_no_root() {
-        let cfg = config(|a| {
-            a.collectives = Some("all_gather,broadcast".into());
-            a.op = Some("all".into());
-            a.maxbytes = Some("8".into());
-        });
-        let plan = Plan::build(&cfg, &one_node(2), &Caps).unwrap();
+        let cfg = config(&["--collectives", "all_gather,broadcast", "-o", "all", "-e", "8"]);
+        let plan = build(&cfg, &one_node(2), &Caps).unwrap();
         assert_eq!(plan.cases.len(), 2);
         assert_eq!((plan.cases[0].op, plan.cases[0].root), (None, None));
         assert_eq!((plan.cases[1].op, plan.cases[1].root), (None, Some(0)));
@@ -343,22 +406,24 @@ mod tests {
     fn sizes_that_round_to_nothing_or_repeat_are_skipped() {
         // alltoall of floats at 3 ranks: 8 B -> 2 floats -> 0 per peer;
         // 16 B -> 4 -> 1 per peer (12 B); 32 B -> 8 -> 2 per peer (24 B)
-        let cfg = config(|a| {
-            a.collectives = Some("alltoall".into());
-            a.maxbytes = Some("32".into());
-        });
-        let plan = Plan::build(&cfg, &one_node(3), &Caps).unwrap();
+        let cfg = config(&["--collectives", "alltoall", "-e", "32"]);
+        let plan = build(&cfg, &one_node(3), &Caps).unwrap();
         let sizes: Vec<u64> = plan.cases.iter().map(Case::size_bytes).collect();
         assert_eq!(sizes, vec![12, 24]);
         // 9 and 10 bytes of int8 at 4 ranks both give 2 per rank
-        let cfg = config(|a| {
-            a.collectives = Some("all_gather".into());
-            a.dtype = Some("int8".into());
-            a.minbytes = Some("8".into());
-            a.maxbytes = Some("12".into());
-            a.stepbytes = Some("1".into());
-        });
-        let sizes: Vec<u64> = Plan::build(&cfg, &one_node(4), &Caps)
+        let cfg = config(&[
+            "--collectives",
+            "all_gather",
+            "-d",
+            "int8",
+            "-b",
+            "8",
+            "-e",
+            "12",
+            "-i",
+            "1",
+        ]);
+        let sizes: Vec<u64> = build(&cfg, &one_node(4), &Caps)
             .unwrap()
             .cases
             .iter()
@@ -369,13 +434,8 @@ mod tests {
 
     #[test]
     fn all_expands_to_what_the_backend_supports() {
-        let cfg = config(|a| {
-            a.collectives = Some("all_reduce".into());
-            a.dtype = Some("all".into());
-            a.op = Some("all".into());
-            a.maxbytes = Some("8".into());
-        });
-        let plan = Plan::build(&cfg, &one_node(1), &Caps).unwrap();
+        let cfg = config(&["--collectives", "all_reduce", "-d", "all", "-o", "all", "-e", "8"]);
+        let plan = build(&cfg, &one_node(1), &Caps).unwrap();
         assert!(
             plan.cases
                 .iter()
@@ -386,35 +446,30 @@ mod tests {
 
     #[test]
     fn unsupported_choices_and_bad_roots_are_usage_errors() {
-        let bad = |f: fn(&mut RunArgs), n: usize| match Plan::build(&config(f), &one_node(n), &Caps) {
+        let bad = |args: &[&str], n: usize| match build(&config(args), &one_node(n), &Caps) {
             Err(Error::Usage(m)) => m,
             other => panic!("{other:?}"),
         };
-        assert!(bad(|a| a.dtype = Some("half".into()), 2).contains("half"));
-        assert!(bad(|a| a.op = Some("avg".into()), 2).contains("avg"));
-        assert!(bad(|a| a.root = Some("2".into()), 2).contains("--root 2 is out of range"));
-        assert!(bad(|a| a.maxbytes = Some("1G".into()), 2).contains("limit"));
-        assert!(
-            bad(
-                |a| {
-                    a.collectives = Some("alltoall".into());
-                    a.maxbytes = Some("8".into());
-                },
-                4
-            )
-            .contains("nothing to measure")
-        );
+        assert!(bad(&["-d", "half"], 2).contains("half"));
+        assert!(bad(&["-o", "avg"], 2).contains("avg"));
+        assert!(bad(&["-r", "2"], 2).contains("--root 2 is out of range"));
+        assert!(bad(&["-e", "1G"], 2).contains("limit"));
+        assert!(bad(&["--collectives", "alltoall", "-e", "8"], 4).contains("nothing to measure"));
     }
 
     #[test]
     fn hierarchy_modes_apply_to_all_reduce_only() {
-        let cfg = config(|a| {
-            a.collectives = Some("all_reduce,all_gather".into());
-            a.hierarchy = Some("all".into());
-            a.minbytes = Some("16".into());
-            a.maxbytes = Some("16".into());
-        });
-        let plan = Plan::build(&cfg, &Nodes::consecutive(2, &vec!["h".to_string(); 4]).unwrap(), &Caps).unwrap();
+        let cfg = config(&[
+            "--collectives",
+            "all_reduce,all_gather",
+            "--hierarchy",
+            "all",
+            "-b",
+            "16",
+            "-e",
+            "16",
+        ]);
+        let plan = build(&cfg, &Nodes::consecutive(2, &vec!["h".to_string(); 4]).unwrap(), &Caps).unwrap();
         let got: Vec<_> = plan.cases.iter().map(|c| (c.collective, c.hierarchy)).collect();
         assert_eq!(
             got,
@@ -429,18 +484,15 @@ mod tests {
 
     #[test]
     fn rs_ar_ag_needs_uniform_nodes() {
-        let cfg = config(|a| a.hierarchy = Some("rs-ar-ag".into()));
+        let cfg = config(&["--hierarchy", "rs-ar-ag"]);
         let hosts: Vec<String> = ["a", "a", "b"].iter().map(|s| s.to_string()).collect();
         let uneven = Nodes::from_keys(&hosts, &hosts);
-        match Plan::build(&cfg, &uneven, &Caps) {
+        match build(&cfg, &uneven, &Caps) {
             Err(Error::Usage(m)) => assert!(m.contains("same number of ranks"), "{m}"),
             other => panic!("{other:?}"),
         }
-        let cfg = config(|a| {
-            a.hierarchy = Some("reduce-bcast".into());
-            a.maxbytes = Some("64".into());
-        });
-        assert!(Plan::build(&cfg, &uneven, &Caps).is_ok());
+        let cfg = config(&["--hierarchy", "reduce-bcast", "-e", "64"]);
+        assert!(build(&cfg, &uneven, &Caps).is_ok());
     }
 
     /// `Caps` with avg: for the checks that only matter where avg runs.
@@ -486,59 +538,44 @@ mod tests {
     fn reduce_bcast_averages_only_over_nodes_of_one_size() {
         let hosts: Vec<String> = ["a", "a", "b"].iter().map(|s| s.to_string()).collect();
         let uneven = Nodes::from_keys(&hosts, &hosts);
-        let cfg = config(|a| {
-            a.collectives = Some("all_reduce".into());
-            a.hierarchy = Some("reduce-bcast".into());
-            a.op = Some("sum,avg".into());
-            a.maxbytes = Some("64".into());
-        });
-        match Plan::build(&cfg, &uneven, &WithAvg) {
+        let cfg = config(&[
+            "--collectives",
+            "all_reduce",
+            "--hierarchy",
+            "reduce-bcast",
+            "-o",
+            "sum,avg",
+            "-e",
+            "64",
+        ]);
+        match build(&cfg, &uneven, &WithAvg) {
             Err(Error::Usage(m)) => assert!(m.contains("--op avg") && m.contains("between 1 and 2"), "{m}"),
             other => panic!("{other:?}"),
         }
         let even = Nodes::consecutive(2, &vec!["h".to_string(); 4]).unwrap();
-        assert!(Plan::build(&cfg, &even, &WithAvg).is_ok());
-        let sum_only = config(|a| {
-            a.hierarchy = Some("reduce-bcast".into());
-            a.maxbytes = Some("64".into());
-        });
-        assert!(Plan::build(&sum_only, &uneven, &WithAvg).is_ok());
+        assert!(build(&cfg, &even, &WithAvg).is_ok());
+        let sum_only = config(&["--hierarchy", "reduce-bcast", "-e", "64"]);
+        assert!(build(&sum_only, &uneven, &WithAvg).is_ok());
     }
 
     #[test]
     fn launch_extras_go_through_the_backend() {
-        for set in [
-            (|a: &mut RunArgs| a.agg_iters = Some(2)) as fn(&mut RunArgs),
-            |a| a.cuda_graph = Some(1),
-            |a| a.register = Some("1".into()),
-        ] {
-            let cfg = config(|a| {
-                set(a);
-                a.maxbytes = Some("64".into());
-            });
-            match Plan::build(&cfg, &one_node(2), &Caps) {
+        for set in [&["-m", "2"][..], &["-G", "1"], &["-R", "1"]] {
+            let mut args = vec!["-e", "64"];
+            args.extend(set);
+            match build(&config(&args), &one_node(2), &Caps) {
                 Err(Error::Usage(m)) => assert!(m.contains("backend is caps"), "{m}"),
                 other => panic!("{other:?}"),
             }
         }
-        let defaults = config(|a| {
-            a.maxbytes = Some("64".into());
-            a.agg_iters = Some(1);
-            a.cuda_graph = Some(0);
-            a.register = Some("0".into());
-        });
-        assert!(Plan::build(&defaults, &one_node(2), &Caps).is_ok());
+        let defaults = config(&["-e", "64", "--agg-iters", "1", "--cuda-graph", "0", "-R", "0"]);
+        assert!(build(&defaults, &one_node(2), &Caps).is_ok());
     }
 
     #[test]
     fn memory_check_counts_every_rank_on_the_node() {
-        let cfg = config(|a| {
-            a.collectives = Some("all_gather".into());
-            a.dtype = Some("int8".into());
-            a.minbytes = Some("1M".into());
-            a.maxbytes = Some("1M".into());
-        });
-        let plan = Plan::build(&cfg, &one_node(4), &Caps).unwrap();
+        let cfg = config(&["--collectives", "all_gather", "-d", "int8", "-b", "1M", "-e", "1M"]);
+        let plan = build(&cfg, &one_node(4), &Caps).unwrap();
         // two buffers of the 1 MiB output
         assert_eq!(plan.peak_buffer_bytes(), 2 << 20);
         assert!(plan.check_memory(4, 8 << 20).is_ok());
@@ -546,9 +583,46 @@ mod tests {
     }
 
     #[test]
-    fn human_bytes_uses_binary_units() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    fn factor_sweeps_double_up_to_the_maximum() {
+        let s = SizeSweep::new(8, 64, Step::Factor(2)).unwrap();
+        assert_eq!(s.sizes(), vec![8, 16, 32, 64]);
+        let s = SizeSweep::new(8, 100, Step::Factor(3)).unwrap();
+        assert_eq!(s.sizes(), vec![8, 24, 72]);
+        let s = SizeSweep::new(5, 5, Step::Factor(2)).unwrap();
+        assert_eq!(s.sizes(), vec![5]);
+    }
+
+    #[test]
+    fn byte_sweeps_add_the_step() {
+        let s = SizeSweep::new(1 << 20, 4 << 20, Step::Bytes(1 << 20)).unwrap();
+        assert_eq!(s.sizes(), vec![1 << 20, 2 << 20, 3 << 20, 4 << 20]);
+        assert_eq!(s.len(), 4);
+    }
+
+    #[test]
+    fn sweeps_near_u64_max_stop_instead_of_overflowing() {
+        let s = SizeSweep::new(u64::MAX / 2, u64::MAX, Step::Factor(4)).unwrap();
+        assert_eq!(s.sizes(), vec![u64::MAX / 2]);
+    }
+
+    #[test]
+    fn sweeps_refuse_zero_inverted_and_oversized_ranges() {
+        assert!(SizeSweep::new(0, 8, Step::Factor(2)).is_err());
+        assert!(SizeSweep::new(16, 8, Step::Factor(2)).is_err());
+        assert!(SizeSweep::new(1, 1 << 30, Step::Bytes(1)).is_err());
+        assert!(SizeSweep::new(1, 8, Step::Factor(1)).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sweeps_are_increasing_and_bounded(min in 1u64..1_000_000, span in 0u64..1_000_000_000, f in 2u64..9) {
+            if let Ok(s) = SizeSweep::new(min, min + span, Step::Factor(f)) {
+                let sizes = s.sizes();
+                proptest::prop_assert_eq!(sizes[0], min);
+                proptest::prop_assert!(sizes.windows(2).all(|w| w[1] == w[0] * f));
+                proptest::prop_assert!(*sizes.last().unwrap() <= min + span);
+                proptest::prop_assert!(sizes.last().unwrap() * f > min + span);
+            }
+        }
     }
 }

@@ -26,12 +26,32 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::Summary;
+use crate::engine::{Summary, Timing};
 use crate::error::Error;
 use crate::world::RankInfo;
 pub use record::Record;
 
-/// What the reports say about the run as a whole.
+/// Where rank 0's reports go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputConfig {
+    /// `None`: results/<run id>.csv.
+    pub csv: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    pub overwrite: bool,
+    pub progress: ProgressMode,
+}
+
+/// When the progress bar is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// Drawn when stderr is a terminal.
+    Auto,
+    Always,
+    Never,
+}
+
+/// What the reports say about the run as a whole: who ran it where, and
+/// how every point was measured (`Timing`, under its own field names).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunInfo {
     pub run_id: String,
@@ -51,24 +71,8 @@ pub struct RunInfo {
     /// `nnodes` and `ranks_per_node` count `--ranks-per-node` groups.
     pub virtual_nodes: bool,
     pub ranks: Vec<RankSummary>,
-    /// Timed iterations per point; `None`: adapted to `min_time_s`.
-    pub iters: Option<u32>,
-    pub min_time_s: f64,
-    pub per_iter: bool,
-    pub straggler_threshold_pct: f64,
-    /// Operations rotate through the largest size's buffers.
-    pub rotate: bool,
-    pub warmup: u32,
-    pub check: u32,
-    pub average: String,
-    pub blocking: bool,
-    /// `-m`: operations per timed iteration, in one NCCL group.
-    pub agg_iters: u32,
-    /// `-G`: replays of the captured timed iterations; 0 = no graph.
-    pub cuda_graph: u32,
-    /// `-R`: buffer registration asked for (the header notes whether it
-    /// happened).
-    pub register: bool,
+    #[serde(flatten)]
+    pub timing: Timing,
     /// The requested profile (`--transport`).
     pub transport: String,
     /// What the ranks observed, merged (the CSV's `transport_observed`).
@@ -80,8 +84,6 @@ pub struct RunInfo {
     pub hierarchy: String,
     /// Points of one sweep.
     pub points: usize,
-    /// Sweeps asked for; 0 = until stopped.
-    pub cycles: u64,
     pub csv: PathBuf,
     pub json: Option<PathBuf>,
 }

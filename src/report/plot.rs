@@ -27,6 +27,16 @@ pub enum SeriesBy {
 }
 
 impl SeriesBy {
+    pub const ALL: [SeriesBy; 3] = [SeriesBy::Run, SeriesBy::Hierarchy, SeriesBy::Transport];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SeriesBy::Run => "run",
+            SeriesBy::Hierarchy => "hierarchy",
+            SeriesBy::Transport => "transport",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<SeriesBy> {
         match s.trim().to_ascii_lowercase().as_str() {
             "run" => Some(SeriesBy::Run),

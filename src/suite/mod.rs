@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::SuiteArgs;
-use crate::config::RunConfig;
+use crate::cli::{RunArgs, SuiteArgs, TransportArg};
 use crate::error::{Error, exit};
-use file::{Launch, Launcher, Suite};
+use crate::report::ProgressMode;
+use file::{Launch, Suite};
 
 /// How often a running launch's CSV is looked at for progress.
 const POLL: Duration = Duration::from_millis(250);
@@ -88,12 +88,10 @@ fn last_collbench_line(log: &Path) -> Option<String> {
 }
 
 fn progress_bar(args: &SuiteArgs) -> ProgressBar {
-    let target = if args.no_progress {
-        ProgressDrawTarget::hidden()
-    } else if args.progress {
-        ProgressDrawTarget::term_like(Box::new(console::Term::stderr()))
-    } else {
-        ProgressDrawTarget::stderr()
+    let target = match args.progress() {
+        ProgressMode::Never => ProgressDrawTarget::hidden(),
+        ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(console::Term::stderr())),
+        ProgressMode::Auto => ProgressDrawTarget::stderr(),
     };
     let bar = ProgressBar::with_draw_target(Some(0), target);
     if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points  {msg}")
@@ -108,12 +106,11 @@ fn progress_bar(args: &SuiteArgs) -> ProgressBar {
 /// start).
 pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
     let suite = Suite::load(&args.file)?;
-    let cycles = RunConfig::from_toml(&suite.run_toml)?.cycles.max(1);
-    let launcher = match &args.launcher {
-        Some(l) => Launcher::parse(l).unwrap_or(suite.launcher),
-        None => suite.launcher,
-    }
-    .resolve(std::env::var_os("SLURM_JOB_ID").is_some());
+    let cycles = suite.cycles.max(1);
+    let launcher = args
+        .launcher
+        .unwrap_or(suite.launcher)
+        .resolve(std::env::var_os("SLURM_JOB_ID").is_some());
     let binary = match &args.binary {
         Some(b) => b.clone(),
         None => std::env::current_exe()
@@ -143,32 +140,16 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         output.with_file_name(format!("{stem}-launches"))
     };
     let run_toml = folder.join("run.toml");
-    let commands: Vec<(Launch, Vec<String>, PathBuf, PathBuf)> = suite
-        .launches
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
-            let csv = base.with_extension("csv");
-            let log = base.with_extension("log");
-            let mut cmd = suite.launcher_args(launcher);
-            cmd.extend([
-                binary.display().to_string(),
-                "run".into(),
-                "--config".into(),
-                run_toml.display().to_string(),
-                "--transport".into(),
-                l.transport.name().into(),
-                "--hierarchy".into(),
-                l.hierarchy.clone(),
-                "--csv".into(),
-                csv.display().to_string(),
-                "--overwrite".into(),
-                "--no-progress".into(),
-            ]);
-            (l.clone(), cmd, csv, log)
-        })
-        .collect();
+    let mut commands: Vec<(Launch, Vec<String>, PathBuf, PathBuf)> = Vec::new();
+    for (i, l) in suite.launches.iter().enumerate() {
+        let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
+        let csv = base.with_extension("csv");
+        let log = base.with_extension("log");
+        let mut cmd = suite.launcher_args(launcher);
+        cmd.extend([binary.display().to_string(), "run".into()]);
+        cmd.extend(launch_options(l, &run_toml, &csv).to_args()?);
+        commands.push((l.clone(), cmd, csv, log));
+    }
     if args.dry_run {
         for (_, cmd, _, log) in &commands {
             let line: Vec<String> = cmd.iter().map(|a| shell_quote(a)).collect();
@@ -280,6 +261,20 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         .map(|o| u8::try_from(o.code).unwrap_or(exit::RUNTIME))
         .max();
     Ok(worst.unwrap_or(exit::OK))
+}
+
+/// What one launch's `collbench run` is given on its command line: the
+/// `[run]` table as its config file, and what the suite sets per launch
+/// (which the table may not set, so no option is given twice).
+fn launch_options(l: &Launch, run_toml: &Path, csv: &Path) -> RunArgs {
+    let mut args = RunArgs::defaults();
+    args.config = Some(run_toml.to_path_buf());
+    args.transport = TransportArg::Profile(l.transport);
+    args.hierarchy = l.hierarchy.clone();
+    args.csv = Some(csv.to_path_buf());
+    args.overwrite = true;
+    args.no_progress = true;
+    args
 }
 
 fn outcome_line(i: usize, n: usize, o: &Outcome, log: &Path) -> String {

@@ -14,6 +14,7 @@ pub mod profile;
 use std::fmt;
 
 use crate::error::Error;
+use crate::types::{Named, by_name};
 
 /// Which node every rank belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,6 +149,21 @@ impl fmt::Display for Hierarchy {
         f.write_str(self.name())
     }
 }
+
+impl Named for Hierarchy {
+    const WHAT: &'static str = "hierarchy mode";
+    fn all() -> &'static [Self] {
+        &Hierarchy::ALL
+    }
+    fn name(self) -> &'static str {
+        Hierarchy::name(self)
+    }
+    fn parse(text: &str) -> Option<Self> {
+        Hierarchy::parse(text)
+    }
+}
+
+by_name!(Hierarchy, "hierarchy mode");
 
 /// Splits `count` elements into `parts` contiguous slices whose lengths
 /// differ by at most one (the first `count % parts` get the extra element),

@@ -72,7 +72,7 @@ fn bad_command_lines_get_one_line_and_exit_2() {
         (vec!["-n", "abc"], "abc"),
         (vec!["-w", "99999999999"], "--warmup"),
         (vec!["-d", "int9"], "unknown element type 'int9'"),
-        (vec!["-d", ""], "--dtype is empty"),
+        (vec!["-d", ""], "--dtype <LIST>': the list is empty"),
         (vec!["-d", "float,,int8"], "empty item"),
         (vec!["-d", "half"], "dtype half"),
         (vec!["-d", "bfloat16"], "bfloat16"),
@@ -88,10 +88,10 @@ fn bad_command_lines_get_one_line_and_exit_2() {
         (vec!["-a", "median"], "--average"),
         (vec!["-a", "4"], "--average"),
         (vec!["-z", "2"], "--blocking"),
-        (vec!["-m", "0"], "--agg-iters must be at least 1"),
+        (vec!["-m", "0"], "--agg-iters <N>': 0 is not in 1.."),
         (vec!["-m", "two"], "two"),
         (vec!["-G", "-1"], "-1"),
-        (vec!["-R", "2"], "--register 2"),
+        (vec!["-R", "2"], "symmetric memory windows) is not supported"),
         (vec!["-G", "2", "-z"], "--blocking"),
         (vec!["-G", "2", "-I"], "-I times each iteration"),
         (vec!["-G", "1", "--phase-times"], "--phase-times"),
@@ -99,7 +99,7 @@ fn bad_command_lines_get_one_line_and_exit_2() {
             vec!["-m", "2", "--hierarchy", "all"],
             "run the hierarchical modes with -m 1",
         ),
-        (vec!["--backend", "gloo"], "unknown backend 'gloo'"),
+        (vec!["--backend", "gloo"], "invalid value 'gloo' for '--backend"),
         (vec!["--bogus"], "unexpected argument '--bogus'"),
         (vec!["--csv", "/nonexistent-folder/x.csv"], "cannot create CSV file"),
         (vec!["--csv", path_str(&existing)], "already exists"),
@@ -214,13 +214,13 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
         ("iters = -5\n", "line 1"),
         ("maxbytes = \"16Q\"\n", "unknown unit"),
         ("dtype = [\"float\", \"int9\"]\n", "int9"),
-        ("collectives = []\n", "--collectives is empty"),
+        ("collectives = []\n", "--collectives <LIST>': the list is empty"),
         ("minbytes = 8\n[section\n", "line 2"),
         ("root = \"-1\"\n", "--root"),
         ("op = 7\n", "line 1"),
         ("agg-iters = 0\n", "--agg-iters"),
         ("cuda-graph = 2\nblocking = true\n", "--blocking"),
-        ("register = 2\n", "--register 2"),
+        ("register = 2\n", "symmetric memory windows"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("c{i}.toml"));
@@ -351,4 +351,46 @@ fn overwrite_replaces_an_existing_report() {
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(Csv::read(&csv_path).header, SCHEMA_1.to_vec());
+}
+
+/// Issue 15, point 4: repeating an option is not an error; the last one
+/// wins, as in most command-line tools (wrappers append options), and the
+/// command line wins over the config file.
+#[test]
+fn a_repeated_option_keeps_its_last_value() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("last.csv");
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "collectives = \"all_reduce\"\nmaxbytes = \"1M\"\niters = 2\n").unwrap();
+    let out = collbench(&[
+        "run",
+        "--config",
+        path_str(&config),
+        "--collectives",
+        "broadcast",
+        "--collectives",
+        "sendrecv",
+        "-e",
+        "1K",
+        "-e",
+        "64",
+        "-b",
+        "64",
+        "--csv",
+        path_str(&csv_path),
+        "--csv",
+        path_str(&csv_path),
+        "--no-progress",
+        "--no-progress",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert_rows_consistent(&csv, 1);
+    assert!(
+        csv.rows.iter().all(|r| csv.get(r, "collective") == "sendrecv"
+            && csv.get(r, "size_bytes") == "64"
+            && csv.get(r, "iters") == "2"),
+        "{:?}",
+        csv.rows
+    );
 }

@@ -22,6 +22,8 @@ pub enum Dimension {
 }
 
 impl Dimension {
+    pub const ALL: [Dimension; 2] = [Dimension::Hierarchy, Dimension::Transport];
+
     pub fn parse(s: &str) -> Option<Dimension> {
         match s.trim().to_ascii_lowercase().as_str() {
             "hierarchy" => Some(Dimension::Hierarchy),

@@ -55,6 +55,17 @@ pub enum Metric {
 }
 
 impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::Busbw, Metric::Algbw, Metric::Time];
+
+    /// The CSV column each metric also goes by.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Metric::Busbw => &["busbw_gbps"],
+            Metric::Algbw => &["algbw_gbps"],
+            Metric::Time => &["time_us"],
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Metric> {
         match s.trim().to_ascii_lowercase().as_str() {
             "busbw" | "busbw_gbps" => Some(Metric::Busbw),
@@ -122,6 +133,24 @@ pub enum Format {
 }
 
 impl Format {
+    pub const ALL: [Format; 3] = [Format::Table, Format::Markdown, Format::Json];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Markdown => "markdown",
+            Format::Json => "json",
+        }
+    }
+
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Format::Table => &["text"],
+            Format::Markdown => &["md"],
+            Format::Json => &[],
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "table" | "text" => Some(Format::Table),

@@ -35,6 +35,22 @@ pub enum Source {
 }
 
 impl Source {
+    pub const ALL: [Source; 2] = [Source::NcclTests, Source::Osu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::NcclTests => "nccl-tests",
+            Source::Osu => "osu",
+        }
+    }
+
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Source::NcclTests => &["nccl_tests", "nccl"],
+            Source::Osu => &["omb"],
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Source> {
         match s.trim().to_ascii_lowercase().as_str() {
             "nccl-tests" | "nccl_tests" | "nccl" => Some(Source::NcclTests),
