@@ -817,6 +817,7 @@ mod session {
             per_iter: t.per_iter,
             phases: t.phase_times,
             cycle: t.cycles != 1,
+            label: out.label.is_some(),
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
@@ -861,6 +862,7 @@ mod session {
             points: plan.points(),
             csv: csv_path,
             json: out.json.clone(),
+            label: out.label.clone(),
         };
         Ok((Reporter::new(sinks, progress), info))
     }
@@ -882,6 +884,7 @@ mod session {
             transport_observed: transport_observed.into(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
+            label: cfg.outputs.label.clone(),
         }
     }
 

@@ -495,6 +495,10 @@ pub struct RunArgs {
     #[arg(long, overrides_with = "no_progress", help_heading = OUTPUT)]
     pub progress: bool,
 
+    /// A name for this run, in the table header, the CSV's `label` column and the JSON
+    #[arg(long, value_name = "TEXT", value_parser = one_line_text, help_heading = OUTPUT)]
+    pub label: Option<String>,
+
     /// Read options from a TOML file whose keys are the long option names; command-line options win
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -573,6 +577,17 @@ fn positive_number(text: &str, max: f64) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 && v <= max => Ok(v),
         _ => Err(format!("'{}' is not a number above 0 and at most {max}", text.trim())),
     }
+}
+
+/// Free text that fits on one line of a table, a CSV cell or a legend.
+fn one_line_text(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("the text is empty".into());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("the text must be one line, without control characters".into());
+    }
+    Ok(text.to_string())
 }
 
 /// `-R`: a switch; nccl-tests' `-R 2` (symmetric memory windows) is not

@@ -106,6 +106,7 @@ impl RunConfig {
                 json: a.json.clone(),
                 overwrite: a.overwrite,
                 progress: cli::progress_mode(a.no_progress, a.progress),
+                label: a.label.clone(),
             },
             hooks: TestHooks {
                 inject_error: a.inject_error,

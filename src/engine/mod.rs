@@ -123,6 +123,8 @@ pub struct RunContext {
     pub transport_observed: String,
     pub nnodes: usize,
     pub ranks_per_node: usize,
+    /// `--label`.
+    pub label: Option<String>,
 }
 
 /// What a finished sweep found; the same on every rank, but `straggler`.
@@ -537,6 +539,7 @@ impl<'a> Engine<'a> {
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
+            label: ctx.label.clone(),
             ..Record::default()
         }
     }

@@ -39,6 +39,8 @@ pub struct OutputConfig {
     pub json: Option<PathBuf>,
     pub overwrite: bool,
     pub progress: ProgressMode,
+    /// `--label`: the run's name in the header, the CSV and the JSON.
+    pub label: Option<String>,
 }
 
 /// When the progress bar is drawn.
@@ -86,6 +88,8 @@ pub struct RunInfo {
     pub points: usize,
     pub csv: PathBuf,
     pub json: Option<PathBuf>,
+    /// `--label`.
+    pub label: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

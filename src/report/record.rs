@@ -67,6 +67,9 @@ pub struct Record {
     pub slowest_rank: Option<u64>,
     #[serde(default)]
     pub slowest_excess_pct: Option<f64>,
+    /// With `--label`: the run's label.
+    #[serde(default)]
+    pub label: Option<String>,
 }
 
 /// Header of schema 1, in column order.
@@ -122,6 +125,8 @@ pub struct Extras {
     pub phases: bool,
     /// `cycle` (`--cycles` other than 1).
     pub cycle: bool,
+    /// `label` (`--label`).
+    pub label: bool,
 }
 
 impl Extras {
@@ -135,6 +140,9 @@ impl Extras {
         }
         if self.cycle {
             h.push("cycle");
+        }
+        if self.label {
+            h.push("label");
         }
         h
     }
@@ -196,6 +204,9 @@ impl Record {
         }
         if extras.cycle {
             f.push(opt(self.cycle));
+        }
+        if extras.label {
+            f.push(self.label.clone().unwrap_or_default());
         }
         f
     }
@@ -267,18 +278,20 @@ pub(crate) mod tests {
             time_cv: Some(0.125),
             slowest_rank: Some(1),
             slowest_excess_pct: Some(12.5),
+            label: Some("nightly, a \"quoted\" name".into()),
         }
     }
 
     #[test]
     fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
         let r = sample();
-        for bits in 0..8u8 {
-            let (per_iter, phases, cycle) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
+        for bits in 0..16u8 {
+            let (per_iter, phases, cycle, label) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
             let extras = Extras {
                 per_iter,
                 phases,
                 cycle,
+                label,
             };
             let fields = r.csv_fields(extras);
             let header = extras.header();
@@ -304,6 +317,7 @@ pub(crate) mod tests {
                 phase_intra1_us: r.phase_intra1_us.filter(|_| phases),
                 phase_intra2_us: r.phase_intra2_us.filter(|_| phases),
                 cycle: r.cycle.filter(|_| cycle),
+                label: r.label.clone().filter(|_| label),
                 ..r.clone()
             };
             assert_eq!(back, want);

@@ -243,6 +243,9 @@ pub fn run_header(run: &RunInfo) -> String {
         if run.hosts.len() == 1 { "" } else { "s" },
         run.hosts.join(", ")
     );
+    if let Some(label) = &run.label {
+        s += &format!("# label     : {label}\n");
+    }
     if run.hierarchy != "flat" {
         s += &format!("# hierarchy : all_reduce as {}\n", run.hierarchy);
     }

@@ -394,3 +394,65 @@ fn a_repeated_option_keeps_its_last_value() {
         csv.rows
     );
 }
+
+#[test]
+fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("l.csv");
+    let json_path = dir.path().join("l.json");
+    let label = "nightly, node \"a\"";
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce",
+            "-e",
+            "64",
+            "--label",
+            label,
+            "--csv",
+            path_str(&csv_path),
+            "--json",
+            path_str(&json_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("# label     : {label}\n")),
+        "{}",
+        stdout(&out)
+    );
+    let csv = Csv::read(&csv_path);
+    assert_eq!(csv.header.last().map(String::as_str), Some("label"));
+    assert_eq!(csv.header[..SCHEMA_1.len()], SCHEMA_1);
+    assert_rows_consistent(&csv, 2);
+    assert!(csv.rows.iter().all(|r| csv.get(r, "label") == label));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(doc["run"]["label"], label);
+    let records = doc["records"].as_array().unwrap();
+    assert!(!records.is_empty() && records.iter().all(|r| r["label"] == label));
+
+    // without --label, no column; a label must be one line
+    let plain = dir.path().join("plain.csv");
+    let out = collbench(&[
+        "run",
+        "--collectives",
+        "sendrecv",
+        "-e",
+        "16",
+        "--csv",
+        path_str(&plain),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(Csv::read(&plain).header, SCHEMA_1.to_vec());
+    let out = collbench(&[
+        "run",
+        "--label",
+        "two\nlines",
+        "--csv",
+        path_str(&dir.path().join("x.csv")),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("invalid value"), "{}", stderr(&out));
+}
