@@ -33,44 +33,50 @@ pub fn main() -> ExitCode {
         Command::Info(args) => info_command(&args),
         Command::Topo(args) => topo_command(&args),
         Command::Suite(args) => report_command(|| crate::suite::run(&args)),
+        Command::Help(args) => help_command(&args),
     };
     ExitCode::from(code)
 }
 
-/// Help and version print as clap formats them (once, on rank 0); errors
-/// become one line.
+/// Help, version and usage errors print as clap formats them, complete
+/// (the allowed values, "did you mean", the subcommand's usage), once: on
+/// rank 0 under a launcher. Help and version exit 0, errors 2.
 fn clap_error(e: clap::Error) -> u8 {
-    use clap::error::ErrorKind;
-    match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            if is_first_rank() {
-                let _ = e.print();
-            }
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                exit::USAGE
-            } else {
-                exit::OK
-            }
-        }
-        _ => {
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let msg = first.strip_prefix("error: ").unwrap_or(first);
-            report_early_error(&Error::usage(format!(
-                "{msg} (see 'collbench {} --help')",
-                subcommand_name()
-            )))
-        }
+    if is_first_rank() {
+        let _ = e.print();
+    }
+    let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
+    if code != exit::OK {
+        wait_for_every_rank(code);
+    }
+    code
+}
+
+/// `collbench help [COMMAND]`: the help `collbench [COMMAND] --help`
+/// prints, or clap's error for a subcommand that does not exist.
+fn help_command(args: &crate::cli::HelpArgs) -> u8 {
+    let mut argv = vec!["collbench".to_string()];
+    argv.extend(args.command.clone());
+    argv.push("--help".into());
+    match Cli::try_parse_from(argv) {
+        Err(e) => clap_error(e),
+        Ok(_) => exit::OK,
     }
 }
 
-/// The subcommand the user typed, for pointing at the right help.
-fn subcommand_name() -> &'static str {
-    let typed = std::env::args().nth(1).unwrap_or_default();
-    ["compare", "plot", "import", "topo", "suite"]
-        .into_iter()
-        .find(|c| *c == typed)
-        .unwrap_or("run")
+/// Under a launcher, waits until every rank has reached this point with
+/// the same usage error before any exits: a rank that simply exited could
+/// make the launcher kill rank 0 before it had printed the message.
+fn wait_for_every_rank(code: u8) {
+    #[cfg(feature = "mpi")]
+    if launcher_rank().is_some()
+        && let Ok(world) = crate::world::mpi::MpiWorld::init()
+    {
+        use crate::world::World;
+        world.max_u64(u64::from(code));
+    }
+    #[cfg(not(feature = "mpi"))]
+    let _ = code;
 }
 
 /// True unless a launcher says this process is not rank 0.

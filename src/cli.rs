@@ -46,7 +46,8 @@ mpirun -np 16 -N 8 collbench run --backend nccl -b 8 -e 8G -f 2\n  \
 collbench run -g 8 -b 8 -e 8G -f 2     8 GPUs of one node, one thread each, no MPI\n  \
 collbench info           NCCL, CUDA driver and GPUs found on this machine\n  \
 collbench run --help     every option of a run\n  \
-collbench compare base.csv new.csv     regression verdicts (exit 4 on a regression)"
+collbench compare base.csv new.csv     regression verdicts (exit 4 on a regression)",
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -141,6 +142,18 @@ Exit codes: 0 every launch succeeded, 2 a bad suite file, otherwise the highest 
 a failed launch (1 runtime, 3 validation, 5 timeout, ...).")]
     #[command(args_override_self = true)]
     Suite(SuiteArgs),
+
+    /// Print this message or the help of the given subcommand
+    Help(HelpArgs),
+}
+
+/// Options of `collbench help`: clap's own help subcommand takes no
+/// options, so `collbench help --help` would be an error.
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// The subcommand whose help to print
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 /// Options of `collbench topo`.
