@@ -18,6 +18,7 @@ pub mod engine;
 pub mod error;
 pub mod info;
 pub mod report;
+pub mod session;
 pub mod suite;
 pub mod topology;
 pub mod types;

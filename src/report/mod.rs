@@ -166,6 +166,15 @@ impl Reporter {
     }
 }
 
+/// Writes a report to standard output; a closed pipe (`| head`) is not an
+/// error worth a message. The one way text reaches stdout outside the
+/// table's printer thread.
+pub fn print_out(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
 /// Creates `path` for writing; an existing file is an error unless
 /// `overwrite`. `what` names the file in messages.
 pub(crate) fn create_file(path: &Path, overwrite: bool, what: &str) -> Result<File, Error> {
