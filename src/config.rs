@@ -7,7 +7,7 @@
 //! parser, every error one line with the file's line number; the command
 //! line wins because its arguments come after the file's) and the checks
 //! that span several options. It does not define options (`cli` does) nor
-//! check what needs the rank count or the backend (`engine::plan`).
+//! check what needs the rank count or the backend (`plan`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use crate::backend::StartConfig;
 use crate::cli::{self, RunArgs, TransportArg};
 use crate::engine::Timing;
-use crate::engine::plan::{PlanConfig, SizeSweep, Step};
 use crate::error::Error;
+use crate::plan::{PlanConfig, SizeSweep, Step};
 use crate::report::OutputConfig;
 use crate::topology::Hierarchy;
 use crate::types::BackendChoice;
@@ -30,7 +30,7 @@ pub const DEFAULT_STEPBYTES: u64 = 1 << 20;
 /// backend-dependent checks happen when the plan is built.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
-    /// What to measure (`engine::plan`).
+    /// What to measure (`plan`).
     pub plan: PlanConfig,
     /// How each point is measured (`engine`).
     pub timing: Timing,

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
-use crate::engine::Plan;
 use crate::error::Error;
+use crate::plan::{Capabilities, Plan};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
@@ -299,22 +299,24 @@ pub trait Backend {
     fn gpu_model(&self) -> Option<String> {
         None
     }
+}
 
-    /// Every type this backend runs, for `--dtype all`.
-    fn dtypes(&self) -> Vec<DType> {
-        DType::ALL
-            .into_iter()
-            .filter(|&t| self.check_dtype(t).is_ok())
-            .collect()
+/// What `backend` can run, for the plan: every type, operation and
+/// all-reduce organisation it refuses and why, and its verdict on the
+/// run's launch extras.
+pub fn capabilities(backend: &dyn Backend, extras: &LaunchExtras) -> Capabilities {
+    Capabilities {
+        backend: backend.name(),
+        max_elements: backend.max_elements(),
+        refused_dtypes: refusals(&DType::ALL, |t| backend.check_dtype(t)),
+        refused_ops: refusals(&ReduceOp::ALL, |op| backend.check_op(op)),
+        refused_hierarchies: refusals(&Hierarchy::ALL, |h| backend.check_hierarchy(h)),
+        refused_extras: backend.check_extras(extras).err(),
     }
+}
 
-    /// Every operation this backend runs, for `--op all`.
-    fn ops(&self) -> Vec<ReduceOp> {
-        ReduceOp::ALL
-            .into_iter()
-            .filter(|&o| self.check_op(o).is_ok())
-            .collect()
-    }
+fn refusals<T: Copy>(all: &[T], check: impl Fn(T) -> Result<(), String>) -> Vec<(T, String)> {
+    all.iter().filter_map(|&v| check(v).err().map(|why| (v, why))).collect()
 }
 
 #[cfg(test)]

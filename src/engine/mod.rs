@@ -19,7 +19,6 @@
 
 pub mod adaptive;
 pub mod digest;
-pub mod plan;
 pub mod stats;
 pub mod stop;
 pub mod watchdog;
@@ -31,11 +30,11 @@ use serde::{Serialize, Serializer};
 use crate::backend::{Backend, Call, LaunchExtras};
 use crate::collective::{Layout, Pattern};
 use crate::error::Error;
-use crate::report::record::{Record, bandwidth_gbps};
+use crate::plan::{Case, Plan};
+use crate::record::{Record, bandwidth_gbps};
 use crate::types::{Average, Placement};
 use crate::world::World;
 use adaptive::Calibrator;
-pub use plan::{Case, Plan};
 use stop::StopRequest;
 use watchdog::Watchdog;
 

@@ -17,7 +17,8 @@ pub mod json;
 pub mod plot;
 mod printer;
 pub mod progress;
-pub mod record;
+/// `record` was a part of `report`; its old path stays valid.
+pub use crate::record;
 pub mod table;
 
 use std::fs::{File, OpenOptions};

@@ -8,16 +8,18 @@ use std::path::{Path, PathBuf};
 use super::backend_choice::Chosen;
 use super::{Ready, Session};
 use crate::backend::{Backend, TransportQuery};
-use crate::engine::plan::{SizeSweep, available_memory};
-use crate::engine::{Plan, RunContext};
+use crate::engine::RunContext;
 use crate::error::Error;
+use crate::plan::Plan;
+use crate::plan::SizeSweep;
+use crate::record::Extras;
 use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
 use crate::report::progress::Progress;
-use crate::report::record::Extras;
 use crate::report::table::TableSink;
 use crate::report::{RankSummary, Reporter, RunInfo, Sink, print_out};
 use crate::topology::Nodes;
+use crate::topology::machine::available_memory;
 use crate::topology::observe::{self, Observed};
 use crate::types::{BackendChoice, BackendKind, human_bytes};
 use crate::world::World;
@@ -61,9 +63,10 @@ impl<W: World> Session<'_, W> {
         });
         observed.check(self.env_plan)?;
         let gpu = backend.gpu_model().or_else(crate::topology::machine::host_gpu_model);
-        let mut plan = Plan::build(&cfg.plan, &cfg.timing.extras(), &nodes, backend.as_ref())?;
+        let caps = crate::backend::capabilities(backend.as_ref(), &cfg.timing.extras());
+        let mut plan = Plan::build(&cfg.plan, &caps, &nodes)?;
         if device_free != u64::MAX {
-            let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), plan, device_free)?;
+            let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), &caps, plan, device_free)?;
             plan = fitted;
             notes.extend(lowered);
         }
@@ -93,6 +96,7 @@ impl<W: World> Session<'_, W> {
         &self,
         nodes: &Nodes,
         backend: &dyn Backend,
+        caps: &crate::plan::Capabilities,
         plan: Plan,
         free: u64,
     ) -> Result<(Plan, Option<String>), Error> {
@@ -102,11 +106,10 @@ impl<W: World> Session<'_, W> {
             return Ok((plan, None));
         }
         let sweep = self.cfg.plan.sweep;
-        let extras = self.cfg.timing.extras();
         for &max in sweep.sizes().iter().rev().skip(1) {
             let mut smaller = self.cfg.plan.clone();
             smaller.sweep = SizeSweep::new(sweep.min, max, sweep.step)?;
-            let Ok(p) = Plan::build(&smaller, &extras, nodes, backend) else {
+            let Ok(p) = Plan::build(&smaller, caps, nodes) else {
                 continue;
             };
             if need(&p) <= budget {

@@ -16,6 +16,13 @@ use std::fmt;
 use crate::error::Error;
 use crate::types::{Named, by_name};
 
+/// This machine's host name.
+pub fn hostname() -> String {
+    hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown-host".into())
+}
+
 /// Which node every rank belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nodes {

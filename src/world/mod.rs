@@ -182,11 +182,7 @@ impl Launcher {
     }
 }
 
-pub fn hostname() -> String {
-    hostname::get()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown-host".into())
-}
+pub use crate::topology::hostname;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::report::record::{COLUMNS, Record};
+use crate::record::{COLUMNS, Record};
 
 /// Per-iteration statistics of a row, present when the CSV has the
 /// optional columns `time_p50_us`, `time_p99_us` (microseconds) and

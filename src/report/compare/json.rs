@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::by_mode::ModeReport;
 use super::{Case, CollectiveSummary, Compared, Comparison, Verdict};
-use crate::report::record::SCHEMA_VERSION;
+use crate::record::SCHEMA_VERSION;
 
 #[derive(Serialize)]
 struct Document<'a> {

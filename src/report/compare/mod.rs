@@ -36,7 +36,7 @@ use serde::Serialize;
 
 use crate::collective::Collective;
 use crate::error::{Error, exit};
-use crate::report::record::Record;
+use crate::record::Record;
 pub use input::{Loaded, Row, load};
 
 /// Default regression threshold in percent: below the run-to-run variation
@@ -634,7 +634,7 @@ pub(crate) mod tests {
                 phase_intra1_us: None,
                 phase_intra2_us: None,
                 cycle: None,
-                ..crate::report::record::tests::sample()
+                ..crate::record::tests::sample()
             }
         }
     }

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use crate::collective::Collective;
 use crate::error::Error;
-use crate::report::record::{Record, bandwidth_gbps};
+use crate::record::{Record, bandwidth_gbps};
 use crate::topology::Nodes;
 use crate::types::{DType, Placement};
 

@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::{Given, Measured, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
-use crate::report::record::Record;
+use crate::record::Record;
 use crate::types::Placement;
 
 pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>, String> {

@@ -19,7 +19,7 @@
 
 use super::{Given, Measured, Run, dtype_name, perf_collective, record, resolve_collective, run_id, time};
 use crate::collective::Collective;
-use crate::report::record::Record;
+use crate::record::Record;
 use crate::types::Placement;
 
 /// The layout of 2.13 to 2.19 without optional columns.

@@ -21,7 +21,7 @@
 
 use super::{Given, Measured, Run, dtype_name, number, record, resolve_collective, run_id, time};
 use crate::collective::Collective;
-use crate::report::record::Record;
+use crate::record::Record;
 use crate::types::{DType, Placement};
 
 #[derive(Default)]

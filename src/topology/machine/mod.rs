@@ -207,7 +207,7 @@ pub fn probe(root: &Path) -> MachineReport {
     }
     MachineReport {
         schema_version: SCHEMA_VERSION,
-        host: crate::world::hostname(),
+        host: super::hostname(),
         cpu: sysfs::cpu(root),
         numa_nodes,
         gpu_source: gpu_source.into(),
@@ -382,6 +382,14 @@ pub fn table(r: &MachineReport) -> String {
 pub fn json(r: &MachineReport) -> String {
     // Serialising plain strings and numbers cannot fail.
     serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")) + "\n"
+}
+
+/// `MemAvailable` of /proc/meminfo, where there is one.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 #[cfg(test)]
