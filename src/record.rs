@@ -1,28 +1,48 @@
-//! One measured point: the CSV schema (DESIGN.md "CSV (schema 1)") and the
-//! one place where algorithmic and bus bandwidth are computed.
+//! One measured point: the CSV schema (DESIGN.md "CSV (schema 1)"), the one
+//! place where algorithmic and bus bandwidth are computed, and `CaseKey`,
+//! the one key that joins, deduplicates and groups rows.
+//!
+//! Columns are typed (collective, dtype, op, placement, hierarchy, backend,
+//! transport): a CSV is parsed once, where it is read, and a bad value is
+//! an error there. Nothing here reads or writes files.
 
-use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::collective::Collective;
+use crate::topology::Hierarchy;
+use crate::topology::profile::Profile;
+use crate::types::{BackendKind, DType, Placement, ReduceOp};
 
 /// Version of the CSV/JSON record schema.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The columns, in order; field names are the header names. Optional
-/// columns (`Extras`) come last and default to absent.
+/// columns (`Extras`) come last and default to absent, so producers write
+/// `..Record::default()` for what they do not measure (the typed columns'
+/// defaults are placeholders every producer sets).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub run_id: String,
     pub timestamp: String,
     pub host: String,
-    pub backend: String,
+    pub backend: BackendKind,
     pub backend_version: String,
-    pub transport: String,
+    /// The requested profile.
+    pub transport: Profile,
+    /// What the library used, merged over ranks (free text).
     pub transport_observed: String,
-    pub hierarchy: String,
-    pub collective: String,
-    pub dtype: String,
-    pub op: String,
-    pub root: i64,
-    pub placement: String,
+    pub hierarchy: Hierarchy,
+    pub collective: Collective,
+    pub dtype: DType,
+    /// `none` in the CSV for collectives that do not reduce.
+    #[serde(with = "op_column")]
+    pub op: Option<ReduceOp>,
+    /// -1 in the CSV where there is no root.
+    #[serde(with = "root_column")]
+    pub root: Option<usize>,
+    pub placement: Placement,
     pub size_bytes: u64,
     pub count: u64,
     pub nranks: u64,
@@ -160,16 +180,16 @@ impl Record {
             self.run_id.clone(),
             self.timestamp.clone(),
             self.host.clone(),
-            self.backend.clone(),
+            self.backend.name().into(),
             self.backend_version.clone(),
-            self.transport.clone(),
+            self.transport.name().into(),
             self.transport_observed.clone(),
-            self.hierarchy.clone(),
-            self.collective.clone(),
-            self.dtype.clone(),
-            self.op.clone(),
-            self.root.to_string(),
-            self.placement.clone(),
+            self.hierarchy.name().into(),
+            self.collective.name().into(),
+            self.dtype.name().into(),
+            op_column::text(self.op).into(),
+            root_column::value(self.root).to_string(),
+            self.placement.name().into(),
             self.size_bytes.to_string(),
             self.count.to_string(),
             self.nranks.to_string(),
@@ -212,6 +232,192 @@ impl Record {
     }
 }
 
+/// `op`: an operation's name, or `none`.
+pub(crate) mod op_column {
+    use super::*;
+
+    pub fn text(op: Option<ReduceOp>) -> &'static str {
+        op.map_or("none", ReduceOp::name)
+    }
+
+    pub fn serialize<S: Serializer>(op: &Option<ReduceOp>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(text(*op))
+    }
+
+    pub fn parse(text: &str) -> Result<Option<ReduceOp>, String> {
+        if text.trim().eq_ignore_ascii_case("none") {
+            return Ok(None);
+        }
+        ReduceOp::parse(text)
+            .map(Some)
+            .ok_or_else(|| format!("unknown operation '{text}' (expected none or a reduction)"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ReduceOp>, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(d)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `root`: a rank, or -1 where there is none.
+pub(crate) mod root_column {
+    use super::*;
+
+    pub fn value(root: Option<usize>) -> i64 {
+        root.map_or(-1, |r| r as i64)
+    }
+
+    pub fn serialize<S: Serializer>(root: &Option<usize>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i64(value(*root))
+    }
+
+    pub fn parse(root: i64) -> Result<Option<usize>, String> {
+        match root {
+            -1 => Ok(None),
+            r => usize::try_from(r)
+                .map(Some)
+                .map_err(|_| format!("root {r} is neither a rank nor -1")),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        parse(i64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why `text` is not a value of the typed column `name`, if it is not:
+/// for a row the CSV reader refused without saying which column.
+pub fn check_column(name: &str, text: &str) -> Result<(), String> {
+    let known = |found: bool, what: &str| match found {
+        true => Ok(()),
+        false => Err(format!("unknown {what} '{text}'")),
+    };
+    match name {
+        "backend" => known(BackendKind::parse(text).is_some(), "backend"),
+        "transport" => known(Profile::parse(text).is_some(), "transport profile"),
+        "hierarchy" => known(Hierarchy::parse(text).is_some(), "hierarchy mode"),
+        "collective" => known(Collective::parse(text).is_some(), "collective"),
+        "dtype" => known(DType::parse(text).is_some(), "element type"),
+        "placement" => known(Placement::parse(text).is_some(), "placement"),
+        "op" => op_column::parse(text).map(drop),
+        "root" => match text.trim().parse::<i64>() {
+            Ok(r) => root_column::parse(r).map(drop),
+            Err(e) => Err(e.to_string()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// A measured case: what two rows must share to be the same measurement
+/// (compare joins on it, a folder of CSVs keeps the latest row of each,
+/// `--by` and plot group on it with some fields left out). Serializes as
+/// compare's JSON names a case.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct CaseKey {
+    pub collective: Collective,
+    pub hierarchy: Hierarchy,
+    pub transport: Profile,
+    pub dtype: DType,
+    #[serde(with = "op_column")]
+    pub op: Option<ReduceOp>,
+    #[serde(with = "root_column")]
+    pub root: Option<usize>,
+    pub placement: Placement,
+    pub size_bytes: u64,
+    /// Absent when rows of different rank counts are compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nranks: Option<u64>,
+}
+
+impl CaseKey {
+    /// The case of `r`, with its rank count unless `with_ranks` is false.
+    pub fn of(r: &Record, with_ranks: bool) -> CaseKey {
+        CaseKey {
+            collective: r.collective,
+            hierarchy: r.hierarchy,
+            transport: r.transport,
+            dtype: r.dtype,
+            op: r.op,
+            root: r.root,
+            placement: r.placement,
+            size_bytes: r.size_bytes,
+            nranks: with_ranks.then_some(r.nranks),
+        }
+    }
+
+    /// The case without its size: the line or group a size belongs to.
+    pub fn any_size(mut self) -> CaseKey {
+        self.size_bytes = 0;
+        self
+    }
+
+    /// Report order: collectives as a sweep runs them, then hierarchy,
+    /// transport, type and operation by name, root, size, out-of-place
+    /// before in-place, rank count.
+    fn order(&self) -> impl Ord + '_ {
+        (
+            self.collective,
+            self.hierarchy.name(),
+            self.transport.name(),
+            self.dtype.name(),
+            op_column::text(self.op),
+            root_column::value(self.root),
+            self.size_bytes,
+            self.placement == Placement::InPlace,
+            self.nranks,
+        )
+    }
+
+    /// `all_reduce rs-ar-ag transport ib float sum out_of_place 1 MiB`,
+    /// naming only what a human needs (no op or root where there is none).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![self.collective.name().to_string()];
+        if !self.hierarchy.is_flat() {
+            parts.push(self.hierarchy.name().into());
+        }
+        if self.transport != Profile::Auto {
+            parts.push(format!("transport {}", self.transport));
+        }
+        parts.push(self.dtype.name().into());
+        if let Some(op) = self.op {
+            parts.push(op.name().into());
+        }
+        if let Some(root) = self.root {
+            parts.push(format!("root {root}"));
+        }
+        parts.push(self.placement.name().into());
+        parts.push(human_size(self.size_bytes));
+        if let Some(n) = self.nranks {
+            parts.push(format!("{n} ranks"));
+        }
+        parts.join(" ")
+    }
+}
+
+impl PartialOrd for CaseKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CaseKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order().cmp(&other.order())
+    }
+}
+
+/// `8 B`, `64 KiB`, `1 MiB`; sizes that are not a whole number of the
+/// unit stay in bytes.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (scale, unit) in UNITS {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
+            return format!("{} {unit}", bytes / scale);
+        }
+    }
+    format!("{bytes} B")
+}
+
 /// (algbw, busbw) in GB/s (1 GB = 1e9 bytes) for `size_bytes` moved in
 /// `time_s` seconds by a collective whose bus factor is `factor`:
 /// algbw = size / time, busbw = algbw * factor (nccl-tests
@@ -244,16 +450,16 @@ pub(crate) mod tests {
             run_id: "r".into(),
             timestamp: "t".into(),
             host: "h".into(),
-            backend: "mpi".into(),
+            backend: BackendKind::Mpi,
             backend_version: "v".into(),
-            transport: "auto".into(),
+            transport: Profile::Auto,
             transport_observed: "unknown".into(),
-            hierarchy: "flat".into(),
-            collective: "all_reduce".into(),
-            dtype: "float".into(),
-            op: "sum".into(),
-            root: -1,
-            placement: "in_place".into(),
+            hierarchy: Hierarchy::Flat,
+            collective: Collective::AllReduce,
+            dtype: DType::Float,
+            op: Some(ReduceOp::Sum),
+            root: None,
+            placement: Placement::InPlace,
             size_bytes: 8,
             count: 2,
             nranks: 2,

@@ -39,7 +39,7 @@ macro_rules! by_name {
 pub(crate) use by_name;
 
 /// Element type of the buffers, named as nccl-tests names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum DType {
     Int8,
     Uint8,
@@ -48,6 +48,7 @@ pub enum DType {
     Int64,
     Uint64,
     Half,
+    #[default]
     Float,
     Double,
     Bfloat16,
@@ -211,8 +212,9 @@ impl Named for ReduceOp {
 by_name!(ReduceOp, "operation");
 
 /// Where the output goes: a separate buffer, or the input buffer itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Placement {
+    #[default]
     OutOfPlace,
     InPlace,
 }
@@ -305,9 +307,10 @@ by_name!(Average, "average mode");
 
 /// Which data plane runs the collectives: the CSV's `backend` column, the
 /// header, and what `--backend` names besides `auto`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum BackendKind {
     /// Host buffers, MPI's own collectives.
+    #[default]
     Mpi,
     /// GPU buffers, libnccl loaded at run time.
     Nccl,

@@ -21,7 +21,7 @@ use crate::plan::{Capabilities, Plan};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{BackendChoice, DType, Placement, ReduceOp};
+use crate::types::{BackendChoice, BackendKind, DType, Placement, ReduceOp};
 
 /// Which backend a run asks for and what it needs to start.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,8 +130,13 @@ pub struct Call {
 }
 
 pub trait Backend {
-    /// `mpi`, `nccl`: the CSV's `backend` column.
-    fn name(&self) -> &'static str;
+    /// Which backend this is: the CSV's `backend` column.
+    fn kind(&self) -> BackendKind;
+
+    /// `mpi`, `nccl`, for messages.
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
 
     /// Library and version, for the header and `backend_version`.
     fn version(&self) -> String;

@@ -27,8 +27,9 @@ pub use pattern::Pattern;
 use crate::types::{DType, Named, by_name};
 
 /// The nine collectives, in the order a sweep runs them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Collective {
+    #[default]
     AllReduce,
     AllGather,
     ReduceScatter,

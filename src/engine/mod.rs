@@ -32,7 +32,8 @@ use crate::collective::{Layout, Pattern};
 use crate::error::Error;
 use crate::plan::{Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
-use crate::types::{Average, Placement};
+use crate::topology::profile::Profile;
+use crate::types::{Average, BackendKind, Placement};
 use crate::world::World;
 use adaptive::Calibrator;
 use stop::StopRequest;
@@ -116,9 +117,9 @@ fn optional_seconds<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, 
 pub struct RunContext {
     pub run_id: String,
     pub host: String,
-    pub backend: String,
+    pub backend: BackendKind,
     pub backend_version: String,
-    pub transport: String,
+    pub transport: Profile,
     pub transport_observed: String,
     pub nnodes: usize,
     pub ranks_per_node: usize,
@@ -512,16 +513,16 @@ impl<'a> Engine<'a> {
             run_id: ctx.run_id.clone(),
             timestamp: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             host: ctx.host.clone(),
-            backend: ctx.backend.clone(),
+            backend: ctx.backend,
             backend_version: ctx.backend_version.clone(),
-            transport: ctx.transport.clone(),
+            transport: ctx.transport,
             transport_observed: ctx.transport_observed.clone(),
-            hierarchy: case.hierarchy.name().into(),
-            collective: case.collective.name().into(),
-            dtype: case.dtype.name().into(),
-            op: case.op.map_or("none", |o| o.name()).into(),
-            root: case.root.map_or(-1, |r| r as i64),
-            placement: placement.name().into(),
+            hierarchy: case.hierarchy,
+            collective: case.collective,
+            dtype: case.dtype,
+            op: case.op,
+            root: case.root,
+            placement,
             size_bytes,
             count: case.shape.count as u64,
             nranks: self.world.size() as u64,

@@ -29,6 +29,8 @@ use serde::Serialize;
 
 use crate::engine::{Summary, Timing};
 use crate::error::Error;
+use crate::topology::profile::Profile;
+use crate::types::BackendKind;
 use crate::world::RankInfo;
 pub use record::Record;
 
@@ -61,7 +63,7 @@ pub struct RunInfo {
     pub collbench_version: String,
     pub started: String,
     pub command_line: Vec<String>,
-    pub backend: String,
+    pub backend: BackendKind,
     pub backend_version: String,
     /// Why this backend, when it was chosen automatically.
     pub backend_note: Option<String>,
@@ -77,7 +79,7 @@ pub struct RunInfo {
     #[serde(flatten)]
     pub timing: Timing,
     /// The requested profile (`--transport`).
-    pub transport: String,
+    pub transport: Profile,
     /// What the ranks observed, merged (the CSV's `transport_observed`).
     pub transport_observed: String,
     /// What the profile set, what the environment kept, what could not

@@ -11,6 +11,8 @@ use super::printer::Printer;
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
 use crate::engine::stop::StopRequest;
+use crate::record::{op_column, root_column};
+use crate::types::Placement;
 
 /// Ranks listed one per line in the header; larger jobs are summarised.
 const MAX_LISTED_RANKS: usize = 64;
@@ -186,8 +188,8 @@ fn line(cols: &[Col], oop: Option<&Record>, ip: Option<&Record>) -> String {
         key.size_bytes,
         key.count,
         key.dtype,
-        key.op,
-        key.root,
+        op_column::text(key.op),
+        root_column::value(key.root),
         block(cols, oop),
         block(cols, ip)
     )
@@ -408,9 +410,11 @@ impl Sink for TableSink {
         }
         self.section_busbw.add(record.busbw_gbps);
         self.all_busbw.add(record.busbw_gbps);
-        match (record.placement.as_str(), self.pending.take()) {
-            ("in_place", Some(oop)) if same_case(&oop, record) => text += &line(&self.cols, Some(&oop), Some(record)),
-            ("in_place", other) => {
+        match (record.placement, self.pending.take()) {
+            (Placement::InPlace, Some(oop)) if same_case(&oop, record) => {
+                text += &line(&self.cols, Some(&oop), Some(record))
+            }
+            (Placement::InPlace, other) => {
                 if let Some(oop) = other {
                     text += &line(&self.cols, Some(&oop), None);
                 }

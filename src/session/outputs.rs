@@ -52,9 +52,9 @@ impl<W: World> Session<'_, W> {
         let mut notes: Vec<String> = note.into_iter().collect();
         notes.extend(backend.notes());
         if cfg.start.backend == BackendChoice::Auto {
-            let chosen = BackendKind::parse(backend.name())
-                .ok_or_else(|| Error::runtime(format!("internal error: unknown backend {}", backend.name())))?;
-            cfg.start.transport.check_backend(chosen, " (the backend auto chose)")?;
+            cfg.start
+                .transport
+                .check_backend(backend.kind(), " (the backend auto chose)")?;
         }
         let observed = backend.observe_transport(&TransportQuery {
             profile: cfg.start.transport,
@@ -174,7 +174,7 @@ impl<W: World> Session<'_, W> {
             collbench_version: env!("CARGO_PKG_VERSION").into(),
             started,
             command_line: std::env::args().collect(),
-            backend: backend.name().into(),
+            backend: backend.kind(),
             backend_version: backend.version(),
             backend_note,
             control_plane: world.library_version(),
@@ -185,7 +185,7 @@ impl<W: World> Session<'_, W> {
             virtual_nodes: nodes.is_virtual,
             ranks: world.ranks().iter().map(RankSummary::from).collect(),
             timing: t.clone(),
-            transport: self.cfg.start.transport.name().into(),
+            transport: self.cfg.start.transport,
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),
             transport_notes: Vec::new(),
@@ -221,7 +221,7 @@ impl<W: World> Session<'_, W> {
         let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
         if let Some((_, info)) = outputs.as_mut() {
             info.transport_observed = transport_observed.clone();
-            info.transport_notes = self.env_plan.describe(backend.name() == BackendKind::Nccl.name());
+            info.transport_notes = self.env_plan.describe(backend.kind() == BackendKind::Nccl);
             info.transport_notes.extend(observed.note.clone());
             for (rank, model) in info.ranks.iter_mut().zip(gpus) {
                 rank.gpu = (!model.is_empty()).then_some(model);
@@ -230,9 +230,9 @@ impl<W: World> Session<'_, W> {
         let ctx = RunContext {
             run_id: outputs.as_ref().map(|(_, i)| i.run_id.clone()).unwrap_or_default(),
             host: world.host().into(),
-            backend: backend.name().into(),
+            backend: backend.kind(),
             backend_version: backend.version(),
-            transport: self.cfg.start.transport.name().into(),
+            transport: self.cfg.start.transport,
             transport_observed,
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
@@ -281,7 +281,7 @@ pub(super) fn print_mode_comparison(csv: &Path) {
     let report = input::read_file(csv).and_then(|rows| {
         let all_reduce: Vec<_> = rows
             .into_iter()
-            .filter(|r| r.record.collective == "all_reduce")
+            .filter(|r| r.record.collective == crate::collective::Collective::AllReduce)
             .collect();
         by_mode::compare_modes(
             "this run",

@@ -340,7 +340,7 @@ fn print_transport_comparison(csv: &Path, reference: &str) {
     let report = input::read_file(csv).and_then(|rows| {
         let rows: Vec<_> = rows
             .into_iter()
-            .filter(|r| r.record.placement == "out_of_place")
+            .filter(|r| r.record.placement == crate::types::Placement::OutOfPlace)
             .collect();
         by_mode::compare_modes(
             "this suite",

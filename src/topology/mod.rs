@@ -118,9 +118,10 @@ impl Nodes {
 
 /// How an all-reduce is organised over the nodes (DESIGN.md "Hierarchy
 /// modes").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Hierarchy {
     /// One communicator over all ranks.
+    #[default]
     Flat,
     /// Reduce-scatter inside the node, all-reduce of each slice among the
     /// ranks with the same local rank, all-gather inside the node.

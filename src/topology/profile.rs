@@ -24,8 +24,9 @@ use crate::types::{BackendKind, by_name};
 /// variables collbench added (`shm:OMPI_MCA_pml,OMPI_MCA_btl`).
 pub const MARKER: &str = "COLLBENCH_TRANSPORT_APPLIED";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Profile {
+    #[default]
     Auto,
     Nvlink,
     Nvls,

@@ -29,7 +29,7 @@ use crate::error::Error;
 use crate::plan::Plan;
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, Placement, ReduceOp};
+use crate::types::{BackendKind, DType, Placement, ReduceOp};
 use crate::world::mpi::{MpiWorld, mpi_library_version};
 use hierarchical::SubComms;
 
@@ -298,8 +298,8 @@ macro_rules! with_mpi_type {
 }
 
 impl Backend for MpiBackend {
-    fn name(&self) -> &'static str {
-        "mpi"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Mpi
     }
 
     fn version(&self) -> String {

@@ -35,7 +35,7 @@ use crate::error::Error;
 use crate::plan::Plan;
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, Placement, ReduceOp};
+use crate::types::{BackendKind, DType, Placement, ReduceOp};
 use calls::Native;
 use device::DeviceMemory;
 use hierarchy::{Membership, Phases, Step, SubComms};
@@ -703,8 +703,8 @@ pub fn case_bytes(case: &crate::plan::Case) -> (u64, u64) {
 }
 
 impl Backend for NcclBackend {
-    fn name(&self) -> &'static str {
-        "nccl"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Nccl
     }
 
     fn version(&self) -> String {

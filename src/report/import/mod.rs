@@ -26,7 +26,7 @@ use crate::collective::Collective;
 use crate::error::Error;
 use crate::record::{Record, bandwidth_gbps};
 use crate::topology::Nodes;
-use crate::types::{DType, Placement};
+use crate::types::{BackendKind, DType, Placement, ReduceOp, known};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -81,7 +81,7 @@ pub(crate) struct Given {
 #[derive(Clone, Debug)]
 pub(crate) struct Run {
     pub run_id: String,
-    pub backend: &'static str,
+    pub backend: BackendKind,
     pub backend_version: String,
     pub collective: Collective,
     pub nranks: u64,
@@ -111,25 +111,44 @@ pub(crate) struct Measured {
     pub iters: Option<u64>,
 }
 
-/// The record of one point, with our bandwidth formulas.
-pub(crate) fn record(run: &Run, m: &Measured) -> Record {
+/// The record of one point, with our bandwidth formulas: where an
+/// imported row becomes a typed `Record`, so a type, operation or root the
+/// file names that collbench does not know is refused here, in one line.
+pub(crate) fn record(run: &Run, m: &Measured) -> Result<Record, String> {
+    let row = || format!("the {} B row", m.size_bytes);
+    let dtype = DType::parse(&m.dtype).ok_or_else(|| {
+        format!(
+            "{} has element type '{}', which collbench does not know (it knows {})",
+            row(),
+            m.dtype,
+            known::<DType>()
+        )
+    })?;
+    let op = match m.op.trim() {
+        none if none.eq_ignore_ascii_case("none") => None,
+        name => Some(ReduceOp::parse(name).ok_or_else(|| format!("{} has an unknown operation '{name}'", row()))?),
+    };
+    let root = match m.root {
+        -1 => None,
+        r => Some(usize::try_from(r).map_err(|_| format!("{} has root {r}, neither a rank nor -1", row()))?),
+    };
     let factor = run.collective.spec().bus_factor(run.nranks as usize);
     let (algbw_gbps, busbw_gbps) = bandwidth_gbps(m.size_bytes, m.time_us * 1e-6, factor);
     let nodes = Nodes::from_keys(&run.hosts, &run.hosts);
-    Record {
+    Ok(Record {
         run_id: run.run_id.clone(),
         timestamp: m.timestamp.clone().unwrap_or_else(|| run.timestamp.clone()),
         host: run.hosts.first().cloned().unwrap_or_default(),
-        backend: run.backend.into(),
+        backend: run.backend,
         backend_version: run.backend_version.clone(),
-        transport: "auto".into(),
+        transport: Default::default(),
         transport_observed: "unknown".into(),
-        hierarchy: "flat".into(),
-        collective: run.collective.name().into(),
-        dtype: m.dtype.clone(),
-        op: m.op.clone(),
-        root: m.root,
-        placement: m.placement.name().into(),
+        hierarchy: Default::default(),
+        collective: run.collective,
+        dtype,
+        op,
+        root,
+        placement: m.placement,
         size_bytes: m.size_bytes,
         count: m.count,
         nranks: run.nranks,
@@ -144,7 +163,7 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Record {
         busbw_gbps,
         wrong: m.wrong,
         ..Record::default()
-    }
+    })
 }
 
 /// The collective: `--collective`, else what the file said, else an
@@ -252,7 +271,7 @@ mod tests {
     fn records_use_our_bandwidth_formulas() {
         let run = Run {
             run_id: "x".into(),
-            backend: "nccl",
+            backend: BackendKind::Nccl,
             backend_version: String::new(),
             collective: Collective::AllReduce,
             nranks: 8,
@@ -275,10 +294,17 @@ mod tests {
             timestamp: None,
             iters: None,
         };
-        let r = record(&run, &m);
+        let r = record(&run, &m).unwrap();
         assert_eq!((r.algbw_gbps, r.busbw_gbps), (1.0, 1.75));
         assert_eq!((r.nnodes, r.ranks_per_node, r.host.as_str()), (2, 2, "a"));
-        assert_eq!(r.placement, "in_place");
+        assert_eq!(r.placement, Placement::InPlace);
+        // what collbench has no type for is refused, never kept as text
+        let fp8 = Measured {
+            dtype: "f8e4m3".into(),
+            ..m
+        };
+        let e = record(&run, &fp8).unwrap_err();
+        assert!(e.contains("element type 'f8e4m3'") && e.contains("bfloat16"), "{e}");
     }
 
     mod never_panic {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{Given, Measured, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
 use crate::record::Record;
-use crate::types::Placement;
+use crate::types::{BackendKind, Placement};
 
 pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
@@ -44,7 +44,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>
     let int = |v: Option<&Value>| v.and_then(Value::as_u64);
     let run = Run {
         run_id: run_id("nccl-tests", name, 0, 1),
-        backend: "nccl",
+        backend: BackendKind::Nccl,
         backend_version: match int(doc.get("nccl_version")) {
             // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch
             Some(code) if code >= 20900 => format!("NCCL {}.{}.{}", code / 10000, code / 100 % 100, code % 100),
@@ -117,7 +117,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>
                 timestamp: None,
                 iters: None,
             };
-            records.push(record(&run, &m));
+            records.push(record(&run, &m)?);
         }
     }
     if records.is_empty() {
@@ -147,8 +147,8 @@ mod tests {
         assert_eq!(rows.len(), 1, "the nan in-place time is skipped");
         let r = &rows[0];
         assert_eq!(
-            (r.collective.as_str(), r.nranks, r.count, r.root),
-            ("all_gather", 2, 128, -1)
+            (r.collective.name(), r.nranks, r.count, r.root),
+            ("all_gather", 2, 128, None)
         );
         assert_eq!(r.backend_version, "NCCL 2.27.3");
         assert_eq!(

@@ -20,7 +20,7 @@
 use super::{Given, Measured, Run, dtype_name, perf_collective, record, resolve_collective, run_id, time};
 use crate::collective::Collective;
 use crate::record::Record;
-use crate::types::Placement;
+use crate::types::{BackendKind, Placement};
 
 /// The layout of 2.13 to 2.19 without optional columns.
 const DEFAULT_COLUMNS: [&str; 13] = [
@@ -120,7 +120,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>
         let hosts: Vec<String> = ranks.iter().filter_map(|r| r.1.clone()).collect();
         let run = Run {
             run_id: run_id("nccl-tests", name, i, count),
-            backend: "nccl",
+            backend: BackendKind::Nccl,
             backend_version: backend_version.clone(),
             collective,
             nranks,
@@ -129,7 +129,9 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Vec<Record>
             warmup: s.warmup,
             timestamp: String::new(),
         };
-        records.extend(s.points.iter().map(|m| record(&run, m)));
+        for m in &s.points {
+            records.push(record(&run, m)?);
+        }
     }
     Ok(records)
 }
@@ -264,10 +266,7 @@ mod tests {
         let rows = parse(V2_13, "all_reduce_perf.log", &given).unwrap();
         assert_eq!(rows.len(), 4);
         let r = &rows[3];
-        assert_eq!(
-            (r.collective.as_str(), r.placement.as_str()),
-            ("all_reduce", "in_place")
-        );
+        assert_eq!((r.collective.name(), r.placement.name()), ("all_reduce", "in_place"));
         assert_eq!(
             (r.size_bytes, r.count, r.nranks, r.nnodes, r.ranks_per_node),
             (1024, 256, 4, 2, 2)
@@ -308,9 +307,9 @@ mod tests {
 ";
         let rows = parse(text, "x.log", &Given::default()).unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].collective, "broadcast");
+        assert_eq!(rows[0].collective.name(), "broadcast");
         assert_eq!(rows[0].timestamp, "2025-10-14 12:00:01");
-        assert_eq!((rows[0].root, rows[0].op.as_str()), (0, "none"));
+        assert_eq!((rows[0].root, rows[0].op), (Some(0), None));
         assert_eq!(rows[1].time_us, 9.0);
     }
 
