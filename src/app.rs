@@ -115,65 +115,16 @@ fn report_command(f: impl FnOnce() -> Result<u8, Error>) -> u8 {
 }
 
 fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
-    use crate::report::compare::{self, Format, by_mode};
-    let (metric, format) = (args.metric, args.format);
-    let threshold_pct = args.threshold.unwrap_or(compare::DEFAULT_THRESHOLD_PCT);
-    if !threshold_pct.is_finite() || threshold_pct < 0.0 {
-        return Err(Error::usage(format!(
-            "--threshold {threshold_pct}: give a percentage of 0 or more"
-        )));
-    }
-    if let Some(dimension) = args.by {
-        let [file] = args.files.as_slice() else {
-            return Err(Error::usage(format!(
-                "--by {} compares the modes inside one CSV: give exactly one file",
-                dimension.name()
-            )));
-        };
-        let loaded = compare::load(file)?;
-        let report = by_mode::compare_modes(
-            &loaded.label,
-            &loaded.rows,
-            dimension,
-            metric,
-            args.reference.as_deref(),
-        )?;
-        print_out(&match format {
-            Format::Table => compare::text::modes(&report),
-            Format::Markdown => compare::markdown::modes(&report),
-            Format::Json => compare::json::modes(&report),
-        });
-        return Ok(exit::OK);
-    }
-    let [base, new] = args.files.as_slice() else {
-        return Err(Error::usage(
-            "compare needs BASE and NEW (or --by hierarchy|transport with one CSV)",
-        ));
-    };
-    let base = compare::load(base)?;
-    let new = compare::load(new)?;
-    let options = compare::CompareOptions {
-        metric,
-        threshold_pct,
+    use crate::report::compare::{self, CompareCommand};
+    compare::command(&CompareCommand {
+        files: args.files.clone(),
+        metric: args.metric,
+        threshold_pct: args.threshold.unwrap_or(compare::DEFAULT_THRESHOLD_PCT),
+        format: args.format,
         allow_different_ranks: args.allow_different_ranks,
-    };
-    let comparison = compare::compare(&base, &new, &options)?;
-    print_out(&match format {
-        Format::Table => compare::text::comparison(&comparison),
-        Format::Markdown => compare::markdown::comparison(&comparison),
-        Format::Json => compare::json::comparison(&comparison),
-    });
-    // The report is on stdout (perhaps redirected to a file); the verdict
-    // also gets its one line on stderr, where a CI log shows it.
-    match comparison.count(compare::Verdict::Regressed) {
-        0 => Ok(exit::OK),
-        rows => Err(Error::Regression {
-            rows,
-            compared: comparison.rows.len(),
-            threshold_pct,
-            metric: metric.name(),
-        }),
-    }
+        by: args.by,
+        reference: args.reference.clone(),
+    })
 }
 
 fn plot_command(args: &PlotArgs) -> Result<u8, Error> {

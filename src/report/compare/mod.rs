@@ -285,6 +285,72 @@ impl Comparison {
     }
 }
 
+/// `collbench compare` as typed on the command line.
+#[derive(Clone, Debug)]
+pub struct CompareCommand {
+    /// BASE and NEW, or with `by` the one CSV.
+    pub files: Vec<std::path::PathBuf>,
+    pub metric: Metric,
+    pub threshold_pct: f64,
+    pub format: Format,
+    pub allow_different_ranks: bool,
+    pub by: Option<by_mode::Dimension>,
+    pub reference: Option<String>,
+}
+
+/// Runs `collbench compare`: the report on stdout in the chosen format;
+/// a regression is an `Error::Regression` (its one line goes to stderr,
+/// where a CI log shows it, the report itself may be in a file).
+pub fn command(c: &CompareCommand) -> Result<u8, Error> {
+    if !c.threshold_pct.is_finite() || c.threshold_pct < 0.0 {
+        return Err(Error::usage(format!(
+            "--threshold {}: give a percentage of 0 or more",
+            c.threshold_pct
+        )));
+    }
+    if let Some(dimension) = c.by {
+        let [file] = c.files.as_slice() else {
+            return Err(Error::usage(format!(
+                "--by {} compares the modes inside one CSV: give exactly one file",
+                dimension.name()
+            )));
+        };
+        let loaded = load(file)?;
+        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, c.metric, c.reference.as_deref())?;
+        crate::report::print_out(&match c.format {
+            Format::Table => text::modes(&report),
+            Format::Markdown => markdown::modes(&report),
+            Format::Json => json::modes(&report),
+        });
+        return Ok(exit::OK);
+    }
+    let [base, new] = c.files.as_slice() else {
+        return Err(Error::usage(
+            "compare needs BASE and NEW (or --by hierarchy|transport with one CSV)",
+        ));
+    };
+    let options = CompareOptions {
+        metric: c.metric,
+        threshold_pct: c.threshold_pct,
+        allow_different_ranks: c.allow_different_ranks,
+    };
+    let comparison = compare(&load(base)?, &load(new)?, &options)?;
+    crate::report::print_out(&match c.format {
+        Format::Table => text::comparison(&comparison),
+        Format::Markdown => markdown::comparison(&comparison),
+        Format::Json => json::comparison(&comparison),
+    });
+    match comparison.count(Verdict::Regressed) {
+        0 => Ok(exit::OK),
+        rows => Err(Error::Regression {
+            rows,
+            compared: comparison.rows.len(),
+            threshold_pct: c.threshold_pct,
+            metric: c.metric.name(),
+        }),
+    }
+}
+
 /// Joins `base` and `new` and judges every row (see the module doc).
 pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Comparison, Error> {
     let ranks = |l: &Loaded| -> BTreeSet<u64> { l.rows.iter().map(|r| r.record.nranks).collect() };
