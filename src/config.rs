@@ -516,6 +516,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_shipped_run_config_is_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let mut found = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".toml") && !name.starts_with("suite-") {
+                config(&["--config", path.to_str().unwrap()]).unwrap_or_else(|e| panic!("{name}: {e}"));
+                found += 1;
+            }
+        }
+        assert!(found >= 2, "expected quick.toml and validate-all.toml, found {found}");
+    }
+
     proptest! {
         #[test]
         fn config_loader_never_panics_on_arbitrary_toml(s in "[a-z\\-]{1,12} = (\"[a-zA-Z0-9,]{0,8}\"|-?[0-9]{1,22}|true|\\[\\])\n") {
