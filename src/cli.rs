@@ -1,10 +1,32 @@
-//! Command-line definitions (clap). Nothing else in the crate imports clap:
-//! `config` turns these raw values, merged with a TOML file, into a validated
-//! `RunConfig`, and parse errors become one line in `app`.
+//! Command-line definitions (clap), each option once: its flag, value type,
+//! default and help text. Nothing else in the crate imports clap.
+//!
+//! Values are typed: sizes, lists, switches and names parse and print
+//! themselves (`types`), the closed vocabularies are clap value enums (so a
+//! bad value gets the allowed ones and a "did you mean"). Everything else
+//! derives from these definitions: the `--config` file's keys (`config`
+//! reads it as more arguments, checked against the flags here), the
+//! cross-rank digest (`RunArgs::digest`), a suite launch's command line
+//! (`RunArgs::to_args`) and the README's option table
+//! (`run_options_markdown`, checked by a test).
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::PossibleValue;
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use crate::collective::Collective;
+use crate::error::Error;
+use crate::report::ProgressMode;
+use crate::report::compare::by_mode::Dimension;
+use crate::report::compare::{Format, Metric};
+use crate::report::import::Source;
+use crate::report::plot::SeriesBy;
+use crate::topology::Hierarchy;
+use crate::topology::profile::Profile;
+use crate::types::{Average, BackendChoice, Choice, DType, ReduceOp, RootChoice, Size, Switch};
+use crate::world::Launcher;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,7 +46,8 @@ mpirun -np 16 -N 8 collbench run --backend nccl -b 8 -e 8G -f 2\n  \
 collbench run -g 8 -b 8 -e 8G -f 2     8 GPUs of one node, one thread each, no MPI\n  \
 collbench info           NCCL, CUDA driver and GPUs found on this machine\n  \
 collbench run --help     every option of a run\n  \
-collbench compare base.csv new.csv     regression verdicts (exit 4 on a regression)"
+collbench compare base.csv new.csv     regression verdicts (exit 4 on a regression)",
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -47,7 +70,7 @@ mpirun -np 8 -N 8 collbench run --backend nccl -d float,half,bfloat16 -e 1G\n\n\
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validation failed \
 (wrong > 0), 5 timeout, 130/143 stopped by SIGINT/SIGTERM (finished points are kept)."
     )]
-    #[command(allow_negative_numbers = true)]
+    #[command(allow_negative_numbers = true, args_override_self = true)]
     Run(Box<RunArgs>),
 
     /// Compare two runs row by row (exit 4 on a regression), or the modes inside one run
@@ -64,13 +87,14 @@ collbench compare --metric time --threshold 10 --format markdown base.csv new.cs
 collbench compare --by hierarchy results/sweep.csv\n\n\
 Exit codes: 0 no regression, 2 unreadable or incompatible input, 4 a regression."
     )]
-    #[command(allow_negative_numbers = true)]
+    #[command(allow_negative_numbers = true, args_override_self = true)]
     Compare(CompareArgs),
 
     /// Plot a metric against size from one or more CSV reports (SVG or PNG)
     #[command(after_help = "Examples:\n  \
 collbench plot results/a.csv results/b.csv -o busbw.svg\n  \
 collbench plot results/sweep.csv --by hierarchy --metric time -o time.png")]
+    #[command(args_override_self = true)]
     Plot(PlotArgs),
 
     /// Convert nccl-tests or OSU micro-benchmark output into a collbench CSV
@@ -82,6 +106,7 @@ formulas; OSU's per-rank sizes become totals.\n\n\
 Examples:\n  \
 collbench import --from nccl-tests all_reduce.log -o old.csv\n  \
 collbench import --from osu --nranks 16 osu_allreduce.txt -o osu.csv")]
+    #[command(args_override_self = true)]
     Import(ImportArgs),
 
     /// Show what this machine offers: NCCL library and version, CUDA driver, GPUs, MPI
@@ -91,6 +116,7 @@ Examples:\n  \
 collbench info\n  \
 collbench info --nccl-lib /opt/nccl/lib/libnccl.so.2"
     )]
+    #[command(args_override_self = true)]
     Info(InfoArgs),
     /// Show this machine's GPUs, GPU-GPU and GPU-NIC links, NICs, CPUs and NUMA nodes
     #[command(after_help = "GPUs and links come from NVML (loaded at run time), else from \
@@ -100,6 +126,7 @@ bridge, NODE between host bridges of a NUMA node, SYS across NUMA nodes.\n\n\
 Examples:\n  \
 collbench topo\n  \
 collbench topo --json > node.json")]
+    #[command(args_override_self = true)]
     Topo(TopoArgs),
 
     /// Run a suite: one launch per transport profile and hierarchy setting, merged into one CSV
@@ -113,7 +140,20 @@ collbench suite configs/suite-local-cpu.toml\n  \
 collbench suite configs/suite-ci.toml --output results/ci.csv --overwrite\n\n\
 Exit codes: 0 every launch succeeded, 2 a bad suite file, otherwise the highest exit code of \
 a failed launch (1 runtime, 3 validation, 5 timeout, ...).")]
+    #[command(args_override_self = true)]
     Suite(SuiteArgs),
+
+    /// Print this message or the help of the given subcommand
+    Help(HelpArgs),
+}
+
+/// Options of `collbench help`: clap's own help subcommand takes no
+/// options, so `collbench help --help` would be an error.
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// The subcommand whose help to print
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 /// Options of `collbench topo`.
@@ -140,8 +180,8 @@ pub struct SuiteArgs {
     pub overwrite: bool,
 
     /// Launcher: auto (srun inside a Slurm allocation, else mpirun), mpirun or srun [default: the file's, else auto]
-    #[arg(long, value_name = "NAME", value_parser = ["auto", "mpirun", "srun"])]
-    pub launcher: Option<String>,
+    #[arg(long, value_name = "NAME", ignore_case = true)]
+    pub launcher: Option<Launcher>,
 
     /// The collbench binary each launch runs [default: this one]
     #[arg(long, value_name = "PATH")]
@@ -152,12 +192,18 @@ pub struct SuiteArgs {
     pub dry_run: bool,
 
     /// No progress bar
-    #[arg(long, conflicts_with = "progress")]
+    #[arg(long, overrides_with = "progress")]
     pub no_progress: bool,
 
     /// Draw the progress bar even when stderr is not a terminal
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_progress")]
     pub progress: bool,
+}
+
+impl SuiteArgs {
+    pub fn progress(&self) -> ProgressMode {
+        progress_mode(self.no_progress, self.progress)
+    }
 }
 
 /// Options of `collbench compare`.
@@ -168,24 +214,24 @@ pub struct CompareArgs {
     pub files: Vec<PathBuf>,
 
     /// What to compare
-    #[arg(long, value_name = "METRIC", default_value = "busbw", value_parser = ["busbw", "algbw", "time"])]
-    pub metric: String,
+    #[arg(long, value_name = "METRIC", default_value = "busbw", ignore_case = true)]
+    pub metric: Metric,
 
     /// Largest change in percent that is never a regression [default: 5]
     #[arg(long, value_name = "PCT")]
     pub threshold: Option<f64>,
 
     /// Output format
-    #[arg(long, value_name = "FORMAT", default_value = "table", value_parser = ["table", "markdown", "json"])]
-    pub format: String,
+    #[arg(long, value_name = "FORMAT", default_value = "table", ignore_case = true)]
+    pub format: Format,
 
     /// Compare runs with different rank counts (busbw is meant to compare across them)
     #[arg(long)]
     pub allow_different_ranks: bool,
 
     /// Compare the modes inside one CSV instead of two runs
-    #[arg(long, value_name = "DIMENSION", value_parser = ["hierarchy", "transport"])]
-    pub by: Option<String>,
+    #[arg(long, value_name = "DIMENSION", ignore_case = true)]
+    pub by: Option<Dimension>,
 
     /// Mode the speedups are relative to [default: flat, or auto, or the first in the file]
     #[arg(long, value_name = "MODE", requires = "by")]
@@ -204,12 +250,12 @@ pub struct PlotArgs {
     pub output: PathBuf,
 
     /// What to plot against size
-    #[arg(long, value_name = "METRIC", default_value = "busbw", value_parser = ["busbw", "algbw", "time"])]
-    pub metric: String,
+    #[arg(long, value_name = "METRIC", default_value = "busbw", ignore_case = true)]
+    pub metric: Metric,
 
     /// One line per run, per hierarchy mode or per transport
-    #[arg(long, value_name = "SERIES", default_value = "run", value_parser = ["run", "hierarchy", "transport"])]
-    pub by: String,
+    #[arg(long, value_name = "SERIES", default_value = "run", ignore_case = true)]
+    pub by: SeriesBy,
 
     /// Replace the output file if it exists
     #[arg(long)]
@@ -220,8 +266,8 @@ pub struct PlotArgs {
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The tool that wrote the files
-    #[arg(long, value_name = "TOOL", value_parser = ["nccl-tests", "osu"])]
-    pub from: String,
+    #[arg(long, value_name = "TOOL", ignore_case = true)]
+    pub from: Source,
 
     /// Output files of that tool
     #[arg(value_name = "FILE", required = true)]
@@ -233,10 +279,10 @@ pub struct ImportArgs {
 
     /// The collective, when the file does not name it (e.g. all_reduce)
     #[arg(long, value_name = "NAME")]
-    pub collective: Option<String>,
+    pub collective: Option<Collective>,
 
     /// The rank count, when the file does not record it (OSU output never does)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub nranks: Option<u64>,
 
     /// Replace the output file if it exists
@@ -252,190 +298,221 @@ pub struct InfoArgs {
     pub nccl_lib: Option<PathBuf>,
 }
 
-/// Options of `collbench run`; every one can also come from `--config`.
-#[derive(Debug, Default, Args)]
+/// Options of `collbench run`; every one can also come from `--config`
+/// (its long name is the key). Field names are clap's ids and the keys of
+/// the serialization the digest and `to_args` read.
+#[derive(Clone, Debug, Args, Serialize)]
 pub struct RunArgs {
-    /// Smallest size in bytes [default: 8]
-    #[arg(short = 'b', long, value_name = "SIZE", help_heading = "Sizes")]
-    pub minbytes: Option<String>,
+    /// Smallest size in bytes
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "8", help_heading = "Sizes")]
+    pub minbytes: Size,
 
-    /// Largest size in bytes [default: 32M]
-    #[arg(short = 'e', long, value_name = "SIZE", help_heading = "Sizes")]
-    pub maxbytes: Option<String>,
+    /// Largest size in bytes
+    #[arg(
+        short = 'e',
+        long,
+        value_name = "SIZE",
+        default_value = "32M",
+        help_heading = "Sizes"
+    )]
+    pub maxbytes: Size,
 
     /// Multiply the size by N between points [default: 2 unless -i is given]
     #[arg(short = 'f', long, value_name = "N", help_heading = "Sizes")]
     pub stepfactor: Option<u64>,
 
-    /// Add SIZE between points (used when -f is not given or is 1)
+    /// Add SIZE between points, used when -f is not given or is 1 [default: 1M]
     #[arg(short = 'i', long, value_name = "SIZE", help_heading = "Sizes")]
-    pub stepbytes: Option<String>,
+    pub stepbytes: Option<Size>,
 
-    /// Timed iterations per point, as nccl-tests [default: adapt to --min-time]
-    #[arg(short = 'n', long, value_name = "N", help_heading = "Measurement")]
-    pub iters: Option<u64>,
+    /// Timed iterations per point, exactly N as nccl-tests [default: adapt to --min-time]
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Measurement")]
+    pub iters: Option<u32>,
 
-    /// Without -n: time each point for about SECS (5 to 10000 iterations) [default: 0.1]
-    #[arg(long, value_name = "SECS", help_heading = "Measurement")]
-    pub min_time: Option<String>,
+    /// Without -n: time each point for about SECS (5 to 10000 iterations)
+    #[arg(long, value_name = "SECS", default_value = "0.1", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
+    pub min_time: f64,
 
     /// Time every iteration: p50, p99, CV and the slowest rank per point, and a straggler verdict
     #[arg(short = 'I', long, help_heading = "Measurement")]
     pub per_iter: bool,
 
-    /// With -I: name a rank that is persistently this many percent slower than the median [default: 10]
-    #[arg(long, value_name = "PCT", help_heading = "Measurement")]
-    pub straggler_threshold: Option<String>,
+    /// With -I: name a rank that is persistently this many percent slower than the median
+    #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
+    pub straggler_threshold: f64,
 
     /// Keep each point's buffers in place instead of rotating through the largest size's allocation
     #[arg(long, help_heading = "Measurement")]
     pub no_rotate: bool,
 
-    /// Operations per timed iteration, issued as one NCCL group (nccl-tests' -m; nccl backend) [default: 1]
-    #[arg(
-        short = 'm',
-        long,
-        alias = "agg_iters",
-        value_name = "N",
-        help_heading = "Measurement"
-    )]
-    pub agg_iters: Option<u64>,
+    /// Operations per timed iteration, issued as one NCCL group (nccl-tests' -m; nccl backend)
+    #[arg(short = 'm', long, alias = "agg_iters", value_name = "N", default_value = "1",
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = "Measurement")]
+    pub agg_iters: u32,
 
-    /// Capture the timed iterations in a CUDA graph and replay it N times; 0 is off (nccl backend, NCCL 2.9+) [default: 0]
+    /// Capture the timed iterations in a CUDA graph and replay it N times; 0 is off (nccl backend, NCCL 2.9+)
     #[arg(
         short = 'G',
         long,
         alias = "cudagraph",
         value_name = "N",
+        default_value = "0",
         help_heading = "Measurement"
     )]
-    pub cuda_graph: Option<u64>,
+    pub cuda_graph: u32,
 
     /// Register the buffers with ncclCommRegister where the library has it (nccl backend); `-R 0` turns it off
-    #[arg(
-        short = 'R',
-        long,
-        value_name = "0|1",
-        num_args = 0..=1,
-        default_missing_value = "1",
-        help_heading = "Measurement"
-    )]
-    pub register: Option<String>,
+    #[arg(short = 'R', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
+          value_parser = register_switch, help_heading = "Measurement")]
+    pub register: Switch,
 
-    /// Untimed warm-up iterations per point [default: 5]
+    /// Untimed warm-up iterations per point
     #[arg(
         short = 'w',
         long,
         alias = "warmup_iters",
         value_name = "N",
+        default_value = "5",
         help_heading = "Measurement"
     )]
-    pub warmup: Option<u64>,
+    pub warmup: u32,
 
-    /// Validation iterations per point; 0 turns checking off [default: 1]
-    #[arg(short = 'c', long, value_name = "N", help_heading = "Measurement")]
-    pub check: Option<u64>,
+    /// Validation iterations per point; 0 turns checking off
+    #[arg(
+        short = 'c',
+        long,
+        value_name = "N",
+        default_value = "1",
+        help_heading = "Measurement"
+    )]
+    pub check: u32,
 
-    /// Cross-rank time reduction: rank0, avg, min, max (or 0..3) [default: avg]
-    #[arg(short = 'a', long, value_name = "MODE", help_heading = "Measurement")]
-    pub average: Option<String>,
+    /// Cross-rank time reduction (nccl-tests' 0..3 name the same four)
+    #[arg(
+        short = 'a',
+        long,
+        value_name = "MODE",
+        default_value = "avg",
+        ignore_case = true,
+        help_heading = "Measurement"
+    )]
+    pub average: Average,
 
     /// Time each operation alone, with a barrier between (OSU's method); `-z 0` turns it off
-    #[arg(
-        short = 'z',
-        long,
-        value_name = "0|1",
-        num_args = 0..=1,
-        default_missing_value = "1",
-        help_heading = "Measurement"
-    )]
-    pub blocking: Option<String>,
+    #[arg(short = 'z', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
+          help_heading = "Measurement")]
+    pub blocking: Switch,
 
-    /// Repeat the whole sweep N times; 0 repeats until stopped (SIGINT/SIGTERM) [default: 1]
+    /// Repeat the whole sweep N times; 0 repeats until stopped (SIGINT/SIGTERM)
     #[arg(
         short = 'N',
         long,
         alias = "run_cycles",
         value_name = "N",
+        default_value = "1",
         help_heading = "Measurement"
     )]
-    pub cycles: Option<u64>,
+    pub cycles: u64,
 
-    /// End the job (exit 5) when one point, or the set-up, runs longer than SECS; 0 turns it off [default: 600]
-    #[arg(long, value_name = "SECS", help_heading = "Measurement")]
-    pub timeout: Option<u64>,
+    /// End the job (exit 5) when one point, or the set-up, runs longer than SECS; 0 turns it off
+    #[arg(long, value_name = "SECS", default_value = "600", value_parser = clap::value_parser!(u64).range(..=MAX_TIMEOUT_S),
+          help_heading = "Measurement")]
+    pub timeout: u64,
 
-    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, or all [default: all]
-    #[arg(long, value_name = "LIST", help_heading = "What to run")]
-    pub collectives: Option<String>,
+    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, or all
+    #[arg(long, value_name = "LIST", default_value = "all", help_heading = "What to run")]
+    pub collectives: Choice<Collective>,
 
-    /// Element types: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, or all [default: float]
+    /// Element types: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, or all
     #[arg(
         short = 'd',
         long,
         alias = "datatype",
         value_name = "LIST",
+        default_value = "float",
         help_heading = "What to run"
     )]
-    pub dtype: Option<String>,
+    pub dtype: Choice<DType>,
 
-    /// Reduction operations: sum, prod, min, max, avg, or all [default: sum]
-    #[arg(short = 'o', long, value_name = "LIST", help_heading = "What to run")]
-    pub op: Option<String>,
+    /// Reduction operations: sum, prod, min, max, avg, or all
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "LIST",
+        default_value = "sum",
+        help_heading = "What to run"
+    )]
+    pub op: Choice<ReduceOp>,
 
-    /// Root rank of broadcast, reduce, gather and scatter, or all [default: 0]
-    #[arg(short = 'r', long, value_name = "RANK", help_heading = "What to run")]
-    pub root: Option<String>,
+    /// Root rank of broadcast, reduce, gather and scatter, or all
+    #[arg(
+        short = 'r',
+        long,
+        value_name = "RANK",
+        default_value = "0",
+        help_heading = "What to run"
+    )]
+    pub root: RootChoice,
 
-    /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat [default: flat]
-    #[arg(long, value_name = "LIST", help_heading = "Hierarchy")]
-    pub hierarchy: Option<String>,
+    /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat
+    #[arg(long, value_name = "LIST", default_value = "flat", help_heading = "Hierarchy")]
+    pub hierarchy: Choice<Hierarchy>,
 
     /// Treat every K consecutive ranks as one node (virtual nodes) instead of the ranks sharing a host
-    #[arg(long, value_name = "K", help_heading = "Hierarchy")]
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Hierarchy")]
     pub ranks_per_node: Option<u64>,
 
     /// Add the time of each hierarchical phase (intra, inter, intra) to the CSV
     #[arg(long, help_heading = "Hierarchy")]
     pub phase_times: bool,
 
-    /// Data plane: auto (nccl when every rank has a GPU and libnccl, else mpi), mpi or nccl [default: auto]
-    #[arg(long, value_name = "NAME", help_heading = "What to run")]
-    pub backend: Option<String>,
+    /// Data plane; auto is nccl when every rank has a GPU and libnccl, else mpi
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "auto",
+        ignore_case = true,
+        help_heading = "What to run"
+    )]
+    pub backend: BackendChoice,
 
     /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
-    #[arg(short = 'g', long, value_name = "N", help_heading = "What to run")]
+    #[arg(short = 'g', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "What to run")]
     pub ngpus: Option<u64>,
 
     /// The NCCL library to use, a file or a folder [default: COLLBENCH_NCCL_LIB, NCCL_HOME/lib, the loader's search, Python site-packages]
     #[arg(long, value_name = "PATH", help_heading = "What to run")]
     pub nccl_lib: Option<PathBuf>,
 
-    /// Transport profile: auto, nvlink, nvls, pcie, ib, socket (nccl); shm, tcp, ucx (mpi); `help` lists the variables each sets [default: auto]
-    #[arg(long, value_name = "PROFILE", help_heading = "What to run")]
-    pub transport: Option<String>,
+    /// Transport profile: auto, nvlink, nvls, pcie, ib, socket (nccl); shm, tcp, ucx (mpi); `help` lists the variables each sets
+    #[arg(long, value_name = "PROFILE", default_value = "auto", help_heading = "What to run")]
+    pub transport: TransportArg,
 
     /// CSV report path [default: results/<run id>.csv]
-    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
     pub csv: Option<PathBuf>,
 
     /// Also write a JSON report (records plus the run's configuration)
-    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
     pub json: Option<PathBuf>,
 
     /// Replace output files that already exist instead of refusing
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, help_heading = OUTPUT)]
     pub overwrite: bool,
 
     /// No progress bar
-    #[arg(long, conflicts_with = "progress", help_heading = "Output")]
+    #[arg(long, overrides_with = "progress", help_heading = OUTPUT)]
     pub no_progress: bool,
 
     /// Draw the progress bar even when stderr is not a terminal (as under mpirun)
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, overrides_with = "no_progress", help_heading = OUTPUT)]
     pub progress: bool,
 
-    /// Read options from a TOML file; command-line options win
+    /// A name for this run, in the table header, the CSV's `label` column and the JSON
+    #[arg(long, value_name = "TEXT", value_parser = one_line_text, help_heading = OUTPUT)]
+    pub label: Option<String>,
+
+    /// Read options from a TOML file whose keys are the long option names; command-line options win
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -450,4 +527,422 @@ pub struct RunArgs {
     /// Test-only: make the hierarchical sub-communicators from broadcast unique ids even where ncclCommSplit exists
     #[arg(long, hide = true)]
     pub no_comm_split: bool,
+}
+
+/// The help heading of the options that only say where rank 0 puts its
+/// reports: they are left out of the cross-rank digest.
+pub const OUTPUT: &str = "Output";
+
+/// Longest `--timeout`: a year.
+pub const MAX_TIMEOUT_S: u64 = 365 * 24 * 3600;
+
+/// `--transport`: a profile, or `help` (print every profile and exit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportArg {
+    Help,
+    Profile(Profile),
+}
+
+impl std::str::FromStr for TransportArg {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<TransportArg, String> {
+        if text.trim().eq_ignore_ascii_case("help") {
+            return Ok(TransportArg::Help);
+        }
+        Profile::parse(text).map(TransportArg::Profile).ok_or_else(|| {
+            format!(
+                "unknown profile '{}' (expected {}; `--transport help` lists what each sets)",
+                text.trim(),
+                Profile::names()
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for TransportArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportArg::Help => f.write_str("help"),
+            TransportArg::Profile(p) => f.write_str(p.name()),
+        }
+    }
+}
+
+impl Serialize for TransportArg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A positive number of seconds, at most an hour (`--min-time`).
+fn seconds_up_to_an_hour(text: &str) -> Result<f64, String> {
+    positive_number(text, 3600.0)
+}
+
+/// A positive percentage (`--straggler-threshold`).
+fn percent(text: &str) -> Result<f64, String> {
+    positive_number(text, 1e6)
+}
+
+fn positive_number(text: &str, max: f64) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= max => Ok(v),
+        _ => Err(format!("'{}' is not a number above 0 and at most {max}", text.trim())),
+    }
+}
+
+/// Free text that fits on one line of a table, a CSV cell or a legend.
+fn one_line_text(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("the text is empty".into());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("the text must be one line, without control characters".into());
+    }
+    Ok(text.to_string())
+}
+
+/// `-R`: a switch; nccl-tests' `-R 2` (symmetric memory windows) is not
+/// offered.
+fn register_switch(text: &str) -> Result<Switch, String> {
+    if text.trim() == "2" {
+        return Err("2 (nccl-tests' symmetric memory windows) is not supported; use -R or -R 1".into());
+    }
+    text.parse()
+}
+
+/// `--progress` and `--no-progress`, of which the last given wins.
+pub fn progress_mode(no_progress: bool, progress: bool) -> ProgressMode {
+    match (no_progress, progress) {
+        (true, _) => ProgressMode::Never,
+        (false, true) => ProgressMode::Always,
+        (false, false) => ProgressMode::Auto,
+    }
+}
+
+/// Closed vocabularies as clap value enums: clap lists the allowed names
+/// in help and errors and suggests the nearest one. Each type keeps its
+/// names (and aliases) itself.
+macro_rules! value_enum {
+    ($t:ty, $all:expr, $aliases:expr) => {
+        impl ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                &$all
+            }
+
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                let aliases: fn($t) -> &'static [&'static str] = $aliases;
+                Some(PossibleValue::new(self.name()).aliases(aliases(*self).iter().copied()))
+            }
+        }
+    };
+}
+
+value_enum!(Average, Average::ALL, Average::aliases);
+value_enum!(BackendChoice, BackendChoice::ALL, |_| &[]);
+value_enum!(Metric, Metric::ALL, Metric::aliases);
+value_enum!(Format, Format::ALL, Format::aliases);
+value_enum!(Dimension, Dimension::ALL, |_| &[]);
+value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
+value_enum!(Source, Source::ALL, Source::aliases);
+value_enum!(Launcher, Launcher::ALL, |_| &[]);
+
+/// The `run` subcommand as `Cli` defines it.
+pub fn run_command() -> clap::Command {
+    let mut cli = Cli::command();
+    cli.build();
+    cli.find_subcommand("run")
+        .cloned()
+        .unwrap_or_else(|| RunArgs::augment_args(clap::Command::new("run")))
+}
+
+/// Parses the arguments of `collbench run` (without the program and
+/// subcommand names).
+pub fn parse_run<I, T>(args: I) -> Result<RunArgs, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let argv = std::iter::once(std::ffi::OsString::from("run")).chain(args.into_iter().map(Into::into));
+    let matches = run_command().try_get_matches_from(argv)?;
+    RunArgs::from_arg_matches(&matches)
+}
+
+/// A clap error as one line: its message, the allowed values and the tip,
+/// without the usage and the help pointer (for config files and suites,
+/// whose errors name their line or table instead).
+pub fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
+    let joined = parts.join("; ");
+    joined.strip_prefix("error: ").unwrap_or(&joined).to_string()
+}
+
+/// One option of `collbench run` with its value in a given `RunArgs`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OptionValue {
+    /// clap's id: the field name.
+    pub id: String,
+    /// `--maxbytes`.
+    pub flag: String,
+    /// A flag without a value (`--per-iter`): `value` is "true" or "false".
+    pub is_flag: bool,
+    pub heading: Option<String>,
+    /// The value as it would be typed; `None` when not given and without a
+    /// default.
+    pub value: Option<String>,
+}
+
+impl RunArgs {
+    /// Every option at its default.
+    pub fn defaults() -> RunArgs {
+        match parse_run(std::iter::empty::<String>()) {
+            Ok(args) => args,
+            // The definitions above give every required value a default;
+            // a test parses them.
+            Err(e) => panic!("collbench run has an option without a default: {e}"),
+        }
+    }
+
+    /// Every option, in definition order, with its value here.
+    pub fn options(&self) -> Result<Vec<OptionValue>, Error> {
+        let values = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map,
+            Ok(_) => return Err(Error::runtime("internal error: run options are not a map")),
+            Err(e) => return Err(Error::usage(format!("the run's options cannot be written out: {e}"))),
+        };
+        let command = run_command();
+        let mut out = Vec::new();
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            let (Some(long), Some(value)) = (arg.get_long(), values.get(id)) else {
+                continue;
+            };
+            let is_flag = matches!(arg.get_action(), ArgAction::SetTrue);
+            let value = match value {
+                serde_json::Value::Null => None,
+                serde_json::Value::String(s) => Some(s.clone()),
+                other => Some(other.to_string()),
+            };
+            out.push(OptionValue {
+                id: id.to_string(),
+                flag: format!("--{long}"),
+                is_flag,
+                heading: arg.get_help_heading().map(str::to_string),
+                value,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The arguments that give these options over the defaults: only what
+    /// differs from them, as `--flag` or `--name=value` (so a value that
+    /// starts with `-` stays a value).
+    pub fn to_args(&self) -> Result<Vec<String>, Error> {
+        let defaults = RunArgs::defaults().options()?;
+        let mut args = Vec::new();
+        for (o, d) in self.options()?.into_iter().zip(defaults) {
+            if o.value == d.value {
+                continue;
+            }
+            match (o.is_flag, o.value) {
+                (true, Some(v)) if v == "true" => args.push(o.flag),
+                (true, _) | (false, None) => {}
+                (false, Some(v)) => args.push(format!("{}={v}", o.flag)),
+            }
+        }
+        Ok(args)
+    }
+
+    /// What every rank must agree on before the first collective, as
+    /// (option, value): every option but the outputs (rank 0's business)
+    /// and `--config` (its keys are in the other options already), after
+    /// the collbench version.
+    pub fn digest(&self) -> Result<Vec<(String, String)>, Error> {
+        let mut fields = vec![("collbench version".to_string(), env!("CARGO_PKG_VERSION").to_string())];
+        for o in self.options()? {
+            if o.heading.as_deref() == Some(OUTPUT) || o.id == "config" {
+                continue;
+            }
+            fields.push((o.flag, o.value.unwrap_or_default()));
+        }
+        Ok(fields)
+    }
+}
+
+/// The README's reference table of `collbench run` options, from the
+/// definitions above: flag and value, default, help text.
+pub fn run_options_markdown() -> String {
+    let mut out = String::from("| option | default | meaning |\n|---|---|---|\n");
+    for arg in run_command().get_arguments() {
+        if arg.is_hide_set() || arg.get_long().is_none() || arg.get_id() == "help" {
+            continue;
+        }
+        let switch = matches!(arg.get_action(), ArgAction::SetTrue);
+        let mut flag = match arg.get_short() {
+            Some(c) => format!("-{c}, --{}", arg.get_long().unwrap_or_default()),
+            None => format!("--{}", arg.get_long().unwrap_or_default()),
+        };
+        if arg.get_action().takes_values() {
+            let name = arg
+                .get_value_names()
+                .and_then(|n| n.first())
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            let optional = arg.get_num_args().is_some_and(|n| n.min_values() == 0);
+            flag += &if optional {
+                format!(" [{name}]")
+            } else {
+                format!(" {name}")
+            };
+        }
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let (meaning, stated) = match help.rsplit_once(" [default: ") {
+            Some((text, rest)) => (text.to_string(), rest.strip_suffix(']').map(str::to_string)),
+            None => (help.clone(), None),
+        };
+        let values: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        let meaning = if values.is_empty() || switch {
+            meaning
+        } else {
+            format!("{meaning}; one of {}", values.join(", "))
+        };
+        let default = match (arg.get_default_values().first(), stated) {
+            _ if switch => "off".into(),
+            (Some(d), _) => d.to_string_lossy().into_owned(),
+            (None, Some(s)) => s,
+            (None, None) if !arg.get_action().takes_values() => "off".into(),
+            (None, None) => "none".into(),
+        };
+        let cell = |t: &str| t.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;");
+        out += &format!("| `{}` | {} | {} |\n", cell(&flag), cell(&default), cell(&meaning));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's `collbench run` table is generated from the
+    /// definitions; `COLLBENCH_BLESS=1` rewrites it.
+    #[test]
+    fn the_readme_option_table_is_the_one_the_definitions_give() {
+        const BEGIN: &str = "<!-- run options: generated from cli::run_options_markdown -->\n";
+        const END: &str = "<!-- end of run options -->";
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let (before, rest) = readme.split_once(BEGIN).expect("README has the run options marker");
+        let (table, after) = rest.split_once(END).expect("README has the end marker");
+        let want = run_options_markdown();
+        if table != want {
+            if std::env::var_os("COLLBENCH_BLESS").is_some() {
+                std::fs::write(&path, format!("{before}{BEGIN}{want}{END}{after}")).unwrap();
+            } else {
+                panic!(
+                    "README's run option table differs from the clap definitions; \
+                     run `COLLBENCH_BLESS=1 cargo test --lib readme` to regenerate it"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_command_line_definitions_are_consistent() {
+        Cli::command().debug_assert();
+        let d = RunArgs::defaults();
+        assert_eq!((d.minbytes, d.maxbytes), (Size(8), Size(32 << 20)));
+    }
+
+    #[test]
+    fn repeating_an_option_keeps_the_last_one() {
+        let a = parse_run(["-e", "1K", "-e", "1M", "-z", "-z", "0", "--progress", "--no-progress"]).unwrap();
+        assert_eq!(a.maxbytes, Size(1 << 20));
+        assert!(!a.blocking.on());
+        assert!(a.no_progress && !a.progress);
+    }
+
+    #[test]
+    fn to_args_gives_back_the_same_options() {
+        let a = parse_run([
+            "-e",
+            "64K",
+            "-d",
+            "float,int8",
+            "-z",
+            "--hierarchy",
+            "rs-ar-ag",
+            "--per-iter",
+            "--csv=-x.csv",
+            "--transport",
+            "shm",
+        ])
+        .unwrap();
+        let args = a.to_args().unwrap();
+        assert_eq!(
+            args,
+            [
+                "--maxbytes=65536",
+                "--per-iter",
+                "--blocking=1",
+                "--dtype=float,int8",
+                "--hierarchy=rs-ar-ag",
+                "--transport=shm",
+                "--csv=-x.csv"
+            ]
+        );
+        let back = parse_run(&args).unwrap();
+        assert_eq!(back.options().unwrap(), a.options().unwrap());
+        assert!(RunArgs::defaults().to_args().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_digest_covers_every_option_but_the_outputs() {
+        let fields = RunArgs::defaults().digest().unwrap();
+        assert_eq!(fields[0].0, "collbench version");
+        let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+        for kept in [
+            "--maxbytes",
+            "--transport",
+            "--register",
+            "--inject-error",
+            "--no-comm-split",
+        ] {
+            assert!(names.contains(&kept), "{kept} missing from {names:?}");
+        }
+        for left_out in [
+            "--csv",
+            "--json",
+            "--overwrite",
+            "--progress",
+            "--no-progress",
+            "--config",
+        ] {
+            assert!(!names.contains(&left_out), "{left_out} in {names:?}");
+        }
+        assert!(fields.contains(&("--maxbytes".to_string(), "33554432".to_string())));
+    }
+
+    #[test]
+    fn values_are_typed_and_bad_ones_get_clap_s_message() {
+        let a = parse_run(["-a", "3", "--backend", "NCCL", "-R"]).unwrap();
+        assert_eq!(a.average, Average::Max);
+        assert_eq!(a.backend, BackendChoice::Only(crate::types::BackendKind::Nccl));
+        assert!(a.register.on());
+        let e = parse_run(["-a", "medain"]).unwrap_err().to_string();
+        assert!(e.contains("possible values: rank0, avg, min, max"), "{e}");
+        let e = parse_run(["--backend", "ncl"]).unwrap_err().to_string();
+        assert!(e.contains("nccl"), "{e}");
+        let e = parse_run(["-R", "2"]).unwrap_err().to_string();
+        assert!(e.contains("symmetric memory windows"), "{e}");
+    }
 }

@@ -1,382 +1,283 @@
-//! Every user input of a run, validated once: command-line values merged over
-//! an optional TOML file into a `RunConfig`.
+//! A run's configuration: the options of `collbench run`, with the
+//! `--config` file read as more arguments, validated once and split by
+//! who consumes each part.
 //!
-//! Owns size parsing, list parsing and the TOML schema; every error is one
-//! `Error::Usage` line naming the option (the TOML keys are the long option
-//! names) and what was wrong. Checks that need the rank count or the backend
-//! live in `engine::plan`.
+//! Owns the config file (its keys are the long option names, checked
+//! against clap's own definitions, each value parsed by the option's own
+//! parser, every error one line with the file's line number; the command
+//! line wins because its arguments come after the file's) and the checks
+//! that span several options. It does not define options (`cli` does) nor
+//! check what needs the rank count or the backend (`plan`).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
-use crate::cli::RunArgs;
-use crate::collective::Collective;
+use crate::backend::StartConfig;
+use crate::cli::{self, RunArgs, TransportArg};
+use crate::engine::Timing;
 use crate::error::Error;
+use crate::plan::{PlanConfig, SizeSweep, Step};
+use crate::report::OutputConfig;
 use crate::topology::Hierarchy;
-use crate::topology::profile::Profile;
-use crate::types::{Average, DType, ReduceOp};
+use crate::types::BackendChoice;
 
-/// Most sizes one sweep may have; beyond it the step is surely a mistake.
-pub const MAX_SIZES: usize = 4096;
-
-pub const DEFAULT_MINBYTES: u64 = 8;
-pub const DEFAULT_MAXBYTES: u64 = 32 << 20;
+/// `-f` without `-i`, and neither given.
 pub const DEFAULT_STEPFACTOR: u64 = 2;
+/// `-i` without `-f`, or `-f 1` without `-i`.
 pub const DEFAULT_STEPBYTES: u64 = 1 << 20;
-pub const DEFAULT_MIN_TIME_S: f64 = 0.1;
-pub const DEFAULT_STRAGGLER_PCT: f64 = 10.0;
-pub const DEFAULT_WARMUP: u32 = 5;
-pub const DEFAULT_CHECK: u32 = 1;
-pub const DEFAULT_TIMEOUT_S: u64 = 600;
 
-/// A validated run configuration. Rank-count-dependent checks (roots in
-/// range, counts MPI can express) happen when the plan is built.
+/// A validated run configuration, one part per consumer. Rank-count- and
+/// backend-dependent checks happen when the plan is built.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
-    pub sweep: SizeSweep,
-    /// Timed iterations per point; `None` adapts to `min_time`.
-    pub iters: Option<u32>,
-    pub min_time: std::time::Duration,
-    /// `-I`: time every iteration.
-    pub per_iter: bool,
-    /// A rank this much slower than the median (a fraction) is named.
-    pub straggler_threshold: f64,
-    /// Rotate operations through the largest size's allocation.
-    pub rotate: bool,
-    pub warmup: u32,
-    pub check: u32,
-    pub average: Average,
-    pub blocking: bool,
-    /// `-m`: operations per timed iteration, in one NCCL group.
-    pub agg_iters: u32,
-    /// `-G`: replays of the captured timed iterations; 0 = no graph.
-    pub cuda_graph: u32,
-    /// `-R`: register the buffers with the communicator.
-    pub register: bool,
-    /// Sweeps to run; 0 = until stopped.
-    pub cycles: u64,
-    /// Longest a point or the set-up may take; `None` = no watchdog.
-    pub timeout: Option<std::time::Duration>,
-    pub collectives: Vec<Collective>,
-    pub dtypes: Choice<DType>,
-    pub ops: Choice<ReduceOp>,
-    pub roots: RootChoice,
-    /// All-reduce modes to run (other collectives always run flat).
-    pub hierarchies: Vec<Hierarchy>,
-    /// Virtual nodes of this many consecutive ranks, instead of hosts.
-    pub ranks_per_node: Option<usize>,
-    pub phase_times: bool,
-    pub backend: BackendChoice,
-    /// `--transport`: the profile applied before MPI and NCCL start.
-    pub transport: Profile,
-    pub csv: Option<PathBuf>,
-    pub json: Option<PathBuf>,
-    pub overwrite: bool,
-    pub progress: ProgressMode,
-    /// `--nccl-lib`: the NCCL library (file or folder) to use.
-    pub nccl_lib: Option<PathBuf>,
-    /// `-g N`: run N ranks as threads of this one process (no MPI).
-    pub threads: Option<usize>,
+    /// What to measure (`plan`).
+    pub plan: PlanConfig,
+    /// How each point is measured (`engine`).
+    pub timing: Timing,
+    /// Which backend and control plane, and how they start (`session`).
+    pub start: StartConfig,
+    /// Rank 0's reports (`report`).
+    pub outputs: OutputConfig,
+    /// Test-only switches.
+    pub hooks: TestHooks,
+    /// Every option that shapes the sequence of collective calls, as
+    /// (option, value), for the cross-rank check (`engine::digest`).
+    pub digest: Vec<(String, String)>,
+}
+
+/// Hidden options the tests use to reach paths a healthy run never takes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TestHooks {
+    /// Corrupt one received element on the last rank after each check.
     pub inject_error: bool,
-    /// Test-only: each rank writes the NCCL unique id it received here.
+    /// Each rank writes the NCCL unique ids it received here.
     pub trace_bootstrap: Option<PathBuf>,
-    /// Test-only: sub-communicators from unique ids, never ncclCommSplit.
+    /// Sub-communicators from unique ids, never ncclCommSplit.
     pub no_comm_split: bool,
 }
 
-/// `all`, or an explicit list (in the user's order, without repeats).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Choice<T> {
-    All,
-    List(Vec<T>),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RootChoice {
-    All,
-    Rank(usize),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// nccl where every rank has a GPU and libnccl, else mpi.
-    Auto,
-    Mpi,
-    Nccl,
-}
-
-impl BackendChoice {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Mpi => "mpi",
-            BackendChoice::Nccl => "nccl",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProgressMode {
-    /// Drawn when stderr is a terminal.
-    Auto,
-    Always,
-    Never,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    Factor(u64),
-    Bytes(u64),
-}
-
-/// Requested sizes, in bytes: `min`, then stepping while `<= max`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SizeSweep {
-    pub min: u64,
-    pub max: u64,
-    pub step: Step,
-}
-
-impl SizeSweep {
-    pub fn new(min: u64, max: u64, step: Step) -> Result<SizeSweep, Error> {
-        if min == 0 {
-            return Err(Error::usage("--minbytes must be at least 1 byte"));
-        }
-        if min > max {
-            return Err(Error::usage(format!(
-                "--minbytes {min} is larger than --maxbytes {max}"
-            )));
-        }
-        match step {
-            Step::Factor(f) if f < 2 => {
-                return Err(Error::usage("--stepfactor must be at least 2 to step by factor"));
+impl RunConfig {
+    /// The configuration of `collbench run ARGS`: the `--config` file's
+    /// keys as arguments before `ARGS`, so that `ARGS` win.
+    pub fn from_command_line<T: Into<OsString> + Clone>(args: &[T]) -> Result<(RunArgs, RunConfig), Error> {
+        let args: Vec<OsString> = args.iter().cloned().map(Into::into).collect();
+        let given = cli::parse_run(&args).map_err(|e| Error::usage(cli::one_line(&e)))?;
+        let merged = match &given.config {
+            None => given,
+            Some(path) => {
+                let mut all: Vec<OsString> = file_args(path)?.into_iter().map(OsString::from).collect();
+                all.extend(args);
+                cli::parse_run(&all)
+                    .map_err(|e| Error::usage(format!("with config file {}: {}", path.display(), cli::one_line(&e))))?
             }
-            Step::Bytes(0) => return Err(Error::usage("--stepbytes must be at least 1 byte")),
-            _ => {}
-        }
-        let sweep = SizeSweep { min, max, step };
-        let n = sweep.len();
-        if n > MAX_SIZES {
-            return Err(Error::usage(format!(
-                "the sweep from {min} to {max} bytes has {n} sizes, more than {MAX_SIZES}; use a larger --stepfactor or --stepbytes"
-            )));
-        }
-        Ok(sweep)
-    }
-
-    fn next(&self, size: u64) -> Option<u64> {
-        let next = match self.step {
-            Step::Factor(f) => size.checked_mul(f)?,
-            Step::Bytes(b) => size.checked_add(b)?,
         };
-        (next <= self.max).then_some(next)
+        let cfg = RunConfig::from_args(&merged)?;
+        Ok((merged, cfg))
     }
 
-    /// Number of sizes, computed without listing them.
-    fn len(&self) -> usize {
-        match self.step {
-            Step::Bytes(b) => usize::try_from((self.max - self.min) / b + 1).unwrap_or(usize::MAX),
-            Step::Factor(_) => self.sizes().len(),
+    /// The configuration a TOML table gives on its own (a suite's `[run]`
+    /// table), validated as `--config` would be.
+    pub fn from_table(table: &toml::Table) -> Result<(RunArgs, RunConfig), Error> {
+        let mut args = Vec::new();
+        for (key, value) in table {
+            args.extend(key_args(key, value).map_err(Error::usage)?);
         }
+        let a = cli::parse_run(&args).map_err(|e| Error::usage(cli::one_line(&e)))?;
+        let cfg = RunConfig::from_args(&a)?;
+        Ok((a, cfg))
     }
 
-    pub fn sizes(&self) -> Vec<u64> {
-        std::iter::successors(Some(self.min), |&s| self.next(s)).collect()
+    /// Validates parsed options and splits them by consumer.
+    pub fn from_args(a: &RunArgs) -> Result<RunConfig, Error> {
+        let plan = plan_config(a)?;
+        let timing = timing(a);
+        let start = start_config(a)?;
+        check_launch_extras(&timing, &plan.hierarchies)?;
+        // `auto` is checked once it has chosen (session).
+        if let BackendChoice::Only(kind) = start.backend {
+            start.transport.check_backend(kind, "")?;
+        }
+        Ok(RunConfig {
+            plan,
+            timing,
+            start,
+            outputs: OutputConfig {
+                csv: a.csv.clone(),
+                json: a.json.clone(),
+                overwrite: a.overwrite,
+                progress: cli::progress_mode(a.no_progress, a.progress),
+                label: a.label.clone(),
+            },
+            hooks: TestHooks {
+                inject_error: a.inject_error,
+                trace_bootstrap: a.trace_bootstrap.clone(),
+                no_comm_split: a.no_comm_split,
+            },
+            digest: a.digest()?,
+        })
     }
 }
 
-/// Parses a byte size: digits with an optional binary suffix K, M, G or T
-/// (also KB/KiB, case-insensitive), as nccl-tests' `-b/-e` take them.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    if t.is_empty() {
-        return Err("empty size".into());
+fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
+    let step = match (a.stepfactor, a.stepbytes) {
+        (Some(0), _) => return Err(Error::usage("--stepfactor must be at least 1")),
+        (Some(f), _) if f > 1 => Step::Factor(f),
+        (_, Some(b)) => Step::Bytes(b.bytes()),
+        (Some(_), None) => Step::Bytes(DEFAULT_STEPBYTES),
+        (None, None) => Step::Factor(DEFAULT_STEPFACTOR),
+    };
+    let ranks_per_node = match a.ranks_per_node {
+        None => None,
+        Some(k) => Some(usize::try_from(k).map_err(|_| Error::usage(format!("--ranks-per-node {k} is too large")))?),
+    };
+    Ok(PlanConfig {
+        sweep: SizeSweep::new(a.minbytes.bytes(), a.maxbytes.bytes(), step)?,
+        collectives: a.collectives.values(),
+        dtypes: a.dtype.clone(),
+        ops: a.op.clone(),
+        roots: a.root,
+        hierarchies: a.hierarchy.values(),
+        ranks_per_node,
+    })
+}
+
+fn timing(a: &RunArgs) -> Timing {
+    Timing {
+        iters: a.iters,
+        min_time: std::time::Duration::from_secs_f64(a.min_time),
+        per_iter: a.per_iter,
+        straggler_threshold_pct: a.straggler_threshold,
+        rotate: !a.no_rotate,
+        warmup: a.warmup,
+        check: a.check,
+        average: a.average,
+        blocking: a.blocking.on(),
+        agg_iters: a.agg_iters,
+        cuda_graph: a.cuda_graph,
+        register: a.register.on(),
+        phase_times: a.phase_times,
+        cycles: a.cycles,
+        timeout: (a.timeout > 0).then(|| std::time::Duration::from_secs(a.timeout)),
     }
-    if t.starts_with('-') {
-        return Err(format!("'{t}' is negative; sizes are byte counts"));
-    }
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, suffix) = t.split_at(digits_end);
-    if digits.is_empty() {
-        return Err(format!("'{t}' has no number; write e.g. 8, 64K, 16M, 1G"));
-    }
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        s if s.starts_with('.') => return Err(format!("'{t}' is not a whole number of bytes")),
-        _ => {
-            return Err(format!("'{t}' has an unknown unit '{suffix}' (use K, M, G or T)"));
+}
+
+fn start_config(a: &RunArgs) -> Result<StartConfig, Error> {
+    let transport = match a.transport {
+        TransportArg::Profile(p) => p,
+        TransportArg::Help => {
+            return Err(Error::usage(
+                "--transport help prints the profiles; it cannot be part of a run",
+            ));
         }
     };
-    let value: u64 = digits.parse().map_err(|_| format!("'{t}' is too large"))?;
-    value
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("'{t}' is too large"))
+    let threads = match a.ngpus {
+        None => None,
+        Some(n) => Some(usize::try_from(n).map_err(|_| Error::usage(format!("--ngpus {n} is too large")))?),
+    };
+    Ok(StartConfig {
+        backend: a.backend,
+        transport,
+        nccl_lib: a.nccl_lib.clone(),
+        threads,
+    })
 }
 
-/// Splits a comma-separated list (or takes a TOML array), rejecting empty
-/// items, mapping `all`, parsing and removing repeats.
-fn parse_list<T: PartialEq>(
-    option: &str,
-    items: Vec<String>,
-    what: &str,
-    known: &str,
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<Choice<T>, Error> {
-    let items: Vec<String> = items
-        .iter()
-        .flat_map(|s| s.split(','))
-        .map(|s| s.trim().to_string())
-        .collect();
-    if items.iter().all(|s| s.is_empty()) {
-        return Err(Error::usage(format!("--{option} is empty; give a {what} or `all`")));
-    }
-    if items.iter().any(|s| s.is_empty()) {
-        return Err(Error::usage(format!("--{option} has an empty item in its list")));
-    }
-    if items.iter().any(|s| s.eq_ignore_ascii_case("all")) {
-        if items.len() > 1 {
+/// Combinations of `-m`, `-G` and the other options that cannot be
+/// measured as asked; each refusal says why in one line.
+fn check_launch_extras(t: &Timing, hierarchies: &[Hierarchy]) -> Result<(), Error> {
+    if t.cuda_graph > 0 {
+        let clash = if t.blocking {
+            Some("--blocking times each operation alone, but a replayed graph runs its iterations back to back")
+        } else if t.per_iter {
+            Some("-I times each iteration with events between launches, but a replayed graph has none")
+        } else if t.phase_times {
+            Some("--phase-times records events between phases, but a replayed graph has none")
+        } else {
+            None
+        };
+        if let Some(why) = clash {
             return Err(Error::usage(format!(
-                "--{option}: `all` cannot be combined with other values"
+                "-G/--cuda-graph {} cannot be combined: {why}; drop one of the two",
+                t.cuda_graph
             )));
         }
-        return Ok(Choice::All);
     }
-    let mut out = Vec::new();
-    for s in &items {
-        let v = parse(s)
-            .ok_or_else(|| Error::usage(format!("--{option}: unknown {what} '{s}' (expected {known}, or all)")))?;
-        if !out.contains(&v) {
-            out.push(v);
-        }
+    if t.agg_iters > 1
+        && let Some(mode) = hierarchies.iter().find(|h| !h.is_flat())
+    {
+        return Err(Error::usage(format!(
+            "-m/--agg-iters {} puts whole operations in one NCCL group, but the phases of the {mode} \
+             all-reduce depend on each other and cannot share one; run the hierarchical modes with -m 1",
+            t.agg_iters
+        )));
     }
-    Ok(Choice::List(out))
-}
-
-fn names<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> String {
-    all.iter().map(|&t| name(t)).collect::<Vec<_>>().join(", ")
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
-// TOML file
+// The config file
 
-/// An integer or a string, for keys that accept both (`maxbytes = "16M"`).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum IntOrString {
-    Int(i64),
-    Str(String),
-}
-
-impl IntOrString {
-    fn into_text(self) -> String {
-        match self {
-            IntOrString::Int(i) => i.to_string(),
-            IntOrString::Str(s) => s,
-        }
-    }
-}
-
-/// A comma-separated string or an array of strings.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum StringList {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl StringList {
-    fn into_vec(self) -> Vec<String> {
-        match self {
-            StringList::One(s) => vec![s],
-            StringList::Many(v) => v,
-        }
-    }
-}
-
-/// A number or a string, for keys such as `min-time = 0.5`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum FloatOrString {
-    Float(f64),
-    Str(String),
-}
-
-impl FloatOrString {
-    fn into_text(self) -> String {
-        match self {
-            FloatOrString::Float(f) => f.to_string(),
-            FloatOrString::Str(s) => s,
-        }
-    }
-}
-
-/// A positive, finite number of `what` (seconds, percent) from text.
-fn positive_number(option: &str, text: &str, max: f64) -> Result<f64, Error> {
-    match text.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= max => Ok(v),
-        _ => Err(Error::usage(format!(
-            "--{option}: '{}' is not a number above 0 and at most {max}",
-            text.trim()
-        ))),
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum BoolOrInt {
-    Bool(bool),
-    Int(i64),
-}
-
-/// The TOML schema: the long option names of `collbench run`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct FileConfig {
-    minbytes: Option<IntOrString>,
-    maxbytes: Option<IntOrString>,
-    stepfactor: Option<u64>,
-    stepbytes: Option<IntOrString>,
-    iters: Option<u64>,
-    min_time: Option<FloatOrString>,
-    per_iter: Option<bool>,
-    straggler_threshold: Option<FloatOrString>,
-    no_rotate: Option<bool>,
-    warmup: Option<u64>,
-    check: Option<u64>,
-    average: Option<IntOrString>,
-    blocking: Option<BoolOrInt>,
-    agg_iters: Option<u64>,
-    cuda_graph: Option<u64>,
-    register: Option<BoolOrInt>,
-    cycles: Option<u64>,
-    timeout: Option<u64>,
-    collectives: Option<StringList>,
-    dtype: Option<StringList>,
-    op: Option<StringList>,
-    root: Option<IntOrString>,
-    hierarchy: Option<StringList>,
-    ranks_per_node: Option<u64>,
-    phase_times: Option<bool>,
-    backend: Option<String>,
-    transport: Option<String>,
-    csv: Option<PathBuf>,
-    json: Option<PathBuf>,
-    overwrite: Option<bool>,
-    no_progress: Option<bool>,
-    progress: Option<bool>,
-    nccl_lib: Option<PathBuf>,
-    ngpus: Option<u64>,
-}
-
-fn read_file_config(path: &Path) -> Result<FileConfig, Error> {
+/// The keys of a `--config` file as arguments of `collbench run`.
+fn file_args(path: &Path) -> Result<Vec<String>, Error> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::usage(format!("cannot read config file {}: {e}", path.display())))?;
-    parse_file_config(&text).map_err(|msg| Error::usage(format!("config file {}: {msg}", path.display())))
+    text_args(&text).map_err(|msg| Error::usage(format!("config file {}: {msg}", path.display())))
+}
+
+/// A TOML text's keys as arguments, each checked alone against the
+/// option's own parser, so that an error names its line.
+fn text_args(text: &str) -> Result<Vec<String>, String> {
+    type Spanned<T> = toml::Spanned<T>;
+    let table: std::collections::BTreeMap<Spanned<String>, Spanned<toml::Value>> = parse_toml(text)?;
+    let mut args = Vec::new();
+    for (key, value) in &table {
+        let line = line_of(text, key.span().start);
+        let these = key_args(key.get_ref(), value.get_ref()).map_err(|m| format!("line {line}: {m}"))?;
+        if let Err(e) = cli::parse_run(&these) {
+            return Err(format!("line {line}: {}", cli::one_line(&e)));
+        }
+        args.extend(these);
+    }
+    Ok(args)
+}
+
+/// The arguments one `key = value` stands for: `--key=value`, a switch's
+/// `--key` when true (nothing when false), a list's items joined by commas.
+fn key_args(key: &str, value: &toml::Value) -> Result<Vec<String>, String> {
+    let command = cli::run_command();
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(key) || a.get_all_aliases().is_some_and(|all| all.contains(&key)))
+        .ok_or_else(|| format!("unknown key `{key}`: it is not an option of `collbench run`"))?;
+    if arg.is_hide_set() || arg.get_id() == "config" {
+        return Err(format!("`{key}` cannot be set in a config file"));
+    }
+    let flag = format!("--{}", arg.get_long().unwrap_or(key));
+    let is_switch = !arg.get_action().takes_values();
+    match value {
+        toml::Value::Boolean(true) if is_switch => Ok(vec![flag]),
+        toml::Value::Boolean(false) if is_switch => Ok(Vec::new()),
+        _ if is_switch => Err(format!("`{key}` is on or off: write `{key} = true` or `false`")),
+        toml::Value::Array(items) => {
+            let texts: Result<Vec<String>, String> = items.iter().map(|v| scalar(key, v)).collect();
+            Ok(vec![format!("{flag}={}", texts?.join(","))])
+        }
+        other => Ok(vec![format!("{flag}={}", scalar(key, other)?)]),
+    }
+}
+
+fn scalar(key: &str, value: &toml::Value) -> Result<String, String> {
+    match value {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        _ => Err(format!("`{key}` takes a number, a string or a list of them")),
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 /// Parses TOML text into `T`; the error is one line with the line number
@@ -385,380 +286,23 @@ pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T
     toml::from_str(text).map_err(|e| {
         let msg = e.message().trim().replace('\n', " ");
         match e.span() {
-            Some(span) => {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                format!("line {line}: {msg}")
-            }
+            Some(span) => format!("line {}: {msg}", line_of(text, span.start)),
             None => msg,
         }
     })
 }
 
-fn parse_file_config(text: &str) -> Result<FileConfig, String> {
-    parse_toml(text)
-}
-
-// ---------------------------------------------------------------------------
-// Merge and validate
-
-fn size_option(option: &str, value: Option<String>, default: u64) -> Result<u64, Error> {
-    match value {
-        None => Ok(default),
-        Some(text) => parse_size(&text).map_err(|m| Error::usage(format!("--{option}: {m}"))),
-    }
-}
-
-fn count_option(option: &str, value: Option<u64>, default: u32, min: u32) -> Result<u32, Error> {
-    let v = match value {
-        None => return Ok(default),
-        Some(v) => {
-            u32::try_from(v).map_err(|_| Error::usage(format!("--{option} {v} is too large (at most {})", u32::MAX)))?
-        }
-    };
-    if v < min {
-        return Err(Error::usage(format!("--{option} must be at least {min}")));
-    }
-    Ok(v)
-}
-
-fn parse_blocking(text: &str) -> Result<bool, Error> {
-    parse_switch("blocking", text)
-}
-
-/// `1`/`0` (and true/false, yes/no, on/off) of an option like `-z` or `-R`.
-fn parse_switch(option: &str, text: &str) -> Result<bool, Error> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        other => Err(Error::usage(format!("--{option}: '{other}' is not 0 or 1"))),
-    }
-}
-
-/// `-R`: nccl-tests' `-R 2` (symmetric memory windows) is not offered.
-fn parse_register(text: &str) -> Result<bool, Error> {
-    if text.trim() == "2" {
-        return Err(Error::usage(
-            "--register 2 (nccl-tests' symmetric memory windows) is not supported; use -R or -R 1",
-        ));
-    }
-    parse_switch("register", text)
-}
-
-/// Combinations of `-m`, `-G` and the other options that cannot be
-/// measured as asked; each refusal says why in one line.
-fn check_launch_extras(
-    agg_iters: u32,
-    cuda_graph: u32,
-    blocking: bool,
-    per_iter: bool,
-    phase_times: bool,
-    hierarchies: &[Hierarchy],
-) -> Result<(), Error> {
-    if cuda_graph > 0 {
-        let clash = if blocking {
-            Some("--blocking times each operation alone, but a replayed graph runs its iterations back to back")
-        } else if per_iter {
-            Some("-I times each iteration with events between launches, but a replayed graph has none")
-        } else if phase_times {
-            Some("--phase-times records events between phases, but a replayed graph has none")
-        } else {
-            None
-        };
-        if let Some(why) = clash {
-            return Err(Error::usage(format!(
-                "-G/--cuda-graph {cuda_graph} cannot be combined: {why}; drop one of the two"
-            )));
-        }
-    }
-    if agg_iters > 1
-        && let Some(mode) = hierarchies.iter().find(|h| !h.is_flat())
-    {
-        return Err(Error::usage(format!(
-            "-m/--agg-iters {agg_iters} puts whole operations in one NCCL group, but the phases of the {mode} \
-             all-reduce depend on each other and cannot share one; run the hierarchical modes with -m 1"
-        )));
-    }
-    Ok(())
-}
-
-fn parse_root(text: &str) -> Result<RootChoice, Error> {
-    let t = text.trim();
-    if t.eq_ignore_ascii_case("all") {
-        return Ok(RootChoice::All);
-    }
-    t.parse::<usize>()
-        .map(RootChoice::Rank)
-        .map_err(|_| Error::usage(format!("--root: '{t}' is not a rank number or `all`")))
-}
-
-fn parse_backend(text: &str) -> Result<BackendChoice, Error> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "auto" => Ok(BackendChoice::Auto),
-        "mpi" => Ok(BackendChoice::Mpi),
-        "nccl" => Ok(BackendChoice::Nccl),
-        other => Err(Error::usage(format!(
-            "--backend: unknown backend '{other}' (expected auto, mpi or nccl)"
-        ))),
-    }
-}
-
-impl RunConfig {
-    /// What every rank must agree on before the first collective, as
-    /// (name, value) pairs; the collbench version comes first. Output paths
-    /// and the progress bar are rank 0's business and not included.
-    pub fn digest_fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("collbench version", env!("CARGO_PKG_VERSION").to_string()),
-            ("--minbytes", self.sweep.min.to_string()),
-            ("--maxbytes", self.sweep.max.to_string()),
-            ("--stepfactor/--stepbytes", format!("{:?}", self.sweep.step)),
-            ("--collectives", format!("{:?}", self.collectives)),
-            ("--dtype", format!("{:?}", self.dtypes)),
-            ("--op", format!("{:?}", self.ops)),
-            ("--root", format!("{:?}", self.roots)),
-            ("--hierarchy", format!("{:?}", self.hierarchies)),
-            ("--ranks-per-node", format!("{:?}", self.ranks_per_node)),
-            ("--phase-times", self.phase_times.to_string()),
-            ("--iters", format!("{:?}", self.iters)),
-            ("--min-time", format!("{:?}", self.min_time)),
-            ("-I/--per-iter", self.per_iter.to_string()),
-            ("--no-rotate", (!self.rotate).to_string()),
-            ("--warmup", self.warmup.to_string()),
-            ("--check", self.check.to_string()),
-            ("--average", self.average.name().to_string()),
-            ("--blocking", self.blocking.to_string()),
-            ("-m/--agg-iters", self.agg_iters.to_string()),
-            ("-G/--cuda-graph", self.cuda_graph.to_string()),
-            ("-R/--register", self.register.to_string()),
-            ("--cycles", self.cycles.to_string()),
-            ("--timeout", format!("{:?}", self.timeout)),
-            ("--backend", self.backend.name().to_string()),
-            ("--transport", self.transport.name().to_string()),
-            ("test hook --inject-error", self.inject_error.to_string()),
-            ("test hook --no-comm-split", self.no_comm_split.to_string()),
-        ]
-    }
-
-    /// Command-line values over the `--config` file over the defaults.
-    pub fn load(args: &RunArgs) -> Result<RunConfig, Error> {
-        let file = match &args.config {
-            Some(path) => read_file_config(path)?,
-            None => FileConfig::default(),
-        };
-        RunConfig::merge(args, file)
-    }
-
-    /// The configuration a TOML text gives on its own (a suite's `[run]`
-    /// table), validated as `--config` would be.
-    pub fn from_toml(text: &str) -> Result<RunConfig, Error> {
-        let file = parse_file_config(text).map_err(Error::usage)?;
-        RunConfig::merge(&RunArgs::default(), file)
-    }
-
-    fn merge(args: &RunArgs, file: FileConfig) -> Result<RunConfig, Error> {
-        let text = |cli: &Option<String>, file: Option<IntOrString>| cli.clone().or(file.map(IntOrString::into_text));
-        let list = |cli: &Option<String>, file: Option<StringList>| -> Option<Vec<String>> {
-            cli.clone().map(|s| vec![s]).or(file.map(StringList::into_vec))
-        };
-
-        let min = size_option("minbytes", text(&args.minbytes, file.minbytes), DEFAULT_MINBYTES)?;
-        let max = size_option("maxbytes", text(&args.maxbytes, file.maxbytes), DEFAULT_MAXBYTES)?;
-        let stepbytes = text(&args.stepbytes, file.stepbytes);
-        let stepfactor = args.stepfactor.or(file.stepfactor);
-        let step = match (stepfactor, stepbytes) {
-            (Some(0), _) => return Err(Error::usage("--stepfactor must be at least 1")),
-            (Some(f), _) if f > 1 => Step::Factor(f),
-            (_, Some(b)) => Step::Bytes(size_option("stepbytes", Some(b), 0)?),
-            (Some(_), None) => Step::Bytes(DEFAULT_STEPBYTES),
-            (None, None) => Step::Factor(DEFAULT_STEPFACTOR),
-        };
-        let sweep = SizeSweep::new(min, max, step)?;
-
-        let iters = match args.iters.or(file.iters) {
-            None => None,
-            n => Some(count_option("iters", n, 0, 1)?),
-        };
-        let min_time = match args.min_time.clone().or(file.min_time.map(FloatOrString::into_text)) {
-            None => std::time::Duration::from_secs_f64(DEFAULT_MIN_TIME_S),
-            Some(t) => std::time::Duration::from_secs_f64(positive_number("min-time", &t, 3600.0)?),
-        };
-        let straggler_threshold = match args
-            .straggler_threshold
-            .clone()
-            .or(file.straggler_threshold.map(FloatOrString::into_text))
-        {
-            None => DEFAULT_STRAGGLER_PCT,
-            Some(t) => positive_number("straggler-threshold", &t, 1e6)?,
-        } / 100.0;
-        let warmup = count_option("warmup", args.warmup.or(file.warmup), DEFAULT_WARMUP, 0)?;
-        let check = count_option("check", args.check.or(file.check), DEFAULT_CHECK, 0)?;
-
-        let average = match text(&args.average, file.average) {
-            None => Average::Avg,
-            Some(t) => Average::parse(&t)
-                .ok_or_else(|| Error::usage(format!("--average: '{t}' is not rank0, avg, min, max or 0..3")))?,
-        };
-        let blocking = match (&args.blocking, file.blocking) {
-            (Some(t), _) => parse_blocking(t)?,
-            (None, Some(BoolOrInt::Bool(b))) => b,
-            (None, Some(BoolOrInt::Int(i))) => parse_blocking(&i.to_string())?,
-            (None, None) => false,
-        };
-
-        let agg_iters = count_option("agg-iters", args.agg_iters.or(file.agg_iters), 1, 1)?;
-        let cuda_graph = count_option("cuda-graph", args.cuda_graph.or(file.cuda_graph), 0, 0)?;
-        let register = match (&args.register, file.register) {
-            (Some(t), _) => parse_register(t)?,
-            (None, Some(BoolOrInt::Bool(b))) => b,
-            (None, Some(BoolOrInt::Int(i))) => parse_register(&i.to_string())?,
-            (None, None) => false,
-        };
-
-        let cycles = args.cycles.or(file.cycles).unwrap_or(1);
-        let timeout = match args.timeout.or(file.timeout).unwrap_or(DEFAULT_TIMEOUT_S) {
-            0 => None,
-            s if s > 365 * 24 * 3600 => return Err(Error::usage(format!("--timeout {s} is more than a year"))),
-            s => Some(std::time::Duration::from_secs(s)),
-        };
-        let collectives = match list(&args.collectives, file.collectives) {
-            None => Choice::All,
-            Some(items) => parse_list(
-                "collectives",
-                items,
-                "collective",
-                &names(&Collective::ALL, Collective::name),
-                Collective::parse,
-            )?,
-        };
-        let collectives = match collectives {
-            Choice::All => Collective::ALL.to_vec(),
-            Choice::List(v) => v,
-        };
-        let dtypes = match list(&args.dtype, file.dtype) {
-            None => Choice::List(vec![DType::Float]),
-            Some(items) => parse_list(
-                "dtype",
-                items,
-                "element type",
-                &names(&DType::ALL, DType::name),
-                DType::parse,
-            )?,
-        };
-        let ops = match list(&args.op, file.op) {
-            None => Choice::List(vec![ReduceOp::Sum]),
-            Some(items) => parse_list(
-                "op",
-                items,
-                "operation",
-                &names(&ReduceOp::ALL, ReduceOp::name),
-                ReduceOp::parse,
-            )?,
-        };
-        let roots = match text(&args.root, file.root) {
-            None => RootChoice::Rank(0),
-            Some(t) => parse_root(&t)?,
-        };
-        let hierarchies = match list(&args.hierarchy, file.hierarchy) {
-            None => vec![Hierarchy::Flat],
-            Some(items) => match parse_list(
-                "hierarchy",
-                items,
-                "hierarchy mode",
-                &names(&Hierarchy::ALL, Hierarchy::name),
-                Hierarchy::parse,
-            )? {
-                Choice::All => Hierarchy::ALL.to_vec(),
-                Choice::List(v) => v,
-            },
-        };
-        let ranks_per_node = match args.ranks_per_node.or(file.ranks_per_node) {
-            None => None,
-            Some(0) => return Err(Error::usage("--ranks-per-node must be at least 1")),
-            Some(k) => {
-                Some(usize::try_from(k).map_err(|_| Error::usage(format!("--ranks-per-node {k} is too large")))?)
-            }
-        };
-        let backend = match args.backend.clone().or(file.backend) {
-            None => BackendChoice::Auto,
-            Some(t) => parse_backend(&t)?,
-        };
-
-        let transport = match args.transport.clone().or(file.transport) {
-            None => Profile::Auto,
-            Some(t) => Profile::parse(&t).ok_or_else(|| {
-                Error::usage(format!(
-                    "--transport: unknown profile '{t}' (expected {}; `--transport help` lists what each sets)",
-                    Profile::names()
-                ))
-            })?,
-        };
-        // `auto` is checked once it has chosen (app::session).
-        match backend {
-            BackendChoice::Mpi => transport.check_backend("mpi", "")?,
-            BackendChoice::Nccl => transport.check_backend("nccl", "")?,
-            BackendChoice::Auto => {}
-        }
-
-        let per_iter = args.per_iter || file.per_iter.unwrap_or(false);
-        let phase_times = args.phase_times || file.phase_times.unwrap_or(false);
-        check_launch_extras(agg_iters, cuda_graph, blocking, per_iter, phase_times, &hierarchies)?;
-
-        let no_progress = args.no_progress || file.no_progress.unwrap_or(false);
-        let force_progress = args.progress || file.progress.unwrap_or(false);
-        let progress = match (no_progress, force_progress) {
-            (true, _) => ProgressMode::Never,
-            (false, true) => ProgressMode::Always,
-            (false, false) => ProgressMode::Auto,
-        };
-
-        Ok(RunConfig {
-            sweep,
-            iters,
-            min_time,
-            per_iter,
-            straggler_threshold,
-            rotate: !(args.no_rotate || file.no_rotate.unwrap_or(false)),
-            warmup,
-            check,
-            average,
-            blocking,
-            agg_iters,
-            cuda_graph,
-            register,
-            cycles,
-            timeout,
-            collectives,
-            dtypes,
-            ops,
-            roots,
-            hierarchies,
-            ranks_per_node,
-            phase_times,
-            backend,
-            transport,
-            csv: args.csv.clone().or(file.csv),
-            json: args.json.clone().or(file.json),
-            overwrite: args.overwrite || file.overwrite.unwrap_or(false),
-            progress,
-            nccl_lib: args.nccl_lib.clone().or(file.nccl_lib),
-            threads: match args.ngpus.or(file.ngpus) {
-                None => None,
-                Some(n) => Some(count_option("ngpus", Some(n), 1, 1)? as usize),
-            },
-            inject_error: args.inject_error,
-            trace_bootstrap: args.trace_bootstrap.clone(),
-            no_comm_split: args.no_comm_split,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::Collective;
+    use crate::report::ProgressMode;
+    use crate::topology::profile::Profile;
+    use crate::types::{Average, BackendKind, Choice, DType, ReduceOp, RootChoice};
     use proptest::prelude::*;
 
-    fn args() -> RunArgs {
-        RunArgs::default()
+    fn config(args: &[&str]) -> Result<RunConfig, Error> {
+        RunConfig::from_command_line(args).map(|(_, c)| c)
     }
 
     fn usage(r: Result<RunConfig, Error>) -> String {
@@ -768,425 +312,160 @@ mod tests {
         }
     }
 
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("8"), Ok(8));
-        assert_eq!(parse_size("1K"), Ok(1024));
-        assert_eq!(parse_size("16M"), Ok(16 << 20));
-        assert_eq!(parse_size("16m"), Ok(16 << 20));
-        assert_eq!(parse_size("2G"), Ok(2 << 30));
-        assert_eq!(parse_size("1T"), Ok(1 << 40));
-        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
-        assert_eq!(parse_size(" 4MB "), Ok(4 << 20));
-    }
-
-    #[test]
-    fn bad_sizes_are_refused_with_a_reason() {
-        for bad in [
-            "",
-            "-8",
-            "M",
-            "1.5M",
-            "12X",
-            "99999999999999999999",
-            "17179869184G",
-            "0x10",
-        ] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn factor_sweeps_double_up_to_the_maximum() {
-        let s = SizeSweep::new(8, 64, Step::Factor(2)).unwrap();
-        assert_eq!(s.sizes(), vec![8, 16, 32, 64]);
-        let s = SizeSweep::new(8, 100, Step::Factor(3)).unwrap();
-        assert_eq!(s.sizes(), vec![8, 24, 72]);
-        let s = SizeSweep::new(5, 5, Step::Factor(2)).unwrap();
-        assert_eq!(s.sizes(), vec![5]);
-    }
-
-    #[test]
-    fn byte_sweeps_add_the_step() {
-        let s = SizeSweep::new(1 << 20, 4 << 20, Step::Bytes(1 << 20)).unwrap();
-        assert_eq!(s.sizes(), vec![1 << 20, 2 << 20, 3 << 20, 4 << 20]);
-        assert_eq!(s.len(), 4);
-    }
-
-    #[test]
-    fn sweeps_near_u64_max_stop_instead_of_overflowing() {
-        let s = SizeSweep::new(u64::MAX / 2, u64::MAX, Step::Factor(4)).unwrap();
-        assert_eq!(s.sizes(), vec![u64::MAX / 2]);
-    }
-
-    #[test]
-    fn sweeps_refuse_zero_inverted_and_oversized_ranges() {
-        assert!(SizeSweep::new(0, 8, Step::Factor(2)).is_err());
-        assert!(SizeSweep::new(16, 8, Step::Factor(2)).is_err());
-        assert!(SizeSweep::new(1, 1 << 30, Step::Bytes(1)).is_err());
-        assert!(SizeSweep::new(1, 8, Step::Factor(1)).is_err());
+    /// A config file with `text`, then `args`.
+    fn with_file(text: &str, args: &[&str]) -> Result<RunConfig, Error> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut all = vec!["--config", path.to_str().unwrap()];
+        all.extend(args);
+        config(&all)
     }
 
     #[test]
     fn defaults_are_a_float_sum_sweep_of_every_collective() {
-        let c = RunConfig::merge(&args(), FileConfig::default()).unwrap();
+        let c = config(&[]).unwrap();
         assert_eq!(
-            c.sweep,
+            c.plan.sweep,
             SizeSweep {
                 min: 8,
                 max: 32 << 20,
                 step: Step::Factor(2)
             }
         );
-        assert_eq!((c.iters, c.warmup, c.check), (None, 5, 1));
-        assert_eq!(c.min_time, std::time::Duration::from_millis(100));
-        assert!(c.rotate && !c.per_iter);
-        assert_eq!(c.straggler_threshold, 0.1);
-        assert_eq!(c.collectives, Collective::ALL.to_vec());
-        assert_eq!(c.dtypes, Choice::List(vec![DType::Float]));
-        assert_eq!(c.ops, Choice::List(vec![ReduceOp::Sum]));
-        assert_eq!(c.roots, RootChoice::Rank(0));
-        assert_eq!(c.average, Average::Avg);
-        assert!(!c.blocking);
-        assert_eq!(c.backend, BackendChoice::Auto);
-        assert_eq!(c.hierarchies, vec![Hierarchy::Flat]);
-        assert_eq!(c.ranks_per_node, None);
-        assert_eq!(c.transport, Profile::Auto);
+        let t = &c.timing;
+        assert_eq!((t.iters, t.warmup, t.check), (None, 5, 1));
+        assert_eq!(t.min_time, std::time::Duration::from_millis(100));
+        assert!(t.rotate && !t.per_iter && !t.blocking);
+        assert_eq!(t.straggler_threshold_pct, 10.0);
+        assert_eq!(t.average, Average::Avg);
+        assert_eq!(t.timeout, Some(std::time::Duration::from_secs(600)));
+        assert_eq!(c.plan.collectives, Collective::ALL.to_vec());
+        assert_eq!(c.plan.dtypes, Choice::List(vec![DType::Float]));
+        assert_eq!(c.plan.ops, Choice::List(vec![ReduceOp::Sum]));
+        assert_eq!(c.plan.roots, RootChoice::Rank(0));
+        assert_eq!(c.plan.hierarchies, vec![Hierarchy::Flat]);
+        assert_eq!(c.plan.ranks_per_node, None);
+        assert_eq!(c.start.backend, BackendChoice::Auto);
+        assert_eq!(c.start.transport, Profile::Auto);
+        assert_eq!(c.outputs.progress, ProgressMode::Auto);
     }
 
     #[test]
     fn transport_profiles_come_from_the_command_line_or_the_file_and_must_fit_the_backend() {
-        let a = RunArgs {
-            transport: Some("TCP".into()),
-            ..args()
-        };
-        assert_eq!(
-            RunConfig::merge(&a, FileConfig::default()).unwrap().transport,
-            Profile::Tcp
-        );
-        let file = parse_file_config("transport = \"shm\"\nbackend = \"mpi\"\n").unwrap();
-        let c = RunConfig::merge(&args(), file).unwrap();
-        assert_eq!(c.transport, Profile::Shm);
-        assert!(c.digest_fields().contains(&("--transport", "shm".to_string())));
-        let m = usage(RunConfig::merge(
-            &RunArgs {
-                transport: Some("infiniband".into()),
-                ..args()
-            },
-            FileConfig::default(),
-        ));
+        assert_eq!(config(&["--transport", "TCP"]).unwrap().start.transport, Profile::Tcp);
+        let c = with_file("transport = \"shm\"\nbackend = \"mpi\"\n", &[]).unwrap();
+        assert_eq!(c.start.transport, Profile::Shm);
+        assert!(c.digest.contains(&("--transport".to_string(), "shm".to_string())));
+        let m = usage(config(&["--transport", "infiniband"]));
         assert!(
             m.contains("--transport") && m.contains("nvlink") && m.contains("help"),
             "{m}"
         );
-        let m = usage(RunConfig::merge(
-            &RunArgs {
-                transport: Some("nvlink".into()),
-                backend: Some("mpi".into()),
-                ..args()
-            },
-            FileConfig::default(),
-        ));
+        let m = usage(config(&["--transport", "nvlink", "--backend", "mpi"]));
         assert!(m.contains("NCCL profile") && m.contains("backend is mpi"), "{m}");
         // With auto the backend is not known yet: accepted here.
-        let a = RunArgs {
-            transport: Some("ib".into()),
-            ..args()
-        };
-        assert_eq!(
-            RunConfig::merge(&a, FileConfig::default()).unwrap().transport,
-            Profile::Ib
-        );
+        assert_eq!(config(&["--transport", "ib"]).unwrap().start.transport, Profile::Ib);
     }
 
     #[test]
     fn hierarchy_all_selects_every_mode() {
-        let a = RunArgs {
-            hierarchy: Some("all".into()),
-            ranks_per_node: Some(2),
-            ..args()
-        };
-        let c = RunConfig::merge(&a, FileConfig::default()).unwrap();
-        assert_eq!(c.hierarchies, Hierarchy::ALL.to_vec());
-        assert_eq!(c.ranks_per_node, Some(2));
-        let file = parse_file_config("hierarchy = [\"rs-ar-ag\"]\nranks-per-node = 3\nphase-times = true\n").unwrap();
-        let c = RunConfig::merge(&args(), file).unwrap();
-        assert_eq!(c.hierarchies, vec![Hierarchy::RsArAg]);
-        assert_eq!(c.ranks_per_node, Some(3));
-        assert!(c.phase_times);
+        let c = config(&["--hierarchy", "all", "--ranks-per-node", "2"]).unwrap();
+        assert_eq!(c.plan.hierarchies, Hierarchy::ALL.to_vec());
+        assert_eq!(c.plan.ranks_per_node, Some(2));
+        let c = with_file(
+            "hierarchy = [\"rs-ar-ag\"]\nranks-per-node = 3\nphase-times = true\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.plan.hierarchies, vec![Hierarchy::RsArAg]);
+        assert_eq!(c.plan.ranks_per_node, Some(3));
+        assert!(c.timing.phase_times);
     }
 
     #[test]
     fn launch_extras_default_to_one_operation_without_graph_or_registration() {
-        let c = RunConfig::merge(&args(), FileConfig::default()).unwrap();
-        assert_eq!((c.agg_iters, c.cuda_graph, c.register), (1, 0, false));
-        let a = RunArgs {
-            agg_iters: Some(4),
-            cuda_graph: Some(10),
-            register: Some("1".into()),
-            ..args()
-        };
-        let c = RunConfig::merge(&a, FileConfig::default()).unwrap();
-        assert_eq!((c.agg_iters, c.cuda_graph, c.register), (4, 10, true));
-        for field in ["-m/--agg-iters", "-G/--cuda-graph", "-R/--register"] {
-            assert!(c.digest_fields().iter().any(|(k, _)| *k == field), "{field}");
+        let t = config(&[]).unwrap().timing;
+        assert_eq!((t.agg_iters, t.cuda_graph, t.register), (1, 0, false));
+        let c = config(&["-m", "4", "-G", "10", "-R", "1"]).unwrap();
+        assert_eq!(
+            (c.timing.agg_iters, c.timing.cuda_graph, c.timing.register),
+            (4, 10, true)
+        );
+        for field in ["--agg-iters", "--cuda-graph", "--register"] {
+            assert!(c.digest.iter().any(|(k, _)| k == field), "{field}");
         }
-        let file = parse_file_config("agg-iters = 2\ncuda-graph = 3\nregister = true\n").unwrap();
-        let c = RunConfig::merge(&args(), file).unwrap();
-        assert_eq!((c.agg_iters, c.cuda_graph, c.register), (2, 3, true));
-        let file = parse_file_config("register = 0\n").unwrap();
-        assert!(!RunConfig::merge(&args(), file).unwrap().register);
+        let t = with_file("agg-iters = 2\ncuda-graph = 3\nregister = true\n", &[])
+            .unwrap()
+            .timing;
+        assert_eq!((t.agg_iters, t.cuda_graph, t.register), (2, 3, true));
+        assert!(!with_file("register = 0\n", &[]).unwrap().timing.register);
         // -R 0 turns it off; the command line wins over the file
-        let file = parse_file_config("register = 1\n").unwrap();
-        let a = RunArgs {
-            register: Some("0".into()),
-            ..args()
-        };
-        assert!(!RunConfig::merge(&a, file).unwrap().register);
+        assert!(!with_file("register = 1\n", &["-R", "0"]).unwrap().timing.register);
     }
 
     #[test]
     fn launch_extras_refuse_what_cannot_be_measured_as_asked() {
-        let refused = |a: RunArgs, needles: &[&str]| {
-            let m = usage(RunConfig::merge(&a, FileConfig::default()));
+        let refused = |args: &[&str], needles: &[&str]| {
+            let m = usage(config(args));
             for n in needles {
                 assert!(m.contains(n), "{n} not in {m}");
             }
             assert!(!m.contains('\n'), "{m}");
         };
+        refused(&["-m", "0"], &["--agg-iters"]);
+        refused(&["-R", "2"], &["--register", "not supported"]);
+        refused(&["-R", "maybe"], &["--register", "not 0 or 1"]);
+        refused(&["-G", "5", "-z", "1"], &["-G/--cuda-graph 5", "--blocking"]);
+        refused(&["-G", "1", "-I"], &["-G/--cuda-graph 1", "-I"]);
+        refused(&["-G", "1", "--phase-times"], &["--phase-times"]);
         refused(
-            RunArgs {
-                agg_iters: Some(0),
-                ..args()
-            },
-            &["--agg-iters must be at least 1"],
-        );
-        refused(
-            RunArgs {
-                register: Some("2".into()),
-                ..args()
-            },
-            &["--register 2", "not supported"],
-        );
-        refused(
-            RunArgs {
-                register: Some("maybe".into()),
-                ..args()
-            },
-            &["--register", "not 0 or 1"],
-        );
-        refused(
-            RunArgs {
-                cuda_graph: Some(5),
-                blocking: Some("1".into()),
-                ..args()
-            },
-            &["-G/--cuda-graph 5", "--blocking"],
-        );
-        refused(
-            RunArgs {
-                cuda_graph: Some(1),
-                per_iter: true,
-                ..args()
-            },
-            &["-G/--cuda-graph 1", "-I"],
-        );
-        refused(
-            RunArgs {
-                cuda_graph: Some(1),
-                phase_times: true,
-                ..args()
-            },
-            &["--phase-times"],
-        );
-        refused(
-            RunArgs {
-                agg_iters: Some(2),
-                hierarchy: Some("flat,reduce-bcast".into()),
-                ..args()
-            },
+            &["-m", "2", "--hierarchy", "flat,reduce-bcast"],
             &["-m/--agg-iters 2", "reduce-bcast", "-m 1"],
         );
         // what does combine
-        for a in [
-            RunArgs {
-                agg_iters: Some(8),
-                cuda_graph: Some(4),
-                ..args()
-            },
-            RunArgs {
-                agg_iters: Some(2),
-                per_iter: true,
-                blocking: Some("1".into()),
-                hierarchy: Some("flat".into()),
-                ..args()
-            },
-            RunArgs {
-                cuda_graph: Some(0),
-                per_iter: true,
-                phase_times: true,
-                hierarchy: Some("all".into()),
-                ..args()
-            },
+        for args in [
+            &["-m", "8", "-G", "4"][..],
+            &["-m", "2", "-I", "-z", "1", "--hierarchy", "flat"],
+            &["-G", "0", "-I", "--phase-times", "--hierarchy", "all"],
         ] {
-            assert!(RunConfig::merge(&a, FileConfig::default()).is_ok());
+            assert!(config(args).is_ok(), "{args:?}");
         }
     }
 
     #[test]
     fn stepbytes_alone_steps_by_bytes_and_stepfactor_wins_when_both_are_given() {
-        let a = RunArgs {
-            stepbytes: Some("1M".into()),
-            ..args()
-        };
+        assert_eq!(config(&["-i", "1M"]).unwrap().plan.sweep.step, Step::Bytes(1 << 20));
         assert_eq!(
-            RunConfig::merge(&a, FileConfig::default()).unwrap().sweep.step,
-            Step::Bytes(1 << 20)
-        );
-        let a = RunArgs {
-            stepbytes: Some("1M".into()),
-            stepfactor: Some(4),
-            ..args()
-        };
-        assert_eq!(
-            RunConfig::merge(&a, FileConfig::default()).unwrap().sweep.step,
+            config(&["-i", "1M", "-f", "4"]).unwrap().plan.sweep.step,
             Step::Factor(4)
         );
-        let a = RunArgs {
-            stepfactor: Some(1),
-            minbytes: Some("1M".into()),
-            ..args()
-        };
         assert_eq!(
-            RunConfig::merge(&a, FileConfig::default()).unwrap().sweep.step,
+            config(&["-f", "1", "-b", "1M"]).unwrap().plan.sweep.step,
             Step::Bytes(1 << 20)
         );
-    }
-
-    #[test]
-    fn lists_parse_all_and_drop_repeats() {
-        let a = RunArgs {
-            dtype: Some("float, int8,float".into()),
-            op: Some("all".into()),
-            ..args()
-        };
-        let c = RunConfig::merge(&a, FileConfig::default()).unwrap();
-        assert_eq!(c.dtypes, Choice::List(vec![DType::Float, DType::Int8]));
-        assert_eq!(c.ops, Choice::All);
     }
 
     #[test]
     fn bad_values_name_the_option() {
-        let cases: Vec<(RunArgs, &str)> = vec![
-            (
-                RunArgs {
-                    dtype: Some("float,bogus".into()),
-                    ..args()
-                },
-                "--dtype",
-            ),
-            (
-                RunArgs {
-                    dtype: Some("".into()),
-                    ..args()
-                },
-                "--dtype",
-            ),
-            (
-                RunArgs {
-                    op: Some("sum,,max".into()),
-                    ..args()
-                },
-                "--op",
-            ),
-            (
-                RunArgs {
-                    op: Some("all,sum".into()),
-                    ..args()
-                },
-                "--op",
-            ),
-            (
-                RunArgs {
-                    collectives: Some("allreduce,barrier".into()),
-                    ..args()
-                },
-                "--collectives",
-            ),
-            (
-                RunArgs {
-                    root: Some("-1".into()),
-                    ..args()
-                },
-                "--root",
-            ),
-            (
-                RunArgs {
-                    average: Some("4".into()),
-                    ..args()
-                },
-                "--average",
-            ),
-            (
-                RunArgs {
-                    blocking: Some("2".into()),
-                    ..args()
-                },
-                "--blocking",
-            ),
-            (
-                RunArgs {
-                    backend: Some("gloo".into()),
-                    ..args()
-                },
-                "--backend",
-            ),
-            (
-                RunArgs {
-                    iters: Some(0),
-                    ..args()
-                },
-                "--iters",
-            ),
-            (
-                RunArgs {
-                    iters: Some(1 << 40),
-                    ..args()
-                },
-                "--iters",
-            ),
-            (
-                RunArgs {
-                    minbytes: Some("0".into()),
-                    ..args()
-                },
-                "--minbytes",
-            ),
-            (
-                RunArgs {
-                    minbytes: Some("1G".into()),
-                    maxbytes: Some("1M".into()),
-                    ..args()
-                },
-                "--minbytes",
-            ),
-            (
-                RunArgs {
-                    stepfactor: Some(0),
-                    ..args()
-                },
-                "--stepfactor",
-            ),
-            (
-                RunArgs {
-                    stepbytes: Some("0".into()),
-                    ..args()
-                },
-                "--stepbytes",
-            ),
-        ];
-        for (a, option) in cases {
-            let m = usage(RunConfig::merge(&a, FileConfig::default()));
+        for (args, option) in [
+            (&["-d", "float,bogus"][..], "--dtype"),
+            (&["-d", ""], "--dtype"),
+            (&["-o", "sum,,max"], "--op"),
+            (&["-o", "all,sum"], "--op"),
+            (&["--collectives", "allreduce,barrier"], "--collectives"),
+            (&["-r", "-1"], "--root"),
+            (&["-a", "4"], "--average"),
+            (&["-z", "2"], "--blocking"),
+            (&["--backend", "gloo"], "--backend"),
+            (&["-n", "0"], "--iters"),
+            (&["-n", "1099511627776"], "--iters"),
+            (&["-b", "0"], "--minbytes"),
+            (&["-b", "1G", "-e", "1M"], "--minbytes"),
+            (&["-f", "0"], "--stepfactor"),
+            (&["-i", "0"], "--stepbytes"),
+        ] {
+            let m = usage(config(args));
             assert!(m.contains(option), "{option}: {m}");
             assert!(!m.contains('\n'), "{m}");
         }
@@ -1194,24 +473,28 @@ mod tests {
 
     #[test]
     fn toml_files_use_the_long_option_names_and_the_command_line_wins() {
-        let file = parse_file_config(
+        let c = with_file(
             "minbytes = 1024\nmaxbytes = \"1M\"\ndtype = [\"int8\", \"double\"]\nop = \"min,max\"\nroot = \"all\"\n\
              blocking = true\nno-progress = true\ncollectives = \"all_reduce\"\naverage = 3\n",
+            &["-e", "4K", "--progress"],
         )
         .unwrap();
-        let a = RunArgs {
-            maxbytes: Some("4K".into()),
-            ..args()
-        };
-        let c = RunConfig::merge(&a, file).unwrap();
-        assert_eq!((c.sweep.min, c.sweep.max), (1024, 4096));
-        assert_eq!(c.dtypes, Choice::List(vec![DType::Int8, DType::Double]));
-        assert_eq!(c.ops, Choice::List(vec![ReduceOp::Min, ReduceOp::Max]));
-        assert_eq!(c.roots, RootChoice::All);
-        assert!(c.blocking);
-        assert_eq!(c.progress, ProgressMode::Never);
-        assert_eq!(c.collectives, vec![Collective::AllReduce]);
-        assert_eq!(c.average, Average::Max);
+        assert_eq!((c.plan.sweep.min, c.plan.sweep.max), (1024, 4096));
+        assert_eq!(c.plan.dtypes, Choice::List(vec![DType::Int8, DType::Double]));
+        assert_eq!(c.plan.ops, Choice::List(vec![ReduceOp::Min, ReduceOp::Max]));
+        assert_eq!(c.plan.roots, RootChoice::All);
+        assert!(c.timing.blocking);
+        assert_eq!(
+            c.outputs.progress,
+            ProgressMode::Always,
+            "the command line's --progress wins"
+        );
+        assert_eq!(c.plan.collectives, vec![Collective::AllReduce]);
+        assert_eq!(c.timing.average, Average::Max);
+        assert_eq!(
+            with_file("backend = \"nccl\"\n", &[]).unwrap().start.backend,
+            BackendChoice::Only(BackendKind::Nccl)
+        );
     }
 
     #[test]
@@ -1222,40 +505,37 @@ mod tests {
             ("iters = -5\n", 1),
             ("\n\nminbytes = [\n", 3),
             ("dtype = 5\n", 1),
+            ("warmup = 2\nper-iter = 1\n", 2),
+            ("inject-error = true\n", 1),
+            ("config = \"other.toml\"\n", 1),
+            ("maxbytes = \"1M\"\n[table]\nx = 1\n", 2),
         ] {
-            let m = parse_file_config(text).unwrap_err();
+            let m = text_args(text).unwrap_err();
             assert!(m.starts_with(&format!("line {line}:")), "{text:?}: {m}");
             assert!(!m.contains('\n'), "{m}");
         }
     }
 
-    proptest! {
-        #[test]
-        fn size_parser_never_panics(s in "\\PC{0,12}") {
-            let _ = parse_size(&s);
-        }
-
-        #[test]
-        fn size_parser_round_trips_suffixed_values(v in 0u64..(1 << 20), unit in 0usize..4) {
-            let (suffix, shift) = [("", 0), ("K", 10), ("M", 20), ("G", 30)][unit];
-            prop_assert_eq!(parse_size(&format!("{v}{suffix}")), Ok(v << shift));
-        }
-
-        #[test]
-        fn config_loader_never_panics_on_arbitrary_toml(s in "[a-z\\-]{1,12} = (\"[a-zA-Z0-9,]{0,8}\"|-?[0-9]{1,22}|true|\\[\\])\n") {
-            if let Ok(file) = parse_file_config(&s) {
-                let _ = RunConfig::merge(&RunArgs::default(), file);
+    #[test]
+    fn every_shipped_run_config_is_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let mut found = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".toml") && !name.starts_with("suite-") {
+                config(&["--config", path.to_str().unwrap()]).unwrap_or_else(|e| panic!("{name}: {e}"));
+                found += 1;
             }
         }
+        assert!(found >= 2, "expected quick.toml and validate-all.toml, found {found}");
+    }
 
+    proptest! {
         #[test]
-        fn sweeps_are_increasing_and_bounded(min in 1u64..1_000_000, span in 0u64..1_000_000_000, f in 2u64..9) {
-            if let Ok(s) = SizeSweep::new(min, min + span, Step::Factor(f)) {
-                let sizes = s.sizes();
-                prop_assert_eq!(sizes[0], min);
-                prop_assert!(sizes.windows(2).all(|w| w[1] == w[0] * f));
-                prop_assert!(*sizes.last().unwrap() <= min + span);
-                prop_assert!(sizes.last().unwrap() * f > min + span);
+        fn config_loader_never_panics_on_arbitrary_toml(s in "[a-z\\-]{1,12} = (\"[a-zA-Z0-9,]{0,8}\"|-?[0-9]{1,22}|true|\\[\\])\n") {
+            if let Ok(args) = text_args(&s) {
+                let _ = cli::parse_run(&args).map(|a| RunConfig::from_args(&a));
             }
         }
     }

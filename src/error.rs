@@ -3,7 +3,7 @@
 //!
 //! Every message is one line that names the problem and, where there is one,
 //! what to do about it. Nothing here prints but `say`, the one way lines
-//! reach stderr.
+//! reach stderr (reports reach stdout through `report::print_out`).
 
 use std::io::Write;
 
@@ -52,6 +52,10 @@ pub enum Error {
         threshold_pct: f64,
         metric: &'static str,
     },
+    /// A failure the ranks agreed on and one of them already printed (see
+    /// `World::agree`): nothing is left to say, only the exit code.
+    #[error("a failure already reported (exit code {0})")]
+    Reported(u8),
 }
 
 impl Error {
@@ -69,6 +73,7 @@ impl Error {
             Error::Runtime(_) => exit::RUNTIME,
             Error::Validation { .. } => exit::VALIDATION,
             Error::Regression { .. } => exit::REGRESSION,
+            Error::Reported(code) => *code,
         }
     }
 

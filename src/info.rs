@@ -21,7 +21,7 @@ fn facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
 #[cfg(feature = "nccl")]
 fn nccl_facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
     use crate::backend::nccl::{DeviceError, NcclLibrary, device};
-    use crate::engine::plan::human_bytes;
+    use crate::types::human_bytes;
 
     let nccl = match NcclLibrary::find(nccl_lib) {
         Ok(lib) => {

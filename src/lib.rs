@@ -17,9 +17,106 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod info;
+pub mod plan;
+pub mod record;
 pub mod report;
+pub mod session;
 pub mod suite;
 pub mod topology;
 pub mod types;
 pub mod workload;
 pub mod world;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    /// Top-level module -> the top-level modules its code names through
+    /// `crate::` paths (`use crate::engine::...`, `crate::error::say(..)`),
+    /// comments left out. `main.rs` and `lib.rs` are not modules.
+    fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut stack = vec![src.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let rel = path.strip_prefix(&src).unwrap();
+                let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+                let module = first.trim_end_matches(".rs").to_string();
+                if module == "main" || module == "lib" {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let uses = graph.entry(module.clone()).or_default();
+                for line in text.lines() {
+                    let code = line.split("//").next().unwrap_or("");
+                    for (at, _) in code.match_indices("crate::") {
+                        let rest = &code[at + 7..];
+                        // `crate::{a, b::c}` names several
+                        let names: Vec<&str> = match rest.strip_prefix('{') {
+                            Some(group) => group.split([',', '}']).map(|n| n.trim()).collect(),
+                            None => vec![rest],
+                        };
+                        for n in names {
+                            let name: String = n
+                                .chars()
+                                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                                .collect();
+                            if !name.is_empty() && name != module {
+                                uses.insert(name);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        graph
+    }
+
+    /// A cycle through `from`, as the modules along it.
+    fn cycle_from(graph: &BTreeMap<String, BTreeSet<String>>, from: &str) -> Option<Vec<String>> {
+        let mut path = vec![from.to_string()];
+        fn walk(g: &BTreeMap<String, BTreeSet<String>>, path: &mut Vec<String>, seen: &mut BTreeSet<String>) -> bool {
+            let last = path.last().cloned().unwrap_or_default();
+            for next in g.get(&last).into_iter().flatten() {
+                if *next == path[0] {
+                    path.push(next.clone());
+                    return true;
+                }
+                if seen.insert(next.clone()) {
+                    path.push(next.clone());
+                    if walk(g, path, seen) {
+                        return true;
+                    }
+                    path.pop();
+                }
+            }
+            false
+        }
+        walk(graph, &mut path, &mut BTreeSet::new()).then_some(path)
+    }
+
+    #[test]
+    fn no_module_cycles() {
+        let graph = module_graph();
+        assert!(
+            graph.contains_key("engine") && graph.contains_key("report"),
+            "{graph:?}"
+        );
+        let cycles: Vec<String> = graph
+            .keys()
+            .filter_map(|m| cycle_from(&graph, m))
+            .map(|c| c.join(" -> "))
+            .collect();
+        assert!(cycles.is_empty(), "module cycles:\n{}", cycles.join("\n"));
+    }
+}

@@ -1,13 +1,45 @@
 //! Vocabulary shared by every layer: element types, reduction operations,
-//! buffer placements and the cross-rank time reduction.
+//! buffer placements, the cross-rank time reduction, which backend; and the
+//! value types of options (sizes, lists, switches), each of which parses
+//! and prints itself.
 //!
 //! Pure data with parsing and display; no I/O, no backend knowledge. What a
-//! backend can execute is the backend's business (`Backend::supports`).
+//! backend can execute is the backend's business (its capabilities).
+//! Every type here reads and writes the same names on the command line, in
+//! config files, in CSV columns and in JSON.
+
+mod choice;
+mod size;
+mod switch;
 
 use std::fmt;
 
+pub use choice::{Choice, Named, RootChoice, known};
+pub use size::{Size, human_bytes, parse_size};
+pub use switch::Switch;
+
+/// Serializes a vocabulary type as its name and reads it back through its
+/// `parse`, so CSV and JSON hold the names users type.
+macro_rules! by_name {
+    ($t:ty, $what:expr) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+                <$t>::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("unknown {} '{}'", $what, text)))
+            }
+        }
+    };
+}
+pub(crate) use by_name;
+
 /// Element type of the buffers, named as nccl-tests names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum DType {
     Int8,
     Uint8,
@@ -16,6 +48,7 @@ pub enum DType {
     Int64,
     Uint64,
     Half,
+    #[default]
     Float,
     Double,
     Bfloat16,
@@ -106,6 +139,21 @@ impl fmt::Display for DType {
     }
 }
 
+impl Named for DType {
+    const WHAT: &'static str = "element type";
+    fn all() -> &'static [Self] {
+        &DType::ALL
+    }
+    fn name(self) -> &'static str {
+        DType::name(self)
+    }
+    fn parse(text: &str) -> Option<Self> {
+        DType::parse(text)
+    }
+}
+
+by_name!(DType, "element type");
+
 /// Reduction operation of all_reduce, reduce and reduce_scatter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReduceOp {
@@ -148,9 +196,25 @@ impl fmt::Display for ReduceOp {
     }
 }
 
+impl Named for ReduceOp {
+    const WHAT: &'static str = "operation";
+    fn all() -> &'static [Self] {
+        &ReduceOp::ALL
+    }
+    fn name(self) -> &'static str {
+        ReduceOp::name(self)
+    }
+    fn parse(text: &str) -> Option<Self> {
+        ReduceOp::parse(text)
+    }
+}
+
+by_name!(ReduceOp, "operation");
+
 /// Where the output goes: a separate buffer, or the input buffer itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Placement {
+    #[default]
     OutOfPlace,
     InPlace,
 }
@@ -165,7 +229,13 @@ impl Placement {
             Placement::InPlace => "in_place",
         }
     }
+
+    pub fn parse(text: &str) -> Option<Placement> {
+        Placement::BOTH.into_iter().find(|p| p.name() == text.trim())
+    }
 }
+
+by_name!(Placement, "placement");
 
 impl fmt::Display for Placement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -183,6 +253,8 @@ pub enum Average {
 }
 
 impl Average {
+    pub const ALL: [Average; 4] = [Average::Rank0, Average::Avg, Average::Min, Average::Max];
+
     pub fn name(self) -> &'static str {
         match self {
             Average::Rank0 => "rank0",
@@ -204,6 +276,16 @@ impl Average {
         Some(a)
     }
 
+    /// Other names `parse` takes: nccl-tests' numbers 0..3, and `mean`.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Average::Rank0 => &["0"],
+            Average::Avg => &["1", "mean"],
+            Average::Min => &["2"],
+            Average::Max => &["3"],
+        }
+    }
+
     /// The reported time from every rank's time, `times[0]` being rank 0's.
     pub fn reduce(self, times: &[f64]) -> f64 {
         match self {
@@ -214,6 +296,87 @@ impl Average {
         }
     }
 }
+
+impl fmt::Display for Average {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+by_name!(Average, "average mode");
+
+/// Which data plane runs the collectives: the CSV's `backend` column, the
+/// header, and what `--backend` names besides `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum BackendKind {
+    /// Host buffers, MPI's own collectives.
+    #[default]
+    Mpi,
+    /// GPU buffers, libnccl loaded at run time.
+    Nccl,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 2] = [BackendKind::Mpi, BackendKind::Nccl];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Mpi => "mpi",
+            BackendKind::Nccl => "nccl",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<BackendKind> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(text.trim()))
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+by_name!(BackendKind, "backend");
+
+/// `--backend`: one backend, or `auto` (nccl where every rank has a GPU
+/// and libnccl, else mpi).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Only(BackendKind),
+}
+
+impl BackendChoice {
+    pub const ALL: [BackendChoice; 3] = [
+        BackendChoice::Auto,
+        BackendChoice::Only(BackendKind::Mpi),
+        BackendChoice::Only(BackendKind::Nccl),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Only(kind) => kind.name(),
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<BackendChoice> {
+        BackendChoice::ALL
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(text.trim()))
+    }
+}
+
+impl fmt::Display for BackendChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+by_name!(BackendChoice, "backend");
 
 #[cfg(test)]
 mod tests {

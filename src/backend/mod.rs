@@ -12,15 +12,28 @@ pub mod mpi;
 pub mod nccl;
 
 use std::ops::Range;
+use std::path::PathBuf;
 
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
-use crate::engine::Plan;
 use crate::error::Error;
+use crate::plan::{Capabilities, Plan};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, Placement, ReduceOp};
+use crate::types::{BackendChoice, BackendKind, DType, Placement, ReduceOp};
+
+/// Which backend a run asks for and what it needs to start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartConfig {
+    pub backend: BackendChoice,
+    /// `--transport`: the profile applied before MPI and NCCL start.
+    pub transport: Profile,
+    /// `--nccl-lib`: the NCCL library (file or folder) to use.
+    pub nccl_lib: Option<PathBuf>,
+    /// `-g N`: run N ranks as threads of this one process (no MPI).
+    pub threads: Option<usize>,
+}
 
 /// How many positions a point whose buffers span `span` elements can take
 /// inside buffers of `capacity` elements (at least 1).
@@ -117,8 +130,13 @@ pub struct Call {
 }
 
 pub trait Backend {
-    /// `mpi`, `nccl`: the CSV's `backend` column.
-    fn name(&self) -> &'static str;
+    /// Which backend this is: the CSV's `backend` column.
+    fn kind(&self) -> BackendKind;
+
+    /// `mpi`, `nccl`, for messages.
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
 
     /// Library and version, for the header and `backend_version`.
     fn version(&self) -> String;
@@ -295,22 +313,24 @@ pub trait Backend {
     fn gpu_model(&self) -> Option<String> {
         None
     }
+}
 
-    /// Every type this backend runs, for `--dtype all`.
-    fn dtypes(&self) -> Vec<DType> {
-        DType::ALL
-            .into_iter()
-            .filter(|&t| self.check_dtype(t).is_ok())
-            .collect()
+/// What `backend` can run, for the plan: every type, operation and
+/// all-reduce organisation it refuses and why, and its verdict on the
+/// run's launch extras.
+pub fn capabilities(backend: &dyn Backend, extras: &LaunchExtras) -> Capabilities {
+    Capabilities {
+        backend: backend.name(),
+        max_elements: backend.max_elements(),
+        refused_dtypes: refusals(&DType::ALL, |t| backend.check_dtype(t)),
+        refused_ops: refusals(&ReduceOp::ALL, |op| backend.check_op(op)),
+        refused_hierarchies: refusals(&Hierarchy::ALL, |h| backend.check_hierarchy(h)),
+        refused_extras: backend.check_extras(extras).err(),
     }
+}
 
-    /// Every operation this backend runs, for `--op all`.
-    fn ops(&self) -> Vec<ReduceOp> {
-        ReduceOp::ALL
-            .into_iter()
-            .filter(|&o| self.check_op(o).is_ok())
-            .collect()
-    }
+fn refusals<T: Copy>(all: &[T], check: impl Fn(T) -> Result<(), String>) -> Vec<(T, String)> {
+    all.iter().filter_map(|&v| check(v).err().map(|why| (v, why))).collect()
 }
 
 #[cfg(test)]

@@ -24,11 +24,12 @@ use std::fmt;
 
 pub use pattern::Pattern;
 
-use crate::types::DType;
+use crate::types::{DType, Named, by_name};
 
 /// The nine collectives, in the order a sweep runs them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Collective {
+    #[default]
     AllReduce,
     AllGather,
     ReduceScatter,
@@ -114,6 +115,35 @@ impl fmt::Display for Collective {
         f.write_str(self.name())
     }
 }
+
+impl std::str::FromStr for Collective {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Collective, String> {
+        Collective::parse(text).ok_or_else(|| {
+            format!(
+                "unknown collective '{}' (expected {})",
+                text.trim(),
+                crate::types::known::<Collective>()
+            )
+        })
+    }
+}
+
+impl Named for Collective {
+    const WHAT: &'static str = "collective";
+    fn all() -> &'static [Self] {
+        &Collective::ALL
+    }
+    fn name(self) -> &'static str {
+        Collective::name(self)
+    }
+    fn parse(text: &str) -> Option<Self> {
+        Collective::parse(text)
+    }
+}
+
+by_name!(Collective, "collective");
 
 /// Per-rank buffer shape of one measured point, in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

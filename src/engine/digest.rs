@@ -29,7 +29,7 @@ pub fn first_mismatch(hashes: &[u64], nfields: usize) -> Option<(usize, usize)> 
 
 /// Compares `fields` across ranks; the same error on every rank when they
 /// differ. Collective over `world`.
-pub fn check_same_plan(world: &dyn World, fields: &[(&'static str, String)]) -> Result<(), Error> {
+pub fn check_same_plan(world: &dyn World, fields: &[(String, String)]) -> Result<(), Error> {
     // The version alone first: another version may have other fields.
     let version = fields.first().map(|(_, v)| fnv1a(v)).unwrap_or(0);
     let versions = world.all_gather_u64s(&[version]);

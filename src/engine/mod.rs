@@ -19,22 +19,23 @@
 
 pub mod adaptive;
 pub mod digest;
-pub mod plan;
 pub mod stats;
 pub mod stop;
 pub mod watchdog;
 
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use crate::backend::{Backend, Call};
+use serde::{Serialize, Serializer};
+
+use crate::backend::{Backend, Call, LaunchExtras};
 use crate::collective::{Layout, Pattern};
-use crate::config::RunConfig;
 use crate::error::Error;
-use crate::report::record::{Record, bandwidth_gbps};
-use crate::types::Placement;
+use crate::plan::{Case, Plan};
+use crate::record::{Record, bandwidth_gbps};
+use crate::topology::profile::Profile;
+use crate::types::{Average, BackendKind, Placement};
 use crate::world::World;
 use adaptive::Calibrator;
-pub use plan::{Case, Plan};
 use stop::StopRequest;
 use watchdog::Watchdog;
 
@@ -54,17 +55,76 @@ pub fn describe(case: &Case, placement: Placement) -> String {
     s + &format!(" {} B {}", case.size_bytes(), placement)
 }
 
+/// How every point is measured: the options the engine reads, and what
+/// the reports say about the method (the JSON's `run` object carries these
+/// fields under these names).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Timing {
+    /// Timed iterations per point; `None` adapts to `min_time`.
+    pub iters: Option<u32>,
+    #[serde(rename = "min_time_s", serialize_with = "seconds")]
+    pub min_time: Duration,
+    /// `-I`: time every iteration.
+    pub per_iter: bool,
+    /// A rank this many percent slower than the median is named.
+    pub straggler_threshold_pct: f64,
+    /// Operations rotate through the largest size's buffers.
+    pub rotate: bool,
+    pub warmup: u32,
+    pub check: u32,
+    pub average: Average,
+    pub blocking: bool,
+    /// `-m`: operations per timed iteration, in one NCCL group.
+    pub agg_iters: u32,
+    /// `-G`: replays of the captured timed iterations; 0 = no graph.
+    pub cuda_graph: u32,
+    /// `-R`: buffer registration asked for (the header notes whether it
+    /// happened).
+    pub register: bool,
+    /// `--phase-times`: the backend times each hierarchical phase.
+    pub phase_times: bool,
+    /// Sweeps to run; 0 = until stopped.
+    pub cycles: u64,
+    /// Longest a point or the set-up may take; `None` = no watchdog.
+    #[serde(rename = "timeout_s", serialize_with = "optional_seconds")]
+    pub timeout: Option<Duration>,
+}
+
+impl Timing {
+    /// nccl-tests' launch extras of this run, for the backend to accept.
+    pub fn extras(&self) -> LaunchExtras {
+        LaunchExtras {
+            agg_iters: self.agg_iters,
+            cuda_graph: self.cuda_graph,
+            register: self.register,
+        }
+    }
+}
+
+fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn optional_seconds<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
 /// Run-wide values that every record carries.
 #[derive(Clone, Debug)]
 pub struct RunContext {
     pub run_id: String,
     pub host: String,
-    pub backend: String,
+    pub backend: BackendKind,
     pub backend_version: String,
-    pub transport: String,
+    pub transport: Profile,
     pub transport_observed: String,
     pub nnodes: usize,
     pub ranks_per_node: usize,
+    /// `--label`.
+    pub label: Option<String>,
 }
 
 /// What a finished sweep found; the same on every rank, but `straggler`.
@@ -85,8 +145,10 @@ pub struct Summary {
 pub struct Engine<'a> {
     world: &'a dyn World,
     backend: &'a mut dyn Backend,
-    cfg: &'a RunConfig,
+    cfg: &'a Timing,
     ctx: &'a RunContext,
+    /// Test hook: corrupt a received element after each check.
+    inject_error: bool,
     watchdog: Option<&'a Watchdog>,
     stop: StopRequest,
     /// Check iterations so far: varies the pattern between checks, the
@@ -97,12 +159,13 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(world: &'a dyn World, backend: &'a mut dyn Backend, cfg: &'a RunConfig, ctx: &'a RunContext) -> Self {
+    pub fn new(world: &'a dyn World, backend: &'a mut dyn Backend, timing: &'a Timing, ctx: &'a RunContext) -> Self {
         Engine {
             world,
             backend,
-            cfg,
+            cfg: timing,
             ctx,
+            inject_error: false,
             watchdog: None,
             stop: StopRequest::never(),
             rep: 0,
@@ -113,6 +176,13 @@ impl<'a> Engine<'a> {
     /// Every point is watched by `watchdog`.
     pub fn with_watchdog(mut self, watchdog: Option<&'a Watchdog>) -> Self {
         self.watchdog = watchdog;
+        self
+    }
+
+    /// Test hook: after each check, the last rank corrupts one received
+    /// element, so that validation must fail.
+    pub fn with_injected_errors(mut self, inject: bool) -> Self {
+        self.inject_error = inject;
         self
     }
 
@@ -273,7 +343,7 @@ impl<'a> Engine<'a> {
             self.backend.launch(call, placement, 0)?;
             self.backend.wait()?;
             let (out, range) = self.backend.output(call, placement)?;
-            if self.cfg.inject_error && !range.is_empty() {
+            if self.inject_error && !range.is_empty() {
                 // Test hook: flip bits of the first received element.
                 let at = range.start * call.dtype.size_bytes();
                 out.bytes_mut()[at] ^= 0x5a;
@@ -431,7 +501,7 @@ impl<'a> Engine<'a> {
 
     /// The persistently slow rank of the run (rank 0, with `-I`).
     pub fn straggler(&self) -> Option<stats::Straggler> {
-        self.stragglers.verdict(self.cfg.straggler_threshold)
+        self.stragglers.verdict(self.cfg.straggler_threshold_pct / 100.0)
     }
 
     fn record(
@@ -454,16 +524,16 @@ impl<'a> Engine<'a> {
             run_id: ctx.run_id.clone(),
             timestamp: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             host: ctx.host.clone(),
-            backend: ctx.backend.clone(),
+            backend: ctx.backend,
             backend_version: ctx.backend_version.clone(),
-            transport: ctx.transport.clone(),
+            transport: ctx.transport,
             transport_observed: ctx.transport_observed.clone(),
-            hierarchy: case.hierarchy.name().into(),
-            collective: case.collective.name().into(),
-            dtype: case.dtype.name().into(),
-            op: case.op.map_or("none", |o| o.name()).into(),
-            root: case.root.map_or(-1, |r| r as i64),
-            placement: placement.name().into(),
+            hierarchy: case.hierarchy,
+            collective: case.collective,
+            dtype: case.dtype,
+            op: case.op,
+            root: case.root,
+            placement,
             size_bytes,
             count: case.shape.count as u64,
             nranks: self.world.size() as u64,
@@ -480,6 +550,7 @@ impl<'a> Engine<'a> {
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
+            label: ctx.label.clone(),
             ..Record::default()
         }
     }

@@ -5,10 +5,10 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::record::Extras;
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
 use crate::error::Error;
+use crate::record::Extras;
 
 pub struct CsvSink {
     path: PathBuf,

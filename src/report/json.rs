@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::record::SCHEMA_VERSION;
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
 use crate::error::Error;
+use crate::record::SCHEMA_VERSION;
 
 pub struct JsonSink {
     path: PathBuf,

@@ -17,7 +17,8 @@ pub mod json;
 pub mod plot;
 mod printer;
 pub mod progress;
-pub mod record;
+/// `record` was a part of `report`; its old path stays valid.
+pub use crate::record;
 pub mod table;
 
 use std::fs::{File, OpenOptions};
@@ -26,19 +27,43 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::Summary;
+use crate::engine::{Summary, Timing};
 use crate::error::Error;
+use crate::topology::profile::Profile;
+use crate::types::BackendKind;
 use crate::world::RankInfo;
 pub use record::Record;
 
-/// What the reports say about the run as a whole.
+/// Where rank 0's reports go.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputConfig {
+    /// `None`: results/<run id>.csv.
+    pub csv: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    pub overwrite: bool,
+    pub progress: ProgressMode,
+    /// `--label`: the run's name in the header, the CSV and the JSON.
+    pub label: Option<String>,
+}
+
+/// When the progress bar is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// Drawn when stderr is a terminal.
+    Auto,
+    Always,
+    Never,
+}
+
+/// What the reports say about the run as a whole: who ran it where, and
+/// how every point was measured (`Timing`, under its own field names).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunInfo {
     pub run_id: String,
     pub collbench_version: String,
     pub started: String,
     pub command_line: Vec<String>,
-    pub backend: String,
+    pub backend: BackendKind,
     pub backend_version: String,
     /// Why this backend, when it was chosen automatically.
     pub backend_note: Option<String>,
@@ -51,26 +76,10 @@ pub struct RunInfo {
     /// `nnodes` and `ranks_per_node` count `--ranks-per-node` groups.
     pub virtual_nodes: bool,
     pub ranks: Vec<RankSummary>,
-    /// Timed iterations per point; `None`: adapted to `min_time_s`.
-    pub iters: Option<u32>,
-    pub min_time_s: f64,
-    pub per_iter: bool,
-    pub straggler_threshold_pct: f64,
-    /// Operations rotate through the largest size's buffers.
-    pub rotate: bool,
-    pub warmup: u32,
-    pub check: u32,
-    pub average: String,
-    pub blocking: bool,
-    /// `-m`: operations per timed iteration, in one NCCL group.
-    pub agg_iters: u32,
-    /// `-G`: replays of the captured timed iterations; 0 = no graph.
-    pub cuda_graph: u32,
-    /// `-R`: buffer registration asked for (the header notes whether it
-    /// happened).
-    pub register: bool,
+    #[serde(flatten)]
+    pub timing: Timing,
     /// The requested profile (`--transport`).
-    pub transport: String,
+    pub transport: Profile,
     /// What the ranks observed, merged (the CSV's `transport_observed`).
     pub transport_observed: String,
     /// What the profile set, what the environment kept, what could not
@@ -80,10 +89,10 @@ pub struct RunInfo {
     pub hierarchy: String,
     /// Points of one sweep.
     pub points: usize,
-    /// Sweeps asked for; 0 = until stopped.
-    pub cycles: u64,
     pub csv: PathBuf,
     pub json: Option<PathBuf>,
+    /// `--label`.
+    pub label: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -158,6 +167,15 @@ impl Reporter {
             sink.discard();
         }
     }
+}
+
+/// Writes a report to standard output; a closed pipe (`| head`) is not an
+/// error worth a message. The one way text reaches stdout outside the
+/// table's printer thread.
+pub fn print_out(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
 /// Creates `path` for writing; an existing file is an error unless

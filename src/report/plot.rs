@@ -15,9 +15,12 @@ use std::sync::OnceLock;
 
 use plotters::prelude::*;
 
+use super::compare::Metric;
 use super::compare::input::{Row, read_file};
-use super::compare::{Metric, collective_rank, human_size};
+use crate::collective::Collective;
 use crate::error::Error;
+use crate::record::{CaseKey, human_size, op_column, root_column};
+use crate::types::Placement;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SeriesBy {
@@ -27,6 +30,16 @@ pub enum SeriesBy {
 }
 
 impl SeriesBy {
+    pub const ALL: [SeriesBy; 3] = [SeriesBy::Run, SeriesBy::Hierarchy, SeriesBy::Transport];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SeriesBy::Run => "run",
+            SeriesBy::Hierarchy => "hierarchy",
+            SeriesBy::Transport => "transport",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<SeriesBy> {
         match s.trim().to_ascii_lowercase().as_str() {
             "run" => Some(SeriesBy::Run),
@@ -136,13 +149,70 @@ fn metric_label(metric: Metric) -> String {
     }
 }
 
+/// A line of a panel: its collective, its series, and the rest of its
+/// case (type, operation, root, placement; no size, hierarchy, transport
+/// or rank count).
+type Key = (Collective, String, CaseKey);
+
 /// Groups rows into panels and lines (see the module doc).
 fn panels(files: &[(PathBuf, Vec<Row>)], by: SeriesBy, metric: Metric) -> Vec<Panel> {
+    let points = lines_of(files, by, metric);
+    // collective -> its lines
+    type Line = (Key, BTreeMap<u64, f64>);
+    let mut by_collective: BTreeMap<Collective, Vec<Line>> = BTreeMap::new();
+    for (key, sizes) in points {
+        by_collective.entry(key.0).or_default().push((key, sizes));
+    }
+    let mut panels = Vec::new();
+    for (collective, entries) in by_collective {
+        let varies =
+            |f: &dyn Fn(&CaseKey) -> String| entries.iter().map(|(k, _)| f(&k.2)).collect::<BTreeSet<_>>().len() > 1;
+        let (dtype, op, root, placement) = (
+            varies(&|k| k.dtype.to_string()),
+            varies(&|k| op_column::text(k.op).to_string()),
+            varies(&|k| root_column::value(k.root).to_string()),
+            varies(&|k| k.placement.to_string()),
+        );
+        let mut lines = BTreeMap::new();
+        for ((_, series, k), sizes) in entries {
+            let mut label = series;
+            if dtype {
+                label.push_str(&format!(" {}", k.dtype));
+            }
+            if op {
+                label.push_str(&format!(" {}", op_column::text(k.op)));
+            }
+            if root {
+                label.push_str(&format!(" root {}", root_column::value(k.root)));
+            }
+            if placement {
+                label.push_str(&format!(" {}", k.placement));
+            }
+            let pts: Vec<(f64, f64)> = sizes
+                .into_iter()
+                .filter(|(_, v)| v.is_finite() && (metric != Metric::Time || *v > 0.0))
+                .map(|(s, v)| ((s as f64).log2(), if metric == Metric::Time { v.log10() } else { v }))
+                .collect();
+            if !pts.is_empty() {
+                lines.insert(label, pts);
+            }
+        }
+        if !lines.is_empty() {
+            panels.push(Panel {
+                collective: collective.name().to_string(),
+                lines,
+            });
+        }
+    }
+    panels
+}
+
+/// Every line's points, size -> value: out-of-place rows, or in-place
+/// ones for a series that has no out-of-place row.
+fn lines_of(files: &[(PathBuf, Vec<Row>)], by: SeriesBy, metric: Metric) -> BTreeMap<Key, BTreeMap<u64, f64>> {
     let several_files = files.len() > 1;
-    // (collective, series, dtype, op, root, placement) -> size -> value
-    type Key = (usize, String, String, String, String, i64, String);
     let mut points: BTreeMap<Key, BTreeMap<u64, f64>> = BTreeMap::new();
-    let mut has_out_of_place: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut has_out_of_place: BTreeSet<(Collective, String)> = BTreeSet::new();
     for (path, rows) in files {
         let stem = stem(path);
         let runs: BTreeSet<&str> = rows.iter().map(|r| r.record.run_id.as_str()).collect();
@@ -155,76 +225,25 @@ fn panels(files: &[(PathBuf, Vec<Row>)], by: SeriesBy, metric: Metric) -> Vec<Pa
                 SeriesBy::Run if runs.len() > 1 => format!("{stem} {}", r.run_id),
                 SeriesBy::Run => stem.clone(),
                 SeriesBy::Hierarchy if several_files => format!("{stem}: {}", r.hierarchy),
-                SeriesBy::Hierarchy => r.hierarchy.clone(),
+                SeriesBy::Hierarchy => r.hierarchy.to_string(),
                 SeriesBy::Transport if several_files => format!("{stem}: {}", r.transport),
-                SeriesBy::Transport => r.transport.clone(),
+                SeriesBy::Transport => r.transport.to_string(),
             };
-            if r.placement == "out_of_place" {
-                has_out_of_place.insert((r.collective.clone(), series.clone()));
+            if r.placement == Placement::OutOfPlace {
+                has_out_of_place.insert((r.collective, series.clone()));
             }
-            let key = (
-                collective_rank(&r.collective),
-                r.collective.clone(),
-                series,
-                r.dtype.clone(),
-                r.op.clone(),
-                r.root,
-                r.placement.clone(),
-            );
-            points.entry(key).or_default().insert(r.size_bytes, metric.value(r));
+            let mut rest = CaseKey::of(r, false).any_size();
+            (rest.hierarchy, rest.transport) = Default::default();
+            points
+                .entry((r.collective, series, rest))
+                .or_default()
+                .insert(r.size_bytes, metric.value(r));
         }
     }
-    points.retain(|(_, collective, series, .., placement), _| {
-        placement == "out_of_place" || !has_out_of_place.contains(&(collective.clone(), series.clone()))
+    points.retain(|(collective, series, rest), _| {
+        rest.placement == Placement::OutOfPlace || !has_out_of_place.contains(&(*collective, series.clone()))
     });
-
-    // collective -> its lines
-    type Line = (Key, BTreeMap<u64, f64>);
-    let mut by_collective: BTreeMap<(usize, String), Vec<Line>> = BTreeMap::new();
-    for (key, sizes) in points {
-        by_collective
-            .entry((key.0, key.1.clone()))
-            .or_default()
-            .push((key, sizes));
-    }
-    let mut panels = Vec::new();
-    for ((_, collective), entries) in by_collective {
-        let varies = |f: &dyn Fn(&Key) -> String| entries.iter().map(|(k, _)| f(k)).collect::<BTreeSet<_>>().len() > 1;
-        let (dtype, op, root, placement) = (
-            varies(&|k| k.3.clone()),
-            varies(&|k| k.4.clone()),
-            varies(&|k| k.5.to_string()),
-            varies(&|k| k.6.clone()),
-        );
-        let mut lines = BTreeMap::new();
-        for (k, sizes) in entries {
-            let mut label = k.2.clone();
-            if dtype {
-                label.push_str(&format!(" {}", k.3));
-            }
-            if op {
-                label.push_str(&format!(" {}", k.4));
-            }
-            if root {
-                label.push_str(&format!(" root {}", k.5));
-            }
-            if placement {
-                label.push_str(&format!(" {}", k.6));
-            }
-            let pts: Vec<(f64, f64)> = sizes
-                .into_iter()
-                .filter(|(_, v)| v.is_finite() && (metric != Metric::Time || *v > 0.0))
-                .map(|(s, v)| ((s as f64).log2(), if metric == Metric::Time { v.log10() } else { v }))
-                .collect();
-            if !pts.is_empty() {
-                lines.insert(label, pts);
-            }
-        }
-        if !lines.is_empty() {
-            panels.push(Panel { collective, lines });
-        }
-    }
-    panels
+    points
 }
 
 fn stem(path: &Path) -> String {

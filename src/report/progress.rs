@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::Record;
-use crate::config::ProgressMode;
+use super::{ProgressMode, Record};
 
 pub struct Progress {
     bar: ProgressBar,

@@ -11,6 +11,8 @@ use super::printer::Printer;
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
 use crate::engine::stop::StopRequest;
+use crate::record::{op_column, root_column};
+use crate::types::Placement;
 
 /// Ranks listed one per line in the header; larger jobs are summarised.
 const MAX_LISTED_RANKS: usize = 64;
@@ -186,8 +188,8 @@ fn line(cols: &[Col], oop: Option<&Record>, ip: Option<&Record>) -> String {
         key.size_bytes,
         key.count,
         key.dtype,
-        key.op,
-        key.root,
+        op_column::text(key.op),
+        root_column::value(key.root),
         block(cols, oop),
         block(cols, ip)
     )
@@ -247,27 +249,34 @@ pub fn run_header(run: &RunInfo) -> String {
         if run.hosts.len() == 1 { "" } else { "s" },
         run.hosts.join(", ")
     );
+    if let Some(label) = &run.label {
+        s += &format!("# label     : {label}\n");
+    }
     if run.hierarchy != "flat" {
         s += &format!("# hierarchy : all_reduce as {}\n", run.hierarchy);
     }
-    let iters = match run.iters {
+    let iters = match run.timing.iters {
         Some(n) => format!("iters {n}"),
-        None => format!("iters adaptive (--min-time {} s)", run.min_time_s),
+        None => format!("iters adaptive (--min-time {} s)", run.timing.min_time.as_secs_f64()),
     };
     s += &format!(
         "# measure   : {iters}, warmup {}, check {}, time reduction {}, timing {}{}{}\n",
-        run.warmup,
-        run.check,
-        run.average,
-        if run.blocking {
+        run.timing.warmup,
+        run.timing.check,
+        run.timing.average,
+        if run.timing.blocking {
             "blocking (barrier before each op)"
         } else {
             "back-to-back (nccl-tests)"
         },
-        if run.rotate { ", buffers rotate" } else { "" },
-        if run.per_iter { ", per-iteration statistics" } else { "" },
+        if run.timing.rotate { ", buffers rotate" } else { "" },
+        if run.timing.per_iter {
+            ", per-iteration statistics"
+        } else {
+            ""
+        },
     );
-    if let Some(extras) = launch_extras(run.agg_iters, run.cuda_graph) {
+    if let Some(extras) = launch_extras(run.timing.agg_iters, run.timing.cuda_graph) {
         s += &format!("#             {extras}\n");
     }
     s += &format!("# plan      : {} points per sweep\n", run.points);
@@ -323,14 +332,14 @@ fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
     match &summary.straggler {
         None => format!(
             "none: no rank was persistently over {}% slower than the median",
-            run.straggler_threshold_pct
+            run.timing.straggler_threshold_pct
         ),
         Some(s) => {
             let host = run.ranks.get(s.rank).map_or("?", |r| r.host.as_str());
             let at = if s.every_size {
                 "at every size".to_string()
             } else {
-                format!("at sizes >= {}", crate::engine::plan::human_bytes(s.from_size))
+                format!("at sizes >= {}", crate::types::human_bytes(s.from_size))
             };
             format!(
                 "rank {} on {host} is {:.0}% slower than the median {at}",
@@ -343,7 +352,7 @@ fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
 
 /// The footer: overall average bus bandwidth and the validation verdict.
 pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String {
-    let verdict = if run.check == 0 {
+    let verdict = if run.timing.check == 0 {
         "off (--check 0)".to_string()
     } else if summary.wrong == 0 {
         format!("OK, 0 wrong elements in {} checked points", summary.checked_points)
@@ -360,7 +369,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
         all_busbw.count
     );
     s += &format!("# {:<20} : {verdict}\n", "Validation");
-    if run.per_iter && summary.stopped_by.is_none() {
+    if run.timing.per_iter && summary.stopped_by.is_none() {
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));
     }
     if let Some(signal) = summary.stopped_by {
@@ -377,7 +386,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
 
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
-        self.cols = placement_columns(run.per_iter);
+        self.cols = placement_columns(run.timing.per_iter);
         self.emit(run_header(run))
     }
 
@@ -405,9 +414,11 @@ impl Sink for TableSink {
         }
         self.section_busbw.add(record.busbw_gbps);
         self.all_busbw.add(record.busbw_gbps);
-        match (record.placement.as_str(), self.pending.take()) {
-            ("in_place", Some(oop)) if same_case(&oop, record) => text += &line(&self.cols, Some(&oop), Some(record)),
-            ("in_place", other) => {
+        match (record.placement, self.pending.take()) {
+            (Placement::InPlace, Some(oop)) if same_case(&oop, record) => {
+                text += &line(&self.cols, Some(&oop), Some(record))
+            }
+            (Placement::InPlace, other) => {
                 if let Some(oop) = other {
                     text += &line(&self.cols, Some(&oop), None);
                 }

@@ -21,10 +21,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::cli::{RunArgs, TransportArg};
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
+use crate::types::Choice;
+pub use crate::world::Launcher;
 
 /// `[run]` keys the suite sets itself, per launch.
 const SET_BY_SUITE: [&str; 8] = [
@@ -53,47 +56,12 @@ struct RawSuite {
     run: Option<toml::Table>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Launcher {
-    /// `srun` inside a Slurm allocation (SLURM_JOB_ID set), else `mpirun`.
-    Auto,
-    Mpirun,
-    Srun,
-}
-
-impl Launcher {
-    pub fn parse(text: &str) -> Option<Launcher> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "auto" => Some(Launcher::Auto),
-            "mpirun" => Some(Launcher::Mpirun),
-            "srun" => Some(Launcher::Srun),
-            _ => None,
-        }
-    }
-
-    /// `auto` resolved: srun when `slurm_job` (SLURM_JOB_ID) is set.
-    pub fn resolve(self, slurm_job: bool) -> Launcher {
-        match self {
-            Launcher::Auto if slurm_job => Launcher::Srun,
-            Launcher::Auto => Launcher::Mpirun,
-            other => other,
-        }
-    }
-
-    pub fn program(self) -> &'static str {
-        match self {
-            Launcher::Srun => "srun",
-            _ => "mpirun",
-        }
-    }
-}
-
 /// One launch: a profile and a hierarchy setting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Launch {
     pub transport: Profile,
     /// The `--hierarchy` value (`flat`, `rs-ar-ag,reduce-bcast`, `all`).
-    pub hierarchy: String,
+    pub hierarchy: Choice<Hierarchy>,
 }
 
 impl Launch {
@@ -101,10 +69,19 @@ impl Launch {
     pub fn label(&self) -> String {
         let h: String = self
             .hierarchy
+            .to_string()
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '+' })
             .collect();
         format!("{}-{h}", self.transport)
+    }
+
+    /// The suite's `[run]` options with this launch's own.
+    pub fn args(&self, run: &RunArgs) -> RunArgs {
+        let mut args = run.clone();
+        args.transport = TransportArg::Profile(self.transport);
+        args.hierarchy = self.hierarchy.clone();
+        args
     }
 }
 
@@ -121,6 +98,10 @@ pub struct Suite {
     pub output: Option<PathBuf>,
     /// The `[run]` table as TOML text, for `collbench run --config`.
     pub run_toml: String,
+    /// The `[run]` table's options.
+    pub run: RunArgs,
+    /// Sweeps every launch runs.
+    pub cycles: u64,
 }
 
 impl Suite {
@@ -153,14 +134,17 @@ impl Suite {
         if hierarchies.is_empty() {
             return Err("`hierarchies` is empty; leave it out for flat only".into());
         }
-        for h in &hierarchies {
-            let ok = h.trim().eq_ignore_ascii_case("all") || h.split(',').all(|m| Hierarchy::parse(m).is_some());
-            if !ok {
-                return Err(format!(
-                    "hierarchies: '{h}' is not a hierarchy setting (modes flat, rs-ar-ag, reduce-bcast, comma-separated, or all)"
-                ));
-            }
-        }
+        let hierarchies = hierarchies
+            .iter()
+            .map(|h| {
+                h.parse::<Choice<Hierarchy>>().map_err(|e| {
+                    format!(
+                        "hierarchies: '{h}' is not a hierarchy setting ({e}; modes flat, rs-ar-ag, reduce-bcast, \
+                         comma-separated, or all)"
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         if raw.ranks == Some(0) {
             return Err("ranks must be at least 1".into());
         }
@@ -175,8 +159,8 @@ impl Suite {
             ));
         }
         let run_toml = toml::to_string(&run).map_err(|e| format!("[run]: {e}"))?;
-        let base = RunConfig::from_toml(&run_toml).map_err(|e| format!("[run]: {e}"))?;
-        if base.cycles == 0 {
+        let (run_args, base) = RunConfig::from_table(&run).map_err(|e| format!("[run]: {e}"))?;
+        if base.timing.cycles == 0 {
             return Err("[run] has cycles = 0 (until stopped): a suite needs runs that end".into());
         }
         let launches: Vec<Launch> = transports
@@ -184,19 +168,15 @@ impl Suite {
             .flat_map(|&transport| {
                 hierarchies.iter().map(move |h| Launch {
                     transport,
-                    hierarchy: h.trim().to_string(),
+                    hierarchy: h.clone(),
                 })
             })
             .collect();
         // Every combination as the run will see it (profile against
-        // backend, hierarchy names).
+        // backend, hierarchy against the other options).
         for l in &launches {
-            let text = format!(
-                "{run_toml}\ntransport = {:?}\nhierarchy = {:?}\n",
-                l.transport.name(),
-                l.hierarchy
-            );
-            RunConfig::from_toml(&text).map_err(|e| format!("{} with {}: {e}", l.transport, l.hierarchy))?;
+            RunConfig::from_args(&l.args(&run_args))
+                .map_err(|e| format!("{} with {}: {e}", l.transport, l.hierarchy))?;
         }
         Ok(Suite {
             name: raw.name.unwrap_or_else(|| default_name.to_string()),
@@ -208,6 +188,8 @@ impl Suite {
             srun_args: raw.srun_args.unwrap_or_default(),
             output: raw.output,
             run_toml,
+            run: run_args,
+            cycles: base.timing.cycles,
         })
     }
 
@@ -261,15 +243,6 @@ mod tests {
             vec!["mpirun", "-np", "2", "--oversubscribe"]
         );
         assert_eq!(s.launcher_args(Launcher::Srun), vec!["srun", "-n", "2"]);
-    }
-
-    #[test]
-    fn the_launcher_is_srun_inside_slurm_and_mpirun_elsewhere() {
-        assert_eq!(Launcher::Auto.resolve(true), Launcher::Srun);
-        assert_eq!(Launcher::Auto.resolve(false), Launcher::Mpirun);
-        assert_eq!(Launcher::Mpirun.resolve(true), Launcher::Mpirun);
-        assert_eq!(Launcher::parse("SRUN"), Some(Launcher::Srun));
-        assert_eq!(Launcher::parse("aprun"), None);
     }
 
     #[test]

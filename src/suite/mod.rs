@@ -17,15 +17,15 @@ pub mod merge;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::SuiteArgs;
-use crate::config::RunConfig;
-use crate::error::{Error, exit};
-use file::{Launch, Launcher, Suite};
+use crate::cli::{RunArgs, SuiteArgs, TransportArg};
+use crate::error::{Error, exit, say};
+use crate::report::{ProgressMode, print_out};
+use file::{Launch, Suite};
 
 /// How often a running launch's CSV is looked at for progress.
 const POLL: Duration = Duration::from_millis(250);
@@ -88,12 +88,10 @@ fn last_collbench_line(log: &Path) -> Option<String> {
 }
 
 fn progress_bar(args: &SuiteArgs) -> ProgressBar {
-    let target = if args.no_progress {
-        ProgressDrawTarget::hidden()
-    } else if args.progress {
-        ProgressDrawTarget::term_like(Box::new(console::Term::stderr()))
-    } else {
-        ProgressDrawTarget::stderr()
+    let target = match args.progress() {
+        ProgressMode::Never => ProgressDrawTarget::hidden(),
+        ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(console::Term::stderr())),
+        ProgressMode::Auto => ProgressDrawTarget::stderr(),
     };
     let bar = ProgressBar::with_draw_target(Some(0), target);
     if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points  {msg}")
@@ -103,22 +101,96 @@ fn progress_bar(args: &SuiteArgs) -> ProgressBar {
     bar
 }
 
+/// One launch as it will run: the command, and where its CSV and log go.
+struct Planned {
+    launch: Launch,
+    cmd: Vec<String>,
+    csv: PathBuf,
+    log: PathBuf,
+}
+
 /// Runs the suite; the exit code is 0 when every launch succeeded, else
 /// the highest code a launch returned (1 when one was killed or could not
 /// start).
 pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
     let suite = Suite::load(&args.file)?;
-    let cycles = RunConfig::from_toml(&suite.run_toml)?.cycles.max(1);
-    let launcher = match &args.launcher {
-        Some(l) => Launcher::parse(l).unwrap_or(suite.launcher),
-        None => suite.launcher,
-    }
-    .resolve(std::env::var_os("SLURM_JOB_ID").is_some());
+    let launcher = args
+        .launcher
+        .unwrap_or(suite.launcher)
+        .resolve(std::env::var_os("SLURM_JOB_ID").is_some());
     let binary = match &args.binary {
         Some(b) => b.clone(),
         None => std::env::current_exe()
             .map_err(|e| Error::runtime(format!("cannot find this program's path ({e}); pass --binary")))?,
     };
+    let output = output_path(args, &suite)?;
+    let folder = {
+        let stem = output
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        output.with_file_name(format!("{stem}-launches"))
+    };
+    let run_toml = folder.join("run.toml");
+    let mut planned = Vec::new();
+    for (i, l) in suite.launches.iter().enumerate() {
+        let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
+        let csv = base.with_extension("csv");
+        let mut cmd = suite.launcher_args(launcher);
+        cmd.extend([binary.display().to_string(), "run".into()]);
+        cmd.extend(launch_options(l, &run_toml, &csv).to_args()?);
+        planned.push(Planned {
+            launch: l.clone(),
+            cmd,
+            log: base.with_extension("log"),
+            csv,
+        });
+    }
+    if args.dry_run {
+        let lines: String = planned
+            .iter()
+            .map(|p| {
+                let line: Vec<String> = p.cmd.iter().map(|a| shell_quote(a)).collect();
+                format!(
+                    "{} > {} 2>&1\n",
+                    line.join(" "),
+                    shell_quote(&p.log.display().to_string())
+                )
+            })
+            .collect();
+        print_out(&lines);
+        return Ok(exit::OK);
+    }
+    std::fs::create_dir_all(&folder)
+        .map_err(|e| Error::usage(format!("cannot create the folder {}: {e}", folder.display())))?;
+    std::fs::write(&run_toml, &suite.run_toml)
+        .map_err(|e| Error::usage(format!("cannot write {}: {e}", run_toml.display())))?;
+    say(&format!(
+        "collbench suite {}: {} launch{} with {} ({}), per-launch files in {}",
+        suite.name,
+        planned.len(),
+        if planned.len() == 1 { "" } else { "es" },
+        launcher.program(),
+        suite
+            .ranks
+            .map_or_else(|| "the launcher's rank count".into(), |r| format!("{r} ranks")),
+        folder.display()
+    ));
+    let mut progress = SuiteProgress {
+        bar: progress_bar(args),
+        done_points: 0,
+        per_launch: None,
+        cycles: suite.cycles.max(1),
+    };
+    let outcomes: Vec<Outcome> = (0..planned.len()).map(|i| progress.launch(&planned, i)).collect();
+    progress.bar.finish_and_clear();
+    finish(&suite, &outcomes, &output, args.overwrite)
+}
+
+/// The merged CSV: `--output`, else the file's `output`, else one named
+/// after the suite and the time; an existing one is refused unless
+/// `--overwrite`.
+fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
     let stamp: String = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .chars()
@@ -135,125 +207,84 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
             output.display()
         )));
     }
-    let folder = {
-        let stem = output
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        output.with_file_name(format!("{stem}-launches"))
-    };
-    let run_toml = folder.join("run.toml");
-    let commands: Vec<(Launch, Vec<String>, PathBuf, PathBuf)> = suite
-        .launches
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
-            let csv = base.with_extension("csv");
-            let log = base.with_extension("log");
-            let mut cmd = suite.launcher_args(launcher);
-            cmd.extend([
-                binary.display().to_string(),
-                "run".into(),
-                "--config".into(),
-                run_toml.display().to_string(),
-                "--transport".into(),
-                l.transport.name().into(),
-                "--hierarchy".into(),
-                l.hierarchy.clone(),
-                "--csv".into(),
-                csv.display().to_string(),
-                "--overwrite".into(),
-                "--no-progress".into(),
-            ]);
-            (l.clone(), cmd, csv, log)
-        })
-        .collect();
-    if args.dry_run {
-        for (_, cmd, _, log) in &commands {
-            let line: Vec<String> = cmd.iter().map(|a| shell_quote(a)).collect();
-            println!("{} > {} 2>&1", line.join(" "), shell_quote(&log.display().to_string()));
-        }
-        return Ok(exit::OK);
-    }
-    std::fs::create_dir_all(&folder)
-        .map_err(|e| Error::usage(format!("cannot create the folder {}: {e}", folder.display())))?;
-    std::fs::write(&run_toml, &suite.run_toml)
-        .map_err(|e| Error::usage(format!("cannot write {}: {e}", run_toml.display())))?;
+    Ok(output)
+}
 
-    let n = commands.len();
-    eprintln!(
-        "collbench suite {}: {n} launch{} with {} ({}), per-launch files in {}",
-        suite.name,
-        if n == 1 { "" } else { "es" },
-        launcher.program(),
-        suite
-            .ranks
-            .map_or_else(|| "the launcher's rank count".into(), |r| format!("{r} ranks")),
-        folder.display()
-    );
-    let bar = progress_bar(args);
-    let mut outcomes: Vec<Outcome> = Vec::new();
-    let mut done_points: u64 = 0;
-    let mut per_launch: Option<u64> = None;
-    for (i, (launch, cmd, csv, log)) in commands.iter().enumerate() {
-        bar.set_message(format!("[{}/{n}] {} {}", i + 1, launch.transport, launch.hierarchy));
+/// Progress across the whole suite: points done, and the points one
+/// launch plans (read from the first launch's table header).
+struct SuiteProgress {
+    bar: ProgressBar,
+    done_points: u64,
+    per_launch: Option<u64>,
+    cycles: u64,
+}
+
+impl SuiteProgress {
+    /// Runs launch `i` of `planned` to its end, watching its CSV grow.
+    fn launch(&mut self, planned: &[Planned], i: usize) -> Outcome {
+        let (n, p) = (planned.len(), &planned[i]);
+        self.bar
+            .set_message(format!("[{}/{n}] {} {}", i + 1, p.launch.transport, p.launch.hierarchy));
         let started = Instant::now();
-        let spawned = File::create(log)
+        let spawned = File::create(&p.log)
             .and_then(|f| Ok((f.try_clone()?, f)))
             .and_then(|(out, err)| {
-                Command::new(&cmd[0])
-                    .args(&cmd[1..])
+                Command::new(&p.cmd[0])
+                    .args(&p.cmd[1..])
                     .stdin(Stdio::null())
                     .stdout(out)
                     .stderr(err)
                     .spawn()
             });
         let (code, message) = match spawned {
-            Err(e) => (-1, Some(format!("cannot start {}: {e}", cmd[0]))),
-            Ok(mut child) => {
-                let status = loop {
-                    match child.try_wait() {
-                        Ok(Some(status)) => break Ok(status),
-                        Ok(None) => {}
-                        Err(e) => break Err(e),
-                    }
-                    if per_launch.is_none() {
-                        per_launch = planned_points(log).map(|p| p * cycles);
-                    }
-                    let planned = per_launch.unwrap_or(0);
-                    let remaining = (n - i - 1) as u64;
-                    let current = rows_so_far(csv) as u64;
-                    bar.set_length(done_points + planned.max(current) * (remaining + 1));
-                    bar.set_position(done_points + current);
-                    std::thread::sleep(POLL);
-                };
-                match status {
-                    Ok(s) => (
-                        s.code().unwrap_or(-1),
-                        (!s.success()).then(|| last_collbench_line(log)).flatten(),
-                    ),
-                    Err(e) => (-1, Some(format!("lost the launch: {e}"))),
-                }
-            }
+            Err(e) => (-1, Some(format!("cannot start {}: {e}", p.cmd[0]))),
+            Ok(mut child) => match self.wait(&mut child, p, n - i - 1) {
+                Ok(s) => (
+                    s.code().unwrap_or(-1),
+                    (!s.success()).then(|| last_collbench_line(&p.log)).flatten(),
+                ),
+                Err(e) => (-1, Some(format!("lost the launch: {e}"))),
+            },
         };
-        let rows = rows_so_far(csv);
-        done_points += rows as u64;
-        bar.set_position(done_points);
+        let rows = rows_so_far(&p.csv);
+        self.done_points += rows as u64;
+        self.bar.set_position(self.done_points);
         let outcome = Outcome {
-            launch: launch.clone(),
+            launch: p.launch.clone(),
             code,
             rows,
-            observed: observed_of(csv),
+            observed: observed_of(&p.csv),
             seconds: started.elapsed().as_secs_f64(),
             message,
-            csv: csv.clone(),
+            csv: p.csv.clone(),
         };
-        bar.suspend(|| eprintln!("{}", outcome_line(i + 1, n, &outcome, log)));
-        outcomes.push(outcome);
+        self.bar.suspend(|| say(&outcome_line(i + 1, n, &outcome, &p.log)));
+        outcome
     }
-    bar.finish_and_clear();
 
+    /// Waits for `child`, moving the bar as its CSV grows; `remaining`
+    /// launches come after it.
+    fn wait(&mut self, child: &mut std::process::Child, p: &Planned, remaining: usize) -> std::io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if self.per_launch.is_none() {
+                self.per_launch = planned_points(&p.log).map(|points| points * self.cycles);
+            }
+            let planned = self.per_launch.unwrap_or(0);
+            let current = rows_so_far(&p.csv) as u64;
+            self.bar
+                .set_length(self.done_points + planned.max(current) * (remaining as u64 + 1));
+            self.bar.set_position(self.done_points + current);
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// After the last launch: the merged CSV, the summary table, the
+/// transports side by side, and the suite's exit code.
+fn finish(suite: &Suite, outcomes: &[Outcome], output: &Path, overwrite: bool) -> Result<u8, Error> {
     let inputs: Vec<&Path> = outcomes
         .iter()
         .filter(|o| o.csv.exists())
@@ -262,17 +293,17 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
     let merged = if inputs.is_empty() {
         None
     } else {
-        Some(merge::merge(&inputs, &output, args.overwrite)?.iter().sum::<usize>())
+        Some(merge::merge(&inputs, output, overwrite)?.iter().sum::<usize>())
     };
-    print!("{}", summary(&suite, &outcomes, merged, &output));
-    let ok: Vec<&Outcome> = outcomes.iter().filter(|o| o.code == 0).collect();
-    let transports: Vec<&str> = {
-        let mut t: Vec<&str> = ok.iter().map(|o| o.launch.transport.name()).collect();
-        t.dedup();
-        t
-    };
+    print_out(&summary(suite, outcomes, merged, output));
+    let mut transports: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o.code == 0)
+        .map(|o| o.launch.transport.name())
+        .collect();
+    transports.dedup();
     if transports.len() > 1 && merged.is_some() {
-        print_transport_comparison(&output, transports[0]);
+        print_transport_comparison(output, transports[0]);
     }
     let worst = outcomes
         .iter()
@@ -280,6 +311,20 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         .map(|o| u8::try_from(o.code).unwrap_or(exit::RUNTIME))
         .max();
     Ok(worst.unwrap_or(exit::OK))
+}
+
+/// What one launch's `collbench run` is given on its command line: the
+/// `[run]` table as its config file, and what the suite sets per launch
+/// (which the table may not set, so no option is given twice).
+fn launch_options(l: &Launch, run_toml: &Path, csv: &Path) -> RunArgs {
+    let mut args = RunArgs::defaults();
+    args.config = Some(run_toml.to_path_buf());
+    args.transport = TransportArg::Profile(l.transport);
+    args.hierarchy = l.hierarchy.clone();
+    args.csv = Some(csv.to_path_buf());
+    args.overwrite = true;
+    args.no_progress = true;
+    args
 }
 
 fn outcome_line(i: usize, n: usize, o: &Outcome, log: &Path) -> String {
@@ -345,7 +390,7 @@ fn print_transport_comparison(csv: &Path, reference: &str) {
     let report = input::read_file(csv).and_then(|rows| {
         let rows: Vec<_> = rows
             .into_iter()
-            .filter(|r| r.record.placement == "out_of_place")
+            .filter(|r| r.record.placement == crate::types::Placement::OutOfPlace)
             .collect();
         by_mode::compare_modes(
             "this suite",
@@ -356,12 +401,13 @@ fn print_transport_comparison(csv: &Path, reference: &str) {
         )
     });
     match report {
-        Ok(report) => {
-            for line in text::modes(&report).lines() {
-                println!("# {line}");
-            }
-        }
-        Err(e) => eprintln!("collbench suite: warning: no transport comparison: {e}"),
+        Ok(report) => print_out(
+            &text::modes(&report)
+                .lines()
+                .map(|l| format!("# {l}\n"))
+                .collect::<String>(),
+        ),
+        Err(e) => say(&format!("collbench suite: warning: no transport comparison: {e}")),
     }
 }
 

@@ -14,6 +14,14 @@ pub mod profile;
 use std::fmt;
 
 use crate::error::Error;
+use crate::types::{Named, by_name};
+
+/// This machine's host name.
+pub fn hostname() -> String {
+    hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown-host".into())
+}
 
 /// Which node every rank belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,9 +118,10 @@ impl Nodes {
 
 /// How an all-reduce is organised over the nodes (DESIGN.md "Hierarchy
 /// modes").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Hierarchy {
     /// One communicator over all ranks.
+    #[default]
     Flat,
     /// Reduce-scatter inside the node, all-reduce of each slice among the
     /// ranks with the same local rank, all-gather inside the node.
@@ -148,6 +157,21 @@ impl fmt::Display for Hierarchy {
         f.write_str(self.name())
     }
 }
+
+impl Named for Hierarchy {
+    const WHAT: &'static str = "hierarchy mode";
+    fn all() -> &'static [Self] {
+        &Hierarchy::ALL
+    }
+    fn name(self) -> &'static str {
+        Hierarchy::name(self)
+    }
+    fn parse(text: &str) -> Option<Self> {
+        Hierarchy::parse(text)
+    }
+}
+
+by_name!(Hierarchy, "hierarchy mode");
 
 /// Splits `count` elements into `parts` contiguous slices whose lengths
 /// differ by at most one (the first `count % parts` get the extra element),

@@ -18,32 +18,15 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::error::Error;
+use crate::types::{BackendKind, by_name};
 
 /// Set in the re-executed process: the profile, then the names of the
 /// variables collbench added (`shm:OMPI_MCA_pml,OMPI_MCA_btl`).
 pub const MARKER: &str = "COLLBENCH_TRANSPORT_APPLIED";
 
-/// Which library a profile steers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Library {
-    /// `auto`: sets nothing, fits every backend.
-    Any,
-    Nccl,
-    Mpi,
-}
-
-impl Library {
-    pub fn name(self) -> &'static str {
-        match self {
-            Library::Any => "any backend",
-            Library::Nccl => "nccl",
-            Library::Mpi => "mpi",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Profile {
+    #[default]
     Auto,
     Nvlink,
     Nvls,
@@ -92,11 +75,13 @@ impl Profile {
         Profile::ALL.map(Profile::name).join(", ")
     }
 
-    pub fn library(self) -> Library {
+    /// The backend whose library this profile steers; `None` for `auto`,
+    /// which sets nothing and fits every backend.
+    pub fn backend(self) -> Option<BackendKind> {
         match self {
-            Profile::Auto => Library::Any,
-            Profile::Nvlink | Profile::Nvls | Profile::Pcie | Profile::Ib | Profile::Socket => Library::Nccl,
-            Profile::Shm | Profile::Tcp | Profile::Ucx => Library::Mpi,
+            Profile::Auto => None,
+            Profile::Nvlink | Profile::Nvls | Profile::Pcie | Profile::Ib | Profile::Socket => Some(BackendKind::Nccl),
+            Profile::Shm | Profile::Tcp | Profile::Ucx => Some(BackendKind::Mpi),
         }
     }
 
@@ -180,27 +165,22 @@ impl Profile {
         }
     }
 
-    /// The profile fits the backend that runs (`mpi`, `nccl`). One line
-    /// naming both when it does not.
-    pub fn check_backend(self, backend: &str, why: &str) -> Result<(), Error> {
-        let fits = match self.library() {
-            Library::Any => true,
-            Library::Nccl => backend == "nccl",
-            Library::Mpi => backend == "mpi",
-        };
-        if fits {
+    /// The profile fits the backend that runs. One line naming both when
+    /// it does not.
+    pub fn check_backend(self, backend: BackendKind, why: &str) -> Result<(), Error> {
+        let Some(steers) = self.backend().filter(|&b| b != backend) else {
             return Ok(());
-        }
+        };
         let instead = match backend {
-            "mpi" => "an MPI profile (shm, tcp, ucx) or auto",
-            _ => "an NCCL profile (nvlink, nvls, pcie, ib, socket) or auto",
+            BackendKind::Mpi => "an MPI profile (shm, tcp, ucx) or auto",
+            BackendKind::Nccl => "an NCCL profile (nvlink, nvls, pcie, ib, socket) or auto",
         };
         Err(Error::usage(format!(
             "--transport {} is {} profile, but the backend is {backend}{why}; use {instead}",
             self.name(),
-            match self.library() {
-                Library::Nccl => "an NCCL",
-                _ => "an MPI",
+            match steers {
+                BackendKind::Nccl => "an NCCL",
+                BackendKind::Mpi => "an MPI",
             },
         )))
     }
@@ -212,6 +192,8 @@ impl fmt::Display for Profile {
     }
 }
 
+by_name!(Profile, "transport profile");
+
 /// `collbench run --transport help`: every profile with the exact
 /// variables it sets.
 pub fn help_text() -> String {
@@ -222,7 +204,12 @@ pub fn help_text() -> String {
          The CSV records the profile in `transport` and what was used in `transport_observed`.\n",
     );
     for p in Profile::ALL {
-        s += &format!("\n{:<7} [{}] {}\n", p.name(), p.library().name(), p.purpose());
+        s += &format!(
+            "\n{:<7} [{}] {}\n",
+            p.name(),
+            p.backend().map_or("any backend", BackendKind::name),
+            p.purpose()
+        );
         if p.vars().is_empty() {
             s += "          (sets nothing)\n";
         }
@@ -547,19 +534,22 @@ mod tests {
 
     #[test]
     fn a_profile_must_match_the_backend() {
-        assert!(Profile::Auto.check_backend("mpi", "").is_ok());
-        assert!(Profile::Auto.check_backend("nccl", "").is_ok());
-        assert!(Profile::Shm.check_backend("mpi", "").is_ok());
-        assert!(Profile::Nvlink.check_backend("nccl", "").is_ok());
+        assert!(Profile::Auto.check_backend(BackendKind::Mpi, "").is_ok());
+        assert!(Profile::Auto.check_backend(BackendKind::Nccl, "").is_ok());
+        assert!(Profile::Shm.check_backend(BackendKind::Mpi, "").is_ok());
+        assert!(Profile::Nvlink.check_backend(BackendKind::Nccl, "").is_ok());
         let e = Profile::Nvlink
-            .check_backend("mpi", " (auto found no GPU backend)")
+            .check_backend(BackendKind::Mpi, " (auto found no GPU backend)")
             .unwrap_err();
         assert_eq!(e.exit_code(), 2);
         let m = e.to_string();
         assert!(m.contains("--transport nvlink is an NCCL profile"), "{m}");
         assert!(m.contains("backend is mpi (auto found no GPU backend)"), "{m}");
         assert!(m.contains("shm, tcp, ucx"), "{m}");
-        let m = Profile::Tcp.check_backend("nccl", "").unwrap_err().to_string();
+        let m = Profile::Tcp
+            .check_backend(BackendKind::Nccl, "")
+            .unwrap_err()
+            .to_string();
         assert!(m.contains("an MPI profile") && m.contains("nvlink"), "{m}");
     }
 

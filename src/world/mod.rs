@@ -139,8 +139,61 @@ pub fn launcher_rank() -> Option<usize> {
     .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
-pub fn hostname() -> String {
-    hostname::get()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown-host".into())
+/// The program that starts the ranks of a suite's launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// `srun` inside a Slurm allocation (SLURM_JOB_ID set), else `mpirun`.
+    Auto,
+    Mpirun,
+    Srun,
+}
+
+impl Launcher {
+    pub const ALL: [Launcher; 3] = [Launcher::Auto, Launcher::Mpirun, Launcher::Srun];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Launcher::Auto => "auto",
+            Launcher::Mpirun => "mpirun",
+            Launcher::Srun => "srun",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Launcher> {
+        Launcher::ALL
+            .into_iter()
+            .find(|l| l.name().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// `auto` resolved: srun when `slurm_job` (SLURM_JOB_ID) is set.
+    pub fn resolve(self, slurm_job: bool) -> Launcher {
+        match self {
+            Launcher::Auto if slurm_job => Launcher::Srun,
+            Launcher::Auto => Launcher::Mpirun,
+            other => other,
+        }
+    }
+
+    pub fn program(self) -> &'static str {
+        match self {
+            Launcher::Srun => "srun",
+            _ => "mpirun",
+        }
+    }
+}
+
+pub use crate::topology::hostname;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launcher_is_srun_inside_slurm_and_mpirun_elsewhere() {
+        assert_eq!(Launcher::Auto.resolve(true), Launcher::Srun);
+        assert_eq!(Launcher::Auto.resolve(false), Launcher::Mpirun);
+        assert_eq!(Launcher::Mpirun.resolve(true), Launcher::Mpirun);
+        assert_eq!(Launcher::parse("SRUN"), Some(Launcher::Srun));
+        assert_eq!(Launcher::parse("aprun"), None);
+    }
 }

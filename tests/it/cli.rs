@@ -48,8 +48,61 @@ fn help_teaches_how_to_run() {
     assert!(!text.contains("inject"), "the test hook must stay hidden");
 }
 
-/// Each bad command line: exit 2, exactly one line on stderr naming the
-/// problem, no panic, in well under a second.
+/// Each value the parser refuses: exit 2 and clap's message (the value,
+/// the option, why), no panic, in well under a second.
+#[test]
+fn bad_values_get_the_parser_s_message_and_exit_2() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["-b", "-8"], "negative"),
+        (vec!["-e", "M"], "no number"),
+        (vec!["-e", "16Q"], "unknown unit"),
+        (vec!["-e", "1.5M"], "whole number"),
+        (vec!["-e", "99999999999999999999"], "too large"),
+        (vec!["-e", "99999999T"], "too large"),
+        (vec!["-n", "0"], "for '--iters <N>': 0 is not in 1.."),
+        (vec!["-n", "-5"], "-5"),
+        (vec!["-n", "abc"], "abc"),
+        (vec!["-w", "99999999999"], "--warmup"),
+        (vec!["-d", "int9"], "unknown element type 'int9'"),
+        (vec!["-d", ""], "--dtype <LIST>': the list is empty"),
+        (vec!["-d", "float,,int8"], "empty item"),
+        (vec!["-o", "mean"], "unknown operation 'mean'"),
+        (vec!["-o", "all,sum"], "cannot be combined"),
+        (
+            vec!["--collectives", "allreduce,barrier"],
+            "unknown collective 'barrier'",
+        ),
+        (vec!["-r", "first"], "--root"),
+        (vec!["-a", "median"], "[possible values: rank0, avg, min, max]"),
+        (vec!["-a", "4"], "--average"),
+        (vec!["-z", "2"], "--blocking"),
+        (vec!["-m", "0"], "--agg-iters <N>': 0 is not in 1.."),
+        (vec!["-m", "two"], "two"),
+        (vec!["-G", "-1"], "-1"),
+        (vec!["-R", "2"], "symmetric memory windows) is not supported"),
+        (vec!["--backend", "gloo"], "[possible values: auto, mpi, nccl]"),
+        (vec!["--label", "two\nlines"], "--label <TEXT>"),
+        (vec!["--bogus"], "unexpected argument '--bogus'"),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["run"];
+        full.extend(&args);
+        let (out, took) = timed(|| collbench(&full));
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+        assert!(err.contains("For more information, try '--help'."), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+            "{args:?}: {err}"
+        );
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+    }
+}
+
+/// Each bad combination or file the parser cannot see: exit 2, exactly one
+/// line on stderr naming the problem, no panic, in well under a second.
 #[test]
 fn bad_command_lines_get_one_line_and_exit_2() {
     let dir = tempdir();
@@ -57,41 +110,14 @@ fn bad_command_lines_get_one_line_and_exit_2() {
     std::fs::write(&existing, "x\n").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["-b", "0"], "--minbytes"),
-        (vec!["-b", "-8"], "negative"),
         (vec!["-b", "1G", "-e", "1M"], "larger than --maxbytes"),
-        (vec!["-e", "M"], "no number"),
-        (vec!["-e", "16Q"], "unknown unit"),
-        (vec!["-e", "1.5M"], "whole number"),
-        (vec!["-e", "99999999999999999999"], "too large"),
-        (vec!["-e", "99999999T"], "too large"),
         (vec!["-f", "0"], "--stepfactor"),
         (vec!["-i", "0", "-f", "1"], "--stepbytes"),
         (vec!["-b", "1", "-e", "1G", "-i", "1"], "sizes"),
-        (vec!["-n", "0"], "--iters"),
-        (vec!["-n", "-5"], "-5"),
-        (vec!["-n", "abc"], "abc"),
-        (vec!["-w", "99999999999"], "--warmup"),
-        (vec!["-d", "int9"], "unknown element type 'int9'"),
-        (vec!["-d", ""], "--dtype is empty"),
-        (vec!["-d", "float,,int8"], "empty item"),
         (vec!["-d", "half"], "dtype half"),
         (vec!["-d", "bfloat16"], "bfloat16"),
-        (vec!["-o", "mean"], "unknown operation 'mean'"),
         (vec!["-o", "avg"], "op avg"),
-        (vec!["-o", "all,sum"], "cannot be combined"),
-        (
-            vec!["--collectives", "allreduce,barrier"],
-            "unknown collective 'barrier'",
-        ),
         (vec!["-r", "1"], "--root 1 is out of range"),
-        (vec!["-r", "first"], "--root"),
-        (vec!["-a", "median"], "--average"),
-        (vec!["-a", "4"], "--average"),
-        (vec!["-z", "2"], "--blocking"),
-        (vec!["-m", "0"], "--agg-iters must be at least 1"),
-        (vec!["-m", "two"], "two"),
-        (vec!["-G", "-1"], "-1"),
-        (vec!["-R", "2"], "--register 2"),
         (vec!["-G", "2", "-z"], "--blocking"),
         (vec!["-G", "2", "-I"], "-I times each iteration"),
         (vec!["-G", "1", "--phase-times"], "--phase-times"),
@@ -99,8 +125,6 @@ fn bad_command_lines_get_one_line_and_exit_2() {
             vec!["-m", "2", "--hierarchy", "all"],
             "run the hierarchical modes with -m 1",
         ),
-        (vec!["--backend", "gloo"], "unknown backend 'gloo'"),
-        (vec!["--bogus"], "unexpected argument '--bogus'"),
         (vec!["--csv", "/nonexistent-folder/x.csv"], "cannot create CSV file"),
         (vec!["--csv", path_str(&existing)], "already exists"),
         (vec!["--json", path_str(&existing)], "already exists"),
@@ -214,13 +238,13 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
         ("iters = -5\n", "line 1"),
         ("maxbytes = \"16Q\"\n", "unknown unit"),
         ("dtype = [\"float\", \"int9\"]\n", "int9"),
-        ("collectives = []\n", "--collectives is empty"),
+        ("collectives = []\n", "--collectives <LIST>': the list is empty"),
         ("minbytes = 8\n[section\n", "line 2"),
         ("root = \"-1\"\n", "--root"),
         ("op = 7\n", "line 1"),
         ("agg-iters = 0\n", "--agg-iters"),
         ("cuda-graph = 2\nblocking = true\n", "--blocking"),
-        ("register = 2\n", "--register 2"),
+        ("register = 2\n", "symmetric memory windows"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("c{i}.toml"));
@@ -245,10 +269,19 @@ fn usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2() {
         lines,
         vec!["collbench: --root 3 is out of range: the job has 3 ranks (0..=2)"]
     );
-    // found before MPI starts: only rank 0 prints
+    // found by the parser before MPI starts: only rank 0 prints
     let out = mpirun(3, &["run", "-d", "int9"]);
     assert_eq!(code(&out), 2);
-    assert_eq!(our_lines(&out).len(), 1, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).matches("unknown element type 'int9'").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    // found after parsing, before MPI starts: only rank 0 prints
+    let out = mpirun(3, &["run", "-b", "0"]);
+    assert_eq!(code(&out), 2);
+    assert_eq!(our_lines(&out), ["collbench: --minbytes must be at least 1 byte"]);
 }
 
 #[test]
@@ -351,4 +384,173 @@ fn overwrite_replaces_an_existing_report() {
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(Csv::read(&csv_path).header, SCHEMA_1.to_vec());
+}
+
+/// Issue 15, point 4: repeating an option is not an error; the last one
+/// wins, as in most command-line tools (wrappers append options), and the
+/// command line wins over the config file.
+#[test]
+fn a_repeated_option_keeps_its_last_value() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("last.csv");
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "collectives = \"all_reduce\"\nmaxbytes = \"1M\"\niters = 2\n").unwrap();
+    let out = collbench(&[
+        "run",
+        "--config",
+        path_str(&config),
+        "--collectives",
+        "broadcast",
+        "--collectives",
+        "sendrecv",
+        "-e",
+        "1K",
+        "-e",
+        "64",
+        "-b",
+        "64",
+        "--csv",
+        path_str(&csv_path),
+        "--csv",
+        path_str(&csv_path),
+        "--no-progress",
+        "--no-progress",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert_rows_consistent(&csv, 1);
+    assert!(
+        csv.rows.iter().all(|r| csv.get(r, "collective") == "sendrecv"
+            && csv.get(r, "size_bytes") == "64"
+            && csv.get(r, "iters") == "2"),
+        "{:?}",
+        csv.rows
+    );
+}
+
+#[test]
+fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("l.csv");
+    let json_path = dir.path().join("l.json");
+    let label = "nightly, node \"a\"";
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce",
+            "-e",
+            "64",
+            "--label",
+            label,
+            "--csv",
+            path_str(&csv_path),
+            "--json",
+            path_str(&json_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("# label     : {label}\n")),
+        "{}",
+        stdout(&out)
+    );
+    let csv = Csv::read(&csv_path);
+    assert_eq!(csv.header.last().map(String::as_str), Some("label"));
+    assert_eq!(csv.header[..SCHEMA_1.len()], SCHEMA_1);
+    assert_rows_consistent(&csv, 2);
+    assert!(csv.rows.iter().all(|r| csv.get(r, "label") == label));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(doc["run"]["label"], label);
+    let records = doc["records"].as_array().unwrap();
+    assert!(!records.is_empty() && records.iter().all(|r| r["label"] == label));
+
+    // without --label, no column; a label must be one line
+    let plain = dir.path().join("plain.csv");
+    let out = collbench(&[
+        "run",
+        "--collectives",
+        "sendrecv",
+        "-e",
+        "16",
+        "--csv",
+        path_str(&plain),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(Csv::read(&plain).header, SCHEMA_1.to_vec());
+    let out = collbench(&[
+        "run",
+        "--label",
+        "two\nlines",
+        "--csv",
+        path_str(&dir.path().join("x.csv")),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("invalid value"), "{}", stderr(&out));
+}
+
+/// Issue 15, point 3: a usage error found by the command-line parser is
+/// clap's own complete message (the required arguments named, the allowed
+/// values, "did you mean", the right subcommand's usage and help pointer),
+/// with exit 2.
+#[test]
+fn usage_errors_keep_the_parser_s_complete_message() {
+    let cases: [(&[&str], &[&str]); 6] = [
+        (
+            &["plot", "A.csv"],
+            &[
+                "required arguments were not provided",
+                "--output <FILE>",
+                "Usage: collbench plot",
+            ],
+        ),
+        (
+            &["run", "--average", "medain"],
+            &[
+                "invalid value 'medain' for '--average <MODE>'",
+                "[possible values: rank0, avg, min, max]",
+            ],
+        ),
+        (&["run", "--backend", "ncl"], &["a similar value exists: 'nccl'"]),
+        (
+            &["run", "--mxbytes", "1K"],
+            &["a similar argument exists: '--maxbytes'"],
+        ),
+        (
+            &["info", "--bogus"],
+            &["unexpected argument '--bogus'", "Usage: collbench info"],
+        ),
+        (&["cmopare", "a.csv"], &["a similar subcommand exists: 'compare'"]),
+    ];
+    for (args, needles) in cases {
+        let out = collbench(args);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        for needle in needles {
+            assert!(err.contains(needle), "{args:?}: expected {needle:?} in\n{err}");
+        }
+        assert!(err.contains("For more information, try '--help'."), "{args:?}: {err}");
+        assert!(
+            !err.contains("collbench run --help") || args[0] == "run",
+            "{args:?}: {err}"
+        );
+    }
+    // help about help is help
+    let out = collbench(&["help", "--help"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = collbench(&["help", "plot"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("--output <FILE>"), "{}", stdout(&out));
+}
+
+/// Under mpirun every rank finds the same usage error; rank 0 alone prints
+/// clap's message, and every rank exits 2.
+#[test]
+fn a_usage_error_under_mpirun_is_printed_once() {
+    let out = mpirun(3, &["run", "--mxbytes", "1K"]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.matches("unexpected argument '--mxbytes'").count(), 1, "{err}");
+    assert_eq!(err.matches("Usage: collbench run").count(), 1, "{err}");
 }

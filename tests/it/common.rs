@@ -346,3 +346,14 @@ pub fn assert_rows_consistent(csv: &Csv, n: u64) {
         assert_eq!(csv.get(row, "wrong"), "0", "{row:?}");
     }
 }
+
+/// A command line the parser refused: exit 2 and clap's complete message
+/// (issue 15: the message, the allowed values, the usage and the help
+/// pointer), holding `needle`, printed once.
+pub fn assert_parser_error(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(code(out), 2, "{err}");
+    assert!(err.contains("error: "), "{err}");
+    assert_eq!(err.matches(needle).count(), 1, "want {needle:?} once in\n{err}");
+    assert_eq!(err.matches("For more information, try '--help'.").count(), 1, "{err}");
+}

@@ -252,7 +252,6 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
             vec!["--threshold", "-1", path_str(&base), path_str(&base)],
             "--threshold",
         ),
-        (vec!["--metric", "speed", path_str(&base), path_str(&base)], "speed"),
     ];
     for (args, needle) in cases {
         let mut full = vec!["compare"];
@@ -267,6 +266,8 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         );
         assert!(stdout(&out).is_empty(), "{args:?}");
     }
+    let out = collbench(&["compare", "--metric", "speed", path_str(&base), path_str(&base)]);
+    assert_parser_error(&out, "[possible values: busbw, algbw, time]");
     // with the flag, the rank counts compare
     let out = collbench(&[
         "compare",

@@ -178,14 +178,27 @@ fn unknown_or_incomplete_input_is_one_line_exit_2_and_no_file() {
         ),
         (vec!["--from", "osu", path_str(&osu)], "--nranks"),
         (vec!["--from", "nccl-tests", path_str(&nccl_no_name)], "--collective"),
-        (vec!["--from", "mpi-bench", path_str(&junk)], "mpi-bench"),
-        (vec!["--from", "osu", "--nranks", "0", path_str(&osu)], "--nranks"),
-        (
-            vec!["--from", "osu", "--collective", "barrier", path_str(&osu)],
-            "unknown collective 'barrier'",
-        ),
         (vec!["--from", "osu", "/nonexistent/osu.txt"], "cannot read"),
     ];
+    let parser_cases: [(&[&str], &str); 3] = [
+        (
+            &["--from", "mpi-bench", path_str(&junk)],
+            "[possible values: nccl-tests, osu]",
+        ),
+        (&["--from", "osu", "--nranks", "0", path_str(&osu)], "--nranks <N>"),
+        (
+            &["--from", "osu", "--collective", "barrier", path_str(&osu)],
+            "unknown collective 'barrier'",
+        ),
+    ];
+    for (args, needle) in parser_cases {
+        let out_path = dir.path().join("out.csv");
+        let mut full = vec!["import"];
+        full.extend(args);
+        full.extend(["-o", path_str(&out_path)]);
+        assert_parser_error(&collbench(&full), needle);
+        assert!(!out_path.exists(), "{args:?} left a file behind");
+    }
     for (args, needle) in cases {
         let out_path = dir.path().join("out.csv");
         let mut full = vec!["import"];

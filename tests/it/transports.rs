@@ -117,12 +117,7 @@ fn profiles_that_do_not_fit_the_backend_are_usage_errors() {
         );
     }
     let out = collbench(&["run", "--transport", "infiniband"]);
-    assert_eq!(code(&out), 2);
-    assert!(
-        our_lines(&out)[0].contains("unknown profile 'infiniband'"),
-        "{}",
-        stderr(&out)
-    );
+    assert_parser_error(&out, "unknown profile 'infiniband'");
 }
 
 #[test]

@@ -25,11 +25,11 @@ use mpi::traits::*;
 use super::{Backend, Call, TransportQuery};
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::Collective;
-use crate::engine::Plan;
 use crate::error::Error;
+use crate::plan::Plan;
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, Placement, ReduceOp};
+use crate::types::{BackendKind, DType, Placement, ReduceOp};
 use crate::world::mpi::{MpiWorld, mpi_library_version};
 use hierarchical::SubComms;
 
@@ -143,101 +143,135 @@ impl MpiBackend {
 
     fn run<T: Element + Equivalence>(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
         let op = call.op.map(system_op).transpose()?;
-        let span = Self::span(call);
-        let at = super::rotation_offset(span, self.rotation_steps, iter);
+        let at = super::rotation_offset(Self::span(call), self.rotation_steps, iter);
         if call.collective == Collective::AllReduce && !call.hierarchy.is_flat() {
-            let op = op.ok_or_else(|| Error::runtime("all_reduce needs a reduction operation"))?;
-            let sub = self
-                .sub
-                .as_mut()
-                .ok_or_else(|| Error::runtime("internal error: no sub-communicators"))?;
-            let count = call.shape.count;
-            // only rs-ar-ag has a slice; the scratch buffer may hold another type
-            let scratch: &mut [T] = match call.hierarchy {
-                Hierarchy::RsArAg => self.scratch.typed_mut::<T>(),
-                _ => &mut [],
-            };
-            return sub.all_reduce::<T>(
-                call.hierarchy,
-                placement,
-                op,
-                &self.send.typed::<T>()[at..at + count],
-                &mut self.recv.typed_mut::<T>()[at..at + count],
-                scratch,
-            );
+            return self.run_hierarchical::<T>(call, placement, op, at);
         }
-        let n = call.at.nranks;
         let count = call.shape.count;
-        let rank = call.at.rank;
-        let comm = &self.comm;
         // Only rooted collectives make a root: rsmpi asks MPI for the
         // communicator size each time one is made.
+        let comm = &self.comm;
         let root = || comm.process_at_rank(call.at.root as i32);
-        if placement == Placement::OutOfPlace && call.collective == Collective::Broadcast && rank == call.at.root {
+        if placement == Placement::OutOfPlace
+            && call.collective == Collective::Broadcast
+            && call.at.rank == call.at.root
+        {
             // MPI_Bcast has one buffer: at the root, its input.
             root().broadcast_into(&mut self.send.typed_mut::<T>()[at..at + count]);
             return Ok(());
         }
         let send = &self.send.typed::<T>()[at..at + call.shape.send];
-        let recv = &mut self.recv.typed_mut::<T>()[at..at + span];
+        let recv = &mut self.recv.typed_mut::<T>()[at..at + Self::span(call)];
         let need_op = || op.ok_or_else(|| Error::runtime(format!("{} needs a reduction operation", call.collective)));
         match placement {
-            Placement::OutOfPlace => match call.collective {
-                Collective::AllReduce => comm.all_reduce_into(send, &mut recv[..count], need_op()?),
-                Collective::AllGather => comm.all_gather_into(send, &mut recv[..count * n]),
-                Collective::ReduceScatter => comm.reduce_scatter_block_into(send, &mut recv[..count], need_op()?),
-                Collective::Broadcast => root().broadcast_into(&mut recv[..count]),
-                Collective::Reduce if rank == call.at.root => {
-                    root().reduce_into_root(send, &mut recv[..count], need_op()?)
-                }
-                Collective::Reduce => root().reduce_into(send, need_op()?),
-                Collective::AllToAll => comm.all_to_all_into(send, &mut recv[..count * n]),
-                Collective::Gather if rank == call.at.root => root().gather_into_root(send, &mut recv[..count * n]),
-                Collective::Gather => root().gather_into(send),
-                Collective::Scatter if rank == call.at.root => root().scatter_into_root(send, &mut recv[..count]),
-                Collective::Scatter => root().scatter_into(&mut recv[..count]),
-                Collective::SendRecv => {
-                    let (next, prev) = ring_peers(rank, n);
-                    mpi::point_to_point::send_receive_into(
-                        send,
-                        &comm.process_at_rank(next),
-                        &mut recv[..count],
-                        &comm.process_at_rank(prev),
-                    );
-                }
-            },
-            Placement::InPlace => match call.collective {
-                Collective::AllReduce => raw::all_reduce(comm, &mut recv[..count], need_op()?)?,
-                Collective::AllGather => raw::all_gather(comm, &mut recv[..count * n], count)?,
-                Collective::ReduceScatter => {
-                    raw::reduce_scatter_block(comm, &mut recv[..count * n], count, need_op()?)?
-                }
-                Collective::Broadcast => root().broadcast_into(&mut recv[..count]),
-                Collective::Reduce if rank == call.at.root => {
-                    raw::reduce_at_root(comm, call.at.root, &mut recv[..count], need_op()?)?
-                }
-                Collective::Reduce => root().reduce_into(&recv[..count], need_op()?),
-                Collective::AllToAll => raw::all_to_all(comm, &mut recv[..count * n], count)?,
-                Collective::Gather if rank == call.at.root => {
-                    raw::gather_at_root(comm, call.at.root, &mut recv[..count * n], count)?
-                }
-                Collective::Gather => root().gather_into(&recv[rank * count..(rank + 1) * count]),
-                Collective::Scatter if rank == call.at.root => {
-                    raw::scatter_at_root(comm, call.at.root, &mut recv[..count * n], count)?
-                }
-                Collective::Scatter => root().scatter_into(&mut recv[rank * count..(rank + 1) * count]),
-                Collective::SendRecv => {
-                    let (next, prev) = ring_peers(rank, n);
-                    mpi::point_to_point::send_receive_replace_into(
-                        &mut recv[..count],
-                        &comm.process_at_rank(next),
-                        &comm.process_at_rank(prev),
-                    );
-                }
-            },
+            Placement::OutOfPlace => out_of_place(comm, call, send, recv, need_op),
+            Placement::InPlace => in_place(comm, call, recv, need_op),
         }
-        Ok(())
     }
+
+    /// A hierarchical all-reduce over the sub-communicators.
+    fn run_hierarchical<T: Element + Equivalence>(
+        &mut self,
+        call: &Call,
+        placement: Placement,
+        op: Option<SystemOperation>,
+        at: usize,
+    ) -> Result<(), Error> {
+        let op = op.ok_or_else(|| Error::runtime("all_reduce needs a reduction operation"))?;
+        let sub = self
+            .sub
+            .as_mut()
+            .ok_or_else(|| Error::runtime("internal error: no sub-communicators"))?;
+        let count = call.shape.count;
+        // only rs-ar-ag has a slice; the scratch buffer may hold another type
+        let scratch: &mut [T] = match call.hierarchy {
+            Hierarchy::RsArAg => self.scratch.typed_mut::<T>(),
+            _ => &mut [],
+        };
+        sub.all_reduce::<T>(
+            call.hierarchy,
+            placement,
+            op,
+            &self.send.typed::<T>()[at..at + count],
+            &mut self.recv.typed_mut::<T>()[at..at + count],
+            scratch,
+        )
+    }
+}
+
+/// One out-of-place collective: input in `send`, output at the start of
+/// `recv`.
+fn out_of_place<T: Element + Equivalence>(
+    comm: &SimpleCommunicator,
+    call: &Call,
+    send: &[T],
+    recv: &mut [T],
+    need_op: impl Fn() -> Result<SystemOperation, Error>,
+) -> Result<(), Error> {
+    let (n, count, rank) = (call.at.nranks, call.shape.count, call.at.rank);
+    let root = || comm.process_at_rank(call.at.root as i32);
+    match call.collective {
+        Collective::AllReduce => comm.all_reduce_into(send, &mut recv[..count], need_op()?),
+        Collective::AllGather => comm.all_gather_into(send, &mut recv[..count * n]),
+        Collective::ReduceScatter => comm.reduce_scatter_block_into(send, &mut recv[..count], need_op()?),
+        Collective::Broadcast => root().broadcast_into(&mut recv[..count]),
+        Collective::Reduce if rank == call.at.root => root().reduce_into_root(send, &mut recv[..count], need_op()?),
+        Collective::Reduce => root().reduce_into(send, need_op()?),
+        Collective::AllToAll => comm.all_to_all_into(send, &mut recv[..count * n]),
+        Collective::Gather if rank == call.at.root => root().gather_into_root(send, &mut recv[..count * n]),
+        Collective::Gather => root().gather_into(send),
+        Collective::Scatter if rank == call.at.root => root().scatter_into_root(send, &mut recv[..count]),
+        Collective::Scatter => root().scatter_into(&mut recv[..count]),
+        Collective::SendRecv => {
+            let (next, prev) = ring_peers(rank, n);
+            mpi::point_to_point::send_receive_into(
+                send,
+                &comm.process_at_rank(next),
+                &mut recv[..count],
+                &comm.process_at_rank(prev),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One in-place collective on `recv` alone (see `regions`).
+fn in_place<T: Element + Equivalence>(
+    comm: &SimpleCommunicator,
+    call: &Call,
+    recv: &mut [T],
+    need_op: impl Fn() -> Result<SystemOperation, Error>,
+) -> Result<(), Error> {
+    let (n, count, rank) = (call.at.nranks, call.shape.count, call.at.rank);
+    let root = || comm.process_at_rank(call.at.root as i32);
+    match call.collective {
+        Collective::AllReduce => raw::all_reduce(comm, &mut recv[..count], need_op()?)?,
+        Collective::AllGather => raw::all_gather(comm, &mut recv[..count * n], count)?,
+        Collective::ReduceScatter => raw::reduce_scatter_block(comm, &mut recv[..count * n], count, need_op()?)?,
+        Collective::Broadcast => root().broadcast_into(&mut recv[..count]),
+        Collective::Reduce if rank == call.at.root => {
+            raw::reduce_at_root(comm, call.at.root, &mut recv[..count], need_op()?)?
+        }
+        Collective::Reduce => root().reduce_into(&recv[..count], need_op()?),
+        Collective::AllToAll => raw::all_to_all(comm, &mut recv[..count * n], count)?,
+        Collective::Gather if rank == call.at.root => {
+            raw::gather_at_root(comm, call.at.root, &mut recv[..count * n], count)?
+        }
+        Collective::Gather => root().gather_into(&recv[rank * count..(rank + 1) * count]),
+        Collective::Scatter if rank == call.at.root => {
+            raw::scatter_at_root(comm, call.at.root, &mut recv[..count * n], count)?
+        }
+        Collective::Scatter => root().scatter_into(&mut recv[rank * count..(rank + 1) * count]),
+        Collective::SendRecv => {
+            let (next, prev) = ring_peers(rank, n);
+            mpi::point_to_point::send_receive_replace_into(
+                &mut recv[..count],
+                &comm.process_at_rank(next),
+                &comm.process_at_rank(prev),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// (send to, receive from) in the sendrecv ring.
@@ -298,8 +332,8 @@ macro_rules! with_mpi_type {
 }
 
 impl Backend for MpiBackend {
-    fn name(&self) -> &'static str {
-        "mpi"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Mpi
     }
 
     fn version(&self) -> String {

@@ -31,11 +31,11 @@ pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
 use super::{Backend, Call, LaunchExtras, TransportQuery};
 use crate::buffer::HostBuffer;
-use crate::engine::Plan;
 use crate::error::Error;
+use crate::plan::Plan;
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, Placement, ReduceOp};
+use crate::types::{BackendKind, DType, Placement, ReduceOp};
 use calls::Native;
 use device::DeviceMemory;
 use hierarchy::{Membership, Phases, Step, SubComms};
@@ -616,7 +616,7 @@ impl NcclBackend {
     }
 
     /// Scratch bytes for one case (rs-ar-ag with padding).
-    fn case_scratch_bytes(&self, case: &crate::engine::Case) -> u64 {
+    fn case_scratch_bytes(&self, case: &crate::plan::Case) -> u64 {
         let elements = hierarchy::scratch_elements(case.hierarchy, case.shape.count, self.member.local_size());
         elements as u64 * case.dtype.size_bytes() as u64
     }
@@ -715,15 +715,15 @@ impl Drop for NcclBackend {
 }
 
 /// Device bytes one case needs: (send, recv).
-pub fn case_bytes(case: &crate::engine::Case) -> (u64, u64) {
+pub fn case_bytes(case: &crate::plan::Case) -> (u64, u64) {
     let e = case.dtype.size_bytes() as u64;
     let send = case.shape.send as u64;
     (send * e, send.max(case.shape.recv as u64) * e)
 }
 
 impl Backend for NcclBackend {
-    fn name(&self) -> &'static str {
-        "nccl"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Nccl
     }
 
     fn version(&self) -> String {

@@ -11,8 +11,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Metric, Row, collective_rank};
+use super::{Metric, Row};
+use crate::collective::Collective;
 use crate::error::Error;
+use crate::record::{CaseKey, Record, op_column, root_column};
+use crate::topology::Hierarchy;
+use crate::topology::profile::Profile;
+use crate::types::{DType, Placement, ReduceOp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -22,6 +27,8 @@ pub enum Dimension {
 }
 
 impl Dimension {
+    pub const ALL: [Dimension; 2] = [Dimension::Hierarchy, Dimension::Transport];
+
     pub fn parse(s: &str) -> Option<Dimension> {
         match s.trim().to_ascii_lowercase().as_str() {
             "hierarchy" => Some(Dimension::Hierarchy),
@@ -37,18 +44,38 @@ impl Dimension {
         }
     }
 
-    fn of(self, r: &crate::report::Record) -> &str {
+    /// The mode `r` was measured in.
+    fn of(self, r: &Record) -> &'static str {
         match self {
-            Dimension::Hierarchy => &r.hierarchy,
-            Dimension::Transport => &r.transport,
+            Dimension::Hierarchy => r.hierarchy.name(),
+            Dimension::Transport => r.transport.name(),
         }
     }
 
     /// The dimension that stays fixed inside a group.
-    fn other(self, r: &crate::report::Record) -> &str {
+    fn other(self, r: &Record) -> &'static str {
         match self {
-            Dimension::Hierarchy => &r.transport,
-            Dimension::Transport => &r.hierarchy,
+            Dimension::Hierarchy => r.transport.name(),
+            Dimension::Transport => r.hierarchy.name(),
+        }
+    }
+
+    /// The case `r` belongs to, without its size and without this
+    /// dimension: the group its modes are compared in.
+    fn group_of(self, r: &Record) -> CaseKey {
+        let mut key = CaseKey::of(r, true).any_size();
+        match self {
+            Dimension::Hierarchy => key.hierarchy = Hierarchy::default(),
+            Dimension::Transport => key.transport = Profile::default(),
+        }
+        key
+    }
+
+    /// The mode speedups are relative to when none is given.
+    fn default_reference(self) -> &'static str {
+        match self {
+            Dimension::Hierarchy => Hierarchy::Flat.name(),
+            Dimension::Transport => Profile::Auto.name(),
         }
     }
 }
@@ -64,13 +91,15 @@ pub struct ModeReport {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Group {
-    pub collective: String,
+    pub collective: Collective,
     /// The transport (by hierarchy) or hierarchy (by transport) of the group.
     pub fixed: String,
-    pub dtype: String,
-    pub op: String,
-    pub root: i64,
-    pub placement: String,
+    pub dtype: DType,
+    #[serde(with = "op_column")]
+    pub op: Option<ReduceOp>,
+    #[serde(with = "root_column")]
+    pub root: Option<usize>,
+    pub placement: Placement,
     pub nranks: u64,
     /// Modes in the order they first appear in the file, reference first.
     pub modes: Vec<String>,
@@ -91,13 +120,13 @@ pub struct Point {
 
 impl Group {
     pub fn title(&self, dimension: Dimension) -> String {
-        let mut t = self.collective.clone();
+        let mut t = self.collective.name().to_string();
         t.push_str(&format!(" {}", self.dtype));
-        if self.op != "none" {
-            t.push_str(&format!(" {}", self.op));
+        if let Some(op) = self.op {
+            t.push_str(&format!(" {op}"));
         }
-        if self.root >= 0 {
-            t.push_str(&format!(" root {}", self.root));
+        if let Some(root) = self.root {
+            t.push_str(&format!(" root {root}"));
         }
         let fixed = match dimension {
             Dimension::Hierarchy => "transport",
@@ -125,8 +154,6 @@ impl Group {
     }
 }
 
-type GroupKey = (usize, String, String, String, String, i64, bool, String, u64);
-
 /// Builds the report. `reference` defaults to `flat` (hierarchy) or `auto`
 /// (transport), or the first mode in the file when that one is absent.
 pub fn compare_modes(
@@ -136,13 +163,7 @@ pub fn compare_modes(
     metric: Metric,
     reference: Option<&str>,
 ) -> Result<ModeReport, Error> {
-    let mut all_modes: Vec<String> = Vec::new();
-    for r in rows {
-        let m = dimension.of(&r.record);
-        if !all_modes.iter().any(|x| x == m) {
-            all_modes.push(m.to_string());
-        }
-    }
+    let all_modes = modes_in(rows, dimension);
     if all_modes.len() < 2 {
         return Err(Error::usage(format!(
             "{label} has {} {} mode{} ({}): --by {} needs a CSV that measured several",
@@ -163,100 +184,28 @@ pub fn compare_modes(
             )));
         }
         None => {
-            let default = match dimension {
-                Dimension::Hierarchy => "flat",
-                Dimension::Transport => "auto",
-            };
-            if all_modes.iter().any(|m| m == default) {
-                default.to_string()
-            } else {
-                all_modes[0].clone()
+            let default = dimension.default_reference();
+            match all_modes.iter().any(|m| m == default) {
+                true => default.to_string(),
+                false => all_modes[0].clone(),
             }
         }
     };
-
-    // group -> size -> mode -> value
-    let mut table: BTreeMap<GroupKey, BTreeMap<u64, BTreeMap<String, f64>>> = BTreeMap::new();
+    // group -> size -> mode -> value; fixed: the other dimension's mode
+    let mut table: BTreeMap<CaseKey, (&'static str, Sizes)> = BTreeMap::new();
     for row in rows {
         let r = &row.record;
-        let key = (
-            collective_rank(&r.collective),
-            r.collective.clone(),
-            dimension.other(r).to_string(),
-            r.dtype.clone(),
-            r.op.clone(),
-            r.root,
-            r.placement != "out_of_place",
-            r.placement.clone(),
-            r.nranks,
-        );
-        table
-            .entry(key)
-            .or_default()
+        let (_, sizes) = table
+            .entry(dimension.group_of(r))
+            .or_insert((dimension.other(r), BTreeMap::new()));
+        sizes
             .entry(r.size_bytes)
             .or_default()
             .insert(dimension.of(r).to_string(), metric.value(r));
     }
-
     let groups = table
         .into_iter()
-        .map(|(key, sizes)| {
-            let (_, collective, fixed, dtype, op, root, _, placement, nranks) = key;
-            let mut modes: Vec<String> = vec![reference.clone()];
-            for m in &all_modes {
-                if *m != reference && sizes.values().any(|v| v.contains_key(m)) {
-                    modes.push(m.clone());
-                }
-            }
-            let mut previous: Option<String> = None;
-            let points = sizes
-                .into_iter()
-                .map(|(size_bytes, by_mode)| {
-                    let values: Vec<Option<f64>> = modes.iter().map(|m| by_mode.get(m).copied()).collect();
-                    let reference_value = values[0];
-                    let speedups = values
-                        .iter()
-                        .map(|v| match (v, reference_value) {
-                            (Some(v), Some(r)) if *v > 0.0 && r > 0.0 => {
-                                Some(if metric.higher_is_better() { v / r } else { r / v })
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    let winner = modes
-                        .iter()
-                        .zip(&values)
-                        .filter_map(|(m, v)| v.map(|v| (m, v)))
-                        .fold(None, |best: Option<(&String, f64)>, (m, v)| match best {
-                            Some((_, b)) if !metric.better(v, b) => best,
-                            _ => Some((m, v)),
-                        })
-                        .map(|(m, _)| m.clone());
-                    let crossover = matches!((&previous, &winner), (Some(p), Some(w)) if p != w);
-                    if winner.is_some() {
-                        previous = winner.clone();
-                    }
-                    Point {
-                        size_bytes,
-                        values,
-                        speedups,
-                        winner,
-                        crossover,
-                    }
-                })
-                .collect();
-            Group {
-                collective,
-                fixed,
-                dtype,
-                op,
-                root,
-                placement,
-                nranks,
-                modes,
-                points,
-            }
-        })
+        .map(|(key, (fixed, sizes))| group(key, fixed, sizes, &all_modes, &reference, metric))
         .collect();
     Ok(ModeReport {
         dimension,
@@ -265,6 +214,90 @@ pub fn compare_modes(
         label: label.to_string(),
         groups,
     })
+}
+
+/// Size -> mode -> the metric's value.
+type Sizes = BTreeMap<u64, BTreeMap<String, f64>>;
+
+/// The modes of `dimension` in the order they first appear.
+fn modes_in(rows: &[Row], dimension: Dimension) -> Vec<String> {
+    let mut modes: Vec<String> = Vec::new();
+    for r in rows {
+        let m = dimension.of(&r.record);
+        if !modes.iter().any(|x| x == m) {
+            modes.push(m.to_string());
+        }
+    }
+    modes
+}
+
+/// One group: its modes (the reference first), and per size each mode's
+/// value, speedup, the winner and whether it changed.
+fn group(key: CaseKey, fixed: &str, sizes: Sizes, all_modes: &[String], reference: &str, metric: Metric) -> Group {
+    let mut modes: Vec<String> = vec![reference.to_string()];
+    for m in all_modes {
+        if m != reference && sizes.values().any(|v| v.contains_key(m)) {
+            modes.push(m.clone());
+        }
+    }
+    let mut previous: Option<String> = None;
+    let points = sizes
+        .into_iter()
+        .map(|(size_bytes, by_mode)| {
+            let p = point(size_bytes, &by_mode, &modes, metric, previous.as_deref());
+            if p.winner.is_some() {
+                previous = p.winner.clone();
+            }
+            p
+        })
+        .collect();
+    Group {
+        collective: key.collective,
+        fixed: fixed.to_string(),
+        dtype: key.dtype,
+        op: key.op,
+        root: key.root,
+        placement: key.placement,
+        nranks: key.nranks.unwrap_or(0),
+        modes,
+        points,
+    }
+}
+
+/// One size of a group; `previous` is the last size's winner.
+fn point(
+    size_bytes: u64,
+    by_mode: &BTreeMap<String, f64>,
+    modes: &[String],
+    metric: Metric,
+    previous: Option<&str>,
+) -> Point {
+    let values: Vec<Option<f64>> = modes.iter().map(|m| by_mode.get(m).copied()).collect();
+    let reference_value = values[0];
+    let speedups = values
+        .iter()
+        .map(|v| match (v, reference_value) {
+            (Some(v), Some(r)) if *v > 0.0 && r > 0.0 => Some(if metric.higher_is_better() { v / r } else { r / v }),
+            _ => None,
+        })
+        .collect();
+    let winner = modes
+        .iter()
+        .zip(&values)
+        .filter_map(|(m, v)| v.map(|v| (m, v)))
+        .fold(None, |best: Option<(&String, f64)>, (m, v)| match best {
+            Some((_, b)) if !metric.better(v, b) => best,
+            _ => Some((m, v)),
+        })
+        .map(|(m, _)| m.clone());
+    let crossover = matches!((previous, &winner), (Some(p), Some(w)) if p != w);
+    Point {
+        size_bytes,
+        values,
+        speedups,
+        winner,
+        crossover,
+    }
 }
 
 #[cfg(test)]
@@ -277,9 +310,9 @@ mod tests {
         // flat wins small sizes, rs-ar-ag from 64 KiB on
         for (size, flat, hier) in [(1024u64, 10.0, 12.0), (65536, 100.0, 80.0), (1 << 20, 1000.0, 700.0)] {
             let mut f = record("all_reduce", size, flat, 0.0);
-            f.hierarchy = "flat".into();
+            f.hierarchy = Hierarchy::Flat;
             let mut h = record("all_reduce", size, hier, 0.0);
-            h.hierarchy = "rs-ar-ag".into();
+            h.hierarchy = Hierarchy::RsArAg;
             records.push(h);
             records.push(f);
         }
@@ -309,7 +342,7 @@ mod tests {
 
     #[test]
     fn a_single_mode_or_an_unknown_reference_is_a_usage_error() {
-        let flat: Vec<Row> = rows().into_iter().filter(|r| r.record.hierarchy == "flat").collect();
+        let flat: Vec<Row> = rows().into_iter().filter(|r| r.record.hierarchy.is_flat()).collect();
         let e = compare_modes("x.csv", &flat, Dimension::Hierarchy, Metric::Busbw, None).unwrap_err();
         assert!(e.to_string().contains("needs a CSV that measured several"), "{e}");
         let e = compare_modes("x.csv", &rows(), Dimension::Hierarchy, Metric::Busbw, Some("ring")).unwrap_err();
@@ -317,8 +350,8 @@ mod tests {
         // transport: no `auto` here, so the first mode is the reference
         let mut rs = rows();
         for (i, r) in rs.iter_mut().enumerate() {
-            r.record.transport = if i % 2 == 0 { "nvlink" } else { "ib" }.into();
-            r.record.hierarchy = "flat".into();
+            r.record.transport = if i % 2 == 0 { Profile::Nvlink } else { Profile::Ib };
+            r.record.hierarchy = Hierarchy::Flat;
         }
         let t = compare_modes("x.csv", &rs, Dimension::Transport, Metric::Busbw, None).unwrap();
         assert_eq!(t.reference, "nvlink");

@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::report::record::{COLUMNS, Record};
+use crate::record::{COLUMNS, CaseKey, Record, check_column};
 
 /// Per-iteration statistics of a row, present when the CSV has the
 /// optional columns `time_p50_us`, `time_p99_us` (microseconds) and
-/// `time_cv` (standard deviation / mean, a fraction).
+/// `time_cv` (standard deviation / mean, a fraction): the spread `compare`
+/// widens a row's by (tests set them apart from the record).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct IterStats {
     pub p50_us: Option<f64>,
@@ -38,8 +39,6 @@ pub struct Loaded {
     /// Rows dropped because a later row measured the same case.
     pub duplicates: usize,
 }
-
-const OPTIONAL: [&str; 3] = ["time_p50_us", "time_p99_us", "time_cv"];
 
 /// Reads a CSV file, or every `*.csv` file of a folder (in name order),
 /// and keeps one row per measured case: of rows that share collective,
@@ -75,7 +74,9 @@ pub fn load(path: &Path) -> Result<Loaded, Error> {
 }
 
 /// Reads one CSV file; every schema-1 column must be present (more may
-/// follow), or the file is refused with the missing names.
+/// follow), or the file is refused with the missing names. Each value is
+/// parsed into its column's type here, once; a bad one is one line naming
+/// the file, the line and the column.
 pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
     let mut reader = csv::Reader::from_path(path)
         .map_err(|e| Error::usage(format!("cannot read CSV file {}: {e}", path.display())))?;
@@ -99,48 +100,46 @@ pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
             path.display()
         )));
     }
-    let optional = OPTIONAL.map(|name| headers.iter().position(|h| h == name));
     let mut rows = Vec::new();
-    for (i, result) in reader.records().enumerate() {
+    for (i, raw) in reader.records().enumerate() {
         let line = i + 2;
-        let bad = |e: &dyn std::fmt::Display| Error::usage(format!("CSV file {} line {line}: {e}", path.display()));
-        let raw = result.map_err(|e| bad(&e))?;
-        let record: Record = raw.deserialize(Some(&headers)).map_err(|e| bad(&e))?;
-        let mut values = [None; 3];
-        for (value, column) in values.iter_mut().zip(optional) {
-            if let Some(text) = column.and_then(|c| raw.get(c)).filter(|t| !t.trim().is_empty()) {
-                let v: f64 = text
-                    .trim()
-                    .parse()
-                    .map_err(|_| bad(&format_args!("'{text}' is not a number")))?;
-                *value = Some(v);
-            }
-        }
-        let [p50_us, p99_us, cv] = values;
+        let raw = raw.map_err(|e| Error::usage(format!("CSV file {} line {line}: {e}", path.display())))?;
+        let record: Record = raw
+            .deserialize(Some(&headers))
+            .map_err(|e| bad_row(path, &headers, &raw, line, &e))?;
+        let stats = IterStats {
+            p50_us: record.time_p50_us,
+            p99_us: record.time_p99_us,
+            cv: record.time_cv,
+        };
         rows.push(Row {
             record,
-            stats: IterStats { p50_us, p99_us, cv },
+            stats,
             file: path.to_path_buf(),
         });
     }
     Ok(rows)
 }
 
-/// The columns that name a measured case.
-pub type CaseKey = (String, String, String, String, String, i64, String, u64, u64);
-
-pub fn case_key(r: &Record) -> CaseKey {
-    (
-        r.collective.clone(),
-        r.hierarchy.clone(),
-        r.transport.clone(),
-        r.dtype.clone(),
-        r.op.clone(),
-        r.root,
-        r.placement.clone(),
-        r.size_bytes,
-        r.nranks,
-    )
+/// `CSV file F line L column `collective`: unknown collective 'x'`: the
+/// column the reader names, else the first typed column whose value does
+/// not parse.
+fn bad_row(path: &Path, headers: &csv::StringRecord, raw: &csv::StringRecord, line: usize, e: &csv::Error) -> Error {
+    let at = format!("CSV file {} line {line}", path.display());
+    let csv::ErrorKind::Deserialize { err, .. } = e.kind() else {
+        return Error::usage(format!("{at}: {e}"));
+    };
+    if let Some(name) = err.field().and_then(|f| headers.get(f as usize)) {
+        return Error::usage(format!("{at} column `{name}`: {}", err.kind()));
+    }
+    let typed = headers
+        .iter()
+        .zip(raw.iter())
+        .find_map(|(name, text)| check_column(name, text).err().map(|why| (name, why)));
+    match typed {
+        Some((name, why)) => Error::usage(format!("{at} column `{name}`: {why}")),
+        None => Error::usage(format!("{at}: {}", err.kind())),
+    }
 }
 
 /// Keeps, per case, the row with the latest timestamp (the later one on
@@ -149,7 +148,7 @@ fn dedupe(rows: Vec<Row>) -> Vec<Row> {
     let mut slot: BTreeMap<CaseKey, usize> = BTreeMap::new();
     let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
     for row in rows {
-        let key = case_key(&row.record);
+        let key = CaseKey::of(&row.record, true);
         match slot.get(&key) {
             Some(&i) => {
                 if row.record.timestamp >= kept[i].record.timestamp {
@@ -240,7 +239,28 @@ time_min_us,time_max_us,algbw_gbps,busbw_gbps,wrong";
         )
         .unwrap();
         let err = read_file(&path).unwrap_err().to_string();
-        assert!(err.contains("bad.csv line 3"), "{err}");
+        assert!(err.contains("bad.csv line 3 column `size_bytes`: "), "{err}");
         assert!(!err.contains('\n'));
+        // a value of a typed column: its name and the value
+        let text = format!("{HEADER}\n{}\n", line("t", 8, 1.0).replace("all_reduce", "all_redux"));
+        std::fs::write(&path, text).unwrap();
+        let err = read_file(&path).unwrap_err().to_string();
+        assert!(
+            err.ends_with("bad.csv line 2 column `collective`: unknown collective 'all_redux'"),
+            "{err}"
+        );
+        for (from, to, column) in [
+            (",sum,", ",add,", "op"),
+            (",-1,", ",-2,", "root"),
+            ("out_of_place", "sideways", "placement"),
+        ] {
+            std::fs::write(
+                &path,
+                format!("{HEADER}\n{}\n", line("t", 8, 1.0).replacen(from, to, 1)),
+            )
+            .unwrap();
+            let err = read_file(&path).unwrap_err().to_string();
+            assert!(err.contains(&format!("line 2 column `{column}`: ")), "{err}");
+        }
     }
 }

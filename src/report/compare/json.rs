@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::by_mode::ModeReport;
-use super::{Case, CollectiveSummary, Compared, Comparison, Verdict};
-use crate::report::record::SCHEMA_VERSION;
+use super::{CaseKey, CollectiveSummary, Compared, Comparison, Verdict};
+use crate::record::SCHEMA_VERSION;
 
 #[derive(Serialize)]
 struct Document<'a> {
@@ -23,8 +23,8 @@ struct Document<'a> {
     regressed: usize,
     within_noise: usize,
     rows: &'a [Compared],
-    only_in_base: &'a [Case],
-    only_in_new: &'a [Case],
+    only_in_base: &'a [CaseKey],
+    only_in_new: &'a [CaseKey],
     summary: &'a [CollectiveSummary],
     notes: &'a [String],
 }

@@ -36,7 +36,8 @@ use serde::Serialize;
 
 use crate::collective::Collective;
 use crate::error::{Error, exit};
-use crate::report::record::Record;
+use crate::record::Record;
+pub use crate::record::{CaseKey, human_size};
 pub use input::{Loaded, Row, load};
 
 /// Default regression threshold in percent: below the run-to-run variation
@@ -55,6 +56,17 @@ pub enum Metric {
 }
 
 impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::Busbw, Metric::Algbw, Metric::Time];
+
+    /// The CSV column each metric also goes by.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Metric::Busbw => &["busbw_gbps"],
+            Metric::Algbw => &["algbw_gbps"],
+            Metric::Time => &["time_us"],
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Metric> {
         match s.trim().to_ascii_lowercase().as_str() {
             "busbw" | "busbw_gbps" => Some(Metric::Busbw),
@@ -122,6 +134,24 @@ pub enum Format {
 }
 
 impl Format {
+    pub const ALL: [Format; 3] = [Format::Table, Format::Markdown, Format::Json];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Markdown => "markdown",
+            Format::Json => "json",
+        }
+    }
+
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Format::Table => &["text"],
+            Format::Markdown => &["md"],
+            Format::Json => &[],
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Format> {
         match s.trim().to_ascii_lowercase().as_str() {
             "table" | "text" => Some(Format::Table),
@@ -157,92 +187,11 @@ impl Verdict {
     }
 }
 
-/// A measured case: the join key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Case {
-    pub collective: String,
-    pub hierarchy: String,
-    pub transport: String,
-    pub dtype: String,
-    pub op: String,
-    pub root: i64,
-    pub placement: String,
-    pub size_bytes: u64,
-    /// Absent when `--allow-different-ranks` compares one rank count with
-    /// another.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nranks: Option<u64>,
-}
-
-impl Case {
-    fn of(r: &Record, with_ranks: bool) -> Case {
-        Case {
-            collective: r.collective.clone(),
-            hierarchy: r.hierarchy.clone(),
-            transport: r.transport.clone(),
-            dtype: r.dtype.clone(),
-            op: r.op.clone(),
-            root: r.root,
-            placement: r.placement.clone(),
-            size_bytes: r.size_bytes,
-            nranks: with_ranks.then_some(r.nranks),
-        }
-    }
-
-    /// Sweep order: collectives as a run orders them, then the rest.
-    fn order(&self) -> impl Ord + '_ {
-        (
-            collective_rank(&self.collective),
-            &self.collective,
-            &self.hierarchy,
-            &self.transport,
-            &self.dtype,
-            &self.op,
-            self.root,
-            self.size_bytes,
-            self.placement != "out_of_place",
-            self.nranks,
-        )
-    }
-
-    /// `all_reduce flat auto float sum out_of_place 1 MiB`, naming only
-    /// what a human needs (no op or root where there is none).
-    pub fn describe(&self) -> String {
-        let mut parts = vec![self.collective.clone()];
-        if self.hierarchy != "flat" {
-            parts.push(self.hierarchy.clone());
-        }
-        if self.transport != "auto" {
-            parts.push(format!("transport {}", self.transport));
-        }
-        parts.push(self.dtype.clone());
-        if self.op != "none" {
-            parts.push(self.op.clone());
-        }
-        if self.root >= 0 {
-            parts.push(format!("root {}", self.root));
-        }
-        parts.push(self.placement.clone());
-        parts.push(human_size(self.size_bytes));
-        if let Some(n) = self.nranks {
-            parts.push(format!("{n} ranks"));
-        }
-        parts.join(" ")
-    }
-}
-
-/// Position of a collective in a sweep; unknown names sort last.
-pub(crate) fn collective_rank(name: &str) -> usize {
-    Collective::parse(name)
-        .and_then(|c| Collective::ALL.iter().position(|x| *x == c))
-        .unwrap_or(Collective::ALL.len())
-}
-
 /// One joined row.
 #[derive(Clone, Debug, Serialize)]
 pub struct Compared {
     #[serde(flatten)]
-    pub case: Case,
+    pub case: CaseKey,
     pub base_nranks: u64,
     pub new_nranks: u64,
     pub base: f64,
@@ -258,7 +207,7 @@ pub struct Compared {
 /// Per-collective counts.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CollectiveSummary {
-    pub collective: String,
+    pub collective: Collective,
     pub compared: usize,
     pub improved: usize,
     pub regressed: usize,
@@ -277,8 +226,8 @@ pub struct Comparison {
     pub base_label: String,
     pub new_label: String,
     pub rows: Vec<Compared>,
-    pub only_in_base: Vec<Case>,
-    pub only_in_new: Vec<Case>,
+    pub only_in_base: Vec<CaseKey>,
+    pub only_in_new: Vec<CaseKey>,
     pub summary: Vec<CollectiveSummary>,
     /// Things the reader should know (duplicates resolved, ranks ignored).
     pub notes: Vec<String>,
@@ -336,6 +285,72 @@ impl Comparison {
     }
 }
 
+/// `collbench compare` as typed on the command line.
+#[derive(Clone, Debug)]
+pub struct CompareCommand {
+    /// BASE and NEW, or with `by` the one CSV.
+    pub files: Vec<std::path::PathBuf>,
+    pub metric: Metric,
+    pub threshold_pct: f64,
+    pub format: Format,
+    pub allow_different_ranks: bool,
+    pub by: Option<by_mode::Dimension>,
+    pub reference: Option<String>,
+}
+
+/// Runs `collbench compare`: the report on stdout in the chosen format;
+/// a regression is an `Error::Regression` (its one line goes to stderr,
+/// where a CI log shows it, the report itself may be in a file).
+pub fn command(c: &CompareCommand) -> Result<u8, Error> {
+    if !c.threshold_pct.is_finite() || c.threshold_pct < 0.0 {
+        return Err(Error::usage(format!(
+            "--threshold {}: give a percentage of 0 or more",
+            c.threshold_pct
+        )));
+    }
+    if let Some(dimension) = c.by {
+        let [file] = c.files.as_slice() else {
+            return Err(Error::usage(format!(
+                "--by {} compares the modes inside one CSV: give exactly one file",
+                dimension.name()
+            )));
+        };
+        let loaded = load(file)?;
+        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, c.metric, c.reference.as_deref())?;
+        crate::report::print_out(&match c.format {
+            Format::Table => text::modes(&report),
+            Format::Markdown => markdown::modes(&report),
+            Format::Json => json::modes(&report),
+        });
+        return Ok(exit::OK);
+    }
+    let [base, new] = c.files.as_slice() else {
+        return Err(Error::usage(
+            "compare needs BASE and NEW (or --by hierarchy|transport with one CSV)",
+        ));
+    };
+    let options = CompareOptions {
+        metric: c.metric,
+        threshold_pct: c.threshold_pct,
+        allow_different_ranks: c.allow_different_ranks,
+    };
+    let comparison = compare(&load(base)?, &load(new)?, &options)?;
+    crate::report::print_out(&match c.format {
+        Format::Table => text::comparison(&comparison),
+        Format::Markdown => markdown::comparison(&comparison),
+        Format::Json => json::comparison(&comparison),
+    });
+    match comparison.count(Verdict::Regressed) {
+        0 => Ok(exit::OK),
+        rows => Err(Error::Regression {
+            rows,
+            compared: comparison.rows.len(),
+            threshold_pct: c.threshold_pct,
+            metric: c.metric.name(),
+        }),
+    }
+}
+
 /// Joins `base` and `new` and judges every row (see the module doc).
 pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Comparison, Error> {
     let ranks = |l: &Loaded| -> BTreeSet<u64> { l.rows.iter().map(|r| r.record.nranks).collect() };
@@ -378,16 +393,16 @@ pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Com
 
     let mut rows = Vec::new();
     let mut only_in_base = Vec::new();
-    for (case, b) in sorted(&base_rows) {
-        match new_rows.get(&case_id(case)).map(|(_, r)| *r) {
+    for (case, b) in &base_rows {
+        match new_rows.get(case) {
             Some(n) => rows.push(judge(case.clone(), b, n, opts)),
             None => only_in_base.push(case.clone()),
         }
     }
-    let only_in_new: Vec<Case> = sorted(&new_rows)
-        .into_iter()
-        .filter(|(case, _)| !base_rows.contains_key(&case_id(case)))
-        .map(|(case, _)| case.clone())
+    let only_in_new: Vec<CaseKey> = new_rows
+        .keys()
+        .filter(|case| !base_rows.contains_key(*case))
+        .cloned()
         .collect();
     let summary = summarise(&rows, &only_in_base, &only_in_new);
     Ok(Comparison {
@@ -403,29 +418,12 @@ pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Com
     })
 }
 
-/// Rows by case, for the join.
-fn index(l: &Loaded, with_ranks: bool) -> BTreeMap<String, (Case, &Row)> {
-    l.rows
-        .iter()
-        .map(|r| {
-            let case = Case::of(&r.record, with_ranks);
-            (case_id(&case), (case, r))
-        })
-        .collect()
+/// Rows by case, for the join, in report order.
+fn index(l: &Loaded, with_ranks: bool) -> BTreeMap<CaseKey, &Row> {
+    l.rows.iter().map(|r| (CaseKey::of(&r.record, with_ranks), r)).collect()
 }
 
-fn case_id(c: &Case) -> String {
-    format!("{c:?}")
-}
-
-/// Rows in sweep order.
-fn sorted<'a>(rows: &'a BTreeMap<String, (Case, &'a Row)>) -> Vec<(&'a Case, &'a Row)> {
-    let mut v: Vec<(&Case, &Row)> = rows.values().map(|(c, r)| (c, *r)).collect();
-    v.sort_by(|a, b| a.0.order().cmp(&b.0.order()));
-    v
-}
-
-fn judge(case: Case, base: &Row, new: &Row, opts: &CompareOptions) -> Compared {
+fn judge(case: CaseKey, base: &Row, new: &Row, opts: &CompareOptions) -> Compared {
     let metric = opts.metric;
     let (b, n) = (metric.value(&base.record), metric.value(&new.record));
     let change_pct = if b != 0.0 {
@@ -484,26 +482,24 @@ fn spread(metric: Metric, row: &Row) -> [f64; 2] {
     [a.min(b), a.max(b)]
 }
 
-fn summarise(rows: &[Compared], only_base: &[Case], only_new: &[Case]) -> Vec<CollectiveSummary> {
-    let mut table: BTreeMap<(usize, String), (CollectiveSummary, Vec<f64>)> = BTreeMap::new();
-    fn get<'t>(
-        table: &'t mut BTreeMap<(usize, String), (CollectiveSummary, Vec<f64>)>,
-        name: &str,
-    ) -> &'t mut (CollectiveSummary, Vec<f64>) {
-        table
-            .entry((collective_rank(name), name.to_string()))
-            .or_insert_with(|| {
-                (
-                    CollectiveSummary {
-                        collective: name.to_string(),
-                        ..Default::default()
-                    },
-                    Vec::new(),
-                )
-            })
+fn summarise(rows: &[Compared], only_base: &[CaseKey], only_new: &[CaseKey]) -> Vec<CollectiveSummary> {
+    let mut table: BTreeMap<Collective, (CollectiveSummary, Vec<f64>)> = BTreeMap::new();
+    fn get(
+        table: &mut BTreeMap<Collective, (CollectiveSummary, Vec<f64>)>,
+        collective: Collective,
+    ) -> &mut (CollectiveSummary, Vec<f64>) {
+        table.entry(collective).or_insert_with(|| {
+            (
+                CollectiveSummary {
+                    collective,
+                    ..Default::default()
+                },
+                Vec::new(),
+            )
+        })
     }
     for r in rows {
-        let (s, logs) = get(&mut table, &r.case.collective);
+        let (s, logs) = get(&mut table, r.case.collective);
         s.compared += 1;
         match r.verdict {
             Verdict::Improved => s.improved += 1,
@@ -515,10 +511,10 @@ fn summarise(rows: &[Compared], only_base: &[Case], only_new: &[Case]) -> Vec<Co
         }
     }
     for c in only_base {
-        get(&mut table, &c.collective).0.only_in_base += 1;
+        get(&mut table, c.collective).0.only_in_base += 1;
     }
     for c in only_new {
-        get(&mut table, &c.collective).0.only_in_new += 1;
+        get(&mut table, c.collective).0.only_in_new += 1;
     }
     table
         .into_values()
@@ -534,18 +530,6 @@ fn summarise(rows: &[Compared], only_base: &[Case], only_new: &[Case]) -> Vec<Co
 
 fn list(set: &BTreeSet<u64>) -> String {
     set.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-}
-
-/// `8 B`, `64 KiB`, `1 MiB`; sizes that are not a whole number of the
-/// unit stay in bytes.
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (scale, unit) in UNITS {
-        if bytes >= scale && bytes.is_multiple_of(scale) {
-            return format!("{} {unit}", bytes / scale);
-        }
-    }
-    format!("{bytes} B")
 }
 
 /// `5` rather than `5.0`, `2.5` as is.
@@ -586,26 +570,28 @@ pub(crate) mod tests {
     /// A record with the given busbw at 2 ranks (all_reduce: factor 1).
     pub fn record(collective: &str, size: u64, time_us: f64, spread: f64) -> Record {
         let algbw = size as f64 / (time_us * 1e-6) / 1e9;
+        let collective = Collective::parse(collective).unwrap();
+        let all_reduce = collective == Collective::AllReduce;
         Record {
             timestamp: "2026-01-01T00:00:00Z".into(),
-            collective: collective.into(),
-            dtype: "float".into(),
-            op: if collective == "all_reduce" { "sum" } else { "none" }.into(),
-            root: -1,
-            placement: "out_of_place".into(),
+            collective,
+            dtype: crate::types::DType::Float,
+            op: all_reduce.then_some(crate::types::ReduceOp::Sum),
+            root: None,
+            placement: crate::types::Placement::OutOfPlace,
             size_bytes: size,
             count: size / 4,
             time_us,
             time_min_us: time_us * (1.0 - spread),
             time_max_us: time_us * (1.0 + spread),
             algbw_gbps: algbw,
-            busbw_gbps: algbw * if collective == "all_reduce" { 1.0 } else { 0.5 },
+            busbw_gbps: algbw * if all_reduce { 1.0 } else { 0.5 },
             wrong: Some(0),
             ..Record {
                 phase_intra1_us: None,
                 phase_intra2_us: None,
                 cycle: None,
-                ..crate::report::record::tests::sample()
+                ..crate::record::tests::sample()
             }
         }
     }
@@ -717,12 +703,12 @@ pub(crate) mod tests {
         );
         let c = compare(&base, &new, &opts()).unwrap();
         assert_eq!(c.rows.len(), 1);
-        assert_eq!(c.only_in_base[0].collective, "all_gather");
+        assert_eq!(c.only_in_base[0].collective, Collective::AllGather);
         assert_eq!(c.only_in_new[0].size_bytes, 16);
         let ar = &c.summary[0];
         assert_eq!(
-            (ar.collective.as_str(), ar.compared, ar.only_in_new),
-            ("all_reduce", 1, 1)
+            (ar.collective, ar.compared, ar.only_in_new),
+            (Collective::AllReduce, 1, 1)
         );
         assert_eq!(c.summary[1].only_in_base, 1);
         assert_eq!(c.exit_code(), 0);

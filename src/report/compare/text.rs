@@ -59,7 +59,7 @@ pub fn comparison(c: &Comparison) -> String {
             .iter()
             .map(|s| {
                 vec![
-                    s.collective.clone(),
+                    s.collective.name().to_string(),
                     s.compared.to_string(),
                     s.improved.to_string(),
                     s.regressed.to_string(),
@@ -90,17 +90,13 @@ pub(super) fn row_cells(r: &Compared) -> Vec<String> {
         format!("{}->{}", r.base_nranks, r.new_nranks)
     };
     vec![
-        case.collective.clone(),
-        case.hierarchy.clone(),
-        case.transport.clone(),
-        case.dtype.clone(),
-        case.op.clone(),
-        if case.root < 0 {
-            "-".into()
-        } else {
-            case.root.to_string()
-        },
-        case.placement.clone(),
+        case.collective.name().into(),
+        case.hierarchy.name().into(),
+        case.transport.name().into(),
+        case.dtype.name().into(),
+        crate::record::op_column::text(case.op).into(),
+        case.root.map_or_else(|| "-".into(), |r| r.to_string()),
+        case.placement.name().into(),
         human_size(case.size_bytes),
         ranks,
         fmt_value(r.base),

@@ -33,9 +33,9 @@ use std::path::{Path, PathBuf};
 
 use crate::collective::Collective;
 use crate::error::Error;
-use crate::report::record::{Record, bandwidth_gbps};
+use crate::record::{Record, bandwidth_gbps};
 use crate::topology::Nodes;
-use crate::types::{DType, Placement};
+use crate::types::{BackendKind, DType, Placement, ReduceOp, known};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -44,6 +44,22 @@ pub enum Source {
 }
 
 impl Source {
+    pub const ALL: [Source; 2] = [Source::NcclTests, Source::Osu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::NcclTests => "nccl-tests",
+            Source::Osu => "osu",
+        }
+    }
+
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Source::NcclTests => &["nccl_tests", "nccl"],
+            Source::Osu => &["omb"],
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Source> {
         match s.trim().to_ascii_lowercase().as_str() {
             "nccl-tests" | "nccl_tests" | "nccl" => Some(Source::NcclTests),
@@ -74,7 +90,7 @@ pub(crate) struct Given {
 #[derive(Clone, Debug)]
 pub(crate) struct Run {
     pub run_id: String,
-    pub backend: &'static str,
+    pub backend: BackendKind,
     pub backend_version: String,
     pub collective: Collective,
     pub nranks: u64,
@@ -112,33 +128,50 @@ pub(crate) struct Parsed {
     pub warnings: Vec<String>,
 }
 
-/// The record of one point, with our bandwidth formulas. The only place
-/// where an imported point becomes a `Record`.
-pub(crate) fn record(run: &Run, m: &Measured) -> Record {
+/// The record of one point, with our bandwidth formulas: where an
+/// imported row becomes a typed `Record`, so a type, operation or root the
+/// file names that collbench does not know is refused here, in one line.
+pub(crate) fn record(run: &Run, m: &Measured) -> Result<Record, String> {
+    let row = || format!("the {} B row", m.size_bytes);
+    let dtype = DType::parse(&m.dtype).ok_or_else(|| {
+        format!(
+            "{} has element type '{}', which collbench does not know (it knows {})",
+            row(),
+            m.dtype,
+            known::<DType>()
+        )
+    })?;
     let spec = run.collective.spec();
+    // nccl-tests prints `sum` as the redop of sendrecv (and old alltoall an
+    // empty one): collbench's schema says `none` for every non-reduction,
+    // and -1 for every collective without a root.
+    let op = match m.op.trim() {
+        _ if !spec.is_reduction() => None,
+        none if none.eq_ignore_ascii_case("none") => None,
+        name => Some(ReduceOp::parse(name).ok_or_else(|| format!("{} has an unknown operation '{name}'", row()))?),
+    };
+    let root = match m.root {
+        _ if !spec.has_root() => None,
+        -1 => None,
+        r => Some(usize::try_from(r).map_err(|_| format!("{} has root {r}, neither a rank nor -1", row()))?),
+    };
     let factor = spec.bus_factor(run.nranks as usize);
     let (algbw_gbps, busbw_gbps) = bandwidth_gbps(m.size_bytes, m.time_us * 1e-6, factor);
     let nodes = Nodes::from_keys(&run.hosts, &run.hosts);
-    Record {
+    Ok(Record {
         run_id: run.run_id.clone(),
         timestamp: m.timestamp.clone().unwrap_or_else(|| run.timestamp.clone()),
         host: run.hosts.first().cloned().unwrap_or_default(),
-        backend: run.backend.into(),
+        backend: run.backend,
         backend_version: run.backend_version.clone(),
-        transport: "auto".into(),
+        transport: Default::default(),
         transport_observed: "unknown".into(),
-        hierarchy: "flat".into(),
-        collective: run.collective.name().into(),
-        dtype: m.dtype.clone(),
-        // nccl-tests prints `sum` as the redop of sendrecv: collbench's
-        // schema says `none` for every non-reduction.
-        op: if spec.is_reduction() {
-            m.op.clone()
-        } else {
-            "none".into()
-        },
-        root: if spec.has_root() { m.root } else { -1 },
-        placement: m.placement.name().into(),
+        hierarchy: Default::default(),
+        collective: run.collective,
+        dtype,
+        op,
+        root,
+        placement: m.placement,
         size_bytes: m.size_bytes,
         count: m.count,
         nranks: run.nranks,
@@ -153,7 +186,7 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Record {
         busbw_gbps,
         wrong: m.wrong,
         ..Record::default()
-    }
+    })
 }
 
 /// The collective: `--collective`, else what the file said, else an
@@ -286,7 +319,7 @@ mod tests {
     fn records_use_our_bandwidth_formulas() {
         let run = Run {
             run_id: "x".into(),
-            backend: "nccl",
+            backend: BackendKind::Nccl,
             backend_version: String::new(),
             collective: Collective::AllReduce,
             nranks: 8,
@@ -309,10 +342,17 @@ mod tests {
             timestamp: None,
             iters: None,
         };
-        let r = record(&run, &m);
+        let r = record(&run, &m).unwrap();
         assert_eq!((r.algbw_gbps, r.busbw_gbps), (1.0, 1.75));
         assert_eq!((r.nnodes, r.ranks_per_node, r.host.as_str()), (2, 2, "a"));
-        assert_eq!(r.placement, "in_place");
+        assert_eq!(r.placement, Placement::InPlace);
+        // what collbench has no type for is refused, never kept as text
+        let fp8 = Measured {
+            dtype: "f8e4m3".into(),
+            ..m
+        };
+        let e = record(&run, &fp8).unwrap_err();
+        assert!(e.contains("element type 'f8e4m3'") && e.contains("bfloat16"), "{e}");
     }
 
     mod never_panic {

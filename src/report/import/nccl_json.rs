@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::{Given, Measured, Parsed, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
-use crate::types::Placement;
+use crate::types::{BackendKind, Placement};
 
 pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
@@ -43,7 +43,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     let int = |v: Option<&Value>| v.and_then(Value::as_u64);
     let run = Run {
         run_id: run_id("nccl-tests", name, 0, 1),
-        backend: "nccl",
+        backend: BackendKind::Nccl,
         backend_version: match int(doc.get("nccl_version")) {
             // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch
             Some(code) if code >= 20900 => format!("NCCL {}.{}.{}", code / 10000, code / 100 % 100, code % 100),
@@ -68,7 +68,9 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     let mut records = Vec::new();
     let mut warnings = Vec::new();
     for (i, entry) in results.iter().enumerate() {
-        records.extend(points(entry, i, &mut warnings).iter().map(|m| record(&run, m)));
+        for m in points(entry, i, &mut warnings) {
+            records.push(record(&run, &m)?);
+        }
     }
     if records.is_empty() {
         return Err("the JSON \"results\" list holds no measured point".into());
@@ -165,8 +167,8 @@ mod tests {
         );
         let r = &rows[0];
         assert_eq!(
-            (r.collective.as_str(), r.nranks, r.count, r.root),
-            ("all_gather", 2, 128, -1)
+            (r.collective.name(), r.nranks, r.count, r.root),
+            ("all_gather", 2, 128, None)
         );
         assert_eq!(r.backend_version, "NCCL 2.27.3");
         assert_eq!(

@@ -24,7 +24,7 @@
 use super::launch::{self, Command};
 use super::{Given, Measured, Parsed, Run, dtype_name, perf_binary, perf_collective, record, run_id};
 use crate::collective::Collective;
-use crate::types::Placement;
+use crate::types::{BackendKind, Placement};
 
 /// What one line (without its launcher prefix) is.
 enum Item {
@@ -150,7 +150,9 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
             }
         };
         let (run, points) = run_of(s, given, name, i, with_rows.len()).map_err(located)?;
-        records.extend(points.iter().map(|m| record(&run, m)));
+        for m in &points {
+            records.push(record(&run, m).map_err(located)?);
+        }
     }
     Ok(Parsed { records, warnings })
 }
@@ -712,7 +714,7 @@ fn run_of(
     };
     let run = Run {
         run_id: run_id("nccl-tests", name, index, sections),
-        backend: "nccl",
+        backend: BackendKind::Nccl,
         backend_version,
         collective,
         nranks,

@@ -29,7 +29,7 @@
 use super::launch::{self, Command};
 use super::{Given, Measured, Parsed, Run, dtype_name, number, record, resolve_collective, run_id, time};
 use crate::collective::Collective;
-use crate::types::{DType, Placement};
+use crate::types::{BackendKind, DType, Placement};
 
 #[derive(Default)]
 struct Section {
@@ -71,7 +71,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         let elem = DType::parse(&dtype).map_or(1, |t| t.size_bytes() as u64);
         let run = Run {
             run_id: run_id("osu", name, i, count),
-            backend: "mpi",
+            backend: BackendKind::Mpi,
             backend_version: if s.version.is_empty() {
                 "OSU".into()
             } else {
@@ -84,11 +84,9 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
             warmup: 0,
             timestamp: String::new(),
         };
-        records.extend(
-            points(s, collective, nranks, &dtype, elem)
-                .iter()
-                .map(|m| record(&run, m)),
-        );
+        for m in points(s, collective, nranks, &dtype, elem) {
+            records.push(record(&run, &m)?);
+        }
     }
     Ok(Parsed { records, warnings })
 }
@@ -302,7 +300,7 @@ mod tests {
         assert_eq!(rows.len(), 2);
         let r = &rows[1];
         assert_eq!(
-            (r.collective.as_str(), r.dtype.as_str(), r.op.as_str()),
+            (r.collective.name(), r.dtype.name(), r.op.map_or("none", |o| o.name())),
             ("all_reduce", "float", "sum")
         );
         assert_eq!((r.size_bytes, r.count, r.iters), (1 << 20, 1 << 18, 100));
@@ -316,11 +314,11 @@ mod tests {
         let text = "# OSU MPI All-to-All Personalized Exchange Latency Test v5.9\n\
 # Size       Avg Latency(us)\n1024                   10.00\n";
         let r = &parse(text, "a2a", &given(8)).unwrap().records[0];
-        assert_eq!((r.collective.as_str(), r.dtype.as_str()), ("alltoall", "int8"));
-        assert_eq!((r.size_bytes, r.count, r.root), (8192, 1024, -1));
+        assert_eq!((r.collective.name(), r.dtype.name()), ("alltoall", "int8"));
+        assert_eq!((r.size_bytes, r.count, r.root), (8192, 1024, None));
         let text = "# OSU MPI Gather Latency Test v7.0\n# Size       Avg Latency(us)\n64   3.00\n";
         let r = &parse(text, "g", &given(2)).unwrap().records[0];
-        assert_eq!((r.size_bytes, r.root), (128, 0));
+        assert_eq!((r.size_bytes, r.root), (128, Some(0)));
         let text = "# OSU MPI Reduce_scatter Latency Test v5.9\n# Size       Avg Latency(us)\n64   3.00\n";
         let r = &parse(text, "rs", &given(4)).unwrap().records[0];
         assert_eq!((r.size_bytes, r.count), (64, 4));

@@ -207,7 +207,7 @@ pub fn probe(root: &Path) -> MachineReport {
     }
     MachineReport {
         schema_version: SCHEMA_VERSION,
-        host: crate::world::hostname(),
+        host: super::hostname(),
         cpu: sysfs::cpu(root),
         numa_nodes,
         gpu_source: gpu_source.into(),
@@ -267,7 +267,23 @@ fn or_dash<T: ToString>(v: Option<T>) -> String {
 /// The human report.
 pub fn table(r: &MachineReport) -> String {
     let mut s = format!("# collbench topo: {}\n", r.host);
-    s += &format!(
+    s += &cpu_lines(r);
+    s += &gpu_lines(r);
+    if let Some(l) = &r.links {
+        s += &link_lines(l);
+    }
+    s += &nic_lines(r);
+    if !r.notes.is_empty() {
+        s += "\n";
+        for n in &r.notes {
+            s += &format!("note: {n}\n");
+        }
+    }
+    s
+}
+
+fn cpu_lines(r: &MachineReport) -> String {
+    let mut s = format!(
         "CPU   : {}, {} socket{}, {} cores, {} threads\n",
         r.cpu.model.as_deref().unwrap_or("unknown model"),
         r.cpu.sockets,
@@ -284,7 +300,11 @@ pub fn table(r: &MachineReport) -> String {
                 .map_or_else(|| "-".into(), |m| format!("{:.1} GiB", m as f64 / 1024.0))
         );
     }
-    s += &format!("\nGPUs ({})", r.gpu_source);
+    s
+}
+
+fn gpu_lines(r: &MachineReport) -> String {
+    let mut s = format!("\nGPUs ({})", r.gpu_source);
     if let Some(d) = &r.driver {
         s += &format!(", driver {d}");
     }
@@ -302,28 +322,38 @@ pub fn table(r: &MachineReport) -> String {
             g.memory_mib.map_or_else(String::new, |m| format!("{} MiB", m))
         );
     }
-    if let Some(l) = &r.links {
-        s += "\nLinks\n";
-        let width = l.devices.iter().map(String::len).max().unwrap_or(4).max(5) + 1;
-        s += &format!("  {:width$}", "");
-        for d in &l.devices {
-            s += &format!("{d:>width$}");
+    s
+}
+
+/// The GPU-GPU and GPU-NIC link matrix.
+fn link_lines(l: &Links) -> String {
+    let mut s = String::new();
+    s += "\nLinks\n";
+    let width = l.devices.iter().map(String::len).max().unwrap_or(4).max(5) + 1;
+    s += &format!("  {:width$}", "");
+    for d in &l.devices {
+        s += &format!("{d:>width$}");
+    }
+    s += "\n";
+    for (d, row) in l.devices.iter().zip(&l.cells) {
+        s += &format!("  {d:width$}");
+        for c in row {
+            s += &format!("{c:>width$}");
         }
         s += "\n";
-        for (d, row) in l.devices.iter().zip(&l.cells) {
-            s += &format!("  {d:width$}");
-            for c in row {
-                s += &format!("{c:>width$}");
-            }
-            s += "\n";
-        }
-        for (nic, dev) in &l.nics {
-            s += &format!("  {nic}: {dev}\n");
-        }
-        s += "  X self, NV# bonded NVLinks, PIX at most one PCIe switch, PXB several PCIe switches,\n  \
-              PHB through a PCIe host bridge (the CPU), NODE between host bridges of one NUMA node,\n  \
-              SYS across NUMA nodes (QPI/UPI/Infinity Fabric)\n";
     }
+    for (nic, dev) in &l.nics {
+        s += &format!("  {nic}: {dev}\n");
+    }
+    s += "  X self, NV# bonded NVLinks, PIX at most one PCIe switch, PXB several PCIe switches,\n  \
+          PHB through a PCIe host bridge (the CPU), NODE between host bridges of one NUMA node,\n  \
+          SYS across NUMA nodes (QPI/UPI/Infinity Fabric)\n";
+    s
+}
+
+/// Network interfaces and RDMA devices.
+fn nic_lines(r: &MachineReport) -> String {
+    let mut s = String::new();
     s += "\nNetwork interfaces\n";
     s += &format!(
         "  {:<16} {:<10} {:<8} {:>12} {:>6}  {:<12} {:>4}  {}\n",
@@ -369,12 +399,6 @@ pub fn table(r: &MachineReport) -> String {
             }
         }
     }
-    if !r.notes.is_empty() {
-        s += "\n";
-        for n in &r.notes {
-            s += &format!("note: {n}\n");
-        }
-    }
     s
 }
 
@@ -382,6 +406,14 @@ pub fn table(r: &MachineReport) -> String {
 pub fn json(r: &MachineReport) -> String {
     // Serialising plain strings and numbers cannot fail.
     serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")) + "\n"
+}
+
+/// `MemAvailable` of /proc/meminfo, where there is one.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 #[cfg(test)]

@@ -1,0 +1,535 @@
+//! One measured point: the CSV schema (DESIGN.md "CSV (schema 1)"), the one
+//! place where algorithmic and bus bandwidth are computed, and `CaseKey`,
+//! the one key that joins, deduplicates and groups rows.
+//!
+//! Columns are typed (collective, dtype, op, placement, hierarchy, backend,
+//! transport): a CSV is parsed once, where it is read, and a bad value is
+//! an error there. Nothing here reads or writes files.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::collective::Collective;
+use crate::topology::Hierarchy;
+use crate::topology::profile::Profile;
+use crate::types::{BackendKind, DType, Placement, ReduceOp};
+
+/// Version of the CSV/JSON record schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The columns, in order; field names are the header names. Optional
+/// columns (`Extras`) come last and default to absent, so producers write
+/// `..Record::default()` for what they do not measure (the typed columns'
+/// defaults are placeholders every producer sets).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub run_id: String,
+    pub timestamp: String,
+    pub host: String,
+    pub backend: BackendKind,
+    pub backend_version: String,
+    /// The requested profile.
+    pub transport: Profile,
+    /// What the library used, merged over ranks (free text).
+    pub transport_observed: String,
+    pub hierarchy: Hierarchy,
+    pub collective: Collective,
+    pub dtype: DType,
+    /// `none` in the CSV for collectives that do not reduce.
+    #[serde(with = "op_column")]
+    pub op: Option<ReduceOp>,
+    /// -1 in the CSV where there is no root.
+    #[serde(with = "root_column")]
+    pub root: Option<usize>,
+    pub placement: Placement,
+    pub size_bytes: u64,
+    pub count: u64,
+    pub nranks: u64,
+    pub nnodes: u64,
+    pub ranks_per_node: u64,
+    pub iters: u64,
+    pub warmup: u64,
+    pub time_us: f64,
+    pub time_min_us: f64,
+    pub time_max_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// Empty when checking is off.
+    pub wrong: Option<u64>,
+    /// With `--phase-times`, on hierarchical rows: the mean over ranks of
+    /// each phase's time per operation (intra-node, inter-node, intra-node).
+    #[serde(default)]
+    pub phase_intra1_us: Option<f64>,
+    #[serde(default)]
+    pub phase_inter_us: Option<f64>,
+    #[serde(default)]
+    pub phase_intra2_us: Option<f64>,
+    /// With `--cycles` other than 1: which sweep (from 1).
+    #[serde(default)]
+    pub cycle: Option<u64>,
+    /// With `-I`: the distribution of per-iteration times, each iteration
+    /// taken at its slowest rank, in microseconds, and its coefficient of
+    /// variation (standard deviation / mean).
+    #[serde(default)]
+    pub time_iter_min_us: Option<f64>,
+    #[serde(default)]
+    pub time_p50_us: Option<f64>,
+    #[serde(default)]
+    pub time_p99_us: Option<f64>,
+    #[serde(default)]
+    pub time_iter_max_us: Option<f64>,
+    #[serde(default)]
+    pub time_cv: Option<f64>,
+    /// With `-I`: the rank whose time was the longest, and by how much it
+    /// exceeds the median rank's, in percent.
+    #[serde(default)]
+    pub slowest_rank: Option<u64>,
+    #[serde(default)]
+    pub slowest_excess_pct: Option<f64>,
+    /// With `--label`: the run's label.
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// Header of schema 1, in column order.
+pub const COLUMNS: [&str; 26] = [
+    "run_id",
+    "timestamp",
+    "host",
+    "backend",
+    "backend_version",
+    "transport",
+    "transport_observed",
+    "hierarchy",
+    "collective",
+    "dtype",
+    "op",
+    "root",
+    "placement",
+    "size_bytes",
+    "count",
+    "nranks",
+    "nnodes",
+    "ranks_per_node",
+    "iters",
+    "warmup",
+    "time_us",
+    "time_min_us",
+    "time_max_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+];
+
+/// Extra columns written after the schema-1 columns with `--phase-times`.
+pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
+
+/// Extra columns written with `-I`.
+pub const ITER_COLUMNS: [&str; 7] = [
+    "time_iter_min_us",
+    "time_p50_us",
+    "time_p99_us",
+    "time_iter_max_us",
+    "time_cv",
+    "slowest_rank",
+    "slowest_excess_pct",
+];
+
+/// Which optional columns a CSV carries, after the schema-1 ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// `ITER_COLUMNS` (`-I`).
+    pub per_iter: bool,
+    /// `PHASE_COLUMNS` (`--phase-times`).
+    pub phases: bool,
+    /// `cycle` (`--cycles` other than 1).
+    pub cycle: bool,
+    /// `label` (`--label`).
+    pub label: bool,
+}
+
+impl Extras {
+    pub fn header(&self) -> Vec<&'static str> {
+        let mut h = COLUMNS.to_vec();
+        if self.per_iter {
+            h.extend(ITER_COLUMNS);
+        }
+        if self.phases {
+            h.extend(PHASE_COLUMNS);
+        }
+        if self.cycle {
+            h.push("cycle");
+        }
+        if self.label {
+            h.push("label");
+        }
+        h
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+impl Record {
+    /// The CSV fields of `extras.header()`. Floats are written with Rust's
+    /// shortest round-trip form, so every value reads back exactly.
+    pub fn csv_fields(&self, extras: Extras) -> Vec<String> {
+        let mut f = vec![
+            self.run_id.clone(),
+            self.timestamp.clone(),
+            self.host.clone(),
+            self.backend.name().into(),
+            self.backend_version.clone(),
+            self.transport.name().into(),
+            self.transport_observed.clone(),
+            self.hierarchy.name().into(),
+            self.collective.name().into(),
+            self.dtype.name().into(),
+            op_column::text(self.op).into(),
+            root_column::value(self.root).to_string(),
+            self.placement.name().into(),
+            self.size_bytes.to_string(),
+            self.count.to_string(),
+            self.nranks.to_string(),
+            self.nnodes.to_string(),
+            self.ranks_per_node.to_string(),
+            self.iters.to_string(),
+            self.warmup.to_string(),
+            self.time_us.to_string(),
+            self.time_min_us.to_string(),
+            self.time_max_us.to_string(),
+            self.algbw_gbps.to_string(),
+            self.busbw_gbps.to_string(),
+            opt(self.wrong),
+        ];
+        if extras.per_iter {
+            f.extend([
+                opt(self.time_iter_min_us),
+                opt(self.time_p50_us),
+                opt(self.time_p99_us),
+                opt(self.time_iter_max_us),
+                opt(self.time_cv),
+                opt(self.slowest_rank),
+                opt(self.slowest_excess_pct),
+            ]);
+        }
+        if extras.phases {
+            f.extend([
+                opt(self.phase_intra1_us),
+                opt(self.phase_inter_us),
+                opt(self.phase_intra2_us),
+            ]);
+        }
+        if extras.cycle {
+            f.push(opt(self.cycle));
+        }
+        if extras.label {
+            f.push(self.label.clone().unwrap_or_default());
+        }
+        f
+    }
+}
+
+/// `op`: an operation's name, or `none`.
+pub(crate) mod op_column {
+    use super::*;
+
+    pub fn text(op: Option<ReduceOp>) -> &'static str {
+        op.map_or("none", ReduceOp::name)
+    }
+
+    pub fn serialize<S: Serializer>(op: &Option<ReduceOp>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(text(*op))
+    }
+
+    pub fn parse(text: &str) -> Result<Option<ReduceOp>, String> {
+        if text.trim().eq_ignore_ascii_case("none") {
+            return Ok(None);
+        }
+        ReduceOp::parse(text)
+            .map(Some)
+            .ok_or_else(|| format!("unknown operation '{text}' (expected none or a reduction)"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ReduceOp>, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(d)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `root`: a rank, or -1 where there is none.
+pub(crate) mod root_column {
+    use super::*;
+
+    pub fn value(root: Option<usize>) -> i64 {
+        root.map_or(-1, |r| r as i64)
+    }
+
+    pub fn serialize<S: Serializer>(root: &Option<usize>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i64(value(*root))
+    }
+
+    pub fn parse(root: i64) -> Result<Option<usize>, String> {
+        match root {
+            -1 => Ok(None),
+            r => usize::try_from(r)
+                .map(Some)
+                .map_err(|_| format!("root {r} is neither a rank nor -1")),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        parse(i64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why `text` is not a value of the typed column `name`, if it is not:
+/// for a row the CSV reader refused without saying which column.
+pub fn check_column(name: &str, text: &str) -> Result<(), String> {
+    let known = |found: bool, what: &str| match found {
+        true => Ok(()),
+        false => Err(format!("unknown {what} '{text}'")),
+    };
+    match name {
+        "backend" => known(BackendKind::parse(text).is_some(), "backend"),
+        "transport" => known(Profile::parse(text).is_some(), "transport profile"),
+        "hierarchy" => known(Hierarchy::parse(text).is_some(), "hierarchy mode"),
+        "collective" => known(Collective::parse(text).is_some(), "collective"),
+        "dtype" => known(DType::parse(text).is_some(), "element type"),
+        "placement" => known(Placement::parse(text).is_some(), "placement"),
+        "op" => op_column::parse(text).map(drop),
+        "root" => match text.trim().parse::<i64>() {
+            Ok(r) => root_column::parse(r).map(drop),
+            Err(e) => Err(e.to_string()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// A measured case: what two rows must share to be the same measurement
+/// (compare joins on it, a folder of CSVs keeps the latest row of each,
+/// `--by` and plot group on it with some fields left out). Serializes as
+/// compare's JSON names a case.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct CaseKey {
+    pub collective: Collective,
+    pub hierarchy: Hierarchy,
+    pub transport: Profile,
+    pub dtype: DType,
+    #[serde(with = "op_column")]
+    pub op: Option<ReduceOp>,
+    #[serde(with = "root_column")]
+    pub root: Option<usize>,
+    pub placement: Placement,
+    pub size_bytes: u64,
+    /// Absent when rows of different rank counts are compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nranks: Option<u64>,
+}
+
+impl CaseKey {
+    /// The case of `r`, with its rank count unless `with_ranks` is false.
+    pub fn of(r: &Record, with_ranks: bool) -> CaseKey {
+        CaseKey {
+            collective: r.collective,
+            hierarchy: r.hierarchy,
+            transport: r.transport,
+            dtype: r.dtype,
+            op: r.op,
+            root: r.root,
+            placement: r.placement,
+            size_bytes: r.size_bytes,
+            nranks: with_ranks.then_some(r.nranks),
+        }
+    }
+
+    /// The case without its size: the line or group a size belongs to.
+    pub fn any_size(mut self) -> CaseKey {
+        self.size_bytes = 0;
+        self
+    }
+
+    /// Report order: collectives as a sweep runs them, then hierarchy,
+    /// transport, type and operation by name, root, size, out-of-place
+    /// before in-place, rank count.
+    fn order(&self) -> impl Ord + '_ {
+        (
+            self.collective,
+            self.hierarchy.name(),
+            self.transport.name(),
+            self.dtype.name(),
+            op_column::text(self.op),
+            root_column::value(self.root),
+            self.size_bytes,
+            self.placement == Placement::InPlace,
+            self.nranks,
+        )
+    }
+
+    /// `all_reduce rs-ar-ag transport ib float sum out_of_place 1 MiB`,
+    /// naming only what a human needs (no op or root where there is none).
+    pub fn describe(&self) -> String {
+        let mut parts = vec![self.collective.name().to_string()];
+        if !self.hierarchy.is_flat() {
+            parts.push(self.hierarchy.name().into());
+        }
+        if self.transport != Profile::Auto {
+            parts.push(format!("transport {}", self.transport));
+        }
+        parts.push(self.dtype.name().into());
+        if let Some(op) = self.op {
+            parts.push(op.name().into());
+        }
+        if let Some(root) = self.root {
+            parts.push(format!("root {root}"));
+        }
+        parts.push(self.placement.name().into());
+        parts.push(human_size(self.size_bytes));
+        if let Some(n) = self.nranks {
+            parts.push(format!("{n} ranks"));
+        }
+        parts.join(" ")
+    }
+}
+
+impl PartialOrd for CaseKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CaseKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order().cmp(&other.order())
+    }
+}
+
+/// `8 B`, `64 KiB`, `1 MiB`; sizes that are not a whole number of the
+/// unit stay in bytes.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (scale, unit) in UNITS {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
+            return format!("{} {unit}", bytes / scale);
+        }
+    }
+    format!("{bytes} B")
+}
+
+/// (algbw, busbw) in GB/s (1 GB = 1e9 bytes) for `size_bytes` moved in
+/// `time_s` seconds by a collective whose bus factor is `factor`:
+/// algbw = size / time, busbw = algbw * factor (nccl-tests
+/// doc/PERFORMANCE.md).
+pub fn bandwidth_gbps(size_bytes: u64, time_s: f64, factor: f64) -> (f64, f64) {
+    if time_s <= 0.0 || !time_s.is_finite() {
+        return (0.0, 0.0);
+    }
+    let algbw = size_bytes as f64 / time_s / 1e9;
+    (algbw, algbw * factor)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_is_bytes_per_nanosecond_times_the_factor() {
+        // 1 GB in 1 s is 1 GB/s; all_reduce at 8 ranks: busbw = 1.75 x algbw
+        assert_eq!(bandwidth_gbps(1_000_000_000, 1.0, 1.75), (1.0, 1.75));
+        // 32 MiB in 1 ms
+        let (alg, bus) = bandwidth_gbps(32 << 20, 1e-3, 0.75);
+        assert!((alg - 33.554432).abs() < 1e-9);
+        assert!((bus - 25.165824).abs() < 1e-9);
+        assert_eq!(bandwidth_gbps(8, 0.0, 1.0), (0.0, 0.0));
+    }
+
+    pub(crate) fn sample() -> Record {
+        Record {
+            run_id: "r".into(),
+            timestamp: "t".into(),
+            host: "h".into(),
+            backend: BackendKind::Mpi,
+            backend_version: "v".into(),
+            transport: Profile::Auto,
+            transport_observed: "unknown".into(),
+            hierarchy: Hierarchy::Flat,
+            collective: Collective::AllReduce,
+            dtype: DType::Float,
+            op: Some(ReduceOp::Sum),
+            root: None,
+            placement: Placement::InPlace,
+            size_bytes: 8,
+            count: 2,
+            nranks: 2,
+            nnodes: 1,
+            ranks_per_node: 2,
+            iters: 20,
+            warmup: 5,
+            time_us: 1.5,
+            time_min_us: 1.0,
+            time_max_us: 2.0,
+            algbw_gbps: 0.1,
+            busbw_gbps: 1.0 / 3.0,
+            wrong: None,
+            phase_intra1_us: Some(0.25),
+            phase_inter_us: None,
+            phase_intra2_us: Some(1e-3),
+            cycle: Some(3),
+            time_iter_min_us: Some(1.0),
+            time_p50_us: Some(1.25),
+            time_p99_us: Some(2.5),
+            time_iter_max_us: Some(3.0),
+            time_cv: Some(0.125),
+            slowest_rank: Some(1),
+            slowest_excess_pct: Some(12.5),
+            label: Some("nightly, a \"quoted\" name".into()),
+        }
+    }
+
+    #[test]
+    fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
+        let r = sample();
+        for bits in 0..16u8 {
+            let (per_iter, phases, cycle, label) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
+            let extras = Extras {
+                per_iter,
+                phases,
+                cycle,
+                label,
+            };
+            let fields = r.csv_fields(extras);
+            let header = extras.header();
+            assert_eq!(fields.len(), header.len());
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(&header).unwrap();
+            w.write_record(&fields).unwrap();
+            let bytes = w.into_inner().unwrap();
+            let back: Record = csv::Reader::from_reader(&bytes[..])
+                .deserialize()
+                .next()
+                .unwrap()
+                .unwrap();
+            let keep = |v: Option<f64>| v.filter(|_| per_iter);
+            let want = Record {
+                time_iter_min_us: keep(r.time_iter_min_us),
+                time_p50_us: keep(r.time_p50_us),
+                time_p99_us: keep(r.time_p99_us),
+                time_iter_max_us: keep(r.time_iter_max_us),
+                time_cv: keep(r.time_cv),
+                slowest_rank: r.slowest_rank.filter(|_| per_iter),
+                slowest_excess_pct: keep(r.slowest_excess_pct),
+                phase_intra1_us: r.phase_intra1_us.filter(|_| phases),
+                phase_intra2_us: r.phase_intra2_us.filter(|_| phases),
+                cycle: r.cycle.filter(|_| cycle),
+                label: r.label.clone().filter(|_| label),
+                ..r.clone()
+            };
+            assert_eq!(back, want);
+        }
+        let fields = r.csv_fields(Extras::default());
+        assert_eq!(fields[COLUMNS.len() - 1], "", "wrong is empty when unchecked");
+        assert_eq!(fields[24], (1.0f64 / 3.0).to_string());
+    }
+}

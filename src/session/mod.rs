@@ -1,0 +1,368 @@
+//! A run, from its options to its exit code: `collbench run`.
+//!
+//! Owns the order of a run: configuration, transport profile, signals and
+//! the control plane (this file); then, on every rank, the set-up steps the
+//! ranks take together, the sweep and the verdict (`Session`). One error
+//! type runs through it: `Error`, whose `Reported` variant is a failure the
+//! ranks agreed on and one of them already printed.
+//!
+//! Error policy: a problem found before the sweep is agreed on by every
+//! rank and printed once, and every rank exits with its code; a failure
+//! during the sweep is printed by the failing rank, which then aborts the
+//! whole job so that no peer is left waiting in a collective. Lines reach
+//! stderr only through `error::say` and stdout through the sinks and
+//! `report::print_out`; this module measures nothing and formats no report.
+
+mod backend_choice;
+#[cfg(feature = "nccl")]
+mod nccl_start;
+mod outputs;
+
+use std::ffi::OsString;
+
+use crate::backend::Backend;
+use crate::cli::{RunArgs, TransportArg};
+use crate::config::RunConfig;
+use crate::engine::stop::{StopRequest, signal_name};
+use crate::engine::watchdog::Watchdog;
+use crate::engine::{Engine, RunContext, Summary};
+use crate::error::{Error, exit, say};
+use crate::plan::Plan;
+use crate::report::{Reporter, RunInfo, print_out};
+use crate::topology::Nodes;
+use crate::topology::profile::{self, EnvPlan, Prepared};
+use crate::types::{BackendChoice, BackendKind};
+use crate::world::{World, launcher_rank, launcher_size};
+use backend_choice::MakeMpi;
+// The NCCL bootstrap (`nccl_start`, moved verbatim) finds these through
+// `use super::*`.
+#[cfg(feature = "nccl")]
+use backend_choice::{Chosen, NcclStart};
+
+/// `collbench run`: `args` as parsed, `argv` the arguments after `run`
+/// (the `--config` file's keys go before them).
+pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
+    if args.transport == TransportArg::Help {
+        if is_first_rank() {
+            print_out(&profile::help_text());
+        }
+        return exit::OK;
+    }
+    let (cfg, env_plan, stop) = match start_process(argv) {
+        Ok(started) => started,
+        Err(e) => return report_early_error(&e),
+    };
+    let code = run_with_control_plane(&cfg, &env_plan, &stop);
+    if code == exit::OK {
+        env_plan.remove_nccl_log();
+    }
+    code
+}
+
+/// What the process needs before any rank starts: the configuration, the
+/// transport profile applied (which may re-execute this process), and one
+/// stop request (with `-g`, every rank thread checks it).
+fn start_process(argv: &[OsString]) -> Result<(RunConfig, EnvPlan, StopRequest), Error> {
+    let (_, cfg) = RunConfig::from_command_line(argv)?;
+    let env_plan = apply_transport(&cfg)?;
+    let stop = StopRequest::install()?;
+    Ok((cfg, env_plan, stop))
+}
+
+/// True unless a launcher says this process is not rank 0.
+pub fn is_first_rank() -> bool {
+    launcher_rank().is_none_or(|r| r == 0)
+}
+
+/// An error found before the control plane starts, on every rank alike.
+/// Alone, the process prints it and exits. Under a launcher, the ranks
+/// first agree over MPI, so that rank 0 prints it once and every rank
+/// exits in order: a rank that simply exited could make the launcher kill
+/// rank 0 before it had printed anything. Without MPI, rank 0 alone prints.
+pub fn report_early_error(e: &Error) -> u8 {
+    #[cfg(feature = "mpi")]
+    if launcher_rank().is_some()
+        && let Ok(world) = crate::world::mpi::MpiWorld::init()
+    {
+        let failed: Result<(), Error> = Err(Error::from_code(e.exit_code(), e.to_string()));
+        return match world.agree(failed) {
+            Err(agreed) => agreed.code,
+            Ok(()) => e.exit_code(),
+        };
+    }
+    if is_first_rank() {
+        say(&format!("collbench: {e}"));
+    }
+    e.exit_code()
+}
+
+/// Under a launcher, waits until every rank has reached this point with
+/// the same exit code (a usage error rank 0 has printed) before any exits.
+pub fn wait_for_every_rank(code: u8) {
+    #[cfg(feature = "mpi")]
+    if launcher_rank().is_some()
+        && let Ok(world) = crate::world::mpi::MpiWorld::init()
+    {
+        world.max_u64(u64::from(code));
+    }
+    #[cfg(not(feature = "mpi"))]
+    let _ = code;
+}
+
+/// Applies `--transport` before MPI starts: when the profile (or NCCL's
+/// private log) needs variables the environment lacks, this process is
+/// replaced by the same binary with them added, and does not return.
+fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
+    let may_use_nccl = cfg!(feature = "nccl") && cfg.start.backend != BackendChoice::Only(BackendKind::Mpi);
+    let nccl_log = may_use_nccl
+        .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::world::hostname(), std::process::id()));
+    match profile::prepare(cfg.start.transport, nccl_log, &profile::process_env) {
+        Prepared::Ready(plan) => Ok(plan),
+        Prepared::Reexec(plan) => Err(profile::reexec(&plan)),
+    }
+}
+
+/// Picks the control plane: one thread per rank with `-g N` (and always in
+/// a build without MPI), else MPI.
+fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+    if launcher_size().is_some_and(|n| n > 1) && (cfg.start.threads.is_some() || !cfg!(feature = "mpi")) {
+        let why = if cfg!(feature = "mpi") {
+            "-g starts every rank as a thread of one process; do not combine it with a multi-process launch"
+        } else {
+            "this build has no MPI, so it cannot join a multi-process launch; run one process with -g N, \
+             or rebuild with the default `mpi` feature"
+        };
+        if is_first_rank() {
+            say(&format!("collbench: {why}"));
+        }
+        return exit::USAGE;
+    }
+    match cfg.start.threads {
+        Some(n) => run_threads(n, cfg, env_plan, stop),
+        None => run_mpi(cfg, env_plan, stop),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+    use crate::backend::mpi::MpiBackend;
+
+    let world = match crate::world::mpi::MpiWorld::init() {
+        Ok(w) => w,
+        Err(e) => {
+            say(&format!("collbench: cannot start MPI: {e}"));
+            return exit::RUNTIME;
+        }
+    };
+    let mpi_backend = |nodes: &Nodes| {
+        MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
+    };
+    Session::new(&world, cfg, env_plan, stop).run(Some(&mpi_backend))
+}
+
+/// Without MPI, a run is the single-process world of one rank.
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+    run_threads(1, cfg, env_plan, stop)
+}
+
+/// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
+fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+    use crate::world::threads::ThreadWorld;
+
+    let worlds = ThreadWorld::create(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = worlds
+            .iter()
+            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).run(None)))
+            .collect();
+        // A rank that panicked has ended the process in the panic hook.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(exit::RUNTIME))
+            .max()
+            .unwrap_or(exit::OK)
+    })
+}
+
+/// One rank's run: what every step needs, in one place.
+pub struct Session<'a, W: World> {
+    world: &'a W,
+    cfg: &'a RunConfig,
+    env_plan: &'a EnvPlan,
+    stop: &'a StopRequest,
+}
+
+/// Everything set up on every rank; the sweep can start.
+struct Ready {
+    backend: Box<dyn Backend>,
+    plan: Plan,
+    ctx: RunContext,
+    /// Rank 0 only.
+    outputs: Option<(Reporter, RunInfo)>,
+}
+
+impl<'a, W: World> Session<'a, W> {
+    pub fn new(world: &'a W, cfg: &'a RunConfig, env_plan: &'a EnvPlan, stop: &'a StopRequest) -> Self {
+        Session {
+            world,
+            cfg,
+            env_plan,
+            stop,
+        }
+    }
+
+    /// Sets up, sweeps and judges; the exit code of this rank.
+    pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
+        let watchdog = self
+            .cfg
+            .timing
+            .timeout
+            .map(|t| Watchdog::start(t, format!("rank {} on {}", self.world.rank(), self.world.host())));
+        if let Some(w) = &watchdog {
+            w.watch("the set-up (plan check, communicators, output files)");
+        }
+        let ended = self
+            .set_up(mpi_backend)
+            .map(|ready| self.sweep(ready, watchdog.as_ref()));
+        match ended {
+            Ok(code) => code,
+            Err(Error::Reported(code)) => code,
+            Err(e) => {
+                say(&self.world.error_line(&e));
+                e.exit_code()
+            }
+        }
+    }
+
+    /// A step every rank takes: `Ok` everywhere only if it succeeded
+    /// everywhere; otherwise the failure is printed once (`World::agree`).
+    fn agreed<T>(&self, local: Result<T, Error>) -> Result<T, Error> {
+        self.world.agree(local).map_err(|d| Error::Reported(d.code))
+    }
+
+    /// Every step before the first measured point, agreed step by step.
+    fn set_up(&self, mpi_backend: Option<MakeMpi<'_>>) -> Result<Ready, Error> {
+        let world = self.world;
+        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
+        let nodes = self.agreed(self.nodes())?;
+        let chosen = self.choose_backend(&nodes, mpi_backend)?;
+        // Every rank gets here (a failed choice ended every rank above), so
+        // this collective cannot hang.
+        let device_free = world.min_u64(chosen.backend.device_free_bytes().unwrap_or(u64::MAX));
+        let setup = match world.agree(self.prepare(chosen, device_free, nodes)) {
+            Ok(setup) => setup,
+            Err(failed) => {
+                // Another rank failed: remove the files this one created.
+                if let Some(outputs::Setup {
+                    outputs: Some((mut reporter, _)),
+                    ..
+                }) = failed.local
+                {
+                    reporter.discard();
+                }
+                return Err(Error::Reported(failed.code));
+            }
+        };
+        Ok(self.exchange_views(setup))
+    }
+
+    /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.
+    fn nodes(&self) -> Result<Nodes, Error> {
+        match self.cfg.plan.ranks_per_node {
+            Some(k) => {
+                let hosts: Vec<String> = self.world.ranks().iter().map(|r| r.host.clone()).collect();
+                Nodes::consecutive(k, &hosts)
+            }
+            None => Ok(self.world.nodes().clone()),
+        }
+    }
+
+    /// Measures the plan, then the verdict: the exit code.
+    fn sweep(&self, ready: Ready, watchdog: Option<&Watchdog>) -> u8 {
+        let Ready {
+            mut backend,
+            plan,
+            ctx,
+            outputs,
+        } = ready;
+        let (mut reporter, info) = match outputs {
+            Some((reporter, info)) => (Some(reporter), Some(info)),
+            None => (None, None),
+        };
+        if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
+            && let Err(e) = rep.begin(info)
+        {
+            self.fail(&e);
+        }
+        let swept = Engine::new(self.world, backend.as_mut(), &self.cfg.timing, &ctx)
+            .with_injected_errors(self.cfg.hooks.inject_error)
+            .with_watchdog(watchdog)
+            .with_stop(self.stop.clone())
+            .run(&plan, |record| match reporter.as_mut() {
+                Some(rep) => rep.record(record),
+                None => Ok(()),
+            });
+        let summary = match swept {
+            Ok(summary) => summary,
+            Err(e) => self.fail(&e),
+        };
+        let finished = match (reporter.as_mut(), info.as_ref()) {
+            (Some(rep), Some(info)) => rep.finish(info, &summary),
+            _ => Ok(()),
+        };
+        self.verdict(&plan, &summary, finished, info.as_ref())
+    }
+
+    /// The exit code of a finished sweep: the reports' failure (1), wrong
+    /// results (3), a stop signal (128 + the signal), whichever is highest;
+    /// rank 0 says why.
+    fn verdict(&self, plan: &Plan, summary: &Summary, finished: Result<(), Error>, info: Option<&RunInfo>) -> u8 {
+        let first = self.world.rank() == 0;
+        let mut code = exit::OK;
+        if let Err(e) = finished {
+            say(&self.world.error_line(&e));
+            code = e.exit_code();
+        }
+        if summary.wrong > 0 {
+            let e = Error::Validation {
+                wrong: summary.wrong,
+                points: summary.failed_points,
+                checked: summary.checked_points,
+            };
+            if first {
+                say(&self.world.error_line(&e));
+            }
+            code = code.max(e.exit_code());
+        }
+        if let Some(info) = info
+            && self.cfg.plan.hierarchies.len() > 1
+            && summary.stopped_by.is_none()
+        {
+            outputs::print_mode_comparison(&info.csv);
+        }
+        if let Some(signal) = summary.stopped_by {
+            if first {
+                let cycles = self.cfg.timing.cycles;
+                let planned = if cycles == 0 {
+                    String::new()
+                } else {
+                    format!(" of {}", plan.points() as u64 * cycles)
+                };
+                say(&format!(
+                    "collbench: stopped by {} after {}{planned} points; the run is incomplete, every finished point is in the CSV",
+                    signal_name(signal),
+                    summary.points,
+                ));
+            }
+            code = 128 + signal as u8;
+        }
+        code
+    }
+
+    /// Prints this rank's failure and takes the whole job down.
+    fn fail(&self, e: &Error) -> ! {
+        say(&self.world.error_line(e));
+        self.world.abort(e.exit_code())
+    }
+}

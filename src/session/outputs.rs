@@ -1,0 +1,302 @@
+//! The set-up after the backend is chosen: the plan (fitted to the GPU
+//! memory every rank has), host memory, the transport each rank observes,
+//! and rank 0's reports (CSV, JSON, table, progress) with the `RunInfo`
+//! they describe the run by.
+
+use std::path::{Path, PathBuf};
+
+use super::backend_choice::Chosen;
+use super::{Ready, Session};
+use crate::backend::{Backend, TransportQuery};
+use crate::engine::RunContext;
+use crate::error::Error;
+use crate::plan::Plan;
+use crate::plan::SizeSweep;
+use crate::record::Extras;
+use crate::report::csv::CsvSink;
+use crate::report::json::JsonSink;
+use crate::report::progress::Progress;
+use crate::report::table::TableSink;
+use crate::report::{RankSummary, Reporter, RunInfo, Sink, print_out};
+use crate::topology::Nodes;
+use crate::topology::machine::available_memory;
+use crate::topology::observe::{self, Observed};
+use crate::types::{BackendChoice, BackendKind, human_bytes};
+use crate::world::World;
+
+/// Longest per-rank text exchanged for the transport observed.
+const OBSERVED_BYTES: usize = 512;
+/// Longest GPU model name exchanged.
+const GPU_MODEL_BYTES: usize = 128;
+
+/// One rank's set-up, before the ranks exchange what they observed.
+pub(super) struct Setup {
+    backend: Box<dyn Backend>,
+    plan: Plan,
+    /// Real hosts, or `--ranks-per-node` groups.
+    nodes: Nodes,
+    /// This rank's view of the transport.
+    observed: Observed,
+    /// This rank's GPU model, where it has one.
+    gpu: Option<String>,
+    /// Rank 0 only.
+    pub outputs: Option<(Reporter, RunInfo)>,
+}
+
+impl<W: World> Session<'_, W> {
+    /// Everything that can fail before the first collective, after the
+    /// backend: plan, memory, output files (rank 0).
+    pub(super) fn prepare(&self, chosen: Chosen, device_free: u64, nodes: Nodes) -> Result<Setup, Error> {
+        let (world, cfg) = (self.world, self.cfg);
+        let Chosen { mut backend, note } = chosen;
+        let mut notes: Vec<String> = note.into_iter().collect();
+        notes.extend(backend.notes());
+        if cfg.start.backend == BackendChoice::Auto {
+            cfg.start
+                .transport
+                .check_backend(backend.kind(), " (the backend auto chose)")?;
+        }
+        let observed = backend.observe_transport(&TransportQuery {
+            profile: cfg.start.transport,
+            nccl_log: &self.env_plan.nccl_log,
+            hosts: world.nodes(),
+        });
+        observed.check(self.env_plan)?;
+        let gpu = backend.gpu_model().or_else(crate::topology::machine::host_gpu_model);
+        let caps = crate::backend::capabilities(backend.as_ref(), &cfg.timing.extras());
+        let mut plan = Plan::build(&cfg.plan, &caps, &nodes)?;
+        if device_free != u64::MAX {
+            let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), &caps, plan, device_free)?;
+            plan = fitted;
+            notes.extend(lowered);
+        }
+        if let Some(available) = available_memory() {
+            // memory is per host, whatever --ranks-per-node says
+            plan.check_memory(world.nodes().local_size(world.rank()), available)?;
+        }
+        backend.reserve(&plan, cfg.timing.rotate)?;
+        let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
+        let outputs = match world.rank() {
+            0 => Some(self.open_outputs(&nodes, backend.as_ref(), backend_note, &plan)?),
+            _ => None,
+        };
+        Ok(Setup {
+            backend,
+            plan,
+            nodes,
+            observed,
+            gpu,
+            outputs,
+        })
+    }
+
+    /// Lowers the largest size until the plan's buffers fit in the GPU
+    /// memory every rank has free (as nccl-tests does), and says so.
+    fn fit_to_device(
+        &self,
+        nodes: &Nodes,
+        backend: &dyn Backend,
+        caps: &crate::plan::Capabilities,
+        plan: Plan,
+        free: u64,
+    ) -> Result<(Plan, Option<String>), Error> {
+        let budget = free.saturating_sub(device_headroom(free));
+        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(backend.scratch_bytes(p));
+        if need(&plan) <= budget {
+            return Ok((plan, None));
+        }
+        let sweep = self.cfg.plan.sweep;
+        for &max in sweep.sizes().iter().rev().skip(1) {
+            let mut smaller = self.cfg.plan.clone();
+            smaller.sweep = SizeSweep::new(sweep.min, max, sweep.step)?;
+            let Ok(p) = Plan::build(&smaller, caps, nodes) else {
+                continue;
+            };
+            if need(&p) <= budget {
+                let note = format!(
+                    "--maxbytes lowered from {} to {} to fit GPU memory ({} free)",
+                    human_bytes(sweep.max),
+                    human_bytes(max),
+                    human_bytes(free)
+                );
+                return Ok((p, Some(note)));
+            }
+        }
+        Err(Error::usage(format!(
+            "even the smallest size needs {} of GPU memory per rank, more than the {} free; lower --minbytes",
+            human_bytes(need(&plan)),
+            human_bytes(free)
+        )))
+    }
+
+    /// Rank 0's sinks and the `RunInfo` they describe the run by. The JSON
+    /// check creates only a temporary file, removed if the CSV then fails;
+    /// the CSV comes last so that no empty report is left.
+    fn open_outputs(
+        &self,
+        nodes: &Nodes,
+        backend: &dyn Backend,
+        backend_note: Option<String>,
+        plan: &Plan,
+    ) -> Result<(Reporter, RunInfo), Error> {
+        let (world, out, t) = (self.world, &self.cfg.outputs, &self.cfg.timing);
+        let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let run_id = run_id(&started, world.host());
+        let csv_path = match &out.csv {
+            Some(p) => p.clone(),
+            None => default_csv(&run_id)?,
+        };
+        let json = match &out.json {
+            Some(path) => Some(JsonSink::create(path, out.overwrite)?),
+            None => None,
+        };
+        let extras = Extras {
+            per_iter: t.per_iter,
+            phases: t.phase_times,
+            cycle: t.cycles != 1,
+            label: out.label.is_some(),
+        };
+        let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
+        let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
+        let progress = Progress::new(out.progress, total);
+        // Files first, the terminal last: a launcher that is ending the job
+        // may stop reading a rank's standard output, and a blocked table
+        // write must not keep a row or the JSON report from its file.
+        let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(csv)];
+        if let Some(json) = json {
+            sinks.push(Box::new(json));
+        }
+        sinks.push(Box::new(
+            TableSink::new(Box::new(std::io::stdout()), Some(progress.handle())).mute_on(self.stop.clone()),
+        ));
+        let info = RunInfo {
+            run_id,
+            collbench_version: env!("CARGO_PKG_VERSION").into(),
+            started,
+            command_line: std::env::args().collect(),
+            backend: backend.kind(),
+            backend_version: backend.version(),
+            backend_note,
+            control_plane: world.library_version(),
+            nranks: world.size(),
+            nnodes: nodes.nnodes(),
+            ranks_per_node: nodes.ranks_per_node(),
+            hosts: world.nodes().hosts.clone(),
+            virtual_nodes: nodes.is_virtual,
+            ranks: world.ranks().iter().map(RankSummary::from).collect(),
+            timing: t.clone(),
+            transport: self.cfg.start.transport,
+            // Filled in once every rank has observed its transport.
+            transport_observed: observe::UNKNOWN.into(),
+            transport_notes: Vec::new(),
+            hierarchy: self
+                .cfg
+                .plan
+                .hierarchies
+                .iter()
+                .map(|h| h.name())
+                .collect::<Vec<_>>()
+                .join(","),
+            points: plan.points(),
+            csv: csv_path,
+            json: out.json.clone(),
+            label: out.label.clone(),
+        };
+        Ok((Reporter::new(sinks, progress), info))
+    }
+
+    /// Every rank set up: the ranks exchange what they observed (this
+    /// cannot hang now), and rank 0's `RunInfo` gets it.
+    pub(super) fn exchange_views(&self, setup: Setup) -> Ready {
+        let world = self.world;
+        let Setup {
+            backend,
+            plan,
+            nodes,
+            observed,
+            gpu,
+            mut outputs,
+        } = setup;
+        let transport_observed = observe::merge(&world.all_gather_text(&observed.text, OBSERVED_BYTES));
+        let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
+        if let Some((_, info)) = outputs.as_mut() {
+            info.transport_observed = transport_observed.clone();
+            info.transport_notes = self.env_plan.describe(backend.kind() == BackendKind::Nccl);
+            info.transport_notes.extend(observed.note.clone());
+            for (rank, model) in info.ranks.iter_mut().zip(gpus) {
+                rank.gpu = (!model.is_empty()).then_some(model);
+            }
+        }
+        let ctx = RunContext {
+            run_id: outputs.as_ref().map(|(_, i)| i.run_id.clone()).unwrap_or_default(),
+            host: world.host().into(),
+            backend: backend.kind(),
+            backend_version: backend.version(),
+            transport: self.cfg.start.transport,
+            transport_observed,
+            nnodes: nodes.nnodes(),
+            ranks_per_node: nodes.ranks_per_node(),
+            label: self.cfg.outputs.label.clone(),
+        };
+        Ready {
+            backend,
+            plan,
+            ctx,
+            outputs,
+        }
+    }
+}
+
+/// GPU memory a backend leaves aside for the library's own buffers (NCCL
+/// connects peers lazily and allocates then): as nccl-tests, 1 GiB, or a
+/// tenth of the free memory where that is more.
+fn device_headroom(free: u64) -> u64 {
+    (1u64 << 30).max(free / 10)
+}
+
+/// `results/<run id>.csv`, the folder created if need be.
+fn default_csv(run_id: &str) -> Result<PathBuf, Error> {
+    let dir = PathBuf::from("results");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::usage(format!("cannot create the results folder {}: {e}", dir.display())))?;
+    Ok(dir.join(format!("{run_id}.csv")))
+}
+
+/// `20261129T084645Z-host-1234`: sortable, unique per launch, safe in
+/// file names.
+fn run_id(started: &str, host: &str) -> String {
+    let stamp: String = started.chars().filter(|c| *c != '-' && *c != ':').collect();
+    let host: String = host
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+        .take(32)
+        .collect();
+    format!("{stamp}-{host}-{}", std::process::id())
+}
+
+/// Flat against hierarchical, per size, from the CSV just written: the
+/// same view as `collbench compare --by hierarchy FILE`, after the table.
+pub(super) fn print_mode_comparison(csv: &Path) {
+    use crate::report::compare::{Metric, by_mode, input, text};
+    let report = input::read_file(csv).and_then(|rows| {
+        let all_reduce: Vec<_> = rows
+            .into_iter()
+            .filter(|r| r.record.collective == crate::collective::Collective::AllReduce)
+            .collect();
+        by_mode::compare_modes(
+            "this run",
+            &all_reduce,
+            by_mode::Dimension::Hierarchy,
+            Metric::Busbw,
+            None,
+        )
+    });
+    match report {
+        // '#' keeps the table's rule: lines without it are data rows.
+        Ok(report) => {
+            let lines: String = text::modes(&report).lines().map(|l| format!("# {l}\n")).collect();
+            print_out(&lines);
+        }
+        Err(e) => crate::error::say(&format!("collbench: warning: no hierarchy comparison: {e}")),
+    }
+}

@@ -1,0 +1,148 @@
+//! Byte sizes as users write them (`8`, `64K`, `16M`, `1G`), and as
+//! messages show them (`1.5 KiB`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Serialize, Serializer};
+
+/// A byte count given with an optional binary suffix (nccl-tests' `-b/-e`
+/// syntax). Prints as plain bytes, so that what it prints parses back to
+/// the same value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Size(pub u64);
+
+impl Size {
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+}
+
+impl FromStr for Size {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Size, String> {
+        parse_size(text).map(Size)
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+/// Parses a byte size: digits with an optional binary suffix K, M, G or T
+/// (also KB/KiB, case-insensitive), as nccl-tests' `-b/-e` take them.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty size".into());
+    }
+    if t.starts_with('-') {
+        return Err(format!("'{t}' is negative; sizes are byte counts"));
+    }
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(format!("'{t}' has no number; write e.g. 8, 64K, 16M, 1G"));
+    }
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        s if s.starts_with('.') => return Err(format!("'{t}' is not a whole number of bytes")),
+        _ => {
+            return Err(format!("'{t}' has an unknown unit '{suffix}' (use K, M, G or T)"));
+        }
+    };
+    let value: u64 = digits.parse().map_err(|_| format!("'{t}' is too large"))?;
+    value
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{t}' is too large"))
+}
+
+/// 1536 -> "1.5 KiB".
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("1K"), Ok(1024));
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_size("16m"), Ok(16 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size(" 4MB "), Ok(4 << 20));
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_with_a_reason() {
+        for bad in [
+            "",
+            "-8",
+            "M",
+            "1.5M",
+            "12X",
+            "99999999999999999999",
+            "17179869184G",
+            "0x10",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_size_prints_as_bytes_that_parse_back() {
+        let s: Size = "16M".parse().unwrap();
+        assert_eq!(s.to_string(), "16777216");
+        assert_eq!(s.to_string().parse::<Size>(), Ok(s));
+    }
+
+    #[test]
+    fn human_bytes_uses_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+
+    proptest! {
+        #[test]
+        fn size_parser_never_panics(s in "\\PC{0,12}") {
+            let _ = parse_size(&s);
+        }
+
+        #[test]
+        fn size_parser_round_trips_suffixed_values(v in 0u64..(1 << 20), unit in 0usize..4) {
+            let (suffix, shift) = [("", 0), ("K", 10), ("M", 20), ("G", 30)][unit];
+            prop_assert_eq!(parse_size(&format!("{v}{suffix}")), Ok(v << shift));
+        }
+    }
+}
