@@ -13,7 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::collective::Collective;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{BackendKind, DType, Placement, ReduceOp};
+use crate::types::{Average, BackendKind, DType, IterPolicy, Placement, ReduceOp, TimingMethod};
 
 /// Version of the CSV/JSON record schema.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,6 +57,40 @@ pub struct Record {
     pub busbw_gbps: f64,
     /// Empty when checking is off.
     pub wrong: Option<u64>,
+    /// How the row was measured (`METHOD_COLUMNS`, always written). `None`
+    /// where a CSV written before these columns existed lacks them, or an
+    /// imported tool did not say.
+    /// The binary that measured the row (imported: the tool and version).
+    #[serde(default)]
+    pub collbench_version: Option<String>,
+    #[serde(default)]
+    pub timing: Option<TimingMethod>,
+    #[serde(default)]
+    pub average: Option<Average>,
+    #[serde(default)]
+    pub iter_policy: Option<IterPolicy>,
+    /// The precision policy's target: relative half-width, in percent.
+    #[serde(default)]
+    pub precision_target_pct: Option<f64>,
+    /// The achieved relative half-width of the 95% confidence interval of
+    /// the time per operation, in percent.
+    #[serde(default)]
+    pub precision_pct: Option<f64>,
+    #[serde(default)]
+    pub agg_iters: Option<u32>,
+    #[serde(default)]
+    pub cuda_graph: Option<u32>,
+    #[serde(default)]
+    pub register: Option<bool>,
+    #[serde(default)]
+    pub rotate: Option<bool>,
+    /// Which sample of the point this row is: the sweep it came from,
+    /// from 1 (`--repeat`/`--cycles`).
+    #[serde(default)]
+    pub cycle: Option<u64>,
+    /// Samples asked per point (`--repeat`/`--cycles`; 0: until stopped).
+    #[serde(default)]
+    pub samples: Option<u64>,
     /// With `--phase-times`, on hierarchical rows: the mean over ranks of
     /// each phase's time per operation (intra-node, inter-node, intra-node).
     #[serde(default)]
@@ -65,9 +99,6 @@ pub struct Record {
     pub phase_inter_us: Option<f64>,
     #[serde(default)]
     pub phase_intra2_us: Option<f64>,
-    /// With `--cycles` other than 1: which sweep (from 1).
-    #[serde(default)]
-    pub cycle: Option<u64>,
     /// With `-I`: the distribution of per-iteration times, each iteration
     /// taken at its slowest rank, in microseconds, and its coefficient of
     /// variation (standard deviation / mean).
@@ -122,6 +153,23 @@ pub const COLUMNS: [&str; 26] = [
     "wrong",
 ];
 
+/// How each row was measured, and which sample it is: written on every
+/// row, after the schema-1 columns (DESIGN.md: more columns may follow).
+pub const METHOD_COLUMNS: [&str; 12] = [
+    "collbench_version",
+    "timing",
+    "average",
+    "iter_policy",
+    "precision_target_pct",
+    "precision_pct",
+    "agg_iters",
+    "cuda_graph",
+    "register",
+    "rotate",
+    "cycle",
+    "samples",
+];
+
 /// Extra columns written after the schema-1 columns with `--phase-times`.
 pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
 
@@ -143,8 +191,6 @@ pub struct Extras {
     pub per_iter: bool,
     /// `PHASE_COLUMNS` (`--phase-times`).
     pub phases: bool,
-    /// `cycle` (`--cycles` other than 1).
-    pub cycle: bool,
     /// `label` (`--label`).
     pub label: bool,
 }
@@ -152,14 +198,12 @@ pub struct Extras {
 impl Extras {
     pub fn header(&self) -> Vec<&'static str> {
         let mut h = COLUMNS.to_vec();
+        h.extend(METHOD_COLUMNS);
         if self.per_iter {
             h.extend(ITER_COLUMNS);
         }
         if self.phases {
             h.extend(PHASE_COLUMNS);
-        }
-        if self.cycle {
-            h.push("cycle");
         }
         if self.label {
             h.push("label");
@@ -203,6 +247,18 @@ impl Record {
             self.algbw_gbps.to_string(),
             self.busbw_gbps.to_string(),
             opt(self.wrong),
+            self.collbench_version.clone().unwrap_or_default(),
+            opt(self.timing),
+            opt(self.average),
+            opt(self.iter_policy),
+            opt(self.precision_target_pct),
+            opt(self.precision_pct),
+            opt(self.agg_iters),
+            opt(self.cuda_graph),
+            opt(self.register),
+            opt(self.rotate),
+            opt(self.cycle),
+            opt(self.samples),
         ];
         if extras.per_iter {
             f.extend([
@@ -221,9 +277,6 @@ impl Record {
                 opt(self.phase_inter_us),
                 opt(self.phase_intra2_us),
             ]);
-        }
-        if extras.cycle {
-            f.push(opt(self.cycle));
         }
         if extras.label {
             f.push(self.label.clone().unwrap_or_default());
@@ -299,6 +352,9 @@ pub fn check_column(name: &str, text: &str) -> Result<(), String> {
         "collective" => known(Collective::parse(text).is_some(), "collective"),
         "dtype" => known(DType::parse(text).is_some(), "element type"),
         "placement" => known(Placement::parse(text).is_some(), "placement"),
+        "timing" => known(text.is_empty() || TimingMethod::parse(text).is_some(), "timing method"),
+        "average" => known(text.is_empty() || Average::parse(text).is_some(), "average mode"),
+        "iter_policy" => known(text.is_empty() || IterPolicy::parse(text).is_some(), "iteration policy"),
         "op" => op_column::parse(text).map(drop),
         "root" => match text.trim().parse::<i64>() {
             Ok(r) => root_column::parse(r).map(drop),
@@ -476,7 +532,18 @@ pub(crate) mod tests {
             phase_intra1_us: Some(0.25),
             phase_inter_us: None,
             phase_intra2_us: Some(1e-3),
+            collbench_version: Some("0.1.0".into()),
+            timing: Some(TimingMethod::Blocking),
+            average: Some(Average::Max),
+            iter_policy: Some(IterPolicy::Precision),
+            precision_target_pct: Some(1.5),
+            precision_pct: Some(0.75),
+            agg_iters: Some(4),
+            cuda_graph: Some(10),
+            register: Some(true),
+            rotate: Some(false),
             cycle: Some(3),
+            samples: Some(5),
             time_iter_min_us: Some(1.0),
             time_p50_us: Some(1.25),
             time_p99_us: Some(2.5),
@@ -491,12 +558,11 @@ pub(crate) mod tests {
     #[test]
     fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
         let r = sample();
-        for bits in 0..16u8 {
-            let (per_iter, phases, cycle, label) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
+        for bits in 0..8u8 {
+            let (per_iter, phases, label) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
             let extras = Extras {
                 per_iter,
                 phases,
-                cycle,
                 label,
             };
             let fields = r.csv_fields(extras);
@@ -522,7 +588,6 @@ pub(crate) mod tests {
                 slowest_excess_pct: keep(r.slowest_excess_pct),
                 phase_intra1_us: r.phase_intra1_us.filter(|_| phases),
                 phase_intra2_us: r.phase_intra2_us.filter(|_| phases),
-                cycle: r.cycle.filter(|_| cycle),
                 label: r.label.clone().filter(|_| label),
                 ..r.clone()
             };
@@ -530,6 +595,20 @@ pub(crate) mod tests {
         }
         let fields = r.csv_fields(Extras::default());
         assert_eq!(fields[COLUMNS.len() - 1], "", "wrong is empty when unchecked");
+        // a CSV written before the method columns existed reads them as unknown
+        let old = "run_id,timestamp,host,backend,backend_version,transport,transport_observed,hierarchy,collective,\
+                   dtype,op,root,placement,size_bytes,count,nranks,nnodes,ranks_per_node,iters,warmup,time_us,\
+                   time_min_us,time_max_us,algbw_gbps,busbw_gbps,wrong\n\
+                   r,t,h,mpi,v,auto,unknown,flat,all_reduce,float,sum,-1,in_place,8,2,2,1,2,20,5,1.5,1,2,0.1,0.3,0\n";
+        let back: Record = csv::Reader::from_reader(old.as_bytes())
+            .deserialize()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (back.timing, back.rotate, back.cycle, back.samples),
+            (None, None, None, None)
+        );
         assert_eq!(fields[24], (1.0f64 / 3.0).to_string());
     }
 }

@@ -305,6 +305,76 @@ impl fmt::Display for Average {
 
 by_name!(Average, "average mode");
 
+/// How a point's time is taken: the CSV's `timing` column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimingMethod {
+    /// nccl-tests' method: a barrier, then the clock around `iters`
+    /// operations launched back to back.
+    Batched,
+    /// OSU's method (`-z`): a barrier before each operation, each timed
+    /// alone.
+    Blocking,
+}
+
+impl TimingMethod {
+    pub const ALL: [TimingMethod; 2] = [TimingMethod::Batched, TimingMethod::Blocking];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TimingMethod::Batched => "batched",
+            TimingMethod::Blocking => "blocking",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TimingMethod> {
+        TimingMethod::ALL.into_iter().find(|m| m.name() == text.trim())
+    }
+}
+
+impl fmt::Display for TimingMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+by_name!(TimingMethod, "timing method");
+
+/// How a point's timed iteration count was chosen: the CSV's
+/// `iter_policy` column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IterPolicy {
+    /// `-n N`: as many as asked.
+    Fixed,
+    /// Enough to fill `--min-time`.
+    MinTime,
+    /// Until the estimate is precise enough, or a time cap.
+    Precision,
+}
+
+impl IterPolicy {
+    pub const ALL: [IterPolicy; 3] = [IterPolicy::Fixed, IterPolicy::MinTime, IterPolicy::Precision];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IterPolicy::Fixed => "fixed",
+            IterPolicy::MinTime => "min-time",
+            IterPolicy::Precision => "precision",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<IterPolicy> {
+        IterPolicy::ALL.into_iter().find(|m| m.name() == text.trim())
+    }
+}
+
+impl fmt::Display for IterPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+by_name!(IterPolicy, "iteration policy");
+
 /// Which data plane runs the collectives: the CSV's `backend` column, the
 /// header, and what `--backend` names besides `auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::plan::{Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, Placement};
+use crate::types::{Average, BackendKind, IterPolicy, Placement, TimingMethod};
 use crate::world::World;
 use adaptive::Calibrator;
 use stop::StopRequest;
@@ -271,7 +271,8 @@ impl<'a> Engine<'a> {
             }
             if let Some(times) = times {
                 let mut record = self.record(case, placement, iters, &times, wrong, phases);
-                record.cycle = (self.cfg.cycles != 1).then_some(cycle);
+                record.cycle = Some(cycle);
+                record.samples = Some(self.cfg.cycles);
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
                     if case.collective.spec().is_symmetric()
@@ -547,6 +548,21 @@ impl<'a> Engine<'a> {
             algbw_gbps: algbw,
             busbw_gbps: busbw,
             wrong,
+            collbench_version: Some(env!("CARGO_PKG_VERSION").into()),
+            timing: Some(if self.cfg.blocking {
+                TimingMethod::Blocking
+            } else {
+                TimingMethod::Batched
+            }),
+            average: Some(self.cfg.average),
+            iter_policy: Some(match self.cfg.iters {
+                Some(_) => IterPolicy::Fixed,
+                None => IterPolicy::MinTime,
+            }),
+            agg_iters: Some(self.cfg.agg_iters),
+            cuda_graph: Some(self.cfg.cuda_graph),
+            register: Some(self.cfg.register),
+            rotate: Some(self.cfg.rotate),
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),

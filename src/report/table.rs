@@ -393,14 +393,16 @@ impl Sink for TableSink {
     fn record(&mut self, record: &Record) -> io::Result<()> {
         let mut text = String::new();
         let section = format!("{} {}", record.collective, record.hierarchy);
-        if record.cycle != self.cycle {
+        // One sweep needs no cycle heading; several get one each.
+        let cycle = record.cycle.filter(|_| record.samples != Some(1));
+        if cycle != self.cycle {
             if let Some(oop) = self.pending.take() {
                 text += &line(&self.cols, Some(&oop), None);
             }
             text += &self.end_section();
             self.section = None;
-            self.cycle = record.cycle;
-            if let Some(c) = record.cycle {
+            self.cycle = cycle;
+            if let Some(c) = cycle {
                 text += &format!("#\n# cycle {c}\n");
             }
         }

@@ -153,7 +153,6 @@ impl<W: World> Session<'_, W> {
         let extras = Extras {
             per_iter: t.per_iter,
             phases: t.phase_times,
-            cycle: t.cycles != 1,
             label: out.label.is_some(),
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;

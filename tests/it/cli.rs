@@ -383,7 +383,7 @@ fn overwrite_replaces_an_existing_report() {
         "--overwrite",
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(Csv::read(&csv_path).header, SCHEMA_1.to_vec());
+    assert_eq!(Csv::read(&csv_path).header, default_header());
 }
 
 /// Issue 15, point 4: repeating an option is not an error; the last one
@@ -478,7 +478,7 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
         path_str(&plain),
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(Csv::read(&plain).header, SCHEMA_1.to_vec());
+    assert_eq!(Csv::read(&plain).header, default_header());
     let out = collbench(&[
         "run",
         "--label",

@@ -309,6 +309,28 @@ pub const SCHEMA_1: [&str; 26] = [
     "wrong",
 ];
 
+/// The method and sample columns every row carries after schema 1.
+pub const METHOD_COLUMNS: [&str; 12] = [
+    "collbench_version",
+    "timing",
+    "average",
+    "iter_policy",
+    "precision_target_pct",
+    "precision_pct",
+    "agg_iters",
+    "cuda_graph",
+    "register",
+    "rotate",
+    "cycle",
+    "samples",
+];
+
+/// The header of a run without optional columns: schema 1, then the
+/// method columns.
+pub fn default_header() -> Vec<&'static str> {
+    SCHEMA_1.iter().chain(METHOD_COLUMNS.iter()).copied().collect()
+}
+
 /// Checks every row's arithmetic: size semantics, algbw from size and time,
 /// busbw from algbw and the factor, the time spread, wrong = 0.
 pub fn assert_rows_consistent(csv: &Csv, n: u64) {

@@ -30,7 +30,7 @@ fn import(dir: &Path, from: &str, file: &str, extra: &[&str]) -> (PathBuf, Csv) 
     let out = collbench(&args);
     assert_eq!(code(&out), 0, "{file}: {}", stderr(&out));
     let csv = Csv::read(&out_path);
-    assert_eq!(csv.header, SCHEMA_1.to_vec());
+    assert_eq!(csv.header, default_header());
     (out_path, csv)
 }
 

@@ -38,7 +38,7 @@ fn full_sweep_is_correct_at(np: usize) {
     );
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
     let csv = Csv::read(&csv_path);
-    assert_eq!(csv.header, SCHEMA_1.to_vec());
+    assert_eq!(csv.header, default_header());
     assert_rows_consistent(&csv, np as u64);
 
     // Every collective, type, op and root, in both placements.

@@ -55,7 +55,7 @@ fn the_shm_and_tcp_profiles_run_record_what_open_mpi_used_and_validate() {
         );
         assert!(text.contains("set OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,"), "{text}");
         let csv = Csv::read(&csv_path);
-        assert_eq!(csv.header, SCHEMA_1.to_vec());
+        assert_eq!(csv.header, default_header());
         assert_rows_consistent(&csv, 2);
         for row in &csv.rows {
             assert_eq!(csv.get(row, "transport"), profile, "{row:?}");
@@ -157,7 +157,7 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
     assert!(text.contains("# suite local-cpu: 2 launches, 2 ok, 0 failed"), "{text}");
     assert!(text.contains("compare --by transport"), "{text}");
     let csv = Csv::read(&merged);
-    assert_eq!(csv.header, SCHEMA_1.to_vec());
+    assert_eq!(csv.header, default_header());
     assert_rows_consistent(&csv, 2);
     let per_transport = |t: &str| csv.rows.iter().filter(|r| csv.get(r, "transport") == t).count();
     assert_eq!(per_transport("shm"), per_transport("tcp"));
