@@ -1,67 +1,121 @@
 #!/usr/bin/env bash
-# Runs a benchmark, compares it with a committed baseline, writes a markdown
-# summary, and exits with compare's code: 0 no regression, 4 a regression,
-# 2 unusable input (e.g. a baseline with other rank counts). A run that
-# fails exits with the run's own code (1, 2, 3 or 5) before comparing.
+# The CI regression check: runs the benchmark once, compares it with a
+# baseline made of several launches, prints the comparison once, writes a
+# markdown summary, and exits with compare's code. When the baseline does
+# not exist yet, measures it instead (several launches), says so, exits 0.
 #
 #   scripts/ci-regression.sh BASELINE [options] [-- RUN-ARGS...]
 #
-# BASELINE   a name under results/baselines/ (with or without .csv), or a
-#            path to a CSV file or a folder of them
+# BASELINE   a name under results/baselines/ (a folder NAME/ or NAME.csv),
+#            or a path to a CSV file or a folder of them
 # Options:
-#   --np N                   ranks of the run (default: $NP or 2)
-#   --config FILE            a suite for `collbench run --config`
-#   --threshold PCT          compare's threshold (default: compare's, 5)
+#   --np N                 ranks of the run (default: $NP or 2)
+#   --config FILE          run options for `collbench run --config` instead of
+#                          the recipe's defaults (below)
+#   --suite FILE           run `collbench suite FILE` instead of `collbench run`
+#                          (ranks and run options come from the suite file)
+#   --launches K           launches measured for a new baseline (default 5)
+#   --update-baseline      measure BASELINE anew (replacing it), compare nothing
+#   --threshold PCT        compare's threshold (default: compare's, 5)
+#   --alpha A              compare's significance level (default 0.05)
 #   --metric busbw|algbw|time
-#   --allow-different-ranks  passed to compare
-#   --csv FILE               the new run's CSV (default: results/ci-<UTC time>.csv)
-#   --summary FILE           markdown summary (default: results/ci-summary.md);
-#                            also appended to $GITHUB_STEP_SUMMARY when set
-# RUN-ARGS after `--` go to `collbench run` (e.g. --collectives all_reduce -e 1M).
+#   --allow-different-ranks, --allow-method-change, --allow-missing
+#                          passed to compare
+#   --csv FILE             the new run's CSV (default: results/ci-<UTC time>.csv)
+#   --summary FILE         markdown summary (default: results/ci-summary.md);
+#                          also appended to $GITHUB_STEP_SUMMARY when set
+#   -h, --help             this text
+# RUN-ARGS after `--` go to `collbench run` after the recipe's defaults, so
+# they change what they name (`-- -e 4M`, `-- --collectives all_reduce`);
+# `--csv PATH` there is the same as the option above, `--overwrite` is
+# implied. Without --config or --suite the recipe is
+#   --collectives all_reduce,all_gather -b 1K -e 1M -f 4 -N 5
+# (24 cases, 5 samples each, about 20 s at 2 ranks on a quiet machine).
 # Environment: COLLBENCH, a collbench binary to use instead of building
-# target/release/collbench; MPIRUN, the launcher (default mpirun).
+# target/release/collbench; MPIRUN, the launcher command (default mpirun;
+# words are split: MPIRUN='mpirun --bind-to none'); NP.
 #
-# Example (the command that made results/baselines/local-2ranks.csv):
-#   scripts/ci-regression.sh local-2ranks --np 2 --threshold 25 -- \
-#       --collectives all_reduce,all_gather -e 1M
+# Exit codes: 0 no regression (or a baseline created); 4 a regression or
+# cases of the baseline missing from the run; 2 unusable input (a
+# baseline measured differently or with other rank counts, a bad option);
+# a run that fails exits with the run's own code (1, 2, 3 or 5).
+#
+# Example (the command that made results/baselines/local-2ranks/):
+#   scripts/ci-regression.sh local-2ranks --np 2 --update-baseline
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/setup.sh
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 fail() { printf 'ci-regression: %s\n' "$*" >&2; exit 2; }
+need() { [ $# -ge 2 ] && [ -n "$2" ] || fail "$1 needs a value (see $0 --help)"; }
 
-[ $# -ge 1 ] || usage
-case "$1" in -h|--help) usage ;; esac
+recipe=(--collectives all_reduce,all_gather -b 1K -e 1M -f 4 -N 5)
+
+[ $# -ge 1 ] || { usage 2 >&2; }
+case "$1" in -h|--help) usage 0 ;; -*) fail "the first argument is the baseline (see $0 --help)" ;; esac
 baseline_arg=$1; shift
 np=${NP:-2}
 config=""
+suite=""
+launches=5
+update=0
 csv=""
 summary="results/ci-summary.md"
 compare_args=()
 run_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --np) np=${2:?--np needs a value}; shift 2 ;;
-        --config) config=${2:?--config needs a file}; shift 2 ;;
-        --threshold) compare_args+=(--threshold "${2:?--threshold needs a value}"); shift 2 ;;
-        --metric) compare_args+=(--metric "${2:?--metric needs a value}"); shift 2 ;;
-        --allow-different-ranks) compare_args+=(--allow-different-ranks); shift ;;
-        --csv) csv=${2:?--csv needs a file}; shift 2 ;;
-        --summary) summary=${2:?--summary needs a file}; shift 2 ;;
+        -h|--help) usage 0 ;;
+        --np) need "$@"; np=$2; shift 2 ;;
+        --config) need "$@"; config=$2; shift 2 ;;
+        --suite) need "$@"; suite=$2; shift 2 ;;
+        --launches) need "$@"; launches=$2; shift 2 ;;
+        --update-baseline) update=1; shift ;;
+        --threshold|--alpha|--metric) need "$@"; compare_args+=("$1" "$2"); shift 2 ;;
+        --allow-different-ranks|--allow-method-change|--allow-missing) compare_args+=("$1"); shift ;;
+        --csv) need "$@"; csv=$2; shift 2 ;;
+        --summary) need "$@"; summary=$2; shift 2 ;;
         --) shift; run_args=("$@"); break ;;
         *) fail "unknown option '$1' (see $0 --help)" ;;
     esac
 done
+case "$np" in ''|*[!0-9]*|0) fail "--np $np: give a rank count of 1 or more" ;; esac
+case "$launches" in ''|*[!0-9]*|0) fail "--launches $launches: give 1 or more" ;; esac
 
+# RUN-ARGS: --csv names the new run's CSV; --overwrite is what the script
+# does anyway; the rest goes to `collbench run` as given.
+passed=()
+i=0
+while [ $i -lt ${#run_args[@]} ]; do
+    a=${run_args[$i]}
+    case "$a" in
+        --csv) i=$((i + 1)); [ $i -lt ${#run_args[@]} ] || fail "--csv needs a value"; csv=${run_args[$i]} ;;
+        --csv=*) csv=${a#--csv=} ;;
+        --overwrite) ;;
+        *) passed+=("$a") ;;
+    esac
+    i=$((i + 1))
+done
+if [ -n "$suite" ] && { [ ${#passed[@]} -gt 0 ] || [ -n "$config" ]; }; then
+    fail "with --suite, run options go in the suite file's [run] table, not after -- or in --config"
+fi
+
+# The baseline: an existing path, a committed name, or where a new one goes.
+baseline=""
 if [ -e "$baseline_arg" ]; then
     baseline=$baseline_arg
+elif [ -d "results/baselines/$baseline_arg" ]; then
+    baseline="results/baselines/$baseline_arg"
 elif [ -e "results/baselines/$baseline_arg.csv" ]; then
     baseline="results/baselines/$baseline_arg.csv"
-elif [ -e "results/baselines/$baseline_arg" ]; then
-    baseline="results/baselines/$baseline_arg"
-else
-    fail "no baseline '$baseline_arg'; committed ones: $(ls results/baselines 2>/dev/null | grep -v '^\.' | tr '\n' ' ')"
+fi
+target=$baseline
+if [ -z "$target" ]; then
+    case "$baseline_arg" in
+        */*|*.csv) target=$baseline_arg ;;
+        *) target="results/baselines/$baseline_arg" ;;
+    esac
 fi
 
 collbench_mpirun_env
@@ -72,21 +126,70 @@ else
     cargo build --locked --release
     bin=target/release/collbench
 fi
+read -r -a launcher <<< "${MPIRUN:-mpirun}"
+[ ${#launcher[@]} -gt 0 ] || fail "MPIRUN is empty"
+
+# One launch of the benchmark into CSV $1; returns the run's exit code.
+measure() {
+    local out=$1
+    if [ -n "$suite" ]; then
+        echo "== run: collbench suite $suite -o $out"
+        "$bin" suite "$suite" --binary "$bin" --no-progress -o "$out" --overwrite
+        return
+    fi
+    local oversubscribe=() cores
+    cores=$(nproc 2>/dev/null || echo 2)
+    if [ "$np" -gt "$cores" ] && "${launcher[0]}" --version 2>/dev/null | grep -q "Open MPI"; then
+        oversubscribe=(--oversubscribe)
+    fi
+    local how=("${recipe[@]}")
+    [ -z "$config" ] || how=(--config "$config")
+    echo "== run: ${launcher[*]} -np $np collbench run ${how[*]} ${passed[*]} --csv $out"
+    "${launcher[@]}" "${oversubscribe[@]}" -np "$np" "$bin" run --no-progress "${how[@]}" "${passed[@]}" \
+        --csv "$out" --overwrite
+}
+
+# Measures a baseline of $launches launches into $target (a folder, or one
+# CSV when the path ends in .csv), replacing what is there.
+create_baseline() {
+    local work
+    mkdir -p "$(dirname "$target")"
+    work=$(mktemp -d "$(dirname "$target")/.new-baseline.XXXXXX")
+    local k code
+    for k in $(seq 1 "$launches"); do
+        set +e
+        measure "$work/launch-$k.csv"
+        code=$?
+        set -e
+        if [ $code -ne 0 ]; then
+            rm -rf "$work"
+            printf 'ci-regression: launch %s of the baseline failed with exit code %s; no baseline written\n' "$k" "$code" >&2
+            exit $code
+        fi
+    done
+    rm -rf "$target"
+    case "$target" in
+        *.csv) awk 'FNR == 1 && NR != 1 { next } { print }' "$work"/launch-*.csv > "$target"; rm -rf "$work" ;;
+        *) mv "$work" "$target" ;;
+    esac
+}
+
+if [ $update = 1 ] || [ -z "$baseline" ]; then
+    if [ -z "$baseline" ]; then
+        echo "== no baseline '$baseline_arg': measuring one ($launches launches) into $target"
+    else
+        echo "== measuring a new baseline ($launches launches) into $target"
+    fi
+    create_baseline
+    echo "ci-regression: baseline created: $target ($launches launches; nothing compared). Commit it: git add $target"
+    exit 0
+fi
 
 mkdir -p results "$(dirname "$summary")"
 [ -n "$csv" ] || csv="results/ci-$(date -u +%Y%m%dT%H%M%SZ).csv"
-launcher=${MPIRUN:-mpirun}
-oversubscribe=()
-cores=$(nproc 2>/dev/null || echo 2)
-if [ "$np" -gt "$cores" ] && "$launcher" --version 2>/dev/null | grep -q "Open MPI"; then
-    oversubscribe=(--oversubscribe)
-fi
-config_args=()
-[ -z "$config" ] || config_args=(--config "$config")
-
-echo "== run: $launcher -np $np collbench run ${config_args[*]} ${run_args[*]} --csv $csv"
+mkdir -p "$(dirname "$csv")"
 set +e
-"$launcher" "${oversubscribe[@]}" -np "$np" "$bin" run --no-progress "${config_args[@]}" "${run_args[@]}" --csv "$csv" --overwrite
+measure "$csv"
 run_code=$?
 set -e
 if [ $run_code -ne 0 ]; then
@@ -94,14 +197,12 @@ if [ $run_code -ne 0 ]; then
     exit $run_code
 fi
 
-echo "== compare against $baseline"
+echo "== compare $baseline $csv"
 set +e
-"$bin" compare "${compare_args[@]}" "$baseline" "$csv"
+"$bin" compare "${compare_args[@]}" --export-markdown "$summary" "$baseline" "$csv"
 code=$?
-"$bin" compare --format markdown "${compare_args[@]}" "$baseline" "$csv" > "$summary"
 set -e
-if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$summary" ]; then
     cat "$summary" >> "$GITHUB_STEP_SUMMARY"
 fi
-echo "== summary: $summary (exit code $code)"
 exit $code

@@ -115,15 +115,22 @@ fn report_command(f: impl FnOnce() -> Result<u8, Error>) -> u8 {
 }
 
 fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
-    use crate::report::compare::{self, CompareCommand};
+    use crate::report::compare::{self, CompareCommand, CompareOptions};
     compare::command(&CompareCommand {
         files: args.files.clone(),
-        metric: args.metric,
-        threshold_pct: args.threshold.unwrap_or(compare::DEFAULT_THRESHOLD_PCT),
+        options: CompareOptions {
+            metric: args.metric,
+            threshold_pct: args.threshold.unwrap_or(compare::DEFAULT_THRESHOLD_PCT),
+            alpha: args.alpha.unwrap_or(compare::DEFAULT_ALPHA),
+            allow_different_ranks: args.allow_different_ranks,
+            allow_method_change: args.allow_method_change,
+            allow_missing: args.allow_missing,
+        },
         format: args.format,
-        allow_different_ranks: args.allow_different_ranks,
         by: args.by,
         reference: args.reference.clone(),
+        export_markdown: args.export_markdown.clone(),
+        export_json: args.export_json.clone(),
     })
 }
 

@@ -76,16 +76,21 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validatio
     /// Compare two runs row by row (exit 4 on a regression), or the modes inside one run
     #[command(
         after_help = "Rows join on collective, hierarchy, transport, dtype, op, root, placement, \
-size_bytes and nranks. A row regressed when its metric got worse by more than the threshold \
-AND the new value lies outside the base row's recorded spread (fastest to slowest rank, \
-widened by per-iteration statistics where the CSV has them) and the base value outside the \
-new row's. BASE may be a folder: its CSV files are merged, the latest timestamp winning \
-for a case measured twice.\n\n\
+size_bytes and nranks; every row of a case is a sample of it (the cycles of a launch, the \
+launches of a folder: BASE or NEW may be a folder of CSVs). A row regressed when the change \
+of the medians is worse than the threshold AND statistically clear (p < alpha): a t-test on \
+the launches' medians when a side holds several launches, else the Mann-Whitney U test on the \
+samples; with one sample on a side, the threshold alone. Rows whose noise (half the width of \
+the change's interval) exceeds the threshold are too noisy to judge. Rows only in BASE fail \
+unless --allow-missing. Sides measured differently (timing, average, iteration policy, -m, \
+-G, -R, rotation, backend) are refused unless --allow-method-change. Details: docs/ci.md.\n\n\
 Examples:\n  \
-collbench compare results/baselines/local-2ranks.csv results/new.csv\n  \
+collbench compare results/baselines/local-2ranks/ results/new.csv\n  \
 collbench compare --metric time --threshold 10 --format markdown base.csv new.csv\n  \
+collbench compare --export-markdown summary.md base/ new.csv\n  \
 collbench compare --by hierarchy results/sweep.csv\n\n\
-Exit codes: 0 no regression, 2 unreadable or incompatible input, 4 a regression."
+Exit codes: 0 no regression, 2 unreadable or incompatible input (or a method change), \
+4 a regression or rows of BASE missing from NEW."
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Compare(CompareArgs),
@@ -221,6 +226,10 @@ pub struct CompareArgs {
     #[arg(long, value_name = "PCT")]
     pub threshold: Option<f64>,
 
+    /// Significance level of the tests; the intervals are at 1 - ALPHA [default: 0.05]
+    #[arg(long, value_name = "ALPHA")]
+    pub alpha: Option<f64>,
+
     /// Output format
     #[arg(long, value_name = "FORMAT", default_value = "table", ignore_case = true)]
     pub format: Format,
@@ -228,6 +237,23 @@ pub struct CompareArgs {
     /// Compare runs with different rank counts (busbw is meant to compare across them)
     #[arg(long)]
     pub allow_different_ranks: bool,
+
+    /// Compare sides measured differently (timing, average, iteration policy, -m, -G, -R,
+    /// rotation, backend), with a warning per column, instead of refusing
+    #[arg(long)]
+    pub allow_method_change: bool,
+
+    /// Rows of BASE missing from NEW are listed, not a failure
+    #[arg(long)]
+    pub allow_missing: bool,
+
+    /// Also write the markdown report to FILE (one compare for the terminal and a CI summary)
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+
+    /// Also write the JSON report to FILE
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
 
     /// Compare the modes inside one CSV instead of two runs
     #[arg(long, value_name = "DIMENSION", ignore_case = true)]

@@ -1,87 +1,243 @@
-//! scripts/ci-regression.sh end to end with the test binary: a real run
-//! under mpirun, compared with a baseline, a markdown summary written to
-//! its file and to $GITHUB_STEP_SUMMARY, and compare's exit code passed on.
+//! scripts/ci-regression.sh end to end with the test binary and real
+//! `mpirun` at 2 ranks, in a fresh copy of the scripts (no results/, as in
+//! a new clone): the first call measures a baseline of several launches
+//! and exits 0, the next compares against it, prints the verdict once,
+//! writes the markdown summary (and $GITHUB_STEP_SUMMARY) and passes
+//! compare's exit code on; extra run arguments (`--overwrite`, `--csv`)
+//! pass through; MPIRUN may carry launcher options.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::*;
 
-fn script(args: &[&str], step_summary: &Path) -> Output {
+/// A fresh checkout as far as the script is concerned: the script and
+/// the shell library it sources, nothing else.
+fn fresh_copy() -> tempfile::TempDir {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempdir();
+    std::fs::create_dir_all(dir.path().join("scripts/lib")).unwrap();
+    for file in ["scripts/ci-regression.sh", "scripts/lib/setup.sh"] {
+        std::fs::copy(root.join(file), dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+fn script(checkout: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new("bash")
-        .arg(root.join("scripts/ci-regression.sh"))
+        .arg(checkout.join("scripts/ci-regression.sh"))
         .args(args)
         .env("COLLBENCH", BIN)
-        .env("GITHUB_STEP_SUMMARY", step_summary)
         .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .env_remove("MPIRUN")
+        .env_remove("NP")
+        .envs(env.iter().copied())
         .output()
         .expect("bash runs the script")
 }
 
-#[test]
-fn the_script_runs_compares_summarises_and_passes_the_exit_code_on() {
-    let dir = tempdir();
-    let baseline = dir.path().join("baseline.csv");
-    let sweep = ["--collectives", "all_reduce", "-e", "1K", "-n", "5", "-w", "1"];
-    let mut run = vec!["run", "--csv", path_str(&baseline)];
-    run.extend(sweep);
-    let out = mpirun(2, &run);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+/// A small sweep after the recipe's defaults: all_reduce at 1 and 2 KiB,
+/// two samples, few iterations.
+const SWEEP: [&str; 11] = [
+    "--",
+    "--collectives",
+    "all_reduce",
+    "-f",
+    "2",
+    "-e",
+    "2K",
+    "-N",
+    "2",
+    "-n",
+    "5",
+];
 
-    let (new, summary, gh) = (
-        dir.path().join("new.csv"),
-        dir.path().join("summary.md"),
-        dir.path().join("step-summary.md"),
-    );
-    // Timing noise on a shared CI machine is far above any sane threshold
-    // at these sizes; an unreachable one checks the plumbing, not the speed.
-    let mut args = vec![
-        path_str(&baseline),
-        "--np",
-        "2",
-        "--threshold",
-        "1000000",
-        "--csv",
-        path_str(&new),
-        "--summary",
-        path_str(&summary),
-        "--",
-    ];
-    args.extend(sweep);
-    let out = script(&args, &gh);
+fn with_sweep<'a>(args: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(SWEEP);
+    all.extend(extra);
+    all
+}
+
+fn launches(folder: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
+    let checkout = fresh_copy();
+    let root = checkout.path();
+    let out = script(root, &with_sweep(&["ci", "--launches", "2"], &[]), &[]);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
     assert!(
-        stdout(&out).contains("OK: no row lost more than 1000000% busbw"),
+        stdout(&out).contains("ci-regression: baseline created: results/baselines/ci (2 launches; nothing compared)"),
         "{}",
         stdout(&out)
     );
-    let md = std::fs::read_to_string(&summary).unwrap();
-    assert!(md.starts_with("## collbench compare: busbw\n\n**OK**"), "{md}");
-    assert_eq!(std::fs::read_to_string(&gh).unwrap(), md);
-    assert_eq!(Csv::read(&new).rows.len(), Csv::read(&baseline).rows.len());
+    let files = launches(&root.join("results/baselines/ci"));
+    assert_eq!(files.len(), 2, "{files:?}");
+    let first = Csv::read(&files[0]);
+    assert_eq!(first.rows.len(), 8, "2 sizes x 2 placements x 2 samples");
+    assert_ne!(
+        first.get(&first.rows[0], "run_id"),
+        Csv::read(&files[1]).get(&Csv::read(&files[1]).rows[0], "run_id")
+    );
 
-    // a 4-rank baseline against a 2-rank run: compare's exit code 2
-    let four = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/base.csv");
-    let mut args = vec![
-        path_str(&four),
-        "--csv",
-        path_str(&new),
-        "--summary",
-        path_str(&summary),
-        "--",
-    ];
-    args.extend(sweep);
-    let out = script(&args, &gh);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("--allow-different-ranks"), "{}", stderr(&out));
-
-    // an unknown baseline name: exit 2 before running anything
-    let out = script(&["no-such-baseline"], &gh);
-    assert_eq!(code(&out), 2);
+    // now the baseline exists: the same call compares. Timing noise on a
+    // shared CI machine is far above any sane threshold at these sizes;
+    // an unreachable one checks the plumbing, not the speed.
+    let step = root.join("step-summary.md");
+    let out = script(
+        root,
+        &with_sweep(&["ci", "--threshold", "1000000"], &[]),
+        &[("GITHUB_STEP_SUMMARY", step.to_str().unwrap())],
+    );
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(
+        text.matches("OK: no row lost more than 1000000% busbw").count(),
+        1,
+        "{text}"
+    );
     assert!(
-        stderr(&out).contains("no baseline 'no-such-baseline'"),
+        text.contains("base: results/baselines/ci (2 launches, 16 samples)"),
+        "{text}"
+    );
+    let md = std::fs::read_to_string(root.join("results/ci-summary.md")).unwrap();
+    assert!(md.starts_with("## collbench compare: busbw\n\n**OK**"), "{md}");
+    assert_eq!(std::fs::read_to_string(&step).unwrap(), md);
+    // the baseline is left as it was
+    assert_eq!(launches(&root.join("results/baselines/ci")), files);
+
+    // a run that measures fewer cases than the baseline: exit 4, listed
+    let out = script(root, &with_sweep(&["ci", "--threshold", "1000000"], &["-e", "1K"]), &[]);
+    assert_eq!(code(&out), 4, "{}\n{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("Only in base, missing from the new run (2):"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        stderr(&out)
+            .lines()
+            .filter(|l| l.starts_with("collbench: regression:"))
+            .count(),
+        1,
         "{}",
         stderr(&out)
     );
+    let out = script(
+        root,
+        &with_sweep(&["ci", "--threshold", "1000000", "--allow-missing"], &["-e", "1K"]),
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+
+    // --update-baseline measures it anew
+    let out = script(
+        root,
+        &with_sweep(&["ci", "--update-baseline", "--launches", "3"], &[]),
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(launches(&root.join("results/baselines/ci")).len(), 3);
+}
+
+#[test]
+fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
+    let checkout = fresh_copy();
+    let root = checkout.path();
+    let base = root.join("base.csv");
+    // a baseline given as a path that does not exist yet: one merged CSV
+    let out = script(root, &with_sweep(&[path_str(&base), "--launches", "2"], &[]), &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let merged = Csv::read(&base);
+    assert_eq!(merged.rows.len(), 16, "2 launches x 2 sizes x 2 placements x 2 samples");
+
+    let new = root.join("mine/new.csv");
+    let summary = root.join("sum.md");
+    let out = script(
+        root,
+        &with_sweep(
+            &[
+                path_str(&base),
+                "--threshold",
+                "1000000",
+                "--summary",
+                path_str(&summary),
+            ],
+            &["--overwrite", "--csv", path_str(&new)],
+        ),
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(Csv::read(&new).rows.len(), 8);
+    assert!(
+        stdout(&out).contains(&format!("new:  {}", new.display())),
+        "{}",
+        stdout(&out)
+    );
+    assert!(summary.exists());
+    // --csv=PATH as well, and a second time over the same file
+    let out = script(
+        root,
+        &with_sweep(
+            &[path_str(&base), "--threshold", "1000000"],
+            &[&format!("--csv={}", new.display())],
+        ),
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // a launcher command with options of its own
+    let out = script(
+        root,
+        &with_sweep(
+            &[path_str(&base), "--threshold", "1000000", "--csv", path_str(&new)],
+            &[],
+        ),
+        &[("MPIRUN", "mpirun --bind-to none")],
+    );
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("== run: mpirun --bind-to none -np 2"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
+    let checkout = fresh_copy();
+    let root = checkout.path();
+    let out = script(root, &["--help"], &[]);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("scripts/ci-regression.sh BASELINE [options] [-- RUN-ARGS...]"));
+    let out = script(root, &["x", "--frobnicate"], &[]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("unknown option '--frobnicate'"),
+        "{}",
+        stderr(&out)
+    );
+    // a 4-rank baseline against a 2-rank run: compare's exit code 2
+    let four = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/base.csv");
+    let out = script(root, &with_sweep(&[path_str(&four)], &[]), &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--allow-different-ranks"), "{}", stderr(&out));
+    // a run that cannot start: its own exit code, nothing compared, and
+    // no baseline half written
+    let out = script(root, &["ci", "--", "--collectives", "all_reducer"], &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("launch 1 of the baseline failed with exit code 2"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!root.join("results/baselines/ci").exists());
 }

@@ -1,7 +1,10 @@
 //! `collbench compare` as a user and a CI job meet it: golden output for
-//! every format, exit 4 on a real regression and naming the row, exit 0 on
-//! identical runs and on noise inside the recorded spread, one-sided rows
-//! listed, incompatible inputs refused with one line and exit 2.
+//! every format; each verdict for its planted reason (fixtures written by
+//! tests/fixtures/compare/make.py, see its README); a baseline of several
+//! launches judged against their spread; rows missing from the new run
+//! exit 4 unless `--allow-missing`; a method change refused (exit 2) or
+//! warned; old CSVs without method columns warned once; incompatible
+//! inputs refused with one line.
 //!
 //! Golden files live in tests/fixtures/compare/golden; after a deliberate
 //! change of a format, regenerate them with
@@ -13,6 +16,10 @@ use crate::common::*;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    fixtures().join(name)
 }
 
 /// Runs compare in the fixtures folder (so paths in the output are short
@@ -32,6 +39,85 @@ fn golden(args: &[&str], file: &str, want_code: i32) {
     );
 }
 
+fn json(args: &[&str]) -> (i32, serde_json::Value) {
+    let mut full = vec!["compare", "--format", "json"];
+    full.extend(args);
+    let out = collbench(&full);
+    let doc = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    (code(&out), doc)
+}
+
+/// The row of `doc` for a case.
+fn row<'a>(doc: &'a serde_json::Value, collective: &str, placement: &str, size: u64) -> &'a serde_json::Value {
+    doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["size_bytes"] == size && r["placement"] == placement && r["collective"] == collective)
+        .unwrap_or_else(|| panic!("no {collective} {placement} {size} row"))
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `file` with every row of one case rewritten by `edit` (the cells of
+/// the row, by header name).
+fn edited(file: &Path, case: (&str, &str, &str), edit: impl Fn(&mut Vec<String>, &dyn Fn(&str) -> usize)) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(str::to_string).collect();
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let mut out = header.join(",") + "\n";
+    for line in lines {
+        let mut cells: Vec<String> = line.split(',').map(str::to_string).collect();
+        if (
+            cells[at("collective")].as_str(),
+            cells[at("placement")].as_str(),
+            cells[at("size_bytes")].as_str(),
+        ) == case
+        {
+            edit(&mut cells, &at);
+        }
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// `file` with the times of one case multiplied by `factor` (and its
+/// bandwidths divided by it).
+fn slowed(file: &Path, case: (&str, &str, &str), factor: f64) -> String {
+    edited(file, case, |cells, at| {
+        for c in ["time_us", "time_min_us", "time_max_us"] {
+            let v: f64 = cells[at(c)].parse().unwrap();
+            cells[at(c)] = (v * factor).to_string();
+        }
+        for c in ["algbw_gbps", "busbw_gbps"] {
+            let v: f64 = cells[at(c)].parse().unwrap();
+            cells[at(c)] = (v / factor).to_string();
+        }
+    })
+}
+
+/// Every row of `file` with `column` set to `value`.
+fn with_column(file: &Path, column: &str, value: &str) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let at = header.split(',').position(|h| h == column).unwrap();
+    let mut out = format!("{header}\n");
+    for line in lines {
+        let mut cells: Vec<&str> = line.split(',').collect();
+        cells[at] = value;
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
+}
+
 #[test]
 fn every_format_matches_its_golden_file() {
     golden(&["compare", "base.csv", "new.csv"], "table.txt", 4);
@@ -41,6 +127,7 @@ fn every_format_matches_its_golden_file() {
         4,
     );
     golden(&["compare", "--format", "json", "base.csv", "new.csv"], "json.json", 4);
+    golden(&["compare", "launches", "new-launch.csv"], "launches-table.txt", 4);
     golden(&["compare", "--by", "hierarchy", "modes.csv"], "modes-table.txt", 0);
     golden(
         &["compare", "--by", "hierarchy", "--format", "markdown", "modes.csv"],
@@ -65,165 +152,337 @@ fn every_format_matches_its_golden_file() {
 
 #[test]
 fn the_golden_pair_shows_each_verdict_for_the_right_reason() {
-    let out = collbench_in(&fixtures(), &["compare", "--format", "json", "base.csv", "new.csv"]);
-    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let verdict = |size: u64, placement: &str, collective: &str| {
-        doc["rows"]
-            .as_array()
+    let (code, doc) = json(&[path_str(&fixture("base.csv")), path_str(&fixture("new.csv"))]);
+    assert_eq!(code, 4);
+    let verdict = |c: &str, p: &str, s: u64| row(&doc, c, p, s)["verdict"].as_str().unwrap().to_string();
+    // busbw down 20% in 5 tight samples a side: the rank test is clear
+    assert_eq!(verdict("all_reduce", "out_of_place", 1 << 20), "regressed");
+    let r = row(&doc, "all_reduce", "out_of_place", 1 << 20);
+    assert_eq!(
+        (r["test"].as_str(), r["p_value"].as_f64()),
+        (Some("mann_whitney"), Some(2.0 / 252.0))
+    );
+    assert_eq!(
+        (r["base_stats"]["n"].as_u64(), r["new_stats"]["n"].as_u64()),
+        (Some(5), Some(5))
+    );
+    assert_eq!(r["base_stats"]["samples"].as_array().unwrap().len(), 5);
+    // up 18%: improved; the same distribution: within noise
+    assert_eq!(verdict("all_reduce", "out_of_place", 65536), "improved");
+    assert_eq!(verdict("all_reduce", "in_place", 65536), "within_noise");
+    // 40% noise on both sides: too noisy to judge at 5%
+    assert_eq!(verdict("all_reduce", "in_place", 1 << 20), "too_noisy");
+    assert!(
+        row(&doc, "all_reduce", "in_place", 1 << 20)["noise_pct"]
+            .as_f64()
             .unwrap()
-            .iter()
-            .find(|r| r["size_bytes"] == size && r["placement"] == placement && r["collective"] == collective)
-            .map(|r| r["verdict"].as_str().unwrap().to_string())
-            .unwrap()
-    };
-    // busbw down 20% with a tight spread on both sides
-    assert_eq!(verdict(1 << 20, "out_of_place", "all_reduce"), "regressed");
-    // the same 20%, but the base's slowest rank was 30% slower than its mean
-    assert_eq!(verdict(1 << 20, "in_place", "all_reduce"), "within_noise");
-    // 11.5% slower, inside the new row's p50..p99 spread (optional columns)
-    assert_eq!(verdict(65536, "out_of_place", "all_gather"), "within_noise");
-    assert_eq!(verdict(65536, "out_of_place", "all_reduce"), "improved");
-    // 2% is under the threshold
-    assert_eq!(verdict(1024, "out_of_place", "all_gather"), "within_noise");
+            > 5.0
+    );
+    // 2% slower, clearly (p = 2/252), but under the threshold
+    assert_eq!(verdict("all_gather", "out_of_place", 1024), "within_noise");
+    // one sample a side: the threshold alone, and the output says so
+    let one = row(&doc, "all_gather", "out_of_place", 65536);
+    assert_eq!(one["verdict"], "regressed");
+    assert_eq!(
+        (one["test"].as_str(), one["fallback"].as_str()),
+        (Some("threshold_only"), Some("one_sample"))
+    );
+    assert!(one["p_value"].is_null() && one["interval_pct"].is_null());
+    // broadcast only in base: missing, a failure; sendrecv only in new: listed
     assert_eq!(doc["only_in_base"][0]["collective"], "broadcast");
     assert_eq!(doc["only_in_new"][0]["collective"], "sendrecv");
-    assert_eq!(doc["exit_code"], 4);
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// `base.csv` with every all_reduce busbw (and algbw) of one row scaled.
-fn scaled(row_size: &str, time_factor: f64, spread_factor: f64) -> String {
-    let text = std::fs::read_to_string(fixtures().join("base.csv")).unwrap();
-    let mut out = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let mut cells: Vec<String> = line.split(',').map(str::to_string).collect();
-        if i > 0 && cells[8] == "all_reduce" && cells[13] == row_size && cells[12] == "out_of_place" {
-            let t: f64 = cells[20].parse().unwrap();
-            let t2 = t * time_factor;
-            cells[20] = t2.to_string();
-            cells[21] = (t2 * (1.0 - spread_factor)).to_string();
-            cells[22] = (t2 * (1.0 + spread_factor)).to_string();
-            for c in [23, 24] {
-                let v: f64 = cells[c].parse().unwrap();
-                cells[c] = (v / time_factor).to_string();
-            }
-        }
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out
+    assert_eq!(doc["missing_fails"], true);
+    assert_eq!(doc["overall"]["compared"], 6);
+    assert!(doc["overall"]["geomean_change_pct"].is_number());
 }
 
 #[test]
-fn a_20_percent_busbw_drop_exits_4_and_names_the_row() {
+fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
     let dir = tempdir();
-    // time x 1.25 = busbw x 0.8
-    let new = write(dir.path(), "new.csv", &scaled("65536", 1.25, 0.01));
-    let base = fixtures().join("base.csv");
+    // the base itself, with one case 25% slower: busbw x 0.8
+    let base = fixture("base.csv");
+    let new = write(
+        dir.path(),
+        "new.csv",
+        &slowed(&base, ("all_reduce", "out_of_place", "65536"), 1.25),
+    );
     let out = collbench(&["compare", path_str(&base), path_str(&new)]);
     assert_eq!(code(&out), 4, "{}", stderr(&out));
     let text = stdout(&out);
     let line = text
         .lines()
-        .find(|l| l.contains("regressed") && l.contains("64 KiB"))
-        .unwrap_or_else(|| panic!("no regressed 64 KiB row:\n{text}"));
+        .find(|l| l.ends_with("regressed"))
+        .unwrap_or_else(|| panic!("no regressed row:\n{text}"));
     assert!(
-        line.contains("all_reduce") && line.contains("out_of_place") && line.contains("-20.0%"),
+        line.contains("all_reduce")
+            && line.contains("out_of_place")
+            && line.contains("64 KiB")
+            && line.contains("-20.0%"),
         "{line}"
     );
     assert_eq!(text.lines().filter(|l| l.ends_with("regressed")).count(), 1, "{text}");
     assert!(text.contains("REGRESSION: 1 of 7 rows"), "{text}");
-    // and one line on stderr, where a CI log shows it whatever the format
     assert_eq!(
         stderr(&out),
         "collbench: regression: 1 of 7 rows lost more than 5% busbw\n"
     );
-    // the markdown names it too, in the regressions table
+    // the markdown names it too, with its statistics
     let out = collbench(&["compare", "--format", "markdown", path_str(&base), path_str(&new)]);
-    assert_eq!(code(&out), 4);
     assert!(
-        stdout(&out).contains("| all_reduce float sum out_of_place 64 KiB 4 ranks |"),
+        stdout(&out).contains("| all_reduce float sum out_of_place 64 KiB 4 ranks | 2.45 | 1.96 | -20.0% |"),
         "{}",
         stdout(&out)
     );
     // a threshold above the drop lets it pass
     let out = collbench(&["compare", "--threshold", "25", path_str(&base), path_str(&new)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
+    // an alpha the 5-sample rank test cannot reach (its smallest p is
+    // 2/252): the rows fall back to the threshold, and the output says so
+    let out = collbench(&["compare", "--alpha", "0.005", path_str(&base), path_str(&new)]);
+    assert_eq!(code(&out), 4, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("note: 6 rows judged by the threshold alone: too few samples for the rank test"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
-fn identical_files_exit_0_for_every_metric() {
-    let base = fixtures().join("base.csv");
+fn identical_files_have_no_regression_for_every_metric() {
+    let base = fixture("base.csv");
     for metric in ["busbw", "algbw", "time"] {
         let out = collbench(&["compare", "--metric", metric, path_str(&base), path_str(&base)]);
         assert_eq!(code(&out), 0, "{metric}: {}", stdout(&out));
-        assert!(stdout(&out).contains("0 regressed, 7 within noise"), "{}", stdout(&out));
+        // the 40%-noise case is too noisy to judge even against itself
+        assert!(
+            stdout(&out).contains("(0 improved, 0 regressed, 6 within noise, 1 too noisy)"),
+            "{}",
+            stdout(&out)
+        );
     }
 }
 
 #[test]
-fn a_drop_inside_the_recorded_spread_is_not_a_regression() {
+fn rows_missing_from_the_new_run_exit_4_unless_allowed() {
     let dir = tempdir();
-    // 20% slower, but the new row's ranks spread from -25% to +25%
-    let new = write(dir.path(), "new.csv", &scaled("65536", 1.25, 0.25));
-    let base = fixtures().join("base.csv");
-    let out = collbench(&["compare", path_str(&base), path_str(&new)]);
-    assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("-20.0%  within noise"), "{}", stdout(&out));
-}
-
-#[test]
-fn rows_on_one_side_are_listed_never_dropped() {
-    let dir = tempdir();
-    let base_text = std::fs::read_to_string(fixtures().join("base.csv")).unwrap();
-    let mut lines: Vec<&str> = base_text.lines().collect();
-    let removed = lines.remove(3); // all_reduce 1 MiB out_of_place
-    assert!(removed.contains(",1048576,"), "{removed}");
-    let new = write(dir.path(), "fewer.csv", &(lines.join("\n") + "\n"));
-    let base = fixtures().join("base.csv");
-    let out = collbench(&["compare", path_str(&base), path_str(&new)]);
-    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let base = fixture("base.csv");
+    // the base without its broadcast rows
+    let base_text = std::fs::read_to_string(&base).unwrap();
+    let without: Vec<&str> = base_text.lines().filter(|l| !l.contains(",broadcast,")).collect();
+    let fewer = write(dir.path(), "fewer.csv", &(without.join("\n") + "\n"));
+    let out = collbench(&["compare", path_str(&base), path_str(&fewer)]);
+    assert_eq!(code(&out), 4, "{}", stdout(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("Only in base (1):\n  all_reduce float sum out_of_place 1 MiB 4 ranks"),
+        text.contains(
+            "Only in base, missing from the new run (1):\n  broadcast float root 0 out_of_place 8 KiB 4 ranks"
+        ),
         "{text}"
     );
-    assert!(text.contains("1 only in base, 0 only in new"), "{text}");
-    let out = collbench(&["compare", path_str(&new), path_str(&base)]);
+    assert!(text.contains("MISSING: 1 row of the base not in the new run"), "{text}");
+    assert_eq!(
+        stderr(&out),
+        "collbench: regression: 1 row of the base missing from the new run (--allow-missing accepts that)\n"
+    );
+    let out = collbench(&["compare", "--allow-missing", path_str(&base), path_str(&fewer)]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(stdout(&out).contains("Only in base (1):"), "{}", stdout(&out));
+    // the other way round, the broadcast rows are only in new: listed, exit 0
+    let out = collbench(&["compare", path_str(&fewer), path_str(&base)]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert!(stdout(&out).contains("Only in new (1):"), "{}", stdout(&out));
 }
 
 #[test]
-fn a_baseline_folder_merges_its_files() {
+fn a_baseline_of_several_launches_is_judged_by_its_launch_to_launch_spread() {
+    let (code, doc) = json(&[path_str(&fixture("launches")), path_str(&fixture("new-launch.csv"))]);
+    assert_eq!(code, 4);
+    assert_eq!(
+        (doc["base_launches"].as_u64(), doc["new_launches"].as_u64()),
+        (Some(4), Some(1))
+    );
+    // launches 12% apart: a 1% change cannot be judged at 5%
+    let r = row(&doc, "all_reduce", "out_of_place", 65536);
+    assert_eq!(
+        (r["test"].as_str(), r["verdict"].as_str()),
+        (Some("launch_t"), Some("too_noisy"))
+    );
+    assert_eq!(
+        (r["base_stats"]["n"].as_u64(), r["base_stats"]["launches"].as_u64()),
+        (Some(12), Some(4))
+    );
+    // 40x slower is a regression whatever that spread
+    let r = row(&doc, "all_reduce", "out_of_place", 1 << 20);
+    assert_eq!(r["verdict"], "regressed");
+    assert!(r["p_value"].as_f64().unwrap() < 1e-4);
+    // at a threshold that absorbs the launch noise, 64 KiB is within noise
+    let (code, doc) = json(&[
+        "--threshold",
+        "30",
+        path_str(&fixture("launches")),
+        path_str(&fixture("new-launch.csv")),
+    ]);
+    assert_eq!(code, 4);
+    assert_eq!(
+        row(&doc, "all_reduce", "out_of_place", 65536)["verdict"],
+        "within_noise"
+    );
+    // the base folder split another way keeps every sample
     let dir = tempdir();
-    let text = std::fs::read_to_string(fixtures().join("base.csv")).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let folder = dir.path().join("baselines");
+    let folder = dir.path().join("base");
     std::fs::create_dir(&folder).unwrap();
-    // the first three rows in one file, the rest in another, one row twice
-    write(&folder, "a.csv", &(lines[..4].join("\n") + "\n"));
+    let text = std::fs::read_to_string(fixture("base.csv")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    write(&folder, "a.csv", &(lines[..10].join("\n") + "\n"));
     write(
         &folder,
         "b.csv",
-        &([&lines[..1], &lines[3..]].concat().join("\n") + "\n"),
+        &([&lines[..1], &lines[10..]].concat().join("\n") + "\n"),
     );
-    let base = fixtures().join("base.csv");
-    let out = collbench(&["compare", path_str(&folder), path_str(&base)]);
+    let (code, doc) = json(&[path_str(&folder), path_str(&fixture("base.csv"))]);
+    assert_eq!(code, 0);
+    assert_eq!(row(&doc, "all_reduce", "out_of_place", 65536)["base_stats"]["n"], 5);
+    assert_eq!(doc["base_launches"], 1);
+}
+
+#[test]
+fn a_method_change_is_refused_naming_the_column_and_both_values() {
+    let dir = tempdir();
+    let base = fixture("base.csv");
+    let blocking = write(dir.path(), "blocking.csv", &with_column(&base, "timing", "blocking"));
+    let out = collbench(&["compare", path_str(&base), path_str(&blocking)]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("measured differently: timing (base batched, new blocking)")
+            && stderr(&out).contains("--allow-method-change"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+    // every method column is checked; each names its values
+    for (column, value, shown) in [
+        ("average", "max", "average (base avg, new max)"),
+        ("iter_policy", "fixed", "iter_policy (base min-time, new fixed)"),
+        ("agg_iters", "4", "agg_iters (base 1, new 4)"),
+        ("cuda_graph", "10", "cuda_graph (base 0, new 10)"),
+        ("register", "true", "register (base false, new true)"),
+        ("rotate", "true", "rotate (base false, new true)"),
+        ("backend", "nccl", "backend (base mpi, new nccl)"),
+    ] {
+        let other = write(dir.path(), "other.csv", &with_column(&base, column, value));
+        let out = collbench(&["compare", path_str(&base), path_str(&other)]);
+        assert_eq!(code(&out), 2, "{column}: {}", stderr(&out));
+        assert!(stderr(&out).contains(shown), "{column}: {}", stderr(&out));
+    }
+    // allowed: one warning per column, then the verdicts as usual
+    let out = collbench(&["compare", "--allow-method-change", path_str(&base), path_str(&blocking)]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let text = stdout(&out);
-    assert!(text.contains("7 within noise)"), "{text}");
-    assert!(text.contains("1 duplicate row replaced"), "{text}");
+    assert_eq!(
+        stderr(&out),
+        "collbench: warning: measured differently: timing (base batched, new blocking); \
+         compared anyway (--allow-method-change)\n"
+    );
+}
+
+#[test]
+fn identity_columns_and_imported_tools_only_warn() {
+    let dir = tempdir();
+    let base = fixture("base.csv");
+    let newer = write(
+        dir.path(),
+        "newer.csv",
+        &with_column(&base, "collbench_version", "0.2.0"),
+    );
+    let out = collbench(&["compare", path_str(&base), path_str(&newer)]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "collbench: warning: collbench_version (base 0.1.0, new 0.2.0) differs\n"
+    );
+    let imported = write(
+        dir.path(),
+        "imported.csv",
+        &with_column(&base, "collbench_version", "nccl-tests 2.17.8"),
+    );
+    let out = collbench(&["compare", path_str(&base), path_str(&imported)]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .starts_with("collbench: warning: base rows come from collbench and new rows from nccl-tests 2.17.8"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_csv_without_method_columns_warns_once_and_compares() {
+    let old = fixture("old-format.csv");
+    let base = fixture("base.csv");
+    let out = collbench(&["compare", "--allow-missing", path_str(&old), path_str(&base)]);
+    let err = stderr(&out);
+    assert_eq!(err.lines().filter(|l| l.contains("warning")).count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "warning: base {} has no method columns (an older collbench, or an import): its method is unknown",
+            old.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).contains("threshold alone: one sample on a side"),
+        "{}",
+        stdout(&out)
+    );
+    // a folder of several such files: still one line for the side
+    let dir = tempdir();
+    for name in ["a.csv", "b.csv"] {
+        std::fs::copy(&old, dir.path().join(name)).unwrap();
+    }
+    let out = collbench(&["compare", "--allow-missing", path_str(dir.path()), path_str(&base)]);
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("no method columns")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("base: 2 of 2 files"), "{}", warnings[0]);
+}
+
+#[test]
+fn export_files_hold_the_other_formats_of_the_same_comparison() {
+    let dir = tempdir();
+    let (md, js) = (dir.path().join("summary.md"), dir.path().join("report.json"));
+    let out = collbench_in(
+        &fixtures(),
+        &[
+            "compare",
+            "--export-markdown",
+            path_str(&md),
+            "--export-json",
+            path_str(&js),
+            "base.csv",
+            "new.csv",
+        ],
+    );
+    assert_eq!(code(&out), 4);
+    // the verdict once on stderr, the table on stdout
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        std::fs::read_to_string(fixtures().join("golden/table.txt")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&md).unwrap(),
+        std::fs::read_to_string(fixtures().join("golden/markdown.md")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&js).unwrap(),
+        std::fs::read_to_string(fixtures().join("golden/json.json")).unwrap()
+    );
 }
 
 #[test]
 fn incompatible_inputs_get_one_line_and_exit_2() {
     let dir = tempdir();
-    let base = fixtures().join("base.csv");
+    let base = fixture("base.csv");
     let base_text = std::fs::read_to_string(&base).unwrap();
     let other_schema = write(dir.path(), "other.csv", "size,time\n8,1.0\n");
     let garbled = write(
@@ -251,6 +510,10 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         (
             vec!["--threshold", "-1", path_str(&base), path_str(&base)],
             "--threshold",
+        ),
+        (
+            vec!["--alpha", "1.5", path_str(&base), path_str(&base)],
+            "--alpha 1.5: give a significance level between 0 and 1",
         ),
     ];
     for (args, needle) in cases {

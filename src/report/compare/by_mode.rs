@@ -5,7 +5,9 @@
 //! crossover sizes where the winner changes from the previous size.
 //!
 //! Speedup is metric / reference metric for bandwidths and reference time /
-//! time for time, so above 1 is always better than the reference.
+//! time for time, so above 1 is always better than the reference. A point
+//! measured several times (cycles, launches) counts with the median of
+//! its samples.
 
 use std::collections::BTreeMap;
 
@@ -192,7 +194,7 @@ pub fn compare_modes(
         }
     };
     // group -> size -> mode -> value; fixed: the other dimension's mode
-    let mut table: BTreeMap<CaseKey, (&'static str, Sizes)> = BTreeMap::new();
+    let mut table: BTreeMap<CaseKey, (&'static str, Samples)> = BTreeMap::new();
     for row in rows {
         let r = &row.record;
         let (_, sizes) = table
@@ -201,11 +203,16 @@ pub fn compare_modes(
         sizes
             .entry(r.size_bytes)
             .or_default()
-            .insert(dimension.of(r).to_string(), metric.value(r));
+            .entry(dimension.of(r).to_string())
+            .or_default()
+            .push(metric.value(r));
     }
     let groups = table
         .into_iter()
-        .map(|(key, (fixed, sizes))| group(key, fixed, sizes, &all_modes, &reference, metric))
+        .map(|(key, (fixed, samples))| {
+            let sizes = medians(samples);
+            group(key, fixed, sizes, &all_modes, &reference, metric)
+        })
         .collect();
     Ok(ModeReport {
         dimension,
@@ -218,6 +225,23 @@ pub fn compare_modes(
 
 /// Size -> mode -> the metric's value.
 type Sizes = BTreeMap<u64, BTreeMap<String, f64>>;
+
+/// Size -> mode -> the metric's samples (several cycles or launches).
+type Samples = BTreeMap<u64, BTreeMap<String, Vec<f64>>>;
+
+/// Each mode's value at a size: the median of its samples.
+fn medians(samples: Samples) -> Sizes {
+    samples
+        .into_iter()
+        .map(|(size, modes)| {
+            let values = modes
+                .into_iter()
+                .filter_map(|(mode, v)| super::stats::median(&v).map(|m| (mode, m)))
+                .collect();
+            (size, values)
+        })
+        .collect()
+}
 
 /// The modes of `dimension` in the order they first appear.
 fn modes_in(rows: &[Row], dimension: Dimension) -> Vec<String> {

@@ -1,14 +1,15 @@
 //! Reading CSV reports for `compare` and `plot`: a file or a folder of
 //! files, checked against schema 1, with the optional per-iteration
-//! statistic columns a row may carry, and duplicates resolved.
+//! statistic columns a row may carry. Every row is kept: rows of one case
+//! (several `cycle`s of a launch, several launches in a folder) are the
+//! samples of that case.
 //!
 //! Only reading: no verdicts, no formatting.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::record::{COLUMNS, CaseKey, Record, check_column};
+use crate::record::{COLUMNS, Record, check_column};
 
 /// Per-iteration statistics of a row, present when the CSV has the
 /// optional columns `time_p50_us`, `time_p99_us` (microseconds) and
@@ -36,15 +37,13 @@ pub struct Loaded {
     /// The argument as the user gave it.
     pub label: String,
     pub rows: Vec<Row>,
-    /// Rows dropped because a later row measured the same case.
-    pub duplicates: usize,
+    /// The files read, in name order.
+    pub files: Vec<PathBuf>,
 }
 
 /// Reads a CSV file, or every `*.csv` file of a folder (in name order),
-/// and keeps one row per measured case: of rows that share collective,
-/// hierarchy, transport, dtype, op, root, placement, size and rank count,
-/// the one with the latest `timestamp` wins, and among equal timestamps the
-/// one read last (later file in name order, later line).
+/// keeping every row: a folder of several launches' CSVs is how a
+/// baseline of several launches is given.
 pub fn load(path: &Path) -> Result<Loaded, Error> {
     let files = if path.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
@@ -64,12 +63,10 @@ pub fn load(path: &Path) -> Result<Loaded, Error> {
     for file in &files {
         rows.extend(read_file(file)?);
     }
-    let read = rows.len();
-    let rows = dedupe(rows);
     Ok(Loaded {
         label: path.display().to_string(),
-        duplicates: read - rows.len(),
         rows,
+        files,
     })
 }
 
@@ -142,28 +139,6 @@ fn bad_row(path: &Path, headers: &csv::StringRecord, raw: &csv::StringRecord, li
     }
 }
 
-/// Keeps, per case, the row with the latest timestamp (the later one on
-/// ties), in the order the kept rows were first seen.
-fn dedupe(rows: Vec<Row>) -> Vec<Row> {
-    let mut slot: BTreeMap<CaseKey, usize> = BTreeMap::new();
-    let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
-    for row in rows {
-        let key = CaseKey::of(&row.record, true);
-        match slot.get(&key) {
-            Some(&i) => {
-                if row.record.timestamp >= kept[i].record.timestamp {
-                    kept[i] = row;
-                }
-            }
-            None => {
-                slot.insert(key, kept.len());
-                kept.push(row);
-            }
-        }
-    }
-    kept
-}
-
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -206,7 +181,7 @@ time_min_us,time_max_us,algbw_gbps,busbw_gbps,wrong";
     }
 
     #[test]
-    fn a_folder_merges_its_files_and_the_latest_timestamp_wins() {
+    fn a_folder_keeps_every_row_of_every_file() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("a.csv"),
@@ -220,9 +195,9 @@ time_min_us,time_max_us,algbw_gbps,busbw_gbps,wrong";
         .unwrap();
         std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
         let loaded = load(dir.path()).unwrap();
-        assert_eq!(loaded.duplicates, 1);
+        assert_eq!(loaded.files.len(), 2);
         let times: Vec<f64> = loaded.rows.iter().map(|r| r.record.time_us).collect();
-        assert_eq!(times, [1.0, 2.0]);
+        assert_eq!(times, [1.0, 2.0, 3.0]);
     }
 
     #[test]

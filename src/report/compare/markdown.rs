@@ -1,10 +1,11 @@
 //! The markdown format of `compare`, for CI job summaries and pull-request
-//! comments: the headline first, regressions next, the summary by
-//! collective, and every row folded away in a `<details>` block.
+//! comments: the headline first, warnings, regressions next (with their
+//! interval and p-value), the summary by collective and over all rows, the
+//! one-sided cases, and every row folded away in a `<details>` block.
 
 use super::by_mode::ModeReport;
-use super::text::row_cells;
-use super::{Comparison, Verdict, fmt_change, fmt_value, human_size, trim_float};
+use super::text::{ROW_HEADERS, SUMMARY_HEADERS, row_cells, side_counts, summary_rows};
+use super::{Comparison, Verdict, fmt_change, fmt_interval, fmt_p, fmt_value, human_size, trim_float};
 
 pub fn comparison(c: &Comparison) -> String {
     let regressed = c.count(Verdict::Regressed) > 0;
@@ -13,46 +14,41 @@ pub fn comparison(c: &Comparison) -> String {
     let (word, rest) = headline.split_once(':').unwrap_or((&headline, ""));
     out.push_str(&format!("**{word}**:{rest}\n\n"));
     out.push_str(&format!(
-        "Base `{}`, new `{}`; {} in {}, threshold {}%.\n",
+        "Base `{}` ({}), new `{}` ({}); {} in {}, threshold {}%, alpha {}.\n",
         c.base_label,
+        side_counts(c.base_launches, c.rows.iter().map(|r| r.judgement.base_stats.n).sum()),
         c.new_label,
+        side_counts(c.new_launches, c.rows.iter().map(|r| r.judgement.new_stats.n).sum()),
         c.metric,
         c.metric.unit(),
-        trim_float(c.threshold_pct)
+        trim_float(c.threshold_pct),
+        trim_float(c.alpha)
     ));
-    if regressed {
-        out.push_str("\n### Regressions\n\n| case | base | new | change |\n|---|---:|---:|---:|\n");
-        for r in c.regressions() {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                r.case.describe(),
-                fmt_value(r.base),
-                fmt_value(r.new),
-                fmt_change(r.change_pct)
-            ));
+    if !c.warnings.is_empty() {
+        out.push('\n');
+        for w in &c.warnings {
+            out.push_str(&format!("> **warning**: {w}\n"));
         }
+    }
+    if regressed {
+        out.push_str(&regressions(c));
     }
     if !c.summary.is_empty() {
-        out.push_str(
-            "\n### Summary by collective\n\n\
-             | collective | compared | improved | regressed | within noise | only in base | only in new | geomean change |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|\n",
-        );
-        for s in &c.summary {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                s.collective,
-                s.compared,
-                s.improved,
-                s.regressed,
-                s.within_noise,
-                s.only_in_base,
-                s.only_in_new,
-                fmt_change(s.geomean_change_pct)
-            ));
+        out.push_str(&format!(
+            "\n### Summary by collective\n\n| {} |\n|---|{}\n",
+            SUMMARY_HEADERS.join(" | "),
+            "---:|".repeat(SUMMARY_HEADERS.len() - 1)
+        ));
+        for cells in summary_rows(c) {
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
     }
-    for (title, cases) in [("Only in base", &c.only_in_base), ("Only in new", &c.only_in_new)] {
+    let missing_title = if c.missing_fails() {
+        "Only in base, missing from the new run"
+    } else {
+        "Only in base"
+    };
+    for (title, cases) in [(missing_title, &c.only_in_base), ("Only in new", &c.only_in_new)] {
         if !cases.is_empty() {
             out.push_str(&format!("\n### {title} ({})\n\n", cases.len()));
             for case in cases.iter() {
@@ -62,10 +58,10 @@ pub fn comparison(c: &Comparison) -> String {
     }
     if !c.rows.is_empty() {
         out.push_str(&format!(
-            "\n<details><summary>All {} compared rows</summary>\n\n\
-             | collective | hierarchy | transport | dtype | op | root | placement | size | ranks | base | new | change | verdict |\n\
-             |---|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---|\n",
-            c.rows.len()
+            "\n<details><summary>All {} compared rows</summary>\n\n| {} |\n\
+             |---|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|\n",
+            c.rows.len(),
+            ROW_HEADERS.join(" | ")
         ));
         for r in &c.rows {
             out.push_str(&format!("| {} |\n", row_cells(r).join(" | ")));
@@ -77,6 +73,28 @@ pub fn comparison(c: &Comparison) -> String {
         for note in &c.notes {
             out.push_str(&format!("> note: {note}\n"));
         }
+    }
+    out
+}
+
+/// The regressions table, with each row's interval, p-value and samples.
+fn regressions(c: &Comparison) -> String {
+    let mut out = String::from(
+        "\n### Regressions\n\n| case | base | new | change | interval | p | n |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in c.regressions() {
+        let j = &r.judgement;
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {}/{} |\n",
+            r.case.describe(),
+            fmt_value(r.base),
+            fmt_value(r.new),
+            fmt_change(j.change_pct),
+            fmt_interval(j.interval_pct),
+            fmt_p(j.p_value),
+            j.base_stats.n,
+            j.new_stats.n
+        ));
     }
     out
 }

@@ -1,40 +1,47 @@
-//! The terminal format of `compare`: aligned columns, one line per case,
-//! then the one-sided rows, a summary per collective and the headline.
+//! The terminal format of `compare`: aligned columns, one line per case
+//! (medians, change, its interval, p-value, test, sample counts, spread as
+//! MAD / median of each side, verdict), then the one-sided rows, a summary
+//! per collective and over all rows, the notes and the headline.
+//! Warnings are not repeated here: they went to stderr.
 
 use super::by_mode::ModeReport;
-use super::{Compared, Comparison, fmt_change, fmt_value, human_size, trim_float};
+use super::{Compared, Comparison, fmt_change, fmt_interval, fmt_p, fmt_value, human_size, trim_float};
 
 pub fn comparison(c: &Comparison) -> String {
     let mut out = format!(
-        "collbench compare: {} ({}), threshold {}%\n  base: {}\n  new:  {}\n\n",
+        "collbench compare: {} ({}), threshold {}%, alpha {}\n  base: {}\n  new:  {}\n\n",
         c.metric,
         c.metric.unit(),
         trim_float(c.threshold_pct),
-        c.base_label,
-        c.new_label
+        trim_float(c.alpha),
+        side_line(
+            &c.base_label,
+            c.base_launches,
+            c.rows.iter().map(|r| r.judgement.base_stats.n).sum()
+        ),
+        side_line(
+            &c.new_label,
+            c.new_launches,
+            c.rows.iter().map(|r| r.judgement.new_stats.n).sum()
+        ),
     );
     if c.rows.is_empty() {
         out.push_str("No case was measured on both sides.\n");
     } else {
-        let headers = [
-            "collective",
-            "hierarchy",
-            "transport",
-            "dtype",
-            "op",
-            "root",
-            "placement",
-            "size",
-            "ranks",
-            "base",
-            "new",
-            "change",
-            "verdict",
-        ];
         let rows = c.rows.iter().map(row_cells).collect();
-        out.push_str(&table(&headers, rows, &[5, 7, 8, 9, 10, 11]));
+        out.push_str(&table(&ROW_HEADERS, rows, &[5, 7, 8, 9, 10, 11, 13, 15, 16]));
     }
-    for (title, cases) in [("Only in base", &c.only_in_base), ("Only in new", &c.only_in_new)] {
+    for (title, cases) in [
+        (
+            if c.missing_fails() {
+                "Only in base, missing from the new run"
+            } else {
+                "Only in base"
+            },
+            &c.only_in_base,
+        ),
+        ("Only in new", &c.only_in_new),
+    ] {
         if !cases.is_empty() {
             out.push_str(&format!("\n{title} ({}):\n", cases.len()));
             for case in cases.iter() {
@@ -44,33 +51,8 @@ pub fn comparison(c: &Comparison) -> String {
     }
     if !c.summary.is_empty() {
         out.push_str("\nSummary by collective:\n");
-        let headers = [
-            "collective",
-            "compared",
-            "improved",
-            "regressed",
-            "within noise",
-            "only in base",
-            "only in new",
-            "geomean change",
-        ];
-        let rows = c
-            .summary
-            .iter()
-            .map(|s| {
-                vec![
-                    s.collective.name().to_string(),
-                    s.compared.to_string(),
-                    s.improved.to_string(),
-                    s.regressed.to_string(),
-                    s.within_noise.to_string(),
-                    s.only_in_base.to_string(),
-                    s.only_in_new.to_string(),
-                    fmt_change(s.geomean_change_pct),
-                ]
-            })
-            .collect();
-        out.push_str(&table(&headers, rows, &[1, 2, 3, 4, 5, 6, 7]));
+        let rows = summary_rows(c).into_iter().collect();
+        out.push_str(&table(&SUMMARY_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8]));
     }
     out.push('\n');
     for note in &c.notes {
@@ -81,14 +63,85 @@ pub fn comparison(c: &Comparison) -> String {
     out
 }
 
-/// The cells of one joined row, shared with the markdown format.
+/// `results/base (5 launches, 120 samples)`
+fn side_line(label: &str, launches: usize, rows: usize) -> String {
+    format!("{label} ({})", side_counts(launches, rows))
+}
+
+/// `5 launches, 120 samples`
+pub(super) fn side_counts(launches: usize, rows: usize) -> String {
+    format!(
+        "{launches} launch{}, {rows} sample{}",
+        if launches == 1 { "" } else { "es" },
+        if rows == 1 { "" } else { "s" }
+    )
+}
+
+/// The columns of one joined row, shared with the markdown format.
+pub(super) const ROW_HEADERS: [&str; 18] = [
+    "collective",
+    "hierarchy",
+    "transport",
+    "dtype",
+    "op",
+    "root",
+    "placement",
+    "size",
+    "ranks",
+    "base",
+    "new",
+    "change",
+    "interval",
+    "p",
+    "test",
+    "n",
+    "spread",
+    "verdict",
+];
+
+pub(super) const SUMMARY_HEADERS: [&str; 9] = [
+    "collective",
+    "compared",
+    "improved",
+    "regressed",
+    "within noise",
+    "too noisy",
+    "only in base",
+    "only in new",
+    "geomean change",
+];
+
+/// The summary's cells per collective, then `all`.
+pub(super) fn summary_rows(c: &Comparison) -> Vec<Vec<String>> {
+    c.summary
+        .iter()
+        .chain(std::iter::once(&c.overall))
+        .map(|s| {
+            vec![
+                s.collective.map_or_else(|| "all".to_string(), |c| c.name().to_string()),
+                s.compared.to_string(),
+                s.improved.to_string(),
+                s.regressed.to_string(),
+                s.within_noise.to_string(),
+                s.too_noisy.to_string(),
+                s.only_in_base.to_string(),
+                s.only_in_new.to_string(),
+                fmt_change(s.geomean_change_pct),
+            ]
+        })
+        .collect()
+}
+
+/// The cells of one joined row (`ROW_HEADERS`).
 pub(super) fn row_cells(r: &Compared) -> Vec<String> {
     let case = &r.case;
+    let j = &r.judgement;
     let ranks = if r.base_nranks == r.new_nranks {
         r.base_nranks.to_string()
     } else {
         format!("{}->{}", r.base_nranks, r.new_nranks)
     };
+    let spread = |p: Option<f64>| p.map_or_else(|| "-".to_string(), |p| format!("{p:.1}%"));
     vec![
         case.collective.name().into(),
         case.hierarchy.name().into(),
@@ -101,8 +154,13 @@ pub(super) fn row_cells(r: &Compared) -> Vec<String> {
         ranks,
         fmt_value(r.base),
         fmt_value(r.new),
-        fmt_change(r.change_pct),
-        r.verdict.name().to_string(),
+        fmt_change(j.change_pct),
+        fmt_interval(j.interval_pct),
+        fmt_p(j.p_value),
+        j.test.short().to_string(),
+        format!("{}/{}", j.base_stats.n, j.new_stats.n),
+        format!("{}/{}", spread(j.base_stats.mad_pct), spread(j.new_stats.mad_pct)),
+        j.verdict.name().to_string(),
     ]
 }
 
