@@ -167,6 +167,8 @@ create_baseline() {
             exit $code
         fi
     done
+    # a suite leaves each launch's files beside its CSV: not baseline data
+    rm -rf "$work"/*-launches
     rm -rf "$target"
     case "$target" in
         *.csv) awk 'FNR == 1 && NR != 1 { next } { print }' "$work"/launch-*.csv > "$target"; rm -rf "$work" ;;
@@ -175,13 +177,15 @@ create_baseline() {
 }
 
 if [ $update = 1 ] || [ -z "$baseline" ]; then
+    runs="$launches launches"
+    [ -z "$suite" ] || runs="$launches runs of the suite"
     if [ -z "$baseline" ]; then
-        echo "== no baseline '$baseline_arg': measuring one ($launches launches) into $target"
+        echo "== no baseline '$baseline_arg': measuring one ($runs) into $target"
     else
-        echo "== measuring a new baseline ($launches launches) into $target"
+        echo "== measuring a new baseline ($runs) into $target"
     fi
     create_baseline
-    echo "ci-regression: baseline created: $target ($launches launches; nothing compared). Commit it: git add $target"
+    echo "ci-regression: baseline created: $target ($runs; nothing compared). Commit it: git add $target"
     exit 0
 fi
 

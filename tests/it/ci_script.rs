@@ -212,6 +212,46 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
 }
 
 #[test]
+fn a_suite_makes_its_baseline_and_compares_the_same_way() {
+    let checkout = fresh_copy();
+    let root = checkout.path();
+    let suite = root.join("tiny-suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"tiny\"\nranks = 2\ntransports = [\"auto\"]\nmpirun-args = [\"--oversubscribe\"]\n\
+         [run]\nbackend = \"mpi\"\ncollectives = \"all_reduce\"\nmaxbytes = \"1K\"\nminbytes = \"1K\"\n\
+         iters = 5\ncycles = 2\n",
+    )
+    .unwrap();
+    let args = ["tiny", "--suite", path_str(&suite), "--launches", "2"];
+    let out = script(root, &args, &[]);
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("(2 runs of the suite; nothing compared)"),
+        "{}",
+        stdout(&out)
+    );
+    // only the runs' CSVs are kept, not each launch's folder
+    let files = launches(&root.join("results/baselines/tiny"));
+    assert_eq!(files.len(), 2, "{files:?}");
+    let out = script(
+        root,
+        &["tiny", "--suite", path_str(&suite), "--threshold", "1000000"],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("OK: no row lost more than 1000000% busbw"),
+        "{}",
+        stdout(&out)
+    );
+    // run options belong in the suite file
+    let out = script(root, &["tiny", "--suite", path_str(&suite), "--", "-e", "4K"], &[]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("[run] table"), "{}", stderr(&out));
+}
+
+#[test]
 fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
     let checkout = fresh_copy();
     let root = checkout.path();

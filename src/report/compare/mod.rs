@@ -785,8 +785,11 @@ pub(crate) fn fmt_value(v: f64) -> String {
         format!("{v:.1}")
     } else if a >= 1.0 {
         format!("{v:.2}")
-    } else {
+    } else if a >= 0.001 {
         format!("{v:.4}")
+    } else {
+        // a collapsed bandwidth (both ranks on one core): three figures
+        format!("{v:.2e}")
     }
 }
 
