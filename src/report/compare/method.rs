@@ -46,7 +46,15 @@ pub const COLUMNS: [(&str, Weight, Getter); 11] = [
     ("precision_target_pct", Weight::Warn, |r| {
         r.precision_target_pct.map(|v| v.to_string())
     }),
-    ("label", Weight::Warn, |r| r.label.clone().filter(|v| !v.is_empty())),
+    // no label is a value of its own: `nightly` against none differs
+    ("label", Weight::Warn, |r| {
+        Some(
+            r.label
+                .clone()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "(none)".into()),
+        )
+    }),
 ];
 
 /// A column whose values differ between the sides on some joined case.

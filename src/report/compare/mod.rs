@@ -1026,7 +1026,7 @@ pub(crate) mod tests {
         let base = loaded("b", vec![record("all_reduce", 8, 10.0, 0.0)]);
         let mut other = record("all_reduce", 8, 10.0, 0.0);
         other.collbench_version = Some("9.9.9".into());
-        other.label = Some("nightly".into());
+        other.label = None;
         other.precision_target_pct = Some(2.0);
         let c = compare(&base, &loaded("n", vec![other]), &opts()).unwrap();
         let want = base.rows[0].record.collbench_version.clone().unwrap();
@@ -1039,7 +1039,12 @@ pub(crate) mod tests {
             "{:?}",
             c.warnings
         );
-        assert!(c.warnings.iter().any(|w| w.contains("label")), "{:?}", c.warnings);
+        assert!(
+            c.warnings
+                .contains(&"label (base nightly, a \"quoted\" name, new (none)) differs".to_string()),
+            "{:?}",
+            c.warnings
+        );
         assert_eq!(c.exit_code(), 0);
     }
 
