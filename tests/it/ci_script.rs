@@ -109,6 +109,8 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
         text.contains("base: results/baselines/ci (2 launches, 16 samples)"),
         "{text}"
     );
+    // the script judges every row of the job at alpha 0.01
+    assert!(text.contains("threshold 1000000%, alpha 0.01"), "{text}");
     let md = std::fs::read_to_string(root.join("results/ci-summary.md")).unwrap();
     assert!(md.starts_with("## collbench compare: busbw\n\n**OK**"), "{md}");
     assert_eq!(std::fs::read_to_string(&step).unwrap(), md);
