@@ -19,6 +19,7 @@
 
 pub mod adaptive;
 pub mod digest;
+pub mod precision;
 pub mod stats;
 pub mod stop;
 pub mod watchdog;
