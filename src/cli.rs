@@ -341,8 +341,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
     pub straggler_threshold: f64,
 
-    /// Keep each point's buffers in place instead of rotating through the largest size's allocation
-    #[arg(long, help_heading = "Measurement")]
+    /// Rotate each point's operations through buffers of the largest size (cold caches) instead of reusing one buffer
+    #[arg(long, overrides_with = "no_rotate", help_heading = "Measurement")]
+    pub rotate: bool,
+
+    /// Reuse one buffer, as nccl-tests, OSU and IMB do (the default; kept for older scripts)
+    #[arg(long, overrides_with = "rotate", help_heading = "Measurement")]
     pub no_rotate: bool,
 
     /// Operations per timed iteration, issued as one NCCL group (nccl-tests' -m; nccl backend)
@@ -403,10 +407,11 @@ pub struct RunArgs {
           help_heading = "Measurement")]
     pub blocking: Switch,
 
-    /// Repeat the whole sweep N times; 0 repeats until stopped (SIGINT/SIGTERM)
+    /// Samples of every point: the whole sweep runs N times, interleaved (nccl-tests' -N/--cycles); 0 repeats until stopped
     #[arg(
         short = 'N',
-        long,
+        long = "repeat",
+        visible_alias = "cycles",
         alias = "run_cycles",
         value_name = "N",
         default_value = "1",

@@ -147,7 +147,8 @@ fn timing(a: &RunArgs) -> Timing {
         min_time: std::time::Duration::from_secs_f64(a.min_time),
         per_iter: a.per_iter,
         straggler_threshold_pct: a.straggler_threshold,
-        rotate: !a.no_rotate,
+        // --no-rotate and --rotate override each other: the last one wins
+        rotate: a.rotate,
         warmup: a.warmup,
         check: a.check,
         average: a.average,
@@ -336,7 +337,7 @@ mod tests {
         let t = &c.timing;
         assert_eq!((t.iters, t.warmup, t.check), (None, 5, 1));
         assert_eq!(t.min_time, std::time::Duration::from_millis(100));
-        assert!(t.rotate && !t.per_iter && !t.blocking);
+        assert!(!t.rotate && !t.per_iter && !t.blocking);
         assert_eq!(t.straggler_threshold_pct, 10.0);
         assert_eq!(t.average, Average::Avg);
         assert_eq!(t.timeout, Some(std::time::Duration::from_secs(600)));

@@ -127,7 +127,11 @@ impl Precision {
 
     /// The slowest rank's elapsed time of the batch `next_batch` gave.
     pub fn observe(&mut self, elapsed_s: f64) {
-        let elapsed_s = if elapsed_s.is_finite() { elapsed_s.max(0.0) } else { f64::MAX };
+        let elapsed_s = if elapsed_s.is_finite() {
+            elapsed_s.max(0.0)
+        } else {
+            f64::MAX
+        };
         if !self.calibrated {
             self.calibration_ops += u64::from(self.ops);
             if elapsed_s >= BATCH_S || self.ops >= MAX_OPS_PER_BATCH {
@@ -308,7 +312,10 @@ mod tests {
     #[test]
     fn quiet_points_stop_at_the_minimum_and_noisy_ones_run_longer() {
         let quiet = run(goal(0.02, 10.0), |i| 10e-6 * noise(i, 0.01));
-        assert_eq!((quiet.batches(), quiet.stopped_by()), (MIN_BATCHES, Some(Stop::Precise)));
+        assert_eq!(
+            (quiet.batches(), quiet.stopped_by()),
+            (MIN_BATCHES, Some(Stop::Precise))
+        );
         let noisy = run(goal(0.02, 10.0), |i| 10e-6 * noise(i, 0.2));
         assert!(noisy.batches() > 3 * MIN_BATCHES, "{}", noisy.batches());
         assert_eq!(noisy.stopped_by(), Some(Stop::Precise));
