@@ -115,8 +115,8 @@ fn with_n_every_point_runs_exactly_n_iterations() {
 }
 
 #[test]
-fn rotation_on_and_off_both_validate() {
-    for rotate in [true, false] {
+fn rotation_on_and_off_both_validate_and_one_reused_buffer_is_the_default() {
+    for (flag, rotate) in [(Some("--rotate"), true), (Some("--no-rotate"), false), (None, false)] {
         let dir = tempdir();
         let csv_path = dir.path().join("rot.csv");
         let mut args = vec![
@@ -138,12 +138,12 @@ fn rotation_on_and_off_both_validate() {
             "--csv",
             path_str(&csv_path),
         ];
-        if !rotate {
-            args.push("--no-rotate");
-        }
+        args.extend(flag);
         let out = mpirun(3, &args);
-        assert_eq!(code(&out), 0, "rotate={rotate}: {}", stderr(&out));
-        assert_rows_consistent(&Csv::read(&csv_path), 3);
-        assert_eq!(stdout(&out).contains("buffers rotate"), rotate);
+        assert_eq!(code(&out), 0, "{flag:?}: {}", stderr(&out));
+        let csv = Csv::read(&csv_path);
+        assert_rows_consistent(&csv, 3);
+        assert_eq!(stdout(&out).contains("buffers rotate"), rotate, "{flag:?}");
+        assert!(csv.rows.iter().all(|r| csv.get(r, "rotate") == rotate.to_string()), "{flag:?}");
     }
 }
