@@ -17,6 +17,7 @@ pub mod json;
 pub mod plot;
 mod printer;
 pub mod progress;
+pub mod samples;
 /// `record` was a part of `report`; its old path stays valid.
 pub use crate::record;
 pub mod table;

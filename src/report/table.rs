@@ -1,13 +1,15 @@
 //! The terminal table, in nccl-tests' layout: a header describing the run,
 //! then per collective one line per size with the out-of-place and in-place
 //! time, algbw, busbw and #wrong side by side, a per-collective average bus
-//! bandwidth, and a footer with the validation verdict.
+//! bandwidth, and a footer with the validation verdict (after, with several
+//! samples per point, each point's median and spread: `report::samples`).
 
 use std::io::{self, Write};
 
 use indicatif::ProgressBar;
 
 use super::printer::Printer;
+use super::samples::{SampleTally, samples_table};
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
 use crate::engine::stop::StopRequest;
@@ -32,6 +34,9 @@ pub struct TableSink {
     cycle: Option<u64>,
     section_busbw: Mean,
     all_busbw: Mean,
+    /// With several samples per point (`--repeat`), each point's times
+    /// for the table at the end (`report::samples`).
+    samples: Option<SampleTally>,
 }
 
 impl TableSink {
@@ -46,6 +51,7 @@ impl TableSink {
             cycle: None,
             section_busbw: Mean::default(),
             all_busbw: Mean::default(),
+            samples: None,
         }
     }
 
@@ -387,6 +393,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
         self.cols = placement_columns(run.timing.per_iter);
+        self.samples = (run.timing.cycles != 1).then(SampleTally::default);
         self.emit(run_header(run))
     }
 
@@ -416,6 +423,9 @@ impl Sink for TableSink {
         }
         self.section_busbw.add(record.busbw_gbps);
         self.all_busbw.add(record.busbw_gbps);
+        if let Some(tally) = self.samples.as_mut() {
+            tally.add(record);
+        }
         match (record.placement, self.pending.take()) {
             (Placement::InPlace, Some(oop)) if same_case(&oop, record) => {
                 text += &line(&self.cols, Some(&oop), Some(record))
@@ -442,6 +452,9 @@ impl Sink for TableSink {
             text += &line(&self.cols, Some(&oop), None);
         }
         text += &self.end_section();
+        if let Some(tally) = &self.samples {
+            text += &samples_table(tally);
+        }
         text += &run_footer(&self.all_busbw, run, summary);
         self.emit(text)?;
         let wait = !self.muted();

@@ -144,6 +144,9 @@ fn rotation_on_and_off_both_validate_and_one_reused_buffer_is_the_default() {
         let csv = Csv::read(&csv_path);
         assert_rows_consistent(&csv, 3);
         assert_eq!(stdout(&out).contains("buffers rotate"), rotate, "{flag:?}");
-        assert!(csv.rows.iter().all(|r| csv.get(r, "rotate") == rotate.to_string()), "{flag:?}");
+        assert!(
+            csv.rows.iter().all(|r| csv.get(r, "rotate") == rotate.to_string()),
+            "{flag:?}"
+        );
     }
 }
