@@ -325,13 +325,21 @@ pub struct RunArgs {
     #[arg(short = 'i', long, value_name = "SIZE", help_heading = "Sizes")]
     pub stepbytes: Option<Size>,
 
-    /// Timed iterations per point, exactly N as nccl-tests [default: adapt to --min-time]
+    /// Timed iterations per point, exactly N as nccl-tests [default: until --precision is reached]
     #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Measurement")]
     pub iters: Option<u32>,
 
-    /// Without -n: time each point for about SECS (5 to 10000 iterations)
+    /// Without -n: time each point until the 95% confidence interval of its median batch time is within +-PCT%, or --max-time
+    #[arg(long, value_name = "PCT", default_value = "5", value_parser = precision_percent, help_heading = "Measurement")]
+    pub precision: f64,
+
+    /// The precision policy's cap: a point's timed batches stop after SECS, precise or not (at least 6 batches)
     #[arg(long, value_name = "SECS", default_value = "0.1", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
-    pub min_time: f64,
+    pub max_time: f64,
+
+    /// Without -n: time each point for about SECS (5 to 10000 iterations) instead of the precision policy
+    #[arg(long, value_name = "SECS", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
+    pub min_time: Option<f64>,
 
     /// Time every iteration: p50, p99, CV and the slowest rank per point, and a straggler verdict
     #[arg(short = 'I', long, help_heading = "Measurement")]
@@ -588,6 +596,11 @@ fn seconds_up_to_an_hour(text: &str) -> Result<f64, String> {
 /// A positive percentage (`--straggler-threshold`).
 fn percent(text: &str) -> Result<f64, String> {
     positive_number(text, 1e6)
+}
+
+/// A precision target: above 0, at most 100 percent.
+fn precision_percent(text: &str) -> Result<f64, String> {
+    positive_number(text, 100.0)
 }
 
 fn positive_number(text: &str, max: f64) -> Result<f64, String> {

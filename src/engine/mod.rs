@@ -8,8 +8,10 @@
 //! is timed alone with a barrier before it (OSU's method). Nothing in the
 //! timed region allocates, prints or checks.
 //!
-//! Without `-n`, each point's iteration count adapts to `--min-time`
-//! (`adaptive`). With `-I`, every iteration is timed too (`stats`).
+//! How many iterations a point gets is the run's policy (`policy`): `-n`,
+//! `--min-time` (`adaptive`) or, by default, batches until the median is
+//! precise enough (`precision`). With `-I`, every iteration is timed too
+//! (`stats`).
 //!
 //! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
 //! one group; with `-G N`, the timed iterations are captured once in a CUDA
@@ -19,6 +21,7 @@
 
 pub mod adaptive;
 pub mod digest;
+pub mod policy;
 pub mod precision;
 pub mod stats;
 pub mod stop;
@@ -34,9 +37,10 @@ use crate::error::Error;
 use crate::plan::{Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, IterPolicy, Placement, TimingMethod};
+use crate::types::{Average, BackendKind, Placement, TimingMethod};
 use crate::world::World;
 use adaptive::Calibrator;
+use policy::Iterations;
 use stop::StopRequest;
 use watchdog::Watchdog;
 
@@ -61,10 +65,9 @@ pub fn describe(case: &Case, placement: Placement) -> String {
 /// fields under these names).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Timing {
-    /// Timed iterations per point; `None` adapts to `min_time`.
-    pub iters: Option<u32>,
-    #[serde(rename = "min_time_s", serialize_with = "seconds")]
-    pub min_time: Duration,
+    /// How many timed iterations a point gets.
+    #[serde(flatten)]
+    pub iterations: Iterations,
     /// `-I`: time every iteration.
     pub per_iter: bool,
     /// A rank this many percent slower than the median is named.
@@ -100,10 +103,6 @@ impl Timing {
             register: self.register,
         }
     }
-}
-
-fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
 }
 
 fn optional_seconds<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -256,7 +255,7 @@ impl<'a> Engine<'a> {
             self.backend.point_begin(&what);
             let measured = self.measure(&call, placement);
             self.backend.point_end();
-            let (wrong, iters, timed) = measured?;
+            let (wrong, iters, timed, precision) = measured?;
             let times = self.world.gather_f64(timed.per_op_s);
             let per_iter = match timed.samples {
                 Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
@@ -272,6 +271,7 @@ impl<'a> Engine<'a> {
             }
             if let Some(times) = times {
                 let mut record = self.record(case, placement, iters, &times, wrong, phases);
+                record.precision_pct = precision.map(|p| p * 100.0);
                 record.cycle = Some(cycle);
                 record.samples = Some(self.cfg.cycles);
                 if let Some(samples) = per_iter.flatten() {
@@ -289,8 +289,9 @@ impl<'a> Engine<'a> {
     }
 
     /// Warm-up, check and timing of one point: wrong elements, the timed
-    /// iteration count, and this rank's times.
-    fn measure(&mut self, call: &Call, placement: Placement) -> Result<(Option<u64>, u32, Timed), Error> {
+    /// iteration count, this rank's times and, under the precision policy,
+    /// the precision reached (the same on every rank).
+    fn measure(&mut self, call: &Call, placement: Placement) -> Result<Measured, Error> {
         // Operations are numbered through warm-up, calibration and timing,
         // so buffer rotation keeps moving.
         let mut iter = 0u64;
@@ -300,9 +301,15 @@ impl<'a> Engine<'a> {
         }
         self.backend.wait()?;
         let wrong = self.check(call, placement)?;
-        let iters = match self.cfg.iters {
-            Some(n) => n,
-            None => captured_iterations(self.calibrate(call, placement, &mut iter)?, self.cfg.cuda_graph),
+        let iters = match self.cfg.iterations {
+            Iterations::Fixed(n) => n,
+            Iterations::MinTime(budget) => {
+                captured_iterations(self.calibrate(call, placement, budget, &mut iter)?, self.cfg.cuda_graph)
+            }
+            Iterations::Precision(goal) => {
+                let batched = self.time_precisely(call, placement, goal, &mut iter)?;
+                return Ok((wrong, batched.iters, batched.timed, batched.precision));
+            }
         };
         // Phases of the warm-up, check and calibration are not reported.
         self.backend.take_phase_times()?;
@@ -313,7 +320,7 @@ impl<'a> Engine<'a> {
         } else {
             self.time(call, placement, iters, &mut iter)?
         };
-        Ok((wrong, iters, timed))
+        Ok((wrong, iters, timed, None))
     }
 
     /// One timed iteration: one operation, or with `-m N` N operations in
@@ -367,8 +374,8 @@ impl<'a> Engine<'a> {
     /// Timed iterations for `--min-time` when `-n` is not given: batches of
     /// 1, 2, 4, ... operations until one takes a tenth of the budget; every
     /// rank decides on the slowest rank's batch time, so all agree.
-    fn calibrate(&mut self, call: &Call, placement: Placement, iter: &mut u64) -> Result<u32, Error> {
-        let mut calibrator = Calibrator::new(self.cfg.min_time);
+    fn calibrate(&mut self, call: &Call, placement: Placement, budget: Duration, iter: &mut u64) -> Result<u32, Error> {
+        let mut calibrator = Calibrator::new(budget);
         while let Some(batch) = calibrator.next_batch() {
             let mut elapsed = 0.0;
             if self.cfg.blocking {
@@ -419,6 +426,7 @@ impl<'a> Engine<'a> {
             }
             return Ok(Timed {
                 per_op_s: per_op_seconds(total, iters, agg, 0),
+                elapsed_s: total,
                 samples,
             });
         }
@@ -446,12 +454,17 @@ impl<'a> Engine<'a> {
             }
         }
         self.backend.wait()?;
-        let per_op_s = per_op_seconds(start.elapsed().as_secs_f64(), iters, agg, 0);
+        let elapsed_s = start.elapsed().as_secs_f64();
+        let per_op_s = per_op_seconds(elapsed_s, iters, agg, 0);
         if device_marks {
             let marked = self.backend.marked_times()?;
             samples = Some(marked.into_iter().map(per_op).collect());
         }
-        Ok(Timed { per_op_s, samples })
+        Ok(Timed {
+            per_op_s,
+            elapsed_s,
+            samples,
+        })
     }
 
     /// `-G N`: the timed iterations are captured once in a CUDA graph
@@ -475,8 +488,10 @@ impl<'a> Engine<'a> {
         let start = Instant::now();
         self.backend.replay(launches)?;
         self.backend.wait()?;
+        let elapsed_s = start.elapsed().as_secs_f64();
         Ok(Timed {
-            per_op_s: per_op_seconds(start.elapsed().as_secs_f64(), iters, agg, launches),
+            per_op_s: per_op_seconds(elapsed_s, iters, agg, launches),
+            elapsed_s,
             samples: None,
         })
     }
@@ -556,10 +571,8 @@ impl<'a> Engine<'a> {
                 TimingMethod::Batched
             }),
             average: Some(self.cfg.average),
-            iter_policy: Some(match self.cfg.iters {
-                Some(_) => IterPolicy::Fixed,
-                None => IterPolicy::MinTime,
-            }),
+            iter_policy: Some(self.cfg.iterations.policy()),
+            precision_target_pct: self.cfg.iterations.target_pct(),
             agg_iters: Some(self.cfg.agg_iters),
             cuda_graph: Some(self.cfg.cuda_graph),
             register: Some(self.cfg.register),
@@ -595,9 +608,16 @@ pub fn captured_iterations(calibrated: u32, graph_launches: u32) -> u32 {
 /// What the timed iterations of one rank gave.
 struct Timed {
     per_op_s: f64,
+    /// The timed region's length (with `--blocking`, the sum of the
+    /// operations' times).
+    elapsed_s: f64,
     /// Each operation's time, with `-I`.
     samples: Option<Vec<f64>>,
 }
+
+/// Wrong elements, timed iterations, this rank's times, the precision
+/// reached.
+type Measured = (Option<u64>, u32, Timed, Option<f64>);
 
 /// `-I` columns: the distribution of per-iteration times (each iteration
 /// taken at its slowest rank) and the slowest rank against the median.

@@ -261,10 +261,7 @@ pub fn run_header(run: &RunInfo) -> String {
     if run.hierarchy != "flat" {
         s += &format!("# hierarchy : all_reduce as {}\n", run.hierarchy);
     }
-    let iters = match run.timing.iters {
-        Some(n) => format!("iters {n}"),
-        None => format!("iters adaptive (--min-time {} s)", run.timing.min_time.as_secs_f64()),
-    };
+    let iters = run.timing.iterations.describe();
     s += &format!(
         "# measure   : {iters}, warmup {}, check {}, time reduction {}, timing {}{}{}\n",
         run.timing.warmup,

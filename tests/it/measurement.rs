@@ -1,6 +1,7 @@
 //! Measurement quality under the real mpirun: per-iteration statistics and
-//! the slowest rank (-I), adaptive iteration counts, buffer rotation on
-//! and off.
+//! the slowest rank (-I), the three iteration policies (precision, the
+//! default; min-time; fixed) and the columns that record them, buffer
+//! rotation on and off.
 
 use crate::common::*;
 
@@ -89,6 +90,69 @@ fn without_n_small_sizes_get_more_iterations_than_large_ones_within_the_bounds()
     let (small, large) = (iters[0], iters[iters.len() - 2]);
     assert!(small > 4 * large, "{iters:?}");
     assert!(stdout(&out).contains("iters adaptive (--min-time 0.05 s)"));
+    for row in &csv.rows {
+        assert_eq!(csv.get(row, "iter_policy"), "min-time");
+        assert_eq!(
+            (csv.get(row, "precision_target_pct"), csv.get(row, "precision_pct")),
+            ("", "")
+        );
+    }
+}
+
+#[test]
+fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("precision.csv");
+    let json_path = dir.path().join("precision.json");
+    let out = mpirun(
+        3,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce,gather",
+            "-b",
+            "8",
+            "-e",
+            "1M",
+            "-f",
+            "32",
+            "--precision",
+            "20",
+            "--max-time",
+            "0.05",
+            "--csv",
+            path_str(&csv_path),
+            "--json",
+            path_str(&json_path),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert_rows_consistent(&csv, 3);
+    for row in &csv.rows {
+        assert_eq!(csv.get(row, "iter_policy"), "precision", "{row:?}");
+        assert_eq!(csv.num(row, "precision_target_pct"), 20.0, "{row:?}");
+        let achieved = csv.num(row, "precision_pct");
+        assert!(achieved.is_finite() && achieved >= 0.0, "{row:?}");
+        // at least the six batches a 95% interval of a median needs
+        assert!(csv.num(row, "iters") >= 6.0, "{row:?}");
+    }
+    // small messages are batched: many more iterations than large ones
+    let iters: Vec<f64> = csv.rows.iter().map(|r| csv.num(r, "iters")).collect();
+    assert!(iters[0] > 4.0 * iters[iters.len() / 2 - 2], "{iters:?}");
+    assert!(
+        stdout(&out).contains("iters until the median is within +-20% (95% CI) or 0.05 s"),
+        "{}",
+        stdout(&out)
+    );
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let run = &json["run"];
+    assert_eq!(run["iter_policy"], "precision");
+    assert_eq!(
+        (run["precision_target_pct"].as_f64(), run["max_time_s"].as_f64()),
+        (Some(20.0), Some(0.05))
+    );
+    assert!(run["iters"].is_null() && run["min_time_s"].is_null());
 }
 
 #[test]
@@ -112,6 +176,8 @@ fn with_n_every_point_runs_exactly_n_iterations() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);
     assert!(csv.rows.iter().all(|r| csv.get(r, "iters") == "7"));
+    assert!(csv.rows.iter().all(|r| csv.get(r, "iter_policy") == "fixed"));
+    assert!(csv.rows.iter().all(|r| csv.get(r, "precision_pct").is_empty()));
 }
 
 #[test]
