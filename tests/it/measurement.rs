@@ -138,8 +138,15 @@ fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
         assert!(csv.num(row, "iters") >= 6.0, "{row:?}");
     }
     // small messages are batched: many more iterations than large ones
-    let iters: Vec<f64> = csv.rows.iter().map(|r| csv.num(r, "iters")).collect();
-    assert!(iters[0] > 4.0 * iters[iters.len() / 2 - 2], "{iters:?}");
+    let iters_at = |size: &str| {
+        let row = csv.rows.iter().find(|r| {
+            csv.get(r, "collective") == "all_reduce"
+                && csv.get(r, "placement") == "out_of_place"
+                && csv.get(r, "size_bytes") == size
+        });
+        csv.num(row.expect("an all_reduce row of that size"), "iters")
+    };
+    assert!(iters_at("8") > 4.0 * iters_at("262144"), "{:?}", csv.rows);
     assert!(
         stdout(&out).contains("iters until the median is within +-20% (95% CI) or 0.05 s"),
         "{}",
