@@ -89,10 +89,36 @@ pub struct RunInfo {
     pub hierarchy: String,
     /// Points of one sweep.
     pub points: usize,
+    /// The sizes swept.
+    pub sweep: SweepInfo,
     pub csv: PathBuf,
     pub json: Option<PathBuf>,
     /// `--label`.
     pub label: Option<String>,
+}
+
+/// The sizes a run sweeps, as measured: after rounding to whole elements
+/// and any lowering of the largest to fit GPU memory.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SweepInfo {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    #[serde(serialize_with = "step_text")]
+    pub step: crate::plan::Step,
+    /// Distinct sizes.
+    pub sizes: usize,
+}
+
+/// nccl-tests' spelling of the step: `2(factor)`, `1024(bytes)`.
+pub fn step_name(step: crate::plan::Step) -> String {
+    match step {
+        crate::plan::Step::Factor(f) => format!("{f}(factor)"),
+        crate::plan::Step::Bytes(b) => format!("{b}(bytes)"),
+    }
+}
+
+fn step_text<S: serde::Serializer>(step: &crate::plan::Step, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&step_name(*step))
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -17,7 +17,7 @@ use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
-use crate::report::{RankSummary, Reporter, RunInfo, Sink, print_out};
+use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo, print_out};
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
 use crate::topology::observe::{self, Observed};
@@ -197,6 +197,7 @@ impl<W: World> Session<'_, W> {
                 .collect::<Vec<_>>()
                 .join(","),
             points: plan.points(),
+            sweep: sweep_info(plan, self.cfg.plan.sweep.step),
             csv: csv_path,
             json: out.json.clone(),
             label: out.label.clone(),
@@ -243,6 +244,17 @@ impl<W: World> Session<'_, W> {
             ctx,
             outputs,
         }
+    }
+}
+
+/// The sizes `plan` measures (every case's size, after rounding).
+fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
+    let sizes: std::collections::BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
+    SweepInfo {
+        min_bytes: sizes.first().copied().unwrap_or(0),
+        max_bytes: sizes.last().copied().unwrap_or(0),
+        step,
+        sizes: sizes.len(),
     }
 }
 
