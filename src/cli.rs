@@ -195,7 +195,7 @@ pub struct SuiteArgs {
     #[arg(long, overrides_with = "progress")]
     pub no_progress: bool,
 
-    /// Draw the progress bar even when stderr is not a terminal
+    /// Show progress even when stderr is not a terminal: plain lines (every tenth of the points, at least every 30 s) where a bar cannot be drawn
     #[arg(long, overrides_with = "no_progress")]
     pub progress: bool,
 }
@@ -504,7 +504,7 @@ pub struct RunArgs {
     #[arg(long, overrides_with = "progress", help_heading = OUTPUT)]
     pub no_progress: bool,
 
-    /// Draw the progress bar even when stderr is not a terminal (as under mpirun)
+    /// Show progress even where a bar cannot be drawn (stderr not a terminal, or under mpirun/srun): plain lines on stderr, one per tenth of the points and at least every 30 s, with points done, elapsed and time left
     #[arg(long, overrides_with = "no_progress", help_heading = OUTPUT)]
     pub progress: bool,
 

@@ -46,11 +46,12 @@ pub struct OutputConfig {
     pub label: Option<String>,
 }
 
-/// When the progress bar is drawn.
+/// When progress is shown (`progress` says how).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgressMode {
-    /// Drawn when stderr is a terminal.
+    /// A bar where one is safe to draw, else nothing.
     Auto,
+    /// A bar where one is safe to draw, else plain lines (`--progress`).
     Always,
     Never,
 }

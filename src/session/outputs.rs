@@ -157,7 +157,8 @@ impl<W: World> Session<'_, W> {
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
-        let progress = Progress::new(out.progress, total);
+        let launched = crate::world::launcher_rank().is_some();
+        let progress = Progress::new(out.progress, total, launched, "collbench");
         // Files first, the terminal last: a launcher that is ending the job
         // may stop reading a rank's standard output, and a blocked table
         // write must not keep a row or the JSON report from its file.
@@ -166,7 +167,7 @@ impl<W: World> Session<'_, W> {
             sinks.push(Box::new(json));
         }
         sinks.push(Box::new(
-            TableSink::new(Box::new(std::io::stdout()), Some(progress.handle())).mute_on(self.stop.clone()),
+            TableSink::new(Box::new(std::io::stdout()), progress.handle()).mute_on(self.stop.clone()),
         ));
         let info = RunInfo {
             run_id,

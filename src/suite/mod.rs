@@ -20,11 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
 use crate::cli::{RunArgs, SuiteArgs, TransportArg};
 use crate::error::{Error, exit, say};
-use crate::report::{ProgressMode, print_out};
+use crate::report::print_out;
+use crate::report::progress::Progress;
 use file::{Launch, Suite};
 
 /// How often a running launch's CSV is looked at for progress.
@@ -85,20 +84,6 @@ fn last_collbench_line(log: &Path) -> Option<String> {
         .rev()
         .find(|l| l.starts_with("collbench:") || l.contains(": collbench:"))
         .map(|l| l.trim().to_string())
-}
-
-fn progress_bar(args: &SuiteArgs) -> ProgressBar {
-    let target = match args.progress() {
-        ProgressMode::Never => ProgressDrawTarget::hidden(),
-        ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(console::Term::stderr())),
-        ProgressMode::Auto => ProgressDrawTarget::stderr(),
-    };
-    let bar = ProgressBar::with_draw_target(Some(0), target);
-    if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points  {msg}")
-    {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// One launch as it will run: the command, and where its CSV and log go.
@@ -177,13 +162,15 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         folder.display()
     ));
     let mut progress = SuiteProgress {
-        bar: progress_bar(args),
+        // The suite is one process writing to its own terminal: the bar is
+        // safe there whenever stderr is one (`report::progress`).
+        bar: Progress::new(args.progress(), None, false, "collbench suite"),
         done_points: 0,
         per_launch: None,
         cycles: suite.cycles.max(1),
     };
     let outcomes: Vec<Outcome> = (0..planned.len()).map(|i| progress.launch(&planned, i)).collect();
-    progress.bar.finish_and_clear();
+    progress.bar.finish();
     finish(&suite, &outcomes, &output, args.overwrite)
 }
 
@@ -213,7 +200,7 @@ fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
 /// Progress across the whole suite: points done, and the points one
 /// launch plans (read from the first launch's table header).
 struct SuiteProgress {
-    bar: ProgressBar,
+    bar: Progress,
     done_points: u64,
     per_launch: Option<u64>,
     cycles: u64,
@@ -223,8 +210,6 @@ impl SuiteProgress {
     /// Runs launch `i` of `planned` to its end, watching its CSV grow.
     fn launch(&mut self, planned: &[Planned], i: usize) -> Outcome {
         let (n, p) = (planned.len(), &planned[i]);
-        self.bar
-            .set_message(format!("[{}/{n}] {} {}", i + 1, p.launch.transport, p.launch.hierarchy));
         let started = Instant::now();
         let spawned = File::create(&p.log)
             .and_then(|f| Ok((f.try_clone()?, f)))
@@ -238,7 +223,7 @@ impl SuiteProgress {
             });
         let (code, message) = match spawned {
             Err(e) => (-1, Some(format!("cannot start {}: {e}", p.cmd[0]))),
-            Ok(mut child) => match self.wait(&mut child, p, n - i - 1) {
+            Ok(mut child) => match self.wait(&mut child, p, (i, n)) {
                 Ok(s) => (
                     s.code().unwrap_or(-1),
                     (!s.success()).then(|| last_collbench_line(&p.log)).flatten(),
@@ -248,7 +233,6 @@ impl SuiteProgress {
         };
         let rows = rows_so_far(&p.csv);
         self.done_points += rows as u64;
-        self.bar.set_position(self.done_points);
         let outcome = Outcome {
             launch: p.launch.clone(),
             code,
@@ -264,7 +248,13 @@ impl SuiteProgress {
 
     /// Waits for `child`, moving the bar as its CSV grows; `remaining`
     /// launches come after it.
-    fn wait(&mut self, child: &mut std::process::Child, p: &Planned, remaining: usize) -> std::io::Result<ExitStatus> {
+    fn wait(
+        &mut self,
+        child: &mut std::process::Child,
+        p: &Planned,
+        (i, n): (usize, usize),
+    ) -> std::io::Result<ExitStatus> {
+        let remaining = n - i - 1;
         loop {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
@@ -274,9 +264,9 @@ impl SuiteProgress {
             }
             let planned = self.per_launch.unwrap_or(0);
             let current = rows_so_far(&p.csv) as u64;
-            self.bar
-                .set_length(self.done_points + planned.max(current) * (remaining as u64 + 1));
-            self.bar.set_position(self.done_points + current);
+            let total = self.done_points + planned.max(current) * (remaining as u64 + 1);
+            let what = format!("[{}/{n}] {} {}", i + 1, p.launch.transport, p.launch.hierarchy);
+            self.bar.set(self.done_points + current, Some(total), &what);
             std::thread::sleep(POLL);
         }
     }
