@@ -1,5 +1,5 @@
 //! Reports: during a run, on rank 0 only, the terminal table, the CSV, the
-//! JSON file and the progress bar; after runs, `compare` (verdicts between
+//! JSON file and the progress (`Reporter` holds them); after runs, `compare` (verdicts between
 //! runs), `plot` (pictures) and `import` (other tools' logs as CSV).
 //! Reports format what the engine measured; they compute nothing but
 //! display aggregates, verdicts, and (for imports) bandwidths through
@@ -17,8 +17,10 @@ pub mod json;
 pub mod plot;
 mod printer;
 pub mod progress;
+mod reporter;
 /// `record` was a part of `report`; its old path stays valid.
 pub use crate::record;
+pub use reporter::{Reporter, stop_line};
 pub mod table;
 
 use std::fs::{File, OpenOptions};
@@ -143,8 +145,9 @@ impl From<&RankInfo> for RankSummary {
     }
 }
 
-/// One output format.
-pub trait Sink {
+/// One output format. `Send`: a stop signal completes the sinks from a
+/// thread of their own (`reporter`).
+pub trait Sink: Send {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()>;
     fn record(&mut self, record: &Record) -> io::Result<()>;
     fn finish(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()>;
@@ -152,48 +155,6 @@ pub trait Sink {
     fn target(&self) -> String;
     /// The run will not start: remove what this sink created.
     fn discard(&mut self) {}
-}
-
-/// Rank 0's outputs: every sink plus the progress bar.
-pub struct Reporter {
-    sinks: Vec<Box<dyn Sink>>,
-    progress: progress::Progress,
-}
-
-impl Reporter {
-    pub fn new(sinks: Vec<Box<dyn Sink>>, progress: progress::Progress) -> Reporter {
-        Reporter { sinks, progress }
-    }
-
-    fn each(&mut self, mut f: impl FnMut(&mut dyn Sink) -> io::Result<()>) -> Result<(), Error> {
-        for sink in &mut self.sinks {
-            f(sink.as_mut()).map_err(|e| Error::runtime(format!("cannot write {}: {e}", sink.target())))?;
-        }
-        Ok(())
-    }
-
-    pub fn begin(&mut self, run: &RunInfo) -> Result<(), Error> {
-        self.each(|s| s.begin(run))
-    }
-
-    pub fn record(&mut self, record: &Record) -> Result<(), Error> {
-        self.each(|s| s.record(record))?;
-        self.progress.advance(record);
-        Ok(())
-    }
-
-    pub fn finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), Error> {
-        self.progress.finish();
-        self.each(|s| s.finish(run, summary))
-    }
-
-    /// The run will not start after all: remove every file created.
-    pub fn discard(&mut self) {
-        self.progress.finish();
-        for sink in &mut self.sinks {
-            sink.discard();
-        }
-    }
 }
 
 /// Writes a report to standard output; a closed pipe (`| head`) is not an

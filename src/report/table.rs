@@ -18,9 +18,11 @@ use indicatif::ProgressBar;
 use super::printer::Printer;
 use super::{Record, RunInfo, Sink, SweepInfo};
 use crate::engine::Summary;
-use crate::engine::stop::StopRequest;
 use crate::record::{op_column, root_column};
 use crate::types::{Placement, human_bytes};
+
+/// How long a stopped run waits for its last lines to be written.
+const STOPPED_PRINT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Ranks listed one per line in the header; larger jobs are summarised.
 const MAX_LISTED_RANKS: usize = 64;
@@ -32,10 +34,6 @@ pub struct TableSink {
     /// Out-of-place record waiting for its in-place twin.
     pending: Option<Record>,
     section: Option<String>,
-    /// Once a stop signal arrived, print nothing more: mpirun stops reading
-    /// a rank's output when it ends a job, and a blocked write would keep
-    /// the rank from completing its files before the final SIGKILL.
-    mute_on: Option<StopRequest>,
     /// Which sweep the last record belonged to (`--cycles`).
     cycle: Option<u64>,
     section_busbw: Mean,
@@ -50,31 +48,16 @@ impl TableSink {
             cols: placement_columns(false),
             pending: None,
             section: None,
-            mute_on: None,
             cycle: None,
             section_busbw: Mean::default(),
             all_busbw: Mean::default(),
         }
     }
 
-    /// Queues `text` for the printer thread (see `printer`), unless a stop
-    /// signal arrived: then the launcher is ending the job and nothing more
-    /// is shown.
+    /// Queues `text` for the printer thread (see `printer`).
     fn emit(&mut self, text: String) -> io::Result<()> {
-        if !self.muted() {
-            self.printer.print(text);
-        }
+        self.printer.print(text);
         Ok(())
-    }
-
-    fn muted(&self) -> bool {
-        self.mute_on.as_ref().is_some_and(|s| s.signal() != 0)
-    }
-
-    /// Prints nothing more once `stop` fires.
-    pub fn mute_on(mut self, stop: StopRequest) -> TableSink {
-        self.mute_on = Some(stop);
-        self
     }
 
     /// Prints what is still held back: an out-of-place row waiting for
@@ -559,8 +542,9 @@ impl Sink for TableSink {
         self.finish_text();
         let text = run_footer(&self.all_busbw, run, summary);
         self.emit(text)?;
-        let wait = !self.muted();
-        self.printer.close(wait);
+        // A stopped run is being ended by its launcher, which may no longer
+        // read: wait a little for the footer, never for ever.
+        self.printer.close(summary.stopped_by.map(|_| STOPPED_PRINT_WAIT));
         Ok(())
     }
 
@@ -660,7 +644,7 @@ mod tests {
             table.record(r).unwrap();
         }
         table.finish_text();
-        table.printer.close(true);
+        table.printer.close(None);
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         let names = text
             .lines()

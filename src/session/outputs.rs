@@ -166,9 +166,7 @@ impl<W: World> Session<'_, W> {
         if let Some(json) = json {
             sinks.push(Box::new(json));
         }
-        sinks.push(Box::new(
-            TableSink::new(Box::new(std::io::stdout()), progress.handle()).mute_on(self.stop.clone()),
-        ));
+        sinks.push(Box::new(TableSink::new(Box::new(std::io::stdout()), progress.handle())));
         let info = RunInfo {
             run_id,
             collbench_version: env!("CARGO_PKG_VERSION").into(),
@@ -203,7 +201,7 @@ impl<W: World> Session<'_, W> {
             json: out.json.clone(),
             label: out.label.clone(),
         };
-        Ok((Reporter::new(sinks, progress), info))
+        Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
 
     /// Every rank set up: the ranks exchange what they observed (this

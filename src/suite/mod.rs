@@ -14,8 +14,10 @@
 
 pub mod file;
 pub mod merge;
+mod stop;
 
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -24,6 +26,7 @@ use crate::cli::{RunArgs, SuiteArgs, TransportArg};
 use crate::error::{Error, exit, say};
 use crate::report::print_out;
 use crate::report::progress::Progress;
+use crate::report::table::shell_quote;
 use file::{Launch, Suite};
 
 /// How often a running launch's CSV is looked at for progress.
@@ -41,16 +44,6 @@ pub struct Outcome {
     /// The launch's last `collbench:` line, or why it did not start.
     pub message: Option<String>,
     pub csv: PathBuf,
-}
-
-/// `arg` as a shell would need it, for printed commands.
-fn shell_quote(arg: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./,:=+@%^".contains(c);
-    if !arg.is_empty() && arg.chars().all(safe) {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
 }
 
 /// The data rows of a CSV being written (lines after the header).
@@ -168,10 +161,21 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         done_points: 0,
         per_launch: None,
         cycles: suite.cycles.max(1),
+        stop: stop::Stop::install()?,
     };
-    let outcomes: Vec<Outcome> = (0..planned.len()).map(|i| progress.launch(&planned, i)).collect();
+    let (outcomes, interrupted) = progress.launches(&planned);
     progress.bar.finish();
-    finish(&suite, &outcomes, &output, args.overwrite)
+    match progress.stop.signal {
+        Some(signal) => stop::finish(
+            signal,
+            &planned,
+            &outcomes,
+            interrupted.as_ref(),
+            &output,
+            args.overwrite,
+        ),
+        None => finish(&suite, &outcomes, &output, args.overwrite),
+    }
 }
 
 /// The merged CSV: `--output`, else the file's `output`, else one named
@@ -204,9 +208,27 @@ struct SuiteProgress {
     done_points: u64,
     per_launch: Option<u64>,
     cycles: u64,
+    stop: stop::Stop,
 }
 
 impl SuiteProgress {
+    /// Runs every launch in turn until a stop signal: the launches that
+    /// ended before it, and the one it interrupted.
+    fn launches(&mut self, planned: &[Planned]) -> (Vec<Outcome>, Option<Outcome>) {
+        let mut finished = Vec::new();
+        for i in 0..planned.len() {
+            if self.stop.requested() {
+                return (finished, None);
+            }
+            let outcome = self.launch(planned, i);
+            if self.stop.signal.is_some() {
+                return (finished, Some(outcome));
+            }
+            finished.push(outcome);
+        }
+        (finished, None)
+    }
+
     /// Runs launch `i` of `planned` to its end, watching its CSV grow.
     fn launch(&mut self, planned: &[Planned], i: usize) -> Outcome {
         let (n, p) = (planned.len(), &planned[i]);
@@ -214,8 +236,11 @@ impl SuiteProgress {
         let spawned = File::create(&p.log)
             .and_then(|f| Ok((f.try_clone()?, f)))
             .and_then(|(out, err)| {
+                // A group of its own: a Ctrl-C reaches the suite alone,
+                // which tells the launch once (`stop`).
                 Command::new(&p.cmd[0])
                     .args(&p.cmd[1..])
+                    .process_group(0)
                     .stdin(Stdio::null())
                     .stdout(out)
                     .stderr(err)
@@ -242,7 +267,9 @@ impl SuiteProgress {
             message,
             csv: p.csv.clone(),
         };
-        self.bar.suspend(|| say(&outcome_line(i + 1, n, &outcome, &p.log)));
+        if self.stop.signal.is_none() {
+            self.bar.suspend(|| say(&outcome_line(i + 1, n, &outcome, &p.log)));
+        }
         outcome
     }
 
@@ -259,6 +286,7 @@ impl SuiteProgress {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
             }
+            self.stop.watch(child);
             if self.per_launch.is_none() {
                 self.per_launch = planned_points(&p.log).map(|points| points * self.cycles);
             }

@@ -118,34 +118,38 @@ impl Drop for Pane {
     }
 }
 
-/// The table rows the CSV says were measured, as the screen must show
-/// them: per collective and size, `size count` and each placement's time
-/// (2 decimals), in the CSV's order.
-fn expected_rows(csv_path: &Path) -> Vec<(String, String, Vec<String>)> {
+/// One table line: its collective, `size count`, and the time of each
+/// placement it shows.
+type TableRow = (String, String, Vec<String>);
+
+/// The table rows the CSV says were measured, as the table lays them out:
+/// an out-of-place row and its in-place twin share a line; each time with
+/// 2 decimals.
+fn expected_rows(csv_path: &Path) -> Vec<TableRow> {
     let csv = Csv::read(&csv_path.to_path_buf());
-    let mut rows: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut rows: Vec<(TableRow, bool)> = Vec::new();
     for r in &csv.rows {
-        let key = (
-            csv.get(r, "collective").to_string(),
-            format!("{} {}", csv.get(r, "size_bytes"), csv.get(r, "count")),
-        );
+        let collective = csv.get(r, "collective").to_string();
+        let size = format!("{} {}", csv.get(r, "size_bytes"), csv.get(r, "count"));
         let time = format!("{:.2}", csv.num(r, "time_us"));
+        let in_place = csv.get(r, "placement") == "in_place";
         match rows.last_mut() {
-            Some(last) if (last.0.as_str(), last.1.as_str()) == (key.0.as_str(), key.1.as_str()) => last.2.push(time),
-            _ => rows.push((key.0, key.1, vec![time])),
+            Some((last, open)) if in_place && *open && (&last.0, &last.1) == (&collective, &size) => {
+                last.2.push(time);
+                *open = false;
+            }
+            _ => rows.push(((collective, size, vec![time]), !in_place)),
         }
     }
-    rows
+    rows.into_iter().map(|(row, _)| row).collect()
 }
 
-/// Every table row of the CSV is on screen, whole (13 fields: size, count,
-/// type, op, root, then time, algbw, busbw, #wrong per placement), under
-/// its collective's heading, in order; the footer is there too.
-fn assert_table_survived(screen: &str, csv_path: &Path) {
-    let want = expected_rows(csv_path);
-    assert!(!want.is_empty(), "the CSV has no rows");
+/// The data lines of a table on screen, each checked whole (13 fields:
+/// size, count, type, op, root, then time, algbw, busbw, #wrong per
+/// placement, `-` where a placement was not measured).
+fn table_rows(screen: &str) -> Vec<TableRow> {
     let mut section = String::new();
-    let mut got: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut got = Vec::new();
     for line in screen.lines() {
         if let Some(rest) = line.strip_prefix("# ")
             && rest.contains("(hierarchy ")
@@ -155,19 +159,34 @@ fn assert_table_survived(screen: &str, csv_path: &Path) {
         }
         let fields: Vec<&str> = line.split_whitespace().collect();
         if fields.first().is_some_and(|f| f.parse::<u64>().is_ok()) {
-            assert_eq!(fields.len(), 13, "a damaged table row on screen: {line:?}\n{screen}");
-            got.push((
-                section.clone(),
-                format!("{} {}", fields[0], fields[1]),
-                vec![fields[5].to_string(), fields[9].to_string()],
-            ));
+            assert_eq!(fields.len(), 13, "a damaged table row: {line:?}\n{screen}");
+            let times = [fields[5], fields[9]]
+                .iter()
+                .filter(|t| **t != "-")
+                .map(|t| t.to_string())
+                .collect();
+            got.push((section.clone(), format!("{} {}", fields[0], fields[1]), times));
         }
     }
-    assert_eq!(got.len(), want.len(), "rows on screen:\n{screen}");
+    got
+}
+
+/// Every row of the CSV is in the table, whole, under its collective's
+/// heading, in order, and nothing else is.
+fn assert_table_matches_csv(screen: &str, csv_path: &Path) {
+    let want = expected_rows(csv_path);
+    assert!(!want.is_empty(), "the CSV has no rows");
+    let got = table_rows(screen);
+    assert_eq!(got.len(), want.len(), "rows in the table:\n{screen}");
     for (g, w) in got.iter().zip(&want) {
         assert_eq!((&g.0, &g.1), (&w.0, &w.1), "{screen}");
         assert_eq!(g.2, w.2, "the times of {} {} differ from the CSV's", w.0, w.1);
     }
+}
+
+/// The table survived on screen: every row, the header, the footer.
+fn assert_table_survived(screen: &str, csv_path: &Path) {
+    assert_table_matches_csv(screen, csv_path);
     for footer in ["# Avg bus bandwidth    : ", "# Validation           : OK"] {
         assert!(screen.contains(footer), "no {footer:?} on screen:\n{screen}");
     }
@@ -269,5 +288,208 @@ fn the_header_echoes_the_command_and_sizes_and_the_footer_reads_as_nccl_tests_do
     assert!(
         text.contains(&format!("# Points averaged      : {}\n", csv.rows.len())),
         "{text}"
+    );
+}
+
+/// A process with its stdout and stderr in files of `dir`.
+struct Spawned {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+    err: std::path::PathBuf,
+}
+
+impl Spawned {
+    fn start(mut cmd: Command, dir: &Path) -> Spawned {
+        let (out, err) = (dir.join("stdout.txt"), dir.join("stderr.txt"));
+        cmd.env_remove("OMPI_COMM_WORLD_RANK")
+            .env_remove("SLURM_JOB_ID")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap());
+        if running_as_root() {
+            cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+        Spawned {
+            child: cmd.spawn().expect("the test could not start the command"),
+            out,
+            err,
+        }
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Waits until `ready` holds (checked every 100 ms), at most `limit`.
+    fn wait_until(&mut self, limit: Duration, mut ready: impl FnMut(&Spawned) -> bool) {
+        let deadline = Instant::now() + limit;
+        while !ready(self) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("ended early ({status}):\n{}\n{}", self.stdout(), self.stderr());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("not ready in time:\n{}\n{}", self.stdout(), self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for the end, at most `limit`; the exit code.
+    fn finish(&mut self, limit: Duration) -> i32 {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("did not end in time:\n{}\n{}", self.stdout(), self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn csv_rows(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count().saturating_sub(1))
+}
+
+#[test]
+fn ctrl_c_to_mpirun_leaves_the_table_with_its_footer_and_every_row_of_the_csv() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("int.csv");
+    let json_path = dir.path().join("int.json");
+    // points of a second or more: mpirun's SIGKILL, a second after its
+    // SIGTERM, comes before the point in flight can end
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", "2", BIN]);
+    cmd.args([
+        "run",
+        "--collectives",
+        "all_reduce",
+        "-b",
+        "64K",
+        "-e",
+        "64K",
+        "-n",
+        "8000",
+        "-w",
+        "1",
+    ]);
+    cmd.args([
+        "--cycles",
+        "0",
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+        "--json",
+        path_str(&json_path),
+    ]);
+    let mut job = Spawned::start(cmd, dir.path());
+    job.wait_until(Duration::from_secs(120), |_| csv_rows(&csv_path) >= 3);
+    // what Ctrl-C does in a terminal: SIGINT to mpirun (the ranks are in
+    // process groups of their own)
+    signal(job.child.id(), "INT");
+    job.finish(Duration::from_secs(60));
+    let (table, err) = (job.stdout(), job.stderr());
+    let rows = csv_rows(&csv_path);
+    assert_table_matches_csv(&table, &csv_path);
+    let footer = format!("# Run                  : incomplete, stopped by SIGTERM after {rows} points\n");
+    assert!(table.contains(&footer), "want {footer:?} in\n{table}\n{err}");
+    assert!(table.contains(&format!("# Points averaged      : {rows}\n")), "{table}");
+    assert!(
+        table.trim_end().ends_with('#'),
+        "the footer is not the table's end:\n{table}"
+    );
+    assert!(
+        err.contains(&format!("collbench: stopped by SIGTERM after {rows} points;")),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(doc["records"].as_array().unwrap().len(), rows);
+    assert_eq!(doc["summary"]["points"].as_u64().unwrap() as usize, rows);
+    assert_eq!(doc["summary"]["stopped_by"], "SIGTERM");
+}
+
+/// A suite of two launches (shm, then tcp) of a few seconds each.
+fn two_launch_suite(dir: &Path) -> std::path::PathBuf {
+    let suite = dir.join("two.toml");
+    std::fs::write(
+        &suite,
+        "name = \"two\"\nranks = 2\ntransports = [\"shm\", \"tcp\"]\n[run]\nbackend = \"mpi\"\n\
+         collectives = \"all_reduce\"\nminbytes = \"16K\"\nmaxbytes = \"64K\"\niters = 4000\nwarmup = 1\n",
+    )
+    .unwrap();
+    suite
+}
+
+fn suite_command(suite: &Path, merged: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["suite", path_str(suite), "--launcher", "mpirun", "-o", path_str(merged)])
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    cmd
+}
+
+#[test]
+fn ctrl_c_during_a_suite_stops_the_launch_merges_the_finished_ones_and_says_so() {
+    let dir = tempdir();
+    let merged = dir.path().join("two.csv");
+    let mut suite = Spawned::start(suite_command(&two_launch_suite(dir.path()), &merged), dir.path());
+    let second = dir.path().join("two-launches/02-tcp-flat.csv");
+    suite.wait_until(Duration::from_secs(180), |s| {
+        s.stderr().contains("[1/2] shm flat: ok") && csv_rows(&second) >= 1
+    });
+    signal(suite.child.id(), "INT");
+    let code = suite.finish(Duration::from_secs(60));
+    let err = suite.stderr();
+    assert_eq!(code, 130, "{err}");
+    let first_rows = csv_rows(&dir.path().join("two-launches/01-shm-flat.csv"));
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("stopped by")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let want = format!(
+        "collbench suite: stopped by SIGINT: 1 of 2 finished ([1/2] shm flat ok), their {first_rows} rows are in {}; \
+         not finished: [2/2] tcp flat stopped after ",
+        merged.display()
+    );
+    assert!(lines[0].starts_with(&want), "want {want:?}\n{err}");
+    let csv = Csv::read(&merged);
+    assert_eq!(csv.rows.len(), first_rows);
+    assert!(csv.rows.iter().all(|r| csv.get(r, "transport") == "shm"));
+    // the launch was told to stop, and its ranks completed their reports
+    let log = std::fs::read_to_string(dir.path().join("two-launches/02-tcp-flat.log")).unwrap();
+    assert!(
+        log.contains("# Run                  : incomplete, stopped by SIGTERM"),
+        "{log}"
+    );
+}
+
+#[test]
+fn sigterm_during_the_first_launch_of_a_suite_says_nothing_finished_and_exits_143() {
+    let dir = tempdir();
+    let merged = dir.path().join("two.csv");
+    let mut suite = Spawned::start(suite_command(&two_launch_suite(dir.path()), &merged), dir.path());
+    let first = dir.path().join("two-launches/01-shm-flat.csv");
+    suite.wait_until(Duration::from_secs(120), |_| csv_rows(&first) >= 1);
+    signal(suite.child.id(), "TERM");
+    let code = suite.finish(Duration::from_secs(60));
+    let err = suite.stderr();
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains(
+            "collbench suite: stopped by SIGTERM: no launch finished; not finished: [1/2] shm flat stopped after "
+        ) && err.contains(", [2/2] tcp flat not started\n"),
+        "{err}"
+    );
+    assert!(!merged.exists(), "a merged CSV of nothing");
+    assert!(
+        !dir.path().join("two-launches/02-tcp-flat.log").exists(),
+        "the second launch started"
     );
 }
