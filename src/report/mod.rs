@@ -1,6 +1,7 @@
 //! Reports: during a run, on rank 0 only, the terminal table, the CSV, the
-//! JSON file and the progress (`Reporter` holds them); after runs, `compare` (verdicts between
-//! runs), `plot` (pictures) and `import` (other tools' logs as CSV).
+//! JSON file and the progress (`Reporter` holds them); after runs,
+//! `compare` (verdicts between runs), `plot` (pictures) and `import` (other
+//! tools' logs as CSV).
 //! Reports format what the engine measured; they compute nothing but
 //! display aggregates, verdicts, and (for imports) bandwidths through
 //! `record::bandwidth_gbps`, the one place that formula lives.
