@@ -110,20 +110,7 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         output.with_file_name(format!("{stem}-launches"))
     };
     let run_toml = folder.join("run.toml");
-    let mut planned = Vec::new();
-    for (i, l) in suite.launches.iter().enumerate() {
-        let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
-        let csv = base.with_extension("csv");
-        let mut cmd = suite.launcher_args(launcher);
-        cmd.extend([binary.display().to_string(), "run".into()]);
-        cmd.extend(launch_options(l, &run_toml, &csv).to_args()?);
-        planned.push(Planned {
-            launch: l.clone(),
-            cmd,
-            log: base.with_extension("log"),
-            csv,
-        });
-    }
+    let planned = plan_launches(&suite, launcher, &binary, &folder, &run_toml)?;
     if args.dry_run {
         let lines: String = planned
             .iter()
@@ -176,6 +163,31 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         ),
         None => finish(&suite, &outcomes, &output, args.overwrite),
     }
+}
+
+/// Every launch's command line, CSV and log (in `folder`).
+fn plan_launches(
+    suite: &Suite,
+    launcher: crate::world::Launcher,
+    binary: &Path,
+    folder: &Path,
+    run_toml: &Path,
+) -> Result<Vec<Planned>, Error> {
+    let mut planned = Vec::new();
+    for (i, l) in suite.launches.iter().enumerate() {
+        let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
+        let csv = base.with_extension("csv");
+        let mut cmd = suite.launcher_args(launcher);
+        cmd.extend([binary.display().to_string(), "run".into()]);
+        cmd.extend(launch_options(l, run_toml, &csv).to_args()?);
+        planned.push(Planned {
+            launch: l.clone(),
+            cmd,
+            log: base.with_extension("log"),
+            csv,
+        });
+    }
+    Ok(planned)
 }
 
 /// The merged CSV: `--output`, else the file's `output`, else one named
