@@ -8,11 +8,13 @@
 //! boundary would be killed with its table cut off and its JSON never
 //! written. So a watcher thread completes the reports as soon as the
 //! signal arrives: the table prints the row it was holding back, its
-//! section's average and its footer; the CSV is flushed; the JSON is
-//! written; a line says the run is incomplete. From then on records are
+//! section's average and its footer (which says the run is incomplete);
+//! the CSV is flushed; the JSON is written. From then on records are
 //! dropped (the sweep stops at its next point boundary anyway), so the
-//! CSV, the JSON and the table hold exactly the same points. Nothing here
-//! decides when the sweep stops (the engine does).
+//! CSV, the JSON and the table hold exactly the same points. The line on
+//! stderr comes when the rank ends in order (`finish`): a signal that
+//! comes because another rank failed is not news. Nothing here decides
+//! when the sweep stops (the engine does).
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -123,7 +125,14 @@ impl Reporter {
         }
         let mut out = self.outputs();
         match std::mem::replace(&mut out.state, State::Closed) {
-            State::Stopped(reported) => Ok(reported),
+            // Said only by a rank that ends in order: when a failed rank
+            // made the launcher end the job, that rank's line is the one.
+            State::Stopped(reported) => {
+                if let Some(signal) = reported.stopped_by {
+                    say(&stop_line(signal, reported.points, out.planned));
+                }
+                Ok(reported)
+            }
             State::Closed => Ok(summary.clone()),
             State::Open => {
                 out.progress.finish();
@@ -170,7 +179,6 @@ impl Outputs {
         if let Err(e) = self.each(|s| s.finish(&run, &summary)) {
             say(&format!("collbench: {e}"));
         }
-        say(&stop_line(signal, summary.points, self.planned));
         self.state = State::Stopped(summary);
     }
 }
