@@ -91,9 +91,15 @@ Exit codes: 0 no regression, 2 unreadable or incompatible input, 4 a regression.
     Compare(CompareArgs),
 
     /// Plot a metric against size from one or more CSV reports (SVG or PNG)
-    #[command(after_help = "Examples:\n  \
-collbench plot results/a.csv results/b.csv -o busbw.svg\n  \
-collbench plot results/sweep.csv --by hierarchy --metric time -o time.png")]
+    #[command(
+        after_help = "One line per series: rows are apart whenever their file, run, backend, \
+transport, hierarchy mode or rank count differ; the samples of one point (--cycles) are drawn as \
+their median with their range shaded. Lines are named by what differs between them, led by the \
+run's label (run --label, or plot --label per file).\n\n\
+Examples:\n  \
+collbench plot results/a.csv results/b.csv --label before --label after -o busbw.svg\n  \
+collbench plot results/sweep.csv --metric time --title 'all_reduce modes' -o time.png"
+    )]
     #[command(args_override_self = true)]
     Plot(PlotArgs),
 
@@ -195,7 +201,7 @@ pub struct SuiteArgs {
     #[arg(long, overrides_with = "progress")]
     pub no_progress: bool,
 
-    /// Draw the progress bar even when stderr is not a terminal
+    /// Show progress even when stderr is not a terminal: plain lines (every tenth of the points, at least every 30 s) where a bar cannot be drawn
     #[arg(long, overrides_with = "no_progress")]
     pub progress: bool,
 }
@@ -253,9 +259,17 @@ pub struct PlotArgs {
     #[arg(long, value_name = "METRIC", default_value = "busbw", ignore_case = true)]
     pub metric: Metric,
 
-    /// One line per run, per hierarchy mode or per transport
-    #[arg(long, value_name = "SERIES", default_value = "run", ignore_case = true)]
-    pub by: SeriesBy,
+    /// Legend name of each CSV file, in the files' order (one per file) [default: the run's `label` column, else what tells the series apart]
+    #[arg(long, value_name = "NAME", action = clap::ArgAction::Append, value_parser = one_line_text)]
+    pub label: Vec<String>,
+
+    /// The picture's title [default: the metric against message size]
+    #[arg(long, value_name = "TEXT", value_parser = one_line_text)]
+    pub title: Option<String>,
+
+    /// Accepted for old command lines; lines are always split by run, backend, transport, hierarchy and rank count
+    #[arg(long, value_name = "SERIES", ignore_case = true)]
+    pub by: Option<SeriesBy>,
 
     /// Replace the output file if it exists
     #[arg(long)]
@@ -517,7 +531,7 @@ pub struct RunArgs {
     #[arg(long, overrides_with = "progress", help_heading = OUTPUT)]
     pub no_progress: bool,
 
-    /// Draw the progress bar even when stderr is not a terminal (as under mpirun)
+    /// Show progress even where a bar cannot be drawn (stderr not a terminal, or under mpirun/srun): plain lines on stderr, one per tenth of the points and at least every 30 s, with points done, elapsed and time left
     #[arg(long, overrides_with = "no_progress", help_heading = OUTPUT)]
     pub progress: bool,
 

@@ -23,7 +23,7 @@ use std::ffi::OsString;
 use crate::backend::Backend;
 use crate::cli::{RunArgs, TransportArg};
 use crate::config::RunConfig;
-use crate::engine::stop::{StopRequest, signal_name};
+use crate::engine::stop::StopRequest;
 use crate::engine::watchdog::Watchdog;
 use crate::engine::{Engine, RunContext, Summary};
 use crate::error::{Error, exit, say};
@@ -307,17 +307,22 @@ impl<'a, W: World> Session<'a, W> {
             Ok(summary) => summary,
             Err(e) => self.fail(&e),
         };
-        let finished = match (reporter.as_mut(), info.as_ref()) {
-            (Some(rep), Some(info)) => rep.finish(info, &summary),
-            _ => Ok(()),
+        // Rank 0 judges what its reports hold: a stop signal may have
+        // completed them before the point in flight (`report::reporter`).
+        let (summary, finished) = match (reporter.as_mut(), info.as_ref()) {
+            (Some(rep), Some(info)) => match rep.finish(info, &summary) {
+                Ok(reported) => (reported, Ok(())),
+                Err(e) => (summary, Err(e)),
+            },
+            _ => (summary, Ok(())),
         };
-        self.verdict(&plan, &summary, finished, info.as_ref())
+        self.verdict(&summary, finished, info.as_ref())
     }
 
     /// The exit code of a finished sweep: the reports' failure (1), wrong
     /// results (3), a stop signal (128 + the signal), whichever is highest;
-    /// rank 0 says why.
-    fn verdict(&self, plan: &Plan, summary: &Summary, finished: Result<(), Error>, info: Option<&RunInfo>) -> u8 {
+    /// rank 0 says why (its reports say which signal stopped the run).
+    fn verdict(&self, summary: &Summary, finished: Result<(), Error>, info: Option<&RunInfo>) -> u8 {
         let first = self.world.rank() == 0;
         let mut code = exit::OK;
         if let Err(e) = finished {
@@ -342,19 +347,6 @@ impl<'a, W: World> Session<'a, W> {
             outputs::print_mode_comparison(&info.csv);
         }
         if let Some(signal) = summary.stopped_by {
-            if first {
-                let cycles = self.cfg.timing.cycles;
-                let planned = if cycles == 0 {
-                    String::new()
-                } else {
-                    format!(" of {}", plan.points() as u64 * cycles)
-                };
-                say(&format!(
-                    "collbench: stopped by {} after {}{planned} points; the run is incomplete, every finished point is in the CSV",
-                    signal_name(signal),
-                    summary.points,
-                ));
-            }
             code = 128 + signal as u8;
         }
         code

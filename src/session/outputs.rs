@@ -17,7 +17,7 @@ use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
-use crate::report::{RankSummary, Reporter, RunInfo, Sink, print_out};
+use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo, print_out};
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
 use crate::topology::observe::{self, Observed};
@@ -157,7 +157,8 @@ impl<W: World> Session<'_, W> {
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
-        let progress = Progress::new(out.progress, total);
+        let launched = crate::world::launcher_rank().is_some();
+        let progress = Progress::new(out.progress, total, launched, "collbench");
         // Files first, the terminal last: a launcher that is ending the job
         // may stop reading a rank's standard output, and a blocked table
         // write must not keep a row or the JSON report from its file.
@@ -165,9 +166,7 @@ impl<W: World> Session<'_, W> {
         if let Some(json) = json {
             sinks.push(Box::new(json));
         }
-        sinks.push(Box::new(
-            TableSink::new(Box::new(std::io::stdout()), Some(progress.handle())).mute_on(self.stop.clone()),
-        ));
+        sinks.push(Box::new(TableSink::new(Box::new(std::io::stdout()), progress.handle())));
         let info = RunInfo {
             run_id,
             collbench_version: env!("CARGO_PKG_VERSION").into(),
@@ -197,11 +196,12 @@ impl<W: World> Session<'_, W> {
                 .collect::<Vec<_>>()
                 .join(","),
             points: plan.points(),
+            sweep: sweep_info(plan, self.cfg.plan.sweep.step),
             csv: csv_path,
             json: out.json.clone(),
             label: out.label.clone(),
         };
-        Ok((Reporter::new(sinks, progress), info))
+        Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
 
     /// Every rank set up: the ranks exchange what they observed (this
@@ -243,6 +243,17 @@ impl<W: World> Session<'_, W> {
             ctx,
             outputs,
         }
+    }
+}
+
+/// The sizes `plan` measures (every case's size, after rounding).
+fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
+    let sizes: std::collections::BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
+    SweepInfo {
+        min_bytes: sizes.first().copied().unwrap_or(0),
+        max_bytes: sizes.last().copied().unwrap_or(0),
+        step,
+        sizes: sizes.len(),
     }
 }
 
