@@ -254,8 +254,8 @@ pub const OPTIONAL_SYMBOLS: [&str; 10] = [
 ];
 
 /// Every resolved entry point of one loaded libnccl. The function pointers
-/// stay valid for as long as `_library` is loaded, that is as long as this
-/// value lives; everything that calls them holds an `Arc<Api>`.
+/// stay valid for as long as `_library` is loaded, which is until the
+/// process ends: the library is never unloaded (see `_library`).
 pub struct Api {
     get_version: GetVersionFn,
     get_unique_id: GetUniqueIdFn,
@@ -290,7 +290,12 @@ pub struct Api {
     /// on that library is labelled simulated.
     simulation: Option<SimulationFn>,
     path: PathBuf,
-    _library: libloading::Library,
+    /// Never dropped, so libnccl is never unloaded: ncclGetUniqueId starts
+    /// NCCL's bootstrap thread, which keeps polling its socket until every
+    /// rank has connected. A start that fails before ncclCommInitRank (no
+    /// GPU) leaves it running; unloading the library under it crashed the
+    /// process as it exited (SIGSEGV, or stray output, under load).
+    _library: std::mem::ManuallyDrop<libloading::Library>,
 }
 
 impl fmt::Debug for Api {
@@ -517,7 +522,7 @@ impl Api {
             get_last_error: optional!("ncclGetLastError"),
             simulation: optional!("gpusimNcclSimulation"),
             path,
-            _library: library,
+            _library: std::mem::ManuallyDrop::new(library),
         })
     }
 
