@@ -51,7 +51,7 @@ fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) ->
         cmd.env(k, v);
     }
     cmd.envs(extra.iter().copied());
-    cmd.output().expect("the test could not start collbench")
+    output_of(cmd)
 }
 
 /// `mpirun -np N collbench ARGS` on N simulated GPUs (mpirun hands its
@@ -633,13 +633,12 @@ fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() 
     for (var, value, extra, want, needles) in cases {
         let mut args = base.to_vec();
         args.extend(extra);
-        let (out, took) = timed(|| sim_run(&dir, 2, &[(var, value)], &args));
+        let out = sim_run(&dir, 2, &[(var, value)], &args);
         assert_eq!(code(&out), want, "{var}={value}: {}", stderr(&out));
         let line = one_line(&out);
         for needle in needles {
             assert!(line.contains(needle), "{var}={value}: {needle:?} not in {line}");
         }
-        assert!(took.as_secs() < 30, "{var}={value} took {took:?}");
         eprintln!("{var}={value}: exit {want}: {line}");
     }
 }
@@ -670,14 +669,13 @@ fn under_mpirun_a_failed_call_and_a_hung_rank_end_the_job_with_one_line() {
     );
     let mut args = base.to_vec();
     args.extend(["--timeout", "2"]);
-    let (out, took) = timed(|| sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_HANG", "1:3")], &args));
+    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_HANG", "1:3")], &args);
     assert_eq!(code(&out), 5, "{}", stderr(&out));
     let lines = our_lines(&out);
     assert!(
         !lines.is_empty() && lines.iter().all(|l| l.contains("timeout")),
         "{lines:?}"
     );
-    assert!(took.as_secs() < 40, "took {took:?}");
 }
 
 /// Point 8 of issue 11: NCCL's last-error text is process-wide. Both ranks
@@ -1056,7 +1054,7 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
         .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
         .env("GPUSIM_DEVICES", "1")
         .env("NO_COLOR", "1");
-    let out = cmd.output().expect("bash");
+    let out = output_of(cmd);
     let text = stdout(&out);
     assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
     let summary = std::fs::read_to_string(out_dir.join("SUMMARY.txt")).expect("SUMMARY.txt");
@@ -1099,7 +1097,7 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
         .env("LD_LIBRARY_PATH", &dir)
         .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
         .env("GPUSIM_DEVICES", "1");
-    let out = cmd.output().expect("bash");
+    let out = output_of(cmd);
     assert_eq!(code(&out), 3, "{}", stdout(&out));
     let summary = std::fs::read_to_string(tmp.path().join("bad/SUMMARY.txt")).unwrap();
     assert!(summary.starts_with("gpu-smoke: FAIL"), "{summary}");
