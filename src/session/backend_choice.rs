@@ -69,6 +69,10 @@ impl<W: World> Session<'_, W> {
                 "the mpi backend needs the MPI control plane: launch with mpirun and without -g, or use --backend nccl",
             ))),
             (BackendChoice::Only(BackendKind::Nccl), _) => start(None),
+            // No `--backend` value names it; only tests make one.
+            (BackendChoice::Only(BackendKind::Memory), _) => self.agreed(Err(Error::usage(
+                "the memory backend is the engine's test backend, not one to run: use --backend mpi, nccl or auto",
+            ))),
             // Without MPI, auto can only be nccl: its own errors say best
             // what is missing.
             (BackendChoice::Auto, None) => start(None),

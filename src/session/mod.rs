@@ -249,7 +249,8 @@ impl<'a, W: World> Session<'a, W> {
         let chosen = self.choose_backend(&nodes, mpi_backend)?;
         // Every rank gets here (a failed choice ended every rank above), so
         // this collective cannot hang.
-        let device_free = world.min_u64(chosen.backend.device_free_bytes().unwrap_or(u64::MAX));
+        let free = chosen.backend.gpu().and_then(|g| g.free_bytes());
+        let device_free = world.min_u64(free.unwrap_or(u64::MAX));
         let setup = match world.agree(self.prepare(chosen, device_free, nodes)) {
             Ok(setup) => setup,
             Err(failed) => {

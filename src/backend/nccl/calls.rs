@@ -23,7 +23,7 @@
 //! receive of the same group, so data can be overwritten before it is sent:
 //! nccl-tests does not check these two in place ("We don't support in-place
 //! alltoall/sendrecv", its alltoall.cu and sendrecv.cu), and neither do we
-//! (`validated`).
+//! (`UNCHECKED`).
 
 use std::ops::Range;
 
@@ -92,11 +92,12 @@ pub fn check_graph(version: NcclVersion) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the output of `call` in `placement` is defined: not for
-/// in-place alltoall and sendrecv (module comment).
-pub fn validated(call: &Call, placement: Placement) -> bool {
-    !(placement == Placement::InPlace && matches!(call.collective, Collective::AllToAll | Collective::SendRecv))
-}
+/// The outputs that are not defined, so not checked: in-place alltoall and
+/// sendrecv (module comment).
+pub const UNCHECKED: [(Collective, Placement); 2] = [
+    (Collective::AllToAll, Placement::InPlace),
+    (Collective::SendRecv, Placement::InPlace),
+];
 
 /// The native calls the loaded library offers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
