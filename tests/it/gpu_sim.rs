@@ -831,7 +831,7 @@ fn every_run_on_the_simulation_says_so() {
 // ---------------------------------------------------------------------------
 // The ABI check: our Rust declarations of NCCL's functions against nccl.h
 
-/// A Rust type of sys.rs's declarations, as C.
+/// A Rust type of the declarations in sys/raw.rs, as C.
 fn c_type(rust: &str) -> Option<&'static str> {
     Some(match rust.trim() {
         "NcclResult" => "ncclResult_t",
@@ -864,12 +864,13 @@ fn params(list: &str) -> Vec<String> {
 }
 
 /// The C file that assigns every NCCL function of nccl.h to a pointer of
-/// the type our declaration in `sys` (the text of sys.rs) gives it, and
+/// the type our declaration in `sys::raw` (the text of sys/raw.rs) gives it,
+/// and
 /// checks every `RawConfig` offset: compiled with
 /// -Werror=incompatible-pointer-types, a mismatch fails the build.
-fn abi_check_source(sys: &str) -> String {
+fn abi_check_source(raw: &str) -> String {
     // type aliases: `type NameFn = unsafe extern "C" fn(ARGS) -> RET;`
-    let flat: String = sys.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat: String = raw.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut aliases = std::collections::BTreeMap::new();
     for part in flat.split("type ").skip(1) {
         let Some((name, rest)) = part.split_once(" = ") else {
@@ -902,6 +903,8 @@ fn abi_check_source(sys: &str) -> String {
     let mut field_type = std::collections::BTreeMap::new();
     for f in api.split(',') {
         if let Some((name, ty)) = f.trim().split_once(": ") {
+            // `pub(super) get_version: GetVersionFn`
+            let name = name.trim().trim_start_matches("pub(super) ");
             let ty = ty.trim();
             let ty = ty
                 .strip_prefix("Option<")
@@ -988,14 +991,15 @@ fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
     }
 }
 
-fn sys_rs() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/nccl/sys.rs")).unwrap()
+/// Where the declarations are: the raw layer of the binding.
+fn raw_rs() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/nccl/sys/raw.rs")).unwrap()
 }
 
 #[test]
 fn our_nccl_declarations_match_the_real_nccl_h() {
     let Some(dir) = sim_dir() else { return };
-    let source = abi_check_source(&sys_rs()) + &config_asserts();
+    let source = abi_check_source(&raw_rs()) + &config_asserts();
     let assigned = source.matches("_ptr)(").count();
     // 19 required and 10 optional NCCL entry points
     assert_eq!(assigned, 29, "{source}");
@@ -1008,14 +1012,14 @@ fn our_nccl_declarations_match_the_real_nccl_h() {
 #[test]
 fn a_wrong_declaration_fails_the_abi_check() {
     let Some(dir) = sim_dir() else { return };
-    let sys = sys_rs();
+    let raw = raw_rs();
     // swap count and datatype of ncclAllReduce's declaration, in a copy
     let right = "unsafe extern \"C\" fn(*const c_void, *mut c_void, usize, RawDataType, RawRedOp, RawComm, RawStream)";
     assert!(
-        sys.contains(right),
+        raw.contains(right),
         "AllReduceFn's declaration changed; update this test"
     );
-    let wrong = sys.replacen(
+    let wrong = raw.replacen(
         right,
         "unsafe extern \"C\" fn(*const c_void, *mut c_void, RawDataType, usize, RawRedOp, RawComm, RawStream)",
         1,
@@ -1031,7 +1035,7 @@ fn a_wrong_declaration_fails_the_abi_check() {
     );
     // and the RawConfig layout: a wrong offset fails too
     let bad = config_asserts().replace("nvlinkCentricSched) == 76", "nvlinkCentricSched) == 80");
-    let e = compile_abi(&dir, &(abi_check_source(&sys) + &bad)).expect_err("a wrong offset compiled");
+    let e = compile_abi(&dir, &(abi_check_source(&raw) + &bad)).expect_err("a wrong offset compiled");
     assert!(e.contains("ncclConfig_t.nvlinkCentricSched"), "{e}");
 }
 

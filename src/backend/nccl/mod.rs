@@ -1,10 +1,14 @@
 //! The NCCL data plane: GPU buffers, one communicator per rank, libnccl
 //! found and loaded at run time.
 //!
-//! - `sys`: the run-time binding of libnccl (the only `unsafe` of this
-//!   backend) and the CUDA driver check;
+//! - `sys`: the run-time binding of libnccl and the CUDA driver check, in
+//!   three layers (`raw`, `result`, `safe`): the only `unsafe` of this
+//!   backend;
 //! - `calls`: how each collective becomes NCCL calls (pure, tested);
 //! - `device`: the GPU through cudarc (context, stream, buffers, copies);
+//! - `hierarchy`: the hierarchical all-reduce's sub-communicators and phases;
+//! - `start`: the bootstrap every rank takes together (library, unique ids,
+//!   GPU, communicator);
 //! - here: finding the library (`NcclLibrary::find`), the unique id, and the
 //!   `Backend` implementation.
 //!
@@ -18,6 +22,7 @@
 mod calls;
 pub mod device;
 mod hierarchy;
+pub mod start;
 pub mod sys;
 
 use std::ops::Range;
