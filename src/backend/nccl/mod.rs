@@ -765,7 +765,7 @@ impl NcclBackend {
                 let sub = self
                     .sub
                     .as_mut()
-                    .ok_or("the sub-communicators were aborted after an earlier error")?;
+                    .ok_or("no sub-communicators: a hierarchical point launched before it was prepared")?;
                 let mut marks = self.time_phases.then_some(&mut self.device);
                 (0..u64::from(ops)).try_for_each(|a| {
                     let bufs = Buffers {
