@@ -543,7 +543,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Test-only: corrupt one received element on the last rank after each check
+    /// Test-only: after each check, every rank with an output corrupts its first received element
     #[arg(long, hide = true)]
     pub inject_error: bool,
 

@@ -92,6 +92,8 @@ pub(super) struct Batched {
     pub iters: u32,
     /// The achieved relative half-width of the 95% interval (a fraction).
     pub precision: Option<f64>,
+    /// Each phase's seconds summed over the timed batches (`--phase-times`).
+    pub phase_sums: Option<[f64; 3]>,
 }
 
 impl Engine<'_> {
@@ -110,16 +112,22 @@ impl Engine<'_> {
         let mut mine = Vec::new();
         let mut samples: Option<Vec<f64>> = self.cfg.per_iter.then(Vec::new);
         let mut iters = 0u32;
+        let mut phase_sums: Option<[f64; 3]> = None;
         while let Some(batch) = policy.next_batch() {
-            if batch.timed && policy.batches() == 0 {
-                // Phases of calibration are not reported.
-                self.backend.take_phase_times()?;
-            }
-            if batch.timed {
-                self.backend
-                    .before_timed(u64::from(batch.ops) * u64::from(self.cfg.agg_iters))?;
+            // Each timed batch's phases are taken after it (calibration's
+            // are dropped): begin_phases forgets what came before.
+            let phases = self.backend.phase_times().filter(|_| batch.timed);
+            if let Some(phases) = phases {
+                phases.begin_phases(u64::from(batch.ops) * u64::from(self.cfg.agg_iters))?;
             }
             let timed = self.time(call, placement, batch.ops, iter)?;
+            if let Some(phases) = self.backend.phase_times().filter(|_| batch.timed) {
+                let these = phases.take_phase_times()?;
+                let sums = phase_sums.get_or_insert([0.0; 3]);
+                for (sum, t) in sums.iter_mut().zip(these) {
+                    *sum += t;
+                }
+            }
             // nanoseconds as an integer: the max reduction needs no float
             let slowest_ns = self.world.max_u64((timed.elapsed_s * 1e9).ceil() as u64);
             policy.observe(slowest_ns as f64 * 1e-9);
@@ -139,6 +147,7 @@ impl Engine<'_> {
             },
             iters,
             precision: policy.precision(),
+            phase_sums,
         })
     }
 }

@@ -14,8 +14,6 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
-#[cfg(feature = "nccl")]
-mod nccl_start;
 mod outputs;
 
 use std::ffi::OsString;
@@ -34,10 +32,6 @@ use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank, launcher_size};
 use backend_choice::MakeMpi;
-// The NCCL bootstrap (`nccl_start`, moved verbatim) finds these through
-// `use super::*`.
-#[cfg(feature = "nccl")]
-use backend_choice::{Chosen, NcclStart};
 
 /// `collbench run`: `args` as parsed, `argv` the arguments after `run`
 /// (the `--config` file's keys go before them).
@@ -249,7 +243,8 @@ impl<'a, W: World> Session<'a, W> {
         let chosen = self.choose_backend(&nodes, mpi_backend)?;
         // Every rank gets here (a failed choice ended every rank above), so
         // this collective cannot hang.
-        let device_free = world.min_u64(chosen.backend.device_free_bytes().unwrap_or(u64::MAX));
+        let free = chosen.backend.gpu().and_then(|g| g.free_bytes());
+        let device_free = world.min_u64(free.unwrap_or(u64::MAX));
         let setup = match world.agree(self.prepare(chosen, device_free, nodes)) {
             Ok(setup) => setup,
             Err(failed) => {

@@ -49,21 +49,29 @@ impl<W: World> Session<'_, W> {
     pub(super) fn prepare(&self, chosen: Chosen, device_free: u64, nodes: Nodes) -> Result<Setup, Error> {
         let (world, cfg) = (self.world, self.cfg);
         let Chosen { mut backend, note } = chosen;
+        let identity = backend.identity();
         let mut notes: Vec<String> = note.into_iter().collect();
-        notes.extend(backend.notes());
+        notes.extend(identity.notes);
         if cfg.start.backend == BackendChoice::Auto {
             cfg.start
                 .transport
-                .check_backend(backend.kind(), " (the backend auto chose)")?;
+                .check_backend(identity.kind, " (the backend auto chose)")?;
         }
-        let observed = backend.observe_transport(&TransportQuery {
+        let query = TransportQuery {
             profile: cfg.start.transport,
             nccl_log: &self.env_plan.nccl_log,
             hosts: world.nodes(),
-        });
+        };
+        let observed = match backend.transport() {
+            Some(observer) => observer.observe_transport(&query),
+            None => Observed::unknown(format!("the {} backend does not report its transport", identity.kind)),
+        };
         observed.check(self.env_plan)?;
-        let gpu = backend.gpu_model().or_else(crate::topology::machine::host_gpu_model);
-        let caps = crate::backend::capabilities(backend.as_ref(), &cfg.timing.extras());
+        let gpu = backend
+            .gpu()
+            .map(|g| g.gpu_model())
+            .or_else(crate::topology::machine::host_gpu_model);
+        let caps = backend.capabilities(&cfg.timing.extras());
         let mut plan = Plan::build(&cfg.plan, &caps, &nodes)?;
         if device_free != u64::MAX {
             let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), &caps, plan, device_free)?;
@@ -101,7 +109,8 @@ impl<W: World> Session<'_, W> {
         free: u64,
     ) -> Result<(Plan, Option<String>), Error> {
         let budget = free.saturating_sub(device_headroom(free));
-        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(backend.scratch_bytes(p));
+        let scratch = |p: &Plan| backend.gpu().map_or(0, |g| g.scratch_bytes(p));
+        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(scratch(p));
         if need(&plan) <= budget {
             return Ok((plan, None));
         }
@@ -167,13 +176,14 @@ impl<W: World> Session<'_, W> {
             sinks.push(Box::new(json));
         }
         sinks.push(Box::new(TableSink::new(Box::new(std::io::stdout()), progress.handle())));
+        let identity = backend.identity();
         let info = RunInfo {
             run_id,
             collbench_version: env!("CARGO_PKG_VERSION").into(),
             started,
             command_line: std::env::args().collect(),
-            backend: backend.kind(),
-            backend_version: backend.version(),
+            backend: identity.kind,
+            backend_version: identity.version,
             backend_note,
             control_plane: world.library_version(),
             nranks: world.size(),
@@ -216,11 +226,12 @@ impl<W: World> Session<'_, W> {
             gpu,
             mut outputs,
         } = setup;
+        let identity = backend.identity();
         let transport_observed = observe::merge(&world.all_gather_text(&observed.text, OBSERVED_BYTES));
         let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
         if let Some((_, info)) = outputs.as_mut() {
             info.transport_observed = transport_observed.clone();
-            info.transport_notes = self.env_plan.describe(backend.kind() == BackendKind::Nccl);
+            info.transport_notes = self.env_plan.describe(identity.kind == BackendKind::Nccl);
             info.transport_notes.extend(observed.note.clone());
             for (rank, model) in info.ranks.iter_mut().zip(gpus) {
                 rank.gpu = (!model.is_empty()).then_some(model);
@@ -229,8 +240,8 @@ impl<W: World> Session<'_, W> {
         let ctx = RunContext {
             run_id: outputs.as_ref().map(|(_, i)| i.run_id.clone()).unwrap_or_default(),
             host: world.host().into(),
-            backend: backend.kind(),
-            backend_version: backend.version(),
+            backend: identity.kind,
+            backend_version: identity.version,
             transport: self.cfg.start.transport,
             transport_observed,
             nnodes: nodes.nnodes(),

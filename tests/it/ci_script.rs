@@ -9,14 +9,13 @@ use crate::common::*;
 
 fn script(args: &[&str], step_summary: &Path) -> Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    Command::new("bash")
-        .arg(root.join("scripts/ci-regression.sh"))
+    let mut cmd = Command::new("bash");
+    cmd.arg(root.join("scripts/ci-regression.sh"))
         .args(args)
         .env("COLLBENCH", BIN)
         .env("GITHUB_STEP_SUMMARY", step_summary)
-        .env_remove("OMPI_COMM_WORLD_RANK")
-        .output()
-        .expect("bash runs the script")
+        .env_remove("OMPI_COMM_WORLD_RANK");
+    output_of(cmd)
 }
 
 #[test]

@@ -60,7 +60,7 @@ fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
 }
 
 #[test]
-fn without_n_small_sizes_get_more_iterations_than_large_ones_within_the_bounds() {
+fn without_n_every_point_gets_an_adaptive_count_within_the_bounds() {
     let dir = tempdir();
     let csv_path = dir.path().join("adaptive.csv");
     let out = mpirun(
@@ -86,9 +86,10 @@ fn without_n_small_sizes_get_more_iterations_than_large_ones_within_the_bounds()
     assert_rows_consistent(&csv, 2);
     let iters: Vec<u64> = csv.rows.iter().map(|r| csv.num(r, "iters") as u64).collect();
     assert!(iters.iter().all(|n| (5..=10_000).contains(n)), "{iters:?}");
-    // 8 B then 4 MiB (out-of-place rows)
-    let (small, large) = (iters[0], iters[iters.len() - 2]);
-    assert!(small > 4 * large, "{iters:?}");
+    // That small sizes get more iterations than large ones depends on how
+    // long each took here, which a loaded machine decides: the engine's
+    // tests check it on exact synthetic times
+    // (`adaptive_counts_fill_min_time_at_the_slowest_ranks_pace_within_the_bounds`).
     assert!(stdout(&out).contains("iters adaptive (--min-time 0.05 s)"));
     for row in &csv.rows {
         assert_eq!(csv.get(row, "iter_policy"), "min-time");
