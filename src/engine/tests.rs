@@ -7,12 +7,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::policy::Iterations;
 use super::*;
 use crate::backend::memory::{Event, Fault, Journal, Launched, MemoryBackend};
 use crate::clock::VirtualClock;
 use crate::collective::Collective;
 use crate::topology::Hierarchy;
-use crate::types::{DType, ReduceOp};
+use crate::types::{DType, IterPolicy, ReduceOp};
 use crate::world::threads::ThreadWorld;
 
 #[test]
@@ -69,8 +70,7 @@ fn descriptions_name_a_point_for_messages_and_profiler_timelines() {
 
 fn timing() -> Timing {
     Timing {
-        iters: Some(4),
-        min_time: Duration::from_millis(1),
+        iterations: Iterations::Fixed(4),
         per_iter: false,
         straggler_threshold_pct: 20.0,
         rotate: false,
@@ -391,7 +391,7 @@ fn aggregated_iterations_launch_m_operations_at_a_time_and_divide_by_every_one()
     let p = plan(2, vec![case(Collective::AllReduce, 256, 2)]);
     let t = Timing {
         agg_iters: 3,
-        iters: Some(2),
+        iterations: Iterations::Fixed(2),
         per_iter: true,
         ..timing()
     };
@@ -415,7 +415,7 @@ fn a_graph_captures_the_timed_iterations_once_and_replays_them_g_times() {
     let p = plan(2, vec![case(Collective::AllGather, 512, 2)]);
     let t = Timing {
         cuda_graph: 5,
-        iters: Some(3),
+        iterations: Iterations::Fixed(3),
         agg_iters: 2,
         ..timing()
     };
@@ -472,7 +472,7 @@ fn adaptive_counts_fill_min_time_at_the_slowest_ranks_pace_within_the_bounds() {
     // one takes a tenth of 1 ms; 1 ms / 20 us = 50 iterations
     let p = plan(2, vec![case(Collective::AllReduce, 64, 2)]);
     let t = Timing {
-        iters: None,
+        iterations: Iterations::MinTime(Duration::from_millis(1)),
         ..timing()
     };
     let ran = sweep(2, &t, &p, per_rank_delay(&[10, 20]));
@@ -636,4 +636,24 @@ fn a_failed_operation_ends_the_sweep_on_every_rank_with_its_error() {
     // 6 operations a point (1 warm-up, 1 check, 4 timed): operation 20
     // (from 0) is in the fourth point; the three before it were recorded
     assert_eq!(ran[0].records.len(), 3);
+}
+
+#[test]
+fn the_precision_policy_stops_at_once_on_steady_times_and_records_the_slowest_ranks_median() {
+    // every operation takes 10 us on rank 0 and 30 us on rank 1 (virtual
+    // clock): each batch's median is exact, the interval has width 0; the
+    // row's time is the ranks' average (-a avg), its max the slowest's
+    let p = plan(2, vec![case(Collective::AllReduce, 1024, 2)]);
+    let t = Timing {
+        iterations: Iterations::Precision(super::precision::PrecisionGoal::default()),
+        ..timing()
+    };
+    let ran = sweep(2, &t, &p, per_rank_delay(&[10, 30]));
+    for r in &ran[0].records {
+        assert!(close(r.time_us, 20.0) && close(r.time_max_us, 30.0), "{r:?}");
+        assert_eq!(r.iter_policy, Some(IterPolicy::Precision));
+        assert_eq!(r.precision_pct, Some(0.0), "{r:?}");
+        // a point stops far before the 0.1 s cap: 30 us x iters < 0.1 s
+        assert!((r.iters as f64) * 30e-6 < 0.1, "{r:?}");
+    }
 }
