@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/setup.sh
 collbench_ensure_deps
+collbench_ensure_tmux
 collbench_mpirun_env
 
 echo "== NCCL library for the tests (PyPI's nvidia-nccl-cu12 wheel, cached in .cache/nccl)"

@@ -140,7 +140,8 @@ fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
         inputs: args.files.clone(),
         output: args.output.clone(),
         metric: args.metric,
-        by: args.by,
+        labels: args.label.clone(),
+        title: args.title.clone(),
         overwrite: args.overwrite,
     };
     let drawn = plot::plot(&options)?;

@@ -1,9 +1,15 @@
 //! Host buffers of a run-time element type: pattern fill, poisoning and
 //! element-exact comparison against expected values.
 //!
-//! Storage is a `Vec<u64>`, so every element type is aligned and a typed view
-//! is a safe `bytemuck` cast: no unsafe code. Backends use these buffers as
-//! their own memory (mpi) or as staging for device copies (nccl).
+//! Storage is a `Vec` of 4 KiB pages aligned to 4 KiB, so every buffer
+//! starts on a page boundary (as OSU's and IMB's do) and a typed view is a
+//! safe `bytemuck` cast: no unsafe code. Two buffers therefore never sit at
+//! a small offset from each other modulo the page size: a plain malloc'd
+//! pair does (16 bytes apart below glibc's mmap threshold), and a receive
+//! buffer a few bytes past its send buffer slows the reductions and copies
+//! of an MPI library several times over on x86 (4K aliasing; issue 13,
+//! docs/measurement.md). Backends use these buffers as their own memory
+//! (mpi) or as staging for device copies (nccl).
 
 use std::ops::Range;
 
@@ -164,12 +170,27 @@ fn part_len(len: usize, threads: usize) -> usize {
     len.div_ceil(threads).max(SERIAL_BELOW / 4)
 }
 
-/// A host buffer of `len` elements of `dtype`.
+/// Bytes of one page of a host buffer: buffers start on such a boundary.
+pub const PAGE_BYTES: usize = 4096;
+
+/// One page of storage; its alignment makes the `Vec`'s allocation
+/// page-aligned (the global allocator honours any alignment a type asks for).
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(4096))]
+struct Page([u8; PAGE_BYTES]);
+
+impl std::fmt::Debug for Page {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Page")
+    }
+}
+
+/// A host buffer of `len` elements of `dtype`, starting on a page boundary.
 #[derive(Debug)]
 pub struct HostBuffer {
     dtype: DType,
     len: usize,
-    words: Vec<u64>,
+    pages: Vec<Page>,
     /// Threads for `fill` and `count_mismatches` on large ranges: 1 unless
     /// the owner knows the cores are free (an MPI rank's peers on the same
     /// host busy-poll, so extra threads there only slow everyone down).
@@ -182,18 +203,20 @@ impl HostBuffer {
         let bytes = len
             .checked_mul(dtype.size_bytes())
             .ok_or_else(|| Error::Runtime(format!("a buffer of {len} {dtype} elements is too large")))?;
-        let nwords = bytes.div_ceil(8);
-        let mut words = Vec::new();
-        words.try_reserve_exact(nwords).map_err(|_| {
+        let npages = bytes.div_ceil(PAGE_BYTES);
+        let mut pages = Vec::new();
+        pages.try_reserve_exact(npages).map_err(|_| {
             Error::Runtime(format!(
                 "cannot allocate {bytes} bytes of host memory for a {dtype} buffer"
             ))
         })?;
-        words.resize(nwords, 0);
+        // Every page is written: untouched pages all map to the kernel's one
+        // zero page, which reads faster than memory would.
+        pages.resize(npages, bytemuck::Zeroable::zeroed());
         Ok(HostBuffer {
             dtype,
             len,
-            words,
+            pages,
             threads: 1,
         })
     }
@@ -212,7 +235,7 @@ impl HostBuffer {
     pub fn reshape(&mut self, dtype: DType, len: usize) -> Result<(), Error> {
         let fits = len
             .checked_mul(dtype.size_bytes())
-            .is_some_and(|bytes| bytes.div_ceil(8) <= self.words.len());
+            .is_some_and(|bytes| bytes.div_ceil(PAGE_BYTES) <= self.pages.len());
         if fits {
             self.dtype = dtype;
             self.len = len;
@@ -236,23 +259,28 @@ impl HostBuffer {
     }
 
     pub fn bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.words)[..self.len * self.dtype.size_bytes()]
+        &bytemuck::cast_slice(&self.pages)[..self.len * self.dtype.size_bytes()]
     }
 
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         let n = self.len * self.dtype.size_bytes();
-        &mut bytemuck::cast_slice_mut(&mut self.words)[..n]
+        &mut bytemuck::cast_slice_mut(&mut self.pages)[..n]
     }
 
     /// Typed view; `T` must be the buffer's element type.
     pub fn typed<T: Element>(&self) -> &[T] {
         debug_assert_eq!(size_of::<T>(), self.dtype.size_bytes());
-        &bytemuck::cast_slice(&self.words)[..self.len]
+        &bytemuck::cast_slice(&self.pages)[..self.len]
     }
 
     pub fn typed_mut<T: Element>(&mut self) -> &mut [T] {
         debug_assert_eq!(size_of::<T>(), self.dtype.size_bytes());
-        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+        &mut bytemuck::cast_slice_mut(&mut self.pages)[..self.len]
+    }
+
+    /// Where the buffer starts, as an address (for alignment checks).
+    pub fn address(&self) -> usize {
+        self.pages.as_ptr() as usize
     }
 
     /// Elements `range` take `value(i)` for `i` in `0..range.len()`. Large
@@ -278,7 +306,7 @@ impl HostBuffer {
     /// Every byte 0xFF: NaN for floating types, the all-ones integer for the
     /// others, a value no validation pattern produces.
     pub fn poison(&mut self) {
-        self.words.fill(u64::MAX);
+        self.bytes_mut().fill(0xff);
     }
 
     /// Number of elements in `range` that differ from `expected(i)`, `i`
@@ -410,12 +438,59 @@ mod tests {
     #[test]
     fn reshaping_reuses_memory_that_is_large_enough() {
         let mut b = HostBuffer::new(DType::Double, 4).unwrap();
+        let at = b.address();
         b.reshape(DType::Int8, 32).unwrap();
-        assert_eq!((b.dtype(), b.len(), b.words.len()), (DType::Int8, 32, 4));
+        assert_eq!(
+            (b.dtype(), b.len(), b.pages.len(), b.address()),
+            (DType::Int8, 32, 1, at)
+        );
+        b.reshape(DType::Float, 1024).unwrap();
+        assert_eq!((b.len(), b.pages.len(), b.address()), (1024, 1, at));
+        b.reshape(DType::Float, 1025).unwrap();
+        assert_eq!((b.len(), b.pages.len()), (1025, 2));
         b.reshape(DType::Float, 9).unwrap();
-        assert_eq!((b.len(), b.words.len()), (9, 5));
         b.fill(0..9, |i| i as u64);
         assert_eq!(b.count_mismatches(0..9, |i| i as u64), 0);
+    }
+
+    #[test]
+    fn every_buffer_starts_on_a_page_boundary_whatever_its_size_and_history() {
+        // Sizes on both sides of glibc's mmap threshold (128 KiB, which
+        // moves up after a large free), odd sizes, and growth by reshaping.
+        let mut kept = Vec::new();
+        for len in [1, 3, 4, 1000, 4097, 16 << 10, 100_000, 1 << 20, (4 << 20) + 5] {
+            for dtype in [DType::Int8, DType::Half, DType::Float, DType::Double] {
+                let b = HostBuffer::new(dtype, len).unwrap();
+                assert_eq!(b.address() % PAGE_BYTES, 0, "{dtype} x {len}");
+                assert_eq!(b.bytes().as_ptr() as usize, b.address());
+                kept.push(b);
+            }
+        }
+        // a pair allocated one after the other (send, then receive) never
+        // sits at a small offset from each other modulo the page size
+        for pair in kept.windows(2) {
+            assert_eq!(pair[1].address().abs_diff(pair[0].address()) % PAGE_BYTES, 0);
+        }
+        let mut b = HostBuffer::new(DType::Float, 0).unwrap();
+        for len in [1usize, 64, 1 << 10, 1 << 15, 1 << 18, 1 << 21, 16, 1 << 22] {
+            b.reshape(DType::Float, len).unwrap();
+            assert_eq!(b.address() % PAGE_BYTES, 0, "reshaped to {len}");
+        }
+    }
+
+    #[test]
+    fn poisoning_stops_at_the_buffer_end_and_a_reshaped_buffer_poisons_what_it_holds() {
+        let mut b = HostBuffer::new(DType::Int32, 2000).unwrap();
+        b.fill(0..2000, |_| 7);
+        b.reshape(DType::Int32, 10).unwrap();
+        b.poison();
+        assert_eq!(b.count_mismatches(0..10, |_| 7), 10);
+        b.reshape(DType::Int32, 20).unwrap();
+        assert_eq!(
+            b.count_mismatches(10..20, |_| 7),
+            0,
+            "bytes past the old end are untouched"
+        );
     }
 
     #[test]

@@ -96,9 +96,15 @@ Exit codes: 0 no regression, 2 unreadable or incompatible input (or a method cha
     Compare(CompareArgs),
 
     /// Plot a metric against size from one or more CSV reports (SVG or PNG)
-    #[command(after_help = "Examples:\n  \
-collbench plot results/a.csv results/b.csv -o busbw.svg\n  \
-collbench plot results/sweep.csv --by hierarchy --metric time -o time.png")]
+    #[command(
+        after_help = "One line per series: rows are apart whenever their file, run, backend, \
+transport, hierarchy mode or rank count differ; the samples of one point (--cycles) are drawn as \
+their median with their range shaded. Lines are named by what differs between them, led by the \
+run's label (run --label, or plot --label per file).\n\n\
+Examples:\n  \
+collbench plot results/a.csv results/b.csv --label before --label after -o busbw.svg\n  \
+collbench plot results/sweep.csv --metric time --title 'all_reduce modes' -o time.png"
+    )]
     #[command(args_override_self = true)]
     Plot(PlotArgs),
 
@@ -200,7 +206,7 @@ pub struct SuiteArgs {
     #[arg(long, overrides_with = "progress")]
     pub no_progress: bool,
 
-    /// Draw the progress bar even when stderr is not a terminal
+    /// Show progress even when stderr is not a terminal: plain lines (every tenth of the points, at least every 30 s) where a bar cannot be drawn
     #[arg(long, overrides_with = "no_progress")]
     pub progress: bool,
 }
@@ -279,9 +285,17 @@ pub struct PlotArgs {
     #[arg(long, value_name = "METRIC", default_value = "busbw", ignore_case = true)]
     pub metric: Metric,
 
-    /// One line per run, per hierarchy mode or per transport
-    #[arg(long, value_name = "SERIES", default_value = "run", ignore_case = true)]
-    pub by: SeriesBy,
+    /// Legend name of each CSV file, in the files' order (one per file) [default: the run's `label` column, else what tells the series apart]
+    #[arg(long, value_name = "NAME", action = clap::ArgAction::Append, value_parser = one_line_text)]
+    pub label: Vec<String>,
+
+    /// The picture's title [default: the metric against message size]
+    #[arg(long, value_name = "TEXT", value_parser = one_line_text)]
+    pub title: Option<String>,
+
+    /// Accepted for old command lines; lines are always split by run, backend, transport, hierarchy and rank count
+    #[arg(long, value_name = "SERIES", ignore_case = true)]
+    pub by: Option<SeriesBy>,
 
     /// Replace the output file if it exists
     #[arg(long)]
@@ -351,13 +365,21 @@ pub struct RunArgs {
     #[arg(short = 'i', long, value_name = "SIZE", help_heading = "Sizes")]
     pub stepbytes: Option<Size>,
 
-    /// Timed iterations per point, exactly N as nccl-tests [default: adapt to --min-time]
+    /// Timed iterations per point, exactly N as nccl-tests [default: until --precision is reached]
     #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Measurement")]
     pub iters: Option<u32>,
 
-    /// Without -n: time each point for about SECS (5 to 10000 iterations)
+    /// Without -n: time each point until the 95% confidence interval of its median batch time is within +-PCT%, or --max-time
+    #[arg(long, value_name = "PCT", default_value = "5", value_parser = precision_percent, help_heading = "Measurement")]
+    pub precision: f64,
+
+    /// The precision policy's cap: a point's timed batches stop after SECS, precise or not (at least 6 batches)
     #[arg(long, value_name = "SECS", default_value = "0.1", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
-    pub min_time: f64,
+    pub max_time: f64,
+
+    /// Without -n: time each point for about SECS (5 to 10000 iterations) instead of the precision policy
+    #[arg(long, value_name = "SECS", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
+    pub min_time: Option<f64>,
 
     /// Time every iteration: p50, p99, CV and the slowest rank per point, and a straggler verdict
     #[arg(short = 'I', long, help_heading = "Measurement")]
@@ -367,8 +389,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
     pub straggler_threshold: f64,
 
-    /// Keep each point's buffers in place instead of rotating through the largest size's allocation
-    #[arg(long, help_heading = "Measurement")]
+    /// Rotate each point's operations through buffers of the largest size (cold caches) instead of reusing one buffer
+    #[arg(long, overrides_with = "no_rotate", help_heading = "Measurement")]
+    pub rotate: bool,
+
+    /// Reuse one buffer, as nccl-tests, OSU and IMB do (the default; kept for older scripts)
+    #[arg(long, overrides_with = "rotate", help_heading = "Measurement")]
     pub no_rotate: bool,
 
     /// Operations per timed iteration, issued as one NCCL group (nccl-tests' -m; nccl backend)
@@ -429,10 +455,11 @@ pub struct RunArgs {
           help_heading = "Measurement")]
     pub blocking: Switch,
 
-    /// Repeat the whole sweep N times; 0 repeats until stopped (SIGINT/SIGTERM)
+    /// Samples of every point: the whole sweep runs N times, interleaved (nccl-tests' -N/--cycles); 0 repeats until stopped
     #[arg(
         short = 'N',
-        long,
+        long = "repeat",
+        visible_alias = "cycles",
         alias = "run_cycles",
         value_name = "N",
         default_value = "1",
@@ -530,7 +557,7 @@ pub struct RunArgs {
     #[arg(long, overrides_with = "progress", help_heading = OUTPUT)]
     pub no_progress: bool,
 
-    /// Draw the progress bar even when stderr is not a terminal (as under mpirun)
+    /// Show progress even where a bar cannot be drawn (stderr not a terminal, or under mpirun/srun): plain lines on stderr, one per tenth of the points and at least every 30 s, with points done, elapsed and time left
     #[arg(long, overrides_with = "no_progress", help_heading = OUTPUT)]
     pub progress: bool,
 
@@ -542,7 +569,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Test-only: corrupt one received element on the last rank after each check
+    /// Test-only: after each check, every rank with an output corrupts its first received element
     #[arg(long, hide = true)]
     pub inject_error: bool,
 
@@ -609,6 +636,11 @@ fn seconds_up_to_an_hour(text: &str) -> Result<f64, String> {
 /// A positive percentage (`--straggler-threshold`).
 fn percent(text: &str) -> Result<f64, String> {
     positive_number(text, 1e6)
+}
+
+/// A precision target: above 0, at most 100 percent.
+fn precision_percent(text: &str) -> Result<f64, String> {
+    positive_number(text, 100.0)
 }
 
 fn positive_number(text: &str, max: f64) -> Result<f64, String> {

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use crate::backend::StartConfig;
 use crate::cli::{self, RunArgs, TransportArg};
 use crate::engine::Timing;
+use crate::engine::policy::{DEFAULT_MIN_TIME, Iterations};
+use crate::engine::precision::PrecisionGoal;
 use crate::error::Error;
 use crate::plan::{PlanConfig, SizeSweep, Step};
 use crate::report::OutputConfig;
@@ -141,13 +143,29 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
     })
 }
 
+/// `-n` wins over `--min-time`, which wins over the precision policy; a
+/// CUDA graph (`-G`) needs its iteration count before the timed region,
+/// so without `-n` it takes the min-time policy (`engine::policy`).
+fn iterations(a: &RunArgs) -> Iterations {
+    let seconds = std::time::Duration::from_secs_f64;
+    match (a.iters, a.min_time) {
+        (Some(n), _) => Iterations::Fixed(n),
+        (None, Some(t)) => Iterations::MinTime(seconds(t)),
+        (None, None) if a.cuda_graph > 0 => Iterations::MinTime(DEFAULT_MIN_TIME),
+        (None, None) => Iterations::Precision(PrecisionGoal {
+            target_pct: a.precision,
+            cap: seconds(a.max_time),
+        }),
+    }
+}
+
 fn timing(a: &RunArgs) -> Timing {
     Timing {
-        iters: a.iters,
-        min_time: std::time::Duration::from_secs_f64(a.min_time),
+        iterations: iterations(a),
         per_iter: a.per_iter,
         straggler_threshold_pct: a.straggler_threshold,
-        rotate: !a.no_rotate,
+        // --no-rotate and --rotate override each other: the last one wins
+        rotate: a.rotate,
         warmup: a.warmup,
         check: a.check,
         average: a.average,
@@ -323,6 +341,28 @@ mod tests {
     }
 
     #[test]
+    fn the_iteration_policy_is_n_then_min_time_then_precision() {
+        let policy = |args: &[&str]| config(args).unwrap().timing.iterations;
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(policy(&["-n", "7", "--min-time", "0.5"]), Iterations::Fixed(7));
+        assert_eq!(policy(&["--min-time", "0.5"]), Iterations::MinTime(ms(500)));
+        assert_eq!(
+            policy(&["--precision", "0.5", "--max-time", "2"]),
+            Iterations::Precision(PrecisionGoal {
+                target_pct: 0.5,
+                cap: ms(2000)
+            })
+        );
+        // a graph needs its count before the timed region
+        assert_eq!(policy(&["-G", "3"]), Iterations::MinTime(DEFAULT_MIN_TIME));
+        assert_eq!(policy(&["-G", "3", "-n", "4"]), Iterations::Fixed(4));
+        for (bad, option) in [("0", "--precision"), ("101", "--precision"), ("-1", "--max-time")] {
+            let e = usage(config(&[option, bad]));
+            assert!(e.contains(option), "{e}");
+        }
+    }
+
+    #[test]
     fn defaults_are_a_float_sum_sweep_of_every_collective() {
         let c = config(&[]).unwrap();
         assert_eq!(
@@ -334,9 +374,9 @@ mod tests {
             }
         );
         let t = &c.timing;
-        assert_eq!((t.iters, t.warmup, t.check), (None, 5, 1));
-        assert_eq!(t.min_time, std::time::Duration::from_millis(100));
-        assert!(t.rotate && !t.per_iter && !t.blocking);
+        assert_eq!((t.warmup, t.check), (5, 1));
+        assert_eq!(t.iterations, Iterations::Precision(PrecisionGoal::default()));
+        assert!(!t.rotate && !t.per_iter && !t.blocking);
         assert_eq!(t.straggler_threshold_pct, 10.0);
         assert_eq!(t.average, Average::Avg);
         assert_eq!(t.timeout, Some(std::time::Duration::from_secs(600)));

@@ -12,6 +12,7 @@ pub mod app;
 pub mod backend;
 pub mod buffer;
 pub mod cli;
+pub mod clock;
 pub mod collective;
 pub mod config;
 pub mod engine;

@@ -13,7 +13,7 @@
 use crate::collective::{Collective, Shape};
 use crate::error::Error;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{Choice, DType, Named, ReduceOp, RootChoice, human_bytes};
+use crate::types::{Choice, DType, Named, Placement, ReduceOp, RootChoice, human_bytes};
 
 /// Most sizes one sweep may have; beyond it the step is surely a mistake.
 pub const MAX_SIZES: usize = 4096;
@@ -183,9 +183,9 @@ impl Plan {
     }
 }
 
-/// What a backend can run, as the plan needs to know it: a plain value the
-/// backend module fills in (`backend::capabilities`), so that the plan
-/// knows nothing of the `Backend` trait.
+/// What a backend can run, as the plan and the engine need to know it: a
+/// plain value each backend fills in (`Backend::capabilities`), so that the
+/// plan knows nothing of the `Backend` trait.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Capabilities {
     /// The backend's name, for messages.
@@ -200,6 +200,10 @@ pub struct Capabilities {
     pub refused_hierarchies: Vec<(Hierarchy, String)>,
     /// Why the run's launch extras (`-m`, `-G`, `-R`) cannot run here.
     pub refused_extras: Option<String>,
+    /// Collective and placement whose output this backend leaves undefined,
+    /// so that it is not checked (nccl's in-place alltoall and sendrecv:
+    /// their rows have an empty `wrong`, as nccl-tests reports none).
+    pub unchecked: Vec<(Collective, Placement)>,
 }
 
 impl Capabilities {
@@ -220,6 +224,12 @@ impl Capabilities {
 
     pub fn check_hierarchy(&self, mode: Hierarchy) -> Result<(), String> {
         Capabilities::refusal(&self.refused_hierarchies, mode)
+    }
+
+    /// Whether the output of `collective` in `placement` is defined, so
+    /// checked.
+    pub fn validates(&self, collective: Collective, placement: Placement) -> bool {
+        !self.unchecked.contains(&(collective, placement))
     }
 }
 

@@ -384,15 +384,20 @@ pub enum BackendKind {
     Mpi,
     /// GPU buffers, libnccl loaded at run time.
     Nccl,
+    /// Host buffers, collectives computed across the threads of one
+    /// process: the engine's test backend (`backend::memory`), which no
+    /// `--backend` value chooses.
+    Memory,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 2] = [BackendKind::Mpi, BackendKind::Nccl];
+    pub const ALL: [BackendKind; 3] = [BackendKind::Mpi, BackendKind::Nccl, BackendKind::Memory];
 
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Mpi => "mpi",
             BackendKind::Nccl => "nccl",
+            BackendKind::Memory => "memory",
         }
     }
 

@@ -32,6 +32,33 @@ collbench_libclang_from_pip() {
     collbench_note "using libclang from PyPI: LIBCLANG_PATH=$dir"
 }
 
+# apt-get is used only as root on Debian/Ubuntu.
+collbench_can_apt() {
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
+}
+
+collbench_apt_install() {
+    collbench_note "installing $*"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# tmux, for the tests that run collbench in a real terminal of a known
+# width (tests/it/ux.rs). Installed as root where missing; then the tests
+# are required (COLLBENCH_REQUIRE_TMUX=1), otherwise they are skipped
+# with a note.
+collbench_ensure_tmux() {
+    if ! command -v tmux >/dev/null 2>&1 && collbench_can_apt; then
+        collbench_apt_install tmux
+    fi
+    if command -v tmux >/dev/null 2>&1; then
+        export COLLBENCH_REQUIRE_TMUX=1
+    else
+        collbench_note "tmux not found: the terminal tests (tests/it/ux.rs) will be skipped"
+    fi
+}
+
 collbench_ensure_deps() {
     local missing=()
     command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
@@ -41,11 +68,8 @@ collbench_ensure_deps() {
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 
     if [ ${#missing[@]} -gt 0 ]; then
-        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-            collbench_note "installing ${missing[*]}"
-            export DEBIAN_FRONTEND=noninteractive
-            apt-get update -qq >/dev/null
-            apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+        if collbench_can_apt; then
+            collbench_apt_install "${missing[@]}"
         else
             local only_libclang=1 p
             for p in "${missing[@]}"; do [ "$p" = libclang-dev ] || only_libclang=0; done

@@ -3,9 +3,18 @@
 //!
 //! The engine drives a backend through `prepare` (buffers for a point),
 //! `load_input` (this rank's pattern in, output poisoned), `launch` (enqueue
-//! one operation), `wait` (all enqueued operations complete) and `output`
-//! (the output region, as host memory, for checking).
+//! operations), `wait` (all enqueued operations complete) and `output`
+//! (the output region, as host memory, for checking). What only some
+//! backends have (a GPU, CUDA graphs, device timing marks, phase times,
+//! profiler ranges, transport observation) is an extension trait that the
+//! backend hands out, or not (`Backend::graphs` and the others).
+//!
+//! Backends: `mpi` (host buffers, MPI's collectives), `nccl` (GPU buffers,
+//! libnccl loaded at run time), and `memory` (host buffers, collectives
+//! computed across the threads of one process, with injectable delays and
+//! faults: the engine's tests run on it without mpirun).
 
+pub mod memory;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 #[cfg(feature = "nccl")]
@@ -129,50 +138,33 @@ pub struct Call {
     pub at: Layout,
 }
 
+/// Which backend this is, for the reports: the CSV's `backend` and
+/// `backend_version`, and the header's notes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Identity {
+    pub kind: BackendKind,
+    /// Library and version ("NCCL 2.21.5", "Open MPI v4.1.6").
+    pub version: String,
+    /// One line each: what the backend did differently from what was
+    /// asked, or on top of it.
+    pub notes: Vec<String>,
+}
+
+/// A data plane: buffers and one collective call at a time. Everything
+/// here every backend does; what only some do is an extension (`gpu`,
+/// `transport`, `graphs`, `iteration_marks`, `phase_times`, `profiler`),
+/// `None` where a backend has none, so no call can reach a backend that
+/// cannot answer it. The plan never sees this trait, only the plain
+/// `Capabilities` value it returns.
 pub trait Backend {
-    /// Which backend this is: the CSV's `backend` column.
-    fn kind(&self) -> BackendKind;
+    /// Which backend this is, its version and its notes for the header.
+    fn identity(&self) -> Identity;
 
-    /// `mpi`, `nccl`, for messages.
-    fn name(&self) -> &'static str {
-        self.kind().name()
-    }
-
-    /// Library and version, for the header and `backend_version`.
-    fn version(&self) -> String;
-
-    /// Why `dtype` cannot run here, if it cannot.
-    fn check_dtype(&self, dtype: DType) -> Result<(), String>;
-
-    /// Why `op` cannot run here, if it cannot.
-    fn check_op(&self, op: ReduceOp) -> Result<(), String>;
-
-    /// Why this backend cannot organise an all-reduce as `mode`, if it
-    /// cannot.
-    fn check_hierarchy(&self, _mode: Hierarchy) -> Result<(), String> {
-        Ok(())
-    }
-
-    /// Why this backend cannot run `extras`, if it cannot. By default
-    /// every extra is refused (a backend without NCCL has none of them).
-    fn check_extras(&self, extras: &LaunchExtras) -> Result<(), String> {
-        extras.refuse_all(self.name())
-    }
-
-    /// Notes for the run header (one line each): what the backend did
-    /// differently from what was asked, or on top of it.
-    fn notes(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Largest element count of one buffer this backend can pass in a call.
-    fn max_elements(&self) -> usize;
-
-    /// Device memory the plan needs beyond its two buffers per rank (the
-    /// padded scratch buffer of NCCL's rs-ar-ag), for fitting the plan.
-    fn scratch_bytes(&self, _plan: &Plan) -> u64 {
-        0
-    }
+    /// What this backend can run, for the plan and the engine: every
+    /// type, operation and all-reduce organisation it refuses and why, its
+    /// verdict on the run's launch extras, its buffer limit, and the
+    /// outputs it leaves undefined.
+    fn capabilities(&self, extras: &LaunchExtras) -> Capabilities;
 
     /// Called once before the sweep with the whole plan: a device backend
     /// allocates buffers large enough for every case (it must not allocate
@@ -181,21 +173,8 @@ pub trait Backend {
     /// otherwise every operation works at the start of its buffers.
     fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error>;
 
-    /// Device memory free for buffers, where the backend has a device: the
-    /// plan is fitted to it before `reserve`.
-    fn device_free_bytes(&self) -> Option<u64> {
-        None
-    }
-
     /// Makes buffers ready for `call` (both placements).
     fn prepare(&mut self, call: &Call) -> Result<(), Error>;
-
-    /// Marks the start of one measured point (warm-up, check and timing of
-    /// one case in one placement) for profilers, as `label`.
-    fn point_begin(&mut self, _label: &str) {}
-
-    /// Marks the end of the point `point_begin` started.
-    fn point_end(&mut self) {}
 
     /// Poisons the output region, then writes element `i` of this rank's
     /// input as `value(i)` where `placement` puts the input.
@@ -206,56 +185,14 @@ pub trait Backend {
         value: &(dyn Fn(usize) -> u64 + Sync),
     ) -> Result<(), Error>;
 
-    /// Enqueues (or, for a synchronous library, runs) one operation.
-    /// `iter` numbers the operations of a point; with buffer rotation, it
-    /// picks the offset the operation works at (see `rotation_offset`).
-    /// Checks run at `iter` 0, where the loaded input is.
-    fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error>;
-
-    /// Enqueues `ops` operations as one group (`-m`, NCCL's
-    /// ncclGroupStart/End); operation `a` works where operation
-    /// `first_iter + a` would. Only where `check_extras` allowed it.
-    fn launch_group(&mut self, _call: &Call, _placement: Placement, _first_iter: u64, _ops: u32) -> Result<(), Error> {
-        Err(Error::runtime(format!(
-            "internal error: the {} backend cannot group operations",
-            self.name()
-        )))
-    }
-
-    /// Starts capturing launches into a CUDA graph (`-G`) instead of
-    /// running them. Only where `check_extras` allowed it.
-    fn begin_capture(&mut self) -> Result<(), Error> {
-        Err(Error::runtime(format!(
-            "internal error: the {} backend cannot capture a CUDA graph",
-            self.name()
-        )))
-    }
-
-    /// Ends the capture `begin_capture` started and makes the graph ready
-    /// to replay. Called after every `begin_capture`, even when a launch
-    /// in between failed.
-    fn end_capture(&mut self) -> Result<(), Error> {
-        Err(Error::runtime(format!(
-            "internal error: the {} backend cannot capture a CUDA graph",
-            self.name()
-        )))
-    }
-
-    /// Launches the captured graph `times` times, back to back.
-    fn replay(&mut self, _times: u32) -> Result<(), Error> {
-        Err(Error::runtime(format!(
-            "internal error: the {} backend cannot replay a CUDA graph",
-            self.name()
-        )))
-    }
-
-    /// Called before a point's timed iterations with the number of
-    /// operations they launch: a backend that keeps something per
-    /// operation (CUDA events between phases) makes room for it here,
-    /// outside the timed loop.
-    fn before_timed(&mut self, _ops: u64) -> Result<(), Error> {
-        Ok(())
-    }
+    /// Enqueues (or, for a synchronous library, runs) `ops` operations;
+    /// operation `a` works where operation `first_iter + a` of the point
+    /// does (with buffer rotation, `iter` picks the offset: see
+    /// `rotation_offset`). `ops` is above 1 only with `-m`, which the
+    /// NCCL backend issues as one group (ncclGroupStart/End); a backend
+    /// without groups runs them one after another. Checks run one
+    /// operation at `first_iter` 0, where the loaded input is.
+    fn launch(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error>;
 
     /// Returns when every launched operation has completed on this rank.
     fn wait(&mut self) -> Result<(), Error>;
@@ -263,73 +200,122 @@ pub trait Backend {
     /// This rank's output region in host memory (after `wait`).
     fn output(&mut self, call: &Call, placement: Placement) -> Result<(&mut HostBuffer, Range<usize>), Error>;
 
-    /// Seconds spent in each phase (intra, inter, intra) of the
-    /// hierarchical operations launched since the last call, summed; `None`
-    /// when phases are not timed. Resets the sums. Called after `wait`.
-    fn take_phase_times(&mut self) -> Result<Option<[f64; 3]>, Error> {
-        Ok(None)
+    /// The GPU this rank drives, on a device backend.
+    fn gpu(&self) -> Option<&dyn Gpu> {
+        None
     }
 
-    /// Whether the output of `call` in `placement` is defined, so checked.
-    /// nccl's in-place alltoall and sendrecv are not (calls.rs says why);
-    /// their rows then have an empty `wrong`, as nccl-tests reports none.
-    fn validates(&self, _call: &Call, _placement: Placement) -> bool {
-        true
+    /// How this backend reports the transport it uses, where it can.
+    fn transport(&self) -> Option<&dyn TransportObserver> {
+        None
     }
 
-    /// Whether the backend times each iteration itself (`-I`), as an
-    /// asynchronous library must (CUDA events). Otherwise the engine reads
-    /// the host clock after each launch, which is right for a library whose
-    /// launch returns when the operation is done.
-    fn marks_iterations(&self) -> bool {
-        false
+    /// CUDA graph capture and replay (`-G`).
+    fn graphs(&mut self) -> Option<&mut dyn Graphs> {
+        None
     }
 
-    /// Before the barrier that starts `iters` timed launches (when
-    /// `marks_iterations`): makes the `iters + 1` marks, records none.
-    fn start_marks(&mut self, _iters: u32) -> Result<(), Error> {
-        Ok(())
+    /// Per-iteration timing marks on the device (`-I` on an asynchronous
+    /// library, whose launches return before the work is done). Without
+    /// them the engine reads the host clock after each launch, which is
+    /// right for a library whose launch returns when the operation is done.
+    fn iteration_marks(&mut self) -> Option<&mut dyn IterationMarks> {
+        None
     }
 
-    /// Records mark `i`: 0 after the barrier, before the first launch;
-    /// `i` after the launch of timed iteration `i - 1`.
-    fn mark_iteration(&mut self, _i: u32) -> Result<(), Error> {
-        Ok(())
+    /// Times of the phases of hierarchical operations (`--phase-times`),
+    /// where this run asked for them.
+    fn phase_times(&mut self) -> Option<&mut dyn PhaseTimes> {
+        None
     }
 
-    /// Each marked iteration's time in seconds (after `wait`).
-    fn marked_times(&mut self) -> Result<Vec<f64>, Error> {
-        Ok(Vec::new())
-    }
-
-    /// The transport this rank's communicator uses, and whether it
-    /// contradicts the requested profile (the caller fails the run then).
-    /// Called on every rank once the backend is set up, before the sweep.
-    fn observe_transport(&self, _query: &TransportQuery) -> Observed {
-        Observed::unknown(format!("the {} backend does not report its transport", self.name()))
-    }
-
-    /// The model of the GPU this rank runs on, when it runs on one.
-    fn gpu_model(&self) -> Option<String> {
+    /// Ranges around each measured point for a profiler's timeline, where a
+    /// profiler is attached.
+    fn profiler(&mut self) -> Option<&mut dyn ProfilerRanges> {
         None
     }
 }
 
-/// What `backend` can run, for the plan: every type, operation and
-/// all-reduce organisation it refuses and why, and its verdict on the
-/// run's launch extras.
-pub fn capabilities(backend: &dyn Backend, extras: &LaunchExtras) -> Capabilities {
-    Capabilities {
-        backend: backend.name(),
-        max_elements: backend.max_elements(),
-        refused_dtypes: refusals(&DType::ALL, |t| backend.check_dtype(t)),
-        refused_ops: refusals(&ReduceOp::ALL, |op| backend.check_op(op)),
-        refused_hierarchies: refusals(&Hierarchy::ALL, |h| backend.check_hierarchy(h)),
-        refused_extras: backend.check_extras(extras).err(),
-    }
+/// The GPU of a device backend: what the plan is fitted to, and what the
+/// header names.
+pub trait Gpu {
+    /// The model of the GPU this rank runs on.
+    fn gpu_model(&self) -> String;
+
+    /// Device memory free for buffers (when the driver says): the plan is
+    /// fitted to it before `reserve`.
+    fn free_bytes(&self) -> Option<u64>;
+
+    /// Device memory the plan needs beyond its two buffers per rank (the
+    /// padded scratch buffer of NCCL's rs-ar-ag), for fitting the plan.
+    fn scratch_bytes(&self, plan: &Plan) -> u64;
 }
 
-fn refusals<T: Copy>(all: &[T], check: impl Fn(T) -> Result<(), String>) -> Vec<(T, String)> {
+/// A backend that can tell which transport its communicator uses.
+pub trait TransportObserver {
+    /// The transport this rank's communicator uses, and whether it
+    /// contradicts the requested profile (the caller fails the run then).
+    /// Called on every rank once the backend is set up, before the sweep.
+    fn observe_transport(&self, query: &TransportQuery) -> Observed;
+}
+
+/// CUDA graphs (`-G`): the timed iterations are captured once, then
+/// replayed.
+pub trait Graphs {
+    /// Starts capturing launches into a graph instead of running them.
+    fn begin_capture(&mut self) -> Result<(), Error>;
+
+    /// Ends the capture `begin_capture` started and makes the graph ready
+    /// to replay. Called after every `begin_capture`, even when a launch
+    /// in between failed.
+    fn end_capture(&mut self) -> Result<(), Error>;
+
+    /// Launches the captured graph `times` times, back to back.
+    fn replay(&mut self, times: u32) -> Result<(), Error>;
+}
+
+/// Marks between timed iterations, recorded where the work runs (CUDA
+/// events on the stream), for `-I`.
+pub trait IterationMarks {
+    /// Before the barrier that starts `iters` timed launches: makes the
+    /// `iters + 1` marks, records none.
+    fn start_marks(&mut self, iters: u32) -> Result<(), Error>;
+
+    /// Records mark `i`: 0 after the barrier, before the first launch;
+    /// `i` after the launch of timed iteration `i - 1`.
+    fn mark_iteration(&mut self, i: u32) -> Result<(), Error>;
+
+    /// Each marked iteration's time in seconds (after `wait`).
+    fn marked_times(&mut self) -> Result<Vec<f64>, Error>;
+}
+
+/// Times of the three phases (intra, inter, intra) of hierarchical
+/// operations (`--phase-times`).
+pub trait PhaseTimes {
+    /// Before a point's timed iterations, with the number of operations
+    /// they launch: forgets what was timed so far (warm-up, check,
+    /// calibration) and makes room for `ops` operations outside the timed
+    /// loop.
+    fn begin_phases(&mut self, ops: u64) -> Result<(), Error>;
+
+    /// Seconds spent in each phase by the hierarchical operations launched
+    /// since `begin_phases`, summed (zeros when none ran). Called after
+    /// `wait`.
+    fn take_phase_times(&mut self) -> Result<[f64; 3], Error>;
+}
+
+/// Named ranges on a profiler's timeline (NVTX under Nsight Systems).
+pub trait ProfilerRanges {
+    /// Opens a range named `label` around one measured point.
+    fn range_push(&mut self, label: &str);
+
+    /// Closes the range `range_push` opened.
+    fn range_pop(&mut self);
+}
+
+/// Each value of `all` that `check` refuses, with why: a backend's
+/// refusals for its `Capabilities`.
+pub fn refusals<T: Copy>(all: &[T], check: impl Fn(T) -> Result<(), String>) -> Vec<(T, String)> {
     all.iter().filter_map(|&v| check(v).err().map(|why| (v, why))).collect()
 }
 

@@ -8,8 +8,10 @@
 //! is timed alone with a barrier before it (OSU's method). Nothing in the
 //! timed region allocates, prints or checks.
 //!
-//! Without `-n`, each point's iteration count adapts to `--min-time`
-//! (`adaptive`). With `-I`, every iteration is timed too (`stats`).
+//! How many iterations a point gets is the run's policy (`policy`): `-n`,
+//! `--min-time` (`adaptive`) or, by default, batches until the median is
+//! precise enough (`precision`). With `-I`, every iteration is timed too
+//! (`stats`).
 //!
 //! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
 //! one group; with `-G N`, the timed iterations are captured once in a CUDA
@@ -19,23 +21,27 @@
 
 pub mod adaptive;
 pub mod digest;
+pub mod policy;
+pub mod precision;
 pub mod stats;
 pub mod stop;
 pub mod watchdog;
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use serde::{Serialize, Serializer};
 
-use crate::backend::{Backend, Call, LaunchExtras};
+use crate::backend::{Backend, Call, Graphs, IterationMarks, LaunchExtras};
+use crate::clock::Clock;
 use crate::collective::{Layout, Pattern};
 use crate::error::Error;
-use crate::plan::{Case, Plan};
+use crate::plan::{Capabilities, Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, IterPolicy, Placement, TimingMethod};
+use crate::types::{Average, BackendKind, Placement, TimingMethod};
 use crate::world::World;
 use adaptive::Calibrator;
+use policy::Iterations;
 use stop::StopRequest;
 use watchdog::Watchdog;
 
@@ -60,10 +66,9 @@ pub fn describe(case: &Case, placement: Placement) -> String {
 /// fields under these names).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Timing {
-    /// Timed iterations per point; `None` adapts to `min_time`.
-    pub iters: Option<u32>,
-    #[serde(rename = "min_time_s", serialize_with = "seconds")]
-    pub min_time: Duration,
+    /// How many timed iterations a point gets.
+    #[serde(flatten)]
+    pub iterations: Iterations,
     /// `-I`: time every iteration.
     pub per_iter: bool,
     /// A rank this many percent slower than the median is named.
@@ -99,10 +104,6 @@ impl Timing {
             register: self.register,
         }
     }
-}
-
-fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
 }
 
 fn optional_seconds<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -145,8 +146,12 @@ pub struct Summary {
 pub struct Engine<'a> {
     world: &'a dyn World,
     backend: &'a mut dyn Backend,
+    /// What the backend can run (which outputs it defines, its name).
+    caps: Capabilities,
     cfg: &'a Timing,
     ctx: &'a RunContext,
+    /// Where times are read: the host clock, or a test's virtual clock.
+    clock: Clock,
     /// Test hook: corrupt a received element after each check.
     inject_error: bool,
     watchdog: Option<&'a Watchdog>,
@@ -161,10 +166,12 @@ pub struct Engine<'a> {
 impl<'a> Engine<'a> {
     pub fn new(world: &'a dyn World, backend: &'a mut dyn Backend, timing: &'a Timing, ctx: &'a RunContext) -> Self {
         Engine {
+            caps: backend.capabilities(&timing.extras()),
             world,
             backend,
             cfg: timing,
             ctx,
+            clock: Clock::Host,
             inject_error: false,
             watchdog: None,
             stop: StopRequest::never(),
@@ -179,8 +186,8 @@ impl<'a> Engine<'a> {
         self
     }
 
-    /// Test hook: after each check, the last rank corrupts one received
-    /// element, so that validation must fail.
+    /// Test hook: after each check, every rank with an output corrupts its
+    /// first received element, so that validation must fail.
     pub fn with_injected_errors(mut self, inject: bool) -> Self {
         self.inject_error = inject;
         self
@@ -192,6 +199,13 @@ impl<'a> Engine<'a> {
         self
     }
 
+    /// Times are read from `clock` (a test's virtual clock) instead of the
+    /// host's.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Measures every point of `plan`, `--cycles` times. On rank 0,
     /// `on_record` receives each record as soon as it is measured; an error
     /// from it, or from the backend on any rank, ends the sweep on that rank.
@@ -200,6 +214,11 @@ impl<'a> Engine<'a> {
         plan: &Plan,
         mut on_record: impl FnMut(&Record) -> Result<(), Error>,
     ) -> Result<Summary, Error> {
+        // -G needs the backend's graphs: refused before any point, on
+        // every rank alike (the plan's capabilities normally refuse first).
+        if self.cfg.cuda_graph > 0 {
+            self.graphs()?;
+        }
         let mut summary = Summary::default();
         let forever = self.cfg.cycles == 0;
         'cycles: for cycle in 1.. {
@@ -252,16 +271,26 @@ impl<'a> Engine<'a> {
                 self.backend.prepare(&call)?;
             }
             // For profilers' timelines (NVTX on the nccl backend).
-            self.backend.point_begin(&what);
+            if let Some(profiler) = self.backend.profiler() {
+                profiler.range_push(&what);
+            }
             let measured = self.measure(&call, placement);
-            self.backend.point_end();
-            let (wrong, iters, timed) = measured?;
+            if let Some(profiler) = self.backend.profiler() {
+                profiler.range_pop();
+            }
+            let Measured {
+                wrong,
+                iters,
+                timed,
+                precision,
+                phase_sums,
+            } = measured?;
             let times = self.world.gather_f64(timed.per_op_s);
             let per_iter = match timed.samples {
                 Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
                 None => None,
             };
-            let phases = self.phase_times(&call, iters)?;
+            let phases = self.phase_times(&call, iters, phase_sums)?;
 
             summary.points += 1;
             if let Some(w) = wrong {
@@ -271,6 +300,7 @@ impl<'a> Engine<'a> {
             }
             if let Some(times) = times {
                 let mut record = self.record(case, placement, iters, &times, wrong, phases);
+                record.precision_pct = precision.map(|p| p * 100.0);
                 record.cycle = Some(cycle);
                 record.samples = Some(self.cfg.cycles);
                 if let Some(samples) = per_iter.flatten() {
@@ -288,51 +318,82 @@ impl<'a> Engine<'a> {
     }
 
     /// Warm-up, check and timing of one point: wrong elements, the timed
-    /// iteration count, and this rank's times.
-    fn measure(&mut self, call: &Call, placement: Placement) -> Result<(Option<u64>, u32, Timed), Error> {
+    /// iteration count, this rank's times and, under the precision policy,
+    /// the precision reached (the same on every rank).
+    fn measure(&mut self, call: &Call, placement: Placement) -> Result<Measured, Error> {
         // Operations are numbered through warm-up, calibration and timing,
         // so buffer rotation keeps moving.
         let mut iter = 0u64;
         for _ in 0..self.cfg.warmup {
-            self.backend.launch(call, placement, iter)?;
+            self.backend.launch(call, placement, iter, 1)?;
             iter += 1;
         }
         self.backend.wait()?;
         let wrong = self.check(call, placement)?;
-        let iters = match self.cfg.iters {
-            Some(n) => n,
-            None => captured_iterations(self.calibrate(call, placement, &mut iter)?, self.cfg.cuda_graph),
+        let iters = match self.cfg.iterations {
+            Iterations::Fixed(n) => n,
+            Iterations::MinTime(budget) => {
+                captured_iterations(self.calibrate(call, placement, budget, &mut iter)?, self.cfg.cuda_graph)
+            }
+            Iterations::Precision(goal) => {
+                let batched = self.time_precisely(call, placement, goal, &mut iter)?;
+                return Ok(Measured {
+                    wrong,
+                    iters: batched.iters,
+                    timed: batched.timed,
+                    precision: batched.precision,
+                    phase_sums: batched.phase_sums,
+                });
+            }
         };
         // Phases of the warm-up, check and calibration are not reported.
-        self.backend.take_phase_times()?;
-        self.backend
-            .before_timed(u64::from(iters) * u64::from(self.cfg.agg_iters))?;
+        if let Some(phases) = self.backend.phase_times() {
+            phases.begin_phases(u64::from(iters) * u64::from(self.cfg.agg_iters))?;
+        }
         let timed = if self.cfg.cuda_graph > 0 {
             self.time_graph(call, placement, iters, &mut iter)?
         } else {
             self.time(call, placement, iters, &mut iter)?
         };
-        Ok((wrong, iters, timed))
+        Ok(Measured {
+            wrong,
+            iters,
+            timed,
+            precision: None,
+            phase_sums: None,
+        })
     }
 
     /// One timed iteration: one operation, or with `-m N` N operations in
     /// one group. `iter` numbers operations, so it moves by N.
     fn issue(&mut self, call: &Call, placement: Placement, iter: &mut u64) -> Result<(), Error> {
-        let agg = self.cfg.agg_iters;
-        if agg > 1 {
-            self.backend.launch_group(call, placement, *iter, agg)?;
-        } else {
-            self.backend.launch(call, placement, *iter)?;
-        }
+        let agg = self.cfg.agg_iters.max(1);
+        self.backend.launch(call, placement, *iter, agg)?;
         *iter += u64::from(agg);
         Ok(())
+    }
+
+    /// The backend's CUDA graphs, which `-G` needs.
+    fn graphs(&mut self) -> Result<&mut dyn Graphs, Error> {
+        let why = format!(
+            "-G/--cuda-graph {}: the {} backend has no CUDA graphs; drop -G",
+            self.cfg.cuda_graph, self.caps.backend
+        );
+        self.backend.graphs().ok_or_else(|| Error::usage(why))
+    }
+
+    /// The backend's device timing marks (only asked for where `time` saw
+    /// that it has them).
+    fn marks(&mut self) -> Result<&mut dyn IterationMarks, Error> {
+        let why = format!("-I: the {} backend has no device timing marks", self.caps.backend);
+        self.backend.iteration_marks().ok_or_else(|| Error::usage(why))
     }
 
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
     /// nccl-tests does). `None` when checking is off.
     fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<u64>, Error> {
-        if self.cfg.check == 0 || !self.backend.validates(call, placement) {
+        if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
             return Ok(None);
         }
         let spec = call.collective.spec();
@@ -341,7 +402,7 @@ impl<'a> Engine<'a> {
             let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, self.rep);
             let rank = call.at.rank;
             self.backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
-            self.backend.launch(call, placement, 0)?;
+            self.backend.launch(call, placement, 0, 1)?;
             self.backend.wait()?;
             let (out, range) = self.backend.output(call, placement)?;
             if self.inject_error && !range.is_empty() {
@@ -366,26 +427,26 @@ impl<'a> Engine<'a> {
     /// Timed iterations for `--min-time` when `-n` is not given: batches of
     /// 1, 2, 4, ... operations until one takes a tenth of the budget; every
     /// rank decides on the slowest rank's batch time, so all agree.
-    fn calibrate(&mut self, call: &Call, placement: Placement, iter: &mut u64) -> Result<u32, Error> {
-        let mut calibrator = Calibrator::new(self.cfg.min_time);
+    fn calibrate(&mut self, call: &Call, placement: Placement, budget: Duration, iter: &mut u64) -> Result<u32, Error> {
+        let mut calibrator = Calibrator::new(budget);
         while let Some(batch) = calibrator.next_batch() {
             let mut elapsed = 0.0;
             if self.cfg.blocking {
                 for _ in 0..batch {
                     self.world.barrier();
-                    let start = Instant::now();
+                    let start = self.clock.now();
                     self.issue(call, placement, iter)?;
                     self.backend.wait()?;
-                    elapsed += start.elapsed().as_secs_f64();
+                    elapsed += self.clock.seconds_since(start);
                 }
             } else {
                 self.world.barrier();
-                let start = Instant::now();
+                let start = self.clock.now();
                 for _ in 0..batch {
                     self.issue(call, placement, iter)?;
                 }
                 self.backend.wait()?;
-                elapsed = start.elapsed().as_secs_f64();
+                elapsed = self.clock.seconds_since(start);
             }
             // microseconds as an integer: the max reduction needs no float
             let slowest_us = self.world.max_u64((elapsed * 1e6).ceil() as u64);
@@ -402,15 +463,15 @@ impl<'a> Engine<'a> {
         let agg = self.cfg.agg_iters;
         let per_op = |iteration_s: f64| per_op_seconds(iteration_s, 1, agg, 0);
         let mut samples = per_iter.then(|| Vec::with_capacity(iters as usize));
-        let device_marks = per_iter && self.backend.marks_iterations();
+        let device_marks = per_iter && self.backend.iteration_marks().is_some();
         if self.cfg.blocking {
             let mut total = 0.0;
             for _ in 0..iters {
                 self.world.barrier();
-                let start = Instant::now();
+                let start = self.clock.now();
                 self.issue(call, placement, iter)?;
                 self.backend.wait()?;
-                let took = start.elapsed().as_secs_f64();
+                let took = self.clock.seconds_since(start);
                 total += took;
                 if let Some(s) = samples.as_mut() {
                     s.push(per_op(took));
@@ -418,6 +479,7 @@ impl<'a> Engine<'a> {
             }
             return Ok(Timed {
                 per_op_s: per_op_seconds(total, iters, agg, 0),
+                elapsed_s: total,
                 samples,
             });
         }
@@ -425,32 +487,37 @@ impl<'a> Engine<'a> {
             // The timing events are made here, before the barrier; the first
             // is recorded after it (nccl-tests starts timing after its
             // barrier), so that iteration 0 holds no wait for other ranks.
-            self.backend.start_marks(iters)?;
+            self.marks()?.start_marks(iters)?;
         }
         self.world.barrier();
-        let start = Instant::now();
+        let start = self.clock.now();
         let mut last = start;
         for i in 0..iters {
             if device_marks && i == 0 {
-                self.backend.mark_iteration(0)?;
+                self.marks()?.mark_iteration(0)?;
             }
             self.issue(call, placement, iter)?;
             if device_marks {
-                self.backend.mark_iteration(i + 1)?;
+                self.marks()?.mark_iteration(i + 1)?;
             } else if let Some(s) = samples.as_mut() {
                 // a synchronous library: the launch returned when it was done
-                let now = Instant::now();
-                s.push(per_op((now - last).as_secs_f64()));
+                let now = self.clock.now();
+                s.push(per_op(now.saturating_sub(last).as_secs_f64()));
                 last = now;
             }
         }
         self.backend.wait()?;
-        let per_op_s = per_op_seconds(start.elapsed().as_secs_f64(), iters, agg, 0);
+        let elapsed_s = self.clock.seconds_since(start);
+        let per_op_s = per_op_seconds(elapsed_s, iters, agg, 0);
         if device_marks {
-            let marked = self.backend.marked_times()?;
+            let marked = self.marks()?.marked_times()?;
             samples = Some(marked.into_iter().map(per_op).collect());
         }
-        Ok(Timed { per_op_s, samples })
+        Ok(Timed {
+            per_op_s,
+            elapsed_s,
+            samples,
+        })
     }
 
     /// `-G N`: the timed iterations are captured once in a CUDA graph
@@ -458,7 +525,7 @@ impl<'a> Engine<'a> {
     /// between the barrier and the stop of the clock, as nccl-tests does.
     fn time_graph(&mut self, call: &Call, placement: Placement, iters: u32, iter: &mut u64) -> Result<Timed, Error> {
         let (agg, launches) = (self.cfg.agg_iters, self.cfg.cuda_graph);
-        self.backend.begin_capture()?;
+        self.graphs()?.begin_capture()?;
         let mut captured = Ok(());
         for _ in 0..iters {
             captured = self.issue(call, placement, iter);
@@ -467,15 +534,17 @@ impl<'a> Engine<'a> {
             }
         }
         // The capture always ends, so the stream is usable whatever failed.
-        let ended = self.backend.end_capture();
+        let ended = self.graphs()?.end_capture();
         captured?;
         ended?;
         self.world.barrier();
-        let start = Instant::now();
-        self.backend.replay(launches)?;
+        let start = self.clock.now();
+        self.graphs()?.replay(launches)?;
         self.backend.wait()?;
+        let elapsed_s = self.clock.seconds_since(start);
         Ok(Timed {
-            per_op_s: per_op_seconds(start.elapsed().as_secs_f64(), iters, agg, launches),
+            per_op_s: per_op_seconds(elapsed_s, iters, agg, launches),
+            elapsed_s,
             samples: None,
         })
     }
@@ -483,9 +552,15 @@ impl<'a> Engine<'a> {
     /// Mean over ranks of each phase's time per operation, on rank 0, for
     /// hierarchical points when `--phase-times` is on. Every rank takes
     /// part in the reduction whenever the backend timed phases.
-    fn phase_times(&mut self, call: &Call, iters: u32) -> Result<Option<[f64; 3]>, Error> {
-        let Some(sums) = self.backend.take_phase_times()? else {
+    /// `taken`: the sums of the precision policy's batches, which took
+    /// them batch by batch.
+    fn phase_times(&mut self, call: &Call, iters: u32, taken: Option<[f64; 3]>) -> Result<Option<[f64; 3]>, Error> {
+        let Some(phases) = self.backend.phase_times() else {
             return Ok(None);
+        };
+        let sums = match taken {
+            Some(sums) => sums,
+            None => phases.take_phase_times()?,
         };
         if call.hierarchy.is_flat() {
             return Ok(None);
@@ -555,10 +630,8 @@ impl<'a> Engine<'a> {
                 TimingMethod::Batched
             }),
             average: Some(self.cfg.average),
-            iter_policy: Some(match self.cfg.iters {
-                Some(_) => IterPolicy::Fixed,
-                None => IterPolicy::MinTime,
-            }),
+            iter_policy: Some(self.cfg.iterations.policy()),
+            precision_target_pct: self.cfg.iterations.target_pct(),
             agg_iters: Some(self.cfg.agg_iters),
             cuda_graph: Some(self.cfg.cuda_graph),
             register: Some(self.cfg.register),
@@ -594,8 +667,24 @@ pub fn captured_iterations(calibrated: u32, graph_launches: u32) -> u32 {
 /// What the timed iterations of one rank gave.
 struct Timed {
     per_op_s: f64,
+    /// The timed region's length (with `--blocking`, the sum of the
+    /// operations' times).
+    elapsed_s: f64,
     /// Each operation's time, with `-I`.
     samples: Option<Vec<f64>>,
+}
+
+/// What `measure` found for one point on this rank.
+struct Measured {
+    wrong: Option<u64>,
+    /// Timed iterations.
+    iters: u32,
+    timed: Timed,
+    /// The precision policy's achieved relative half-width (the same on
+    /// every rank).
+    precision: Option<f64>,
+    /// Phase sums the precision policy took batch by batch.
+    phase_sums: Option<[f64; 3]>,
 }
 
 /// `-I` columns: the distribution of per-iteration times (each iteration
@@ -614,58 +703,4 @@ fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::collective::Collective;
-    use crate::topology::Hierarchy;
-    use crate::types::{DType, ReduceOp};
-
-    #[test]
-    fn time_per_operation_counts_every_operation_of_every_replay() {
-        // nccl-tests: elapsed / (iters * agg_iters), / graph launches
-        assert_eq!(per_op_seconds(1.0, 10, 1, 0), 0.1);
-        assert_eq!(per_op_seconds(1.0, 10, 4, 0), 1.0 / 40.0);
-        assert_eq!(per_op_seconds(1.0, 10, 4, 5), 1.0 / 200.0);
-        assert_eq!(per_op_seconds(1.0, 10, 1, 1), 0.1);
-        assert_eq!(per_op_seconds(3.0, 1, 1, 0), 3.0);
-        // nothing divides by zero
-        assert_eq!(per_op_seconds(2.0, 0, 0, 0), 2.0);
-    }
-
-    #[test]
-    fn a_replayed_graph_holds_a_share_of_the_calibrated_iterations() {
-        assert_eq!(captured_iterations(100, 0), 100);
-        assert_eq!(captured_iterations(100, 1), 100);
-        assert_eq!(captured_iterations(100, 10), 10);
-        assert_eq!(captured_iterations(101, 10), 11);
-        assert_eq!(captured_iterations(5, 100), 1);
-        assert_eq!(captured_iterations(1, 3), 1);
-    }
-
-    #[test]
-    fn descriptions_name_a_point_for_messages_and_profiler_timelines() {
-        let case = |c: Collective, hierarchy, op, root| Case {
-            collective: c,
-            hierarchy,
-            dtype: DType::Float,
-            op,
-            root,
-            shape: c.spec().shape(256, 2),
-        };
-        let all_reduce = case(Collective::AllReduce, Hierarchy::Flat, Some(ReduceOp::Sum), None);
-        assert_eq!(
-            describe(&all_reduce, Placement::InPlace),
-            "all_reduce float sum 1024 B in_place"
-        );
-        let rs = case(Collective::AllReduce, Hierarchy::RsArAg, Some(ReduceOp::Max), None);
-        assert_eq!(
-            describe(&rs, Placement::OutOfPlace),
-            "all_reduce (rs-ar-ag) float max 1024 B out_of_place"
-        );
-        let bcast = case(Collective::Broadcast, Hierarchy::Flat, None, Some(1));
-        assert_eq!(
-            describe(&bcast, Placement::OutOfPlace),
-            "broadcast float root 1 1024 B out_of_place"
-        );
-    }
-}
+mod tests;

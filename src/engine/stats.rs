@@ -64,6 +64,38 @@ impl IterSummary {
     }
 }
 
+/// What the samples of one point (`--repeat R`: one per sweep) say: their
+/// count, median and two spreads. The interquartile range is p75 - p25
+/// (type-7 percentiles, as above); the MAD is the median of the absolute
+/// deviations from the median, unscaled (multiply by 1.4826 for a normal
+/// distribution's standard deviation).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleSummary {
+    pub n: usize,
+    pub median: f64,
+    pub iqr: f64,
+    pub mad: f64,
+}
+
+impl SampleSummary {
+    pub fn of(samples: &[f64]) -> Option<SampleSummary> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let median = percentile(&sorted, 50.0);
+        let mut deviations: Vec<f64> = sorted.iter().map(|x| (x - median).abs()).collect();
+        deviations.sort_by(f64::total_cmp);
+        Some(SampleSummary {
+            n: sorted.len(),
+            median,
+            iqr: percentile(&sorted, 75.0) - percentile(&sorted, 25.0),
+            mad: percentile(&deviations, 50.0),
+        })
+    }
+}
+
 /// The slowest rank of a point and how far its time is above the median
 /// rank's, as a fraction (0.14 = 14% slower).
 pub fn slowest_rank(times: &[f64]) -> Option<(usize, f64)> {
@@ -175,6 +207,19 @@ mod tests {
         assert!((s.p99 - 4.96).abs() < 1e-12);
         assert!(s.min <= s.p50 && s.p50 <= s.p99 && s.p99 <= s.max);
         assert_eq!(IterSummary::of(&[]), None);
+    }
+
+    #[test]
+    fn sample_summaries_give_the_median_iqr_and_mad_of_known_samples() {
+        // sorted 1 2 3 4 100: median 3, p25 2, p75 4; deviations 0 1 1 2 97
+        let s = SampleSummary::of(&[4.0, 100.0, 1.0, 3.0, 2.0]).unwrap();
+        assert_eq!((s.n, s.median, s.iqr, s.mad), (5, 3.0, 2.0, 1.0));
+        // an even count: median 2.5; p25 1.75, p75 3.25; deviations .5 .5 1.5 1.5
+        let s = SampleSummary::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!((s.n, s.median, s.iqr, s.mad), (4, 2.5, 1.5, 1.0));
+        let one = SampleSummary::of(&[7.0]).unwrap();
+        assert_eq!((one.n, one.median, one.iqr, one.mad), (1, 7.0, 0.0, 0.0));
+        assert_eq!(SampleSummary::of(&[]), None);
     }
 
     #[test]

@@ -41,6 +41,12 @@ impl StopRequest {
         }
     }
 
+    /// Asks for a stop as `signal` would (tests; a program embedding the
+    /// engine).
+    pub fn raise(&self, signal: u64) {
+        self.signal.store(signal as usize, Ordering::SeqCst);
+    }
+
     /// The signal received on this rank, 0 if none.
     pub fn signal(&self) -> u64 {
         self.signal.load(Ordering::SeqCst) as u64

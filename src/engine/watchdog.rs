@@ -91,6 +91,14 @@ impl Watchdog {
         self.shared.started_ms.store(now_ms, Ordering::SeqCst);
     }
 
+    /// The step being watched, `None` when idle.
+    pub fn watching(&self) -> Option<String> {
+        if self.shared.started_ms.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        self.shared.what.lock().ok().map(|w| w.clone())
+    }
+
     /// No step is running (waiting for the user, writing the last report).
     pub fn idle(&self) {
         self.shared.started_ms.store(0, Ordering::SeqCst);

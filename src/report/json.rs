@@ -5,7 +5,11 @@
 //! a document.
 //!
 //! Layout: `{"schema_version": 1, "run": {...}, "records": [...],
-//! "summary": {...}}`.
+//! "points": [...], "summary": {...}}`. `points` gives, per measured point
+//! (its case: collective, hierarchy, transport, dtype, op, root,
+//! placement, size_bytes, nranks), the samples of `--repeat R` (one per
+//! sweep) and their statistics: `n`, `measured`, `median_us`, `iqr_us`,
+//! `mad_us` and `samples_us` (`report::samples`).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -13,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::samples::SampleTally;
 use super::{Record, RunInfo, Sink};
 use crate::engine::Summary;
 use crate::error::Error;
@@ -24,6 +29,7 @@ pub struct JsonSink {
     /// `None` once finished or discarded.
     out: Option<BufWriter<File>>,
     records: usize,
+    samples: SampleTally,
 }
 
 #[derive(Serialize)]
@@ -57,6 +63,7 @@ impl JsonSink {
             temp,
             out: Some(BufWriter::new(file)),
             records: 0,
+            samples: SampleTally::default(),
         })
     }
 
@@ -81,6 +88,7 @@ impl Sink for JsonSink {
         out.write_all(if first { b"\n" } else { b",\n" })?;
         serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?;
         self.records += 1;
+        self.samples.add(record);
         Ok(())
     }
 
@@ -94,7 +102,13 @@ impl Sink for JsonSink {
             complete: summary.stopped_by.is_none() && summary.points >= run.points,
             stopped_by: summary.stopped_by.map(crate::engine::stop::signal_name),
         };
+        let points = self.samples.points();
         let out = self.out()?;
+        write!(out, "\n],\n\"points\": [")?;
+        for (i, point) in points.iter().enumerate() {
+            out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
+            serde_json::to_writer(&mut *out, point).map_err(io::Error::other)?;
+        }
         write!(out, "\n],\n\"summary\": ")?;
         serde_json::to_writer_pretty(&mut *out, &view).map_err(io::Error::other)?;
         out.write_all(b"\n}\n")?;

@@ -1,6 +1,7 @@
 //! Reports: during a run, on rank 0 only, the terminal table, the CSV, the
-//! JSON file and the progress bar; after runs, `compare` (verdicts between
-//! runs), `plot` (pictures) and `import` (other tools' logs as CSV).
+//! JSON file and the progress (`Reporter` holds them); after runs,
+//! `compare` (verdicts between runs), `plot` (pictures) and `import` (other
+//! tools' logs as CSV).
 //! Reports format what the engine measured; they compute nothing but
 //! display aggregates, verdicts, and (for imports) bandwidths through
 //! `record::bandwidth_gbps`, the one place that formula lives.
@@ -17,8 +18,11 @@ pub mod json;
 pub mod plot;
 mod printer;
 pub mod progress;
+mod reporter;
+pub mod samples;
 /// `record` was a part of `report`; its old path stays valid.
 pub use crate::record;
+pub use reporter::{Reporter, stop_line};
 pub mod table;
 
 use std::fs::{File, OpenOptions};
@@ -46,11 +50,12 @@ pub struct OutputConfig {
     pub label: Option<String>,
 }
 
-/// When the progress bar is drawn.
+/// When progress is shown (`progress` says how).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgressMode {
-    /// Drawn when stderr is a terminal.
+    /// A bar where one is safe to draw, else nothing.
     Auto,
+    /// A bar where one is safe to draw, else plain lines (`--progress`).
     Always,
     Never,
 }
@@ -89,10 +94,36 @@ pub struct RunInfo {
     pub hierarchy: String,
     /// Points of one sweep.
     pub points: usize,
+    /// The sizes swept.
+    pub sweep: SweepInfo,
     pub csv: PathBuf,
     pub json: Option<PathBuf>,
     /// `--label`.
     pub label: Option<String>,
+}
+
+/// The sizes a run sweeps, as measured: after rounding to whole elements
+/// and any lowering of the largest to fit GPU memory.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SweepInfo {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    #[serde(serialize_with = "step_text")]
+    pub step: crate::plan::Step,
+    /// Distinct sizes.
+    pub sizes: usize,
+}
+
+/// nccl-tests' spelling of the step: `2(factor)`, `1024(bytes)`.
+pub fn step_name(step: crate::plan::Step) -> String {
+    match step {
+        crate::plan::Step::Factor(f) => format!("{f}(factor)"),
+        crate::plan::Step::Bytes(b) => format!("{b}(bytes)"),
+    }
+}
+
+fn step_text<S: serde::Serializer>(step: &crate::plan::Step, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&step_name(*step))
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -116,8 +147,9 @@ impl From<&RankInfo> for RankSummary {
     }
 }
 
-/// One output format.
-pub trait Sink {
+/// One output format. `Send`: a stop signal completes the sinks from a
+/// thread of their own (`reporter`).
+pub trait Sink: Send {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()>;
     fn record(&mut self, record: &Record) -> io::Result<()>;
     fn finish(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()>;
@@ -125,48 +157,6 @@ pub trait Sink {
     fn target(&self) -> String;
     /// The run will not start: remove what this sink created.
     fn discard(&mut self) {}
-}
-
-/// Rank 0's outputs: every sink plus the progress bar.
-pub struct Reporter {
-    sinks: Vec<Box<dyn Sink>>,
-    progress: progress::Progress,
-}
-
-impl Reporter {
-    pub fn new(sinks: Vec<Box<dyn Sink>>, progress: progress::Progress) -> Reporter {
-        Reporter { sinks, progress }
-    }
-
-    fn each(&mut self, mut f: impl FnMut(&mut dyn Sink) -> io::Result<()>) -> Result<(), Error> {
-        for sink in &mut self.sinks {
-            f(sink.as_mut()).map_err(|e| Error::runtime(format!("cannot write {}: {e}", sink.target())))?;
-        }
-        Ok(())
-    }
-
-    pub fn begin(&mut self, run: &RunInfo) -> Result<(), Error> {
-        self.each(|s| s.begin(run))
-    }
-
-    pub fn record(&mut self, record: &Record) -> Result<(), Error> {
-        self.each(|s| s.record(record))?;
-        self.progress.advance(record);
-        Ok(())
-    }
-
-    pub fn finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), Error> {
-        self.progress.finish();
-        self.each(|s| s.finish(run, summary))
-    }
-
-    /// The run will not start after all: remove every file created.
-    pub fn discard(&mut self) {
-        self.progress.finish();
-        for sink in &mut self.sinks {
-            sink.discard();
-        }
-    }
 }
 
 /// Writes a report to standard output; a closed pipe (`| head`) is not an

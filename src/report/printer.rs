@@ -6,17 +6,20 @@
 //! it, then sends SIGTERM and, a second later, SIGKILL. A rank blocked in a
 //! `write` there could never complete its CSV and JSON files. Here the sweep
 //! only queues text; the printer thread does the writing, and `close` waits
-//! for it only when the run ended normally.
+//! for it without limit only when the run ended normally.
 
 use std::io::{self, Write};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 use indicatif::ProgressBar;
 
 pub struct Printer {
     queue: Option<Sender<String>>,
     thread: Option<JoinHandle<()>>,
+    /// Told when everything queued is written (or the printing gave up).
+    done: Option<Receiver<()>>,
 }
 
 impl Printer {
@@ -28,7 +31,9 @@ impl Printer {
         // lock, which a stalled write would then hold against the sweep.
         let progress = progress.filter(|bar| !bar.is_hidden());
         let (queue, texts) = mpsc::channel::<String>();
+        let (tell_done, done) = mpsc::channel::<()>();
         let spawned = thread::Builder::new().name("collbench-printer".into()).spawn(move || {
+            let _tell_done_on_return = tell_done;
             for text in texts {
                 let mut write = || -> io::Result<()> {
                     out.write_all(text.as_bytes())?;
@@ -52,6 +57,7 @@ impl Printer {
             Ok(thread) => Printer {
                 queue: Some(queue),
                 thread: Some(thread),
+                done: Some(done),
             },
             Err(e) => {
                 crate::error::say(&format!(
@@ -60,6 +66,7 @@ impl Printer {
                 Printer {
                     queue: None,
                     thread: None,
+                    done: None,
                 }
             }
         }
@@ -72,12 +79,20 @@ impl Printer {
         }
     }
 
-    /// Ends the queue; waits until everything is printed when `wait`.
-    pub fn close(&mut self, wait: bool) {
+    /// Ends the queue and waits until everything is printed: as long as
+    /// that takes, or at most `limit` (a stopped run: the launcher may have
+    /// stopped reading, and the process must still end).
+    pub fn close(&mut self, limit: Option<Duration>) {
         self.queue = None;
-        if let Some(thread) = self.thread.take()
-            && wait
-        {
+        let (Some(thread), Some(done)) = (self.thread.take(), self.done.take()) else {
+            return;
+        };
+        // The thread drops its sender when it returns: `Disconnected`.
+        let finished = match limit {
+            None => done.recv().is_err(),
+            Some(limit) => matches!(done.recv_timeout(limit), Err(RecvTimeoutError::Disconnected)),
+        };
+        if finished {
             let _ = thread.join();
         }
     }

@@ -1,18 +1,31 @@
-//! The terminal table, in nccl-tests' layout: a header describing the run,
+//! The terminal table, in nccl-tests' layout: a header describing the run
+//! (with the command line and the size range, as nccl-tests' options line),
 //! then per collective one line per size with the out-of-place and in-place
 //! time, algbw, busbw and #wrong side by side, a per-collective average bus
-//! bandwidth, and a footer with the validation verdict.
+//! bandwidth, and a footer with the validation verdict (before it, with
+//! several samples per point, each point's median and spread:
+//! `report::samples`).
+//!
+//! Scripts written for nccl-tests read its footer with
+//! `grep 'Avg bus bandwidth' | awk '{print $NF}'`, so that line is exactly
+//! nccl-tests' (`# Avg bus bandwidth    : 1.23456`, the value as C's `%g`)
+//! and everything else goes on lines of its own. Every cell keeps its
+//! column's width whatever the value: a value too wide for its column
+//! loses decimals, then switches to an exponent (the CSV keeps every digit).
 
 use std::io::{self, Write};
 
 use indicatif::ProgressBar;
 
 use super::printer::Printer;
-use super::{Record, RunInfo, Sink};
+use super::samples::{SampleTally, samples_table};
+use super::{Record, RunInfo, Sink, SweepInfo};
 use crate::engine::Summary;
-use crate::engine::stop::StopRequest;
 use crate::record::{op_column, root_column};
-use crate::types::Placement;
+use crate::types::{Placement, human_bytes};
+
+/// How long a stopped run waits for its last lines to be written.
+const STOPPED_PRINT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Ranks listed one per line in the header; larger jobs are summarised.
 const MAX_LISTED_RANKS: usize = 64;
@@ -24,14 +37,13 @@ pub struct TableSink {
     /// Out-of-place record waiting for its in-place twin.
     pending: Option<Record>,
     section: Option<String>,
-    /// Once a stop signal arrived, print nothing more: mpirun stops reading
-    /// a rank's output when it ends a job, and a blocked write would keep
-    /// the rank from completing its files before the final SIGKILL.
-    mute_on: Option<StopRequest>,
     /// Which sweep the last record belonged to (`--cycles`).
     cycle: Option<u64>,
     section_busbw: Mean,
     all_busbw: Mean,
+    /// With several samples per point (`--repeat`), each point's times
+    /// for the table at the end (`report::samples`).
+    samples: Option<SampleTally>,
 }
 
 impl TableSink {
@@ -42,31 +54,28 @@ impl TableSink {
             cols: placement_columns(false),
             pending: None,
             section: None,
-            mute_on: None,
             cycle: None,
             section_busbw: Mean::default(),
             all_busbw: Mean::default(),
+            samples: None,
         }
     }
 
-    /// Queues `text` for the printer thread (see `printer`), unless a stop
-    /// signal arrived: then the launcher is ending the job and nothing more
-    /// is shown.
+    /// Queues `text` for the printer thread (see `printer`).
     fn emit(&mut self, text: String) -> io::Result<()> {
-        if !self.muted() {
-            self.printer.print(text);
-        }
+        self.printer.print(text);
         Ok(())
     }
 
-    fn muted(&self) -> bool {
-        self.mute_on.as_ref().is_some_and(|s| s.signal() != 0)
-    }
-
-    /// Prints nothing more once `stop` fires.
-    pub fn mute_on(mut self, stop: StopRequest) -> TableSink {
-        self.mute_on = Some(stop);
-        self
+    /// Prints what is still held back: an out-of-place row waiting for
+    /// its in-place twin, and the last section's average.
+    fn finish_text(&mut self) {
+        let mut text = String::new();
+        if let Some(oop) = self.pending.take() {
+            text += &line(&self.cols, Some(&oop), None);
+        }
+        text += &self.end_section();
+        let _ = self.emit(text);
     }
 
     fn end_section(&mut self) -> String {
@@ -142,6 +151,69 @@ fn fixed2_opt(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), fixed2)
 }
 
+/// `text` (a number formatted with 2 decimals, an integer, or a word) in at
+/// most `width` characters: fewer decimals first (as nccl-tests prints a
+/// large time), then an exponent. Words (`N/A`, `-`) are kept as they are.
+fn fit(text: String, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text;
+    }
+    let Ok(v) = text.parse::<f64>() else {
+        return text;
+    };
+    for decimals in [1, 0] {
+        let t = format!("{v:.decimals$}");
+        if t.len() <= width {
+            return t;
+        }
+    }
+    // 1.38e6: as many mantissa digits as the width leaves
+    for digits in (0..=3).rev() {
+        let t = format!("{v:.digits$e}");
+        if t.len() <= width {
+            return t;
+        }
+    }
+    format!("{v:.0e}")
+}
+
+/// C's `%g` (6 significant digits, trailing zeros dropped), as nccl-tests
+/// prints its average bus bandwidth.
+pub fn g6(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v == 0.0 { "0".into() } else { v.to_string() };
+    }
+    let exp = v.abs().log10().floor() as i32;
+    let trim = |t: String| {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            t
+        }
+    };
+    if (-4..6).contains(&exp) {
+        let decimals = (5 - exp).max(0) as usize;
+        let t = trim(format!("{v:.decimals$}"));
+        // rounding may carry into a seventh digit (999999.5): C switches then
+        if t.trim_start_matches('-')
+            .split('.')
+            .next()
+            .is_some_and(|i| i.len() <= 6)
+        {
+            return t;
+        }
+    }
+    let t = format!("{v:.5e}");
+    let (mantissa, e) = t.split_once('e').unwrap_or((&t, "0"));
+    let e: i32 = e.parse().unwrap_or(0);
+    format!(
+        "{}e{}{:02}",
+        trim(mantissa.to_string()),
+        if e < 0 { '-' } else { '+' },
+        e.abs()
+    )
+}
+
 /// The columns of each placement: nccl-tests' four, and with `-I` the
 /// per-iteration median, 99th percentile and coefficient of variation.
 fn placement_columns(per_iter: bool) -> Vec<Col> {
@@ -172,7 +244,7 @@ fn block(cols: &[Col], r: Option<&Record>) -> String {
     let cells: Vec<String> = cols
         .iter()
         .map(|c| {
-            let v = r.map_or_else(|| "-".to_string(), |r| (c.value)(r));
+            let v = r.map_or_else(|| "-".to_string(), |r| fit((c.value)(r), c.width));
             format!("{v:>w$}", w = c.width)
         })
         .collect();
@@ -185,9 +257,10 @@ fn line(cols: &[Col], oop: Option<&Record>, ip: Option<&Record>) -> String {
     };
     format!(
         "{:>13} {:>13} {:>9} {:>7} {:>7}{}{}\n",
-        key.size_bytes,
-        key.count,
-        key.dtype,
+        fit(key.size_bytes.to_string(), 13),
+        fit(key.count.to_string(), 13),
+        // Display of a vocabulary type ignores width: pad its text
+        key.dtype.to_string(),
         op_column::text(key.op),
         root_column::value(key.root),
         block(cols, oop),
@@ -230,6 +303,8 @@ fn section_header(cols: &[Col], r: &Record) -> String {
 /// The run header: what ran where, and how it was measured.
 pub fn run_header(run: &RunInfo) -> String {
     let mut s = format!("# collbench {}  run {}\n", run.collbench_version, run.run_id);
+    let command: Vec<String> = run.command_line.iter().map(|a| shell_quote(a)).collect();
+    s += &format!("# command   : {}\n", command.join(" "));
     s += &format!("# backend   : {} ({})", run.backend, run.backend_version);
     if let Some(note) = &run.backend_note {
         s += &format!("  [{note}]");
@@ -255,10 +330,7 @@ pub fn run_header(run: &RunInfo) -> String {
     if run.hierarchy != "flat" {
         s += &format!("# hierarchy : all_reduce as {}\n", run.hierarchy);
     }
-    let iters = match run.timing.iters {
-        Some(n) => format!("iters {n}"),
-        None => format!("iters adaptive (--min-time {} s)", run.timing.min_time.as_secs_f64()),
-    };
+    let iters = run.timing.iterations.describe();
     s += &format!(
         "# measure   : {iters}, warmup {}, check {}, time reduction {}, timing {}{}{}\n",
         run.timing.warmup,
@@ -279,6 +351,7 @@ pub fn run_header(run: &RunInfo) -> String {
     if let Some(extras) = launch_extras(run.timing.agg_iters, run.timing.cuda_graph) {
         s += &format!("#             {extras}\n");
     }
+    s += &format!("# sizes     : {}\n", sizes_text(&run.sweep));
     s += &format!("# plan      : {} points per sweep\n", run.points);
     s += &format!(
         "# transport : {}, observed {}   control plane: {}\n",
@@ -303,6 +376,32 @@ pub fn run_header(run: &RunInfo) -> String {
         s += &format!("#  ... and {} more ranks\n", run.ranks.len() - MAX_LISTED_RANKS);
     }
     s
+}
+
+/// nccl-tests' options line for sizes (`minBytes 8 maxBytes 1048576 step:
+/// 2(factor)`), then the range in binary units and the number of sizes.
+fn sizes_text(sweep: &SweepInfo) -> String {
+    format!(
+        "minBytes {} maxBytes {} step: {} ({} to {}, {} size{})",
+        sweep.min_bytes,
+        sweep.max_bytes,
+        super::step_name(sweep.step),
+        human_bytes(sweep.min_bytes),
+        human_bytes(sweep.max_bytes),
+        sweep.sizes,
+        if sweep.sizes == 1 { "" } else { "s" }
+    )
+}
+
+/// `arg` as a shell would need it, so that an echoed command line can be
+/// pasted back.
+pub fn shell_quote(arg: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./,:=+@%^".contains(c);
+    if !arg.is_empty() && arg.chars().all(safe) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
 }
 
 /// nccl-tests' `-m` and `-G`, when used: how many operations each timed
@@ -350,6 +449,18 @@ fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
     }
 }
 
+/// nccl-tests' exact line (`awk '{print $NF}'` reads the value), then what
+/// it averages over, on a line of its own.
+fn footer_average(all_busbw: &Mean) -> String {
+    format!(
+        "# {:<20} : {}\n# {:<20} : {}\n",
+        "Avg bus bandwidth",
+        g6(all_busbw.value()),
+        "Points averaged",
+        all_busbw.count
+    )
+}
+
 /// The footer: overall average bus bandwidth and the validation verdict.
 pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String {
     let verdict = if run.timing.check == 0 {
@@ -362,12 +473,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
             summary.wrong, summary.failed_points, summary.checked_points
         )
     };
-    let mut s = format!(
-        "#\n# {:<20} : {:.3} GB/s over {} points\n",
-        "Avg bus bandwidth",
-        all_busbw.value(),
-        all_busbw.count
-    );
+    let mut s = format!("#\n{}", footer_average(all_busbw));
     s += &format!("# {:<20} : {verdict}\n", "Validation");
     if run.timing.per_iter && summary.stopped_by.is_none() {
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));
@@ -387,6 +493,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
         self.cols = placement_columns(run.timing.per_iter);
+        self.samples = (run.timing.cycles != 1).then(SampleTally::default);
         self.emit(run_header(run))
     }
 
@@ -416,6 +523,9 @@ impl Sink for TableSink {
         }
         self.section_busbw.add(record.busbw_gbps);
         self.all_busbw.add(record.busbw_gbps);
+        if let Some(tally) = self.samples.as_mut() {
+            tally.add(record);
+        }
         match (record.placement, self.pending.take()) {
             (Placement::InPlace, Some(oop)) if same_case(&oop, record) => {
                 text += &line(&self.cols, Some(&oop), Some(record))
@@ -437,15 +547,13 @@ impl Sink for TableSink {
     }
 
     fn finish(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()> {
-        let mut text = String::new();
-        if let Some(oop) = self.pending.take() {
-            text += &line(&self.cols, Some(&oop), None);
-        }
-        text += &self.end_section();
+        self.finish_text();
+        let mut text = self.samples.as_ref().map(samples_table).unwrap_or_default();
         text += &run_footer(&self.all_busbw, run, summary);
         self.emit(text)?;
-        let wait = !self.muted();
-        self.printer.close(wait);
+        // A stopped run is being ended by its launcher, which may no longer
+        // read: wait a little for the footer, never for ever.
+        self.printer.close(summary.stopped_by.map(|_| STOPPED_PRINT_WAIT));
         Ok(())
     }
 
@@ -456,7 +564,122 @@ impl Sink for TableSink {
 
 #[cfg(test)]
 mod tests {
-    use super::launch_extras;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::collective::Collective;
+    use crate::types::DType;
+
+    /// A `Write` whose bytes the test reads back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Where each field of `line` ends (its last character's column).
+    fn field_ends(line: &str) -> Vec<usize> {
+        let c: Vec<char> = line.chars().collect();
+        (0..c.len())
+            .filter(|&i| c[i] != ' ' && c[i] != '#' && c.get(i + 1).is_none_or(|n| *n == ' '))
+            .collect()
+    }
+
+    fn point(size: u64, placement: Placement, time_us: f64, algbw: f64, wrong: Option<u64>) -> Record {
+        Record {
+            collective: Collective::AllReduce,
+            dtype: DType::Float,
+            op: Some(crate::types::ReduceOp::Sum),
+            placement,
+            size_bytes: size,
+            count: size / 4,
+            nranks: 1,
+            time_us,
+            algbw_gbps: algbw,
+            busbw_gbps: 0.0,
+            wrong,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn values_too_wide_for_their_column_lose_decimals_then_take_an_exponent() {
+        assert_eq!(fit("1380480.74".into(), 8), "1380481");
+        assert_eq!(fit("123456.78".into(), 8), "123456.8");
+        assert_eq!(fit("12.34".into(), 8), "12.34");
+        assert_eq!(fit("123456789012.00".into(), 8), "1.235e11");
+        assert_eq!(fit("1073741824".into(), 7), "1.074e9");
+        assert_eq!(fit("N/A".into(), 2), "N/A");
+    }
+
+    #[test]
+    fn the_average_prints_as_c_printf_g_does() {
+        for (v, want) in [
+            (1.234, "1.234"),
+            (2.06935, "2.06935"),
+            (156.742, "156.742"),
+            (20.26354, "20.2635"),
+            (0.281242, "0.281242"),
+            (0.0001234567, "0.000123457"),
+            (0.0, "0"),
+            (480.0, "480"),
+            (1380480.74, "1.38048e+06"),
+            (999999.6, "1e+06"),
+            (0.00001, "1e-05"),
+        ] {
+            assert_eq!(g6(v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn columns_stay_aligned_whatever_the_value() {
+        let out = Shared::default();
+        let mut table = TableSink::new(Box::new(out.clone()), None);
+        let records = [
+            // a 1-rank in-place all-reduce copies nothing: a huge algbw
+            point(8, Placement::OutOfPlace, 1.5, 0.01, Some(0)),
+            point(8, Placement::InPlace, 0.0000058, 1380480.74, Some(0)),
+            point(1 << 33, Placement::OutOfPlace, 123456789.0, 69.58, Some(1_073_741_824)),
+            point(1 << 33, Placement::InPlace, 12.25, 701_234_567_890.5, None),
+        ];
+        for r in &records {
+            table.record(r).unwrap();
+        }
+        table.finish_text();
+        table.printer.close(None);
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let names = text
+            .lines()
+            .find(|l| l.contains("size") && l.contains("#wrong"))
+            .expect("a column header");
+        let want = field_ends(names);
+        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        for row in rows {
+            assert_eq!(field_ends(row), want, "misaligned:\n{names}\n{row}");
+        }
+        assert!(text.contains("1380481"), "{text}");
+    }
+
+    #[test]
+    fn the_footer_line_is_nccl_tests_own_and_the_point_count_has_its_own() {
+        let mut mean = Mean::default();
+        for v in [1.0, 2.0, 0.702] {
+            mean.add(v);
+        }
+        let footer = footer_average(&mean);
+        let lines: Vec<&str> = footer.lines().collect();
+        assert_eq!(lines[0], "# Avg bus bandwidth    : 1.234");
+        assert_eq!(lines[0].split_whitespace().last(), Some("1.234"));
+        assert_eq!(lines[1], "# Points averaged      : 3");
+    }
 
     #[test]
     fn the_header_says_what_each_time_is_divided_by_under_m_and_g() {

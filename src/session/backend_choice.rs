@@ -1,19 +1,16 @@
 //! Which data plane a run gets: `--backend mpi`, `nccl`, or `auto` (nccl
 //! only when every rank has a GPU and libnccl, so that all ranks pick the
-//! same). Every failure is agreed on and printed once.
-
-use std::path::PathBuf;
+//! same). Every failure is agreed on and printed once, but one inside
+//! NCCL's collective initialisation, which ends the whole job. The NCCL
+//! bootstrap itself is the backend's (`backend::nccl::start`).
 
 use super::Session;
 use crate::backend::Backend;
 use crate::config::RunConfig;
 use crate::error::Error;
-use crate::topology::{Hierarchy, Nodes};
+use crate::topology::Nodes;
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::World;
-
-#[cfg(feature = "nccl")]
-use super::nccl_start as nccl;
 
 /// Makes the mpi backend over these nodes, where the control plane is
 /// MPI.
@@ -25,33 +22,6 @@ pub struct Chosen {
     pub note: Option<String>,
 }
 
-/// What the NCCL bootstrap reads of the configuration, under the names
-/// it reads them by (a build without NCCL reads none of it).
-#[cfg_attr(not(feature = "nccl"), allow(dead_code))]
-pub struct NcclStart {
-    pub nccl_lib: Option<PathBuf>,
-    pub hierarchies: Vec<Hierarchy>,
-    pub no_comm_split: bool,
-    pub register: bool,
-    pub phase_times: bool,
-    pub backend: BackendChoice,
-    pub trace_bootstrap: Option<PathBuf>,
-}
-
-impl NcclStart {
-    fn of(cfg: &RunConfig) -> NcclStart {
-        NcclStart {
-            nccl_lib: cfg.start.nccl_lib.clone(),
-            hierarchies: cfg.plan.hierarchies.clone(),
-            no_comm_split: cfg.hooks.no_comm_split,
-            register: cfg.timing.register,
-            phase_times: cfg.timing.phase_times,
-            backend: cfg.start.backend,
-            trace_bootstrap: cfg.hooks.trace_bootstrap.clone(),
-        }
-    }
-}
-
 impl<W: World> Session<'_, W> {
     /// Picks the data plane over `nodes`; `mpi_backend` makes the mpi one
     /// where the control plane is MPI.
@@ -61,14 +31,27 @@ impl<W: World> Session<'_, W> {
             let backend = self.agreed(make(nodes))?;
             Ok(Chosen { backend, note })
         };
-        let nccl_cfg = NcclStart::of(cfg);
-        let start = |found| nccl::start(world, &nccl_cfg, nodes, found).map_err(Error::Reported);
+        let start = |found| match nccl::start(world, cfg, nodes, found) {
+            Ok(backend) => Ok(Chosen {
+                backend,
+                note: (cfg.start.backend == BackendChoice::Auto)
+                    .then(|| "auto: every rank has a GPU and NCCL, using nccl".to_string()),
+            }),
+            Err(e @ Error::Reported(_)) => Err(e),
+            // A failure inside the collective initialisation: peers may be
+            // waiting inside NCCL, so the whole job ends.
+            Err(e) => self.fail(&e),
+        };
         match (cfg.start.backend, mpi_backend) {
             (BackendChoice::Only(BackendKind::Mpi), Some(make)) => agreed_mpi(None, make),
             (BackendChoice::Only(BackendKind::Mpi), None) => self.agreed(Err(Error::usage(
                 "the mpi backend needs the MPI control plane: launch with mpirun and without -g, or use --backend nccl",
             ))),
             (BackendChoice::Only(BackendKind::Nccl), _) => start(None),
+            // No `--backend` value names it; only tests make one.
+            (BackendChoice::Only(BackendKind::Memory), _) => self.agreed(Err(Error::usage(
+                "the memory backend is the engine's test backend, not one to run: use --backend mpi, nccl or auto",
+            ))),
             // Without MPI, auto can only be nccl: its own errors say best
             // what is missing.
             (BackendChoice::Auto, None) => start(None),
@@ -80,7 +63,7 @@ impl<W: World> Session<'_, W> {
                 );
                 agreed_mpi(Some(why), make)
             }
-            (BackendChoice::Auto, Some(make)) => match nccl::probe(world, &nccl_cfg) {
+            (BackendChoice::Auto, Some(make)) => match nccl::probe(world, cfg) {
                 Ok(library) => start(Some(library)),
                 Err(why) => agreed_mpi(Some(format!("auto: {why}, using mpi")), make),
             },
@@ -88,28 +71,57 @@ impl<W: World> Session<'_, W> {
     }
 }
 
-/// Without the nccl feature: `--backend nccl` is refused, `auto` is mpi.
-#[cfg(not(feature = "nccl"))]
+/// The NCCL backend's start (`backend::nccl::start`), given what it reads
+/// of the configuration.
+#[cfg(feature = "nccl")]
 mod nccl {
     use super::*;
-    use crate::error::exit;
+    use crate::backend::nccl::NcclLibrary;
+    use crate::backend::nccl::start::{self, StartOptions};
 
-    pub fn probe<W: World>(_world: &W, _cfg: &NcclStart) -> Result<std::convert::Infallible, String> {
-        Err("this build has no nccl backend".into())
+    fn options(cfg: &RunConfig) -> StartOptions {
+        StartOptions {
+            nccl_lib: cfg.start.nccl_lib.clone(),
+            hierarchical: cfg.plan.hierarchies.iter().any(|h| !h.is_flat()),
+            no_comm_split: cfg.hooks.no_comm_split,
+            register: cfg.timing.register,
+            phase_times: cfg.timing.phase_times,
+            trace_bootstrap: cfg.hooks.trace_bootstrap.clone(),
+        }
+    }
+
+    pub fn probe<W: World>(world: &W, cfg: &RunConfig) -> Result<NcclLibrary, Error> {
+        start::probe(world, &options(cfg))
     }
 
     pub fn start<W: World>(
         world: &W,
-        _cfg: &NcclStart,
-        _layout: &Nodes,
+        cfg: &RunConfig,
+        nodes: &Nodes,
+        found: Option<NcclLibrary>,
+    ) -> Result<Box<dyn Backend>, Error> {
+        start::start(world, &options(cfg), nodes, found).map(|b| Box::new(b) as Box<dyn Backend>)
+    }
+}
+
+/// Without the nccl feature: `--backend nccl` is refused, `auto` is mpi.
+#[cfg(not(feature = "nccl"))]
+mod nccl {
+    use super::*;
+
+    pub fn probe<W: World>(_world: &W, _cfg: &RunConfig) -> Result<std::convert::Infallible, Error> {
+        Err(Error::runtime("this build has no nccl backend"))
+    }
+
+    pub fn start<W: World>(
+        world: &W,
+        _cfg: &RunConfig,
+        _nodes: &Nodes,
         _found: Option<std::convert::Infallible>,
-    ) -> Result<Chosen, u8> {
-        let e: Result<(), Error> = Err(Error::usage(
+    ) -> Result<Box<dyn Backend>, Error> {
+        let refused = Err(Error::usage(
             "--backend nccl: this build has no nccl backend; rebuild with the `nccl` feature (on by default)",
         ));
-        match world.agree(e) {
-            Ok(()) => Err(exit::USAGE),
-            Err(d) => Err(d.code),
-        }
+        world.agree(refused).map_err(|d| Error::Reported(d.code))
     }
 }

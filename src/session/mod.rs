@@ -14,8 +14,6 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
-#[cfg(feature = "nccl")]
-mod nccl_start;
 mod outputs;
 
 use std::ffi::OsString;
@@ -23,7 +21,7 @@ use std::ffi::OsString;
 use crate::backend::Backend;
 use crate::cli::{RunArgs, TransportArg};
 use crate::config::RunConfig;
-use crate::engine::stop::{StopRequest, signal_name};
+use crate::engine::stop::StopRequest;
 use crate::engine::watchdog::Watchdog;
 use crate::engine::{Engine, RunContext, Summary};
 use crate::error::{Error, exit, say};
@@ -34,10 +32,6 @@ use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank, launcher_size};
 use backend_choice::MakeMpi;
-// The NCCL bootstrap (`nccl_start`, moved verbatim) finds these through
-// `use super::*`.
-#[cfg(feature = "nccl")]
-use backend_choice::{Chosen, NcclStart};
 
 /// `collbench run`: `args` as parsed, `argv` the arguments after `run`
 /// (the `--config` file's keys go before them).
@@ -249,7 +243,8 @@ impl<'a, W: World> Session<'a, W> {
         let chosen = self.choose_backend(&nodes, mpi_backend)?;
         // Every rank gets here (a failed choice ended every rank above), so
         // this collective cannot hang.
-        let device_free = world.min_u64(chosen.backend.device_free_bytes().unwrap_or(u64::MAX));
+        let free = chosen.backend.gpu().and_then(|g| g.free_bytes());
+        let device_free = world.min_u64(free.unwrap_or(u64::MAX));
         let setup = match world.agree(self.prepare(chosen, device_free, nodes)) {
             Ok(setup) => setup,
             Err(failed) => {
@@ -307,17 +302,22 @@ impl<'a, W: World> Session<'a, W> {
             Ok(summary) => summary,
             Err(e) => self.fail(&e),
         };
-        let finished = match (reporter.as_mut(), info.as_ref()) {
-            (Some(rep), Some(info)) => rep.finish(info, &summary),
-            _ => Ok(()),
+        // Rank 0 judges what its reports hold: a stop signal may have
+        // completed them before the point in flight (`report::reporter`).
+        let (summary, finished) = match (reporter.as_mut(), info.as_ref()) {
+            (Some(rep), Some(info)) => match rep.finish(info, &summary) {
+                Ok(reported) => (reported, Ok(())),
+                Err(e) => (summary, Err(e)),
+            },
+            _ => (summary, Ok(())),
         };
-        self.verdict(&plan, &summary, finished, info.as_ref())
+        self.verdict(&summary, finished, info.as_ref())
     }
 
     /// The exit code of a finished sweep: the reports' failure (1), wrong
     /// results (3), a stop signal (128 + the signal), whichever is highest;
-    /// rank 0 says why.
-    fn verdict(&self, plan: &Plan, summary: &Summary, finished: Result<(), Error>, info: Option<&RunInfo>) -> u8 {
+    /// rank 0 says why (its reports say which signal stopped the run).
+    fn verdict(&self, summary: &Summary, finished: Result<(), Error>, info: Option<&RunInfo>) -> u8 {
         let first = self.world.rank() == 0;
         let mut code = exit::OK;
         if let Err(e) = finished {
@@ -342,19 +342,6 @@ impl<'a, W: World> Session<'a, W> {
             outputs::print_mode_comparison(&info.csv);
         }
         if let Some(signal) = summary.stopped_by {
-            if first {
-                let cycles = self.cfg.timing.cycles;
-                let planned = if cycles == 0 {
-                    String::new()
-                } else {
-                    format!(" of {}", plan.points() as u64 * cycles)
-                };
-                say(&format!(
-                    "collbench: stopped by {} after {}{planned} points; the run is incomplete, every finished point is in the CSV",
-                    signal_name(signal),
-                    summary.points,
-                ));
-            }
             code = 128 + signal as u8;
         }
         code

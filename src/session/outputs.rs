@@ -17,7 +17,7 @@ use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
-use crate::report::{RankSummary, Reporter, RunInfo, Sink, print_out};
+use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo, print_out};
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
 use crate::topology::observe::{self, Observed};
@@ -49,21 +49,29 @@ impl<W: World> Session<'_, W> {
     pub(super) fn prepare(&self, chosen: Chosen, device_free: u64, nodes: Nodes) -> Result<Setup, Error> {
         let (world, cfg) = (self.world, self.cfg);
         let Chosen { mut backend, note } = chosen;
+        let identity = backend.identity();
         let mut notes: Vec<String> = note.into_iter().collect();
-        notes.extend(backend.notes());
+        notes.extend(identity.notes);
         if cfg.start.backend == BackendChoice::Auto {
             cfg.start
                 .transport
-                .check_backend(backend.kind(), " (the backend auto chose)")?;
+                .check_backend(identity.kind, " (the backend auto chose)")?;
         }
-        let observed = backend.observe_transport(&TransportQuery {
+        let query = TransportQuery {
             profile: cfg.start.transport,
             nccl_log: &self.env_plan.nccl_log,
             hosts: world.nodes(),
-        });
+        };
+        let observed = match backend.transport() {
+            Some(observer) => observer.observe_transport(&query),
+            None => Observed::unknown(format!("the {} backend does not report its transport", identity.kind)),
+        };
         observed.check(self.env_plan)?;
-        let gpu = backend.gpu_model().or_else(crate::topology::machine::host_gpu_model);
-        let caps = crate::backend::capabilities(backend.as_ref(), &cfg.timing.extras());
+        let gpu = backend
+            .gpu()
+            .map(|g| g.gpu_model())
+            .or_else(crate::topology::machine::host_gpu_model);
+        let caps = backend.capabilities(&cfg.timing.extras());
         let mut plan = Plan::build(&cfg.plan, &caps, &nodes)?;
         if device_free != u64::MAX {
             let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), &caps, plan, device_free)?;
@@ -101,7 +109,8 @@ impl<W: World> Session<'_, W> {
         free: u64,
     ) -> Result<(Plan, Option<String>), Error> {
         let budget = free.saturating_sub(device_headroom(free));
-        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(backend.scratch_bytes(p));
+        let scratch = |p: &Plan| backend.gpu().map_or(0, |g| g.scratch_bytes(p));
+        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(scratch(p));
         if need(&plan) <= budget {
             return Ok((plan, None));
         }
@@ -157,7 +166,8 @@ impl<W: World> Session<'_, W> {
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
-        let progress = Progress::new(out.progress, total);
+        let launched = crate::world::launcher_rank().is_some();
+        let progress = Progress::new(out.progress, total, launched, "collbench");
         // Files first, the terminal last: a launcher that is ending the job
         // may stop reading a rank's standard output, and a blocked table
         // write must not keep a row or the JSON report from its file.
@@ -165,16 +175,15 @@ impl<W: World> Session<'_, W> {
         if let Some(json) = json {
             sinks.push(Box::new(json));
         }
-        sinks.push(Box::new(
-            TableSink::new(Box::new(std::io::stdout()), Some(progress.handle())).mute_on(self.stop.clone()),
-        ));
+        sinks.push(Box::new(TableSink::new(Box::new(std::io::stdout()), progress.handle())));
+        let identity = backend.identity();
         let info = RunInfo {
             run_id,
             collbench_version: env!("CARGO_PKG_VERSION").into(),
             started,
             command_line: std::env::args().collect(),
-            backend: backend.kind(),
-            backend_version: backend.version(),
+            backend: identity.kind,
+            backend_version: identity.version,
             backend_note,
             control_plane: world.library_version(),
             nranks: world.size(),
@@ -197,11 +206,12 @@ impl<W: World> Session<'_, W> {
                 .collect::<Vec<_>>()
                 .join(","),
             points: plan.points(),
+            sweep: sweep_info(plan, self.cfg.plan.sweep.step),
             csv: csv_path,
             json: out.json.clone(),
             label: out.label.clone(),
         };
-        Ok((Reporter::new(sinks, progress), info))
+        Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
 
     /// Every rank set up: the ranks exchange what they observed (this
@@ -216,11 +226,12 @@ impl<W: World> Session<'_, W> {
             gpu,
             mut outputs,
         } = setup;
+        let identity = backend.identity();
         let transport_observed = observe::merge(&world.all_gather_text(&observed.text, OBSERVED_BYTES));
         let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
         if let Some((_, info)) = outputs.as_mut() {
             info.transport_observed = transport_observed.clone();
-            info.transport_notes = self.env_plan.describe(backend.kind() == BackendKind::Nccl);
+            info.transport_notes = self.env_plan.describe(identity.kind == BackendKind::Nccl);
             info.transport_notes.extend(observed.note.clone());
             for (rank, model) in info.ranks.iter_mut().zip(gpus) {
                 rank.gpu = (!model.is_empty()).then_some(model);
@@ -229,8 +240,8 @@ impl<W: World> Session<'_, W> {
         let ctx = RunContext {
             run_id: outputs.as_ref().map(|(_, i)| i.run_id.clone()).unwrap_or_default(),
             host: world.host().into(),
-            backend: backend.kind(),
-            backend_version: backend.version(),
+            backend: identity.kind,
+            backend_version: identity.version,
             transport: self.cfg.start.transport,
             transport_observed,
             nnodes: nodes.nnodes(),
@@ -243,6 +254,17 @@ impl<W: World> Session<'_, W> {
             ctx,
             outputs,
         }
+    }
+}
+
+/// The sizes `plan` measures (every case's size, after rounding).
+fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
+    let sizes: std::collections::BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
+    SweepInfo {
+        min_bytes: sizes.first().copied().unwrap_or(0),
+        max_bytes: sizes.last().copied().unwrap_or(0),
+        step,
+        sizes: sizes.len(),
     }
 }
 

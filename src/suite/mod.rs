@@ -14,17 +14,19 @@
 
 pub mod file;
 pub mod merge;
+mod stop;
 
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
 use crate::cli::{RunArgs, SuiteArgs, TransportArg};
 use crate::error::{Error, exit, say};
-use crate::report::{ProgressMode, print_out};
+use crate::report::print_out;
+use crate::report::progress::Progress;
+use crate::report::table::shell_quote;
 use file::{Launch, Suite};
 
 /// How often a running launch's CSV is looked at for progress.
@@ -42,16 +44,6 @@ pub struct Outcome {
     /// The launch's last `collbench:` line, or why it did not start.
     pub message: Option<String>,
     pub csv: PathBuf,
-}
-
-/// `arg` as a shell would need it, for printed commands.
-fn shell_quote(arg: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./,:=+@%^".contains(c);
-    if !arg.is_empty() && arg.chars().all(safe) {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
 }
 
 /// The data rows of a CSV being written (lines after the header).
@@ -87,20 +79,6 @@ fn last_collbench_line(log: &Path) -> Option<String> {
         .map(|l| l.trim().to_string())
 }
 
-fn progress_bar(args: &SuiteArgs) -> ProgressBar {
-    let target = match args.progress() {
-        ProgressMode::Never => ProgressDrawTarget::hidden(),
-        ProgressMode::Always => ProgressDrawTarget::term_like(Box::new(console::Term::stderr())),
-        ProgressMode::Auto => ProgressDrawTarget::stderr(),
-    };
-    let bar = ProgressBar::with_draw_target(Some(0), target);
-    if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points  {msg}")
-    {
-        bar.set_style(style);
-    }
-    bar
-}
-
 /// One launch as it will run: the command, and where its CSV and log go.
 struct Planned {
     launch: Launch,
@@ -132,20 +110,7 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         output.with_file_name(format!("{stem}-launches"))
     };
     let run_toml = folder.join("run.toml");
-    let mut planned = Vec::new();
-    for (i, l) in suite.launches.iter().enumerate() {
-        let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
-        let csv = base.with_extension("csv");
-        let mut cmd = suite.launcher_args(launcher);
-        cmd.extend([binary.display().to_string(), "run".into()]);
-        cmd.extend(launch_options(l, &run_toml, &csv).to_args()?);
-        planned.push(Planned {
-            launch: l.clone(),
-            cmd,
-            log: base.with_extension("log"),
-            csv,
-        });
-    }
+    let planned = plan_launches(&suite, launcher, &binary, &folder, &run_toml)?;
     if args.dry_run {
         let lines: String = planned
             .iter()
@@ -177,14 +142,52 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         folder.display()
     ));
     let mut progress = SuiteProgress {
-        bar: progress_bar(args),
+        // The suite is one process writing to its own terminal: the bar is
+        // safe there whenever stderr is one (`report::progress`).
+        bar: Progress::new(args.progress(), None, false, "collbench suite"),
         done_points: 0,
         per_launch: None,
         cycles: suite.cycles.max(1),
+        stop: stop::Stop::install()?,
     };
-    let outcomes: Vec<Outcome> = (0..planned.len()).map(|i| progress.launch(&planned, i)).collect();
-    progress.bar.finish_and_clear();
-    finish(&suite, &outcomes, &output, args.overwrite)
+    let (outcomes, interrupted) = progress.launches(&planned);
+    progress.bar.finish();
+    match progress.stop.signal {
+        Some(signal) => stop::finish(
+            signal,
+            &planned,
+            &outcomes,
+            interrupted.as_ref(),
+            &output,
+            args.overwrite,
+        ),
+        None => finish(&suite, &outcomes, &output, args.overwrite),
+    }
+}
+
+/// Every launch's command line, CSV and log (in `folder`).
+fn plan_launches(
+    suite: &Suite,
+    launcher: crate::world::Launcher,
+    binary: &Path,
+    folder: &Path,
+    run_toml: &Path,
+) -> Result<Vec<Planned>, Error> {
+    let mut planned = Vec::new();
+    for (i, l) in suite.launches.iter().enumerate() {
+        let base = folder.join(format!("{:02}-{}", i + 1, l.label()));
+        let csv = base.with_extension("csv");
+        let mut cmd = suite.launcher_args(launcher);
+        cmd.extend([binary.display().to_string(), "run".into()]);
+        cmd.extend(launch_options(l, run_toml, &csv).to_args()?);
+        planned.push(Planned {
+            launch: l.clone(),
+            cmd,
+            log: base.with_extension("log"),
+            csv,
+        });
+    }
+    Ok(planned)
 }
 
 /// The merged CSV: `--output`, else the file's `output`, else one named
@@ -213,24 +216,43 @@ fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
 /// Progress across the whole suite: points done, and the points one
 /// launch plans (read from the first launch's table header).
 struct SuiteProgress {
-    bar: ProgressBar,
+    bar: Progress,
     done_points: u64,
     per_launch: Option<u64>,
     cycles: u64,
+    stop: stop::Stop,
 }
 
 impl SuiteProgress {
+    /// Runs every launch in turn until a stop signal: the launches that
+    /// ended before it, and the one it interrupted.
+    fn launches(&mut self, planned: &[Planned]) -> (Vec<Outcome>, Option<Outcome>) {
+        let mut finished = Vec::new();
+        for i in 0..planned.len() {
+            if self.stop.requested() {
+                return (finished, None);
+            }
+            let outcome = self.launch(planned, i);
+            if self.stop.signal.is_some() {
+                return (finished, Some(outcome));
+            }
+            finished.push(outcome);
+        }
+        (finished, None)
+    }
+
     /// Runs launch `i` of `planned` to its end, watching its CSV grow.
     fn launch(&mut self, planned: &[Planned], i: usize) -> Outcome {
         let (n, p) = (planned.len(), &planned[i]);
-        self.bar
-            .set_message(format!("[{}/{n}] {} {}", i + 1, p.launch.transport, p.launch.hierarchy));
         let started = Instant::now();
         let spawned = File::create(&p.log)
             .and_then(|f| Ok((f.try_clone()?, f)))
             .and_then(|(out, err)| {
+                // A group of its own: a Ctrl-C reaches the suite alone,
+                // which tells the launch once (`stop`).
                 Command::new(&p.cmd[0])
                     .args(&p.cmd[1..])
+                    .process_group(0)
                     .stdin(Stdio::null())
                     .stdout(out)
                     .stderr(err)
@@ -238,7 +260,7 @@ impl SuiteProgress {
             });
         let (code, message) = match spawned {
             Err(e) => (-1, Some(format!("cannot start {}: {e}", p.cmd[0]))),
-            Ok(mut child) => match self.wait(&mut child, p, n - i - 1) {
+            Ok(mut child) => match self.wait(&mut child, p, (i, n)) {
                 Ok(s) => (
                     s.code().unwrap_or(-1),
                     (!s.success()).then(|| last_collbench_line(&p.log)).flatten(),
@@ -248,7 +270,6 @@ impl SuiteProgress {
         };
         let rows = rows_so_far(&p.csv);
         self.done_points += rows as u64;
-        self.bar.set_position(self.done_points);
         let outcome = Outcome {
             launch: p.launch.clone(),
             code,
@@ -258,25 +279,34 @@ impl SuiteProgress {
             message,
             csv: p.csv.clone(),
         };
-        self.bar.suspend(|| say(&outcome_line(i + 1, n, &outcome, &p.log)));
+        if self.stop.signal.is_none() {
+            self.bar.suspend(|| say(&outcome_line(i + 1, n, &outcome, &p.log)));
+        }
         outcome
     }
 
     /// Waits for `child`, moving the bar as its CSV grows; `remaining`
     /// launches come after it.
-    fn wait(&mut self, child: &mut std::process::Child, p: &Planned, remaining: usize) -> std::io::Result<ExitStatus> {
+    fn wait(
+        &mut self,
+        child: &mut std::process::Child,
+        p: &Planned,
+        (i, n): (usize, usize),
+    ) -> std::io::Result<ExitStatus> {
+        let remaining = n - i - 1;
         loop {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
             }
+            self.stop.watch(child);
             if self.per_launch.is_none() {
                 self.per_launch = planned_points(&p.log).map(|points| points * self.cycles);
             }
             let planned = self.per_launch.unwrap_or(0);
             let current = rows_so_far(&p.csv) as u64;
-            self.bar
-                .set_length(self.done_points + planned.max(current) * (remaining as u64 + 1));
-            self.bar.set_position(self.done_points + current);
+            let total = self.done_points + planned.max(current) * (remaining as u64 + 1);
+            let what = format!("[{}/{n}] {} {}", i + 1, p.launch.transport, p.launch.hierarchy);
+            self.bar.set(self.done_points + current, Some(total), &what);
             std::thread::sleep(POLL);
         }
     }

@@ -174,6 +174,7 @@ impl Profile {
         let instead = match backend {
             BackendKind::Mpi => "an MPI profile (shm, tcp, ucx) or auto",
             BackendKind::Nccl => "an NCCL profile (nvlink, nvls, pcie, ib, socket) or auto",
+            BackendKind::Memory => "auto (the memory backend has no transport)",
         };
         Err(Error::usage(format!(
             "--transport {} is {} profile, but the backend is {backend}{why}; use {instead}",
@@ -181,6 +182,7 @@ impl Profile {
             match steers {
                 BackendKind::Nccl => "an NCCL",
                 BackendKind::Mpi => "an MPI",
+                BackendKind::Memory => "a memory",
             },
         )))
     }

@@ -24,17 +24,16 @@ fn fresh_copy() -> tempfile::TempDir {
 }
 
 fn script(checkout: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new("bash")
-        .arg(checkout.join("scripts/ci-regression.sh"))
+    let mut cmd = Command::new("bash");
+    cmd.arg(checkout.join("scripts/ci-regression.sh"))
         .args(args)
         .env("COLLBENCH", BIN)
         .env_remove("OMPI_COMM_WORLD_RANK")
         .env_remove("GITHUB_STEP_SUMMARY")
         .env_remove("MPIRUN")
         .env_remove("NP")
-        .envs(env.iter().copied())
-        .output()
-        .expect("bash runs the script")
+        .envs(env.iter().copied());
+    output_of(cmd)
 }
 
 /// A small sweep after the recipe's defaults: all_reduce at 1 and 2 KiB,

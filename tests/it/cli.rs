@@ -1,8 +1,6 @@
 //! The command line as a user meets it: help, bad input of every kind (one
-//! line, exit 2, no panic, fast), output-file rules, the TOML config file,
+//! line, exit 2, no panic), output-file rules, the TOML config file,
 //! the JSON report.
-
-use std::time::Duration;
 
 use crate::common::*;
 
@@ -49,7 +47,7 @@ fn help_teaches_how_to_run() {
 }
 
 /// Each value the parser refuses: exit 2 and clap's message (the value,
-/// the option, why), no panic, in well under a second.
+/// the option, why), no panic.
 #[test]
 fn bad_values_get_the_parser_s_message_and_exit_2() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -87,7 +85,7 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
     for (args, needle) in cases {
         let mut full = vec!["run"];
         full.extend(&args);
-        let (out, took) = timed(|| collbench(&full));
+        let out = collbench(&full);
         let err = stderr(&out);
         assert_eq!(code(&out), 2, "{args:?}: {err}");
         assert!(err.starts_with("error: "), "{args:?}: {err}");
@@ -97,12 +95,11 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
             !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
             "{args:?}: {err}"
         );
-        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
     }
 }
 
 /// Each bad combination or file the parser cannot see: exit 2, exactly one
-/// line on stderr naming the problem, no panic, in well under a second.
+/// line on stderr naming the problem, no panic.
 #[test]
 fn bad_command_lines_get_one_line_and_exit_2() {
     let dir = tempdir();
@@ -136,7 +133,7 @@ fn bad_command_lines_get_one_line_and_exit_2() {
     for (args, needle) in cases {
         let mut full = vec!["run"];
         full.extend(&args);
-        let (out, took) = timed(|| collbench_in(dir.path(), &full));
+        let out = collbench_in(dir.path(), &full);
         let err = stderr(&out);
         assert_eq!(code(&out), 2, "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?} printed more than one line:\n{err}");
@@ -146,7 +143,6 @@ fn bad_command_lines_get_one_line_and_exit_2() {
             !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
             "{args:?}: {err}"
         );
-        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
     }
     // no failed run left a report behind
     let results = dir.path().join("results");
@@ -249,13 +245,12 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("c{i}.toml"));
         std::fs::write(&path, text).unwrap();
-        let (out, took) = timed(|| collbench(&["run", "--config", path_str(&path)]));
+        let out = collbench(&["run", "--config", path_str(&path)]);
         let err = stderr(&out);
         assert_eq!(code(&out), 2, "{text:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{text:?}: {err}");
         assert!(err.contains("config file") || err.contains("--"), "{text:?}: {err}");
         assert!(err.contains(needle), "{text:?}: expected {needle:?} in {err}");
-        assert!(took < Duration::from_secs(1), "{text:?} took {took:?}");
     }
 }
 
@@ -350,11 +345,10 @@ fn json_report_carries_the_run_and_every_record() {
 #[test]
 fn the_default_csv_lands_in_a_new_file_under_results() {
     let dir = tempdir();
-    let out = std::process::Command::new(BIN)
-        .current_dir(dir.path())
-        .args(["run", "--collectives", "sendrecv", "-e", "16"])
-        .output()
-        .unwrap();
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.current_dir(dir.path())
+        .args(["run", "--collectives", "sendrecv", "-e", "16"]);
+    let out = output_of(cmd);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let files: Vec<_> = std::fs::read_dir(dir.path().join("results"))
         .unwrap()

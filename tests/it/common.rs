@@ -1,14 +1,162 @@
 //! Helpers shared by the integration tests: the real binary, the real
 //! `mpirun`, real files.
+//!
+//! Every program a test starts (the binary, `mpirun`, a script) goes
+//! through `output_of` or `spawn_mpirun`, which hold one of a few job slots
+//! while it runs: the harness runs every module's tests in parallel, and
+//! more than two jobs of busy-polling MPI ranks on a 2-core machine make
+//! each take many times as long (`COLLBENCH_TEST_JOBS` sets the number,
+//! default 2). They also guard against hangs: a program still running after
+//! `COLLBENCH_TEST_HANG_S` seconds (default 300) is killed with its whole
+//! process group, and the test fails saying it hung. Tests assert no
+//! durations: a timing target is a script that prints figures, never a
+//! timed assertion.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::cell::Cell;
+use std::io::{BufRead, BufReader, Read};
+use std::marker::PhantomData;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_collbench");
+
+/// Jobs that may run at once, over every test of the harness.
+fn job_slots() -> usize {
+    std::env::var("COLLBENCH_TEST_JOBS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(2)
+}
+
+/// How long one program may run before it counts as hung.
+fn hang_limit() -> Duration {
+    let secs = std::env::var("COLLBENCH_TEST_HANG_S")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&s: &u64| s > 0)
+        .unwrap_or(300);
+    Duration::from_secs(secs)
+}
+
+/// The free job slots: a counting semaphore.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+fn slots() -> &'static Slots {
+    static SLOTS: OnceLock<Slots> = OnceLock::new();
+    SLOTS.get_or_init(|| Slots {
+        free: Mutex::new(job_slots()),
+        freed: Condvar::new(),
+    })
+}
+
+thread_local! {
+    /// Permits this test thread holds: a test that starts a second program
+    /// while its first runs (a job, then `kill`) reuses its slot, so that
+    /// one slot can never deadlock.
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One job slot, held while a program runs; released on drop. Not `Send`:
+/// the slot count is kept per test thread.
+pub struct Permit {
+    took_slot: bool,
+    _thread_bound: PhantomData<*const ()>,
+}
+
+/// Waits for a job slot (none when this thread already holds one).
+pub fn permit() -> Permit {
+    let nested = HELD.with(|h| {
+        let held = h.get();
+        h.set(held + 1);
+        held > 0
+    });
+    if !nested {
+        let slots = slots();
+        let mut free = slots.free.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = slots.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+    }
+    Permit {
+        took_slot: !nested,
+        _thread_bound: PhantomData,
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+        if self.took_slot {
+            let slots = slots();
+            *slots.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            slots.freed.notify_one();
+        }
+    }
+}
+
+/// Kills `child` and every process of its group (mpirun's ranks with it).
+fn kill_group(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status();
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs `cmd` to its end in a job slot, in a process group of its own,
+/// with its output captured (stdin closed, as `Command::output` does);
+/// kills it and fails the test when it runs longer than the hang limit.
+pub fn output_of(mut cmd: Command) -> Output {
+    let _slot = permit();
+    let what = format!("{:?}", cmd.get_program());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("the test could not start {what}: {e}"));
+    let drain = |stream: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut s) = stream {
+                let _ = s.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let limit = hang_limit();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                kill_group(&mut child);
+                let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+                panic!("hung: {what} did not end within {limit:?} and was killed; its stderr:\n{stderr}");
+            }
+            Err(e) => panic!("waiting for {what}: {e}"),
+        }
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
 
 /// `mpirun -np N collbench ARGS...`, with what Open MPI needs on a CI
 /// machine: root permission when running as root, and oversubscription
@@ -52,18 +200,22 @@ fn mpirun_command(np: usize, args: &[&str]) -> Command {
     cmd
 }
 
-/// A running `mpirun ... collbench ...` whose output can be watched.
+/// A running `mpirun ... collbench ...` whose output can be watched. It
+/// holds a job slot until it ends; dropped before `finish` (a failed
+/// assertion), it is killed with its ranks.
 pub struct Job {
     pub child: Child,
     stdout: Receiver<String>,
     stderr: Receiver<String>,
-    pub started: Instant,
+    ended: bool,
+    _slot: Permit,
 }
 
 /// Starts `mpirun -np N collbench ARGS` without waiting for it.
 pub fn spawn_mpirun(np: usize, args: &[&str]) -> Job {
+    let slot = permit();
     let mut cmd = mpirun_command(np, args);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let mut child = cmd.spawn().expect("the test could not start mpirun");
     let lines = |stream: Box<dyn std::io::Read + Send>| {
         let (tx, rx) = mpsc::channel();
@@ -82,7 +234,8 @@ pub fn spawn_mpirun(np: usize, args: &[&str]) -> Job {
         child,
         stdout,
         stderr,
-        started: Instant::now(),
+        ended: false,
+        _slot: slot,
     }
 }
 
@@ -96,7 +249,7 @@ impl Job {
             let line = self
                 .stdout
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("no rank list in the table header in time");
+                .expect("hung: no rank list in the table header within the limit");
             // "#  Rank    1 on host pid 1234", then " gpu MODEL" where the
             // host has GPUs
             let words: Vec<&str> = line.split_whitespace().collect();
@@ -116,30 +269,40 @@ impl Job {
             let line = self
                 .stdout
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("no measured row in time");
+                .expect("hung: no measured row within the limit");
             if !line.starts_with('#') && !line.trim().is_empty() {
                 return;
             }
         }
     }
 
-    /// Waits for the job to end within `limit` (killing it otherwise and
-    /// failing); returns the exit code, the time since start, and the
-    /// collbench lines of stderr.
-    pub fn finish(mut self, limit: Duration) -> (i32, Duration, Vec<String>) {
-        let deadline = self.started + limit;
+    /// Waits for the job to end; when it is still running `limit` after
+    /// this call (a generous bound: a hang guard, not a speed target), kills
+    /// it and fails saying it hung. Returns the exit code and the collbench
+    /// lines of stderr.
+    pub fn finish(mut self, limit: Duration) -> (i32, Vec<String>) {
+        let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                let took = self.started.elapsed();
+                self.ended = true;
                 std::thread::sleep(Duration::from_millis(100));
                 let lines = self.stderr.try_iter().filter(|l| l.starts_with("collbench:")).collect();
-                return (status.code().unwrap_or(-1), took, lines);
+                return (status.code().unwrap_or(-1), lines);
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("the job did not end within {limit:?}");
+                self.ended = true;
+                kill_group(&mut self.child);
+                panic!("hung: the job did not end within {limit:?} and was killed");
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !self.ended {
+            kill_group(&mut self.child);
         }
     }
 }
@@ -170,13 +333,7 @@ pub fn collbench_in(dir: &Path, args: &[&str]) -> Output {
 
 fn run(mut cmd: Command) -> Output {
     cmd.env_remove("OMPI_COMM_WORLD_RANK").env("NO_COLOR", "1");
-    cmd.output().expect("the test could not start the command")
-}
-
-pub fn timed(f: impl FnOnce() -> Output) -> (Output, Duration) {
-    let start = Instant::now();
-    let out = f();
-    (out, start.elapsed())
+    output_of(cmd)
 }
 
 fn is_root() -> bool {

@@ -51,7 +51,7 @@ fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) ->
         cmd.env(k, v);
     }
     cmd.envs(extra.iter().copied());
-    cmd.output().expect("the test could not start collbench")
+    output_of(cmd)
 }
 
 /// `mpirun -np N collbench ARGS` on N simulated GPUs (mpirun hands its
@@ -633,13 +633,12 @@ fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() 
     for (var, value, extra, want, needles) in cases {
         let mut args = base.to_vec();
         args.extend(extra);
-        let (out, took) = timed(|| sim_run(&dir, 2, &[(var, value)], &args));
+        let out = sim_run(&dir, 2, &[(var, value)], &args);
         assert_eq!(code(&out), want, "{var}={value}: {}", stderr(&out));
         let line = one_line(&out);
         for needle in needles {
             assert!(line.contains(needle), "{var}={value}: {needle:?} not in {line}");
         }
-        assert!(took.as_secs() < 30, "{var}={value} took {took:?}");
         eprintln!("{var}={value}: exit {want}: {line}");
     }
 }
@@ -670,14 +669,13 @@ fn under_mpirun_a_failed_call_and_a_hung_rank_end_the_job_with_one_line() {
     );
     let mut args = base.to_vec();
     args.extend(["--timeout", "2"]);
-    let (out, took) = timed(|| sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_HANG", "1:3")], &args));
+    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_HANG", "1:3")], &args);
     assert_eq!(code(&out), 5, "{}", stderr(&out));
     let lines = our_lines(&out);
     assert!(
         !lines.is_empty() && lines.iter().all(|l| l.contains("timeout")),
         "{lines:?}"
     );
-    assert!(took.as_secs() < 40, "took {took:?}");
 }
 
 /// Point 8 of issue 11: NCCL's last-error text is process-wide. Both ranks
@@ -833,7 +831,7 @@ fn every_run_on_the_simulation_says_so() {
 // ---------------------------------------------------------------------------
 // The ABI check: our Rust declarations of NCCL's functions against nccl.h
 
-/// A Rust type of sys.rs's declarations, as C.
+/// A Rust type of the declarations in sys/raw.rs, as C.
 fn c_type(rust: &str) -> Option<&'static str> {
     Some(match rust.trim() {
         "NcclResult" => "ncclResult_t",
@@ -866,12 +864,13 @@ fn params(list: &str) -> Vec<String> {
 }
 
 /// The C file that assigns every NCCL function of nccl.h to a pointer of
-/// the type our declaration in `sys` (the text of sys.rs) gives it, and
+/// the type our declaration in `sys::raw` (the text of sys/raw.rs) gives it,
+/// and
 /// checks every `RawConfig` offset: compiled with
 /// -Werror=incompatible-pointer-types, a mismatch fails the build.
-fn abi_check_source(sys: &str) -> String {
+fn abi_check_source(raw: &str) -> String {
     // type aliases: `type NameFn = unsafe extern "C" fn(ARGS) -> RET;`
-    let flat: String = sys.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat: String = raw.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut aliases = std::collections::BTreeMap::new();
     for part in flat.split("type ").skip(1) {
         let Some((name, rest)) = part.split_once(" = ") else {
@@ -904,6 +903,8 @@ fn abi_check_source(sys: &str) -> String {
     let mut field_type = std::collections::BTreeMap::new();
     for f in api.split(',') {
         if let Some((name, ty)) = f.trim().split_once(": ") {
+            // `pub(super) get_version: GetVersionFn`
+            let name = name.trim().trim_start_matches("pub(super) ");
             let ty = ty.trim();
             let ty = ty
                 .strip_prefix("Option<")
@@ -990,14 +991,15 @@ fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
     }
 }
 
-fn sys_rs() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/nccl/sys.rs")).unwrap()
+/// Where the declarations are: the raw layer of the binding.
+fn raw_rs() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/nccl/sys/raw.rs")).unwrap()
 }
 
 #[test]
 fn our_nccl_declarations_match_the_real_nccl_h() {
     let Some(dir) = sim_dir() else { return };
-    let source = abi_check_source(&sys_rs()) + &config_asserts();
+    let source = abi_check_source(&raw_rs()) + &config_asserts();
     let assigned = source.matches("_ptr)(").count();
     // 19 required and 10 optional NCCL entry points
     assert_eq!(assigned, 29, "{source}");
@@ -1010,14 +1012,14 @@ fn our_nccl_declarations_match_the_real_nccl_h() {
 #[test]
 fn a_wrong_declaration_fails_the_abi_check() {
     let Some(dir) = sim_dir() else { return };
-    let sys = sys_rs();
+    let raw = raw_rs();
     // swap count and datatype of ncclAllReduce's declaration, in a copy
     let right = "unsafe extern \"C\" fn(*const c_void, *mut c_void, usize, RawDataType, RawRedOp, RawComm, RawStream)";
     assert!(
-        sys.contains(right),
+        raw.contains(right),
         "AllReduceFn's declaration changed; update this test"
     );
-    let wrong = sys.replacen(
+    let wrong = raw.replacen(
         right,
         "unsafe extern \"C\" fn(*const c_void, *mut c_void, RawDataType, usize, RawRedOp, RawComm, RawStream)",
         1,
@@ -1033,7 +1035,7 @@ fn a_wrong_declaration_fails_the_abi_check() {
     );
     // and the RawConfig layout: a wrong offset fails too
     let bad = config_asserts().replace("nvlinkCentricSched) == 76", "nvlinkCentricSched) == 80");
-    let e = compile_abi(&dir, &(abi_check_source(&sys) + &bad)).expect_err("a wrong offset compiled");
+    let e = compile_abi(&dir, &(abi_check_source(&raw) + &bad)).expect_err("a wrong offset compiled");
     assert!(e.contains("ncclConfig_t.nvlinkCentricSched"), "{e}");
 }
 
@@ -1056,7 +1058,7 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
         .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
         .env("GPUSIM_DEVICES", "1")
         .env("NO_COLOR", "1");
-    let out = cmd.output().expect("bash");
+    let out = output_of(cmd);
     let text = stdout(&out);
     assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
     let summary = std::fs::read_to_string(out_dir.join("SUMMARY.txt")).expect("SUMMARY.txt");
@@ -1099,7 +1101,7 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
         .env("LD_LIBRARY_PATH", &dir)
         .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
         .env("GPUSIM_DEVICES", "1");
-    let out = cmd.output().expect("bash");
+    let out = output_of(cmd);
     assert_eq!(code(&out), 3, "{}", stdout(&out));
     let summary = std::fs::read_to_string(tmp.path().join("bad/SUMMARY.txt")).unwrap();
     assert!(summary.starts_with("gpu-smoke: FAIL"), "{summary}");

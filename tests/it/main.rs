@@ -16,3 +16,4 @@ mod mpi_sweep;
 mod nccl;
 mod plot;
 mod transports;
+mod ux;

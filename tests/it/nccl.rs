@@ -59,8 +59,8 @@ fn clean(args: &[&str]) -> Command {
     cmd
 }
 
-fn output(mut cmd: Command) -> Output {
-    cmd.output().expect("the test could not start collbench")
+fn output(cmd: Command) -> Output {
+    output_of(cmd)
 }
 
 /// The `NCCL` line of `collbench info`.
@@ -263,23 +263,21 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
     let dir = tempdir();
     let trace = dir.path().join("trace");
     std::fs::create_dir(&trace).unwrap();
-    let (out, took) = timed(|| {
-        mpirun_env(
-            2,
-            &[("COLLBENCH_NCCL_LIB", path_str(&lib))],
-            &[
-                "run",
-                "--backend",
-                "nccl",
-                "-e",
-                "1K",
-                "--trace-bootstrap",
-                path_str(&trace),
-                "--csv",
-                path_str(&dir.path().join("never.csv")),
-            ],
-        )
-    });
+    let out = mpirun_env(
+        2,
+        &[("COLLBENCH_NCCL_LIB", path_str(&lib))],
+        &[
+            "run",
+            "--backend",
+            "nccl",
+            "-e",
+            "1K",
+            "--trace-bootstrap",
+            path_str(&trace),
+            "--csv",
+            path_str(&dir.path().join("never.csv")),
+        ],
+    );
     let err = stderr(&out);
     assert_eq!(code(&out), 1, "{err}");
     let lines = our_lines(&out);
@@ -297,7 +295,6 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
     assert_eq!(id0.trim().len(), 256, "{id0}");
     assert!(id0.trim().chars().any(|c| c != '0'), "an all-zero id: {id0}");
     assert!(!dir.path().join("never.csv").exists(), "no report for a failed start");
-    assert!(took.as_secs() < 60, "took {took:?}");
 }
 
 /// The hierarchical modes on nccl go through the real bootstrap: without

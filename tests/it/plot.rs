@@ -102,3 +102,241 @@ fn what_cannot_be_plotted_is_one_line_and_exit_2() {
     assert_parser_error(&out, "[possible values: run, hierarchy, transport]");
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "x");
 }
+
+/// The text elements of an SVG, trimmed.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').and_then(|(_, rest)| rest.split_once("</text>")))
+        .map(|(inner, _)| inner.trim().to_string())
+        .collect()
+}
+
+/// The data lines of an SVG plot (2 px wide polylines, legend samples
+/// included): per stroke colour, the point count of each polyline.
+fn svg_lines(svg: &str) -> std::collections::BTreeMap<String, Vec<usize>> {
+    let mut lines: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+    for element in svg.split("<polyline").skip(1) {
+        let element = element.split('>').next().unwrap();
+        if !element.contains("stroke-width=\"2\"") {
+            continue;
+        }
+        let attr = |name: &str| {
+            element
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .unwrap_or("")
+                .to_string()
+        };
+        lines
+            .entry(attr("stroke"))
+            .or_default()
+            .push(attr("points").split_whitespace().count());
+    }
+    lines
+}
+
+/// `collbench plot CSV -o DIR/NAME` and the SVG's text.
+fn plot_svg(dir: &Path, name: &str, args: &[&str]) -> (String, String) {
+    let svg = dir.join(name);
+    let mut full = vec!["plot"];
+    full.extend(args);
+    full.extend(["-o", path_str(&svg)]);
+    let out = collbench(&full);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    (std::fs::read_to_string(&svg).unwrap(), stderr(&out))
+}
+
+#[test]
+fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
+    let dir = tempdir();
+    let csv = dir.path().join("modes.csv");
+    let out = mpirun(
+        4,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce",
+            "--hierarchy",
+            "all",
+            "--ranks-per-node",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "16K",
+            "-n",
+            "5",
+            "--csv",
+            path_str(&csv),
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (svg, said) = plot_svg(dir.path(), "modes.svg", &[path_str(&csv)]);
+    assert!(said.contains("plotted 3 series in 1 panel"), "{said}");
+    let texts = svg_texts(&svg);
+    for label in ["flat", "rs-ar-ag", "reduce-bcast"] {
+        assert_eq!(
+            texts.iter().filter(|t| *t == label).count(),
+            1,
+            "{label:?} in {texts:?}"
+        );
+    }
+    // no legend entry is a run id or a file name
+    assert!(
+        !texts.iter().any(|t| t.contains("modes") || t.contains("Z-")),
+        "{texts:?}"
+    );
+    let lines = svg_lines(&svg);
+    assert_eq!(lines.len(), 3, "three colours: {lines:?}");
+    for counts in lines.values() {
+        // the line (5 sizes, 1K to 16K) and its legend sample
+        assert_eq!(counts.iter().copied().max(), Some(5), "{lines:?}");
+    }
+}
+
+#[test]
+fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
+    let dir = tempdir();
+    let csv = dir.path().join("cycles.csv");
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce",
+            "-b",
+            "1K",
+            "-e",
+            "8K",
+            "-n",
+            "5",
+            "-N",
+            "3",
+            "--label",
+            "three cycles",
+            "--csv",
+            path_str(&csv),
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(Csv::read(&csv).rows.len(), 4 * 2 * 3);
+    let (svg, said) = plot_svg(dir.path(), "cycles.svg", &[path_str(&csv)]);
+    assert!(said.contains("plotted 1 series in 1 panel"), "{said}");
+    let texts = svg_texts(&svg);
+    assert_eq!(texts.iter().filter(|t| *t == "three cycles").count(), 1, "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("each point: the median of its samples")),
+        "{texts:?}"
+    );
+    let lines = svg_lines(&svg);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    // one point per size, not one line per cycle
+    assert_eq!(lines.values().next().unwrap().iter().max(), Some(&4), "{lines:?}");
+    assert_eq!(svg.matches("<polygon").count(), 1, "one band");
+}
+
+#[test]
+fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
+    let dir = tempdir();
+    let suite = dir.path().join("two.toml");
+    std::fs::write(
+        &suite,
+        "name = \"two\"\nranks = 2\ntransports = [\"shm\", \"tcp\"]\n[run]\nbackend = \"mpi\"\n\
+         collectives = \"all_reduce,broadcast\"\nminbytes = \"1K\"\nmaxbytes = \"8K\"\niters = 5\nwarmup = 1\n",
+    )
+    .unwrap();
+    let merged = dir.path().join("suite.csv");
+    let out = collbench_launching(
+        &[
+            "suite",
+            path_str(&suite),
+            "--launcher",
+            "mpirun",
+            "-o",
+            path_str(&merged),
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (svg, said) = plot_svg(dir.path(), "suite.svg", &[path_str(&merged)]);
+    assert!(said.contains("plotted 2 series in 2 panels"), "{said}");
+    let texts = svg_texts(&svg);
+    for label in ["shm", "tcp"] {
+        // one legend entry per panel
+        assert_eq!(
+            texts.iter().filter(|t| *t == label).count(),
+            2,
+            "{label:?} in {texts:?}"
+        );
+    }
+    assert_eq!(
+        svg_lines(&svg).len(),
+        2,
+        "the same colour for a transport in both panels"
+    );
+
+    // two files of the same kind, named with --label, titled with --title
+    let (svg, said) = plot_svg(
+        dir.path(),
+        "labelled.svg",
+        &[
+            path_str(&merged),
+            path_str(&merged),
+            "--label",
+            "before",
+            "--label",
+            "after",
+            "--title",
+            "My title",
+        ],
+    );
+    assert!(said.contains("plotted 4 series in 2 panels"), "{said}");
+    let texts = svg_texts(&svg);
+    for label in ["before shm", "before tcp", "after shm", "after tcp", "My title"] {
+        assert!(texts.iter().any(|t| t == label), "{label:?} in {texts:?}");
+    }
+}
+
+#[test]
+fn a_single_panel_png_has_its_announced_size_and_its_whole_title() {
+    let dir = tempdir();
+    let png_path = dir.path().join("one.png");
+    // one collective only: the single-panel layout
+    let csv = dir.path().join("one.csv");
+    let text = std::fs::read_to_string(fixture("base.csv")).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let at = header.split(',').position(|c| c == "collective").unwrap();
+    let kept: Vec<&str> = lines.filter(|l| l.split(',').nth(at) == Some("all_reduce")).collect();
+    std::fs::write(&csv, format!("{header}\n{}\n", kept.join("\n"))).unwrap();
+    let out = collbench(&["plot", path_str(&csv), "-o", path_str(&png_path), "--metric", "time"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    assert_eq!((info.width, info.height), (560, 380 + 44));
+    // the title's ink lies inside the picture with a margin on every side
+    let w = info.width as usize;
+    let dark: Vec<(usize, usize)> = (0..40)
+        .flat_map(|y| (0..w).map(move |x| (x, y)))
+        .filter(|&(x, y)| pixels[(y * w + x) * 3] < 128)
+        .collect();
+    assert!(dark.len() > 200, "no title");
+    let (min_x, max_x) = (
+        dark.iter().map(|p| p.0).min().unwrap(),
+        dark.iter().map(|p| p.0).max().unwrap(),
+    );
+    let min_y = dark.iter().map(|p| p.1).min().unwrap();
+    assert!(
+        min_x >= 4 && max_x <= w - 5,
+        "the title is cut at the sides: x {min_x}..{max_x} of {w}"
+    );
+    assert!(min_y >= 2, "the title is cut at the top: its ink starts at y {min_y}");
+}

@@ -22,11 +22,11 @@ use mpi::datatype::Equivalence;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
-use super::{Backend, Call, TransportQuery};
+use super::{Backend, Call, Identity, LaunchExtras, PhaseTimes, TransportObserver, TransportQuery, refusals};
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::Collective;
 use crate::error::Error;
-use crate::plan::Plan;
+use crate::plan::{Capabilities, Plan};
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, DType, Placement, ReduceOp};
@@ -331,22 +331,14 @@ macro_rules! with_mpi_type {
     };
 }
 
-impl Backend for MpiBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Mpi
-    }
-
-    fn version(&self) -> String {
-        mpi_library_version()
-    }
-
-    fn check_dtype(&self, dtype: DType) -> Result<(), String> {
+impl MpiBackend {
+    fn check_dtype(dtype: DType) -> Result<(), String> {
         with_mpi_type!(dtype, _T => Ok(()), Err(format!(
             "the mpi backend cannot run dtype {dtype}: MPI has no standard 16-bit floating type (use the nccl backend)"
         )))
     }
 
-    fn check_op(&self, op: ReduceOp) -> Result<(), String> {
+    fn check_op(op: ReduceOp) -> Result<(), String> {
         match op {
             ReduceOp::Avg => {
                 Err("the mpi backend cannot run op avg: MPI has no averaging reduction (use the nccl backend)".into())
@@ -354,16 +346,28 @@ impl Backend for MpiBackend {
             _ => Ok(()),
         }
     }
+}
 
-    /// Open MPI's PML and BTLs, from the MPI_T control variables still
-    /// valid after MPI_Init (`topology::observe::ompi`).
-    fn observe_transport(&self, query: &TransportQuery) -> Observed {
-        Observed::from_mpi(query.profile, raw::control_variable_names())
+impl Backend for MpiBackend {
+    fn identity(&self) -> Identity {
+        Identity {
+            kind: BackendKind::Mpi,
+            version: mpi_library_version(),
+            notes: Vec::new(),
+        }
     }
 
-    fn max_elements(&self) -> usize {
-        // MPI counts are C ints (rsmpi panics beyond them).
-        i32::MAX as usize
+    fn capabilities(&self, extras: &LaunchExtras) -> Capabilities {
+        Capabilities {
+            backend: BackendKind::Mpi.name(),
+            // MPI counts are C ints (rsmpi panics beyond them).
+            max_elements: i32::MAX as usize,
+            refused_dtypes: refusals(&DType::ALL, MpiBackend::check_dtype),
+            refused_ops: refusals(&ReduceOp::ALL, MpiBackend::check_op),
+            refused_hierarchies: Vec::new(),
+            refused_extras: extras.refuse_all(BackendKind::Mpi.name()).err(),
+            unchecked: Vec::new(),
+        }
     }
 
     fn prepare(&mut self, call: &Call) -> Result<(), Error> {
@@ -407,23 +411,55 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
-    fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
-        with_mpi_type!(call.dtype, T => self.run::<T>(call, placement, iter), Err(Error::usage(
-            self.check_dtype(call.dtype).err().unwrap_or_default()
-        )))
+    /// MPI has no groups: `ops` operations run one after another.
+    fn launch(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
+        for iter in first_iter..first_iter + u64::from(ops) {
+            with_mpi_type!(call.dtype, T => self.run::<T>(call, placement, iter), Err(Error::usage(
+                MpiBackend::check_dtype(call.dtype).err().unwrap_or_default()
+            )))?;
+        }
+        Ok(())
     }
 
     fn wait(&mut self) -> Result<(), Error> {
         Ok(())
     }
 
-    fn take_phase_times(&mut self) -> Result<Option<[f64; 3]>, Error> {
-        Ok(self.sub.as_mut().and_then(SubComms::take_phase_times))
-    }
-
     fn output(&mut self, call: &Call, placement: Placement) -> Result<(&mut HostBuffer, Range<usize>), Error> {
         let (which, range) = regions(call, placement).output;
         Ok((self.buf(which), range))
+    }
+
+    fn transport(&self) -> Option<&dyn TransportObserver> {
+        Some(self)
+    }
+
+    fn phase_times(&mut self) -> Option<&mut dyn PhaseTimes> {
+        if self.time_phases { Some(self) } else { None }
+    }
+}
+
+impl TransportObserver for MpiBackend {
+    /// Open MPI's PML and BTLs, from the MPI_T control variables still
+    /// valid after MPI_Init (`topology::observe::ompi`).
+    fn observe_transport(&self, query: &TransportQuery) -> Observed {
+        Observed::from_mpi(query.profile, raw::control_variable_names())
+    }
+}
+
+/// Host timers around the hierarchical phases (`hierarchical`).
+impl PhaseTimes for MpiBackend {
+    fn begin_phases(&mut self, _ops: u64) -> Result<(), Error> {
+        // Nothing to make room for: only the sums so far are dropped.
+        self.take_phase_times().map(|_| ())
+    }
+
+    fn take_phase_times(&mut self) -> Result<[f64; 3], Error> {
+        Ok(self
+            .sub
+            .as_mut()
+            .and_then(SubComms::take_phase_times)
+            .unwrap_or([0.0; 3]))
     }
 }
 

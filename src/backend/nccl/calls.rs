@@ -23,7 +23,7 @@
 //! receive of the same group, so data can be overwritten before it is sent:
 //! nccl-tests does not check these two in place ("We don't support in-place
 //! alltoall/sendrecv", its alltoall.cu and sendrecv.cu), and neither do we
-//! (`validated`).
+//! (`UNCHECKED`).
 
 use std::ops::Range;
 
@@ -92,11 +92,12 @@ pub fn check_graph(version: NcclVersion) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the output of `call` in `placement` is defined: not for
-/// in-place alltoall and sendrecv (module comment).
-pub fn validated(call: &Call, placement: Placement) -> bool {
-    !(placement == Placement::InPlace && matches!(call.collective, Collective::AllToAll | Collective::SendRecv))
-}
+/// The outputs that are not defined, so not checked: in-place alltoall and
+/// sendrecv (module comment).
+pub const UNCHECKED: [(Collective, Placement); 2] = [
+    (Collective::AllToAll, Placement::InPlace),
+    (Collective::SendRecv, Placement::InPlace),
+];
 
 /// The native calls the loaded library offers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,29 +151,14 @@ pub fn regions(call: &Call, placement: Placement) -> Regions {
 
 /// The NCCL calls of one operation of `call` on this rank.
 pub fn launch(call: &Call, placement: Placement, native: Native) -> Launch {
-    let n = call.at.nranks;
-    let r = call.at.rank;
-    let root = call.at.root;
-    let c = call.shape.count;
-    let op = call.op.map(red_op).unwrap_or(RedOp::Sum);
-    let in_place = placement == Placement::InPlace;
-    let at = |buf: Buf, offset: usize| At { buf, offset };
-    // Out-of-place: input in `send`, output in `recv`; in place, both in
-    // `recv`, at the positions of the module comment.
-    let (sbuf, rbuf) = if in_place {
-        (Buf::Recv, Buf::Recv)
-    } else {
-        (Buf::Send, Buf::Recv)
-    };
-    let s0 = at(sbuf, 0);
-    let r0 = at(rbuf, 0);
-    let mine = if in_place { r * c } else { 0 };
+    let p = Positions::of(call, placement);
+    let (c, op, root) = (p.count, p.op, p.root);
     let one = |op: Op| Launch {
         grouped: false,
         ops: vec![op],
     };
     let group = |ops: Vec<Op>| Launch { grouped: true, ops };
-
+    let (s0, r0) = (p.send(0), p.recv(0));
     match call.collective {
         Collective::AllReduce => one(Op::AllReduce {
             send: s0,
@@ -181,13 +167,13 @@ pub fn launch(call: &Call, placement: Placement, native: Native) -> Launch {
             op,
         }),
         Collective::AllGather => one(Op::AllGather {
-            send: at(sbuf, mine),
+            send: p.send(p.mine),
             recv: r0,
             count: c,
         }),
         Collective::ReduceScatter => one(Op::ReduceScatter {
             send: s0,
-            recv: at(rbuf, mine),
+            recv: p.recv(p.mine),
             count: c,
             op,
         }),
@@ -209,79 +195,120 @@ pub fn launch(call: &Call, placement: Placement, native: Native) -> Launch {
             recv: r0,
             count: c,
         }),
-        Collective::AllToAll => group(
-            (0..n)
-                .flat_map(|p| {
-                    [
-                        Op::Send {
-                            send: at(sbuf, p * c),
-                            count: c,
-                            peer: p,
-                        },
-                        Op::Recv {
-                            recv: at(rbuf, p * c),
-                            count: c,
-                            peer: p,
-                        },
-                    ]
-                })
-                .collect(),
-        ),
+        Collective::AllToAll => group(p.alltoall_pairs()),
         Collective::Gather if native.gather => one(Op::Gather {
-            send: at(sbuf, mine),
+            send: p.send(p.mine),
             recv: r0,
             count: c,
             root,
         }),
-        Collective::Gather => {
-            let mut ops = vec![Op::Send {
-                send: at(sbuf, mine),
-                count: c,
-                peer: root,
-            }];
-            if r == root {
-                ops.extend((0..n).map(|p| Op::Recv {
-                    recv: at(rbuf, p * c),
-                    count: c,
-                    peer: p,
-                }));
-            }
-            group(ops)
-        }
+        Collective::Gather => group(p.gather_pairs()),
         Collective::Scatter if native.scatter => one(Op::Scatter {
             send: s0,
-            recv: at(rbuf, mine),
+            recv: p.recv(p.mine),
             count: c,
             root,
         }),
-        Collective::Scatter => {
-            let mut ops = Vec::new();
-            if r == root {
-                ops.extend((0..n).map(|p| Op::Send {
-                    send: at(sbuf, p * c),
-                    count: c,
-                    peer: p,
-                }));
-            }
-            ops.push(Op::Recv {
-                recv: at(rbuf, mine),
-                count: c,
-                peer: root,
-            });
-            group(ops)
+        Collective::Scatter => group(p.scatter_pairs()),
+        Collective::SendRecv => group(p.ring()),
+    }
+}
+
+/// Where one rank's operation reads and writes: out of place, input in
+/// `send` and output in `recv`; in place, both in `recv`, at the positions
+/// of the module comment.
+struct Positions {
+    nranks: usize,
+    rank: usize,
+    root: usize,
+    count: usize,
+    op: RedOp,
+    /// `send` out of place, `recv` in place; the output is always `recv`.
+    input: Buf,
+    /// This rank's block in place (`rank * count`), else the start.
+    mine: usize,
+}
+
+impl Positions {
+    fn of(call: &Call, placement: Placement) -> Positions {
+        let in_place = placement == Placement::InPlace;
+        let count = call.shape.count;
+        Positions {
+            nranks: call.at.nranks,
+            rank: call.at.rank,
+            root: call.at.root,
+            count,
+            op: call.op.map(red_op).unwrap_or(RedOp::Sum),
+            input: if in_place { Buf::Recv } else { Buf::Send },
+            mine: if in_place { call.at.rank * count } else { 0 },
         }
-        Collective::SendRecv => group(vec![
-            Op::Send {
-                send: s0,
-                count: c,
-                peer: (r + 1) % n,
-            },
-            Op::Recv {
-                recv: r0,
-                count: c,
-                peer: (r + n - 1) % n,
-            },
-        ]),
+    }
+
+    /// Element `offset` of the input buffer.
+    fn send(&self, offset: usize) -> At {
+        At {
+            buf: self.input,
+            offset,
+        }
+    }
+
+    /// Element `offset` of the output buffer.
+    fn recv(&self, offset: usize) -> At {
+        At { buf: Buf::Recv, offset }
+    }
+
+    fn send_to(&self, peer: usize, from: usize) -> Op {
+        Op::Send {
+            send: self.send(from),
+            count: self.count,
+            peer,
+        }
+    }
+
+    fn recv_from(&self, peer: usize, to: usize) -> Op {
+        Op::Recv {
+            recv: self.recv(to),
+            count: self.count,
+            peer,
+        }
+    }
+
+    /// alltoall without ncclAlltoAll: block `p` to and from every peer `p`.
+    fn alltoall_pairs(&self) -> Vec<Op> {
+        let c = self.count;
+        (0..self.nranks)
+            .flat_map(|p| [self.send_to(p, p * c), self.recv_from(p, p * c)])
+            .collect()
+    }
+
+    /// gather without ncclGather: every rank sends its block to the root,
+    /// which receives block `p` from every rank `p`.
+    fn gather_pairs(&self) -> Vec<Op> {
+        let mut ops = vec![self.send_to(self.root, self.mine)];
+        if self.rank == self.root {
+            ops.extend((0..self.nranks).map(|p| self.recv_from(p, p * self.count)));
+        }
+        ops
+    }
+
+    /// scatter without ncclScatter: the root sends block `p` to every rank
+    /// `p`, and every rank receives its block.
+    fn scatter_pairs(&self) -> Vec<Op> {
+        let mut ops = Vec::new();
+        if self.rank == self.root {
+            ops.extend((0..self.nranks).map(|p| self.send_to(p, p * self.count)));
+        }
+        ops.push(self.recv_from(self.root, self.mine));
+        ops
+    }
+
+    /// sendrecv: to the next rank of the ring, from the previous one.
+    fn ring(&self) -> Vec<Op> {
+        let n = self.nranks;
+        vec![
+            self.send_to((self.rank + 1) % n, 0),
+            self.recv_from((self.rank + n - 1) % n, 0),
+        ]
     }
 }
 

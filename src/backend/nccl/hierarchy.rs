@@ -214,119 +214,140 @@ pub fn phases(
         Hierarchy::Flat => Err("internal error: a flat all-reduce sent to the hierarchy".into()),
         Hierarchy::RsArAg => {
             let s = Slicing::new(count, member.local_size());
-            let (p, mine) = (s.slice, member.local_rank() * s.slice);
-            if !s.is_padded() {
-                return Ok(Phases([
-                    vec![call(
-                        Sub::Intra,
-                        Op::ReduceScatter {
-                            send: at(input, 0),
-                            recv: at(Buf::Recv, mine),
-                            count: p,
-                            op,
-                        },
-                    )],
-                    vec![call(
-                        Sub::Inter,
-                        Op::AllReduce {
-                            send: at(Buf::Recv, mine),
-                            recv: at(Buf::Recv, mine),
-                            count: p,
-                            op,
-                        },
-                    )],
-                    vec![call(
-                        Sub::Intra,
-                        Op::AllGather {
-                            send: at(Buf::Recv, mine),
-                            recv: at(Buf::Recv, 0),
-                            count: p,
-                        },
-                    )],
-                ]));
-            }
-            Ok(Phases([
-                vec![
-                    Step::Copy {
-                        from: at(input, 0),
-                        to: at(Buf::Scratch, 0),
-                        count,
-                    },
-                    call(
-                        Sub::Intra,
-                        Op::ReduceScatter {
-                            send: at(Buf::Scratch, 0),
-                            recv: at(Buf::Scratch, mine),
-                            count: p,
-                            op,
-                        },
-                    ),
-                ],
-                vec![call(
-                    Sub::Inter,
-                    Op::AllReduce {
-                        send: at(Buf::Scratch, mine),
-                        recv: at(Buf::Scratch, mine),
-                        count: p,
-                        op,
-                    },
-                )],
-                vec![
-                    call(
-                        Sub::Intra,
-                        Op::AllGather {
-                            send: at(Buf::Scratch, mine),
-                            recv: at(Buf::Scratch, 0),
-                            count: p,
-                        },
-                    ),
-                    Step::Copy {
-                        from: at(Buf::Scratch, 0),
-                        to: at(Buf::Recv, 0),
-                        count,
-                    },
-                ],
-            ]))
-        }
-        Hierarchy::ReduceBcast => {
-            let out = at(Buf::Recv, 0);
-            let inter = if member.is_leader() {
-                vec![call(
-                    Sub::Inter,
-                    Op::AllReduce {
-                        send: out,
-                        recv: out,
-                        count,
-                        op,
-                    },
-                )]
+            let mine = member.local_rank() * s.slice;
+            Ok(if s.is_padded() {
+                rs_ar_ag_padded(input, count, s.slice, mine, op)
             } else {
-                Vec::new()
-            };
-            Ok(Phases([
-                vec![call(
-                    Sub::Intra,
-                    Op::Reduce {
-                        send: at(input, 0),
-                        recv: out,
-                        count,
-                        op,
-                        root: 0,
-                    },
-                )],
-                inter,
-                vec![call(
-                    Sub::Intra,
-                    Op::Broadcast {
-                        send: out,
-                        recv: out,
-                        count,
-                        root: 0,
-                    },
-                )],
-            ]))
+                rs_ar_ag_in_recv(input, s.slice, mine, op)
+            })
         }
+        Hierarchy::ReduceBcast => Ok(reduce_bcast(input, count, op, member.is_leader())),
     }
+}
+
+/// rs-ar-ag when the node size divides the count: this rank's `slice` at
+/// `mine` straight in `recv`, no copy, no scratch.
+fn rs_ar_ag_in_recv(input: Buf, slice: usize, mine: usize, op: RedOp) -> Phases {
+    let own = at(Buf::Recv, mine);
+    Phases([
+        vec![call(
+            Sub::Intra,
+            Op::ReduceScatter {
+                send: at(input, 0),
+                recv: own,
+                count: slice,
+                op,
+            },
+        )],
+        vec![call(
+            Sub::Inter,
+            Op::AllReduce {
+                send: own,
+                recv: own,
+                count: slice,
+                op,
+            },
+        )],
+        vec![call(
+            Sub::Intra,
+            Op::AllGather {
+                send: own,
+                recv: at(Buf::Recv, 0),
+                count: slice,
+            },
+        )],
+    ])
+}
+
+/// rs-ar-ag in the padded scratch buffer: the input copied in, the three
+/// calls in place there, the first `count` elements copied out to `recv`.
+fn rs_ar_ag_padded(input: Buf, count: usize, slice: usize, mine: usize, op: RedOp) -> Phases {
+    let own = at(Buf::Scratch, mine);
+    let scratch = at(Buf::Scratch, 0);
+    Phases([
+        vec![
+            Step::Copy {
+                from: at(input, 0),
+                to: scratch,
+                count,
+            },
+            call(
+                Sub::Intra,
+                Op::ReduceScatter {
+                    send: scratch,
+                    recv: own,
+                    count: slice,
+                    op,
+                },
+            ),
+        ],
+        vec![call(
+            Sub::Inter,
+            Op::AllReduce {
+                send: own,
+                recv: own,
+                count: slice,
+                op,
+            },
+        )],
+        vec![
+            call(
+                Sub::Intra,
+                Op::AllGather {
+                    send: own,
+                    recv: scratch,
+                    count: slice,
+                },
+            ),
+            Step::Copy {
+                from: scratch,
+                to: at(Buf::Recv, 0),
+                count,
+            },
+        ],
+    ])
+}
+
+/// reduce-bcast: reduce to local rank 0 in `recv`, all-reduce in place
+/// among the leaders (the inter communicator of local rank 0; other ranks
+/// have no inter-node step), broadcast from local rank 0 in place.
+fn reduce_bcast(input: Buf, count: usize, op: RedOp, leader: bool) -> Phases {
+    let out = at(Buf::Recv, 0);
+    let inter = if leader {
+        vec![call(
+            Sub::Inter,
+            Op::AllReduce {
+                send: out,
+                recv: out,
+                count,
+                op,
+            },
+        )]
+    } else {
+        Vec::new()
+    };
+    Phases([
+        vec![call(
+            Sub::Intra,
+            Op::Reduce {
+                send: at(input, 0),
+                recv: out,
+                count,
+                op,
+                root: 0,
+            },
+        )],
+        inter,
+        vec![call(
+            Sub::Intra,
+            Op::Broadcast {
+                send: out,
+                recv: out,
+                count,
+                root: 0,
+            },
+        )],
+    ])
 }
 
 /// How the sub-communicators are made, decided at start-up by every rank

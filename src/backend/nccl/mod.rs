@@ -1,10 +1,14 @@
 //! The NCCL data plane: GPU buffers, one communicator per rank, libnccl
 //! found and loaded at run time.
 //!
-//! - `sys`: the run-time binding of libnccl (the only `unsafe` of this
-//!   backend) and the CUDA driver check;
+//! - `sys`: the run-time binding of libnccl and the CUDA driver check, in
+//!   three layers (`raw`, `result`, `safe`): the only `unsafe` of this
+//!   backend;
 //! - `calls`: how each collective becomes NCCL calls (pure, tested);
 //! - `device`: the GPU through cudarc (context, stream, buffers, copies);
+//! - `hierarchy`: the hierarchical all-reduce's sub-communicators and phases;
+//! - `start`: the bootstrap every rank takes together (library, unique ids,
+//!   GPU, communicator);
 //! - here: finding the library (`NcclLibrary::find`), the unique id, and the
 //!   `Backend` implementation.
 //!
@@ -18,6 +22,7 @@
 mod calls;
 pub mod device;
 mod hierarchy;
+pub mod start;
 pub mod sys;
 
 use std::ops::Range;
@@ -29,10 +34,13 @@ pub use device::{CudaInfo, Device, DeviceError, GpuInfo};
 pub use hierarchy::{SubSource, id_count};
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
-use super::{Backend, Call, LaunchExtras, TransportQuery};
+use super::{
+    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, TransportObserver,
+    TransportQuery, refusals,
+};
 use crate::buffer::HostBuffer;
 use crate::error::Error;
-use crate::plan::Plan;
+use crate::plan::{Capabilities, Plan};
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, DType, Placement, ReduceOp};
@@ -495,9 +503,7 @@ impl NcclBackend {
     }
 
     fn comm(&mut self) -> Result<&mut Comm, Error> {
-        self.comm
-            .as_mut()
-            .ok_or_else(|| Error::runtime("the NCCL communicator was aborted after an earlier error"))
+        self.comm.as_mut().ok_or_else(|| Error::runtime(ABORTED))
     }
 
     /// Records a failure so that the communicators are aborted on drop.
@@ -529,10 +535,7 @@ impl NcclBackend {
                 }
             }
         }
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
+        result.or_else(|e| self.fail(e))
     }
 
     /// A buffer of at least `bytes` (grown, never shrunk): the old one is
@@ -563,10 +566,8 @@ impl NcclBackend {
         // The old buffer is freed here, before the new allocation.
         *slot = placeholder;
         let nccl = self.mem_alloc.then_some(&self.library.api);
-        let memory = match self.device.alloc(bytes, nccl) {
-            Ok(m) => m,
-            Err(e) => return self.fail(e),
-        };
+        let memory = self.device.alloc(bytes, nccl);
+        let memory = memory.or_else(|e| self.fail(e))?;
         match which {
             Buf::Send => self.send = memory,
             Buf::Recv => self.recv = memory,
@@ -595,24 +596,14 @@ impl NcclBackend {
                 "internal error: a hierarchical point in a run set up without sub-communicators",
             ));
         };
-        if let Err(e) = self.device.bind() {
-            return self.fail(e);
-        }
+        let bound = self.device.bind();
+        bound.or_else(|e| self.fail(e))?;
         let made = match self.comm.as_ref() {
             Some(parent) => SubComms::new(parent, &self.library.api, &source, self.member),
-            None => {
-                return Err(Error::runtime(
-                    "the NCCL communicator was aborted after an earlier error",
-                ));
-            }
+            None => return Err(Error::runtime(ABORTED)),
         };
-        match made {
-            Ok(sub) => {
-                self.sub = Some(sub);
-                self.register_buffers()
-            }
-            Err(e) => self.fail(e),
-        }
+        self.sub = Some(made.or_else(|e| self.fail(e))?);
+        self.register_buffers()
     }
 
     /// Scratch bytes for one case (rs-ar-ag with padding).
@@ -634,10 +625,14 @@ impl NcclBackend {
         (span, super::rotation_steps(span, capacity))
     }
 
-    /// Prepares (or reuses) the work of `call` in `placement`.
-    fn prepare_work(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
-        if matches!(&self.cached, Some((c, p, _)) if c == call && *p == placement) {
-            return Ok(());
+    /// The work of `call` in `placement`: the cached one while the call
+    /// stays the same, else prepared now (with the point's rotation).
+    fn take_work(&mut self, call: &Call, placement: Placement) -> Result<Work, Error> {
+        if let Some((c, p, work)) = self.cached.take()
+            && c == *call
+            && p == placement
+        {
+            return Ok(work);
         }
         let work = if call.collective == crate::collective::Collective::AllReduce && !call.hierarchy.is_flat() {
             let op = calls::red_op(call.op.unwrap_or(ReduceOp::Sum));
@@ -647,18 +642,8 @@ impl NcclBackend {
         } else {
             Work::Flat(calls::launch(call, placement, self.native))
         };
-        self.cached = Some((*call, placement, work));
         self.rotation = self.rotation_of(call);
-        Ok(())
-    }
-
-    /// Free device memory, for fitting the plan.
-    pub fn free_bytes(&self) -> Option<u64> {
-        self.device.memory().ok().map(|(free, _)| free as u64)
-    }
-
-    pub fn gpu_name(&self) -> &str {
-        self.device.name()
+        Ok(work)
     }
 }
 
@@ -721,39 +706,7 @@ pub fn case_bytes(case: &crate::plan::Case) -> (u64, u64) {
     (send * e, send.max(case.shape.recv as u64) * e)
 }
 
-impl Backend for NcclBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Nccl
-    }
-
-    fn version(&self) -> String {
-        self.library.describe()
-    }
-
-    fn check_dtype(&self, dtype: DType) -> Result<(), String> {
-        calls::check_dtype(self.library.version(), dtype)
-    }
-
-    fn validates(&self, call: &Call, placement: Placement) -> bool {
-        calls::validated(call, placement)
-    }
-
-    fn check_op(&self, op: ReduceOp) -> Result<(), String> {
-        calls::check_op(self.library.version(), op)
-    }
-
-    fn observe_transport(&self, q: &TransportQuery) -> Observed {
-        // NCCL wrote its INFO log (connections made at init) to the private
-        // file the transport profile set up before the library loaded.
-        Observed::from_nccl_log(q.profile, q.nccl_log, &|a, b| {
-            q.hosts.node_of_rank.get(a) == q.hosts.node_of_rank.get(b)
-        })
-    }
-
-    fn gpu_model(&self) -> Option<String> {
-        Some(self.device.name().to_string())
-    }
-
+impl NcclBackend {
     fn check_hierarchy(&self, mode: Hierarchy) -> Result<(), String> {
         if mode.is_flat() || self.sub_source.is_some() {
             Ok(())
@@ -784,13 +737,72 @@ impl Backend for NcclBackend {
         }
     }
 
-    fn max_elements(&self) -> usize {
-        // NCCL counts are size_t; keep byte offsets far from overflow.
-        usize::MAX >> 8
+    /// Enqueues `work` for operations `first_iter .. first_iter + ops`:
+    /// one call, `ops` calls in one NCCL group (`-m`), or the phases of a
+    /// hierarchical all-reduce once per operation.
+    fn enqueue(&mut self, work: &Work, dtype: sys::DataType, first_iter: u64, ops: u32) -> Result<(), String> {
+        // Operation `a` works where operation `first_iter + a` of the point
+        // would (nccl-tests shifts each aggregated operation).
+        let (span, steps) = self.rotation;
+        let shift = move |a: u64| super::rotation_offset(span, steps, first_iter + a);
+        let bufs = Buffers {
+            send: &self.send,
+            recv: &self.recv,
+            scratch: &self.scratch,
+            shift: shift(0),
+        };
+        match work {
+            Work::Flat(launch) => {
+                let comm = self.comm.as_mut().ok_or(ABORTED)?;
+                let done = if ops <= 1 {
+                    comm.launch(launch, dtype, &bufs)
+                } else {
+                    comm.launch_group(launch, dtype, &bufs, (0..u64::from(ops)).map(shift))
+                };
+                done.map_err(|e| e.to_string())
+            }
+            Work::Phases(phases) => {
+                let sub = self
+                    .sub
+                    .as_mut()
+                    .ok_or("no sub-communicators: a hierarchical point launched before it was prepared")?;
+                let mut marks = self.time_phases.then_some(&mut self.device);
+                (0..u64::from(ops)).try_for_each(|a| {
+                    let bufs = Buffers {
+                        shift: shift(a),
+                        ..bufs
+                    };
+                    enqueue_phases(phases, sub, &bufs, dtype, marks.as_deref_mut())
+                })
+            }
+        }
+    }
+}
+
+/// Why a launch finds no communicator.
+const ABORTED: &str = "the NCCL communicator was aborted after an earlier error";
+
+impl Backend for NcclBackend {
+    fn identity(&self) -> Identity {
+        Identity {
+            kind: BackendKind::Nccl,
+            version: self.library.describe(),
+            notes: self.notes(),
+        }
     }
 
-    fn scratch_bytes(&self, plan: &Plan) -> u64 {
-        plan.cases.iter().map(|c| self.case_scratch_bytes(c)).max().unwrap_or(0)
+    fn capabilities(&self, extras: &LaunchExtras) -> Capabilities {
+        let version = self.library.version();
+        Capabilities {
+            backend: BackendKind::Nccl.name(),
+            // NCCL counts are size_t; keep byte offsets far from overflow.
+            max_elements: usize::MAX >> 8,
+            refused_dtypes: refusals(&DType::ALL, |t| calls::check_dtype(version, t)),
+            refused_ops: refusals(&ReduceOp::ALL, |op| calls::check_op(version, op)),
+            refused_hierarchies: refusals(&Hierarchy::ALL, |h| self.check_hierarchy(h)),
+            refused_extras: self.check_extras(extras).err(),
+            unchecked: calls::UNCHECKED.to_vec(),
+        }
     }
 
     fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
@@ -808,10 +820,6 @@ impl Backend for NcclBackend {
         };
         let scratch = self.scratch_bytes(plan);
         self.ensure_device(send as usize, recv as usize, scratch as usize)
-    }
-
-    fn device_free_bytes(&self) -> Option<u64> {
-        self.free_bytes()
     }
 
     fn prepare(&mut self, call: &Call) -> Result<(), Error> {
@@ -839,18 +847,6 @@ impl Backend for NcclBackend {
         Ok(())
     }
 
-    fn point_begin(&mut self, label: &str) {
-        if let (Some(nvtx), Ok(label)) = (&self.nvtx, std::ffi::CString::new(label)) {
-            nvtx.push(&label);
-        }
-    }
-
-    fn point_end(&mut self) {
-        if let Some(nvtx) = &self.nvtx {
-            nvtx.pop();
-        }
-    }
-
     fn load_input(
         &mut self,
         call: &Call,
@@ -861,7 +857,7 @@ impl Backend for NcclBackend {
         // The whole receive buffer is poisoned so that anything NCCL fails
         // to write is caught; the input then goes where NCCL reads it.
         self.host_recv.poison();
-        let result = match r.input.0 {
+        let copied = match r.input.0 {
             Buf::Send => {
                 self.host_send.fill(r.input.1, value);
                 Device::upload(&mut self.send, 0, self.host_send.bytes())
@@ -873,160 +869,30 @@ impl Backend for NcclBackend {
             }
             Buf::Scratch => return Err(Error::runtime("internal error: an input in the scratch buffer")),
         };
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
+        copied.or_else(|e| self.fail(e))
     }
 
-    fn launch(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
-        self.prepare_work(call, placement)?;
-        let (span, steps) = self.rotation;
-        let shift = super::rotation_offset(span, steps, iter);
-        let dtype = calls::data_type(call.dtype);
-        let bufs = Buffers {
-            send: &self.send,
-            recv: &self.recv,
-            scratch: &self.scratch,
-            shift,
-        };
-        let result = match &self.cached {
-            Some((_, _, Work::Flat(launch))) => match self.comm.as_mut() {
-                Some(comm) => comm.launch(launch, dtype, &bufs).map_err(|e| e.to_string()),
-                None => Err("the NCCL communicator was aborted after an earlier error".into()),
-            },
-            Some((_, _, Work::Phases(phases))) => match self.sub.as_mut() {
-                Some(sub) => {
-                    let marks = self.time_phases.then_some(&mut self.device);
-                    enqueue_phases(phases, sub, &bufs, dtype, marks)
-                }
-                None => Err("internal error: no sub-communicators for a hierarchical all-reduce".into()),
-            },
-            None => Err("internal error: no NCCL work prepared".into()),
-        };
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn launch_group(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
-        // Operation `a` of the group works where operation `first_iter + a`
-        // of the point would (nccl-tests shifts each aggregated operation).
-        self.prepare_work(call, placement)?;
-        let (span, steps) = self.rotation;
-        let shifts = (0..u64::from(ops)).map(move |a| super::rotation_offset(span, steps, first_iter + a));
-        let dtype = calls::data_type(call.dtype);
-        let bufs = Buffers {
-            send: &self.send,
-            recv: &self.recv,
-            scratch: &self.scratch,
-            shift: 0,
-        };
-        let result = match (&self.cached, self.comm.as_mut()) {
-            (Some((_, _, Work::Flat(launch))), Some(comm)) => comm
-                .launch_group(launch, dtype, &bufs, shifts)
-                .map_err(|e| e.to_string()),
-            (Some((_, _, Work::Phases(_))), _) => {
-                Err("internal error: -m groups whole operations, never hierarchical phases".into())
-            }
-            (_, None) => Err("the NCCL communicator was aborted after an earlier error".into()),
-            (None, _) => Err("internal error: no NCCL work prepared".into()),
-        };
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn begin_capture(&mut self) -> Result<(), Error> {
-        match self.device.begin_capture() {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn end_capture(&mut self) -> Result<(), Error> {
-        match self.device.end_capture() {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn replay(&mut self, times: u32) -> Result<(), Error> {
-        match self.device.replay(times) {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn before_timed(&mut self, ops: u64) -> Result<(), Error> {
-        if !self.time_phases {
-            return Ok(());
-        }
-        match self
-            .device
-            .reserve_phase_marks(usize::try_from(ops).unwrap_or(usize::MAX))
-        {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn take_phase_times(&mut self) -> Result<Option<[f64; 3]>, Error> {
-        if !self.time_phases {
-            return Ok(None);
-        }
-        match self.device.take_phase_times() {
-            Ok(times) => Ok(Some(times)),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn marks_iterations(&self) -> bool {
-        // Launches return before the GPU is done: only events on the
-        // stream time each iteration.
-        true
-    }
-
-    fn start_marks(&mut self, iters: u32) -> Result<(), Error> {
-        self.marked = iters as usize;
-        match self.device.start_marks(iters as usize) {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn mark_iteration(&mut self, i: u32) -> Result<(), Error> {
-        match self.device.mark_iteration(i as usize) {
-            Ok(()) => Ok(()),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    fn marked_times(&mut self) -> Result<Vec<f64>, Error> {
-        match self.device.marked_times(self.marked) {
-            Ok(times) => Ok(times),
-            Err(e) => self.fail(e),
-        }
+    fn launch(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
+        let work = self.take_work(call, placement)?;
+        let done = self.enqueue(&work, calls::data_type(call.dtype), first_iter, ops);
+        // The work stays prepared for the point's next launch.
+        self.cached = Some((*call, placement, work));
+        done.or_else(|e| self.fail(e))
     }
 
     fn wait(&mut self) -> Result<(), Error> {
-        if let Err(e) = self.device.mark() {
-            return self.fail(e);
-        }
+        let marked = self.device.mark();
+        marked.or_else(|e| self.fail(e))?;
         // As nccl-tests does: poll the stream and NCCL's asynchronous error
         // state of every communicator, so that a failed peer or network
         // ends the wait with an error instead of a hang.
         loop {
-            match self.device.is_done() {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(e) => return self.fail(e),
+            let done = self.device.is_done();
+            if done.or_else(|e| self.fail(e))? {
+                return Ok(());
             }
-            if let Err(e) = self.comm()?.async_error() {
-                return self.fail(e);
-            }
+            let healthy = self.comm()?.async_error();
+            healthy.or_else(|e| self.fail(e))?;
             if let Some(Err(e)) = self.sub.as_ref().map(SubComms::async_error) {
                 return self.fail(e);
             }
@@ -1035,14 +901,127 @@ impl Backend for NcclBackend {
     }
 
     fn output(&mut self, call: &Call, placement: Placement) -> Result<(&mut HostBuffer, Range<usize>), Error> {
-        let (buf, range) = calls::regions(call, placement).output;
-        debug_assert_eq!(buf, Buf::Recv, "NCCL writes every output to recv");
+        let (_, range) = calls::regions(call, placement).output;
+        // NCCL writes every output to `recv` (`calls::regions`).
         let e = call.dtype.size_bytes();
         let bytes = &mut self.host_recv.bytes_mut()[range.start * e..range.end * e];
         if let Err(err) = Device::download(&self.recv, range.start * e, bytes) {
             return self.fail(err);
         }
         Ok((&mut self.host_recv, range))
+    }
+
+    fn gpu(&self) -> Option<&dyn Gpu> {
+        Some(self)
+    }
+
+    fn transport(&self) -> Option<&dyn TransportObserver> {
+        Some(self)
+    }
+
+    fn graphs(&mut self) -> Option<&mut dyn Graphs> {
+        Some(self)
+    }
+
+    fn iteration_marks(&mut self) -> Option<&mut dyn IterationMarks> {
+        // Launches return before the GPU is done: only events on the
+        // stream time each iteration.
+        Some(self)
+    }
+
+    fn phase_times(&mut self) -> Option<&mut dyn PhaseTimes> {
+        if self.time_phases { Some(self) } else { None }
+    }
+
+    fn profiler(&mut self) -> Option<&mut dyn ProfilerRanges> {
+        self.nvtx.as_mut().map(|nvtx| nvtx as &mut dyn ProfilerRanges)
+    }
+}
+
+impl Gpu for NcclBackend {
+    fn gpu_model(&self) -> String {
+        self.device.name().to_string()
+    }
+
+    fn free_bytes(&self) -> Option<u64> {
+        self.device.memory().ok().map(|(free, _)| free as u64)
+    }
+
+    fn scratch_bytes(&self, plan: &Plan) -> u64 {
+        plan.cases.iter().map(|c| self.case_scratch_bytes(c)).max().unwrap_or(0)
+    }
+}
+
+impl TransportObserver for NcclBackend {
+    fn observe_transport(&self, q: &TransportQuery) -> Observed {
+        // NCCL wrote its INFO log (connections made at init) to the private
+        // file the transport profile set up before the library loaded.
+        Observed::from_nccl_log(q.profile, q.nccl_log, &|a, b| {
+            q.hosts.node_of_rank.get(a) == q.hosts.node_of_rank.get(b)
+        })
+    }
+}
+
+impl Graphs for NcclBackend {
+    fn begin_capture(&mut self) -> Result<(), Error> {
+        let begun = self.device.begin_capture();
+        begun.or_else(|e| self.fail(e))
+    }
+
+    fn end_capture(&mut self) -> Result<(), Error> {
+        let ended = self.device.end_capture();
+        ended.or_else(|e| self.fail(e))
+    }
+
+    fn replay(&mut self, times: u32) -> Result<(), Error> {
+        let replayed = self.device.replay(times);
+        replayed.or_else(|e| self.fail(e))
+    }
+}
+
+impl IterationMarks for NcclBackend {
+    fn start_marks(&mut self, iters: u32) -> Result<(), Error> {
+        self.marked = iters as usize;
+        let made = self.device.start_marks(iters as usize);
+        made.or_else(|e| self.fail(e))
+    }
+
+    fn mark_iteration(&mut self, i: u32) -> Result<(), Error> {
+        let marked = self.device.mark_iteration(i as usize);
+        marked.or_else(|e| self.fail(e))
+    }
+
+    fn marked_times(&mut self) -> Result<Vec<f64>, Error> {
+        let times = self.device.marked_times(self.marked);
+        times.or_else(|e| self.fail(e))
+    }
+}
+
+impl PhaseTimes for NcclBackend {
+    fn begin_phases(&mut self, ops: u64) -> Result<(), Error> {
+        let dropped = self.device.take_phase_times().map(|_| ());
+        dropped.or_else(|e| self.fail(e))?;
+        let made = self
+            .device
+            .reserve_phase_marks(usize::try_from(ops).unwrap_or(usize::MAX));
+        made.or_else(|e| self.fail(e))
+    }
+
+    fn take_phase_times(&mut self) -> Result<[f64; 3], Error> {
+        let times = self.device.take_phase_times();
+        times.or_else(|e| self.fail(e))
+    }
+}
+
+impl ProfilerRanges for Nvtx {
+    fn range_push(&mut self, label: &str) {
+        if let Ok(label) = std::ffi::CString::new(label) {
+            self.push(&label);
+        }
+    }
+
+    fn range_pop(&mut self) {
+        self.pop();
     }
 }
 

@@ -59,7 +59,7 @@ impl Observed {
     }
 
     /// From this rank's NCCL log, once its communicator is initialised
-    /// (the NCCL backend's `Backend::observe_transport`). `same_node(a, b)`:
+    /// (the NCCL backend's `TransportObserver::observe_transport`). `same_node(a, b)`:
     /// ranks `a` and `b` share a node. collbench's private log is removed
     /// once read, unless it contradicts the profile: then it is the
     /// evidence, and the message names it.

@@ -1,0 +1,170 @@
+//! The NCCL backend's start, in steps every rank takes together over the
+//! control plane: whether every rank could run it at all (`probe`, for
+//! `--backend auto`), then `start`: every rank loads libnccl; the ranks
+//! settle which optional calls they all have (ncclCommSplit for the
+//! hierarchical modes, ncclCommRegister for `-R`); rank 0 makes the unique
+//! id (and, for hierarchical modes without ncclCommSplit, one id per
+//! sub-communicator) and broadcasts the bundle; every rank opens its GPU;
+//! then the collective communicator initialisation.
+//!
+//! Errors: a failure before the last step is agreed on by every rank and
+//! printed once (`World::agree`), and comes back as `Error::Reported`; a
+//! failure inside the collective initialisation comes back as it is, and
+//! the caller must end the whole job (peers may be waiting inside NCCL).
+//! Nothing here prints.
+
+use std::path::PathBuf;
+
+use super::{
+    DeviceError, LoadError, NcclBackend, NcclLibrary, Options, Placing, Registration, SubSource, UniqueId, device,
+    id_count,
+};
+use crate::error::Error;
+use crate::topology::Nodes;
+use crate::world::World;
+
+/// What the start reads of a run's configuration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StartOptions {
+    /// `--nccl-lib`.
+    pub nccl_lib: Option<PathBuf>,
+    /// The run has a hierarchical all-reduce mode: its sub-communicators
+    /// are settled at start-up.
+    pub hierarchical: bool,
+    /// Test hook: make the sub-communicators from unique ids even where
+    /// ncclCommSplit exists.
+    pub no_comm_split: bool,
+    /// `-R`.
+    pub register: bool,
+    /// `--phase-times`.
+    pub phase_times: bool,
+    /// Test hook (`--trace-bootstrap DIR`): each rank writes the ids it
+    /// received to `DIR/rank-R.id`.
+    pub trace_bootstrap: Option<PathBuf>,
+}
+
+/// Whether every rank could run nccl, agreed over all ranks: the loaded
+/// library where every rank can, else why not (this rank's reason, or that
+/// another rank cannot), for `auto`'s note. Prints nothing.
+pub fn probe<W: World>(world: &W, opts: &StartOptions) -> Result<NcclLibrary, Error> {
+    let local = local_probe(opts);
+    let everyone = world.min_u64(u64::from(local.is_ok())) == 1;
+    match local {
+        Ok(library) if everyone => Ok(library),
+        Ok(_) => Err(Error::runtime("another rank has no usable GPU or NCCL")),
+        Err(why) => Err(Error::Runtime(why)),
+    }
+}
+
+/// GPU first (cheap, and the common reason on a laptop), then NCCL.
+fn local_probe(opts: &StartOptions) -> Result<NcclLibrary, String> {
+    match device::probe() {
+        Ok(_) => {}
+        Err(DeviceError::Driver(_)) => return Err("no CUDA driver".into()),
+        Err(DeviceError::NoGpu { .. }) => return Err("no GPU visible".into()),
+        Err(e) => return Err(format!("no usable GPU ({e})")),
+    }
+    NcclLibrary::find(opts.nccl_lib.as_deref()).map_err(|e| match e {
+        LoadError::NotFound { .. } => "a GPU but no NCCL library (see `collbench info`)".into(),
+        other => format!("a GPU but {other}"),
+    })
+}
+
+/// A step every rank takes: `Ok` everywhere only if it succeeded
+/// everywhere; otherwise the failure was printed once.
+fn agreed<W: World, T>(world: &W, local: Result<T, Error>) -> Result<T, Error> {
+    world.agree(local).map_err(|d| Error::Reported(d.code))
+}
+
+fn nccl_error(e: &dyn std::fmt::Display) -> Error {
+    Error::runtime(format!("--backend nccl: {e}"))
+}
+
+/// The module comment's steps; `found` is the library `probe` loaded, if
+/// it ran. `layout` is the run's nodes (hosts, or `--ranks-per-node`
+/// groups).
+pub fn start<W: World>(
+    world: &W,
+    opts: &StartOptions,
+    layout: &Nodes,
+    found: Option<NcclLibrary>,
+) -> Result<NcclBackend, Error> {
+    let library = match found {
+        Some(library) => Ok(library),
+        None => NcclLibrary::find(opts.nccl_lib.as_deref()).map_err(|e| nccl_error(&e)),
+    };
+    let library = agreed(world, library)?;
+    let (id, sub_source, registration) = settle(world, opts, layout, &library)?;
+
+    let nodes = world.nodes();
+    let rank = world.rank();
+    let placing = Placing {
+        nranks: world.size(),
+        rank,
+        local_rank: nodes.local_rank(rank),
+        local_ranks: nodes.local_size(rank),
+        host: world.host().to_string(),
+    };
+    let device = agreed(world, NcclBackend::open_device(&placing).map_err(|e| nccl_error(&e)))?;
+    let options = Options {
+        nodes: layout.clone(),
+        sub_source,
+        time_phases: opts.phase_times,
+        registration,
+    };
+    // Collective, and not agreed: a rank that fails here must end the job.
+    NcclBackend::init(library, device, &id, &placing, options)
+}
+
+/// The steps before the GPU opens, all agreed: which optional calls every
+/// rank has, and the unique ids from rank 0. Only runs that ask for them
+/// take the optional steps; every rank has the same configuration, so all
+/// take the same ones.
+fn settle<W: World>(
+    world: &W,
+    opts: &StartOptions,
+    layout: &Nodes,
+    library: &NcclLibrary,
+) -> Result<(UniqueId, Option<SubSource>, Registration), Error> {
+    let everyone = |has: bool| world.min_u64(u64::from(has)) == 1;
+    let split = opts.hierarchical && !opts.no_comm_split && everyone(library.optional().comm_split);
+    let group_ids = if opts.hierarchical && !split {
+        id_count(layout)
+    } else {
+        0
+    };
+    let registration = match opts.register {
+        false => Registration::Off,
+        true if everyone(library.optional().comm_register) => Registration::On,
+        true => Registration::Unavailable,
+    };
+    let made = if world.rank() == 0 {
+        (0..1 + group_ids)
+            .map(|_| library.unique_id().map(|id| id.0.to_vec()))
+            .collect::<Result<Vec<Vec<u8>>, _>>()
+            .map(|ids| ids.concat())
+            .map_err(|e| nccl_error(&e))
+    } else {
+        Ok(Vec::new())
+    };
+    let made = agreed(world, made)?;
+    let ids = UniqueId::split_bundle(&world.broadcast_bytes(&made), 1 + group_ids);
+    let ids = agreed(world, ids.and_then(|ids| trace(opts, world.rank(), &ids).map(|()| ids)))?;
+    let sub_source = match (opts.hierarchical, split) {
+        (false, _) => None,
+        (true, true) => Some(SubSource::Split),
+        (true, false) => Some(SubSource::Ids(ids[1..].to_vec())),
+    };
+    Ok((ids[0], sub_source, registration))
+}
+
+/// Test hook (`--trace-bootstrap DIR`): the ids this rank received, one
+/// per line (the flat communicator's first).
+fn trace(opts: &StartOptions, rank: usize, ids: &[UniqueId]) -> Result<(), Error> {
+    let Some(dir) = &opts.trace_bootstrap else {
+        return Ok(());
+    };
+    let path = dir.join(format!("rank-{rank}.id"));
+    let text: String = ids.iter().map(|id| id.hex() + "\n").collect();
+    std::fs::write(&path, text).map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
+}

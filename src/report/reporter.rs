@@ -1,0 +1,232 @@
+//! Rank 0's outputs during a run: every sink and the progress, behind one
+//! lock, so that a stop signal completes them at once rather than at the
+//! end of the point being measured.
+//!
+//! Under `mpirun`, Ctrl-C reaches mpirun, which sends each rank SIGTERM
+//! and, a second later (`odls_base_sigkill_timeout`), SIGKILL; a point
+//! can take longer than that second, so a rank that waited for its point
+//! boundary would be killed with its table cut off and its JSON never
+//! written. So a watcher thread completes the reports as soon as the
+//! signal arrives: the table prints the row it was holding back, its
+//! section's average and its footer (which says the run is incomplete);
+//! the CSV is flushed; the JSON is written. From then on records are
+//! dropped (the sweep stops at its next point boundary anyway), so the
+//! CSV, the JSON and the table hold exactly the same points. The line on
+//! stderr comes when the rank ends in order (`finish`): a signal that
+//! comes because another rank failed is not news. Nothing here decides
+//! when the sweep stops (the engine does).
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::progress::Progress;
+use super::{Record, RunInfo, Sink};
+use crate::engine::Summary;
+use crate::engine::stop::{StopRequest, signal_name};
+use crate::error::{Error, say};
+
+/// How often the watcher looks for a stop signal.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// Rank 0's outputs: every sink plus the progress.
+pub struct Reporter {
+    shared: Arc<Mutex<Outputs>>,
+    stop: Option<StopRequest>,
+    watcher: Option<(Sender<()>, JoinHandle<()>)>,
+}
+
+struct Outputs {
+    sinks: Vec<Box<dyn Sink>>,
+    progress: Progress,
+    /// Points the run plans (`None`: until stopped).
+    planned: Option<u64>,
+    /// Set at `begin`.
+    run: Option<RunInfo>,
+    /// What the sinks were given so far.
+    tally: Summary,
+    state: State,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum State {
+    Open,
+    /// Completed by a stop signal: this is what the reports say.
+    Stopped(Summary),
+    Closed,
+}
+
+impl Reporter {
+    /// `planned`: the points the run will measure, `None` when endless.
+    pub fn new(sinks: Vec<Box<dyn Sink>>, progress: Progress, planned: Option<u64>) -> Reporter {
+        Reporter {
+            shared: Arc::new(Mutex::new(Outputs {
+                sinks,
+                progress,
+                planned,
+                run: None,
+                tally: Summary::default(),
+                state: State::Open,
+            })),
+            stop: None,
+            watcher: None,
+        }
+    }
+
+    /// Completes the reports as soon as `stop` fires (see the module doc).
+    pub fn stop_on(mut self, stop: StopRequest) -> Reporter {
+        self.stop = Some(stop);
+        self
+    }
+
+    fn outputs(&self) -> MutexGuard<'_, Outputs> {
+        // A sink that panicked has ended the process in the panic hook; the
+        // data behind a poisoned lock is still whole.
+        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn begin(&mut self, run: &RunInfo) -> Result<(), Error> {
+        {
+            let mut out = self.outputs();
+            out.run = Some(run.clone());
+            out.each(|s| s.begin(run))?;
+        }
+        if let Some(stop) = self.stop.clone() {
+            self.watcher = watch(Arc::clone(&self.shared), stop);
+        }
+        Ok(())
+    }
+
+    /// Hands `record` to every sink, unless a stop signal completed the
+    /// reports already: then it is dropped, from every one of them.
+    pub fn record(&mut self, record: &Record) -> Result<(), Error> {
+        let mut out = self.outputs();
+        if out.state != State::Open {
+            return Ok(());
+        }
+        out.each(|s| s.record(record))?;
+        out.tally.points += 1;
+        if let Some(w) = record.wrong {
+            out.tally.checked_points += 1;
+            out.tally.wrong += w;
+            out.tally.failed_points += usize::from(w > 0);
+        }
+        out.progress.advance(record);
+        Ok(())
+    }
+
+    /// Completes every report with `summary`, unless a stop signal did
+    /// already; returns what the reports say (the points they hold).
+    pub fn finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<Summary, Error> {
+        if let Some((quit, thread)) = self.watcher.take() {
+            drop(quit);
+            let _ = thread.join();
+        }
+        let mut out = self.outputs();
+        match std::mem::replace(&mut out.state, State::Closed) {
+            // Said only by a rank that ends in order: when a failed rank
+            // made the launcher end the job, that rank's line is the one.
+            State::Stopped(reported) => {
+                if let Some(signal) = reported.stopped_by {
+                    say(&stop_line(signal, reported.points, out.planned));
+                }
+                Ok(reported)
+            }
+            State::Closed => Ok(summary.clone()),
+            State::Open => {
+                out.progress.finish();
+                let finished = out.each(|s| s.finish(run, summary));
+                if let Some(signal) = summary.stopped_by {
+                    say(&stop_line(signal, summary.points, out.planned));
+                }
+                finished.map(|_| summary.clone())
+            }
+        }
+    }
+
+    /// The run will not start after all: remove every file created.
+    pub fn discard(&mut self) {
+        let mut out = self.outputs();
+        out.progress.finish();
+        out.state = State::Closed;
+        for sink in &mut out.sinks {
+            sink.discard();
+        }
+    }
+}
+
+impl Outputs {
+    fn each(&mut self, mut f: impl FnMut(&mut dyn Sink) -> std::io::Result<()>) -> Result<(), Error> {
+        for sink in &mut self.sinks {
+            f(sink.as_mut()).map_err(|e| Error::runtime(format!("cannot write {}: {e}", sink.target())))?;
+        }
+        Ok(())
+    }
+
+    /// A stop signal arrived: complete every report with what it holds.
+    fn stop(&mut self, signal: u64) {
+        if self.state != State::Open {
+            return;
+        }
+        let Some(run) = self.run.clone() else {
+            return;
+        };
+        let mut summary = self.tally.clone();
+        summary.stopped_by = Some(signal);
+        summary.cycles = (summary.points / run.points.max(1)) as u64;
+        self.progress.finish();
+        if let Err(e) = self.each(|s| s.finish(&run, &summary)) {
+            say(&format!("collbench: {e}"));
+        }
+        self.state = State::Stopped(summary);
+    }
+}
+
+/// The watcher: polls `stop` until the reporter finishes.
+fn watch(shared: Arc<Mutex<Outputs>>, stop: StopRequest) -> Option<(Sender<()>, JoinHandle<()>)> {
+    let (quit, quitting) = mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("collbench-stop-watch".into())
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = quitting.recv_timeout(WATCH_EVERY) {
+                let signal = stop.signal();
+                if signal != 0 {
+                    let mut out = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    out.stop(signal);
+                    return;
+                }
+            }
+        });
+    match spawned {
+        Ok(thread) => Some((quit, thread)),
+        Err(e) => {
+            // The reports are then completed at the next point boundary.
+            say(&format!("collbench: warning: no stop watcher ({e})"));
+            None
+        }
+    }
+}
+
+/// `collbench: stopped by SIGINT after 12 of 68 points; ...`
+pub fn stop_line(signal: u64, points: usize, planned: Option<u64>) -> String {
+    let planned = planned.map(|p| format!(" of {p}")).unwrap_or_default();
+    format!(
+        "collbench: stopped by {} after {points}{planned} points; the run is incomplete, every finished point is in the CSV",
+        signal_name(signal)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_line_names_the_signal_and_the_points() {
+        assert_eq!(
+            stop_line(2, 12, Some(68)),
+            "collbench: stopped by SIGINT after 12 of 68 points; the run is incomplete, every finished point is in the CSV"
+        );
+        assert!(stop_line(15, 3, None).contains("stopped by SIGTERM after 3 points;"));
+    }
+}
