@@ -72,8 +72,9 @@ fn png_decodes_with_the_size_of_its_panel_grid() {
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut pixels).unwrap();
-    // three collectives: a 2 x 2 grid of 560 x 380 panels under a title
-    assert_eq!((info.width, info.height), (1120, 2 * 380 + 44));
+    // three collectives: a 2 x 2 grid of 560 x 380 panels under a title;
+    // the fixture has 5 samples per point, so the title has its note line
+    assert_eq!((info.width, info.height), (1120, 2 * 380 + 62));
     // not blank: some pixels are neither white nor transparent
     assert!(pixels.chunks(3).filter(|p| p.iter().any(|&c| c < 200)).count() > 1000);
 }
@@ -321,7 +322,8 @@ fn a_single_panel_png_has_its_announced_size_and_its_whole_title() {
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut pixels).unwrap();
-    assert_eq!((info.width, info.height), (560, 380 + 44));
+    // the title and its note line (the fixture has 5 samples per point)
+    assert_eq!((info.width, info.height), (560, 380 + 62));
     // the title's ink lies inside the picture with a margin on every side
     let w = info.width as usize;
     let dark: Vec<(usize, usize)> = (0..40)
