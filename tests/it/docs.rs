@@ -408,3 +408,75 @@ fn the_block_reader_keeps_order_lines_indentation_and_exit_codes() {
     assert!(runs_collbench("mpirun -np 2 collbench run -e 1K"));
     assert!(!runs_collbench("target/release/collbench run  # collbench"));
 }
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped but `-`
+/// and `_`, spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a markdown text's headings (outside code blocks).
+fn anchors(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_points_to_a_file_and_heading_that_exist() {
+    let files = markdown_files();
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for (file, text) in &files {
+        let dir = repo().join(file).parent().unwrap().to_path_buf();
+        for (n, line) in text.lines().enumerate() {
+            for piece in line.split("](").skip(1) {
+                let Some(target) = piece.split(')').next() else {
+                    continue;
+                };
+                if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                    continue;
+                }
+                let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+                let resolved = if path.is_empty() {
+                    repo().join(file)
+                } else {
+                    dir.join(path)
+                };
+                checked += 1;
+                if !resolved.exists() {
+                    bad.push(format!("{file}:{}: {target}: no such file", n + 1));
+                    continue;
+                }
+                if !fragment.is_empty() && resolved.extension().is_some_and(|x| x == "md") {
+                    let page = std::fs::read_to_string(&resolved).unwrap();
+                    if !anchors(&page).iter().any(|a| a == fragment) {
+                        bad.push(format!("{file}:{}: {target}: no such heading", n + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert!(checked >= 30, "only {checked} links checked");
+    assert_eq!(
+        anchor("nccl-tests' launch options: `-m`, `-G`, `-R`"),
+        "nccl-tests-launch-options--m--g--r"
+    );
+}
