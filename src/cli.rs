@@ -7,7 +7,7 @@
 //! derives from these definitions: the `--config` file's keys (`config`
 //! reads it as more arguments, checked against the flags here), the
 //! cross-rank digest (`RunArgs::digest`), a suite launch's command line
-//! (`RunArgs::to_args`) and the README's option table
+//! (`RunArgs::to_args`) and the option table of docs/options.md
 //! (`run_options_markdown`, checked by a test).
 
 use std::path::PathBuf;
@@ -833,7 +833,7 @@ impl RunArgs {
     }
 }
 
-/// The README's reference table of `collbench run` options, from the
+/// docs/options.md's reference table of `collbench run` options, from the
 /// definitions above: flag and value, default, help text.
 pub fn run_options_markdown() -> String {
     let mut out = String::from("| option | default | meaning |\n|---|---|---|\n");
@@ -891,24 +891,26 @@ pub fn run_options_markdown() -> String {
 mod tests {
     use super::*;
 
-    /// The README's `collbench run` table is generated from the
+    /// docs/options.md's `collbench run` table is generated from the
     /// definitions; `COLLBENCH_BLESS=1` rewrites it.
     #[test]
-    fn the_readme_option_table_is_the_one_the_definitions_give() {
+    fn the_docs_options_table_is_the_one_the_definitions_give() {
         const BEGIN: &str = "<!-- run options: generated from cli::run_options_markdown -->\n";
         const END: &str = "<!-- end of run options -->";
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-        let readme = std::fs::read_to_string(&path).unwrap();
-        let (before, rest) = readme.split_once(BEGIN).expect("README has the run options marker");
-        let (table, after) = rest.split_once(END).expect("README has the end marker");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/options.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let (before, rest) = page
+            .split_once(BEGIN)
+            .expect("docs/options.md has the run options marker");
+        let (table, after) = rest.split_once(END).expect("docs/options.md has the end marker");
         let want = run_options_markdown();
         if table != want {
             if std::env::var_os("COLLBENCH_BLESS").is_some() {
                 std::fs::write(&path, format!("{before}{BEGIN}{want}{END}{after}")).unwrap();
             } else {
                 panic!(
-                    "README's run option table differs from the clap definitions; \
-                     run `COLLBENCH_BLESS=1 cargo test --lib readme` to regenerate it"
+                    "docs/options.md's run option table differs from the clap definitions; \
+                     run `COLLBENCH_BLESS=1 cargo test --lib options_table` to regenerate it"
                 );
             }
         }

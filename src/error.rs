@@ -18,7 +18,7 @@ pub fn say(line: &str) {
     let _ = err.flush();
 }
 
-/// Process exit codes, documented in the README.
+/// Process exit codes, documented in docs/exit-codes.md.
 pub mod exit {
     pub const OK: u8 = 0;
     /// Something failed while running (MPI, a backend, an output file).

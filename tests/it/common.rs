@@ -336,7 +336,7 @@ fn run(mut cmd: Command) -> Output {
     output_of(cmd)
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {
             s.lines()

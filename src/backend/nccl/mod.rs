@@ -12,7 +12,7 @@
 //! - here: finding the library (`NcclLibrary::find`), the unique id, and the
 //!   `Backend` implementation.
 //!
-//! Search order for libnccl (README "NCCL library search"): `--nccl-lib`,
+//! Search order for libnccl (docs/gpu.md, "NCCL library search"): `--nccl-lib`,
 //! then `COLLBENCH_NCCL_LIB` (either one, when set, is the only place
 //! tried: an explicit choice never silently falls back to another
 //! library), then `$NCCL_HOME/lib`, the dynamic loader's own search for

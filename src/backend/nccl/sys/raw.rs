@@ -298,7 +298,7 @@ pub struct OptionalApi {
 // ---------------------------------------------------------------------------
 // Loading
 
-/// How a candidate library was found (the search order of the README).
+/// How a candidate library was found (the search order of docs/gpu.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     /// `--nccl-lib PATH`
