@@ -87,8 +87,14 @@ fn share(part: f64, whole: f64) -> String {
     }
 }
 
-pub fn header(lines: &[String]) -> String {
-    let mut s = String::from("# collbench workload: communication of a training step, measured\n");
+/// The header: what ran (`replay`: a log's sequence) and every
+/// simplification, one `# ` line each.
+pub fn header(replay: bool, lines: &[String]) -> String {
+    let mut s = String::from(if replay {
+        "# collbench replay: the collective sequence of a logged job, measured\n"
+    } else {
+        "# collbench workload: communication of a training step, measured\n"
+    });
     for l in lines {
         s += &format!("# {l}\n");
     }

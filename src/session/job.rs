@@ -141,9 +141,11 @@ impl Job {
                 }
                 Ok(out)
             }
-            Source::Log { log, rescale, .. } => {
+            Source::Log { log, rescale, path, .. } => {
                 let layout = GroupLayout::new(world, ranks_per_node, 1)?;
-                let schedule = log.schedule(world, *rescale)?;
+                let schedule = log
+                    .schedule(world, *rescale)
+                    .map_err(|e| Error::from_code(e.exit_code(), format!("{path}: {e}")))?;
                 Ok(vec![Config {
                     name: "replay".into(),
                     strategy: None,

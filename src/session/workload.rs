@@ -83,7 +83,7 @@ impl<W: World> Session<'_, W> {
                 .collect::<std::collections::BTreeSet<_>>(),
         );
         if first {
-            print_out(&report::header(&header));
+            print_out(&report::header(job.top().is_some(), &header));
         }
         let mut outcomes = Vec::new();
         for (config, (calls, _)) in configs.iter().zip(&prepared) {
