@@ -61,6 +61,12 @@ impl Job {
         let cfg = run_config(&a.run, "workload")?;
         let model = model(a)?;
         let strategies = strategies(&a.strategy)?;
+        if a.tp > 1 && !strategies.contains(&Strategy::Tp) {
+            return Err(Error::usage(format!(
+                "--tp {} only applies to the tp strategy; add tp to --strategy",
+                a.tp
+            )));
+        }
         let buckets = match &a.bucket {
             None => vec![None],
             Some(list) => bucket_list(list)?,

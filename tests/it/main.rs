@@ -17,3 +17,4 @@ mod nccl;
 mod plot;
 mod transports;
 mod ux;
+mod workload;
