@@ -186,3 +186,118 @@ impl StepRunner<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::backend::memory::{Fault, Launched, MemoryBackend};
+    use crate::clock::VirtualClock;
+    use crate::collective::Layout;
+    use crate::topology::Hierarchy;
+    use crate::types::{DType, ReduceOp};
+    use crate::world::threads::ThreadWorld;
+
+    /// One call on this rank's group: `n` ranks, this rank at `index`.
+    fn call(collective: Collective, count: usize, n: usize, index: usize) -> Call {
+        let spec = collective.spec();
+        Call {
+            collective,
+            hierarchy: Hierarchy::Flat,
+            dtype: DType::Float,
+            op: spec.is_reduction().then_some(ReduceOp::Sum),
+            shape: spec.shape(count, n),
+            at: Layout {
+                nranks: n,
+                rank: index,
+                root: 0,
+            },
+        }
+    }
+
+    /// Runs `steps` on 4 rank threads whose groups are pairs {0,1} {2,3};
+    /// each operation takes (1 + its sequence number in the step) ms.
+    fn on_pairs(timing: StepTiming, fault: fn(usize, &Launched) -> Option<Fault>) -> Vec<Option<Steps>> {
+        let worlds = ThreadWorld::create(4);
+        let backends = MemoryBackend::create(4).unwrap();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = worlds
+                .iter()
+                .zip(backends)
+                .enumerate()
+                .map(|(rank, (world, backend))| {
+                    s.spawn(move || {
+                        let clock = VirtualClock::new();
+                        let calls_per_step = 3;
+                        let mut backend = backend
+                            .with_clock(clock.clone())
+                            .with_delay(move |op: &Launched| Duration::from_millis(1 + op.seq % calls_per_step))
+                            .with_fault(move |op: &Launched| fault(rank, op));
+                        let pair = backend.sub_groups().unwrap().split(rank / 2, rank % 2).unwrap();
+                        let calls = [
+                            StepCall {
+                                call: call(Collective::AllReduce, 64, 2, rank % 2),
+                                handle: Some(pair),
+                                shift: 1,
+                            },
+                            StepCall {
+                                call: call(Collective::AllGather, 64, 4, rank),
+                                handle: None,
+                                shift: 1,
+                            },
+                            StepCall {
+                                call: call(Collective::SendRecv, 16, 4, rank),
+                                handle: None,
+                                shift: 2,
+                            },
+                        ];
+                        let mut runner = StepRunner {
+                            world,
+                            backend: &mut backend,
+                            clock: Clock::Virtual(clock),
+                            inject_error: false,
+                            watchdog: None,
+                        };
+                        runner.run(&calls, &timing).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    fn timing(check: u32) -> StepTiming {
+        StepTiming {
+            warmup_steps: 1,
+            steps: 2,
+            check,
+            blocking: false,
+        }
+    }
+
+    #[test]
+    fn each_operation_runs_on_its_group_and_is_timed_alone_step_by_step() {
+        // without checks every step's operations are sequence 0, 1, 2 mod 3
+        let all = on_pairs(timing(0), |_, _| None);
+        assert!(all[1..].iter().all(Option::is_none));
+        let steps = all[0].clone().unwrap();
+        assert_eq!(steps.op_us, vec![vec![1000.0, 2000.0, 3000.0]; 2]);
+        assert_eq!(steps.step_us, vec![6000.0; 2]);
+        assert_eq!(steps.wrong, None);
+    }
+
+    #[test]
+    fn every_collective_of_the_step_is_validated_on_its_own_group() {
+        // the pair all-reduce, the world all-gather and the exchange two
+        // places ahead are all exact
+        let steps = on_pairs(timing(1), |_, _| None)[0].clone().unwrap();
+        assert_eq!((steps.wrong, steps.failed_ops), (Some(0), 0));
+        // one corrupted element of the exchange on rank 3 (its third call)
+        fn corrupt(rank: usize, op: &Launched) -> Option<Fault> {
+            (rank == 3 && op.seq == 2).then_some(Fault::Corrupt(1))
+        }
+        let steps = on_pairs(timing(1), corrupt)[0].clone().unwrap();
+        assert_eq!((steps.wrong, steps.failed_ops), (Some(1), 1));
+    }
+}
