@@ -19,6 +19,7 @@ use crate::clock::Clock;
 use crate::collective::Layout;
 use crate::engine::stats::IterSummary;
 use crate::engine::steps::{StepCall, StepRunner, Steps};
+use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::plan::{Capabilities, Plan};
 use crate::report::print_out;
@@ -34,7 +35,15 @@ type Handles = BTreeMap<(GroupLayout, Group), Option<usize>>;
 impl<W: World> Session<'_, W> {
     /// Sets up, runs every configuration, reports; this rank's exit code.
     pub(super) fn run_job(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job) -> u8 {
-        match self.job_steps(mpi_backend, job) {
+        let watchdog = self
+            .cfg
+            .timing
+            .timeout
+            .map(|t| Watchdog::start(t, format!("rank {} on {}", self.world.rank(), self.world.host())));
+        if let Some(w) = &watchdog {
+            w.watch("the set-up (schedules, communicators, output files)");
+        }
+        match self.job_steps(mpi_backend, job, watchdog.as_ref()) {
             Ok(code) => code,
             Err(Error::Reported(code)) => code,
             Err(e) => {
@@ -44,7 +53,7 @@ impl<W: World> Session<'_, W> {
         }
     }
 
-    fn job_steps(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job) -> Result<u8, Error> {
+    fn job_steps(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job, watchdog: Option<&Watchdog>) -> Result<u8, Error> {
         let world = self.world;
         self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
         let nodes = self.agreed(self.nodes())?;
@@ -85,14 +94,34 @@ impl<W: World> Session<'_, W> {
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
+        let calls: Vec<&[StepCall]> = prepared.iter().map(|(c, _)| c.as_slice()).collect();
+        let outcomes = self.run_configs(backend, &configs, &calls, job, csv.as_mut(), watchdog);
+        if first && outcomes.len() > 1 {
+            print_out(&report::side_by_side(&outcomes));
+        }
+        Ok(self.job_verdict(&outcomes))
+    }
+
+    /// Every configuration's steps; its figures and CSV rows on rank 0. A
+    /// failure ends the job (peers would wait for this rank).
+    fn run_configs(
+        &self,
+        backend: &mut dyn Backend,
+        configs: &[Config],
+        prepared: &[&[StepCall]],
+        job: &Job,
+        mut csv: Option<&mut WorkloadCsv>,
+        watchdog: Option<&Watchdog>,
+    ) -> Vec<Outcome> {
+        let world = self.world;
         let mut outcomes = Vec::new();
-        for (config, (calls, _)) in configs.iter().zip(&prepared) {
+        for (config, &calls) in configs.iter().zip(prepared) {
             let mut runner = StepRunner {
                 world,
                 backend: &mut *backend,
                 clock: Clock::Host,
                 inject_error: self.cfg.hooks.inject_error,
-                watchdog: None,
+                watchdog,
             };
             let steps = match runner.run(calls, &job.timing) {
                 Ok(s) => s,
@@ -111,10 +140,7 @@ impl<W: World> Session<'_, W> {
                 outcomes.push(outcome);
             }
         }
-        if first && outcomes.len() > 1 {
-            print_out(&report::side_by_side(&outcomes));
-        }
-        Ok(self.job_verdict(&outcomes))
+        outcomes
     }
 
     /// 3 when any collective was wrong (rank 0 says so), else 0.
