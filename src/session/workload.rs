@@ -21,7 +21,7 @@ use crate::engine::stats::IterSummary;
 use crate::engine::steps::{StepCall, StepRunner, Steps};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Case, Plan};
 use crate::report::print_out;
 use crate::report::workload::{self as report, OpResult, Outcome, WorkloadCsv};
 use crate::topology::{Hierarchy, Nodes};
@@ -66,10 +66,15 @@ impl<W: World> Session<'_, W> {
         for c in &configs {
             prepared.push(self.agreed(step_calls(c, &handles, &caps, world.rank()))?);
         }
+        // A device backend allocates its buffers once, for the largest call.
+        let cases = prepared
+            .iter()
+            .flat_map(|(calls, _)| calls.iter().map(|c| case(&c.call)))
+            .collect();
         self.agreed(backend.reserve(
             &Plan {
                 nranks: world.size(),
-                cases: Vec::new(),
+                cases,
             },
             false,
         ))?;
@@ -194,7 +199,7 @@ fn split_groups(backend: &mut dyn Backend, configs: &[Config], rank: usize) -> R
         let kind = backend.identity().kind;
         let sub = backend.sub_groups().ok_or_else(|| {
             Error::usage(format!(
-                "the {} backend has no sub-communicators for group {group} yet; use --backend mpi",
+                "the {} backend has no sub-communicators for group {group} (NCCL before 2.18 has no ncclCommSplit); use --backend mpi",
                 kind.name()
             ))
         })?;
@@ -264,6 +269,18 @@ fn runnable(op: &Op, caps: &Capabilities, notes: &mut Vec<String>) -> Result<(DT
         return Ok((DType::Float, op.count.div_ceil(2)));
     }
     Err(Error::usage(format!("{} ({}): {why}", op.label, op.collective)))
+}
+
+/// The plan's case of one call (what `Backend::reserve` sizes buffers by).
+fn case(call: &Call) -> Case {
+    Case {
+        collective: call.collective,
+        hierarchy: call.hierarchy,
+        dtype: call.dtype,
+        op: call.op,
+        root: Some(call.at.root),
+        shape: call.shape,
+    }
 }
 
 /// Rank 0's figures of one configuration.
