@@ -244,14 +244,7 @@ impl<'a, W: World> Session<'a, W> {
         if let Some(job) = self.job {
             return self.run_job(mpi_backend, job);
         }
-        let watchdog = self
-            .cfg
-            .timing
-            .timeout
-            .map(|t| Watchdog::start(t, format!("rank {} on {}", self.world.rank(), self.world.host())));
-        if let Some(w) = &watchdog {
-            w.watch("the set-up (plan check, communicators, output files)");
-        }
+        let watchdog = self.watchdog("the set-up (plan check, communicators, output files)");
         let ended = self
             .set_up(mpi_backend)
             .map(|ready| self.sweep(ready, watchdog.as_ref()));
@@ -263,6 +256,16 @@ impl<'a, W: World> Session<'a, W> {
                 e.exit_code()
             }
         }
+    }
+
+    /// The `--timeout` watchdog of this rank, watching `setup` first.
+    fn watchdog(&self, setup: &str) -> Option<Watchdog> {
+        let rank = format!("rank {} on {}", self.world.rank(), self.world.host());
+        let watchdog = self.cfg.timing.timeout.map(|t| Watchdog::start(t, rank));
+        if let Some(w) = &watchdog {
+            w.watch(setup);
+        }
+        watchdog
     }
 
     /// A step every rank takes: `Ok` everywhere only if it succeeded

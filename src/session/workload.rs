@@ -35,14 +35,7 @@ type Handles = BTreeMap<(GroupLayout, Group), Option<usize>>;
 impl<W: World> Session<'_, W> {
     /// Sets up, runs every configuration, reports; this rank's exit code.
     pub(super) fn run_job(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job) -> u8 {
-        let watchdog = self
-            .cfg
-            .timing
-            .timeout
-            .map(|t| Watchdog::start(t, format!("rank {} on {}", self.world.rank(), self.world.host())));
-        if let Some(w) = &watchdog {
-            w.watch("the set-up (schedules, communicators, output files)");
-        }
+        let watchdog = self.watchdog("the set-up (schedules, communicators, output files)");
         match self.job_steps(mpi_backend, job, watchdog.as_ref()) {
             Ok(code) => code,
             Err(Error::Reported(code)) => code,
