@@ -445,3 +445,27 @@ fn bad_workload_options_get_one_line_and_exit_2_on_every_rank() {
     let (out, _) = workload(2, dir.path(), "exists.csv", &[]);
     refused(&out, &format!("{} exists", path.display()));
 }
+
+#[test]
+fn a_send_two_ranks_ahead_replays_as_a_shifted_exchange_at_four_ranks() {
+    // Written for this test in the format of own-2.26-fp8-premul-p2p-rank0.log
+    // (NCCL 2.26's Send/Recv lines, `root` is the peer): rank 0 of 4 sends
+    // to rank 2 and receives from it, one exchange shifted by 2, validated
+    // on every rank (rank r receives what rank r-2 sent)
+    let log = "gpu-b:7300:7300 [0] NCCL INFO NCCL version 2.26.2+cuda12.8\n\
+gpu-b:7300:7345 [0] NCCL INFO ncclCommInitRankConfig comm 0x55e0c0de0000 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 4000 commId 0x7a8b - Init COMPLETE\n\
+gpu-b:7300:7300 [0] NCCL INFO Send: opCount 2 sendbuff 0x7f1040000000 recvbuff (nil) count 65536 datatype 7 op 0 root 2 comm 0x55e0c0de0000 [nranks=4] stream 0x55e0c1000000\n\
+gpu-b:7300:7300 [0] NCCL INFO Recv: opCount 2 sendbuff (nil) recvbuff 0x7f1050000000 count 65536 datatype 7 op 0 root 2 comm 0x55e0c0de0000 [nranks=4] stream 0x55e0c1000000\n";
+    let dir = tempdir();
+    let path = dir.path().join("p2p.log");
+    std::fs::write(&path, log).unwrap();
+    let csv = dir.path().join("r.csv");
+    let out = replay(4, path_str(&path), &csv, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv);
+    assert_eq!(ops(&csv, "replay"), vec![op("sendrecv", 65_536, "world", 4, "log")]);
+    assert!(steps(&csv, "replay").iter().all(|r| csv.get(r, "wrong") == "0"));
+    // and a corrupted element of it is found
+    let out = replay(4, path_str(&path), &dir.path().join("bad.csv"), &["--inject-error"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+}
