@@ -25,7 +25,7 @@ use crate::plan::{Capabilities, Case, Plan};
 use crate::report::print_out;
 use crate::report::workload::{self as report, OpResult, Outcome, WorkloadCsv};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::DType;
+use crate::types::{DType, human_bytes};
 use crate::workload::{Group, GroupLayout, Op, StepVolume, volume};
 use crate::world::World;
 
@@ -64,13 +64,11 @@ impl<W: World> Session<'_, W> {
             .iter()
             .flat_map(|(calls, _)| calls.iter().map(|c| case(&c.call)))
             .collect();
-        self.agreed(backend.reserve(
-            &Plan {
-                nranks: world.size(),
-                cases,
-            },
-            false,
-        ))?;
+        let plan = Plan {
+            nranks: world.size(),
+            cases,
+        };
+        self.agreed(reserve(backend, &plan, world.nodes().local_size(world.rank())))?;
         let first = world.rank() == 0;
         let mut csv = self.agreed(match (first, &self.cfg.outputs.csv) {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
@@ -262,6 +260,27 @@ fn runnable(op: &Op, caps: &Capabilities, notes: &mut Vec<String>) -> Result<(DT
         return Ok((DType::Float, op.count.div_ceil(2)));
     }
     Err(Error::usage(format!("{} ({}): {why}", op.label, op.collective)))
+}
+
+/// Buffers for the plan's largest call, refused (one line) when the
+/// host's ranks would need more memory than it has (memory is per host,
+/// whatever --ranks-per-node says).
+fn reserve(backend: &mut dyn Backend, plan: &Plan, ranks_on_host: usize) -> Result<(), Error> {
+    if backend.gpu().is_none()
+        && let Some(available) = crate::topology::machine::available_memory()
+    {
+        let need = plan.peak_buffer_bytes().saturating_mul(ranks_on_host as u64);
+        if need > available {
+            return Err(Error::usage(format!(
+                "the largest operation needs {} per rank, {} for the {ranks_on_host} ranks on this host, \
+                 but only {} of memory is available; use fewer ranks per host or a smaller model",
+                human_bytes(plan.peak_buffer_bytes()),
+                human_bytes(need),
+                human_bytes(available)
+            )));
+        }
+    }
+    backend.reserve(plan, false)
 }
 
 /// The plan's case of one call (what `Backend::reserve` sizes buffers by).

@@ -440,6 +440,9 @@ fn bad_workload_options_get_one_line_and_exit_2_on_every_rank() {
         &["workload", "--backend", "mpi", "--params", "many", "--layers", "2"],
     );
     refused(&out, "--params many");
+    // a weight matrix of 4e10 elements: beyond MPI's int counts
+    let out = mpirun(2, &["workload", "--backend", "mpi", "--params", "1T", "--layers", "2"]);
+    refused(&out, "larger than the mpi backend's largest buffer");
     let (out, path) = workload(1, dir.path(), "exists.csv", &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let (out, _) = workload(2, dir.path(), "exists.csv", &[]);
