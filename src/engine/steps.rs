@@ -23,6 +23,7 @@ use crate::error::Error;
 use crate::types::Placement;
 use crate::world::World;
 
+use super::stop::StopRequest;
 use super::watchdog::Watchdog;
 
 /// One operation of the step, as this rank issues it.
@@ -71,10 +72,15 @@ pub struct StepRunner<'a> {
     /// Test hook: corrupt the first received element after each check.
     pub inject_error: bool,
     pub watchdog: Option<&'a Watchdog>,
+    /// Checked on every rank before each step.
+    pub stop: StopRequest,
 }
 
 impl StepRunner<'_> {
-    pub fn run(&mut self, calls: &[StepCall], t: &StepTiming) -> Result<Option<Steps>, Error> {
+    /// The steps' figures (`Some` on rank 0), and the signal that stopped
+    /// them early on any rank (every rank knows it; the steps timed before
+    /// it are kept).
+    pub fn run(&mut self, calls: &[StepCall], t: &StepTiming) -> Result<(Option<Steps>, Option<u64>), Error> {
         let (wrong, failed_ops) = self.check(calls, t.check)?;
         for step in 0..t.warmup_steps {
             self.watch(format!("warm-up step {}", step + 1));
@@ -82,7 +88,14 @@ impl StepRunner<'_> {
         }
         let mut step_s = Vec::with_capacity(t.steps as usize);
         let mut op_s = Vec::with_capacity(t.steps as usize * calls.len());
+        let mut stopped_by = None;
         for step in 0..t.steps {
+            // Ranks stop together, between steps, when any got a signal.
+            let signal = self.world.max_u64(self.stop.signal());
+            if signal != 0 {
+                stopped_by = Some(signal);
+                break;
+            }
             self.watch(format!("step {}", step + 1));
             step_s.push(self.step(calls, t.blocking, Some(&mut op_s))?);
         }
@@ -91,7 +104,7 @@ impl StepRunner<'_> {
         }
         let steps = self.world.max_f64s_to_root(&step_s);
         let ops = self.world.max_f64s_to_root(&op_s);
-        Ok(steps.zip(ops).map(|(steps, ops)| Steps {
+        let steps = steps.zip(ops).map(|(steps, ops)| Steps {
             step_us: steps.iter().map(|s| s * 1e6).collect(),
             op_us: ops
                 .chunks(calls.len().max(1))
@@ -99,7 +112,8 @@ impl StepRunner<'_> {
                 .collect(),
             wrong: (t.check > 0).then_some(wrong),
             failed_ops,
-        }))
+        });
+        Ok((steps, stopped_by))
     }
 
     fn watch(&self, what: String) {
@@ -258,8 +272,9 @@ mod tests {
                             clock: Clock::Virtual(clock),
                             inject_error: false,
                             watchdog: None,
+                            stop: StopRequest::never(),
                         };
-                        runner.run(&calls, &timing).unwrap()
+                        runner.run(&calls, &timing).unwrap().0
                     })
                 })
                 .collect();

@@ -82,6 +82,13 @@ impl<W: World> Session<'_, W> {
             nodes.ranks_per_node()
         ));
         header.extend(
+            world
+                .ranks()
+                .iter()
+                .enumerate()
+                .map(|(r, info)| format!("Rank {r:4} on {} pid {}", info.host, info.pid)),
+        );
+        header.extend(
             prepared
                 .iter()
                 .flat_map(|(_, notes)| notes.iter().cloned())
@@ -91,11 +98,24 @@ impl<W: World> Session<'_, W> {
             print_out(&report::header(job.top().is_some(), &header));
         }
         let calls: Vec<&[StepCall]> = prepared.iter().map(|(c, _)| c.as_slice()).collect();
-        let outcomes = self.run_configs(backend, &configs, &calls, job, csv.as_mut(), watchdog);
+        let (outcomes, stopped_by) = self.run_configs(backend, &configs, &calls, job, csv.as_mut(), watchdog);
         if first && outcomes.len() > 1 {
             print_out(&report::side_by_side(&outcomes));
         }
-        Ok(self.job_verdict(&outcomes))
+        let code = self.job_verdict(&outcomes);
+        Ok(match stopped_by {
+            Some(signal) => {
+                if first {
+                    say(&format!(
+                        "collbench: stopped by {} after {} configuration(s); the steps timed before are reported",
+                        crate::engine::stop::signal_name(signal),
+                        outcomes.len()
+                    ));
+                }
+                code.max(128 + signal as u8)
+            }
+            None => code,
+        })
     }
 
     /// Every configuration's steps; its figures and CSV rows on rank 0. A
@@ -108,7 +128,7 @@ impl<W: World> Session<'_, W> {
         job: &Job,
         mut csv: Option<&mut WorkloadCsv>,
         watchdog: Option<&Watchdog>,
-    ) -> Vec<Outcome> {
+    ) -> (Vec<Outcome>, Option<u64>) {
         let world = self.world;
         let mut outcomes = Vec::new();
         for (config, &calls) in configs.iter().zip(prepared) {
@@ -118,14 +138,15 @@ impl<W: World> Session<'_, W> {
                 clock: Clock::Host,
                 inject_error: self.cfg.hooks.inject_error,
                 watchdog,
+                stop: self.stop.clone(),
             };
-            let steps = match runner.run(calls, &job.timing) {
-                Ok(s) => s,
+            let (steps, stopped_by) = match runner.run(calls, &job.timing) {
+                Ok(ran) => ran,
                 Err(e) => self.fail(&e),
             };
             // Rank 0 alone from here: a failure must end the job, which
             // would otherwise wait for it in the next configuration.
-            if let Some(steps) = steps {
+            if let Some(steps) = steps.filter(|s| !s.step_us.is_empty()) {
                 let outcome = outcome(config, calls, steps).unwrap_or_else(|e| self.fail(&e));
                 print_out(&report::one(&outcome, job.top()));
                 if let Some(w) = csv.as_mut()
@@ -135,8 +156,11 @@ impl<W: World> Session<'_, W> {
                 }
                 outcomes.push(outcome);
             }
+            if stopped_by.is_some() {
+                return (outcomes, stopped_by);
+            }
         }
-        outcomes
+        (outcomes, None)
     }
 
     /// 3 when any collective was wrong (rank 0 says so), else 0.

@@ -472,3 +472,26 @@ gpu-b:7300:7300 [0] NCCL INFO Recv: opCount 2 sendbuff (nil) recvbuff 0x7f105000
     let out = replay(4, path_str(&path), &dir.path().join("bad.csv"), &["--inject-error"]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
 }
+
+#[test]
+fn sigterm_stops_a_workload_between_steps_keeping_what_was_timed() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("term.csv");
+    let mut args = vec!["workload", "--backend", "mpi", "--csv", path_str(&csv_path)];
+    args.extend(&MODEL[..10]);
+    args.extend(["--strategy", "ddp,fsdp", "--steps", "1000", "--warmup-steps", "0"]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, std::time::Duration::from_secs(120));
+    // ddp's block is printed once its steps are done: fsdp is running
+    job.wait_for_rows(std::time::Duration::from_secs(300));
+    for pid in &pids {
+        signal(*pid, "TERM");
+    }
+    let (code, lines) = job.finish(std::time::Duration::from_secs(120));
+    assert_eq!(code, 143, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("stopped by SIGTERM"), "{lines:?}");
+    let csv = Csv::read(&csv_path);
+    assert_eq!(steps(&csv, "ddp").len(), 1000);
+    assert!(steps(&csv, "fsdp").len() < 1000);
+}
