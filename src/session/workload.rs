@@ -74,26 +74,8 @@ impl<W: World> Session<'_, W> {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
             _ => Ok(None),
         })?;
-        let mut header = job.header();
-        header.push(format!(
-            "backend {}, {} ranks, {} per node",
-            backend.identity().version,
-            world.size(),
-            nodes.ranks_per_node()
-        ));
-        header.extend(
-            world
-                .ranks()
-                .iter()
-                .enumerate()
-                .map(|(r, info)| format!("Rank {r:4} on {} pid {}", info.host, info.pid)),
-        );
-        header.extend(
-            prepared
-                .iter()
-                .flat_map(|(_, notes)| notes.iter().cloned())
-                .collect::<std::collections::BTreeSet<_>>(),
-        );
+        let notes: Vec<String> = prepared.iter().flat_map(|(_, notes)| notes.iter().cloned()).collect();
+        let header = header_lines(job, world, backend.identity().version, nodes.ranks_per_node(), notes);
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
@@ -181,6 +163,25 @@ impl<W: World> Session<'_, W> {
         }
         e.exit_code()
     }
+}
+
+/// The header: the job's lines, the backend and ranks, each rank's host
+/// and pid, and the notes of the calls (each once).
+fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, notes: Vec<String>) -> Vec<String> {
+    let mut header = job.header();
+    header.push(format!(
+        "backend {version}, {} ranks, {per_node} per node",
+        world.size()
+    ));
+    header.extend(
+        world
+            .ranks()
+            .iter()
+            .enumerate()
+            .map(|(r, info)| format!("Rank {r:4} on {} pid {}", info.host, info.pid)),
+    );
+    header.extend(notes.into_iter().collect::<std::collections::BTreeSet<_>>());
+    header
 }
 
 /// The configurations at this launch's size and nodes.
