@@ -28,6 +28,8 @@ pub fn main() -> ExitCode {
         Command::Info(args) => info_command(&args),
         Command::Topo(args) => topo_command(&args),
         Command::Suite(args) => report_command(|| crate::suite::run(&args)),
+        Command::Workload(args) => crate::session::run_job(crate::session::Job::workload(&args)),
+        Command::Replay(args) => crate::session::run_job(crate::session::Job::replay(&args)),
         Command::Help(args) => help_command(&args),
     };
     ExitCode::from(code)

@@ -154,8 +154,147 @@ a failed launch (1 runtime, 3 validation, 5 timeout, ...).")]
     #[command(args_override_self = true)]
     Suite(SuiteArgs),
 
+    /// Measure a training step's communication: DDP, ZeRO, FSDP/HSDP and tensor-parallel schedules of a model
+    #[command(after_help = "Each strategy's step is the ordered collectives its framework issues \
+(docs/workload.md says what each follows and leaves out), run on the groups it needs (node, \
+tensor-parallel, data-parallel), every collective validated once, then --steps steps timed op by \
+op (operations run one after another: overlap with compute is not measured). Output: per \
+strategy and bucket size, step time (median, p99), the bytes each rank moves from first \
+principles, effective bus bandwidth, breakdowns by collective and message size, and a \
+side-by-side view with each one's ratio to the best. Of `run`'s options, the backend, \
+checking (-c), --blocking, --timeout, --ranks-per-node, --transport, --csv, --overwrite and \
+--label apply; the others are refused.\n\n\
+Examples:\n  \
+mpirun -np 4 collbench workload --model llama-3.2-1b --strategy ddp,fsdp\n  \
+mpirun -np 8 collbench workload --params 7e9 --layers 32 --strategy ddp --bucket 1M,4M,25M\n  \
+mpirun -np 8 collbench workload --model gpt2 --strategy tp --tp 2 --csv tp.csv\n  \
+mpirun -np 8 collbench workload --model llama-3-8b --strategy hsdp --ranks-per-node 4\n\n\
+Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validation failed.")]
+    #[command(args_override_self = true)]
+    Workload(Box<WorkloadArgs>),
+
+    /// Replay the collective sequence of a real job from its NCCL debug log (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,COLL)
+    #[command(
+        after_help = "One rank's sequence (--rank, default the lowest) is replayed by every \
+rank of this launch on sub-communicators of the same shape as the log's, validated once, then \
+timed --steps times; the output lists total and per-operation time and the top operations. A \
+log from more ranks than this launch needs --rescale (groups over the whole job span this \
+launch, per-call counts are kept). Details: docs/workload.md.\n\n\
+Examples:\n  \
+mpirun -np 2 collbench replay nccl.log\n  \
+mpirun -np 4 collbench replay job.log --rank 3 --rescale --csv replay.csv\n\n\
+Exit codes: 0 ok, 1 runtime failure, 2 a log this launch cannot replay (one line says what is \
+missing), 3 validation failed."
+    )]
+    #[command(args_override_self = true)]
+    Replay(Box<ReplayArgs>),
+
     /// Print this message or the help of the given subcommand
     Help(HelpArgs),
+}
+
+/// Options of `collbench workload`: what to model, then `run`'s options.
+#[derive(Clone, Debug, Args)]
+pub struct WorkloadArgs {
+    /// Strategies: ddp, zero1, zero2, fsdp (zero3, full_shard), fsdp-grad-op, hsdp, hsdp-grad-op, tp (megatron), or all
+    #[arg(long, value_name = "LIST", default_value = "ddp", help_heading = "Workload")]
+    pub strategy: String,
+
+    /// A model preset (gpt2, tinyllama-1.1b, llama-3.2-1b, llama-2-7b, mistral-7b, llama-3-8b, llama-2-70b, llama-3-70b)
+    #[arg(long, value_name = "NAME", conflicts_with = "params", help_heading = "Workload")]
+    pub model: Option<String>,
+
+    /// The plain form: parameter count (7e9, 7B, 350M), with --layers
+    #[arg(long, value_name = "N", requires = "layers", help_heading = "Workload")]
+    pub params: Option<String>,
+
+    /// The plain form: transformer layers
+    #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
+    pub layers: Option<usize>,
+
+    /// The plain form: hidden size [default: from the parameter count]
+    #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
+    pub hidden: Option<String>,
+
+    /// The plain form: vocabulary (a tied embedding) [default: none]
+    #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
+    pub vocab: Option<String>,
+
+    /// Parameter element type (all-gathers of FSDP and ZeRO, tp activations)
+    #[arg(long, value_name = "TYPE", default_value = "bfloat16", value_parser = dtype_arg, help_heading = "Workload")]
+    pub param_dtype: DType,
+
+    /// Gradient element type (all-reduces and reduce-scatters of gradients)
+    #[arg(long, value_name = "TYPE", value_parser = dtype_arg, help_heading = "Workload")]
+    pub grad_dtype: Option<DType>,
+
+    /// DDP (and tp's data-parallel) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
+    #[arg(long, value_name = "LIST", help_heading = "Workload")]
+    pub bucket: Option<String>,
+
+    /// Tensor-parallel degree of the tp strategy
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub tp: u64,
+
+    /// tp's activations: sequence length
+    #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub seq_len: u64,
+
+    /// tp's activations: micro-batch size
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub micro_batch: u64,
+
+    #[command(flatten)]
+    pub steps: StepArgs,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// One element type by name (`--param-dtype`, `--grad-dtype`).
+fn dtype_arg(text: &str) -> Result<DType, String> {
+    DType::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = DType::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown element type '{text}' (known: {})", names.join(", "))
+    })
+}
+
+/// How many steps a workload or replay runs.
+#[derive(Clone, Debug, Args, Serialize)]
+pub struct StepArgs {
+    /// Timed steps; median and p99 are over them
+    #[arg(long, value_name = "N", default_value = "10", value_parser = clap::value_parser!(u32).range(1..=100000), help_heading = "Workload")]
+    pub steps: u32,
+
+    /// Untimed steps before the timed ones
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(..=1000), help_heading = "Workload")]
+    pub warmup_steps: u32,
+}
+
+/// Options of `collbench replay`: the log, then `run`'s options.
+#[derive(Clone, Debug, Args)]
+pub struct ReplayArgs {
+    /// The NCCL debug log (one rank's, or several concatenated)
+    #[arg(value_name = "LOG", help_heading = "Replay")]
+    pub log: PathBuf,
+
+    /// Whose sequence to replay: the job's rank R [default: the lowest in the log]
+    #[arg(long = "rank", value_name = "R", help_heading = "Replay")]
+    pub replay_rank: Option<usize>,
+
+    /// Replay a job of more ranks at this launch's size, keeping every call's count
+    #[arg(long, help_heading = "Replay")]
+    pub rescale: bool,
+
+    /// Operations listed as the top by time
+    #[arg(long, value_name = "N", default_value = "10", help_heading = "Replay")]
+    pub top: usize,
+
+    #[command(flatten)]
+    pub steps: StepArgs,
+
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Options of `collbench help`: clap's own help subcommand takes no

@@ -28,8 +28,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::{
-    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, ProfilerRanges, refusals, rotation_offset,
-    rotation_steps,
+    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, ProfilerRanges, SubGroups, refusals,
+    rotation_offset, rotation_steps,
 };
 use crate::buffer::{Bf16, Half, HostBuffer};
 use crate::clock::{Clock, VirtualClock};
@@ -148,6 +148,10 @@ struct Rendezvous {
     generation: u64,
     /// Set when a rank failed or left: every later wait ends with it.
     broken: Option<String>,
+    /// Each rank's (colour, key) of the split in progress (`SubGroups`).
+    colors: Vec<(usize, usize)>,
+    /// The fabrics splits made, by (split number, colour).
+    subs: Vec<((u64, usize), Arc<Fabric>)>,
 }
 
 impl Fabric {
@@ -162,6 +166,8 @@ impl Fabric {
                 arrived: 0,
                 generation: 0,
                 broken: None,
+                colors: vec![(0, 0); nranks],
+                subs: Vec::new(),
             }),
             turn: Condvar::new(),
         })
@@ -224,6 +230,13 @@ pub struct MemoryBackend {
     /// `Some` with device-style iteration marks: when each was recorded.
     marks: Option<Vec<Duration>>,
     profiler: bool,
+    /// The communicator this backend was created on, and this rank in it;
+    /// `fabric` and `rank` are the selected group's (`SubGroups`).
+    home: (Arc<Fabric>, usize),
+    /// The fabrics of this rank's groups, and its index in each.
+    groups: Vec<(Arc<Fabric>, usize)>,
+    /// Places a sendrecv sends ahead (1: the ring).
+    shift: usize,
 }
 
 impl MemoryBackend {
@@ -250,6 +263,9 @@ impl MemoryBackend {
                     graph: Vec::new(),
                     marks: None,
                     profiler: false,
+                    home: (Arc::clone(&fabric), rank),
+                    groups: Vec::new(),
+                    shift: 1,
                 })
             })
             .collect()
@@ -322,8 +338,7 @@ impl MemoryBackend {
         self.seq += 1;
         let fault = self.fault.as_mut().and_then(|f| f(&op));
         if let Some(Fault::Fail(why)) = &fault {
-            self.fabric
-                .break_with(format!("rank {} of the memory backend failed", self.rank));
+            self.break_all(format!("rank {} of the memory backend failed", self.home.1));
             return Err(Error::runtime(why.clone()));
         }
         let shift = rotation_offset(self.rotation.0, self.rotation.1, iter);
@@ -369,7 +384,7 @@ impl MemoryBackend {
             Buf::Send => &mut self.send,
             Buf::Recv => &mut self.recv,
         };
-        with_element_type!(call.dtype, T => compute::<T>(call, &state.inputs, &mut output.typed_mut::<T>()[out]));
+        with_element_type!(call.dtype, T => compute::<T>(call, self.shift, &state.inputs, &mut output.typed_mut::<T>()[out]));
         drop(fabric.barrier(state)?);
         Ok(())
     }
@@ -385,11 +400,64 @@ impl MemoryBackend {
     }
 }
 
+impl MemoryBackend {
+    /// Breaks every communicator of this rank, so no peer waits for it.
+    fn break_all(&self, why: String) {
+        self.home.0.break_with(why.clone());
+        for (fabric, _) in &self.groups {
+            fabric.break_with(why.clone());
+        }
+    }
+}
+
 impl Drop for MemoryBackend {
     fn drop(&mut self) {
         // Peers still exchanging would wait for this rank forever.
-        self.fabric
-            .break_with(format!("rank {} of the memory backend has left", self.rank));
+        self.break_all(format!("rank {} of the memory backend has left", self.home.1));
+    }
+}
+
+/// Splits meet on the home fabric: every rank publishes its colour and
+/// key, and the first of a colour to look makes the group's fabric.
+impl SubGroups for MemoryBackend {
+    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+        let (home, me) = (Arc::clone(&self.home.0), self.home.1);
+        let round = self.groups.len() as u64;
+        let mut state = lock(&home.state);
+        state.colors[me] = (color, key);
+        state = home.barrier(state)?;
+        let mut members: Vec<(usize, usize)> = (0..home.nranks)
+            .filter(|&r| state.colors[r].0 == color)
+            .map(|r| (state.colors[r].1, r))
+            .collect();
+        members.sort();
+        let index = members.iter().position(|&(_, r)| r == me).unwrap_or(0);
+        let fabric = match state.subs.iter().find(|(k, _)| *k == (round, color)) {
+            Some((_, f)) => Arc::clone(f),
+            None => {
+                let f = Arc::new(Fabric::new(members.len())?);
+                state.subs.push(((round, color), Arc::clone(&f)));
+                f
+            }
+        };
+        // Nobody publishes the next split's colour before all have read.
+        drop(home.barrier(state)?);
+        self.groups.push((fabric, index));
+        Ok(self.groups.len() - 1)
+    }
+
+    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
+        let (fabric, rank) = match handle {
+            None => &self.home,
+            Some(h) => self
+                .groups
+                .get(h)
+                .ok_or_else(|| Error::runtime(format!("internal error: no memory group {h}")))?,
+        };
+        self.fabric = Arc::clone(fabric);
+        self.rank = *rank;
+        self.shift = shift.max(1);
+        Ok(())
     }
 }
 
@@ -497,6 +565,10 @@ impl Backend for MemoryBackend {
 
     fn profiler(&mut self) -> Option<&mut dyn ProfilerRanges> {
         if self.profiler { Some(self) } else { None }
+    }
+
+    fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
+        Some(self)
     }
 }
 
@@ -606,7 +678,7 @@ fn regions(call: &Call, placement: Placement) -> Regions {
 
 /// This rank's output of `call` from every rank's input (`inputs[r]` is
 /// rank `r`'s input region, `out` this rank's output region).
-fn compute<T: Arith>(call: &Call, inputs: &[HostBuffer], out: &mut [T]) {
+fn compute<T: Arith>(call: &Call, shift: usize, inputs: &[HostBuffer], out: &mut [T]) {
     let (n, c, rank, root) = (call.at.nranks, call.shape.count, call.at.rank, call.at.root);
     let input = |r: usize| inputs[r].typed::<T>();
     let op = call.op.unwrap_or(ReduceOp::Sum);
@@ -640,7 +712,7 @@ fn compute<T: Arith>(call: &Call, inputs: &[HostBuffer], out: &mut [T]) {
             }
         }
         Collective::Scatter => out.copy_from_slice(&input(root)[rank * c..rank * c + out.len()]),
-        Collective::SendRecv => out.copy_from_slice(&input((rank + n - 1) % n)[..out.len()]),
+        Collective::SendRecv => out.copy_from_slice(&input((rank + n - shift % n) % n)[..out.len()]),
     }
 }
 

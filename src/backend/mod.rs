@@ -234,6 +234,28 @@ pub trait Backend {
     fn profiler(&mut self) -> Option<&mut dyn ProfilerRanges> {
         None
     }
+
+    /// Sub-communicators of the backend's own (a workload's groups).
+    fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
+        None
+    }
+}
+
+/// Sub-communicators, built once before a workload's first step, and the
+/// one later calls run on: a training step's operations run on the node,
+/// tensor-parallel or data-parallel group of each rank, every rank in its
+/// own group at the same time. A call's `Layout` is then the group's: its
+/// size, this rank's index in it, the root's index in it.
+pub trait SubGroups {
+    /// Collective over the backend's own communicator (every rank calls it
+    /// together, as MPI_Comm_split): a communicator of the ranks that give
+    /// the same `color`, ordered by `key`. Returns its handle for `select`.
+    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error>;
+
+    /// Later calls run on communicator `handle` (`None`: the backend's
+    /// own); a sendrecv sends to the rank `shift` places after this one in
+    /// it and receives from the one `shift` places before (1 is the ring).
+    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error>;
 }
 
 /// The GPU of a device backend: what the plan is fitted to, and what the

@@ -24,6 +24,7 @@ pub mod digest;
 pub mod policy;
 pub mod precision;
 pub mod stats;
+pub mod steps;
 pub mod stop;
 pub mod watchdog;
 

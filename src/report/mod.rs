@@ -24,6 +24,7 @@ pub mod samples;
 pub use crate::record;
 pub use reporter::{Reporter, stop_line};
 pub mod table;
+pub mod workload;
 
 use std::fs::{File, OpenOptions};
 use std::io;

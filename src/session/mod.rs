@@ -14,7 +14,9 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
+mod job;
 mod outputs;
+mod workload;
 
 use std::ffi::OsString;
 
@@ -32,6 +34,7 @@ use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank, launcher_size};
 use backend_choice::MakeMpi;
+pub use job::Job;
 
 /// `collbench run`: `args` as parsed, `argv` the arguments after `run`
 /// (the `--config` file's keys go before them).
@@ -46,7 +49,26 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = run_with_control_plane(&cfg, &env_plan, &stop);
+    let code = run_with_control_plane(&cfg, &env_plan, &stop, None);
+    if code == exit::OK {
+        env_plan.remove_nccl_log();
+    }
+    code
+}
+
+/// `collbench workload` and `collbench replay`: `made` is the job and the
+/// run's configuration from their options (an error is printed once).
+pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
+    let started = made.and_then(|(job, cfg)| {
+        let env_plan = apply_transport(&cfg)?;
+        let stop = StopRequest::install()?;
+        Ok((job, cfg, env_plan, stop))
+    });
+    let (job, cfg, env_plan, stop) = match started {
+        Ok(started) => started,
+        Err(e) => return report_early_error(&e),
+    };
+    let code = run_with_control_plane(&cfg, &env_plan, &stop, Some(&job));
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -118,7 +140,7 @@ fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
 
 /// Picks the control plane: one thread per rank with `-g N` (and always in
 /// a build without MPI), else MPI.
-fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
     if launcher_size().is_some_and(|n| n > 1) && (cfg.start.threads.is_some() || !cfg!(feature = "mpi")) {
         let why = if cfg!(feature = "mpi") {
             "-g starts every rank as a thread of one process; do not combine it with a multi-process launch"
@@ -132,13 +154,13 @@ fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopReques
         return exit::USAGE;
     }
     match cfg.start.threads {
-        Some(n) => run_threads(n, cfg, env_plan, stop),
-        None => run_mpi(cfg, env_plan, stop),
+        Some(n) => run_threads(n, cfg, env_plan, stop, job),
+        None => run_mpi(cfg, env_plan, stop, job),
     }
 }
 
 #[cfg(feature = "mpi")]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
     use crate::backend::mpi::MpiBackend;
 
     let world = match crate::world::mpi::MpiWorld::init() {
@@ -151,24 +173,26 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
     let mpi_backend = |nodes: &Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
-    Session::new(&world, cfg, env_plan, stop).run(Some(&mpi_backend))
+    Session::new(&world, cfg, env_plan, stop)
+        .with_job(job)
+        .run(Some(&mpi_backend))
 }
 
 /// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
-    run_threads(1, cfg, env_plan, stop)
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
+    run_threads(1, cfg, env_plan, stop, job)
 }
 
 /// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
-fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest) -> u8 {
+fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
     use crate::world::threads::ThreadWorld;
 
     let worlds = ThreadWorld::create(n);
     std::thread::scope(|scope| {
         let handles: Vec<_> = worlds
             .iter()
-            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).run(None)))
+            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_job(job).run(None)))
             .collect();
         // A rank that panicked has ended the process in the panic hook.
         handles
@@ -185,6 +209,8 @@ pub struct Session<'a, W: World> {
     cfg: &'a RunConfig,
     env_plan: &'a EnvPlan,
     stop: &'a StopRequest,
+    /// A workload or replay instead of a sweep.
+    job: Option<&'a Job>,
 }
 
 /// Everything set up on every rank; the sweep can start.
@@ -203,19 +229,22 @@ impl<'a, W: World> Session<'a, W> {
             cfg,
             env_plan,
             stop,
+            job: None,
         }
+    }
+
+    /// Runs `job` (a workload or replay) instead of the sweep.
+    pub fn with_job(mut self, job: Option<&'a Job>) -> Self {
+        self.job = job;
+        self
     }
 
     /// Sets up, sweeps and judges; the exit code of this rank.
     pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
-        let watchdog = self
-            .cfg
-            .timing
-            .timeout
-            .map(|t| Watchdog::start(t, format!("rank {} on {}", self.world.rank(), self.world.host())));
-        if let Some(w) = &watchdog {
-            w.watch("the set-up (plan check, communicators, output files)");
+        if let Some(job) = self.job {
+            return self.run_job(mpi_backend, job);
         }
+        let watchdog = self.watchdog("the set-up (plan check, communicators, output files)");
         let ended = self
             .set_up(mpi_backend)
             .map(|ready| self.sweep(ready, watchdog.as_ref()));
@@ -227,6 +256,16 @@ impl<'a, W: World> Session<'a, W> {
                 e.exit_code()
             }
         }
+    }
+
+    /// The `--timeout` watchdog of this rank, watching `setup` first.
+    fn watchdog(&self, setup: &str) -> Option<Watchdog> {
+        let rank = format!("rank {} on {}", self.world.rank(), self.world.host());
+        let watchdog = self.cfg.timing.timeout.map(|t| Watchdog::start(t, rank));
+        if let Some(w) = &watchdog {
+            w.watch(setup);
+        }
+        watchdog
     }
 
     /// A step every rank takes: `Ok` everywhere only if it succeeded

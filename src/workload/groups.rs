@@ -120,7 +120,7 @@ impl fmt::Display for Partition {
 }
 
 /// The launch's shape: world size, ranks per node, tensor-parallel degree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupLayout {
     pub world: usize,
     pub ranks_per_node: usize,

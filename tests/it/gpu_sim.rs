@@ -1106,3 +1106,61 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     let summary = std::fs::read_to_string(tmp.path().join("bad/SUMMARY.txt")).unwrap();
     assert!(summary.starts_with("gpu-smoke: FAIL"), "{summary}");
 }
+
+/// `collbench workload` and `replay` on the NCCL backend: groups made by
+/// ncclCommSplit, every collective validated on its group, a corrupted
+/// element failing with exit 3, a shifted send/recv exchange, and a
+/// library without ncclCommSplit refused in one line.
+#[test]
+fn workloads_and_replays_run_on_split_nccl_groups() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let csv_path = tmp.path().join("w.csv");
+    let model = ["--params", "1M", "--layers", "2", "--hidden", "128", "--vocab", "1000"];
+    let mut args = vec!["workload", "--backend", "nccl", "-g", "4", "--ranks-per-node", "2"];
+    args.extend(model);
+    args.extend(["--strategy", "hsdp,tp", "--tp", "2", "--seq-len", "16", "--steps", "2"]);
+    let with_csv = [args.clone(), vec!["--csv", path_str(&csv_path)]].concat();
+    let out = sim_run(&dir, 4, &[], &with_csv);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    let groups: std::collections::BTreeSet<&str> = csv
+        .rows
+        .iter()
+        .filter(|r| csv.get(r, "kind") == "op")
+        .map(|r| csv.get(r, "group"))
+        .collect();
+    assert_eq!(groups, ["cross-node", "dp", "node", "tp"].into_iter().collect());
+    // every type runs as itself on NCCL (bfloat16 too)
+    let ops: Vec<_> = csv.rows.iter().filter(|r| csv.get(r, "kind") == "op").collect();
+    assert!(ops.iter().all(|r| csv.get(r, "run_dtype") == csv.get(r, "dtype")));
+    assert!(ops.iter().any(|r| csv.get(r, "dtype") == "bfloat16"));
+    assert!(
+        csv.rows
+            .iter()
+            .filter(|r| csv.get(r, "kind") == "step")
+            .all(|r| csv.get(r, "wrong") == "0")
+    );
+    let out = sim_run(&dir, 4, &[], &[args.clone(), vec!["--inject-error"]].concat());
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let hidden = sim_run(&dir, 4, &[("GPUSIM_NCCL_HIDE", "ncclCommSplit")], &args);
+    assert_eq!(code(&hidden), 2, "{}", stderr(&hidden));
+    assert!(
+        one_line(&hidden).contains("no sub-communicators"),
+        "{}",
+        stderr(&hidden)
+    );
+    // own-2.26-fp8-premul-p2p-rank0.log: a Send/Recv exchange among its calls
+    let log = format!(
+        "{}/tests/fixtures/nccl-coll-logs/own-2.26-fp8-premul-p2p-rank0.log",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = sim_run(
+        &dir,
+        2,
+        &[],
+        &["replay", &log, "--backend", "nccl", "-g", "2", "--steps", "2"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("sendrecv"), "{}", stdout(&out));
+}

@@ -18,3 +18,4 @@ mod nccl;
 mod plot;
 mod transports;
 mod ux;
+mod workload;

@@ -22,7 +22,9 @@ use mpi::datatype::Equivalence;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
-use super::{Backend, Call, Identity, LaunchExtras, PhaseTimes, TransportObserver, TransportQuery, refusals};
+use super::{
+    Backend, Call, Identity, LaunchExtras, PhaseTimes, SubGroups, TransportObserver, TransportQuery, refusals,
+};
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::Collective;
 use crate::error::Error;
@@ -48,6 +50,12 @@ pub struct MpiBackend {
     rotation_bytes: u64,
     /// Positions the current point rotates through (1: it stays put).
     rotation_steps: usize,
+    /// A workload's sub-communicators (`SubGroups`), and the one calls run
+    /// on (`None`: `comm`).
+    groups: Vec<SimpleCommunicator>,
+    active: Option<usize>,
+    /// Places a sendrecv sends ahead (1: the ring).
+    shift: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +133,9 @@ impl MpiBackend {
             sub: None,
             rotation_bytes: 0,
             rotation_steps: 1,
+            groups: Vec::new(),
+            active: None,
+            shift: 1,
         })
     }
 
@@ -150,7 +161,11 @@ impl MpiBackend {
         let count = call.shape.count;
         // Only rooted collectives make a root: rsmpi asks MPI for the
         // communicator size each time one is made.
-        let comm = &self.comm;
+        let comm = match self.active {
+            Some(handle) => &self.groups[handle],
+            None => &self.comm,
+        };
+        let shift = self.shift;
         let root = || comm.process_at_rank(call.at.root as i32);
         if placement == Placement::OutOfPlace
             && call.collective == Collective::Broadcast
@@ -164,8 +179,8 @@ impl MpiBackend {
         let recv = &mut self.recv.typed_mut::<T>()[at..at + Self::span(call)];
         let need_op = || op.ok_or_else(|| Error::runtime(format!("{} needs a reduction operation", call.collective)));
         match placement {
-            Placement::OutOfPlace => out_of_place(comm, call, send, recv, need_op),
-            Placement::InPlace => in_place(comm, call, recv, need_op),
+            Placement::OutOfPlace => out_of_place(comm, call, shift, send, recv, need_op),
+            Placement::InPlace => in_place(comm, call, shift, recv, need_op),
         }
     }
 
@@ -204,6 +219,7 @@ impl MpiBackend {
 fn out_of_place<T: Element + Equivalence>(
     comm: &SimpleCommunicator,
     call: &Call,
+    shift: usize,
     send: &[T],
     recv: &mut [T],
     need_op: impl Fn() -> Result<SystemOperation, Error>,
@@ -223,7 +239,7 @@ fn out_of_place<T: Element + Equivalence>(
         Collective::Scatter if rank == call.at.root => root().scatter_into_root(send, &mut recv[..count]),
         Collective::Scatter => root().scatter_into(&mut recv[..count]),
         Collective::SendRecv => {
-            let (next, prev) = ring_peers(rank, n);
+            let (next, prev) = ring_peers(rank, n, shift);
             mpi::point_to_point::send_receive_into(
                 send,
                 &comm.process_at_rank(next),
@@ -239,6 +255,7 @@ fn out_of_place<T: Element + Equivalence>(
 fn in_place<T: Element + Equivalence>(
     comm: &SimpleCommunicator,
     call: &Call,
+    shift: usize,
     recv: &mut [T],
     need_op: impl Fn() -> Result<SystemOperation, Error>,
 ) -> Result<(), Error> {
@@ -263,7 +280,7 @@ fn in_place<T: Element + Equivalence>(
         }
         Collective::Scatter => root().scatter_into(&mut recv[rank * count..(rank + 1) * count]),
         Collective::SendRecv => {
-            let (next, prev) = ring_peers(rank, n);
+            let (next, prev) = ring_peers(rank, n, shift);
             mpi::point_to_point::send_receive_replace_into(
                 &mut recv[..count],
                 &comm.process_at_rank(next),
@@ -274,9 +291,10 @@ fn in_place<T: Element + Equivalence>(
     Ok(())
 }
 
-/// (send to, receive from) in the sendrecv ring.
-fn ring_peers(rank: usize, n: usize) -> (i32, i32) {
-    (((rank + 1) % n) as i32, ((rank + n - 1) % n) as i32)
+/// (send to, receive from) in the sendrecv ring, `shift` places apart.
+fn ring_peers(rank: usize, n: usize, shift: usize) -> (i32, i32) {
+    let k = shift % n.max(1);
+    (((rank + k) % n) as i32, ((rank + n - k) % n) as i32)
 }
 
 fn system_op(op: ReduceOp) -> Result<SystemOperation, Error> {
@@ -437,6 +455,36 @@ impl Backend for MpiBackend {
     fn phase_times(&mut self) -> Option<&mut dyn PhaseTimes> {
         if self.time_phases { Some(self) } else { None }
     }
+
+    fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
+        Some(self)
+    }
+}
+
+/// A workload's groups: MPI_Comm_split of the backend's communicator.
+impl SubGroups for MpiBackend {
+    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+        let color =
+            i32::try_from(color).map_err(|_| Error::runtime(format!("group colour {color} exceeds MPI's int")))?;
+        let key = i32::try_from(key).map_err(|_| Error::runtime(format!("group key {key} exceeds MPI's int")))?;
+        let comm = self
+            .comm
+            .split_by_color_with_key(mpi::topology::Color::with_value(color), key)
+            .ok_or_else(|| Error::runtime("MPI_Comm_split gave no communicator for a workload group"))?;
+        self.groups.push(comm);
+        Ok(self.groups.len() - 1)
+    }
+
+    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
+        if let Some(h) = handle
+            && h >= self.groups.len()
+        {
+            return Err(Error::runtime(format!("internal error: no workload group {h}")));
+        }
+        self.active = handle;
+        self.shift = shift.max(1);
+        Ok(())
+    }
 }
 
 impl TransportObserver for MpiBackend {
@@ -572,8 +620,10 @@ mod tests {
 
     #[test]
     fn ring_peers_wrap_around() {
-        assert_eq!(ring_peers(0, 3), (1, 2));
-        assert_eq!(ring_peers(2, 3), (0, 1));
-        assert_eq!(ring_peers(0, 1), (0, 0));
+        assert_eq!(ring_peers(0, 3, 1), (1, 2));
+        assert_eq!(ring_peers(2, 3, 1), (0, 1));
+        assert_eq!(ring_peers(0, 1, 1), (0, 0));
+        assert_eq!(ring_peers(0, 4, 2), (2, 2));
+        assert_eq!(ring_peers(1, 4, 3), (0, 2));
     }
 }

@@ -150,8 +150,16 @@ pub fn regions(call: &Call, placement: Placement) -> Regions {
 }
 
 /// The NCCL calls of one operation of `call` on this rank.
+#[cfg(test)]
 pub fn launch(call: &Call, placement: Placement, native: Native) -> Launch {
-    let p = Positions::of(call, placement);
+    launch_shifted(call, placement, native, 1)
+}
+
+/// `launch`, with a sendrecv to the rank `shift` places ahead (and from
+/// the one `shift` places behind) instead of the ring's neighbours.
+pub fn launch_shifted(call: &Call, placement: Placement, native: Native, shift: usize) -> Launch {
+    let mut p = Positions::of(call, placement);
+    p.shift = shift.max(1);
     let (c, op, root) = (p.count, p.op, p.root);
     let one = |op: Op| Launch {
         grouped: false,
@@ -227,6 +235,8 @@ struct Positions {
     input: Buf,
     /// This rank's block in place (`rank * count`), else the start.
     mine: usize,
+    /// Places a sendrecv sends ahead (1: the ring).
+    shift: usize,
 }
 
 impl Positions {
@@ -241,6 +251,7 @@ impl Positions {
             op: call.op.map(red_op).unwrap_or(RedOp::Sum),
             input: if in_place { Buf::Recv } else { Buf::Send },
             mine: if in_place { call.at.rank * count } else { 0 },
+            shift: 1,
         }
     }
 
@@ -304,10 +315,11 @@ impl Positions {
 
     /// sendrecv: to the next rank of the ring, from the previous one.
     fn ring(&self) -> Vec<Op> {
-        let n = self.nranks;
+        let n = self.nranks.max(1);
+        let k = self.shift % n;
         vec![
-            self.send_to((self.rank + 1) % n, 0),
-            self.recv_from((self.rank + n - 1) % n, 0),
+            self.send_to((self.rank + k) % n, 0),
+            self.recv_from((self.rank + n - k) % n, 0),
         ]
     }
 }

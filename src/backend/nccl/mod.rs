@@ -35,8 +35,8 @@ pub use hierarchy::{SubSource, id_count};
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
 use super::{
-    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, TransportObserver,
-    TransportQuery, refusals,
+    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, SubGroups,
+    TransportObserver, TransportQuery, refusals,
 };
 use crate::buffer::HostBuffer;
 use crate::error::Error;
@@ -424,6 +424,11 @@ pub struct NcclBackend {
     registration: Registration,
     /// Buffers come from ncclMemAlloc (NCCL 2.19 and later, as nccl-tests).
     mem_alloc: bool,
+    /// A workload's communicators (`SubGroups`: ncclCommSplit of `comm`),
+    /// the one flat calls run on (`None`: `comm`), and a sendrecv's shift.
+    groups: Vec<Comm>,
+    active: Option<usize>,
+    shift: usize,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
     _rank: sys::RankInProcess,
@@ -498,6 +503,9 @@ impl NcclBackend {
             time_phases: options.time_phases,
             registration: options.registration,
             mem_alloc,
+            groups: Vec::new(),
+            active: None,
+            shift: 1,
             _rank: sys::RankInProcess::enter(),
         })
     }
@@ -640,7 +648,7 @@ impl NcclBackend {
                 .map_err(Error::runtime)?;
             Work::Phases(phases)
         } else {
-            Work::Flat(calls::launch(call, placement, self.native))
+            Work::Flat(calls::launch_shifted(call, placement, self.native, self.shift))
         };
         self.rotation = self.rotation_of(call);
         Ok(work)
@@ -683,7 +691,9 @@ impl Drop for NcclBackend {
         self.device.release_graph();
         let sub = self.sub.take();
         let comm = self.comm.take();
+        let groups = std::mem::take(&mut self.groups);
         if self.failed {
+            groups.into_iter().for_each(Comm::abort);
             if let Some(sub) = sub {
                 sub.abort();
             }
@@ -693,6 +703,7 @@ impl Drop for NcclBackend {
         } else {
             // Sub-communicators before their parent; each releases its
             // registrations, then is destroyed.
+            drop(groups);
             drop(sub);
             drop(comm);
         }
@@ -753,7 +764,10 @@ impl NcclBackend {
         };
         match work {
             Work::Flat(launch) => {
-                let comm = self.comm.as_mut().ok_or(ABORTED)?;
+                let comm = match self.active {
+                    Some(h) => self.groups.get_mut(h).ok_or("no such workload group")?,
+                    None => self.comm.as_mut().ok_or(ABORTED)?,
+                };
                 let done = if ops <= 1 {
                     comm.launch(launch, dtype, &bufs)
                 } else {
@@ -935,6 +949,41 @@ impl Backend for NcclBackend {
 
     fn profiler(&mut self) -> Option<&mut dyn ProfilerRanges> {
         self.nvtx.as_mut().map(|nvtx| nvtx as &mut dyn ProfilerRanges)
+    }
+
+    /// Only with ncclCommSplit (NCCL 2.18 and later).
+    fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
+        if self.library.optional().comm_split {
+            Some(self)
+        } else {
+            None
+        }
+    }
+}
+
+/// A workload's groups: ncclCommSplit of the backend's communicator, each
+/// checked to hold the rank NCCL was asked for.
+impl SubGroups for NcclBackend {
+    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+        let bound = self.device.bind();
+        bound.or_else(|e| self.fail(e))?;
+        let made = self.comm()?.split(color, key);
+        let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of a workload group: {e}")))?;
+        self.groups.push(comm);
+        Ok(self.groups.len() - 1)
+    }
+
+    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
+        if handle.is_some_and(|h| h >= self.groups.len()) {
+            return Err(Error::runtime("internal error: no such workload group"));
+        }
+        // The cached work was made for the previous group's shift.
+        if (handle, shift.max(1)) != (self.active, self.shift) {
+            self.cached = None;
+        }
+        self.active = handle;
+        self.shift = shift.max(1);
+        Ok(())
     }
 }
 

@@ -24,6 +24,7 @@ pub mod method;
 pub mod noise;
 pub mod stats;
 pub mod text;
+pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -399,6 +400,12 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
                 dimension.name()
             )));
         };
+        if crate::report::workload::is_workload_csv(file) {
+            return Err(Error::usage(format!(
+                "{} is a workload CSV: its side-by-side view is in the workload's own output; --by compares the modes of a run CSV",
+                file.display()
+            )));
+        }
         let loaded = load(file)?;
         let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, o.metric, c.reference.as_deref())?;
         crate::report::print_out(&match c.format {
@@ -413,6 +420,19 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             "compare needs BASE and NEW (or --by hierarchy|transport with one CSV)",
         ));
     };
+    if workload::applies(base, new)? {
+        if c.format != Format::Table || c.export_markdown.is_some() || c.export_json.is_some() {
+            return Err(Error::usage(
+                "workload CSVs compare as a table only: drop --format, --export-markdown and --export-json",
+            ));
+        }
+        let (text, code) = workload::compare(base, new, o)?;
+        crate::report::print_out(&text);
+        if code != exit::OK {
+            say("collbench: a workload configuration regressed or is missing from NEW");
+        }
+        return Ok(code);
+    }
     let comparison = compare(&load(base)?, &load(new)?, o)?;
     for warning in &comparison.warnings {
         say(&format!("collbench: warning: {warning}"));

@@ -1,0 +1,355 @@
+//! Reports of `collbench workload` and `collbench replay`: the header that
+//! states what the schedules simplify, each configuration's figures (step
+//! time, the first-principles volume beside it, effective bus bandwidth,
+//! breakdowns by collective and message size, the top operations), the
+//! side-by-side view with ratios to the best, and the workload CSV
+//! (docs/workload.md "CSV"): `step` rows, one per timed step (the samples
+//! `compare` judges), and `op` rows, one per operation of the step.
+//!
+//! Formats only: every figure comes measured or from `workload::volume`;
+//! the ratios are display aggregates.
+
+use std::fs::File;
+use std::path::Path;
+
+use crate::error::Error;
+use crate::types::DType;
+use crate::workload::{GroupLayout, Op, Summary, effective_busbw_gbps};
+
+/// One operation's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpResult {
+    pub op: Op,
+    /// What ran (a 16-bit float may run as float with half the count).
+    pub run_dtype: DType,
+    pub run_count: u64,
+    /// Ranks of its group.
+    pub ranks: usize,
+    pub size_bytes: u64,
+    /// Bytes each rank sends, from first principles.
+    pub bus_bytes: f64,
+    /// Median and p99 over the timed steps of the slowest rank's time.
+    pub median_us: f64,
+    pub p99_us: f64,
+}
+
+/// One configuration's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub name: String,
+    pub strategy: Option<String>,
+    pub bucket_bytes: Option<u64>,
+    pub layout: GroupLayout,
+    pub ops: Vec<OpResult>,
+    /// Each timed step's time (the slowest rank's).
+    pub step_us: Vec<f64>,
+    pub step_median_us: f64,
+    pub step_p99_us: f64,
+    /// Volumes, with each operation's median time.
+    pub summary: Summary,
+    pub wrong: Option<u64>,
+    pub failed_ops: usize,
+}
+
+impl Outcome {
+    /// Bytes each rank sends per step.
+    pub fn volume_bytes(&self) -> f64 {
+        self.summary.total.bus_bytes
+    }
+
+    /// Effective bus bandwidth of the median step.
+    pub fn busbw_gbps(&self) -> f64 {
+        effective_busbw_gbps(self.volume_bytes(), self.step_median_us)
+    }
+}
+
+/// `812.3 us`, `12.41 ms`, `1.204 s`.
+pub fn time(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.3} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.1} us")
+    }
+}
+
+/// Decimal gigabytes (1e9), as bandwidths count them.
+fn gb(bytes: f64) -> String {
+    format!("{:.4} GB", bytes / 1e9)
+}
+
+fn share(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.0}%", part / whole * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+/// The header: what ran (`replay`: a log's sequence) and every
+/// simplification, one `# ` line each.
+pub fn header(replay: bool, lines: &[String]) -> String {
+    let mut s = String::from(if replay {
+        "# collbench replay: the collective sequence of a logged job, measured\n"
+    } else {
+        "# collbench workload: communication of a training step, measured\n"
+    });
+    for l in lines {
+        s += &format!("# {l}\n");
+    }
+    s
+}
+
+/// One configuration's block (`top`: list that many operations by time).
+pub fn one(o: &Outcome, top: Option<usize>) -> String {
+    let t = &o.summary.total;
+    let mut s = format!(
+        "\n{}: {} operations per step on {} ranks\n",
+        o.name,
+        o.ops.len(),
+        o.layout.world
+    );
+    s += &format!(
+        "  step time        median {}  p99 {}  over {} steps\n",
+        time(o.step_median_us),
+        time(o.step_p99_us),
+        o.step_us.len()
+    );
+    s += &format!(
+        "  volume           {} sent by each rank per step (first principles), {} in nccl-tests' sizes\n",
+        gb(t.bus_bytes),
+        gb(t.size_bytes as f64)
+    );
+    s += &format!(
+        "  effective busbw  {:.3} GB/s (volume / median step time)\n",
+        o.busbw_gbps()
+    );
+    if let Some(w) = o.wrong {
+        s += &format!("  validated        every operation once: {w} wrong elements\n");
+    }
+    s += &format!(
+        "  {:<18} {:>5} {:>12} {:>12} {:>6} {:>11}\n",
+        "by collective", "ops", "volume", "time", "share", "busbw GB/s"
+    );
+    for (c, tally) in &o.summary.by_collective {
+        s += &breakdown_line(c.name(), tally, t.time_us);
+    }
+    s += &format!("  {:<18}\n", "by message size");
+    for (class, tally) in o.summary.by_class.iter().filter(|(_, t)| t.ops > 0) {
+        s += &breakdown_line(class.name(), tally, t.time_us);
+    }
+    if let Some(n) = top {
+        s += &top_ops(o, n);
+    }
+    s
+}
+
+fn breakdown_line(name: &str, t: &crate::workload::Tally, total_us: f64) -> String {
+    format!(
+        "    {:<16} {:>5} {:>12} {:>12} {:>6} {:>11.3}\n",
+        name,
+        t.ops,
+        gb(t.bus_bytes),
+        time(t.time_us),
+        share(t.time_us, total_us),
+        t.busbw_gbps()
+    )
+}
+
+/// The `n` operations that took longest (median over steps).
+fn top_ops(o: &Outcome, n: usize) -> String {
+    let mut order: Vec<usize> = (0..o.ops.len()).collect();
+    order.sort_by(|&a, &b| o.ops[b].median_us.total_cmp(&o.ops[a].median_us));
+    let total: f64 = o.ops.iter().map(|r| r.median_us).sum();
+    let mut s = format!(
+        "  top {} operations by time (median over steps; total {})\n",
+        n.min(o.ops.len()),
+        time(total)
+    );
+    for &i in order.iter().take(n) {
+        let r = &o.ops[i];
+        s += &format!(
+            "    #{:<5} {:<15} {:>12} elements {:<9} on {} ranks  {:>11}  {:>5}  {}\n",
+            i + 1,
+            r.op.collective.name(),
+            r.op.count,
+            r.op.dtype.name(),
+            r.ranks,
+            time(r.median_us),
+            share(r.median_us, total),
+            r.op.label
+        );
+    }
+    s
+}
+
+/// Every configuration beside the others, each one's ratio to the best
+/// (the shortest median step), and its volume's ratio to the best's.
+pub fn side_by_side(all: &[Outcome]) -> String {
+    let best = all
+        .iter()
+        .min_by(|a, b| a.step_median_us.total_cmp(&b.step_median_us))
+        .map_or(0.0, |o| o.step_median_us);
+    let best_volume = all
+        .iter()
+        .min_by(|a, b| a.step_median_us.total_cmp(&b.step_median_us))
+        .map_or(0.0, Outcome::volume_bytes);
+    let mut s = String::from("\nside by side (x best: median step time over the fastest configuration's)\n");
+    s += &format!(
+        "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11} {:>8} {:>10}\n",
+        "configuration", "ops", "volume", "median", "p99", "busbw GB/s", "x best", "volume x"
+    );
+    for o in all {
+        let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}", a / b) } else { "-".into() };
+        s += &format!(
+            "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11.3} {:>8} {:>10}\n",
+            o.name,
+            o.ops.len(),
+            gb(o.volume_bytes()),
+            time(o.step_median_us),
+            time(o.step_p99_us),
+            o.busbw_gbps(),
+            ratio(o.step_median_us, best),
+            ratio(o.volume_bytes(), best_volume)
+        );
+    }
+    s
+}
+
+/// The workload CSV's columns (docs/workload.md "CSV").
+pub const COLUMNS: [&str; 27] = [
+    "kind",
+    "workload",
+    "strategy",
+    "bucket_bytes",
+    "nranks",
+    "ranks_per_node",
+    "tp",
+    "step",
+    "op_index",
+    "phase",
+    "group",
+    "group_ranks",
+    "label",
+    "collective",
+    "dtype",
+    "run_dtype",
+    "op",
+    "root",
+    "count",
+    "size_bytes",
+    "bus_bytes",
+    "time_us",
+    "time_p99_us",
+    "busbw_gbps",
+    "wrong",
+    "backend_version",
+    "rescaled",
+];
+
+/// Whether `header` (a CSV's first line) is a workload CSV's.
+pub fn is_workload_header(header: &str) -> bool {
+    header
+        .trim_start_matches('\u{feff}')
+        .trim_end()
+        .starts_with("kind,workload,")
+}
+
+/// Whether the file at `path` is a workload CSV (its first line says).
+pub fn is_workload_csv(path: &Path) -> bool {
+    use std::io::BufRead;
+    let Ok(file) = File::open(path) else { return false };
+    let mut first = String::new();
+    std::io::BufReader::new(file).read_line(&mut first).is_ok() && is_workload_header(&first)
+}
+
+/// The workload CSV, written one configuration at a time and flushed.
+pub struct WorkloadCsv {
+    writer: csv::Writer<File>,
+    path: String,
+}
+
+impl WorkloadCsv {
+    pub fn create(path: &Path, overwrite: bool) -> Result<WorkloadCsv, Error> {
+        if path.exists() && !overwrite {
+            return Err(Error::usage(format!(
+                "{} exists; use --overwrite to replace it",
+                path.display()
+            )));
+        }
+        let shown = path.display().to_string();
+        let file = File::create(path).map_err(|e| Error::runtime(format!("cannot create {shown}: {e}")))?;
+        let mut w = WorkloadCsv {
+            writer: csv::WriterBuilder::new().has_headers(false).from_writer(file),
+            path: shown,
+        };
+        w.row(COLUMNS.iter().map(|c| c.to_string()).collect())?;
+        Ok(w)
+    }
+
+    fn row(&mut self, fields: Vec<String>) -> Result<(), Error> {
+        self.writer
+            .write_record(&fields)
+            .and_then(|_| self.writer.flush().map_err(csv::Error::from))
+            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", self.path)))
+    }
+
+    /// The step rows and op rows of one configuration.
+    pub fn write(&mut self, o: &Outcome, backend_version: &str, rescaled: bool) -> Result<(), Error> {
+        let head = |kind: &str| -> Vec<String> {
+            vec![
+                kind.into(),
+                o.name.clone(),
+                o.strategy.clone().unwrap_or_else(|| "replay".into()),
+                o.bucket_bytes.map(|b| b.to_string()).unwrap_or_default(),
+                o.layout.world.to_string(),
+                o.layout.ranks_per_node.to_string(),
+                o.layout.tp.to_string(),
+            ]
+        };
+        let tail = |wrong: String| vec![wrong, backend_version.to_string(), rescaled.to_string()];
+        for (i, &t) in o.step_us.iter().enumerate() {
+            let mut f = head("step");
+            f.push((i + 1).to_string());
+            f.extend(std::iter::repeat_n(String::new(), 10));
+            f.push(o.ops.len().to_string());
+            f.push(o.summary.total.size_bytes.to_string());
+            f.push(format!("{:.0}", o.volume_bytes()));
+            f.push(format!("{t:.3}"));
+            f.push(String::new());
+            f.push(format!("{:.4}", effective_busbw_gbps(o.volume_bytes(), t)));
+            f.extend(tail(o.wrong.map(|w| w.to_string()).unwrap_or_default()));
+            self.row(f)?;
+        }
+        for (i, r) in o.ops.iter().enumerate() {
+            self.row(op_fields(head("op"), i, r, tail(String::new())))?;
+        }
+        Ok(())
+    }
+}
+
+fn op_fields(mut f: Vec<String>, i: usize, r: &OpResult, tail: Vec<String>) -> Vec<String> {
+    let op = &r.op;
+    f.extend([
+        String::new(),
+        (i + 1).to_string(),
+        op.phase.name().into(),
+        op.group.name(),
+        r.ranks.to_string(),
+        op.label.clone(),
+        op.collective.name().into(),
+        op.dtype.name().into(),
+        r.run_dtype.name().into(),
+        op.op.map_or("none".into(), |o| o.name().to_string()),
+        op.root.map_or("-1".into(), |r| r.to_string()),
+        op.count.to_string(),
+        r.size_bytes.to_string(),
+        format!("{:.0}", r.bus_bytes),
+        format!("{:.3}", r.median_us),
+        format!("{:.3}", r.p99_us),
+        format!("{:.4}", effective_busbw_gbps(r.bus_bytes, r.median_us)),
+    ]);
+    f.extend(tail);
+    f
+}

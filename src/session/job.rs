@@ -1,0 +1,341 @@
+//! What a `collbench workload` or `collbench replay` measures, from its
+//! options, before any rank starts: the model and strategies (or the
+//! parsed log), the steps, and the options of `run` that do not apply
+//! (refused, one line each). On every rank, `Job::configs` then turns it
+//! into the schedules of this launch's size.
+//!
+//! Must not: start MPI, touch a backend, or print.
+
+use std::path::Path;
+
+use crate::cli::{ReplayArgs, RunArgs, StepArgs, WorkloadArgs};
+use crate::config::RunConfig;
+use crate::engine::steps::StepTiming;
+use crate::error::Error;
+use crate::types::human_bytes;
+use crate::workload::{
+    GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Schedule, Strategy, parse_count, parse_log,
+    schedule,
+};
+
+/// Where the step's operations come from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Strategies {
+        model: Model,
+        strategies: Vec<Strategy>,
+        /// DDP, ZeRO and tp bucket sizes in bytes (`None`: the default).
+        buckets: Vec<Option<u64>>,
+        tp: usize,
+        opts: Options,
+    },
+    Log {
+        log: Box<Log>,
+        path: String,
+        rescale: bool,
+        top: usize,
+    },
+}
+
+/// A workload or replay, validated.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub source: Source,
+    pub timing: StepTiming,
+}
+
+/// One measured configuration: a strategy at one bucket size, or the log.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `ddp bucket 25MiB`, `fsdp`, `replay`.
+    pub name: String,
+    pub strategy: Option<Strategy>,
+    pub bucket_bytes: Option<u64>,
+    pub layout: GroupLayout,
+    pub schedule: Schedule,
+}
+
+impl Job {
+    /// `collbench workload`: the job and the run's configuration.
+    pub fn workload(a: &WorkloadArgs) -> Result<(Job, RunConfig), Error> {
+        let cfg = run_config(&a.run, "workload")?;
+        let model = model(a)?;
+        let strategies = strategies(&a.strategy)?;
+        if a.tp > 1 && !strategies.contains(&Strategy::Tp) {
+            return Err(Error::usage(format!(
+                "--tp {} only applies to the tp strategy; add tp to --strategy",
+                a.tp
+            )));
+        }
+        let buckets = match &a.bucket {
+            None => vec![None],
+            Some(list) => bucket_list(list)?,
+        };
+        let opts = Options {
+            micro_batch: a.micro_batch,
+            seq_len: a.seq_len,
+            ..Options::default()
+        };
+        let source = Source::Strategies {
+            model,
+            strategies,
+            buckets,
+            tp: usize::try_from(a.tp).map_err(|_| Error::usage("--tp is too large"))?,
+            opts,
+        };
+        Ok((
+            Job {
+                source,
+                timing: timing(&a.steps, &cfg),
+            },
+            cfg,
+        ))
+    }
+
+    /// `collbench replay`: the log read and parsed (every rank reads it).
+    pub fn replay(a: &ReplayArgs) -> Result<(Job, RunConfig), Error> {
+        let cfg = run_config(&a.run, "replay")?;
+        let text = read_log(&a.log)?;
+        let log = parse_log(&text, &LogOptions { rank: a.replay_rank })
+            .map_err(|e| Error::usage(format!("{}: {e}", a.log.display())))?;
+        let source = Source::Log {
+            log: Box::new(log),
+            path: a.log.display().to_string(),
+            rescale: a.rescale,
+            top: a.top,
+        };
+        Ok((
+            Job {
+                source,
+                timing: timing(&a.steps, &cfg),
+            },
+            cfg,
+        ))
+    }
+
+    /// The configurations at `world` ranks of `ranks_per_node` per node.
+    pub fn configs(&self, world: usize, ranks_per_node: usize) -> Result<Vec<Config>, Error> {
+        match &self.source {
+            Source::Strategies {
+                model,
+                strategies,
+                buckets,
+                tp,
+                opts,
+            } => {
+                let mut out = Vec::new();
+                for &s in strategies {
+                    let degree = if s == Strategy::Tp { *tp } else { 1 };
+                    let layout = GroupLayout::new(world, ranks_per_node, degree)?;
+                    let bucketed = !matches!(s, Strategy::Fsdp { .. } | Strategy::Hsdp { .. });
+                    let list: &[Option<u64>] = if bucketed { buckets } else { &[None] };
+                    for &b in list {
+                        let o = bucket_options(opts, b, model);
+                        let name = match b {
+                            Some(b) => format!("{s} bucket {}", human_bytes(b)),
+                            None => s.name().to_string(),
+                        };
+                        let schedule = schedule(s, model, &layout, &o)?;
+                        out.push(Config {
+                            name,
+                            strategy: Some(s),
+                            bucket_bytes: b,
+                            layout,
+                            schedule,
+                        });
+                    }
+                }
+                Ok(out)
+            }
+            Source::Log { log, rescale, path, .. } => {
+                let layout = GroupLayout::new(world, ranks_per_node, 1)?;
+                let schedule = log
+                    .schedule(world, *rescale)
+                    .map_err(|e| Error::from_code(e.exit_code(), format!("{path}: {e}")))?;
+                Ok(vec![Config {
+                    name: "replay".into(),
+                    strategy: None,
+                    bucket_bytes: None,
+                    layout,
+                    schedule,
+                }])
+            }
+        }
+    }
+
+    /// The header's lines: what the job is and everything it simplifies.
+    pub fn header(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        match &self.source {
+            Source::Strategies { model, strategies, .. } => {
+                lines.push(format!(
+                    "model {}: {} parameters, {} layers, hidden {}, parameters {}, gradients {}",
+                    model.name,
+                    model.params(),
+                    model.layers,
+                    model.hidden,
+                    model.param_dtype,
+                    model.grad_dtype
+                ));
+                for s in strategies {
+                    lines.push(format!("{s}: follows {}", s.follows()));
+                    for l in s.simplifies() {
+                        lines.push(format!("{s}: simplified: {l}"));
+                    }
+                }
+                lines.extend(NOT_MODELLED.iter().map(|l| format!("not modelled: {l}")));
+            }
+            Source::Log { log, path, rescale, .. } => {
+                lines.push(format!(
+                    "replay of {path}: {} calls of {}, a job of {} ranks{}",
+                    log.calls.len(),
+                    log.source,
+                    log.world,
+                    log.version.map(|v| format!(", NCCL {v}")).unwrap_or_default()
+                ));
+                if *rescale {
+                    lines.push(
+                        "rescaled: groups over the whole logged job span this launch; every call keeps its count"
+                            .into(),
+                    );
+                }
+                lines.extend(log.notes.iter().cloned());
+                lines.push(format!("not modelled: {}", NOT_MODELLED[0]));
+            }
+        }
+        lines.push(format!(
+            "times: the slowest rank's, each operation alone; {} warm-up step(s), {} timed step(s)",
+            self.timing.warmup_steps, self.timing.steps
+        ));
+        lines
+    }
+
+    /// Whether the CSV says `rescaled`.
+    pub fn rescaled(&self) -> bool {
+        matches!(self.source, Source::Log { rescale: true, .. })
+    }
+
+    /// Operations listed as the top by time (replay only).
+    pub fn top(&self) -> Option<usize> {
+        match self.source {
+            Source::Log { top, .. } => Some(top),
+            Source::Strategies { .. } => None,
+        }
+    }
+}
+
+/// `--bucket` applied: DDP's and tp's cap in bytes, ZeRO's in elements of
+/// the gradient type (DeepSpeed's `reduce_bucket_size` counts elements).
+fn bucket_options(opts: &Options, bucket: Option<u64>, model: &Model) -> Options {
+    let Some(b) = bucket else { return *opts };
+    Options {
+        bucket_cap_bytes: b,
+        zero_bucket_elements: (b / model.grad_dtype.size_bytes() as u64).max(1),
+        ..*opts
+    }
+}
+
+/// `run`'s options that a workload uses (backend, checking, `--blocking`,
+/// timeout, nodes, transport, outputs), validated as `run` does; the
+/// others must keep their defaults.
+fn run_config(a: &RunArgs, command: &str) -> Result<RunConfig, Error> {
+    let d = RunArgs::defaults();
+    let ignored = [
+        ("-b/--minbytes", a.minbytes != d.minbytes),
+        ("-e/--maxbytes", a.maxbytes != d.maxbytes),
+        ("-f/--stepfactor", a.stepfactor.is_some()),
+        ("-i/--stepbytes", a.stepbytes.is_some()),
+        ("-n/--iters (use --steps)", a.iters.is_some()),
+        ("--min-time", a.min_time.is_some()),
+        ("-I/--per-iter", a.per_iter),
+        ("-m/--agg-iters", a.agg_iters != 1),
+        ("-G/--cuda-graph", a.cuda_graph != 0),
+        ("-w/--warmup (use --warmup-steps)", a.warmup != d.warmup),
+        ("-N/--repeat (use --steps)", a.cycles != 1),
+        (
+            "--collectives",
+            format!("{:?}", a.collectives) != format!("{:?}", d.collectives),
+        ),
+        (
+            "-d/--dtype (use --param-dtype, --grad-dtype)",
+            format!("{:?}", a.dtype) != format!("{:?}", d.dtype),
+        ),
+        ("-o/--op", format!("{:?}", a.op) != format!("{:?}", d.op)),
+        ("-r/--root", format!("{:?}", a.root) != format!("{:?}", d.root)),
+        (
+            "--hierarchy",
+            format!("{:?}", a.hierarchy) != format!("{:?}", d.hierarchy),
+        ),
+        ("-a/--average (times are the slowest rank's)", a.average != d.average),
+        ("--json", a.json.is_some()),
+        ("--rotate", a.rotate),
+        ("--phase-times", a.phase_times),
+        ("--config", a.config.is_some()),
+    ];
+    if let Some((option, _)) = ignored.iter().find(|(_, given)| *given) {
+        return Err(Error::usage(format!("{option} does not apply to collbench {command}")));
+    }
+    RunConfig::from_args(a)
+}
+
+fn timing(steps: &StepArgs, cfg: &RunConfig) -> StepTiming {
+    StepTiming {
+        warmup_steps: steps.warmup_steps,
+        steps: steps.steps,
+        check: cfg.timing.check,
+        blocking: cfg.timing.blocking,
+    }
+}
+
+fn model(a: &WorkloadArgs) -> Result<Model, Error> {
+    let count = |what: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
+        v.as_deref()
+            .map(|t| parse_count(t).map_err(|e| Error::usage(format!("{what} {t}: {e}"))))
+            .transpose()
+    };
+    let m = match (&a.model, count("--params", &a.params)?) {
+        (Some(name), _) => Model::preset(name)?,
+        (None, Some(params)) => Model::plain(PlainSpec {
+            params,
+            layers: a.layers.unwrap_or(0),
+            hidden: count("--hidden", &a.hidden)?,
+            vocab: count("--vocab", &a.vocab)?,
+        })?,
+        (None, None) => return Err(Error::usage("give a model: --model PRESET, or --params N --layers N")),
+    };
+    m.with_dtypes(a.param_dtype, a.grad_dtype.unwrap_or(a.param_dtype))
+}
+
+fn strategies(list: &str) -> Result<Vec<Strategy>, Error> {
+    if list.trim().eq_ignore_ascii_case("all") {
+        return Ok(Strategy::ALL.to_vec());
+    }
+    let mut out: Vec<Strategy> = Vec::new();
+    for item in list.split(',') {
+        let s = Strategy::parse(item)?;
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+fn bucket_list(list: &str) -> Result<Vec<Option<u64>>, Error> {
+    let mut out = Vec::new();
+    for item in list.split(',') {
+        let b = crate::types::parse_size(item).map_err(|e| Error::usage(format!("--bucket {}: {e}", item.trim())))?;
+        if b == 0 {
+            return Err(Error::usage("--bucket sizes must be at least 1 byte"));
+        }
+        if !out.contains(&Some(b)) {
+            out.push(Some(b));
+        }
+    }
+    Ok(out)
+}
+
+fn read_log(path: &Path) -> Result<String, Error> {
+    let bytes = std::fs::read(path).map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
+    // Logs may hold bytes of other encodings in paths or host names.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
