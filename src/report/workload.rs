@@ -117,7 +117,7 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
         o.step_us.len()
     );
     s += &format!(
-        "  volume           {} sent by each rank per step (first principles), {} in nccl-tests' sizes\n",
+        "  volume           {} sent by each rank per step (first principles); the calls' sizes sum to {} (nccl-tests' size column)\n",
         gb(t.bus_bytes),
         gb(t.size_bytes as f64)
     );

@@ -331,7 +331,7 @@ impl Model {
             post.push(Tensor::new("rest", rest, false));
         }
         Ok(Model {
-            name: format!("{} parameters, {layers} layers", params),
+            name: "plain".to_string(),
             layers,
             hidden,
             vocab,
