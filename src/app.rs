@@ -6,9 +6,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, TopoArgs};
+use crate::cli::{Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, TopoArgs};
 use crate::error::{Error, exit, say};
 use crate::report::print_out;
 use crate::session::{is_first_rank, wait_for_every_rank};
@@ -16,7 +14,7 @@ use crate::world::launcher_rank;
 
 pub fn main() -> ExitCode {
     install_panic_hook();
-    let cli = match Cli::try_parse() {
+    let cli = match crate::cli::parse_cli(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(clap_error(e)),
     };
@@ -55,7 +53,7 @@ fn help_command(args: &crate::cli::HelpArgs) -> u8 {
     let mut argv = vec!["collbench".to_string()];
     argv.extend(args.command.clone());
     argv.push("--help".into());
-    match Cli::try_parse_from(argv) {
+    match crate::cli::parse_cli(argv) {
         Err(e) => clap_error(e),
         Ok(_) => exit::OK,
     }

@@ -845,6 +845,63 @@ value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
 value_enum!(Source, Source::ALL, Source::aliases);
 value_enum!(Launcher, Launcher::ALL, |_| &[]);
 
+/// `run`'s options that mean nothing for a step of `workload` or `replay`
+/// (session::job refuses each when given): hidden from those commands'
+/// help, so it lists only what applies.
+pub const STEP_REFUSED: [&str; 23] = [
+    "minbytes",
+    "maxbytes",
+    "stepfactor",
+    "stepbytes",
+    "iters",
+    "min_time",
+    "precision",
+    "max_time",
+    "per_iter",
+    "agg_iters",
+    "cuda_graph",
+    "warmup",
+    "cycles",
+    "collectives",
+    "dtype",
+    "op",
+    "root",
+    "hierarchy",
+    "average",
+    "json",
+    "rotate",
+    "phase_times",
+    "config",
+];
+
+/// The whole command line, with `workload` and `replay` showing only the
+/// options of `run` that apply to them.
+pub fn cli_command() -> clap::Command {
+    let hide = |mut c: clap::Command| {
+        // --straggler-threshold needs -I, --no-rotate is the only layout
+        for id in STEP_REFUSED.iter().chain(&["straggler_threshold", "no_rotate"]) {
+            c = c.mut_arg(id, |a| a.hide(true));
+        }
+        c.mut_arg("csv", |a| {
+            a.help("CSV report path: a row per timed step and per operation (docs/workload.md) [default: none]")
+                .hide_default_value(true)
+        })
+    };
+    Cli::command()
+        .mut_subcommand("workload", hide)
+        .mut_subcommand("replay", hide)
+}
+
+/// Parses a command line (the program name first) with `cli_command`.
+pub fn parse_cli<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = cli_command().try_get_matches_from(argv)?;
+    Cli::from_arg_matches(&matches)
+}
+
 /// The `run` subcommand as `Cli` defines it.
 pub fn run_command() -> clap::Command {
     let mut cli = Cli::command();
@@ -1060,6 +1117,20 @@ mod tests {
         Cli::command().debug_assert();
         let d = RunArgs::defaults();
         assert_eq!((d.minbytes, d.maxbytes), (Size(8), Size(32 << 20)));
+    }
+
+    #[test]
+    fn workload_and_replay_help_hide_every_run_option_they_refuse() {
+        let cmd = cli_command();
+        cmd.clone().debug_assert();
+        for sub in ["workload", "replay"] {
+            let c = cmd.find_subcommand(sub).unwrap();
+            for id in STEP_REFUSED {
+                let arg = c.get_arguments().find(|a| a.get_id() == id);
+                assert!(arg.is_some_and(|a| a.is_hide_set()), "{sub} {id}");
+            }
+            assert!(c.get_arguments().any(|a| a.get_id() == "backend" && !a.is_hide_set()));
+        }
     }
 
     #[test]

@@ -247,6 +247,8 @@ fn run_config(a: &RunArgs, command: &str) -> Result<RunConfig, Error> {
         ("-i/--stepbytes", a.stepbytes.is_some()),
         ("-n/--iters (use --steps)", a.iters.is_some()),
         ("--min-time", a.min_time.is_some()),
+        ("--precision", a.precision != d.precision),
+        ("--max-time", a.max_time != d.max_time),
         ("-I/--per-iter", a.per_iter),
         ("-m/--agg-iters", a.agg_iters != 1),
         ("-G/--cuda-graph", a.cuda_graph != 0),
