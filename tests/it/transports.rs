@@ -156,6 +156,22 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
     let text = stdout(&out);
     assert!(text.contains("# suite local-cpu: 2 launches, 2 ok, 0 failed"), "{text}");
     assert!(text.contains("compare --by transport"), "{text}");
+    // the launches' summary: every value starts under its column's heading
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.contains(" profile ") && l.contains(" result "))
+        .expect("summary heading");
+    let column = |line: &str, word: &str| line.find(word);
+    let result_at = column(lines[head], "result");
+    for line in &lines[head + 1..head + 3] {
+        assert_eq!(
+            column(line, " ok ").map(|i| i + 1),
+            result_at,
+            "{}\n{line}",
+            lines[head]
+        );
+    }
     let csv = Csv::read(&merged);
     assert_eq!(csv.header, default_header());
     assert_rows_consistent(&csv, 2);
