@@ -9,12 +9,14 @@
 //! config files, in CSV columns and in JSON.
 
 mod choice;
+mod nccl_version;
 mod size;
 mod switch;
 
 use std::fmt;
 
 pub use choice::{Choice, Named, RootChoice, known};
+pub use nccl_version::NcclVersion;
 pub use size::{Size, human_bytes, parse_size};
 pub use switch::Switch;
 

@@ -13,41 +13,8 @@
 //! pre-scaled inputs, which moves the same data as a sum.
 //! When the log has no version banner, every code above is accepted.
 
-use std::fmt;
-
+pub use crate::types::NcclVersion;
 use crate::types::{DType, ReduceOp};
-
-/// `2.21.5` of `NCCL version 2.21.5+cuda12.4`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NcclVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub patch: u32,
-}
-
-impl NcclVersion {
-    pub const fn new(major: u32, minor: u32, patch: u32) -> NcclVersion {
-        NcclVersion { major, minor, patch }
-    }
-
-    /// The version in a line holding `NCCL version X.Y.Z`.
-    pub fn find(text: &str) -> Option<NcclVersion> {
-        let at = text.find("NCCL version ")?;
-        let rest = &text[at + "NCCL version ".len()..];
-        let end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let mut parts = rest[..end].split('.').map(|p| p.parse::<u32>().ok());
-        let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
-        Some(NcclVersion::new(major, minor, patch))
-    }
-}
-
-impl fmt::Display for NcclVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
-    }
-}
 
 const BF16_SINCE: NcclVersion = NcclVersion::new(2, 10, 0);
 const FP8_SINCE: NcclVersion = NcclVersion::new(2, 24, 0);
@@ -83,21 +50,8 @@ impl LogType {
     pub fn nccl_name(self) -> &'static str {
         match self {
             LogType::Known(t) => {
-                let code = [
-                    DType::Int8,
-                    DType::Uint8,
-                    DType::Int32,
-                    DType::Uint32,
-                    DType::Int64,
-                    DType::Uint64,
-                    DType::Half,
-                    DType::Float,
-                    DType::Double,
-                    DType::Bfloat16,
-                ]
-                .iter()
-                .position(|&d| d == t)
-                .unwrap_or(0);
+                // DType::ALL is in ncclDataType_t's order (the test below)
+                let code = DType::ALL.iter().position(|&d| d == t).unwrap_or(0);
                 DATATYPE_NAMES[code]
             }
             LogType::Fp8E4M3 => DATATYPE_NAMES[10],
@@ -119,15 +73,7 @@ fn known_list(version: Option<NcclVersion>) -> String {
 pub fn datatype(code: i64, version: Option<NcclVersion>) -> Result<LogType, String> {
     let at = |since: NcclVersion| version.is_none_or(|v| v >= since);
     let t = match code {
-        0 => LogType::Known(DType::Int8),
-        1 => LogType::Known(DType::Uint8),
-        2 => LogType::Known(DType::Int32),
-        3 => LogType::Known(DType::Uint32),
-        4 => LogType::Known(DType::Int64),
-        5 => LogType::Known(DType::Uint64),
-        6 => LogType::Known(DType::Half),
-        7 => LogType::Known(DType::Float),
-        8 => LogType::Known(DType::Double),
+        0..=8 => LogType::Known(DType::ALL[code as usize]),
         9 if at(BF16_SINCE) => LogType::Known(DType::Bfloat16),
         10 if at(FP8_SINCE) => LogType::Fp8E4M3,
         11 if at(FP8_SINCE) => LogType::Fp8E5M2,

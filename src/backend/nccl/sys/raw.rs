@@ -505,44 +505,7 @@ pub(super) fn loaded_path_of(name: &Path) -> Option<PathBuf> {
 // ---------------------------------------------------------------------------
 // Versions
 
-/// An NCCL version, decoded from `ncclGetVersion`'s integer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct NcclVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub patch: u32,
-}
-
-impl NcclVersion {
-    /// `NCCL_VERSION_CODE`: `X*10000 + Y*100 + Z` since 2.9, `X*1000 + Y*100
-    /// + Z` before (nccl.h's NCCL_VERSION macro).
-    pub fn from_code(code: c_int) -> NcclVersion {
-        let code = code.max(0) as u32;
-        if code >= 10000 {
-            NcclVersion {
-                major: code / 10000,
-                minor: code % 10000 / 100,
-                patch: code % 100,
-            }
-        } else {
-            NcclVersion {
-                major: code / 1000,
-                minor: code % 1000 / 100,
-                patch: code % 100,
-            }
-        }
-    }
-
-    pub const fn new(major: u32, minor: u32, patch: u32) -> NcclVersion {
-        NcclVersion { major, minor, patch }
-    }
-}
-
-impl fmt::Display for NcclVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
-    }
-}
+pub use crate::types::NcclVersion;
 
 // ---------------------------------------------------------------------------
 // ncclDataType_t and ncclRedOp_t
