@@ -97,6 +97,32 @@ collbench_mpirun_env() {
     fi
 }
 
+# Downloads WHEEL (a pip requirement) into CACHE/wheels once and prints the
+# wheel file's path; FOR says in messages what it is needed for.
+collbench_download_wheel() {
+    local wheel=$1 cache=$2 for=$3
+    if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+        collbench_note "python3 with pip is needed to fetch $wheel for $for"
+        collbench_note "install it (Debian/Ubuntu: apt-get install python3-pip)"
+        return 1
+    fi
+    mkdir -p "$cache/wheels"
+    collbench_note "downloading $wheel into $cache (once)"
+    if ! python3 -m pip download --quiet --no-deps --only-binary=:all: \
+            --dest "$cache/wheels" "$wheel" >&2; then
+        collbench_note "could not download $wheel from PyPI"
+        return 1
+    fi
+    local name=${wheel%%[=<>]*}
+    local file
+    file=$(ls -t "$cache/wheels/$(printf '%s' "$name" | tr '-' '_')"-*.whl 2>/dev/null | head -n 1)
+    if [ -z "$file" ]; then
+        collbench_note "the download of $wheel left no wheel in $cache/wheels"
+        return 1
+    fi
+    printf '%s\n' "$file"
+}
+
 # The NCCL library for the tests: PyPI's nvidia-nccl-cu12 wheel (about
 # 350 MB), downloaded once into .cache/nccl (ignored by git) and unpacked
 # there, so reruns use the copy. Exports COLLBENCH_TEST_NCCL_LIB. No GPU is
@@ -111,25 +137,11 @@ collbench_fetch_nccl() {
     local unpacked="$cache/$tag"
     local lib="$unpacked/nvidia/nccl/lib/libnccl.so.2"
     if [ ! -f "$lib" ]; then
-        if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
-            collbench_note "python3 with pip is needed to fetch $wheel for the NCCL tests"
-            collbench_note "install it (Debian/Ubuntu: apt-get install python3-pip) or set COLLBENCH_TEST_NCCL_LIB"
-            return 1
-        fi
-        mkdir -p "$cache/wheels"
-        collbench_note "downloading $wheel into $cache (once)"
-        if ! python3 -m pip download --quiet --no-deps --only-binary=:all: \
-                --dest "$cache/wheels" "$wheel" >&2; then
-            collbench_note "could not download $wheel from PyPI"
-            return 1
-        fi
-        local name=${wheel%%[=<>]*}
         local file
-        file=$(ls -t "$cache/wheels/$(printf '%s' "$name" | tr '-' '_')"-*.whl 2>/dev/null | head -n 1)
-        if [ -z "$file" ]; then
-            collbench_note "the download of $wheel left no wheel in $cache/wheels"
+        file=$(collbench_download_wheel "$wheel" "$cache" "the NCCL tests") || {
+            collbench_note "or set COLLBENCH_TEST_NCCL_LIB to a libnccl.so.2"
             return 1
-        fi
+        }
         # Only the library and its header; the rest of the wheel is not needed.
         python3 - "$file" "$unpacked" <<'PY'
 import sys, zipfile
@@ -162,24 +174,8 @@ collbench_fetch_cuda_headers() {
     tag=$(printf '%s' "$wheel" | tr -c 'A-Za-z0-9._-' '_')
     local include="$cache/$tag/nvidia/cuda_runtime/include"
     if [ ! -f "$include/cuda.h" ]; then
-        if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
-            collbench_note "python3 with pip is needed to fetch $wheel for the GPU simulation"
-            return 1
-        fi
-        mkdir -p "$cache/wheels"
-        collbench_note "downloading $wheel into $cache (once)"
-        if ! python3 -m pip download --quiet --no-deps --only-binary=:all: \
-                --dest "$cache/wheels" "$wheel" >&2; then
-            collbench_note "could not download $wheel from PyPI"
-            return 1
-        fi
-        local name=${wheel%%[=<>]*}
         local file
-        file=$(ls -t "$cache/wheels/$(printf '%s' "$name" | tr '-' '_')"-*.whl 2>/dev/null | head -n 1)
-        if [ -z "$file" ]; then
-            collbench_note "the download of $wheel left no wheel in $cache/wheels"
-            return 1
-        fi
+        file=$(collbench_download_wheel "$wheel" "$cache" "the GPU simulation") || return 1
         python3 - "$file" "$cache/$tag" <<'PY'
 import sys, zipfile
 wheel, dest = sys.argv[1], sys.argv[2]
