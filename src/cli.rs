@@ -846,7 +846,8 @@ value_enum!(Source, Source::ALL, Source::aliases);
 value_enum!(Launcher, Launcher::ALL, |_| &[]);
 
 /// `run`'s options that mean nothing for a step of `workload` or `replay`
-/// (session::job refuses each when given): hidden from those commands'
+/// (session::job::run_config refuses each when given: keep the two lists
+/// together): hidden from those commands'
 /// help, so it lists only what applies.
 pub const STEP_REFUSED: [&str; 23] = [
     "minbytes",
