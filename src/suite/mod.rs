@@ -399,7 +399,7 @@ fn summary(suite: &Suite, outcomes: &[Outcome], merged: Option<usize>, output: &
             "# {:>3}  {:<8} {:<24} {:<8} {:>6}  {:<28} {:>8.1}\n",
             i + 1,
             o.launch.transport.name(),
-            o.launch.hierarchy.to_string(),
+            o.launch.hierarchy,
             if o.code == 0 {
                 "ok".to_string()
             } else {

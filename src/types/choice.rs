@@ -80,11 +80,12 @@ impl<T: Named> FromStr for Choice<T> {
 
 impl<T: Named> fmt::Display for Choice<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // pad, not write_str: a width in the format ({:<24}) applies
         match self {
-            Choice::All => f.write_str("all"),
+            Choice::All => f.pad("all"),
             Choice::List(v) => {
                 let names: Vec<&str> = v.iter().map(|x| x.name()).collect();
-                f.write_str(&names.join(","))
+                f.pad(&names.join(","))
             }
         }
     }
@@ -136,6 +137,13 @@ impl Serialize for RootChoice {
 mod tests {
     use super::*;
     use crate::types::{DType, ReduceOp};
+
+    #[test]
+    fn a_choice_honours_the_width_it_is_printed_in() {
+        let list = Choice::List(vec![DType::Float, DType::Int8]);
+        assert_eq!(format!("[{list:<12}]"), "[float,int8  ]");
+        assert_eq!(format!("[{:>5}]", Choice::<DType>::All), "[  all]");
+    }
 
     #[test]
     fn lists_parse_all_and_drop_repeats() {
