@@ -567,6 +567,40 @@ fn buffers_and_communicators_come_from_the_calls_nccl_tests_uses_by_version() {
     }
 }
 
+/// Issue 27, point 5: what real CUDA and NCCL refuse, and the backend must
+/// never do, the simulation refuses too: tests/gpu-sim/misuse.c plants each
+/// misuse (a stream synchronized, memory allocated during a capture, an
+/// event recorded in a capture queried, elapsed time of events made
+/// without timing, send and receive buffers overlapping outside NCCL's
+/// in-place layout, blocking left undefined for NCCL 2.14) beside its
+/// correct use, and checks each is refused with CUDA's or NCCL's code.
+/// Before the rules the planted misuses passed. That every other test
+/// passes with the rules on shows the backend commits none of them.
+#[test]
+fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let exe = tmp.path().join("misuse");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = cc_with_headers(&dir)
+        .args(["-Wall", "-o"])
+        .arg(&exe)
+        .arg(root.join("tests/gpu-sim/misuse.c"))
+        .arg(format!("-L{}", dir.display()))
+        .args(["-l:libnccl.so.2", "-l:libcuda.so.1", "-lpthread"])
+        .output()
+        .expect("a C compiler (cc)");
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", &dir).env("GPUSIM_DEVICES", "1");
+    let out = output_of(cmd);
+    let text = stdout(&out);
+    eprintln!("{text}");
+    assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
+    assert_eq!(text.matches("refused as expected").count(), 9, "{text}");
+    assert_eq!(text.matches("allowed as expected").count(), 6, "{text}");
+}
+
 /// Each injected NCCL fault: its exit code and one line naming the rank and
 /// the failed call.
 #[test]
@@ -963,22 +997,11 @@ fn config_asserts() -> String {
 /// Compiles `source` against the real nccl.h the simulation was built
 /// with; `Err(compiler output)` when it does not compile.
 fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
-    let env = std::fs::read_to_string(dir.join("headers.env")).expect("headers.env from scripts/gpu-sim.sh");
-    let get = |k: &str| {
-        env.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .map(str::to_string)
-            .unwrap_or_default()
-    };
     let tmp = tempdir();
     let file = tmp.path().join("abi_check.c");
     std::fs::write(&file, source).unwrap();
-    let shims = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu-sim/include");
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=gnu11", "-c", "-Werror=incompatible-pointer-types", "-Werror"])
-        .arg(format!("-I{}", shims.display()))
-        .arg(format!("-I{}", get("CUDA_INCLUDE")))
-        .arg(format!("-I{}", get("NCCL_INCLUDE")))
+    let out = cc_with_headers(dir)
+        .args(["-c", "-Werror=incompatible-pointer-types"])
         .arg("-o")
         .arg(tmp.path().join("abi_check.o"))
         .arg(&file)
@@ -989,6 +1012,26 @@ fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
+}
+
+/// The C compiler (`$CC`, else cc) with the include folders the simulation
+/// was built with: its header stand-ins, the real cuda.h and nccl.h
+/// (`headers.env`, written by scripts/gpu-sim.sh).
+fn cc_with_headers(dir: &Path) -> Command {
+    let env = std::fs::read_to_string(dir.join("headers.env")).expect("headers.env from scripts/gpu-sim.sh");
+    let get = |k: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let shims = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu-sim/include");
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-std=gnu11", "-Werror"])
+        .arg(format!("-I{}", shims.display()))
+        .arg(format!("-I{}", get("CUDA_INCLUDE")))
+        .arg(format!("-I{}", get("NCCL_INCLUDE")));
+    cc
 }
 
 /// Where the declarations are: the raw layer of the binding.
