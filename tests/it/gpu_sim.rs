@@ -567,6 +567,176 @@ fn buffers_and_communicators_come_from_the_calls_nccl_tests_uses_by_version() {
     }
 }
 
+/// `collbench run --backend nccl -g 2 ARGS` on 2 simulated GPUs with `env`,
+/// the CSV and NCCL's INFO log (NCCL_DEBUG=INFO into a file) of the run.
+fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[&str]) -> (Output, PathBuf, String) {
+    let csv_path = tmp.join(format!("{name}.csv"));
+    let log = tmp.join(format!("{name}.log"));
+    let mut all: Vec<(&str, &str)> = vec![("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", path_str(&log))];
+    all.extend_from_slice(env);
+    let mut argv = vec![
+        "run",
+        "--backend",
+        "nccl",
+        "-g",
+        "2",
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+    ];
+    argv.extend_from_slice(args);
+    let out = sim_run(dir, 2, &all, &argv);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    (out, csv_path, text)
+}
+
+/// Issue 27, point 1: each NCCL release gets the ncclConfig_t its own
+/// NCCL_CONFIG_INITIALIZER makes (2.14-2.16 refuse the "undefined" blocking
+/// value 2.17 introduced; the simulation plays each release's init.cc),
+/// with nccl-tests' nvlinkCentricSched from 2.28 and, point 4, sendrecv's
+/// maxP2pPeers = 2 from 2.30 (on its own communicator, as nccl-tests'
+/// sendrecv test has). Before the fix 2.14.3 and 2.16.5 failed at
+/// ncclCommInitRankConfig, and no maxP2pPeers was ever set.
+#[test]
+fn communicators_start_on_every_release_from_2_14_with_that_release_s_config() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let args = [
+        "--collectives",
+        "all_reduce,alltoall,sendrecv",
+        "-b",
+        "64",
+        "-e",
+        "1K",
+        "-f",
+        "4",
+        "-n",
+        "2",
+        "-w",
+        "1",
+    ];
+    for code_v in ["21403", "21605", "21701", "21903", "22703", "22803", "23004", "23203"] {
+        let v: u32 = code_v.parse().unwrap();
+        let (out, csv_path, log) = sim_logged(&dir, tmp.path(), code_v, &[("GPUSIM_NCCL_VERSION", code_v)], &args);
+        assert_eq!(code(&out), 0, "NCCL {code_v}: {}", stderr(&out));
+        let csv = Csv::read(&csv_path);
+        assert_sim_rows(&csv, 2);
+        let release = format!("{}.{}.{}", v / 10000, v % 10000 / 100, v % 100);
+        assert!(
+            csv.rows
+                .iter()
+                .all(|r| csv.get(r, "backend_version") == format!("NCCL {release}-sim")),
+            "{code_v}"
+        );
+        let set = |field: &str, value: &str| log.matches(&format!("Comm config {field} set to {value}\n")).count();
+        // nothing is set before 2.28; every communicator gets
+        // nvlinkCentricSched from 2.28 (2 ranks: 2 lines, 4 with sendrecv's)
+        let centric = if v >= 23000 {
+            4
+        } else if v >= 22800 {
+            2
+        } else {
+            0
+        };
+        assert_eq!(set("nvlinkCentricSched", "1"), centric, "NCCL {code_v}:\n{log}");
+        assert_eq!(
+            set("maxP2pPeers", "2"),
+            if v >= 23000 { 2 } else { 0 },
+            "NCCL {code_v}:\n{log}"
+        );
+        assert_eq!(
+            log.matches("Comm config").count(),
+            centric + set("maxP2pPeers", "2"),
+            "{log}"
+        );
+    }
+}
+
+/// Issue 27, point 4: a workload's operations run on their groups'
+/// communicators (ncclCommSplit); an asynchronous error on one of those
+/// must end the wait at once with NCCL's error (exit 1), as one on the
+/// world communicator does. Before the fix only the world communicator
+/// was polled and the run ended by --timeout (exit 5).
+#[test]
+fn an_asynchronous_error_on_a_workload_group_ends_the_run_at_once() {
+    let Some(dir) = sim_dir() else { return };
+    let args = [
+        "workload",
+        "--backend",
+        "nccl",
+        "-g",
+        "4",
+        "--params",
+        "1M",
+        "--layers",
+        "2",
+        "--hidden",
+        "128",
+        "--vocab",
+        "1000",
+        "--strategy",
+        "tp",
+        "--tp",
+        "2",
+        "--seq-len",
+        "16",
+        "--steps",
+        "2",
+        "--timeout",
+        "20",
+    ];
+    let started = std::time::Instant::now();
+    // tensor parallelism of 2 over 4 ranks: every operation is on a group
+    let out = sim_run(&dir, 4, &[("GPUSIM_NCCL_ASYNC", "1:1:6")], &args);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let line = one_line(&out);
+    assert!(
+        line.contains("rank 1") && line.contains("a pending NCCL operation failed") && line.contains("ncclResult_t 6"),
+        "{line}"
+    );
+    assert!(started.elapsed().as_secs() < 15, "ended by the watchdog: {line}");
+}
+
+/// Issue 27, point 4: with `-g 2` every rank's communicator
+/// initialisation fails; the simulation writes rank 0's text, then rank
+/// 1's, and lets rank 0 return first. The ranks of the process are counted
+/// before the initialisation, so rank 0's line leaves NCCL's process-wide
+/// text out instead of showing rank 1's (before the fix it did); alone in
+/// its process (`-g 1`), a rank shows its own text.
+#[test]
+fn with_threads_an_initialisation_error_never_carries_another_rank_s_text() {
+    let Some(dir) = sim_dir() else { return };
+    let fail = [("GPUSIM_NCCL_FAIL", "ncclCommInitRankConfig:1:5")];
+    let args = |g: &'static str| {
+        vec![
+            "run",
+            "--backend",
+            "nccl",
+            "-g",
+            g,
+            "--collectives",
+            "all_reduce",
+            "-e",
+            "64",
+            "-n",
+            "1",
+            "--no-progress",
+        ]
+    };
+    let out = sim_run(&dir, 2, &fail, &args("2"));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let line = one_line(&out);
+    assert!(line.contains("ncclCommInitRankConfig failed"), "{line}");
+    assert!(!line.contains("gpusim: rank"), "another rank's text may show: {line}");
+    let out = sim_run(&dir, 1, &fail, &args("1"));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let line = one_line(&out);
+    assert!(
+        line.contains("gpusim: rank 0: injected failure of ncclCommInitRankConfig"),
+        "{line}"
+    );
+}
+
 /// Issue 27, point 5: what real CUDA and NCCL refuse, and the backend must
 /// never do, the simulation refuses too: tests/gpu-sim/misuse.c plants each
 /// misuse (a stream synchronized, memory allocated during a capture, an
