@@ -15,9 +15,10 @@
 //!
 //! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
 //! one group; with `-G N`, the timed iterations are captured once in a CUDA
-//! graph, which is replayed N times inside the timed region. Either way the
-//! time per operation is the elapsed time over every operation run
-//! (`per_op_seconds`).
+//! graph, which is replayed N times inside the timed region, and each check
+//! runs through a graph of its own (`check_launch`), as nccl-tests
+//! validates. Either way the time per operation is the elapsed time over
+//! every operation run (`per_op_seconds`).
 
 pub mod adaptive;
 pub mod digest;
@@ -403,7 +404,7 @@ impl<'a> Engine<'a> {
             let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, self.rep);
             let rank = call.at.rank;
             self.backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
-            self.backend.launch(call, placement, 0, 1)?;
+            self.check_launch(call, placement)?;
             self.backend.wait()?;
             let (out, range) = self.backend.output(call, placement)?;
             if self.inject_error && !range.is_empty() {
@@ -423,6 +424,23 @@ impl<'a> Engine<'a> {
             }
         }
         Ok(Some(0))
+    }
+
+    /// The check's one operation, at the start of the buffers; with `-G`
+    /// captured in a CUDA graph, instantiated and replayed once, so that
+    /// what is validated is what the timed replays run (as nccl-tests
+    /// validates through the graph).
+    fn check_launch(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
+        if self.cfg.cuda_graph == 0 {
+            return self.backend.launch(call, placement, 0, 1);
+        }
+        self.graphs()?.begin_capture()?;
+        let captured = self.backend.launch(call, placement, 0, 1);
+        // The capture always ends, so the stream is usable whatever failed.
+        let ended = self.graphs()?.end_capture();
+        captured?;
+        ended?;
+        self.graphs()?.replay(1)
     }
 
     /// Timed iterations for `--min-time` when `-n` is not given: batches of

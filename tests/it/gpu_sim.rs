@@ -652,6 +652,46 @@ fn communicators_start_on_every_release_from_2_14_with_that_release_s_config() {
     }
 }
 
+/// Issue 27, point 2: with `-G` the check goes through the CUDA graph, as
+/// nccl-tests' does. GPUSIM_NCCL_GRAPH_CORRUPT corrupts only what graph
+/// replays write: the run must then fail validation (exit 3); before the
+/// fix it printed "0 wrong elements" and exited 0. Without `-G` nothing is
+/// replayed, and the same switch changes nothing.
+#[test]
+fn with_cuda_graphs_the_check_validates_what_the_graph_replays() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let corrupt = [("GPUSIM_NCCL_GRAPH_CORRUPT", "1")];
+    let args = [
+        "--collectives",
+        "all",
+        "-b",
+        "64",
+        "-e",
+        "1K",
+        "-f",
+        "16",
+        "-n",
+        "2",
+        "-w",
+        "1",
+    ];
+    let (out, csv_path, _) = sim_logged(&dir, tmp.path(), "graph", &corrupt, &[&args[..], &["-G", "2"]].concat());
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    let checked: Vec<_> = csv.rows.iter().filter(|r| !csv.get(r, "wrong").is_empty()).collect();
+    assert!(!checked.is_empty());
+    for r in checked {
+        assert!(
+            csv.num(r, "wrong") > 0.0,
+            "a replayed corruption passed the check: {r:?}"
+        );
+    }
+    let (out, csv_path, _) = sim_logged(&dir, tmp.path(), "plain", &corrupt, &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_sim_rows(&Csv::read(&csv_path), 2);
+}
+
 /// Issue 27, point 4: a workload's operations run on their groups'
 /// communicators (ncclCommSplit); an asynchronous error on one of those
 /// must end the wait at once with NCCL's error (exit 1), as one on the
