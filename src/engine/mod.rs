@@ -75,8 +75,14 @@ pub struct Timing {
     pub per_iter: bool,
     /// A rank this many percent slower than the median is named.
     pub straggler_threshold_pct: f64,
-    /// Operations rotate through the largest size's buffers.
+    /// Operations shift through buffers of the largest size, one point
+    /// further each (nccl-tests' method), instead of reusing one buffer
+    /// (OSU's and IMB's): as asked, else the backend's reference method
+    /// (`for_backend`).
     pub rotate: bool,
+    /// `--rotate` (true) or `--no-rotate` (false); `None`: the backend's.
+    #[serde(skip)]
+    pub rotate_asked: Option<bool>,
     pub warmup: u32,
     pub check: u32,
     pub average: Average,
@@ -98,6 +104,21 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// This timing on `backend`: buffers rotate where asked, else as the
+    /// backend's reference tool does (docs/measurement.md, "One buffer, or
+    /// rotation"): nccl-tests shifts its buffers every iteration; OSU and
+    /// IMB, the references for host MPI, reuse one buffer.
+    pub fn for_backend(&self, backend: BackendKind) -> Timing {
+        let reference = match backend {
+            BackendKind::Nccl => true,
+            BackendKind::Mpi | BackendKind::Memory => false,
+        };
+        Timing {
+            rotate: self.rotate_asked.unwrap_or(reference),
+            ..self.clone()
+        }
+    }
+
     /// nccl-tests' launch extras of this run, for the backend to accept.
     pub fn extras(&self) -> LaunchExtras {
         LaunchExtras {

@@ -74,6 +74,7 @@ fn timing() -> Timing {
         per_iter: false,
         straggler_threshold_pct: 20.0,
         rotate: false,
+        rotate_asked: None,
         warmup: 1,
         check: 1,
         average: Average::Avg,

@@ -82,7 +82,7 @@ impl<W: World> Session<'_, W> {
             // memory is per host, whatever --ranks-per-node says
             plan.check_memory(world.nodes().local_size(world.rank()), available)?;
         }
-        backend.reserve(&plan, cfg.timing.rotate)?;
+        backend.reserve(&plan, cfg.timing.for_backend(identity.kind).rotate)?;
         let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
         let outputs = match world.rank() {
             0 => Some(self.open_outputs(&nodes, backend.as_ref(), backend_note, &plan)?),
@@ -192,7 +192,7 @@ impl<W: World> Session<'_, W> {
             hosts: world.nodes().hosts.clone(),
             virtual_nodes: nodes.is_virtual,
             ranks: world.ranks().iter().map(RankSummary::from).collect(),
-            timing: t.clone(),
+            timing: t.for_backend(identity.kind),
             transport: self.cfg.start.transport,
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),

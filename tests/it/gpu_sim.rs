@@ -692,6 +692,89 @@ fn with_cuda_graphs_the_check_validates_what_the_graph_replays() {
     assert_sim_rows(&Csv::read(&csv_path), 2);
 }
 
+/// The byte offsets of the send and receive pointers of each call rank
+/// `rank` made, in order (GPUSIM_NCCL_TRACE lines).
+fn traced_offsets(trace: &str, rank: &str, call: &str) -> Vec<(i64, i64)> {
+    trace
+        .lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .filter(|f| f.len() == 5 && f[0] == rank && f[1] == call)
+        .map(|f| (f[2].parse().unwrap(), f[3].parse().unwrap()))
+        .collect()
+}
+
+/// Issue 27, point 3: on NCCL the default is nccl-tests' per-iteration
+/// shift (common.cu, startColl): operation `i` of a point works at
+/// `span * (i % steps)` bytes into both buffers, `span` the larger of its
+/// send and receive sizes and `steps` the largest point's span over it.
+/// Every call's pointers are traced by the simulation: warm-up 0..w, the
+/// check at 0, the timed iterations from w on (operations are numbered
+/// through the point). `--no-rotate` keeps every operation at 0. Before the
+/// fix the default was one reused buffer.
+#[test]
+fn on_nccl_buffers_shift_every_iteration_by_nccl_tests_formula_by_default() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let (w, n) = (3u64, 5u64);
+    let (ws, ns) = (w.to_string(), n.to_string());
+    let args = [
+        "--collectives",
+        "all_reduce,all_gather",
+        "-b",
+        "1K",
+        "-e",
+        "8K",
+        "-f",
+        "2",
+        "-w",
+        &ws,
+        "-n",
+        &ns,
+        "-c",
+        "1",
+    ];
+    for (name, flag) in [
+        ("default", None),
+        ("rotate", Some("--rotate")),
+        ("no-rotate", Some("--no-rotate")),
+    ] {
+        let trace = tmp.path().join(format!("{name}.trace"));
+        let env = [("GPUSIM_NCCL_TRACE", path_str(&trace))];
+        let argv: Vec<&str> = args.iter().copied().chain(flag).collect();
+        let (out, csv_path, _) = sim_logged(&dir, tmp.path(), name, &env, &argv);
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        let rotates = flag != Some("--no-rotate");
+        assert_eq!(stdout(&out).contains("buffers rotate"), rotates, "{name}");
+        let csv = Csv::read(&csv_path);
+        assert_sim_rows(&csv, 2);
+        assert!(
+            csv.rows.iter().all(|r| csv.get(r, "rotate") == rotates.to_string()),
+            "{name}"
+        );
+        let trace = std::fs::read_to_string(&trace).unwrap();
+        for (call, collective) in [("ncclAllReduce", "all_reduce"), ("ncclAllGather", "all_gather")] {
+            let got = traced_offsets(&trace, "0", call);
+            // the points in sweep order, each out of place then in place
+            let sizes: Vec<i64> = csv
+                .rows
+                .iter()
+                .filter(|r| csv.get(r, "collective") == collective)
+                .map(|r| csv.num(r, "size_bytes") as i64)
+                .collect();
+            let largest = *sizes.iter().max().unwrap();
+            let mut want = Vec::new();
+            for span in &sizes {
+                let steps = if rotates { largest / span } else { 1 };
+                let at = |i: u64| span * (i as i64 % steps);
+                // both buffers move by the shift (in place, rank 0's block
+                // of all_gather's input is at the start of the buffer)
+                want.extend((0..w).chain([0]).chain(w..w + n).map(|i| (at(i), at(i))));
+            }
+            assert_eq!(got, want, "{name} {call}:\n{trace}");
+        }
+    }
+}
+
 /// Issue 27, point 4: a workload's operations run on their groups'
 /// communicators (ncclCommSplit); an asynchronous error on one of those
 /// must end the wait at once with NCCL's error (exit 1), as one on the
