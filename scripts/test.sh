@@ -40,6 +40,9 @@ fi
 echo "== builds without MPI: nothing, and the NCCL backend alone"
 cargo build --locked --no-default-features
 cargo build --locked --no-default-features --features nccl
+# The build GPU machines get: scripts/gpu-smoke.sh runs it in the tests.
+cp target/debug/collbench target/gpu-sim/collbench-nompi
+export COLLBENCH_NOMPI_BIN="$PWD/target/gpu-sim/collbench-nompi"
 
 echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, the NCCL library without a GPU, the NCCL backend on the GPU simulation)"
 cargo test --locked --all-targets "$@"

@@ -1378,28 +1378,58 @@ fn a_wrong_declaration_fails_the_abi_check() {
 // ---------------------------------------------------------------------------
 // scripts/gpu-smoke.sh, with the simulation standing in for the H200
 
+/// The binary the smoke script is given: the build without MPI that GPU
+/// machines get (scripts/test.sh builds it and sets COLLBENCH_NOMPI_BIN),
+/// else this test's own build.
+fn smoke_binary() -> (String, bool) {
+    match std::env::var("COLLBENCH_NOMPI_BIN") {
+        Ok(bin) if Path::new(&bin).is_file() => (bin, true),
+        _ if std::env::var("COLLBENCH_REQUIRE_NCCL").is_ok_and(|v| v == "1") => {
+            panic!("COLLBENCH_REQUIRE_NCCL=1 but COLLBENCH_NOMPI_BIN names no binary: run scripts/test.sh")
+        }
+        _ => {
+            eprintln!("note: no COLLBENCH_NOMPI_BIN; the smoke script runs this test's build");
+            (BIN.to_string(), false)
+        }
+    }
+}
+
+/// scripts/gpu-smoke.sh on the simulation with `env`; its exit code, its
+/// output, SUMMARY.txt and how long it took.
+fn smoke(dir: &Path, out_dir: &Path, env: &[(&str, &str)]) -> (i32, String, String, f64) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-smoke.sh");
+    let (bin, _) = smoke_binary();
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script)
+        .env("COLLBENCH_BIN", bin)
+        .env("OUT", out_dir)
+        .env("LD_LIBRARY_PATH", dir)
+        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env("GPUSIM_DEVICES", "1")
+        .env("NO_COLOR", "1")
+        .envs(env.iter().copied());
+    let started = std::time::Instant::now();
+    let out = output_of(cmd);
+    let took = started.elapsed().as_secs_f64();
+    let summary = std::fs::read_to_string(out_dir.join("SUMMARY.txt")).unwrap_or_default();
+    (code(&out), format!("{}\n{}", stdout(&out), stderr(&out)), summary, took)
+}
+
 #[test]
 fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let out_dir = tmp.path().join("out");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-smoke.sh");
-    let mut cmd = Command::new("bash");
-    cmd.arg(&script)
-        .env("COLLBENCH_BIN", BIN)
-        .env("OUT", &out_dir)
-        .env("SMOKE_MAXBYTES", "64K")
-        .env("SMOKE_ITERS", "2")
-        .env("LD_LIBRARY_PATH", &dir)
-        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
-        .env("GPUSIM_DEVICES", "1")
-        .env("NO_COLOR", "1");
-    let out = output_of(cmd);
-    let text = stdout(&out);
-    assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
-    let summary = std::fs::read_to_string(out_dir.join("SUMMARY.txt")).expect("SUMMARY.txt");
+    let (rc, text, summary, _) = smoke(&dir, &out_dir, &[("SMOKE_MAXBYTES", "64K"), ("SMOKE_ITERS", "2")]);
+    assert_eq!(rc, 0, "{text}");
     assert!(summary.contains("SIMULATED"), "{summary}");
     assert!(summary.starts_with("gpu-smoke: PASS"), "{summary}");
+    let (bin, no_mpi) = smoke_binary();
+    let binary = summary.lines().find(|l| l.starts_with("binary: ")).unwrap_or_default();
+    assert!(binary.contains(&bin) && binary.contains("collbench "), "{summary}");
+    if no_mpi {
+        assert!(binary.contains("built without MPI"), "{summary}");
+    }
     for c in [
         "all_reduce",
         "all_gather",
@@ -1427,20 +1457,40 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     // a wrong result must turn the summary to FAIL with exit 3
-    let mut cmd = Command::new("bash");
-    cmd.arg(&script)
-        .env("COLLBENCH_BIN", BIN)
-        .env("OUT", tmp.path().join("bad"))
-        .env("SMOKE_MAXBYTES", "4K")
-        .env("SMOKE_ITERS", "1")
-        .env("SMOKE_EXTRA", "--inject-error")
-        .env("LD_LIBRARY_PATH", &dir)
-        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
-        .env("GPUSIM_DEVICES", "1");
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 3, "{}", stdout(&out));
-    let summary = std::fs::read_to_string(tmp.path().join("bad/SUMMARY.txt")).unwrap();
+    let env = [
+        ("SMOKE_MAXBYTES", "4K"),
+        ("SMOKE_ITERS", "1"),
+        ("SMOKE_EXTRA", "--inject-error"),
+    ];
+    let (rc, text, summary, _) = smoke(&dir, &tmp.path().join("bad"), &env);
+    assert_eq!(rc, 3, "{text}");
     assert!(summary.starts_with("gpu-smoke: FAIL"), "{summary}");
+}
+
+/// Issue 27: the smoke script keeps its budget whatever the sizes: every
+/// step is stopped at its share of the time left, and the summary, written
+/// in the time kept back, names the steps cut or skipped. With the default
+/// sizes (16 MiB, 256-512 MiB) and a 30 s budget, the script overran it
+/// before (its first step alone took about a minute here).
+#[test]
+fn the_gpu_smoke_script_keeps_its_time_budget_and_says_what_it_cut() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let budget = 30.0;
+    let (rc, text, summary, took) = smoke(&dir, &tmp.path().join("out"), &[("SMOKE_BUDGET_S", "30")]);
+    assert!(
+        took <= budget + 2.0,
+        "{took:.1} s for a {budget} s budget:\n{text}\n{summary}"
+    );
+    let head = summary.lines().next().unwrap_or_default();
+    assert!(
+        head.contains("cut by the budget") || head.contains("skipped, no time left"),
+        "{summary}\n{text}"
+    );
+    assert!(summary.contains("of a 30 s budget"), "{summary}");
+    // PASS where every collective was validated in the time there was
+    assert_eq!(rc == 0, head.starts_with("gpu-smoke: PASS"), "{rc}: {summary}");
+    eprintln!("{took:.1} s: {head}");
 }
 
 /// `collbench workload` and `replay` on the NCCL backend: groups made by
