@@ -14,6 +14,8 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
+#[cfg(test)]
+mod golden;
 mod job;
 mod outputs;
 mod workload;

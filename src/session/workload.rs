@@ -185,7 +185,7 @@ fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, 
 }
 
 /// The configurations at this launch's size and nodes.
-fn configs(job: &Job, nodes: &Nodes) -> Result<Vec<Config>, Error> {
+pub(super) fn configs(job: &Job, nodes: &Nodes) -> Result<Vec<Config>, Error> {
     if !nodes.is_uniform() {
         return Err(Error::usage(format!(
             "a workload needs the same number of ranks on every node, but the {} nodes differ; use --ranks-per-node",
@@ -197,7 +197,7 @@ fn configs(job: &Job, nodes: &Nodes) -> Result<Vec<Config>, Error> {
 
 /// Splits every group any configuration uses, once, in one order on
 /// every rank (a `BTreeMap`'s). The world needs no split.
-fn split_groups(backend: &mut dyn Backend, configs: &[Config], rank: usize) -> Result<Handles, Error> {
+pub(super) fn split_groups(backend: &mut dyn Backend, configs: &[Config], rank: usize) -> Result<Handles, Error> {
     let mut handles = Handles::new();
     for c in configs {
         for g in c.schedule.groups() {
@@ -225,7 +225,7 @@ fn split_groups(backend: &mut dyn Backend, configs: &[Config], rank: usize) -> R
 }
 
 /// This rank's calls of one configuration, and the header's notes.
-fn step_calls(
+pub(super) fn step_calls(
     c: &Config,
     handles: &Handles,
     caps: &Capabilities,
@@ -309,7 +309,7 @@ fn reserve(backend: &mut dyn Backend, plan: &Plan, ranks_on_host: usize) -> Resu
 }
 
 /// The plan's case of one call (what `Backend::reserve` sizes buffers by).
-fn case(call: &Call) -> Case {
+pub(super) fn case(call: &Call) -> Case {
     Case {
         collective: call.collective,
         hierarchy: call.hierarchy,
@@ -321,7 +321,7 @@ fn case(call: &Call) -> Case {
 }
 
 /// Rank 0's figures of one configuration.
-fn outcome(c: &Config, calls: &[StepCall], steps: Steps) -> Result<Outcome, Error> {
+pub(super) fn outcome(c: &Config, calls: &[StepCall], steps: Steps) -> Result<Outcome, Error> {
     let volume = StepVolume::new(&c.schedule, &c.layout)?;
     let per_op: Vec<Option<IterSummary>> = (0..calls.len())
         .map(|i| IterSummary::of(&steps.op_us.iter().map(|s| s[i]).collect::<Vec<f64>>()))
