@@ -115,7 +115,7 @@ fn report_command(f: impl FnOnce() -> Result<u8, Error>) -> u8 {
 }
 
 fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
-    use crate::report::compare::{self, CompareCommand, CompareOptions};
+    use crate::compare::{self, CompareCommand, CompareOptions};
     compare::command(&CompareCommand {
         files: args.files.clone(),
         options: CompareOptions {
@@ -135,7 +135,7 @@ fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
 }
 
 fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
-    use crate::report::plot::{self, PlotOptions};
+    use crate::plot::{self, PlotOptions};
     let options = PlotOptions {
         inputs: args.files.clone(),
         output: args.output.clone(),
@@ -156,7 +156,7 @@ fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
 }
 
 fn import_command(args: &ImportArgs) -> Result<u8, Error> {
-    use crate::report::import::{self, ImportOptions};
+    use crate::import::{self, ImportOptions};
     let options = ImportOptions {
         source: args.from,
         files: args.files.clone(),

@@ -17,12 +17,12 @@ use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, 
 use serde::Serialize;
 
 use crate::collective::Collective;
+use crate::compare::by_mode::Dimension;
+use crate::compare::{Format, Metric};
 use crate::error::Error;
+use crate::import::Source;
+use crate::plot::SeriesBy;
 use crate::report::ProgressMode;
-use crate::report::compare::by_mode::Dimension;
-use crate::report::compare::{Format, Metric};
-use crate::report::import::Source;
-use crate::report::plot::SeriesBy;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{Average, BackendChoice, Choice, DType, ReduceOp, RootChoice, Size, Switch};

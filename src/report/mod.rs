@@ -11,11 +11,8 @@
 //! finished row; the JSON is written once at the end, through a temporary
 //! file and a rename.
 
-pub mod compare;
 pub mod csv;
-pub mod import;
 pub mod json;
-pub mod plot;
 mod printer;
 pub mod progress;
 mod reporter;

@@ -416,7 +416,7 @@ fn summary(suite: &Suite, outcomes: &[Outcome], merged: Option<usize>, output: &
 /// The profiles side by side, out-of-place rows, as `collbench compare
 /// --by transport` shows them (which also has the in-place rows).
 fn print_transport_comparison(csv: &Path, reference: &str) {
-    use crate::report::compare::{Metric, by_mode, input, text};
+    use crate::compare::{Metric, by_mode, input, text};
     let report = input::read_file(csv).and_then(|rows| {
         let rows: Vec<_> = rows
             .into_iter()

@@ -261,7 +261,7 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
         records.extend(parsed.records);
         warnings.extend(parsed.warnings.into_iter().map(|w| format!("{}: {w}", path.display())));
     }
-    super::csv::write_records(&opts.output, opts.overwrite, &records)?;
+    crate::report::csv::write_records(&opts.output, opts.overwrite, &records)?;
     // Only once the CSV is written: a refused import says one line, no more.
     for w in &warnings {
         eprintln!("collbench: warning: {w}");
@@ -361,10 +361,10 @@ mod tests {
         use proptest::prelude::*;
 
         const NCCL_TEXT: &str =
-            include_str!("../../../tests/fixtures/import/nccl-tests-2.19-all_gather_perf-timestamps.txt");
-        const NCCL_OLD: &str = include_str!("../../../tests/fixtures/import/nccl-tests-2.13-all_reduce_perf.txt");
-        const NCCL_JSON: &str = include_str!("../../../tests/fixtures/import/nccl-tests-2.17-all_reduce_perf.json");
-        const OSU: &str = include_str!("../../../tests/fixtures/import/osu-5.9-allgather-full.txt");
+            include_str!("../../tests/fixtures/import/nccl-tests-2.19-all_gather_perf-timestamps.txt");
+        const NCCL_OLD: &str = include_str!("../../tests/fixtures/import/nccl-tests-2.13-all_reduce_perf.txt");
+        const NCCL_JSON: &str = include_str!("../../tests/fixtures/import/nccl-tests-2.17-all_reduce_perf.json");
+        const OSU: &str = include_str!("../../tests/fixtures/import/osu-5.9-allgather-full.txt");
 
         fn all(text: &str) {
             for given in [

@@ -15,9 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::super::compare::Metric;
-use super::super::compare::input::Row;
 use crate::collective::Collective;
+use crate::compare::Metric;
+use crate::compare::input::Row;
 use crate::record::{op_column, root_column};
 use crate::types::Placement;
 

@@ -24,8 +24,8 @@ use std::sync::OnceLock;
 
 use plotters::style::FontStyle;
 
-use super::compare::Metric;
-use super::compare::input::read_file;
+use crate::compare::Metric;
+use crate::compare::input::read_file;
 use crate::error::Error;
 
 /// `--by`: kept so that old command lines still run. Series are always
@@ -135,7 +135,7 @@ pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
         ));
     }
     // Refuses an existing file unless --overwrite, before drawing anything.
-    drop(super::create_file(&opts.output, opts.overwrite, "plot")?);
+    drop(crate::report::create_file(&opts.output, opts.overwrite, "plot")?);
     register_font()?;
     let title = opts
         .title
