@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{Metric, Row};
+use super::Metric;
 use crate::collective::Collective;
 use crate::error::Error;
+use crate::record::read::Row;
 use crate::record::{CaseKey, Record, op_column, root_column};
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;

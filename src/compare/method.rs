@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use super::Row;
 use crate::record::Record;
+use crate::record::read::Row;
 
 /// Whether a difference in a column stops the comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,7 +17,6 @@
 //! stderr, one line each, and into the markdown and JSON reports.
 
 pub mod by_mode;
-pub mod input;
 pub mod json;
 pub mod markdown;
 pub mod method;
@@ -35,8 +34,8 @@ use serde::Serialize;
 use crate::collective::Collective;
 use crate::error::{Error, exit, say};
 use crate::record::Record;
+use crate::record::read::{Loaded, Row, load};
 pub use crate::record::{CaseKey, human_size};
-pub use input::{Loaded, Row, load};
 pub use noise::{Fallback, Judgement, Test};
 
 /// Default regression threshold in percent: below the launch-to-launch

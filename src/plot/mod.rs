@@ -25,8 +25,8 @@ use std::sync::OnceLock;
 use plotters::style::FontStyle;
 
 use crate::compare::Metric;
-use crate::compare::input::read_file;
 use crate::error::Error;
+use crate::record::read::read_file;
 
 /// `--by`: kept so that old command lines still run. Series are always
 /// split by everything that differs between rows (`series`), so it no

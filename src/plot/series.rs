@@ -17,7 +17,7 @@ use std::path::Path;
 
 use crate::collective::Collective;
 use crate::compare::Metric;
-use crate::compare::input::Row;
+use crate::record::read::Row;
 use crate::record::{op_column, root_column};
 use crate::types::Placement;
 

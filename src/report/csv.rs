@@ -5,10 +5,11 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{Record, RunInfo, Sink};
+use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::error::Error;
 use crate::record::Extras;
+use crate::record::Record;
 
 pub struct CsvSink {
     path: PathBuf,
@@ -73,15 +74,4 @@ pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result
 
 fn sink_target(path: &Path) -> String {
     format!("CSV file {}", path.display())
-}
-
-/// Reads a CSV report back (tests, compare).
-pub fn read_records(path: &Path) -> Result<Vec<Record>, Error> {
-    let mut reader = csv::Reader::from_path(path)
-        .map_err(|e| Error::usage(format!("cannot read CSV file {}: {e}", path.display())))?;
-    reader
-        .deserialize()
-        .enumerate()
-        .map(|(i, row)| row.map_err(|e| Error::usage(format!("CSV file {} row {}: {e}", path.display(), i + 2))))
-        .collect()
 }

@@ -17,8 +17,6 @@ mod printer;
 pub mod progress;
 mod reporter;
 pub mod samples;
-/// `record` was a part of `report`; its old path stays valid.
-pub use crate::record;
 pub use reporter::{Reporter, stop_line};
 pub mod table;
 pub mod workload;
@@ -31,10 +29,10 @@ use serde::Serialize;
 
 use crate::engine::{Summary, Timing};
 use crate::error::Error;
+use crate::record::Record;
 use crate::topology::profile::Profile;
 use crate::types::BackendKind;
 use crate::world::RankInfo;
-pub use record::Record;
 
 /// Where rank 0's reports go.
 #[derive(Clone, Debug, PartialEq)]

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{ProgressMode, Record};
+use super::ProgressMode;
+use crate::record::Record;
 
 /// Longest silence between two progress lines.
 const LINE_EVERY: Duration = Duration::from_secs(30);

@@ -19,8 +19,9 @@ use indicatif::ProgressBar;
 
 use super::printer::Printer;
 use super::samples::{SampleTally, samples_table};
-use super::{Record, RunInfo, Sink, SweepInfo};
+use super::{RunInfo, Sink, SweepInfo};
 use crate::engine::Summary;
+use crate::record::Record;
 use crate::record::{op_column, root_column};
 use crate::types::{Placement, human_bytes};
 

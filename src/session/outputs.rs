@@ -298,8 +298,9 @@ fn run_id(started: &str, host: &str) -> String {
 /// Flat against hierarchical, per size, from the CSV just written: the
 /// same view as `collbench compare --by hierarchy FILE`, after the table.
 pub(super) fn print_mode_comparison(csv: &Path) {
-    use crate::compare::{Metric, by_mode, input, text};
-    let report = input::read_file(csv).and_then(|rows| {
+    use crate::compare::{Metric, by_mode, text};
+    use crate::record::read::read_file;
+    let report = read_file(csv).and_then(|rows| {
         let all_reduce: Vec<_> = rows
             .into_iter()
             .filter(|r| r.record.collective == crate::collective::Collective::AllReduce)

@@ -1,4 +1,4 @@
-//! Reading CSV reports for `compare` and `plot`: a file or a folder of
+//! Reading run CSVs (`compare`, `plot`, a suite, the post-run views): a file or a folder of
 //! files, checked against schema 1, with the optional per-iteration
 //! statistic columns a row may carry. Every row is kept: rows of one case
 //! (several `cycle`s of a launch, several launches in a folder) are the
@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::{COLUMNS, Record, check_column};
 use crate::error::Error;
-use crate::record::{COLUMNS, Record, check_column};
 
 /// Per-iteration statistics of a row, present when the CSV has the
 /// optional columns `time_p50_us`, `time_p99_us` (microseconds) and

@@ -1,10 +1,13 @@
-//! One measured point: the CSV schema (DESIGN.md "CSV (schema 1)"), the one
-//! place where algorithmic and bus bandwidth are computed, and `CaseKey`,
-//! the one key that joins, deduplicates and groups rows.
+//! One measured point: the CSV schema (docs/csv.md), the one place where
+//! algorithmic and bus bandwidth are computed, and `CaseKey`, the one key
+//! that joins, deduplicates and groups rows; and `read`, the one reader of
+//! run CSVs (compare, plot, suite and the post-run views use it).
 //!
 //! Columns are typed (collective, dtype, op, placement, hierarchy, backend,
 //! transport): a CSV is parsed once, where it is read, and a bad value is
-//! an error there. Nothing here reads or writes files.
+//! an error there. Only `read` touches files, and only to read them.
+
+pub mod read;
 
 use std::cmp::Ordering;
 
