@@ -17,15 +17,13 @@ use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, 
 use serde::Serialize;
 
 use crate::collective::Collective;
-use crate::compare::by_mode::Dimension;
-use crate::compare::{Format, Metric};
 use crate::error::Error;
-use crate::import::Source;
-use crate::plot::SeriesBy;
-use crate::report::ProgressMode;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendChoice, Choice, DType, ReduceOp, RootChoice, Size, Switch};
+use crate::types::{
+    Average, BackendChoice, Choice, DType, Dimension, Format, Metric, ProgressMode, ReduceOp, RootChoice, SeriesBy,
+    Size, Source, Switch,
+};
 use crate::world::Launcher;
 
 #[derive(Debug, Parser)]

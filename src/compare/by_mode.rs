@@ -13,40 +13,15 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Metric;
 use crate::collective::Collective;
 use crate::error::Error;
 use crate::record::read::Row;
 use crate::record::{CaseKey, Record, op_column, root_column};
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{DType, Placement, ReduceOp};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dimension {
-    Hierarchy,
-    Transport,
-}
+use crate::types::{DType, Dimension, Metric, Placement, ReduceOp};
 
 impl Dimension {
-    pub const ALL: [Dimension; 2] = [Dimension::Hierarchy, Dimension::Transport];
-
-    pub fn parse(s: &str) -> Option<Dimension> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "hierarchy" => Some(Dimension::Hierarchy),
-            "transport" => Some(Dimension::Transport),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Dimension::Hierarchy => "hierarchy",
-            Dimension::Transport => "transport",
-        }
-    }
-
     /// The mode `r` was measured in.
     fn of(self, r: &Record) -> &'static str {
         match self {

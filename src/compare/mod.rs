@@ -26,17 +26,16 @@ pub mod text;
 pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::collective::Collective;
 use crate::error::{Error, exit, say};
-use crate::record::Record;
 use crate::record::read::{Loaded, Row, load};
-pub use crate::record::{CaseKey, human_size};
-pub use noise::{Fallback, Judgement, Test};
+use crate::record::{CaseKey, human_size};
+use crate::types::{Dimension, Format, Metric};
+use noise::{Fallback, Judgement, Test};
 
 /// Default regression threshold in percent: below the launch-to-launch
 /// variation of busbw on a quiet machine is noise nobody acts on; above
@@ -48,111 +47,7 @@ pub const DEFAULT_THRESHOLD_PCT: f64 = 5.0;
 /// and criterion use 0.05 as well).
 pub const DEFAULT_ALPHA: f64 = 0.05;
 
-/// What is compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Metric {
-    Busbw,
-    Algbw,
-    Time,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 3] = [Metric::Busbw, Metric::Algbw, Metric::Time];
-
-    /// The CSV column each metric also goes by.
-    pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Metric::Busbw => &["busbw_gbps"],
-            Metric::Algbw => &["algbw_gbps"],
-            Metric::Time => &["time_us"],
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Metric> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "busbw" | "busbw_gbps" => Some(Metric::Busbw),
-            "algbw" | "algbw_gbps" => Some(Metric::Algbw),
-            "time" | "time_us" => Some(Metric::Time),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::Busbw => "busbw",
-            Metric::Algbw => "algbw",
-            Metric::Time => "time",
-        }
-    }
-
-    pub fn unit(self) -> &'static str {
-        match self {
-            Metric::Busbw | Metric::Algbw => "GB/s",
-            Metric::Time => "us",
-        }
-    }
-
-    pub fn higher_is_better(self) -> bool {
-        self != Metric::Time
-    }
-
-    pub fn value(self, r: &Record) -> f64 {
-        match self {
-            Metric::Busbw => r.busbw_gbps,
-            Metric::Algbw => r.algbw_gbps,
-            Metric::Time => r.time_us,
-        }
-    }
-
-    /// The better of two values.
-    pub fn better(self, a: f64, b: f64) -> bool {
-        if self.higher_is_better() { a > b } else { a < b }
-    }
-}
-
-impl fmt::Display for Metric {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Output format of `compare`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Markdown,
-    Json,
-}
-
 impl Format {
-    pub const ALL: [Format; 3] = [Format::Table, Format::Markdown, Format::Json];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Table => "table",
-            Format::Markdown => "markdown",
-            Format::Json => "json",
-        }
-    }
-
-    pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Format::Table => &["text"],
-            Format::Markdown => &["md"],
-            Format::Json => &[],
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Format> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "table" | "text" => Some(Format::Table),
-            "markdown" | "md" => Some(Format::Markdown),
-            "json" => Some(Format::Json),
-            _ => None,
-        }
-    }
-
     fn render(self, c: &Comparison) -> String {
         match self {
             Format::Table => text::comparison(c),
@@ -368,7 +263,7 @@ pub struct CompareCommand {
     pub files: Vec<PathBuf>,
     pub options: CompareOptions,
     pub format: Format,
-    pub by: Option<by_mode::Dimension>,
+    pub by: Option<Dimension>,
     pub reference: Option<String>,
     /// Also write the markdown (JSON) report to this file.
     pub export_markdown: Option<PathBuf>,
@@ -839,6 +734,7 @@ pub(crate) fn fmt_p(p: Option<f64>) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::record::Record;
     use crate::types::{Average, TimingMethod};
 
     /// A record with the given busbw at 2 ranks (all_reduce: factor 1),

@@ -32,8 +32,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::Verdict;
 use super::stats::{self, Spread};
-use super::{Metric, Verdict};
+use crate::types::Metric;
 
 /// One sample of a case: the metric's value, and the launch (`run_id`)
 /// it was measured in.

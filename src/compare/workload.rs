@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::noise::{self, Params, Sample};
-use super::{CompareOptions, Metric, Verdict};
+use super::{CompareOptions, Verdict};
 use crate::error::{Error, exit};
 use crate::report::workload::{is_workload_csv, time};
+use crate::types::Metric;
 
 /// (workload, nranks) -> each step's time in microseconds.
 type Steps = BTreeMap<(String, u64), Vec<f64>>;

@@ -35,39 +35,7 @@ use crate::collective::Collective;
 use crate::error::Error;
 use crate::record::{Record, bandwidth_gbps};
 use crate::topology::Nodes;
-use crate::types::{BackendKind, DType, Placement, ReduceOp, known};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    NcclTests,
-    Osu,
-}
-
-impl Source {
-    pub const ALL: [Source; 2] = [Source::NcclTests, Source::Osu];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::NcclTests => "nccl-tests",
-            Source::Osu => "osu",
-        }
-    }
-
-    pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Source::NcclTests => &["nccl_tests", "nccl"],
-            Source::Osu => &["omb"],
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Source> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "nccl-tests" | "nccl_tests" | "nccl" => Some(Source::NcclTests),
-            "osu" | "omb" => Some(Source::Osu),
-            _ => None,
-        }
-    }
-}
+use crate::types::{BackendKind, DType, Placement, ReduceOp, Source, known};
 
 #[derive(Clone, Debug)]
 pub struct ImportOptions {

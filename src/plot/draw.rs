@@ -13,8 +13,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::FONT;
 use super::series::{Line, Panel};
 use super::text::GlyphText;
-use crate::compare::Metric;
 use crate::record::human_size;
+use crate::types::Metric;
 
 pub const PANEL_W: u32 = 560;
 pub const PANEL_H: u32 = 380;

@@ -24,40 +24,9 @@ use std::sync::OnceLock;
 
 use plotters::style::FontStyle;
 
-use crate::compare::Metric;
 use crate::error::Error;
 use crate::record::read::read_file;
-
-/// `--by`: kept so that old command lines still run. Series are always
-/// split by everything that differs between rows (`series`), so it no
-/// longer changes which lines are drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SeriesBy {
-    Run,
-    Hierarchy,
-    Transport,
-}
-
-impl SeriesBy {
-    pub const ALL: [SeriesBy; 3] = [SeriesBy::Run, SeriesBy::Hierarchy, SeriesBy::Transport];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SeriesBy::Run => "run",
-            SeriesBy::Hierarchy => "hierarchy",
-            SeriesBy::Transport => "transport",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SeriesBy> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "run" => Some(SeriesBy::Run),
-            "hierarchy" => Some(SeriesBy::Hierarchy),
-            "transport" => Some(SeriesBy::Transport),
-            _ => None,
-        }
-    }
-}
+use crate::types::Metric;
 
 #[derive(Clone, Debug)]
 pub struct PlotOptions {

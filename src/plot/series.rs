@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::collective::Collective;
-use crate::compare::Metric;
 use crate::record::read::Row;
 use crate::record::{op_column, root_column};
+use crate::types::Metric;
 use crate::types::Placement;
 
 /// One point of a line: x is log2(size); y, lo and hi are the median,

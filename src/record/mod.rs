@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::collective::Collective;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, DType, IterPolicy, Placement, ReduceOp, TimingMethod};
+use crate::types::{Average, BackendKind, DType, IterPolicy, Metric, Placement, ReduceOp, TimingMethod};
 
 /// Version of the CSV/JSON record schema.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -124,6 +124,17 @@ pub struct Record {
     /// With `--label`: the run's label.
     #[serde(default)]
     pub label: Option<String>,
+}
+
+impl Metric {
+    /// The value of this metric in row `r`.
+    pub fn value(self, r: &Record) -> f64 {
+        match self {
+            Metric::Busbw => r.busbw_gbps,
+            Metric::Algbw => r.algbw_gbps,
+            Metric::Time => r.time_us,
+        }
+    }
 }
 
 /// Header of schema 1, in column order.

@@ -31,7 +31,7 @@ use crate::engine::{Summary, Timing};
 use crate::error::Error;
 use crate::record::Record;
 use crate::topology::profile::Profile;
-use crate::types::BackendKind;
+use crate::types::{BackendKind, ProgressMode};
 use crate::world::RankInfo;
 
 /// Where rank 0's reports go.
@@ -44,16 +44,6 @@ pub struct OutputConfig {
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
     pub label: Option<String>,
-}
-
-/// When progress is shown (`progress` says how).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProgressMode {
-    /// A bar where one is safe to draw, else nothing.
-    Auto,
-    /// A bar where one is safe to draw, else plain lines (`--progress`).
-    Always,
-    Never,
 }
 
 /// What the reports say about the run as a whole: who ran it where, and

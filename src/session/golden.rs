@@ -28,10 +28,10 @@ use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
-use crate::report::{ProgressMode, RankSummary, Reporter, RunInfo, Sink, SweepInfo};
+use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo};
 use crate::topology::profile::Profile;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{Average, BackendKind, Choice, DType, ReduceOp, RootChoice};
+use crate::types::{Average, BackendKind, Choice, DType, ProgressMode, ReduceOp, RootChoice};
 use crate::world::World;
 use crate::world::threads::ThreadWorld;
 

@@ -298,20 +298,15 @@ fn run_id(started: &str, host: &str) -> String {
 /// Flat against hierarchical, per size, from the CSV just written: the
 /// same view as `collbench compare --by hierarchy FILE`, after the table.
 pub(super) fn print_mode_comparison(csv: &Path) {
-    use crate::compare::{Metric, by_mode, text};
+    use crate::compare::{by_mode, text};
     use crate::record::read::read_file;
+    use crate::types::{Dimension, Metric};
     let report = read_file(csv).and_then(|rows| {
         let all_reduce: Vec<_> = rows
             .into_iter()
             .filter(|r| r.record.collective == crate::collective::Collective::AllReduce)
             .collect();
-        by_mode::compare_modes(
-            "this run",
-            &all_reduce,
-            by_mode::Dimension::Hierarchy,
-            Metric::Busbw,
-            None,
-        )
+        by_mode::compare_modes("this run", &all_reduce, Dimension::Hierarchy, Metric::Busbw, None)
     });
     match report {
         // '#' keeps the table's rule: lines without it are data rows.

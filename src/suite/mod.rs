@@ -416,8 +416,9 @@ fn summary(suite: &Suite, outcomes: &[Outcome], merged: Option<usize>, output: &
 /// The profiles side by side, out-of-place rows, as `collbench compare
 /// --by transport` shows them (which also has the in-place rows).
 fn print_transport_comparison(csv: &Path, reference: &str) {
-    use crate::compare::{Metric, by_mode, text};
+    use crate::compare::{by_mode, text};
     use crate::record::read::read_file;
+    use crate::types::{Dimension, Metric};
     let report = read_file(csv).and_then(|rows| {
         let rows: Vec<_> = rows
             .into_iter()
@@ -426,7 +427,7 @@ fn print_transport_comparison(csv: &Path, reference: &str) {
         by_mode::compare_modes(
             "this suite",
             &rows,
-            by_mode::Dimension::Transport,
+            Dimension::Transport,
             Metric::Busbw,
             Some(reference),
         )
