@@ -380,7 +380,14 @@ impl<'a, W: World> Session<'a, W> {
             && self.cfg.plan.hierarchies.len() > 1
             && summary.stopped_by.is_none()
         {
-            outputs::print_mode_comparison(&info.csv);
+            // flat against hierarchical, per size, after the table
+            crate::compare::by_mode::print_after_run(
+                &info.csv,
+                ("this run", "collbench"),
+                |r| r.collective == crate::collective::Collective::AllReduce,
+                crate::types::Dimension::Hierarchy,
+                None,
+            );
         }
         if let Some(signal) = summary.stopped_by {
             code = 128 + signal as u8;

@@ -3,7 +3,7 @@
 //! and rank 0's reports (CSV, JSON, table, progress) with the `RunInfo`
 //! they describe the run by.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::backend_choice::Chosen;
 use super::{Ready, Session};
@@ -17,7 +17,7 @@ use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
-use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo, print_out};
+use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo};
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
 use crate::topology::observe::{self, Observed};
@@ -293,27 +293,4 @@ fn run_id(started: &str, host: &str) -> String {
         .take(32)
         .collect();
     format!("{stamp}-{host}-{}", std::process::id())
-}
-
-/// Flat against hierarchical, per size, from the CSV just written: the
-/// same view as `collbench compare --by hierarchy FILE`, after the table.
-pub(super) fn print_mode_comparison(csv: &Path) {
-    use crate::compare::{by_mode, text};
-    use crate::record::read::read_file;
-    use crate::types::{Dimension, Metric};
-    let report = read_file(csv).and_then(|rows| {
-        let all_reduce: Vec<_> = rows
-            .into_iter()
-            .filter(|r| r.record.collective == crate::collective::Collective::AllReduce)
-            .collect();
-        by_mode::compare_modes("this run", &all_reduce, Dimension::Hierarchy, Metric::Busbw, None)
-    });
-    match report {
-        // '#' keeps the table's rule: lines without it are data rows.
-        Ok(report) => {
-            let lines: String = text::modes(&report).lines().map(|l| format!("# {l}\n")).collect();
-            print_out(&lines);
-        }
-        Err(e) => crate::error::say(&format!("collbench: warning: no hierarchy comparison: {e}")),
-    }
 }
