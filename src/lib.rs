@@ -25,6 +25,7 @@ pub mod plot;
 pub mod record;
 pub mod report;
 pub mod session;
+pub mod stats;
 pub mod suite;
 pub mod topology;
 pub mod types;

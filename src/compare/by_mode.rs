@@ -243,7 +243,7 @@ fn medians(samples: Samples) -> Sizes {
         .map(|(size, modes)| {
             let values = modes
                 .into_iter()
-                .filter_map(|(mode, v)| super::stats::median(&v).map(|m| (mode, m)))
+                .filter_map(|(mode, v)| crate::stats::median(&v).map(|m| (mode, m)))
                 .collect();
             (size, values)
         })

@@ -21,7 +21,6 @@ pub mod json;
 pub mod markdown;
 pub mod method;
 pub mod noise;
-pub mod stats;
 pub mod text;
 pub mod workload;
 

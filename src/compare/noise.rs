@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::Verdict;
-use super::stats::{self, Spread};
+use crate::stats::{self, Spread};
 use crate::types::Metric;
 
 /// One sample of a case: the metric's value, and the launch (`run_id`)
