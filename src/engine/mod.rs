@@ -11,7 +11,7 @@
 //! How many iterations a point gets is the run's policy (`policy`): `-n`,
 //! `--min-time` (`adaptive`) or, by default, batches until the median is
 //! precise enough (`precision`). With `-I`, every iteration is timed too
-//! (`stats`).
+//! (`straggler`).
 //!
 //! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
 //! one group; with `-G N`, the timed iterations are captured once in a CUDA
@@ -23,9 +23,9 @@ pub mod adaptive;
 pub mod digest;
 pub mod policy;
 pub mod precision;
-pub mod stats;
 pub mod steps;
 pub mod stop;
+pub mod straggler;
 pub mod watchdog;
 
 use std::time::{Duration, SystemTime};
@@ -141,7 +141,7 @@ pub struct Summary {
     /// The signal that stopped the run early (on any rank).
     pub stopped_by: Option<u64>,
     /// With `-I`, on rank 0: a rank persistently slower than the median.
-    pub straggler: Option<stats::Straggler>,
+    pub straggler: Option<straggler::Straggler>,
 }
 
 pub struct Engine<'a> {
@@ -161,7 +161,7 @@ pub struct Engine<'a> {
     /// same sequence on every rank.
     rep: u64,
     /// Which rank was slowest where (rank 0, with `-I`).
-    stragglers: stats::Stragglers,
+    stragglers: straggler::Stragglers,
 }
 
 impl<'a> Engine<'a> {
@@ -177,7 +177,7 @@ impl<'a> Engine<'a> {
             watchdog: None,
             stop: StopRequest::never(),
             rep: 0,
-            stragglers: stats::Stragglers::default(),
+            stragglers: straggler::Stragglers::default(),
         }
     }
 
@@ -307,7 +307,7 @@ impl<'a> Engine<'a> {
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
                     if case.collective.spec().is_symmetric()
-                        && let Some((rank, excess)) = stats::slowest_rank(&times)
+                        && let Some((rank, excess)) = straggler::slowest_rank(&times)
                     {
                         self.stragglers.add(case.size_bytes(), rank, excess);
                     }
@@ -577,7 +577,7 @@ impl<'a> Engine<'a> {
     }
 
     /// The persistently slow rank of the run (rank 0, with `-I`).
-    pub fn straggler(&self) -> Option<stats::Straggler> {
+    pub fn straggler(&self) -> Option<straggler::Straggler> {
         self.stragglers.verdict(self.cfg.straggler_threshold_pct / 100.0)
     }
 
@@ -691,7 +691,7 @@ struct Measured {
 /// `-I` columns: the distribution of per-iteration times (each iteration
 /// taken at its slowest rank) and the slowest rank against the median.
 fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
-    let (Some(s), Some((rank, excess))) = (stats::IterSummary::of(samples), stats::slowest_rank(times)) else {
+    let (Some(s), Some((rank, excess))) = (straggler::IterSummary::of(samples), straggler::slowest_rank(times)) else {
         return;
     };
     record.time_iter_min_us = Some(s.min * 1e6);

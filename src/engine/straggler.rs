@@ -1,12 +1,11 @@
-//! Statistics of a measured point: per-iteration distribution (`-I`) and
-//! the cross-rank straggler view, and the end-of-run straggler verdict.
-//!
-//! Percentiles interpolate linearly between order statistics (the common
-//! "type 7" definition: p-th percentile at rank p/100 * (n-1)); the
-//! coefficient of variation is the sample standard deviation (n-1) over the
-//! mean.
+//! What `-I` says about a measured point: its per-iteration distribution,
+//! the slowest rank against the median rank, and the end-of-run straggler
+//! verdict. The numbers (type-7 quantiles, the coefficient of variation)
+//! are `crate::stats`'s.
 
 use std::collections::BTreeMap;
+
+use crate::stats::{coefficient_of_variation, quantile};
 
 /// Distribution of per-iteration times, in seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -19,34 +18,6 @@ pub struct IterSummary {
     pub cv: f64,
 }
 
-/// `p` in 0..=100 of sorted samples.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    match sorted.len() {
-        0 => f64::NAN,
-        1 => sorted[0],
-        n => {
-            let rank = (p / 100.0).clamp(0.0, 1.0) * (n - 1) as f64;
-            let lo = rank.floor() as usize;
-            let hi = rank.ceil() as usize;
-            sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
-        }
-    }
-}
-
-/// Sample standard deviation over the mean.
-pub fn coefficient_of_variation(samples: &[f64]) -> f64 {
-    let n = samples.len();
-    if n < 2 {
-        return 0.0;
-    }
-    let mean = samples.iter().sum::<f64>() / n as f64;
-    if mean == 0.0 {
-        return 0.0;
-    }
-    let var = samples.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64;
-    var.sqrt() / mean
-}
-
 impl IterSummary {
     pub fn of(samples: &[f64]) -> Option<IterSummary> {
         if samples.is_empty() {
@@ -56,42 +27,10 @@ impl IterSummary {
         sorted.sort_by(f64::total_cmp);
         Some(IterSummary {
             min: sorted[0],
-            p50: percentile(&sorted, 50.0),
-            p99: percentile(&sorted, 99.0),
+            p50: quantile(&sorted, 0.5),
+            p99: quantile(&sorted, 0.99),
             max: sorted[sorted.len() - 1],
             cv: coefficient_of_variation(samples),
-        })
-    }
-}
-
-/// What the samples of one point (`--repeat R`: one per sweep) say: their
-/// count, median and two spreads. The interquartile range is p75 - p25
-/// (type-7 percentiles, as above); the MAD is the median of the absolute
-/// deviations from the median, unscaled (multiply by 1.4826 for a normal
-/// distribution's standard deviation).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SampleSummary {
-    pub n: usize,
-    pub median: f64,
-    pub iqr: f64,
-    pub mad: f64,
-}
-
-impl SampleSummary {
-    pub fn of(samples: &[f64]) -> Option<SampleSummary> {
-        if samples.is_empty() {
-            return None;
-        }
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let median = percentile(&sorted, 50.0);
-        let mut deviations: Vec<f64> = sorted.iter().map(|x| (x - median).abs()).collect();
-        deviations.sort_by(f64::total_cmp);
-        Some(SampleSummary {
-            n: sorted.len(),
-            median,
-            iqr: percentile(&sorted, 75.0) - percentile(&sorted, 25.0),
-            mad: percentile(&deviations, 50.0),
         })
     }
 }
@@ -102,7 +41,7 @@ pub fn slowest_rank(times: &[f64]) -> Option<(usize, f64)> {
     let (rank, &slowest) = times.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1))?;
     let mut sorted = times.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let median = percentile(&sorted, 50.0);
+    let median = quantile(&sorted, 0.5);
     let excess = if median > 0.0 { slowest / median - 1.0 } else { 0.0 };
     Some((rank, excess))
 }
@@ -177,29 +116,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_interpolate_between_order_statistics() {
-        let s = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile(&s, 0.0), 1.0);
-        assert_eq!(percentile(&s, 50.0), 2.5);
-        assert_eq!(percentile(&s, 100.0), 4.0);
-        let hundred: Vec<f64> = (1..=101).map(f64::from).collect();
-        assert_eq!(percentile(&hundred, 99.0), 100.0);
-        assert_eq!(percentile(&hundred, 50.0), 51.0);
-        assert_eq!(percentile(&[7.0], 99.0), 7.0);
-        assert!(percentile(&[], 50.0).is_nan());
-    }
-
-    #[test]
-    fn cv_is_the_sample_standard_deviation_over_the_mean() {
-        // mean 5, sample variance 32/7
-        let s = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
-        let cv = coefficient_of_variation(&s);
-        assert!((cv - (32.0f64 / 7.0).sqrt() / 5.0).abs() < 1e-12, "{cv}");
-        assert_eq!(coefficient_of_variation(&[3.0, 3.0, 3.0]), 0.0);
-        assert_eq!(coefficient_of_variation(&[3.0]), 0.0);
-    }
-
-    #[test]
     fn summaries_are_ordered_and_exact_on_known_samples() {
         let samples = [5.0, 1.0, 3.0, 2.0, 4.0];
         let s = IterSummary::of(&samples).unwrap();
@@ -207,19 +123,6 @@ mod tests {
         assert!((s.p99 - 4.96).abs() < 1e-12);
         assert!(s.min <= s.p50 && s.p50 <= s.p99 && s.p99 <= s.max);
         assert_eq!(IterSummary::of(&[]), None);
-    }
-
-    #[test]
-    fn sample_summaries_give_the_median_iqr_and_mad_of_known_samples() {
-        // sorted 1 2 3 4 100: median 3, p25 2, p75 4; deviations 0 1 1 2 97
-        let s = SampleSummary::of(&[4.0, 100.0, 1.0, 3.0, 2.0]).unwrap();
-        assert_eq!((s.n, s.median, s.iqr, s.mad), (5, 3.0, 2.0, 1.0));
-        // an even count: median 2.5; p25 1.75, p75 3.25; deviations .5 .5 1.5 1.5
-        let s = SampleSummary::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!((s.n, s.median, s.iqr, s.mad), (4, 2.5, 1.5, 1.0));
-        let one = SampleSummary::of(&[7.0]).unwrap();
-        assert_eq!((one.n, one.median, one.iqr, one.mad), (1, 7.0, 0.0, 0.0));
-        assert_eq!(SampleSummary::of(&[]), None);
     }
 
     #[test]
