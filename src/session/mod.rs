@@ -133,7 +133,7 @@ pub fn wait_for_every_rank(code: u8) {
 fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     let may_use_nccl = cfg!(feature = "nccl") && cfg.start.backend != BackendChoice::Only(BackendKind::Mpi);
     let nccl_log = may_use_nccl
-        .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::world::hostname(), std::process::id()));
+        .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::topology::hostname(), std::process::id()));
     match profile::prepare(cfg.start.transport, nccl_log, &profile::process_env) {
         Prepared::Ready(plan) => Ok(plan),
         Prepared::Reexec(plan) => Err(profile::reexec(&plan)),

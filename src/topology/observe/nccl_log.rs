@@ -3,9 +3,9 @@
 //! NCCL saw, and (when TUNING logging is on) the algorithm and protocol
 //! chosen per collective and size.
 //!
-//! Line formats, NCCL 2.18 to 2.30 (each after `NCCL INFO `; the prefix
-//! `host:pid:tid [dev]`, and a timestamp where NCCL_DEBUG_TIMESTAMP_FORMAT
-//! adds one, is skipped):
+//! Line formats, NCCL 2.18 to 2.30 (each after the last `NCCL INFO `,
+//! `types::split_info`; the prefix `host:pid:tid [dev]`, and a timestamp
+//! where NCCL_DEBUG_TIMESTAMP_FORMAT adds one, is skipped):
 //! - `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read` (also `P2P/IPC`,
 //!   `P2P/direct pointer`, `P2P/MNNVL`, `P2P/indirect/2[2]`, `/CE`); the
 //!   brackets hold the device index (2.19 and later) or the PCI bus id in
@@ -29,6 +29,7 @@
 //! nothing here panics.
 
 use crate::topology::profile::Profile;
+use crate::types::split_info;
 
 /// Which end of a NET connection a line describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,7 +276,7 @@ pub fn parse(text: &str) -> NcclLog {
             log.warnings.push(warn.trim().to_string());
             continue;
         }
-        let Some((_, msg)) = line.split_once("NCCL INFO ") else {
+        let Some((_, msg)) = split_info(line) else {
             continue;
         };
         let msg = msg.trim();

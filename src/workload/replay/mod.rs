@@ -34,7 +34,8 @@ use crate::types::{DType, ReduceOp};
 
 use super::groups::{Group, Partition};
 use super::schedule::{Op, Phase, Schedule};
-use codes::{LogType, NcclVersion};
+use crate::types::NcclVersion;
+use codes::LogType;
 use line::{CallLine, Line};
 
 /// What to take from the log.
