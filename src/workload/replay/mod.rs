@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::types::{DType, ReduceOp};
 
 use super::groups::{Group, Partition};
-use super::schedule::{Op, Phase, Schedule};
+use super::op::{Op, Phase, Schedule};
 use crate::types::NcclVersion;
 use codes::LogType;
 use line::{CallLine, Line};
@@ -737,7 +737,8 @@ mod tests {
     use super::*;
     use crate::workload::groups::GroupLayout;
     use crate::workload::model::Model;
-    use crate::workload::schedule::{Options, Strategy, schedule};
+    use crate::workload::options::Options;
+    use crate::workload::schedule::{Strategy, schedule};
 
     macro_rules! fixture {
         ($name:literal) => {
