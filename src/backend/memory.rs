@@ -11,10 +11,9 @@
 //! exact), and is slept on the host clock otherwise. A failed rank breaks
 //! the exchange, so its peers end with an error instead of waiting.
 //!
-//! Layout (NCCL's, as nccl-tests lays it out): `send` holds a rank's input
-//! out of place, `recv` the output, and in place both: all_gather's and
-//! gather's input at block `rank` of `recv`, reduce_scatter's and scatter's
-//! output there, every other collective at the start. Reductions run in
+//! Layout: NCCL's, as nccl-tests lays it out (`collective::regions`):
+//! `send` holds a rank's input out of place, `recv` the output, and in
+//! place both. Reductions run in
 //! rank order in the element type (16-bit floats through f32, rounded to
 //! nearest even); avg is the sum over the ranks divided by their number.
 //!
@@ -33,7 +32,7 @@ use super::{
 };
 use crate::buffer::{Bf16, Half, HostBuffer};
 use crate::clock::{Clock, VirtualClock};
-use crate::collective::Collective;
+use crate::collective::{Buf, Collective, Convention, Regions};
 use crate::error::Error;
 use crate::plan::{Capabilities, Plan};
 use crate::topology::Hierarchy;
@@ -637,43 +636,9 @@ impl ProfilerRanges for MemoryBackend {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Buf {
-    Send,
-    Recv,
-}
-
-/// Where a rank's input is and where its output goes, in elements.
-struct Regions {
-    input: (Buf, Range<usize>),
-    output: (Buf, Range<usize>),
-}
-
-/// The module comment's layout.
+/// NCCL's layout (the module comment).
 fn regions(call: &Call, placement: Placement) -> Regions {
-    let spec = call.collective.spec();
-    let at = &call.at;
-    let input = 0..spec.input_len(&call.shape, at);
-    let output = 0..spec.output_len(&call.shape, at);
-    let c = call.shape.count;
-    let block = at.rank * c..(at.rank + 1) * c;
-    match placement {
-        Placement::OutOfPlace => Regions {
-            input: (Buf::Send, input),
-            output: (Buf::Recv, output),
-        },
-        Placement::InPlace => {
-            let (input, output) = match call.collective {
-                Collective::AllGather | Collective::Gather => (block, output),
-                Collective::ReduceScatter | Collective::Scatter => (input, block),
-                _ => (input, output),
-            };
-            Regions {
-                input: (Buf::Recv, input),
-                output: (Buf::Recv, output),
-            }
-        }
-    }
+    Convention::Nccl.regions(call.collective, &call.shape, &call.at, placement)
 }
 
 /// This rank's output of `call` from every rank's input (`inputs[r]` is

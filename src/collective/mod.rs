@@ -17,12 +17,14 @@ mod gather;
 pub mod pattern;
 mod reduce;
 mod reduce_scatter;
+pub mod regions;
 mod scatter;
 mod sendrecv;
 
 use std::fmt;
 
 pub use pattern::Pattern;
+pub use regions::{Buf, Convention, Regions};
 
 use crate::types::{DType, Named, by_name};
 

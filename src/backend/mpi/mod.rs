@@ -26,7 +26,7 @@ use super::{
     Backend, Call, Identity, LaunchExtras, PhaseTimes, SubGroups, TransportObserver, TransportQuery, refusals,
 };
 use crate::buffer::{Element, HostBuffer};
-use crate::collective::Collective;
+use crate::collective::{Buf, Collective, Convention, Regions};
 use crate::error::Error;
 use crate::plan::{Capabilities, Plan};
 use crate::topology::observe::Observed;
@@ -58,65 +58,14 @@ pub struct MpiBackend {
     shift: usize,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Buf {
-    Send,
-    Recv,
-}
-
-/// Where a rank's input goes and where its output comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Regions {
-    input: (Buf, Range<usize>),
-    output: (Buf, Range<usize>),
-}
-
-/// In-place layout (MPI_IN_PLACE semantics; one buffer, `recv`):
-/// - all_reduce, alltoall: the buffer is input and output.
-/// - all_gather: a rank's input sits at its own block; output is the buffer.
-/// - reduce_scatter: the full input is the buffer; MPI puts a rank's block
-///   at the start of it (NCCL puts it at block `rank`).
-/// - broadcast: MPI_Bcast has one buffer; the root's input is the output.
-/// - reduce: the root reduces into its own input.
-/// - gather: every rank's input sits at its own block of a root-sized
-///   buffer; the root's output is the buffer.
-/// - scatter: the root's input is the buffer and its own block stays in
-///   place; other ranks receive into their own block of theirs.
-/// - sendrecv: MPI_Sendrecv_replace; the received data replaces the sent.
-///
-/// Out-of-place: input in `send`, output at the start of `recv`, except the
-/// broadcast root, whose one MPI_Bcast buffer is its input.
+/// MPI_IN_PLACE's layout (`collective::regions`; one buffer, `recv`, in
+/// place): a rank's input at its own block for all_gather and gather, the
+/// reduce_scatter input the whole buffer with a rank's block at its start,
+/// the scatter root's input the buffer with its block in place, the
+/// received data replacing the sent for sendrecv (MPI_Sendrecv_replace).
+/// Out of place, the broadcast root's one MPI_Bcast buffer is its input.
 fn regions(call: &Call, placement: Placement) -> Regions {
-    let spec = call.collective.spec();
-    let at = &call.at;
-    let input_len = spec.input_len(&call.shape, at);
-    let output_len = spec.output_len(&call.shape, at);
-    let block = at.rank * call.shape.count..(at.rank + 1) * call.shape.count;
-    match placement {
-        Placement::OutOfPlace => {
-            let output = if call.collective == Collective::Broadcast && at.rank == at.root {
-                Buf::Send
-            } else {
-                Buf::Recv
-            };
-            Regions {
-                input: (Buf::Send, 0..input_len),
-                output: (output, 0..output_len),
-            }
-        }
-        Placement::InPlace => {
-            let (input, output) = match call.collective {
-                Collective::AllGather | Collective::Gather => (block, 0..output_len),
-                Collective::Scatter if at.rank != at.root => (0..0, block),
-                Collective::Scatter => (0..input_len, block),
-                _ => (0..input_len, 0..output_len),
-            };
-            Regions {
-                input: (Buf::Recv, input),
-                output: (Buf::Recv, output),
-            }
-        }
-    }
+    Convention::Mpi.regions(call.collective, &call.shape, &call.at, placement)
 }
 
 impl MpiBackend {

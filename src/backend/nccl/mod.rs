@@ -872,16 +872,15 @@ impl Backend for NcclBackend {
         // to write is caught; the input then goes where NCCL reads it.
         self.host_recv.poison();
         let copied = match r.input.0 {
-            Buf::Send => {
+            crate::collective::Buf::Send => {
                 self.host_send.fill(r.input.1, value);
                 Device::upload(&mut self.send, 0, self.host_send.bytes())
                     .and_then(|()| Device::upload(&mut self.recv, 0, self.host_recv.bytes()))
             }
-            Buf::Recv => {
+            crate::collective::Buf::Recv => {
                 self.host_recv.fill(r.input.1, value);
                 Device::upload(&mut self.recv, 0, self.host_recv.bytes())
             }
-            Buf::Scratch => return Err(Error::runtime("internal error: an input in the scratch buffer")),
         };
         copied.or_else(|e| self.fail(e))
     }
