@@ -27,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::{
-    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, ProfilerRanges, SubGroups, refusals,
+    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, ProfilerRanges, SubGroup, SubGroups, refusals,
     rotation_offset, rotation_steps,
 };
 use crate::buffer::{Bf16, Half, HostBuffer};
@@ -208,8 +208,6 @@ impl Fabric {
 
 /// One rank of an in-memory communicator.
 pub struct MemoryBackend {
-    rank: usize,
-    fabric: Arc<Fabric>,
     send: HostBuffer,
     recv: HostBuffer,
     /// Bytes of each buffer when operations rotate through them (0: off).
@@ -229,13 +227,11 @@ pub struct MemoryBackend {
     /// `Some` with device-style iteration marks: when each was recorded.
     marks: Option<Vec<Duration>>,
     profiler: bool,
-    /// The communicator this backend was created on, and this rank in it;
-    /// `fabric` and `rank` are the selected group's (`SubGroups`).
+    /// The communicator this backend was created on, and this rank in it.
     home: (Arc<Fabric>, usize),
-    /// The fabrics of this rank's groups, and its index in each.
+    /// The fabrics of this rank's groups (`SubGroups`), and its index in
+    /// each.
     groups: Vec<(Arc<Fabric>, usize)>,
-    /// Places a sendrecv sends ahead (1: the ring).
-    shift: usize,
 }
 
 impl MemoryBackend {
@@ -246,8 +242,6 @@ impl MemoryBackend {
         (0..nranks.max(1))
             .map(|rank| {
                 Ok(MemoryBackend {
-                    rank,
-                    fabric: Arc::clone(&fabric),
                     send: HostBuffer::new(DType::Float, 0)?,
                     recv: HostBuffer::new(DType::Float, 0)?,
                     rotation_bytes: 0,
@@ -264,7 +258,6 @@ impl MemoryBackend {
                     profiler: false,
                     home: (Arc::clone(&fabric), rank),
                     groups: Vec::new(),
-                    shift: 1,
                 })
             })
             .collect()
@@ -365,7 +358,7 @@ impl MemoryBackend {
     fn exchange(&mut self, call: &Call, placement: Placement, shift: usize) -> Result<(), Error> {
         let r = regions(call, placement);
         let e = call.dtype.size_bytes();
-        let fabric = Arc::clone(&self.fabric);
+        let (fabric, rank) = self.communicator(call)?;
         let mut state = lock(&fabric.state);
         {
             let from = match r.input.0 {
@@ -373,7 +366,7 @@ impl MemoryBackend {
                 Buf::Recv => &self.recv,
             };
             let input = &from.bytes()[(r.input.1.start + shift) * e..(r.input.1.end + shift) * e];
-            let slot = &mut state.inputs[self.rank];
+            let slot = &mut state.inputs[rank];
             slot.reshape(call.dtype, r.input.1.len())?;
             slot.bytes_mut().copy_from_slice(input);
         }
@@ -383,16 +376,29 @@ impl MemoryBackend {
             Buf::Send => &mut self.send,
             Buf::Recv => &mut self.recv,
         };
-        with_element_type!(call.dtype, T => compute::<T>(call, self.shift, &state.inputs, &mut output.typed_mut::<T>()[out]));
+        with_element_type!(call.dtype, T => compute::<T>(call, &state.inputs, &mut output.typed_mut::<T>()[out]));
         drop(fabric.barrier(state)?);
         Ok(())
     }
 
+    /// The fabric `call` runs on and this rank's index in it.
+    fn communicator(&self, call: &Call) -> Result<(Arc<Fabric>, usize), Error> {
+        let (fabric, rank) = match call.group {
+            None => &self.home,
+            Some(SubGroup(g)) => self
+                .groups
+                .get(g)
+                .ok_or_else(|| Error::runtime(format!("internal error: no memory group {g}")))?,
+        };
+        Ok((Arc::clone(fabric), *rank))
+    }
+
     fn check_layout(&self, call: &Call) -> Result<(), Error> {
-        if call.at.nranks != self.fabric.nranks || call.at.rank != self.rank {
+        let (fabric, rank) = self.communicator(call)?;
+        if call.at.nranks != fabric.nranks || call.at.rank != rank {
             return Err(Error::usage(format!(
                 "a call for rank {} of {} reached rank {} of a memory communicator of {}",
-                call.at.rank, call.at.nranks, self.rank, self.fabric.nranks
+                call.at.rank, call.at.nranks, rank, fabric.nranks
             )));
         }
         Ok(())
@@ -419,7 +425,7 @@ impl Drop for MemoryBackend {
 /// Splits meet on the home fabric: every rank publishes its colour and
 /// key, and the first of a colour to look makes the group's fabric.
 impl SubGroups for MemoryBackend {
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let (home, me) = (Arc::clone(&self.home.0), self.home.1);
         let round = self.groups.len() as u64;
         let mut state = lock(&home.state);
@@ -442,21 +448,7 @@ impl SubGroups for MemoryBackend {
         // Nobody publishes the next split's colour before all have read.
         drop(home.barrier(state)?);
         self.groups.push((fabric, index));
-        Ok(self.groups.len() - 1)
-    }
-
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
-        let (fabric, rank) = match handle {
-            None => &self.home,
-            Some(h) => self
-                .groups
-                .get(h)
-                .ok_or_else(|| Error::runtime(format!("internal error: no memory group {h}")))?,
-        };
-        self.fabric = Arc::clone(fabric);
-        self.rank = *rank;
-        self.shift = shift.max(1);
-        Ok(())
+        Ok(SubGroup(self.groups.len() - 1))
     }
 }
 
@@ -464,7 +456,7 @@ impl Backend for MemoryBackend {
     fn identity(&self) -> Identity {
         Identity {
             kind: BackendKind::Memory,
-            version: format!("memory ({} ranks in one process)", self.fabric.nranks),
+            version: format!("memory ({} ranks in one process)", self.home.0.nranks),
             notes: Vec::new(),
         }
     }
@@ -643,7 +635,7 @@ fn regions(call: &Call, placement: Placement) -> Regions {
 
 /// This rank's output of `call` from every rank's input (`inputs[r]` is
 /// rank `r`'s input region, `out` this rank's output region).
-fn compute<T: Arith>(call: &Call, shift: usize, inputs: &[HostBuffer], out: &mut [T]) {
+fn compute<T: Arith>(call: &Call, inputs: &[HostBuffer], out: &mut [T]) {
     let (n, c, rank, root) = (call.at.nranks, call.shape.count, call.at.rank, call.at.root);
     let input = |r: usize| inputs[r].typed::<T>();
     let op = call.op.unwrap_or(ReduceOp::Sum);
@@ -677,7 +669,7 @@ fn compute<T: Arith>(call: &Call, shift: usize, inputs: &[HostBuffer], out: &mut
             }
         }
         Collective::Scatter => out.copy_from_slice(&input(root)[rank * c..rank * c + out.len()]),
-        Collective::SendRecv => out.copy_from_slice(&input((rank + n - shift % n) % n)[..out.len()]),
+        Collective::SendRecv => out.copy_from_slice(&input((rank + n - call.at.shift % n) % n)[..out.len()]),
     }
 }
 
@@ -835,7 +827,9 @@ mod tests {
                 nranks: n,
                 rank,
                 root: n - 1,
+                shift: 1,
             },
+            group: None,
         }
     }
 

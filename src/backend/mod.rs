@@ -134,9 +134,19 @@ pub struct Call {
     /// `None` for collectives that do not reduce.
     pub op: Option<ReduceOp>,
     pub shape: Shape,
-    /// Rank count, this rank, root (0 where unused).
+    /// Rank count, this rank, root (0 where unused), sendrecv's reach (1
+    /// where unused), all in the communicator the call runs on.
     pub at: Layout,
+    /// The communicator it runs on: `None` the backend's own, else a group
+    /// `SubGroups::split` made. Every call names its own, as rsmpi hands
+    /// out communicators: no call changes what a later one means.
+    pub group: Option<SubGroup>,
 }
+
+/// A sub-communicator `SubGroups::split` made, named by the calls that run
+/// on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubGroup(pub usize);
 
 /// Which backend this is, for the reports: the CSV's `backend` and
 /// `backend_version`, and the header's notes.
@@ -241,21 +251,16 @@ pub trait Backend {
     }
 }
 
-/// Sub-communicators, built once before a workload's first step, and the
-/// one later calls run on: a training step's operations run on the node,
-/// tensor-parallel or data-parallel group of each rank, every rank in its
-/// own group at the same time. A call's `Layout` is then the group's: its
-/// size, this rank's index in it, the root's index in it.
+/// Sub-communicators, built once before a workload's first step: a
+/// training step's operations run on the node, tensor-parallel or
+/// data-parallel group of each rank, every rank in its own group at the
+/// same time. A call on one names it (`Call::group`), and its `Layout` is
+/// the group's: its size, this rank's index in it, the root's index in it.
 pub trait SubGroups {
     /// Collective over the backend's own communicator (every rank calls it
     /// together, as MPI_Comm_split): a communicator of the ranks that give
-    /// the same `color`, ordered by `key`. Returns its handle for `select`.
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error>;
-
-    /// Later calls run on communicator `handle` (`None`: the backend's
-    /// own); a sendrecv sends to the rank `shift` places after this one in
-    /// it and receives from the one `shift` places before (1 is the ring).
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error>;
+    /// the same `color`, ordered by `key`, for calls to name.
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error>;
 }
 
 /// The GPU of a device backend: what the plan is fitted to, and what the

@@ -90,6 +90,7 @@ mod tests {
             nranks: 3,
             rank,
             root: 1,
+            shift: 1,
         };
         convention.regions(c, &c.spec().shape(12, 3), &at, placement)
     }

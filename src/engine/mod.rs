@@ -261,7 +261,9 @@ impl<'a> Engine<'a> {
                 nranks: self.world.size(),
                 rank: self.world.rank(),
                 root: case.root.unwrap_or(0),
+                shift: 1,
             },
+            group: None,
         };
         for placement in Placement::BOTH {
             let what = describe(case, placement);

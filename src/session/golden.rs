@@ -319,10 +319,7 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                     .iter()
                     .map(|c| step_calls(c, &handles, &caps, rank).unwrap())
                     .collect();
-                let cases = prepared
-                    .iter()
-                    .flat_map(|(calls, _)| calls.iter().map(|c| case(&c.call)))
-                    .collect();
+                let cases = prepared.iter().flat_map(|(calls, _)| calls.iter().map(case)).collect();
                 backend.reserve(&Plan { nranks, cases }, false).unwrap();
                 let first = rank == 0;
                 let version = backend.identity().version;

@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use super::Session;
 use super::backend_choice::MakeMpi;
 use super::job::{Config, Job};
-use crate::backend::{Backend, Call};
+use crate::backend::{Backend, Call, SubGroup};
 use crate::clock::Clock;
 use crate::collective::Layout;
-use crate::engine::steps::{StepCall, StepRunner, Steps};
+use crate::engine::steps::{StepRunner, Steps};
 use crate::engine::straggler::IterSummary;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
@@ -29,8 +29,8 @@ use crate::types::{DType, human_bytes};
 use crate::workload::{Group, GroupLayout, Op, StepVolume, volume};
 use crate::world::World;
 
-/// Each group's communicator handle (`None`: the world).
-type Handles = BTreeMap<(GroupLayout, Group), Option<usize>>;
+/// Each group's communicator (`None`: the world).
+type Handles = BTreeMap<(GroupLayout, Group), Option<SubGroup>>;
 
 impl<W: World> Session<'_, W> {
     /// Sets up, runs every configuration, reports; this rank's exit code.
@@ -60,10 +60,7 @@ impl<W: World> Session<'_, W> {
             prepared.push(self.agreed(step_calls(c, &handles, &caps, world.rank()))?);
         }
         // A device backend allocates its buffers once, for the largest call.
-        let cases = prepared
-            .iter()
-            .flat_map(|(calls, _)| calls.iter().map(|c| case(&c.call)))
-            .collect();
+        let cases = prepared.iter().flat_map(|(calls, _)| calls.iter().map(case)).collect();
         let plan = Plan {
             nranks: world.size(),
             cases,
@@ -79,7 +76,7 @@ impl<W: World> Session<'_, W> {
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
-        let calls: Vec<&[StepCall]> = prepared.iter().map(|(c, _)| c.as_slice()).collect();
+        let calls: Vec<&[Call]> = prepared.iter().map(|(c, _)| c.as_slice()).collect();
         let (outcomes, stopped_by) = self.run_configs(backend, &configs, &calls, job, csv.as_mut(), watchdog);
         if first && outcomes.len() > 1 {
             print_out(&report::side_by_side(&outcomes));
@@ -106,7 +103,7 @@ impl<W: World> Session<'_, W> {
         &self,
         backend: &mut dyn Backend,
         configs: &[Config],
-        prepared: &[&[StepCall]],
+        prepared: &[&[Call]],
         job: &Job,
         mut csv: Option<&mut WorkloadCsv>,
         watchdog: Option<&Watchdog>,
@@ -230,7 +227,7 @@ pub(super) fn step_calls(
     handles: &Handles,
     caps: &Capabilities,
     rank: usize,
-) -> Result<(Vec<StepCall>, Vec<String>), Error> {
+) -> Result<(Vec<Call>, Vec<String>), Error> {
     let mut notes = Vec::new();
     let mut calls = Vec::with_capacity(c.schedule.ops.len());
     for op in &c.schedule.ops {
@@ -249,7 +246,7 @@ pub(super) fn step_calls(
                 op.collective, op.label, caps.backend
             )));
         }
-        let call = Call {
+        calls.push(Call {
             collective: op.collective,
             hierarchy: Hierarchy::Flat,
             dtype,
@@ -259,13 +256,9 @@ pub(super) fn step_calls(
                 nranks: n,
                 rank: index,
                 root: op.root.unwrap_or(0),
+                shift: op.shift.unwrap_or(1).max(1),
             },
-        };
-        let handle = handles.get(&(c.layout, op.group)).copied().flatten();
-        calls.push(StepCall {
-            call,
-            handle,
-            shift: op.shift.unwrap_or(1),
+            group: handles.get(&(c.layout, op.group)).copied().flatten(),
         });
     }
     Ok((calls, notes))
@@ -321,7 +314,7 @@ pub(super) fn case(call: &Call) -> Case {
 }
 
 /// Rank 0's figures of one configuration.
-pub(super) fn outcome(c: &Config, calls: &[StepCall], steps: Steps) -> Result<Outcome, Error> {
+pub(super) fn outcome(c: &Config, calls: &[Call], steps: Steps) -> Result<Outcome, Error> {
     let volume = StepVolume::new(&c.schedule, &c.layout)?;
     let per_op: Vec<Option<IterSummary>> = (0..calls.len())
         .map(|i| IterSummary::of(&steps.op_us.iter().map(|s| s[i]).collect::<Vec<f64>>()))
@@ -337,8 +330,8 @@ pub(super) fn outcome(c: &Config, calls: &[StepCall], steps: Steps) -> Result<Ou
         .zip(&per_op)
         .map(|(((op, call), v), t)| OpResult {
             op: op.clone(),
-            run_dtype: call.call.dtype,
-            run_count: call.call.shape.count as u64,
+            run_dtype: call.dtype,
+            run_count: call.shape.count as u64,
             ranks: v.ranks,
             size_bytes: v.size_bytes,
             bus_bytes: v.bus_bytes,

@@ -23,7 +23,7 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
 use super::{
-    Backend, Call, Identity, LaunchExtras, PhaseTimes, SubGroups, TransportObserver, TransportQuery, refusals,
+    Backend, Call, Identity, LaunchExtras, PhaseTimes, SubGroup, SubGroups, TransportObserver, TransportQuery, refusals,
 };
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::{Buf, Collective, Convention, Regions};
@@ -50,12 +50,8 @@ pub struct MpiBackend {
     rotation_bytes: u64,
     /// Positions the current point rotates through (1: it stays put).
     rotation_steps: usize,
-    /// A workload's sub-communicators (`SubGroups`), and the one calls run
-    /// on (`None`: `comm`).
+    /// A workload's sub-communicators (`SubGroups`), which calls name.
     groups: Vec<SimpleCommunicator>,
-    active: Option<usize>,
-    /// Places a sendrecv sends ahead (1: the ring).
-    shift: usize,
 }
 
 /// MPI_IN_PLACE's layout (`collective::regions`; one buffer, `recv`, in
@@ -83,8 +79,6 @@ impl MpiBackend {
             rotation_bytes: 0,
             rotation_steps: 1,
             groups: Vec::new(),
-            active: None,
-            shift: 1,
         })
     }
 
@@ -110,11 +104,14 @@ impl MpiBackend {
         let count = call.shape.count;
         // Only rooted collectives make a root: rsmpi asks MPI for the
         // communicator size each time one is made.
-        let comm = match self.active {
-            Some(handle) => &self.groups[handle],
+        let comm = match call.group {
+            Some(SubGroup(g)) => self
+                .groups
+                .get(g)
+                .ok_or_else(|| Error::runtime(format!("internal error: no workload group {g}")))?,
             None => &self.comm,
         };
-        let shift = self.shift;
+        let shift = call.at.shift;
         let root = || comm.process_at_rank(call.at.root as i32);
         if placement == Placement::OutOfPlace
             && call.collective == Collective::Broadcast
@@ -412,7 +409,7 @@ impl Backend for MpiBackend {
 
 /// A workload's groups: MPI_Comm_split of the backend's communicator.
 impl SubGroups for MpiBackend {
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let color =
             i32::try_from(color).map_err(|_| Error::runtime(format!("group colour {color} exceeds MPI's int")))?;
         let key = i32::try_from(key).map_err(|_| Error::runtime(format!("group key {key} exceeds MPI's int")))?;
@@ -421,18 +418,7 @@ impl SubGroups for MpiBackend {
             .split_by_color_with_key(mpi::topology::Color::with_value(color), key)
             .ok_or_else(|| Error::runtime("MPI_Comm_split gave no communicator for a workload group"))?;
         self.groups.push(comm);
-        Ok(self.groups.len() - 1)
-    }
-
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
-        if let Some(h) = handle
-            && h >= self.groups.len()
-        {
-            return Err(Error::runtime(format!("internal error: no workload group {h}")));
-        }
-        self.active = handle;
-        self.shift = shift.max(1);
-        Ok(())
+        Ok(SubGroup(self.groups.len() - 1))
     }
 }
 
@@ -473,7 +459,13 @@ mod tests {
             dtype: DType::Float,
             op: c.spec().is_reduction().then_some(ReduceOp::Sum),
             shape: c.spec().shape(12, n),
-            at: Layout { nranks: n, rank, root },
+            at: Layout {
+                nranks: n,
+                rank,
+                root,
+                shift: 1,
+            },
+            group: None,
         }
     }
 

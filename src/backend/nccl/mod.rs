@@ -35,8 +35,8 @@ pub use hierarchy::{SubSource, id_count};
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
 use super::{
-    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, SubGroups,
-    TransportObserver, TransportQuery, refusals,
+    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, SubGroup,
+    SubGroups, TransportObserver, TransportQuery, refusals,
 };
 use crate::buffer::HostBuffer;
 use crate::error::Error;
@@ -425,10 +425,8 @@ pub struct NcclBackend {
     /// Buffers come from ncclMemAlloc (NCCL 2.19 and later, as nccl-tests).
     mem_alloc: bool,
     /// A workload's communicators (`SubGroups`: ncclCommSplit of `comm`),
-    /// the one flat calls run on (`None`: `comm`), and a sendrecv's shift.
+    /// which flat calls name (`Call::group`).
     groups: Vec<Comm>,
-    active: Option<usize>,
-    shift: usize,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
     _rank: sys::RankInProcess,
@@ -504,8 +502,6 @@ impl NcclBackend {
             registration: options.registration,
             mem_alloc,
             groups: Vec::new(),
-            active: None,
-            shift: 1,
             _rank: sys::RankInProcess::enter(),
         })
     }
@@ -648,7 +644,7 @@ impl NcclBackend {
                 .map_err(Error::runtime)?;
             Work::Phases(phases)
         } else {
-            Work::Flat(calls::launch_shifted(call, placement, self.native, self.shift))
+            Work::Flat(calls::launch_shifted(call, placement, self.native, call.at.shift))
         };
         self.rotation = self.rotation_of(call);
         Ok(work)
@@ -748,10 +744,17 @@ impl NcclBackend {
         }
     }
 
-    /// Enqueues `work` for operations `first_iter .. first_iter + ops`:
-    /// one call, `ops` calls in one NCCL group (`-m`), or the phases of a
-    /// hierarchical all-reduce once per operation.
-    fn enqueue(&mut self, work: &Work, dtype: sys::DataType, first_iter: u64, ops: u32) -> Result<(), String> {
+    /// Enqueues `work` for operations `first_iter .. first_iter + ops` on
+    /// `group` (flat work): one call, `ops` calls in one NCCL group (`-m`),
+    /// or the phases of a hierarchical all-reduce once per operation.
+    fn enqueue(
+        &mut self,
+        work: &Work,
+        group: Option<SubGroup>,
+        dtype: sys::DataType,
+        first_iter: u64,
+        ops: u32,
+    ) -> Result<(), String> {
         // Operation `a` works where operation `first_iter + a` of the point
         // would (nccl-tests shifts each aggregated operation).
         let (span, steps) = self.rotation;
@@ -764,8 +767,8 @@ impl NcclBackend {
         };
         match work {
             Work::Flat(launch) => {
-                let comm = match self.active {
-                    Some(h) => self.groups.get_mut(h).ok_or("no such workload group")?,
+                let comm = match group {
+                    Some(SubGroup(g)) => self.groups.get_mut(g).ok_or("no such workload group")?,
                     None => self.comm.as_mut().ok_or(ABORTED)?,
                 };
                 let done = if ops <= 1 {
@@ -887,7 +890,7 @@ impl Backend for NcclBackend {
 
     fn launch(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
         let work = self.take_work(call, placement)?;
-        let done = self.enqueue(&work, calls::data_type(call.dtype), first_iter, ops);
+        let done = self.enqueue(&work, call.group, calls::data_type(call.dtype), first_iter, ops);
         // The work stays prepared for the point's next launch.
         self.cached = Some((*call, placement, work));
         done.or_else(|e| self.fail(e))
@@ -963,26 +966,13 @@ impl Backend for NcclBackend {
 /// A workload's groups: ncclCommSplit of the backend's communicator, each
 /// checked to hold the rank NCCL was asked for.
 impl SubGroups for NcclBackend {
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let bound = self.device.bind();
         bound.or_else(|e| self.fail(e))?;
         let made = self.comm()?.split(color, key);
         let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of a workload group: {e}")))?;
         self.groups.push(comm);
-        Ok(self.groups.len() - 1)
-    }
-
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
-        if handle.is_some_and(|h| h >= self.groups.len()) {
-            return Err(Error::runtime("internal error: no such workload group"));
-        }
-        // The cached work was made for the previous group's shift.
-        if (handle, shift.max(1)) != (self.active, self.shift) {
-            self.cached = None;
-        }
-        self.active = handle;
-        self.shift = shift.max(1);
-        Ok(())
+        Ok(SubGroup(self.groups.len() - 1))
     }
 }
 
