@@ -20,6 +20,7 @@
 //! (`per_op_seconds`).
 
 pub mod adaptive;
+pub mod check;
 pub mod digest;
 pub mod policy;
 pub mod precision;
@@ -34,7 +35,7 @@ use serde::{Serialize, Serializer};
 
 use crate::backend::{Backend, Call, Graphs, IterationMarks, LaunchExtras};
 use crate::clock::Clock;
-use crate::collective::{Layout, Pattern};
+use crate::collective::Layout;
 use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
@@ -394,34 +395,23 @@ impl<'a> Engine<'a> {
 
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
-    /// nccl-tests does). `None` when checking is off.
+    /// nccl-tests does). `None` when checking is off or the backend leaves
+    /// this output undefined.
     fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<u64>, Error> {
+        // before any pattern is used up, so that the seeds stay in step
         if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
             return Ok(None);
         }
-        let spec = call.collective.spec();
+        let validate = check::Validate {
+            world: self.world,
+            caps: &self.caps,
+            inject_error: self.inject_error,
+        };
         for _ in 0..self.cfg.check {
             self.rep += 1;
-            let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, self.rep);
-            let rank = call.at.rank;
-            self.backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
-            self.backend.launch(call, placement, 0, 1)?;
-            self.backend.wait()?;
-            let (out, range) = self.backend.output(call, placement)?;
-            if self.inject_error && !range.is_empty() {
-                // Test hook: flip bits of the first received element.
-                let at = range.start * call.dtype.size_bytes();
-                out.bytes_mut()[at] ^= 0x5a;
-            }
-            let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
-            // avg on floating types: NCCL's arithmetic is not exact (pattern.rs)
-            let local = match pattern.relative_bound() {
-                Some(bound) => out.count_outside(range, want, bound),
-                None => out.count_mismatches(range, want),
-            };
-            let total = self.world.sum_u64(local);
-            if total > 0 {
-                return Ok(Some(total));
+            match validate.once(&mut *self.backend, call, placement, self.rep)? {
+                Some(0) => {}
+                found => return Ok(found),
             }
         }
         Ok(Some(0))

@@ -16,13 +16,13 @@
 //! Times are the slowest rank's: a step ends when its last rank does.
 //! Must not: print, or know schedules, models or files.
 
-use crate::backend::{Backend, Call};
+use crate::backend::{Backend, Call, LaunchExtras};
 use crate::clock::Clock;
-use crate::collective::Pattern;
 use crate::error::Error;
 use crate::types::Placement;
 use crate::world::World;
 
+use super::check::Validate;
 use super::stop::StopRequest;
 use super::watchdog::Watchdog;
 
@@ -133,41 +133,29 @@ impl StepRunner<'_> {
     }
 
     /// `passes` validation passes over every operation (every rank takes
-    /// part in each sum): wrong elements in all, operations found wrong.
+    /// part in each sum; an operation whose output the backend leaves
+    /// undefined is not checked): wrong elements in all, operations found
+    /// wrong.
     fn check(&mut self, calls: &[Call], passes: u32) -> Result<(u64, usize), Error> {
+        let caps = self.backend.capabilities(&LaunchExtras::default());
+        let validate = Validate {
+            world: self.world,
+            caps: &caps,
+            inject_error: self.inject_error,
+        };
         let (mut wrong, mut failed) = (0, 0);
         for pass in 0..u64::from(passes) {
             for (i, c) in calls.iter().enumerate() {
                 self.watch(format!("checking operation {} of the step", i + 1));
                 self.backend.prepare(c)?;
                 let seed = pass * calls.len() as u64 + i as u64 + 1;
-                let found = self.check_one(c, seed)?;
-                let total = self.world.sum_u64(found);
-                wrong += total;
-                failed += usize::from(total > 0);
+                if let Some(total) = validate.once(&mut *self.backend, c, Placement::OutOfPlace, seed)? {
+                    wrong += total;
+                    failed += usize::from(total > 0);
+                }
             }
         }
         Ok((wrong, failed))
-    }
-
-    fn check_one(&mut self, call: &Call, seed: u64) -> Result<u64, Error> {
-        let spec = call.collective.spec();
-        let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, seed);
-        let rank = call.at.rank;
-        self.backend
-            .load_input(call, Placement::OutOfPlace, &|i| pattern.input(rank, i))?;
-        self.backend.launch(call, Placement::OutOfPlace, 0, 1)?;
-        self.backend.wait()?;
-        let (out, range) = self.backend.output(call, Placement::OutOfPlace)?;
-        if self.inject_error && !range.is_empty() {
-            let at = range.start * call.dtype.size_bytes();
-            out.bytes_mut()[at] ^= 0x5a;
-        }
-        let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
-        Ok(match pattern.relative_bound() {
-            Some(bound) => out.count_outside(range, want, bound),
-            None => out.count_mismatches(range, want),
-        })
     }
 }
 
