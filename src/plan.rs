@@ -153,28 +153,69 @@ impl Plan {
         self.cases.len() * 2
     }
 
-    /// The largest span of any case: with rotation, every point's buffers
-    /// are this large.
-    pub fn peak_span_bytes(&self) -> u64 {
-        // a case's size is its larger buffer, which both buffers span
-        self.cases.iter().map(Case::size_bytes).max().unwrap_or(0)
+    /// What the backend allocates for every case (`Backend::reserve`),
+    /// rotating through buffers of the largest span with `rotate`.
+    pub fn reservation(&self, rotate: bool) -> Reservation {
+        Reservation::of(self.cases.iter().map(|c| (c.hierarchy, c.dtype, c.shape)), rotate)
+    }
+}
+
+/// What a backend allocates before its first call (`Backend::reserve`),
+/// computed once by the plan that runs (`Plan::reservation`,
+/// `workload::plan`): the largest bytes of each buffer over every call,
+/// each hierarchical all-reduce (whose scratch a backend sizes by its own
+/// node layout), and whether operations rotate through the buffers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reservation {
+    /// The largest send buffer: `shape.send` elements.
+    pub send_bytes: u64,
+    /// The largest receive buffer, `max(shape.send, shape.recv)` elements
+    /// (it holds in-place inputs too): the largest span of any call, a
+    /// case's size.
+    pub recv_bytes: u64,
+    /// Each hierarchical all-reduce once: mode, type, count.
+    pub hierarchical: Vec<(Hierarchy, DType, usize)>,
+    /// Operations rotate through buffers of the largest span (see
+    /// `backend::rotation_offset`); otherwise each works at the start.
+    pub rotate: bool,
+}
+
+impl Reservation {
+    /// The reservation of calls of these all-reduce organisations, types
+    /// and shapes.
+    pub fn of(calls: impl IntoIterator<Item = (Hierarchy, DType, Shape)>, rotate: bool) -> Reservation {
+        let mut r = Reservation {
+            rotate,
+            ..Reservation::default()
+        };
+        for (hierarchy, dtype, shape) in calls {
+            let e = dtype.size_bytes() as u64;
+            r.send_bytes = r.send_bytes.max(shape.send as u64 * e);
+            r.recv_bytes = r.recv_bytes.max(shape.send.max(shape.recv) as u64 * e);
+            let hierarchical = (hierarchy, dtype, shape.count);
+            if !hierarchy.is_flat() && !r.hierarchical.contains(&hierarchical) {
+                r.hierarchical.push(hierarchical);
+            }
+        }
+        r
     }
 
-    /// The most host memory one rank needs at once: two buffers of the
-    /// largest span.
-    pub fn peak_buffer_bytes(&self) -> u64 {
-        self.peak_span_bytes().saturating_mul(2)
+    /// The most host memory one rank holds at once: two buffers of the
+    /// largest span (host backends size both alike).
+    pub fn peak_bytes(&self) -> u64 {
+        self.recv_bytes.saturating_mul(2)
     }
 
-    /// Refuses a plan whose buffers, times the ranks sharing this node,
-    /// exceed the memory available on it.
-    pub fn check_memory(&self, ranks_on_node: usize, available_bytes: u64) -> Result<(), Error> {
-        let need = self.peak_buffer_bytes().saturating_mul(ranks_on_node as u64);
+    /// Refuses buffers that, times the ranks sharing this host, exceed the
+    /// memory available on it (memory is per host, whatever
+    /// --ranks-per-node says); `remedy` says what to lower.
+    pub fn check_host_memory(&self, ranks_on_host: usize, available_bytes: u64, remedy: &str) -> Result<(), Error> {
+        let need = self.peak_bytes().saturating_mul(ranks_on_host as u64);
         if need > available_bytes {
             return Err(Error::usage(format!(
-                "the largest size needs {} per rank, {} for the {ranks_on_node} ranks on this node, \
-                 but only {} of memory is available; lower --maxbytes",
-                human_bytes(self.peak_buffer_bytes()),
+                "the largest call needs {} per rank, {} for the {ranks_on_host} ranks on this host, \
+                 but only {} of memory is available; {remedy}",
+                human_bytes(self.peak_bytes()),
                 human_bytes(need),
                 human_bytes(available_bytes)
             )));
@@ -539,6 +580,17 @@ mod tests {
                 (Collective::AllGather, Hierarchy::Flat),
             ]
         );
+        // a backend sizes its scratch by the hierarchical all-reduces alone
+        let r = plan.reservation(true);
+        let count = plan.cases[0].shape.count;
+        assert_eq!(
+            r.hierarchical,
+            vec![
+                (Hierarchy::RsArAg, DType::Float, count),
+                (Hierarchy::ReduceBcast, DType::Float, count)
+            ]
+        );
+        assert!(r.rotate);
     }
 
     #[test]
@@ -597,9 +649,17 @@ mod tests {
         ]);
         let plan = build(&cfg, &one_node(4), &caps()).unwrap();
         // two buffers of the 1 MiB output
-        assert_eq!(plan.peak_buffer_bytes(), 2 << 20);
-        assert!(plan.check_memory(4, 8 << 20).is_ok());
-        assert!(plan.check_memory(4, (8 << 20) - 1).is_err());
+        let r = plan.reservation(false);
+        assert_eq!(
+            (r.send_bytes, r.recv_bytes, r.peak_bytes()),
+            (256 << 10, 1 << 20, 2 << 20)
+        );
+        assert!(r.check_host_memory(4, 8 << 20, "lower --maxbytes").is_ok());
+        let e = r
+            .check_host_memory(4, (8 << 20) - 1, "lower --maxbytes")
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("; lower --maxbytes") && !e.contains('\n'), "{e}");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::buffer::{Bf16, Half, HostBuffer};
 use crate::clock::{Clock, VirtualClock};
 use crate::collective::{Buf, Collective, Convention, Regions};
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::Hierarchy;
 use crate::types::{BackendKind, DType, Placement, ReduceOp};
 use crate::with_element_type;
@@ -485,9 +485,10 @@ impl Backend for MemoryBackend {
         }
     }
 
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
+        let rotate = reservation.rotate;
         self.journal.push(Event::Reserve { rotate });
-        self.rotation_bytes = if rotate { plan.peak_span_bytes() } else { 0 };
+        self.rotation_bytes = if rotate { reservation.recv_bytes } else { 0 };
         Ok(())
     }
 

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
@@ -176,12 +176,13 @@ pub trait Backend {
     /// outputs it leaves undefined.
     fn capabilities(&self, extras: &LaunchExtras) -> Capabilities;
 
-    /// Called once before the sweep with the whole plan: a device backend
-    /// allocates buffers large enough for every case (it must not allocate
-    /// per point). With `rotate`, both buffers span the plan's largest case
-    /// and operations rotate through them (see `rotation_offset`);
-    /// otherwise every operation works at the start of its buffers.
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error>;
+    /// Called once before the first call with what the plan that runs
+    /// computed (`plan::Reservation`): a device backend allocates buffers
+    /// large enough for every call (it must not allocate per point). With
+    /// `rotate`, both buffers span the largest call and operations rotate
+    /// through them (see `rotation_offset`); otherwise every operation
+    /// works at the start of its buffers.
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error>;
 
     /// Makes buffers ready for `call` (both placements).
     fn prepare(&mut self, call: &Call) -> Result<(), Error>;
@@ -273,9 +274,9 @@ pub trait Gpu {
     /// fitted to it before `reserve`.
     fn free_bytes(&self) -> Option<u64>;
 
-    /// Device memory the plan needs beyond its two buffers per rank (the
+    /// Device memory the calls need beyond their two buffers per rank (the
     /// padded scratch buffer of NCCL's rs-ar-ag), for fitting the plan.
-    fn scratch_bytes(&self, plan: &Plan) -> u64;
+    fn scratch_bytes(&self, reservation: &Reservation) -> u64;
 }
 
 /// A backend that can tell which transport its communicator uses.

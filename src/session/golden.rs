@@ -235,7 +235,7 @@ fn a_sweep_on_the_memory_backend_writes_the_golden_csv_json_and_table() {
                 let mut backend = backend
                     .with_clock(clock.clone())
                     .with_delay(move |op: &Launched| delay(rank, N, op));
-                backend.reserve(plan, timing.rotate).unwrap();
+                backend.reserve(&plan.reservation(timing.rotate)).unwrap();
                 let mut reporter = (world.rank() == 0).then(|| {
                     let extras = crate::record::Extras {
                         per_iter: true,
@@ -285,7 +285,7 @@ struct JobOutput {
 /// `nranks` rank threads of `per_node` ranks per node, through the steps
 /// `Session::run_job` takes, on memory backends with virtual clocks.
 fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput {
-    use super::workload::{case, configs, outcome, split_groups, step_calls};
+    use super::workload::{configs, outcome, split_groups, step_calls};
     use crate::cli::{Command, parse_cli};
     use crate::engine::steps::StepRunner;
     use crate::report::workload::{self as report, WorkloadCsv};
@@ -319,8 +319,13 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                     .iter()
                     .map(|c| step_calls(c, &handles, &caps, rank).unwrap())
                     .collect();
-                let cases = prepared.iter().flat_map(|(calls, _)| calls.iter().map(case)).collect();
-                backend.reserve(&Plan { nranks, cases }, false).unwrap();
+                let reservation = crate::plan::Reservation::of(
+                    prepared
+                        .iter()
+                        .flat_map(|(calls, _)| calls.iter().map(|c| (c.hierarchy, c.dtype, c.shape))),
+                    false,
+                );
+                backend.reserve(&reservation).unwrap();
                 let first = rank == 0;
                 let version = backend.identity().version;
                 let mut csv = first.then(|| WorkloadCsv::create(csv_path, false).unwrap());

@@ -78,11 +78,12 @@ impl<W: World> Session<'_, W> {
             plan = fitted;
             notes.extend(lowered);
         }
+        let reservation = plan.reservation(cfg.timing.rotate);
         if let Some(available) = available_memory() {
-            // memory is per host, whatever --ranks-per-node says
-            plan.check_memory(world.nodes().local_size(world.rank()), available)?;
+            let on_host = world.nodes().local_size(world.rank());
+            reservation.check_host_memory(on_host, available, "lower --maxbytes")?;
         }
-        backend.reserve(&plan, cfg.timing.rotate)?;
+        backend.reserve(&reservation)?;
         let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
         let outputs = match world.rank() {
             0 => Some(self.open_outputs(&nodes, backend.as_ref(), backend_note, &plan)?),
@@ -109,8 +110,11 @@ impl<W: World> Session<'_, W> {
         free: u64,
     ) -> Result<(Plan, Option<String>), Error> {
         let budget = free.saturating_sub(device_headroom(free));
-        let scratch = |p: &Plan| backend.gpu().map_or(0, |g| g.scratch_bytes(p));
-        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(scratch(p));
+        let need = |p: &Plan| {
+            let r = p.reservation(self.cfg.timing.rotate);
+            r.peak_bytes()
+                .saturating_add(backend.gpu().map_or(0, |g| g.scratch_bytes(&r)))
+        };
         if need(&plan) <= budget {
             return Ok((plan, None));
         }

@@ -21,11 +21,11 @@ use crate::engine::steps::{StepRunner, Steps};
 use crate::engine::straggler::IterSummary;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
-use crate::plan::{Capabilities, Case, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::report::print_out;
 use crate::report::workload::{self as report, OpResult, Outcome, WorkloadCsv};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, human_bytes};
+use crate::types::DType;
 use crate::workload::{Group, GroupLayout, Op, StepVolume, volume};
 use crate::world::World;
 
@@ -60,12 +60,13 @@ impl<W: World> Session<'_, W> {
             prepared.push(self.agreed(step_calls(c, &handles, &caps, world.rank()))?);
         }
         // A device backend allocates its buffers once, for the largest call.
-        let cases = prepared.iter().flat_map(|(calls, _)| calls.iter().map(case)).collect();
-        let plan = Plan {
-            nranks: world.size(),
-            cases,
-        };
-        self.agreed(reserve(backend, &plan, world.nodes().local_size(world.rank())))?;
+        let reservation = Reservation::of(
+            prepared
+                .iter()
+                .flat_map(|(calls, _)| calls.iter().map(|c| (c.hierarchy, c.dtype, c.shape))),
+            false,
+        );
+        self.agreed(reserve(backend, &reservation, world.nodes().local_size(world.rank())))?;
         let first = world.rank() == 0;
         let mut csv = self.agreed(match (first, &self.cfg.outputs.csv) {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
@@ -280,37 +281,15 @@ fn runnable(op: &Op, caps: &Capabilities, notes: &mut Vec<String>) -> Result<(DT
     Err(Error::usage(format!("{} ({}): {why}", op.label, op.collective)))
 }
 
-/// Buffers for the plan's largest call, refused (one line) when the
-/// host's ranks would need more memory than it has (memory is per host,
-/// whatever --ranks-per-node says).
-fn reserve(backend: &mut dyn Backend, plan: &Plan, ranks_on_host: usize) -> Result<(), Error> {
+/// Buffers for the largest call, refused (one line) when the host's ranks
+/// would need more memory than it has.
+fn reserve(backend: &mut dyn Backend, reservation: &Reservation, ranks_on_host: usize) -> Result<(), Error> {
     if backend.gpu().is_none()
         && let Some(available) = crate::topology::machine::available_memory()
     {
-        let need = plan.peak_buffer_bytes().saturating_mul(ranks_on_host as u64);
-        if need > available {
-            return Err(Error::usage(format!(
-                "the largest operation needs {} per rank, {} for the {ranks_on_host} ranks on this host, \
-                 but only {} of memory is available; use fewer ranks per host or a smaller model",
-                human_bytes(plan.peak_buffer_bytes()),
-                human_bytes(need),
-                human_bytes(available)
-            )));
-        }
+        reservation.check_host_memory(ranks_on_host, available, "use fewer ranks per host or a smaller model")?;
     }
-    backend.reserve(plan, false)
-}
-
-/// The plan's case of one call (what `Backend::reserve` sizes buffers by).
-pub(super) fn case(call: &Call) -> Case {
-    Case {
-        collective: call.collective,
-        hierarchy: call.hierarchy,
-        dtype: call.dtype,
-        op: call.op,
-        root: Some(call.at.root),
-        shape: call.shape,
-    }
+    backend.reserve(reservation)
 }
 
 /// Rank 0's figures of one configuration.

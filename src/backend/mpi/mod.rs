@@ -28,7 +28,7 @@ use super::{
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::{Buf, Collective, Convention, Regions};
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, DType, Placement, ReduceOp};
@@ -356,10 +356,10 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
         // Host buffers grow per point (up to the plan's peak, which the
         // memory check counted); with rotation they hold the peak at once.
-        self.rotation_bytes = if rotate { plan.peak_span_bytes() } else { 0 };
+        self.rotation_bytes = if reservation.rotate { reservation.recv_bytes } else { 0 };
         Ok(())
     }
 

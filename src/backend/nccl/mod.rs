@@ -40,7 +40,7 @@ use super::{
 };
 use crate::buffer::HostBuffer;
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, DType, Placement, ReduceOp};
@@ -610,12 +610,6 @@ impl NcclBackend {
         self.register_buffers()
     }
 
-    /// Scratch bytes for one case (rs-ar-ag with padding).
-    fn case_scratch_bytes(&self, case: &crate::plan::Case) -> u64 {
-        let elements = hierarchy::scratch_elements(case.hierarchy, case.shape.count, self.member.local_size());
-        elements as u64 * case.dtype.size_bytes() as u64
-    }
-
     /// How `call`'s operations rotate through the buffers: (span, steps)
     /// for `rotation_offset`; one step, at the start, without rotation.
     fn rotation_of(&self, call: &Call) -> (usize, usize) {
@@ -704,13 +698,6 @@ impl Drop for NcclBackend {
             drop(comm);
         }
     }
-}
-
-/// Device bytes one case needs: (send, recv).
-pub fn case_bytes(case: &crate::plan::Case) -> (u64, u64) {
-    let e = case.dtype.size_bytes() as u64;
-    let send = case.shape.send as u64;
-    (send * e, send.max(case.shape.recv as u64) * e)
 }
 
 impl NcclBackend {
@@ -822,20 +809,16 @@ impl Backend for NcclBackend {
         }
     }
 
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
-        self.rotate = rotate;
-        let (send, recv) = plan
-            .cases
-            .iter()
-            .map(case_bytes)
-            .fold((0, 0), |(s, r), (cs, cr)| (s.max(cs), r.max(cr)));
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
+        self.rotate = reservation.rotate;
+        let (send, recv) = (reservation.send_bytes, reservation.recv_bytes);
         // Rotation walks both buffers by the larger span, so each holds it.
-        let (send, recv) = if rotate {
+        let (send, recv) = if self.rotate {
             (send.max(recv), send.max(recv))
         } else {
             (send, recv)
         };
-        let scratch = self.scratch_bytes(plan);
+        let scratch = self.scratch_bytes(reservation);
         self.ensure_device(send as usize, recv as usize, scratch as usize)
     }
 
@@ -985,8 +968,13 @@ impl Gpu for NcclBackend {
         self.device.memory().ok().map(|(free, _)| free as u64)
     }
 
-    fn scratch_bytes(&self, plan: &Plan) -> u64 {
-        plan.cases.iter().map(|c| self.case_scratch_bytes(c)).max().unwrap_or(0)
+    /// rs-ar-ag with padding, the largest of the hierarchical all-reduces.
+    fn scratch_bytes(&self, reservation: &Reservation) -> u64 {
+        let local = self.member.local_size();
+        let bytes = |&(mode, dtype, count): &(Hierarchy, DType, usize)| {
+            hierarchy::scratch_elements(mode, count, local) as u64 * dtype.size_bytes() as u64
+        };
+        reservation.hierarchical.iter().map(bytes).max().unwrap_or(0)
     }
 }
 
