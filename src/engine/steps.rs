@@ -24,6 +24,7 @@ use crate::world::World;
 
 use super::check::Validate;
 use super::stop::StopRequest;
+use super::straggler::IterSummary;
 use super::watchdog::Watchdog;
 
 /// How the steps run.
@@ -50,6 +51,21 @@ pub struct Steps {
     pub wrong: Option<u64>,
     /// Operations found wrong.
     pub failed_ops: usize,
+}
+
+impl Steps {
+    /// Each of the step's `ops` operations' distribution over the timed
+    /// steps (the slowest rank's times); `None` without timed steps.
+    pub fn per_op(&self, ops: usize) -> Vec<Option<IterSummary>> {
+        (0..ops)
+            .map(|i| IterSummary::of(&self.op_us.iter().map(|s| s[i]).collect::<Vec<f64>>()))
+            .collect()
+    }
+
+    /// The distribution of the step times; `None` without timed steps.
+    pub fn per_step(&self) -> Option<IterSummary> {
+        IterSummary::of(&self.step_us)
+    }
 }
 
 /// Runs the steps; `Some` on rank 0. Each call names its own group.

@@ -12,9 +12,11 @@
 use std::fs::File;
 use std::path::Path;
 
+use crate::engine::steps::Steps;
 use crate::error::Error;
 use crate::types::DType;
-use crate::workload::{GroupLayout, Op, Summary, effective_busbw_gbps};
+use crate::workload::plan::Config;
+use crate::workload::{GroupLayout, Op, StepVolume, Summary, effective_busbw_gbps};
 
 /// One operation's figures.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +54,48 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Rank 0's figures of configuration `c`: each operation as it ran
+    /// (`ran`: type and count), its volume from first principles and its
+    /// times over the steps.
+    pub fn of(c: &Config, ran: &[(DType, u64)], steps: Steps) -> Result<Outcome, Error> {
+        let volume = StepVolume::new(&c.schedule, &c.layout)?;
+        let per_op = steps.per_op(ran.len());
+        let medians: Vec<f64> = per_op.iter().map(|s| s.map_or(0.0, |s| s.p50)).collect();
+        let summary = volume.summary(Some(&medians))?;
+        let ops = c
+            .schedule
+            .ops
+            .iter()
+            .zip(ran)
+            .zip(&volume.per_op)
+            .zip(&per_op)
+            .map(|(((op, &(run_dtype, run_count)), v), t)| OpResult {
+                op: op.clone(),
+                run_dtype,
+                run_count,
+                ranks: v.ranks,
+                size_bytes: v.size_bytes,
+                bus_bytes: v.bus_bytes,
+                median_us: t.map_or(0.0, |t| t.p50),
+                p99_us: t.map_or(0.0, |t| t.p99),
+            })
+            .collect();
+        let step = steps.per_step();
+        Ok(Outcome {
+            name: c.name.clone(),
+            strategy: c.strategy.map(|s| s.name().to_string()),
+            bucket_bytes: c.bucket_bytes,
+            layout: c.layout,
+            ops,
+            step_us: steps.step_us,
+            step_median_us: step.map_or(0.0, |s| s.p50),
+            step_p99_us: step.map_or(0.0, |s| s.p99),
+            summary,
+            wrong: steps.wrong,
+            failed_ops: steps.failed_ops,
+        })
+    }
+
     /// Bytes each rank sends per step.
     pub fn volume_bytes(&self) -> f64 {
         self.summary.total.bus_bytes

@@ -285,10 +285,11 @@ struct JobOutput {
 /// `nranks` rank threads of `per_node` ranks per node, through the steps
 /// `Session::run_job` takes, on memory backends with virtual clocks.
 fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput {
-    use super::workload::{configs, outcome, split_groups, step_calls};
+    use super::workload::{configs, split};
     use crate::cli::{Command, parse_cli};
     use crate::engine::steps::StepRunner;
-    use crate::report::workload::{self as report, WorkloadCsv};
+    use crate::report::workload::{self as report, Outcome, WorkloadCsv};
+    use crate::workload::plan::WorkloadPlan;
 
     let dir = tempfile::tempdir().unwrap();
     let csv_path = dir.path().join("job.csv");
@@ -314,18 +315,9 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                     .with_delay(move |op: &Launched| delay(rank, nranks, op));
                 let caps = backend.capabilities(&cfg.timing.extras());
                 let configs = configs(job, nodes).unwrap();
-                let handles = split_groups(&mut backend, &configs, rank).unwrap();
-                let prepared: Vec<_> = configs
-                    .iter()
-                    .map(|c| step_calls(c, &handles, &caps, rank).unwrap())
-                    .collect();
-                let reservation = crate::plan::Reservation::of(
-                    prepared
-                        .iter()
-                        .flat_map(|(calls, _)| calls.iter().map(|c| (c.hierarchy, c.dtype, c.shape))),
-                    false,
-                );
-                backend.reserve(&reservation).unwrap();
+                let plan = WorkloadPlan::new(&configs, &caps, rank).unwrap();
+                let groups = split(&mut backend, &plan.splits).unwrap();
+                backend.reserve(&plan.reservation).unwrap();
                 let first = rank == 0;
                 let version = backend.identity().version;
                 let mut csv = first.then(|| WorkloadCsv::create(csv_path, false).unwrap());
@@ -333,13 +325,12 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                 if first {
                     let mut lines = job.header();
                     lines.push(format!("backend {version}, {nranks} ranks, {per_node} per node"));
-                    let notes: std::collections::BTreeSet<String> =
-                        prepared.iter().flat_map(|(_, n)| n.iter().cloned()).collect();
-                    lines.extend(notes);
+                    lines.extend(plan.notes.iter().cloned());
                     out += &report::header(job.top().is_some(), &lines);
                 }
                 let mut outcomes = Vec::new();
-                for (config, (calls, _)) in configs.iter().zip(&prepared) {
+                for (i, config) in configs.iter().enumerate() {
+                    let calls = plan.calls(i, &groups);
                     let mut runner = StepRunner {
                         world,
                         backend: &mut backend,
@@ -348,9 +339,10 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                         watchdog: None,
                         stop: StopRequest::never(),
                     };
-                    let (steps, _) = runner.run(calls, &job.timing).unwrap();
+                    let (steps, _) = runner.run(&calls, &job.timing).unwrap();
                     if let Some(steps) = steps {
-                        let o = outcome(config, calls, steps).unwrap();
+                        let ran: Vec<_> = calls.iter().map(|c| (c.dtype, c.shape.count as u64)).collect();
+                        let o = Outcome::of(config, &ran, steps).unwrap();
                         out += &report::one(&o, job.top());
                         if let Some(w) = csv.as_mut() {
                             w.write(&o, &version, job.rescaled()).unwrap();

@@ -13,9 +13,9 @@ use crate::config::RunConfig;
 use crate::engine::steps::StepTiming;
 use crate::error::Error;
 use crate::types::human_bytes;
+use crate::workload::plan::Config;
 use crate::workload::{
-    GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Schedule, Strategy, parse_count, parse_log,
-    schedule,
+    GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, parse_count, parse_log, schedule,
 };
 
 /// Where the step's operations come from.
@@ -42,17 +42,6 @@ pub enum Source {
 pub struct Job {
     pub source: Source,
     pub timing: StepTiming,
-}
-
-/// One measured configuration: a strategy at one bucket size, or the log.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// `ddp bucket 25MiB`, `fsdp`, `replay`.
-    pub name: String,
-    pub strategy: Option<Strategy>,
-    pub bucket_bytes: Option<u64>,
-    pub layout: GroupLayout,
-    pub schedule: Schedule,
 }
 
 impl Job {

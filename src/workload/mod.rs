@@ -17,6 +17,7 @@ pub mod groups;
 pub mod model;
 pub mod op;
 pub mod options;
+pub mod plan;
 pub mod replay;
 pub mod schedule;
 mod tp;
