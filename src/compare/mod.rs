@@ -293,7 +293,7 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
                 dimension.name()
             )));
         };
-        if crate::report::workload::is_workload_csv(file) {
+        if crate::record::workload::is_workload_csv(file) {
             return Err(Error::usage(format!(
                 "{} is a workload CSV: its side-by-side view is in the workload's own output; --by compares the modes of a run CSV",
                 file.display()

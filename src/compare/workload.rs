@@ -11,7 +11,8 @@ use std::path::Path;
 use super::noise::{self, Params, Sample};
 use super::{CompareOptions, Verdict};
 use crate::error::{Error, exit};
-use crate::report::workload::{is_workload_csv, time};
+use crate::record::workload::{self, RowKind, is_workload_csv};
+use crate::report::workload::time;
 use crate::types::Metric;
 
 /// (workload, nranks) -> each step's time in microseconds.
@@ -33,44 +34,21 @@ pub fn applies(base: &Path, new: &Path) -> Result<bool, Error> {
     }
 }
 
-/// Reads the `step` rows of a workload CSV.
+/// The step times of a workload CSV (its `step` rows, read by serde).
 fn read(path: &Path) -> Result<Steps, Error> {
     let shown = path.display();
-    let mut reader = csv::Reader::from_path(path).map_err(|e| Error::usage(format!("cannot read {shown}: {e}")))?;
-    let headers = reader
-        .headers()
-        .map_err(|e| Error::usage(format!("{shown}: {e}")))?
-        .clone();
-    let col = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| Error::usage(format!("{shown}: no `{name}` column")))
-    };
-    let (kind, workload, nranks, time_us) = (col("kind")?, col("workload")?, col("nranks")?, col("time_us")?);
     let mut steps = Steps::new();
-    for (i, row) in reader.records().enumerate() {
-        let line = i + 2;
-        let row = row.map_err(|e| Error::usage(format!("{shown}: line {line}: {e}")))?;
-        if row.get(kind) != Some("step") {
+    for (i, row) in workload::read(path)?.into_iter().enumerate() {
+        if row.kind != RowKind::Step {
             continue;
         }
-        let field = |c: usize, what: &str| {
-            row.get(c)
-                .ok_or_else(|| Error::usage(format!("{shown}: line {line}: no {what}")))
-        };
-        let n: u64 = field(nranks, "nranks")?
-            .parse()
-            .map_err(|_| Error::usage(format!("{shown}: line {line}: column nranks is not a rank count")))?;
-        let t: f64 = field(time_us, "time_us")?
-            .parse()
-            .ok()
-            .filter(|t: &f64| t.is_finite() && *t >= 0.0)
-            .ok_or_else(|| Error::usage(format!("{shown}: line {line}: column time_us is not a time")))?;
-        steps
-            .entry((field(workload, "workload")?.to_string(), n))
-            .or_default()
-            .push(t);
+        if !(row.time_us.is_finite() && row.time_us >= 0.0) {
+            let line = i + 2;
+            return Err(Error::usage(format!(
+                "{shown}: line {line}: column time_us is not a time"
+            )));
+        }
+        steps.entry((row.workload, row.nranks)).or_default().push(row.time_us);
     }
     if steps.is_empty() {
         return Err(Error::usage(format!("{shown}: a workload CSV without step rows")));

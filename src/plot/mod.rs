@@ -52,7 +52,7 @@ pub struct Drawn {
 const FONT: &str = "sans-serif";
 
 pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
-    if let Some(w) = opts.inputs.iter().find(|p| crate::report::workload::is_workload_csv(p)) {
+    if let Some(w) = opts.inputs.iter().find(|p| crate::record::workload::is_workload_csv(p)) {
         return Err(Error::usage(format!(
             "{} is a workload CSV: plot draws the size sweeps of `collbench run`; compare workload CSVs with `collbench compare`",
             w.display()

@@ -121,7 +121,13 @@ pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
 /// `CSV file F line L column `collective`: unknown collective 'x'`: the
 /// column the reader names, else the first typed column whose value does
 /// not parse.
-fn bad_row(path: &Path, headers: &csv::StringRecord, raw: &csv::StringRecord, line: usize, e: &csv::Error) -> Error {
+pub(super) fn bad_row(
+    path: &Path,
+    headers: &csv::StringRecord,
+    raw: &csv::StringRecord,
+    line: usize,
+    e: &csv::Error,
+) -> Error {
     let at = format!("CSV file {} line {line}", path.display());
     let csv::ErrorKind::Deserialize { err, .. } = e.kind() else {
         return Error::usage(format!("{at}: {e}"));
