@@ -35,10 +35,18 @@ pub fn main() -> ExitCode {
 
 /// Help, version and usage errors print as clap formats them, complete
 /// (the allowed values, "did you mean", the subcommand's usage), once: on
-/// rank 0 under a launcher. Help and version exit 0, errors 2.
+/// rank 0 under a launcher; but a bad value of `workload` or `replay` is
+/// one line, as their other refusals are. Help and version exit 0, errors
+/// 2.
 fn clap_error(e: clap::Error) -> u8 {
     if is_first_rank() {
-        let _ = e.print();
+        let subcommand = std::env::args().nth(1);
+        match crate::cli::step_value_error(&e, subcommand.as_deref()) {
+            Some(line) => say(&format!("collbench: {line}")),
+            None => {
+                let _ = e.print();
+            }
+        }
     }
     let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
     if code != exit::OK {

@@ -24,10 +24,10 @@ mod tp;
 pub mod volume;
 mod zero;
 
-pub use count::parse_count;
+pub use count::{Count, parse_count};
 pub use ddp::buckets as ddp_buckets;
 pub use groups::{Group, GroupLayout, Partition};
-pub use model::{Model, PlainSpec, Tensor};
+pub use model::{Model, PlainSpec, PresetName, Tensor};
 pub use op::{Op, Phase, Schedule};
 pub use options::{Options, ZeroReduction};
 pub use replay::{Log, LogCall, LogOptions, parse_log};

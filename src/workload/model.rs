@@ -72,6 +72,7 @@ pub struct Model {
 }
 
 /// A preset's name, other spellings, and where its figures come from.
+#[derive(Debug)]
 pub struct Preset {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
@@ -263,22 +264,53 @@ pub struct PlainSpec {
     pub vocab: Option<u64>,
 }
 
-impl Model {
-    /// A preset by name or alias (case-insensitive).
-    pub fn preset(name: &str) -> Result<Model, Error> {
+/// `--model`: a preset, by name or alias (case-insensitive), known to
+/// exist once parsed.
+#[derive(Clone, Copy, Debug)]
+pub struct PresetName(&'static Preset);
+
+impl PartialEq for PresetName {
+    fn eq(&self, other: &PresetName) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl PresetName {
+    /// The preset's own name.
+    pub fn name(self) -> &'static str {
+        self.0.name
+    }
+
+    /// The preset's model.
+    pub fn model(self) -> Model {
+        (self.0.build)()
+    }
+}
+
+impl std::str::FromStr for PresetName {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<PresetName, String> {
         let key = name.trim().to_ascii_lowercase();
         PRESETS
             .iter()
             .find(|p| p.name == key || p.aliases.contains(&key.as_str()))
-            .map(|p| (p.build)())
+            .map(PresetName)
             .ok_or_else(|| {
                 let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-                Error::usage(format!(
+                format!(
                     "unknown model '{}' (presets: {}; or give --params and --layers)",
                     name.trim(),
                     names.join(", ")
-                ))
+                )
             })
+    }
+}
+
+impl Model {
+    /// A preset by name or alias (case-insensitive).
+    pub fn preset(name: &str) -> Result<Model, Error> {
+        name.parse::<PresetName>().map(PresetName::model).map_err(Error::Usage)
     }
 
     /// A model from a parameter count and a layer count.
