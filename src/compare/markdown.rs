@@ -5,7 +5,8 @@
 
 use super::by_mode::ModeReport;
 use super::text::{ROW_HEADERS, SUMMARY_HEADERS, row_cells, side_counts, summary_rows};
-use super::{Comparison, Verdict, fmt_change, fmt_interval, fmt_p, fmt_value, human_size, trim_float};
+use super::text::{fmt_change, fmt_interval, fmt_p, fmt_value, trim_float};
+use super::{Comparison, Verdict, human_size};
 
 pub fn comparison(c: &Comparison) -> String {
     let regressed = c.count(Verdict::Regressed) > 0;

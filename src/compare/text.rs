@@ -5,7 +5,7 @@
 //! Warnings are not repeated here: they went to stderr.
 
 use super::by_mode::ModeReport;
-use super::{Compared, Comparison, fmt_change, fmt_interval, fmt_p, fmt_value, human_size, trim_float};
+use super::{Compared, Comparison, human_size};
 
 pub fn comparison(c: &Comparison) -> String {
     let mut out = format!(
@@ -242,4 +242,54 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>, right: &[usize]) -> String {
         out.push_str(&line(row));
     }
     out
+}
+
+/// `5` rather than `5.0`, `2.5` as is.
+pub(crate) fn trim_float(v: f64) -> String {
+    let s = format!("{v}");
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+}
+
+/// A metric value with precision that suits its size.
+pub(crate) fn fmt_value(v: f64) -> String {
+    if !v.is_finite() {
+        return "n/a".into();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.001 {
+        format!("{v:.4}")
+    } else {
+        // a collapsed bandwidth (both ranks on one core): three figures
+        format!("{v:.2e}")
+    }
+}
+
+pub(crate) fn fmt_change(c: Option<f64>) -> String {
+    match c {
+        Some(c) => format!("{c:+.1}%"),
+        None => "n/a".into(),
+    }
+}
+
+/// `[-8.1%, +2.0%]`, or `-` without an interval.
+pub(crate) fn fmt_interval(i: Option<[f64; 2]>) -> String {
+    match i {
+        Some([lo, hi]) => format!("[{lo:+.1}%, {hi:+.1}%]"),
+        None => "-".into(),
+    }
+}
+
+/// A p-value to four decimals, `<0.0001` below that.
+pub(crate) fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 1e-4 => "<0.0001".into(),
+        Some(p) => format!("{p:.4}"),
+        None => "-".into(),
+    }
 }
