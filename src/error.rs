@@ -1,5 +1,5 @@
 //! Errors that reach the user, and the one place that maps them to exit
-//! codes (DESIGN.md "Exit codes").
+//! codes (docs/exit-codes.md).
 //!
 //! Every message is one line that names the problem and, where there is one,
 //! what to do about it. Nothing here prints but `say`, the one way lines

@@ -1,5 +1,7 @@
 //! collbench: a collective-communication benchmark in the tradition of
-//! nccl-tests. See the README for usage and ../DESIGN.md for contracts.
+//! nccl-tests. See the README for usage, docs/ for contracts (formulas,
+//! CSV columns, exit codes) and docs/ARCHITECTURE.md for how the code is
+//! organised.
 //!
 //! Layers: `cli` (clap only) -> `config` (validated input) -> `engine`
 //! (plan, sweep, timing, validation) over a `world` (control plane) and a

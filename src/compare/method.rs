@@ -1,5 +1,5 @@
-//! How the rows were measured, side against side (CONTRACT-columns.md,
-//! "What compare does with them"): the method columns that make two rows
+//! How the rows were measured, side against side (docs/ci.md, "Measured
+//! the same way"): the method columns that make two rows
 //! incomparable (a refusal, exit 2, unless `--allow-method-change`), the
 //! identity columns that only earn a warning, rows imported from another
 //! tool, and files written before the method columns existed.

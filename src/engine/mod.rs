@@ -2,7 +2,7 @@
 //! warm up, validate, time, reduce times across ranks, and hand one
 //! `Record` to rank 0's callback.
 //!
-//! Timing (DESIGN.md, nccl-tests' method): barrier, host clock, `iters`
+//! Timing (docs/measurement.md, nccl-tests' method): barrier, host clock, `iters`
 //! operations launched back to back, wait for completion, stop the clock;
 //! per-operation time = elapsed / iters. With `--blocking`, each operation
 //! is timed alone with a barrier before it (OSU's method). Nothing in the

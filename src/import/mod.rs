@@ -12,7 +12,7 @@
 //! whole file; they never panic on any input (property-tested). Nothing is
 //! dropped without a word, and a file whose rank count cannot be known is
 //! refused rather than imported with a guessed one. Sizes are converted to
-//! collbench's semantics (DESIGN.md: the larger of one rank's buffers), and
+//! collbench's semantics (docs/bandwidth.md: the larger of one rank's buffers), and
 //! algbw and busbw are recomputed with `record::bandwidth_gbps` and our bus
 //! factors; the bandwidths a file printed are never copied.
 //!

@@ -169,7 +169,7 @@ pub const COLUMNS: [&str; 26] = [
 ];
 
 /// How each row was measured, and which sample it is: written on every
-/// row, after the schema-1 columns (DESIGN.md: more columns may follow).
+/// row, after the schema-1 columns (docs/csv.md: more columns may follow).
 pub const METHOD_COLUMNS: [&str; 12] = [
     "collbench_version",
     "timing",
@@ -491,8 +491,8 @@ pub fn human_size(bytes: u64) -> String {
 
 /// (algbw, busbw) in GB/s (1 GB = 1e9 bytes) for `size_bytes` moved in
 /// `time_s` seconds by a collective whose bus factor is `factor`:
-/// algbw = size / time, busbw = algbw * factor (nccl-tests
-/// doc/PERFORMANCE.md).
+/// algbw = size / time, busbw = algbw * factor (docs/bandwidth.md, after
+/// nccl-tests' doc/PERFORMANCE.md).
 pub fn bandwidth_gbps(size_bytes: u64, time_s: f64, factor: f64) -> (f64, f64) {
     if time_s <= 0.0 || !time_s.is_finite() {
         return (0.0, 0.0);

@@ -3,7 +3,7 @@
 //! message-size class.
 //!
 //! The model is the ring (and, for rooted collectives, the pipelined chain)
-//! that nccl-tests' bus bandwidth describes (DESIGN.md "Bandwidth"): an
+//! that nccl-tests' bus bandwidth describes (docs/bandwidth.md): an
 //! operation of `size_bytes` S (nccl-tests' size, the larger of one rank's
 //! buffers) on a group of n ranks puts `bus_bytes = S x factor(n)` on each
 //! rank's link, one direction:
