@@ -10,15 +10,13 @@
 //! its samples.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Serialize;
 
 use crate::collective::Collective;
-use crate::error::{Error, say};
-use crate::record::read::{Row, read_file};
+use crate::error::Error;
+use crate::record::read::Row;
 use crate::record::{CaseKey, Record, op_column, root_column};
-use crate::report::print_out;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{DType, Dimension, Metric, Placement, ReduceOp};
@@ -131,35 +129,6 @@ impl Group {
             }
         }
         out
-    }
-}
-
-/// After a run or a suite: the modes of the CSV just written side by
-/// side, busbw, as `collbench compare --by DIMENSION FILE` shows them
-/// (`keep` picks the rows; `label` names the file, `who` the warning's
-/// speaker). Every line starts with '#', so that the run's table keeps its
-/// rule: lines without it are data rows. A CSV that gives no comparison is
-/// one warning, never an error: the run itself succeeded.
-pub fn print_after_run(
-    csv: &Path,
-    (label, who): (&str, &str),
-    keep: impl Fn(&Record) -> bool,
-    dimension: Dimension,
-    reference: Option<&str>,
-) {
-    let report = read_file(csv).and_then(|rows| {
-        let rows: Vec<Row> = rows.into_iter().filter(|r| keep(&r.record)).collect();
-        compare_modes(label, &rows, dimension, Metric::Busbw, reference)
-    });
-    match report {
-        Ok(report) => {
-            let lines: String = super::text::modes(&report)
-                .lines()
-                .map(|l| format!("# {l}\n"))
-                .collect();
-            print_out(&lines);
-        }
-        Err(e) => say(&format!("{who}: warning: no {} comparison: {e}", dimension.name())),
     }
 }
 

@@ -16,6 +16,7 @@
 //! `--allow-method-change`; identity columns only warn. Warnings go to
 //! stderr, one line each, and into the markdown and JSON reports.
 
+mod after_run;
 pub mod by_mode;
 pub mod json;
 pub mod markdown;
@@ -35,6 +36,7 @@ use crate::error::{Error, exit, say};
 use crate::record::read::{Loaded, Row, load};
 use crate::record::{CaseKey, human_size};
 use crate::types::{Dimension, Format, Metric};
+pub use after_run::print_after_run;
 use noise::{Fallback, Judgement, Test};
 use summary::{summarise, test_notes, total};
 use text::trim_float;

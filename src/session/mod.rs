@@ -381,7 +381,7 @@ impl<'a, W: World> Session<'a, W> {
             && summary.stopped_by.is_none()
         {
             // flat against hierarchical, per size, after the table
-            crate::compare::by_mode::print_after_run(
+            crate::compare::print_after_run(
                 &info.csv,
                 ("this run", "collbench"),
                 |r| r.collective == crate::collective::Collective::AllReduce,

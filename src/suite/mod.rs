@@ -335,7 +335,7 @@ fn finish(suite: &Suite, outcomes: &[Outcome], output: &Path, overwrite: bool) -
     if transports.len() > 1 && merged.is_some() {
         // the profiles side by side, out-of-place rows, as `collbench
         // compare --by transport` shows them (with the in-place rows too)
-        crate::compare::by_mode::print_after_run(
+        crate::compare::print_after_run(
             output,
             ("this suite", "collbench suite"),
             |r| r.placement == crate::types::Placement::OutOfPlace,
