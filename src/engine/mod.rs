@@ -2,7 +2,7 @@
 //! warm up, validate, time, reduce times across ranks, and hand one
 //! `Record` to rank 0's callback.
 //!
-//! Timing (DESIGN.md, nccl-tests' method): barrier, host clock, `iters`
+//! Timing (docs/measurement.md, nccl-tests' method): barrier, host clock, `iters`
 //! operations launched back to back, wait for completion, stop the clock;
 //! per-operation time = elapsed / iters. With `--blocking`, each operation
 //! is timed alone with a barrier before it (OSU's method). Nothing in the
@@ -11,22 +11,23 @@
 //! How many iterations a point gets is the run's policy (`policy`): `-n`,
 //! `--min-time` (`adaptive`) or, by default, batches until the median is
 //! precise enough (`precision`). With `-I`, every iteration is timed too
-//! (`stats`).
+//! (`straggler`).
 //!
 //! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
 //! one group; with `-G N`, the timed iterations are captured once in a CUDA
 //! graph, which is replayed N times inside the timed region, and each check
-//! runs through a graph of its own (`check_launch`), as nccl-tests
+//! runs through a graph of its own (`check::Validate`), as nccl-tests
 //! validates. Either way the time per operation is the elapsed time over
 //! every operation run (`per_op_seconds`).
 
 pub mod adaptive;
+pub mod check;
 pub mod digest;
 pub mod policy;
 pub mod precision;
-pub mod stats;
 pub mod steps;
 pub mod stop;
+pub mod straggler;
 pub mod watchdog;
 
 use std::time::{Duration, SystemTime};
@@ -35,7 +36,7 @@ use serde::{Serialize, Serializer};
 
 use crate::backend::{Backend, Call, Graphs, IterationMarks, LaunchExtras};
 use crate::clock::Clock;
-use crate::collective::{Layout, Pattern};
+use crate::collective::Layout;
 use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
@@ -163,7 +164,7 @@ pub struct Summary {
     /// The signal that stopped the run early (on any rank).
     pub stopped_by: Option<u64>,
     /// With `-I`, on rank 0: a rank persistently slower than the median.
-    pub straggler: Option<stats::Straggler>,
+    pub straggler: Option<straggler::Straggler>,
 }
 
 pub struct Engine<'a> {
@@ -183,7 +184,7 @@ pub struct Engine<'a> {
     /// same sequence on every rank.
     rep: u64,
     /// Which rank was slowest where (rank 0, with `-I`).
-    stragglers: stats::Stragglers,
+    stragglers: straggler::Stragglers,
 }
 
 impl<'a> Engine<'a> {
@@ -199,7 +200,7 @@ impl<'a> Engine<'a> {
             watchdog: None,
             stop: StopRequest::never(),
             rep: 0,
-            stragglers: stats::Stragglers::default(),
+            stragglers: straggler::Stragglers::default(),
         }
     }
 
@@ -283,7 +284,9 @@ impl<'a> Engine<'a> {
                 nranks: self.world.size(),
                 rank: self.world.rank(),
                 root: case.root.unwrap_or(0),
+                shift: 1,
             },
+            group: None,
         };
         for placement in Placement::BOTH {
             let what = describe(case, placement);
@@ -329,7 +332,7 @@ impl<'a> Engine<'a> {
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
                     if case.collective.spec().is_symmetric()
-                        && let Some((rank, excess)) = stats::slowest_rank(&times)
+                        && let Some((rank, excess)) = straggler::slowest_rank(&times)
                     {
                         self.stragglers.add(case.size_bytes(), rank, excess);
                     }
@@ -414,54 +417,27 @@ impl<'a> Engine<'a> {
 
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
-    /// nccl-tests does). `None` when checking is off.
+    /// nccl-tests does). `None` when checking is off or the backend leaves
+    /// this output undefined.
     fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<u64>, Error> {
+        // before any pattern is used up, so that the seeds stay in step
         if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
             return Ok(None);
         }
-        let spec = call.collective.spec();
+        let validate = check::Validate {
+            world: self.world,
+            caps: &self.caps,
+            through_graph: self.cfg.cuda_graph > 0,
+            inject_error: self.inject_error,
+        };
         for _ in 0..self.cfg.check {
             self.rep += 1;
-            let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, self.rep);
-            let rank = call.at.rank;
-            self.backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
-            self.check_launch(call, placement)?;
-            self.backend.wait()?;
-            let (out, range) = self.backend.output(call, placement)?;
-            if self.inject_error && !range.is_empty() {
-                // Test hook: flip bits of the first received element.
-                let at = range.start * call.dtype.size_bytes();
-                out.bytes_mut()[at] ^= 0x5a;
-            }
-            let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
-            // avg on floating types: NCCL's arithmetic is not exact (pattern.rs)
-            let local = match pattern.relative_bound() {
-                Some(bound) => out.count_outside(range, want, bound),
-                None => out.count_mismatches(range, want),
-            };
-            let total = self.world.sum_u64(local);
-            if total > 0 {
-                return Ok(Some(total));
+            match validate.once(&mut *self.backend, call, placement, self.rep)? {
+                Some(0) => {}
+                found => return Ok(found),
             }
         }
         Ok(Some(0))
-    }
-
-    /// The check's one operation, at the start of the buffers; with `-G`
-    /// captured in a CUDA graph, instantiated and replayed once, so that
-    /// what is validated is what the timed replays run (as nccl-tests
-    /// validates through the graph).
-    fn check_launch(&mut self, call: &Call, placement: Placement) -> Result<(), Error> {
-        if self.cfg.cuda_graph == 0 {
-            return self.backend.launch(call, placement, 0, 1);
-        }
-        self.graphs()?.begin_capture()?;
-        let captured = self.backend.launch(call, placement, 0, 1);
-        // The capture always ends, so the stream is usable whatever failed.
-        let ended = self.graphs()?.end_capture();
-        captured?;
-        ended?;
-        self.graphs()?.replay(1)
     }
 
     /// Timed iterations for `--min-time` when `-n` is not given: batches of
@@ -616,7 +592,7 @@ impl<'a> Engine<'a> {
     }
 
     /// The persistently slow rank of the run (rank 0, with `-I`).
-    pub fn straggler(&self) -> Option<stats::Straggler> {
+    pub fn straggler(&self) -> Option<straggler::Straggler> {
         self.stragglers.verdict(self.cfg.straggler_threshold_pct / 100.0)
     }
 
@@ -730,7 +706,7 @@ struct Measured {
 /// `-I` columns: the distribution of per-iteration times (each iteration
 /// taken at its slowest rank) and the slowest rank against the median.
 fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
-    let (Some(s), Some((rank, excess))) = (stats::IterSummary::of(samples), stats::slowest_rank(times)) else {
+    let (Some(s), Some((rank, excess))) = (straggler::IterSummary::of(samples), straggler::slowest_rank(times)) else {
         return;
     };
     record.time_iter_min_us = Some(s.min * 1e6);
