@@ -1,0 +1,455 @@
+//! Rank 0's side of the store: it listens, admits every rank of its job
+//! (and turns away what is not), then answers each exchange once every
+//! rank has sent its part. A thread per rank reads that rank's messages,
+//! so that a rank that aborts or vanishes ends the job even while rank 0
+//! itself waits inside NCCL.
+
+use std::io::{self, Write};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Hello, Msg};
+use super::{Deadline, Reply, ranges};
+use crate::error::{Error, exit, say};
+use crate::world::RankInfo;
+use crate::world::launch::{StoreLaunch, StoreLauncher};
+
+/// How long rank 0, ending the job, gives its own reports to complete
+/// (the stop signal it sends itself) before it exits.
+const REPORT_GRACE: Duration = Duration::from_secs(2);
+
+/// How long rank 0, leaving in order, waits for every rank to leave too.
+const LEAVE_WAIT: Duration = Duration::from_secs(30);
+
+/// One rank's part of an exchange, from its reader thread.
+struct Part {
+    rank: usize,
+    seq: u64,
+    bytes: Vec<u8>,
+}
+
+/// What rank 0's threads share.
+pub struct Shared {
+    /// The write side of every rank's connection (none for rank 0).
+    writers: Mutex<Vec<Option<TcpStream>>>,
+    /// The job is ending (an abort) or finished: a connection that closes
+    /// now is no news.
+    ending: AtomicBool,
+    /// Ranks that left (said goodbye, or closed after the end).
+    left: Mutex<Vec<bool>>,
+    left_changed: Condvar,
+    ranks: Vec<RankInfo>,
+}
+
+impl Shared {
+    fn lock_writers(&self) -> std::sync::MutexGuard<'_, Vec<Option<TcpStream>>> {
+        self.writers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `msg` to every rank, ignoring ranks already gone.
+    fn tell_all(&self, msg: &Msg) {
+        let frame = wire::encode(msg);
+        for w in self.lock_writers().iter_mut().flatten() {
+            let _ = w.write_all(&frame);
+        }
+    }
+
+    /// Tells every rank to end with `code` (the exit hook, `abort`).
+    pub fn abort_all(&self, code: u8) {
+        self.ending.store(true, Ordering::SeqCst);
+        self.tell_all(&Msg::Abort { code });
+    }
+
+    /// Ends the job from a reader thread: says `line` (if any), tells
+    /// every rank, then ends this process as a launcher would end it: a
+    /// stop signal first, so that rank 0's reports complete, then the
+    /// exit with `code`.
+    fn end_job(&self, code: u8, line: Option<String>) -> ! {
+        if self.ending.swap(true, Ordering::SeqCst) {
+            // Another thread is ending the job already.
+            loop {
+                std::thread::park();
+            }
+        }
+        if let Some(line) = line {
+            say(&line);
+        }
+        self.tell_all(&Msg::Abort { code });
+        crate::world::set_exit_hook(None);
+        let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::TERM);
+        std::thread::sleep(REPORT_GRACE);
+        std::process::exit(i32::from(code))
+    }
+
+    fn mark_left(&self, rank: usize) {
+        let mut left = self.left.lock().unwrap_or_else(PoisonError::into_inner);
+        left[rank] = true;
+        self.left_changed.notify_all();
+    }
+}
+
+/// Rank 0's end of the store once every rank has arrived.
+pub struct Hub {
+    pub shared: Arc<Shared>,
+    parts: Receiver<Part>,
+    seq: std::cell::Cell<u64>,
+}
+
+/// Binds the store's port: IPv6 where the store's host is an IPv6
+/// address, else IPv4, on every interface (the other ranks reach rank 0
+/// by the launcher's name for its host).
+fn listen(launch: &StoreLaunch) -> Result<TcpListener, Error> {
+    let v6 = (launch.host.as_str(), launch.port)
+        .to_socket_addrs()
+        .map(|mut a| a.next().is_some_and(|a| a.is_ipv6()))
+        .unwrap_or(false);
+    let any = if v6 {
+        SocketAddr::from((Ipv6Addr::UNSPECIFIED, launch.port))
+    } else {
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, launch.port))
+    };
+    TcpListener::bind(any).map_err(|e| {
+        let why = if e.kind() == io::ErrorKind::AddrInUse {
+            "the port is in use (another job or program holds it)".to_string()
+        } else {
+            e.to_string()
+        };
+        let line = format!(
+            "collbench: the control plane cannot start: rank 0 cannot listen on port {} for the store ({}): {why}; \
+             set COLLBENCH_STORE=HOST:PORT to choose another port",
+            launch.port, launch.origin
+        );
+        say(&line);
+        Error::Reported(exit::RUNTIME)
+    })
+}
+
+/// The variable that gives the job's size, for messages.
+fn size_variable(launcher: StoreLauncher) -> &'static str {
+    match launcher {
+        StoreLauncher::Slurm => "SLURM_STEP_NUM_TASKS",
+        StoreLauncher::Torchrun | StoreLauncher::K8s => "WORLD_SIZE",
+    }
+}
+
+/// Admits the other `size - 1` ranks before `deadline`: returns every
+/// rank's identity and the hub. On failure every admitted rank is told to
+/// end, and the line is printed here.
+pub fn rendezvous(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec<RankInfo>, Hub), Error> {
+    let listener = listen(launch)?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::runtime(format!("the store's socket: {e}")))?;
+    let (hello_tx, hello_rx) = mpsc::channel();
+    let size = launch.size;
+    let mut admitted: Vec<Option<(TcpStream, Hello)>> = (0..size).map(|_| None).collect();
+    let mut count = 1;
+    let give_up = |admitted: &mut Vec<Option<(TcpStream, Hello)>>, code: u8, line: String| -> Error {
+        say(&line);
+        let frame = wire::encode(&Msg::Abort { code });
+        for (stream, _) in admitted.iter_mut().flatten() {
+            let _ = stream.write_all(&frame);
+        }
+        Error::Reported(code)
+    };
+    while count < size {
+        accept_waiting(&listener, &hello_tx, deadline);
+        let (mut stream, hello) = match hello_rx.recv_timeout(Duration::from_millis(10)) {
+            Ok((stream, Ok(hello))) => (stream, hello),
+            Ok((_, Err(_))) | Err(RecvTimeoutError::Timeout) => {
+                if deadline.passed() {
+                    let missing: Vec<usize> = (1..size).filter(|&r| admitted[r].is_none()).collect();
+                    let line = format!(
+                        "collbench: the launcher or control plane is broken: {} never reached the store at {} \
+                         within {} s (not started, or {} is not reachable from {}); NCCL was not started",
+                        ranges("rank", &missing),
+                        launch.address(),
+                        deadline.seconds(),
+                        launch.address(),
+                        if missing.len() == 1 { "its host" } else { "their hosts" },
+                    );
+                    return Err(give_up(&mut admitted, exit::TIMEOUT, line));
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => continue,
+        };
+        if hello.token != me.token {
+            let message = format!(
+                "collbench: rank {} on {}: the store at {} belongs to another job ({}, this rank's is {}); set \
+                 COLLBENCH_STORE=HOST:PORT to give the jobs different ports",
+                hello.rank,
+                hello.host,
+                launch.address(),
+                me.token,
+                hello.token
+            );
+            let _ = wire::write(
+                &mut stream,
+                &Msg::Refuse {
+                    code: exit::RUNTIME,
+                    print: true,
+                    message,
+                },
+            );
+            continue;
+        }
+        let rank = hello.rank as usize;
+        let refused = if hello.size as usize != size {
+            Some(format!(
+                "collbench: ranks disagree on the size of the job: rank {rank} on {} says {} ranks, rank 0 on {} \
+                 says {size} ({} differs between ranks)",
+                hello.host,
+                hello.size,
+                me.host,
+                size_variable(launch.launcher)
+            ))
+        } else if rank == 0 || admitted.get(rank).is_some_and(Option::is_some) {
+            let first = match admitted.get(rank).and_then(Option::as_ref) {
+                Some((_, h)) => format!("{} (pid {})", h.host, h.pid),
+                None => format!("{} (pid {})", me.host, me.pid),
+            };
+            Some(format!(
+                "collbench: two processes claim rank {rank}: on {first} and on {} (pid {}); the launcher gave \
+                 them the same rank",
+                hello.host, hello.pid
+            ))
+        } else {
+            None
+        };
+        if let Some(line) = refused {
+            let _ = wire::write(
+                &mut stream,
+                &Msg::Refuse {
+                    code: exit::USAGE,
+                    print: false,
+                    message: String::new(),
+                },
+            );
+            return Err(give_up(&mut admitted, exit::USAGE, line));
+        }
+        // The rank now waits for the others without a deadline of its own.
+        let _ = wire::write(&mut stream, &Msg::Accepted);
+        admitted[rank] = Some((stream, hello));
+        count += 1;
+    }
+    drop(listener);
+    let mut infos = vec![RankInfo {
+        rank: 0,
+        host: me.host.clone(),
+        pid: me.pid,
+    }];
+    let mut local_ranks = vec![me.local_rank];
+    let mut streams: Vec<Option<TcpStream>> = vec![None];
+    for (rank, slot) in admitted.into_iter().enumerate().skip(1) {
+        let Some((stream, hello)) = slot else {
+            return Err(Error::runtime("the store lost an admitted rank"));
+        };
+        infos.push(RankInfo {
+            rank,
+            host: hello.host,
+            pid: hello.pid,
+        });
+        local_ranks.push(hello.local_rank);
+        streams.push(Some(stream));
+    }
+    let table: Vec<(String, u32)> = infos.iter().map(|r| (r.host.clone(), r.pid)).collect();
+    let welcome = wire::encode(&Msg::Welcome(table));
+    for stream in streams.iter_mut().flatten() {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_nodelay(true);
+        let _ = stream.write_all(&welcome);
+    }
+    warn_on_local_ranks(launch.launcher, &infos, &local_ranks);
+    Ok((infos.clone(), Hub::start(streams, infos)))
+}
+
+/// Accepts what is waiting on the listener; each connection's greeting is
+/// read on a thread of its own, so that a silent one holds nobody up.
+fn accept_waiting(listener: &TcpListener, hellos: &Sender<(TcpStream, io::Result<Hello>)>, deadline: Deadline) {
+    while let Ok((stream, _)) = listener.accept() {
+        let tx = hellos.clone();
+        let greeting_limit = deadline
+            .remaining()
+            .unwrap_or(Duration::from_secs(60))
+            .max(Duration::from_secs(1));
+        std::thread::spawn(move || {
+            let mut stream = stream;
+            let hello = read_hello(&mut stream, greeting_limit);
+            let _ = tx.send((stream, hello));
+        });
+    }
+}
+
+fn read_hello(stream: &mut TcpStream, limit: Duration) -> io::Result<Hello> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(limit))?;
+    wire::read_magic(stream)?;
+    let hello = match wire::read(stream)? {
+        Msg::Hello(h) => h,
+        _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "no greeting")),
+    };
+    stream.set_read_timeout(None)?;
+    Ok(hello)
+}
+
+/// Rank 0 warns when the launcher's local ranks do not follow the hosts
+/// (containers that share one host name, say): GPUs are chosen by host.
+fn warn_on_local_ranks(launcher: StoreLauncher, infos: &[RankInfo], local_ranks: &[u32]) {
+    let hosts: Vec<String> = infos.iter().map(|r| r.host.clone()).collect();
+    let nodes = crate::topology::Nodes::from_keys(&hosts, &hosts);
+    let differs: Vec<usize> = (0..infos.len())
+        .filter(|&r| local_ranks[r] != u32::MAX && local_ranks[r] as usize != nodes.local_rank(r))
+        .collect();
+    if let Some(&r) = differs.first() {
+        say(&format!(
+            "collbench: warning: the {} launcher's local ranks do not follow the host names ({}: rank {r} is local \
+             rank {} to the launcher but {} on {}); GPUs are chosen by host name",
+            launcher.name(),
+            ranges("rank", &differs),
+            local_ranks[r],
+            nodes.local_rank(r),
+            infos[r].host
+        ));
+    }
+}
+
+impl Hub {
+    /// Starts a reader thread per rank.
+    fn start(streams: Vec<Option<TcpStream>>, ranks: Vec<RankInfo>) -> Hub {
+        let size = streams.len();
+        let readers: Vec<Option<TcpStream>> = streams
+            .iter()
+            .map(|s| s.as_ref().and_then(|s| s.try_clone().ok()))
+            .collect();
+        let shared = Arc::new(Shared {
+            writers: Mutex::new(streams),
+            ending: AtomicBool::new(false),
+            left: Mutex::new((0..size).map(|r| r == 0).collect()),
+            left_changed: Condvar::new(),
+            ranks,
+        });
+        let (tx, parts) = mpsc::channel();
+        for (rank, reader) in readers.into_iter().enumerate() {
+            let Some(reader) = reader else {
+                if rank != 0 {
+                    shared.mark_left(rank);
+                }
+                continue;
+            };
+            let (shared, tx) = (Arc::clone(&shared), tx.clone());
+            std::thread::spawn(move || read_rank(rank, reader, &shared, &tx));
+        }
+        Hub {
+            shared,
+            parts,
+            seq: std::cell::Cell::new(0),
+        }
+    }
+
+    /// One exchange: every rank's part, in rank order; each other rank
+    /// gets what `reply` says.
+    pub fn exchange(&self, mine: Vec<u8>, reply: Reply) -> Vec<Vec<u8>> {
+        let seq = self.seq.get() + 1;
+        self.seq.set(seq);
+        let size = self.shared.ranks.len();
+        let mut parts: Vec<Option<Vec<u8>>> = (0..size).map(|_| None).collect();
+        parts[0] = Some(mine);
+        let mut missing = size - 1;
+        while missing > 0 {
+            let Ok(part) = self.parts.recv() else {
+                // Every reader ended: the job is ending on another thread.
+                loop {
+                    std::thread::park();
+                }
+            };
+            if part.seq != seq {
+                let info = &self.shared.ranks[part.rank];
+                self.shared.end_job(
+                    exit::RUNTIME,
+                    Some(format!(
+                        "collbench: rank {} on {} is out of step with rank 0 (exchange {} against {seq}): the \
+                         ranks run different programs; ending the job",
+                        part.rank, info.host, part.seq
+                    )),
+                );
+            }
+            if parts[part.rank].is_none() {
+                missing -= 1;
+            }
+            parts[part.rank] = Some(part.bytes);
+        }
+        let parts: Vec<Vec<u8>> = parts.into_iter().map(Option::unwrap_or_default).collect();
+        let answer = match reply {
+            Reply::All => wire::join(&parts),
+            Reply::Root => parts[0].clone(),
+            Reply::Nothing => Vec::new(),
+        };
+        self.shared.tell_all(&Msg::Data { seq, bytes: answer });
+        parts
+    }
+
+    /// Leaves in order: tells every rank, then waits (a while) until each
+    /// has left, so that nobody mistakes this exit for a death.
+    pub fn finish(&self) {
+        self.shared.ending.store(true, Ordering::SeqCst);
+        self.shared.tell_all(&Msg::Finish);
+        let until = Instant::now() + LEAVE_WAIT;
+        let mut left = self.shared.left.lock().unwrap_or_else(PoisonError::into_inner);
+        while !left.iter().all(|&l| l) {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            left = self
+                .shared
+                .left_changed
+                .wait_timeout(left, until - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// Reads one rank's messages until it leaves; ends the job when it
+/// aborts or vanishes.
+fn read_rank(rank: usize, mut stream: TcpStream, shared: &Shared, parts: &Sender<Part>) {
+    loop {
+        match wire::read(&mut stream) {
+            Ok(Msg::Data { seq, bytes }) => {
+                if parts.send(Part { rank, seq, bytes }).is_err() {
+                    break;
+                }
+            }
+            // That rank printed why.
+            Ok(Msg::Abort { code }) => shared.end_job(code, None),
+            Ok(Msg::Bye) => break,
+            Ok(_) | Err(_) if shared.ending.load(Ordering::SeqCst) => break,
+            Ok(other) => {
+                let info = &shared.ranks[rank];
+                shared.end_job(
+                    exit::RUNTIME,
+                    Some(format!(
+                        "collbench: rank {rank} on {} sent rank 0 an unexpected message ({other:?}); ending the job",
+                        info.host
+                    )),
+                )
+            }
+            Err(_) => {
+                let info = &shared.ranks[rank];
+                shared.end_job(
+                    exit::RUNTIME,
+                    Some(format!(
+                        "collbench: rank {rank} on {} (pid {}) ended without finishing the run: it died, was \
+                         killed, or lost its connection to rank 0; ending the job",
+                        info.host, info.pid
+                    )),
+                )
+            }
+        }
+    }
+    shared.mark_left(rank);
+}

@@ -1,0 +1,243 @@
+//! A rank's side of the store (every rank but 0): it connects to rank 0
+//! (retrying until the deadline, since rank 0 may start later), announces
+//! itself, and waits to be admitted; then each exchange is one message to
+//! rank 0 and one answer. A reader thread takes the answers, and ends this
+//! rank at once when rank 0 says the job is over or rank 0 vanishes.
+
+use std::io::{self, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::wire::{self, Hello, Msg};
+use super::{Deadline, fail};
+use crate::error::{Error, exit, say};
+use crate::world::RankInfo;
+use crate::world::launch::StoreLaunch;
+
+/// Pause between connection attempts while rank 0 is not listening yet.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// What the main thread and the reader share.
+pub struct Shared {
+    writer: Mutex<TcpStream>,
+    /// This rank is leaving in order, or rank 0 said the job finished: a
+    /// closed connection is no news.
+    leaving: AtomicBool,
+}
+
+impl Shared {
+    fn send(&self, msg: &Msg) {
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = wire::write(&mut *w, msg);
+    }
+
+    /// Tells rank 0 that this rank ends the job with `code` (the exit
+    /// hook, `abort`): rank 0 ends every other rank.
+    pub fn abort(&self, code: u8) {
+        self.leaving.store(true, Ordering::SeqCst);
+        self.send(&Msg::Abort { code });
+    }
+}
+
+/// A rank's end of the store.
+pub struct Spoke {
+    pub shared: Arc<Shared>,
+    answers: Receiver<(u64, Vec<u8>)>,
+    seq: std::cell::Cell<u64>,
+}
+
+/// Connects, announces `me`, and waits to be admitted: every rank's
+/// identity. Failures are printed here, with this rank's name.
+pub fn join(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec<RankInfo>, Spoke), Error> {
+    let who = format!("rank {} on {}", me.rank, me.host);
+    let address = launch.address();
+    let mut stream = connect(launch, deadline).map_err(|last| {
+        fail(
+            exit::TIMEOUT,
+            format!(
+                "collbench: {who}: the launcher or control plane is broken: cannot reach the store at {address} \
+                 (rank 0; {}) within {} s: {last}; is rank 0 running there?",
+                launch.origin,
+                deadline.seconds()
+            ),
+        )
+    })?;
+    let _ = stream.set_nodelay(true);
+    let sent = stream
+        .write_all(wire::MAGIC)
+        .and_then(|()| wire::write(&mut stream, &Msg::Hello(me.clone())));
+    if let Err(e) = sent {
+        return Err(fail(
+            exit::RUNTIME,
+            format!("collbench: {who}: cannot talk to the store at {address}: {e}"),
+        ));
+    }
+    // Until admitted, this rank's deadline: a program on the port that is
+    // not our store never answers.
+    let _ = stream.set_read_timeout(Some(
+        deadline
+            .remaining()
+            .unwrap_or(Duration::from_secs(60))
+            .max(Duration::from_secs(1)),
+    ));
+    let mut admitted = false;
+    loop {
+        match wire::read(&mut stream) {
+            Ok(Msg::Accepted) => {
+                admitted = true;
+                let _ = stream.set_read_timeout(None);
+            }
+            Ok(Msg::Welcome(table)) if table.len() == launch.size => {
+                let ranks = table
+                    .into_iter()
+                    .enumerate()
+                    .map(|(rank, (host, pid))| RankInfo { rank, host, pid })
+                    .collect();
+                let ranks: Vec<RankInfo> = ranks;
+                let lost_line = (me.rank == 1).then(|| {
+                    format!(
+                        "collbench: rank 0 on {} (the store) ended without finishing the run: it died, was killed, \
+                         or the connection to it broke; ending the job",
+                        ranks[0].host
+                    )
+                });
+                return Ok((ranks, Spoke::start(stream, lost_line)));
+            }
+            Ok(Msg::Refuse { code, print, message }) => {
+                if print {
+                    say(&message);
+                }
+                return Err(Error::Reported(code));
+            }
+            // Rank 0 printed why.
+            Ok(Msg::Abort { code }) => return Err(Error::Reported(code)),
+            Err(e) if !admitted && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(fail(
+                    exit::TIMEOUT,
+                    format!(
+                        "collbench: {who}: no answer from the store at {address} within {} s: another program \
+                         holds that port, or rank 0 is not a collbench of this job",
+                        deadline.seconds()
+                    ),
+                ));
+            }
+            Ok(_) | Err(_) => {
+                return Err(fail(
+                    exit::RUNTIME,
+                    format!(
+                        "collbench: {who}: the store at {address} closed the connection during the start-up \
+                         (rank 0 ended, or the port belongs to another program)"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// A connection to rank 0, retried until the deadline; the last error
+/// when none succeeds.
+fn connect(launch: &StoreLaunch, deadline: Deadline) -> Result<TcpStream, String> {
+    let mut last = String::from("no attempt");
+    loop {
+        match (launch.host.as_str(), launch.port).to_socket_addrs() {
+            Err(e) => last = format!("cannot resolve {}: {e}", launch.host),
+            Ok(addrs) => {
+                for addr in addrs {
+                    let limit = deadline
+                        .remaining()
+                        .unwrap_or(Duration::from_secs(2))
+                        .clamp(Duration::from_millis(100), Duration::from_secs(2));
+                    match TcpStream::connect_timeout(&addr, limit) {
+                        Ok(s) => return Ok(s),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+            }
+        }
+        if deadline.passed() {
+            return Err(last);
+        }
+        std::thread::sleep(RETRY);
+    }
+}
+
+impl Spoke {
+    /// `lost_line`: what this rank says when rank 0 vanishes (rank 1
+    /// alone says it, so that the job ends with one line).
+    fn start(stream: TcpStream, lost_line: Option<String>) -> Spoke {
+        let reader = stream.try_clone();
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(stream),
+            leaving: AtomicBool::new(false),
+        });
+        let (tx, answers) = mpsc::channel();
+        match reader {
+            Ok(reader) => {
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || read_rank0(reader, &shared, &tx, lost_line));
+            }
+            Err(e) => say(&format!("collbench: warning: the store's connection: {e}")),
+        }
+        Spoke {
+            shared,
+            answers,
+            seq: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Sends this rank's part of one exchange; rank 0's answer.
+    pub fn exchange(&self, mine: Vec<u8>) -> Vec<u8> {
+        let seq = self.seq.get() + 1;
+        self.seq.set(seq);
+        self.shared.send(&Msg::Data { seq, bytes: mine });
+        match self.answers.recv() {
+            Ok((got, bytes)) if got == seq => bytes,
+            Ok((got, _)) => {
+                say(&format!(
+                    "collbench: rank 0 answered exchange {got} where this rank waits for {seq}: the ranks run \
+                     different programs"
+                ));
+                self.shared.abort(exit::RUNTIME);
+                std::process::exit(i32::from(exit::RUNTIME))
+            }
+            // The reader ended: rank 0 finished, so no exchange can
+            // follow; the job is ending.
+            Err(_) => loop {
+                std::thread::park();
+            },
+        }
+    }
+
+    /// Leaves in order.
+    pub fn finish(&self) {
+        self.shared.leaving.store(true, Ordering::SeqCst);
+        self.shared.send(&Msg::Bye);
+    }
+}
+
+/// Reads rank 0's messages: answers go to the main thread; an abort ends
+/// this rank with rank 0's code (the failing rank printed why); a
+/// connection that closes before the end means rank 0 is gone.
+fn read_rank0(mut stream: TcpStream, shared: &Shared, answers: &Sender<(u64, Vec<u8>)>, lost_line: Option<String>) {
+    loop {
+        match wire::read(&mut stream) {
+            Ok(Msg::Data { seq, bytes }) => {
+                if answers.send((seq, bytes)).is_err() {
+                    return;
+                }
+            }
+            Ok(Msg::Abort { code }) => std::process::exit(i32::from(code)),
+            Ok(Msg::Finish) => shared.leaving.store(true, Ordering::SeqCst),
+            Ok(_) | Err(_) if shared.leaving.load(Ordering::SeqCst) => return,
+            Ok(_) | Err(_) => {
+                if let Some(line) = &lost_line {
+                    say(line);
+                }
+                std::process::exit(i32::from(exit::RUNTIME))
+            }
+        }
+    }
+}
