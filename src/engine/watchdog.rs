@@ -7,7 +7,9 @@
 //! exits the process with code 5. It makes no MPI call: MPI was initialised
 //! for one thread, and the launcher already ends the whole job when one rank
 //! exits with a non-zero code (mpirun does; under Slurm every other rank's
-//! own watchdog fires as well, since its peers are gone).
+//! own watchdog fires as well, since its peers are gone). With the TCP
+//! store, the rank tells rank 0 first (`world::announce_exit`), which ends
+//! every other rank.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,6 +68,9 @@ impl Watchdog {
                             hook();
                         }
                     }
+                    // The store's ranks hear of it at once (MPI's launcher
+                    // ends the job by itself).
+                    crate::world::announce_exit(exit::TIMEOUT);
                     std::process::exit(i32::from(exit::TIMEOUT));
                 }
             }
