@@ -8,6 +8,7 @@ mod ci_script;
 mod cli;
 mod compare;
 mod docs;
+mod fake_nodes;
 mod faults;
 mod gpu_sim;
 mod hierarchy;
