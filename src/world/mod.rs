@@ -118,11 +118,14 @@ pub struct Disagreed<T> {
 
 /// How this process was started, as `--launcher auto` reads it (before
 /// any control plane starts).
+/// A launch this build refuses (an MPI launch of a build without MPI)
+/// still has its ranks, so that rank 0 alone says so.
 fn launched() -> Option<(usize, usize)> {
     let env = |name: &str| std::env::var(name).ok();
-    launch::detect(launch::LauncherChoice::Auto, &env, cfg!(feature = "mpi"))
-        .ok()?
-        .rank_and_size(&env)
+    match launch::detect(launch::LauncherChoice::Auto, &env, cfg!(feature = "mpi")) {
+        Ok(found) => found.rank_and_size(&env),
+        Err(_) => launch::Launch::Mpi { how: String::new() }.rank_and_size(&env),
+    }
 }
 
 /// The number of processes a launcher started, where it says (before any

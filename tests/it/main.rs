@@ -13,6 +13,7 @@ mod faults;
 mod gpu_sim;
 mod hierarchy;
 mod import;
+mod launch;
 mod measurement;
 mod mpi_sweep;
 mod nccl;
