@@ -21,6 +21,9 @@ use crate::world::launch::{StoreLaunch, StoreLauncher};
 /// (the stop signal it sends itself) before it exits.
 const REPORT_GRACE: Duration = Duration::from_secs(2);
 
+/// How long rank 0, giving up the start, still tells ranks that connect.
+const STRAGGLER_WAIT: Duration = Duration::from_millis(300);
+
 /// How long rank 0, leaving in order, waits for every rank to leave too.
 const LEAVE_WAIT: Duration = Duration::from_secs(30);
 
@@ -147,11 +150,21 @@ pub fn rendezvous(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Resul
     let size = launch.size;
     let mut admitted: Vec<Option<(TcpStream, Hello)>> = (0..size).map(|_| None).collect();
     let mut count = 1;
+    // Every rank admitted, and every rank connected by now (after a short
+    // wait for stragglers), is told to end with rank 0's code: the job
+    // ends with rank 0's line alone.
     let give_up = |admitted: &mut Vec<Option<(TcpStream, Hello)>>, code: u8, line: String| -> Error {
         say(&line);
         let frame = wire::encode(&Msg::Abort { code });
         for (stream, _) in admitted.iter_mut().flatten() {
             let _ = stream.write_all(&frame);
+        }
+        let until = Instant::now() + STRAGGLER_WAIT;
+        while Instant::now() < until {
+            accept_waiting(&listener, &hello_tx, Deadline::after(Some(STRAGGLER_WAIT)));
+            if let Ok((mut stream, _)) = hello_rx.recv_timeout(Duration::from_millis(10)) {
+                let _ = stream.write_all(&frame);
+            }
         }
         Error::Reported(code)
     };
@@ -207,7 +220,13 @@ pub fn rendezvous(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Resul
                 me.host,
                 size_variable(launch.launcher)
             ))
-        } else if rank == 0 || admitted.get(rank).is_some_and(Option::is_some) {
+        } else if rank >= size {
+            Some(format!(
+                "collbench: rank {rank} on {} is not below the job's {size} ranks (the launcher's rank and size \
+                 variables disagree)",
+                hello.host
+            ))
+        } else if rank == 0 || admitted[rank].is_some() {
             let first = match admitted.get(rank).and_then(Option::as_ref) {
                 Some((_, h)) => format!("{} (pid {})", h.host, h.pid),
                 None => format!("{} (pid {})", me.host, me.pid),
