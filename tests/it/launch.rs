@@ -440,6 +440,8 @@ fn a_store_port_in_use_stops_rank_0_with_one_line_and_no_rank_mistakes_the_holde
 #[test]
 fn a_hung_rank_trips_the_watchdog_and_a_failed_call_ends_every_rank_with_its_line() {
     let Some(sim) = sim_dir() else { return };
+    let tmp = tempdir();
+    let csv_path = tmp.path().join("faults.csv");
     let base = [
         "run",
         "--backend",
@@ -451,6 +453,9 @@ fn a_hung_rank_trips_the_watchdog_and_a_failed_call_ends_every_rank_with_its_lin
         "-n",
         "2",
         "--no-progress",
+        "--overwrite",
+        "--csv",
+        path_str(&csv_path),
     ];
     let on_rank = |rank: usize, var: &str, value: &str| -> Vec<(String, String)> {
         if rank == 3 {

@@ -18,6 +18,7 @@ mod measurement;
 mod mpi_sweep;
 mod nccl;
 mod plot;
+mod slurm;
 mod transports;
 mod ux;
 mod workload;
