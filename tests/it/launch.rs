@@ -645,3 +645,116 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
     assert_eq!(our_lines(&out).len(), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("this build has no MPI"), "{}", stderr(&out));
 }
+
+/// docs/launch.md's Kubernetes manifest: its YAML documents.
+fn k8s_manifest() -> Vec<yaml_rust2::Yaml> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/launch.md")).unwrap();
+    let block = page
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a yaml block in docs/launch.md");
+    yaml_rust2::YamlLoader::load_from_str(block).expect("the manifest is YAML")
+}
+
+/// The manifest's Service and Indexed Job agree (names, counts, the
+/// variables collbench reads), and its pods, each with its hostname and
+/// rank 0 found by the Service's name (a private /etc/hosts), run the
+/// manifest's command (with small sizes) at 4 ranks on the simulation.
+#[test]
+fn the_kubernetes_manifest_of_the_docs_is_an_indexed_job_whose_pods_meet_at_the_store() {
+    let docs = k8s_manifest();
+    let service = docs
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("Service"))
+        .expect("a Service");
+    let job = docs.iter().find(|d| d["kind"].as_str() == Some("Job")).expect("a Job");
+    let service_name = service["metadata"]["name"].as_str().unwrap();
+    assert_eq!(service["spec"]["clusterIP"].as_str(), Some("None"), "headless");
+    assert_eq!(service["spec"]["publishNotReadyAddresses"].as_bool(), Some(true));
+    let job_name = job["metadata"]["name"].as_str().unwrap();
+    assert_eq!(service["spec"]["selector"]["job-name"].as_str(), Some(job_name));
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"].as_str(), Some("Indexed"));
+    let completions = spec["completions"].as_i64().unwrap();
+    assert_eq!(spec["parallelism"].as_i64(), Some(completions), "every rank at once");
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["subdomain"].as_str(), Some(service_name));
+    assert_eq!(pod["restartPolicy"].as_str(), Some("Never"));
+    let container = &pod["containers"][0];
+    let env: Vec<(String, String)> = container["env"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let var = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    assert_eq!(var("WORLD_SIZE"), Some(completions.to_string()));
+    assert_eq!(var("COLLBENCH_SERVICE").as_deref(), Some(service_name));
+    let port = service["spec"]["ports"][0]["port"].as_i64().unwrap().to_string();
+    assert_eq!(var("MASTER_PORT"), Some(port));
+    let command: Vec<&str> = container["command"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(&command[..4], ["collbench", "run", "--launcher", "k8s"]);
+    // the pods, on this machine
+    let Some(sim) = sim_dir() else { return };
+    if !is_root() {
+        eprintln!("note: the pods' hostnames need root (unshare); the run is skipped");
+        return;
+    }
+    assert_eq!(completions, 4);
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap();
+    let tmp = tempdir();
+    let pod_hosts = tmp.path().join("hosts");
+    std::fs::write(&pod_hosts, format!("{hosts}\n127.0.0.1 {job_name}-0.{service_name}\n")).unwrap();
+    let sizes = command.iter().position(|w| *w == "-b").unwrap_or(command.len());
+    let csv_path = tmp.path().join("k8s.csv");
+    let mut args: Vec<&str> = command[1..sizes].to_vec();
+    args.extend([
+        "-e",
+        "4K",
+        "-f",
+        "8",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+    ]);
+    let cmds = (0..4)
+        .map(|index| {
+            let hostname = format!("{job_name}-{index}");
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--mount", "--uts", "--propagation", "private", "sh", "-c"])
+                .arg("mount --bind \"$0\" /etc/hosts && hostname \"$1\" && shift && exec \"$@\"")
+                .arg(&pod_hosts)
+                .arg(&hostname)
+                .arg(BIN)
+                .args(&args);
+            let mut pod_env = env.clone();
+            pod_env.push(("JOB_COMPLETION_INDEX".into(), index.to_string()));
+            pod_env.push(("HOSTNAME".into(), hostname));
+            rank_command(cmd, &sim, 4, pod_env)
+        })
+        .collect();
+    let outs = run_all(cmds);
+    assert_eq!(codes(&outs), [0, 0, 0, 0], "{}", show(&outs));
+    let header = stdout(&outs[0]);
+    assert!(
+        header.contains(&format!("TCP store at {job_name}-0.{service_name}:29500, launcher k8s")),
+        "{header}"
+    );
+    assert!(header.contains("4 on 4 nodes"), "{header}");
+    assert_sim_rows(&Csv::read(&csv_path), 4);
+}
