@@ -6,20 +6,28 @@
 //! The store's start is its own meeting with a deadline
 //! (`world::store`); MPI's is guarded here.
 
+#[cfg(feature = "mpi")]
 use std::sync::mpsc;
+#[cfg(feature = "mpi")]
 use std::time::Duration;
 
-use super::{Session, is_first_rank};
-use crate::error::{exit, say};
+use super::Session;
+#[cfg(feature = "mpi")]
+use super::is_first_rank;
+#[cfg(feature = "mpi")]
+use crate::error::exit;
+use crate::error::say;
 use crate::world::World;
 
 /// The MPI pre-flight's timer: MPI_Init and a first barrier must end
 /// within `--timeout`, else rank 0 says the launcher or control plane is
 /// broken and the rank exits with 5 (the launcher ends the others).
+#[cfg(feature = "mpi")]
 pub(super) struct Preflight {
     done: Option<mpsc::Sender<()>>,
 }
 
+#[cfg(feature = "mpi")]
 impl Preflight {
     pub(super) fn arm(limit: Option<Duration>, how: &str) -> Preflight {
         let Some(limit) = limit else {

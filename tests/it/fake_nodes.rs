@@ -10,9 +10,12 @@
 //! tc): elsewhere they are skipped with a note, unless
 //! COLLBENCH_REQUIRE_FAKE_NODES=1 (scripts/test.sh as root), where they
 //! fail.
+// Helpers for other modules, which builds without MPI use in part.
+#![allow(dead_code)]
 
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+#[cfg(feature = "mpi")]
 use std::time::Duration;
 
 use crate::common::*;

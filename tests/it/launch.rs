@@ -9,7 +9,9 @@
 #![cfg(feature = "nccl")]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(feature = "mpi")]
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -25,6 +27,7 @@ enum Kind {
 }
 
 impl Kind {
+    #[cfg(feature = "mpi")]
     fn name(self) -> &'static str {
         match self {
             Kind::Torchrun => "torchrun",
@@ -98,15 +101,16 @@ fn rank_command(program: Command, sim: &Path, devices: usize, env: Vec<(String, 
     cmd
 }
 
-/// The `n` ranks of a `kind` launch of `collbench ARGS`, each as `place`
-/// starts it (a plain process, or a process of a fake node), with
-/// `extra(rank)` added; run to their ends.
+/// The ranks of the tests' launches.
+const SIZE: usize = 4;
+
+/// `ranks` of the `SIZE` ranks of a `kind` launch of `collbench ARGS`
+/// (rank 0 on `host`), each as `place` starts it (a plain process, or a
+/// process of a fake node), with `extra(rank)` added; run to their ends.
 fn store_job(
     sim: &Path,
     kind: Kind,
-    ranks: &[usize],
-    size: usize,
-    host: &str,
+    (ranks, host): (&[usize], &str),
     extra: &dyn Fn(usize) -> Vec<(String, String)>,
     place: &dyn Fn(usize, &[&str]) -> Command,
     args: &[&str],
@@ -115,9 +119,9 @@ fn store_job(
     let cmds = ranks
         .iter()
         .map(|&rank| {
-            let mut env = kind.env(rank, size, host, port);
+            let mut env = kind.env(rank, SIZE, host, port);
             env.extend(extra(rank));
-            rank_command(place(rank, args), sim, size, env)
+            rank_command(place(rank, args), sim, SIZE, env)
         })
         .collect();
     run_all(cmds)
@@ -135,7 +139,7 @@ fn none(_rank: usize) -> Vec<(String, String)> {
 
 /// The four ranks of a plain loop on this host.
 fn four(sim: &Path, kind: Kind, extra: &dyn Fn(usize) -> Vec<(String, String)>, args: &[&str]) -> Vec<Output> {
-    store_job(sim, kind, &[0, 1, 2, 3], 4, "127.0.0.1", extra, &plain, args)
+    store_job(sim, kind, (&[0, 1, 2, 3], "127.0.0.1"), extra, &plain, args)
 }
 
 fn codes(outs: &[Output]) -> Vec<i32> {
@@ -155,6 +159,7 @@ fn show(outs: &[Output]) -> String {
 }
 
 /// What identifies a row: the same points measured means the same keys.
+#[cfg(feature = "mpi")]
 fn keys(csv: &Csv) -> BTreeSet<Vec<String>> {
     let cols = [
         "collective",
@@ -247,7 +252,7 @@ fn ranks_on_two_fake_nodes_meet_at_the_store_and_run_the_hierarchical_modes_acro
     let mut args = with_csv(&SWEEP, &csv_path);
     args[4] = "all_reduce,all_gather";
     args.extend(["--hierarchy", "all"]);
-    let outs = store_job(&sim, Kind::Torchrun, &[0, 1, 2, 3], 4, "cbnode7", &none, &node, &args);
+    let outs = store_job(&sim, Kind::Torchrun, (&[0, 1, 2, 3], "cbnode7"), &none, &node, &args);
     assert_eq!(codes(&outs), [0, 0, 0, 0], "{}", show(&outs));
     let header = stdout(&outs[0]);
     assert!(
@@ -302,7 +307,7 @@ fn a_rank_that_never_starts_is_named_and_every_started_rank_exits_5() {
     let Some(sim) = sim_dir() else { return };
     let mut args = SWEEP.to_vec();
     args.extend(["--timeout", "3", "--csv", "/dev/null/never.csv"]);
-    let outs = store_job(&sim, Kind::Torchrun, &[0, 1, 2], 4, "127.0.0.1", &none, &plain, &args);
+    let outs = store_job(&sim, Kind::Torchrun, (&[0, 1, 2], "127.0.0.1"), &none, &plain, &args);
     assert_eq!(codes(&outs), [5, 5, 5], "{}", show(&outs));
     let lines = all_lines(&outs);
     assert_eq!(lines.len(), 1, "{lines:?}");
@@ -534,6 +539,7 @@ fn an_mpi_start_that_never_completes_is_told_apart_from_nccl() {
 
 /// The build without MPI (`--no-default-features --features nccl,nvml`,
 /// built by scripts/test.sh into COLLBENCH_MPI_FREE_BIN).
+#[cfg(feature = "mpi")]
 fn mpi_free_bin() -> Option<PathBuf> {
     match std::env::var_os("COLLBENCH_MPI_FREE_BIN").map(PathBuf::from) {
         Some(p) if p.is_file() => Some(p),
@@ -611,9 +617,7 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
     let outs = store_job(
         &sim,
         Kind::Torchrun,
-        &[0, 1, 2, 3],
-        4,
-        "127.0.0.1",
+        (&[0, 1, 2, 3], "127.0.0.1"),
         &none,
         &hidden,
         &args,
