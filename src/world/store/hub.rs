@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -138,60 +138,104 @@ fn size_variable(launcher: StoreLauncher) -> &'static str {
     }
 }
 
+/// A greeting: the connection and what it announced.
+type Greeting = (TcpStream, io::Result<Hello>);
+
+/// Rank 0 admitting the other ranks.
+struct Admission<'a> {
+    launch: &'a StoreLaunch,
+    me: &'a Hello,
+    listener: TcpListener,
+    greetings: (Sender<Greeting>, Receiver<Greeting>),
+    admitted: Vec<Option<(TcpStream, Hello)>>,
+}
+
+/// What rank 0 makes of a greeting.
+enum Judged {
+    Admit,
+    /// A rank of another job: turned away with this line, which it prints.
+    Stranger(String),
+    /// The job itself is wrong: this line, and every rank ends with 2.
+    Wrong(String),
+}
+
 /// Admits the other `size - 1` ranks before `deadline`: returns every
 /// rank's identity and the hub. On failure every admitted rank is told to
 /// end, and the line is printed here.
 pub fn rendezvous(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec<RankInfo>, Hub), Error> {
-    let listener = listen(launch)?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::runtime(format!("the store's socket: {e}")))?;
-    let (hello_tx, hello_rx) = mpsc::channel();
-    let size = launch.size;
-    let mut admitted: Vec<Option<(TcpStream, Hello)>> = (0..size).map(|_| None).collect();
-    let mut count = 1;
-    // Every rank admitted, and every rank connected by now (after a short
-    // wait for stragglers), is told to end with rank 0's code: the job
-    // ends with rank 0's line alone.
-    let give_up = |admitted: &mut Vec<Option<(TcpStream, Hello)>>, code: u8, line: String| -> Error {
-        say(&line);
-        let frame = wire::encode(&Msg::Abort { code });
-        for (stream, _) in admitted.iter_mut().flatten() {
-            let _ = stream.write_all(&frame);
-        }
-        let until = Instant::now() + STRAGGLER_WAIT;
-        while Instant::now() < until {
-            accept_waiting(&listener, &hello_tx, Deadline::after(Some(STRAGGLER_WAIT)));
-            if let Ok((mut stream, _)) = hello_rx.recv_timeout(Duration::from_millis(10)) {
-                let _ = stream.write_all(&frame);
+    let mut admission = Admission::open(launch, me)?;
+    while admission.count() < launch.size {
+        let Some((mut stream, hello)) = admission.next_greeting(deadline) else {
+            if deadline.passed() {
+                let line = admission.missing(deadline);
+                return Err(admission.give_up(exit::TIMEOUT, line));
             }
-        }
-        Error::Reported(code)
-    };
-    while count < size {
-        accept_waiting(&listener, &hello_tx, deadline);
-        let (mut stream, hello) = match hello_rx.recv_timeout(Duration::from_millis(10)) {
-            Ok((stream, Ok(hello))) => (stream, hello),
-            Ok((_, Err(_))) | Err(RecvTimeoutError::Timeout) => {
-                if deadline.passed() {
-                    let missing: Vec<usize> = (1..size).filter(|&r| admitted[r].is_none()).collect();
-                    let line = format!(
-                        "collbench: the launcher or control plane is broken: {} never reached the store at {} \
-                         within {} s (not started, or {} is not reachable from {}); NCCL was not started",
-                        ranges("rank", &missing),
-                        launch.address(),
-                        deadline.seconds(),
-                        launch.address(),
-                        if missing.len() == 1 { "its host" } else { "their hosts" },
-                    );
-                    return Err(give_up(&mut admitted, exit::TIMEOUT, line));
-                }
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => continue,
+            continue;
         };
+        match admission.judge(&hello) {
+            Judged::Stranger(message) => {
+                let refuse = Msg::Refuse {
+                    code: exit::RUNTIME,
+                    print: true,
+                    message,
+                };
+                let _ = wire::write(&mut stream, &refuse);
+            }
+            Judged::Wrong(line) => {
+                let refuse = Msg::Refuse {
+                    code: exit::USAGE,
+                    print: false,
+                    message: String::new(),
+                };
+                let _ = wire::write(&mut stream, &refuse);
+                return Err(admission.give_up(exit::USAGE, line));
+            }
+            Judged::Admit => {
+                // The rank now waits for the others without a deadline of
+                // its own.
+                let _ = wire::write(&mut stream, &Msg::Accepted);
+                let rank = hello.rank as usize;
+                admission.admitted[rank] = Some((stream, hello));
+            }
+        }
+    }
+    Ok(admission.welcome())
+}
+
+impl<'a> Admission<'a> {
+    fn open(launch: &'a StoreLaunch, me: &'a Hello) -> Result<Admission<'a>, Error> {
+        let listener = listen(launch)?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::runtime(format!("the store's socket: {e}")))?;
+        Ok(Admission {
+            launch,
+            me,
+            listener,
+            greetings: mpsc::channel(),
+            admitted: (0..launch.size).map(|_| None).collect(),
+        })
+    }
+
+    /// Ranks admitted so far, rank 0 included.
+    fn count(&self) -> usize {
+        1 + self.admitted.iter().filter(|a| a.is_some()).count()
+    }
+
+    /// The next connection that announced itself, if one did in a moment.
+    fn next_greeting(&self, deadline: Deadline) -> Option<(TcpStream, Hello)> {
+        accept_waiting(&self.listener, &self.greetings.0, deadline);
+        match self.greetings.1.recv_timeout(Duration::from_millis(10)) {
+            Ok((stream, Ok(hello))) => Some((stream, hello)),
+            // not a rank of ours, or nothing yet
+            Ok((_, Err(_))) | Err(_) => None,
+        }
+    }
+
+    fn judge(&self, hello: &Hello) -> Judged {
+        let (launch, me, size) = (self.launch, self.me, self.launch.size);
         if hello.token != me.token {
-            let message = format!(
+            return Judged::Stranger(format!(
                 "collbench: rank {} on {}: the store at {} belongs to another job ({}, this rank's is {}); set \
                  COLLBENCH_STORE=HOST:PORT to give the jobs different ports",
                 hello.rank,
@@ -199,96 +243,109 @@ pub fn rendezvous(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Resul
                 launch.address(),
                 me.token,
                 hello.token
-            );
-            let _ = wire::write(
-                &mut stream,
-                &Msg::Refuse {
-                    code: exit::RUNTIME,
-                    print: true,
-                    message,
-                },
-            );
-            continue;
+            ));
         }
         let rank = hello.rank as usize;
-        let refused = if hello.size as usize != size {
-            Some(format!(
+        if hello.size as usize != size {
+            return Judged::Wrong(format!(
                 "collbench: ranks disagree on the size of the job: rank {rank} on {} says {} ranks, rank 0 on {} \
                  says {size} ({} differs between ranks)",
                 hello.host,
                 hello.size,
                 me.host,
                 size_variable(launch.launcher)
-            ))
-        } else if rank >= size {
-            Some(format!(
+            ));
+        }
+        if rank >= size {
+            return Judged::Wrong(format!(
                 "collbench: rank {rank} on {} is not below the job's {size} ranks (the launcher's rank and size \
                  variables disagree)",
                 hello.host
-            ))
-        } else if rank == 0 || admitted[rank].is_some() {
-            let first = match admitted.get(rank).and_then(Option::as_ref) {
-                Some((_, h)) => format!("{} (pid {})", h.host, h.pid),
-                None => format!("{} (pid {})", me.host, me.pid),
-            };
-            Some(format!(
-                "collbench: two processes claim rank {rank}: on {first} and on {} (pid {}); the launcher gave \
-                 them the same rank",
-                hello.host, hello.pid
-            ))
-        } else {
-            None
-        };
-        if let Some(line) = refused {
-            let _ = wire::write(
-                &mut stream,
-                &Msg::Refuse {
-                    code: exit::USAGE,
-                    print: false,
-                    message: String::new(),
-                },
-            );
-            return Err(give_up(&mut admitted, exit::USAGE, line));
+            ));
         }
-        // The rank now waits for the others without a deadline of its own.
-        let _ = wire::write(&mut stream, &Msg::Accepted);
-        admitted[rank] = Some((stream, hello));
-        count += 1;
-    }
-    drop(listener);
-    let mut infos = vec![RankInfo {
-        rank: 0,
-        host: me.host.clone(),
-        pid: me.pid,
-    }];
-    let mut local_ranks = vec![me.local_rank];
-    let mut streams: Vec<Option<TcpStream>> = vec![None];
-    for (rank, slot) in admitted.into_iter().enumerate().skip(1) {
-        let Some((stream, hello)) = slot else {
-            return Err(Error::runtime("the store lost an admitted rank"));
+        let first = match &self.admitted[rank] {
+            _ if rank == 0 => format!("{} (pid {})", me.host, me.pid),
+            Some((_, h)) => format!("{} (pid {})", h.host, h.pid),
+            None => return Judged::Admit,
         };
-        infos.push(RankInfo {
-            rank,
-            host: hello.host,
-            pid: hello.pid,
-        });
-        local_ranks.push(hello.local_rank);
-        streams.push(Some(stream));
+        Judged::Wrong(format!(
+            "collbench: two processes claim rank {rank}: on {first} and on {} (pid {}); the launcher gave them the \
+             same rank",
+            hello.host, hello.pid
+        ))
     }
-    let table: Vec<(String, u32)> = infos.iter().map(|r| (r.host.clone(), r.pid)).collect();
-    let welcome = wire::encode(&Msg::Welcome(table));
-    for stream in streams.iter_mut().flatten() {
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_nodelay(true);
-        let _ = stream.write_all(&welcome);
+
+    /// The line naming the ranks that never came.
+    fn missing(&self, deadline: Deadline) -> String {
+        let missing: Vec<usize> = (1..self.launch.size).filter(|&r| self.admitted[r].is_none()).collect();
+        let address = self.launch.address();
+        format!(
+            "collbench: the launcher or control plane is broken: {} never reached the store at {address} within {} s \
+             (not started, or {address} is not reachable from {}); NCCL was not started",
+            ranges("rank", &missing),
+            deadline.seconds(),
+            if missing.len() == 1 { "its host" } else { "their hosts" },
+        )
     }
-    warn_on_local_ranks(launch.launcher, &infos, &local_ranks);
-    Ok((infos.clone(), Hub::start(streams, infos)))
+
+    /// Says `line`; every rank admitted, and every rank that connects in a
+    /// short while (stragglers), is told to end with `code`: the job ends
+    /// with rank 0's line alone.
+    fn give_up(mut self, code: u8, line: String) -> Error {
+        say(&line);
+        let frame = wire::encode(&Msg::Abort { code });
+        for (stream, _) in self.admitted.iter_mut().flatten() {
+            let _ = stream.write_all(&frame);
+        }
+        let until = Instant::now() + STRAGGLER_WAIT;
+        while Instant::now() < until {
+            if let Some((mut stream, _)) = self.next_greeting(Deadline::after(Some(STRAGGLER_WAIT))) {
+                let _ = stream.write_all(&frame);
+            }
+        }
+        Error::Reported(code)
+    }
+
+    /// Every rank has arrived: the port closes, each rank gets the table
+    /// of every rank's host and pid, and the hub starts.
+    fn welcome(self) -> (Vec<RankInfo>, Hub) {
+        let mut infos = vec![RankInfo {
+            rank: 0,
+            host: self.me.host.clone(),
+            pid: self.me.pid,
+        }];
+        let mut local_ranks = vec![self.me.local_rank];
+        let mut streams: Vec<Option<TcpStream>> = vec![None];
+        for (rank, (stream, hello)) in self
+            .admitted
+            .into_iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(r, a)| Some((r, a?)))
+        {
+            infos.push(RankInfo {
+                rank,
+                host: hello.host,
+                pid: hello.pid,
+            });
+            local_ranks.push(hello.local_rank);
+            streams.push(Some(stream));
+        }
+        let table: Vec<(String, u32)> = infos.iter().map(|r| (r.host.clone(), r.pid)).collect();
+        let welcome = wire::encode(&Msg::Welcome(table));
+        for stream in streams.iter_mut().flatten() {
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_nodelay(true);
+            let _ = stream.write_all(&welcome);
+        }
+        warn_on_local_ranks(self.launch.launcher, &infos, &local_ranks);
+        (infos.clone(), Hub::start(streams, infos))
+    }
 }
 
 /// Accepts what is waiting on the listener; each connection's greeting is
 /// read on a thread of its own, so that a silent one holds nobody up.
-fn accept_waiting(listener: &TcpListener, hellos: &Sender<(TcpStream, io::Result<Hello>)>, deadline: Deadline) {
+fn accept_waiting(listener: &TcpListener, hellos: &Sender<Greeting>, deadline: Deadline) {
     while let Ok((stream, _)) = listener.accept() {
         let tx = hellos.clone();
         let greeting_limit = deadline

@@ -75,64 +75,79 @@ pub fn join(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec
             format!("collbench: {who}: cannot talk to the store at {address}: {e}"),
         ));
     }
-    // Until admitted, this rank's deadline: a program on the port that is
-    // not our store never answers.
-    let _ = stream.set_read_timeout(Some(
-        deadline
-            .remaining()
-            .unwrap_or(Duration::from_secs(60))
-            .max(Duration::from_secs(1)),
-    ));
-    let mut admitted = false;
+    let ranks = admitted(&mut stream, launch.size, deadline).map_err(|failed| match failed {
+        Failed::Silent(code) => Error::Reported(code),
+        Failed::NoAnswer => fail(
+            exit::TIMEOUT,
+            format!(
+                "collbench: {who}: no answer from the store at {address} within {} s: another program holds that \
+                 port, or rank 0 is not a collbench of this job",
+                deadline.seconds()
+            ),
+        ),
+        Failed::Closed => fail(
+            exit::RUNTIME,
+            format!(
+                "collbench: {who}: the store at {address} closed the connection during the start-up (rank 0 \
+                 ended, or the port belongs to another program)"
+            ),
+        ),
+    })?;
+    // Every rank sees rank 0 vanish; rank 1 alone says so.
+    let lost_line = (me.rank == 1).then(|| {
+        format!(
+            "collbench: rank 0 on {} (the store) ended without finishing the run: it died, was killed, or the \
+             connection to it broke; ending the job",
+            ranks[0].host
+        )
+    });
+    Ok((ranks, Spoke::start(stream, lost_line)))
+}
+
+/// Why a rank was not admitted.
+enum Failed {
+    /// Said already (by rank 0, or rank 0's words here); exit with this
+    /// code.
+    Silent(u8),
+    /// Nothing answered before the deadline.
+    NoAnswer,
+    /// The connection closed, or something else answered.
+    Closed,
+}
+
+/// Waits for rank 0's answers until the table of every rank arrives.
+/// Until admitted, this rank's deadline holds (a program on the port that
+/// is not our store never answers); then rank 0 keeps the time.
+fn admitted(stream: &mut TcpStream, size: usize, deadline: Deadline) -> Result<Vec<RankInfo>, Failed> {
+    let limit = deadline
+        .remaining()
+        .unwrap_or(Duration::from_secs(60))
+        .max(Duration::from_secs(1));
+    let _ = stream.set_read_timeout(Some(limit));
+    let mut accepted = false;
     loop {
-        match wire::read(&mut stream) {
+        match wire::read(stream) {
             Ok(Msg::Accepted) => {
-                admitted = true;
+                accepted = true;
                 let _ = stream.set_read_timeout(None);
             }
-            Ok(Msg::Welcome(table)) if table.len() == launch.size => {
-                let ranks = table
-                    .into_iter()
-                    .enumerate()
-                    .map(|(rank, (host, pid))| RankInfo { rank, host, pid })
-                    .collect();
-                let ranks: Vec<RankInfo> = ranks;
-                let lost_line = (me.rank == 1).then(|| {
-                    format!(
-                        "collbench: rank 0 on {} (the store) ended without finishing the run: it died, was killed, \
-                         or the connection to it broke; ending the job",
-                        ranks[0].host
-                    )
-                });
-                return Ok((ranks, Spoke::start(stream, lost_line)));
+            Ok(Msg::Welcome(table)) if table.len() == size => {
+                let ranks = table.into_iter().enumerate();
+                return Ok(ranks.map(|(rank, (host, pid))| RankInfo { rank, host, pid }).collect());
             }
-            Ok(Msg::Refuse { code, print, message }) => {
-                if print {
-                    say(&message);
-                }
-                return Err(Error::Reported(code));
+            Ok(Msg::Refuse {
+                code,
+                print: true,
+                message,
+            }) => {
+                say(&message);
+                return Err(Failed::Silent(code));
             }
-            // Rank 0 printed why.
-            Ok(Msg::Abort { code }) => return Err(Error::Reported(code)),
-            Err(e) if !admitted && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return Err(fail(
-                    exit::TIMEOUT,
-                    format!(
-                        "collbench: {who}: no answer from the store at {address} within {} s: another program \
-                         holds that port, or rank 0 is not a collbench of this job",
-                        deadline.seconds()
-                    ),
-                ));
+            Ok(Msg::Refuse { code, .. }) | Ok(Msg::Abort { code }) => return Err(Failed::Silent(code)),
+            Err(e) if !accepted && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(Failed::NoAnswer);
             }
-            Ok(_) | Err(_) => {
-                return Err(fail(
-                    exit::RUNTIME,
-                    format!(
-                        "collbench: {who}: the store at {address} closed the connection during the start-up \
-                         (rank 0 ended, or the port belongs to another program)"
-                    ),
-                ));
-            }
+            Ok(_) | Err(_) => return Err(Failed::Closed),
         }
     }
 }
