@@ -40,7 +40,7 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
         (Some(n), _) => super::run_threads(n, cfg, env_plan, stop, job),
         (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, job),
         (None, Launch::Mpi { how }) => super::run_mpi(cfg, env_plan, stop, job, &how),
-        (None, Launch::Alone) => super::run_mpi(cfg, env_plan, stop, job, "no launcher"),
+        (None, Launch::Alone) => super::run_mpi(cfg, env_plan, stop, job, ""),
     }
 }
 

@@ -158,13 +158,14 @@ fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopReques
     launch::run_with_control_plane(cfg, env_plan, stop, job)
 }
 
-/// `how` names the launcher for the pre-flight's message.
+/// `how` names the launcher for the header and the pre-flight's message
+/// (empty for a process alone).
 #[cfg(feature = "mpi")]
 fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>, how: &str) -> u8 {
     use crate::backend::mpi::MpiBackend;
 
     let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
-    let world = match crate::world::mpi::MpiWorld::init().map(|w| w.launched_by(how)) {
+    let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
         Ok(w) => w,
         Err(e) => {
             say(&format!("collbench: cannot start MPI: {e}"));

@@ -34,7 +34,10 @@ impl Preflight {
             return Preflight { done: None };
         };
         let (done, wait) = mpsc::channel::<()>();
-        let how = how.to_string();
+        let how = match how {
+            "" => "a process alone".to_string(),
+            how => format!("launched by {how}"),
+        };
         let spawned = std::thread::Builder::new()
             .name("collbench-preflight".into())
             .spawn(move || {
@@ -42,7 +45,7 @@ impl Preflight {
                     if is_first_rank() {
                         say(&format!(
                             "collbench: the launcher or control plane is broken: MPI did not start on every rank \
-                             within --timeout {} s (MPI_Init and a barrier of all ranks, launched by {how}); NCCL \
+                             within --timeout {} s (MPI_Init and a barrier of all ranks, {how}); NCCL \
                              was not started; an MPI hello world under the same launcher should hang the same way",
                             limit.as_secs_f64()
                         ));

@@ -200,7 +200,8 @@ fn mpi(env: &dyn Fn(&str) -> Option<String>, mpi_built: bool, fallback: &str) ->
     } else if has("PMIX_RANK") || has("PMI_RANK") || has("OMPI_COMM_WORLD_SIZE") || has("MV2_COMM_WORLD_RANK") {
         fallback.to_string()
     } else {
-        "no launcher".to_string()
+        // a process alone: an MPI singleton
+        String::new()
     };
     Ok(Launch::Mpi { how })
 }
