@@ -44,6 +44,18 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
     }
 }
 
+/// An MPI launcher started this process (not Slurm without MPI, torchrun
+/// or Kubernetes, whose ranks cannot meet over MPI): early errors are
+/// agreed on over MPI only then.
+#[cfg(feature = "mpi")]
+pub(super) fn mpi_launch() -> bool {
+    let env = |name: &str| std::env::var(name).ok();
+    matches!(
+        launch::detect(launch::LauncherChoice::Auto, &env, true),
+        Ok(Launch::Mpi { .. })
+    )
+}
+
 /// The ranks meet at the store (rank 0 opens it); the start's failures
 /// were printed by the rank that saw them.
 fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {

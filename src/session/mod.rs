@@ -51,7 +51,7 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = run_with_control_plane(&cfg, &env_plan, &stop, None);
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, None);
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -70,7 +70,7 @@ pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = run_with_control_plane(&cfg, &env_plan, &stop, Some(&job));
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Some(&job));
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -99,7 +99,7 @@ pub fn is_first_rank() -> bool {
 /// rank 0 before it had printed anything. Without MPI, rank 0 alone prints.
 pub fn report_early_error(e: &Error) -> u8 {
     #[cfg(feature = "mpi")]
-    if mpi_launch()
+    if launch::mpi_launch()
         && let Ok(world) = crate::world::mpi::MpiWorld::init()
     {
         let failed: Result<(), Error> = Err(Error::from_code(e.exit_code(), e.to_string()));
@@ -118,25 +118,13 @@ pub fn report_early_error(e: &Error) -> u8 {
 /// the same exit code (a usage error rank 0 has printed) before any exits.
 pub fn wait_for_every_rank(code: u8) {
     #[cfg(feature = "mpi")]
-    if mpi_launch()
+    if launch::mpi_launch()
         && let Ok(world) = crate::world::mpi::MpiWorld::init()
     {
         world.max_u64(u64::from(code));
     }
     #[cfg(not(feature = "mpi"))]
     let _ = code;
-}
-
-/// An MPI launcher started this process (not Slurm without MPI, torchrun
-/// or Kubernetes, whose ranks cannot meet over MPI).
-#[cfg(feature = "mpi")]
-fn mpi_launch() -> bool {
-    let env = |name: &str| std::env::var(name).ok();
-    let auto = crate::world::launch::LauncherChoice::Auto;
-    matches!(
-        crate::world::launch::detect(auto, &env, true),
-        Ok(crate::world::launch::Launch::Mpi { .. })
-    )
 }
 
 /// Applies `--transport` before MPI starts: when the profile (or NCCL's
@@ -150,12 +138,6 @@ fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
         Prepared::Ready(plan) => Ok(plan),
         Prepared::Reexec(plan) => Err(profile::reexec(&plan)),
     }
-}
-
-/// Picks the control plane (`launch`): threads with `-g`, MPI, or the
-/// TCP store.
-fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
-    launch::run_with_control_plane(cfg, env_plan, stop, job)
 }
 
 /// `how` names the launcher for the header and the pre-flight's message
