@@ -11,7 +11,7 @@
 //! store, the rank tells rank 0 first (`world::announce_exit`), which ends
 //! every other rank.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 use crate::error::exit;
 
 type Hook = Box<dyn Fn() + Send + Sync>;
+
+/// A watchdog of this process has fired (the process is ending).
+static FIRED: AtomicBool = AtomicBool::new(false);
 
 struct Shared {
     /// Milliseconds since `epoch` when the current step started, plus one;
@@ -58,6 +61,11 @@ impl Watchdog {
                 }
                 let now_ms = watched.epoch.elapsed().as_millis() as u64 + 1;
                 if Duration::from_millis(now_ms.saturating_sub(started)) > timeout {
+                    // With -g every rank's watchdog is in this process: the
+                    // first to fire ends it, and the others say nothing.
+                    if FIRED.swap(true, Ordering::SeqCst) {
+                        return;
+                    }
                     let what = watched.what.lock().map(|w| w.clone()).unwrap_or_default();
                     crate::error::say(&format!(
                         "collbench: {name}: timeout: {what} ran longer than --timeout {} s; ending the job",
