@@ -206,7 +206,7 @@ impl Launcher {
     }
 }
 
-pub use crate::topology::hostname;
+use crate::topology::hostname;
 
 /// "rank 3", "ranks 0-1, 7": ranks (ascending) for a message.
 pub fn rank_list(ranks: &[usize]) -> String {
