@@ -14,7 +14,7 @@
 #
 # The binary: $COLLBENCH_BIN, else ./collbench beside this script or in the
 # current folder, else target/release/collbench. Build it elsewhere with
-#   cargo build --release --no-default-features --features nccl
+#   cargo build --release --no-default-features --features nccl,nvml
 # (no MPI needed; the CUDA driver and libnccl are loaded at run time, so the
 # binary carries no link to either) and carry it over.
 #
@@ -69,16 +69,16 @@ if [ -z "$bin" ]; then
         if [ -x "$c" ]; then bin=$c; break; fi
     done
 fi
-[ -n "$bin" ] || die "no collbench binary: set COLLBENCH_BIN (build it elsewhere with cargo build --release --no-default-features --features nccl)"
+[ -n "$bin" ] || die "no collbench binary: set COLLBENCH_BIN (build it elsewhere with cargo build --release --no-default-features --features nccl,nvml)"
 [ -x "$bin" ] || die "COLLBENCH_BIN=$bin is not an executable file"
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 version=$("$bin" --version 2>"$out/version.err") \
-    || die "$bin does not start here ($(head -c 300 "$out/version.err")); a build with MPI needs libmpi: build with --no-default-features --features nccl, on a system with a glibc no newer than this one's"
+    || die "$bin does not start here ($(head -c 300 "$out/version.err")); a build with MPI needs libmpi: build with --no-default-features --features nccl,nvml, on a system with a glibc no newer than this one's"
 # Which build: GPU machines often have no MPI, so the no-MPI build is the
 # one to carry; a build that links libmpi is said so.
 mpi_lib=$( (ldd "$bin" 2>/dev/null || true) | sed -n 's/^[[:space:]]*\(libmpi[^ ]*\).*/\1/p' | head -n 1)
 if [ -n "$mpi_lib" ]; then
-    build="with MPI ($mpi_lib): the no-MPI build is cargo build --release --no-default-features --features nccl"
+    build="with MPI ($mpi_lib): the no-MPI build is cargo build --release --no-default-features --features nccl,nvml"
 else
     build="without MPI"
 fi

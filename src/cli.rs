@@ -26,6 +26,7 @@ use crate::types::{
 };
 use crate::workload::{Count, PresetName, Strategy};
 use crate::world::Launcher;
+use crate::world::launch::LauncherChoice;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -686,6 +687,16 @@ pub struct RunArgs {
     )]
     pub backend: BackendChoice,
 
+    /// How the ranks find each other: auto (from the environment), mpi (mpirun, srun --mpi=pmix), or without MPI: slurm (srun --mpi=none), torchrun, k8s (an Indexed Job), whose ranks meet at a TCP store on rank 0 (docs/launch.md)
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "auto",
+        ignore_case = true,
+        help_heading = "What to run"
+    )]
+    pub launcher: LauncherChoice,
+
     /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
     #[arg(short = 'g', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "What to run")]
     pub ngpus: Option<u64>,
@@ -862,6 +873,7 @@ value_enum!(Dimension, Dimension::ALL, |_| &[]);
 value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
 value_enum!(Source, Source::ALL, Source::aliases);
 value_enum!(Launcher, Launcher::ALL, |_| &[]);
+value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
 
 /// `run`'s options that mean nothing for a step of `workload` or `replay`,
 /// by clap id, each with what to use instead where there is something:

@@ -203,6 +203,7 @@ fn start_config(a: &RunArgs) -> Result<StartConfig, Error> {
         transport,
         nccl_lib: a.nccl_lib.clone(),
         threads,
+        launcher: a.launcher,
     })
 }
 

@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use crate::common::*;
 
 /// The folder holding the simulation's libcuda.so.1 and libnccl.so.2.
-fn sim_dir() -> Option<PathBuf> {
+pub(crate) fn sim_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("GPUSIM_DIR").map(PathBuf::from);
     match dir {
         Some(d) if d.join("libnccl.so.2").is_file() && d.join("libcuda.so.1").is_file() => Some(d),
@@ -32,7 +32,7 @@ fn sim_dir() -> Option<PathBuf> {
 }
 
 /// The environment that puts `devices` simulated GPUs under collbench.
-fn sim_env(dir: &Path, devices: usize) -> Vec<(String, String)> {
+pub(crate) fn sim_env(dir: &Path, devices: usize) -> Vec<(String, String)> {
     vec![
         ("LD_LIBRARY_PATH".into(), path_str(dir).into()),
         ("COLLBENCH_NCCL_LIB".into(), path_str(&dir.join("libnccl.so.2")).into()),
@@ -87,7 +87,7 @@ fn per_rank(collective: &str) -> bool {
 /// the simulation's label, 16-byte per-rank counts, and `wrong`: 0 on every
 /// row, empty exactly for in-place alltoall and sendrecv (not checked, as
 /// nccl-tests). Returns the number of rows.
-fn assert_sim_rows(csv: &Csv, n: u64) -> usize {
+pub(crate) fn assert_sim_rows(csv: &Csv, n: u64) -> usize {
     assert!(!csv.rows.is_empty(), "no rows");
     for row in &csv.rows {
         let collective = csv.get(row, "collective");
@@ -1379,16 +1379,16 @@ fn a_wrong_declaration_fails_the_abi_check() {
 // scripts/gpu-smoke.sh, with the simulation standing in for the H200
 
 /// The binary the smoke script is given: the build without MPI that GPU
-/// machines get (scripts/test.sh builds it and sets COLLBENCH_NOMPI_BIN),
+/// machines get (scripts/test.sh builds it and sets COLLBENCH_MPI_FREE_BIN),
 /// else this test's own build.
 fn smoke_binary() -> (String, bool) {
-    match std::env::var("COLLBENCH_NOMPI_BIN") {
+    match std::env::var("COLLBENCH_MPI_FREE_BIN") {
         Ok(bin) if Path::new(&bin).is_file() => (bin, true),
         _ if std::env::var("COLLBENCH_REQUIRE_NCCL").is_ok_and(|v| v == "1") => {
-            panic!("COLLBENCH_REQUIRE_NCCL=1 but COLLBENCH_NOMPI_BIN names no binary: run scripts/test.sh")
+            panic!("COLLBENCH_REQUIRE_NCCL=1 but COLLBENCH_MPI_FREE_BIN names no binary: run scripts/test.sh")
         }
         _ => {
-            eprintln!("note: no COLLBENCH_NOMPI_BIN; the smoke script runs this test's build");
+            eprintln!("note: no COLLBENCH_MPI_FREE_BIN; the smoke script runs this test's build");
             (BIN.to_string(), false)
         }
     }
