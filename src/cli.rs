@@ -16,7 +16,7 @@ use clap::builder::PossibleValue;
 use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::collective::Collective;
+use crate::collective::{Collective, Spread};
 use crate::error::Error;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
@@ -630,7 +630,7 @@ pub struct RunArgs {
           help_heading = "Measurement")]
     pub timeout: u64,
 
-    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, or all
+    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv, or all
     #[arg(long, value_name = "LIST", default_value = "all", help_heading = "What to run")]
     pub collectives: Choice<Collective>,
 
@@ -664,6 +664,30 @@ pub struct RunArgs {
         help_heading = "What to run"
     )]
     pub root: RootChoice,
+
+    /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
+    #[arg(
+        long,
+        value_name = "0..1",
+        env = "NCCL_TESTS_ALLTOALLV_SPREAD",
+        default_value = "1",
+        help_heading = "What to run"
+    )]
+    pub alltoallv_spread: Spread,
+
+    /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
+        help_heading = "What to run"
+    )]
+    pub alltoallv_matrix: Option<PathBuf>,
+
+    /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
+    #[arg(long, value_name = "X", env = "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", default_value = "1",
+          value_parser = non_negative, help_heading = "What to run")]
+    pub alltoallv_matrix_scale: f64,
 
     /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat
     #[arg(long, value_name = "LIST", default_value = "flat", help_heading = "Hierarchy")]
@@ -801,6 +825,14 @@ fn seconds_up_to_an_hour(text: &str) -> Result<f64, String> {
     positive_number(text, 3600.0)
 }
 
+/// A finite number of at least 0 (`--alltoallv-matrix-scale`).
+fn non_negative(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{}' is not a number of at least 0", text.trim())),
+    }
+}
+
 /// A positive percentage (`--straggler-threshold`).
 fn percent(text: &str) -> Result<f64, String> {
     positive_number(text, 1e6)
@@ -879,7 +911,7 @@ value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
 /// by clap id, each with what to use instead where there is something:
 /// the one list both the refusal (`RunArgs::step_refusal`) and the help
 /// (hidden there, so it lists only what applies) come from.
-pub const STEP_REFUSED: [(&str, &str); 23] = [
+pub const STEP_REFUSED: [(&str, &str); 26] = [
     ("minbytes", ""),
     ("maxbytes", ""),
     ("stepfactor", ""),
@@ -898,6 +930,9 @@ pub const STEP_REFUSED: [(&str, &str); 23] = [
     ("op", ""),
     ("root", ""),
     ("hierarchy", ""),
+    ("alltoallv_spread", ""),
+    ("alltoallv_matrix", ""),
+    ("alltoallv_matrix_scale", ""),
     ("average", "times are the slowest rank's"),
     ("json", ""),
     ("rotate", ""),

@@ -86,6 +86,9 @@ pub struct RunInfo {
     pub json: Option<PathBuf>,
     /// `--label`.
     pub label: Option<String>,
+    /// alltoallv's traffic, where the run measures alltoallv.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements

@@ -353,6 +353,9 @@ pub fn run_header(run: &RunInfo) -> String {
         s += &format!("#             {extras}\n");
     }
     s += &format!("# sizes     : {}\n", sizes_text(&run.sweep));
+    if let Some(traffic) = &run.traffic {
+        s += &format!("# alltoallv : {traffic}\n");
+    }
     s += &format!("# plan      : {} points per sweep\n", run.points);
     s += &format!(
         "# transport : {}, observed {}   control plane: {}\n",

@@ -171,6 +171,10 @@ impl<W: World> Session<'_, W> {
             per_iter: t.per_iter,
             phases: t.phase_times,
             label: out.label.is_some(),
+            traffic: plan
+                .cases
+                .iter()
+                .any(|c| c.collective == crate::collective::Collective::AllToAllV),
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
@@ -218,6 +222,9 @@ impl<W: World> Session<'_, W> {
             csv: csv_path,
             json: out.json.clone(),
             label: out.label.clone(),
+            traffic: extras
+                .traffic
+                .then(|| traffic_text(self.cfg.plan.traffic, world.size())),
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
@@ -262,6 +269,24 @@ impl<W: World> Session<'_, W> {
             ctx,
             outputs,
         }
+    }
+}
+
+/// alltoallv's traffic for the header: what it is and where it comes from.
+pub(super) fn traffic_text(traffic: crate::collective::Traffic, nranks: usize) -> String {
+    use crate::collective::Traffic;
+    match traffic {
+        Traffic::Weighted(s) => format!(
+            "spread {} (nccl-tests' generated traffic: 0 the same to every peer, 1 weighted by distance)",
+            s.value()
+        ),
+        Traffic::Matrix(m) => format!(
+            "traffic matrix {} ({}x{} file, the top-left {nranks}x{nranks} used, scale {})",
+            m.source,
+            m.dim(),
+            m.dim(),
+            m.scale
+        ),
     }
 }
 
