@@ -154,8 +154,14 @@ impl Default for Traffic {
 }
 
 impl Traffic {
-    /// `spread=0.5`, or `matrix=FILE` with its scale where it is not 1: the
-    /// CSV's `traffic` column, the header's line.
+    /// The CSV's `traffic` column: `describe`, but nothing for nccl-tests'
+    /// default (spread 1), so that a default run's CSV keeps the default
+    /// columns and compares with imported nccl-tests rows.
+    pub fn column(&self) -> Option<String> {
+        (*self != Traffic::default()).then(|| self.describe())
+    }
+
+    /// `spread=0.5`, or `matrix=FILE` with its scale where it is not 1.
     pub fn describe(&self) -> String {
         match self {
             Traffic::Weighted(s) => format!("spread={}", s.value()),

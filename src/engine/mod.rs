@@ -656,7 +656,7 @@ impl<'a> Engine<'a> {
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
             label: ctx.label.clone(),
-            traffic: case.shape.peers.and_then(|p| p.traffic()).map(|t| t.describe()),
+            traffic: case.shape.peers.and_then(|p| p.traffic()).and_then(|t| t.column()),
             ..Record::default()
         }
     }

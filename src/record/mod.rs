@@ -126,8 +126,8 @@ pub struct Record {
     #[serde(default)]
     pub label: Option<String>,
     /// alltoallv: its traffic (`spread=0.5`, `matrix=FILE`); empty on
-    /// other collectives. The column is there when the run measures
-    /// alltoallv.
+    /// other collectives and for nccl-tests' default traffic (spread 1).
+    /// The column is there when the run measures alltoallv with another.
     #[serde(default)]
     pub traffic: Option<String>,
 }
@@ -213,7 +213,8 @@ pub struct Extras {
     pub phases: bool,
     /// `label` (`--label`).
     pub label: bool,
-    /// `traffic` (the run measures alltoallv).
+    /// `traffic` (the run measures alltoallv with a traffic other than
+    /// the default).
     pub traffic: bool,
 }
 

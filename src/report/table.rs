@@ -465,6 +465,19 @@ fn footer_average(all_busbw: &Mean) -> String {
     )
 }
 
+/// nccl-tests' line before its average (`# Out of bounds values : 0 OK`),
+/// which its parsers read: the points (size and placement) whose check
+/// found a wrong element, as nccl-tests counts them; 0 OK when nothing
+/// was checked, as there (our `Validation` line says so).
+fn out_of_bounds(summary: &Summary) -> String {
+    let n = summary.failed_points;
+    format!(
+        "# {:<20} : {n} {}\n",
+        "Out of bounds values",
+        if n == 0 { "OK" } else { "FAILED" }
+    )
+}
+
 /// The footer: overall average bus bandwidth and the validation verdict.
 pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String {
     let verdict = if run.timing.check == 0 {
@@ -477,7 +490,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
             summary.wrong, summary.failed_points, summary.checked_points
         )
     };
-    let mut s = format!("#\n{}", footer_average(all_busbw));
+    let mut s = format!("#\n{}{}", out_of_bounds(summary), footer_average(all_busbw));
     s += &format!("# {:<20} : {verdict}\n", "Validation");
     if run.timing.per_iter && summary.stopped_by.is_none() {
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));

@@ -247,7 +247,7 @@ fn a_sweep_on_the_memory_backend_writes_the_golden_csv_json_and_table() {
                         per_iter: true,
                         phases: false,
                         label: true,
-                        traffic: true,
+                        traffic: false,
                     };
                     let sinks: Vec<Box<dyn Sink>> = vec![
                         Box::new(CsvSink::create(csv_path, false, extras).unwrap()),

@@ -167,14 +167,16 @@ impl<W: World> Session<'_, W> {
             Some(path) => Some(JsonSink::create(path, out.overwrite)?),
             None => None,
         };
+        let alltoallv = plan
+            .cases
+            .iter()
+            .any(|c| c.collective == crate::collective::Collective::AllToAllV);
+        // nccl-tests' default traffic needs no column: absent means spread 1
         let extras = Extras {
             per_iter: t.per_iter,
             phases: t.phase_times,
             label: out.label.is_some(),
-            traffic: plan
-                .cases
-                .iter()
-                .any(|c| c.collective == crate::collective::Collective::AllToAllV),
+            traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
@@ -222,9 +224,7 @@ impl<W: World> Session<'_, W> {
             csv: csv_path,
             json: out.json.clone(),
             label: out.label.clone(),
-            traffic: extras
-                .traffic
-                .then(|| traffic_text(self.cfg.plan.traffic, world.size())),
+            traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
