@@ -741,6 +741,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
     pub json: Option<PathBuf>,
 
+    /// The schema of --json: collbench (ours), or nccl-tests-json (the file nccl-tests' -J writes, which its tools/analyze_perf_json.py reads)
+    #[arg(long, value_name = "FORMAT", default_value = "collbench",
+          value_parser = ["collbench", "nccl-tests-json"], help_heading = OUTPUT)]
+    pub output_format: String,
+
     /// Replace output files that already exist instead of refusing
     #[arg(long, help_heading = OUTPUT)]
     pub overwrite: bool,
@@ -911,7 +916,7 @@ value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
 /// by clap id, each with what to use instead where there is something:
 /// the one list both the refusal (`RunArgs::step_refusal`) and the help
 /// (hidden there, so it lists only what applies) come from.
-pub const STEP_REFUSED: [(&str, &str); 26] = [
+pub const STEP_REFUSED: [(&str, &str); 27] = [
     ("minbytes", ""),
     ("maxbytes", ""),
     ("stepfactor", ""),
@@ -935,6 +940,7 @@ pub const STEP_REFUSED: [(&str, &str); 26] = [
     ("alltoallv_matrix_scale", ""),
     ("average", "times are the slowest rank's"),
     ("json", ""),
+    ("output_format", ""),
     ("rotate", ""),
     ("phase_times", ""),
     ("config", ""),

@@ -112,6 +112,7 @@ impl RunConfig {
             outputs: OutputConfig {
                 csv: a.csv.clone(),
                 json: a.json.clone(),
+                nccl_tests_json: json_format(a)?,
                 overwrite: a.overwrite,
                 progress: cli::progress_mode(a.no_progress, a.progress),
                 label: a.label.clone(),
@@ -149,6 +150,18 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
         hierarchies: a.hierarchy.values(),
         ranks_per_node,
     })
+}
+
+/// Whether `--json` is in nccl-tests' schema (`--output-format`); the
+/// format alone, without a file, is refused rather than ignored.
+fn json_format(a: &RunArgs) -> Result<bool, Error> {
+    match a.output_format.as_str() {
+        "collbench" => Ok(false),
+        _ if a.json.is_none() => Err(Error::usage(
+            "--output-format nccl-tests-json says how to write the --json file: give --json PATH too",
+        )),
+        _ => Ok(true),
+    }
 }
 
 /// alltoallv's traffic: the matrix file where one is given (and alltoallv

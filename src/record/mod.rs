@@ -130,6 +130,11 @@ pub struct Record {
     /// The column is there when the run measures alltoallv with another.
     #[serde(default)]
     pub traffic: Option<String>,
+    /// With `-I`: every timed iteration's time at its slowest rank, in
+    /// microseconds, for nccl-tests' JSON (`report::nccl_tests_json`);
+    /// neither a CSV column nor in our JSON.
+    #[serde(skip)]
+    pub iter_times_us: Option<Vec<f64>>,
 }
 
 impl Metric {

@@ -18,6 +18,7 @@ pub mod progress;
 mod reporter;
 pub mod samples;
 pub use reporter::{Reporter, stop_line};
+pub mod nccl_tests_json;
 pub mod table;
 pub mod workload;
 
@@ -40,6 +41,8 @@ pub struct OutputConfig {
     /// `None`: results/<run id>.csv.
     pub csv: Option<PathBuf>,
     pub json: Option<PathBuf>,
+    /// `--output-format nccl-tests-json`: `json` in nccl-tests' `-J` schema.
+    pub nccl_tests_json: bool,
     pub overwrite: bool,
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.

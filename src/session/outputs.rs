@@ -15,6 +15,7 @@ use crate::plan::SizeSweep;
 use crate::record::Extras;
 use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
+use crate::report::nccl_tests_json::NcclTestsJsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
 use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo};
@@ -163,8 +164,9 @@ impl<W: World> Session<'_, W> {
             Some(p) => p.clone(),
             None => default_csv(&run_id)?,
         };
-        let json = match &out.json {
-            Some(path) => Some(JsonSink::create(path, out.overwrite)?),
+        let json: Option<Box<dyn Sink>> = match &out.json {
+            Some(path) if out.nccl_tests_json => Some(Box::new(NcclTestsJsonSink::create(path, out.overwrite)?)),
+            Some(path) => Some(Box::new(JsonSink::create(path, out.overwrite)?)),
             None => None,
         };
         let alltoallv = plan
@@ -187,7 +189,7 @@ impl<W: World> Session<'_, W> {
         // write must not keep a row or the JSON report from its file.
         let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(csv)];
         if let Some(json) = json {
-            sinks.push(Box::new(json));
+            sinks.push(json);
         }
         sinks.push(Box::new(TableSink::new(Box::new(std::io::stdout()), progress.handle())));
         let identity = backend.identity();
