@@ -112,7 +112,8 @@ collbench plot results/sweep.csv --metric time --title 'all_reduce modes' -o tim
     #[command(after_help = "nccl-tests: the text output of any *_perf binary (2.13 and later, \
 with or without timestamps or per-iteration columns) or its -J JSON file. OSU: the output of \
 osu_allreduce, osu_allgather, osu_alltoall, osu_bcast, osu_reduce, osu_reduce_scatter, \
-osu_gather or osu_scatter, with or without -f. Bandwidths are recomputed with collbench's \
+osu_gather or osu_scatter, with or without -f. collbench: the table `collbench run` prints \
+(a job log whose CSV was lost). Bandwidths are recomputed with collbench's \
 formulas; OSU's per-rank sizes become totals.\n\n\
 Examples:\n  \
 collbench import --from nccl-tests all_reduce.log -o old.csv\n  \

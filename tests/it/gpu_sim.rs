@@ -158,8 +158,8 @@ const MATRIX: [&str; 16] = [
 fn assert_full_matrix(csv: &Csv, n: u64) {
     let rows = assert_sim_rows(csv, n);
     let t = triples(csv);
-    // 6 data movers x 10 types + 3 reductions x 10 types x 5 operations
-    assert_eq!(t.len(), 6 * 10 + 3 * 10 * 5, "{t:?}");
+    // 7 data movers (alltoallv too) x 10 types + 3 reductions x 10 types x 5 operations
+    assert_eq!(t.len(), 7 * 10 + 3 * 10 * 5, "{t:?}");
     let placements: std::collections::BTreeSet<&str> = csv.rows.iter().map(|r| csv.get(r, "placement")).collect();
     assert_eq!(placements.len(), 2);
     eprintln!("{n} ranks: {rows} rows checked");
