@@ -215,24 +215,27 @@ pub fn g6(v: f64) -> String {
     )
 }
 
-/// The columns of each placement: nccl-tests' four, and with `-I` the
-/// per-iteration median, 99th percentile and coefficient of variation.
+/// The columns of each placement: nccl-tests' four, and with `-I` its
+/// per-iteration minimum, maximum, 99th percentile and coefficient of
+/// variation after them, under its names (`i_min i_max i_p99 i_cv%`), so
+/// that scripts reading nccl-tests' `-I` columns by position read ours.
 fn placement_columns(per_iter: bool) -> Vec<Col> {
     let mut cols = vec![
         Col::new("time", "(us)", 9, |r| fixed2(r.time_us)),
         Col::new("algbw", "(GB/s)", 8, |r| fixed2(r.algbw_gbps)),
         Col::new("busbw", "(GB/s)", 8, |r| fixed2(r.busbw_gbps)),
+        Col::new("#wrong", "", 7, |r| wrong_text(r.wrong)),
     ];
     if per_iter {
         cols.extend([
-            Col::new("p50", "(us)", 9, |r| fixed2_opt(r.time_p50_us)),
-            Col::new("p99", "(us)", 9, |r| fixed2_opt(r.time_p99_us)),
-            Col::new("cv", "(%)", 6, |r| {
+            Col::new("i_min", "(us)", 9, |r| fixed2_opt(r.time_iter_min_us)),
+            Col::new("i_max", "(us)", 9, |r| fixed2_opt(r.time_iter_max_us)),
+            Col::new("i_p99", "(us)", 9, |r| fixed2_opt(r.time_p99_us)),
+            Col::new("i_cv%", "(%)", 6, |r| {
                 r.time_cv.map_or("-".into(), |c| format!("{:.1}", c * 100.0))
             }),
         ]);
     }
-    cols.push(Col::new("#wrong", "", 7, |r| wrong_text(r.wrong)));
     cols
 }
 
