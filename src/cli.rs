@@ -742,6 +742,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
     pub json: Option<PathBuf>,
 
+    /// A timestamp (%Y-%m-%d %H:%M:%S, UTC) at the end of every table row, as nccl-tests' -S; `-S 0` turns it off
+    #[arg(short = 'S', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
+          help_heading = OUTPUT)]
+    pub timestamps: Switch,
+
     /// The schema of --json: collbench (ours), or nccl-tests-json (the file nccl-tests' -J writes, which its tools/analyze_perf_json.py reads)
     #[arg(long, value_name = "FORMAT", default_value = "collbench",
           value_parser = ["collbench", "nccl-tests-json"], help_heading = OUTPUT)]
@@ -917,7 +922,7 @@ value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
 /// by clap id, each with what to use instead where there is something:
 /// the one list both the refusal (`RunArgs::step_refusal`) and the help
 /// (hidden there, so it lists only what applies) come from.
-pub const STEP_REFUSED: [(&str, &str); 27] = [
+pub const STEP_REFUSED: [(&str, &str); 28] = [
     ("minbytes", ""),
     ("maxbytes", ""),
     ("stepfactor", ""),
@@ -942,6 +947,7 @@ pub const STEP_REFUSED: [(&str, &str); 27] = [
     ("average", "times are the slowest rank's"),
     ("json", ""),
     ("output_format", ""),
+    ("timestamps", ""),
     ("rotate", ""),
     ("phase_times", ""),
     ("config", ""),

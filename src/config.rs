@@ -113,6 +113,7 @@ impl RunConfig {
                 csv: a.csv.clone(),
                 json: a.json.clone(),
                 nccl_tests_json: json_format(a)?,
+                timestamps: a.timestamps.on(),
                 overwrite: a.overwrite,
                 progress: cli::progress_mode(a.no_progress, a.progress),
                 label: a.label.clone(),

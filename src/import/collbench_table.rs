@@ -72,6 +72,8 @@ struct Place {
     cycle: Option<u64>,
     /// The names of one placement's block (`time algbw busbw ... #wrong`).
     block: Vec<String>,
+    /// `-S`: each row ends with its date and time.
+    timestamped: bool,
 }
 
 pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
@@ -186,11 +188,15 @@ fn read_comment(h: &mut Header, place: &mut Place, comment: &str) {
         place.collective = Collective::parse(collective);
         place.hierarchy = Hierarchy::parse(mode).unwrap_or_default();
         place.block.clear();
-    } else if let ["size", "count", "type", "redop", "root", rest @ ..] = words.as_slice()
-        && !rest.is_empty()
-        && rest.len() % 2 == 0
-    {
-        place.block = rest[..rest.len() / 2].iter().map(|s| s.to_string()).collect();
+    } else if let ["size", "count", "type", "redop", "root", rest @ ..] = words.as_slice() {
+        let (rest, timestamped) = match rest {
+            [blocks @ .., "timestamp"] => (blocks, true),
+            _ => (rest, false),
+        };
+        if !rest.is_empty() && rest.len() % 2 == 0 {
+            place.block = rest[..rest.len() / 2].iter().map(|s| s.to_string()).collect();
+            place.timestamped = timestamped;
+        }
     }
 }
 
@@ -221,7 +227,7 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
     if place.block.is_empty() {
         return Err("a line before its table's column names".into());
     }
-    let want = 5 + 2 * place.block.len();
+    let want = 5 + 2 * place.block.len() + if place.timestamped { 2 } else { 0 };
     if words.len() != want {
         return Err(format!("{} values where the table has {want} columns", words.len()));
     }
@@ -253,7 +259,11 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
         hosts,
         iters: h.iters,
         warmup: h.warmup,
-        timestamp: timestamp_of(&h.run_id),
+        timestamp: match words.get(want - 2..).filter(|_| place.timestamped) {
+            // `-S`: the row's own `2026-12-02 13:10:45`
+            Some([date, time]) => format!("{date}T{time}Z"),
+            _ => timestamp_of(&h.run_id),
+        },
     };
     let mut records = Vec::new();
     for (k, placement) in [Placement::OutOfPlace, Placement::InPlace].into_iter().enumerate() {

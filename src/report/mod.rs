@@ -43,6 +43,8 @@ pub struct OutputConfig {
     pub json: Option<PathBuf>,
     /// `--output-format nccl-tests-json`: `json` in nccl-tests' `-J` schema.
     pub nccl_tests_json: bool,
+    /// `-S`: a timestamp at the end of every table row.
+    pub timestamps: bool,
     pub overwrite: bool,
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
@@ -92,6 +94,9 @@ pub struct RunInfo {
     /// alltoallv's traffic, where the run measures alltoallv.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traffic: Option<String>,
+    /// `-S`: the table ends every row with its timestamp.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timestamps: bool,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements

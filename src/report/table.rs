@@ -35,6 +35,8 @@ pub struct TableSink {
     printer: Printer,
     /// Each placement's columns (set from the run at `begin`).
     cols: Vec<Col>,
+    /// `-S`: every row ends with its timestamp, as nccl-tests'.
+    timestamps: bool,
     /// Out-of-place record waiting for its in-place twin.
     pending: Option<Record>,
     section: Option<String>,
@@ -53,6 +55,7 @@ impl TableSink {
         TableSink {
             printer: Printer::start(out, progress),
             cols: placement_columns(false),
+            timestamps: false,
             pending: None,
             section: None,
             cycle: None,
@@ -60,6 +63,40 @@ impl TableSink {
             all_busbw: Mean::default(),
             samples: None,
         }
+    }
+
+    /// A data line, with `-S` the row's time at its end (nccl-tests'
+    /// `%Y-%m-%d %H:%M:%S`; the in-place record's, the later of the two).
+    fn line(&self, oop: Option<&Record>, ip: Option<&Record>) -> String {
+        let text = line(&self.cols, oop, ip);
+        match ip.or(oop).filter(|_| self.timestamps && !text.is_empty()) {
+            Some(r) => format!("{}  {:>19}\n", text.trim_end_matches('\n'), row_time(&r.timestamp)),
+            None => text,
+        }
+    }
+
+    /// A section's header, with `-S` a `timestamp` column at its end.
+    fn section_header(&self, r: &Record) -> String {
+        let text = section_header(&self.cols, r);
+        if !self.timestamps {
+            return text;
+        }
+        let mut out = String::new();
+        for l in text.lines() {
+            let extra = if l.contains("#wrong") {
+                "timestamp"
+            } else if l.contains("(elements)") {
+                "(UTC)"
+            } else {
+                ""
+            };
+            if extra.is_empty() {
+                out += &format!("{l}\n");
+            } else {
+                out += &format!("{l}  {extra:>19}\n");
+            }
+        }
+        out
     }
 
     /// Queues `text` for the printer thread (see `printer`).
@@ -73,7 +110,7 @@ impl TableSink {
     fn finish_text(&mut self) {
         let mut text = String::new();
         if let Some(oop) = self.pending.take() {
-            text += &line(&self.cols, Some(&oop), None);
+            text += &self.line(Some(&oop), None);
         }
         text += &self.end_section();
         let _ = self.emit(text);
@@ -270,6 +307,11 @@ fn line(cols: &[Col], oop: Option<&Record>, ip: Option<&Record>) -> String {
         block(cols, oop),
         block(cols, ip)
     )
+}
+
+/// `2026-12-02T13:10:45Z` as nccl-tests prints a row's time.
+fn row_time(rfc3339: &str) -> String {
+    rfc3339.trim_end_matches('Z').replacen('T', " ", 1)
 }
 
 fn section_header(cols: &[Col], r: &Record) -> String {
@@ -513,6 +555,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
         self.cols = placement_columns(run.timing.per_iter);
+        self.timestamps = run.timestamps;
         self.samples = (run.timing.cycles != 1).then(SampleTally::default);
         self.emit(run_header(run))
     }
@@ -524,7 +567,7 @@ impl Sink for TableSink {
         let cycle = record.cycle.filter(|_| record.samples != Some(1));
         if cycle != self.cycle {
             if let Some(oop) = self.pending.take() {
-                text += &line(&self.cols, Some(&oop), None);
+                text += &self.line(Some(&oop), None);
             }
             text += &self.end_section();
             self.section = None;
@@ -535,10 +578,10 @@ impl Sink for TableSink {
         }
         if self.section.as_deref() != Some(section.as_str()) {
             if let Some(oop) = self.pending.take() {
-                text += &line(&self.cols, Some(&oop), None);
+                text += &self.line(Some(&oop), None);
             }
             text += &self.end_section();
-            text += &section_header(&self.cols, record);
+            text += &self.section_header(record);
             self.section = Some(section);
         }
         self.section_busbw.add(record.busbw_gbps);
@@ -547,18 +590,16 @@ impl Sink for TableSink {
             tally.add(record);
         }
         match (record.placement, self.pending.take()) {
-            (Placement::InPlace, Some(oop)) if same_case(&oop, record) => {
-                text += &line(&self.cols, Some(&oop), Some(record))
-            }
+            (Placement::InPlace, Some(oop)) if same_case(&oop, record) => text += &self.line(Some(&oop), Some(record)),
             (Placement::InPlace, other) => {
                 if let Some(oop) = other {
-                    text += &line(&self.cols, Some(&oop), None);
+                    text += &self.line(Some(&oop), None);
                 }
-                text += &line(&self.cols, None, Some(record));
+                text += &self.line(None, Some(record));
             }
             (_, other) => {
                 if let Some(oop) = other {
-                    text += &line(&self.cols, Some(&oop), None);
+                    text += &self.line(Some(&oop), None);
                 }
                 self.pending = Some(record.clone());
             }

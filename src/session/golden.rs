@@ -201,6 +201,7 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         json: Some(PathBuf::from("golden.json")),
         label: Some("golden".into()),
         traffic: Some(super::outputs::traffic_text(Default::default(), nranks)),
+        timestamps: false,
     }
 }
 

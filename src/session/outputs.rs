@@ -227,6 +227,7 @@ impl<W: World> Session<'_, W> {
             json: out.json.clone(),
             label: out.label.clone(),
             traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
+            timestamps: out.timestamps,
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }

@@ -91,9 +91,7 @@ fn set(list: &[&str]) -> BTreeSet<String> {
 }
 
 /// The columns our table cannot give back (docs/import.md#collbench-tables).
-const NOT_IN_THE_TABLE: [&str; 15] = [
-    // each row's own time: the import gives the run's start
-    "timestamp",
+const NOT_IN_THE_TABLE: [&str; 14] = [
     "time_min_us",
     "time_max_us",
     "timing",
@@ -142,6 +140,7 @@ fn our_table_imports_back_to_every_row_and_our_nccl_tests_json_has_nccl_tests_ke
             "-N",
             "2",
             "-I",
+            "-S",
             "--label",
             "parity run",
             "--alltoallv-spread",
@@ -289,6 +288,14 @@ fn our_table_imports_back_to_every_row_and_our_nccl_tests_json_has_nccl_tests_ke
     let mean = ours.rows.iter().map(|r| ours.num(r, "busbw_gbps")).sum::<f64>() / ours.rows.len() as f64;
     let avg = doc["average_bus_bandwidth"]["bandwidth"].as_f64().unwrap();
     assert!((avg - mean).abs() <= mean * 1e-9, "{avg} vs {mean}");
+    // -S: every row ends with its time, as nccl-tests prints it
+    let text = stdout(&out);
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), ours.rows.len() / 2);
+    for (row, csv_row) in rows.iter().zip(ours.rows.iter().skip(1).step_by(2)) {
+        let stamp = ours.get(csv_row, "timestamp").replace('T', " ").replace('Z', "");
+        assert!(row.ends_with(&format!("  {stamp}")), "{row} vs {stamp}");
+    }
     // the table's nccl-tests footer says the same
     assert!(stdout(&out).contains("\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : "));
 }
