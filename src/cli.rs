@@ -308,6 +308,10 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", default_value = "10", help_heading = "Replay")]
     pub top: usize,
 
+    /// Only check the log: every communicator's calls across its ranks and every Send's Recv, then the kept rank's sequence; nothing runs (exit 6 when the ranks disagree)
+    #[arg(long, help_heading = "Replay")]
+    pub check_only: bool,
+
     #[command(flatten)]
     pub steps: StepArgs,
 

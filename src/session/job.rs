@@ -11,9 +11,10 @@ use std::path::Path;
 use crate::cli::{ReplayArgs, RunArgs, StepArgs, WorkloadArgs};
 use crate::config::RunConfig;
 use crate::engine::steps::StepTiming;
-use crate::error::Error;
+use crate::error::{Error, exit};
 use crate::types::human_bytes;
 use crate::workload::plan::Config;
+use crate::workload::replay::{check, keep, read_log as read_log_text};
 use crate::workload::{
     Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, parse_log, schedule,
 };
@@ -91,7 +92,7 @@ impl Job {
         let cfg = run_config(&a.run, "replay")?;
         let text = read_log(&a.log)?;
         let log = parse_log(&text, &LogOptions { rank: a.replay_rank })
-            .map_err(|e| Error::usage(format!("{}: {e}", a.log.display())))?;
+            .map_err(|e| Error::from_code(e.exit_code(), format!("{}: {e}", a.log.display())))?;
         let source = Source::Log {
             log: Box::new(log),
             path: a.log.display().to_string(),
@@ -105,6 +106,55 @@ impl Job {
             },
             cfg,
         ))
+    }
+
+    /// `collbench replay --check-only`: the check of the log's ranks and
+    /// the sequence a replay would run, as lines, and the exit code (6
+    /// when the ranks disagree, 2 when the kept rank cannot be replayed).
+    pub fn check(a: &ReplayArgs) -> Result<(Vec<String>, u8), Error> {
+        let text = read_log(&a.log)?;
+        let path = a.log.display().to_string();
+        let (scan, check) =
+            read_log_text(&text).map_err(|e| Error::from_code(e.exit_code(), format!("{path}: {e}")))?;
+        let mut lines = vec![
+            format!("# collbench replay --check-only: {path}"),
+            format!(
+                "# {}a job of {} ranks; {} ranks shown, {} calls",
+                scan.version.map(|v| format!("NCCL {v}; ")).unwrap_or_default(),
+                scan.world,
+                scan.slots.len(),
+                scan.calls.len()
+            ),
+        ];
+        lines.extend(check::report(&check));
+        let mut code = exit::OK;
+        match keep(&scan, &check, &LogOptions { rank: a.replay_rank }) {
+            Ok(log) => {
+                lines.push(format!("kept: {}: {} calls", log.source, log.calls.len()));
+                for c in &log.calls {
+                    lines.push(format!("  {}", describe_call(c, log.world)));
+                }
+            }
+            Err(e) => {
+                lines.push(format!("kept: cannot be replayed: {e}"));
+                code = e.exit_code();
+            }
+        }
+        let verdict = match check.first() {
+            Some(f) => {
+                code = exit::DIVERGENCE;
+                format!(
+                    "verdict: the ranks disagree (line {}): a replay refuses this log (exit 6)",
+                    f.line
+                )
+            }
+            None if code == exit::OK => "verdict: the ranks agree as far as the log shows".to_string(),
+            None => format!(
+                "verdict: the ranks agree as far as the log shows; the kept rank cannot be replayed (exit {code})"
+            ),
+        };
+        lines.push(verdict);
+        Ok((lines, code))
     }
 
     /// The configurations at `world` ranks of `ranks_per_node` per node.
@@ -260,6 +310,28 @@ fn model(a: &WorkloadArgs) -> Result<Model, Error> {
         (None, None) => return Err(Error::usage("give a model: --model PRESET, or --params N --layers N")),
     };
     m.with_dtypes(a.param_dtype, a.grad_dtype.unwrap_or(a.param_dtype))
+}
+
+/// `line 15  all_reduce 2097152 bfloat16 sum  blocks of 2  comm 0x..`.
+fn describe_call(c: &crate::workload::LogCall, world: usize) -> String {
+    let mut out = format!("line {:<5} {} {} {}", c.line, c.collective, c.count, c.dtype);
+    if let Some(op) = c.op {
+        out += &format!(" {}", op.name());
+    }
+    if let Some(r) = c.root {
+        out += &format!(" root {r}");
+    }
+    match c.shift {
+        Some(0) => out += " with itself (a local copy)",
+        Some(d) => out += &format!(" to rank +{d}"),
+        None => {}
+    }
+    let group = match c.partition.size() {
+        1 => "1 rank".to_string(),
+        n if n == world => format!("all {n} ranks"),
+        _ => c.partition.to_string(),
+    };
+    format!("{out}  ({group}, {})", c.comm)
 }
 
 fn read_log(path: &Path) -> Result<String, Error> {

@@ -403,7 +403,7 @@ fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
     let log = dir.path().join("dtype.log");
     std::fs::write(
         &log,
-        text.replacen("count 2361600 datatype 9", "count 2361600 datatype 12", 1),
+        text.replace("count 2361600 datatype 9", "count 2361600 datatype 12"),
     )
     .unwrap();
     let out = replay(2, path_str(&log), &csv, &[]);
