@@ -130,6 +130,11 @@ impl Job {
         let mut code = exit::OK;
         match keep(&scan, &check, &LogOptions { rank: a.replay_rank }) {
             Ok(log) => {
+                let own: Vec<&String> = log.notes.iter().filter(|n| !check.notes.contains(n)).collect();
+                if !own.is_empty() {
+                    lines.push("replay notes".into());
+                    lines.extend(own.iter().map(|n| format!("  {n}")));
+                }
                 lines.push(format!("kept: {}: {} calls", log.source, log.calls.len()));
                 for c in &log.calls {
                     lines.push(format!("  {}", describe_call(c, log.world)));
