@@ -12,22 +12,29 @@ use crate::cli::{ReplayArgs, RunArgs, StepArgs, WorkloadArgs};
 use crate::config::RunConfig;
 use crate::engine::steps::StepTiming;
 use crate::error::{Error, exit};
-use crate::types::human_bytes;
+use crate::types::{Choice, DType, human_bytes};
 use crate::workload::plan::Config;
 use crate::workload::replay::{check, keep, read_log as read_log_text};
 use crate::workload::{
-    Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, parse_log, schedule,
+    Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, TorchVersion, parse_log,
+    schedule,
 };
 
 /// Where the step's operations come from.
 #[derive(Clone, Debug)]
 pub enum Source {
     Strategies {
-        model: Model,
+        model: Box<Model>,
         strategies: Vec<Strategy>,
         /// DDP, ZeRO and tp bucket sizes in bytes (`None`: the default).
         buckets: Vec<Option<u64>>,
         tp: usize,
+        /// Expert-parallel and pipeline degrees (`None`: the largest that
+        /// divides both the ranks and the experts, or the layers).
+        ep: Option<usize>,
+        pp: Option<usize>,
+        /// `--reduce-dtype` (`None`: each framework's own).
+        reduce: Option<DType>,
         opts: Options,
     },
     Log {
@@ -50,13 +57,26 @@ impl Job {
     pub fn workload(a: &WorkloadArgs) -> Result<(Job, RunConfig), Error> {
         let cfg = run_config(&a.run, "workload")?;
         let model = model(a)?;
-        let strategies = a.strategy.values();
-        if a.tp > 1 && !strategies.contains(&Strategy::Tp) {
-            return Err(Error::usage(format!(
-                "--tp {} only applies to the tp strategy; add tp to --strategy",
-                a.tp
-            )));
+        let mut strategies = a.strategy.values();
+        // `all` is every strategy the model has: moe needs experts
+        if matches!(a.strategy, Choice::All) && model.moe.is_none() {
+            strategies.retain(|&s| s != Strategy::Moe);
         }
+        for (given, option, strategy) in [
+            (a.tp > 1, format!("--tp {}", a.tp), Strategy::Tp),
+            (a.ep.is_some(), format!("--ep {}", a.ep.unwrap_or(0)), Strategy::Moe),
+            (a.pp.is_some(), format!("--pp {}", a.pp.unwrap_or(0)), Strategy::Pp),
+        ] {
+            if given && !strategies.contains(&strategy) {
+                return Err(Error::usage(format!(
+                    "{option} only applies to the {strategy} strategy; add {strategy} to --strategy"
+                )));
+            }
+        }
+        let degree = |v: Option<u64>, what: &str| -> Result<Option<usize>, Error> {
+            v.map(|d| usize::try_from(d).map_err(|_| Error::usage(format!("--{what} is too large"))))
+                .transpose()
+        };
         let mut buckets: Vec<Option<u64>> = Vec::new();
         for b in a.bucket.iter().map(|b| Some(b.bytes())) {
             if !buckets.contains(&b) {
@@ -72,10 +92,13 @@ impl Job {
             ))
         })?;
         let source = Source::Strategies {
-            model,
+            model: Box::new(model),
             strategies,
             buckets,
             tp: usize::try_from(a.tp).map_err(|_| Error::usage("--tp is too large"))?,
+            ep: degree(a.ep, "ep")?,
+            pp: degree(a.pp, "pp")?,
+            reduce: a.reduce_dtype,
             opts,
         };
         Ok((
@@ -170,21 +193,36 @@ impl Job {
                 strategies,
                 buckets,
                 tp,
+                ep,
+                pp,
+                reduce,
                 opts,
             } => {
                 let mut out = Vec::new();
                 for &s in strategies {
                     let degree = if s == Strategy::Tp { *tp } else { 1 };
-                    let layout = GroupLayout::new(world, ranks_per_node, degree)?;
+                    let mut layout = GroupLayout::new(world, ranks_per_node, degree)?;
+                    match s {
+                        Strategy::Moe => {
+                            let experts = model.moe.map_or(1, |m| m.experts);
+                            layout = layout.with_ep(ep.unwrap_or_else(|| gcd(world, experts)))?;
+                        }
+                        Strategy::Pp => layout = layout.with_pp(pp.unwrap_or_else(|| gcd(world, model.layers)))?,
+                        _ => {}
+                    }
                     let bucketed = !matches!(s, Strategy::Fsdp { .. } | Strategy::Hsdp { .. });
                     let list: &[Option<u64>] = if bucketed { buckets } else { &[None] };
+                    let model = Model {
+                        grad_dtype: reduce.unwrap_or_else(|| s.reduce_dtype(model.param_dtype)),
+                        ..(**model).clone()
+                    };
                     for &b in list {
-                        let o = bucket_options(opts, b, model);
+                        let o = bucket_options(opts, b, &model);
                         let name = match b {
                             Some(b) => format!("{s} bucket {}", human_bytes(b)),
                             None => s.name().to_string(),
                         };
-                        let schedule = schedule(s, model, &layout, &o)?;
+                        let schedule = schedule(s, &model, &layout, &o)?;
                         out.push(Config {
                             name,
                             strategy: Some(s),
@@ -216,18 +254,39 @@ impl Job {
     pub fn header(&self) -> Vec<String> {
         let mut lines = Vec::new();
         match &self.source {
-            Source::Strategies { model, strategies, .. } => {
+            Source::Strategies {
+                model,
+                strategies,
+                reduce,
+                opts,
+                buckets,
+                ..
+            } => {
+                let experts = model
+                    .moe
+                    .map(|m| format!(", {} experts per MoE layer, top-{}", m.experts, m.top_k))
+                    .unwrap_or_default();
                 lines.push(format!(
-                    "model {}: {} parameters, {} layers, hidden {}, parameters {}, gradients {}",
+                    "model {}: {} parameters, {} layers, hidden {}{experts}, parameters {}",
                     model.name,
                     model.params(),
                     model.layers,
                     model.hidden,
                     model.param_dtype,
-                    model.grad_dtype
                 ));
-                for s in strategies {
+                for &s in strategies {
                     lines.push(format!("{s}: follows {}", s.follows()));
+                    lines.push(match reduce {
+                        Some(t) => format!("{s}: gradients reduced in {t} (--reduce-dtype)"),
+                        None => format!(
+                            "{s}: gradients reduced in {} ({})",
+                            s.reduce_dtype(model.param_dtype),
+                            s.reduce_dtype_why()
+                        ),
+                    });
+                    if s == Strategy::Ddp {
+                        lines.push(ddp_version_line(opts, buckets));
+                    }
                     for l in s.simplifies() {
                         lines.push(format!("{s}: simplified: {l}"));
                     }
@@ -279,9 +338,36 @@ fn bucket_options(opts: &Options, bucket: Option<u64>, model: &Model) -> Options
     let Some(b) = bucket else { return *opts };
     Options {
         bucket_cap_bytes: b,
+        bucket_explicit: true,
         zero_bucket_elements: (b / model.grad_dtype.size_bytes() as u64).max(1),
         ..*opts
     }
+}
+
+/// The greatest common divisor (the default expert-parallel degree and
+/// pipeline stages: the most that divide both the ranks and the experts, or
+/// the layers).
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
+
+/// Which PyTorch DDP is modelled on, and what that means for its first
+/// bucket here.
+fn ddp_version_line(opts: &Options, buckets: &[Option<u64>]) -> String {
+    let since = TorchVersion::FIRST_BUCKET_FOLLOWS_CAP;
+    let version = match opts.pytorch {
+        Some(v) => format!("PyTorch {v} (--pytorch)"),
+        None => format!("PyTorch {since} and later (the default; --pytorch for an older release)"),
+    };
+    let follows = opts.pytorch.is_none_or(|v| v >= since);
+    let first = match (buckets.iter().any(Option::is_some), follows) {
+        (false, _) => "the default bucket_cap_mb keeps the 1 MiB first bucket".to_string(),
+        (true, true) => format!(
+            "an explicit bucket_cap_mb (--bucket) sizes the first bucket too (since {since}, pytorch/pytorch#121640)"
+        ),
+        (true, false) => format!("the first bucket stays 1 MiB whatever bucket_cap_mb is (before {since})"),
+    };
+    format!("ddp: {version}: {first}")
 }
 
 /// `run`'s options that a workload uses (backend, checking, `--blocking`,
@@ -311,10 +397,14 @@ fn model(a: &WorkloadArgs) -> Result<Model, Error> {
             layers: a.layers.unwrap_or(0),
             hidden: a.hidden.map(|c| c.0),
             vocab: a.vocab.map(|c| c.0),
+            experts: a.experts,
+            top_k: a.top_k,
         })?,
         (None, None) => return Err(Error::usage("give a model: --model PRESET, or --params N --layers N")),
     };
-    m.with_dtypes(a.param_dtype, a.grad_dtype.unwrap_or(a.param_dtype))
+    // each strategy reduces in its framework's type unless --reduce-dtype
+    // says (Job::configs)
+    m.with_dtypes(a.param_dtype, a.reduce_dtype.unwrap_or(a.param_dtype))
 }
 
 /// `line 15  all_reduce 2097152 bfloat16 sum  blocks of 2  comm 0x..`.

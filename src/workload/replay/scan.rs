@@ -136,6 +136,9 @@ type Place = (String, u64, u64);
 /// A process and device: host, pid, device.
 type Proc = (String, u64, Option<u32>);
 
+/// One communicator's pointer and its calls (line number, call).
+type CommCalls = (u64, Vec<(usize, CallLine)>);
+
 pub(super) fn at_line(line: usize, why: impl std::fmt::Display) -> Error {
     Error::usage(format!("line {line}: {why}"))
 }
@@ -351,9 +354,9 @@ impl Scan {
                 color: s.color,
             })
         }
-        for i in 0..instances.len() {
+        for (i, &member) in member_of.iter().enumerate().take(instances.len()) {
             if let Some(k) = key_of(i, instances, by_place, &split_seq, 0) {
-                self.members[member_of[i]].key = k;
+                self.members[member].key = k;
             }
         }
     }
@@ -433,7 +436,7 @@ impl Scan {
     /// and device, unless it holds several communicators of one size with
     /// the same calls (or RCCL's globalrank tells them apart).
     fn loose(&mut self, loose: BTreeMap<(Proc, u64), Vec<(usize, CallLine)>>) -> Result<(), Error> {
-        let mut by_proc: BTreeMap<Proc, Vec<(u64, Vec<(usize, CallLine)>)>> = BTreeMap::new();
+        let mut by_proc: BTreeMap<Proc, Vec<CommCalls>> = BTreeMap::new();
         for ((proc_, ptr), calls) in loose {
             by_proc.entry(proc_).or_default().push((ptr, calls));
         }
@@ -655,7 +658,7 @@ fn place_proc(p: &Prefix) -> Proc {
 /// Whether one process and device's communicators (pointer, calls) are
 /// several ranks: at least two of one size, as many as that size at most,
 /// each with the same calls (or each with its own RCCL globalrank).
-fn several_ranks(comms: &[(u64, Vec<(usize, CallLine)>)]) -> bool {
+fn several_ranks(comms: &[CommCalls]) -> bool {
     if comms.len() < 2 {
         return false;
     }

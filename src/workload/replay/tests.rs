@@ -439,15 +439,13 @@ fn memberships_become_partitions_when_regular() {
 
 /// `host:pid:tid [dev] NCCL INFO` for process `pid` on device `dev`.
 fn coll(
-    pid: u32,
-    dev: u32,
+    (pid, dev): (u32, u32),
     name: &str,
     op_count: u32,
     count: u64,
     datatype: i64,
     root: i64,
-    comm: &str,
-    nranks: usize,
+    (comm, nranks): (&str, usize),
 ) -> String {
     format!(
         "h:{pid}:{pid} [{dev}] NCCL INFO {name}: opCount {op_count:x} sendbuff 0x1 recvbuff 0x2 count {count} datatype {datatype} op 0 root {root} comm {comm} [nranks={nranks}] stream 0x3\n"
@@ -467,8 +465,8 @@ fn a_send_and_recv_with_the_rank_itself_replay_as_one_local_copy() {
     let mut text = init_line(1, 0, "0xa0", 0, 2, "0x10") + &init_line(2, 1, "0xb0", 1, 2, "0x10");
     for (pid, dev, comm) in [(1, 0, "0xa0"), (2, 1, "0xb0")] {
         for peer in 0..2 {
-            text += &coll(pid, dev, "Send", 0, 64, 7, peer, comm, 2);
-            text += &coll(pid, dev, "Recv", 0, 64, 7, peer, comm, 2);
+            text += &coll((pid, dev), "Send", 0, 64, 7, peer, (comm, 2));
+            text += &coll((pid, dev), "Recv", 0, 64, 7, peer, (comm, 2));
         }
     }
     let log = parse(&text);
@@ -496,7 +494,7 @@ fn one_process_with_the_same_calls_on_several_communicators_is_several_ranks() {
     // RCCL's replayer: one process, [7] on every line, 4 communicators
     let mut text = String::new();
     for (r, comm) in ["0xa0", "0xb0", "0xc0", "0xd0"].iter().enumerate() {
-        text += &coll(9, 7, "AllReduce", 3, 1024, 6, 0, comm, 4)
+        text += &coll((9, 7), "AllReduce", 3, 1024, 6, 0, (comm, 4))
             .replace("stream 0x3", &format!("stream 0x3 task 0 globalrank {r}"));
     }
     let log = parse(&text);
@@ -521,7 +519,7 @@ fn one_process_with_the_same_calls_on_several_communicators_is_several_ranks() {
         log.notes
     );
     // different calls on two communicators: one rank on both
-    let two = coll(9, 7, "AllReduce", 0, 8, 7, 0, "0xa0", 4) + &coll(9, 7, "AllGather", 0, 8, 7, 0, "0xb0", 4);
+    let two = coll((9, 7), "AllReduce", 0, 8, 7, 0, ("0xa0", 4)) + &coll((9, 7), "AllGather", 0, 8, 7, 0, ("0xb0", 4));
     assert_eq!(parse(&two).calls.len(), 2);
 }
 
@@ -540,7 +538,7 @@ fn splits_without_a_comm_id_are_matched_by_parent_split_and_color() {
         );
     }
     for r in 0..4u32 {
-        text += &coll(r, r, "AllReduce", 0, 8, 7, 0, &format!("0xb{r}"), 2);
+        text += &coll((r, r), "AllReduce", 0, 8, 7, 0, (&format!("0xb{r}"), 2));
     }
     let log = parse(&text);
     assert_eq!(log.calls[0].partition, Partition { block: 4, stride: 2 });
@@ -555,10 +553,10 @@ fn ranks_issuing_different_collectives_at_one_place_are_a_divergence_of_its_own_
     for r in 0..2u32 {
         text += &init_line(r, r, &format!("0xa{r}"), r as usize, 2, "0x10");
     }
-    text += &coll(0, 0, "AllReduce", 0, 8, 7, 0, "0xa0", 2);
-    text += &coll(1, 1, "AllReduce", 0, 8, 7, 0, "0xa1", 2);
-    text += &coll(0, 0, "AllReduce", 0, 8, 7, 0, "0xa0", 2);
-    text += &coll(1, 1, "Broadcast", 0, 8, 7, 1, "0xa1", 2);
+    text += &coll((0, 0), "AllReduce", 0, 8, 7, 0, ("0xa0", 2));
+    text += &coll((1, 1), "AllReduce", 0, 8, 7, 0, ("0xa1", 2));
+    text += &coll((0, 0), "AllReduce", 0, 8, 7, 0, ("0xa0", 2));
+    text += &coll((1, 1), "Broadcast", 0, 8, 7, 1, ("0xa1", 2));
     let e = parse_log(&text, &LogOptions::default()).unwrap_err();
     assert_eq!(e.exit_code(), 6);
     assert_eq!(
@@ -583,9 +581,9 @@ fn a_send_whose_peer_goes_on_without_its_recv_is_one_sided() {
     for r in 0..2u32 {
         text += &init_line(r, r, &format!("0xa{r}"), r as usize, 2, "0x10");
     }
-    text += &coll(0, 0, "Send", 0, 8, 7, 1, "0xa0", 2);
-    text += &coll(0, 0, "AllReduce", 1, 8, 7, 0, "0xa0", 2);
-    text += &coll(1, 1, "AllReduce", 1, 8, 7, 0, "0xa1", 2);
+    text += &coll((0, 0), "Send", 0, 8, 7, 1, ("0xa0", 2));
+    text += &coll((0, 0), "AllReduce", 1, 8, 7, 0, ("0xa0", 2));
+    text += &coll((1, 1), "AllReduce", 1, 8, 7, 0, ("0xa1", 2));
     let e = parse_log(&text, &LogOptions::default()).unwrap_err();
     assert_eq!(e.exit_code(), 6);
     assert!(
@@ -607,8 +605,8 @@ fn a_send_whose_peer_goes_on_without_its_recv_is_one_sided() {
 #[test]
 fn cut_lines_are_skipped_and_named_unless_they_are_the_kept_ranks() {
     let mut text = init_line(1, 0, "0xa0", 0, 2, "0x10") + &init_line(2, 1, "0xb0", 1, 2, "0x10");
-    text += &coll(1, 0, "AllReduce", 0, 8, 7, 0, "0xa0", 2);
-    text += &coll(2, 1, "AllReduce", 0, 8, 7, 0, "0xb0", 2)[..90];
+    text += &coll((1, 0), "AllReduce", 0, 8, 7, 0, ("0xa0", 2));
+    text += &coll((2, 1), "AllReduce", 0, 8, 7, 0, ("0xb0", 2))[..90];
     text += "\n";
     let log = parse(&text);
     assert_eq!((log.rank, log.calls.len()), (Some(0), 1));
@@ -649,7 +647,8 @@ fn call_traces_replay_and_formats_without_calls_are_named() {
 #[test]
 fn a_log_of_single_rank_groups_replays_at_any_size_and_counts_its_processes() {
     // NVIDIA/Megatron-LM#275: two processes, each on a 1-rank group
-    let text = coll(11, 1, "Broadcast", 0, 240, 0, 0, "0xa0", 1) + &coll(12, 0, "Broadcast", 0, 240, 0, 0, "0xb0", 1);
+    let text =
+        coll((11, 1), "Broadcast", 0, 240, 0, 0, ("0xa0", 1)) + &coll((12, 0), "Broadcast", 0, 240, 0, 0, ("0xb0", 1));
     let log = parse(&text);
     assert_eq!(log.world, 2);
     for launch in [1, 2, 3] {
