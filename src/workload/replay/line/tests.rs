@@ -98,7 +98,7 @@ fn the_device_after_the_mark_and_rccl_fields_are_read() {
 
 #[test]
 fn call_trace_lines_are_read_and_elided_pointers_are_unknown() {
-    // phu0ngng/nccl test/replay/README.md, NCCL 2.16.3
+    // from the README of phu0ngng/nccl's replay test (github), NCCL 2.16.3
     let c = call(
         "gc01:41073:41073 NCCL CALL ncclAllReduce(7f5d92a00000,7f5d93400000,10485760,0,0,0,0x55d8c12613d0,0x55d8c09207b0)",
     );
