@@ -434,3 +434,126 @@ fn read_log(path: &Path) -> Result<String, Error> {
     // Logs may hold bytes of other encodings in paths or host names.
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Command, parse_cli};
+    use crate::workload::{Group, StepVolume};
+
+    fn job(args: &[&str]) -> Job {
+        let argv = ["collbench", "workload"].iter().chain(args);
+        match parse_cli(argv).unwrap().command {
+            Command::Workload(a) => Job::workload(&a).unwrap().0,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn volume_gb(c: &Config) -> f64 {
+        StepVolume::new(&c.schedule, &c.layout).unwrap().bus_bytes() / 1e9
+    }
+
+    #[test]
+    fn each_strategy_reduces_in_its_frameworks_type_and_says_so() {
+        let j = job(&["--model", "llama-2-7b", "--strategy", "ddp,fsdp,tp", "--tp", "2"]);
+        let c = j.configs(8, 8).unwrap();
+        let types: Vec<(String, DType)> = c
+            .iter()
+            .map(|c| {
+                let grads = c.schedule.ops.iter().rev().find(|o| o.op.is_some()).unwrap();
+                (c.name.clone(), grads.dtype)
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("ddp".to_string(), DType::Float),
+                ("fsdp".to_string(), DType::Bfloat16),
+                ("tp".to_string(), DType::Float)
+            ]
+        );
+        // DDP under AMP: 2 x 7/8 x P x 4 bytes, twice the bf16 figure
+        let p = Model::preset("llama-2-7b").unwrap().params() as f64;
+        assert!((volume_gb(&c[0]) - 2.0 * 7.0 / 8.0 * p * 4.0 / 1e9).abs() < 1e-6);
+        let h = j.header();
+        assert!(
+            h.iter()
+                .any(|l| l.starts_with("ddp: gradients reduced in float (PyTorch DDP")),
+            "{h:?}"
+        );
+        assert!(
+            h.iter()
+                .any(|l| l.starts_with("tp: gradients reduced in float (Megatron-LM")),
+            "{h:?}"
+        );
+        assert!(
+            h.iter()
+                .any(|l| l.starts_with("ddp: PyTorch 2.4 and later (the default")),
+            "{h:?}"
+        );
+        // --reduce-dtype sets every strategy's
+        let j = job(&[
+            "--model",
+            "llama-2-7b",
+            "--strategy",
+            "ddp",
+            "--reduce-dtype",
+            "bfloat16",
+        ]);
+        let c = j.configs(8, 8).unwrap();
+        assert!((volume_gb(&c[0]) - 2.0 * 7.0 / 8.0 * p * 2.0 / 1e9).abs() < 1e-6);
+        assert!(
+            j.header()
+                .contains(&"ddp: gradients reduced in bfloat16 (--reduce-dtype)".to_string())
+        );
+    }
+
+    #[test]
+    fn an_explicit_bucket_sizes_ddps_first_bucket_unless_pytorch_is_older_than_2_4() {
+        let first = |args: &[&str]| {
+            let c = job(args).configs(2, 2).unwrap();
+            c[0].schedule.ops[0].count
+        };
+        // layers of 250K parameters: attention 4 x 64^2, two MLP matrices
+        // of 117,696 (470,784 bytes of float gradients)
+        let base = ["--params", "2M", "--layers", "8", "--hidden", "64", "--bucket", "4M"];
+        // a bucket closes at the tensor that reaches its cap: 4 MiB of
+        // float gradients is 1 Mi elements, 1 MiB a quarter of that
+        let new_first = first(&base);
+        assert!((1 << 20..(1 << 20) + 117_696).contains(&new_first), "{new_first}");
+        let old = [&base[..], &["--pytorch", "2.3"]].concat();
+        let old_first = first(&old);
+        assert!((1 << 18..(1 << 18) + 117_696).contains(&old_first), "{old_first}");
+        let h = job(&old).header();
+        assert!(
+            h.contains(
+                &"ddp: PyTorch 2.3 (--pytorch): the first bucket stays 1 MiB whatever bucket_cap_mb is (before 2.4)"
+                    .to_string()
+            ),
+            "{h:?}"
+        );
+    }
+
+    #[test]
+    fn moe_and_pp_default_to_the_most_that_divide_ranks_and_experts_or_layers() {
+        let j = job(&["--model", "mixtral-8x7b", "--strategy", "all"]);
+        let c = j.configs(6, 6).unwrap();
+        let moe = c.iter().find(|c| c.strategy == Some(Strategy::Moe)).unwrap();
+        assert_eq!(moe.layout.ep, 2, "8 experts on 6 ranks");
+        assert!(moe.schedule.ops.iter().any(|o| o.group == Group::ExpertDp));
+        let pp = c.iter().find(|c| c.strategy == Some(Strategy::Pp)).unwrap();
+        assert_eq!(pp.layout.pp, 2, "32 layers on 6 ranks");
+        // a dense model's `all` has no moe; asking for it is one line
+        let j = job(&["--model", "gpt2", "--strategy", "all"]);
+        assert!(
+            j.configs(4, 4)
+                .unwrap()
+                .iter()
+                .all(|c| c.strategy != Some(Strategy::Moe))
+        );
+        let e = job(&["--model", "gpt2", "--strategy", "moe"])
+            .configs(4, 4)
+            .unwrap_err();
+        assert!(e.to_string().contains("needs a mixture-of-experts model"), "{e}");
+    }
+}

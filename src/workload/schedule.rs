@@ -84,11 +84,12 @@ impl Strategy {
     }
 
     /// Accepts the names and the frameworks' own (`full_shard`,
-    /// `shard_grad_op`, `hybrid_shard`, `zero3`, `megatron`).
+    /// `shard_grad_op`, `hybrid_shard`, `megatron`). Not `zero3`:
+    /// DeepSpeed's stage 3 is not FSDP's schedule (`Strategy::refused`).
     pub fn parse(text: &str) -> Option<Strategy> {
         let key: String = text.trim().to_ascii_lowercase().replace('_', "-");
         let alias = match key.as_str() {
-            "zero3" | "zero-3" | "full-shard" => "fsdp",
+            "full-shard" => "fsdp",
             "shard-grad-op" => "fsdp-grad-op",
             "hybrid-shard" => "hsdp",
             "-hybrid-shard-zero2" | "hybrid-shard-zero2" => "hsdp-grad-op",
@@ -235,6 +236,21 @@ impl Named for Strategy {
     fn parse(text: &str) -> Option<Self> {
         Strategy::parse(text)
     }
+
+    /// `zero3`: DeepSpeed ZeRO-3 gathers parameters in prefetch buckets
+    /// (`stage3_prefetch_bucket_size`), keeps small ones whole
+    /// (`stage3_param_persistence_threshold`) and reduce-scatters in
+    /// `reduce_bucket_size` buckets: its calls, their count and sizes are
+    /// not FSDP's, and it is not modelled.
+    fn refused(text: &str) -> Option<String> {
+        let key = text.trim().to_ascii_lowercase().replace(['_', '-'], "");
+        matches!(key.as_str(), "zero3" | "deepspeedzero3" | "stage3").then(|| {
+            format!(
+                "strategy '{}': DeepSpeed ZeRO-3 is not modelled (its prefetch buckets, persistent parameters and message sizes are not FSDP's); fsdp is PyTorch FSDP FULL_SHARD, the same sharding with FSDP's schedule",
+                text.trim()
+            )
+        })
+    }
 }
 
 impl fmt::Display for Strategy {
@@ -288,7 +304,13 @@ mod tests {
             reshard_after_forward: true,
         };
         assert_eq!(Strategy::parse("FULL_SHARD").unwrap(), fsdp);
-        assert_eq!(Strategy::parse("zero3").unwrap(), fsdp);
+        assert_eq!(Strategy::parse("full_shard").unwrap(), fsdp);
+        assert_eq!(Strategy::parse("zero3"), None);
+        let err = "ddp,ZeRO-3".parse::<crate::types::Choice<Strategy>>().unwrap_err();
+        assert!(
+            err.starts_with("strategy 'ZeRO-3': DeepSpeed ZeRO-3 is not modelled"),
+            "{err}"
+        );
         assert_eq!(
             Strategy::parse("shard_grad_op").unwrap(),
             Strategy::Fsdp {
