@@ -485,7 +485,7 @@ fn moe_and_pp_issue_the_hand_computed_sequence_at_three_ranks() {
         .collect();
     // token counts in int64, tokens and probabilities in bf16, gradients
     // in float
-    let gather = |i: usize| i < 12 && i % 4 == 0;
+    let gather = |i: usize| i < 12 && i.is_multiple_of(4);
     for (i, t) in dtypes.iter().enumerate() {
         let want = match i {
             21 => "float",
