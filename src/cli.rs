@@ -221,7 +221,7 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
     pub vocab: Option<Count>,
 
-    /// Parameter element type (all-gathers of FSDP and ZeRO, tp activations)
+    /// Parameter element type (all-gathers of FSDP and ZeRO, activations of tp, moe and pp)
     #[arg(long, value_name = "TYPE", default_value = "bfloat16", value_parser = dtype_arg, help_heading = "Workload")]
     pub param_dtype: DType,
 
@@ -237,7 +237,7 @@ pub struct WorkloadArgs {
     #[arg(long, visible_alias = "grad-dtype", value_name = "TYPE", value_parser = dtype_arg, help_heading = "Workload")]
     pub reduce_dtype: Option<DType>,
 
-    /// DDP (and tp's data-parallel) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
+    /// DDP (and the data-parallel gradients of tp, moe and pp) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
     #[arg(long, value_name = "LIST", value_delimiter = ',', action = ArgAction::Set, value_parser = bucket_size,
           help_heading = "Workload")]
     pub bucket: Vec<Size>,
@@ -269,11 +269,11 @@ pub struct WorkloadArgs {
 /// into it through serde), so a knob is one field here and one there.
 #[derive(Clone, Debug, Args, Serialize)]
 pub struct KnobArgs {
-    /// tp's activations: sequence length
+    /// Activations of tp, moe and pp: sequence length (tokens per micro-batch)
     #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub seq_len: u64,
 
-    /// tp's activations: micro-batch size
+    /// Activations of tp, moe and pp: micro-batch size
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub micro_batch: u64,
 
