@@ -300,6 +300,7 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
             wrong,
             timestamp: None,
             iters: None,
+            sample: None,
         };
         let mut r = record(&run, &m)?;
         r.hierarchy = place.hierarchy;
