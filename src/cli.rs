@@ -16,7 +16,7 @@ use clap::builder::PossibleValue;
 use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::collective::Collective;
+use crate::collective::{Collective, Spread};
 use crate::error::Error;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
@@ -112,7 +112,8 @@ collbench plot results/sweep.csv --metric time --title 'all_reduce modes' -o tim
     #[command(after_help = "nccl-tests: the text output of any *_perf binary (2.13 and later, \
 with or without timestamps or per-iteration columns) or its -J JSON file. OSU: the output of \
 osu_allreduce, osu_allgather, osu_alltoall, osu_bcast, osu_reduce, osu_reduce_scatter, \
-osu_gather or osu_scatter, with or without -f. Bandwidths are recomputed with collbench's \
+osu_gather or osu_scatter, with or without -f. collbench: the table `collbench run` prints \
+(a job log whose CSV was lost). Bandwidths are recomputed with collbench's \
 formulas; OSU's per-rank sizes become totals.\n\n\
 Examples:\n  \
 collbench import --from nccl-tests all_reduce.log -o old.csv\n  \
@@ -676,7 +677,7 @@ pub struct RunArgs {
           help_heading = "Measurement")]
     pub timeout: u64,
 
-    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, or all
+    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv, or all
     #[arg(long, value_name = "LIST", default_value = "all", help_heading = "What to run")]
     pub collectives: Choice<Collective>,
 
@@ -710,6 +711,30 @@ pub struct RunArgs {
         help_heading = "What to run"
     )]
     pub root: RootChoice,
+
+    /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
+    #[arg(
+        long,
+        value_name = "0..1",
+        env = "NCCL_TESTS_ALLTOALLV_SPREAD",
+        default_value = "1",
+        help_heading = "What to run"
+    )]
+    pub alltoallv_spread: Spread,
+
+    /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
+        help_heading = "What to run"
+    )]
+    pub alltoallv_matrix: Option<PathBuf>,
+
+    /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
+    #[arg(long, value_name = "X", env = "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", default_value = "1",
+          value_parser = non_negative, help_heading = "What to run")]
+    pub alltoallv_matrix_scale: f64,
 
     /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat
     #[arg(long, value_name = "LIST", default_value = "flat", help_heading = "Hierarchy")]
@@ -762,6 +787,16 @@ pub struct RunArgs {
     /// Also write a JSON report (records plus the run's configuration)
     #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
     pub json: Option<PathBuf>,
+
+    /// A timestamp (%Y-%m-%d %H:%M:%S, UTC) at the end of every table row, as nccl-tests' -S; `-S 0` turns it off
+    #[arg(short = 'S', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
+          help_heading = OUTPUT)]
+    pub timestamps: Switch,
+
+    /// The schema of --json: collbench (ours), or nccl-tests-json (the file nccl-tests' -J writes, which its tools/analyze_perf_json.py reads)
+    #[arg(long, value_name = "FORMAT", default_value = "collbench",
+          value_parser = ["collbench", "nccl-tests-json"], help_heading = OUTPUT)]
+    pub output_format: String,
 
     /// Replace output files that already exist instead of refusing
     #[arg(long, help_heading = OUTPUT)]
@@ -847,6 +882,14 @@ fn seconds_up_to_an_hour(text: &str) -> Result<f64, String> {
     positive_number(text, 3600.0)
 }
 
+/// A finite number of at least 0 (`--alltoallv-matrix-scale`).
+fn non_negative(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{}' is not a number of at least 0", text.trim())),
+    }
+}
+
 /// A positive percentage (`--straggler-threshold`).
 fn percent(text: &str) -> Result<f64, String> {
     positive_number(text, 1e6)
@@ -925,7 +968,7 @@ value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
 /// by clap id, each with what to use instead where there is something:
 /// the one list both the refusal (`RunArgs::step_refusal`) and the help
 /// (hidden there, so it lists only what applies) come from.
-pub const STEP_REFUSED: [(&str, &str); 23] = [
+pub const STEP_REFUSED: [(&str, &str); 28] = [
     ("minbytes", ""),
     ("maxbytes", ""),
     ("stepfactor", ""),
@@ -944,8 +987,13 @@ pub const STEP_REFUSED: [(&str, &str); 23] = [
     ("op", ""),
     ("root", ""),
     ("hierarchy", ""),
+    ("alltoallv_spread", ""),
+    ("alltoallv_matrix", ""),
+    ("alltoallv_matrix_scale", ""),
     ("average", "times are the slowest rank's"),
     ("json", ""),
+    ("output_format", ""),
+    ("timestamps", ""),
     ("rotate", ""),
     ("phase_times", ""),
     ("config", ""),

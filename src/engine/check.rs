@@ -56,10 +56,10 @@ impl Validate<'_> {
             let at = range.start * call.dtype.size_bytes();
             out.bytes_mut()[at] ^= 0x5a;
         }
-        let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
+        let want = spec.expectation(&pattern, &call.shape, &call.at);
         let local = match pattern.relative_bound() {
-            Some(bound) => out.count_outside(range, want, bound),
-            None => out.count_mismatches(range, want),
+            Some(bound) => out.count_outside(range, &want, bound),
+            None => out.count_mismatches(range, &want),
         };
         Ok(Some(self.world.sum_u64(local)))
     }

@@ -656,6 +656,7 @@ impl<'a> Engine<'a> {
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
             label: ctx.label.clone(),
+            traffic: case.shape.peers.and_then(|p| p.traffic()).and_then(|t| t.column()),
             ..Record::default()
         }
     }
@@ -714,6 +715,7 @@ fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
     record.time_p99_us = Some(s.p99 * 1e6);
     record.time_iter_max_us = Some(s.max * 1e6);
     record.time_cv = Some(s.cv);
+    record.iter_times_us = Some(samples.iter().map(|t| t * 1e6).collect());
     record.slowest_rank = Some(rank as u64);
     record.slowest_excess_pct = Some(excess * 100.0);
 }

@@ -203,6 +203,47 @@ fn sweep(
     sweep_with(n, timing, plan, setup, &Hooks::default())
 }
 
+/// alltoallv on the memory backend (which computes the exchange from
+/// every rank's real input, in place too): the generated traffic at spread
+/// 0, 0.5 and 1 and a matrix, int8 to double, 1 to 4 ranks, every element
+/// of both placements checked, each row's size the most any rank moves.
+#[test]
+fn alltoallv_checks_every_element_of_every_traffic_at_1_to_4_ranks() {
+    use crate::collective::{Spread, Traffic, TrafficMatrix};
+    let m: &'static TrafficMatrix = Box::leak(Box::new(
+        TrafficMatrix::parse("0 48 96 16\n160 32 0 64\n16 16 16 16\n256 0 48 32", 1.0, "m").unwrap(),
+    ));
+    let spread = |s| Traffic::Weighted(Spread::new(s).unwrap());
+    for n in 1..=4 {
+        let mut cases = Vec::new();
+        for traffic in [spread(0.0), spread(0.5), spread(1.0), Traffic::Matrix(m)] {
+            for dtype in [DType::Int8, DType::Half, DType::Float, DType::Double] {
+                let shape = Collective::AllToAllV.sized(4096, n, dtype.size_bytes(), traffic);
+                cases.push(Case {
+                    collective: Collective::AllToAllV,
+                    hierarchy: Hierarchy::Flat,
+                    dtype,
+                    op: None,
+                    root: None,
+                    shape,
+                });
+            }
+        }
+        let p = plan(n, cases.clone());
+        let t = Timing { check: 2, ..timing() };
+        let ran = sweep(n, &t, &p, |_, b| b.with_delay(|_| micros(10)));
+        let s = ran[0].summary();
+        assert_eq!((s.points, s.checked_points, s.wrong), (32, 32, 0), "n={n}");
+        for (r, case) in ran[0].records.iter().zip(cases.iter().flat_map(|c| [c, c])) {
+            assert_eq!(r.size_bytes, case.size_bytes());
+            let peers = crate::collective::Peers::of(&case.shape, n);
+            let most = (0..n).map(|k| peers.sends(k).max(peers.receives(k))).max().unwrap();
+            assert_eq!(r.size_bytes, (most * case.dtype.size_bytes()) as u64);
+            assert!((r.busbw_gbps - r.algbw_gbps * (n as f64 - 1.0) / n as f64).abs() < 1e-12);
+        }
+    }
+}
+
 fn micros(us: u64) -> Duration {
     Duration::from_micros(us)
 }
@@ -249,8 +290,12 @@ fn every_collective_is_checked_and_recorded_in_plan_order_on_rank_0_at_1_to_4_ra
             });
             for (rank, r) in ran.iter().enumerate() {
                 let s = r.summary();
-                assert_eq!((s.points, s.checked_points, s.wrong, s.failed_points), (18, 18, 0, 0));
-                assert_eq!(r.records.len(), if rank == 0 { 18 } else { 0 });
+                let points = 2 * Collective::ALL.len();
+                assert_eq!(
+                    (s.points, s.checked_points, s.wrong, s.failed_points),
+                    (points, points, 0, 0)
+                );
+                assert_eq!(r.records.len(), if rank == 0 { points } else { 0 });
             }
             let order: Vec<(Collective, Placement)> =
                 ran[0].records.iter().map(|r| (r.collective, r.placement)).collect();

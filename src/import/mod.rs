@@ -1,7 +1,8 @@
 //! `collbench import`: other tools' output as collbench CSV rows, so that
 //! old logs and new runs compare and plot together. One file per format:
 //! `nccl_text` (nccl-tests' text output), `nccl_json` (its `-J` file) and
-//! `osu` (OSU micro-benchmark collectives); `decode` turns a file's bytes
+//! `osu` (OSU micro-benchmark collectives), `collbench_table` (our own
+//! table, for a run whose CSV was lost); `decode` turns a file's bytes
 //! into text first (UTF-16, BOMs, gzip) or names what it is instead; `launch`
 //! reads what launchers add (line prefixes, echoed command lines).
 //! docs/import.md is the user's account of every decision taken here.
@@ -23,6 +24,7 @@
 //! spread across ranks (nccl-tests), so `compare` judges such rows by the
 //! threshold alone.
 
+mod collbench_table;
 mod decode;
 mod launch;
 mod nccl_json;
@@ -245,6 +247,9 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
 /// One file's text in the format of `source`.
 pub(crate) fn parse(source: Source, text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
     match source {
+        Source::Collbench => collbench_table::parse(text, name, given),
+        // our own table passed as nccl-tests' (it looks like one)
+        Source::NcclTests if collbench_table::is_ours(text) => collbench_table::parse(text, name, given),
         Source::NcclTests if text.trim_start().starts_with('{') => nccl_json::parse(text, name, given),
         Source::NcclTests => nccl_text::parse(text, name, given),
         Source::Osu => osu::parse(text, name, given),

@@ -157,6 +157,7 @@ fn sweep_config() -> PlanConfig {
         roots: RootChoice::Rank(1),
         hierarchies: vec![Hierarchy::Flat],
         ranks_per_node: None,
+        traffic: Default::default(),
     }
 }
 
@@ -199,6 +200,8 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         csv: PathBuf::from("golden.csv"),
         json: Some(PathBuf::from("golden.json")),
         label: Some("golden".into()),
+        traffic: Some(super::outputs::traffic_text(Default::default(), nranks)),
+        timestamps: false,
     }
 }
 
@@ -245,6 +248,7 @@ fn a_sweep_on_the_memory_backend_writes_the_golden_csv_json_and_table() {
                         per_iter: true,
                         phases: false,
                         label: true,
+                        traffic: false,
                     };
                     let sinks: Vec<Box<dyn Sink>> = vec![
                         Box::new(CsvSink::create(csv_path, false, extras).unwrap()),

@@ -42,7 +42,7 @@ use super::op::Schedule;
 pub fn size_elements(collective: Collective, count: u64, n: usize) -> u64 {
     use Collective::*;
     match collective {
-        AllGather | ReduceScatter | Gather | Scatter | AllToAll => count.saturating_mul(n as u64),
+        AllGather | ReduceScatter | Gather | Scatter | AllToAll | AllToAllV => count.saturating_mul(n as u64),
         AllReduce | Broadcast | Reduce | SendRecv => count,
     }
 }

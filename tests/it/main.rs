@@ -18,6 +18,7 @@ mod launch;
 mod measurement;
 mod mpi_sweep;
 mod nccl;
+mod nccl_parity;
 mod plot;
 mod slurm;
 mod transports;

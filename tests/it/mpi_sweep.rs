@@ -64,6 +64,7 @@ fn full_sweep_is_correct_at(np: usize) {
         "broadcast",
         "reduce",
         "alltoall",
+        "alltoallv",
         "gather",
         "scatter",
         "sendrecv",

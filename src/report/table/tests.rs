@@ -118,6 +118,15 @@ fn the_footer_line_is_nccl_tests_own_and_the_point_count_has_its_own() {
 }
 
 #[test]
+fn the_out_of_bounds_line_is_nccl_tests_own_and_counts_failed_points() {
+    let mut summary = Summary::default();
+    assert_eq!(out_of_bounds(&summary), "# Out of bounds values : 0 OK\n");
+    summary.failed_points = 3;
+    summary.wrong = 1000;
+    assert_eq!(out_of_bounds(&summary), "# Out of bounds values : 3 FAILED\n");
+}
+
+#[test]
 fn the_header_says_what_each_time_is_divided_by_under_m_and_g() {
     assert_eq!(launch_extras(1, 0), None);
     assert_eq!(
