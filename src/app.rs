@@ -35,10 +35,18 @@ pub fn main() -> ExitCode {
 
 /// Help, version and usage errors print as clap formats them, complete
 /// (the allowed values, "did you mean", the subcommand's usage), once: on
-/// rank 0 under a launcher. Help and version exit 0, errors 2.
+/// rank 0 under a launcher; but a bad value of `workload` or `replay` is
+/// one line, as their other refusals are. Help and version exit 0, errors
+/// 2.
 fn clap_error(e: clap::Error) -> u8 {
     if is_first_rank() {
-        let _ = e.print();
+        let subcommand = std::env::args().nth(1);
+        match crate::cli::step_value_error(&e, subcommand.as_deref()) {
+            Some(line) => say(&format!("collbench: {line}")),
+            None => {
+                let _ = e.print();
+            }
+        }
     }
     let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
     if code != exit::OK {
@@ -115,7 +123,7 @@ fn report_command(f: impl FnOnce() -> Result<u8, Error>) -> u8 {
 }
 
 fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
-    use crate::report::compare::{self, CompareCommand, CompareOptions};
+    use crate::compare::{self, CompareCommand, CompareOptions};
     compare::command(&CompareCommand {
         files: args.files.clone(),
         options: CompareOptions {
@@ -135,7 +143,7 @@ fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
 }
 
 fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
-    use crate::report::plot::{self, PlotOptions};
+    use crate::plot::{self, PlotOptions};
     let options = PlotOptions {
         inputs: args.files.clone(),
         output: args.output.clone(),
@@ -156,7 +164,7 @@ fn plot_command(args: &PlotArgs) -> Result<u8, Error> {
 }
 
 fn import_command(args: &ImportArgs) -> Result<u8, Error> {
-    use crate::report::import::{self, ImportOptions};
+    use crate::import::{self, ImportOptions};
     let options = ImportOptions {
         source: args.from,
         files: args.files.clone(),

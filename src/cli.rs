@@ -18,14 +18,13 @@ use serde::Serialize;
 
 use crate::collective::Collective;
 use crate::error::Error;
-use crate::report::ProgressMode;
-use crate::report::compare::by_mode::Dimension;
-use crate::report::compare::{Format, Metric};
-use crate::report::import::Source;
-use crate::report::plot::SeriesBy;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendChoice, Choice, DType, ReduceOp, RootChoice, Size, Switch};
+use crate::types::{
+    Average, BackendChoice, Choice, DType, Dimension, Format, Metric, ProgressMode, ReduceOp, RootChoice, SeriesBy,
+    Size, Source, Switch,
+};
+use crate::workload::{Count, PresetName, Strategy};
 use crate::world::Launcher;
 
 #[derive(Debug, Parser)]
@@ -194,19 +193,20 @@ missing), 3 validation failed."
 }
 
 /// Options of `collbench workload`: what to model, then `run`'s options.
+/// Values are typed: a bad one is one line naming the option (`app`).
 #[derive(Clone, Debug, Args)]
 pub struct WorkloadArgs {
     /// Strategies: ddp, zero1, zero2, fsdp (zero3, full_shard), fsdp-grad-op, hsdp, hsdp-grad-op, tp (megatron), or all
     #[arg(long, value_name = "LIST", default_value = "ddp", help_heading = "Workload")]
-    pub strategy: String,
+    pub strategy: Choice<Strategy>,
 
     /// A model preset (gpt2, tinyllama-1.1b, llama-3.2-1b, llama-2-7b, mistral-7b, llama-3-8b, llama-2-70b, llama-3-70b)
     #[arg(long, value_name = "NAME", conflicts_with = "params", help_heading = "Workload")]
-    pub model: Option<String>,
+    pub model: Option<PresetName>,
 
     /// The plain form: parameter count (7e9, 7B, 350M), with --layers
     #[arg(long, value_name = "N", requires = "layers", help_heading = "Workload")]
-    pub params: Option<String>,
+    pub params: Option<Count>,
 
     /// The plain form: transformer layers
     #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
@@ -214,11 +214,11 @@ pub struct WorkloadArgs {
 
     /// The plain form: hidden size [default: from the parameter count]
     #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
-    pub hidden: Option<String>,
+    pub hidden: Option<Count>,
 
     /// The plain form: vocabulary (a tied embedding) [default: none]
     #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
-    pub vocab: Option<String>,
+    pub vocab: Option<Count>,
 
     /// Parameter element type (all-gathers of FSDP and ZeRO, tp activations)
     #[arg(long, value_name = "TYPE", default_value = "bfloat16", value_parser = dtype_arg, help_heading = "Workload")]
@@ -229,13 +229,29 @@ pub struct WorkloadArgs {
     pub grad_dtype: Option<DType>,
 
     /// DDP (and tp's data-parallel) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
-    #[arg(long, value_name = "LIST", help_heading = "Workload")]
-    pub bucket: Option<String>,
+    #[arg(long, value_name = "LIST", value_delimiter = ',', action = ArgAction::Set, value_parser = bucket_size,
+          help_heading = "Workload")]
+    pub bucket: Vec<Size>,
 
     /// Tensor-parallel degree of the tp strategy
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub tp: u64,
 
+    #[command(flatten)]
+    pub knobs: KnobArgs,
+
+    #[command(flatten)]
+    pub steps: StepArgs,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// The strategies' knobs, with the frameworks' defaults: each field is the
+/// `workload::Options` field of the same name (`Job::workload` reads them
+/// into it through serde), so a knob is one field here and one there.
+#[derive(Clone, Debug, Args, Serialize)]
+pub struct KnobArgs {
     /// tp's activations: sequence length
     #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub seq_len: u64,
@@ -243,12 +259,14 @@ pub struct WorkloadArgs {
     /// tp's activations: micro-batch size
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub micro_batch: u64,
+}
 
-    #[command(flatten)]
-    pub steps: StepArgs,
-
-    #[command(flatten)]
-    pub run: RunArgs,
+/// One `--bucket` size: at least a byte.
+fn bucket_size(text: &str) -> Result<Size, String> {
+    match text.parse::<Size>()? {
+        Size(0) => Err("--bucket sizes must be at least 1 byte".into()),
+        size => Ok(size),
+    }
 }
 
 /// One element type by name (`--param-dtype`, `--grad-dtype`).
@@ -845,34 +863,34 @@ value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
 value_enum!(Source, Source::ALL, Source::aliases);
 value_enum!(Launcher, Launcher::ALL, |_| &[]);
 
-/// `run`'s options that mean nothing for a step of `workload` or `replay`
-/// (session::job::run_config refuses each when given: keep the two lists
-/// together): hidden from those commands'
-/// help, so it lists only what applies.
-pub const STEP_REFUSED: [&str; 23] = [
-    "minbytes",
-    "maxbytes",
-    "stepfactor",
-    "stepbytes",
-    "iters",
-    "min_time",
-    "precision",
-    "max_time",
-    "per_iter",
-    "agg_iters",
-    "cuda_graph",
-    "warmup",
-    "cycles",
-    "collectives",
-    "dtype",
-    "op",
-    "root",
-    "hierarchy",
-    "average",
-    "json",
-    "rotate",
-    "phase_times",
-    "config",
+/// `run`'s options that mean nothing for a step of `workload` or `replay`,
+/// by clap id, each with what to use instead where there is something:
+/// the one list both the refusal (`RunArgs::step_refusal`) and the help
+/// (hidden there, so it lists only what applies) come from.
+pub const STEP_REFUSED: [(&str, &str); 23] = [
+    ("minbytes", ""),
+    ("maxbytes", ""),
+    ("stepfactor", ""),
+    ("stepbytes", ""),
+    ("iters", "use --steps"),
+    ("min_time", ""),
+    ("precision", ""),
+    ("max_time", ""),
+    ("per_iter", ""),
+    ("agg_iters", ""),
+    ("cuda_graph", ""),
+    ("warmup", "use --warmup-steps"),
+    ("cycles", "use --steps"),
+    ("collectives", ""),
+    ("dtype", "use --param-dtype, --grad-dtype"),
+    ("op", ""),
+    ("root", ""),
+    ("hierarchy", ""),
+    ("average", "times are the slowest rank's"),
+    ("json", ""),
+    ("rotate", ""),
+    ("phase_times", ""),
+    ("config", ""),
 ];
 
 /// The whole command line, with `workload` and `replay` showing only the
@@ -880,7 +898,11 @@ pub const STEP_REFUSED: [&str; 23] = [
 pub fn cli_command() -> clap::Command {
     let hide = |mut c: clap::Command| {
         // --straggler-threshold needs -I, --no-rotate is the only layout
-        for id in STEP_REFUSED.iter().chain(&["straggler_threshold", "no_rotate"]) {
+        for id in STEP_REFUSED
+            .iter()
+            .map(|(id, _)| *id)
+            .chain(["straggler_threshold", "no_rotate"])
+        {
             c = c.mut_arg(id, |a| a.hide(true));
         }
         c.mut_arg("csv", |a| {
@@ -922,6 +944,30 @@ where
     let argv = std::iter::once(std::ffi::OsString::from("run")).chain(args.into_iter().map(Into::into));
     let matches = run_command().try_get_matches_from(argv)?;
     RunArgs::from_arg_matches(&matches)
+}
+
+/// A bad value of a `workload` or `replay` option (the `subcommand`) as
+/// one line naming the option, as their other refusals are: `--bucket
+/// lots: ...`, or the value parser's message where it names the option
+/// itself. `None` for any other error, which clap prints in full.
+pub fn step_value_error(e: &clap::Error, subcommand: Option<&str>) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(subcommand, Some("workload" | "replay")) || e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg.split_whitespace().next()?;
+    let why = std::error::Error::source(e)?.to_string();
+    if why.starts_with(flag) {
+        return Some(why);
+    }
+    let value = match e.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(v)) => v.as_str(),
+        _ => "",
+    };
+    Some(format!("{flag} {value}: {why}"))
 }
 
 /// A clap error as one line: its message, the allowed values and the tip,
@@ -1030,6 +1076,33 @@ impl RunArgs {
     }
 }
 
+impl RunArgs {
+    /// The first option of `STEP_REFUSED` given a value other than its
+    /// default, as a refusal names it: `-n/--iters (use --steps)`.
+    pub fn step_refusal(&self) -> Result<Option<String>, Error> {
+        let defaults = RunArgs::defaults().options()?;
+        let given = self.options()?;
+        let command = run_command();
+        for (id, instead) in STEP_REFUSED {
+            let differs = |o: &&OptionValue| o.id == id && defaults.iter().any(|d| d.id == id && d.value != o.value);
+            if !given.iter().any(|o| differs(&o)) {
+                continue;
+            }
+            let arg = command.get_arguments().find(|a| a.get_id() == id);
+            let long = arg.and_then(|a| a.get_long()).unwrap_or(id);
+            let mut name = match arg.and_then(|a| a.get_short()) {
+                Some(c) => format!("-{c}/--{long}"),
+                None => format!("--{long}"),
+            };
+            if !instead.is_empty() {
+                name += &format!(" ({instead})");
+            }
+            return Ok(Some(name));
+        }
+        Ok(None)
+    }
+}
+
 /// docs/options.md's reference table of `collbench run` options, from the
 /// definitions above: flag and value, default, help text.
 pub fn run_options_markdown() -> String {
@@ -1126,12 +1199,65 @@ mod tests {
         cmd.clone().debug_assert();
         for sub in ["workload", "replay"] {
             let c = cmd.find_subcommand(sub).unwrap();
-            for id in STEP_REFUSED {
+            for (id, _) in STEP_REFUSED {
                 let arg = c.get_arguments().find(|a| a.get_id() == id);
                 assert!(arg.is_some_and(|a| a.is_hide_set()), "{sub} {id}");
             }
             assert!(c.get_arguments().any(|a| a.get_id() == "backend" && !a.is_hide_set()));
         }
+    }
+
+    fn workload(args: &[&str]) -> Result<WorkloadArgs, clap::Error> {
+        let argv = ["collbench", "workload"].iter().chain(args);
+        match parse_cli(argv)?.command {
+            Command::Workload(a) => Ok(*a),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn workload_values_are_typed_and_bad_ones_are_one_line_naming_the_option() {
+        let a = workload(&[
+            "--strategy",
+            "FULL_SHARD,ddp,ddp",
+            "--bucket",
+            "1M,4M",
+            "--model",
+            "GPT-2",
+        ])
+        .unwrap();
+        let fsdp = Strategy::Fsdp {
+            reshard_after_forward: true,
+        };
+        assert_eq!(a.strategy.values(), [fsdp, Strategy::Ddp]);
+        assert_eq!(a.bucket, [Size(1 << 20), Size(4 << 20)]);
+        assert_eq!(a.model.map(PresetName::name), Some("gpt2"));
+        let a = workload(&["--params", "7B", "--layers", "2", "--bucket", "1M", "--bucket", "2M"]).unwrap();
+        assert_eq!((a.params, a.bucket), (Some(Count(7_000_000_000)), vec![Size(2 << 20)]));
+        let line = |args: &[&str]| step_value_error(&workload(args).unwrap_err(), Some("workload")).unwrap();
+        assert!(line(&["--bucket", "lots"]).starts_with("--bucket lots: "));
+        assert_eq!(line(&["--bucket", "1M,0"]), "--bucket sizes must be at least 1 byte");
+        assert!(line(&["--strategy", "pipeline"]).contains("unknown strategy 'pipeline'"));
+        assert!(line(&["--model", "gpt-5"]).starts_with("--model gpt-5: unknown model 'gpt-5'"));
+        assert!(line(&["--params", "many", "--layers", "1"]).starts_with("--params many: "));
+        // other errors and other commands: clap's own, complete
+        let e = workload(&["--strategy"]).unwrap_err();
+        assert_eq!(step_value_error(&e, Some("workload")), None);
+        let e = parse_run(["-a", "medain"]).unwrap_err();
+        assert_eq!(step_value_error(&e, Some("run")), None);
+    }
+
+    #[test]
+    fn a_step_refuses_run_options_from_one_list() {
+        let refusal = |args: &[&str]| workload(args).unwrap().run.step_refusal().unwrap();
+        assert_eq!(refusal(&[]), None);
+        assert_eq!(refusal(&["-d", "float", "--csv", "x.csv", "-c", "2"]), None);
+        assert_eq!(refusal(&["-e", "1M"]).as_deref(), Some("-e/--maxbytes"));
+        assert_eq!(refusal(&["-n", "5"]).as_deref(), Some("-n/--iters (use --steps)"));
+        assert_eq!(refusal(&["-N", "3"]).as_deref(), Some("-N/--repeat (use --steps)"));
+        assert_eq!(refusal(&["--phase-times"]).as_deref(), Some("--phase-times"));
+        // the first of the list, whatever the command line's order
+        assert_eq!(refusal(&["--rotate", "-b", "16"]).as_deref(), Some("-b/--minbytes"));
     }
 
     #[test]

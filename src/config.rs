@@ -314,8 +314,8 @@ pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T
 mod tests {
     use super::*;
     use crate::collective::Collective;
-    use crate::report::ProgressMode;
     use crate::topology::profile::Profile;
+    use crate::types::ProgressMode;
     use crate::types::{Average, BackendKind, Choice, DType, ReduceOp, RootChoice};
     use proptest::prelude::*;
 

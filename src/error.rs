@@ -1,5 +1,5 @@
 //! Errors that reach the user, and the one place that maps them to exit
-//! codes (DESIGN.md "Exit codes").
+//! codes (docs/exit-codes.md).
 //!
 //! Every message is one line that names the problem and, where there is one,
 //! what to do about it. Nothing here prints but `say`, the one way lines
@@ -44,14 +44,6 @@ pub enum Error {
     /// The sweep finished, but some results were wrong.
     #[error("validation failed: {wrong} wrong elements in {points} of {checked} checked points")]
     Validation { wrong: u64, points: usize, checked: usize },
-    /// `compare` judged rows regressed; the report itself went to stdout.
-    #[error("regression: {rows} of {compared} rows lost more than {threshold_pct}% {metric}")]
-    Regression {
-        rows: usize,
-        compared: usize,
-        threshold_pct: f64,
-        metric: &'static str,
-    },
     /// A failure the ranks agreed on and one of them already printed (see
     /// `World::agree`): nothing is left to say, only the exit code.
     #[error("a failure already reported (exit code {0})")]
@@ -72,7 +64,6 @@ impl Error {
             Error::Usage(_) => exit::USAGE,
             Error::Runtime(_) => exit::RUNTIME,
             Error::Validation { .. } => exit::VALIDATION,
-            Error::Regression { .. } => exit::REGRESSION,
             Error::Reported(code) => *code,
         }
     }
@@ -104,17 +95,8 @@ mod tests {
             .exit_code(),
             3
         );
-        let regression = Error::Regression {
-            rows: 1,
-            compared: 7,
-            threshold_pct: 5.0,
-            metric: "busbw",
-        };
-        assert_eq!(regression.exit_code(), 4);
-        assert_eq!(
-            regression.to_string(),
-            "regression: 1 of 7 rows lost more than 5% busbw"
-        );
+        // compare returns it as its code; nothing else ends with it
+        assert_eq!(exit::REGRESSION, 4);
         assert_eq!(exit::TIMEOUT, 5);
     }
 }

@@ -1,5 +1,7 @@
 //! collbench: a collective-communication benchmark in the tradition of
-//! nccl-tests. See the README for usage and ../DESIGN.md for contracts.
+//! nccl-tests. See the README for usage, docs/ for contracts (formulas,
+//! CSV columns, exit codes) and docs/ARCHITECTURE.md for how the code is
+//! organised.
 //!
 //! Layers: `cli` (clap only) -> `config` (validated input) -> `engine`
 //! (plan, sweep, timing, validation) over a `world` (control plane) and a
@@ -14,14 +16,18 @@ pub mod buffer;
 pub mod cli;
 pub mod clock;
 pub mod collective;
+pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod import;
 pub mod info;
 pub mod plan;
+pub mod plot;
 pub mod record;
 pub mod report;
 pub mod session;
+pub mod stats;
 pub mod suite;
 pub mod topology;
 pub mod types;
@@ -104,6 +110,99 @@ mod tests {
             false
         }
         walk(graph, &mut path, &mut BTreeSet::new()).then_some(path)
+    }
+
+    /// The layers docs/ARCHITECTURE.md draws: each line of its `Layers`
+    /// block names modules (before the first run of two spaces, separated
+    /// by commas), the top line first.
+    fn documented_layers() -> BTreeMap<String, usize> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md");
+        let page = std::fs::read_to_string(path).unwrap();
+        let (_, after) = page
+            .split_once("## Layers")
+            .expect("ARCHITECTURE.md has a Layers section");
+        let block = after.split("```").nth(1).expect("the Layers section has a code block");
+        let mut levels = BTreeMap::new();
+        for (level, line) in block.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+            let names = line.split("  ").next().unwrap_or("");
+            for name in names.split(',') {
+                levels.insert(name.trim().to_string(), level);
+            }
+        }
+        levels
+    }
+
+    #[test]
+    fn every_import_points_down_the_layers() {
+        let graph = module_graph();
+        let levels = documented_layers();
+        let mut wrong = Vec::new();
+        for (module, uses) in &graph {
+            let Some(&from) = levels.get(module) else {
+                wrong.push(format!("{module} is not in ARCHITECTURE.md's layers"));
+                continue;
+            };
+            for used in uses.iter().filter(|u| graph.contains_key(*u)) {
+                match levels.get(used) {
+                    Some(&to) if to > from => {}
+                    Some(_) => wrong.push(format!("{module} uses {used}, which is not below it")),
+                    None => wrong.push(format!("{used} is not in ARCHITECTURE.md's layers")),
+                }
+            }
+        }
+        wrong.dedup();
+        assert!(wrong.is_empty(), "docs/ARCHITECTURE.md's layers:\n{}", wrong.join("\n"));
+    }
+
+    /// Every `.md` file a comment of src/ names (a line starting `//`),
+    /// with the line it is on; a page of another project is named with
+    /// the project first (`nccl-tests' doc/PERFORMANCE.md`) and left out.
+    fn markdown_named_in_comments() -> Vec<(String, String)> {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut named = Vec::new();
+        let mut stack = vec![src];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                for (i, line) in std::fs::read_to_string(&path).unwrap().lines().enumerate() {
+                    let Some(comment) = line.trim_start().strip_prefix("//") else {
+                        continue;
+                    };
+                    let words = comment.split(|c: char| !(c.is_ascii_alphanumeric() || "._-/".contains(c)));
+                    for word in words.filter(|w| w.ends_with(".md") && w.len() > 3) {
+                        let before = &comment[..comment.find(word).unwrap_or(0)];
+                        if !before.contains("nccl-tests") {
+                            named.push((word.to_string(), format!("{}:{}", path.display(), i + 1)));
+                        }
+                    }
+                }
+            }
+        }
+        named
+    }
+
+    #[test]
+    fn every_markdown_file_a_comment_names_exists() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let named = markdown_named_in_comments();
+        assert!(named.iter().any(|(md, _)| md == "docs/ARCHITECTURE.md"), "{named:?}");
+        let missing: Vec<String> = named
+            .iter()
+            .filter(|(md, _)| !root.join(md).is_file())
+            .map(|(md, at)| format!("{at}: {md}"))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "comments name pages that do not exist:\n{}",
+            missing.join("\n")
+        );
     }
 
     #[test]

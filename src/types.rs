@@ -9,6 +9,8 @@
 //! config files, in CSV columns and in JSON.
 
 mod choice;
+mod commands;
+mod nccl_log;
 mod nccl_version;
 mod size;
 mod switch;
@@ -16,6 +18,8 @@ mod switch;
 use std::fmt;
 
 pub use choice::{Choice, Named, RootChoice, known};
+pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
+pub use nccl_log::{INFO_MARK, split_info};
 pub use nccl_version::NcclVersion;
 pub use size::{Size, human_bytes, parse_size};
 pub use switch::Switch;

@@ -2,7 +2,7 @@
  * scripts/bench/side-by-side.sh holds collbench against. Each loop makes
  * the same MPI call collbench's mpi backend makes (src/backend/mpi: the
  * out-of-place variants, and with `both` the in-place ones), on page-aligned, separately allocated, touched
- * buffers, float sum, root 0, with collbench's size semantics (DESIGN.md:
+ * buffers, float sum, root 0, with collbench's size semantics (docs/bandwidth.md:
  * size_bytes is the larger of one rank's send and receive buffer; per-rank
  * or per-peer counts are that over the rank count, rounded down to a
  * multiple of 16 bytes).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Lists the longest Rust functions under src/ (outside `#[cfg(test)]`
-modules), for the "no function over 80 lines" rule (HELPERS.md).
+modules), for the "no function over 80 lines" rule (docs/contributing.md).
 
     scripts/dev/fn-lengths.py            # the 15 longest
     scripts/dev/fn-lengths.py -n 40      # the 40 longest

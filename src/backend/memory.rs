@@ -11,10 +11,9 @@
 //! exact), and is slept on the host clock otherwise. A failed rank breaks
 //! the exchange, so its peers end with an error instead of waiting.
 //!
-//! Layout (NCCL's, as nccl-tests lays it out): `send` holds a rank's input
-//! out of place, `recv` the output, and in place both: all_gather's and
-//! gather's input at block `rank` of `recv`, reduce_scatter's and scatter's
-//! output there, every other collective at the start. Reductions run in
+//! Layout: NCCL's, as nccl-tests lays it out (`collective::regions`):
+//! `send` holds a rank's input out of place, `recv` the output, and in
+//! place both. Reductions run in
 //! rank order in the element type (16-bit floats through f32, rounded to
 //! nearest even); avg is the sum over the ranks divided by their number.
 //!
@@ -23,22 +22,27 @@
 //! flat (the hierarchical modes are refused), and nothing here prints.
 //! `Journal` records what the engine asked, for tests to read back.
 
+mod arith;
+mod fabric;
+
 use std::ops::Range;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, ProfilerRanges, SubGroups, refusals,
+    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, ProfilerRanges, SubGroup, SubGroups, refusals,
     rotation_offset, rotation_steps,
 };
-use crate::buffer::{Bf16, Half, HostBuffer};
+use crate::buffer::HostBuffer;
 use crate::clock::{Clock, VirtualClock};
-use crate::collective::Collective;
+use crate::collective::{Buf, Collective, Convention, Regions};
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::Hierarchy;
-use crate::types::{BackendKind, DType, Placement, ReduceOp};
+use crate::types::{BackendKind, DType, Placement};
 use crate::with_element_type;
+use arith::compute;
+use fabric::{Fabric, lock};
 
 /// One operation as a delay or fault closure sees it.
 #[derive(Clone, Copy, Debug)]
@@ -125,92 +129,8 @@ impl Journal {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock means a rank thread panicked; the data is still
-    // valid and the test reports the panic.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The exchange every rank of one communicator meets at, once per
-/// operation: each publishes its input, all compute their outputs from
-/// every input, all wait until everyone has read.
-struct Fabric {
-    nranks: usize,
-    state: Mutex<Rendezvous>,
-    turn: Condvar,
-}
-
-struct Rendezvous {
-    /// Each rank's input of the current operation.
-    inputs: Vec<HostBuffer>,
-    arrived: usize,
-    /// Barriers completed; a waiting rank leaves when it moves.
-    generation: u64,
-    /// Set when a rank failed or left: every later wait ends with it.
-    broken: Option<String>,
-    /// Each rank's (colour, key) of the split in progress (`SubGroups`).
-    colors: Vec<(usize, usize)>,
-    /// The fabrics splits made, by (split number, colour).
-    subs: Vec<((u64, usize), Arc<Fabric>)>,
-}
-
-impl Fabric {
-    fn new(nranks: usize) -> Result<Fabric, Error> {
-        let inputs = (0..nranks)
-            .map(|_| HostBuffer::new(DType::Float, 0))
-            .collect::<Result<_, _>>()?;
-        Ok(Fabric {
-            nranks,
-            state: Mutex::new(Rendezvous {
-                inputs,
-                arrived: 0,
-                generation: 0,
-                broken: None,
-                colors: vec![(0, 0); nranks],
-                subs: Vec::new(),
-            }),
-            turn: Condvar::new(),
-        })
-    }
-
-    /// Waits until every rank has arrived (holding `state`), or the fabric
-    /// broke.
-    fn barrier<'a>(&'a self, mut state: MutexGuard<'a, Rendezvous>) -> Result<MutexGuard<'a, Rendezvous>, Error> {
-        if let Some(why) = &state.broken {
-            return Err(Error::runtime(why.clone()));
-        }
-        let generation = state.generation;
-        state.arrived += 1;
-        if state.arrived == self.nranks {
-            state.arrived = 0;
-            state.generation += 1;
-            self.turn.notify_all();
-            return Ok(state);
-        }
-        loop {
-            state = self.turn.wait(state).unwrap_or_else(PoisonError::into_inner);
-            if state.generation != generation {
-                return Ok(state);
-            }
-            if let Some(why) = &state.broken {
-                return Err(Error::runtime(why.clone()));
-            }
-        }
-    }
-
-    fn break_with(&self, why: String) {
-        let mut state = lock(&self.state);
-        if state.broken.is_none() {
-            state.broken = Some(why);
-        }
-        self.turn.notify_all();
-    }
-}
-
 /// One rank of an in-memory communicator.
 pub struct MemoryBackend {
-    rank: usize,
-    fabric: Arc<Fabric>,
     send: HostBuffer,
     recv: HostBuffer,
     /// Bytes of each buffer when operations rotate through them (0: off).
@@ -230,13 +150,11 @@ pub struct MemoryBackend {
     /// `Some` with device-style iteration marks: when each was recorded.
     marks: Option<Vec<Duration>>,
     profiler: bool,
-    /// The communicator this backend was created on, and this rank in it;
-    /// `fabric` and `rank` are the selected group's (`SubGroups`).
+    /// The communicator this backend was created on, and this rank in it.
     home: (Arc<Fabric>, usize),
-    /// The fabrics of this rank's groups, and its index in each.
+    /// The fabrics of this rank's groups (`SubGroups`), and its index in
+    /// each.
     groups: Vec<(Arc<Fabric>, usize)>,
-    /// Places a sendrecv sends ahead (1: the ring).
-    shift: usize,
 }
 
 impl MemoryBackend {
@@ -247,8 +165,6 @@ impl MemoryBackend {
         (0..nranks.max(1))
             .map(|rank| {
                 Ok(MemoryBackend {
-                    rank,
-                    fabric: Arc::clone(&fabric),
                     send: HostBuffer::new(DType::Float, 0)?,
                     recv: HostBuffer::new(DType::Float, 0)?,
                     rotation_bytes: 0,
@@ -265,7 +181,6 @@ impl MemoryBackend {
                     profiler: false,
                     home: (Arc::clone(&fabric), rank),
                     groups: Vec::new(),
-                    shift: 1,
                 })
             })
             .collect()
@@ -366,7 +281,7 @@ impl MemoryBackend {
     fn exchange(&mut self, call: &Call, placement: Placement, shift: usize) -> Result<(), Error> {
         let r = regions(call, placement);
         let e = call.dtype.size_bytes();
-        let fabric = Arc::clone(&self.fabric);
+        let (fabric, rank) = self.communicator(call)?;
         let mut state = lock(&fabric.state);
         {
             let from = match r.input.0 {
@@ -374,7 +289,7 @@ impl MemoryBackend {
                 Buf::Recv => &self.recv,
             };
             let input = &from.bytes()[(r.input.1.start + shift) * e..(r.input.1.end + shift) * e];
-            let slot = &mut state.inputs[self.rank];
+            let slot = &mut state.inputs[rank];
             slot.reshape(call.dtype, r.input.1.len())?;
             slot.bytes_mut().copy_from_slice(input);
         }
@@ -384,16 +299,29 @@ impl MemoryBackend {
             Buf::Send => &mut self.send,
             Buf::Recv => &mut self.recv,
         };
-        with_element_type!(call.dtype, T => compute::<T>(call, self.shift, &state.inputs, &mut output.typed_mut::<T>()[out]));
+        with_element_type!(call.dtype, T => compute::<T>(call, &state.inputs, &mut output.typed_mut::<T>()[out]));
         drop(fabric.barrier(state)?);
         Ok(())
     }
 
+    /// The fabric `call` runs on and this rank's index in it.
+    fn communicator(&self, call: &Call) -> Result<(Arc<Fabric>, usize), Error> {
+        let (fabric, rank) = match call.group {
+            None => &self.home,
+            Some(SubGroup(g)) => self
+                .groups
+                .get(g)
+                .ok_or_else(|| Error::runtime(format!("internal error: no memory group {g}")))?,
+        };
+        Ok((Arc::clone(fabric), *rank))
+    }
+
     fn check_layout(&self, call: &Call) -> Result<(), Error> {
-        if call.at.nranks != self.fabric.nranks || call.at.rank != self.rank {
+        let (fabric, rank) = self.communicator(call)?;
+        if call.at.nranks != fabric.nranks || call.at.rank != rank {
             return Err(Error::usage(format!(
                 "a call for rank {} of {} reached rank {} of a memory communicator of {}",
-                call.at.rank, call.at.nranks, self.rank, self.fabric.nranks
+                call.at.rank, call.at.nranks, rank, fabric.nranks
             )));
         }
         Ok(())
@@ -420,7 +348,7 @@ impl Drop for MemoryBackend {
 /// Splits meet on the home fabric: every rank publishes its colour and
 /// key, and the first of a colour to look makes the group's fabric.
 impl SubGroups for MemoryBackend {
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let (home, me) = (Arc::clone(&self.home.0), self.home.1);
         let round = self.groups.len() as u64;
         let mut state = lock(&home.state);
@@ -443,21 +371,7 @@ impl SubGroups for MemoryBackend {
         // Nobody publishes the next split's colour before all have read.
         drop(home.barrier(state)?);
         self.groups.push((fabric, index));
-        Ok(self.groups.len() - 1)
-    }
-
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
-        let (fabric, rank) = match handle {
-            None => &self.home,
-            Some(h) => self
-                .groups
-                .get(h)
-                .ok_or_else(|| Error::runtime(format!("internal error: no memory group {h}")))?,
-        };
-        self.fabric = Arc::clone(fabric);
-        self.rank = *rank;
-        self.shift = shift.max(1);
-        Ok(())
+        Ok(SubGroup(self.groups.len() - 1))
     }
 }
 
@@ -465,7 +379,7 @@ impl Backend for MemoryBackend {
     fn identity(&self) -> Identity {
         Identity {
             kind: BackendKind::Memory,
-            version: format!("memory ({} ranks in one process)", self.fabric.nranks),
+            version: format!("memory ({} ranks in one process)", self.home.0.nranks),
             notes: Vec::new(),
         }
     }
@@ -494,9 +408,10 @@ impl Backend for MemoryBackend {
         }
     }
 
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
+        let rotate = reservation.rotate;
         self.journal.push(Event::Reserve { rotate });
-        self.rotation_bytes = if rotate { plan.peak_span_bytes() } else { 0 };
+        self.rotation_bytes = if rotate { reservation.recv_bytes } else { 0 };
         Ok(())
     }
 
@@ -637,361 +552,10 @@ impl ProfilerRanges for MemoryBackend {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Buf {
-    Send,
-    Recv,
-}
-
-/// Where a rank's input is and where its output goes, in elements.
-struct Regions {
-    input: (Buf, Range<usize>),
-    output: (Buf, Range<usize>),
-}
-
-/// The module comment's layout.
+/// NCCL's layout (the module comment).
 fn regions(call: &Call, placement: Placement) -> Regions {
-    let spec = call.collective.spec();
-    let at = &call.at;
-    let input = 0..spec.input_len(&call.shape, at);
-    let output = 0..spec.output_len(&call.shape, at);
-    let c = call.shape.count;
-    let block = at.rank * c..(at.rank + 1) * c;
-    match placement {
-        Placement::OutOfPlace => Regions {
-            input: (Buf::Send, input),
-            output: (Buf::Recv, output),
-        },
-        Placement::InPlace => {
-            let (input, output) = match call.collective {
-                Collective::AllGather | Collective::Gather => (block, output),
-                Collective::ReduceScatter | Collective::Scatter => (input, block),
-                _ => (input, output),
-            };
-            Regions {
-                input: (Buf::Recv, input),
-                output: (Buf::Recv, output),
-            }
-        }
-    }
-}
-
-/// This rank's output of `call` from every rank's input (`inputs[r]` is
-/// rank `r`'s input region, `out` this rank's output region).
-fn compute<T: Arith>(call: &Call, shift: usize, inputs: &[HostBuffer], out: &mut [T]) {
-    let (n, c, rank, root) = (call.at.nranks, call.shape.count, call.at.rank, call.at.root);
-    let input = |r: usize| inputs[r].typed::<T>();
-    let op = call.op.unwrap_or(ReduceOp::Sum);
-    let reduce = |i: usize| {
-        let mut acc = input(0)[i];
-        for r in 1..n {
-            acc = acc.combine(input(r)[i], op);
-        }
-        if op == ReduceOp::Avg { acc.average(n) } else { acc }
-    };
-    match call.collective {
-        Collective::AllReduce | Collective::Reduce => {
-            for (i, x) in out.iter_mut().enumerate() {
-                *x = reduce(i);
-            }
-        }
-        Collective::ReduceScatter => {
-            for (i, x) in out.iter_mut().enumerate() {
-                *x = reduce(rank * c + i);
-            }
-        }
-        Collective::Broadcast => out.copy_from_slice(&input(root)[..out.len()]),
-        Collective::AllGather | Collective::Gather => {
-            for (p, block) in out.chunks_mut(c.max(1)).enumerate() {
-                block.copy_from_slice(&input(p)[..block.len()]);
-            }
-        }
-        Collective::AllToAll => {
-            for (p, block) in out.chunks_mut(c.max(1)).enumerate() {
-                block.copy_from_slice(&input(p)[rank * c..rank * c + block.len()]);
-            }
-        }
-        Collective::Scatter => out.copy_from_slice(&input(root)[rank * c..rank * c + out.len()]),
-        Collective::SendRecv => out.copy_from_slice(&input((rank + n - shift % n) % n)[..out.len()]),
-    }
-}
-
-/// The arithmetic of reductions, in each element type.
-trait Arith: crate::buffer::Element + Copy {
-    fn combine(self, other: Self, op: ReduceOp) -> Self;
-    /// This sum over `n` ranks, divided by `n`.
-    fn average(self, n: usize) -> Self;
-}
-
-macro_rules! int_arith {
-    ($($t:ty),*) => {$(
-        impl Arith for $t {
-            fn combine(self, other: Self, op: ReduceOp) -> Self {
-                // NCCL's integer arithmetic wraps.
-                match op {
-                    ReduceOp::Sum | ReduceOp::Avg => self.wrapping_add(other),
-                    ReduceOp::Prod => self.wrapping_mul(other),
-                    ReduceOp::Min => self.min(other),
-                    ReduceOp::Max => self.max(other),
-                }
-            }
-
-            fn average(self, n: usize) -> Self {
-                self / (n.max(1) as $t)
-            }
-        }
-    )*};
-}
-int_arith!(i8, u8, i32, u32, i64, u64);
-
-macro_rules! float_arith {
-    ($($t:ty),*) => {$(
-        impl Arith for $t {
-            fn combine(self, other: Self, op: ReduceOp) -> Self {
-                match op {
-                    ReduceOp::Sum | ReduceOp::Avg => self + other,
-                    ReduceOp::Prod => self * other,
-                    ReduceOp::Min => self.min(other),
-                    ReduceOp::Max => self.max(other),
-                }
-            }
-
-            fn average(self, n: usize) -> Self {
-                self / (n.max(1) as $t)
-            }
-        }
-    )*};
-}
-float_arith!(f32, f64);
-
-impl Arith for Half {
-    fn combine(self, other: Self, op: ReduceOp) -> Self {
-        Half(f32_to_half(half_to_f32(self).combine(half_to_f32(other), op)))
-    }
-
-    fn average(self, n: usize) -> Self {
-        Half(f32_to_half(half_to_f32(self).average(n)))
-    }
-}
-
-impl Arith for Bf16 {
-    fn combine(self, other: Self, op: ReduceOp) -> Self {
-        Bf16(f32_to_bf16(bf16_to_f32(self).combine(bf16_to_f32(other), op)))
-    }
-
-    fn average(self, n: usize) -> Self {
-        Bf16(f32_to_bf16(bf16_to_f32(self).average(n)))
-    }
-}
-
-fn half_to_f32(h: Half) -> f32 {
-    // Every binary16 value is an f32 value.
-    crate::buffer::Element::to_f64(h) as f32
-}
-
-fn bf16_to_f32(b: Bf16) -> f32 {
-    f32::from_bits(u32::from(b.0) << 16)
-}
-
-/// `x` as binary16, rounded to nearest even (IEEE 754); beyond 65504
-/// rounds to infinity, NaN stays NaN.
-fn f32_to_half(x: f32) -> u16 {
-    let bits = x.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let man = bits & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    // Keeps `kept = m >> shift` and rounds on what the shift drops.
-    let round = |m: u32, shift: u32| {
-        let kept = m >> shift;
-        let dropped = m & ((1 << shift) - 1);
-        let half = 1 << (shift - 1);
-        kept + u32::from(dropped > half || (dropped == half && kept & 1 == 1))
-    };
-    if e <= 0 {
-        // subnormal: value = m10 * 2^-24, so m10 = (1.man as 24 bits) >> (14 - e)
-        if e < -10 {
-            return sign;
-        }
-        return sign | round(man | 0x80_0000, (14 - e) as u32) as u16;
-    }
-    // a carry out of the mantissa moves into the exponent, as it should
-    sign | (((e as u32) << 10) + round(man, 13)) as u16
-}
-
-/// `x` as bfloat16 (the upper half of an f32), rounded to nearest even.
-fn f32_to_bf16(x: f32) -> u16 {
-    let bits = x.to_bits();
-    if x.is_nan() {
-        return ((bits >> 16) | 0x40) as u16;
-    }
-    ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) as u16
+    Convention::Nccl.regions(call.collective, &call.shape, &call.at, placement)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::collective::{Layout, Pattern};
-    use crate::world::World;
-    use crate::world::threads::ThreadWorld;
-
-    /// Runs `f` on every rank of an `n`-rank world and memory
-    /// communicator, one thread each.
-    fn on_ranks<T: Send>(n: usize, f: impl Fn(&ThreadWorld, MemoryBackend) -> T + Sync) -> Vec<T> {
-        let worlds = ThreadWorld::create(n);
-        let backends = MemoryBackend::create(n).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = worlds
-                .iter()
-                .zip(backends)
-                .map(|(w, b)| {
-                    let f = &f;
-                    s.spawn(move || f(w, b))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    }
-
-    fn call(collective: Collective, dtype: DType, op: Option<ReduceOp>, n: usize, rank: usize) -> Call {
-        Call {
-            collective,
-            hierarchy: Hierarchy::Flat,
-            dtype,
-            op,
-            shape: collective.spec().shape(48, n),
-            at: Layout {
-                nranks: n,
-                rank,
-                root: n - 1,
-            },
-        }
-    }
-
-    /// Wrong elements of one check of `call` on every rank, summed.
-    fn wrong_elements(w: &ThreadWorld, mut b: MemoryBackend, c: Call, placement: Placement) -> u64 {
-        let pattern = Pattern::new(c.dtype, c.op, c.at.nranks, 7);
-        b.prepare(&c).unwrap();
-        b.load_input(&c, placement, &|i| pattern.input(c.at.rank, i)).unwrap();
-        b.launch(&c, placement, 0, 1).unwrap();
-        b.wait().unwrap();
-        let (out, range) = b.output(&c, placement).unwrap();
-        let spec = c.collective.spec();
-        let want = |i| spec.expected(&pattern, &c.shape, &c.at, i);
-        let local = match pattern.relative_bound() {
-            Some(bound) => out.count_outside(range, want, bound),
-            None => out.count_mismatches(range, want),
-        };
-        w.sum_u64(local)
-    }
-
-    #[test]
-    fn every_collective_type_and_op_is_exact_in_both_placements_at_1_to_4_ranks() {
-        for n in 1..=4 {
-            for collective in Collective::ALL {
-                let ops: Vec<Option<ReduceOp>> = if collective.spec().is_reduction() {
-                    ReduceOp::ALL.iter().copied().map(Some).collect()
-                } else {
-                    vec![None]
-                };
-                for dtype in DType::ALL {
-                    for &op in &ops {
-                        for placement in Placement::BOTH {
-                            let wrong = on_ranks(n, |w, b| {
-                                wrong_elements(w, b, call(collective, dtype, op, n, w.rank()), placement)
-                            });
-                            assert_eq!(wrong[0], 0, "{collective} {dtype} {op:?} {placement} at {n} ranks");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_corrupted_operation_is_wrong_exactly_where_it_was_corrupted() {
-        let wrong = on_ranks(3, |w, b| {
-            let b = b.with_fault(move |op| (op.call.at.rank == 1).then_some(Fault::Corrupt(5)));
-            let c = call(Collective::AllGather, DType::Int32, None, 3, w.rank());
-            wrong_elements(w, b, c, Placement::OutOfPlace)
-        });
-        assert_eq!(wrong, vec![5, 5, 5]);
-    }
-
-    #[test]
-    fn a_failed_rank_ends_its_peers_exchange_with_an_error_instead_of_a_hang() {
-        let results = on_ranks(3, |w, b| {
-            let mut b = b.with_fault(|op| (op.call.at.rank == 2).then(|| Fault::Fail("injected".into())));
-            let c = call(Collective::AllReduce, DType::Float, Some(ReduceOp::Sum), 3, w.rank());
-            b.prepare(&c).unwrap();
-            b.launch(&c, Placement::OutOfPlace, 0, 1).map_err(|e| e.to_string())
-        });
-        assert_eq!(results[2], Err("injected".to_string()));
-        for r in &results[..2] {
-            assert_eq!(r, &Err("rank 2 of the memory backend failed".to_string()));
-        }
-    }
-
-    #[test]
-    fn delays_advance_the_virtual_clock_one_scripted_duration_per_operation() {
-        let clock = VirtualClock::new();
-        let mut b = MemoryBackend::create(1)
-            .unwrap()
-            .remove(0)
-            .with_clock(clock.clone())
-            .with_delay(script(vec![Duration::from_micros(3), Duration::from_micros(5)]));
-        let c = call(Collective::Broadcast, DType::Uint8, None, 1, 0);
-        b.prepare(&c).unwrap();
-        b.launch(&c, Placement::OutOfPlace, 0, 3).unwrap();
-        assert_eq!(clock.now(), Duration::from_micros(3 + 5 + 3));
-        assert_eq!(
-            b.journal().events().last(),
-            Some(&Event::Launch {
-                first_iter: 0,
-                ops: 3,
-                captured: false
-            })
-        );
-    }
-
-    #[test]
-    fn a_call_for_another_layout_is_refused() {
-        let mut b = MemoryBackend::create(2).unwrap().remove(0);
-        let e = b
-            .prepare(&call(Collective::AllReduce, DType::Float, None, 3, 0))
-            .unwrap_err();
-        assert!(e.to_string().contains("rank 0 of 3"), "{e}");
-    }
-
-    #[test]
-    fn sixteen_bit_floats_round_to_nearest_even() {
-        for (x, bits) in [
-            (0.0, 0x0000),
-            (1.0, 0x3c00),
-            (-2.0, 0xc000),
-            (65504.0, 0x7bff),
-            (65520.0, 0x7c00),
-            (2049.0, 0x6800),
-            (2051.0, 0x6802),
-            (2f32.powi(-24), 0x0001),
-            (2f32.powi(-14), 0x0400),
-            (f32::INFINITY, 0x7c00),
-        ] {
-            assert_eq!(f32_to_half(x), bits, "{x}");
-        }
-        assert!(half_to_f32(Half(f32_to_half(f32::NAN))).is_nan());
-        for v in 0..=2048u16 {
-            assert_eq!(half_to_f32(Half(f32_to_half(f32::from(v)))), f32::from(v));
-        }
-        assert_eq!(f32_to_bf16(1.0), 0x3f80);
-        assert_eq!(f32_to_bf16(257.0), 0x4380, "257 ties to even 256");
-        assert_eq!(f32_to_bf16(259.0), 0x4382, "259 ties to even 260");
-        assert!(f32::from_bits(u32::from(f32_to_bf16(f32::NAN)) << 16).is_nan());
-    }
-}
+mod tests;

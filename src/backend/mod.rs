@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use crate::buffer::HostBuffer;
 use crate::collective::{Collective, Layout, Shape};
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
@@ -134,9 +134,19 @@ pub struct Call {
     /// `None` for collectives that do not reduce.
     pub op: Option<ReduceOp>,
     pub shape: Shape,
-    /// Rank count, this rank, root (0 where unused).
+    /// Rank count, this rank, root (0 where unused), sendrecv's reach (1
+    /// where unused), all in the communicator the call runs on.
     pub at: Layout,
+    /// The communicator it runs on: `None` the backend's own, else a group
+    /// `SubGroups::split` made. Every call names its own, as rsmpi hands
+    /// out communicators: no call changes what a later one means.
+    pub group: Option<SubGroup>,
 }
+
+/// A sub-communicator `SubGroups::split` made, named by the calls that run
+/// on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubGroup(pub usize);
 
 /// Which backend this is, for the reports: the CSV's `backend` and
 /// `backend_version`, and the header's notes.
@@ -166,12 +176,13 @@ pub trait Backend {
     /// outputs it leaves undefined.
     fn capabilities(&self, extras: &LaunchExtras) -> Capabilities;
 
-    /// Called once before the sweep with the whole plan: a device backend
-    /// allocates buffers large enough for every case (it must not allocate
-    /// per point). With `rotate`, both buffers span the plan's largest case
-    /// and operations rotate through them (see `rotation_offset`);
-    /// otherwise every operation works at the start of its buffers.
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error>;
+    /// Called once before the first call with what the plan that runs
+    /// computed (`plan::Reservation`): a device backend allocates buffers
+    /// large enough for every call (it must not allocate per point). With
+    /// `rotate`, both buffers span the largest call and operations rotate
+    /// through them (see `rotation_offset`); otherwise every operation
+    /// works at the start of its buffers.
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error>;
 
     /// Makes buffers ready for `call` (both placements).
     fn prepare(&mut self, call: &Call) -> Result<(), Error>;
@@ -241,21 +252,16 @@ pub trait Backend {
     }
 }
 
-/// Sub-communicators, built once before a workload's first step, and the
-/// one later calls run on: a training step's operations run on the node,
-/// tensor-parallel or data-parallel group of each rank, every rank in its
-/// own group at the same time. A call's `Layout` is then the group's: its
-/// size, this rank's index in it, the root's index in it.
+/// Sub-communicators, built once before a workload's first step: a
+/// training step's operations run on the node, tensor-parallel or
+/// data-parallel group of each rank, every rank in its own group at the
+/// same time. A call on one names it (`Call::group`), and its `Layout` is
+/// the group's: its size, this rank's index in it, the root's index in it.
 pub trait SubGroups {
     /// Collective over the backend's own communicator (every rank calls it
     /// together, as MPI_Comm_split): a communicator of the ranks that give
-    /// the same `color`, ordered by `key`. Returns its handle for `select`.
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error>;
-
-    /// Later calls run on communicator `handle` (`None`: the backend's
-    /// own); a sendrecv sends to the rank `shift` places after this one in
-    /// it and receives from the one `shift` places before (1 is the ring).
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error>;
+    /// the same `color`, ordered by `key`, for calls to name.
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error>;
 }
 
 /// The GPU of a device backend: what the plan is fitted to, and what the
@@ -268,9 +274,9 @@ pub trait Gpu {
     /// fitted to it before `reserve`.
     fn free_bytes(&self) -> Option<u64>;
 
-    /// Device memory the plan needs beyond its two buffers per rank (the
+    /// Device memory the calls need beyond their two buffers per rank (the
     /// padded scratch buffer of NCCL's rs-ar-ag), for fitting the plan.
-    fn scratch_bytes(&self, plan: &Plan) -> u64;
+    fn scratch_bytes(&self, reservation: &Reservation) -> u64;
 }
 
 /// A backend that can tell which transport its communicator uses.

@@ -17,12 +17,14 @@ mod gather;
 pub mod pattern;
 mod reduce;
 mod reduce_scatter;
+pub mod regions;
 mod scatter;
 mod sendrecv;
 
 use std::fmt;
 
 pub use pattern::Pattern;
+pub use regions::{Buf, Convention, Regions};
 
 use crate::types::{DType, Named, by_name};
 
@@ -164,12 +166,16 @@ impl Shape {
     }
 }
 
-/// Where a point stands: rank count, this rank, the root (0 where unused).
+/// Where a point stands: rank count, this rank, the root (0 where unused),
+/// and how far a sendrecv reaches (1 where unused).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub nranks: usize,
     pub rank: usize,
     pub root: usize,
+    /// sendrecv: every rank sends to the rank `shift` places after it and
+    /// receives from the one `shift` places before (1 is the ring).
+    pub shift: usize,
 }
 
 /// What every collective knows about itself.
@@ -352,6 +358,7 @@ mod tests {
             nranks: 3,
             rank,
             root: 1,
+            shift: 1,
         };
         let len = |c: Collective, rank| {
             let spec = c.spec();
@@ -386,7 +393,12 @@ mod tests {
                 let per = shape.count;
                 for root in 0..n {
                     for rank in 0..n {
-                        let at = Layout { nranks: n, rank, root };
+                        let at = Layout {
+                            nranks: n,
+                            rank,
+                            root,
+                            shift: 1,
+                        };
                         let want: Vec<u64> = match c {
                             AllReduce => (0..shape.send).map(|i| (0..n).map(|r| input(r)[i]).sum()).collect(),
                             Reduce if rank == root => {

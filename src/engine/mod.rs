@@ -2,7 +2,7 @@
 //! warm up, validate, time, reduce times across ranks, and hand one
 //! `Record` to rank 0's callback.
 //!
-//! Timing (DESIGN.md, nccl-tests' method): barrier, host clock, `iters`
+//! Timing (docs/measurement.md, nccl-tests' method): barrier, host clock, `iters`
 //! operations launched back to back, wait for completion, stop the clock;
 //! per-operation time = elapsed / iters. With `--blocking`, each operation
 //! is timed alone with a barrier before it (OSU's method). Nothing in the
@@ -11,7 +11,7 @@
 //! How many iterations a point gets is the run's policy (`policy`): `-n`,
 //! `--min-time` (`adaptive`) or, by default, batches until the median is
 //! precise enough (`precision`). With `-I`, every iteration is timed too
-//! (`stats`).
+//! (`straggler`).
 //!
 //! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
 //! one group; with `-G N`, the timed iterations are captured once in a CUDA
@@ -20,12 +20,13 @@
 //! (`per_op_seconds`).
 
 pub mod adaptive;
+pub mod check;
 pub mod digest;
 pub mod policy;
 pub mod precision;
-pub mod stats;
 pub mod steps;
 pub mod stop;
+pub mod straggler;
 pub mod watchdog;
 
 use std::time::{Duration, SystemTime};
@@ -34,7 +35,7 @@ use serde::{Serialize, Serializer};
 
 use crate::backend::{Backend, Call, Graphs, IterationMarks, LaunchExtras};
 use crate::clock::Clock;
-use crate::collective::{Layout, Pattern};
+use crate::collective::Layout;
 use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
@@ -141,7 +142,7 @@ pub struct Summary {
     /// The signal that stopped the run early (on any rank).
     pub stopped_by: Option<u64>,
     /// With `-I`, on rank 0: a rank persistently slower than the median.
-    pub straggler: Option<stats::Straggler>,
+    pub straggler: Option<straggler::Straggler>,
 }
 
 pub struct Engine<'a> {
@@ -161,7 +162,7 @@ pub struct Engine<'a> {
     /// same sequence on every rank.
     rep: u64,
     /// Which rank was slowest where (rank 0, with `-I`).
-    stragglers: stats::Stragglers,
+    stragglers: straggler::Stragglers,
 }
 
 impl<'a> Engine<'a> {
@@ -177,7 +178,7 @@ impl<'a> Engine<'a> {
             watchdog: None,
             stop: StopRequest::never(),
             rep: 0,
-            stragglers: stats::Stragglers::default(),
+            stragglers: straggler::Stragglers::default(),
         }
     }
 
@@ -261,7 +262,9 @@ impl<'a> Engine<'a> {
                 nranks: self.world.size(),
                 rank: self.world.rank(),
                 root: case.root.unwrap_or(0),
+                shift: 1,
             },
+            group: None,
         };
         for placement in Placement::BOTH {
             let what = describe(case, placement);
@@ -307,7 +310,7 @@ impl<'a> Engine<'a> {
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
                     if case.collective.spec().is_symmetric()
-                        && let Some((rank, excess)) = stats::slowest_rank(&times)
+                        && let Some((rank, excess)) = straggler::slowest_rank(&times)
                     {
                         self.stragglers.add(case.size_bytes(), rank, excess);
                     }
@@ -392,34 +395,23 @@ impl<'a> Engine<'a> {
 
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
-    /// nccl-tests does). `None` when checking is off.
+    /// nccl-tests does). `None` when checking is off or the backend leaves
+    /// this output undefined.
     fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<u64>, Error> {
+        // before any pattern is used up, so that the seeds stay in step
         if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
             return Ok(None);
         }
-        let spec = call.collective.spec();
+        let validate = check::Validate {
+            world: self.world,
+            caps: &self.caps,
+            inject_error: self.inject_error,
+        };
         for _ in 0..self.cfg.check {
             self.rep += 1;
-            let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, self.rep);
-            let rank = call.at.rank;
-            self.backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
-            self.backend.launch(call, placement, 0, 1)?;
-            self.backend.wait()?;
-            let (out, range) = self.backend.output(call, placement)?;
-            if self.inject_error && !range.is_empty() {
-                // Test hook: flip bits of the first received element.
-                let at = range.start * call.dtype.size_bytes();
-                out.bytes_mut()[at] ^= 0x5a;
-            }
-            let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
-            // avg on floating types: NCCL's arithmetic is not exact (pattern.rs)
-            let local = match pattern.relative_bound() {
-                Some(bound) => out.count_outside(range, want, bound),
-                None => out.count_mismatches(range, want),
-            };
-            let total = self.world.sum_u64(local);
-            if total > 0 {
-                return Ok(Some(total));
+            match validate.once(&mut *self.backend, call, placement, self.rep)? {
+                Some(0) => {}
+                found => return Ok(found),
             }
         }
         Ok(Some(0))
@@ -577,7 +569,7 @@ impl<'a> Engine<'a> {
     }
 
     /// The persistently slow rank of the run (rank 0, with `-I`).
-    pub fn straggler(&self) -> Option<stats::Straggler> {
+    pub fn straggler(&self) -> Option<straggler::Straggler> {
         self.stragglers.verdict(self.cfg.straggler_threshold_pct / 100.0)
     }
 
@@ -691,7 +683,7 @@ struct Measured {
 /// `-I` columns: the distribution of per-iteration times (each iteration
 /// taken at its slowest rank) and the slowest rank against the median.
 fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
-    let (Some(s), Some((rank, excess))) = (stats::IterSummary::of(samples), stats::slowest_rank(times)) else {
+    let (Some(s), Some((rank, excess))) = (straggler::IterSummary::of(samples), straggler::slowest_rank(times)) else {
         return;
     };
     record.time_iter_min_us = Some(s.min * 1e6);

@@ -141,7 +141,7 @@ impl Engine<'_> {
         }
         Ok(Batched {
             timed: Timed {
-                per_op_s: super::precision::median(&mine).unwrap_or(0.0),
+                per_op_s: crate::stats::median(&mine).unwrap_or(0.0),
                 elapsed_s: 0.0,
                 samples,
             },

@@ -20,7 +20,8 @@
 //! - `MAX_BATCHES` batches ran.
 //!
 //! The interval is the distribution-free one of order statistics
-//! (Conover, Practical Nonparametric Statistics, 3rd ed., section 3.2):
+//! (Conover, Practical Nonparametric Statistics, 3rd ed., section 3.2;
+//! `stats::relative_half_width`):
 //! `[x(l), x(k+1-l)]` with the largest `l` for which a Binomial(k, 1/2) is
 //! below `l` with probability at most 2.5%. It assumes nothing about the
 //! shape of the times, and a batch the system preempted moves it by one
@@ -32,7 +33,7 @@
 
 use std::time::Duration;
 
-use super::stats::percentile;
+use crate::stats::relative_half_width;
 
 /// Fewest timed batches before the target may stop a point.
 pub const MIN_BATCHES: usize = 10;
@@ -226,46 +227,6 @@ fn ops_lasting(batch_s: f64, per_op_s: f64) -> u32 {
     }
 }
 
-/// Median of `samples` (the mean of the two middle ones for an even count).
-pub fn median(samples: &[f64]) -> Option<f64> {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    (!sorted.is_empty()).then(|| percentile(&sorted, 50.0))
-}
-
-/// The half-width of the 95% order-statistic interval of the median of
-/// `samples`, relative to the median: `(x(k+1-l) - x(l)) / 2 / median`.
-pub fn relative_half_width(samples: &[f64]) -> Option<f64> {
-    let l = median_interval_rank(samples.len())?;
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let k = sorted.len();
-    let m = median(&sorted)?;
-    (m > 0.0).then(|| (sorted[k - l] - sorted[l - 1]) / 2.0 / m)
-}
-
-/// The rank `l` (from 1) of the lower end of the 95% interval of a median
-/// of `k` samples; the upper end is rank `k + 1 - l`. `None` when `k` is
-/// too small for such an interval (under 6).
-pub fn median_interval_rank(k: usize) -> Option<usize> {
-    // P(Binomial(k, 1/2) <= i), accumulated in log space so that no term
-    // underflows for the largest k.
-    let ln_half_k = k as f64 * 0.5f64.ln();
-    let mut ln_choose = 0.0f64; // ln C(k, i)
-    let mut below = 0.0; // P(B <= i - 1), i.e. P(B < l) for l = i
-    let mut l = 0;
-    for i in 0..=k / 2 {
-        let p_i = (ln_choose + ln_half_k).exp();
-        if below + p_i > 0.025 {
-            break;
-        }
-        below += p_i;
-        l = i + 1;
-        ln_choose += ((k - i) as f64).ln() - ((i + 1) as f64).ln();
-    }
-    (l >= 1).then_some(l)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,37 +257,6 @@ mod tests {
     fn noise(i: usize, rel: f64) -> f64 {
         let u = ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
         1.0 + rel * (2.0 * u - 1.0)
-    }
-
-    #[test]
-    fn the_interval_of_a_median_follows_the_binomial_table() {
-        // Conover's table A3 (alpha = 0.05, two-sided): the lower rank for
-        // k samples.
-        assert_eq!(median_interval_rank(5), None);
-        assert_eq!(median_interval_rank(6), Some(1));
-        assert_eq!(median_interval_rank(8), Some(1));
-        assert_eq!(median_interval_rank(9), Some(2));
-        assert_eq!(median_interval_rank(10), Some(2));
-        assert_eq!(median_interval_rank(11), Some(2));
-        assert_eq!(median_interval_rank(12), Some(3));
-        assert_eq!(median_interval_rank(20), Some(6));
-        assert_eq!(median_interval_rank(30), Some(10));
-        assert_eq!(median_interval_rank(100), Some(40));
-        // large k: about k/2 - 0.98 sqrt(k), and no underflow
-        let l = median_interval_rank(1000).unwrap();
-        assert!((468..=470).contains(&l), "{l}");
-    }
-
-    #[test]
-    fn the_half_width_is_half_the_interval_over_the_median() {
-        // 10 samples: the interval is [x(2), x(9)]
-        let xs = [10.0, 1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0];
-        let hw = relative_half_width(&xs).unwrap();
-        assert!((hw - (9.0 - 2.0) / 2.0 / 5.5).abs() < 1e-12, "{hw}");
-        assert_eq!(relative_half_width(&xs[..5]), None, "too few for an interval");
-        assert_eq!(relative_half_width(&[0.0; 10]), None, "a zero median");
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[]), None);
     }
 
     #[test]

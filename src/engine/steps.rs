@@ -4,7 +4,7 @@
 //!
 //! Every rank issues the same sequence; an operation runs on this rank's
 //! group of its kind (the caller built the groups once with
-//! `SubGroups::split` and gives each call's handle), so every rank takes
+//! `SubGroups::split`, and each call names its own), so every rank takes
 //! part in its own group's operation at the same time. Each call's
 //! `Layout` is the group's: validation uses the group's size and this
 //! rank's index in it, and the wrong elements of every group are summed
@@ -16,26 +16,16 @@
 //! Times are the slowest rank's: a step ends when its last rank does.
 //! Must not: print, or know schedules, models or files.
 
-use crate::backend::{Backend, Call, SubGroups};
+use crate::backend::{Backend, Call, LaunchExtras};
 use crate::clock::Clock;
-use crate::collective::{Collective, Pattern};
 use crate::error::Error;
 use crate::types::Placement;
 use crate::world::World;
 
+use super::check::Validate;
 use super::stop::StopRequest;
+use super::straggler::IterSummary;
 use super::watchdog::Watchdog;
-
-/// One operation of the step, as this rank issues it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StepCall {
-    /// Its `at` is this rank's group: size, index, root's index.
-    pub call: Call,
-    /// The group's communicator (`SubGroups::split`); `None` is the world.
-    pub handle: Option<usize>,
-    /// For sendrecv: places ahead the data goes (1: the ring).
-    pub shift: usize,
-}
 
 /// How the steps run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,8 +53,22 @@ pub struct Steps {
     pub failed_ops: usize,
 }
 
-/// Runs the steps; `Some` on rank 0. The caller has selected nothing: each
-/// call selects its own group.
+impl Steps {
+    /// Each of the step's `ops` operations' distribution over the timed
+    /// steps (the slowest rank's times); `None` without timed steps.
+    pub fn per_op(&self, ops: usize) -> Vec<Option<IterSummary>> {
+        (0..ops)
+            .map(|i| IterSummary::of(&self.op_us.iter().map(|s| s[i]).collect::<Vec<f64>>()))
+            .collect()
+    }
+
+    /// The distribution of the step times; `None` without timed steps.
+    pub fn per_step(&self) -> Option<IterSummary> {
+        IterSummary::of(&self.step_us)
+    }
+}
+
+/// Runs the steps; `Some` on rank 0. Each call names its own group.
 pub struct StepRunner<'a> {
     pub world: &'a dyn World,
     pub backend: &'a mut dyn Backend,
@@ -80,7 +84,7 @@ impl StepRunner<'_> {
     /// The steps' figures (`Some` on rank 0), and the signal that stopped
     /// them early on any rank (every rank knows it; the steps timed before
     /// it are kept).
-    pub fn run(&mut self, calls: &[StepCall], t: &StepTiming) -> Result<(Option<Steps>, Option<u64>), Error> {
+    pub fn run(&mut self, calls: &[Call], t: &StepTiming) -> Result<(Option<Steps>, Option<u64>), Error> {
         let (wrong, failed_ops) = self.check(calls, t.check)?;
         for step in 0..t.warmup_steps {
             self.watch(format!("warm-up step {}", step + 1));
@@ -122,29 +126,18 @@ impl StepRunner<'_> {
         }
     }
 
-    fn groups(&mut self) -> Result<&mut dyn SubGroups, Error> {
-        self.backend
-            .sub_groups()
-            .ok_or_else(|| Error::usage("this backend has no sub-communicators for a workload's groups"))
-    }
-
-    /// Selects the call's group and makes its buffers ready (untimed).
-    fn ready(&mut self, c: &StepCall) -> Result<(), Error> {
-        self.groups()?.select(c.handle, c.shift)?;
-        self.backend.prepare(&c.call)
-    }
-
     /// One step: this rank's seconds, and each operation's pushed to `ops`.
-    fn step(&mut self, calls: &[StepCall], blocking: bool, mut ops: Option<&mut Vec<f64>>) -> Result<f64, Error> {
+    fn step(&mut self, calls: &[Call], blocking: bool, mut ops: Option<&mut Vec<f64>>) -> Result<f64, Error> {
         self.world.barrier();
         let mut total = 0.0;
         for c in calls {
-            self.ready(c)?;
+            // its buffers made ready, untimed
+            self.backend.prepare(c)?;
             if blocking {
                 self.world.barrier();
             }
             let start = self.clock.now();
-            self.backend.launch(&c.call, Placement::OutOfPlace, 0, 1)?;
+            self.backend.launch(c, Placement::OutOfPlace, 0, 1)?;
             self.backend.wait()?;
             let took = self.clock.seconds_since(start);
             total += took;
@@ -156,48 +149,29 @@ impl StepRunner<'_> {
     }
 
     /// `passes` validation passes over every operation (every rank takes
-    /// part in each sum): wrong elements in all, operations found wrong.
-    fn check(&mut self, calls: &[StepCall], passes: u32) -> Result<(u64, usize), Error> {
+    /// part in each sum; an operation whose output the backend leaves
+    /// undefined is not checked): wrong elements in all, operations found
+    /// wrong.
+    fn check(&mut self, calls: &[Call], passes: u32) -> Result<(u64, usize), Error> {
+        let caps = self.backend.capabilities(&LaunchExtras::default());
+        let validate = Validate {
+            world: self.world,
+            caps: &caps,
+            inject_error: self.inject_error,
+        };
         let (mut wrong, mut failed) = (0, 0);
         for pass in 0..u64::from(passes) {
             for (i, c) in calls.iter().enumerate() {
                 self.watch(format!("checking operation {} of the step", i + 1));
-                self.ready(c)?;
+                self.backend.prepare(c)?;
                 let seed = pass * calls.len() as u64 + i as u64 + 1;
-                let found = self.check_one(c, seed)?;
-                let total = self.world.sum_u64(found);
-                wrong += total;
-                failed += usize::from(total > 0);
+                if let Some(total) = validate.once(&mut *self.backend, c, Placement::OutOfPlace, seed)? {
+                    wrong += total;
+                    failed += usize::from(total > 0);
+                }
             }
         }
         Ok((wrong, failed))
-    }
-
-    fn check_one(&mut self, c: &StepCall, seed: u64) -> Result<u64, Error> {
-        let call = &c.call;
-        let spec = call.collective.spec();
-        let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, seed);
-        let rank = call.at.rank;
-        self.backend
-            .load_input(call, Placement::OutOfPlace, &|i| pattern.input(rank, i))?;
-        self.backend.launch(call, Placement::OutOfPlace, 0, 1)?;
-        self.backend.wait()?;
-        let (out, range) = self.backend.output(call, Placement::OutOfPlace)?;
-        if self.inject_error && !range.is_empty() {
-            let at = range.start * call.dtype.size_bytes();
-            out.bytes_mut()[at] ^= 0x5a;
-        }
-        let n = call.at.nranks.max(1);
-        let from = (rank + n - c.shift % n) % n;
-        let want = |i| match call.collective {
-            // a shifted exchange receives from `shift` places before
-            Collective::SendRecv => pattern.input(from, i),
-            _ => spec.expected(&pattern, &call.shape, &call.at, i),
-        };
-        Ok(match pattern.relative_bound() {
-            Some(bound) => out.count_outside(range, want, bound),
-            None => out.count_mismatches(range, want),
-        })
     }
 }
 
@@ -206,15 +180,24 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::backend::SubGroup;
     use crate::backend::memory::{Fault, Launched, MemoryBackend};
     use crate::clock::VirtualClock;
+    use crate::collective::Collective;
     use crate::collective::Layout;
     use crate::topology::Hierarchy;
     use crate::types::{DType, ReduceOp};
     use crate::world::threads::ThreadWorld;
 
-    /// One call on this rank's group: `n` ranks, this rank at `index`.
-    fn call(collective: Collective, count: usize, n: usize, index: usize) -> Call {
+    /// One call on this rank's group: `n` ranks, this rank at `index`, on
+    /// `group`, a sendrecv `shift` places ahead.
+    fn call(
+        collective: Collective,
+        count: usize,
+        (n, index): (usize, usize),
+        group: Option<SubGroup>,
+        shift: usize,
+    ) -> Call {
         let spec = collective.spec();
         Call {
             collective,
@@ -226,7 +209,9 @@ mod tests {
                 nranks: n,
                 rank: index,
                 root: 0,
+                shift,
             },
+            group,
         }
     }
 
@@ -250,21 +235,9 @@ mod tests {
                             .with_fault(move |op: &Launched| fault(rank, op));
                         let pair = backend.sub_groups().unwrap().split(rank / 2, rank % 2).unwrap();
                         let calls = [
-                            StepCall {
-                                call: call(Collective::AllReduce, 64, 2, rank % 2),
-                                handle: Some(pair),
-                                shift: 1,
-                            },
-                            StepCall {
-                                call: call(Collective::AllGather, 64, 4, rank),
-                                handle: None,
-                                shift: 1,
-                            },
-                            StepCall {
-                                call: call(Collective::SendRecv, 16, 4, rank),
-                                handle: None,
-                                shift: 2,
-                            },
+                            call(Collective::AllReduce, 64, (2, rank % 2), Some(pair), 1),
+                            call(Collective::AllGather, 64, (4, rank), None, 1),
+                            call(Collective::SendRecv, 16, (4, rank), None, 2),
                         ];
                         let mut runner = StepRunner {
                             world,

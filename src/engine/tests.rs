@@ -243,7 +243,7 @@ fn every_collective_is_checked_and_recorded_in_plan_order_on_rank_0_at_1_to_4_ra
                 ..timing()
             };
             let ran = sweep(n, &t, &p, |_, mut b| {
-                b.reserve(&p, rotate).unwrap();
+                b.reserve(&p.reservation(rotate)).unwrap();
                 b
             });
             for (rank, r) in ran.iter().enumerate() {

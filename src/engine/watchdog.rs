@@ -2,9 +2,8 @@
 //! measured point, or the set-up) takes longer than `--timeout`.
 //!
 //! A hung collective never returns, so the thread cannot ask the main
-//! thread to stop; it prints which step was running, runs the abort hooks
-//! (a backend registers its communicator abort, e.g. ncclCommAbort) and
-//! exits the process with code 5. It makes no MPI call: MPI was initialised
+//! thread to stop; it prints which step was running and exits the process
+//! with code 5. It makes no MPI call: MPI was initialised
 //! for one thread, and the launcher already ends the whole job when one rank
 //! exits with a non-zero code (mpirun does; under Slurm every other rank's
 //! own watchdog fires as well, since its peers are gone).
@@ -16,14 +15,11 @@ use std::time::{Duration, Instant};
 
 use crate::error::exit;
 
-type Hook = Box<dyn Fn() + Send + Sync>;
-
 struct Shared {
     /// Milliseconds since `epoch` when the current step started, plus one;
     /// 0 when idle.
     started_ms: AtomicU64,
     what: Mutex<String>,
-    hooks: Mutex<Vec<Hook>>,
     epoch: Instant,
 }
 
@@ -31,7 +27,6 @@ struct Shared {
 /// ends with the process).
 pub struct Watchdog {
     shared: Arc<Shared>,
-    timeout: Duration,
 }
 
 impl Watchdog {
@@ -40,7 +35,6 @@ impl Watchdog {
         let shared = Arc::new(Shared {
             started_ms: AtomicU64::new(0),
             what: Mutex::new(String::new()),
-            hooks: Mutex::new(Vec::new()),
             epoch: Instant::now(),
         });
         let watched = Arc::clone(&shared);
@@ -61,11 +55,6 @@ impl Watchdog {
                         "collbench: {name}: timeout: {what} ran longer than --timeout {} s; ending the job",
                         timeout.as_secs_f64()
                     ));
-                    if let Ok(hooks) = watched.hooks.lock() {
-                        for hook in hooks.iter() {
-                            hook();
-                        }
-                    }
                     std::process::exit(i32::from(exit::TIMEOUT));
                 }
             }
@@ -75,11 +64,7 @@ impl Watchdog {
                 "collbench: {who}: warning: no watchdog thread ({e}); --timeout is not enforced"
             ));
         }
-        Watchdog { shared, timeout }
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
+        Watchdog { shared }
     }
 
     /// A step starts: `what` names it in the timeout message.
@@ -102,12 +87,5 @@ impl Watchdog {
     /// No step is running (waiting for the user, writing the last report).
     pub fn idle(&self) {
         self.shared.started_ms.store(0, Ordering::SeqCst);
-    }
-
-    /// Runs `hook` before the process exits on a timeout.
-    pub fn on_timeout(&self, hook: impl Fn() + Send + Sync + 'static) {
-        if let Ok(mut hooks) = self.shared.hooks.lock() {
-            hooks.push(Box::new(hook));
-        }
     }
 }

@@ -1,87 +1,115 @@
-//! The CSV report: schema 1, one row per measured point, each row written
-//! whole and flushed before the next point starts.
+//! CSV files as reports write them (`CsvFile`: created through
+//! `create_file`, each row written whole and flushed before the next, so
+//! an interrupted run keeps every finished row), and the run's CSV sink:
+//! schema 1, one row per measured point.
 
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{Record, RunInfo, Sink};
+use serde::Serialize;
+
+use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::error::Error;
-use crate::record::Extras;
+use crate::record::{Extras, Record};
 
-pub struct CsvSink {
+/// A CSV file being written: the run's (`CsvSink`), the workload's
+/// (`report::workload::WorkloadCsv`) and an import's.
+pub struct CsvFile {
     path: PathBuf,
     writer: csv::Writer<File>,
+}
+
+impl CsvFile {
+    /// Creates the file now, so a bad path is reported before any
+    /// measurement. An existing file is refused unless `overwrite`.
+    pub fn create(path: &Path, overwrite: bool) -> Result<CsvFile, Error> {
+        let file = super::create_file(path, overwrite, "CSV")?;
+        Ok(CsvFile {
+            path: path.to_path_buf(),
+            writer: csv::WriterBuilder::new().has_headers(false).from_writer(file),
+        })
+    }
+
+    /// Writes `fields` as one row and flushes it.
+    pub fn fields<I, T>(&mut self, fields: I) -> io::Result<()>
+    where
+        I: IntoIterator<Item = T>,
+        T: AsRef<[u8]>,
+    {
+        self.writer.write_record(fields)?;
+        self.writer.flush()
+    }
+
+    /// Writes `row` (its serde fields, in order) as one row and flushes it.
+    pub fn row<R: Serialize>(&mut self, row: &R) -> io::Result<()> {
+        self.writer.serialize(row)?;
+        self.writer.flush()
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+
+    /// What this file is, for error messages.
+    pub fn target(&self) -> String {
+        format!("CSV file {}", self.path.display())
+    }
+
+    /// Removes the file (a run that will not start).
+    pub fn discard(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The run's CSV: its header at `begin`, a row per record.
+pub struct CsvSink {
+    file: CsvFile,
     extras: Extras,
 }
 
 impl CsvSink {
-    /// Creates the file now, so a bad path is reported before any
-    /// measurement. An existing file is refused unless `overwrite`.
+    /// Creates the file now (`CsvFile::create`).
     pub fn create(path: &Path, overwrite: bool, extras: Extras) -> Result<CsvSink, Error> {
-        let file = super::create_file(path, overwrite, "CSV")?;
-        let writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
         Ok(CsvSink {
-            path: path.to_path_buf(),
-            writer,
+            file: CsvFile::create(path, overwrite)?,
             extras,
         })
     }
 }
 
-impl CsvSink {
-    fn write_header(&mut self) -> io::Result<()> {
-        self.writer.write_record(self.extras.header())?;
-        self.writer.flush()
-    }
-}
-
 impl Sink for CsvSink {
     fn begin(&mut self, _run: &RunInfo) -> io::Result<()> {
-        self.write_header()
+        self.file.fields(self.extras.header())
     }
 
     fn record(&mut self, record: &Record) -> io::Result<()> {
-        self.writer.write_record(record.csv_fields(self.extras))?;
-        self.writer.flush()
+        self.file.fields(record.csv_fields(self.extras))
     }
 
     fn finish(&mut self, _run: &RunInfo, _summary: &Summary) -> io::Result<()> {
-        self.writer.flush()
+        self.file.flush()
     }
 
     fn target(&self) -> String {
-        sink_target(&self.path)
+        self.file.target()
     }
 
     fn discard(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.file.discard();
     }
 }
 
 /// Writes `records` as a new CSV report at `path` (import).
 pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result<(), Error> {
-    let mut sink = CsvSink::create(path, overwrite, Extras::default())?;
-    let failed = |e: io::Error| Error::runtime(format!("cannot write {}: {e}", sink_target(path)));
-    sink.write_header().map_err(failed)?;
+    let mut file = CsvFile::create(path, overwrite)?;
+    let target = file.target();
+    let failed = |e: io::Error| Error::runtime(format!("cannot write {target}: {e}"));
+    let extras = Extras::default();
+    file.fields(extras.header()).map_err(failed)?;
     for r in records {
-        sink.record(r).map_err(failed)?;
+        file.fields(r.csv_fields(extras)).map_err(failed)?;
     }
-    sink.writer.flush().map_err(failed)
-}
-
-fn sink_target(path: &Path) -> String {
-    format!("CSV file {}", path.display())
-}
-
-/// Reads a CSV report back (tests, compare).
-pub fn read_records(path: &Path) -> Result<Vec<Record>, Error> {
-    let mut reader = csv::Reader::from_path(path)
-        .map_err(|e| Error::usage(format!("cannot read CSV file {}: {e}", path.display())))?;
-    reader
-        .deserialize()
-        .enumerate()
-        .map(|(i, row)| row.map_err(|e| Error::usage(format!("CSV file {} row {}: {e}", path.display(), i + 2))))
-        .collect()
+    file.flush().map_err(failed)
 }

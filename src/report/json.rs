@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::samples::SampleTally;
-use super::{Record, RunInfo, Sink};
+use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::error::Error;
+use crate::record::Record;
 use crate::record::SCHEMA_VERSION;
 
 pub struct JsonSink {

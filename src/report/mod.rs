@@ -11,17 +11,12 @@
 //! finished row; the JSON is written once at the end, through a temporary
 //! file and a rename.
 
-pub mod compare;
 pub mod csv;
-pub mod import;
 pub mod json;
-pub mod plot;
 mod printer;
 pub mod progress;
 mod reporter;
 pub mod samples;
-/// `record` was a part of `report`; its old path stays valid.
-pub use crate::record;
 pub use reporter::{Reporter, stop_line};
 pub mod table;
 pub mod workload;
@@ -34,10 +29,10 @@ use serde::Serialize;
 
 use crate::engine::{Summary, Timing};
 use crate::error::Error;
+use crate::record::Record;
 use crate::topology::profile::Profile;
-use crate::types::BackendKind;
+use crate::types::{BackendKind, ProgressMode};
 use crate::world::RankInfo;
-pub use record::Record;
 
 /// Where rank 0's reports go.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,16 +44,6 @@ pub struct OutputConfig {
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
     pub label: Option<String>,
-}
-
-/// When progress is shown (`progress` says how).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProgressMode {
-    /// A bar where one is safe to draw, else nothing.
-    Auto,
-    /// A bar where one is safe to draw, else plain lines (`--progress`).
-    Always,
-    Never,
 }
 
 /// What the reports say about the run as a whole: who ran it where, and

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::{ProgressMode, Record};
+use crate::record::Record;
+use crate::types::ProgressMode;
 
 /// Longest silence between two progress lines.
 const LINE_EVERY: Duration = Duration::from_secs(30);

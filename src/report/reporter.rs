@@ -22,10 +22,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::progress::Progress;
-use super::{Record, RunInfo, Sink};
+use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::engine::stop::{StopRequest, signal_name};
 use crate::error::{Error, say};
+use crate::record::Record;
 
 /// How often the watcher looks for a stop signal.
 const WATCH_EVERY: Duration = Duration::from_millis(20);

@@ -4,7 +4,7 @@
 //! count, median and spread with the samples themselves, and the terminal
 //! a table of the same.
 //!
-//! It only gathers and displays; the statistics are `engine::stats`'s.
+//! It only gathers and displays; the statistics are `crate::stats`'s.
 //! Memory is one number per row up to `MAX_KEPT` samples of a point (a
 //! `--repeat 0` soak keeps the first `MAX_KEPT` of each and counts the
 //! rest).
@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::engine::stats::SampleSummary;
 use crate::record::{CaseKey, Record};
+use crate::stats::Spread;
 
 /// Samples kept per point.
 pub const MAX_KEPT: usize = 1000;
@@ -67,13 +67,13 @@ impl SampleTally {
         self.points
             .iter()
             .filter_map(|(case, kept)| {
-                let s = SampleSummary::of(&kept.times_us)?;
+                let s = Spread::of(&kept.times_us)?;
                 Some(PointSamples {
                     case: case.clone(),
                     n: s.n,
                     measured: kept.measured,
                     median_us: s.median,
-                    iqr_us: s.iqr,
+                    iqr_us: s.iqr(),
                     mad_us: s.mad,
                     samples_us: kept.times_us.clone(),
                 })

@@ -19,8 +19,9 @@ use indicatif::ProgressBar;
 
 use super::printer::Printer;
 use super::samples::{SampleTally, samples_table};
-use super::{Record, RunInfo, Sink, SweepInfo};
+use super::{RunInfo, Sink, SweepInfo};
 use crate::engine::Summary;
+use crate::record::Record;
 use crate::record::{op_column, root_column};
 use crate::types::{Placement, human_bytes};
 
@@ -563,137 +564,4 @@ impl Sink for TableSink {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-
-    use super::*;
-    use crate::collective::Collective;
-    use crate::types::DType;
-
-    /// A `Write` whose bytes the test reads back.
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// Where each field of `line` ends (its last character's column).
-    fn field_ends(line: &str) -> Vec<usize> {
-        let c: Vec<char> = line.chars().collect();
-        (0..c.len())
-            .filter(|&i| c[i] != ' ' && c[i] != '#' && c.get(i + 1).is_none_or(|n| *n == ' '))
-            .collect()
-    }
-
-    fn point(size: u64, placement: Placement, time_us: f64, algbw: f64, wrong: Option<u64>) -> Record {
-        Record {
-            collective: Collective::AllReduce,
-            dtype: DType::Float,
-            op: Some(crate::types::ReduceOp::Sum),
-            placement,
-            size_bytes: size,
-            count: size / 4,
-            nranks: 1,
-            time_us,
-            algbw_gbps: algbw,
-            busbw_gbps: 0.0,
-            wrong,
-            ..Record::default()
-        }
-    }
-
-    #[test]
-    fn values_too_wide_for_their_column_lose_decimals_then_take_an_exponent() {
-        assert_eq!(fit("1380480.74".into(), 8), "1380481");
-        assert_eq!(fit("123456.78".into(), 8), "123456.8");
-        assert_eq!(fit("12.34".into(), 8), "12.34");
-        assert_eq!(fit("123456789012.00".into(), 8), "1.235e11");
-        assert_eq!(fit("1073741824".into(), 7), "1.074e9");
-        assert_eq!(fit("N/A".into(), 2), "N/A");
-    }
-
-    #[test]
-    fn the_average_prints_as_c_printf_g_does() {
-        for (v, want) in [
-            (1.234, "1.234"),
-            (2.06935, "2.06935"),
-            (156.742, "156.742"),
-            (20.26354, "20.2635"),
-            (0.281242, "0.281242"),
-            (0.0001234567, "0.000123457"),
-            (0.0, "0"),
-            (480.0, "480"),
-            (1380480.74, "1.38048e+06"),
-            (999999.6, "1e+06"),
-            (0.00001, "1e-05"),
-        ] {
-            assert_eq!(g6(v), want, "{v}");
-        }
-    }
-
-    #[test]
-    fn columns_stay_aligned_whatever_the_value() {
-        let out = Shared::default();
-        let mut table = TableSink::new(Box::new(out.clone()), None);
-        let records = [
-            // a 1-rank in-place all-reduce copies nothing: a huge algbw
-            point(8, Placement::OutOfPlace, 1.5, 0.01, Some(0)),
-            point(8, Placement::InPlace, 0.0000058, 1380480.74, Some(0)),
-            point(1 << 33, Placement::OutOfPlace, 123456789.0, 69.58, Some(1_073_741_824)),
-            point(1 << 33, Placement::InPlace, 12.25, 701_234_567_890.5, None),
-        ];
-        for r in &records {
-            table.record(r).unwrap();
-        }
-        table.finish_text();
-        table.printer.close(None);
-        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-        let names = text
-            .lines()
-            .find(|l| l.contains("size") && l.contains("#wrong"))
-            .expect("a column header");
-        let want = field_ends(names);
-        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
-        assert_eq!(rows.len(), 2, "{text}");
-        for row in rows {
-            assert_eq!(field_ends(row), want, "misaligned:\n{names}\n{row}");
-        }
-        assert!(text.contains("1380481"), "{text}");
-    }
-
-    #[test]
-    fn the_footer_line_is_nccl_tests_own_and_the_point_count_has_its_own() {
-        let mut mean = Mean::default();
-        for v in [1.0, 2.0, 0.702] {
-            mean.add(v);
-        }
-        let footer = footer_average(&mean);
-        let lines: Vec<&str> = footer.lines().collect();
-        assert_eq!(lines[0], "# Avg bus bandwidth    : 1.234");
-        assert_eq!(lines[0].split_whitespace().last(), Some("1.234"));
-        assert_eq!(lines[1], "# Points averaged      : 3");
-    }
-
-    #[test]
-    fn the_header_says_what_each_time_is_divided_by_under_m_and_g() {
-        assert_eq!(launch_extras(1, 0), None);
-        assert_eq!(
-            launch_extras(4, 0).unwrap(),
-            "4 operations per iteration in one NCCL group (-m); time per op = elapsed / (iters x 4)"
-        );
-        assert_eq!(
-            launch_extras(1, 1).unwrap(),
-            "iterations captured in a CUDA graph, replayed 1 time (-G); time per op = elapsed / (iters x 1)"
-        );
-        let both = launch_extras(2, 10).unwrap();
-        assert!(both.ends_with("elapsed / (iters x 2 x 10)"), "{both}");
-        assert!(both.contains("replayed 10 times"), "{both}");
-    }
-}
+mod tests;

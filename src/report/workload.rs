@@ -2,19 +2,22 @@
 //! states what the schedules simplify, each configuration's figures (step
 //! time, the first-principles volume beside it, effective bus bandwidth,
 //! breakdowns by collective and message size, the top operations), the
-//! side-by-side view with ratios to the best, and the workload CSV
-//! (docs/workload.md "CSV"): `step` rows, one per timed step (the samples
+//! side-by-side view with ratios to the best, and the workload CSV's typed
+//! rows (`record::workload`): `step` rows, one per timed step (the samples
 //! `compare` judges), and `op` rows, one per operation of the step.
 //!
 //! Formats only: every figure comes measured or from `workload::volume`;
 //! the ratios are display aggregates.
 
-use std::fs::File;
 use std::path::Path;
 
+use super::csv::CsvFile;
+use crate::engine::steps::Steps;
 use crate::error::Error;
+use crate::record::workload::{RowKind, WorkloadRow};
 use crate::types::DType;
-use crate::workload::{GroupLayout, Op, Summary, effective_busbw_gbps};
+use crate::workload::plan::Config;
+use crate::workload::{GroupLayout, Op, StepVolume, Summary, effective_busbw_gbps};
 
 /// One operation's figures.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,6 +55,48 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Rank 0's figures of configuration `c`: each operation as it ran
+    /// (`ran`: type and count), its volume from first principles and its
+    /// times over the steps.
+    pub fn of(c: &Config, ran: &[(DType, u64)], steps: Steps) -> Result<Outcome, Error> {
+        let volume = StepVolume::new(&c.schedule, &c.layout)?;
+        let per_op = steps.per_op(ran.len());
+        let medians: Vec<f64> = per_op.iter().map(|s| s.map_or(0.0, |s| s.p50)).collect();
+        let summary = volume.summary(Some(&medians))?;
+        let ops = c
+            .schedule
+            .ops
+            .iter()
+            .zip(ran)
+            .zip(&volume.per_op)
+            .zip(&per_op)
+            .map(|(((op, &(run_dtype, run_count)), v), t)| OpResult {
+                op: op.clone(),
+                run_dtype,
+                run_count,
+                ranks: v.ranks,
+                size_bytes: v.size_bytes,
+                bus_bytes: v.bus_bytes,
+                median_us: t.map_or(0.0, |t| t.p50),
+                p99_us: t.map_or(0.0, |t| t.p99),
+            })
+            .collect();
+        let step = steps.per_step();
+        Ok(Outcome {
+            name: c.name.clone(),
+            strategy: c.strategy.map(|s| s.name().to_string()),
+            bucket_bytes: c.bucket_bytes,
+            layout: c.layout,
+            ops,
+            step_us: steps.step_us,
+            step_median_us: step.map_or(0.0, |s| s.p50),
+            step_p99_us: step.map_or(0.0, |s| s.p99),
+            summary,
+            wrong: steps.wrong,
+            failed_ops: steps.failed_ops,
+        })
+    }
+
     /// Bytes each rank sends per step.
     pub fn volume_bytes(&self) -> f64 {
         self.summary.total.bus_bytes
@@ -217,139 +262,83 @@ pub fn side_by_side(all: &[Outcome]) -> String {
     s
 }
 
-/// The workload CSV's columns (docs/workload.md "CSV").
-pub const COLUMNS: [&str; 27] = [
-    "kind",
-    "workload",
-    "strategy",
-    "bucket_bytes",
-    "nranks",
-    "ranks_per_node",
-    "tp",
-    "step",
-    "op_index",
-    "phase",
-    "group",
-    "group_ranks",
-    "label",
-    "collective",
-    "dtype",
-    "run_dtype",
-    "op",
-    "root",
-    "count",
-    "size_bytes",
-    "bus_bytes",
-    "time_us",
-    "time_p99_us",
-    "busbw_gbps",
-    "wrong",
-    "backend_version",
-    "rescaled",
-];
-
-/// Whether `header` (a CSV's first line) is a workload CSV's.
-pub fn is_workload_header(header: &str) -> bool {
-    header
-        .trim_start_matches('\u{feff}')
-        .trim_end()
-        .starts_with("kind,workload,")
-}
-
-/// Whether the file at `path` is a workload CSV (its first line says).
-pub fn is_workload_csv(path: &Path) -> bool {
-    use std::io::BufRead;
-    let Ok(file) = File::open(path) else { return false };
-    let mut first = String::new();
-    std::io::BufReader::new(file).read_line(&mut first).is_ok() && is_workload_header(&first)
-}
-
-/// The workload CSV, written one configuration at a time and flushed.
+/// The workload CSV (`record::workload`), written one configuration at a
+/// time, each row flushed (`CsvFile`).
 pub struct WorkloadCsv {
-    writer: csv::Writer<File>,
-    path: String,
+    file: CsvFile,
 }
 
 impl WorkloadCsv {
+    /// Creates the file and writes its header; an existing file is refused
+    /// unless `overwrite`.
     pub fn create(path: &Path, overwrite: bool) -> Result<WorkloadCsv, Error> {
-        if path.exists() && !overwrite {
-            return Err(Error::usage(format!(
-                "{} exists; use --overwrite to replace it",
-                path.display()
-            )));
-        }
-        let shown = path.display().to_string();
-        let file = File::create(path).map_err(|e| Error::runtime(format!("cannot create {shown}: {e}")))?;
-        let mut w = WorkloadCsv {
-            writer: csv::WriterBuilder::new().has_headers(false).from_writer(file),
-            path: shown,
-        };
-        w.row(COLUMNS.iter().map(|c| c.to_string()).collect())?;
-        Ok(w)
-    }
-
-    fn row(&mut self, fields: Vec<String>) -> Result<(), Error> {
-        self.writer
-            .write_record(&fields)
-            .and_then(|_| self.writer.flush().map_err(csv::Error::from))
-            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", self.path)))
+        let mut file = CsvFile::create(path, overwrite).map_err(|e| {
+            if !overwrite && path.exists() {
+                Error::usage(format!("{} exists; use --overwrite to replace it", path.display()))
+            } else {
+                e
+            }
+        })?;
+        file.fields(WorkloadRow::columns()).map_err(|e| write_error(&file, e))?;
+        Ok(WorkloadCsv { file })
     }
 
     /// The step rows and op rows of one configuration.
     pub fn write(&mut self, o: &Outcome, backend_version: &str, rescaled: bool) -> Result<(), Error> {
-        let head = |kind: &str| -> Vec<String> {
-            vec![
-                kind.into(),
-                o.name.clone(),
-                o.strategy.clone().unwrap_or_else(|| "replay".into()),
-                o.bucket_bytes.map(|b| b.to_string()).unwrap_or_default(),
-                o.layout.world.to_string(),
-                o.layout.ranks_per_node.to_string(),
-                o.layout.tp.to_string(),
-            ]
-        };
-        let tail = |wrong: String| vec![wrong, backend_version.to_string(), rescaled.to_string()];
-        for (i, &t) in o.step_us.iter().enumerate() {
-            let mut f = head("step");
-            f.push((i + 1).to_string());
-            f.extend(std::iter::repeat_n(String::new(), 10));
-            f.push(o.ops.len().to_string());
-            f.push(o.summary.total.size_bytes.to_string());
-            f.push(format!("{:.0}", o.volume_bytes()));
-            f.push(format!("{t:.3}"));
-            f.push(String::new());
-            f.push(format!("{:.4}", effective_busbw_gbps(o.volume_bytes(), t)));
-            f.extend(tail(o.wrong.map(|w| w.to_string()).unwrap_or_default()));
-            self.row(f)?;
-        }
-        for (i, r) in o.ops.iter().enumerate() {
-            self.row(op_fields(head("op"), i, r, tail(String::new())))?;
+        for row in rows(o, backend_version, rescaled) {
+            self.file.row(&row).map_err(|e| write_error(&self.file, e))?;
         }
         Ok(())
     }
 }
 
-fn op_fields(mut f: Vec<String>, i: usize, r: &OpResult, tail: Vec<String>) -> Vec<String> {
-    let op = &r.op;
-    f.extend([
-        String::new(),
-        (i + 1).to_string(),
-        op.phase.name().into(),
-        op.group.name(),
-        r.ranks.to_string(),
-        op.label.clone(),
-        op.collective.name().into(),
-        op.dtype.name().into(),
-        r.run_dtype.name().into(),
-        op.op.map_or("none".into(), |o| o.name().to_string()),
-        op.root.map_or("-1".into(), |r| r.to_string()),
-        op.count.to_string(),
-        r.size_bytes.to_string(),
-        format!("{:.0}", r.bus_bytes),
-        format!("{:.3}", r.median_us),
-        format!("{:.3}", r.p99_us),
-        format!("{:.4}", effective_busbw_gbps(r.bus_bytes, r.median_us)),
-    ]);
-    f.extend(tail);
-    f
+fn write_error(file: &CsvFile, e: std::io::Error) -> Error {
+    Error::runtime(format!("cannot write {}: {e}", file.target()))
+}
+
+/// One `step` row per timed step, then one `op` row per operation.
+fn rows(o: &Outcome, backend_version: &str, rescaled: bool) -> Vec<WorkloadRow> {
+    let head = WorkloadRow {
+        workload: o.name.clone(),
+        strategy: o.strategy.clone().unwrap_or_else(|| "replay".into()),
+        bucket_bytes: o.bucket_bytes,
+        nranks: o.layout.world as u64,
+        ranks_per_node: o.layout.ranks_per_node as u64,
+        tp: o.layout.tp as u64,
+        backend_version: backend_version.to_string(),
+        rescaled,
+        ..WorkloadRow::default()
+    };
+    let steps = o.step_us.iter().enumerate().map(|(i, &t)| WorkloadRow {
+        kind: RowKind::Step,
+        step: Some(i as u64 + 1),
+        count: o.ops.len() as u64,
+        size_bytes: o.summary.total.size_bytes,
+        bus_bytes: o.volume_bytes(),
+        time_us: t,
+        busbw_gbps: effective_busbw_gbps(o.volume_bytes(), t),
+        wrong: o.wrong,
+        ..head.clone()
+    });
+    let ops = o.ops.iter().enumerate().map(|(i, r)| WorkloadRow {
+        kind: RowKind::Op,
+        op_index: Some(i as u64 + 1),
+        phase: Some(r.op.phase.name().into()),
+        group: Some(r.op.group.name()),
+        group_ranks: Some(r.ranks as u64),
+        label: Some(r.op.label.clone()),
+        collective: Some(r.op.collective),
+        dtype: Some(r.op.dtype),
+        run_dtype: Some(r.run_dtype),
+        op: Some(r.op.op),
+        root: Some(r.op.root.map_or(-1, |r| r as i64)),
+        count: r.op.count,
+        size_bytes: r.size_bytes,
+        bus_bytes: r.bus_bytes,
+        time_us: r.median_us,
+        time_p99_us: Some(r.p99_us),
+        busbw_gbps: effective_busbw_gbps(r.bus_bytes, r.median_us),
+        ..head.clone()
+    });
+    steps.chain(ops).collect()
 }

@@ -13,9 +13,9 @@ use crate::config::RunConfig;
 use crate::engine::steps::StepTiming;
 use crate::error::Error;
 use crate::types::human_bytes;
+use crate::workload::plan::Config;
 use crate::workload::{
-    GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Schedule, Strategy, parse_count, parse_log,
-    schedule,
+    Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, parse_log, schedule,
 };
 
 /// Where the step's operations come from.
@@ -44,38 +44,32 @@ pub struct Job {
     pub timing: StepTiming,
 }
 
-/// One measured configuration: a strategy at one bucket size, or the log.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// `ddp bucket 25MiB`, `fsdp`, `replay`.
-    pub name: String,
-    pub strategy: Option<Strategy>,
-    pub bucket_bytes: Option<u64>,
-    pub layout: GroupLayout,
-    pub schedule: Schedule,
-}
-
 impl Job {
     /// `collbench workload`: the job and the run's configuration.
     pub fn workload(a: &WorkloadArgs) -> Result<(Job, RunConfig), Error> {
         let cfg = run_config(&a.run, "workload")?;
         let model = model(a)?;
-        let strategies = strategies(&a.strategy)?;
+        let strategies = a.strategy.values();
         if a.tp > 1 && !strategies.contains(&Strategy::Tp) {
             return Err(Error::usage(format!(
                 "--tp {} only applies to the tp strategy; add tp to --strategy",
                 a.tp
             )));
         }
-        let buckets = match &a.bucket {
-            None => vec![None],
-            Some(list) => bucket_list(list)?,
-        };
-        let opts = Options {
-            micro_batch: a.micro_batch,
-            seq_len: a.seq_len,
-            ..Options::default()
-        };
+        let mut buckets: Vec<Option<u64>> = Vec::new();
+        for b in a.bucket.iter().map(|b| Some(b.bytes())) {
+            if !buckets.contains(&b) {
+                buckets.push(b);
+            }
+        }
+        if buckets.is_empty() {
+            buckets.push(None);
+        }
+        let opts = Options::with_knobs(&a.knobs).map_err(|e| {
+            Error::runtime(format!(
+                "internal error: the workload knobs do not fit the options: {e}"
+            ))
+        })?;
         let source = Source::Strategies {
             model,
             strategies,
@@ -239,35 +233,7 @@ fn bucket_options(opts: &Options, bucket: Option<u64>, model: &Model) -> Options
 /// timeout, nodes, transport, outputs), validated as `run` does; the
 /// others must keep their defaults.
 fn run_config(a: &RunArgs, command: &str) -> Result<RunConfig, Error> {
-    let d = RunArgs::defaults();
-    // cli::STEP_REFUSED hides these same options from the help: keep the two
-    // lists together
-    let ignored = [
-        ("-b/--minbytes", a.minbytes != d.minbytes),
-        ("-e/--maxbytes", a.maxbytes != d.maxbytes),
-        ("-f/--stepfactor", a.stepfactor.is_some()),
-        ("-i/--stepbytes", a.stepbytes.is_some()),
-        ("-n/--iters (use --steps)", a.iters.is_some()),
-        ("--min-time", a.min_time.is_some()),
-        ("--precision", a.precision != d.precision),
-        ("--max-time", a.max_time != d.max_time),
-        ("-I/--per-iter", a.per_iter),
-        ("-m/--agg-iters", a.agg_iters != 1),
-        ("-G/--cuda-graph", a.cuda_graph != 0),
-        ("-w/--warmup (use --warmup-steps)", a.warmup != d.warmup),
-        ("-N/--repeat (use --steps)", a.cycles != 1),
-        ("--collectives", a.collectives != d.collectives),
-        ("-d/--dtype (use --param-dtype, --grad-dtype)", a.dtype != d.dtype),
-        ("-o/--op", a.op != d.op),
-        ("-r/--root", a.root != d.root),
-        ("--hierarchy", a.hierarchy != d.hierarchy),
-        ("-a/--average (times are the slowest rank's)", a.average != d.average),
-        ("--json", a.json.is_some()),
-        ("--rotate", a.rotate),
-        ("--phase-times", a.phase_times),
-        ("--config", a.config.is_some()),
-    ];
-    if let Some((option, _)) = ignored.iter().find(|(_, given)| *given) {
+    if let Some(option) = a.step_refusal()? {
         return Err(Error::usage(format!("{option} does not apply to collbench {command}")));
     }
     RunConfig::from_args(a)
@@ -283,50 +249,17 @@ fn timing(steps: &StepArgs, cfg: &RunConfig) -> StepTiming {
 }
 
 fn model(a: &WorkloadArgs) -> Result<Model, Error> {
-    let count = |what: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
-        v.as_deref()
-            .map(|t| parse_count(t).map_err(|e| Error::usage(format!("{what} {t}: {e}"))))
-            .transpose()
-    };
-    let m = match (&a.model, count("--params", &a.params)?) {
-        (Some(name), _) => Model::preset(name)?,
-        (None, Some(params)) => Model::plain(PlainSpec {
+    let m = match (a.model, a.params) {
+        (Some(preset), _) => preset.model(),
+        (None, Some(Count(params))) => Model::plain(PlainSpec {
             params,
             layers: a.layers.unwrap_or(0),
-            hidden: count("--hidden", &a.hidden)?,
-            vocab: count("--vocab", &a.vocab)?,
+            hidden: a.hidden.map(|c| c.0),
+            vocab: a.vocab.map(|c| c.0),
         })?,
         (None, None) => return Err(Error::usage("give a model: --model PRESET, or --params N --layers N")),
     };
     m.with_dtypes(a.param_dtype, a.grad_dtype.unwrap_or(a.param_dtype))
-}
-
-fn strategies(list: &str) -> Result<Vec<Strategy>, Error> {
-    if list.trim().eq_ignore_ascii_case("all") {
-        return Ok(Strategy::ALL.to_vec());
-    }
-    let mut out: Vec<Strategy> = Vec::new();
-    for item in list.split(',') {
-        let s = Strategy::parse(item)?;
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    Ok(out)
-}
-
-fn bucket_list(list: &str) -> Result<Vec<Option<u64>>, Error> {
-    let mut out = Vec::new();
-    for item in list.split(',') {
-        let b = crate::types::parse_size(item).map_err(|e| Error::usage(format!("--bucket {}: {e}", item.trim())))?;
-        if b == 0 {
-            return Err(Error::usage("--bucket sizes must be at least 1 byte"));
-        }
-        if !out.contains(&Some(b)) {
-            out.push(Some(b));
-        }
-    }
-    Ok(out)
 }
 
 fn read_log(path: &Path) -> Result<String, Error> {

@@ -14,6 +14,8 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
+#[cfg(test)]
+mod golden;
 mod job;
 mod outputs;
 mod workload;
@@ -131,7 +133,7 @@ pub fn wait_for_every_rank(code: u8) {
 fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     let may_use_nccl = cfg!(feature = "nccl") && cfg.start.backend != BackendChoice::Only(BackendKind::Mpi);
     let nccl_log = may_use_nccl
-        .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::world::hostname(), std::process::id()));
+        .then(|| profile::private_nccl_log(&std::env::temp_dir(), &crate::topology::hostname(), std::process::id()));
     match profile::prepare(cfg.start.transport, nccl_log, &profile::process_env) {
         Prepared::Ready(plan) => Ok(plan),
         Prepared::Reexec(plan) => Err(profile::reexec(&plan)),
@@ -378,7 +380,14 @@ impl<'a, W: World> Session<'a, W> {
             && self.cfg.plan.hierarchies.len() > 1
             && summary.stopped_by.is_none()
         {
-            outputs::print_mode_comparison(&info.csv);
+            // flat against hierarchical, per size, after the table
+            crate::compare::print_after_run(
+                &info.csv,
+                ("this run", "collbench"),
+                |r| r.collective == crate::collective::Collective::AllReduce,
+                crate::types::Dimension::Hierarchy,
+                None,
+            );
         }
         if let Some(signal) = summary.stopped_by {
             code = 128 + signal as u8;

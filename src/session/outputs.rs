@@ -3,7 +3,7 @@
 //! and rank 0's reports (CSV, JSON, table, progress) with the `RunInfo`
 //! they describe the run by.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::backend_choice::Chosen;
 use super::{Ready, Session};
@@ -17,7 +17,7 @@ use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
-use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo, print_out};
+use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo};
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
 use crate::topology::observe::{self, Observed};
@@ -78,11 +78,12 @@ impl<W: World> Session<'_, W> {
             plan = fitted;
             notes.extend(lowered);
         }
+        let reservation = plan.reservation(cfg.timing.rotate);
         if let Some(available) = available_memory() {
-            // memory is per host, whatever --ranks-per-node says
-            plan.check_memory(world.nodes().local_size(world.rank()), available)?;
+            let on_host = world.nodes().local_size(world.rank());
+            reservation.check_host_memory(on_host, available, "lower --maxbytes")?;
         }
-        backend.reserve(&plan, cfg.timing.rotate)?;
+        backend.reserve(&reservation)?;
         let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
         let outputs = match world.rank() {
             0 => Some(self.open_outputs(&nodes, backend.as_ref(), backend_note, &plan)?),
@@ -109,8 +110,11 @@ impl<W: World> Session<'_, W> {
         free: u64,
     ) -> Result<(Plan, Option<String>), Error> {
         let budget = free.saturating_sub(device_headroom(free));
-        let scratch = |p: &Plan| backend.gpu().map_or(0, |g| g.scratch_bytes(p));
-        let need = |p: &Plan| p.peak_buffer_bytes().saturating_add(scratch(p));
+        let need = |p: &Plan| {
+            let r = p.reservation(self.cfg.timing.rotate);
+            r.peak_bytes()
+                .saturating_add(backend.gpu().map_or(0, |g| g.scratch_bytes(&r)))
+        };
         if need(&plan) <= budget {
             return Ok((plan, None));
         }
@@ -293,31 +297,4 @@ fn run_id(started: &str, host: &str) -> String {
         .take(32)
         .collect();
     format!("{stamp}-{host}-{}", std::process::id())
-}
-
-/// Flat against hierarchical, per size, from the CSV just written: the
-/// same view as `collbench compare --by hierarchy FILE`, after the table.
-pub(super) fn print_mode_comparison(csv: &Path) {
-    use crate::report::compare::{Metric, by_mode, input, text};
-    let report = input::read_file(csv).and_then(|rows| {
-        let all_reduce: Vec<_> = rows
-            .into_iter()
-            .filter(|r| r.record.collective == crate::collective::Collective::AllReduce)
-            .collect();
-        by_mode::compare_modes(
-            "this run",
-            &all_reduce,
-            by_mode::Dimension::Hierarchy,
-            Metric::Busbw,
-            None,
-        )
-    });
-    match report {
-        // '#' keeps the table's rule: lines without it are data rows.
-        Ok(report) => {
-            let lines: String = text::modes(&report).lines().map(|l| format!("# {l}\n")).collect();
-            print_out(&lines);
-        }
-        Err(e) => crate::error::say(&format!("collbench: warning: no hierarchy comparison: {e}")),
-    }
 }

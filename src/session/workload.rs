@@ -1,36 +1,30 @@
 //! `collbench workload` and `collbench replay` on every rank: the set-up
-//! steps the ranks take together (digest, nodes, backend, schedules, the
-//! groups' sub-communicators, the CSV), then each configuration's steps
+//! steps the ranks take together (digest, nodes, backend, the plan of
+//! every configuration's calls (`workload::plan`), the groups'
+//! sub-communicators, buffers, the CSV), then each configuration's steps
 //! (`engine::steps`), then rank 0's report and the verdict.
 //!
-//! The groups every configuration needs are split once, before the first
-//! step, in the same order on every rank. A 16-bit floating type that the
-//! backend cannot run (MPI has none) runs as float with half the count,
-//! rounded up: the same bytes on the wire, and the header says so.
-//! Must not: print except through `report::print_out` and `error::say`.
-
-use std::collections::BTreeMap;
+//! The session sets up and hands over: it makes the splits the plan lists,
+//! once, before the first step, in the plan's order on every rank, and
+//! gives each configuration's calls the groups they name.
+//! Must not: print except through `report::print_out` and `error::say`;
+//! turn schedules into calls or figures (`workload::plan`,
+//! `report::workload::Outcome::of`).
 
 use super::Session;
 use super::backend_choice::MakeMpi;
-use super::job::{Config, Job};
-use crate::backend::{Backend, Call};
+use super::job::Job;
+use crate::backend::{Backend, Call, SubGroup};
 use crate::clock::Clock;
-use crate::collective::Layout;
-use crate::engine::stats::IterSummary;
-use crate::engine::steps::{StepCall, StepRunner, Steps};
+use crate::engine::steps::StepRunner;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
-use crate::plan::{Capabilities, Case, Plan};
+use crate::plan::Reservation;
 use crate::report::print_out;
-use crate::report::workload::{self as report, OpResult, Outcome, WorkloadCsv};
-use crate::topology::{Hierarchy, Nodes};
-use crate::types::{DType, human_bytes};
-use crate::workload::{Group, GroupLayout, Op, StepVolume, volume};
+use crate::report::workload::{self as report, Outcome, WorkloadCsv};
+use crate::topology::Nodes;
+use crate::workload::plan::{Config, Split, WorkloadPlan};
 use crate::world::World;
-
-/// Each group's communicator handle (`None`: the world).
-type Handles = BTreeMap<(GroupLayout, Group), Option<usize>>;
 
 impl<W: World> Session<'_, W> {
     /// Sets up, runs every configuration, reports; this rank's exit code.
@@ -54,32 +48,30 @@ impl<W: World> Session<'_, W> {
         let backend = chosen.backend.as_mut();
         let caps = backend.capabilities(&self.cfg.timing.extras());
         let configs = self.agreed(configs(job, &nodes))?;
-        let handles = self.agreed(split_groups(backend, &configs, world.rank()))?;
-        let mut prepared = Vec::with_capacity(configs.len());
-        for c in &configs {
-            prepared.push(self.agreed(step_calls(c, &handles, &caps, world.rank()))?);
-        }
+        let plan = self.agreed(WorkloadPlan::new(&configs, &caps, world.rank()))?;
+        let groups = self.agreed(split(backend, &plan.splits))?;
         // A device backend allocates its buffers once, for the largest call.
-        let cases = prepared
-            .iter()
-            .flat_map(|(calls, _)| calls.iter().map(|c| case(&c.call)))
-            .collect();
-        let plan = Plan {
-            nranks: world.size(),
-            cases,
-        };
-        self.agreed(reserve(backend, &plan, world.nodes().local_size(world.rank())))?;
+        self.agreed(reserve(
+            backend,
+            &plan.reservation,
+            world.nodes().local_size(world.rank()),
+        ))?;
         let first = world.rank() == 0;
         let mut csv = self.agreed(match (first, &self.cfg.outputs.csv) {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
             _ => Ok(None),
         })?;
-        let notes: Vec<String> = prepared.iter().flat_map(|(_, notes)| notes.iter().cloned()).collect();
-        let header = header_lines(job, world, backend.identity().version, nodes.ranks_per_node(), notes);
+        let header = header_lines(
+            job,
+            world,
+            backend.identity().version,
+            nodes.ranks_per_node(),
+            &plan.notes,
+        );
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
-        let calls: Vec<&[StepCall]> = prepared.iter().map(|(c, _)| c.as_slice()).collect();
+        let calls: Vec<Vec<Call>> = (0..configs.len()).map(|i| plan.calls(i, &groups)).collect();
         let (outcomes, stopped_by) = self.run_configs(backend, &configs, &calls, job, csv.as_mut(), watchdog);
         if first && outcomes.len() > 1 {
             print_out(&report::side_by_side(&outcomes));
@@ -106,14 +98,14 @@ impl<W: World> Session<'_, W> {
         &self,
         backend: &mut dyn Backend,
         configs: &[Config],
-        prepared: &[&[StepCall]],
+        calls: &[Vec<Call>],
         job: &Job,
         mut csv: Option<&mut WorkloadCsv>,
         watchdog: Option<&Watchdog>,
     ) -> (Vec<Outcome>, Option<u64>) {
         let world = self.world;
         let mut outcomes = Vec::new();
-        for (config, &calls) in configs.iter().zip(prepared) {
+        for (config, calls) in configs.iter().zip(calls) {
             let mut runner = StepRunner {
                 world,
                 backend: &mut *backend,
@@ -129,7 +121,8 @@ impl<W: World> Session<'_, W> {
             // Rank 0 alone from here: a failure must end the job, which
             // would otherwise wait for it in the next configuration.
             if let Some(steps) = steps.filter(|s| !s.step_us.is_empty()) {
-                let outcome = outcome(config, calls, steps).unwrap_or_else(|e| self.fail(&e));
+                let ran: Vec<_> = calls.iter().map(|c| (c.dtype, c.shape.count as u64)).collect();
+                let outcome = Outcome::of(config, &ran, steps).unwrap_or_else(|e| self.fail(&e));
                 print_out(&report::one(&outcome, job.top()));
                 if let Some(w) = csv.as_mut()
                     && let Err(e) = w.write(&outcome, &backend.identity().version, job.rescaled())
@@ -167,7 +160,7 @@ impl<W: World> Session<'_, W> {
 
 /// The header: the job's lines, the backend and ranks, each rank's host
 /// and pid, and the notes of the calls (each once).
-fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, notes: Vec<String>) -> Vec<String> {
+fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, notes: &[String]) -> Vec<String> {
     let mut header = job.header();
     header.push(format!(
         "backend {version}, {} ranks, {per_node} per node",
@@ -180,12 +173,12 @@ fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, 
             .enumerate()
             .map(|(r, info)| format!("Rank {r:4} on {} pid {}", info.host, info.pid)),
     );
-    header.extend(notes.into_iter().collect::<std::collections::BTreeSet<_>>());
+    header.extend(notes.iter().cloned());
     header
 }
 
 /// The configurations at this launch's size and nodes.
-fn configs(job: &Job, nodes: &Nodes) -> Result<Vec<Config>, Error> {
+pub(super) fn configs(job: &Job, nodes: &Nodes) -> Result<Vec<Config>, Error> {
     if !nodes.is_uniform() {
         return Err(Error::usage(format!(
             "a workload needs the same number of ranks on every node, but the {} nodes differ; use --ranks-per-node",
@@ -195,169 +188,30 @@ fn configs(job: &Job, nodes: &Nodes) -> Result<Vec<Config>, Error> {
     job.configs(nodes.nranks(), nodes.ranks_per_node())
 }
 
-/// Splits every group any configuration uses, once, in one order on
-/// every rank (a `BTreeMap`'s). The world needs no split.
-fn split_groups(backend: &mut dyn Backend, configs: &[Config], rank: usize) -> Result<Handles, Error> {
-    let mut handles = Handles::new();
-    for c in configs {
-        for g in c.schedule.groups() {
-            c.layout.check(g)?;
-            handles.insert((c.layout, g), None);
-        }
-    }
-    for ((layout, group), handle) in handles.iter_mut() {
-        let p = layout.partition(*group);
-        if p.size() == layout.world {
-            continue;
-        }
-        let (color, members) = p.group_of(rank);
-        let key = members.iter().position(|&r| r == rank).unwrap_or(0);
-        let kind = backend.identity().kind;
+/// Makes the plan's sub-communicators, in its order on every rank.
+pub(super) fn split(backend: &mut dyn Backend, splits: &[Split]) -> Result<Vec<SubGroup>, Error> {
+    let kind = backend.identity().kind;
+    let mut groups = Vec::with_capacity(splits.len());
+    for s in splits {
         let sub = backend.sub_groups().ok_or_else(|| {
             Error::usage(format!(
-                "the {} backend has no sub-communicators for group {group} (NCCL before 2.18 has no ncclCommSplit); use --backend mpi",
-                kind.name()
+                "the {} backend has no sub-communicators for group {} (NCCL before 2.18 has no ncclCommSplit); use --backend mpi",
+                kind.name(),
+                s.group
             ))
         })?;
-        *handle = Some(sub.split(color, key)?);
+        groups.push(sub.split(s.color, s.key)?);
     }
-    Ok(handles)
+    Ok(groups)
 }
 
-/// This rank's calls of one configuration, and the header's notes.
-fn step_calls(
-    c: &Config,
-    handles: &Handles,
-    caps: &Capabilities,
-    rank: usize,
-) -> Result<(Vec<StepCall>, Vec<String>), Error> {
-    let mut notes = Vec::new();
-    let mut calls = Vec::with_capacity(c.schedule.ops.len());
-    for op in &c.schedule.ops {
-        let p = c.layout.partition(op.group);
-        let (_, members) = p.group_of(rank);
-        let index = members.iter().position(|&r| r == rank).unwrap_or(0);
-        let (dtype, count) = runnable(op, caps, &mut notes)?;
-        let n = p.size();
-        let shape = op
-            .collective
-            .spec()
-            .shape(volume::size_elements(op.collective, count, n) as usize, n);
-        if shape.send.max(shape.recv) > caps.max_elements {
-            return Err(Error::usage(format!(
-                "{} of {count} elements ({}) is larger than the {} backend's largest buffer",
-                op.collective, op.label, caps.backend
-            )));
-        }
-        let call = Call {
-            collective: op.collective,
-            hierarchy: Hierarchy::Flat,
-            dtype,
-            op: op.op,
-            shape,
-            at: Layout {
-                nranks: n,
-                rank: index,
-                root: op.root.unwrap_or(0),
-            },
-        };
-        let handle = handles.get(&(c.layout, op.group)).copied().flatten();
-        calls.push(StepCall {
-            call,
-            handle,
-            shift: op.shift.unwrap_or(1),
-        });
-    }
-    Ok((calls, notes))
-}
-
-/// The type and count an operation runs with on this backend: its own, or
-/// for a 16-bit float the backend refuses, float with half the count.
-fn runnable(op: &Op, caps: &Capabilities, notes: &mut Vec<String>) -> Result<(DType, u64), Error> {
-    let Err(why) = caps.check_dtype(op.dtype) else {
-        return Ok((op.dtype, op.count));
-    };
-    if op.dtype.size_bytes() == 2 && caps.check_dtype(DType::Float).is_ok() {
-        notes.push(format!(
-            "the {} backend has no {}: those operations run as float with half the count (the same bytes)",
-            caps.backend, op.dtype
-        ));
-        return Ok((DType::Float, op.count.div_ceil(2)));
-    }
-    Err(Error::usage(format!("{} ({}): {why}", op.label, op.collective)))
-}
-
-/// Buffers for the plan's largest call, refused (one line) when the
-/// host's ranks would need more memory than it has (memory is per host,
-/// whatever --ranks-per-node says).
-fn reserve(backend: &mut dyn Backend, plan: &Plan, ranks_on_host: usize) -> Result<(), Error> {
+/// Buffers for the largest call, refused (one line) when the host's ranks
+/// would need more memory than it has.
+fn reserve(backend: &mut dyn Backend, reservation: &Reservation, ranks_on_host: usize) -> Result<(), Error> {
     if backend.gpu().is_none()
         && let Some(available) = crate::topology::machine::available_memory()
     {
-        let need = plan.peak_buffer_bytes().saturating_mul(ranks_on_host as u64);
-        if need > available {
-            return Err(Error::usage(format!(
-                "the largest operation needs {} per rank, {} for the {ranks_on_host} ranks on this host, \
-                 but only {} of memory is available; use fewer ranks per host or a smaller model",
-                human_bytes(plan.peak_buffer_bytes()),
-                human_bytes(need),
-                human_bytes(available)
-            )));
-        }
+        reservation.check_host_memory(ranks_on_host, available, "use fewer ranks per host or a smaller model")?;
     }
-    backend.reserve(plan, false)
-}
-
-/// The plan's case of one call (what `Backend::reserve` sizes buffers by).
-fn case(call: &Call) -> Case {
-    Case {
-        collective: call.collective,
-        hierarchy: call.hierarchy,
-        dtype: call.dtype,
-        op: call.op,
-        root: Some(call.at.root),
-        shape: call.shape,
-    }
-}
-
-/// Rank 0's figures of one configuration.
-fn outcome(c: &Config, calls: &[StepCall], steps: Steps) -> Result<Outcome, Error> {
-    let volume = StepVolume::new(&c.schedule, &c.layout)?;
-    let per_op: Vec<Option<IterSummary>> = (0..calls.len())
-        .map(|i| IterSummary::of(&steps.op_us.iter().map(|s| s[i]).collect::<Vec<f64>>()))
-        .collect();
-    let medians: Vec<f64> = per_op.iter().map(|s| s.map_or(0.0, |s| s.p50)).collect();
-    let summary = volume.summary(Some(&medians))?;
-    let ops = c
-        .schedule
-        .ops
-        .iter()
-        .zip(calls)
-        .zip(&volume.per_op)
-        .zip(&per_op)
-        .map(|(((op, call), v), t)| OpResult {
-            op: op.clone(),
-            run_dtype: call.call.dtype,
-            run_count: call.call.shape.count as u64,
-            ranks: v.ranks,
-            size_bytes: v.size_bytes,
-            bus_bytes: v.bus_bytes,
-            median_us: t.map_or(0.0, |t| t.p50),
-            p99_us: t.map_or(0.0, |t| t.p99),
-        })
-        .collect();
-    let step = IterSummary::of(&steps.step_us);
-    Ok(Outcome {
-        name: c.name.clone(),
-        strategy: c.strategy.map(|s| s.name().to_string()),
-        bucket_bytes: c.bucket_bytes,
-        layout: c.layout,
-        ops,
-        step_us: steps.step_us,
-        step_median_us: step.map_or(0.0, |s| s.p50),
-        step_p99_us: step.map_or(0.0, |s| s.p99),
-        summary,
-        wrong: steps.wrong,
-        failed_ops: steps.failed_ops,
-    })
+    backend.reserve(reservation)
 }

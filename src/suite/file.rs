@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::Choice;
-pub use crate::world::Launcher;
+use crate::world::Launcher;
 
 /// `[run]` keys the suite sets itself, per launch.
 const SET_BY_SUITE: [&str; 8] = [

@@ -333,7 +333,15 @@ fn finish(suite: &Suite, outcomes: &[Outcome], output: &Path, overwrite: bool) -
         .collect();
     transports.dedup();
     if transports.len() > 1 && merged.is_some() {
-        print_transport_comparison(output, transports[0]);
+        // the profiles side by side, out-of-place rows, as `collbench
+        // compare --by transport` shows them (with the in-place rows too)
+        crate::compare::print_after_run(
+            output,
+            ("this suite", "collbench suite"),
+            |r| r.placement == crate::types::Placement::OutOfPlace,
+            crate::types::Dimension::Transport,
+            Some(transports[0]),
+        );
     }
     let worst = outcomes
         .iter()
@@ -411,34 +419,6 @@ fn summary(suite: &Suite, outcomes: &[Outcome], merged: Option<usize>, output: &
         );
     }
     s
-}
-
-/// The profiles side by side, out-of-place rows, as `collbench compare
-/// --by transport` shows them (which also has the in-place rows).
-fn print_transport_comparison(csv: &Path, reference: &str) {
-    use crate::report::compare::{Metric, by_mode, input, text};
-    let report = input::read_file(csv).and_then(|rows| {
-        let rows: Vec<_> = rows
-            .into_iter()
-            .filter(|r| r.record.placement == crate::types::Placement::OutOfPlace)
-            .collect();
-        by_mode::compare_modes(
-            "this suite",
-            &rows,
-            by_mode::Dimension::Transport,
-            Metric::Busbw,
-            Some(reference),
-        )
-    });
-    match report {
-        Ok(report) => print_out(
-            &text::modes(&report)
-                .lines()
-                .map(|l| format!("# {l}\n"))
-                .collect::<String>(),
-        ),
-        Err(e) => say(&format!("collbench suite: warning: no transport comparison: {e}")),
-    }
 }
 
 #[cfg(test)]

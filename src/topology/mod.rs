@@ -116,8 +116,7 @@ impl Nodes {
     }
 }
 
-/// How an all-reduce is organised over the nodes (DESIGN.md "Hierarchy
-/// modes").
+/// How an all-reduce is organised over the nodes (docs/hierarchy.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Hierarchy {
     /// One communicator over all ranks.

@@ -7,6 +7,19 @@
 //! (`config::parse_size`). A mantissa may carry a fraction and an exponent
 //! (`1.5e9`, `6.738415616B`) as long as the result is a whole number.
 
+/// A count as people write it (`--params`, `--hidden`, `--vocab`), parsed
+/// by `parse_count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count(pub u64);
+
+impl std::str::FromStr for Count {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Count, String> {
+        parse_count(text).map(Count)
+    }
+}
+
 /// Parses a count of parameters (or layers, or any element count written
 /// the same way).
 pub fn parse_count(text: &str) -> Result<u64, String> {

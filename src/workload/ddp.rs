@@ -23,7 +23,8 @@ use crate::types::DType;
 
 use super::groups::Group;
 use super::model::Model;
-use super::schedule::{Op, Options, Phase};
+use super::op::{Op, Phase};
+use super::options::Options;
 
 /// Bucket element counts for gradients arriving in `ready` order, as
 /// `compute_bucket_assignment_by_size` fills them: the first bucket closes

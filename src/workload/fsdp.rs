@@ -35,7 +35,7 @@ use crate::collective::Collective;
 
 use super::groups::{Group, GroupLayout};
 use super::model::Model;
-use super::schedule::{Op, Phase};
+use super::op::{Op, Phase};
 
 /// Element counts of the root unit's flat parameter and of each layer's.
 fn units(model: &Model) -> (u64, Vec<u64>) {
@@ -96,7 +96,8 @@ pub(super) fn step(model: &Model, layout: &GroupLayout, reshard_after_forward: b
 #[cfg(test)]
 mod tests {
     use super::super::model::Tensor;
-    use super::super::schedule::{Options, Strategy, schedule};
+    use super::super::options::Options;
+    use super::super::schedule::{Strategy, schedule};
     use super::*;
     use crate::types::DType;
 

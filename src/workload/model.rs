@@ -72,6 +72,7 @@ pub struct Model {
 }
 
 /// A preset's name, other spellings, and where its figures come from.
+#[derive(Debug)]
 pub struct Preset {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
@@ -263,22 +264,53 @@ pub struct PlainSpec {
     pub vocab: Option<u64>,
 }
 
-impl Model {
-    /// A preset by name or alias (case-insensitive).
-    pub fn preset(name: &str) -> Result<Model, Error> {
+/// `--model`: a preset, by name or alias (case-insensitive), known to
+/// exist once parsed.
+#[derive(Clone, Copy, Debug)]
+pub struct PresetName(&'static Preset);
+
+impl PartialEq for PresetName {
+    fn eq(&self, other: &PresetName) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl PresetName {
+    /// The preset's own name.
+    pub fn name(self) -> &'static str {
+        self.0.name
+    }
+
+    /// The preset's model.
+    pub fn model(self) -> Model {
+        (self.0.build)()
+    }
+}
+
+impl std::str::FromStr for PresetName {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<PresetName, String> {
         let key = name.trim().to_ascii_lowercase();
         PRESETS
             .iter()
             .find(|p| p.name == key || p.aliases.contains(&key.as_str()))
-            .map(|p| (p.build)())
+            .map(PresetName)
             .ok_or_else(|| {
                 let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-                Error::usage(format!(
+                format!(
                     "unknown model '{}' (presets: {}; or give --params and --layers)",
                     name.trim(),
                     names.join(", ")
-                ))
+                )
             })
+    }
+}
+
+impl Model {
+    /// A preset by name or alias (case-insensitive).
+    pub fn preset(name: &str) -> Result<Model, Error> {
+        name.parse::<PresetName>().map(PresetName::model).map_err(Error::Usage)
     }
 
     /// A model from a parameter count and a layer count.
@@ -410,174 +442,4 @@ fn plain_layer(per_layer: u64, hidden: u64) -> Vec<Tensor> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn presets_have_their_published_parameter_counts() {
-        let want = [
-            ("gpt2", 124_439_808, 12),
-            ("tinyllama-1.1b", 1_100_048_384, 22),
-            ("llama-3.2-1b", 1_235_814_400, 16),
-            ("llama-2-7b", 6_738_415_616, 32),
-            ("mistral-7b", 7_241_732_096, 32),
-            ("llama-3-8b", 8_030_261_248, 32),
-            ("llama-2-70b", 68_976_648_192, 80),
-            ("llama-3-70b", 70_553_706_496, 80),
-        ];
-        assert_eq!(PRESETS.len(), want.len());
-        for (name, params, layers) in want {
-            let m = Model::preset(name).unwrap();
-            assert_eq!(m.params(), params, "{name}");
-            assert_eq!(m.layers, layers, "{name}");
-            assert_eq!(m.name, name);
-            let listed: u64 = m.tensors().iter().map(|(_, t)| t.elements).sum();
-            assert_eq!(listed, params, "{name}");
-        }
-    }
-
-    #[test]
-    fn a_llama_layer_follows_the_config_shapes() {
-        let m = Model::preset("llama-3-8b").unwrap();
-        let shapes: Vec<u64> = m.layer.iter().map(|t| t.elements).collect();
-        // q 4096x4096, k and v 4096x1024 (8 kv heads of 128), o, gate, up, down, 2 norms
-        assert_eq!(
-            shapes,
-            vec![
-                16_777_216, 4_194_304, 4_194_304, 16_777_216, 58_720_256, 58_720_256, 58_720_256, 4096, 4096
-            ]
-        );
-        assert_eq!(m.pre[0].elements, 128_256 * 4096);
-        assert_eq!(m.post.len(), 2, "untied: final norm and lm_head");
-        let tied = Model::preset("llama-3.2-1b").unwrap();
-        assert_eq!(tied.post.len(), 1, "tied embeddings have no separate lm_head");
-    }
-
-    #[test]
-    fn presets_resolve_by_alias_and_unknown_names_list_the_presets() {
-        assert_eq!(Model::preset("TinyLlama").unwrap().name, "tinyllama-1.1b");
-        assert_eq!(Model::preset(" llama2-7b ").unwrap().name, "llama-2-7b");
-        let err = Model::preset("llama-9").unwrap_err();
-        assert_eq!(err.exit_code(), 2);
-        let msg = err.to_string();
-        assert!(
-            msg.starts_with("unknown model 'llama-9' (presets: gpt2, tinyllama-1.1b,"),
-            "{msg}"
-        );
-        assert!(msg.ends_with("or give --params and --layers)"), "{msg}");
-    }
-
-    #[test]
-    fn the_plain_form_splits_the_rest_evenly_over_layers_and_keeps_the_total() {
-        let spec = PlainSpec {
-            params: 7_000_000_003,
-            layers: 32,
-            hidden: Some(4096),
-            vocab: Some(32000),
-        };
-        let m = Model::plain(spec).unwrap();
-        assert_eq!(m.params(), 7_000_000_003);
-        assert_eq!(m.pre_params(), 32000 * 4096);
-        let body = 7_000_000_003 - 32000 * 4096;
-        assert_eq!(m.layer_params(), body / 32);
-        assert_eq!(m.post_params(), body % 32);
-        assert_eq!(m.layer[0].elements, 4096 * 4096);
-        assert_eq!(m.layer.len(), 6);
-    }
-
-    #[test]
-    fn the_plain_form_derives_the_hidden_size_from_twelve_h_squared_per_layer() {
-        // 32 layers of 12 x 4096^2 and a 32000 x 4096 embedding
-        let n = 32 * 12 * 4096 * 4096 + 32000 * 4096;
-        let spec = PlainSpec {
-            params: n,
-            layers: 32,
-            hidden: None,
-            vocab: Some(32000),
-        };
-        let m = Model::plain(spec).unwrap();
-        assert_eq!(m.hidden, 4096);
-        assert_eq!(m.params(), n);
-        // without a vocabulary: sqrt(7e9 / (12 x 32)) = 4269.6
-        let spec = PlainSpec {
-            params: 7_000_000_000,
-            layers: 32,
-            hidden: None,
-            vocab: None,
-        };
-        let m = Model::plain(spec).unwrap();
-        assert_eq!(m.hidden, 4270);
-        assert!(m.pre.is_empty());
-        assert_eq!(m.params(), 7_000_000_000);
-    }
-
-    #[test]
-    fn a_layer_too_small_for_its_attention_is_one_tensor() {
-        let spec = PlainSpec {
-            params: 1000,
-            layers: 4,
-            hidden: Some(64),
-            vocab: None,
-        };
-        let m = Model::plain(spec).unwrap();
-        assert_eq!(m.layer.len(), 1);
-        assert_eq!(m.params(), 1000);
-    }
-
-    #[test]
-    fn impossible_plain_forms_are_one_line_usage_errors() {
-        let spec = |params, layers, hidden, vocab| PlainSpec {
-            params,
-            layers,
-            hidden,
-            vocab,
-        };
-        let cases = [
-            (spec(1000, 0, None, None), "--layers must be at least 1"),
-            (
-                spec(3, 4, None, None),
-                "--params 3 is fewer than one parameter per layer for --layers 4",
-            ),
-            (spec(1000, 1, Some(0), None), "--hidden must be at least 1"),
-            (
-                spec(1000, 1, Some(64), Some(32000)),
-                "the embedding of --vocab 32000 x hidden 64 is larger than --params 1000",
-            ),
-            (
-                spec(2048, 4, Some(64), Some(32)),
-                "--params 2048 leaves nothing for --layers 4 after the 2048-parameter embedding",
-            ),
-        ];
-        for (s, want) in cases {
-            let err = Model::plain(s).unwrap_err();
-            assert_eq!(err.to_string(), want);
-            assert_eq!(err.exit_code(), 2);
-        }
-    }
-
-    #[test]
-    fn element_types_must_be_floating() {
-        let m = Model::preset("gpt2").unwrap();
-        let m = m.with_dtypes(DType::Bfloat16, DType::Float).unwrap();
-        assert_eq!((m.param_dtype, m.grad_dtype), (DType::Bfloat16, DType::Float));
-        let err = m.with_dtypes(DType::Int32, DType::Float).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "the parameter type must be a floating type (half, bfloat16, float, double), not int32"
-        );
-    }
-
-    #[test]
-    fn tensor_parallel_shards_split_matrices_and_keep_norms() {
-        let m = Model::preset("gpt2").unwrap();
-        let wte = &m.pre[0];
-        assert_eq!(wte.shard_elements(2), (50257 * 768_u64).div_ceil(2));
-        assert_eq!(
-            m.pre[1].shard_elements(2),
-            1024 * 768,
-            "position embeddings are replicated"
-        );
-        assert_eq!(m.layer[0].shard_elements(4), 768, "norms are replicated");
-        assert_eq!(m.layer[2].shard_elements(4), 768 * 3 * 768 / 4);
-    }
-}
+mod tests;

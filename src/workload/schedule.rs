@@ -1,130 +1,17 @@
-//! The output of a strategy: the ordered operations of one training step
-//! (or of a replayed log), each a collective with its `count` column, type,
-//! reduction, group, phase and label; and the strategy names and options
-//! that produce them.
-//!
-//! `count` means what the CSV's `count` column means for that collective
-//! (DESIGN.md "Bandwidth"): elements of the buffer for all_reduce,
-//! broadcast, reduce and sendrecv; elements per rank for all_gather and
-//! reduce_scatter. Nothing here measures or executes; the engine runs the
-//! operations in order.
+//! The strategies: their names and what each follows and simplifies, and
+//! `schedule`, the step of a strategy for a model on a layout (built by
+//! one file per strategy from `op` and `options`).
 
 use std::fmt;
 
-use crate::collective::Collective;
 use crate::error::Error;
-use crate::types::{DType, ReduceOp};
+use crate::types::Named;
 
-use super::groups::{Group, GroupLayout};
+use super::groups::GroupLayout;
 use super::model::Model;
+use super::op::Schedule;
+use super::options::Options;
 use super::{ddp, fsdp, tp, zero};
-
-/// When an operation runs in the step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Phase {
-    Forward,
-    Backward,
-    Optimizer,
-    /// A replayed log's call (the log does not say).
-    Log,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Forward => "forward",
-            Phase::Backward => "backward",
-            Phase::Optimizer => "optimizer",
-            Phase::Log => "log",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// One collective call of the step.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Op {
-    pub collective: Collective,
-    /// The `count` column (see the module doc).
-    pub count: u64,
-    pub dtype: DType,
-    /// The reduction, for all_reduce, reduce_scatter and reduce.
-    pub op: Option<ReduceOp>,
-    /// The root's index inside the group, for broadcast and reduce.
-    pub root: Option<usize>,
-    /// For sendrecv: every rank sends to the rank `shift` places after it in
-    /// its group and receives from the one `shift` places before (1 is the
-    /// engine's ring).
-    pub shift: Option<usize>,
-    pub group: Group,
-    pub phase: Phase,
-    pub label: String,
-}
-
-impl Op {
-    /// A reduction (all_reduce, reduce_scatter) with `sum`.
-    pub fn reduce(collective: Collective, count: u64, dtype: DType, group: Group, phase: Phase, label: String) -> Op {
-        Op {
-            collective,
-            count,
-            dtype,
-            op: Some(ReduceOp::Sum),
-            root: None,
-            shift: None,
-            group,
-            phase,
-            label,
-        }
-    }
-
-    /// An all_gather.
-    pub fn gather(count: u64, dtype: DType, group: Group, phase: Phase, label: String) -> Op {
-        Op {
-            collective: Collective::AllGather,
-            count,
-            dtype,
-            op: None,
-            root: None,
-            shift: None,
-            group,
-            phase,
-            label,
-        }
-    }
-
-    /// The same operation with another reduction.
-    pub fn with_op(mut self, op: ReduceOp) -> Op {
-        self.op = Some(op);
-        self
-    }
-}
-
-/// The operations of one step, in the order the framework issues them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Schedule {
-    /// What produced it: a strategy name, or the replayed log.
-    pub name: String,
-    pub ops: Vec<Op>,
-}
-
-impl Schedule {
-    /// Every group the schedule uses, each once, in order of first use:
-    /// the sub-communicators to build before the first step.
-    pub fn groups(&self) -> Vec<Group> {
-        let mut out: Vec<Group> = Vec::new();
-        for op in &self.ops {
-            if !out.contains(&op.group) {
-                out.push(op.group);
-            }
-        }
-        out
-    }
-}
 
 /// The strategies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -189,7 +76,7 @@ impl Strategy {
 
     /// Accepts the names and the frameworks' own (`full_shard`,
     /// `shard_grad_op`, `hybrid_shard`, `zero3`, `megatron`).
-    pub fn parse(text: &str) -> Result<Strategy, Error> {
+    pub fn parse(text: &str) -> Option<Strategy> {
         let key: String = text.trim().to_ascii_lowercase().replace('_', "-");
         let alias = match key.as_str() {
             "zero3" | "zero-3" | "full-shard" => "fsdp",
@@ -201,14 +88,7 @@ impl Strategy {
             "megatron" | "megatron-tp" => "tp",
             other => other,
         };
-        Strategy::ALL.into_iter().find(|s| s.name() == alias).ok_or_else(|| {
-            let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-            Error::usage(format!(
-                "unknown strategy '{}' (known: {})",
-                text.trim(),
-                names.join(", ")
-            ))
-        })
+        Strategy::ALL.into_iter().find(|s| s.name() == alias)
     }
 }
 
@@ -278,67 +158,23 @@ impl Strategy {
     }
 }
 
+/// `--strategy` lists them (`Choice<Strategy>`).
+impl Named for Strategy {
+    const WHAT: &'static str = "strategy";
+    fn all() -> &'static [Self] {
+        &Strategy::ALL
+    }
+    fn name(self) -> &'static str {
+        Strategy::name(self)
+    }
+    fn parse(text: &str) -> Option<Self> {
+        Strategy::parse(text)
+    }
+}
+
 impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// How ZeRO-1/2 reduce a gradient bucket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ZeroReduction {
-    /// DeepSpeed's default (`reduce_scatter: true` with
-    /// `use_multi_rank_bucket_allreduce: true`): one all_reduce per bucket,
-    /// each rank keeping its partition.
-    AllReduce,
-    /// The ZeRO paper's reduce-scatter of each bucket (also Megatron's
-    /// distributed optimizer).
-    ReduceScatter,
-}
-
-/// The knobs of the strategies, with the frameworks' defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// DDP `bucket_cap_mb` in bytes (PyTorch: 25 MiB).
-    pub bucket_cap_bytes: u64,
-    /// DDP's first bucket (PyTorch `_DEFAULT_FIRST_BUCKET_BYTES`: 1 MiB).
-    pub first_bucket_bytes: u64,
-    /// DeepSpeed `reduce_bucket_size` in elements (5e8).
-    pub zero_bucket_elements: u64,
-    pub zero_reduction: ZeroReduction,
-    /// Tensor parallelism's activation shape: micro-batch and sequence.
-    pub micro_batch: u64,
-    pub seq_len: u64,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            bucket_cap_bytes: 25 << 20,
-            first_bucket_bytes: 1 << 20,
-            zero_bucket_elements: 500_000_000,
-            zero_reduction: ZeroReduction::AllReduce,
-            micro_batch: 1,
-            seq_len: 2048,
-        }
-    }
-}
-
-impl Options {
-    fn check(&self) -> Result<(), Error> {
-        let positive = [
-            ("the DDP bucket size", self.bucket_cap_bytes),
-            ("the first DDP bucket size", self.first_bucket_bytes),
-            ("the ZeRO bucket size", self.zero_bucket_elements),
-            ("the micro-batch", self.micro_batch),
-            ("the sequence length", self.seq_len),
-        ];
-        for (what, v) in positive {
-            if v == 0 {
-                return Err(Error::usage(format!("{what} must be at least 1")));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -368,6 +204,7 @@ pub fn schedule(strategy: Strategy, model: &Model, layout: &GroupLayout, opts: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::groups::Group;
 
     #[test]
     fn strategies_parse_from_their_names_and_the_frameworks_names() {
@@ -393,12 +230,12 @@ mod tests {
             }
         );
         assert_eq!(Strategy::parse("megatron").unwrap(), Strategy::Tp);
-        let err = Strategy::parse("pipeline").unwrap_err();
+        assert_eq!(Strategy::parse("pipeline"), None);
+        let err = "ddp,pipeline".parse::<crate::types::Choice<Strategy>>().unwrap_err();
         assert_eq!(
-            err.to_string(),
-            "unknown strategy 'pipeline' (known: ddp, zero1, zero2, fsdp, fsdp-grad-op, hsdp, hsdp-grad-op, tp)"
+            err,
+            "unknown strategy 'pipeline' (expected ddp, zero1, zero2, fsdp, fsdp-grad-op, hsdp, hsdp-grad-op, tp, or all)"
         );
-        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]
@@ -409,15 +246,6 @@ mod tests {
             assert!(s.simplifies().iter().all(|l| !l.contains('\n')), "{s}");
         }
         assert!(NOT_MODELLED.iter().any(|l| l.contains("overlap with compute")));
-    }
-
-    #[test]
-    fn the_defaults_are_the_frameworks_defaults() {
-        let o = Options::default();
-        assert_eq!(o.bucket_cap_bytes, 25 * 1024 * 1024);
-        assert_eq!(o.first_bucket_bytes, 1024 * 1024);
-        assert_eq!(o.zero_bucket_elements, 500_000_000);
-        assert_eq!(o.zero_reduction, ZeroReduction::AllReduce);
     }
 
     #[test]

@@ -33,7 +33,8 @@ use crate::types::{DType, ReduceOp};
 use super::ddp;
 use super::groups::{Group, GroupLayout};
 use super::model::Model;
-use super::schedule::{Op, Options, Phase};
+use super::op::{Op, Phase};
+use super::options::Options;
 
 /// One step of Megatron tensor parallelism plus data parallelism.
 pub(super) fn step(model: &Model, layout: &GroupLayout, opts: &Options) -> Vec<Op> {
@@ -157,7 +158,7 @@ mod tests {
         let opts = Options::default();
         let tp = schedule(Strategy::Tp, &small(), &l, &opts).unwrap();
         let ddp = schedule(Strategy::Ddp, &small(), &l, &opts).unwrap();
-        let counts = |s: &super::super::schedule::Schedule| s.ops.iter().map(|o| o.count).collect::<Vec<_>>();
+        let counts = |s: &super::super::op::Schedule| s.ops.iter().map(|o| o.count).collect::<Vec<_>>();
         assert_eq!(counts(&tp), counts(&ddp));
         assert!(tp.ops.iter().all(|o| o.group == Group::Dp));
         assert_eq!(l.size(Group::Dp), 4);

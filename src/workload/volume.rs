@@ -3,7 +3,7 @@
 //! message-size class.
 //!
 //! The model is the ring (and, for rooted collectives, the pipelined chain)
-//! that nccl-tests' bus bandwidth describes (DESIGN.md "Bandwidth"): an
+//! that nccl-tests' bus bandwidth describes (docs/bandwidth.md): an
 //! operation of `size_bytes` S (nccl-tests' size, the larger of one rank's
 //! buffers) on a group of n ranks puts `bus_bytes = S x factor(n)` on each
 //! rank's link, one direction:
@@ -34,7 +34,7 @@ use crate::error::Error;
 use crate::types::DType;
 
 use super::groups::GroupLayout;
-use super::schedule::Schedule;
+use super::op::Schedule;
 
 /// Elements of nccl-tests' size for a collective of `count` (the count
 /// column) on `n` ranks: `n x count` where count is per rank (all_gather,
@@ -210,7 +210,9 @@ impl StepVolume {
 mod tests {
     use super::super::groups::Group;
     use super::super::model::Model;
-    use super::super::schedule::{Op, Options, Phase, Strategy, schedule};
+    use super::super::op::{Op, Phase};
+    use super::super::options::Options;
+    use super::super::schedule::{Strategy, schedule};
     use super::*;
 
     #[test]

@@ -33,7 +33,8 @@ use crate::collective::Collective;
 
 use super::groups::{Group, GroupLayout};
 use super::model::Model;
-use super::schedule::{Op, Options, Phase, ZeroReduction};
+use super::op::{Op, Phase};
+use super::options::{Options, ZeroReduction};
 
 /// DeepSpeed's IPG bucket contents (elements) for gradients in `order`.
 pub fn ipg_buckets(order: &[u64], bucket_elements: u64) -> Vec<u64> {

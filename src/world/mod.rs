@@ -182,7 +182,7 @@ impl Launcher {
     }
 }
 
-pub use crate::topology::hostname;
+use crate::topology::hostname;
 
 #[cfg(test)]
 mod tests {

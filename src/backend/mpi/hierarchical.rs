@@ -1,5 +1,5 @@
 //! Hierarchical all-reduce on MPI: sub-communicators built once per run,
-//! and the two algorithms of DESIGN.md composed from MPI collectives.
+//! and the two algorithms of docs/hierarchy.md composed from MPI collectives.
 //!
 //! - rs-ar-ag: MPI_Reduce_scatter inside the node (slices differ by at most
 //!   one element, so no tail is dropped), MPI_Allreduce of each slice among

@@ -23,12 +23,12 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
 use super::{
-    Backend, Call, Identity, LaunchExtras, PhaseTimes, SubGroups, TransportObserver, TransportQuery, refusals,
+    Backend, Call, Identity, LaunchExtras, PhaseTimes, SubGroup, SubGroups, TransportObserver, TransportQuery, refusals,
 };
 use crate::buffer::{Element, HostBuffer};
-use crate::collective::Collective;
+use crate::collective::{Buf, Collective, Convention, Regions};
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, DType, Placement, ReduceOp};
@@ -50,73 +50,18 @@ pub struct MpiBackend {
     rotation_bytes: u64,
     /// Positions the current point rotates through (1: it stays put).
     rotation_steps: usize,
-    /// A workload's sub-communicators (`SubGroups`), and the one calls run
-    /// on (`None`: `comm`).
+    /// A workload's sub-communicators (`SubGroups`), which calls name.
     groups: Vec<SimpleCommunicator>,
-    active: Option<usize>,
-    /// Places a sendrecv sends ahead (1: the ring).
-    shift: usize,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Buf {
-    Send,
-    Recv,
-}
-
-/// Where a rank's input goes and where its output comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Regions {
-    input: (Buf, Range<usize>),
-    output: (Buf, Range<usize>),
-}
-
-/// In-place layout (MPI_IN_PLACE semantics; one buffer, `recv`):
-/// - all_reduce, alltoall: the buffer is input and output.
-/// - all_gather: a rank's input sits at its own block; output is the buffer.
-/// - reduce_scatter: the full input is the buffer; MPI puts a rank's block
-///   at the start of it (NCCL puts it at block `rank`).
-/// - broadcast: MPI_Bcast has one buffer; the root's input is the output.
-/// - reduce: the root reduces into its own input.
-/// - gather: every rank's input sits at its own block of a root-sized
-///   buffer; the root's output is the buffer.
-/// - scatter: the root's input is the buffer and its own block stays in
-///   place; other ranks receive into their own block of theirs.
-/// - sendrecv: MPI_Sendrecv_replace; the received data replaces the sent.
-///
-/// Out-of-place: input in `send`, output at the start of `recv`, except the
-/// broadcast root, whose one MPI_Bcast buffer is its input.
+/// MPI_IN_PLACE's layout (`collective::regions`; one buffer, `recv`, in
+/// place): a rank's input at its own block for all_gather and gather, the
+/// reduce_scatter input the whole buffer with a rank's block at its start,
+/// the scatter root's input the buffer with its block in place, the
+/// received data replacing the sent for sendrecv (MPI_Sendrecv_replace).
+/// Out of place, the broadcast root's one MPI_Bcast buffer is its input.
 fn regions(call: &Call, placement: Placement) -> Regions {
-    let spec = call.collective.spec();
-    let at = &call.at;
-    let input_len = spec.input_len(&call.shape, at);
-    let output_len = spec.output_len(&call.shape, at);
-    let block = at.rank * call.shape.count..(at.rank + 1) * call.shape.count;
-    match placement {
-        Placement::OutOfPlace => {
-            let output = if call.collective == Collective::Broadcast && at.rank == at.root {
-                Buf::Send
-            } else {
-                Buf::Recv
-            };
-            Regions {
-                input: (Buf::Send, 0..input_len),
-                output: (output, 0..output_len),
-            }
-        }
-        Placement::InPlace => {
-            let (input, output) = match call.collective {
-                Collective::AllGather | Collective::Gather => (block, 0..output_len),
-                Collective::Scatter if at.rank != at.root => (0..0, block),
-                Collective::Scatter => (0..input_len, block),
-                _ => (0..input_len, 0..output_len),
-            };
-            Regions {
-                input: (Buf::Recv, input),
-                output: (Buf::Recv, output),
-            }
-        }
-    }
+    Convention::Mpi.regions(call.collective, &call.shape, &call.at, placement)
 }
 
 impl MpiBackend {
@@ -134,8 +79,6 @@ impl MpiBackend {
             rotation_bytes: 0,
             rotation_steps: 1,
             groups: Vec::new(),
-            active: None,
-            shift: 1,
         })
     }
 
@@ -161,11 +104,14 @@ impl MpiBackend {
         let count = call.shape.count;
         // Only rooted collectives make a root: rsmpi asks MPI for the
         // communicator size each time one is made.
-        let comm = match self.active {
-            Some(handle) => &self.groups[handle],
+        let comm = match call.group {
+            Some(SubGroup(g)) => self
+                .groups
+                .get(g)
+                .ok_or_else(|| Error::runtime(format!("internal error: no workload group {g}")))?,
             None => &self.comm,
         };
-        let shift = self.shift;
+        let shift = call.at.shift;
         let root = || comm.process_at_rank(call.at.root as i32);
         if placement == Placement::OutOfPlace
             && call.collective == Collective::Broadcast
@@ -410,10 +356,10 @@ impl Backend for MpiBackend {
         Ok(())
     }
 
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
         // Host buffers grow per point (up to the plan's peak, which the
         // memory check counted); with rotation they hold the peak at once.
-        self.rotation_bytes = if rotate { plan.peak_span_bytes() } else { 0 };
+        self.rotation_bytes = if reservation.rotate { reservation.recv_bytes } else { 0 };
         Ok(())
     }
 
@@ -463,7 +409,7 @@ impl Backend for MpiBackend {
 
 /// A workload's groups: MPI_Comm_split of the backend's communicator.
 impl SubGroups for MpiBackend {
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let color =
             i32::try_from(color).map_err(|_| Error::runtime(format!("group colour {color} exceeds MPI's int")))?;
         let key = i32::try_from(key).map_err(|_| Error::runtime(format!("group key {key} exceeds MPI's int")))?;
@@ -472,18 +418,7 @@ impl SubGroups for MpiBackend {
             .split_by_color_with_key(mpi::topology::Color::with_value(color), key)
             .ok_or_else(|| Error::runtime("MPI_Comm_split gave no communicator for a workload group"))?;
         self.groups.push(comm);
-        Ok(self.groups.len() - 1)
-    }
-
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
-        if let Some(h) = handle
-            && h >= self.groups.len()
-        {
-            return Err(Error::runtime(format!("internal error: no workload group {h}")));
-        }
-        self.active = handle;
-        self.shift = shift.max(1);
-        Ok(())
+        Ok(SubGroup(self.groups.len() - 1))
     }
 }
 
@@ -524,7 +459,13 @@ mod tests {
             dtype: DType::Float,
             op: c.spec().is_reduction().then_some(ReduceOp::Sum),
             shape: c.spec().shape(12, n),
-            at: Layout { nranks: n, rank, root },
+            at: Layout {
+                nranks: n,
+                rank,
+                root,
+                shift: 1,
+            },
+            group: None,
         }
     }
 

@@ -25,11 +25,9 @@
 //! alltoall/sendrecv", its alltoall.cu and sendrecv.cu), and neither do we
 //! (`UNCHECKED`).
 
-use std::ops::Range;
-
 use super::sys::{At, Buf, DataType, Launch, NcclVersion, Op, RedOp};
 use crate::backend::Call;
-use crate::collective::Collective;
+use crate::collective::{Collective, Convention, Regions};
 use crate::types::{DType, Placement, ReduceOp};
 
 /// NCCL 2.10 added bfloat16 and ncclAvg.
@@ -112,41 +110,10 @@ pub fn buffer_lens(call: &Call) -> (usize, usize) {
     (call.shape.send, call.shape.send.max(call.shape.recv))
 }
 
-/// Where this rank's input goes and where its output is, in elements.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Regions {
-    pub input: (Buf, Range<usize>),
-    pub output: (Buf, Range<usize>),
-}
-
+/// Where this rank's input goes and where its output is: NCCL's layout
+/// (`collective::regions`), every output in `recv`.
 pub fn regions(call: &Call, placement: Placement) -> Regions {
-    let spec = call.collective.spec();
-    let at = &call.at;
-    let input_len = spec.input_len(&call.shape, at);
-    let output_len = spec.output_len(&call.shape, at);
-    let c = call.shape.count;
-    let block = at.rank * c..(at.rank + 1) * c;
-    match placement {
-        // NCCL writes the output to `recv` on every rank, the broadcast
-        // root included.
-        Placement::OutOfPlace => Regions {
-            input: (Buf::Send, 0..input_len),
-            output: (Buf::Recv, 0..output_len),
-        },
-        Placement::InPlace => {
-            let (input, output) = match call.collective {
-                Collective::AllGather => (block, 0..output_len),
-                Collective::ReduceScatter => (0..input_len, block),
-                Collective::Gather => (block, 0..output_len),
-                Collective::Scatter => (0..input_len, block),
-                _ => (0..input_len, 0..output_len),
-            };
-            Regions {
-                input: (Buf::Recv, input),
-                output: (Buf::Recv, output),
-            }
-        }
-    }
+    Convention::Nccl.regions(call.collective, &call.shape, &call.at, placement)
 }
 
 /// The NCCL calls of one operation of `call` on this rank.
@@ -339,7 +306,13 @@ mod tests {
             op: c.spec().is_reduction().then_some(ReduceOp::Max),
             // 12 requested elements at 3 ranks: count 4 per rank, or 12
             shape: c.spec().shape(12, N),
-            at: Layout { nranks: N, rank, root },
+            at: Layout {
+                nranks: N,
+                rank,
+                root,
+                shift: 1,
+            },
+            group: None,
         }
     }
 
@@ -743,7 +716,10 @@ mod tests {
                             }
                             let reg = regions(&call, placement);
                             for (buf, range) in [reg.input, reg.output] {
-                                let cap = if buf == Buf::Send { send_len } else { recv_len };
+                                let cap = match buf {
+                                    crate::collective::Buf::Send => send_len,
+                                    crate::collective::Buf::Recv => recv_len,
+                                };
                                 assert!(range.end <= cap, "{c} {placement} {range:?}");
                             }
                         }
@@ -751,46 +727,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn regions_put_outputs_where_nccl_writes_them() {
-        let reg = |c, rank, placement| regions(&call(c, DType::Float, rank, 1), placement);
-        // out of place, the broadcast root's output is its recv buffer too
-        assert_eq!(
-            reg(Collective::Broadcast, 1, Placement::OutOfPlace),
-            Regions {
-                input: (Buf::Send, 0..12),
-                output: (Buf::Recv, 0..12)
-            }
-        );
-        assert_eq!(
-            reg(Collective::ReduceScatter, 2, Placement::InPlace),
-            Regions {
-                input: (Buf::Recv, 0..12),
-                output: (Buf::Recv, 8..12)
-            }
-        );
-        assert_eq!(
-            reg(Collective::AllGather, 2, Placement::InPlace),
-            Regions {
-                input: (Buf::Recv, 8..12),
-                output: (Buf::Recv, 0..12)
-            }
-        );
-        assert_eq!(
-            reg(Collective::Scatter, 0, Placement::InPlace),
-            Regions {
-                input: (Buf::Recv, 0..0),
-                output: (Buf::Recv, 0..4)
-            }
-        );
-        assert_eq!(
-            reg(Collective::Gather, 0, Placement::InPlace),
-            Regions {
-                input: (Buf::Recv, 0..4),
-                output: (Buf::Recv, 0..0)
-            }
-        );
     }
 }

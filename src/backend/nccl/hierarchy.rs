@@ -1,4 +1,4 @@
-//! Hierarchical all-reduce on NCCL (DESIGN.md "Hierarchy modes"), built the
+//! Hierarchical all-reduce on NCCL (docs/hierarchy.md), built the
 //! way `backend::mpi::hierarchical` builds it on MPI:
 //!
 //! - who is in which sub-communicator (`Membership`): `intra`, the ranks of

@@ -35,12 +35,12 @@ pub use hierarchy::{SubSource, id_count};
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
 use super::{
-    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, SubGroups,
-    TransportObserver, TransportQuery, refusals,
+    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, SubGroup,
+    SubGroups, TransportObserver, TransportQuery, refusals,
 };
 use crate::buffer::HostBuffer;
 use crate::error::Error;
-use crate::plan::{Capabilities, Plan};
+use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, DType, Placement, ReduceOp};
@@ -425,10 +425,8 @@ pub struct NcclBackend {
     /// Buffers come from ncclMemAlloc (NCCL 2.19 and later, as nccl-tests).
     mem_alloc: bool,
     /// A workload's communicators (`SubGroups`: ncclCommSplit of `comm`),
-    /// the one flat calls run on (`None`: `comm`), and a sendrecv's shift.
+    /// which flat calls name (`Call::group`).
     groups: Vec<Comm>,
-    active: Option<usize>,
-    shift: usize,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
     _rank: sys::RankInProcess,
@@ -504,8 +502,6 @@ impl NcclBackend {
             registration: options.registration,
             mem_alloc,
             groups: Vec::new(),
-            active: None,
-            shift: 1,
             _rank: sys::RankInProcess::enter(),
         })
     }
@@ -614,12 +610,6 @@ impl NcclBackend {
         self.register_buffers()
     }
 
-    /// Scratch bytes for one case (rs-ar-ag with padding).
-    fn case_scratch_bytes(&self, case: &crate::plan::Case) -> u64 {
-        let elements = hierarchy::scratch_elements(case.hierarchy, case.shape.count, self.member.local_size());
-        elements as u64 * case.dtype.size_bytes() as u64
-    }
-
     /// How `call`'s operations rotate through the buffers: (span, steps)
     /// for `rotation_offset`; one step, at the start, without rotation.
     fn rotation_of(&self, call: &Call) -> (usize, usize) {
@@ -648,7 +638,7 @@ impl NcclBackend {
                 .map_err(Error::runtime)?;
             Work::Phases(phases)
         } else {
-            Work::Flat(calls::launch_shifted(call, placement, self.native, self.shift))
+            Work::Flat(calls::launch_shifted(call, placement, self.native, call.at.shift))
         };
         self.rotation = self.rotation_of(call);
         Ok(work)
@@ -710,13 +700,6 @@ impl Drop for NcclBackend {
     }
 }
 
-/// Device bytes one case needs: (send, recv).
-pub fn case_bytes(case: &crate::plan::Case) -> (u64, u64) {
-    let e = case.dtype.size_bytes() as u64;
-    let send = case.shape.send as u64;
-    (send * e, send.max(case.shape.recv as u64) * e)
-}
-
 impl NcclBackend {
     fn check_hierarchy(&self, mode: Hierarchy) -> Result<(), String> {
         if mode.is_flat() || self.sub_source.is_some() {
@@ -748,10 +731,17 @@ impl NcclBackend {
         }
     }
 
-    /// Enqueues `work` for operations `first_iter .. first_iter + ops`:
-    /// one call, `ops` calls in one NCCL group (`-m`), or the phases of a
-    /// hierarchical all-reduce once per operation.
-    fn enqueue(&mut self, work: &Work, dtype: sys::DataType, first_iter: u64, ops: u32) -> Result<(), String> {
+    /// Enqueues `work` for operations `first_iter .. first_iter + ops` on
+    /// `group` (flat work): one call, `ops` calls in one NCCL group (`-m`),
+    /// or the phases of a hierarchical all-reduce once per operation.
+    fn enqueue(
+        &mut self,
+        work: &Work,
+        group: Option<SubGroup>,
+        dtype: sys::DataType,
+        first_iter: u64,
+        ops: u32,
+    ) -> Result<(), String> {
         // Operation `a` works where operation `first_iter + a` of the point
         // would (nccl-tests shifts each aggregated operation).
         let (span, steps) = self.rotation;
@@ -764,8 +754,8 @@ impl NcclBackend {
         };
         match work {
             Work::Flat(launch) => {
-                let comm = match self.active {
-                    Some(h) => self.groups.get_mut(h).ok_or("no such workload group")?,
+                let comm = match group {
+                    Some(SubGroup(g)) => self.groups.get_mut(g).ok_or("no such workload group")?,
                     None => self.comm.as_mut().ok_or(ABORTED)?,
                 };
                 let done = if ops <= 1 {
@@ -819,20 +809,16 @@ impl Backend for NcclBackend {
         }
     }
 
-    fn reserve(&mut self, plan: &Plan, rotate: bool) -> Result<(), Error> {
-        self.rotate = rotate;
-        let (send, recv) = plan
-            .cases
-            .iter()
-            .map(case_bytes)
-            .fold((0, 0), |(s, r), (cs, cr)| (s.max(cs), r.max(cr)));
+    fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
+        self.rotate = reservation.rotate;
+        let (send, recv) = (reservation.send_bytes, reservation.recv_bytes);
         // Rotation walks both buffers by the larger span, so each holds it.
-        let (send, recv) = if rotate {
+        let (send, recv) = if self.rotate {
             (send.max(recv), send.max(recv))
         } else {
             (send, recv)
         };
-        let scratch = self.scratch_bytes(plan);
+        let scratch = self.scratch_bytes(reservation);
         self.ensure_device(send as usize, recv as usize, scratch as usize)
     }
 
@@ -872,23 +858,22 @@ impl Backend for NcclBackend {
         // to write is caught; the input then goes where NCCL reads it.
         self.host_recv.poison();
         let copied = match r.input.0 {
-            Buf::Send => {
+            crate::collective::Buf::Send => {
                 self.host_send.fill(r.input.1, value);
                 Device::upload(&mut self.send, 0, self.host_send.bytes())
                     .and_then(|()| Device::upload(&mut self.recv, 0, self.host_recv.bytes()))
             }
-            Buf::Recv => {
+            crate::collective::Buf::Recv => {
                 self.host_recv.fill(r.input.1, value);
                 Device::upload(&mut self.recv, 0, self.host_recv.bytes())
             }
-            Buf::Scratch => return Err(Error::runtime("internal error: an input in the scratch buffer")),
         };
         copied.or_else(|e| self.fail(e))
     }
 
     fn launch(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
         let work = self.take_work(call, placement)?;
-        let done = self.enqueue(&work, calls::data_type(call.dtype), first_iter, ops);
+        let done = self.enqueue(&work, call.group, calls::data_type(call.dtype), first_iter, ops);
         // The work stays prepared for the point's next launch.
         self.cached = Some((*call, placement, work));
         done.or_else(|e| self.fail(e))
@@ -964,26 +949,13 @@ impl Backend for NcclBackend {
 /// A workload's groups: ncclCommSplit of the backend's communicator, each
 /// checked to hold the rank NCCL was asked for.
 impl SubGroups for NcclBackend {
-    fn split(&mut self, color: usize, key: usize) -> Result<usize, Error> {
+    fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let bound = self.device.bind();
         bound.or_else(|e| self.fail(e))?;
         let made = self.comm()?.split(color, key);
         let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of a workload group: {e}")))?;
         self.groups.push(comm);
-        Ok(self.groups.len() - 1)
-    }
-
-    fn select(&mut self, handle: Option<usize>, shift: usize) -> Result<(), Error> {
-        if handle.is_some_and(|h| h >= self.groups.len()) {
-            return Err(Error::runtime("internal error: no such workload group"));
-        }
-        // The cached work was made for the previous group's shift.
-        if (handle, shift.max(1)) != (self.active, self.shift) {
-            self.cached = None;
-        }
-        self.active = handle;
-        self.shift = shift.max(1);
-        Ok(())
+        Ok(SubGroup(self.groups.len() - 1))
     }
 }
 
@@ -996,8 +968,13 @@ impl Gpu for NcclBackend {
         self.device.memory().ok().map(|(free, _)| free as u64)
     }
 
-    fn scratch_bytes(&self, plan: &Plan) -> u64 {
-        plan.cases.iter().map(|c| self.case_scratch_bytes(c)).max().unwrap_or(0)
+    /// rs-ar-ag with padding, the largest of the hierarchical all-reduces.
+    fn scratch_bytes(&self, reservation: &Reservation) -> u64 {
+        let local = self.member.local_size();
+        let bytes = |&(mode, dtype, count): &(Hierarchy, DType, usize)| {
+            hierarchy::scratch_elements(mode, count, local) as u64 * dtype.size_bytes() as u64
+        };
+        reservation.hierarchical.iter().map(bytes).max().unwrap_or(0)
     }
 }
 

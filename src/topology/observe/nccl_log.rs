@@ -3,9 +3,9 @@
 //! NCCL saw, and (when TUNING logging is on) the algorithm and protocol
 //! chosen per collective and size.
 //!
-//! Line formats, NCCL 2.18 to 2.30 (each after `NCCL INFO `; the prefix
-//! `host:pid:tid [dev]`, and a timestamp where NCCL_DEBUG_TIMESTAMP_FORMAT
-//! adds one, is skipped):
+//! Line formats, NCCL 2.18 to 2.30 (each after the last `NCCL INFO `,
+//! `types::split_info`; the prefix `host:pid:tid [dev]`, and a timestamp
+//! where NCCL_DEBUG_TIMESTAMP_FORMAT adds one, is skipped):
 //! - `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read` (also `P2P/IPC`,
 //!   `P2P/direct pointer`, `P2P/MNNVL`, `P2P/indirect/2[2]`, `/CE`); the
 //!   brackets hold the device index (2.19 and later) or the PCI bus id in
@@ -29,6 +29,7 @@
 //! nothing here panics.
 
 use crate::topology::profile::Profile;
+use crate::types::split_info;
 
 /// Which end of a NET connection a line describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,7 +276,7 @@ pub fn parse(text: &str) -> NcclLog {
             log.warnings.push(warn.trim().to_string());
             continue;
         }
-        let Some((_, msg)) = line.split_once("NCCL INFO ") else {
+        let Some((_, msg)) = split_info(line) else {
             continue;
         };
         let msg = msg.trim();
@@ -488,236 +489,4 @@ impl NcclLog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fixture(name: &str) -> NcclLog {
-        let path = format!("{}/tests/fixtures/nccl-logs/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        parse(&text)
-    }
-
-    /// Ranks 0..per_node on node 0, the next per_node on node 1, ...
-    fn nodes_of(per_node: usize) -> impl Fn(usize, usize) -> bool {
-        move |a, b| a / per_node == b / per_node
-    }
-
-    #[test]
-    fn p2p_lines_of_every_form_parse() {
-        let c = parse_channel("Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read").unwrap();
-        assert_eq!((c.channel, c.from, c.to, c.side), (0, 0, Some(1), None));
-        assert_eq!(
-            c.via,
-            Via::P2p {
-                mode: "CUMEM".into(),
-                read: true,
-                copy_engine: false,
-                through: None
-            }
-        );
-        let c = parse_channel("Channel 13/1 : 3[1c000] -> 2[1b000] via P2P/IPC/CE").unwrap();
-        assert_eq!((c.channel, c.from, c.to), (13, 3, Some(2)));
-        assert!(matches!(c.via, Via::P2p { ref mode, copy_engine: true, read: false, .. } if mode == "IPC"));
-        let c = parse_channel("Channel 02/0 : 0[0] -> 1[1] via P2P/direct pointer/read").unwrap();
-        assert!(matches!(c.via, Via::P2p { ref mode, read: true, .. } if mode == "direct"));
-        let c = parse_channel("Channel 05/0 : 0[0] -> 3[3] via P2P/indirect/1[1]/read").unwrap();
-        assert!(matches!(c.via, Via::P2p { ref mode, through: Some(1), .. } if mode == "indirect"));
-        let c = parse_channel("Channel 00/0 : 0[0] -> 4[0] via P2P/MNNVL").unwrap();
-        assert!(matches!(c.via, Via::P2p { ref mode, .. } if mode == "MNNVL"));
-    }
-
-    #[test]
-    fn shm_lines_parse_with_and_without_their_second_field() {
-        let c = parse_channel("Channel 00 : 0[0] -> 1[1] via SHM/direct/direct").unwrap();
-        assert_eq!(
-            c.via,
-            Via::Shm {
-                send: "direct".into(),
-                recv: Some("direct".into())
-            }
-        );
-        let c = parse_channel("Channel 01 : 1[3d000] -> 0[1a000] via SHM/direct").unwrap();
-        assert_eq!((c.from, c.to), (1, Some(0)));
-        assert_eq!(
-            c.via,
-            Via::Shm {
-                send: "direct".into(),
-                recv: None
-            }
-        );
-        let c = parse_channel("Channel 00 : 0[0] -> 1[1] via SHM/CE/direct").unwrap();
-        assert!(matches!(c.via, Via::Shm { ref send, .. } if send == "CE"));
-    }
-
-    #[test]
-    fn net_lines_carry_gdrdma_pxn_and_shared() {
-        let c = parse_channel("Channel 00/0 : 3[3] -> 4[0] [send] via NET/IB/0/GDRDMA").unwrap();
-        assert_eq!(c.side, Some(Side::Send));
-        assert_eq!(
-            c.via,
-            Via::Net {
-                name: "IB".into(),
-                device: Some(0),
-                proxy: None,
-                gdr: true,
-                shared: false
-            }
-        );
-        let c = parse_channel("Channel 01/0 : 7[7] -> 0[0] [receive] via NET/IB/3(1)/GDRDMA(PCI)/Shared").unwrap();
-        assert_eq!((c.from, c.to, c.side), (7, Some(0), Some(Side::Receive)));
-        assert_eq!(
-            c.via,
-            Via::Net {
-                name: "IB".into(),
-                device: Some(3),
-                proxy: Some(1),
-                gdr: true,
-                shared: true
-            }
-        );
-        let c = parse_channel("Channel 00 : 1[1b000] -> 2[1b000] [send] via NET/Socket/0").unwrap();
-        assert!(matches!(c.via, Via::Net { ref name, gdr: false, proxy: None, .. } if name == "Socket"));
-        // One-rank lines (CollNet/NVLS heads) have no arrow.
-        let c = parse_channel("Channel 00/0 : 0[0] via NET/IBext_v8/0/GDRDMA").unwrap();
-        assert_eq!((c.from, c.to), (0, None));
-    }
-
-    #[test]
-    fn ring_listings_and_garbage_are_not_connections() {
-        assert_eq!(parse_channel("Channel 00/24 :    0   1   2   3   4   5   6   7"), None);
-        assert_eq!(parse_channel("Channel 00 : 0 1"), None);
-        assert_eq!(parse_channel("Channel x/0 : 0[0] -> 1[1] via P2P/IPC"), None);
-        assert_eq!(parse_channel("Channel 00/0 : a[0] -> 1[1] via P2P/IPC"), None);
-        let c = parse_channel("Channel 00/0 : 0[0] -> 1[1] via COLLNET/SHARP").unwrap();
-        assert_eq!(c.via, Via::Other("COLLNET/SHARP".into()));
-    }
-
-    #[test]
-    fn a_2_18_log_with_bus_id_brackets_reads_as_nvlink_p2p_and_ib() {
-        let log = fixture("2.18-dgx-a100-two-nodes.log");
-        assert_eq!(log.version.as_deref(), Some("2.18.5+cuda12.2"));
-        assert_eq!(log.network.as_deref(), Some("IB"));
-        assert_eq!(log.intra_path(), Some("NVL"));
-        assert_eq!(log.labels(), vec!["P2P/IPC(NVL)", "NET/IB/GDRDMA"]);
-        assert_eq!(log.nvls_available, Some(false));
-        assert!(log.connections.iter().all(|c| c.from < 16));
-        assert_eq!(log.contradiction(Profile::Nvlink, &nodes_of(8)), None);
-        assert_eq!(log.contradiction(Profile::Auto, &nodes_of(8)), None);
-        let m = log.contradiction(Profile::Pcie, &nodes_of(8)).unwrap();
-        assert!(m.contains("peer-to-peer"), "{m}");
-        let m = log.contradiction(Profile::Ib, &nodes_of(8)).unwrap();
-        assert!(m.contains("P2P, not NET/IB"), "{m}");
-    }
-
-    #[test]
-    fn a_2_21_log_with_p2p_disabled_reads_as_shm_and_passes_pcie() {
-        let log = fixture("2.21-pcie-shm.log");
-        assert_eq!(log.labels(), vec!["SHM"]);
-        assert_eq!(log.intra_path(), Some("PHB"));
-        assert!(log.env.contains(&("NCCL_P2P_DISABLE".to_string(), "1".to_string())));
-        assert!(
-            log.env
-                .contains(&("NCCL_NET_DISABLE_INTRA".to_string(), "1".to_string()))
-        );
-        assert_eq!(log.contradiction(Profile::Pcie, &nodes_of(4)), None);
-        let m = log.contradiction(Profile::Nvlink, &nodes_of(4)).unwrap();
-        assert!(m.contains("host memory (SHM)"), "{m}");
-    }
-
-    #[test]
-    fn a_2_23_two_node_log_shows_pxn_and_the_algorithms_per_size() {
-        let log = fixture("2.23-h100-two-nodes-pxn.log");
-        assert_eq!(log.labels(), vec!["P2P/CUMEM(NVL)", "NET/IB/GDRDMA/PXN"]);
-        assert_eq!(log.contradiction(Profile::Nvlink, &nodes_of(8)), None);
-        let ranges = log.algorithm_ranges();
-        assert_eq!(
-            ranges
-                .iter()
-                .map(|r| format!(
-                    "{} {}-{} {}/{}",
-                    r.function, r.min_bytes, r.max_bytes, r.algorithm, r.protocol
-                ))
-                .collect::<Vec<_>>(),
-            vec![
-                "AllReduce 8-65536 TREE/LL",
-                "AllReduce 131072-1048576 RING/LL128",
-                "AllReduce 2097152-33554432 RING/SIMPLE",
-                "AllGather 1024-33554432 RING/SIMPLE",
-            ]
-        );
-    }
-
-    #[test]
-    fn a_2_27_socket_log_passes_socket_and_fails_ib() {
-        let log = fixture("2.27-socket-one-node.log");
-        assert_eq!(log.network.as_deref(), Some("Socket"));
-        assert_eq!(log.labels(), vec!["NET/Socket"]);
-        assert_eq!(log.contradiction(Profile::Socket, &nodes_of(4)), None);
-        let m = log.contradiction(Profile::Ib, &nodes_of(4)).unwrap();
-        assert!(m.contains("NET/Socket, not NET/IB"), "{m}");
-        let m = log.contradiction(Profile::Nvlink, &nodes_of(4)).unwrap();
-        assert!(m.contains("inside a node went through the network"), "{m}");
-    }
-
-    #[test]
-    fn a_2_30_log_with_nvls_passes_nvls_and_fails_nvlink() {
-        let log = fixture("2.30-b200-nvls.log");
-        assert_eq!(log.nvls_available, Some(true));
-        assert_eq!(log.nvls_channels, Some(16));
-        assert_eq!(log.labels(), vec!["P2P/CUMEM(NVL)", "NVLS"]);
-        assert_eq!(log.contradiction(Profile::Nvls, &nodes_of(8)), None);
-        let m = log.contradiction(Profile::Nvlink, &nodes_of(8)).unwrap();
-        assert!(m.contains("NVLS"), "{m}");
-        let r = log.algorithm_ranges();
-        assert_eq!(r[0].algorithm, "NVLS");
-        assert_eq!(r[0].protocol, "SIMPLE");
-    }
-
-    #[test]
-    fn nvls_that_is_not_available_contradicts_the_nvls_profile() {
-        let log = parse("h:1:2 [0] NCCL INFO NVLS multicast support is not available on dev 0 (NVLS_NCHANNELS 0)\n");
-        assert_eq!(log.nvls_available, Some(false));
-        let m = log.contradiction(Profile::Nvls, &|_, _| true).unwrap();
-        assert!(m.contains("not available"), "{m}");
-        let log = parse(
-            "h:1:2 [0] NCCL INFO NVLS multicast support is available on dev 0, transport disabled, symmetric multimem disabled\n",
-        );
-        assert!(!log.uses_nvls());
-    }
-
-    #[test]
-    fn warnings_timestamps_and_foreign_lines_are_handled() {
-        let log = parse(
-            "[2026-01-02 03:04:05] node1:99:100 [2] NCCL INFO Using network IB\n\
-             node1:99:100 [2] NCCL WARN NET/IB : No device found.\n\
-             some other program's line\n\
-             node1:99:100 [2] NCCL INFO comm 0x5 rank 2 nRanks 8 nNodes 1 localRanks 8 localRank 2 MNNVL 0\n",
-        );
-        assert_eq!(log.network.as_deref(), Some("IB"));
-        assert_eq!(log.warnings, vec!["NET/IB : No device found."]);
-        assert!(log.connections.is_empty() && log.nvls_channels.is_none());
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn the_parser_never_panics(text in "\\PC{0,300}") {
-            let log = parse(&text);
-            let _ = log.labels();
-            let _ = log.algorithm_ranges();
-            for p in Profile::ALL {
-                let _ = log.contradiction(p, &|a, b| a == b);
-            }
-        }
-
-        #[test]
-        fn the_parser_never_panics_on_mangled_channel_lines(
-            channel in "[0-9/x]{0,6}", a in "[0-9\\[\\]a-f]{0,8}", b in "[0-9\\[\\]a-f()]{0,8}",
-            via in "(P2P|SHM|NET|)(/[A-Za-z0-9()]{0,8}){0,5}",
-        ) {
-            let line = format!("h:1:1 [0] NCCL INFO Channel {channel} : {a} -> {b} [send] via {via}\n");
-            let log = parse(&line);
-            let _ = log.labels();
-            let _ = log.contradiction(Profile::Ib, &|_, _| false);
-        }
-    }
-}
+mod tests;

@@ -13,7 +13,7 @@
 //! pre-scaled inputs, which moves the same data as a sum.
 //! When the log has no version banner, every code above is accepted.
 
-pub use crate::types::NcclVersion;
+use crate::types::NcclVersion;
 use crate::types::{DType, ReduceOp};
 
 const BF16_SINCE: NcclVersion = NcclVersion::new(2, 10, 0);

@@ -19,11 +19,10 @@
 //! Each NCCL line starts `host:pid:tid [cudaDev] NCCL INFO `, possibly after
 //! a launcher's own prefix (`[rank0]:` from torchrun, `(RayTrainWorker
 //! pid=615, ip=10.72.7.6) ` from Ray, `worker-0: ` from pdsh) or a
-//! timestamp (NCCL_DEBUG_TIMESTAMP_FORMAT). Output of several processes
-//! can interleave mid-line, so the text after the last `NCCL INFO ` is the
-//! line's own, and its prefix is the one just before it.
+//! timestamp; `types::split_info` splits it at its last mark, as the
+//! transport observation does.
 
-use super::codes::NcclVersion;
+use crate::types::{NcclVersion, split_info};
 
 /// Where a line came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -76,13 +75,11 @@ pub enum Line {
     Other,
 }
 
-const MARK: &str = "NCCL INFO ";
-
 /// Parses one line. `Err` (one line, without the line number) for a call
 /// line that lacks a field it needs.
 pub fn parse_line(text: &str) -> Result<Line, String> {
     let text = text.trim_end();
-    let Some(at) = text.rfind(MARK) else {
+    let Some((before, body)) = split_info(text) else {
         if let Some(v) = NcclVersion::find(text) {
             return Ok(Line::Version(v));
         }
@@ -92,8 +89,7 @@ pub fn parse_line(text: &str) -> Result<Line, String> {
             Line::Other
         });
     };
-    let body = &text[at + MARK.len()..];
-    let prefix = parse_prefix(&text[..at]);
+    let prefix = parse_prefix(before);
     if let Some(name) = call_name(body) {
         return parse_call(prefix, name, &body[name.len() + 1..]).map(Line::Call);
     }

@@ -8,15 +8,20 @@
 //! - `result`: one thin call per entry point, turning an `ncclResult_t`
 //!   into `NcclError`, and every error of the binding;
 //! - `safe`: the RAII handles (`Comm`, `DeviceMemory`) and the checked
-//!   launches (`Launch`, `Buffers`) the rest of the backend uses.
+//!   launches (`Buffers`) the rest of the backend uses;
+//!
+//! and `launch`, the calls as data (`Op`, `Launch`) that `result` enqueues
+//! and `safe` checks, below both (no `unsafe` there).
 //!
 //! Every `unsafe` block has a `// SAFETY:` line; `unsafe fn`s say what
 //! their callers keep under `# Safety`.
 
+mod launch;
 mod raw;
 mod result;
 mod safe;
 
+pub use launch::{At, Buf, Launch, Op};
 pub use raw::{
     Api, Attempt, CUDA_SYMBOLS, Candidate, DataType, GRAPH_SYMBOLS, MEM_ALLOC_SINCE, NcclVersion, Nvtx,
     OPTIONAL_SYMBOLS, OptionalApi, REQUIRED_SYMBOLS, RawConfig, RedOp, Route, UNIQUE_ID_BYTES, config_offsets,
@@ -26,4 +31,4 @@ pub use result::{
     AllocError, CopyError, CudaDriver, DriverMissing, LoadError, NcclError, RankInProcess, check_cuda_driver,
     device_total_mem,
 };
-pub use safe::{At, Buf, Buffers, Comm, DeviceMemory, Launch, Op};
+pub use safe::{Buffers, Comm, DeviceMemory};

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use cudarc::driver::DriverError;
 use thiserror::Error;
 
+use super::launch::Op;
 use super::raw::{
     Api, Attempt, CONFIG_SINCE, CUDA_SYMBOLS, Candidate, NCCL_IN_PROGRESS, NCCL_SUCCESS, NcclResult, NcclVersion, Nvtx,
     RawComm, RawConfig, RawStream, RawUniqueId, UNIQUE_ID_BYTES, has_symbol, short_dl_error,
 };
-use super::safe::Op;
 
 // ---------------------------------------------------------------------------
 // Errors

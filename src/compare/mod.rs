@@ -1,0 +1,593 @@
+//! `collbench compare`: joins the rows of two runs on the measured case and
+//! gives each case a verdict from the samples of both sides; `--by`
+//! compares the modes inside one run instead (`by_mode`). The noise model
+//! is `noise` (statistics in `stats`), the method check `method`; formats
+//! live one per file (`text`, `markdown`, `json`).
+//!
+//! The join key is `record::CaseKey` (collective, hierarchy, transport,
+//! dtype, op, root, placement, size_bytes, nranks). Every row of a case is
+//! a sample of it: the cycles of one launch, and the launches of a folder.
+//! Cases on one side only are listed, never dropped: cases only in the
+//! base fail the comparison (exit 4) unless `--allow-missing`; cases only
+//! in the new run are listed.
+//!
+//! Before judging, the sides must have been measured the same way
+//! (`method`): a difference in a method column refuses (exit 2) unless
+//! `--allow-method-change`; identity columns only warn. Warnings go to
+//! stderr, one line each, and into the markdown and JSON reports.
+
+mod after_run;
+pub mod by_mode;
+pub mod json;
+pub mod markdown;
+pub mod method;
+pub mod noise;
+pub mod summary;
+pub mod text;
+pub mod workload;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::collective::Collective;
+use crate::error::{Error, exit, say};
+use crate::record::read::{Loaded, Row, load};
+use crate::record::{CaseKey, human_size};
+use crate::types::{Dimension, Format, Metric};
+pub use after_run::print_after_run;
+use noise::{Fallback, Judgement, Test};
+use summary::{summarise, test_notes, total};
+use text::trim_float;
+
+/// Default regression threshold in percent: below the launch-to-launch
+/// variation of busbw on a quiet machine is noise nobody acts on; above
+/// it, a real loss of bandwidth that is worth a look (NVLink or NIC
+/// degradations are far larger).
+pub const DEFAULT_THRESHOLD_PCT: f64 = 5.0;
+
+/// Default significance level of the tests (Google Benchmark's compare.py
+/// and criterion use 0.05 as well).
+pub const DEFAULT_ALPHA: f64 = 0.05;
+
+impl Format {
+    fn render(self, c: &Comparison) -> String {
+        match self {
+            Format::Table => text::comparison(c),
+            Format::Markdown => markdown::comparison(c),
+            Format::Json => json::comparison(c),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    pub metric: Metric,
+    pub threshold_pct: f64,
+    /// Significance level of the tests (and 1 - the intervals' level).
+    pub alpha: f64,
+    pub allow_different_ranks: bool,
+    /// Compare sides whose method columns differ (warn instead of refusing).
+    pub allow_method_change: bool,
+    /// Cases only in the base do not fail the comparison.
+    pub allow_missing: bool,
+}
+
+impl Default for CompareOptions {
+    fn default() -> CompareOptions {
+        CompareOptions {
+            metric: Metric::Busbw,
+            threshold_pct: DEFAULT_THRESHOLD_PCT,
+            alpha: DEFAULT_ALPHA,
+            allow_different_ranks: false,
+            allow_method_change: false,
+            allow_missing: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Improved,
+    Regressed,
+    WithinNoise,
+    TooNoisy,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Improved => "improved",
+            Verdict::Regressed => "regressed",
+            Verdict::WithinNoise => "within noise",
+            Verdict::TooNoisy => "too noisy",
+        }
+    }
+}
+
+/// One joined case.
+#[derive(Clone, Debug, Serialize)]
+pub struct Compared {
+    #[serde(flatten)]
+    pub case: CaseKey,
+    pub base_nranks: u64,
+    pub new_nranks: u64,
+    /// The median of each side's samples.
+    pub base: f64,
+    pub new: f64,
+    #[serde(flatten)]
+    pub judgement: Judgement,
+}
+
+impl Compared {
+    pub fn verdict(&self) -> Verdict {
+        self.judgement.verdict
+    }
+
+    pub fn change_pct(&self) -> Option<f64> {
+        self.judgement.change_pct
+    }
+}
+
+/// Counts per collective (or over every row: `collective` None).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<Collective>,
+    pub compared: usize,
+    pub improved: usize,
+    pub regressed: usize,
+    pub within_noise: usize,
+    pub too_noisy: usize,
+    pub only_in_base: usize,
+    pub only_in_new: usize,
+    /// Geometric mean of new / base medians over rows with both above 0,
+    /// as a change in percent.
+    pub geomean_change_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub metric: Metric,
+    pub threshold_pct: f64,
+    pub alpha: f64,
+    pub allow_missing: bool,
+    pub base_label: String,
+    pub new_label: String,
+    /// Distinct launches (`run_id`) and rows on each side.
+    pub base_launches: usize,
+    pub new_launches: usize,
+    pub rows: Vec<Compared>,
+    pub only_in_base: Vec<CaseKey>,
+    pub only_in_new: Vec<CaseKey>,
+    pub summary: Vec<Summary>,
+    pub overall: Summary,
+    /// How the rows were judged (tests used, fallbacks, joins).
+    pub notes: Vec<String>,
+    /// What the reader must know before trusting the verdicts (method or
+    /// version differences, unknown methods): also printed on stderr.
+    pub warnings: Vec<String>,
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> impl Iterator<Item = &Compared> {
+        self.rows.iter().filter(|r| r.verdict() == Verdict::Regressed)
+    }
+
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.rows.iter().filter(|r| r.verdict() == verdict).count()
+    }
+
+    /// Cases of the base missing from the new run fail the comparison.
+    pub fn missing_fails(&self) -> bool {
+        !self.only_in_base.is_empty() && !self.allow_missing
+    }
+
+    /// 4 when a row regressed or a base case is missing, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.failure().is_some() {
+            exit::REGRESSION
+        } else {
+            exit::OK
+        }
+    }
+
+    /// The one stderr line of a failed comparison (after `collbench: `).
+    pub fn failure(&self) -> Option<String> {
+        let regressed = self.count(Verdict::Regressed);
+        let mut parts = Vec::new();
+        if regressed > 0 {
+            parts.push(format!(
+                "{regressed} of {} rows lost more than {}% {}",
+                self.rows.len(),
+                trim_float(self.threshold_pct),
+                self.metric
+            ));
+        }
+        if self.missing_fails() {
+            parts.push(format!(
+                "{} of the base missing from the new run (--allow-missing accepts that)",
+                rows_of(self.only_in_base.len())
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("regression: {}", parts.join("; ")))
+    }
+
+    /// One line: what happened, for the end of every format.
+    pub fn headline(&self) -> String {
+        let regressed = self.count(Verdict::Regressed);
+        let noisy = self.count(Verdict::TooNoisy);
+        let threshold = trim_float(self.threshold_pct);
+        let mut line = if regressed > 0 {
+            format!(
+                "REGRESSION: {regressed} of {} rows lost more than {threshold}% {}",
+                self.rows.len(),
+                self.metric
+            )
+        } else if self.missing_fails() {
+            format!(
+                "MISSING: {} of the base not in the new run",
+                rows_of(self.only_in_base.len())
+            )
+        } else {
+            format!("OK: no row lost more than {threshold}% {}", self.metric)
+        };
+        if regressed > 0 && self.missing_fails() {
+            line.push_str(&format!(
+                ", and {} of the base not in the new run",
+                rows_of(self.only_in_base.len())
+            ));
+        }
+        if noisy > 0 {
+            line.push_str(&format!("; {noisy} of {} rows too noisy to judge", self.rows.len()));
+        }
+        line.push_str(&format!(
+            " ({} improved, {regressed} regressed, {} within noise, {noisy} too noisy",
+            self.count(Verdict::Improved),
+            self.count(Verdict::WithinNoise),
+        ));
+        if !self.only_in_base.is_empty() || !self.only_in_new.is_empty() {
+            line.push_str(&format!(
+                "; {} only in base, {} only in new",
+                self.only_in_base.len(),
+                self.only_in_new.len()
+            ));
+        }
+        line.push(')');
+        line
+    }
+}
+
+/// `collbench compare` as typed on the command line.
+#[derive(Clone, Debug)]
+pub struct CompareCommand {
+    /// BASE and NEW, or with `by` the one CSV.
+    pub files: Vec<PathBuf>,
+    pub options: CompareOptions,
+    pub format: Format,
+    pub by: Option<Dimension>,
+    pub reference: Option<String>,
+    /// Also write the markdown (JSON) report to this file.
+    pub export_markdown: Option<PathBuf>,
+    pub export_json: Option<PathBuf>,
+}
+
+/// Runs `collbench compare`: the report on stdout in the chosen format
+/// (and in the export files); warnings and a failure's one line go to
+/// stderr, where a CI log shows them whatever the format.
+pub fn command(c: &CompareCommand) -> Result<u8, Error> {
+    let o = &c.options;
+    if !o.threshold_pct.is_finite() || o.threshold_pct < 0.0 {
+        return Err(Error::usage(format!(
+            "--threshold {}: give a percentage of 0 or more",
+            o.threshold_pct
+        )));
+    }
+    if !(o.alpha > 0.0 && o.alpha < 1.0) {
+        return Err(Error::usage(format!(
+            "--alpha {}: give a significance level between 0 and 1, e.g. 0.05",
+            o.alpha
+        )));
+    }
+    if let Some(dimension) = c.by {
+        let [file] = c.files.as_slice() else {
+            return Err(Error::usage(format!(
+                "--by {} compares the modes inside one CSV: give exactly one file",
+                dimension.name()
+            )));
+        };
+        if crate::record::workload::is_workload_csv(file) {
+            return Err(Error::usage(format!(
+                "{} is a workload CSV: its side-by-side view is in the workload's own output; --by compares the modes of a run CSV",
+                file.display()
+            )));
+        }
+        let loaded = load(file)?;
+        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, o.metric, c.reference.as_deref())?;
+        crate::report::print_out(&match c.format {
+            Format::Table => text::modes(&report),
+            Format::Markdown => markdown::modes(&report),
+            Format::Json => json::modes(&report),
+        });
+        return Ok(exit::OK);
+    }
+    let [base, new] = c.files.as_slice() else {
+        return Err(Error::usage(
+            "compare needs BASE and NEW (or --by hierarchy|transport with one CSV)",
+        ));
+    };
+    if workload::applies(base, new)? {
+        if c.format != Format::Table || c.export_markdown.is_some() || c.export_json.is_some() {
+            return Err(Error::usage(
+                "workload CSVs compare as a table only: drop --format, --export-markdown and --export-json",
+            ));
+        }
+        let (text, code) = workload::compare(base, new, o)?;
+        crate::report::print_out(&text);
+        if code != exit::OK {
+            say("collbench: a workload configuration regressed or is missing from NEW");
+        }
+        return Ok(code);
+    }
+    let comparison = compare(&load(base)?, &load(new)?, o)?;
+    for warning in &comparison.warnings {
+        say(&format!("collbench: warning: {warning}"));
+    }
+    for (path, format) in [(&c.export_markdown, Format::Markdown), (&c.export_json, Format::Json)] {
+        if let Some(path) = path {
+            std::fs::write(path, format.render(&comparison))
+                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
+        }
+    }
+    crate::report::print_out(&c.format.render(&comparison));
+    match comparison.failure() {
+        None => Ok(exit::OK),
+        Some(line) => {
+            say(&format!("collbench: {line}"));
+            Ok(exit::REGRESSION)
+        }
+    }
+}
+
+/// Joins `base` and `new`, checks how they were measured and judges every
+/// case (see the module doc).
+pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Comparison, Error> {
+    let mut notes = Vec::new();
+    let with_ranks = rank_join(base, new, opts, &mut notes)?;
+    let base_rows = index(base, with_ranks);
+    let new_rows = index(new, with_ranks);
+    let joined: Vec<(&[&Row], &[&Row])> = base_rows
+        .iter()
+        .filter_map(|(case, b)| new_rows.get(case).map(|n| (b.as_slice(), n.as_slice())))
+        .collect();
+    let warnings = method_warnings(base, new, &joined, opts)?;
+
+    let params = noise::Params {
+        metric: opts.metric,
+        threshold_pct: opts.threshold_pct,
+        alpha: opts.alpha,
+    };
+    let mut rows = Vec::new();
+    let mut only_in_base = Vec::new();
+    for (case, b) in &base_rows {
+        match new_rows.get(case) {
+            Some(n) => rows.push(judge(case.clone(), b, n, &params)),
+            None => only_in_base.push(case.clone()),
+        }
+    }
+    let only_in_new: Vec<CaseKey> = new_rows
+        .keys()
+        .filter(|case| !base_rows.contains_key(*case))
+        .cloned()
+        .collect();
+    notes.extend(test_notes(&rows));
+    let summary = summarise(&rows, &only_in_base, &only_in_new);
+    let overall = total(&summary, &rows);
+    Ok(Comparison {
+        metric: opts.metric,
+        threshold_pct: opts.threshold_pct,
+        alpha: opts.alpha,
+        allow_missing: opts.allow_missing,
+        base_label: base.label.clone(),
+        new_label: new.label.clone(),
+        base_launches: launches(&base.rows),
+        new_launches: launches(&new.rows),
+        rows,
+        only_in_base,
+        only_in_new,
+        summary,
+        overall,
+        notes,
+        warnings,
+    })
+}
+
+/// Whether rows join with their rank count: refuses different rank counts
+/// unless allowed; with one count on each side, joins across them.
+fn rank_join(base: &Loaded, new: &Loaded, opts: &CompareOptions, notes: &mut Vec<String>) -> Result<bool, Error> {
+    let ranks = |l: &Loaded| -> BTreeSet<u64> { l.rows.iter().map(|r| r.record.nranks).collect() };
+    let (base_ranks, new_ranks) = (ranks(base), ranks(new));
+    let both = !base_ranks.is_empty() && !new_ranks.is_empty();
+    if both && base_ranks != new_ranks && !opts.allow_different_ranks {
+        return Err(Error::usage(format!(
+            "{} has {} ranks but {} has {} ranks: rows compare only at equal rank counts; \
+             pass --allow-different-ranks to compare them anyway",
+            base.label,
+            list(&base_ranks),
+            new.label,
+            list(&new_ranks)
+        )));
+    }
+    // One rank count on each side: compare across them. Otherwise rows
+    // still join on nranks and unmatched counts are listed as one-sided.
+    let with_ranks = !(both && base_ranks.len() == 1 && new_ranks.len() == 1 && base_ranks != new_ranks);
+    if !with_ranks {
+        notes.push(format!(
+            "rank counts differ ({} in base, {} in new): rows joined without nranks",
+            list(&base_ranks),
+            list(&new_ranks)
+        ));
+    }
+    Ok(with_ranks)
+}
+
+/// The method check (`method`): a refusal as a usage error, or the
+/// warnings to print.
+fn method_warnings(
+    base: &Loaded,
+    new: &Loaded,
+    joined: &[(&[&Row], &[&Row])],
+    opts: &CompareOptions,
+) -> Result<Vec<String>, Error> {
+    let differences = method::differences(joined.iter().copied());
+    let refused: Vec<&method::Difference> = differences
+        .iter()
+        .filter(|d| d.weight == method::Weight::Refuse)
+        .collect();
+    if !refused.is_empty() && !opts.allow_method_change {
+        let list: Vec<String> = refused.iter().map(|d| d.describe()).collect();
+        return Err(Error::usage(format!(
+            "{} and {} were measured differently: {}; such rows do not compare \
+             (pass --allow-method-change to compare them anyway)",
+            base.label,
+            new.label,
+            list.join(", ")
+        )));
+    }
+    let mut warnings = Vec::new();
+    for d in &differences {
+        warnings.push(match d.weight {
+            method::Weight::Refuse => format!(
+                "measured differently: {}; compared anyway (--allow-method-change)",
+                d.describe()
+            ),
+            method::Weight::Warn => format!("{} differs", d.describe()),
+        });
+    }
+    warnings.extend(tool_warning(joined));
+    for (side, loaded) in [("base", base), ("new", new)] {
+        warnings.extend(side_warnings(side, loaded));
+    }
+    Ok(warnings)
+}
+
+/// Rows imported from another tool joined with rows of collbench (or of
+/// another tool), as `collbench_version` names them.
+fn tool_warning(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
+    let tools = |side: usize| -> BTreeSet<String> {
+        let rows: Vec<&Row> = joined
+            .iter()
+            .flat_map(|j| if side == 0 { j.0 } else { j.1 })
+            .copied()
+            .collect();
+        method::tools(&rows)
+    };
+    let (base_tools, new_tools) = (tools(0), tools(1));
+    let join = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+    (!base_tools.is_empty() && !new_tools.is_empty() && base_tools != new_tools).then(|| {
+        format!(
+            "base rows come from {} and new rows from {}: the tools time differently, \
+             so a change may be the tool's, not the machine's",
+            join(&base_tools),
+            join(&new_tools)
+        )
+    })
+}
+
+/// One side's own warnings: files without method columns (one line for
+/// the side), measurements read twice.
+fn side_warnings(side: &str, loaded: &Loaded) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let unknown = method::unknown_method(&loaded.rows);
+    if !unknown.is_empty() {
+        let what = if loaded.files.len() == 1 {
+            format!("{side} {} has", loaded.label)
+        } else {
+            let names: Vec<String> = unknown.iter().take(3).map(|f| f.display().to_string()).collect();
+            let more = if unknown.len() > 3 { ", ..." } else { "" };
+            format!(
+                "{side}: {} of {} files ({}{more}) have",
+                unknown.len(),
+                loaded.files.len(),
+                names.join(", ")
+            )
+        };
+        warnings.push(format!(
+            "{what} no method columns (an older collbench, or an import): \
+             its method is unknown, compared as if measured the same way"
+        ));
+    }
+    let repeated = repeated_measurements(&loaded.rows);
+    if repeated > 0 {
+        warnings.push(format!(
+            "{side} {}: {repeated} row{} repeat a measurement already read (same run_id, cycle and case: \
+             a file given twice?); each counts as a sample",
+            loaded.label,
+            if repeated == 1 { "" } else { "s" }
+        ));
+    }
+    warnings
+}
+
+/// Rows whose run_id, cycle and case were already seen (the same
+/// measurement read twice, e.g. a CSV copied into the baseline folder).
+fn repeated_measurements(rows: &[Row]) -> usize {
+    let mut seen = BTreeSet::new();
+    rows.iter()
+        .filter(|r| !r.record.run_id.is_empty())
+        .filter(|r| !seen.insert((r.record.run_id.as_str(), r.record.cycle, CaseKey::of(&r.record, true))))
+        .count()
+}
+
+fn launches(rows: &[Row]) -> usize {
+    rows.iter()
+        .map(|r| r.record.run_id.as_str())
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+/// Rows by case, for the join, in report order; each case's rows in the
+/// order they were read.
+fn index(l: &Loaded, with_ranks: bool) -> BTreeMap<CaseKey, Vec<&Row>> {
+    let mut cases: BTreeMap<CaseKey, Vec<&Row>> = BTreeMap::new();
+    for r in &l.rows {
+        cases.entry(CaseKey::of(&r.record, with_ranks)).or_default().push(r);
+    }
+    cases
+}
+
+fn samples<'a>(rows: &[&'a Row], metric: Metric) -> Vec<noise::Sample<'a>> {
+    rows.iter()
+        .map(|r| noise::Sample {
+            value: metric.value(&r.record),
+            launch: r.record.run_id.as_str(),
+        })
+        .collect()
+}
+
+fn judge(case: CaseKey, base: &[&Row], new: &[&Row], params: &noise::Params) -> Compared {
+    let judgement = noise::judge(&samples(base, params.metric), &samples(new, params.metric), params);
+    let nranks = |rows: &[&Row]| rows.first().map_or(0, |r| r.record.nranks);
+    Compared {
+        case,
+        base_nranks: nranks(base),
+        new_nranks: nranks(new),
+        base: judgement.base_stats.median,
+        new: judgement.new_stats.median,
+        judgement,
+    }
+}
+
+/// `1 row`, `2 rows`
+pub(crate) fn rows_of(n: usize) -> String {
+    format!("{n} row{}", if n == 1 { "" } else { "s" })
+}
+
+fn list(set: &BTreeSet<u64>) -> String {
+    set.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,471 @@
+//! The noise model: from the samples of one case on both sides (each
+//! sample a row, each tagged with its launch) to the change, its interval,
+//! a p-value, the noise and a verdict. See docs/ci.md for the reasoning
+//! and its sources.
+//!
+//! Which test, by what the samples can show:
+//! - **launch t-test** when a side holds two or more launches: each
+//!   launch is summarised by the median of its samples, and the log of the
+//!   new/base ratio of medians is judged against the launch-to-launch
+//!   spread (the pooled standard deviation of the log launch medians,
+//!   standard error s sqrt(1/L_base + 1/L_new), Student's t with the
+//!   pooled degrees of freedom). Samples inside one launch never see the
+//!   launch-to-launch variation (buffer placement, process layout, the
+//!   machine's load at the time), so they are not counted as independent.
+//! - **Mann-Whitney U** when each side is one launch with enough samples:
+//!   the exact rank test for small samples, and the distribution-free
+//!   interval of the ratio that inverts it (Hodges-Lehmann, on logs).
+//!   Only the noise inside the launch is seen; `compare` notes that.
+//! - **threshold only** when a side has one sample (or too few for the
+//!   rank test to reach the significance level, or values of zero): the
+//!   change alone decides, as before samples existed.
+//!
+//! Verdict: **regressed** (improved) when p < alpha and the change is
+//! worse (better) than the threshold; otherwise **too noisy** when the
+//! noise, the half-width of the interval, exceeds the threshold (the
+//! samples cannot tell a change of that size from chance); otherwise
+//! **within noise**. Under threshold only: beyond the threshold decides.
+//!
+//! Pure: no files, no formatting.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Verdict;
+use crate::stats::{self, Spread};
+use crate::types::Metric;
+
+/// One sample of a case: the metric's value, and the launch (`run_id`)
+/// it was measured in.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample<'a> {
+    pub value: f64,
+    pub launch: &'a str,
+}
+
+/// What the model needs to know besides the samples.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    pub metric: Metric,
+    pub threshold_pct: f64,
+    pub alpha: f64,
+}
+
+/// Which test judged a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Test {
+    LaunchT,
+    MannWhitney,
+    ThresholdOnly,
+}
+
+impl Test {
+    /// The short name in the table's `test` column.
+    pub fn short(self) -> &'static str {
+        match self {
+            Test::LaunchT => "launch-t",
+            Test::MannWhitney => "U",
+            Test::ThresholdOnly => "threshold",
+        }
+    }
+}
+
+/// Why a row fell back to the threshold alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// A side has a single sample.
+    OneSample,
+    /// Each side is one launch, and the samples are too few for the rank
+    /// test to reach the significance level (3 against 3 at 5%).
+    TooFewSamples,
+    /// A value is zero or negative (busbw of one rank), so no ratio exists.
+    NotPositive,
+}
+
+impl Fallback {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Fallback::OneSample => "one sample on a side",
+            Fallback::TooFewSamples => "too few samples for the rank test",
+            Fallback::NotPositive => "values of zero",
+        }
+    }
+}
+
+/// One side's samples, summarised (the JSON's `base_stats`, `new_stats`).
+#[derive(Clone, Debug, Serialize)]
+pub struct SideStats {
+    pub n: usize,
+    pub launches: usize,
+    pub median: f64,
+    pub q1: f64,
+    pub q3: f64,
+    pub iqr: f64,
+    pub mad: f64,
+    pub min: f64,
+    pub max: f64,
+    /// MAD / median in percent: the spread the table shows.
+    pub mad_pct: Option<f64>,
+    pub samples: Vec<f64>,
+}
+
+impl SideStats {
+    fn of(samples: &[Sample]) -> SideStats {
+        let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
+        let nan = f64::NAN;
+        let s = Spread::of(&values).unwrap_or(Spread {
+            n: values.len(),
+            median: nan,
+            q1: nan,
+            q3: nan,
+            mad: nan,
+            min: nan,
+            max: nan,
+        });
+        SideStats {
+            n: values.len(),
+            launches: by_launch(samples).len(),
+            median: s.median,
+            q1: s.q1,
+            q3: s.q3,
+            iqr: s.iqr(),
+            mad: s.mad,
+            min: s.min,
+            max: s.max,
+            mad_pct: (s.median > 0.0).then(|| s.mad / s.median * 100.0),
+            samples: values,
+        }
+    }
+}
+
+/// A row's verdict and the figures it rests on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Judgement {
+    pub base_stats: SideStats,
+    pub new_stats: SideStats,
+    /// (new median - base median) / base median, in percent; None when
+    /// the base median is 0 and the new one is not.
+    pub change_pct: Option<f64>,
+    /// The interval of the change at level 1 - alpha, in percent.
+    pub interval_pct: Option<[f64; 2]>,
+    /// Half the width of the interval, as a ratio in percent: the change
+    /// the samples cannot tell from chance.
+    pub noise_pct: Option<f64>,
+    pub p_value: Option<f64>,
+    pub test: Test,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+    pub verdict: Verdict,
+}
+
+/// Judges one case (see the module doc).
+pub fn judge(base: &[Sample], new: &[Sample], p: &Params) -> Judgement {
+    let (base_stats, new_stats) = (SideStats::of(base), SideStats::of(new));
+    let (b, n) = (base_stats.median, new_stats.median);
+    let change_pct = if b != 0.0 {
+        Some((n - b) / b * 100.0)
+    } else if n == 0.0 {
+        Some(0.0)
+    } else {
+        None
+    };
+    let evidence = evidence(base, new, p.alpha);
+    let (test, fallback, interval, p_value) = match evidence {
+        Ok(e) => (e.test, None, Some(e.ratio_interval), Some(e.p_value)),
+        Err(why) => (Test::ThresholdOnly, Some(why), None, None),
+    };
+    let noise_pct = interval.map(|(lo, hi)| ((hi / lo).sqrt() - 1.0) * 100.0);
+    let beyond = |better: bool| {
+        change_pct.is_some_and(|c| {
+            let gain = if p.metric.higher_is_better() { c } else { -c };
+            if better {
+                gain > p.threshold_pct
+            } else {
+                -gain > p.threshold_pct
+            }
+        })
+    };
+    let clear = p_value.is_none_or(|pv| pv < p.alpha);
+    let verdict = if clear && beyond(false) {
+        Verdict::Regressed
+    } else if clear && beyond(true) {
+        Verdict::Improved
+    } else if noise_pct.is_some_and(|noise| noise > p.threshold_pct) {
+        Verdict::TooNoisy
+    } else {
+        Verdict::WithinNoise
+    };
+    Judgement {
+        base_stats,
+        new_stats,
+        change_pct,
+        interval_pct: interval.map(|(lo, hi)| [(lo - 1.0) * 100.0, (hi - 1.0) * 100.0]),
+        noise_pct,
+        p_value,
+        test,
+        fallback,
+        verdict,
+    }
+}
+
+/// What a test found: the interval of new/base, and the p-value.
+struct Evidence {
+    test: Test,
+    ratio_interval: (f64, f64),
+    p_value: f64,
+}
+
+fn evidence(base: &[Sample], new: &[Sample], alpha: f64) -> Result<Evidence, Fallback> {
+    if base.len() < 2 && new.len() < 2 {
+        return Err(Fallback::OneSample);
+    }
+    let positive = |s: &[Sample]| !s.is_empty() && s.iter().all(|x| x.value.is_finite() && x.value > 0.0);
+    if !positive(base) || !positive(new) {
+        return Err(Fallback::NotPositive);
+    }
+    let (base_launches, new_launches) = (by_launch(base), by_launch(new));
+    if base_launches.len() >= 2 || new_launches.len() >= 2 {
+        return Ok(launch_t(base, new, &base_launches, &new_launches, alpha));
+    }
+    if base.len() < 2 || new.len() < 2 {
+        return Err(Fallback::OneSample);
+    }
+    if stats::smallest_p_value(base.len(), new.len()) >= alpha {
+        return Err(Fallback::TooFewSamples);
+    }
+    let logs = |s: &[Sample]| -> Vec<f64> { s.iter().map(|x| x.value.ln()).collect() };
+    let (x, y) = (logs(base), logs(new));
+    let test = stats::mann_whitney(&x, &y).ok_or(Fallback::NotPositive)?;
+    let (lo, hi) = stats::shift_interval(&x, &y, alpha).ok_or(Fallback::TooFewSamples)?;
+    Ok(Evidence {
+        test: Test::MannWhitney,
+        ratio_interval: (lo.exp(), hi.exp()),
+        p_value: test.p_value,
+    })
+}
+
+/// The launch-level t-test (module doc). Needs at least one side with two
+/// launches (degrees of freedom >= 1) and positive values.
+fn launch_t(
+    base: &[Sample],
+    new: &[Sample],
+    base_launches: &BTreeMap<&str, Vec<f64>>,
+    new_launches: &BTreeMap<&str, Vec<f64>>,
+    alpha: f64,
+) -> Evidence {
+    let log_medians = |l: &BTreeMap<&str, Vec<f64>>| -> Vec<f64> {
+        l.values().filter_map(|v| stats::median(v)).map(f64::ln).collect()
+    };
+    let (u_base, u_new) = (log_medians(base_launches), log_medians(new_launches));
+    let squares = |u: &[f64]| {
+        let mean = u.iter().sum::<f64>() / u.len() as f64;
+        u.iter().map(|v| (v - mean).powi(2)).sum::<f64>()
+    };
+    let df = (u_base.len() + u_new.len() - 2) as f64;
+    let s = ((squares(&u_base) + squares(&u_new)) / df).sqrt();
+    let se = s * (1.0 / u_base.len() as f64 + 1.0 / u_new.len() as f64).sqrt();
+    let median = |x: &[Sample]| stats::median(&x.iter().map(|s| s.value).collect::<Vec<_>>()).unwrap_or(f64::NAN);
+    let d = (median(new) / median(base)).ln();
+    let q = stats::t_quantile(1.0 - alpha / 2.0, df);
+    let p_value = if se > 0.0 {
+        stats::t_two_sided_p(d / se, df)
+    } else if d == 0.0 {
+        1.0
+    } else {
+        0.0
+    };
+    Evidence {
+        test: Test::LaunchT,
+        ratio_interval: ((d - q * se).exp(), (d + q * se).exp()),
+        p_value,
+    }
+}
+
+/// Sample values by launch.
+fn by_launch<'a>(samples: &[Sample<'a>]) -> BTreeMap<&'a str, Vec<f64>> {
+    let mut launches: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for s in samples {
+        launches.entry(s.launch).or_default().push(s.value);
+    }
+    launches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUSBW: Params = Params {
+        metric: Metric::Busbw,
+        threshold_pct: 5.0,
+        alpha: 0.05,
+    };
+
+    /// `values` as samples of one launch.
+    fn launch<'a>(name: &'a str, values: &[f64]) -> Vec<Sample<'a>> {
+        values.iter().map(|&value| Sample { value, launch: name }).collect()
+    }
+
+    /// A deterministic, roughly normal sample: mean `centre`, relative
+    /// standard deviation `cv`, `n` values (a sum of sines stands in for
+    /// a random generator, so the test's figures never change).
+    fn noisy(centre: f64, cv: f64, n: usize, seed: f64) -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                let x = i as f64 + seed * 7.3;
+                let wobble = (x * 1.7).sin() + (x * 3.1 + 0.5).sin() * 0.6 + (x * 0.7 + 1.3).sin() * 0.4;
+                centre * (1.0 + cv * wobble / 0.85)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_planted_shift_beyond_the_threshold_is_a_regression() {
+        // one launch each, 10 samples, 1% noise, busbw down 20%
+        let base = launch("a", &noisy(100.0, 0.01, 10, 1.0));
+        let new = launch("b", &noisy(80.0, 0.01, 10, 2.0));
+        let j = judge(&base, &new, &BUSBW);
+        assert_eq!(j.test, Test::MannWhitney);
+        assert_eq!(j.verdict, Verdict::Regressed);
+        assert!(j.p_value.unwrap() < 1e-4, "{:?}", j.p_value);
+        let [lo, hi] = j.interval_pct.unwrap();
+        assert!(lo < -17.0 && hi > -23.0 && hi < -15.0, "{lo} {hi}");
+        assert!((j.change_pct.unwrap() + 20.0).abs() < 2.0);
+        // and the same shift upwards is an improvement
+        let j = judge(&new, &base, &BUSBW);
+        assert_eq!(j.verdict, Verdict::Improved);
+    }
+
+    #[test]
+    fn identical_distributions_are_within_noise() {
+        let base = launch("a", &noisy(100.0, 0.01, 10, 1.0));
+        let new = launch("b", &noisy(100.0, 0.01, 10, 1.0));
+        let j = judge(&base, &new, &BUSBW);
+        assert_eq!(j.verdict, Verdict::WithinNoise);
+        assert!(j.p_value.unwrap() > 0.5);
+        assert_eq!(j.change_pct, Some(0.0));
+        // the same values in another order, other launches: still nothing
+        let mut shuffled = noisy(100.0, 0.01, 10, 1.0);
+        shuffled.reverse();
+        let j = judge(&base, &launch("c", &shuffled), &BUSBW);
+        assert_eq!(j.verdict, Verdict::WithinNoise);
+    }
+
+    #[test]
+    fn a_significant_change_under_the_threshold_is_within_noise() {
+        // 2% lower, clearly (p tiny), but the threshold is 5%
+        let base = launch("a", &noisy(100.0, 0.002, 12, 1.0));
+        let new = launch("b", &noisy(98.0, 0.002, 12, 2.0));
+        let j = judge(&base, &new, &BUSBW);
+        assert!(j.p_value.unwrap() < 0.01);
+        assert_eq!(j.verdict, Verdict::WithinNoise);
+    }
+
+    #[test]
+    fn one_sample_falls_back_to_the_threshold_alone() {
+        let base = launch("a", &[100.0]);
+        for (value, want) in [
+            (94.0, Verdict::Regressed),
+            (96.0, Verdict::WithinNoise),
+            (106.0, Verdict::Improved),
+        ] {
+            let j = judge(&base, &launch("b", &[value]), &BUSBW);
+            assert_eq!((j.test, j.fallback), (Test::ThresholdOnly, Some(Fallback::OneSample)));
+            assert_eq!(j.verdict, want, "{value}");
+            assert!(j.p_value.is_none() && j.interval_pct.is_none());
+        }
+        // one sample against several of one launch: the same
+        let j = judge(&launch("a", &[100.0, 101.0, 99.0]), &launch("b", &[90.0]), &BUSBW);
+        assert_eq!((j.fallback, j.verdict), (Some(Fallback::OneSample), Verdict::Regressed));
+        // 3 against 3 cannot reach p < 0.05 (smallest p 0.1): threshold only
+        let j = judge(
+            &launch("a", &[100.0, 101.0, 99.0]),
+            &launch("b", &[90.0, 91.0, 89.0]),
+            &BUSBW,
+        );
+        assert_eq!(
+            (j.fallback, j.verdict),
+            (Some(Fallback::TooFewSamples), Verdict::Regressed)
+        );
+    }
+
+    #[test]
+    fn noise_larger_than_the_threshold_is_too_noisy_to_judge() {
+        // 30% noise, 8% lower: the rank test sees nothing, the interval is
+        // far wider than 5%
+        let base = launch("a", &noisy(100.0, 0.3, 8, 1.0));
+        let new = launch("b", &noisy(92.0, 0.3, 8, 2.0));
+        let j = judge(&base, &new, &BUSBW);
+        assert_eq!(j.verdict, Verdict::TooNoisy);
+        assert!(j.noise_pct.unwrap() > 5.0);
+        // ... yet a 50x slowdown is a regression through that noise
+        let slow = launch("b", &noisy(2.0, 0.3, 8, 2.0));
+        assert_eq!(judge(&base, &slow, &BUSBW).verdict, Verdict::Regressed);
+        // and a threshold above the noise judges it within noise
+        let wide = Params {
+            threshold_pct: 200.0,
+            ..BUSBW
+        };
+        assert_eq!(judge(&base, &new, &wide).verdict, Verdict::WithinNoise);
+    }
+
+    #[test]
+    fn launch_to_launch_noise_comes_from_the_launches_not_their_samples() {
+        // five base launches whose medians differ by up to 20% although
+        // each launch is tight; a new launch 15% under the base median
+        let mut base = Vec::new();
+        let names = ["l1", "l2", "l3", "l4", "l5"];
+        for (name, centre) in names.iter().zip([100.0, 112.0, 95.0, 108.0, 91.0]) {
+            base.extend(launch(name, &noisy(centre, 0.002, 5, centre)));
+        }
+        let new = launch("new", &noisy(86.0, 0.002, 5, 3.0));
+        let j = judge(&base, &new, &BUSBW);
+        assert_eq!(j.test, Test::LaunchT);
+        assert_eq!((j.base_stats.launches, j.new_stats.launches), (5, 1));
+        // the samples alone would call this clear (every new sample under
+        // every base sample); the launches do not
+        let values = |s: &[Sample]| s.iter().map(|x| x.value).collect::<Vec<_>>();
+        assert!(stats::mann_whitney(&values(&base), &values(&new)).unwrap().p_value < 1e-4);
+        assert!(j.p_value.unwrap() > 0.05, "{:?}", j.p_value);
+        assert_eq!(j.verdict, Verdict::TooNoisy);
+        // with a threshold that absorbs the launch noise: within noise
+        let wide = Params {
+            threshold_pct: 40.0,
+            ..BUSBW
+        };
+        assert_eq!(judge(&base, &new, &wide).verdict, Verdict::WithinNoise);
+        // a 50x slowdown is still caught
+        let slow = launch("new", &noisy(2.0, 0.002, 5, 3.0));
+        let j = judge(&base, &slow, &wide);
+        assert_eq!(j.verdict, Verdict::Regressed);
+        assert!(j.p_value.unwrap() < 1e-4);
+        // the interval is the change times exp(+-t s sqrt(1/5 + 1)), t_4 = 2.776
+        let [lo, hi] = j.interval_pct.unwrap();
+        let c = j.change_pct.unwrap() / 100.0 + 1.0;
+        assert!(((lo / 100.0 + 1.0) * (hi / 100.0 + 1.0) / (c * c) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn time_is_worse_when_it_grows() {
+        let time = Params {
+            metric: Metric::Time,
+            ..BUSBW
+        };
+        let base = launch("a", &noisy(10.0, 0.01, 10, 1.0));
+        let new = launch("b", &noisy(12.0, 0.01, 10, 2.0));
+        assert_eq!(judge(&base, &new, &time).verdict, Verdict::Regressed);
+        assert_eq!(judge(&new, &base, &time).verdict, Verdict::Improved);
+    }
+
+    #[test]
+    fn zero_values_compare_by_the_threshold() {
+        let zero = launch("a", &[0.0, 0.0, 0.0, 0.0]);
+        let j = judge(&zero, &launch("b", &[0.0, 0.0, 0.0, 0.0]), &BUSBW);
+        assert_eq!((j.change_pct, j.verdict), (Some(0.0), Verdict::WithinNoise));
+        assert_eq!(j.fallback, Some(Fallback::NotPositive));
+        let j = judge(&zero, &launch("b", &[1.0, 1.0, 1.0, 1.0]), &BUSBW);
+        assert_eq!((j.change_pct, j.verdict), (None, Verdict::WithinNoise));
+    }
+}

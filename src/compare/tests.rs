@@ -1,0 +1,307 @@
+//! Unit tests of `compare`.
+
+use super::*;
+use crate::record::Record;
+use crate::types::{Average, TimingMethod};
+
+/// A record with the given busbw at 2 ranks (all_reduce: factor 1),
+/// measured by this collbench's defaults.
+pub fn record(collective: &str, size: u64, time_us: f64, spread: f64) -> Record {
+    let algbw = size as f64 / (time_us * 1e-6) / 1e9;
+    let collective = Collective::parse(collective).unwrap();
+    let all_reduce = collective == Collective::AllReduce;
+    Record {
+        timestamp: "2026-01-01T00:00:00Z".into(),
+        collective,
+        dtype: crate::types::DType::Float,
+        op: all_reduce.then_some(crate::types::ReduceOp::Sum),
+        root: None,
+        placement: crate::types::Placement::OutOfPlace,
+        size_bytes: size,
+        count: size / 4,
+        time_us,
+        time_min_us: time_us * (1.0 - spread),
+        time_max_us: time_us * (1.0 + spread),
+        algbw_gbps: algbw,
+        busbw_gbps: algbw * if all_reduce { 1.0 } else { 0.5 },
+        wrong: Some(0),
+        ..Record {
+            phase_intra1_us: None,
+            phase_intra2_us: None,
+            cycle: None,
+            ..crate::record::tests::sample()
+        }
+    }
+}
+
+pub fn loaded(label: &str, records: Vec<Record>) -> Loaded {
+    Loaded {
+        label: label.into(),
+        rows: records
+            .into_iter()
+            .map(|record| Row {
+                record,
+                stats: Default::default(),
+                file: PathBuf::from(label),
+            })
+            .collect(),
+        files: vec![PathBuf::from(label)],
+    }
+}
+
+/// `times` as the cycles of one launch of an all_reduce 1 MiB point.
+fn cycles(run_id: &str, times: &[f64]) -> Vec<Record> {
+    times
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| Record {
+            run_id: run_id.into(),
+            cycle: Some(i as u64 + 1),
+            samples: Some(times.len() as u64),
+            ..record("all_reduce", 1 << 20, t, 0.0)
+        })
+        .collect()
+}
+
+fn opts() -> CompareOptions {
+    CompareOptions::default()
+}
+
+#[test]
+fn one_sample_a_side_is_judged_by_the_threshold_alone() {
+    let base = loaded("b", vec![record("all_reduce", 1 << 20, 100.0, 0.01)]);
+    let new = loaded("n", vec![record("all_reduce", 1 << 20, 125.0, 0.01)]);
+    let c = compare(&base, &new, &opts()).unwrap();
+    assert_eq!(c.rows[0].verdict(), Verdict::Regressed);
+    assert_eq!(c.rows[0].judgement.fallback, Some(Fallback::OneSample));
+    assert!((c.rows[0].change_pct().unwrap() + 20.0).abs() < 1e-9);
+    assert_eq!(c.exit_code(), 4);
+    assert!(c.headline().starts_with("REGRESSION: 1 of 1 rows"));
+    assert_eq!(c.failure().unwrap(), "regression: 1 of 1 rows lost more than 5% busbw");
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n == "1 row judged by the threshold alone: one sample on a side")
+    );
+    // the cross-rank spread no longer excuses a change: it says
+    // nothing about run-to-run noise
+    let wide = loaded("b", vec![record("all_reduce", 1 << 20, 100.0, 0.5)]);
+    assert_eq!(compare(&wide, &new, &opts()).unwrap().exit_code(), 4);
+}
+
+#[test]
+fn cycles_of_a_launch_are_the_samples_of_a_point() {
+    let base = loaded("b", cycles("r1", &[100.0, 101.0, 99.5, 100.4, 100.9, 99.8]));
+    let slower = loaded("n", cycles("r2", &[125.0, 126.0, 124.1, 125.5, 124.9, 125.2]));
+    let c = compare(&base, &slower, &opts()).unwrap();
+    assert_eq!(c.rows.len(), 1);
+    let j = &c.rows[0].judgement;
+    assert_eq!((j.test, j.base_stats.n, j.new_stats.n), (Test::MannWhitney, 6, 6));
+    assert_eq!(j.verdict, Verdict::Regressed);
+    assert!(j.p_value.unwrap() < 0.01);
+    assert!(
+        c.notes.iter().any(|n| n.contains("not from launch to launch")),
+        "{:?}",
+        c.notes
+    );
+    // the same values from another launch: within noise
+    let same = loaded("n", cycles("r2", &[100.4, 99.5, 100.0, 101.0, 99.8, 100.9]));
+    let c = compare(&base, &same, &opts()).unwrap();
+    assert_eq!((c.rows[0].verdict(), c.exit_code()), (Verdict::WithinNoise, 0));
+}
+
+#[test]
+fn rows_only_in_the_base_fail_unless_allowed_and_new_rows_are_listed() {
+    let base = loaded(
+        "b",
+        vec![record("all_reduce", 8, 10.0, 0.0), record("all_gather", 8, 10.0, 0.0)],
+    );
+    let new = loaded(
+        "n",
+        vec![record("all_reduce", 8, 10.0, 0.0), record("all_reduce", 16, 10.0, 0.0)],
+    );
+    let c = compare(&base, &new, &opts()).unwrap();
+    assert_eq!(c.rows.len(), 1);
+    assert_eq!(c.only_in_base[0].collective, Collective::AllGather);
+    assert_eq!(c.only_in_new[0].size_bytes, 16);
+    let ar = &c.summary[0];
+    assert_eq!(
+        (ar.collective, ar.compared, ar.only_in_new),
+        (Some(Collective::AllReduce), 1, 1)
+    );
+    assert_eq!(c.summary[1].only_in_base, 1);
+    assert_eq!(
+        (c.overall.compared, c.overall.only_in_base, c.overall.only_in_new),
+        (1, 1, 1)
+    );
+    assert_eq!(c.exit_code(), 4);
+    assert!(
+        c.headline()
+            .starts_with("MISSING: 1 row of the base not in the new run")
+    );
+    assert!(
+        c.failure()
+            .unwrap()
+            .contains("1 row of the base missing from the new run")
+    );
+    let allow = CompareOptions {
+        allow_missing: true,
+        ..opts()
+    };
+    let c = compare(&base, &new, &allow).unwrap();
+    assert_eq!(c.exit_code(), 0);
+    assert!(c.headline().starts_with("OK"));
+    // only new rows: listed, never a failure
+    let c = compare(&new, &new, &opts()).unwrap();
+    assert_eq!(c.exit_code(), 0);
+}
+
+#[test]
+fn different_rank_counts_need_the_flag_and_then_join_without_nranks() {
+    let base = loaded("b", vec![record("all_reduce", 8, 10.0, 0.0)]);
+    let mut four = record("all_reduce", 8, 10.0, 0.0);
+    four.nranks = 4;
+    let new = loaded("n", vec![four]);
+    let err = compare(&base, &new, &opts()).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("--allow-different-ranks"), "{err}");
+    let allow = CompareOptions {
+        allow_different_ranks: true,
+        ..opts()
+    };
+    let c = compare(&base, &new, &allow).unwrap();
+    assert_eq!(c.rows.len(), 1);
+    assert_eq!((c.rows[0].base_nranks, c.rows[0].new_nranks), (2, 4));
+    assert!(c.notes[0].contains("without nranks"));
+}
+
+#[test]
+fn a_method_column_that_differs_refuses_unless_allowed() {
+    let mut batched = record("all_reduce", 8, 10.0, 0.0);
+    batched.timing = Some(TimingMethod::Batched);
+    batched.average = Some(Average::Avg);
+    let base = loaded("b.csv", vec![batched]);
+    let mut blocking = record("all_reduce", 8, 10.0, 0.0);
+    blocking.timing = Some(TimingMethod::Blocking);
+    blocking.average = Some(Average::Max);
+    let new = loaded("n.csv", vec![blocking]);
+    let err = compare(&base, &new, &opts()).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert_eq!(
+        err.to_string(),
+        "b.csv and n.csv were measured differently: timing (base batched, new blocking), \
+         average (base avg, new max); such rows do not compare (pass --allow-method-change \
+         to compare them anyway)"
+    );
+    let allow = CompareOptions {
+        allow_method_change: true,
+        ..opts()
+    };
+    let c = compare(&base, &new, &allow).unwrap();
+    assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+    assert!(c.warnings[0].starts_with("measured differently: timing (base batched, new blocking)"));
+    assert_eq!(c.exit_code(), 0);
+}
+
+#[test]
+fn version_label_and_precision_target_only_warn() {
+    let base = loaded("b", vec![record("all_reduce", 8, 10.0, 0.0)]);
+    let mut other = record("all_reduce", 8, 10.0, 0.0);
+    other.collbench_version = Some("9.9.9".into());
+    other.label = None;
+    other.precision_target_pct = Some(2.0);
+    let c = compare(&base, &loaded("n", vec![other]), &opts()).unwrap();
+    let want = base.rows[0].record.collbench_version.clone().unwrap();
+    assert_eq!(
+        c.warnings[0],
+        format!("collbench_version (base {want}, new 9.9.9) differs")
+    );
+    assert!(
+        c.warnings[1].starts_with("precision_target_pct (base "),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        c.warnings
+            .contains(&"label (base nightly, a \"quoted\" name, new (none)) differs".to_string()),
+        "{:?}",
+        c.warnings
+    );
+    assert_eq!(c.exit_code(), 0);
+}
+
+#[test]
+fn imported_rows_and_files_without_method_columns_warn() {
+    let base = loaded("b", vec![record("all_reduce", 8, 10.0, 0.0)]);
+    let mut imported = record("all_reduce", 8, 10.0, 0.0);
+    imported.collbench_version = Some("nccl-tests 2.17.8".into());
+    let c = compare(&base, &loaded("n", vec![imported]), &opts()).unwrap();
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("base rows come from collbench and new rows from nccl-tests 2.17.8")),
+        "{:?}",
+        c.warnings
+    );
+    let mut old = record("all_reduce", 8, 10.0, 0.0);
+    old.timing = None;
+    old.average = None;
+    old.iter_policy = None;
+    old.collbench_version = None;
+    let c = compare(&loaded("old.csv", vec![old]), &base, &opts()).unwrap();
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].starts_with("base old.csv has no method columns"),
+        "{}",
+        c.warnings[0]
+    );
+    assert_eq!(c.exit_code(), 0);
+}
+
+#[test]
+fn a_measurement_read_twice_is_kept_and_named() {
+    let rows = cycles("r1", &[100.0, 101.0, 99.0, 100.5]);
+    let twice = loaded("b", [rows.clone(), rows.clone()].concat());
+    let c = compare(&twice, &loaded("n", rows), &opts()).unwrap();
+    assert_eq!(c.rows[0].judgement.base_stats.n, 8);
+    assert!(
+        c.warnings.iter().any(|w| w.contains("4 rows repeat a measurement")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn zero_bandwidth_on_both_sides_is_no_change() {
+    let mut r = record("all_gather", 8, 10.0, 0.0);
+    r.busbw_gbps = 0.0;
+    let c = compare(&loaded("b", vec![r.clone()]), &loaded("n", vec![r]), &opts()).unwrap();
+    assert_eq!(c.rows[0].change_pct(), Some(0.0));
+    assert_eq!(c.rows[0].verdict(), Verdict::WithinNoise);
+    assert_eq!(c.overall.geomean_change_pct, None);
+}
+
+#[test]
+fn the_overall_geomean_is_over_every_row() {
+    let base = loaded(
+        "b",
+        vec![record("all_reduce", 8, 10.0, 0.0), record("all_gather", 8, 10.0, 0.0)],
+    );
+    // busbw x 2 and x 0.5: the geometric mean is no change
+    let new = loaded(
+        "n",
+        vec![record("all_reduce", 8, 5.0, 0.0), record("all_gather", 8, 20.0, 0.0)],
+    );
+    let c = compare(&base, &new, &opts()).unwrap();
+    assert!(c.overall.geomean_change_pct.unwrap().abs() < 1e-9);
+    assert!((c.summary[0].geomean_change_pct.unwrap() - 100.0).abs() < 1e-9);
+    assert!((c.summary[1].geomean_change_pct.unwrap() + 50.0).abs() < 1e-9);
+}
+
+#[test]
+fn sizes_read_as_people_write_them() {
+    assert_eq!(human_size(8), "8 B");
+    assert_eq!(human_size(1024), "1 KiB");
+    assert_eq!(human_size(3 << 20), "3 MiB");
+    assert_eq!(human_size(1536), "1536 B");
+}

@@ -1,0 +1,295 @@
+//! The terminal format of `compare`: aligned columns, one line per case
+//! (medians, change, its interval, p-value, test, sample counts, spread as
+//! MAD / median of each side, verdict), then the one-sided rows, a summary
+//! per collective and over all rows, the notes and the headline.
+//! Warnings are not repeated here: they went to stderr.
+
+use super::by_mode::ModeReport;
+use super::{Compared, Comparison, human_size};
+
+pub fn comparison(c: &Comparison) -> String {
+    let mut out = format!(
+        "collbench compare: {} ({}), threshold {}%, alpha {}\n  base: {}\n  new:  {}\n\n",
+        c.metric,
+        c.metric.unit(),
+        trim_float(c.threshold_pct),
+        trim_float(c.alpha),
+        side_line(
+            &c.base_label,
+            c.base_launches,
+            c.rows.iter().map(|r| r.judgement.base_stats.n).sum()
+        ),
+        side_line(
+            &c.new_label,
+            c.new_launches,
+            c.rows.iter().map(|r| r.judgement.new_stats.n).sum()
+        ),
+    );
+    if c.rows.is_empty() {
+        out.push_str("No case was measured on both sides.\n");
+    } else {
+        let rows = c.rows.iter().map(row_cells).collect();
+        out.push_str(&table(&ROW_HEADERS, rows, &[5, 7, 8, 9, 10, 11, 13, 15, 16]));
+    }
+    for (title, cases) in [
+        (
+            if c.missing_fails() {
+                "Only in base, missing from the new run"
+            } else {
+                "Only in base"
+            },
+            &c.only_in_base,
+        ),
+        ("Only in new", &c.only_in_new),
+    ] {
+        if !cases.is_empty() {
+            out.push_str(&format!("\n{title} ({}):\n", cases.len()));
+            for case in cases.iter() {
+                out.push_str(&format!("  {}\n", case.describe()));
+            }
+        }
+    }
+    if !c.summary.is_empty() {
+        out.push_str("\nSummary by collective:\n");
+        let rows = summary_rows(c).into_iter().collect();
+        out.push_str(&table(&SUMMARY_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8]));
+    }
+    out.push('\n');
+    for note in &c.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out.push_str(&c.headline());
+    out.push('\n');
+    out
+}
+
+/// `results/base (5 launches, 120 samples)`
+fn side_line(label: &str, launches: usize, rows: usize) -> String {
+    format!("{label} ({})", side_counts(launches, rows))
+}
+
+/// `5 launches, 120 samples`
+pub(super) fn side_counts(launches: usize, rows: usize) -> String {
+    format!(
+        "{launches} launch{}, {rows} sample{}",
+        if launches == 1 { "" } else { "es" },
+        if rows == 1 { "" } else { "s" }
+    )
+}
+
+/// The columns of one joined row, shared with the markdown format.
+pub(super) const ROW_HEADERS: [&str; 18] = [
+    "collective",
+    "hierarchy",
+    "transport",
+    "dtype",
+    "op",
+    "root",
+    "placement",
+    "size",
+    "ranks",
+    "base",
+    "new",
+    "change",
+    "interval",
+    "p",
+    "test",
+    "n",
+    "spread",
+    "verdict",
+];
+
+pub(super) const SUMMARY_HEADERS: [&str; 9] = [
+    "collective",
+    "compared",
+    "improved",
+    "regressed",
+    "within noise",
+    "too noisy",
+    "only in base",
+    "only in new",
+    "geomean change",
+];
+
+/// The summary's cells per collective, then `all`.
+pub(super) fn summary_rows(c: &Comparison) -> Vec<Vec<String>> {
+    c.summary
+        .iter()
+        .chain(std::iter::once(&c.overall))
+        .map(|s| {
+            vec![
+                s.collective.map_or_else(|| "all".to_string(), |c| c.name().to_string()),
+                s.compared.to_string(),
+                s.improved.to_string(),
+                s.regressed.to_string(),
+                s.within_noise.to_string(),
+                s.too_noisy.to_string(),
+                s.only_in_base.to_string(),
+                s.only_in_new.to_string(),
+                fmt_change(s.geomean_change_pct),
+            ]
+        })
+        .collect()
+}
+
+/// The cells of one joined row (`ROW_HEADERS`).
+pub(super) fn row_cells(r: &Compared) -> Vec<String> {
+    let case = &r.case;
+    let j = &r.judgement;
+    let ranks = if r.base_nranks == r.new_nranks {
+        r.base_nranks.to_string()
+    } else {
+        format!("{}->{}", r.base_nranks, r.new_nranks)
+    };
+    let spread = |p: Option<f64>| p.map_or_else(|| "-".to_string(), |p| format!("{p:.1}%"));
+    vec![
+        case.collective.name().into(),
+        case.hierarchy.name().into(),
+        case.transport.name().into(),
+        case.dtype.name().into(),
+        crate::record::op_column::text(case.op).into(),
+        case.root.map_or_else(|| "-".into(), |r| r.to_string()),
+        case.placement.name().into(),
+        human_size(case.size_bytes),
+        ranks,
+        fmt_value(r.base),
+        fmt_value(r.new),
+        fmt_change(j.change_pct),
+        fmt_interval(j.interval_pct),
+        fmt_p(j.p_value),
+        j.test.short().to_string(),
+        format!("{}/{}", j.base_stats.n, j.new_stats.n),
+        format!("{}/{}", spread(j.base_stats.mad_pct), spread(j.new_stats.mad_pct)),
+        j.verdict.name().to_string(),
+    ]
+}
+
+pub fn modes(r: &ModeReport) -> String {
+    let mut out = format!(
+        "collbench compare --by {}: {} ({}) in {}; speedup over {}\n",
+        r.dimension.name(),
+        r.metric,
+        r.metric.unit(),
+        r.label,
+        r.reference
+    );
+    for g in &r.groups {
+        out.push_str(&format!("\n{}\n", g.title(r.dimension)));
+        let mut headers = vec!["size".to_string()];
+        for m in &g.modes {
+            headers.push(m.clone());
+            if *m != r.reference {
+                headers.push("speedup".into());
+            }
+        }
+        headers.push("winner".into());
+        let rows = g
+            .points
+            .iter()
+            .map(|p| {
+                let mut cells = vec![human_size(p.size_bytes)];
+                for (i, m) in g.modes.iter().enumerate() {
+                    cells.push(p.values[i].map_or("-".into(), fmt_value));
+                    if *m != r.reference {
+                        cells.push(p.speedups[i].map_or("-".into(), |s| format!("{s:.2}x")));
+                    }
+                }
+                let winner = p.winner.clone().unwrap_or_else(|| "-".into());
+                cells.push(if p.crossover { format!("{winner} *") } else { winner });
+                cells
+            })
+            .collect();
+        let header_refs: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let numeric: Vec<usize> = (0..headers.len() - 1).collect();
+        out.push_str(&table(&header_refs, rows, &numeric));
+        let crossovers = g.crossovers();
+        if !crossovers.is_empty() {
+            let list: Vec<String> = crossovers
+                .iter()
+                .map(|(size, from, to)| format!("{} ({from} -> {to})", human_size(*size)))
+                .collect();
+            out.push_str(&format!("* crossover at {}\n", list.join(", ")));
+        }
+    }
+    out
+}
+
+/// Columns padded to their widest cell; `right` lists right-aligned columns.
+fn table(headers: &[&str], rows: Vec<Vec<String>>, right: &[usize]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let w = widths.get(i).copied().unwrap_or(0);
+                if right.contains(&i) {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(headers.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+/// `5` rather than `5.0`, `2.5` as is.
+pub(crate) fn trim_float(v: f64) -> String {
+    let s = format!("{v}");
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+}
+
+/// A metric value with precision that suits its size.
+pub(crate) fn fmt_value(v: f64) -> String {
+    if !v.is_finite() {
+        return "n/a".into();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.001 {
+        format!("{v:.4}")
+    } else {
+        // a collapsed bandwidth (both ranks on one core): three figures
+        format!("{v:.2e}")
+    }
+}
+
+pub(crate) fn fmt_change(c: Option<f64>) -> String {
+    match c {
+        Some(c) => format!("{c:+.1}%"),
+        None => "n/a".into(),
+    }
+}
+
+/// `[-8.1%, +2.0%]`, or `-` without an interval.
+pub(crate) fn fmt_interval(i: Option<[f64; 2]>) -> String {
+    match i {
+        Some([lo, hi]) => format!("[{lo:+.1}%, {hi:+.1}%]"),
+        None => "-".into(),
+    }
+}
+
+/// A p-value to four decimals, `<0.0001` below that.
+pub(crate) fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 1e-4 => "<0.0001".into(),
+        Some(p) => format!("{p:.4}"),
+        None => "-".into(),
+    }
+}

@@ -1,0 +1,62 @@
+//! Validation, the one path the sweep (`Engine`) and a workload's steps
+//! (`steps::StepRunner`) take: this rank's input is the pattern of a seed,
+//! one operation runs, and its output is compared with what the collective
+//! defines (`CollectiveSpec::expected`; within a relative bound for avg on
+//! floating types, whose arithmetic NCCL does not make exact:
+//! collective/pattern.rs), and the wrong elements are summed over every
+//! rank. An output the backend leaves undefined (`Capabilities::validates`)
+//! is not checked.
+
+use crate::backend::{Backend, Call};
+use crate::collective::Pattern;
+use crate::error::Error;
+use crate::plan::Capabilities;
+use crate::types::Placement;
+use crate::world::World;
+
+/// What a validation needs besides the call: the ranks, what the backend
+/// defines, and the test hook that corrupts an output.
+pub struct Validate<'a> {
+    pub world: &'a dyn World,
+    pub caps: &'a Capabilities,
+    /// Test hook: every rank with an output corrupts its first received
+    /// element, so that validation must fail.
+    pub inject_error: bool,
+}
+
+impl Validate<'_> {
+    /// One validation of `call` in `placement` with the pattern of `seed`:
+    /// the wrong elements of every rank, summed (every rank takes part);
+    /// `None` where the backend leaves this output undefined (every rank
+    /// alike: no rank takes part then). The call's buffers are ready
+    /// (`Backend::prepare`).
+    pub fn once(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Option<u64>, Error> {
+        if !self.caps.validates(call.collective, placement) {
+            return Ok(None);
+        }
+        let spec = call.collective.spec();
+        let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, seed);
+        let rank = call.at.rank;
+        backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
+        backend.launch(call, placement, 0, 1)?;
+        backend.wait()?;
+        let (out, range) = backend.output(call, placement)?;
+        if self.inject_error && !range.is_empty() {
+            // flip bits of the first received element
+            let at = range.start * call.dtype.size_bytes();
+            out.bytes_mut()[at] ^= 0x5a;
+        }
+        let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
+        let local = match pattern.relative_bound() {
+            Some(bound) => out.count_outside(range, want, bound),
+            None => out.count_mismatches(range, want),
+        };
+        Ok(Some(self.world.sum_u64(local)))
+    }
+}

@@ -1,0 +1,287 @@
+//! Drawing the panels of `series` into an SVG or PNG file: a title that
+//! always fits the picture, a grid of panels, per line its median points,
+//! its samples' range (a shaded band and whiskers) and a legend entry.
+//! Colours are Okabe and Ito's (2008) palette, in an order that keeps the
+//! first lines far apart; past eight lines the marker changes shape.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::FONT;
+use super::series::{Line, Panel};
+use super::text::GlyphText;
+use crate::record::human_size;
+use crate::types::Metric;
+
+pub const PANEL_W: u32 = 560;
+pub const PANEL_H: u32 = 380;
+/// The title's band: the title, and the note on bands where there is one.
+pub const TITLE_H: u32 = 44;
+pub const TITLE_NOTE_H: u32 = 62;
+const TITLE_PX: u32 = 24;
+
+/// Okabe-Ito: blue, vermillion, bluish green, reddish purple, orange, sky
+/// blue, black, yellow (last: the faintest on white).
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+    RGBColor(240, 228, 66),
+];
+
+pub fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+pub fn metric_label(metric: Metric) -> String {
+    match metric {
+        Metric::Busbw => "bus bandwidth (GB/s)".into(),
+        Metric::Algbw => "algorithm bandwidth (GB/s)".into(),
+        Metric::Time => "time per operation (us, log scale)".into(),
+    }
+}
+
+/// Columns of the panel grid.
+pub fn grid_columns(panels: usize) -> usize {
+    match panels {
+        1 => 1,
+        2..=4 => 2,
+        _ => 3,
+    }
+}
+
+/// The picture's size for `panels` panels, with or without the note.
+pub fn picture_size(panels: usize, noted: bool) -> (u32, u32) {
+    let cols = grid_columns(panels);
+    let rows = panels.div_ceil(cols);
+    let title = if noted { TITLE_NOTE_H } else { TITLE_H };
+    (PANEL_W * cols as u32, PANEL_H * rows as u32 + title)
+}
+
+/// Whether some point has several samples (then a note explains bands).
+fn sampled(panels: &[Panel]) -> bool {
+    panels
+        .iter()
+        .flat_map(|p| &p.lines)
+        .flat_map(|l| &l.points)
+        .any(|p| p.samples > 1)
+}
+
+pub fn draw_file(path: &Path, svg: bool, title: &str, panels: &[Panel], metric: Metric) -> Result<(), String> {
+    let size = picture_size(panels.len(), sampled(panels));
+    if svg {
+        let root = SVGBackend::new(path, size).into_drawing_area();
+        draw(&root, title, panels, metric)?;
+        root.present().map_err(|e| e.to_string())
+    } else {
+        let root = GlyphText::new(BitMapBackend::new(path, size)).into_drawing_area();
+        draw(&root, title, panels, metric)?;
+        root.present().map_err(|e| e.to_string())
+    }
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    panels: &[Panel],
+    metric: Metric,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let (head, body) = root.split_vertically(if sampled(panels) { TITLE_NOTE_H } else { TITLE_H });
+    draw_title(&head, title, panels).map_err(err)?;
+    let cols = grid_columns(panels.len());
+    let areas = body.split_evenly((panels.len().div_ceil(cols), cols));
+    for (panel, area) in panels.iter().zip(areas.iter()) {
+        draw_panel(area, panel, metric).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The title, shrunk (and at worst shortened) until it fits the width; a
+/// note on the bands when some point has several samples.
+fn draw_title<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    panels: &[Panel],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (width, _) = area.dim_in_pixel();
+    let room = width.saturating_sub(24);
+    let fits = |text: &str, px: u32| {
+        area.estimate_text_size(text, &TextStyle::from((FONT, px).into_font()))
+            .is_ok_and(|(w, _)| w <= room)
+    };
+    let mut px = TITLE_PX;
+    while px > 12 && !fits(title, px) {
+        px -= 1;
+    }
+    let mut text: String = title.to_string();
+    while !fits(&text, px) && text.chars().count() > 1 {
+        text = text.chars().take(text.chars().count() - 2).collect::<String>() + "…";
+    }
+    let centre = (width / 2) as i32;
+    let style = TextStyle::from((FONT, px).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    area.draw(&Text::new(text, (centre, 8), style))?;
+    if sampled(panels) {
+        let note = "each point: the median of its samples; shaded: fastest to slowest sample";
+        let grey = BLACK.mix(0.7);
+        let style = TextStyle::from((FONT, 13).into_font())
+            .color(&grey)
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        area.draw(&Text::new(note, (centre, 8 + px as i32 + 6), style))?;
+    }
+    Ok(())
+}
+
+/// The axes' ranges: log2 size; the metric from 0 (bandwidths) or whole
+/// powers of ten (time, already log10).
+fn ranges(panel: &Panel, metric: Metric) -> ((f64, f64), (f64, f64)) {
+    let all = || panel.lines.iter().flat_map(|l| &l.points);
+    let x_min = all().map(|p| p.x).fold(f64::INFINITY, f64::min).floor();
+    let x_max = all()
+        .map(|p| p.x)
+        .fold(f64::NEG_INFINITY, f64::max)
+        .ceil()
+        .max(x_min + 1.0);
+    let y_lo = all().map(|p| p.lo).fold(f64::INFINITY, f64::min);
+    let y_hi = all().map(|p| p.hi).fold(f64::NEG_INFINITY, f64::max);
+    let y = if metric == Metric::Time {
+        (y_lo.floor(), y_hi.ceil().max(y_lo.floor() + 1.0))
+    } else {
+        (0.0, if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 })
+    };
+    ((x_min, x_max), y)
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+    metric: Metric,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let ((x_min, x_max), (y_min, y_max)) = ranges(panel, metric);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.collective, (FONT, 20))
+        .margin(12)
+        // room for half of the last size's label
+        .margin_right(26)
+        .x_label_area_size(42)
+        .y_label_area_size(62)
+        .build_cartesian_2d(x_min..x_max, y_min..y_max)?;
+    // Axes carry log2(size) and, for time, log10(time): only whole
+    // exponents get a label, written as the size or time they stand for.
+    let whole = |v: f64| (v - v.round()).abs() < 1e-9;
+    let x_fmt = |x: &f64| {
+        if whole(*x) {
+            human_size(2f64.powf(x.round()) as u64).replace(' ', "")
+        } else {
+            String::new()
+        }
+    };
+    let y_fmt = |y: &f64| match metric {
+        Metric::Time if whole(*y) => trim(10f64.powf(y.round())),
+        Metric::Time => String::new(),
+        _ => trim(*y),
+    };
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes, log2 scale)")
+        .y_desc(metric_label(metric))
+        .x_labels(12)
+        .y_labels(8)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .axis_desc_style((FONT, 15))
+        .label_style((FONT, 13))
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.12))
+        .draw()?;
+    for line in &panel.lines {
+        draw_line(&mut chart, line)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()?;
+    Ok(())
+}
+
+type Chart<'a, DB> =
+    ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+
+/// One line: its range (band and whiskers), the medians joined, a marker
+/// per point, a legend entry.
+fn draw_line<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    line: &Line,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let c = colour(line.colour);
+    let spread: Vec<_> = line.points.iter().filter(|p| p.samples > 1 && p.hi > p.lo).collect();
+    if line.points.len() > 1 && !spread.is_empty() {
+        let mut band: Vec<(f64, f64)> = line.points.iter().map(|p| (p.x, p.hi)).collect();
+        band.extend(line.points.iter().rev().map(|p| (p.x, p.lo)));
+        chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))?;
+    }
+    chart.draw_series(
+        spread
+            .iter()
+            .map(|p| PathElement::new(vec![(p.x, p.lo), (p.x, p.hi)], c.mix(0.8).stroke_width(1))),
+    )?;
+    let medians: Vec<(f64, f64)> = line.points.iter().map(|p| (p.x, p.y)).collect();
+    chart
+        .draw_series(LineSeries::new(medians.iter().copied(), c.stroke_width(2)))?
+        .label(line.label.as_str())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+    match line.colour / PALETTE.len() % 3 {
+        0 => {
+            chart.draw_series(medians.iter().map(|p| Circle::new(*p, 3, c.filled())))?;
+        }
+        1 => {
+            chart.draw_series(medians.iter().map(|p| TriangleMarker::new(*p, 4, c.filled())))?;
+        }
+        _ => {
+            chart.draw_series(medians.iter().map(|p| Cross::new(*p, 4, c.stroke_width(2))))?;
+        }
+    }
+    Ok(())
+}
+
+fn trim(v: f64) -> String {
+    if v.abs() >= 100.0 || v == v.round() {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_labels_read_as_numbers() {
+        assert_eq!(trim(20.0), "20");
+        assert_eq!(trim(2.5), "2.5");
+        assert_eq!(trim(0.25), "0.25");
+    }
+
+    #[test]
+    fn the_palette_starts_with_okabe_ito_blue_vermillion_green() {
+        assert_eq!(colour(0), RGBColor(0, 114, 178));
+        assert_eq!(colour(1), RGBColor(213, 94, 0));
+        assert_eq!(colour(2), RGBColor(0, 158, 115));
+        assert_eq!(colour(8), colour(0));
+    }
+}
