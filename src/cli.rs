@@ -79,12 +79,15 @@ size_bytes and nranks; every row of a case is a sample of it (the cycles of a la
 launches of a folder: BASE or NEW may be a folder of CSVs). A row regressed when the change \
 of the medians is worse than the threshold AND statistically clear (p < alpha): a t-test on \
 the launches' medians when a side holds several launches, else the Mann-Whitney U test on the \
-samples; with one sample on a side, the threshold alone. Rows whose noise (half the width of \
-the change's interval) exceeds the threshold are too noisy to judge. Rows only in BASE fail \
+samples; with one sample on a side, the threshold alone. Only launches show launch-to-launch \
+noise: with one launch on each side, a change beyond the threshold is \"unproven\" and fails \
+nothing unless --within-launch. Rows whose noise (half the width of the change's interval) \
+exceeds the threshold are too noisy to judge. Rows only in BASE fail \
 unless --allow-missing. Sides measured differently (timing, average, iteration policy, -m, \
 -G, -R, rotation, backend) are refused unless --allow-method-change. Details: docs/ci.md.\n\n\
 Examples:\n  \
 collbench compare results/baselines/local-2ranks/ results/new.csv\n  \
+collbench compare --within-launch one-launch.csv another-launch.csv\n  \
 collbench compare --metric time --threshold 10 --format markdown base.csv new.csv\n  \
 collbench compare --export-markdown summary.md base/ new.csv\n  \
 collbench compare --by hierarchy results/sweep.csv\n\n\
@@ -409,6 +412,12 @@ pub struct CompareArgs {
     /// Rows of BASE missing from NEW are listed, not a failure
     #[arg(long)]
     pub allow_missing: bool,
+
+    /// With one launch on each side, judge rows by the samples inside the launches (the rank
+    /// test, or the threshold alone) as if launches did not vary, so that they may regress (exit
+    /// 4); without it such rows are "unproven" and never fail
+    #[arg(long)]
+    pub within_launch: bool,
 
     /// Also write the markdown report to FILE (one compare for the terminal and a CI summary)
     #[arg(long, value_name = "FILE")]

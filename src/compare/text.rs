@@ -52,7 +52,7 @@ pub fn comparison(c: &Comparison) -> String {
     if !c.summary.is_empty() {
         out.push_str("\nSummary by collective:\n");
         let rows = summary_rows(c).into_iter().collect();
-        out.push_str(&table(&SUMMARY_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8]));
+        out.push_str(&table(&SUMMARY_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]));
     }
     out.push('\n');
     for note in &c.notes {
@@ -99,13 +99,14 @@ pub(super) const ROW_HEADERS: [&str; 18] = [
     "verdict",
 ];
 
-pub(super) const SUMMARY_HEADERS: [&str; 9] = [
+pub(super) const SUMMARY_HEADERS: [&str; 10] = [
     "collective",
     "compared",
     "improved",
     "regressed",
     "within noise",
     "too noisy",
+    "unproven",
     "only in base",
     "only in new",
     "geomean change",
@@ -124,6 +125,7 @@ pub(super) fn summary_rows(c: &Comparison) -> Vec<Vec<String>> {
                 s.regressed.to_string(),
                 s.within_noise.to_string(),
                 s.too_noisy.to_string(),
+                s.unproven.to_string(),
                 s.only_in_base.to_string(),
                 s.only_in_new.to_string(),
                 fmt_change(s.geomean_change_pct),

@@ -276,12 +276,30 @@ fn compare_judges_two_workload_csvs_and_plot_refuses_them() {
     scaled(&measured, &slow, 2.0);
     let out = collbench(&["compare", path_str(&base), path_str(&base)]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // one launch a side: twice as slow is unproven (launch noise could do
+    // that), unless the steps of the launch are to judge
     let out = collbench(&["compare", path_str(&base), path_str(&slow)]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(stdout(&out).contains("unproven"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("note: 1 configuration unproven"), "{}", stdout(&out));
+    let out = collbench(&["compare", "--within-launch", path_str(&base), path_str(&slow)]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
     assert!(stdout(&out).contains("regressed"), "{}", stdout(&out));
-    let out = collbench(&["compare", path_str(&slow), path_str(&base)]);
+    let out = collbench(&["compare", "--within-launch", path_str(&slow), path_str(&base)]);
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("improved"), "{}", stdout(&out));
+    // a folder of launches: the launch t-test judges the new launch
+    let launches = dir.path().join("launches");
+    std::fs::create_dir(&launches).unwrap();
+    for (i, factor) in [1.0, 1.03, 0.98].into_iter().enumerate() {
+        scaled(&measured, &launches.join(format!("launch-{i}.csv")), factor);
+    }
+    let out = collbench(&["compare", path_str(&launches), path_str(&slow)]);
+    assert_eq!(code(&out), 4, "{}", stdout(&out));
+    assert!(stdout(&out).contains("(base, 3 launches)"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("regressed"), "{}", stdout(&out));
+    let out = collbench(&["compare", path_str(&launches), path_str(&base)]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
     let out = collbench(&["plot", path_str(&base), "-o", path_str(&dir.path().join("p.svg"))]);
     assert_eq!(code(&out), 2);
     assert_eq!(our_lines(&out).len(), 1, "{}", stderr(&out));
