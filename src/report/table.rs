@@ -301,6 +301,12 @@ fn section_header(cols: &[Col], r: &Record) -> String {
     )
 }
 
+/// What the bandwidths of a one-rank run are (header and footer).
+const ONE_RANK: &str = "no data crosses a link: each collective copies (or leaves) this rank's own buffer, so \
+algbw is the speed of that local copy and busbw is not a link's bandwidth: 0 where the bus factor is (n-1)/n \
+(all_reduce, all_gather, reduce_scatter, alltoall, gather, scatter), the local copy's speed where it is 1 \
+(broadcast, reduce, sendrecv)";
+
 /// The run header: what ran where, and how it was measured.
 pub fn run_header(run: &RunInfo) -> String {
     let mut s = format!("# collbench {}  run {}\n", run.collbench_version, run.run_id);
@@ -325,6 +331,9 @@ pub fn run_header(run: &RunInfo) -> String {
         if run.hosts.len() == 1 { "" } else { "s" },
         run.hosts.join(", ")
     );
+    if run.nranks == 1 {
+        s += &format!("# one rank  : {}\n", ONE_RANK);
+    }
     if let Some(label) = &run.label {
         s += &format!("# label     : {label}\n");
     }
@@ -475,6 +484,12 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
         )
     };
     let mut s = format!("#\n{}", footer_average(all_busbw));
+    if run.nranks == 1 {
+        s += &format!(
+            "# {:<20} : no data crossed a link; the bus bandwidths above are not a link's (see the header)\n",
+            "One rank"
+        );
+    }
     s += &format!("# {:<20} : {verdict}\n", "Validation");
     if run.timing.per_iter && summary.stopped_by.is_none() {
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));
