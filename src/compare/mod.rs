@@ -349,7 +349,12 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             )));
         }
         let loaded = load(file)?;
-        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, o.metric, c.reference.as_deref())?;
+        let judged = by_mode::ModeOptions {
+            metric: o.metric,
+            threshold_pct: o.threshold_pct,
+            alpha: o.alpha,
+        };
+        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, &judged, c.reference.as_deref())?;
         crate::report::print_out(&match c.format {
             Format::Table => text::modes(&report),
             Format::Markdown => markdown::modes(&report),

@@ -83,7 +83,11 @@ fn one_sample_a_side_is_judged_by_the_threshold_alone_and_fails_only_when_asked(
         "NO VERDICT: 1 of 1 rows changed by more than 5% busbw, but one launch per side cannot tell a \
          change from launch-to-launch noise (0 improved, 0 regressed, 0 within noise, 0 too noisy, 1 unproven)"
     );
-    assert!(c.notes.iter().any(|n| n.starts_with("1 row unproven:") && n.contains("--within-launch")));
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.starts_with("1 row unproven:") && n.contains("--within-launch"))
+    );
     assert_eq!((c.overall.unproven, c.summary[0].unproven), (1, 1));
     // --within-launch: the threshold alone decides, and the failure says so
     let within = CompareOptions {
@@ -128,7 +132,11 @@ fn cycles_of_a_launch_are_the_samples_of_a_point() {
         "{:?}",
         c.notes
     );
-    assert!(c.failure().unwrap().contains("(1 judged within one launch per side (--within-launch))"));
+    assert!(
+        c.failure()
+            .unwrap()
+            .contains("(1 judged within one launch per side (--within-launch))")
+    );
     // without --within-launch the same clear change is unproven
     let c = compare(&base, &slower, &opts()).unwrap();
     assert_eq!((c.rows[0].verdict(), c.exit_code()), (Verdict::Unproven, 0));
@@ -149,7 +157,10 @@ fn a_baseline_of_launches_judges_one_new_launch_against_their_spread() {
     let base = loaded("base", base);
     let slow = loaded("n", cycles("n1", &[200.0, 201.0, 199.0]));
     let c = compare(&base, &slow, &opts()).unwrap();
-    assert_eq!((c.rows[0].judgement.test, c.rows[0].verdict()), (Test::LaunchT, Verdict::Regressed));
+    assert_eq!(
+        (c.rows[0].judgement.test, c.rows[0].verdict()),
+        (Test::LaunchT, Verdict::Regressed)
+    );
     assert_eq!(c.failure().unwrap(), "regression: 1 of 1 rows lost more than 5% busbw");
     let same = loaded("n", cycles("n1", &[101.0, 100.0, 102.0]));
     assert_eq!(compare(&base, &same, &opts()).unwrap().exit_code(), 0);

@@ -125,7 +125,14 @@ fn every_format_matches_its_golden_file() {
     // judged inside the launches, each verdict shows
     golden(&["compare", "--within-launch", "base.csv", "new.csv"], "table.txt", 4);
     golden(
-        &["compare", "--within-launch", "--format", "markdown", "base.csv", "new.csv"],
+        &[
+            "compare",
+            "--within-launch",
+            "--format",
+            "markdown",
+            "base.csv",
+            "new.csv",
+        ],
         "markdown.md",
         4,
     );
@@ -135,9 +142,23 @@ fn every_format_matches_its_golden_file() {
         4,
     );
     golden(&["compare", "launches", "new-launch.csv"], "launches-table.txt", 4);
+    // one sample per point: the values, no claim, and what would make one
     golden(&["compare", "--by", "hierarchy", "modes.csv"], "modes-table.txt", 0);
+    // five samples: speedups with intervals, the winner, the crossover
     golden(
-        &["compare", "--by", "hierarchy", "--format", "markdown", "modes.csv"],
+        &["compare", "--by", "hierarchy", "modes-repeated.csv"],
+        "modes-repeated-table.txt",
+        0,
+    );
+    golden(
+        &[
+            "compare",
+            "--by",
+            "hierarchy",
+            "--format",
+            "markdown",
+            "modes-repeated.csv",
+        ],
         "modes-markdown.md",
         0,
     );
@@ -150,7 +171,7 @@ fn every_format_matches_its_golden_file() {
             "json",
             "--metric",
             "time",
-            "modes.csv",
+            "modes-repeated.csv",
         ],
         "modes-json.json",
         0,
@@ -161,7 +182,10 @@ fn every_format_matches_its_golden_file() {
 fn the_golden_pair_shows_each_verdict_for_the_right_reason() {
     // one launch a side: the changes beyond the threshold are unproven
     let (code, doc) = json(&[path_str(&fixture("base.csv")), path_str(&fixture("new.csv"))]);
-    assert_eq!((code, doc["unproven"].as_u64(), doc["regressed"].as_u64()), (4, Some(3), Some(0)));
+    assert_eq!(
+        (code, doc["unproven"].as_u64(), doc["regressed"].as_u64()),
+        (4, Some(3), Some(0))
+    );
     for (c, p, s) in [
         ("all_reduce", "out_of_place", 1 << 20),
         ("all_reduce", "out_of_place", 65536),
@@ -296,7 +320,8 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
     ]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
     assert!(
-        stderr(&out).contains("(1 judged within one launch per side (--within-launch), 1 of them by the threshold alone)"),
+        stderr(&out)
+            .contains("(1 judged within one launch per side (--within-launch), 1 of them by the threshold alone)"),
         "{}",
         stderr(&out)
     );

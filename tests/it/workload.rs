@@ -281,7 +281,11 @@ fn compare_judges_two_workload_csvs_and_plot_refuses_them() {
     let out = collbench(&["compare", path_str(&base), path_str(&slow)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert!(stdout(&out).contains("unproven"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("note: 1 configuration unproven"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("note: 1 configuration unproven"),
+        "{}",
+        stdout(&out)
+    );
     let out = collbench(&["compare", "--within-launch", path_str(&base), path_str(&slow)]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
     assert!(stdout(&out).contains("regressed"), "{}", stdout(&out));
