@@ -547,11 +547,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
     pub min_time: Option<f64>,
 
-    /// Time every iteration: p50, p99, CV and the slowest rank per point, and a straggler verdict
+    /// Time every iteration: p50, p99, CV and the slowest rank (duration) per point, and a slow-rank verdict (arrival skew at the checks)
     #[arg(short = 'I', long, help_heading = "Measurement")]
     pub per_iter: bool,
 
-    /// With -I: name a rank that is persistently this many percent slower than the median
+    /// With -I: a rank is late at a point when its own part of the check takes this many percent longer than the other ranks' median; one late significantly often is named
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
     pub straggler_threshold: f64,
 

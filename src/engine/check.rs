@@ -5,9 +5,13 @@
 //! floating types, whose arithmetic NCCL does not make exact:
 //! collective/pattern.rs), and the wrong elements are summed over every
 //! rank. An output the backend leaves undefined (`Capabilities::validates`)
-//! is not checked.
+//! is not checked. Each rank also times its own part of the check (filling
+//! its input, fetching and comparing its output): work every rank of a
+//! symmetric collective does alike between two synchronisations, whose
+//! length says how late the rank arrives at the next one (`straggler`).
 
 use crate::backend::{Backend, Call};
+use crate::clock::Clock;
 use crate::collective::Pattern;
 use crate::error::Error;
 use crate::plan::Capabilities;
@@ -22,6 +26,16 @@ pub struct Validate<'a> {
     /// Test hook: every rank with an output corrupts its first received
     /// element, so that validation must fail.
     pub inject_error: bool,
+    /// Where this rank's own work is timed.
+    pub clock: Clock,
+}
+
+/// One validation: the wrong elements of every rank, summed (`None` where
+/// the output is undefined), and this rank's seconds of its own work.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Checked {
+    pub wrong: Option<u64>,
+    pub work_s: f64,
 }
 
 impl Validate<'_> {
@@ -37,15 +51,34 @@ impl Validate<'_> {
         placement: Placement,
         seed: u64,
     ) -> Result<Option<u64>, Error> {
+        Ok(self.timed(backend, call, placement, seed)?.wrong)
+    }
+
+    /// `once`, with this rank's seconds of its own work: filling its input,
+    /// then fetching and comparing its output (not the collective, nor the
+    /// reduction of the count).
+    pub fn timed(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Checked, Error> {
         if !self.caps.validates(call.collective, placement) {
-            return Ok(None);
+            return Ok(Checked {
+                wrong: None,
+                work_s: 0.0,
+            });
         }
         let spec = call.collective.spec();
         let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, seed);
         let rank = call.at.rank;
+        let start = self.clock.now();
         backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
+        let mut work_s = self.clock.seconds_since(start);
         backend.launch(call, placement, 0, 1)?;
         backend.wait()?;
+        let start = self.clock.now();
         let (out, range) = backend.output(call, placement)?;
         if self.inject_error && !range.is_empty() {
             // flip bits of the first received element
@@ -57,6 +90,10 @@ impl Validate<'_> {
             Some(bound) => out.count_outside(range, want, bound),
             None => out.count_mismatches(range, want),
         };
-        Ok(Some(self.world.sum_u64(local)))
+        work_s += self.clock.seconds_since(start);
+        Ok(Checked {
+            wrong: Some(self.world.sum_u64(local)),
+            work_s,
+        })
     }
 }

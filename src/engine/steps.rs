@@ -248,6 +248,7 @@ impl StepRunner<'_> {
             world: self.world,
             caps: &caps,
             inject_error: self.inject_error,
+            clock: self.clock.clone(),
         };
         let (mut wrong, mut failed) = (0, 0);
         for pass in 0..u64::from(passes) {

@@ -436,14 +436,20 @@ fn launch_extras(agg_iters: u32, cuda_graph: u32) -> Option<String> {
     Some(format!("{}; time per op = elapsed / ({divisor})", parts.join(", ")))
 }
 
-/// "rank 5 on node-b is 14% slower than the median at sizes >= 64 MiB".
+/// The slow-rank verdict: "rank 1 on node-b arrived late at 23 of 24
+/// checked points at sizes >= 1 MiB (sign test p = 1.5e-06), its own work
+/// 3.1x the other ranks' median: the others waited for it (arrival skew)".
 fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
+    use crate::engine::straggler::SlowRank;
+    let threshold = run.timing.straggler_threshold_pct;
     match &summary.straggler {
-        None => format!(
-            "none: no rank was persistently over {}% slower than the median",
-            run.timing.straggler_threshold_pct
+        None => "not judged".into(),
+        Some(SlowRank::NotJudged(why)) => format!("not judged: {why}"),
+        Some(SlowRank::NoneFound { points }) => format!(
+            "none: no rank arrived late (over {threshold}% behind the others' median for the same work) \
+             significantly often at {points} checked points (arrival skew; durations name no one)"
         ),
-        Some(s) => {
+        Some(SlowRank::Named(s)) => {
             let host = run.ranks.get(s.rank).map_or("?", |r| r.host.as_str());
             let at = if s.every_size {
                 "at every size".to_string()
@@ -451,9 +457,13 @@ fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
                 format!("at sizes >= {}", crate::types::human_bytes(s.from_size))
             };
             format!(
-                "rank {} on {host} is {:.0}% slower than the median {at}",
+                "rank {} on {host} arrived late at {} of {} checked points {at} (sign test p = {:.1e}), its own \
+                 work {:.1}x the other ranks' median: the others waited for it (arrival skew)",
                 s.rank,
-                s.excess * 100.0
+                s.late,
+                s.points,
+                s.p_value,
+                1.0 + s.excess
             )
         }
     }
