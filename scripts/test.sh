@@ -6,7 +6,11 @@ cd "$(dirname "$0")/.."
 . scripts/lib/setup.sh
 collbench_ensure_deps
 collbench_ensure_tmux
+collbench_ensure_cluster_tools
 collbench_mpirun_env
+# The local Slurm of tests/it/slurm.rs stops when the tests end; this is
+# the belt to its braces.
+trap 'scripts/local-slurm.sh stop "${CARGO_TARGET_DIR:-target}/tmp/local-slurm" >/dev/null 2>&1 || true' EXIT
 
 echo "== NCCL library for the tests (PyPI's nvidia-nccl-cu12 wheel, cached in .cache/nccl)"
 if [ -n "${COLLBENCH_TEST_NCCL_LIB:-}" ] && [ -f "$COLLBENCH_TEST_NCCL_LIB" ]; then
@@ -37,9 +41,15 @@ else
     echo "(clippy not installed: skipped)"
 fi
 
-echo "== builds without MPI: nothing, and the NCCL backend alone"
+echo "== builds without MPI: nothing, and the GPU build (nccl, nvml: docs/launch.md), kept for the tests"
 cargo build --locked --no-default-features
-cargo build --locked --no-default-features --features nccl
+cargo build --locked --no-default-features --features nccl,nvml
+mkdir -p target/mpi-free
+cp target/debug/collbench target/mpi-free/collbench
+# tests/it/launch.rs starts it where libmpi cannot be loaded, and
+# tests/it/gpu_sim.rs gives it to scripts/gpu-smoke.sh (the build GPU
+# machines get).
+export COLLBENCH_MPI_FREE_BIN="$PWD/target/mpi-free/collbench"
 
-echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, the NCCL library without a GPU, the NCCL backend on the GPU simulation)"
+echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, across fake nodes, under a local Slurm and without MPI, the NCCL library without a GPU, the NCCL backend on the GPU simulation)"
 cargo test --locked --all-targets "$@"

@@ -94,13 +94,16 @@ fn abort_job_after_panic() {
         use mpi::traits::Communicator;
         mpi::topology::SimpleCommunicator::world().abort(i32::from(exit::RUNTIME));
     }
-    // Without MPI the ranks are threads of this process (`-g`): ending it
-    // is what keeps them from waiting for the one that panicked.
+    // With the store, rank 0 ends the other ranks; with `-g` the ranks are
+    // threads of this process: ending it is what keeps them from waiting
+    // for the one that panicked.
+    crate::world::announce_exit(exit::RUNTIME);
     std::process::exit(i32::from(exit::RUNTIME));
 }
 
 #[cfg(not(feature = "mpi"))]
 fn abort_job_after_panic() {
+    crate::world::announce_exit(exit::RUNTIME);
     std::process::exit(i32::from(exit::RUNTIME));
 }
 

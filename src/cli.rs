@@ -26,6 +26,7 @@ use crate::types::{
 };
 use crate::workload::{Count, PresetName, Strategy};
 use crate::world::Launcher;
+use crate::world::launch::LauncherChoice;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -555,11 +556,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
     pub straggler_threshold: f64,
 
-    /// Rotate each point's operations through buffers of the largest size (cold caches) instead of reusing one buffer
+    /// Shift each operation one point-size further through buffers of the largest size, as nccl-tests does (the default on nccl)
     #[arg(long, overrides_with = "no_rotate", help_heading = "Measurement")]
     pub rotate: bool,
 
-    /// Reuse one buffer, as nccl-tests, OSU and IMB do (the default; kept for older scripts)
+    /// Reuse one buffer for every operation of a point, as OSU and IMB do (the default on mpi)
     #[arg(long, overrides_with = "rotate", help_heading = "Measurement")]
     pub no_rotate: bool,
 
@@ -694,6 +695,16 @@ pub struct RunArgs {
         help_heading = "What to run"
     )]
     pub backend: BackendChoice,
+
+    /// How the ranks find each other: auto (from the environment), mpi (mpirun, srun --mpi=pmix), or without MPI: slurm (srun --mpi=none), torchrun, k8s (an Indexed Job), whose ranks meet at a TCP store on rank 0 (docs/launch.md)
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "auto",
+        ignore_case = true,
+        help_heading = "What to run"
+    )]
+    pub launcher: LauncherChoice,
 
     /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
     #[arg(short = 'g', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "What to run")]
@@ -871,6 +882,7 @@ value_enum!(Dimension, Dimension::ALL, |_| &[]);
 value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
 value_enum!(Source, Source::ALL, Source::aliases);
 value_enum!(Launcher, Launcher::ALL, |_| &[]);
+value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
 
 /// `run`'s options that mean nothing for a step of `workload` or `replay`,
 /// by clap id, each with what to use instead where there is something:

@@ -15,7 +15,26 @@ pub fn report(nccl_lib: Option<&Path>) -> String {
 fn facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
     let mut facts = nccl_facts(nccl_lib);
     facts.push(("MPI", mpi_fact()));
+    facts.push(("Launcher", launcher_fact(&|name| std::env::var(name).ok())));
     facts
+}
+
+/// What `run --launcher auto` reads from this environment (docs/launch.md).
+fn launcher_fact(env: &dyn Fn(&str) -> Option<String>) -> String {
+    use crate::world::launch::{self, Launch, LauncherChoice};
+    match launch::detect(LauncherChoice::Auto, env, cfg!(feature = "mpi")) {
+        Ok(Launch::Alone) => "none: one process (mpirun, srun, torchrun or a Kubernetes Indexed Job start more)".into(),
+        Ok(Launch::Mpi { how }) => format!("{how}: the ranks meet over MPI"),
+        Ok(Launch::Store(s)) => format!(
+            "{}: rank {} of {}, the ranks meet at the TCP store at {} ({})",
+            s.launcher.name(),
+            s.rank,
+            s.size,
+            s.address(),
+            s.origin
+        ),
+        Err(e) => format!("not usable: {e}"),
+    }
 }
 
 #[cfg(feature = "nccl")]
@@ -117,5 +136,34 @@ fn mpi_fact() -> String {
 
 #[cfg(not(feature = "mpi"))]
 fn mpi_fact() -> String {
-    "not in this build (rebuild with the `mpi` feature)".into()
+    "not in this build: launches without MPI only (srun --mpi=none, torchrun, Kubernetes; docs/launch.md); the \
+     default build has it"
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launcher_line_says_what_run_would_detect() {
+        let none = |_: &str| None;
+        assert!(launcher_fact(&none).starts_with("none: one process"));
+        let torchrun = |name: &str| match name {
+            "RANK" => Some("1".to_string()),
+            "WORLD_SIZE" => Some("4".to_string()),
+            "MASTER_ADDR" => Some("trainer-0".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            launcher_fact(&torchrun),
+            "torchrun: rank 1 of 4, the ranks meet at the TCP store at trainer-0:29500 (MASTER_ADDR and MASTER_PORT)"
+        );
+        let bad = |name: &str| (name == "JOB_COMPLETION_INDEX").then(|| "0".to_string());
+        assert!(
+            launcher_fact(&bad).starts_with("not usable: WORLD_SIZE is not set"),
+            "{}",
+            launcher_fact(&bad)
+        );
+    }
 }

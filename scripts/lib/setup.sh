@@ -59,6 +59,39 @@ collbench_ensure_tmux() {
     fi
 }
 
+# What the multi-node tests need: Slurm's daemons and munge (Debian's
+# slurmctld, slurmd, slurm-client, munge: a real Slurm on this host,
+# scripts/local-slurm.sh, tests/it/slurm.rs) and the fake nodes' tools
+# (unshare, tc, a C compiler: scripts/fake-nodes.sh, tests/it/fake_nodes.rs).
+# As root they are installed where missing (no service is started: the
+# tests start their own daemons) and the fake nodes set up; then those tests
+# are required (COLLBENCH_REQUIRE_SLURM=1, COLLBENCH_REQUIRE_FAKE_NODES=1).
+# Otherwise they are skipped with a note.
+collbench_ensure_cluster_tools() {
+    if ! collbench_can_apt; then
+        collbench_note "not root: the Slurm and fake-node tests will be skipped"
+        return 0
+    fi
+    local missing=()
+    command -v slurmctld >/dev/null 2>&1 || missing+=(slurmctld)
+    command -v slurmd >/dev/null 2>&1 || missing+=(slurmd)
+    command -v srun >/dev/null 2>&1 || missing+=(slurm-client)
+    command -v munged >/dev/null 2>&1 || missing+=(munge)
+    command -v tc >/dev/null 2>&1 || missing+=(iproute2)
+    command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+    if [ ${#missing[@]} -gt 0 ]; then
+        # Packages must not start their services: the tests run their own.
+        local policy=/usr/sbin/policy-rc.d added=0
+        if [ ! -e "$policy" ]; then
+            printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && added=1
+        fi
+        collbench_apt_install "${missing[@]}" || { [ $added = 1 ] && rm -f "$policy"; return 1; }
+        [ $added = 1 ] && rm -f "$policy"
+    fi
+    scripts/fake-nodes.sh setup 8 || return 1
+    export COLLBENCH_REQUIRE_SLURM=1 COLLBENCH_REQUIRE_FAKE_NODES=1
+}
+
 collbench_ensure_deps() {
     local missing=()
     command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)

@@ -31,6 +31,7 @@ use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendChoice, BackendKind, DType, Placement, ReduceOp};
+use crate::world::launch::LauncherChoice;
 
 /// Which backend a run asks for and what it needs to start.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +43,8 @@ pub struct StartConfig {
     pub nccl_lib: Option<PathBuf>,
     /// `-g N`: run N ranks as threads of this one process (no MPI).
     pub threads: Option<usize>,
+    /// `--launcher`: how the ranks find each other (the control plane).
+    pub launcher: LauncherChoice,
 }
 
 /// How many positions a point whose buffers span `span` elements can take

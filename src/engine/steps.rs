@@ -247,6 +247,8 @@ impl StepRunner<'_> {
         let validate = Validate {
             world: self.world,
             caps: &caps,
+            // a step's operations are launched one by one (-G is refused)
+            through_graph: false,
             inject_error: self.inject_error,
             clock: self.clock.clone(),
         };

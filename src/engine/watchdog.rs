@@ -6,14 +6,19 @@
 //! with code 5. It makes no MPI call: MPI was initialised
 //! for one thread, and the launcher already ends the whole job when one rank
 //! exits with a non-zero code (mpirun does; under Slurm every other rank's
-//! own watchdog fires as well, since its peers are gone).
+//! own watchdog fires as well, since its peers are gone). With the TCP
+//! store, the rank tells rank 0 first (`world::announce_exit`), which ends
+//! every other rank.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::error::exit;
+
+/// A watchdog of this process has fired (the process is ending).
+static FIRED: AtomicBool = AtomicBool::new(false);
 
 struct Shared {
     /// Milliseconds since `epoch` when the current step started, plus one;
@@ -50,11 +55,19 @@ impl Watchdog {
                 }
                 let now_ms = watched.epoch.elapsed().as_millis() as u64 + 1;
                 if Duration::from_millis(now_ms.saturating_sub(started)) > timeout {
+                    // With -g every rank's watchdog is in this process: the
+                    // first to fire ends it, and the others say nothing.
+                    if FIRED.swap(true, Ordering::SeqCst) {
+                        return;
+                    }
                     let what = watched.what.lock().map(|w| w.clone()).unwrap_or_default();
                     crate::error::say(&format!(
                         "collbench: {name}: timeout: {what} ran longer than --timeout {} s; ending the job",
                         timeout.as_secs_f64()
                     ));
+                    // The store's ranks hear of it at once (MPI's launcher
+                    // ends the job by itself).
+                    crate::world::announce_exit(exit::TIMEOUT);
                     std::process::exit(i32::from(exit::TIMEOUT));
                 }
             }

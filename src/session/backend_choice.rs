@@ -45,7 +45,8 @@ impl<W: World> Session<'_, W> {
         match (cfg.start.backend, mpi_backend) {
             (BackendChoice::Only(BackendKind::Mpi), Some(make)) => agreed_mpi(None, make),
             (BackendChoice::Only(BackendKind::Mpi), None) => self.agreed(Err(Error::usage(
-                "the mpi backend needs the MPI control plane: launch with mpirun and without -g, or use --backend nccl",
+                "the mpi backend needs MPI for its collectives: launch with mpirun or srun --mpi=pmix, without -g (this \
+                 launch has no MPI), or use --backend nccl",
             ))),
             (BackendChoice::Only(BackendKind::Nccl), _) => start(None),
             // No `--backend` value names it; only tests make one.

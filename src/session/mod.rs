@@ -17,7 +17,9 @@ mod backend_choice;
 #[cfg(test)]
 mod golden;
 mod job;
+mod launch;
 mod outputs;
+mod preflight;
 mod workload;
 
 use std::ffi::OsString;
@@ -34,7 +36,7 @@ use crate::report::{Reporter, RunInfo, print_out};
 use crate::topology::Nodes;
 use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
-use crate::world::{World, launcher_rank, launcher_size};
+use crate::world::{World, launcher_rank};
 use backend_choice::MakeMpi;
 pub use job::Job;
 
@@ -51,7 +53,7 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = run_with_control_plane(&cfg, &env_plan, &stop, None);
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, None);
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -70,7 +72,7 @@ pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = run_with_control_plane(&cfg, &env_plan, &stop, Some(&job));
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Some(&job));
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -99,7 +101,7 @@ pub fn is_first_rank() -> bool {
 /// rank 0 before it had printed anything. Without MPI, rank 0 alone prints.
 pub fn report_early_error(e: &Error) -> u8 {
     #[cfg(feature = "mpi")]
-    if launcher_rank().is_some()
+    if launch::mpi_launch()
         && let Ok(world) = crate::world::mpi::MpiWorld::init()
     {
         let failed: Result<(), Error> = Err(Error::from_code(e.exit_code(), e.to_string()));
@@ -118,7 +120,7 @@ pub fn report_early_error(e: &Error) -> u8 {
 /// the same exit code (a usage error rank 0 has printed) before any exits.
 pub fn wait_for_every_rank(code: u8) {
     #[cfg(feature = "mpi")]
-    if launcher_rank().is_some()
+    if launch::mpi_launch()
         && let Ok(world) = crate::world::mpi::MpiWorld::init()
     {
         world.max_u64(u64::from(code));
@@ -140,38 +142,22 @@ fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     }
 }
 
-/// Picks the control plane: one thread per rank with `-g N` (and always in
-/// a build without MPI), else MPI.
-fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
-    if launcher_size().is_some_and(|n| n > 1) && (cfg.start.threads.is_some() || !cfg!(feature = "mpi")) {
-        let why = if cfg!(feature = "mpi") {
-            "-g starts every rank as a thread of one process; do not combine it with a multi-process launch"
-        } else {
-            "this build has no MPI, so it cannot join a multi-process launch; run one process with -g N, \
-             or rebuild with the default `mpi` feature"
-        };
-        if is_first_rank() {
-            say(&format!("collbench: {why}"));
-        }
-        return exit::USAGE;
-    }
-    match cfg.start.threads {
-        Some(n) => run_threads(n, cfg, env_plan, stop, job),
-        None => run_mpi(cfg, env_plan, stop, job),
-    }
-}
-
+/// `how` names the launcher for the header and the pre-flight's message
+/// (empty for a process alone).
 #[cfg(feature = "mpi")]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>, how: &str) -> u8 {
     use crate::backend::mpi::MpiBackend;
 
-    let world = match crate::world::mpi::MpiWorld::init() {
+    let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
+    let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
         Ok(w) => w,
         Err(e) => {
             say(&format!("collbench: cannot start MPI: {e}"));
             return exit::RUNTIME;
         }
     };
+    world.barrier();
+    preflight.passed();
     let mpi_backend = |nodes: &Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
@@ -182,7 +168,7 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<
 
 /// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>, _how: &str) -> u8 {
     run_threads(1, cfg, env_plan, stop, job)
 }
 
@@ -280,6 +266,7 @@ impl<'a, W: World> Session<'a, W> {
     fn set_up(&self, mpi_backend: Option<MakeMpi<'_>>) -> Result<Ready, Error> {
         let world = self.world;
         self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
+        self.warn_on_nccl_environment();
         let nodes = self.agreed(self.nodes())?;
         let chosen = self.choose_backend(&nodes, mpi_backend)?;
         // Every rank gets here (a failed choice ended every rank above), so
@@ -331,7 +318,8 @@ impl<'a, W: World> Session<'a, W> {
         {
             self.fail(&e);
         }
-        let swept = Engine::new(self.world, backend.as_mut(), &self.cfg.timing, &ctx)
+        let timing = self.cfg.timing.for_backend(ctx.backend);
+        let swept = Engine::new(self.world, backend.as_mut(), &timing, &ctx)
             .with_injected_errors(self.cfg.hooks.inject_error)
             .with_watchdog(watchdog)
             .with_stop(self.stop.clone())

@@ -43,6 +43,7 @@ impl<W: World> Session<'_, W> {
     fn job_steps(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job, watchdog: Option<&Watchdog>) -> Result<u8, Error> {
         let world = self.world;
         self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
+        self.warn_on_nccl_environment();
         let nodes = self.agreed(self.nodes())?;
         let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
         let backend = chosen.backend.as_mut();

@@ -3,11 +3,17 @@
 //! error-count reduction, abort).
 //!
 //! The data plane never goes through here; backends own their own
-//! communicators. A run has exactly one `World`.
+//! communicators. A run has exactly one `World`: MPI's (`mpi`), the TCP
+//! store's for launches without MPI (`store`, found by `launch`), or one
+//! thread per rank (`threads`).
 
+pub mod launch;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod store;
 pub mod threads;
+
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::Error;
 use crate::topology::Nodes;
@@ -110,33 +116,51 @@ pub struct Disagreed<T> {
     pub local: Option<T>,
 }
 
+/// How this process was started, as `--launcher auto` reads it (before
+/// any control plane starts).
+/// A launch this build refuses (an MPI launch of a build without MPI)
+/// still has its ranks, so that rank 0 alone says so.
+fn launched() -> Option<(usize, usize)> {
+    let env = |name: &str| std::env::var(name).ok();
+    match launch::detect(launch::LauncherChoice::Auto, &env, cfg!(feature = "mpi")) {
+        Ok(found) => found.rank_and_size(&env),
+        Err(_) => launch::Launch::Mpi { how: String::new() }.rank_and_size(&env),
+    }
+}
+
 /// The number of processes a launcher started, where it says (before any
 /// MPI call).
 pub fn launcher_size() -> Option<usize> {
-    [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMIX_SIZE",
-        "PMI_SIZE",
-        "SLURM_NTASKS",
-        "MV2_COMM_WORLD_SIZE",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+    launched().map(|(_, size)| size)
 }
 
 /// This process's rank as the launcher announced it, before any MPI call:
 /// used to let only rank 0 print errors found before the control plane
 /// starts. `None` when not launched by a known launcher.
 pub fn launcher_rank() -> Option<usize> {
-    [
-        "OMPI_COMM_WORLD_RANK",
-        "PMIX_RANK",
-        "PMI_RANK",
-        "SLURM_PROCID",
-        "MV2_COMM_WORLD_RANK",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+    launched().map(|(rank, _)| rank)
+}
+
+/// What the running control plane does when this process ends early (the
+/// watchdog, a panic): the store tells the other ranks.
+type ExitHook = Box<dyn Fn(u8) + Send>;
+
+static EXIT_HOOK: Mutex<Option<ExitHook>> = Mutex::new(None);
+
+pub(crate) fn set_exit_hook(hook: Option<ExitHook>) {
+    *EXIT_HOOK.lock().unwrap_or_else(PoisonError::into_inner) = hook;
+}
+
+/// Says to the other ranks that this process is about to exit with
+/// `code` outside the control plane's own paths (watchdog, panic), so
+/// that the job ends with this rank's line only. MPI needs nothing: its
+/// launcher ends the job when one rank exits.
+pub fn announce_exit(code: u8) {
+    if let Ok(hook) = EXIT_HOOK.try_lock()
+        && let Some(hook) = hook.as_ref()
+    {
+        hook(code);
+    }
 }
 
 /// The program that starts the ranks of a suite's launches.
@@ -183,6 +207,11 @@ impl Launcher {
 }
 
 use crate::topology::hostname;
+
+/// "rank 3", "ranks 0-1, 7": ranks (ascending) for a message.
+pub fn rank_list(ranks: &[usize]) -> String {
+    store::ranges("rank", ranks)
+}
 
 #[cfg(test)]
 mod tests {

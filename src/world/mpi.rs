@@ -21,6 +21,8 @@ pub struct MpiWorld {
     host: String,
     ranks: Vec<RankInfo>,
     nodes: Nodes,
+    /// The launcher, for the header ("mpirun", "srun --mpi=pmix").
+    launcher: Option<String>,
     _universe: mpi::environment::Universe,
 }
 
@@ -71,8 +73,15 @@ impl MpiWorld {
             host,
             ranks,
             nodes,
+            launcher: None,
             _universe: universe,
         })
+    }
+
+    /// Names the launcher in `library_version` (the header's control plane).
+    pub fn launched_by(mut self, how: &str) -> MpiWorld {
+        self.launcher = Some(how.to_string());
+        self
     }
 
     /// A fresh communicator over the same ranks, for a data plane.
@@ -99,7 +108,10 @@ impl World for MpiWorld {
     }
 
     fn library_version(&self) -> String {
-        mpi_library_version()
+        match &self.launcher {
+            Some(how) => format!("{}, launcher {how}", mpi_library_version()),
+            None => mpi_library_version(),
+        }
     }
 
     fn barrier(&self) {

@@ -213,8 +213,13 @@ pub struct Job {
 
 /// Starts `mpirun -np N collbench ARGS` without waiting for it.
 pub fn spawn_mpirun(np: usize, args: &[&str]) -> Job {
+    spawn_job(mpirun_command(np, args))
+}
+
+/// Starts `cmd` (a launcher with its job) without waiting for it, in a
+/// job slot and a process group of its own.
+pub fn spawn_job(mut cmd: Command) -> Job {
     let slot = permit();
-    let mut cmd = mpirun_command(np, args);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let mut child = cmd.spawn().expect("the test could not start mpirun");
     let lines = |stream: Box<dyn std::io::Read + Send>| {
@@ -280,13 +285,22 @@ impl Job {
     /// this call (a generous bound: a hang guard, not a speed target), kills
     /// it and fails saying it hung. Returns the exit code and the collbench
     /// lines of stderr.
-    pub fn finish(mut self, limit: Duration) -> (i32, Vec<String>) {
+    pub fn finish(self, limit: Duration) -> (i32, Vec<String>) {
+        let (code, lines) = self.finish_with_stderr(limit);
+        (
+            code,
+            lines.into_iter().filter(|l| l.starts_with("collbench:")).collect(),
+        )
+    }
+
+    /// As `finish`, with every line of stderr (the launcher's too).
+    pub fn finish_with_stderr(mut self, limit: Duration) -> (i32, Vec<String>) {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 self.ended = true;
                 std::thread::sleep(Duration::from_millis(100));
-                let lines = self.stderr.try_iter().filter(|l| l.starts_with("collbench:")).collect();
+                let lines = self.stderr.try_iter().collect();
                 return (status.code().unwrap_or(-1), lines);
             }
             if Instant::now() > deadline {
@@ -305,6 +319,72 @@ impl Drop for Job {
             kill_group(&mut self.child);
         }
     }
+}
+
+/// Runs `cmds` together to their ends (the ranks of one job a plain
+/// launcher loop starts, each its own process), in one job slot; when one
+/// is still running after the hang limit, kills them all and fails the
+/// test saying it hung. Outputs in the order of `cmds`.
+pub fn run_all(cmds: Vec<Command>) -> Vec<Output> {
+    let _slot = permit();
+    let mut children: Vec<Child> = cmds
+        .into_iter()
+        .map(|mut cmd| {
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0);
+            cmd.spawn()
+                .unwrap_or_else(|e| panic!("the test could not start {:?}: {e}", cmd.get_program()))
+        })
+        .collect();
+    let drains: Vec<_> = children
+        .iter_mut()
+        .map(|child| {
+            let (out, err) = (child.stdout.take(), child.stderr.take());
+            let drain = |stream: Option<Box<dyn Read + Send>>| {
+                std::thread::spawn(move || {
+                    let mut bytes = Vec::new();
+                    if let Some(mut s) = stream {
+                        let _ = s.read_to_end(&mut bytes);
+                    }
+                    bytes
+                })
+            };
+            (
+                drain(out.map(|s| Box::new(s) as Box<dyn Read + Send>)),
+                drain(err.map(|s| Box::new(s) as Box<dyn Read + Send>)),
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + hang_limit();
+    let mut statuses = vec![None; children.len()];
+    while statuses.iter().any(Option::is_none) {
+        for (child, status) in children.iter_mut().zip(statuses.iter_mut()) {
+            if status.is_none() {
+                *status = child.try_wait().expect("waiting for a rank");
+            }
+        }
+        if Instant::now() > deadline {
+            for child in &mut children {
+                kill_group(child);
+            }
+            panic!(
+                "hung: the ranks did not all end within {:?} and were killed",
+                hang_limit()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    statuses
+        .into_iter()
+        .zip(drains)
+        .map(|(status, (out, err))| Output {
+            status: status.expect("every rank ended"),
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Sends `signal` (a name such as TERM, STOP, KILL) to `pid` with kill(1).

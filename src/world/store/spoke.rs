@@ -1,0 +1,258 @@
+//! A rank's side of the store (every rank but 0): it connects to rank 0
+//! (retrying until the deadline, since rank 0 may start later), announces
+//! itself, and waits to be admitted; then each exchange is one message to
+//! rank 0 and one answer. A reader thread takes the answers, and ends this
+//! rank at once when rank 0 says the job is over or rank 0 vanishes.
+
+use std::io::{self, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::wire::{self, Hello, Msg};
+use super::{Deadline, fail};
+use crate::error::{Error, exit, say};
+use crate::world::RankInfo;
+use crate::world::launch::StoreLaunch;
+
+/// Pause between connection attempts while rank 0 is not listening yet.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// What the main thread and the reader share.
+pub struct Shared {
+    writer: Mutex<TcpStream>,
+    /// This rank is leaving in order, or rank 0 said the job finished: a
+    /// closed connection is no news.
+    leaving: AtomicBool,
+}
+
+impl Shared {
+    fn send(&self, msg: &Msg) {
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = wire::write(&mut *w, msg);
+    }
+
+    /// Tells rank 0 that this rank ends the job with `code` (the exit
+    /// hook, `abort`): rank 0 ends every other rank.
+    pub fn abort(&self, code: u8) {
+        self.leaving.store(true, Ordering::SeqCst);
+        self.send(&Msg::Abort { code });
+    }
+}
+
+/// A rank's end of the store.
+pub struct Spoke {
+    pub shared: Arc<Shared>,
+    answers: Receiver<(u64, Vec<u8>)>,
+    seq: std::cell::Cell<u64>,
+}
+
+/// Connects, announces `me`, and waits to be admitted: every rank's
+/// identity. Failures are printed here, with this rank's name.
+pub fn join(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec<RankInfo>, Spoke), Error> {
+    let who = format!("rank {} on {}", me.rank, me.host);
+    let address = launch.address();
+    let mut stream = connect(launch, deadline).map_err(|last| {
+        fail(
+            exit::TIMEOUT,
+            format!(
+                "collbench: {who}: the launcher or control plane is broken: cannot reach the store at {address} \
+                 (rank 0; {}) within {} s: {last}; is rank 0 running there?",
+                launch.origin,
+                deadline.seconds()
+            ),
+        )
+    })?;
+    let _ = stream.set_nodelay(true);
+    let sent = stream
+        .write_all(wire::MAGIC)
+        .and_then(|()| wire::write(&mut stream, &Msg::Hello(me.clone())));
+    if let Err(e) = sent {
+        return Err(fail(
+            exit::RUNTIME,
+            format!("collbench: {who}: cannot talk to the store at {address}: {e}"),
+        ));
+    }
+    let ranks = admitted(&mut stream, launch.size, deadline).map_err(|failed| match failed {
+        Failed::Silent(code) => Error::Reported(code),
+        Failed::NoAnswer => fail(
+            exit::TIMEOUT,
+            format!(
+                "collbench: {who}: no answer from the store at {address} within {} s: another program holds that \
+                 port, or rank 0 is not a collbench of this job",
+                deadline.seconds()
+            ),
+        ),
+        Failed::Closed => fail(
+            exit::RUNTIME,
+            format!(
+                "collbench: {who}: the store at {address} closed the connection during the start-up (rank 0 \
+                 ended, or the port belongs to another program)"
+            ),
+        ),
+    })?;
+    // Every rank sees rank 0 vanish; rank 1 alone says so.
+    let lost_line = (me.rank == 1).then(|| {
+        format!(
+            "collbench: rank 0 on {} (the store) ended without finishing the run: it died, was killed, or the \
+             connection to it broke; ending the job",
+            ranks[0].host
+        )
+    });
+    Ok((ranks, Spoke::start(stream, lost_line)))
+}
+
+/// Why a rank was not admitted.
+enum Failed {
+    /// Said already (by rank 0, or rank 0's words here); exit with this
+    /// code.
+    Silent(u8),
+    /// Nothing answered before the deadline.
+    NoAnswer,
+    /// The connection closed, or something else answered.
+    Closed,
+}
+
+/// Waits for rank 0's answers until the table of every rank arrives.
+/// Until admitted, this rank's deadline holds (a program on the port that
+/// is not our store never answers); then rank 0 keeps the time.
+fn admitted(stream: &mut TcpStream, size: usize, deadline: Deadline) -> Result<Vec<RankInfo>, Failed> {
+    let limit = deadline
+        .remaining()
+        .unwrap_or(Duration::from_secs(60))
+        .max(Duration::from_secs(1));
+    let _ = stream.set_read_timeout(Some(limit));
+    let mut accepted = false;
+    loop {
+        match wire::read(stream) {
+            Ok(Msg::Accepted) => {
+                accepted = true;
+                let _ = stream.set_read_timeout(None);
+            }
+            Ok(Msg::Welcome(table)) if table.len() == size => {
+                let ranks = table.into_iter().enumerate();
+                return Ok(ranks.map(|(rank, (host, pid))| RankInfo { rank, host, pid }).collect());
+            }
+            Ok(Msg::Refuse {
+                code,
+                print: true,
+                message,
+            }) => {
+                say(&message);
+                return Err(Failed::Silent(code));
+            }
+            Ok(Msg::Refuse { code, .. }) | Ok(Msg::Abort { code }) => return Err(Failed::Silent(code)),
+            Err(e) if !accepted && matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(Failed::NoAnswer);
+            }
+            Ok(_) | Err(_) => return Err(Failed::Closed),
+        }
+    }
+}
+
+/// A connection to rank 0, retried until the deadline; the last error
+/// when none succeeds.
+fn connect(launch: &StoreLaunch, deadline: Deadline) -> Result<TcpStream, String> {
+    let mut last = String::from("no attempt");
+    loop {
+        match (launch.host.as_str(), launch.port).to_socket_addrs() {
+            Err(e) => last = format!("cannot resolve {}: {e}", launch.host),
+            Ok(addrs) => {
+                for addr in addrs {
+                    let limit = deadline
+                        .remaining()
+                        .unwrap_or(Duration::from_secs(2))
+                        .clamp(Duration::from_millis(100), Duration::from_secs(2));
+                    match TcpStream::connect_timeout(&addr, limit) {
+                        Ok(s) => return Ok(s),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+            }
+        }
+        if deadline.passed() {
+            return Err(last);
+        }
+        std::thread::sleep(RETRY);
+    }
+}
+
+impl Spoke {
+    /// `lost_line`: what this rank says when rank 0 vanishes (rank 1
+    /// alone says it, so that the job ends with one line).
+    fn start(stream: TcpStream, lost_line: Option<String>) -> Spoke {
+        let reader = stream.try_clone();
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(stream),
+            leaving: AtomicBool::new(false),
+        });
+        let (tx, answers) = mpsc::channel();
+        match reader {
+            Ok(reader) => {
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || read_rank0(reader, &shared, &tx, lost_line));
+            }
+            Err(e) => say(&format!("collbench: warning: the store's connection: {e}")),
+        }
+        Spoke {
+            shared,
+            answers,
+            seq: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Sends this rank's part of one exchange; rank 0's answer.
+    pub fn exchange(&self, mine: Vec<u8>) -> Vec<u8> {
+        let seq = self.seq.get() + 1;
+        self.seq.set(seq);
+        self.shared.send(&Msg::Data { seq, bytes: mine });
+        match self.answers.recv() {
+            Ok((got, bytes)) if got == seq => bytes,
+            Ok((got, _)) => {
+                say(&format!(
+                    "collbench: rank 0 answered exchange {got} where this rank waits for {seq}: the ranks run \
+                     different programs"
+                ));
+                self.shared.abort(exit::RUNTIME);
+                std::process::exit(i32::from(exit::RUNTIME))
+            }
+            // The reader ended: rank 0 finished, so no exchange can
+            // follow; the job is ending.
+            Err(_) => loop {
+                std::thread::park();
+            },
+        }
+    }
+
+    /// Leaves in order.
+    pub fn finish(&self) {
+        self.shared.leaving.store(true, Ordering::SeqCst);
+        self.shared.send(&Msg::Bye);
+    }
+}
+
+/// Reads rank 0's messages: answers go to the main thread; an abort ends
+/// this rank with rank 0's code (the failing rank printed why); a
+/// connection that closes before the end means rank 0 is gone.
+fn read_rank0(mut stream: TcpStream, shared: &Shared, answers: &Sender<(u64, Vec<u8>)>, lost_line: Option<String>) {
+    loop {
+        match wire::read(&mut stream) {
+            Ok(Msg::Data { seq, bytes }) => {
+                if answers.send((seq, bytes)).is_err() {
+                    return;
+                }
+            }
+            Ok(Msg::Abort { code }) => std::process::exit(i32::from(code)),
+            Ok(Msg::Finish) => shared.leaving.store(true, Ordering::SeqCst),
+            Ok(_) | Err(_) if shared.leaving.load(Ordering::SeqCst) => return,
+            Ok(_) | Err(_) => {
+                if let Some(line) = &lost_line {
+                    say(line);
+                }
+                std::process::exit(i32::from(exit::RUNTIME))
+            }
+        }
+    }
+}
