@@ -13,7 +13,9 @@
 #     wrapper that writes its own pid to the group's cgroup.procs and execs
 #     collbench;
 #   - healthy: the same launch without the group.
-# and prints, per launch, the Stragglers line, then how many slowed
+# and prints, per launch, the Stragglers line and, for comparison, how
+# often the duration signal (the CSV's slowest_rank) named rank R and its
+# median excess, then how many slowed
 # launches named rank R, how many named any rank, and how many healthy
 # launches named any rank (targets: R in N of N; none in N of N), with the
 # time of a launch and the load average before and after.
@@ -84,6 +86,18 @@ load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
 now() { date +%s.%N; }
 seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
+# The duration signal of a launch's CSV, for comparison: "duration's
+# slowest rank was R at K of N rows, its excess median X%".
+durations() {
+    local rows
+    rows=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "slowest_rank") c = i; if ($i == "slowest_excess_pct") e = i }; next }
+                   c && $c != "" { print $c, $e + 0 }' "$1")
+    [ -n "$rows" ] || { echo "no slowest_rank rows"; return; }
+    printf '%s\n' "$rows" | awk -v r="$slow_rank" '$1 == r { k++ } END { printf "duration names rank %s at %d of %d rows", r, k, NR }'
+    printf '%s\n' "$rows" | awk '{ print $2 }' | sort -g \
+        | awk '{ v[NR] = $1 } END { printf ", slowest excess median %.2f%%\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # One launch; prints "seconds named-rank-or-none | Stragglers line".
 launch() {
     local tag=$1
@@ -98,7 +112,8 @@ launch() {
     line=$(grep -E '^# Stragglers' "$out/$tag.log" | sed 's/^# Stragglers *: //' || true)
     [ -n "$line" ] || line="(no Stragglers line: see $out/$tag.log)"
     named=$(printf '%s\n' "$line" | sed -n 's/^rank \([0-9]*\) on .*/\1/p')
-    printf '%s %s | %s\n' "$(seconds "$start" "$end")" "${named:-none}" "$line"
+    printf '%s %s | %s\n    (%s)\n' "$(seconds "$start" "$end")" "${named:-none}" "$line" \
+        "$(durations "$out/$tag.csv" 2>/dev/null || echo 'no CSV')"
 }
 
 echo "# collbench slow-rank verdict: np $np, rank $slow_rank held to $quota us of CPU per $period us, $runs slowed and $runs healthy launches"
@@ -111,15 +126,17 @@ slowed_any=0
 healthy_any=0
 times=()
 for i in $(seq 1 "$runs"); do
-    read -r secs named rest < <(launch "slowed-$i" "$wrapper")
+    { read -r secs named rest; read -r dur; } < <(launch "slowed-$i" "$wrapper")
     times+=("$secs")
     [ "$named" = none ] || slowed_any=$((slowed_any + 1))
     [ "$named" != "$slow_rank" ] || slowed_right=$((slowed_right + 1))
     echo "slowed  $i: ${secs} s ${rest}"
-    read -r secs named rest < <(launch "healthy-$i")
+    echo "            $dur"
+    { read -r secs named rest; read -r dur; } < <(launch "healthy-$i")
     times+=("$secs")
     [ "$named" = none ] || healthy_any=$((healthy_any + 1))
     echo "healthy $i: ${secs} s ${rest}"
+    echo "            $dur"
 done
 echo "# load after: $(load)"
 sorted=$(printf '%s\n' "${times[@]}" | sort -n)

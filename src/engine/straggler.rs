@@ -11,7 +11,8 @@
 //!   the ranks' durations differ only by when each left the barrier before
 //!   them and noticed the end after them. A rank slowed for real makes
 //!   every rank's operations slower alike (measured: a rank held to 10% of
-//!   a CPU by a cgroup quota, durations of the two ranks within 0.1%), and
+//!   a CPU by a cgroup quota, the slowest duration under 1% above the
+//!   other's, and the slowed rank the slowest at half the points), and
 //!   a rank that starts late has the *shortest* duration. It is reported
 //!   per point, and names no one.
 //! - **arrival skew**, how much later than the others a rank arrives at a
@@ -32,8 +33,8 @@
 //! sizes tried, is named, with how late on average and from which size
 //! (a rank slowed by its CPU is late where its own work is long enough for
 //! the slowdown to land in it: the larger sizes). Fewer points than the
-//! test needs, `--check 0` or rooted collectives only: not judged, and the
-//! footer says so.
+//! test needs, `--check 0` or rooted collectives only: the footer says it
+//! cannot tell, and why.
 
 use std::collections::BTreeMap;
 
@@ -117,7 +118,8 @@ pub struct Straggler {
 /// The end-of-run verdict on slow ranks (`-I`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum SlowRank {
-    /// No point gave every rank's arrival, or too few to reach `ALPHA`.
+    /// Cannot tell: no point gave every rank's arrival, or too few to
+    /// reach `ALPHA` (the reason).
     NotJudged(String),
     /// Judged: no rank arrived late significantly often.
     NoneFound {
@@ -173,8 +175,11 @@ impl Arrivals {
         let tests = (nranks * self.by_size.len()) as f64;
         // with every point late, the smallest p-value there is
         if crate::stats::binomial_upper_tail(points, points, p0) * tests >= ALPHA {
+            // the points a rank late at every one of them would need
+            let needed = (1..).find(|&n| p0.powi(n) * tests < ALPHA).unwrap_or(i32::MAX);
             return SlowRank::NotJudged(format!(
-                "{points} checked point{} cannot show a slow rank at {nranks} ranks; more sizes or -N take more",
+                "{points} checked point{} of symmetric collectives, and a rank late at every one of them would \
+                 need {needed} at {nranks} ranks to be told from chance; more sizes or -N give more",
                 if points == 1 { "" } else { "s" }
             ));
         }
@@ -287,7 +292,9 @@ mod tests {
         for _ in 0..6 {
             a.add(1024, &[1e-3, 3e-3]);
         }
-        assert!(matches!(a.verdict(2), SlowRank::NotJudged(w) if w.contains("6 checked points")));
+        assert!(
+            matches!(a.verdict(2), SlowRank::NotJudged(w) if w.contains("6 checked points") && w.contains("need 8"))
+        );
         // one rank: nothing to compare
         let mut a = Arrivals::new(0.10);
         a.add(1024, &[1e-3]);

@@ -757,3 +757,34 @@ fn a_rank_whose_operations_alone_take_longer_is_not_named() {
         Some(straggler::SlowRank::NotJudged(_))
     ));
 }
+
+#[test]
+fn a_rank_slow_at_everything_is_named_only_where_enough_points_show_it() {
+    // rank 0 as a starved CPU makes it: its operations and its own work
+    // both 3x the others'
+    let slow = |rank: usize, b: MemoryBackend| {
+        let f = if rank == 0 { 3 } else { 1 };
+        b.with_delay(move |_| micros(10 * f)).with_work(move |_| micros(10 * f))
+    };
+    let named = slow_rank_of(slow);
+    let straggler::SlowRank::Named(s) = named else {
+        panic!("{named:?}")
+    };
+    assert_eq!((s.rank, s.late, s.points), (0, 32, 32));
+    // the same rank at one size, one cycle: 2 points (in and out of
+    // place), late at both, which chance gives one time in 9 at 3 ranks
+    let p = plan(3, vec![case(Collective::AllReduce, 4096, 3)]);
+    let t = Timing {
+        per_iter: true,
+        ..timing()
+    };
+    let ran = sweep(3, &t, &p, slow);
+    let verdict = ran[0].summary.as_ref().unwrap().straggler.clone().unwrap();
+    let straggler::SlowRank::NotJudged(why) = verdict else {
+        panic!("{verdict:?}")
+    };
+    assert!(
+        why.starts_with("2 checked points") && why.contains("need 6 at 3 ranks"),
+        "{why}"
+    );
+}

@@ -437,20 +437,32 @@ fn launch_extras(agg_iters: u32, cuda_graph: u32) -> Option<String> {
 }
 
 /// The slow-rank verdict: "rank 1 on node-b arrived late at 23 of 24
-/// checked points at sizes >= 1 MiB (sign test p = 1.5e-06), its own work
+/// checked points at sizes >= 1.0 MiB (sign test p = 1.5e-6), its own work
 /// 3.1x the other ranks' median: the others waited for it (arrival skew)".
 fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
+    slow_rank_text(summary.straggler.as_ref(), run.timing.straggler_threshold_pct, |rank| {
+        run.ranks.get(rank).map_or("?", |r| r.host.as_str()).to_string()
+    })
+}
+
+/// `straggler_text` of a verdict, a threshold in percent, and the host of
+/// each rank. Every line names its signal (arrival skew) and says, where no
+/// rank is named, whether none was late or the points cannot tell.
+fn slow_rank_text(
+    verdict: Option<&crate::engine::straggler::SlowRank>,
+    threshold: f64,
+    host_of: impl Fn(usize) -> String,
+) -> String {
     use crate::engine::straggler::SlowRank;
-    let threshold = run.timing.straggler_threshold_pct;
-    match &summary.straggler {
-        None => "not judged".into(),
-        Some(SlowRank::NotJudged(why)) => format!("not judged: {why}"),
+    match verdict {
+        None => "cannot tell (arrival skew): not measured".into(),
+        Some(SlowRank::NotJudged(why)) => format!("cannot tell (arrival skew): {why}"),
         Some(SlowRank::NoneFound { points }) => format!(
-            "none: no rank arrived late (over {threshold}% behind the others' median for the same work) \
-             significantly often at {points} checked points (arrival skew; durations name no one)"
+            "none (arrival skew): no rank arrived late (over {threshold}% behind the others' median for the \
+             same work) significantly often at {points} checked points"
         ),
         Some(SlowRank::Named(s)) => {
-            let host = run.ranks.get(s.rank).map_or("?", |r| r.host.as_str());
+            let host = host_of(s.rank);
             let at = if s.every_size {
                 "at every size".to_string()
             } else {
