@@ -10,9 +10,11 @@
 # on its CSV. Printed per run: its crossover line (or none) and how many
 # sizes had a winner and how many a claimed speedup; then how many runs
 # claimed any crossover (issue 21's target: none of 10), and each claimed
-# crossover or winner with the number of runs that claimed it. A claim
-# that noise made comes and goes between runs; one that the modes really
-# differ by comes back in every run, so read the counts together.
+# crossover or winner with the number of runs that claimed it, and at how
+# many points different runs named different winners. Noise names
+# different winners at the same point in different runs; a real difference
+# between the modes names the same one wherever it is claimed (though a
+# noisy machine may claim it in few runs), so read the counts together.
 # Default: --runs 10. Files: results/bench-hierarchy-claims-<UTC time>/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,6 +47,19 @@ collbench_mpirun_env
 out="results/bench-hierarchy-claims-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
+# The crossovers FILE claims, one a line: "PLACEMENT SIZE (FROM -> TO)"
+# (each group's "* crossover at SIZE (A -> B), SIZE (B -> C)" line).
+crossovers() {
+    awk '/ ranks, transport / { grp = $4; sub(/,$/, "", grp) }
+         /^\* crossover at / {
+             line = $0; sub(/^\* crossover at /, "", line)
+             while (match(line, /[^,(]+\([^)]*\)/)) {
+                 c = substr(line, RSTART, RLENGTH); sub(/^ +/, "", c)
+                 print grp " " c; line = substr(line, RSTART + RLENGTH)
+             }
+         }' "$1"
+}
+
 # The winners FILE (compare --by hierarchy's table) claims, one a line:
 # "PLACEMENT SIZE: MODE" (rows are a size, the modes' cells, the winner
 # last, a crossover's with " *"; group titles name the placement).
@@ -74,14 +89,16 @@ for i in $(seq 1 "$runs"); do
         echo "run $i: compare --by hierarchy failed: see $out/by-$i.txt"
         continue
     fi
-    crossover=$(grep -E '^\* crossover at ' "$out/by-$i.txt" | sed 's/^\* crossover at //' || true)
+    # each claimed crossover, "PLACEMENT SIZE (FROM -> TO)", one a line
+    crossovers "$out/by-$i.txt" > "$out/crossovers-$i.txt"
+    crossover=$(paste -sd ';' "$out/crossovers-$i.txt" | sed 's/;/; /g')
     [ -z "$crossover" ] || with_crossover=$((with_crossover + 1))
     winners "$out/by-$i.txt" > "$out/winners-$i.txt"
     won=$(wc -l < "$out/winners-$i.txt")
     rows=$(awk '$1 ~ /^[0-9.]+$/ && $2 ~ /B$/' "$out/by-$i.txt" | wc -l)
     claims=$(grep -oE '[0-9]+\.[0-9]+x \[' "$out/by-$i.txt" | wc -l || true)
     echo "run $i: crossover: ${crossover:-none}; sizes with a winner: $won of $rows; speedups claimed: $claims"
-    printf '%s\n' "$crossover" | tr ',' '\n' | sed 's/^ *//' | grep -v '^$' >> "$out/crossovers.txt" || true
+    cat "$out/crossovers-$i.txt" >> "$out/crossovers.txt"
     cat "$out/winners-$i.txt" >> "$out/winners.txt"
 done
 echo "# load after: $(load)"
@@ -92,3 +109,5 @@ echo "each crossover claimed, with the number of runs that claimed it:"
 if [ -s "$out/crossovers.txt" ]; then sort "$out/crossovers.txt" | uniq -c | sed 's/^/  /'; else echo "  (none)"; fi
 echo "each winner claimed (size: mode), with the number of runs that claimed it:"
 if [ -s "$out/winners.txt" ]; then sort "$out/winners.txt" | uniq -c | sed 's/^/  /'; else echo "  (none)"; fi
+contradicted=$(sort -u "$out/winners.txt" | awk -F': ' '{ n[$1]++ } END { k = 0; for (p in n) if (n[p] > 1) k++; print k }')
+echo "points where runs named different winners: $contradicted (noise names different ones; a real difference, the same)"
