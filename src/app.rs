@@ -27,6 +27,7 @@ pub fn main() -> ExitCode {
         Command::Topo(args) => topo_command(&args),
         Command::Suite(args) => report_command(|| crate::suite::run(&args)),
         Command::Workload(args) => crate::session::run_job(crate::session::Job::workload(&args)),
+        Command::Replay(args) if args.check_only => crate::session::check_replay(&args),
         Command::Replay(args) => crate::session::run_job(crate::session::Job::replay(&args)),
         Command::Help(args) => help_command(&args),
     };

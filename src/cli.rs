@@ -24,7 +24,7 @@ use crate::types::{
     Average, BackendChoice, Choice, DType, Dimension, Format, Metric, ProgressMode, ReduceOp, RootChoice, SeriesBy,
     Size, Source, Switch,
 };
-use crate::workload::{Count, PresetName, Strategy};
+use crate::workload::{Count, PresetName, Strategy, TorchVersion};
 use crate::world::Launcher;
 use crate::world::launch::LauncherChoice;
 
@@ -200,11 +200,11 @@ missing), 3 validation failed."
 /// Values are typed: a bad one is one line naming the option (`app`).
 #[derive(Clone, Debug, Args)]
 pub struct WorkloadArgs {
-    /// Strategies: ddp, zero1, zero2, fsdp (zero3, full_shard), fsdp-grad-op, hsdp, hsdp-grad-op, tp (megatron), or all
+    /// Strategies: ddp, zero1, zero2, fsdp (full_shard), fsdp-grad-op, hsdp, hsdp-grad-op, tp (megatron), moe (expert parallel), pp (pipeline), or all
     #[arg(long, value_name = "LIST", default_value = "ddp", help_heading = "Workload")]
     pub strategy: Choice<Strategy>,
 
-    /// A model preset (gpt2, tinyllama-1.1b, llama-3.2-1b, llama-2-7b, mistral-7b, llama-3-8b, llama-2-70b, llama-3-70b)
+    /// A model preset (gpt2, tinyllama-1.1b, llama-3.2-1b, llama-2-7b, mistral-7b, llama-3-8b, llama-2-70b, llama-3-70b, deepseek-moe-16b, mixtral-8x7b)
     #[arg(long, value_name = "NAME", conflicts_with = "params", help_heading = "Workload")]
     pub model: Option<PresetName>,
 
@@ -224,15 +224,23 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
     pub vocab: Option<Count>,
 
-    /// Parameter element type (all-gathers of FSDP and ZeRO, tp activations)
+    /// Parameter element type (all-gathers of FSDP and ZeRO, activations of tp, moe and pp)
     #[arg(long, value_name = "TYPE", default_value = "bfloat16", value_parser = dtype_arg, help_heading = "Workload")]
     pub param_dtype: DType,
 
-    /// Gradient element type (all-reduces and reduce-scatters of gradients)
-    #[arg(long, value_name = "TYPE", value_parser = dtype_arg, help_heading = "Workload")]
-    pub grad_dtype: Option<DType>,
+    /// The plain form: a mixture of experts, each layer's MLP split into N experts
+    #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
+    pub experts: Option<usize>,
 
-    /// DDP (and tp's data-parallel) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
+    /// The plain form's experts per token [default: 2]
+    #[arg(long, value_name = "K", requires = "experts", help_heading = "Workload")]
+    pub top_k: Option<usize>,
+
+    /// Type gradients are reduced in (all-reduces and reduce-scatters of gradients) [default: each framework's: float for DDP under AMP and Megatron with bf16, the parameter type for FSDP and DeepSpeed]
+    #[arg(long, visible_alias = "grad-dtype", value_name = "TYPE", value_parser = dtype_arg, help_heading = "Workload")]
+    pub reduce_dtype: Option<DType>,
+
+    /// DDP (and the data-parallel gradients of tp, moe and pp) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
     #[arg(long, value_name = "LIST", value_delimiter = ',', action = ArgAction::Set, value_parser = bucket_size,
           help_heading = "Workload")]
     pub bucket: Vec<Size>,
@@ -240,6 +248,14 @@ pub struct WorkloadArgs {
     /// Tensor-parallel degree of the tp strategy
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub tp: u64,
+
+    /// Expert-parallel degree of the moe strategy [default: the most that divide both the ranks and the experts]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub ep: Option<u64>,
+
+    /// Pipeline stages of the pp strategy [default: the most that divide both the ranks and the layers]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub pp: Option<u64>,
 
     #[command(flatten)]
     pub knobs: KnobArgs,
@@ -256,13 +272,39 @@ pub struct WorkloadArgs {
 /// into it through serde), so a knob is one field here and one there.
 #[derive(Clone, Debug, Args, Serialize)]
 pub struct KnobArgs {
-    /// tp's activations: sequence length
+    /// Activations of tp, moe and pp: sequence length (tokens per micro-batch)
     #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub seq_len: u64,
 
-    /// tp's activations: micro-batch size
+    /// Activations of tp, moe and pp: micro-batch size
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub micro_batch: u64,
+
+    /// pp's micro-batches per step [default: as many as stages]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "0",
+        hide_default_value = true,
+        help_heading = "Workload"
+    )]
+    pub micro_batches: u64,
+
+    /// moe's router imbalance: the busiest expert rank's tokens over the mean (1: balanced)
+    #[arg(long, value_name = "F", default_value = "1", value_parser = imbalance_arg, help_heading = "Workload")]
+    pub moe_imbalance: f64,
+
+    /// The PyTorch release DDP is modelled on (2.3: a 1 MiB first bucket even with --bucket) [default: current, 2.4 and later]
+    #[arg(long, value_name = "VERSION", help_heading = "Workload")]
+    pub pytorch: Option<TorchVersion>,
+}
+
+/// `--moe-imbalance`: a finite factor of at least 1.
+fn imbalance_arg(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 1.0 => Ok(f),
+        _ => Err("the router's imbalance is a factor of at least 1 (the busiest rank's tokens over the mean)".into()),
+    }
 }
 
 /// One `--bucket` size: at least a byte.
@@ -273,7 +315,7 @@ fn bucket_size(text: &str) -> Result<Size, String> {
     }
 }
 
-/// One element type by name (`--param-dtype`, `--grad-dtype`).
+/// One element type by name (`--param-dtype`, `--reduce-dtype`).
 fn dtype_arg(text: &str) -> Result<DType, String> {
     DType::parse(text).ok_or_else(|| {
         let names: Vec<&str> = DType::ALL.iter().map(|t| t.name()).collect();
@@ -311,6 +353,10 @@ pub struct ReplayArgs {
     /// Operations listed as the top by time
     #[arg(long, value_name = "N", default_value = "10", help_heading = "Replay")]
     pub top: usize,
+
+    /// Only check the log: every communicator's calls across its ranks and every Send's Recv, then the kept rank's sequence; nothing runs (exit 6 when the ranks disagree)
+    #[arg(long, help_heading = "Replay")]
+    pub check_only: bool,
 
     #[command(flatten)]
     pub steps: StepArgs,
@@ -1258,7 +1304,7 @@ mod tests {
         let line = |args: &[&str]| step_value_error(&workload(args).unwrap_err(), Some("workload")).unwrap();
         assert!(line(&["--bucket", "lots"]).starts_with("--bucket lots: "));
         assert_eq!(line(&["--bucket", "1M,0"]), "--bucket sizes must be at least 1 byte");
-        assert!(line(&["--strategy", "pipeline"]).contains("unknown strategy 'pipeline'"));
+        assert!(line(&["--strategy", "pipelined"]).contains("unknown strategy 'pipelined'"));
         assert!(line(&["--model", "gpt-5"]).starts_with("--model gpt-5: unknown model 'gpt-5'"));
         assert!(line(&["--params", "many", "--layers", "1"]).starts_with("--params many: "));
         // other errors and other commands: clap's own, complete

@@ -86,6 +86,9 @@ pub(crate) struct Measured {
     pub timestamp: Option<String>,
     /// Overrides the run's iteration count (OSU's Iterations column).
     pub iters: Option<u64>,
+    /// One sample of several of the point (nccl-tests' per-iteration
+    /// times): which one, from 1, and how many.
+    pub sample: Option<(u64, u64)>,
 }
 
 /// What a parser made of one file: its records, and one line (with the
@@ -153,6 +156,8 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Result<Record, String> {
         algbw_gbps,
         busbw_gbps,
         wrong: m.wrong,
+        cycle: m.sample.map(|s| s.0),
+        samples: m.sample.map(|s| s.1),
         ..Record::default()
     })
 }
@@ -309,6 +314,7 @@ mod tests {
             wrong: Some(0),
             timestamp: None,
             iters: None,
+            sample: None,
         };
         let r = record(&run, &m).unwrap();
         assert_eq!((r.algbw_gbps, r.busbw_gbps), (1.0, 1.75));

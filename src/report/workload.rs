@@ -173,14 +173,29 @@ pub fn header(replay: bool, lines: &[String]) -> String {
     s
 }
 
+/// The parallel degrees above 1: `, tp 2`, `, ep 4`, `, 2 pipeline stages`.
+fn degrees(l: &crate::workload::GroupLayout) -> String {
+    let mut s = String::new();
+    for (d, what) in [(l.tp, "tp"), (l.ep, "ep")] {
+        if d > 1 {
+            s += &format!(", {what} {d}");
+        }
+    }
+    if l.pp > 1 {
+        s += &format!(", {} pipeline stages", l.pp);
+    }
+    s
+}
+
 /// One configuration's block (`top`: list that many operations by time).
 pub fn one(o: &Outcome, top: Option<usize>) -> String {
     let t = &o.summary.total;
     let mut s = format!(
-        "\n{}: {} operations per step on {} ranks\n",
+        "\n{}: {} operations per step on {} ranks{}\n",
         o.name,
         o.ops.len(),
-        o.layout.world
+        o.layout.world,
+        degrees(&o.layout)
     );
     s += &format!(
         "  step time        median {}  p99 {}  mean {}  over {} steps (each step's slowest rank, barrier to its last operation)\n",

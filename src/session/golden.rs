@@ -455,7 +455,9 @@ fn a_workload_on_the_memory_backend_prints_and_writes_the_golden_report() {
         assert!((shares - 100.0).abs() <= 1.5, "{shares}: {block}");
         blocks += 1;
     }
-    assert_eq!(blocks, 12);
+    // every configuration's block has its breakdown
+    assert_eq!(blocks, out.text.matches("operations per step on").count());
+    assert!(blocks >= 12, "{blocks}");
     // x best: an interval where the steps tell the configurations apart
     let view = out.text.split("side by side").nth(1).unwrap();
     assert!(view.contains("not significant") && view.contains("slower"), "{view}");

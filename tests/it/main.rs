@@ -7,6 +7,7 @@ mod common;
 mod ci_script;
 mod cli;
 mod compare;
+mod corpus;
 mod docs;
 mod fake_nodes;
 mod faults;

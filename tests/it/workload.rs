@@ -429,7 +429,7 @@ fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
     let log = dir.path().join("dtype.log");
     std::fs::write(
         &log,
-        text.replacen("count 2361600 datatype 9", "count 2361600 datatype 12", 1),
+        text.replace("count 2361600 datatype 9", "count 2361600 datatype 12"),
     )
     .unwrap();
     let out = replay(2, path_str(&log), &csv, &[]);
@@ -438,11 +438,116 @@ fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
     refused(&out, "cannot read");
 }
 
+/// Megatron's MoE and 1F1B pipeline at 3 ranks (not a power of two) on a
+/// plain model of 3 layers, hidden 16, 3 experts, top-2, 6 tokens
+/// (`--seq-len 6`): by docs/workload.md each layer is 100000 parameters,
+/// q, k, v, o of 16^2 and a router of 3 x 16 dense (1072), the rest experts.
+#[test]
+fn moe_and_pp_issue_the_hand_computed_sequence_at_three_ranks() {
+    let dir = tempdir();
+    let csv = dir.path().join("m.csv");
+    let args = [
+        "workload",
+        "--backend",
+        "mpi",
+        "--params",
+        "300K",
+        "--layers",
+        "3",
+        "--hidden",
+        "16",
+        "--experts",
+        "3",
+        "--seq-len",
+        "6",
+        "--micro-batches",
+        "3",
+        "--strategy",
+        "moe,pp",
+        "--steps",
+        "1",
+        "--warmup-steps",
+        "0",
+        "--csv",
+        path_str(&csv),
+    ];
+    let out = mpirun(3, &args);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("moe: 22 operations per step on 3 ranks, ep 3"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("pp: 6 operations per step on 3 ranks, 3 pipeline stages"));
+    let csv = Csv::read(&csv);
+    // ep = 3 (the default: 3 ranks, 3 experts): 6 tokens x top-2 / 3 = 4
+    // rows to each peer, x hidden 16 = 64 elements
+    let (f, b) = ("forward", "backward");
+    let mut want = Vec::new();
+    for _ in 0..3 {
+        want.push(op("all_gather", 3, "ep", 3, f));
+        want.extend([
+            op("alltoall", 64, "ep", 3, f),
+            op("alltoall", 4, "ep", 3, f),
+            op("alltoall", 64, "ep", 3, f),
+        ]);
+    }
+    for _ in 0..3 {
+        want.extend([
+            op("alltoall", 64, "ep", 3, b),
+            op("alltoall", 4, "ep", 3, b),
+            op("alltoall", 64, "ep", 3, b),
+        ]);
+    }
+    // the dense gradients, 3 x 1072 floats (Megatron: fp32 for bf16), one
+    // bucket; each expert on one rank: no expert-dp reduction
+    want.push(op("all_reduce", 3216, "world", 3, b));
+    assert_eq!(ops(&csv, "moe"), want);
+    let dtypes: Vec<&str> = csv
+        .rows
+        .iter()
+        .filter(|r| csv.get(r, "kind") == "op" && csv.get(r, "workload") == "moe")
+        .map(|r| csv.get(r, "dtype"))
+        .collect();
+    // token counts in int64, tokens and probabilities in bf16, gradients
+    // in float
+    let gather = |i: usize| i < 12 && i.is_multiple_of(4);
+    for (i, t) in dtypes.iter().enumerate() {
+        let want = match i {
+            21 => "float",
+            i if gather(i) => "int64",
+            _ => "bfloat16",
+        };
+        assert_eq!(*t, want, "op {}: {dtypes:?}", i + 1);
+    }
+    // 3 stages, 3 micro-batches of 6 x 16 = 96 activations: 1F1B at the
+    // stage boundaries F1 F2 F3 B1 B2 B3; one rank per stage, no gradients
+    let sr = |p| op("sendrecv", 96, "pp", 3, p);
+    assert_eq!(ops(&csv, "pp"), vec![sr(f), sr(f), sr(f), sr(b), sr(b), sr(b)]);
+    for name in ["moe", "pp"] {
+        for r in steps(&csv, name) {
+            assert_eq!(csv.get(&r, "wrong"), "0", "{name}");
+        }
+    }
+}
+
 #[test]
 fn bad_workload_options_get_one_line_and_exit_2_on_every_rank() {
     let dir = tempdir();
-    let cases: [(&[&str], &str); 8] = [
-        (&["--strategy", "pipeline"], "unknown strategy 'pipeline'"),
+    let cases: [(&[&str], &str); 11] = [
+        (&["--strategy", "pipelined"], "unknown strategy 'pipelined'"),
+        (
+            &["--strategy", "ddp,zero3"],
+            "strategy 'zero3': DeepSpeed ZeRO-3 is not modelled",
+        ),
+        (
+            &["--strategy", "moe"],
+            "the moe strategy needs a mixture-of-experts model",
+        ),
+        (
+            &["--strategy", "pp", "--pp", "4"],
+            "does not divide the world of 2 ranks",
+        ),
         (
             &["--strategy", "ddp", "--tp", "2"],
             "--tp 2 only applies to the tp strategy",

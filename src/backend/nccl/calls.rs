@@ -123,10 +123,11 @@ pub fn launch(call: &Call, placement: Placement, native: Native) -> Launch {
 }
 
 /// `launch`, with a sendrecv to the rank `shift` places ahead (and from
-/// the one `shift` places behind) instead of the ring's neighbours.
+/// the one `shift` places behind) instead of the ring's neighbours; 0 is
+/// the rank itself (a replayed all-to-all's own block).
 pub fn launch_shifted(call: &Call, placement: Placement, native: Native, shift: usize) -> Launch {
     let mut p = Positions::of(call, placement);
-    p.shift = shift.max(1);
+    p.shift = shift;
     let (c, op, root) = (p.count, p.op, p.root);
     let one = |op: Op| Launch {
         grouped: false,
