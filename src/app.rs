@@ -137,6 +137,7 @@ fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
             allow_different_ranks: args.allow_different_ranks,
             allow_method_change: args.allow_method_change,
             allow_missing: args.allow_missing,
+            within_launch: args.within_launch,
         },
         format: args.format,
         by: args.by,

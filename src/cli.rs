@@ -80,12 +80,15 @@ size_bytes and nranks; every row of a case is a sample of it (the cycles of a la
 launches of a folder: BASE or NEW may be a folder of CSVs). A row regressed when the change \
 of the medians is worse than the threshold AND statistically clear (p < alpha): a t-test on \
 the launches' medians when a side holds several launches, else the Mann-Whitney U test on the \
-samples; with one sample on a side, the threshold alone. Rows whose noise (half the width of \
-the change's interval) exceeds the threshold are too noisy to judge. Rows only in BASE fail \
+samples; with one sample on a side, the threshold alone. Only launches show launch-to-launch \
+noise: with one launch on each side, a change beyond the threshold is \"unproven\" and fails \
+nothing unless --within-launch. Rows whose noise (half the width of the change's interval) \
+exceeds the threshold are too noisy to judge. Rows only in BASE fail \
 unless --allow-missing. Sides measured differently (timing, average, iteration policy, -m, \
 -G, -R, rotation, backend) are refused unless --allow-method-change. Details: docs/ci.md.\n\n\
 Examples:\n  \
 collbench compare results/baselines/local-2ranks/ results/new.csv\n  \
+collbench compare --within-launch one-launch.csv another-launch.csv\n  \
 collbench compare --metric time --threshold 10 --format markdown base.csv new.csv\n  \
 collbench compare --export-markdown summary.md base/ new.csv\n  \
 collbench compare --by hierarchy results/sweep.csv\n\n\
@@ -458,6 +461,12 @@ pub struct CompareArgs {
     #[arg(long)]
     pub allow_missing: bool,
 
+    /// With one launch on each side, judge rows by the samples inside the launches (the rank
+    /// test, or the threshold alone) as if launches did not vary, so that they may regress (exit
+    /// 4); without it such rows are "unproven" and never fail
+    #[arg(long)]
+    pub within_launch: bool,
+
     /// Also write the markdown report to FILE (one compare for the terminal and a CI summary)
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
@@ -586,11 +595,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
     pub min_time: Option<f64>,
 
-    /// Time every iteration: p50, p99, CV and the slowest rank per point, and a straggler verdict
+    /// Time every iteration: p50, p99, CV and the slowest rank (duration) per point, and a slow-rank verdict (arrival skew at the checks)
     #[arg(short = 'I', long, help_heading = "Measurement")]
     pub per_iter: bool,
 
-    /// With -I: name a rank that is persistently this many percent slower than the median
+    /// With -I: a rank is late at a point when its own part of the check takes this many percent longer than the other ranks' median; one late significantly often is named
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
     pub straggler_threshold: f64,
 

@@ -346,6 +346,12 @@ fn section_header(cols: &[Col], r: &Record) -> String {
     )
 }
 
+/// What the bandwidths of a one-rank run are (header and footer).
+const ONE_RANK: &str = "no data crosses a link: each collective copies (or leaves) this rank's own buffer, so \
+algbw is the speed of that local copy and busbw is not a link's bandwidth: 0 where the bus factor is (n-1)/n \
+(all_reduce, all_gather, reduce_scatter, alltoall, gather, scatter), the local copy's speed where it is 1 \
+(broadcast, reduce, sendrecv)";
+
 /// The run header: what ran where, and how it was measured.
 pub fn run_header(run: &RunInfo) -> String {
     let mut s = format!("# collbench {}  run {}\n", run.collbench_version, run.run_id);
@@ -370,6 +376,9 @@ pub fn run_header(run: &RunInfo) -> String {
         if run.hosts.len() == 1 { "" } else { "s" },
         run.hosts.join(", ")
     );
+    if run.nranks == 1 {
+        s += &format!("# one rank  : {}\n", ONE_RANK);
+    }
     if let Some(label) = &run.label {
         s += &format!("# label     : {label}\n");
     }
@@ -475,24 +484,46 @@ fn launch_extras(agg_iters: u32, cuda_graph: u32) -> Option<String> {
     Some(format!("{}; time per op = elapsed / ({divisor})", parts.join(", ")))
 }
 
-/// "rank 5 on node-b is 14% slower than the median at sizes >= 64 MiB".
+/// The slow-rank verdict: "rank 1 on node-b arrived late at 23 of 24
+/// checked points at sizes >= 1.0 MiB (sign test p = 1.5e-6), its own work
+/// 3.1x the other ranks' median: the others waited for it (arrival skew)".
 fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
-    match &summary.straggler {
-        None => format!(
-            "none: no rank was persistently over {}% slower than the median",
-            run.timing.straggler_threshold_pct
+    slow_rank_text(summary.straggler.as_ref(), run.timing.straggler_threshold_pct, |rank| {
+        run.ranks.get(rank).map_or("?", |r| r.host.as_str()).to_string()
+    })
+}
+
+/// `straggler_text` of a verdict, a threshold in percent, and the host of
+/// each rank. Every line names its signal (arrival skew) and says, where no
+/// rank is named, whether none was late or the points cannot tell.
+fn slow_rank_text(
+    verdict: Option<&crate::engine::straggler::SlowRank>,
+    threshold: f64,
+    host_of: impl Fn(usize) -> String,
+) -> String {
+    use crate::engine::straggler::SlowRank;
+    match verdict {
+        None => "cannot tell (arrival skew): not measured".into(),
+        Some(SlowRank::NotJudged(why)) => format!("cannot tell (arrival skew): {why}"),
+        Some(SlowRank::NoneFound { points }) => format!(
+            "none (arrival skew): no rank arrived late (over {threshold}% behind the others' median for the \
+             same work) significantly often at {points} checked points"
         ),
-        Some(s) => {
-            let host = run.ranks.get(s.rank).map_or("?", |r| r.host.as_str());
+        Some(SlowRank::Named(s)) => {
+            let host = host_of(s.rank);
             let at = if s.every_size {
                 "at every size".to_string()
             } else {
                 format!("at sizes >= {}", crate::types::human_bytes(s.from_size))
             };
             format!(
-                "rank {} on {host} is {:.0}% slower than the median {at}",
+                "rank {} on {host} arrived late at {} of {} checked points {at} (sign test p = {:.1e}), its own \
+                 work {:.1}x the other ranks' median: the others waited for it (arrival skew)",
                 s.rank,
-                s.excess * 100.0
+                s.late,
+                s.points,
+                s.p_value,
+                1.0 + s.excess
             )
         }
     }
@@ -536,6 +567,12 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
         )
     };
     let mut s = format!("#\n{}{}", out_of_bounds(summary), footer_average(all_busbw));
+    if run.nranks == 1 {
+        s += &format!(
+            "# {:<20} : no data crossed a link; the bus bandwidths above are not a link's (see the header)\n",
+            "One rank"
+        );
+    }
     s += &format!("# {:<20} : {verdict}\n", "Validation");
     if run.timing.per_iter && summary.stopped_by.is_none() {
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));

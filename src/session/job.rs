@@ -312,8 +312,15 @@ impl Job {
             }
         }
         lines.push(format!(
-            "times: the slowest rank's, each operation alone; {} warm-up step(s), {} timed step(s)",
-            self.timing.warmup_steps, self.timing.steps
+            "times: each step's slowest rank (its step and its operations), each operation alone; {} warm-up \
+             step(s), {} timed step(s){}",
+            self.timing.warmup_steps,
+            self.timing.steps,
+            if matches!(self.source, Source::Log { .. }) {
+                ""
+            } else {
+                ", the configurations' steps in turn"
+            }
         ));
         lines
     }
