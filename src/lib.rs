@@ -18,6 +18,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod info;
+pub mod links;
 pub mod plan;
 pub mod record;
 pub mod report;
