@@ -9,16 +9,22 @@
 //! known-good partners and the bisection by sub-communicator all-reduces,
 //! and returns a `Report` that names host, rank, GPU and NIC with the
 //! evidence. `sim` is a simulated cluster behind the same trait, with a
-//! virtual clock; `layout` orders and groups the endpoints by rack, leaf
-//! and host.
+//! virtual clock; `bench` measures the finder on it (recall, precision,
+//! rounds). `output` writes the pairs CSV, the JSON, the matrix and the
+//! report as text; `heatmap` draws the matrix; `layout` orders and groups
+//! the endpoints by rack, leaf and host.
 //!
-//! Must not: print, read or create files, or know clap.
+//! Must not: print (callers print what `output` formats), read or create
+//! files other than the one it is handed, or know clap.
 
+pub mod bench;
 mod bisect;
 mod confirm;
 pub mod finder;
+pub mod heatmap;
 pub mod layout;
 pub mod measure;
+pub mod output;
 pub mod rule;
 pub mod schedule;
 pub mod sim;
