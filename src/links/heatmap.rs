@@ -21,6 +21,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::finder::{FindingKind, Report};
 use super::layout::Layout;
 use super::measure::{Matrix, Phase};
+use super::output::short;
 use super::rule::{Analysis, Metric};
 use super::schedule::{Level, Pair};
 use crate::error::Error;
@@ -523,15 +524,6 @@ impl Picture<'_> {
             }
         }
         Ok(())
-    }
-}
-
-fn short(matrix: &Matrix, rank: usize) -> String {
-    let e = &matrix.endpoints[rank];
-    if matrix.level == Level::Node {
-        e.host.clone()
-    } else {
-        format!("{} rank {}", e.host, e.rank)
     }
 }
 

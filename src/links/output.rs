@@ -388,7 +388,7 @@ fn worse_word(metric: Metric) -> &'static str {
 }
 
 /// A rank in one line: its host at `--level node`, else host and rank.
-fn short(matrix: &Matrix, rank: usize) -> String {
+pub(super) fn short(matrix: &Matrix, rank: usize) -> String {
     let e = &matrix.endpoints[rank];
     if matrix.level == Level::Node {
         e.host.clone()
