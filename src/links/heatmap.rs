@@ -9,7 +9,7 @@
 //! the right.
 //!
 //! Drawn with plotters and the font, PNG text and palette of `collbench
-//! plot` (`report::plot`).
+//! plot` (`crate::plot`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,7 +25,7 @@ use super::output::short;
 use super::rule::{Analysis, Metric};
 use super::schedule::{Level, Pair};
 use crate::error::Error;
-use crate::report::plot::{FONT, GlyphText, colour, register_font};
+use crate::plot::{FONT, GlyphText, colour, register_font};
 
 /// The colour scale: relative performance (1 = the class median) to RGB.
 /// Within 3% of the median is almost white (a healthy fabric's spread);

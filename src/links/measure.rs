@@ -13,10 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::rule::Metric;
 use super::schedule::Pair;
 use super::{Endpoint, Level};
-/// The statistics links reuses, imported here only (issue 20 merges them
-/// into one module; this is the one place to change).
-pub(super) use crate::engine::precision::median_interval_rank;
-pub(super) use crate::engine::stats::{SampleSummary, percentile};
+/// The statistics links reuses (the crate's one statistics leaf), imported
+/// here only. `quantile` takes q in 0..1.
+pub(super) use crate::stats::{Spread, median_interval_rank, quantile};
 use crate::error::Error;
 
 /// How each pair is measured.
@@ -99,7 +98,7 @@ pub struct Estimate {
     /// Median absolute deviation from the median (unscaled).
     pub mad: f64,
     /// The distribution-free 95% interval of the median (order statistics;
-    /// engine::precision): absent below 6 samples.
+    /// `stats::median_interval_rank`): absent below 6 samples.
     pub lo: Option<f64>,
     pub hi: Option<f64>,
 }
@@ -109,7 +108,7 @@ impl Estimate {
     pub fn of(samples: &[f64]) -> Option<Estimate> {
         let mut sorted: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
         sorted.sort_by(f64::total_cmp);
-        let summary = SampleSummary::of(&sorted)?;
+        let summary = Spread::of(&sorted)?;
         let k = sorted.len();
         let interval = median_interval_rank(k).map(|l| (sorted[l - 1], sorted[k - l]));
         Some(Estimate {

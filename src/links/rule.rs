@@ -33,7 +33,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::layout::{Layout, PairClass};
-use super::measure::{Estimate, Matrix, PairResult, Phase, SampleSummary, percentile};
+use super::measure::{Estimate, Matrix, PairResult, Phase, Spread, quantile};
 use super::schedule::Pair;
 
 /// Robust standard deviation from a MAD, for normally distributed data.
@@ -310,12 +310,12 @@ impl Analysis {
 /// Median of `values` (reordered); NaN when empty.
 fn median(values: &mut [f64]) -> f64 {
     values.sort_unstable_by(f64::total_cmp);
-    percentile(values, 50.0)
+    quantile(values, 0.5)
 }
 
 /// Robust standard deviation of `values`.
 fn robust_sd(values: &[f64]) -> f64 {
-    SampleSummary::of(values).map_or(0.0, |s| s.mad * MAD_TO_SD)
+    Spread::of(values).map_or(0.0, |s| s.mad * MAD_TO_SD)
 }
 
 /// One observation of a domain's fit.
