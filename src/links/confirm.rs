@@ -170,11 +170,31 @@ impl Context<'_> {
                     task.3 -= 1;
                 }
             };
+            // pairs re-tested fewer times first, the worst first among equals
+            pair_tasks.sort_by_key(|t| pair_round.contains_key(&t.0));
+            // In the first round, a pair suspect at a suspect rank goes
+            // before that rank's re-tests, which then take the later
+            // rounds: otherwise the rank would hold its end in every
+            // round, and a slow link whose end looks slow (a few partners,
+            // one of them the link) would never be re-tested itself.
+            if round_index == 0 && total > 1 {
+                let suspect_ranks: BTreeSet<usize> = rank_tasks.iter().map(|t| t.1).collect();
+                for task in pair_tasks.iter_mut() {
+                    let (i, p, left) = *task;
+                    let shared = suspect_ranks.contains(&p.a) || suspect_ranks.contains(&p.b);
+                    if left == 0 || !shared || busy.contains(&p.a) || busy.contains(&p.b) {
+                        continue;
+                    }
+                    busy.insert(p.a);
+                    busy.insert(p.b);
+                    round.push((p, Some(i)));
+                    pair_round.entry(i).or_insert(round_index);
+                    task.2 -= 1;
+                }
+            }
             for task in rank_tasks.iter_mut() {
                 with_partner(task, &mut busy, &mut round);
             }
-            // pairs re-tested fewer times first, the worst first among equals
-            pair_tasks.sort_by_key(|t| pair_round.contains_key(&t.0));
             for task in pair_tasks.iter_mut() {
                 let (i, p, left) = *task;
                 if left == 0 || busy.contains(&p.a) || busy.contains(&p.b) {

@@ -91,8 +91,9 @@ impl Frame {
 
     fn size(&self) -> (u32, u32) {
         let g = self.grid();
+        // wide enough for the title and the colour line at any n
         (
-            self.left + g + self.right,
+            (self.left + g + self.right).max(800),
             (self.top + g + self.bottom).max(self.top + 420),
         )
     }

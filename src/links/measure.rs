@@ -11,12 +11,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::rule::Metric;
-use super::schedule::Pair;
+use super::schedule::{Pair, Schedule};
 use super::{Endpoint, Level};
+use crate::error::Error;
 /// The statistics links reuses (the crate's one statistics leaf), imported
 /// here only. `quantile` takes q in 0..1.
 pub(super) use crate::stats::{Spread, median_interval_rank, quantile};
-use crate::error::Error;
 
 /// How each pair is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -194,38 +194,67 @@ pub struct Matrix {
     pub pairs: Vec<PairResult>,
 }
 
-/// Runs `rounds` on `measurer`, one call per round so that a caller sees
-/// each round's results as soon as it is measured (`seen`), numbering
-/// rounds from `first_round`. A measurer that answers for other pairs
-/// than it was asked is a runtime error.
+/// Rounds handed to a measurer in one call: a real data plane interleaves
+/// the samples of the rounds of one call (sample k of every round before
+/// sample k + 1 of any), so that a load that comes and goes (other jobs,
+/// a busy host) touches every pair of the block alike instead of the
+/// rounds it happens to fall on; the CSV is written block by block.
+pub const BLOCK_ROUNDS: usize = 16;
+
+/// Runs `rounds` on `measurer`, `BLOCK_ROUNDS` per call, so that a caller
+/// sees each round's results as soon as its block is measured (`seen`,
+/// once per round with the round's pairs), numbering rounds from
+/// `first_round`. A measurer that answers for other pairs than it was
+/// asked is a runtime error.
 pub fn run_rounds(
     measurer: &mut dyn Measurer,
     rounds: &[Vec<Pair>],
     probe: &Probe,
     phase: Phase,
     first_round: usize,
-    seen: &mut dyn FnMut(&PairResult),
+    seen: &mut dyn FnMut(&[PairResult]),
 ) -> Result<Vec<PairResult>, Error> {
     let mut out = Vec::with_capacity(rounds.iter().map(Vec::len).sum());
-    for (i, round) in rounds.iter().enumerate() {
-        let answered = measurer.measure(std::slice::from_ref(round), probe)?;
-        let got: Vec<Pair> = answered.iter().flatten().map(|s| s.pair).collect();
-        if answered.len() != 1 || got != *round {
-            return Err(Error::runtime(format!(
-                "{}: asked for {} pairs in round {}, got {} (a bug in the measurer)",
-                measurer.describe(),
-                round.len(),
-                first_round + i,
-                got.len()
-            )));
-        }
-        for s in answered.iter().flatten() {
-            let r = PairResult::of(s, phase, first_round + i);
-            seen(&r);
-            out.push(r);
+    for (b, block) in rounds.chunks(BLOCK_ROUNDS).enumerate() {
+        let answered = measurer.measure(block, probe)?;
+        for (i, round) in block.iter().enumerate() {
+            let number = first_round + b * BLOCK_ROUNDS + i;
+            let got: Vec<Pair> = answered.get(i).into_iter().flatten().map(|s| s.pair).collect();
+            if answered.len() != block.len() || got != *round {
+                return Err(Error::runtime(format!(
+                    "{}: asked for {} pairs in round {number}, got {} (a bug in the measurer)",
+                    measurer.describe(),
+                    round.len(),
+                    got.len()
+                )));
+            }
+            let measured: Vec<PairResult> = answered[i].iter().map(|s| PairResult::of(s, phase, number)).collect();
+            seen(&measured);
+            out.extend(measured);
         }
     }
     Ok(out)
+}
+
+/// The matrix of `schedule` measured on `measurer` with `probe`, `seen`
+/// called with each round's pairs as it ends: what `find` starts from,
+/// and all a caller needs that judges the pairs itself.
+pub fn measure_matrix(
+    measurer: &mut dyn Measurer,
+    schedule: &Schedule,
+    probe: &Probe,
+    seen: &mut dyn FnMut(&[PairResult]),
+) -> Result<Matrix, Error> {
+    let pairs = run_rounds(measurer, &schedule.rounds, probe, Phase::Matrix, 1, seen)?;
+    Ok(Matrix {
+        level: schedule.level,
+        isolated: schedule.isolated,
+        endpoints: measurer.endpoints().to_vec(),
+        units: schedule.units(),
+        rounds: schedule.rounds.len(),
+        probe: *probe,
+        pairs,
+    })
 }
 
 #[cfg(test)]

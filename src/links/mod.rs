@@ -11,7 +11,8 @@
 //! evidence. `sim` is a simulated cluster behind the same trait, with a
 //! virtual clock; `bench` measures the finder on it (recall, precision,
 //! rounds). `output` writes the pairs CSV, the JSON, the matrix and the
-//! report as text; `heatmap` draws the matrix; `layout` orders and groups
+//! report as text; `summary` the header and the rule's verdict on the
+//! matrix alone; `heatmap` draws the matrix; `layout` orders and groups
 //! the endpoints by rack, leaf and host.
 //!
 //! Must not: print (callers print what `output` formats), read or create
@@ -28,12 +29,13 @@ pub mod output;
 pub mod rule;
 pub mod schedule;
 pub mod sim;
+pub mod summary;
 
 use serde::{Deserialize, Serialize};
 
 pub use finder::{Finding, FindingKind, Report, find};
 pub use layout::{Layout, Topology};
-pub use measure::{Estimate, Matrix, Measurer, PairResult, PairSamples, Probe};
+pub use measure::{Estimate, Matrix, Measurer, PairResult, PairSamples, Phase, Probe, measure_matrix};
 pub use rule::{Metric, Rule};
 pub use schedule::{Level, Pair, Schedule};
 

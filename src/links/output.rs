@@ -237,13 +237,14 @@ pub fn read_csv<R: io::Read>(input: R) -> Result<Vec<PairRow>, String> {
 }
 
 /// The JSON document: the run, the schedule, the endpoints and layout,
-/// every row, the rule's references and judgements, and the report.
+/// every row, the rule's references and judgements, and the finder's
+/// report (`null` when only the matrix was measured).
 pub fn json(
     meta: &RunMeta,
     matrix: &Matrix,
     layout: &Layout,
     analysis: &Analysis,
-    report: &Report,
+    report: Option<&Report>,
 ) -> serde_json::Value {
     serde_json::json!({
         "schema_version": SCHEMA_VERSION,
@@ -255,6 +256,7 @@ pub fn json(
         "endpoints": matrix.endpoints,
         "layout": layout,
         "pairs": rows(matrix, layout, meta),
+        "references": analysis.references,
         "suspect_units": analysis.unit_suspects().collect::<Vec<_>>(),
         "suspect_pairs": analysis.pair_suspects().collect::<Vec<_>>(),
         "report": report,
@@ -469,7 +471,7 @@ pub fn report_text(report: &Report, matrix: &Matrix, analysis: &Analysis) -> Str
     );
     let _ = writeln!(
         s,
-        "links: {} rank{} on {} host{}, level {}{}, {} ({} and a {} ping-pong, {} samples per pair)",
+        "links: {} rank{} on {} host{}, level {}{}, {} ({}, ping-pong of {}, {} samples per pair)",
         report.units,
         if report.units == 1 { "" } else { "s" },
         report.hosts,
@@ -692,7 +694,7 @@ mod tests {
     #[test]
     fn the_json_holds_the_rows_and_the_report() {
         let (o, layout) = outcome(6, 1, Level::Node, vec![]);
-        let v = json(&meta(), &o.matrix, &layout, &o.analysis, &o.report);
+        let v = json(&meta(), &o.matrix, &layout, &o.analysis, Some(&o.report));
         assert_eq!(v["schema_version"], 1);
         assert_eq!(v["kind"], "links");
         assert_eq!(v["pairs"].as_array().unwrap().len(), o.matrix.pairs.len());

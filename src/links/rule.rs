@@ -296,12 +296,19 @@ impl Analysis {
             .map_or(0, |u| u.partners)
     }
 
-    /// Ranks in some low pair or suspect themselves.
+    /// Ranks suspect themselves, and the ends of low pairs. A low pair
+    /// with a suspect rank at one end does not count against the other
+    /// end: a slow node's pairs are low with whoever it meets (with a few
+    /// partners, one of them is often flagged as a pair too), and its
+    /// partners are what it must be re-tested against.
     pub fn involved(&self) -> std::collections::BTreeSet<usize> {
-        let mut out: std::collections::BTreeSet<usize> = self.unit_suspects().map(|u| u.rank).collect();
+        let suspects: std::collections::BTreeSet<usize> = self.unit_suspects().map(|u| u.rank).collect();
+        let mut out = suspects.clone();
         for p in self.pair_suspects() {
-            out.insert(p.pair.a);
-            out.insert(p.pair.b);
+            if !suspects.contains(&p.pair.a) && !suspects.contains(&p.pair.b) {
+                out.insert(p.pair.a);
+                out.insert(p.pair.b);
+            }
         }
         out
     }
@@ -340,10 +347,28 @@ fn polish(obs: &[Obs], by_unit: &[Vec<usize>], classes: usize) -> (Vec<f64>, Vec
             .map(|v| if v.is_empty() { 0.0 } else { median(v) })
             .collect()
     };
-    let mut effect = vec![0.0; units];
-    let mut level = class_medians(&effect);
     let present: Vec<usize> = (0..units).filter(|&u| !by_unit[u].is_empty()).collect();
     let mut scratch = Vec::new();
+    // Start from each unit's median pair (all units at once, centred), not
+    // from zero effects: at 4 nodes one slow node is half of all pairs, the
+    // class median falls between the fast and the slow pairs, and updating
+    // one unit after another from there can settle with the slow node's
+    // effect spread over its partners and one of its pairs.
+    let start = class_medians(&vec![0.0; units]);
+    let mut effect = vec![0.0; units];
+    for &u in &present {
+        scratch.clear();
+        scratch.extend(by_unit[u].iter().map(|&i| obs[i].g - start[obs[i].class]));
+        effect[u] = median(&mut scratch);
+    }
+    let mut centre: Vec<f64> = present.iter().map(|&u| effect[u]).collect();
+    let m = median(&mut centre);
+    if m.is_finite() {
+        for &u in &present {
+            effect[u] -= m;
+        }
+    }
+    let mut level = class_medians(&effect);
     for _ in 0..POLISH_ROUNDS {
         let mut change: f64 = 0.0;
         for &u in &present {
