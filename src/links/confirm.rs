@@ -108,6 +108,21 @@ impl Context<'_> {
         good.into_iter().map(|(_, r)| r).collect()
     }
 
+    /// Partners for a rank suspect when the known-good ranks run out: the
+    /// ends of low pairs that are not suspect themselves, the closest to
+    /// the fleet first. At a few nodes one spurious low pair among the
+    /// fast ones would otherwise leave a slow node no partner at all.
+    fn fallback(&self, units: &[usize], good: &[usize]) -> Vec<usize> {
+        let suspects: BTreeSet<usize> = self.analysis.unit_suspects().map(|u| u.rank).collect();
+        let mut more: Vec<(f64, usize)> = units
+            .iter()
+            .filter(|r| !suspects.contains(r) && !good.contains(r))
+            .map(|&r| (self.analysis.unit_distance(r).unwrap_or(f64::INFINITY), r))
+            .collect();
+        more.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        more.into_iter().map(|(_, r)| r).collect()
+    }
+
     /// The re-test rounds: `partners` of them (two when there are pair
     /// suspects). In each, first every rank suspect with its next
     /// known-good partner, then the pair suspects that fit, then the ends
@@ -120,6 +135,7 @@ impl Context<'_> {
             return plan;
         }
         let good = self.good(units);
+        let partners: Vec<usize> = good.iter().copied().chain(self.fallback(units, &good)).collect();
         let pairs_suspected = suspects.iter().any(|s| matches!(s, Suspect::Pair { .. }));
         let total = self.cfg.partners.max(1).max(if pairs_suspected { 2 } else { 1 });
         // (suspect, rank to pair with a known-good partner, domain, times left)
@@ -159,7 +175,7 @@ impl Context<'_> {
                 if left == 0 || busy.contains(&rank) {
                     return;
                 }
-                let partner = good.iter().copied().find(|&g| {
+                let partner = partners.iter().copied().find(|&g| {
                     !busy.contains(&g) && self.compatible(rank, g, domain) && !used.contains(&Pair::new(rank, g))
                 });
                 if let Some(g) = partner {
@@ -216,7 +232,7 @@ impl Context<'_> {
             }
             let tests: Vec<Pair> = round.iter().map(|(p, _)| *p).collect();
             for p in tests {
-                if let Some(c) = self.matched_control(p, &good, &mut busy) {
+                if let Some(c) = self.matched_control(p, &partners, &mut busy) {
                     round.push((c, None));
                     plan.matched.insert((round_index, p), c);
                 }
@@ -242,6 +258,37 @@ impl Context<'_> {
             ));
         }
         plan
+    }
+
+    /// The median goodness, less its ends' effects, of the matrix's pairs
+    /// of `class` on `metric` that touch no suspect rank; `None` when
+    /// there is none.
+    fn clean_level(&self, class: PairClass, metric: Metric) -> Option<f64> {
+        let suspects: BTreeSet<usize> = self.analysis.unit_suspects().map(|u| u.rank).collect();
+        let domain = Domain::of(class);
+        let mut g: Vec<f64> = self
+            .analysis
+            .pairs
+            .iter()
+            .filter(|p| p.metric == metric && self.analysis.class_like(p.class) == class)
+            .filter(|p| !suspects.contains(&p.pair.a) && !suspects.contains(&p.pair.b))
+            .map(|p| {
+                metric.goodness(p.value)
+                    - self.analysis.effect(p.pair.a, domain, metric)
+                    - self.analysis.effect(p.pair.b, domain, metric)
+            })
+            .filter(|x| x.is_finite())
+            .collect();
+        if g.is_empty() {
+            return None;
+        }
+        g.sort_by(f64::total_cmp);
+        let n = g.len();
+        Some(if n % 2 == 1 {
+            g[n / 2]
+        } else {
+            (g[n / 2 - 1] + g[n / 2]) / 2.0
+        })
     }
 
     /// How far below expected a pair is at worst over the metrics, percent.
@@ -313,16 +360,20 @@ impl Context<'_> {
                 let domain = Domain::of(class);
                 let effects =
                     |p: Pair| self.analysis.effect(p.a, domain, metric) + self.analysis.effect(p.b, domain, metric);
-                // the matched control, less its own ends' effects: without
-                // one, the re-test cannot be judged
-                let Some((control, value)) = plan
+                // the matched control, less its own ends' effects; without
+                // one (too few ranks free at a few nodes), the matrix's
+                // pairs of the class that touch no suspect rank
+                let control = plan
                     .matched
                     .get(&(idx, r.pair))
-                    .and_then(|c| Some((*c, measured.get(&(idx, *c))?.estimate(metric)?.median)))
-                else {
-                    continue;
+                    .and_then(|c| Some((*c, measured.get(&(idx, *c))?.estimate(metric)?.median)));
+                let reference_g = match control {
+                    Some((control, value)) => metric.goodness(value) - effects(control),
+                    None => match self.clean_level(class, metric) {
+                        Some(g) => g,
+                        None => continue,
+                    },
                 };
-                let reference_g = metric.goodness(value) - effects(control);
                 let sd = matrix_ref.map_or(0.0, |m| m.resid_sd);
                 let adjust: f64 = [r.pair.a, r.pair.b]
                     .into_iter()
@@ -456,6 +507,27 @@ impl Context<'_> {
                     }
                 }
             }
+        }
+        // a link at a confirmed slow rank is that rank's slowness seen
+        // through one partner (the rank's re-tests carry the evidence)
+        let slow: BTreeSet<usize> = confirmed_ranks.iter().map(|c| c.rank).collect();
+        let (links, kept): (Vec<Finding>, Vec<Finding>) = findings
+            .into_iter()
+            .partition(|f| f.kind == FindingKind::Link && f.endpoints.iter().any(|e| slow.contains(&e.rank)));
+        let mut findings = kept;
+        for f in links {
+            let at = f
+                .endpoints
+                .iter()
+                .find(|e| slow.contains(&e.rank))
+                .map_or(0, |e| e.rank);
+            dismissed.push(Dismissed {
+                what: format!("link {} - {}", f.endpoints[0].name(), f.endpoints[1].name()),
+                why: format!(
+                    "slow again, but its end {} is slow with known-good partners too: not a fault of this pair alone",
+                    self.endpoints[at].name()
+                ),
+            });
         }
         findings.extend(self.rank_findings(confirmed_ranks));
         (findings, dismissed)

@@ -435,4 +435,33 @@ mod tests {
             assert!(run(small(4, seed), vec![], Level::Node).report.healthy());
         }
     }
+
+    #[test]
+    fn at_four_noisy_nodes_a_slow_node_is_named_whatever_spurious_pairs_the_rule_flags() {
+        // as the GPU simulation's per-rank delay does: bandwidth / 15,
+        // latency x 120, with 10-15% noise that flags a fast pair now and
+        // then; its partners must still be found, and a slow pair at it is
+        // the node's, not a link of its own
+        for seed in 0..20 {
+            let mut cfg = small(4, seed);
+            cfg.noise.static_pair_sd = 0.15;
+            cfg.noise.round_sd = 0.1;
+            cfg.noise.sample_sd = 0.1;
+            cfg.noise.latency_sd = 0.15;
+            let slow = Fault::Node {
+                node: 3,
+                bw: 15.0,
+                latency: 120.0,
+            };
+            let o = run(cfg, vec![slow], Level::Node);
+            let f: Vec<(FindingKind, Vec<String>)> =
+                o.report.findings.iter().map(|f| (f.kind, f.hosts.clone())).collect();
+            assert_eq!(
+                f,
+                [(FindingKind::Node, vec![o.matrix.endpoints[3].host.clone()])],
+                "seed {seed}: {:?}",
+                o.report.dismissed
+            );
+        }
+    }
 }
