@@ -14,6 +14,7 @@ mod gpu_sim;
 mod hierarchy;
 mod import;
 mod launch;
+mod links;
 mod measurement;
 mod mpi_sweep;
 mod nccl;
