@@ -329,19 +329,19 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
     };
     // This machine is shared (2 cores, other jobs): a try may end with no
     // suspect, and is then run again, up to 3 times; a try that names
-    // anything but the fault fails the test at once.
-    let named = |name: &str, faults: Faults, want: (&str, &[&str])| {
-        let want = (
-            want.0.to_string(),
-            want.1.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
-        );
+    // anything but the fault fails the test at once. A CPU-starved node is
+    // named as a node, or, when its pairs stay within the rule's margin,
+    // by the all-reduce bisection: either way that host and no other.
+    let named = |name: &str, faults: Faults, kinds: &[&str], hosts: &[&str]| {
+        let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
         for attempt in 1..=3 {
             let (f, text) = run(&format!("{name}{attempt}"), faults.clone());
             if f.is_empty() {
                 eprintln!("note: {name}: try {attempt} found no suspect:\n{text}");
                 continue;
             }
-            assert_eq!(f, [want.clone()], "{text}");
+            assert_eq!(f.len(), 1, "{text}");
+            assert!(kinds.contains(&f[0].0.as_str()) && f[0].1 == hosts, "{text}");
             return;
         }
         panic!("{name}: no suspect in 3 tries");
@@ -350,10 +350,10 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
         slow_link: Some(("cbnode6-cbnode8", "100mbit")),
         ..Faults::default()
     };
-    named("link", link, ("link", &["cbnode6", "cbnode8"]));
+    named("link", link, &["link"], &["cbnode6", "cbnode8"]);
     let node = Faults {
         slow_node: Some(("cbnode7", 5)),
         ..Faults::default()
     };
-    named("node", node, ("node", &["cbnode7"]));
+    named("node", node, &["node", "collective"], &["cbnode7"]);
 }
