@@ -42,6 +42,10 @@ pub(super) struct RetestPlan {
 }
 
 /// A rank suspect the re-tests bore out.
+/// A link re-tested this many times slower than its slow end is with
+/// known-good partners is named as the link, not the end.
+const LINK_OVER_RANK: f64 = 2.0;
+
 struct Confirmed {
     rank: usize,
     /// The domain it was re-tested in.
@@ -136,6 +140,8 @@ impl Context<'_> {
         }
         let good = self.good(units);
         let partners: Vec<usize> = good.iter().copied().chain(self.fallback(units, &good)).collect();
+        // a fallback partner never re-tests a rank it is low with
+        let low: BTreeSet<Pair> = self.analysis.pair_suspects().map(|p| p.pair).collect();
         let pairs_suspected = suspects.iter().any(|s| matches!(s, Suspect::Pair { .. }));
         let total = self.cfg.partners.max(1).max(if pairs_suspected { 2 } else { 1 });
         // (suspect, rank to pair with a known-good partner, domain, times left)
@@ -176,7 +182,10 @@ impl Context<'_> {
                     return;
                 }
                 let partner = partners.iter().copied().find(|&g| {
-                    !busy.contains(&g) && self.compatible(rank, g, domain) && !used.contains(&Pair::new(rank, g))
+                    !busy.contains(&g)
+                        && self.compatible(rank, g, domain)
+                        && !used.contains(&Pair::new(rank, g))
+                        && !low.contains(&Pair::new(rank, g))
                 });
                 if let Some(g) = partner {
                     busy.insert(rank);
@@ -508,24 +517,56 @@ impl Context<'_> {
                 }
             }
         }
-        // a link at a confirmed slow rank is that rank's slowness seen
-        // through one partner (the rank's re-tests carry the evidence)
-        let slow: BTreeSet<usize> = confirmed_ranks.iter().map(|c| c.rank).collect();
-        let (links, kept): (Vec<Finding>, Vec<Finding>) = findings
-            .into_iter()
-            .partition(|f| f.kind == FindingKind::Link && f.endpoints.iter().any(|e| slow.contains(&e.rank)));
-        let mut findings = kept;
-        for f in links {
-            let at = f
-                .endpoints
+        // A link at a confirmed slow rank is that rank's slowness seen
+        // through one partner (the rank's re-tests carry the evidence),
+        // unless the link is far slower than the rank is with known-good
+        // partners: then it is the link, and the rank's milder slowness is
+        // what the link did to its figures (at a few nodes, one link is a
+        // third of a rank's pairs).
+        let factor = |tests: &[Retest]| {
+            tests
                 .iter()
-                .find(|e| slow.contains(&e.rank))
-                .map_or(0, |e| e.rank);
+                .filter(|r| r.low)
+                .map(|r| 1.0 / (1.0 - r.deficit_pct / 100.0).max(1e-9))
+                .fold(1.0, f64::max)
+        };
+        let mut kept = Vec::new();
+        let mut links_kept: BTreeSet<usize> = BTreeSet::new();
+        for f in findings {
+            let at: Vec<&Confirmed> = confirmed_ranks
+                .iter()
+                .filter(|c| f.kind == FindingKind::Link && f.endpoints.iter().any(|e| e.rank == c.rank))
+                .collect();
+            if at.is_empty() {
+                kept.push(f);
+                continue;
+            }
+            let pair = Pair::new(f.endpoints[0].rank, f.endpoints[1].rank);
+            let link_factor = factor(&f.retests.iter().filter(|r| r.pair == pair).cloned().collect::<Vec<_>>());
+            let rank_factor = at.iter().map(|c| factor(&c.retests)).fold(1.0, f64::max);
+            if link_factor > LINK_OVER_RANK * rank_factor {
+                links_kept.extend(at.iter().map(|c| c.rank));
+                kept.push(f);
+                continue;
+            }
+            let end = at[0].rank;
             dismissed.push(Dismissed {
                 what: format!("link {} - {}", f.endpoints[0].name(), f.endpoints[1].name()),
                 why: format!(
                     "slow again, but its end {} is slow with known-good partners too: not a fault of this pair alone",
-                    self.endpoints[at].name()
+                    self.endpoints[end].name()
+                ),
+            });
+        }
+        let mut findings = kept;
+        let (confirmed_ranks, explained): (Vec<Confirmed>, Vec<Confirmed>) =
+            confirmed_ranks.into_iter().partition(|c| !links_kept.contains(&c.rank));
+        for c in explained {
+            dismissed.push(Dismissed {
+                what: format!("rank {}", self.endpoints[c.rank].name()),
+                why: format!(
+                    "slow with known-good partners ({:.1}x at worst), but far less than its slow link: the link's",
+                    factor(&c.retests)
                 ),
             });
         }

@@ -464,4 +464,38 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn at_four_noisy_nodes_a_rate_limited_link_is_named_and_not_its_ends() {
+        // as HTB on lo does: the pair's bandwidth / 30, with the same noise;
+        // the link is a third of each end's pairs
+        let mut misses: Vec<u64> = Vec::new();
+        for seed in 0..20 {
+            let mut cfg = small(4, seed);
+            cfg.noise.static_pair_sd = 0.15;
+            cfg.noise.round_sd = 0.1;
+            cfg.noise.sample_sd = 0.1;
+            cfg.noise.latency_sd = 0.15;
+            let o = run(cfg, vec![Fault::slow_link(1, 3, 30.0)], Level::Node);
+            let f: Vec<(FindingKind, Vec<usize>)> = o
+                .report
+                .findings
+                .iter()
+                .map(|f| (f.kind, f.endpoints.iter().map(|e| e.rank).collect()))
+                .collect();
+            if f.is_empty() {
+                misses.push(seed);
+                continue;
+            }
+            assert_eq!(
+                f,
+                [(FindingKind::Link, vec![1, 3])],
+                "seed {seed}: {:?}",
+                o.report.dismissed
+            );
+        }
+        // a miss (the rule's margin, or a re-test's noise) is allowed at
+        // the target's rate; a wrong name never
+        assert!(misses.len() <= 2, "missed: {misses:?}");
+    }
 }
