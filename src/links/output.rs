@@ -266,8 +266,12 @@ pub fn json(
 /// Largest launch whose matrix is printed as text.
 pub const MATRIX_TEXT_MAX: usize = 16;
 
+/// Three significant figures below 1 (a slow link at 0.011 GB/s must not
+/// read 0.0), one decimal up to 100, none above.
 fn fmt_value(metric: Metric, v: f64) -> String {
     match metric {
+        _ if v > 0.0 && v < 0.01 => format!("{v:.4}"),
+        _ if v > 0.0 && v < 1.0 => format!("{v:.3}"),
         Metric::Latency if v < 10.0 => format!("{v:.2}"),
         _ if v < 100.0 => format!("{v:.1}"),
         _ => format!("{v:.0}"),
@@ -612,7 +616,7 @@ fn step_line(step: &super::finder::BisectStep) -> String {
         .iter()
         .zip(&step.busbw)
         .map(|((what, hosts), e)| {
-            let v = e.map_or("-".into(), |e| format!("{:.1}", e.median));
+            let v = e.map_or("-".into(), |e| fmt_value(Metric::Uni, e.median));
             format!(
                 "{what} of {} host{} {v} GB/s",
                 hosts.len(),
