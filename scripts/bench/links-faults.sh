@@ -36,8 +36,9 @@ if [ -z "$bin" ]; then
     cargo build --locked --release --quiet
     bin=$PWD/target/release/collbench
 fi
-scripts/fake-nodes.sh setup 8 >/dev/null
-nodes=cbnode5,cbnode6,cbnode7,cbnode8
+# nodes no test uses (a link fault on lo matches addresses)
+scripts/fake-nodes.sh setup 12 >/dev/null
+nodes=cbnode9,cbnode10,cbnode11,cbnode12
 out="results/bench-links-faults-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 
@@ -58,8 +59,8 @@ declare -A hits
 for case in healthy slow-link slow-node; do
     case $case in
         healthy) faults=(); want=none ;;
-        slow-link) faults=(--slow-link "cbnode6-cbnode8=$rate"); want="link:cbnode6+cbnode8" ;;
-        slow-node) faults=(--slow-node "cbnode7=$quota"); want="node:cbnode7" ;;
+        slow-link) faults=(--slow-link "cbnode10-cbnode12=$rate"); want="link:cbnode10+cbnode12" ;;
+        slow-node) faults=(--slow-node "cbnode11=$quota"); want="node:cbnode11" ;;
     esac
     hits[$case]=0
     for t in $(seq 1 "$tries"); do
@@ -79,6 +80,6 @@ done
 echo
 printf '%-10s %-24s %s\n' case expected "exactly that"
 printf '%-10s %-24s %s/%s\n' healthy none "${hits[healthy]}" "$tries"
-printf '%-10s %-24s %s/%s\n' slow-link "link:cbnode6+cbnode8" "${hits[slow-link]}" "$tries"
-printf '%-10s %-24s %s/%s\n' slow-node "node:cbnode7" "${hits[slow-node]}" "$tries"
+printf '%-10s %-24s %s/%s\n' slow-link "link:cbnode10+cbnode12" "${hits[slow-link]}" "$tries"
+printf '%-10s %-24s %s/%s\n' slow-node "node:cbnode11" "${hits[slow-node]}" "$tries"
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg); reports in $out"
