@@ -301,7 +301,9 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
     if !available() {
         return;
     }
-    // nodes of their own: a link fault on lo matches a node's address
+    // 20 operations a sample: a CPU quota throttles in bursts (5 ms of
+    // each 100 ms), which a few short operations can slip between.
+    // Nodes of their own: a link fault on lo matches a node's address
     // whichever test runs on it, and other tests use cbnode1 to cbnode8
     let setup = std::process::Command::new(crate::fake_nodes::SCRIPT)
         .args(["setup", "12"])
@@ -324,9 +326,9 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
                 "--size",
                 "256K",
                 "-n",
-                "4",
+                "20",
                 "--samples",
-                "6",
+                "10",
                 "--csv",
                 path_str(&csv_path),
                 "--json",
