@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CI regression check: runs the benchmark once, compares it with a
 # baseline made of several launches, prints the comparison once, writes a
-# markdown summary, and exits with compare's code. When the baseline does
-# not exist yet, measures it instead (several launches), says so, exits 0.
+# markdown summary, and exits with compare's code. A baseline is measured
+# only when asked (--create-baseline, --update-baseline): a missing one is
+# an error, so that a misspelt name can never pass a CI job.
 #
 #   scripts/ci-regression.sh BASELINE [options] [-- RUN-ARGS...]
 #
@@ -14,8 +15,10 @@
 #                          the recipe's defaults (below)
 #   --suite FILE           run `collbench suite FILE` instead of `collbench run`
 #                          (ranks and run options come from the suite file)
-#   --launches K           launches measured for a new baseline (default 5)
+#   --create-baseline      BASELINE does not exist yet: measure it (--launches
+#                          separate launches), compare nothing, exit 0
 #   --update-baseline      measure BASELINE anew (replacing it), compare nothing
+#   --launches K           launches measured for a baseline (default 5)
 #   --threshold PCT        compare's threshold (default: compare's, 5)
 #   --alpha A              compare's significance level (default 0.01: a CI job
 #                          judges every row at once, see docs/ci.md)
@@ -27,27 +30,35 @@
 #                          also appended to $GITHUB_STEP_SUMMARY when set
 #   -h, --help             this text
 # RUN-ARGS after `--` go to `collbench run` after the recipe's defaults, so
-# they change what they name (`-- -e 4M`, `-- --collectives all_reduce`);
-# `--csv PATH` there is the same as the option above, `--overwrite` is
-# implied. Without --config or --suite the recipe is
+# they change what they name (`-- -e 4M` adds a size; a run that drops a
+# case of the baseline, such as `-- --collectives all_reduce`, needs
+# --allow-missing); `--csv PATH` there is the same as the option above,
+# `--overwrite` is implied. Without --config or --suite the recipe is
 #   --collectives all_reduce,all_gather -b 1K -e 1M -f 4 -N 5
 # (24 cases, 5 samples each, about 20 s at 2 ranks on a quiet machine).
 # Environment: COLLBENCH, a collbench binary to use instead of building
 # target/release/collbench; MPIRUN, the launcher command (default mpirun;
 # words are split: MPIRUN='mpirun --bind-to none'); NP.
 #
-# Exit codes: 0 no regression (or a baseline created); 4 a regression or
-# cases of the baseline missing from the run; 2 unusable input (a
-# baseline measured differently or with other rank counts, a bad option);
-# a run that fails exits with the run's own code (1, 2, 3 or 5).
+# Exit codes: 0 no regression (or a baseline measured); 4 a regression or
+# cases of the baseline missing from the run; 2 unusable input (no baseline
+# of that name, a baseline measured differently or with other rank counts,
+# a bad option); a run that fails exits with the run's own code (1, 2, 3
+# or 5).
 #
-# Example (the command that made results/baselines/local-2ranks/):
+# Examples (each is run by the project's tests):
+#   scripts/ci-regression.sh local-2ranks --np 2 --threshold 25
+#   scripts/ci-regression.sh local-2ranks --np 2 --threshold 25 -- -e 4M
+#   scripts/ci-regression.sh local-2ranks --np 2 --threshold 25 --allow-missing -- --collectives all_reduce
+#   scripts/ci-regression.sh ci-suite --suite configs/suite-ci.toml --threshold 25
+#   scripts/ci-regression.sh my-machine --np 2 --create-baseline --launches 3
+# The command that made results/baselines/local-2ranks/:
 #   scripts/ci-regression.sh local-2ranks --np 2 --update-baseline
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/setup.sh
 
-usage() { sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 fail() { printf 'ci-regression: %s\n' "$*" >&2; exit 2; }
 need() { [ $# -ge 2 ] && [ -n "$2" ] || fail "$1 needs a value (see $0 --help)"; }
 
@@ -61,6 +72,7 @@ config=""
 suite=""
 launches=5
 update=0
+create=0
 csv=""
 summary="results/ci-summary.md"
 alpha=0.01
@@ -74,6 +86,7 @@ while [ $# -gt 0 ]; do
         --suite) need "$@"; suite=$2; shift 2 ;;
         --launches) need "$@"; launches=$2; shift 2 ;;
         --update-baseline) update=1; shift ;;
+        --create-baseline) create=1; shift ;;
         --alpha) need "$@"; alpha=$2; shift 2 ;;
         --threshold|--metric) need "$@"; compare_args+=("$1" "$2"); shift 2 ;;
         --allow-different-ranks|--allow-method-change|--allow-missing) compare_args+=("$1"); shift ;;
@@ -121,6 +134,19 @@ if [ -z "$target" ]; then
     esac
 fi
 
+if [ $create = 1 ] && [ $update = 1 ]; then
+    fail "--create-baseline and --update-baseline: give one (create makes a new baseline, update replaces one)"
+fi
+if [ $create = 1 ] && [ -n "$baseline" ]; then
+    fail "baseline $baseline exists already; --update-baseline measures it anew (replacing it)"
+fi
+if [ $create = 0 ] && [ $update = 0 ] && [ -z "$baseline" ]; then
+    case "$baseline_arg" in
+        */*|*.csv) where=$baseline_arg ;;
+        *) where="results/baselines/$baseline_arg/ (or $baseline_arg.csv there)" ;;
+    esac
+    fail "no baseline at $where; to measure one, run this again with --create-baseline"
+fi
 collbench_mpirun_env
 if [ -n "${COLLBENCH:-}" ]; then
     bin=$COLLBENCH
@@ -179,11 +205,11 @@ create_baseline() {
     esac
 }
 
-if [ $update = 1 ] || [ -z "$baseline" ]; then
+if [ $update = 1 ] || [ $create = 1 ]; then
     runs="$launches launches"
     [ -z "$suite" ] || runs="$launches runs of the suite"
     if [ -z "$baseline" ]; then
-        echo "== no baseline '$baseline_arg': measuring one ($runs) into $target"
+        echo "== measuring baseline '$baseline_arg' ($runs) into $target"
     else
         echo "== measuring a new baseline ($runs) into $target"
     fi

@@ -16,7 +16,7 @@ use clap::builder::PossibleValue;
 use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use crate::collective::Collective;
+use crate::collective::{Collective, Spread};
 use crate::error::Error;
 use crate::links::{Level, Metric as LinkMetric};
 use crate::topology::Hierarchy;
@@ -25,7 +25,7 @@ use crate::types::{
     Average, BackendChoice, Choice, DType, Dimension, Format, Metric, ProgressMode, ReduceOp, RootChoice, SeriesBy,
     Size, Source, Switch,
 };
-use crate::workload::{Count, PresetName, Strategy};
+use crate::workload::{Count, PresetName, Strategy, TorchVersion};
 use crate::world::Launcher;
 use crate::world::launch::LauncherChoice;
 
@@ -81,12 +81,15 @@ size_bytes and nranks; every row of a case is a sample of it (the cycles of a la
 launches of a folder: BASE or NEW may be a folder of CSVs). A row regressed when the change \
 of the medians is worse than the threshold AND statistically clear (p < alpha): a t-test on \
 the launches' medians when a side holds several launches, else the Mann-Whitney U test on the \
-samples; with one sample on a side, the threshold alone. Rows whose noise (half the width of \
-the change's interval) exceeds the threshold are too noisy to judge. Rows only in BASE fail \
+samples; with one sample on a side, the threshold alone. Only launches show launch-to-launch \
+noise: with one launch on each side, a change beyond the threshold is \"unproven\" and fails \
+nothing unless --within-launch. Rows whose noise (half the width of the change's interval) \
+exceeds the threshold are too noisy to judge. Rows only in BASE fail \
 unless --allow-missing. Sides measured differently (timing, average, iteration policy, -m, \
 -G, -R, rotation, backend) are refused unless --allow-method-change. Details: docs/ci.md.\n\n\
 Examples:\n  \
 collbench compare results/baselines/local-2ranks/ results/new.csv\n  \
+collbench compare --within-launch one-launch.csv another-launch.csv\n  \
 collbench compare --metric time --threshold 10 --format markdown base.csv new.csv\n  \
 collbench compare --export-markdown summary.md base/ new.csv\n  \
 collbench compare --by hierarchy results/sweep.csv\n\n\
@@ -113,7 +116,8 @@ collbench plot results/sweep.csv --metric time --title 'all_reduce modes' -o tim
     #[command(after_help = "nccl-tests: the text output of any *_perf binary (2.13 and later, \
 with or without timestamps or per-iteration columns) or its -J JSON file. OSU: the output of \
 osu_allreduce, osu_allgather, osu_alltoall, osu_bcast, osu_reduce, osu_reduce_scatter, \
-osu_gather or osu_scatter, with or without -f. Bandwidths are recomputed with collbench's \
+osu_gather or osu_scatter, with or without -f. collbench: the table `collbench run` prints \
+(a job log whose CSV was lost). Bandwidths are recomputed with collbench's \
 formulas; OSU's per-rank sizes become totals.\n\n\
 Examples:\n  \
 collbench import --from nccl-tests all_reduce.log -o old.csv\n  \
@@ -219,11 +223,11 @@ failure, 2 usage or configuration error, 3 validation failed, 5 timeout.")]
 /// Values are typed: a bad one is one line naming the option (`app`).
 #[derive(Clone, Debug, Args)]
 pub struct WorkloadArgs {
-    /// Strategies: ddp, zero1, zero2, fsdp (zero3, full_shard), fsdp-grad-op, hsdp, hsdp-grad-op, tp (megatron), or all
+    /// Strategies: ddp, zero1, zero2, fsdp (full_shard), fsdp-grad-op, hsdp, hsdp-grad-op, tp (megatron), moe (expert parallel), pp (pipeline), or all
     #[arg(long, value_name = "LIST", default_value = "ddp", help_heading = "Workload")]
     pub strategy: Choice<Strategy>,
 
-    /// A model preset (gpt2, tinyllama-1.1b, llama-3.2-1b, llama-2-7b, mistral-7b, llama-3-8b, llama-2-70b, llama-3-70b)
+    /// A model preset (gpt2, tinyllama-1.1b, llama-3.2-1b, llama-2-7b, mistral-7b, llama-3-8b, llama-2-70b, llama-3-70b, deepseek-moe-16b, mixtral-8x7b)
     #[arg(long, value_name = "NAME", conflicts_with = "params", help_heading = "Workload")]
     pub model: Option<PresetName>,
 
@@ -243,15 +247,23 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
     pub vocab: Option<Count>,
 
-    /// Parameter element type (all-gathers of FSDP and ZeRO, tp activations)
+    /// Parameter element type (all-gathers of FSDP and ZeRO, activations of tp, moe and pp)
     #[arg(long, value_name = "TYPE", default_value = "bfloat16", value_parser = dtype_arg, help_heading = "Workload")]
     pub param_dtype: DType,
 
-    /// Gradient element type (all-reduces and reduce-scatters of gradients)
-    #[arg(long, value_name = "TYPE", value_parser = dtype_arg, help_heading = "Workload")]
-    pub grad_dtype: Option<DType>,
+    /// The plain form: a mixture of experts, each layer's MLP split into N experts
+    #[arg(long, value_name = "N", requires = "params", help_heading = "Workload")]
+    pub experts: Option<usize>,
 
-    /// DDP (and tp's data-parallel) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
+    /// The plain form's experts per token [default: 2]
+    #[arg(long, value_name = "K", requires = "experts", help_heading = "Workload")]
+    pub top_k: Option<usize>,
+
+    /// Type gradients are reduced in (all-reduces and reduce-scatters of gradients) [default: each framework's: float for DDP under AMP and Megatron with bf16, the parameter type for FSDP and DeepSpeed]
+    #[arg(long, visible_alias = "grad-dtype", value_name = "TYPE", value_parser = dtype_arg, help_heading = "Workload")]
+    pub reduce_dtype: Option<DType>,
+
+    /// DDP (and the data-parallel gradients of tp, moe and pp) bucket sizes, bytes with binary suffixes; several give a side-by-side view [default: 25M, PyTorch's bucket_cap_mb]
     #[arg(long, value_name = "LIST", value_delimiter = ',', action = ArgAction::Set, value_parser = bucket_size,
           help_heading = "Workload")]
     pub bucket: Vec<Size>,
@@ -259,6 +271,14 @@ pub struct WorkloadArgs {
     /// Tensor-parallel degree of the tp strategy
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub tp: u64,
+
+    /// Expert-parallel degree of the moe strategy [default: the most that divide both the ranks and the experts]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub ep: Option<u64>,
+
+    /// Pipeline stages of the pp strategy [default: the most that divide both the ranks and the layers]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub pp: Option<u64>,
 
     #[command(flatten)]
     pub knobs: KnobArgs,
@@ -275,13 +295,39 @@ pub struct WorkloadArgs {
 /// into it through serde), so a knob is one field here and one there.
 #[derive(Clone, Debug, Args, Serialize)]
 pub struct KnobArgs {
-    /// tp's activations: sequence length
+    /// Activations of tp, moe and pp: sequence length (tokens per micro-batch)
     #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub seq_len: u64,
 
-    /// tp's activations: micro-batch size
+    /// Activations of tp, moe and pp: micro-batch size
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
     pub micro_batch: u64,
+
+    /// pp's micro-batches per step [default: as many as stages]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "0",
+        hide_default_value = true,
+        help_heading = "Workload"
+    )]
+    pub micro_batches: u64,
+
+    /// moe's router imbalance: the busiest expert rank's tokens over the mean (1: balanced)
+    #[arg(long, value_name = "F", default_value = "1", value_parser = imbalance_arg, help_heading = "Workload")]
+    pub moe_imbalance: f64,
+
+    /// The PyTorch release DDP is modelled on (2.3: a 1 MiB first bucket even with --bucket) [default: current, 2.4 and later]
+    #[arg(long, value_name = "VERSION", help_heading = "Workload")]
+    pub pytorch: Option<TorchVersion>,
+}
+
+/// `--moe-imbalance`: a finite factor of at least 1.
+fn imbalance_arg(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 1.0 => Ok(f),
+        _ => Err("the router's imbalance is a factor of at least 1 (the busiest rank's tokens over the mean)".into()),
+    }
 }
 
 /// One `--bucket` size: at least a byte.
@@ -292,7 +338,7 @@ fn bucket_size(text: &str) -> Result<Size, String> {
     }
 }
 
-/// One element type by name (`--param-dtype`, `--grad-dtype`).
+/// One element type by name (`--param-dtype`, `--reduce-dtype`).
 fn dtype_arg(text: &str) -> Result<DType, String> {
     DType::parse(text).ok_or_else(|| {
         let names: Vec<&str> = DType::ALL.iter().map(|t| t.name()).collect();
@@ -330,6 +376,10 @@ pub struct ReplayArgs {
     /// Operations listed as the top by time
     #[arg(long, value_name = "N", default_value = "10", help_heading = "Replay")]
     pub top: usize,
+
+    /// Only check the log: every communicator's calls across its ranks and every Send's Recv, then the kept rank's sequence; nothing runs (exit 6 when the ranks disagree)
+    #[arg(long, help_heading = "Replay")]
+    pub check_only: bool,
 
     #[command(flatten)]
     pub steps: StepArgs,
@@ -494,6 +544,12 @@ pub struct CompareArgs {
     #[arg(long)]
     pub allow_missing: bool,
 
+    /// With one launch on each side, judge rows by the samples inside the launches (the rank
+    /// test, or the threshold alone) as if launches did not vary, so that they may regress (exit
+    /// 4); without it such rows are "unproven" and never fail
+    #[arg(long)]
+    pub within_launch: bool,
+
     /// Also write the markdown report to FILE (one compare for the terminal and a CI summary)
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
@@ -622,11 +678,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECS", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
     pub min_time: Option<f64>,
 
-    /// Time every iteration: p50, p99, CV and the slowest rank per point, and a straggler verdict
+    /// Time every iteration: p50, p99, CV and the slowest rank (duration) per point, and a slow-rank verdict (arrival skew at the checks)
     #[arg(short = 'I', long, help_heading = "Measurement")]
     pub per_iter: bool,
 
-    /// With -I: name a rank that is persistently this many percent slower than the median
+    /// With -I: a rank is late at a point when its own part of the check takes this many percent longer than the other ranks' median; one late significantly often is named
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
     pub straggler_threshold: f64,
 
@@ -713,7 +769,7 @@ pub struct RunArgs {
           help_heading = "Measurement")]
     pub timeout: u64,
 
-    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, gather, scatter, sendrecv, or all
+    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv, or all
     #[arg(long, value_name = "LIST", default_value = "all", help_heading = "What to run")]
     pub collectives: Choice<Collective>,
 
@@ -747,6 +803,30 @@ pub struct RunArgs {
         help_heading = "What to run"
     )]
     pub root: RootChoice,
+
+    /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
+    #[arg(
+        long,
+        value_name = "0..1",
+        env = "NCCL_TESTS_ALLTOALLV_SPREAD",
+        default_value = "1",
+        help_heading = "What to run"
+    )]
+    pub alltoallv_spread: Spread,
+
+    /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
+        help_heading = "What to run"
+    )]
+    pub alltoallv_matrix: Option<PathBuf>,
+
+    /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
+    #[arg(long, value_name = "X", env = "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", default_value = "1",
+          value_parser = non_negative, help_heading = "What to run")]
+    pub alltoallv_matrix_scale: f64,
 
     /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat
     #[arg(long, value_name = "LIST", default_value = "flat", help_heading = "Hierarchy")]
@@ -799,6 +879,16 @@ pub struct RunArgs {
     /// Also write a JSON report (records plus the run's configuration)
     #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
     pub json: Option<PathBuf>,
+
+    /// A timestamp (%Y-%m-%d %H:%M:%S, UTC) at the end of every table row, as nccl-tests' -S; `-S 0` turns it off
+    #[arg(short = 'S', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
+          help_heading = OUTPUT)]
+    pub timestamps: Switch,
+
+    /// The schema of --json: collbench (ours), or nccl-tests-json (the file nccl-tests' -J writes, which its tools/analyze_perf_json.py reads)
+    #[arg(long, value_name = "FORMAT", default_value = "collbench",
+          value_parser = ["collbench", "nccl-tests-json"], help_heading = OUTPUT)]
+    pub output_format: String,
 
     /// Replace output files that already exist instead of refusing
     #[arg(long, help_heading = OUTPUT)]
@@ -884,6 +974,14 @@ fn seconds_up_to_an_hour(text: &str) -> Result<f64, String> {
     positive_number(text, 3600.0)
 }
 
+/// A finite number of at least 0 (`--alltoallv-matrix-scale`).
+fn non_negative(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{}' is not a number of at least 0", text.trim())),
+    }
+}
+
 /// A positive percentage (`--straggler-threshold`).
 fn percent(text: &str) -> Result<f64, String> {
     positive_number(text, 1e6)
@@ -964,7 +1062,7 @@ value_enum!(LinkMetric, LinkMetric::ALL, |_| &[]);
 /// by clap id, each with what to use instead where there is something:
 /// the one list both the refusal (`RunArgs::step_refusal`) and the help
 /// (hidden there, so it lists only what applies) come from.
-pub const STEP_REFUSED: [(&str, &str); 23] = [
+pub const STEP_REFUSED: [(&str, &str); 28] = [
     ("minbytes", ""),
     ("maxbytes", ""),
     ("stepfactor", ""),
@@ -983,8 +1081,13 @@ pub const STEP_REFUSED: [(&str, &str); 23] = [
     ("op", ""),
     ("root", ""),
     ("hierarchy", ""),
+    ("alltoallv_spread", ""),
+    ("alltoallv_matrix", ""),
+    ("alltoallv_matrix_scale", ""),
     ("average", "times are the slowest rank's"),
     ("json", ""),
+    ("output_format", ""),
+    ("timestamps", ""),
     ("rotate", ""),
     ("phase_times", ""),
     ("config", ""),
@@ -1397,7 +1500,7 @@ mod tests {
         let line = |args: &[&str]| step_value_error(&workload(args).unwrap_err(), Some("workload")).unwrap();
         assert!(line(&["--bucket", "lots"]).starts_with("--bucket lots: "));
         assert_eq!(line(&["--bucket", "1M,0"]), "--bucket sizes must be at least 1 byte");
-        assert!(line(&["--strategy", "pipeline"]).contains("unknown strategy 'pipeline'"));
+        assert!(line(&["--strategy", "pipelined"]).contains("unknown strategy 'pipelined'"));
         assert!(line(&["--model", "gpt-5"]).starts_with("--model gpt-5: unknown model 'gpt-5'"));
         assert!(line(&["--params", "many", "--layers", "1"]).starts_with("--params many: "));
         // other errors and other commands: clap's own, complete

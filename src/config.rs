@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::backend::StartConfig;
 use crate::cli::{self, RunArgs, TransportArg};
+use crate::collective::{Collective, Traffic, TrafficMatrix};
 use crate::engine::Timing;
 use crate::engine::policy::{DEFAULT_MIN_TIME, Iterations};
 use crate::engine::precision::PrecisionGoal;
@@ -95,6 +96,11 @@ impl RunConfig {
         let timing = timing(a);
         let start = start_config(a)?;
         check_launch_extras(&timing, &plan.hierarchies)?;
+        let mut digest = a.digest()?;
+        if let Traffic::Matrix(m) = plan.traffic {
+            // every rank must read the same matrix, not just the same path
+            digest.push(("--alltoallv-matrix contents".into(), m.fingerprint()));
+        }
         // `auto` is checked once it has chosen (session).
         if let BackendChoice::Only(kind) = start.backend {
             start.transport.check_backend(kind, "")?;
@@ -106,6 +112,8 @@ impl RunConfig {
             outputs: OutputConfig {
                 csv: a.csv.clone(),
                 json: a.json.clone(),
+                nccl_tests_json: json_format(a)?,
+                timestamps: a.timestamps.on(),
                 overwrite: a.overwrite,
                 progress: cli::progress_mode(a.no_progress, a.progress),
                 label: a.label.clone(),
@@ -115,7 +123,7 @@ impl RunConfig {
                 trace_bootstrap: a.trace_bootstrap.clone(),
                 no_comm_split: a.no_comm_split,
             },
-            digest: a.digest()?,
+            digest,
         })
     }
 }
@@ -132,15 +140,43 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
         None => None,
         Some(k) => Some(usize::try_from(k).map_err(|_| Error::usage(format!("--ranks-per-node {k} is too large")))?),
     };
+    let collectives = a.collectives.values();
     Ok(PlanConfig {
         sweep: SizeSweep::new(a.minbytes.bytes(), a.maxbytes.bytes(), step)?,
-        collectives: a.collectives.values(),
+        traffic: traffic(a, &collectives)?,
+        collectives,
         dtypes: a.dtype.clone(),
         ops: a.op.clone(),
         roots: a.root,
         hierarchies: a.hierarchy.values(),
         ranks_per_node,
     })
+}
+
+/// Whether `--json` is in nccl-tests' schema (`--output-format`); the
+/// format alone, without a file, is refused rather than ignored.
+fn json_format(a: &RunArgs) -> Result<bool, Error> {
+    match a.output_format.as_str() {
+        "collbench" => Ok(false),
+        _ if a.json.is_none() => Err(Error::usage(
+            "--output-format nccl-tests-json says how to write the --json file: give --json PATH too",
+        )),
+        _ => Ok(true),
+    }
+}
+
+/// alltoallv's traffic: the matrix file where one is given (and alltoallv
+/// runs: a file named in the environment for another run is not read),
+/// else the generated traffic of `--alltoallv-spread`, as nccl-tests.
+fn traffic(a: &RunArgs, collectives: &[Collective]) -> Result<Traffic, Error> {
+    match &a.alltoallv_matrix {
+        Some(path) if collectives.contains(&Collective::AllToAllV) => {
+            TrafficMatrix::read(path, a.alltoallv_matrix_scale)
+                .map(Traffic::Matrix)
+                .map_err(|e| Error::usage(format!("--alltoallv-matrix {e}")))
+        }
+        _ => Ok(Traffic::Weighted(a.alltoallv_spread)),
+    }
 }
 
 /// `-n` wins over `--min-time`, which wins over the precision policy; a

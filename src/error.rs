@@ -31,6 +31,9 @@ pub mod exit {
     pub const REGRESSION: u8 = 4;
     /// A watchdog timeout.
     pub const TIMEOUT: u8 = 5;
+    /// `replay`: the log's ranks disagree (a divergence or a one-sided
+    /// point-to-point call); nothing was run.
+    pub const DIVERGENCE: u8 = 6;
 }
 
 #[derive(Debug, Error)]
@@ -44,6 +47,9 @@ pub enum Error {
     /// The sweep finished, but some results were wrong.
     #[error("validation failed: {wrong} wrong elements in {points} of {checked} checked points")]
     Validation { wrong: u64, points: usize, checked: usize },
+    /// `replay`: the logged ranks disagree; nothing was run.
+    #[error("{0}")]
+    Divergence(String),
     /// A failure the ranks agreed on and one of them already printed (see
     /// `World::agree`): nothing is left to say, only the exit code.
     #[error("a failure already reported (exit code {0})")]
@@ -64,6 +70,7 @@ impl Error {
             Error::Usage(_) => exit::USAGE,
             Error::Runtime(_) => exit::RUNTIME,
             Error::Validation { .. } => exit::VALIDATION,
+            Error::Divergence(_) => exit::DIVERGENCE,
             Error::Reported(code) => *code,
         }
     }
@@ -73,6 +80,7 @@ impl Error {
     pub fn from_code(code: u8, msg: String) -> Error {
         match code {
             exit::USAGE => Error::Usage(msg),
+            exit::DIVERGENCE => Error::Divergence(msg),
             _ => Error::Runtime(msg),
         }
     }
@@ -98,5 +106,7 @@ mod tests {
         // compare returns it as its code; nothing else ends with it
         assert_eq!(exit::REGRESSION, 4);
         assert_eq!(exit::TIMEOUT, 5);
+        assert_eq!(Error::Divergence("x".into()).exit_code(), 6);
+        assert_eq!(Error::from_code(6, "x".into()).exit_code(), 6);
     }
 }

@@ -10,7 +10,7 @@
 //! elements, or to the same buffers as the previous size, are skipped (at
 //! 4 ranks a 8-byte float all_gather has no whole element per rank).
 
-use crate::collective::{Collective, Shape};
+use crate::collective::{Collective, Shape, Traffic};
 use crate::error::Error;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{Choice, DType, Named, Placement, ReduceOp, RootChoice, human_bytes};
@@ -32,6 +32,8 @@ pub struct PlanConfig {
     pub hierarchies: Vec<Hierarchy>,
     /// Virtual nodes of this many consecutive ranks, instead of hosts.
     pub ranks_per_node: Option<usize>,
+    /// alltoallv's traffic: nccl-tests' generated pattern, or a matrix.
+    pub traffic: Traffic,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,12 +134,13 @@ impl Plan {
             caps.check_hierarchy(mode).map_err(Error::Usage)?;
         }
         check_node_layout(cfg, &ops, nodes)?;
+        check_traffic(cfg, nranks)?;
         if let Some(why) = &caps.refused_extras {
             return Err(Error::usage(why.clone()));
         }
         let mut cases = Vec::new();
         for group in groups(cfg, &dtypes, &ops, &roots) {
-            cases.extend(sized_cases(group, &cfg.sweep, caps, nranks)?);
+            cases.extend(sized_cases(group, &cfg.sweep, cfg.traffic, caps, nranks)?);
         }
         if cases.is_empty() {
             return Err(Error::usage(format!(
@@ -330,6 +333,42 @@ fn check_node_layout(cfg: &PlanConfig, ops: &[ReduceOp], nodes: &Nodes) -> Resul
     Ok(())
 }
 
+/// alltoallv with a traffic matrix: nccl-tests' rules (src/alltoallv.cu):
+/// one size (`-b` equal to `-e`: the blocks come from the matrix), a
+/// matrix at least as large as the job, and `-e` at least the most one
+/// rank sends or receives.
+fn check_traffic(cfg: &PlanConfig, nranks: usize) -> Result<(), Error> {
+    let Traffic::Matrix(m) = cfg.traffic else {
+        return Ok(());
+    };
+    if !cfg.collectives.contains(&Collective::AllToAllV) {
+        return Ok(());
+    }
+    let file = &m.source;
+    if cfg.sweep.min != cfg.sweep.max {
+        return Err(Error::usage(format!(
+            "alltoallv with the traffic matrix {file} measures one size: give -b equal to -e (e.g. -b 32M -e 32M), \
+             the blocks come from the matrix"
+        )));
+    }
+    if m.dim() < nranks {
+        return Err(Error::usage(format!(
+            "the traffic matrix {file} is {0}x{0}, smaller than the job's {nranks} ranks",
+            m.dim()
+        )));
+    }
+    let shape = crate::collective::alltoallv::shape(0, nranks, 1, cfg.traffic);
+    let need = shape.send.max(shape.recv) as u64;
+    if cfg.sweep.max < need {
+        return Err(Error::usage(format!(
+            "-e {} is less than {need} bytes, the most one rank sends or receives in the traffic matrix {file}: \
+             raise -e (and -b) to at least {need}",
+            cfg.sweep.max
+        )));
+    }
+    Ok(())
+}
+
 /// A case without its size: collective, hierarchy, type, operation, root.
 type Group = (Collective, Hierarchy, DType, Option<ReduceOp>, Option<usize>);
 
@@ -366,14 +405,18 @@ fn groups(cfg: &PlanConfig, dtypes: &[DType], ops: &[ReduceOp], roots: &[usize])
 
 /// One group at every size of the sweep, skipping sizes whose buffers
 /// round to nothing or to the previous size's.
-fn sized_cases(group: Group, sweep: &SizeSweep, caps: &Capabilities, nranks: usize) -> Result<Vec<Case>, Error> {
+fn sized_cases(
+    group: Group,
+    sweep: &SizeSweep,
+    traffic: Traffic,
+    caps: &Capabilities,
+    nranks: usize,
+) -> Result<Vec<Case>, Error> {
     let (collective, hierarchy, dtype, op, root) = group;
     let mut cases = Vec::new();
     let mut previous: Option<Shape> = None;
     for size in sweep.sizes() {
-        let count = usize::try_from(size / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
-        let count = collective.aligned_count(count, nranks, dtype.size_bytes());
-        let shape = collective.spec().shape(count, nranks);
+        let shape = collective.sized(size, nranks, dtype.size_bytes(), traffic);
         if shape.send.max(shape.recv) == 0 || previous == Some(shape) {
             continue;
         }

@@ -55,10 +55,11 @@ seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 ci_run() {
     local tag=$1
     shift
-    local start end code
+    local start end code create=()
+    [ -e "$out/baseline" ] || create=(--create-baseline)
     start=$(now)
     set +e
-    "$@" scripts/ci-regression.sh "$out/baseline" --np "$np" --launches "$launches" \
+    "$@" scripts/ci-regression.sh "$out/baseline" "${create[@]}" --np "$np" --launches "$launches" \
         --csv "$out/$tag.csv" --summary "$out/$tag.md" "${ci_args[@]}" > "$out/$tag.log" 2>&1
     code=$?
     set -e

@@ -6,7 +6,9 @@
 //!
 //! What each operation "takes" and where it fails are injected per call:
 //! `with_delay` (a closure, or `script` for a list of durations) and
-//! `with_fault`. A delay advances the rank's `VirtualClock` when one is
+//! `with_fault`; what a rank's own work takes (filling its input, handing
+//! over its output: the check's part outside the collective) by
+//! `with_work`. A delay advances the rank's `VirtualClock` when one is
 //! attached (`with_clock`; give the engine the same clock and its times are
 //! exact), and is slept on the host clock otherwise. A failed rank breaks
 //! the exchange, so its peers end with an error instead of waiting.
@@ -75,6 +77,7 @@ pub enum Fault {
 
 type DelayFn = Box<dyn FnMut(&Launched) -> Duration + Send>;
 type FaultFn = Box<dyn FnMut(&Launched) -> Option<Fault> + Send>;
+type WorkFn = Box<dyn FnMut(&Call) -> Duration + Send>;
 
 /// The durations of `script`, one per operation in turn, starting again
 /// from the first when it runs out (nothing when it is empty).
@@ -148,6 +151,8 @@ pub struct MemoryBackend {
     rotation: (usize, usize),
     clock: Option<VirtualClock>,
     delay: Option<DelayFn>,
+    /// What filling an input takes (`with_work`).
+    work: Option<WorkFn>,
     fault: Option<FaultFn>,
     journal: Journal,
     /// Operations run so far (`Launched::seq`).
@@ -180,6 +185,7 @@ impl MemoryBackend {
                     rotation: (0, 1),
                     clock: None,
                     delay: None,
+                    work: None,
                     fault: None,
                     journal: Journal::default(),
                     seq: 0,
@@ -199,6 +205,13 @@ impl MemoryBackend {
     /// else slept.
     pub fn with_delay(mut self, delay: impl FnMut(&Launched) -> Duration + Send + 'static) -> Self {
         self.delay = Some(Box::new(delay));
+        self
+    }
+
+    /// Filling the input of `call` (`load_input`, a rank's own work)
+    /// takes `work(call)`: on `clock` when one is attached, else slept.
+    pub fn with_work(mut self, work: impl FnMut(&Call) -> Duration + Send + 'static) -> Self {
+        self.work = Some(Box::new(work));
         self
     }
 
@@ -449,6 +462,13 @@ impl Backend for MemoryBackend {
         let r = regions(call, placement);
         self.buffer(r.output.0).poison();
         self.buffer(r.input.0).fill(r.input.1, value);
+        if let Some(work) = self.work.as_mut() {
+            let took = work(call);
+            match &self.clock {
+                Some(clock) => clock.advance(took),
+                None => std::thread::sleep(took),
+            }
+        }
         Ok(())
     }
 

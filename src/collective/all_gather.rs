@@ -18,6 +18,7 @@ impl CollectiveSpec for AllGather {
             send: per_rank,
             recv: per_rank * nranks,
             count: per_rank,
+            peers: None,
         }
     }
 

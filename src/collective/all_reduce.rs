@@ -22,6 +22,7 @@ impl CollectiveSpec for AllReduce {
             send: count,
             recv: count,
             count,
+            peers: None,
         }
     }
 

@@ -18,6 +18,7 @@ impl CollectiveSpec for AllToAll {
             send: per_peer * nranks,
             recv: per_peer * nranks,
             count: per_peer,
+            peers: None,
         }
     }
 

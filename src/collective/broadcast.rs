@@ -25,6 +25,7 @@ impl CollectiveSpec for Broadcast {
             send: count,
             recv: count,
             count,
+            peers: None,
         }
     }
 

@@ -22,6 +22,7 @@ impl CollectiveSpec for Gather {
             send: per_rank,
             recv: per_rank * nranks,
             count: per_rank,
+            peers: None,
         }
     }
 

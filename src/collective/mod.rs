@@ -12,6 +12,7 @@
 mod all_gather;
 mod all_reduce;
 mod alltoall;
+pub mod alltoallv;
 mod broadcast;
 mod gather;
 pub mod pattern;
@@ -23,12 +24,13 @@ mod sendrecv;
 
 use std::fmt;
 
+pub use alltoallv::{Peers, Spread, Traffic, TrafficMatrix};
 pub use pattern::Pattern;
 pub use regions::{Buf, Convention, Regions};
 
 use crate::types::{DType, Named, by_name};
 
-/// The nine collectives, in the order a sweep runs them.
+/// The ten collectives, in the order a sweep runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Collective {
     #[default]
@@ -38,19 +40,21 @@ pub enum Collective {
     Broadcast,
     Reduce,
     AllToAll,
+    AllToAllV,
     Gather,
     Scatter,
     SendRecv,
 }
 
 impl Collective {
-    pub const ALL: [Collective; 9] = [
+    pub const ALL: [Collective; 10] = [
         Collective::AllReduce,
         Collective::AllGather,
         Collective::ReduceScatter,
         Collective::Broadcast,
         Collective::Reduce,
         Collective::AllToAll,
+        Collective::AllToAllV,
         Collective::Gather,
         Collective::Scatter,
         Collective::SendRecv,
@@ -65,6 +69,7 @@ impl Collective {
             Collective::Broadcast => &broadcast::Broadcast,
             Collective::Reduce => &reduce::Reduce,
             Collective::AllToAll => &alltoall::AllToAll,
+            Collective::AllToAllV => &alltoallv::AllToAllV,
             Collective::Gather => &gather::Gather,
             Collective::Scatter => &scatter::Scatter,
             Collective::SendRecv => &sendrecv::SendRecv,
@@ -90,16 +95,28 @@ impl Collective {
     /// alltoall, gather and scatter is a multiple of 16 bytes, as nccl-tests
     /// does since late 2024 (`(count/nranks) & -(16/eltSize)` in each test's
     /// GetCollByteCount), so that the size rows match nccl-tests' at every
-    /// rank count. The others take `count` as it is.
+    /// rank count. The others take `count` as it is (alltoallv's per-peer
+    /// count is cut the same way).
     pub fn aligned_count(self, count: usize, nranks: usize, elem: usize) -> usize {
         use Collective::*;
         match self {
-            AllGather | ReduceScatter | AllToAll | Gather | Scatter => {
+            AllGather | ReduceScatter | AllToAll | AllToAllV | Gather | Scatter => {
                 let n = nranks.max(1);
                 let step = (16 / elem.clamp(1, 16)).max(1);
                 (count / n) / step * step * n
             }
             AllReduce | Broadcast | Reduce | SendRecv => count,
+        }
+    }
+
+    /// The shape of a point of `size_bytes` requested bytes of `elem`-byte
+    /// elements at `nranks` ranks: the count cut as `aligned_count` says,
+    /// and for alltoallv the blocks of `traffic` (`alltoallv::shape`).
+    pub fn sized(self, size_bytes: u64, nranks: usize, elem: usize, traffic: Traffic) -> Shape {
+        let count = usize::try_from(size_bytes / elem.max(1) as u64).unwrap_or(usize::MAX);
+        match self {
+            Collective::AllToAllV => alltoallv::shape(count, nranks, elem, traffic),
+            _ => self.spec().shape(self.aligned_count(count, nranks, elem), nranks),
         }
     }
 }
@@ -150,13 +167,19 @@ by_name!(Collective, "collective");
 /// Per-rank buffer shape of one measured point, in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
-    /// Elements of one rank's send buffer.
+    /// Elements of one rank's send buffer (alltoallv: the most any rank
+    /// sends).
     pub send: usize,
-    /// Elements of one rank's receive buffer.
+    /// Elements of one rank's receive buffer (alltoallv: the most any rank
+    /// receives).
     pub recv: usize,
     /// The `count` column: the count argument of the call (per rank for
-    /// all_gather, reduce_scatter, gather, scatter; per peer for alltoall).
+    /// all_gather, reduce_scatter, gather, scatter; per peer for alltoall
+    /// and alltoallv's generated traffic, 0 with a matrix).
     pub count: usize,
+    /// alltoallv: what each rank sends each peer (`None` elsewhere, and
+    /// for an alltoallv of `count` elements to every peer).
+    pub peers: Option<Peers>,
 }
 
 impl Shape {
@@ -222,6 +245,18 @@ pub trait CollectiveSpec: Sync {
     /// Expected value of output element `i` on `at.rank`, given that every
     /// rank `r` filled its send buffer with `pattern.input(r, ..)`.
     fn expected(&self, pattern: &Pattern, shape: &Shape, at: &Layout, i: usize) -> u64;
+
+    /// `expected` of one point as one function, for checking every element
+    /// of an output: a collective whose element lookup has a set-up cost
+    /// (alltoallv's block boundaries) pays it once here.
+    fn expectation<'a>(
+        &'a self,
+        pattern: &'a Pattern,
+        shape: &'a Shape,
+        at: &'a Layout,
+    ) -> Box<dyn Fn(usize) -> u64 + Sync + 'a> {
+        Box::new(move |i| self.expected(pattern, shape, at, i))
+    }
 }
 
 /// `(n - 1) / n`, the factor shared by the collectives whose every rank
@@ -245,6 +280,8 @@ mod tests {
         assert_eq!(Collective::parse("all-gather"), Some(Collective::AllGather));
         assert_eq!(Collective::parse("all_to_all"), Some(Collective::AllToAll));
         assert_eq!(Collective::parse("AlltoAll"), Some(Collective::AllToAll));
+        assert_eq!(Collective::parse("AlltoAllv"), Some(Collective::AllToAllV));
+        assert_eq!(Collective::parse("all_to_all_v"), Some(Collective::AllToAllV));
         assert_eq!(Collective::parse("bcast"), Some(Collective::Broadcast));
         assert_eq!(Collective::parse("send_recv"), Some(Collective::SendRecv));
         assert_eq!(Collective::parse("allreduce2"), None);
@@ -257,7 +294,7 @@ mod tests {
             let n = n as f64;
             match c {
                 AllReduce => 2.0 * (n - 1.0) / n,
-                AllGather | ReduceScatter | AllToAll | Gather | Scatter => (n - 1.0) / n,
+                AllGather | ReduceScatter | AllToAll | AllToAllV | Gather | Scatter => (n - 1.0) / n,
                 Broadcast | Reduce | SendRecv => 1.0,
             }
         };
@@ -413,7 +450,7 @@ mod tests {
                             Gather => vec![],
                             Broadcast => input(root),
                             Scatter => input(root)[rank * per..(rank + 1) * per].to_vec(),
-                            AllToAll => (0..n)
+                            AllToAll | AllToAllV => (0..n)
                                 .flat_map(|r| input(r)[rank * per..(rank + 1) * per].to_vec())
                                 .collect(),
                             SendRecv => input((rank + n - 1) % n),

@@ -25,6 +25,7 @@ impl CollectiveSpec for Reduce {
             send: count,
             recv: count,
             count,
+            peers: None,
         }
     }
 

@@ -28,6 +28,7 @@ impl CollectiveSpec for ReduceScatter {
             send: per_rank * nranks,
             recv: per_rank,
             count: per_rank,
+            peers: None,
         }
     }
 

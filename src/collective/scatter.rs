@@ -23,6 +23,7 @@ impl CollectiveSpec for Scatter {
             send: per_rank * nranks,
             recv: per_rank,
             count: per_rank,
+            peers: None,
         }
     }
 

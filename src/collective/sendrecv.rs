@@ -18,6 +18,7 @@ impl CollectiveSpec for SendRecv {
             send: count,
             recv: count,
             count,
+            peers: None,
         }
     }
 

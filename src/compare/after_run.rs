@@ -12,6 +12,8 @@ use crate::types::{Dimension, Metric};
 
 /// After a run or a suite: the modes of the CSV just written side by
 /// side, busbw, as `collbench compare --by DIMENSION FILE` shows them
+/// (speedups and crossovers only where the samples show them, at
+/// compare's default threshold and alpha)
 /// (`keep` picks the rows; `label` names the file, `who` the warning's
 /// speaker). Every line starts with '#', so that the run's table keeps its
 /// rule: lines without it are data rows. A CSV that gives no comparison is
@@ -25,7 +27,12 @@ pub fn print_after_run(
 ) {
     let report = read_file(csv).and_then(|rows| {
         let rows: Vec<Row> = rows.into_iter().filter(|r| keep(&r.record)).collect();
-        by_mode::compare_modes(label, &rows, dimension, Metric::Busbw, reference)
+        let judged = by_mode::ModeOptions {
+            metric: Metric::Busbw,
+            threshold_pct: super::DEFAULT_THRESHOLD_PCT,
+            alpha: super::DEFAULT_ALPHA,
+        };
+        by_mode::compare_modes(label, &rows, dimension, &judged, reference)
     });
     match report {
         Ok(report) => {

@@ -1,18 +1,33 @@
 //! `collbench compare --by hierarchy|transport FILE`: the modes measured
 //! inside one CSV side by side. Per group (collective, the other
 //! dimension, dtype, op, root, placement, nranks) and size: each mode's
-//! metric, its speedup over the reference mode, the winner, and the
-//! crossover sizes where the winner changes from the previous size.
+//! metric (the median of its samples), its speedup over the reference
+//! mode with the speedup's interval, the winner, and the crossover sizes
+//! where the winner changes.
 //!
 //! Speedup is metric / reference metric for bandwidths and reference time /
-//! time for time, so above 1 is always better than the reference. A point
-//! measured several times (cycles, launches) counts with the median of
-//! its samples.
+//! time for time, so above 1 is always better than the reference.
+//!
+//! A speedup, a winner or a crossover is claimed only where the samples
+//! show it (`noise::judge`, the noise model of two runs, with the
+//! threshold and alpha of `compare`): the mode is faster (slower) than the
+//! reference by more than the threshold with p < alpha; a winner is faster
+//! than every other mode in that sense; a crossover is where the winner
+//! changes between sizes that have one. Otherwise the view says "no
+//! significant difference". Modes measured in the same launches (the
+//! hierarchy modes of one run, interleaved by `--repeat`) share what the
+//! launch drew, so the samples inside the launch judge them; modes from
+//! separate launches (a suite's transports) need several launches of each
+//! (the launch t-test), else no claim is made. One sample per point (or too
+//! few for the rank test to reach alpha) makes no claim either, and the
+//! report's notes say what would.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::Verdict;
+use super::noise::{self, Judgement, Sample, Test};
 use crate::collective::Collective;
 use crate::error::Error;
 use crate::record::read::Row;
@@ -58,13 +73,26 @@ impl Dimension {
     }
 }
 
+/// What the modes are judged on: the metric, and the threshold and
+/// significance level a difference must pass (`compare`'s).
+#[derive(Clone, Copy, Debug)]
+pub struct ModeOptions {
+    pub metric: Metric,
+    pub threshold_pct: f64,
+    pub alpha: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct ModeReport {
     pub dimension: Dimension,
     pub metric: Metric,
     pub reference: String,
     pub label: String,
+    pub threshold_pct: f64,
+    pub alpha: f64,
     pub groups: Vec<Group>,
+    /// Why some differences were not judged, and what would judge them.
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -84,15 +112,48 @@ pub struct Group {
     pub points: Vec<Point>,
 }
 
+/// A mode against the reference (or the winner against another mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Difference {
+    /// Better by more than the threshold, p < alpha.
+    Faster,
+    /// Worse by more than the threshold, p < alpha.
+    Slower,
+    /// The samples show no difference beyond the threshold.
+    NoSignificantDifference,
+    /// The samples cannot judge (one sample, too few for the rank test,
+    /// or one launch of each mode from separate launches).
+    NoClaim,
+}
+
+impl Difference {
+    pub fn is_claim(self) -> bool {
+        matches!(self, Difference::Faster | Difference::Slower)
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Point {
     pub size_bytes: u64,
-    /// Per mode, in `Group::modes` order; None where not measured.
+    /// Per mode, in `Group::modes` order: the median of its samples; None
+    /// where not measured.
     pub values: Vec<Option<f64>>,
-    /// Per mode, over the reference; None without both values.
+    /// Per mode: how many samples.
+    pub samples: Vec<usize>,
+    /// Per mode, over the reference: the ratio of the medians; None
+    /// without both values.
     pub speedups: Vec<Option<f64>>,
+    /// Per mode: the speedup's interval at 1 - alpha, where the samples
+    /// give one.
+    pub intervals: Vec<Option<[f64; 2]>>,
+    /// Per mode: what the samples show against the reference (None for
+    /// the reference itself and where a value is missing).
+    pub differences: Vec<Option<Difference>>,
+    /// The mode faster than every other one at this size, where the
+    /// samples show it; None otherwise ("no significant difference").
     pub winner: Option<String>,
-    /// The winner differs from the previous size's winner.
+    /// The winner differs from the last winner at a smaller size.
     pub crossover: bool,
 }
 
@@ -138,7 +199,7 @@ pub fn compare_modes(
     label: &str,
     rows: &[Row],
     dimension: Dimension,
-    metric: Metric,
+    o: &ModeOptions,
     reference: Option<&str>,
 ) -> Result<ModeReport, Error> {
     let all_modes = modes_in(rows, dimension);
@@ -169,8 +230,8 @@ pub fn compare_modes(
             }
         }
     };
-    // group -> size -> mode -> value; fixed: the other dimension's mode
-    let mut table: BTreeMap<CaseKey, (&'static str, Samples)> = BTreeMap::new();
+    // group -> size -> mode -> samples; fixed: the other dimension's mode
+    let mut table: BTreeMap<CaseKey, (&'static str, Sizes)> = BTreeMap::new();
     for row in rows {
         let r = &row.record;
         let (_, sizes) = table
@@ -181,42 +242,59 @@ pub fn compare_modes(
             .or_default()
             .entry(dimension.of(r).to_string())
             .or_default()
-            .push(metric.value(r));
+            .push((o.metric.value(r), r.run_id.as_str()));
     }
+    let mut why = BTreeSet::new();
     let groups = table
         .into_iter()
-        .map(|(key, (fixed, samples))| {
-            let sizes = medians(samples);
-            group(key, fixed, sizes, &all_modes, &reference, metric)
-        })
+        .map(|(key, (fixed, sizes))| group(key, fixed, &sizes, &all_modes, &reference, o, &mut why))
         .collect();
     Ok(ModeReport {
         dimension,
-        metric,
+        metric: o.metric,
         reference,
         label: label.to_string(),
+        threshold_pct: o.threshold_pct,
+        alpha: o.alpha,
         groups,
+        notes: why.into_iter().map(|w: Unjudged| w.note(dimension, o.alpha)).collect(),
     })
 }
 
-/// Size -> mode -> the metric's value.
-type Sizes = BTreeMap<u64, BTreeMap<String, f64>>;
+/// Size -> mode -> the metric's samples, each with its launch (`run_id`).
+type Sizes<'a> = BTreeMap<u64, BTreeMap<String, Vec<(f64, &'a str)>>>;
 
-/// Size -> mode -> the metric's samples (several cycles or launches).
-type Samples = BTreeMap<u64, BTreeMap<String, Vec<f64>>>;
+/// Why a comparison made no claim (each becomes one note).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Unjudged {
+    /// A mode has a single sample at a size.
+    OneSample,
+    /// Several samples, too few for the rank test to reach alpha.
+    TooFewSamples,
+    /// Modes from separate launches, one launch each.
+    SeparateLaunches,
+}
 
-/// Each mode's value at a size: the median of its samples.
-fn medians(samples: Samples) -> Sizes {
-    samples
-        .into_iter()
-        .map(|(size, modes)| {
-            let values = modes
-                .into_iter()
-                .filter_map(|(mode, v)| crate::stats::median(&v).map(|m| (mode, m)))
-                .collect();
-            (size, values)
-        })
-        .collect()
+impl Unjudged {
+    fn note(self, dimension: Dimension, alpha: f64) -> String {
+        match self {
+            Unjudged::OneSample => format!(
+                "one sample per point: no speedup, winner or crossover is claimed, since one sample of each \
+                 {} mode cannot tell a difference from noise; --repeat 5 (-N 5) takes five samples of every point",
+                dimension.name()
+            ),
+            Unjudged::TooFewSamples => format!(
+                "too few samples per point for the rank test to reach alpha {alpha} (3 against 3 cannot): no claim \
+                 where that is so; --repeat 5 (-N 5) gives enough"
+            ),
+            Unjudged::SeparateLaunches => format!(
+                "{} modes measured in separate launches, one each: a difference cannot be told from \
+                 launch-to-launch noise, so none is claimed; several launches of each mode (a suite's \
+                 `launches = 3`) can",
+                dimension.name()
+            ),
+        }
+    }
 }
 
 /// The modes of `dimension` in the order they first appear.
@@ -232,8 +310,17 @@ fn modes_in(rows: &[Row], dimension: Dimension) -> Vec<String> {
 }
 
 /// One group: its modes (the reference first), and per size each mode's
-/// value, speedup, the winner and whether it changed.
-fn group(key: CaseKey, fixed: &str, sizes: Sizes, all_modes: &[String], reference: &str, metric: Metric) -> Group {
+/// value, speedup and what the samples show, the winner and whether it
+/// changed.
+fn group(
+    key: CaseKey,
+    fixed: &str,
+    sizes: &Sizes,
+    all_modes: &[String],
+    reference: &str,
+    o: &ModeOptions,
+    why: &mut BTreeSet<Unjudged>,
+) -> Group {
     let mut modes: Vec<String> = vec![reference.to_string()];
     for m in all_modes {
         if m != reference && sizes.values().any(|v| v.contains_key(m)) {
@@ -242,9 +329,9 @@ fn group(key: CaseKey, fixed: &str, sizes: Sizes, all_modes: &[String], referenc
     }
     let mut previous: Option<String> = None;
     let points = sizes
-        .into_iter()
-        .map(|(size_bytes, by_mode)| {
-            let p = point(size_bytes, &by_mode, &modes, metric, previous.as_deref());
+        .iter()
+        .map(|(&size_bytes, by_mode)| {
+            let p = point(size_bytes, by_mode, &modes, o, previous.as_deref(), why);
             if p.winner.is_some() {
                 previous = p.winner.clone();
             }
@@ -264,15 +351,72 @@ fn group(key: CaseKey, fixed: &str, sizes: Sizes, all_modes: &[String], referenc
     }
 }
 
+/// `better` against `worse`'s samples: what the samples show, the ratio
+/// of the medians as a speedup (above 1: `better` is better), and its
+/// interval.
+fn versus(
+    base: &[(f64, &str)],
+    new: &[(f64, &str)],
+    o: &ModeOptions,
+    why: &mut BTreeSet<Unjudged>,
+) -> (Difference, Option<[f64; 2]>) {
+    let launches = |s: &[(f64, &str)]| -> BTreeSet<String> { s.iter().map(|x| x.1.to_string()).collect() };
+    // modes of the same launches share what the launch drew
+    let same_launches = launches(base) == launches(new);
+    let params = noise::Params {
+        metric: o.metric,
+        threshold_pct: o.threshold_pct,
+        alpha: o.alpha,
+        within_launch: same_launches,
+    };
+    let j: Judgement = noise::judge(&samples(base), &samples(new), &params);
+    let interval = j.interval_pct.map(|[lo, hi]| {
+        let (lo, hi) = (1.0 + lo / 100.0, 1.0 + hi / 100.0);
+        if o.metric.higher_is_better() {
+            [lo, hi]
+        } else {
+            [1.0 / hi, 1.0 / lo]
+        }
+    });
+    let difference = if j.test == Test::ThresholdOnly {
+        why.insert(if base.len() < 2 || new.len() < 2 {
+            Unjudged::OneSample
+        } else {
+            Unjudged::TooFewSamples
+        });
+        Difference::NoClaim
+    } else {
+        match j.verdict {
+            Verdict::Improved => Difference::Faster,
+            Verdict::Regressed => Difference::Slower,
+            Verdict::WithinNoise | Verdict::TooNoisy => Difference::NoSignificantDifference,
+            Verdict::Unproven => {
+                why.insert(Unjudged::SeparateLaunches);
+                Difference::NoClaim
+            }
+        }
+    };
+    (difference, interval)
+}
+
+/// Samples as the noise model takes them.
+fn samples<'a>(s: &[(f64, &'a str)]) -> Vec<Sample<'a>> {
+    s.iter().map(|&(value, launch)| Sample { value, launch }).collect()
+}
+
 /// One size of a group; `previous` is the last size's winner.
 fn point(
     size_bytes: u64,
-    by_mode: &BTreeMap<String, f64>,
+    by_mode: &BTreeMap<String, Vec<(f64, &str)>>,
     modes: &[String],
-    metric: Metric,
+    o: &ModeOptions,
     previous: Option<&str>,
+    why: &mut BTreeSet<Unjudged>,
 ) -> Point {
-    let values: Vec<Option<f64>> = modes.iter().map(|m| by_mode.get(m).copied()).collect();
+    let metric = o.metric;
+    let of = |m: &String| by_mode.get(m).filter(|s| !s.is_empty());
+    let median = |s: &Vec<(f64, &str)>| crate::stats::median(&s.iter().map(|x| x.0).collect::<Vec<_>>());
+    let values: Vec<Option<f64>> = modes.iter().map(|m| of(m).and_then(median)).collect();
     let reference_value = values[0];
     let speedups = values
         .iter()
@@ -281,7 +425,19 @@ fn point(
             _ => None,
         })
         .collect();
-    let winner = modes
+    let mut intervals = vec![None; modes.len()];
+    let mut differences = vec![None; modes.len()];
+    if let Some(reference) = of(&modes[0]) {
+        for (i, m) in modes.iter().enumerate().skip(1) {
+            if let Some(samples) = of(m) {
+                let (d, interval) = versus(reference, samples, o, why);
+                differences[i] = Some(d);
+                intervals[i] = interval;
+            }
+        }
+    }
+    // the best median, if the samples show it better than every other mode
+    let best = modes
         .iter()
         .zip(&values)
         .filter_map(|(m, v)| v.map(|v| (m, v)))
@@ -290,11 +446,26 @@ fn point(
             _ => Some((m, v)),
         })
         .map(|(m, _)| m.clone());
+    let winner = best.filter(|w| {
+        let others: Vec<&String> = modes.iter().filter(|m| *m != w && of(m).is_some()).collect();
+        let Some(w_samples) = of(w) else { return false };
+        !others.is_empty()
+            && others.iter().all(|m| {
+                let (d, _) = match of(m) {
+                    Some(s) => versus(s, w_samples, o, why),
+                    None => (Difference::NoClaim, None),
+                };
+                d == Difference::Faster
+            })
+    });
     let crossover = matches!((previous, &winner), (Some(p), Some(w)) if p != w);
     Point {
         size_bytes,
         values,
+        samples: modes.iter().map(|m| of(m).map_or(0, Vec::len)).collect(),
         speedups,
+        intervals,
+        differences,
         winner,
         crossover,
     }
@@ -305,24 +476,48 @@ mod tests {
     use super::super::tests::{loaded, record};
     use super::*;
 
-    fn rows() -> Vec<Row> {
+    fn judged(metric: Metric) -> ModeOptions {
+        ModeOptions {
+            metric,
+            threshold_pct: 5.0,
+            alpha: 0.05,
+        }
+    }
+
+    /// (size, flat time, rs-ar-ag time) per point, `cycles` samples of
+    /// each in launch `run` with a 1% wobble.
+    fn rows(points: &[(u64, f64, f64)], cycles: usize, run: &str) -> Vec<Row> {
+        let wobble = [0.0, 0.6, -0.4, 1.0, -0.9, 0.3, -0.2, 0.8];
         let mut records = Vec::new();
-        // flat wins small sizes, rs-ar-ag from 64 KiB on
-        for (size, flat, hier) in [(1024u64, 10.0, 12.0), (65536, 100.0, 80.0), (1 << 20, 1000.0, 700.0)] {
-            let mut f = record("all_reduce", size, flat, 0.0);
-            f.hierarchy = Hierarchy::Flat;
-            let mut h = record("all_reduce", size, hier, 0.0);
-            h.hierarchy = Hierarchy::RsArAg;
-            records.push(h);
-            records.push(f);
+        for c in 0..cycles {
+            for &(size, flat, hier) in points {
+                for (hierarchy, t) in [(Hierarchy::Flat, flat), (Hierarchy::RsArAg, hier)] {
+                    let mut r = record("all_reduce", size, t * (1.0 + 0.01 * wobble[c % 8]), 0.0);
+                    r.hierarchy = hierarchy;
+                    r.run_id = run.into();
+                    r.cycle = Some(c as u64 + 1);
+                    records.push(r);
+                }
+            }
         }
         loaded("x.csv", records).rows
     }
 
+    /// flat wins small sizes, rs-ar-ag from 64 KiB on (time in us)
+    const PLANTED: [(u64, f64, f64); 3] = [(1024, 10.0, 12.0), (65536, 100.0, 80.0), (1 << 20, 1000.0, 700.0)];
+
     #[test]
-    fn speedups_are_over_flat_and_the_crossover_is_marked() {
-        let r = compare_modes("x.csv", &rows(), Dimension::Hierarchy, Metric::Busbw, None).unwrap();
+    fn repeated_samples_claim_speedups_with_intervals_and_the_crossover() {
+        let r = compare_modes(
+            "x.csv",
+            &rows(&PLANTED, 5, "a"),
+            Dimension::Hierarchy,
+            &judged(Metric::Busbw),
+            None,
+        )
+        .unwrap();
         assert_eq!(r.reference, "flat");
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
         let g = &r.groups[0];
         assert_eq!(g.modes, ["flat", "rs-ar-ag"]);
         let winners: Vec<_> = g.points.iter().map(|p| p.winner.clone().unwrap()).collect();
@@ -332,28 +527,132 @@ mod tests {
             [false, true, false]
         );
         assert_eq!(g.crossovers(), [(65536, "flat".to_string(), "rs-ar-ag".to_string())]);
-        let s = g.points[2].speedups[1].unwrap();
-        assert!((s - 1000.0 / 700.0).abs() < 1e-9, "{s}");
-        assert_eq!(g.points[0].speedups[0], Some(1.0));
-        // time: the same speedups (reference time / time)
-        let t = compare_modes("x.csv", &rows(), Dimension::Hierarchy, Metric::Time, None).unwrap();
-        assert!((t.groups[0].points[2].speedups[1].unwrap() - s).abs() < 1e-9);
+        let p = &g.points[2];
+        assert_eq!(p.differences[1], Some(Difference::Faster));
+        assert_eq!(g.points[0].differences[1], Some(Difference::Slower));
+        let s = p.speedups[1].unwrap();
+        let [lo, hi] = p.intervals[1].unwrap();
+        assert!(lo < s && s < hi && lo > 1.3 && hi < 1.6, "{lo} {s} {hi}");
+        assert_eq!((p.samples.clone(), p.speedups[0]), (vec![5, 5], Some(1.0)));
+        // time: the same speedups and intervals (reference time / time)
+        let t = compare_modes(
+            "x.csv",
+            &rows(&PLANTED, 5, "a"),
+            Dimension::Hierarchy,
+            &judged(Metric::Time),
+            None,
+        )
+        .unwrap();
+        let tp = &t.groups[0].points[2];
+        assert!((tp.speedups[1].unwrap() - s).abs() < 1e-9);
+        let [tlo, thi] = tp.intervals[1].unwrap();
+        assert!((tlo - lo).abs() < 1e-9 && (thi - hi).abs() < 1e-9, "{tlo} {thi}");
+    }
+
+    #[test]
+    fn modes_within_the_threshold_or_the_noise_claim_nothing() {
+        // 2% apart, clearly, but under the 5% threshold: no winner at all
+        let r = compare_modes(
+            "x.csv",
+            &rows(&[(1024, 10.0, 10.2), (65536, 100.0, 98.0)], 6, "a"),
+            Dimension::Hierarchy,
+            &judged(Metric::Busbw),
+            None,
+        )
+        .unwrap();
+        for p in &r.groups[0].points {
+            assert_eq!((p.winner.as_deref(), p.crossover), (None, false));
+            assert_eq!(p.differences[1], Some(Difference::NoSignificantDifference));
+            assert!(p.intervals[1].is_some());
+        }
+        assert!(r.groups[0].crossovers().is_empty());
+    }
+
+    #[test]
+    fn one_sample_per_point_claims_nothing_and_says_what_would() {
+        let r = compare_modes(
+            "x.csv",
+            &rows(&PLANTED, 1, "a"),
+            Dimension::Hierarchy,
+            &judged(Metric::Busbw),
+            None,
+        )
+        .unwrap();
+        let g = &r.groups[0];
+        assert!(g.points.iter().all(|p| p.winner.is_none() && !p.crossover));
+        assert!(g.points.iter().all(|p| p.differences[1] == Some(Difference::NoClaim)));
+        assert!(g.points.iter().all(|p| p.intervals[1].is_none()));
+        // the ratio of the values is still there, as data
+        assert!((g.points[2].speedups[1].unwrap() - 1000.0 / 700.0).abs() < 1e-9);
+        assert_eq!(r.notes.len(), 1);
+        assert!(r.notes[0].starts_with("one sample per point") && r.notes[0].contains("--repeat 5"));
+        // three samples cannot reach p < 0.05 either
+        let r = compare_modes(
+            "x.csv",
+            &rows(&PLANTED, 3, "a"),
+            Dimension::Hierarchy,
+            &judged(Metric::Busbw),
+            None,
+        )
+        .unwrap();
+        assert!(r.groups[0].points.iter().all(|p| p.winner.is_none()));
+        assert!(r.notes[0].starts_with("too few samples"), "{:?}", r.notes);
+    }
+
+    /// Each transport in launches of its own: `launches` per transport.
+    fn transports(launches: usize) -> Vec<Row> {
+        let mut all = Vec::new();
+        for l in 0..launches {
+            for (profile, slow) in [(Profile::Shm, 1.0), (Profile::Tcp, 3.0)] {
+                let run = format!("{}-{l}", profile.name());
+                let mut rows = rows(&[(65536, 100.0 * slow * (1.0 + 0.01 * l as f64), 0.0)], 5, &run);
+                rows.retain(|r| r.record.hierarchy.is_flat());
+                for r in &mut rows {
+                    r.record.transport = profile;
+                }
+                all.extend(rows);
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn transports_from_separate_launches_need_several_launches_of_each() {
+        let o = judged(Metric::Busbw);
+        let r = compare_modes("s.csv", &transports(1), Dimension::Transport, &o, None).unwrap();
+        let p = &r.groups[0].points[0];
+        assert_eq!(
+            (p.differences[1], p.winner.as_deref()),
+            (Some(Difference::NoClaim), None)
+        );
+        assert!(r.notes[0].contains("separate launches, one each"), "{:?}", r.notes);
+        let r = compare_modes("s.csv", &transports(3), Dimension::Transport, &o, None).unwrap();
+        let p = &r.groups[0].points[0];
+        assert_eq!(
+            (p.differences[1], p.winner.as_deref()),
+            (Some(Difference::Slower), Some("shm"))
+        );
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
     }
 
     #[test]
     fn a_single_mode_or_an_unknown_reference_is_a_usage_error() {
-        let flat: Vec<Row> = rows().into_iter().filter(|r| r.record.hierarchy.is_flat()).collect();
-        let e = compare_modes("x.csv", &flat, Dimension::Hierarchy, Metric::Busbw, None).unwrap_err();
+        let o = judged(Metric::Busbw);
+        let flat: Vec<Row> = rows(&PLANTED, 1, "a")
+            .into_iter()
+            .filter(|r| r.record.hierarchy.is_flat())
+            .collect();
+        let e = compare_modes("x.csv", &flat, Dimension::Hierarchy, &o, None).unwrap_err();
         assert!(e.to_string().contains("needs a CSV that measured several"), "{e}");
-        let e = compare_modes("x.csv", &rows(), Dimension::Hierarchy, Metric::Busbw, Some("ring")).unwrap_err();
+        let e = compare_modes("x.csv", &rows(&PLANTED, 1, "a"), Dimension::Hierarchy, &o, Some("ring")).unwrap_err();
         assert!(e.to_string().contains("no hierarchy mode 'ring'"), "{e}");
         // transport: no `auto` here, so the first mode is the reference
-        let mut rs = rows();
+        let mut rs = rows(&PLANTED, 1, "a");
         for (i, r) in rs.iter_mut().enumerate() {
             r.record.transport = if i % 2 == 0 { Profile::Nvlink } else { Profile::Ib };
             r.record.hierarchy = Hierarchy::Flat;
         }
-        let t = compare_modes("x.csv", &rs, Dimension::Transport, Metric::Busbw, None).unwrap();
+        let t = compare_modes("x.csv", &rs, Dimension::Transport, &o, None).unwrap();
         assert_eq!(t.reference, "nvlink");
     }
 }

@@ -5,7 +5,7 @@
 
 use super::by_mode::ModeReport;
 use super::text::{ROW_HEADERS, SUMMARY_HEADERS, row_cells, side_counts, summary_rows};
-use super::text::{fmt_change, fmt_interval, fmt_p, fmt_value, trim_float};
+use super::text::{fmt_change, fmt_interval, fmt_p, fmt_value, speedup_cell, trim_float, winner_cell};
 use super::{Comparison, Verdict, human_size};
 
 pub fn comparison(c: &Comparison) -> String {
@@ -102,13 +102,16 @@ fn regressions(c: &Comparison) -> String {
 
 pub fn modes(r: &ModeReport) -> String {
     let mut out = format!(
-        "## collbench compare --by {}: {}\n\n{} ({}) in `{}`; speedup over `{}`.\n",
+        "## collbench compare --by {}: {}\n\n{} ({}) in `{}`; speedup over `{}`, claimed where the samples show \
+         it (beyond {}% with p < {}).\n",
         r.dimension.name(),
         r.metric,
         r.metric,
         r.metric.unit(),
         r.label,
-        r.reference
+        r.reference,
+        trim_float(r.threshold_pct),
+        trim_float(r.alpha)
     );
     for g in &r.groups {
         out.push_str(&format!("\n### {}\n\n| size |", g.title(r.dimension)));
@@ -127,19 +130,22 @@ pub fn modes(r: &ModeReport) -> String {
             for (i, m) in g.modes.iter().enumerate() {
                 out.push_str(&format!(" {} |", p.values[i].map_or("-".into(), fmt_value)));
                 if *m != r.reference {
-                    out.push_str(&format!(
-                        " {} |",
-                        p.speedups[i].map_or("-".into(), |s| format!("{s:.2}x"))
-                    ));
+                    out.push_str(&format!(" {} |", speedup_cell(p, i)));
                 }
             }
-            let winner = p.winner.clone().unwrap_or_else(|| "-".into());
+            let winner = winner_cell(p);
             if p.crossover {
                 out.push_str(&format!(" **{winner}** (crossover) |\n"));
             } else {
                 out.push_str(&format!(" {winner} |\n"));
             }
         }
+    }
+    if !r.notes.is_empty() {
+        out.push('\n');
+    }
+    for note in &r.notes {
+        out.push_str(&format!("> note: {note}\n"));
     }
     out
 }

@@ -72,6 +72,9 @@ pub struct CompareOptions {
     pub allow_method_change: bool,
     /// Cases only in the base do not fail the comparison.
     pub allow_missing: bool,
+    /// Judge rows with one launch per side by the samples inside the
+    /// launches (`--within-launch`): such rows may then regress.
+    pub within_launch: bool,
 }
 
 impl Default for CompareOptions {
@@ -83,6 +86,7 @@ impl Default for CompareOptions {
             allow_different_ranks: false,
             allow_method_change: false,
             allow_missing: false,
+            within_launch: false,
         }
     }
 }
@@ -94,6 +98,9 @@ pub enum Verdict {
     Regressed,
     WithinNoise,
     TooNoisy,
+    /// A change beyond the threshold on one launch per side: the samples
+    /// cannot tell it from launch-to-launch noise (`noise`'s module doc).
+    Unproven,
 }
 
 impl Verdict {
@@ -103,6 +110,7 @@ impl Verdict {
             Verdict::Regressed => "regressed",
             Verdict::WithinNoise => "within noise",
             Verdict::TooNoisy => "too noisy",
+            Verdict::Unproven => "unproven",
         }
     }
 }
@@ -141,6 +149,7 @@ pub struct Summary {
     pub regressed: usize,
     pub within_noise: usize,
     pub too_noisy: usize,
+    pub unproven: usize,
     pub only_in_base: usize,
     pub only_in_new: usize,
     /// Geometric mean of new / base medians over rows with both above 0,
@@ -154,6 +163,7 @@ pub struct Comparison {
     pub threshold_pct: f64,
     pub alpha: f64,
     pub allow_missing: bool,
+    pub within_launch: bool,
     pub base_label: String,
     pub new_label: String,
     /// Distinct launches (`run_id`) and rows on each side.
@@ -200,10 +210,11 @@ impl Comparison {
         let mut parts = Vec::new();
         if regressed > 0 {
             parts.push(format!(
-                "{regressed} of {} rows lost more than {}% {}",
+                "{regressed} of {} rows lost more than {}% {}{}",
                 self.rows.len(),
                 trim_float(self.threshold_pct),
-                self.metric
+                self.metric,
+                self.regression_evidence()
             ));
         }
         if self.missing_fails() {
@@ -215,21 +226,51 @@ impl Comparison {
         (!parts.is_empty()).then(|| format!("regression: {}", parts.join("; ")))
     }
 
+    /// How the regressed rows were judged, when not all by the launch
+    /// t-test: ` (2 judged within one launch per side (--within-launch),
+    /// 1 of them by the threshold alone)`, else empty. A failure never
+    /// rests on weaker evidence without saying so.
+    fn regression_evidence(&self) -> String {
+        let weak: Vec<&Compared> = self
+            .regressions()
+            .filter(|r| r.judgement.test != Test::LaunchT)
+            .collect();
+        if weak.is_empty() {
+            return String::new();
+        }
+        let alone = weak.iter().filter(|r| r.judgement.test == Test::ThresholdOnly).count();
+        let mut s = format!(" ({} judged within one launch per side (--within-launch)", weak.len());
+        if alone > 0 {
+            s.push_str(&format!(", {alone} of them by the threshold alone"));
+        }
+        s.push(')');
+        s
+    }
+
     /// One line: what happened, for the end of every format.
     pub fn headline(&self) -> String {
         let regressed = self.count(Verdict::Regressed);
         let noisy = self.count(Verdict::TooNoisy);
+        let unproven = self.count(Verdict::Unproven);
         let threshold = trim_float(self.threshold_pct);
         let mut line = if regressed > 0 {
             format!(
-                "REGRESSION: {regressed} of {} rows lost more than {threshold}% {}",
+                "REGRESSION: {regressed} of {} rows lost more than {threshold}% {}{}",
                 self.rows.len(),
-                self.metric
+                self.metric,
+                self.regression_evidence()
             )
         } else if self.missing_fails() {
             format!(
                 "MISSING: {} of the base not in the new run",
                 rows_of(self.only_in_base.len())
+            )
+        } else if unproven > 0 {
+            format!(
+                "NO VERDICT: {unproven} of {} rows changed by more than {threshold}% {}, but one launch per side \
+                 cannot tell a change from launch-to-launch noise",
+                self.rows.len(),
+                self.metric
             )
         } else {
             format!("OK: no row lost more than {threshold}% {}", self.metric)
@@ -248,6 +289,9 @@ impl Comparison {
             self.count(Verdict::Improved),
             self.count(Verdict::WithinNoise),
         ));
+        if unproven > 0 {
+            line.push_str(&format!(", {unproven} unproven"));
+        }
         if !self.only_in_base.is_empty() || !self.only_in_new.is_empty() {
             line.push_str(&format!(
                 "; {} only in base, {} only in new",
@@ -305,7 +349,12 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             )));
         }
         let loaded = load(file)?;
-        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, o.metric, c.reference.as_deref())?;
+        let judged = by_mode::ModeOptions {
+            metric: o.metric,
+            threshold_pct: o.threshold_pct,
+            alpha: o.alpha,
+        };
+        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, &judged, c.reference.as_deref())?;
         crate::report::print_out(&match c.format {
             Format::Table => text::modes(&report),
             Format::Markdown => markdown::modes(&report),
@@ -368,6 +417,7 @@ pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Com
         metric: opts.metric,
         threshold_pct: opts.threshold_pct,
         alpha: opts.alpha,
+        within_launch: opts.within_launch,
     };
     let mut rows = Vec::new();
     let mut only_in_base = Vec::new();
@@ -382,7 +432,7 @@ pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Com
         .filter(|case| !base_rows.contains_key(*case))
         .cloned()
         .collect();
-    notes.extend(test_notes(&rows));
+    notes.extend(test_notes(&rows, opts.within_launch));
     let summary = summarise(&rows, &only_in_base, &only_in_new);
     let overall = total(&summary, &rows);
     Ok(Comparison {
@@ -390,6 +440,7 @@ pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Com
         threshold_pct: opts.threshold_pct,
         alpha: opts.alpha,
         allow_missing: opts.allow_missing,
+        within_launch: opts.within_launch,
         base_label: base.label.clone(),
         new_label: new.label.clone(),
         base_launches: launches(&base.rows),

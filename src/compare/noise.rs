@@ -26,6 +26,15 @@
 //! samples cannot tell a change of that size from chance); otherwise
 //! **within noise**. Under threshold only: beyond the threshold decides.
 //!
+//! Only the launch t-test sees launch-to-launch noise. A change that the
+//! rank test or the threshold alone would call regressed or improved, with
+//! one launch on each side, is **unproven** instead (never a failure): the
+//! samples of one launch cannot tell a change from the next launch's
+//! noise. `Params::within_launch` (`--within-launch`) asks for the
+//! within-launch verdict anyway, and for the modes of one launch (the
+//! hierarchy modes of a run share its launch, so its noise is common to
+//! both sides).
+//!
 //! Pure: no files, no formatting.
 
 use std::collections::BTreeMap;
@@ -50,6 +59,9 @@ pub struct Params {
     pub metric: Metric,
     pub threshold_pct: f64,
     pub alpha: f64,
+    /// Judge one launch per side by the samples inside the launches (the
+    /// rank test, or the threshold alone) as if launches did not vary.
+    pub within_launch: bool,
 }
 
 /// Which test judged a row.
@@ -189,10 +201,20 @@ pub fn judge(base: &[Sample], new: &[Sample], p: &Params) -> Judgement {
         })
     };
     let clear = p_value.is_none_or(|pv| pv < p.alpha);
+    // only launches show launch-to-launch noise (module doc)
+    let separates = test == Test::LaunchT || p.within_launch;
     let verdict = if clear && beyond(false) {
-        Verdict::Regressed
+        if separates {
+            Verdict::Regressed
+        } else {
+            Verdict::Unproven
+        }
     } else if clear && beyond(true) {
-        Verdict::Improved
+        if separates {
+            Verdict::Improved
+        } else {
+            Verdict::Unproven
+        }
     } else if noise_pct.is_some_and(|noise| noise > p.threshold_pct) {
         Verdict::TooNoisy
     } else {
@@ -297,10 +319,13 @@ fn by_launch<'a>(samples: &[Sample<'a>]) -> BTreeMap<&'a str, Vec<f64>> {
 mod tests {
     use super::*;
 
+    /// Within-launch judgement, so that the tests of the rank test and
+    /// the threshold see their own verdicts (`unproven` has its own test).
     const BUSBW: Params = Params {
         metric: Metric::Busbw,
         threshold_pct: 5.0,
         alpha: 0.05,
+        within_launch: true,
     };
 
     /// `values` as samples of one launch.
@@ -457,6 +482,46 @@ mod tests {
         let new = launch("b", &noisy(12.0, 0.01, 10, 2.0));
         assert_eq!(judge(&base, &new, &time).verdict, Verdict::Regressed);
         assert_eq!(judge(&new, &base, &time).verdict, Verdict::Improved);
+    }
+
+    #[test]
+    fn one_launch_a_side_is_unproven_unless_within_launch_judgement_is_asked_for() {
+        let launch_only = Params {
+            within_launch: false,
+            ..BUSBW
+        };
+        // a planted 20% loss, clear inside the launches
+        let base = launch("a", &noisy(100.0, 0.01, 10, 1.0));
+        let new = launch("b", &noisy(80.0, 0.01, 10, 2.0));
+        let j = judge(&base, &new, &launch_only);
+        assert_eq!((j.test, j.verdict), (Test::MannWhitney, Verdict::Unproven));
+        assert!(j.p_value.unwrap() < 1e-4, "the rank test still reports what it sees");
+        assert_eq!(judge(&new, &base, &launch_only).verdict, Verdict::Unproven);
+        // the threshold alone: one sample, or too few for the rank test
+        for (b, n) in [
+            (vec![100.0], vec![80.0]),
+            (vec![100.0, 101.0, 99.0], vec![80.0, 81.0, 79.0]),
+        ] {
+            let j = judge(&launch("a", &b), &launch("b", &n), &launch_only);
+            assert_eq!((j.test, j.verdict), (Test::ThresholdOnly, Verdict::Unproven));
+            assert_eq!(
+                judge(&launch("a", &b), &launch("b", &n), &BUSBW).verdict,
+                Verdict::Regressed
+            );
+        }
+        // what claims no change stays: within noise, too noisy
+        let same = launch("b", &noisy(100.0, 0.01, 10, 1.0));
+        assert_eq!(judge(&base, &same, &launch_only).verdict, Verdict::WithinNoise);
+        let wide = launch("a", &noisy(100.0, 0.3, 8, 1.0));
+        let wide_new = launch("b", &noisy(92.0, 0.3, 8, 2.0));
+        assert_eq!(judge(&wide, &wide_new, &launch_only).verdict, Verdict::TooNoisy);
+        // several launches on a side: the launch t-test, a real verdict
+        let mut launches = Vec::new();
+        for (name, centre) in ["l1", "l2", "l3"].iter().zip([100.0, 101.0, 99.0]) {
+            launches.extend(launch(name, &noisy(centre, 0.002, 5, centre)));
+        }
+        let j = judge(&launches, &launch("new", &noisy(50.0, 0.002, 5, 3.0)), &launch_only);
+        assert_eq!((j.test, j.verdict), (Test::LaunchT, Verdict::Regressed));
     }
 
     #[test]

@@ -8,8 +8,9 @@ use super::{CaseKey, Compared, Fallback, Judgement, Summary, Test, Verdict, rows
 use crate::collective::Collective;
 
 /// Notes on how the rows were judged: one line per test used (with how
-/// many rows), and why rows fell back to the threshold.
-pub(super) fn test_notes(rows: &[Compared]) -> Vec<String> {
+/// many rows), why rows fell back to the threshold, and what an unproven
+/// row lacks.
+pub(super) fn test_notes(rows: &[Compared], within_launch: bool) -> Vec<String> {
     let count = |f: &dyn Fn(&Judgement) -> bool| rows.iter().filter(|r| f(&r.judgement)).count();
     let mut notes = Vec::new();
     let launch_t = count(&|j| j.test == Test::LaunchT);
@@ -21,8 +22,13 @@ pub(super) fn test_notes(rows: &[Compared]) -> Vec<String> {
     }
     let rank = count(&|j| j.test == Test::MannWhitney);
     if rank > 0 {
+        let how = if within_launch {
+            "(--within-launch)"
+        } else {
+            "(a change beyond the threshold is unproven)"
+        };
         notes.push(format!(
-            "{} judged by the Mann-Whitney U test on one launch per side: it sees the noise inside a \
+            "{} judged by the Mann-Whitney U test on one launch per side {how}: it sees the noise inside a \
              launch, not from launch to launch; a baseline of several launches (a folder of CSVs) shows that",
             rows_of(rank)
         ));
@@ -36,6 +42,16 @@ pub(super) fn test_notes(rows: &[Compared]) -> Vec<String> {
                 why.describe()
             ));
         }
+    }
+    let unproven = count(&|j| j.verdict == Verdict::Unproven);
+    if unproven > 0 {
+        notes.push(format!(
+            "{} unproven: changed by more than the threshold, but with one launch per side the samples \
+             cannot tell a change from launch-to-launch noise, so they fail nothing; a baseline of several \
+             launches can (a folder of CSVs: scripts/ci-regression.sh --create-baseline makes one), or \
+             --within-launch judges them by the samples inside the launches",
+            rows_of(unproven)
+        ));
     }
     notes
 }
@@ -74,6 +90,7 @@ fn count_into(s: &mut Summary, r: &Compared) {
         Verdict::Regressed => s.regressed += 1,
         Verdict::WithinNoise => s.within_noise += 1,
         Verdict::TooNoisy => s.too_noisy += 1,
+        Verdict::Unproven => s.unproven += 1,
     }
 }
 
@@ -86,6 +103,7 @@ pub(super) fn total(summary: &[Summary], rows: &[Compared]) -> Summary {
         all.regressed += s.regressed;
         all.within_noise += s.within_noise;
         all.too_noisy += s.too_noisy;
+        all.unproven += s.unproven;
         all.only_in_base += s.only_in_base;
         all.only_in_new += s.only_in_new;
     }

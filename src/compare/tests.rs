@@ -68,16 +68,40 @@ fn opts() -> CompareOptions {
 }
 
 #[test]
-fn one_sample_a_side_is_judged_by_the_threshold_alone() {
+fn one_sample_a_side_is_judged_by_the_threshold_alone_and_fails_only_when_asked() {
     let base = loaded("b", vec![record("all_reduce", 1 << 20, 100.0, 0.01)]);
     let new = loaded("n", vec![record("all_reduce", 1 << 20, 125.0, 0.01)]);
+    // one launch a side cannot tell a change from launch noise: unproven,
+    // exit 0, and the headline says why
     let c = compare(&base, &new, &opts()).unwrap();
-    assert_eq!(c.rows[0].verdict(), Verdict::Regressed);
+    assert_eq!(c.rows[0].verdict(), Verdict::Unproven);
     assert_eq!(c.rows[0].judgement.fallback, Some(Fallback::OneSample));
     assert!((c.rows[0].change_pct().unwrap() + 20.0).abs() < 1e-9);
-    assert_eq!(c.exit_code(), 4);
+    assert_eq!((c.exit_code(), c.failure()), (0, None));
+    assert_eq!(
+        c.headline(),
+        "NO VERDICT: 1 of 1 rows changed by more than 5% busbw, but one launch per side cannot tell a \
+         change from launch-to-launch noise (0 improved, 0 regressed, 0 within noise, 0 too noisy, 1 unproven)"
+    );
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.starts_with("1 row unproven:") && n.contains("--within-launch"))
+    );
+    assert_eq!((c.overall.unproven, c.summary[0].unproven), (1, 1));
+    // --within-launch: the threshold alone decides, and the failure says so
+    let within = CompareOptions {
+        within_launch: true,
+        ..opts()
+    };
+    let c = compare(&base, &new, &within).unwrap();
+    assert_eq!((c.rows[0].verdict(), c.exit_code()), (Verdict::Regressed, 4));
     assert!(c.headline().starts_with("REGRESSION: 1 of 1 rows"));
-    assert_eq!(c.failure().unwrap(), "regression: 1 of 1 rows lost more than 5% busbw");
+    assert_eq!(
+        c.failure().unwrap(),
+        "regression: 1 of 1 rows lost more than 5% busbw (1 judged within one launch per side \
+         (--within-launch), 1 of them by the threshold alone)"
+    );
     assert!(
         c.notes
             .iter()
@@ -86,14 +110,18 @@ fn one_sample_a_side_is_judged_by_the_threshold_alone() {
     // the cross-rank spread no longer excuses a change: it says
     // nothing about run-to-run noise
     let wide = loaded("b", vec![record("all_reduce", 1 << 20, 100.0, 0.5)]);
-    assert_eq!(compare(&wide, &new, &opts()).unwrap().exit_code(), 4);
+    assert_eq!(compare(&wide, &new, &within).unwrap().exit_code(), 4);
 }
 
 #[test]
 fn cycles_of_a_launch_are_the_samples_of_a_point() {
     let base = loaded("b", cycles("r1", &[100.0, 101.0, 99.5, 100.4, 100.9, 99.8]));
     let slower = loaded("n", cycles("r2", &[125.0, 126.0, 124.1, 125.5, 124.9, 125.2]));
-    let c = compare(&base, &slower, &opts()).unwrap();
+    let within = CompareOptions {
+        within_launch: true,
+        ..opts()
+    };
+    let c = compare(&base, &slower, &within).unwrap();
     assert_eq!(c.rows.len(), 1);
     let j = &c.rows[0].judgement;
     assert_eq!((j.test, j.base_stats.n, j.new_stats.n), (Test::MannWhitney, 6, 6));
@@ -104,10 +132,38 @@ fn cycles_of_a_launch_are_the_samples_of_a_point() {
         "{:?}",
         c.notes
     );
+    assert!(
+        c.failure()
+            .unwrap()
+            .contains("(1 judged within one launch per side (--within-launch))")
+    );
+    // without --within-launch the same clear change is unproven
+    let c = compare(&base, &slower, &opts()).unwrap();
+    assert_eq!((c.rows[0].verdict(), c.exit_code()), (Verdict::Unproven, 0));
     // the same values from another launch: within noise
     let same = loaded("n", cycles("r2", &[100.4, 99.5, 100.0, 101.0, 99.8, 100.9]));
     let c = compare(&base, &same, &opts()).unwrap();
     assert_eq!((c.rows[0].verdict(), c.exit_code()), (Verdict::WithinNoise, 0));
+}
+
+#[test]
+fn a_baseline_of_launches_judges_one_new_launch_against_their_spread() {
+    // three base launches a few percent apart; a new launch at half the
+    // busbw regresses (launch t-test), one inside their spread does not
+    let mut base = Vec::new();
+    for (run, t) in [("b1", 100.0), ("b2", 103.0), ("b3", 98.0)] {
+        base.extend(cycles(run, &[t, t * 1.01, t * 0.99]));
+    }
+    let base = loaded("base", base);
+    let slow = loaded("n", cycles("n1", &[200.0, 201.0, 199.0]));
+    let c = compare(&base, &slow, &opts()).unwrap();
+    assert_eq!(
+        (c.rows[0].judgement.test, c.rows[0].verdict()),
+        (Test::LaunchT, Verdict::Regressed)
+    );
+    assert_eq!(c.failure().unwrap(), "regression: 1 of 1 rows lost more than 5% busbw");
+    let same = loaded("n", cycles("n1", &[101.0, 100.0, 102.0]));
+    assert_eq!(compare(&base, &same, &opts()).unwrap().exit_code(), 0);
 }
 
 #[test]

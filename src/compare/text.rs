@@ -4,7 +4,7 @@
 //! per collective and over all rows, the notes and the headline.
 //! Warnings are not repeated here: they went to stderr.
 
-use super::by_mode::ModeReport;
+use super::by_mode::{Difference, ModeReport, Point};
 use super::{Compared, Comparison, human_size};
 
 pub fn comparison(c: &Comparison) -> String {
@@ -52,7 +52,7 @@ pub fn comparison(c: &Comparison) -> String {
     if !c.summary.is_empty() {
         out.push_str("\nSummary by collective:\n");
         let rows = summary_rows(c).into_iter().collect();
-        out.push_str(&table(&SUMMARY_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8]));
+        out.push_str(&table(&SUMMARY_HEADERS, rows, &[1, 2, 3, 4, 5, 6, 7, 8, 9]));
     }
     out.push('\n');
     for note in &c.notes {
@@ -99,13 +99,14 @@ pub(super) const ROW_HEADERS: [&str; 18] = [
     "verdict",
 ];
 
-pub(super) const SUMMARY_HEADERS: [&str; 9] = [
+pub(super) const SUMMARY_HEADERS: [&str; 10] = [
     "collective",
     "compared",
     "improved",
     "regressed",
     "within noise",
     "too noisy",
+    "unproven",
     "only in base",
     "only in new",
     "geomean change",
@@ -124,6 +125,7 @@ pub(super) fn summary_rows(c: &Comparison) -> Vec<Vec<String>> {
                 s.regressed.to_string(),
                 s.within_noise.to_string(),
                 s.too_noisy.to_string(),
+                s.unproven.to_string(),
                 s.only_in_base.to_string(),
                 s.only_in_new.to_string(),
                 fmt_change(s.geomean_change_pct),
@@ -166,12 +168,15 @@ pub(super) fn row_cells(r: &Compared) -> Vec<String> {
 
 pub fn modes(r: &ModeReport) -> String {
     let mut out = format!(
-        "collbench compare --by {}: {} ({}) in {}; speedup over {}\n",
+        "collbench compare --by {}: {} ({}) in {}; speedup over {}, claimed where the samples show it \
+         (beyond {}% with p < {})\n",
         r.dimension.name(),
         r.metric,
         r.metric.unit(),
         r.label,
-        r.reference
+        r.reference,
+        trim_float(r.threshold_pct),
+        trim_float(r.alpha)
     );
     for g in &r.groups {
         out.push_str(&format!("\n{}\n", g.title(r.dimension)));
@@ -191,10 +196,10 @@ pub fn modes(r: &ModeReport) -> String {
                 for (i, m) in g.modes.iter().enumerate() {
                     cells.push(p.values[i].map_or("-".into(), fmt_value));
                     if *m != r.reference {
-                        cells.push(p.speedups[i].map_or("-".into(), |s| format!("{s:.2}x")));
+                        cells.push(speedup_cell(p, i));
                     }
                 }
-                let winner = p.winner.clone().unwrap_or_else(|| "-".into());
+                let winner = winner_cell(p);
                 cells.push(if p.crossover { format!("{winner} *") } else { winner });
                 cells
             })
@@ -211,7 +216,37 @@ pub fn modes(r: &ModeReport) -> String {
             out.push_str(&format!("* crossover at {}\n", list.join(", ")));
         }
     }
+    if !r.notes.is_empty() {
+        out.push('\n');
+    }
+    for note in &r.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
     out
+}
+
+/// A mode's speedup over the reference: `1.33x [1.30, 1.36]` where the
+/// samples show a difference, `n.s. [0.97, 1.02]` where they show none
+/// (the interval, never a claim), `-` where they cannot judge.
+pub(super) fn speedup_cell(p: &Point, i: usize) -> String {
+    let interval = p.intervals[i]
+        .map(|[lo, hi]| format!(" [{lo:.2}, {hi:.2}]"))
+        .unwrap_or_default();
+    match (p.differences[i], p.speedups[i]) {
+        (Some(d), Some(s)) if d.is_claim() => format!("{s:.2}x{interval}"),
+        (Some(Difference::NoSignificantDifference), _) => format!("n.s.{interval}"),
+        _ => "-".into(),
+    }
+}
+
+/// The winner where the samples show one; `no significant difference`
+/// where they were judged and show none; `-` where they cannot judge.
+pub(super) fn winner_cell(p: &Point) -> String {
+    match &p.winner {
+        Some(w) => w.clone(),
+        None if p.differences.iter().flatten().any(|d| *d != Difference::NoClaim) => "no significant difference".into(),
+        None => "-".into(),
+    }
 }
 
 /// Columns padded to their widest cell; `right` lists right-aligned columns.

@@ -2,25 +2,51 @@
 //! `replay --csv`): each configuration (the `workload` column at one rank
 //! count) is judged on its step time, the `step` rows being its samples,
 //! with the same noise model as run CSVs (`noise::judge`, metric time).
+//! BASE or NEW may be a folder of workload CSVs, each file one launch, so
+//! that the launch t-test sees launch-to-launch noise; with one launch a
+//! side a change is unproven unless `--within-launch` (as for run CSVs).
 //! A configuration only in BASE fails unless `--allow-missing`; one only
 //! in NEW is listed.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::noise::{self, Params, Sample};
+use super::text::{fmt_change, fmt_interval, fmt_p};
 use super::{CompareOptions, Verdict};
 use crate::error::{Error, exit};
 use crate::record::workload::{self, RowKind, is_workload_csv};
 use crate::report::workload::time;
 use crate::types::Metric;
 
-/// (workload, nranks) -> each step's time in microseconds.
-type Steps = BTreeMap<(String, u64), Vec<f64>>;
+/// (workload, nranks) -> each step's time in microseconds and the launch
+/// (file) it was measured in.
+type Steps = BTreeMap<(String, u64), Vec<(f64, usize)>>;
 
-/// Whether either file is a workload CSV; both must be, or neither.
+/// The CSV files of `path`: itself, or the `.csv` files of a folder in
+/// name order.
+fn files(path: &Path) -> Vec<PathBuf> {
+    if !path.is_dir() {
+        return vec![path.to_path_buf()];
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|f| f.extension().is_some_and(|x| x == "csv"));
+    files.sort();
+    files
+}
+
+/// A workload CSV, or a folder whose CSVs are.
+fn is_workload(path: &Path) -> bool {
+    let f = files(path);
+    !f.is_empty() && f.iter().all(|f| is_workload_csv(f))
+}
+
+/// Whether either side is a workload CSV (or a folder of them); both must
+/// be, or neither.
 pub fn applies(base: &Path, new: &Path) -> Result<bool, Error> {
-    match (is_workload_csv(base), is_workload_csv(new)) {
+    match (is_workload(base), is_workload(new)) {
         (true, true) => Ok(true),
         (false, false) => Ok(false),
         (b, _) => {
@@ -34,49 +60,71 @@ pub fn applies(base: &Path, new: &Path) -> Result<bool, Error> {
     }
 }
 
-/// The step times of a workload CSV (its `step` rows, read by serde).
-fn read(path: &Path) -> Result<Steps, Error> {
-    let shown = path.display();
+/// The step times of a workload CSV or a folder of them (their `step`
+/// rows, read by serde), each file a launch; and how many launches.
+fn read(path: &Path) -> Result<(Steps, usize), Error> {
     let mut steps = Steps::new();
-    for (i, row) in workload::read(path)?.into_iter().enumerate() {
-        if row.kind != RowKind::Step {
-            continue;
+    let files = files(path);
+    for (launch, file) in files.iter().enumerate() {
+        let shown = file.display();
+        let before = steps.values().map(Vec::len).sum::<usize>();
+        for (i, row) in workload::read(file)?.into_iter().enumerate() {
+            if row.kind != RowKind::Step {
+                continue;
+            }
+            if !(row.time_us.is_finite() && row.time_us >= 0.0) {
+                let line = i + 2;
+                return Err(Error::usage(format!(
+                    "{shown}: line {line}: column time_us is not a time"
+                )));
+            }
+            steps
+                .entry((row.workload, row.nranks))
+                .or_default()
+                .push((row.time_us, launch));
         }
-        if !(row.time_us.is_finite() && row.time_us >= 0.0) {
-            let line = i + 2;
-            return Err(Error::usage(format!(
-                "{shown}: line {line}: column time_us is not a time"
-            )));
+        if steps.values().map(Vec::len).sum::<usize>() == before {
+            return Err(Error::usage(format!("{shown}: a workload CSV without step rows")));
         }
-        steps.entry((row.workload, row.nranks)).or_default().push(row.time_us);
     }
-    if steps.is_empty() {
-        return Err(Error::usage(format!("{shown}: a workload CSV without step rows")));
+    if files.is_empty() {
+        return Err(Error::usage(format!("{}: no CSV files", path.display())));
     }
-    Ok(steps)
+    Ok((steps, files.len()))
 }
 
 /// Judges every configuration; the report's text and the exit code.
 pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u8), Error> {
-    let (b, n) = (read(base)?, read(new)?);
+    let ((b, base_launches), (n, new_launches)) = (read(base)?, read(new)?);
     let params = Params {
         metric: Metric::Time,
         threshold_pct: o.threshold_pct,
         alpha: o.alpha,
+        within_launch: o.within_launch,
     };
+    let launches = |l: usize| format!("{l} launch{}", if l == 1 { "" } else { "es" });
     let mut out = format!(
-        "workload step time: {} (base) against {} (new), threshold {}%\n",
+        "workload step time: {} (base, {}) against {} (new, {}), threshold {}%\n",
         base.display(),
+        launches(base_launches),
         new.display(),
+        launches(new_launches),
         o.threshold_pct
     );
     out += &format!(
-        "  {:<28} {:>6} {:>12} {:>12} {:>9}  verdict\n",
-        "configuration", "ranks", "base", "new", "change"
+        "  {:<28} {:>6} {:>12} {:>12} {:>9} {:>19} {:>8}  verdict\n",
+        "configuration", "ranks", "base", "new", "change", "interval", "p"
     );
-    let (mut regressed, mut missing) = (0, 0);
-    let samples = |v: &[f64], launch: &'static str| -> Vec<Sample<'static>> {
-        v.iter().map(|&value| Sample { value, launch }).collect()
+    let (mut regressed, mut missing, mut unproven) = (0, 0, 0);
+    // launches as names: base files 0.., new files after them
+    let names: Vec<String> = (0..base_launches + new_launches).map(|i| i.to_string()).collect();
+    let samples = |v: &[(f64, usize)], offset: usize| -> Vec<Sample<'_>> {
+        v.iter()
+            .map(|&(value, launch)| Sample {
+                value,
+                launch: &names[offset + launch],
+            })
+            .collect()
     };
     for ((name, ranks), bv) in &b {
         let Some(nv) = n.get(&(name.clone(), *ranks)) else {
@@ -84,20 +132,31 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
             out += &format!("  {name:<28} {ranks:>6}  only in base\n");
             continue;
         };
-        let j = noise::judge(&samples(bv, "base"), &samples(nv, "new"), &params);
+        let j = noise::judge(&samples(bv, 0), &samples(nv, base_launches), &params);
         regressed += usize::from(j.verdict == Verdict::Regressed);
+        unproven += usize::from(j.verdict == Verdict::Unproven);
         out += &format!(
-            "  {:<28} {:>6} {:>12} {:>12} {:>9}  {}\n",
+            "  {:<28} {:>6} {:>12} {:>12} {:>9} {:>19} {:>8}  {}\n",
             name,
             ranks,
             time(j.base_stats.median),
             time(j.new_stats.median),
-            j.change_pct.map_or("-".into(), |c| format!("{c:+.1}%")),
+            fmt_change(j.change_pct),
+            fmt_interval(j.interval_pct),
+            fmt_p(j.p_value),
             j.verdict.name()
         );
     }
     for (name, ranks) in n.keys().filter(|k| !b.contains_key(*k)) {
         out += &format!("  {name:<28} {ranks:>6}  only in new\n");
+    }
+    if unproven > 0 {
+        out += &format!(
+            "note: {unproven} configuration{} unproven: changed by more than the threshold, but one launch \
+             per side cannot tell a change from launch-to-launch noise; compare folders of several \
+             launches' CSVs, or pass --within-launch to judge the steps of one launch\n",
+            if unproven == 1 { "" } else { "s" }
+        );
     }
     let fails = regressed > 0 || (missing > 0 && !o.allow_missing);
     out += &format!(

@@ -7,9 +7,14 @@
 //! rank. An output the backend leaves undefined (`Capabilities::validates`)
 //! is not checked. Under `-G` the one operation is captured in a CUDA graph,
 //! instantiated and replayed once, so that what is validated is what the
-//! timed replays run (as nccl-tests validates through the graph).
+//! timed replays run (as nccl-tests validates through the graph). Each rank
+//! also times its own part of the check (filling its input, fetching and
+//! comparing its output): work every rank of a symmetric collective does
+//! alike between two synchronisations, whose length says how late the rank
+//! arrives at the next one (`straggler`).
 
 use crate::backend::{Backend, Call, Graphs};
+use crate::clock::Clock;
 use crate::collective::Pattern;
 use crate::error::Error;
 use crate::plan::Capabilities;
@@ -26,6 +31,16 @@ pub struct Validate<'a> {
     /// Test hook: every rank with an output corrupts its first received
     /// element, so that validation must fail.
     pub inject_error: bool,
+    /// Where this rank's own work is timed.
+    pub clock: Clock,
+}
+
+/// One validation: the wrong elements of every rank, summed (`None` where
+/// the output is undefined), and this rank's seconds of its own work.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Checked {
+    pub wrong: Option<u64>,
+    pub work_s: f64,
 }
 
 impl Validate<'_> {
@@ -41,27 +56,50 @@ impl Validate<'_> {
         placement: Placement,
         seed: u64,
     ) -> Result<Option<u64>, Error> {
+        Ok(self.timed(backend, call, placement, seed)?.wrong)
+    }
+
+    /// `once`, with this rank's seconds of its own work: filling its input,
+    /// then fetching and comparing its output (not the collective, nor the
+    /// reduction of the count).
+    pub fn timed(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Checked, Error> {
         if !self.caps.validates(call.collective, placement) {
-            return Ok(None);
+            return Ok(Checked {
+                wrong: None,
+                work_s: 0.0,
+            });
         }
         let spec = call.collective.spec();
         let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, seed);
         let rank = call.at.rank;
+        let start = self.clock.now();
         backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
+        let mut work_s = self.clock.seconds_since(start);
         self.launch(backend, call, placement)?;
         backend.wait()?;
+        let start = self.clock.now();
         let (out, range) = backend.output(call, placement)?;
         if self.inject_error && !range.is_empty() {
             // flip bits of the first received element
             let at = range.start * call.dtype.size_bytes();
             out.bytes_mut()[at] ^= 0x5a;
         }
-        let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
+        let want = spec.expectation(&pattern, &call.shape, &call.at);
         let local = match pattern.relative_bound() {
-            Some(bound) => out.count_outside(range, want, bound),
-            None => out.count_mismatches(range, want),
+            Some(bound) => out.count_outside(range, &want, bound),
+            None => out.count_mismatches(range, &want),
         };
-        Ok(Some(self.world.sum_u64(local)))
+        work_s += self.clock.seconds_since(start);
+        Ok(Checked {
+            wrong: Some(self.world.sum_u64(local)),
+            work_s,
+        })
     }
 
     /// The one operation, at the start of the buffers; through a graph

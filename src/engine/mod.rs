@@ -163,8 +163,8 @@ pub struct Summary {
     pub cycles: u64,
     /// The signal that stopped the run early (on any rank).
     pub stopped_by: Option<u64>,
-    /// With `-I`, on rank 0: a rank persistently slower than the median.
-    pub straggler: Option<straggler::Straggler>,
+    /// With `-I`, on rank 0: the slow-rank verdict (arrival skew).
+    pub straggler: Option<straggler::SlowRank>,
 }
 
 pub struct Engine<'a> {
@@ -183,8 +183,8 @@ pub struct Engine<'a> {
     /// Check iterations so far: varies the pattern between checks, the
     /// same sequence on every rank.
     rep: u64,
-    /// Which rank was slowest where (rank 0, with `-I`).
-    stragglers: straggler::Stragglers,
+    /// Each rank's arrival at the checks' synchronisations (rank 0, `-I`).
+    arrivals: straggler::Arrivals,
 }
 
 impl<'a> Engine<'a> {
@@ -200,7 +200,7 @@ impl<'a> Engine<'a> {
             watchdog: None,
             stop: StopRequest::never(),
             rep: 0,
-            stragglers: straggler::Stragglers::default(),
+            arrivals: straggler::Arrivals::new(timing.straggler_threshold_pct / 100.0),
         }
     }
 
@@ -305,13 +305,23 @@ impl<'a> Engine<'a> {
                 profiler.range_pop();
             }
             let Measured {
-                wrong,
+                checked,
                 iters,
                 timed,
                 precision,
                 phase_sums,
             } = measured?;
+            let wrong = checked.and_then(|c| c.wrong);
             let times = self.world.gather_f64(timed.per_op_s);
+            // Arrival skew: each rank's own part of the check, where every
+            // rank does the same (every rank takes part, or none).
+            if self.cfg.per_iter
+                && case.collective.spec().is_symmetric()
+                && let Some(c) = checked.filter(|c| c.wrong.is_some())
+                && let Some(work) = self.world.gather_f64(c.work_s)
+            {
+                self.arrivals.add(case.size_bytes(), &work);
+            }
             let per_iter = match timed.samples {
                 Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
                 None => None,
@@ -331,11 +341,6 @@ impl<'a> Engine<'a> {
                 record.samples = Some(self.cfg.cycles);
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
-                    if case.collective.spec().is_symmetric()
-                        && let Some((rank, excess)) = straggler::slowest_rank(&times)
-                    {
-                        self.stragglers.add(case.size_bytes(), rank, excess);
-                    }
                 }
                 on_record(&record)?;
             }
@@ -355,7 +360,7 @@ impl<'a> Engine<'a> {
             iter += 1;
         }
         self.backend.wait()?;
-        let wrong = self.check(call, placement)?;
+        let checked = self.check(call, placement)?;
         let iters = match self.cfg.iterations {
             Iterations::Fixed(n) => n,
             Iterations::MinTime(budget) => {
@@ -364,7 +369,7 @@ impl<'a> Engine<'a> {
             Iterations::Precision(goal) => {
                 let batched = self.time_precisely(call, placement, goal, &mut iter)?;
                 return Ok(Measured {
-                    wrong,
+                    checked,
                     iters: batched.iters,
                     timed: batched.timed,
                     precision: batched.precision,
@@ -382,7 +387,7 @@ impl<'a> Engine<'a> {
             self.time(call, placement, iters, &mut iter)?
         };
         Ok(Measured {
-            wrong,
+            checked,
             iters,
             timed,
             precision: None,
@@ -417,9 +422,10 @@ impl<'a> Engine<'a> {
 
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
-    /// nccl-tests does). `None` when checking is off or the backend leaves
-    /// this output undefined.
-    fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<u64>, Error> {
+    /// nccl-tests does), with this rank's seconds of its own work in them.
+    /// `None` when checking is off or the backend leaves this output
+    /// undefined.
+    fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<check::Checked>, Error> {
         // before any pattern is used up, so that the seeds stay in step
         if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
             return Ok(None);
@@ -429,15 +435,18 @@ impl<'a> Engine<'a> {
             caps: &self.caps,
             through_graph: self.cfg.cuda_graph > 0,
             inject_error: self.inject_error,
+            clock: self.clock.clone(),
         };
+        let mut work_s = 0.0;
         for _ in 0..self.cfg.check {
             self.rep += 1;
-            match validate.once(&mut *self.backend, call, placement, self.rep)? {
-                Some(0) => {}
-                found => return Ok(found),
+            let c = validate.timed(&mut *self.backend, call, placement, self.rep)?;
+            work_s += c.work_s;
+            if c.wrong != Some(0) {
+                return Ok(Some(check::Checked { work_s, ..c }));
             }
         }
-        Ok(Some(0))
+        Ok(Some(check::Checked { wrong: Some(0), work_s }))
     }
 
     /// Timed iterations for `--min-time` when `-n` is not given: batches of
@@ -591,9 +600,9 @@ impl<'a> Engine<'a> {
         Ok((self.world.rank() == 0).then_some(mean))
     }
 
-    /// The persistently slow rank of the run (rank 0, with `-I`).
-    pub fn straggler(&self) -> Option<straggler::Straggler> {
-        self.stragglers.verdict(self.cfg.straggler_threshold_pct / 100.0)
+    /// The slow-rank verdict of the run (rank 0, with `-I`).
+    pub fn straggler(&self) -> Option<straggler::SlowRank> {
+        (self.cfg.per_iter && self.world.rank() == 0).then(|| self.arrivals.verdict(self.world.size()))
     }
 
     fn record(
@@ -656,6 +665,7 @@ impl<'a> Engine<'a> {
             phase_inter_us: phases.map(|p| p[1] * 1e6),
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
             label: ctx.label.clone(),
+            traffic: case.shape.peers.and_then(|p| p.traffic()).and_then(|t| t.column()),
             ..Record::default()
         }
     }
@@ -692,7 +702,8 @@ struct Timed {
 
 /// What `measure` found for one point on this rank.
 struct Measured {
-    wrong: Option<u64>,
+    /// The check's wrong elements and this rank's own work in it.
+    checked: Option<check::Checked>,
     /// Timed iterations.
     iters: u32,
     timed: Timed,
@@ -714,6 +725,7 @@ fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
     record.time_p99_us = Some(s.p99 * 1e6);
     record.time_iter_max_us = Some(s.max * 1e6);
     record.time_cv = Some(s.cv);
+    record.iter_times_us = Some(samples.iter().map(|t| t * 1e6).collect());
     record.slowest_rank = Some(rank as u64);
     record.slowest_excess_pct = Some(excess * 100.0);
 }

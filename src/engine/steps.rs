@@ -12,8 +12,18 @@
 //!
 //! Timing: a barrier before each step (before each operation with
 //! `--blocking`), then each operation is launched and waited for alone, on
-//! the host clock: operations run one after another, never overlapped.
-//! Times are the slowest rank's: a step ends when its last rank does.
+//! the host clock: operations run one after another, never overlapped. A
+//! step's time runs from the barrier to the end of its last operation, so
+//! it is its operations' times plus the step's own overhead between them
+//! (buffers made ready, a barrier per operation with `--blocking`). Every
+//! figure of a step comes from one rank, the step's slowest (a step ends
+//! when its last rank does): its step time and each of its operations'
+//! times, so that a step's breakdown adds up to its time.
+//!
+//! Several configurations run interleaved (`run_all`): each is checked and
+//! warmed up, then the timed steps go round the configurations, step 1 of
+//! each, step 2 of each, ..., so that a drift of the machine reaches every
+//! configuration alike and their steps compare.
 //! Must not: print, or know schedules, models or files.
 
 use crate::backend::{Backend, Call, LaunchExtras};
@@ -42,9 +52,10 @@ pub struct StepTiming {
 /// What the steps gave, on rank 0.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Steps {
-    /// Per timed step, the slowest rank's step time in microseconds.
+    /// Per timed step, the step's time on its slowest rank, in
+    /// microseconds: from the barrier to the end of its last operation.
     pub step_us: Vec<f64>,
-    /// Per timed step, per operation, the slowest rank's time (us).
+    /// Per timed step, per operation, that same rank's time (us).
     pub op_us: Vec<Vec<f64>>,
     /// Wrong elements over every checked operation and rank; `None` when
     /// checking is off.
@@ -66,6 +77,20 @@ impl Steps {
     pub fn per_step(&self) -> Option<IterSummary> {
         IterSummary::of(&self.step_us)
     }
+
+    /// Each operation's mean time over the timed steps (us): means add up,
+    /// so the operations' means and the overhead's make the mean step.
+    pub fn mean_op_us(&self, ops: usize) -> Vec<f64> {
+        let n = self.op_us.len().max(1) as f64;
+        (0..ops)
+            .map(|i| self.op_us.iter().map(|s| s.get(i).copied().unwrap_or(0.0)).sum::<f64>() / n)
+            .collect()
+    }
+
+    /// The mean step time (us).
+    pub fn mean_step_us(&self) -> f64 {
+        self.step_us.iter().sum::<f64>() / self.step_us.len().max(1) as f64
+    }
 }
 
 /// Runs the steps; `Some` on rank 0. Each call names its own group.
@@ -81,17 +106,44 @@ pub struct StepRunner<'a> {
 }
 
 impl StepRunner<'_> {
-    /// The steps' figures (`Some` on rank 0), and the signal that stopped
-    /// them early on any rank (every rank knows it; the steps timed before
-    /// it are kept).
+    /// One configuration's steps (`run_all` with one).
     pub fn run(&mut self, calls: &[Call], t: &StepTiming) -> Result<(Option<Steps>, Option<u64>), Error> {
-        let (wrong, failed_ops) = self.check(calls, t.check)?;
-        for step in 0..t.warmup_steps {
-            self.watch(format!("warm-up step {}", step + 1));
-            self.step(calls, t.blocking, None)?;
+        let (mut steps, stopped_by) = self.run_all(std::slice::from_ref(&calls.to_vec()), t)?;
+        Ok((steps.pop().flatten(), stopped_by))
+    }
+
+    /// Every configuration's steps, interleaved (module doc): each one's
+    /// figures (`Some` on rank 0), and the signal that stopped them early
+    /// on any rank (every rank knows it; the steps timed before it are
+    /// kept).
+    pub fn run_all(
+        &mut self,
+        configs: &[Vec<Call>],
+        t: &StepTiming,
+    ) -> Result<(Vec<Option<Steps>>, Option<u64>), Error> {
+        let many = configs.len() > 1;
+        let name = |c: usize| {
+            if many {
+                format!(" of configuration {}", c + 1)
+            } else {
+                String::new()
+            }
+        };
+        let mut checked = Vec::with_capacity(configs.len());
+        for calls in configs {
+            checked.push(self.check(calls, t.check)?);
         }
-        let mut step_s = Vec::with_capacity(t.steps as usize);
-        let mut op_s = Vec::with_capacity(t.steps as usize * calls.len());
+        for (c, calls) in configs.iter().enumerate() {
+            for step in 0..t.warmup_steps {
+                self.watch(format!("warm-up step {}{}", step + 1, name(c)));
+                self.step(calls, t.blocking, None)?;
+            }
+        }
+        let mut step_s = vec![Vec::with_capacity(t.steps as usize); configs.len()];
+        let mut op_s: Vec<Vec<f64>> = configs
+            .iter()
+            .map(|calls| Vec::with_capacity(t.steps as usize * calls.len()))
+            .collect();
         let mut stopped_by = None;
         for step in 0..t.steps {
             // Ranks stop together, between steps, when any got a signal.
@@ -100,24 +152,62 @@ impl StepRunner<'_> {
                 stopped_by = Some(signal);
                 break;
             }
-            self.watch(format!("step {}", step + 1));
-            step_s.push(self.step(calls, t.blocking, Some(&mut op_s))?);
+            for (c, calls) in configs.iter().enumerate() {
+                self.watch(format!("step {}{}", step + 1, name(c)));
+                step_s[c].push(self.step(calls, t.blocking, Some(&mut op_s[c]))?);
+            }
         }
         if let Some(w) = self.watchdog {
             w.idle();
         }
-        let steps = self.world.max_f64s_to_root(&step_s);
-        let ops = self.world.max_f64s_to_root(&op_s);
-        let steps = steps.zip(ops).map(|(steps, ops)| Steps {
-            step_us: steps.iter().map(|s| s * 1e6).collect(),
-            op_us: ops
-                .chunks(calls.len().max(1))
-                .map(|c| c.iter().map(|s| s * 1e6).collect())
-                .collect(),
-            wrong: (t.check > 0).then_some(wrong),
-            failed_ops,
-        });
+        let steps = configs
+            .iter()
+            .enumerate()
+            .map(|(c, calls)| {
+                let (wrong, failed_ops) = checked[c];
+                self.slowest(&step_s[c], &op_s[c], calls.len())
+                    .map(|(step_us, op_us)| Steps {
+                        step_us,
+                        op_us,
+                        wrong: (t.check > 0).then_some(wrong),
+                        failed_ops,
+                    })
+            })
+            .collect();
         Ok((steps, stopped_by))
+    }
+
+    /// On rank 0, per step: the time of the rank whose step took longest
+    /// (the lowest such rank on a tie), and that rank's time of each of the
+    /// step's `ops` operations, in microseconds. Every rank takes part.
+    #[allow(clippy::type_complexity)]
+    fn slowest(&self, step_s: &[f64], op_s: &[f64], ops: usize) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
+        let steps = step_s.len();
+        let bits: Vec<u64> = step_s.iter().map(|s| s.to_bits()).collect();
+        let all = self.world.all_gather_u64s(&bits);
+        let me = self.world.rank();
+        // each rank offers its operations' times of the steps it was the slowest in
+        let mut mine = vec![0.0; steps * ops];
+        let mut step_us = Vec::with_capacity(steps);
+        for k in 0..steps {
+            let (slowest, time) = (0..self.world.size())
+                .map(|r| (r, f64::from_bits(all[r * steps + k])))
+                .fold(
+                    (0, f64::NEG_INFINITY),
+                    |best, (r, t)| if t > best.1 { (r, t) } else { best },
+                );
+            step_us.push(time * 1e6);
+            if slowest == me {
+                mine[k * ops..(k + 1) * ops].copy_from_slice(&op_s[k * ops..(k + 1) * ops]);
+            }
+        }
+        let ops_of_slowest = self.world.max_f64s_to_root(&mine)?;
+        let op_us = ops_of_slowest
+            .chunks(ops.max(1))
+            .take(steps)
+            .map(|c| c.iter().map(|s| s * 1e6).collect())
+            .collect();
+        Some((step_us, op_us))
     }
 
     fn watch(&self, what: String) {
@@ -126,12 +216,13 @@ impl StepRunner<'_> {
         }
     }
 
-    /// One step: this rank's seconds, and each operation's pushed to `ops`.
+    /// One step: this rank's seconds from the barrier to the end of its
+    /// last operation, and each operation's pushed to `ops`.
     fn step(&mut self, calls: &[Call], blocking: bool, mut ops: Option<&mut Vec<f64>>) -> Result<f64, Error> {
         self.world.barrier();
-        let mut total = 0.0;
+        let step_start = self.clock.now();
         for c in calls {
-            // its buffers made ready, untimed
+            // its buffers made ready: the step's own overhead, not the operation's
             self.backend.prepare(c)?;
             if blocking {
                 self.world.barrier();
@@ -140,12 +231,11 @@ impl StepRunner<'_> {
             self.backend.launch(c, Placement::OutOfPlace, 0, 1)?;
             self.backend.wait()?;
             let took = self.clock.seconds_since(start);
-            total += took;
             if let Some(ops) = ops.as_mut() {
                 ops.push(took);
             }
         }
-        Ok(total)
+        Ok(self.clock.seconds_since(step_start))
     }
 
     /// `passes` validation passes over every operation (every rank takes
@@ -160,6 +250,7 @@ impl StepRunner<'_> {
             // a step's operations are launched one by one (-G is refused)
             through_graph: false,
             inject_error: self.inject_error,
+            clock: self.clock.clone(),
         };
         let (mut wrong, mut failed) = (0, 0);
         for pass in 0..u64::from(passes) {
@@ -183,7 +274,7 @@ mod tests {
 
     use super::*;
     use crate::backend::SubGroup;
-    use crate::backend::memory::{Fault, Launched, MemoryBackend};
+    use crate::backend::memory::{Event, Fault, Launched, MemoryBackend};
     use crate::clock::VirtualClock;
     use crate::collective::Collective;
     use crate::collective::Layout;
@@ -275,6 +366,97 @@ mod tests {
         assert_eq!(steps.op_us, vec![vec![1000.0, 2000.0, 3000.0]; 2]);
         assert_eq!(steps.step_us, vec![6000.0; 2]);
         assert_eq!(steps.wrong, None);
+    }
+
+    /// Runs `configs` (each a list of all-reduce element counts) on 2
+    /// rank threads without checks; `delay(rank, count)` says what an
+    /// operation of `count` elements takes there, in microseconds. Rank
+    /// 0's figures, and the counts in the order rank 0 ran them.
+    fn two_ranks(configs: &[&[usize]], delay: fn(usize, usize) -> u64) -> (Vec<Steps>, Vec<usize>) {
+        let worlds = ThreadWorld::create(2);
+        let backends = MemoryBackend::create(2).unwrap();
+        let configs: Vec<Vec<usize>> = configs.iter().map(|c| c.to_vec()).collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = worlds
+                .iter()
+                .zip(backends)
+                .enumerate()
+                .map(|(rank, (world, backend))| {
+                    let configs = configs.clone();
+                    s.spawn(move || {
+                        let clock = VirtualClock::new();
+                        let mut backend = backend
+                            .with_clock(clock.clone())
+                            .with_delay(move |op: &Launched| Duration::from_micros(delay(rank, op.call.shape.count)));
+                        let journal = backend.journal();
+                        let calls: Vec<Vec<Call>> = configs
+                            .iter()
+                            .map(|c| {
+                                c.iter()
+                                    .map(|&n| call(Collective::AllReduce, n, (2, rank), None, 1))
+                                    .collect()
+                            })
+                            .collect();
+                        let mut runner = StepRunner {
+                            world,
+                            backend: &mut backend,
+                            clock: Clock::Virtual(clock),
+                            inject_error: false,
+                            watchdog: None,
+                            stop: StopRequest::never(),
+                        };
+                        let t = StepTiming {
+                            warmup_steps: 0,
+                            steps: 2,
+                            check: 0,
+                            blocking: false,
+                        };
+                        let (steps, stopped) = runner.run_all(&calls, &t).unwrap();
+                        assert_eq!(stopped, None);
+                        let order = journal
+                            .events()
+                            .into_iter()
+                            .filter_map(|e| match e {
+                                Event::Prepare { count, .. } => Some(count),
+                                _ => None,
+                            })
+                            .collect();
+                        (steps.into_iter().flatten().collect::<Vec<_>>(), order)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).next().unwrap()
+        })
+    }
+
+    #[test]
+    fn a_steps_figures_all_come_from_its_slowest_rank_so_they_add_up() {
+        // rank 0: 3 + 1 + 1 us; rank 1: 1 + 1 + 4 us. The slowest rank of
+        // each operation would sum to 8 us for a 6 us step.
+        fn delay(rank: usize, count: usize) -> u64 {
+            match (rank, count) {
+                (0, 16) => 3,
+                (1, 64) => 4,
+                _ => 1,
+            }
+        }
+        let (steps, _) = two_ranks(&[&[16, 32, 64]], delay);
+        let s = &steps[0];
+        assert_eq!(s.step_us, vec![6.0; 2]);
+        assert_eq!(s.op_us, vec![vec![1.0, 1.0, 4.0]; 2]);
+        // the means add up: operations and overhead (none on a virtual clock)
+        let ops: f64 = s.mean_op_us(3).iter().sum();
+        assert_eq!((ops, s.mean_step_us()), (6.0, 6.0));
+    }
+
+    #[test]
+    fn configurations_run_their_timed_steps_in_turn() {
+        let (steps, order) = two_ranks(&[&[16], &[32, 48]], |_, count| count as u64);
+        // no check, no warm-up: step 1 of each, then step 2 of each
+        assert_eq!(order, [16, 32, 48, 16, 32, 48]);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0].step_us, vec![16.0; 2]);
+        assert_eq!(steps[1].op_us, vec![vec![32.0, 48.0]; 2]);
     }
 
     #[test]

@@ -203,6 +203,47 @@ fn sweep(
     sweep_with(n, timing, plan, setup, &Hooks::default())
 }
 
+/// alltoallv on the memory backend (which computes the exchange from
+/// every rank's real input, in place too): the generated traffic at spread
+/// 0, 0.5 and 1 and a matrix, int8 to double, 1 to 4 ranks, every element
+/// of both placements checked, each row's size the most any rank moves.
+#[test]
+fn alltoallv_checks_every_element_of_every_traffic_at_1_to_4_ranks() {
+    use crate::collective::{Spread, Traffic, TrafficMatrix};
+    let m: &'static TrafficMatrix = Box::leak(Box::new(
+        TrafficMatrix::parse("0 48 96 16\n160 32 0 64\n16 16 16 16\n256 0 48 32", 1.0, "m").unwrap(),
+    ));
+    let spread = |s| Traffic::Weighted(Spread::new(s).unwrap());
+    for n in 1..=4 {
+        let mut cases = Vec::new();
+        for traffic in [spread(0.0), spread(0.5), spread(1.0), Traffic::Matrix(m)] {
+            for dtype in [DType::Int8, DType::Half, DType::Float, DType::Double] {
+                let shape = Collective::AllToAllV.sized(4096, n, dtype.size_bytes(), traffic);
+                cases.push(Case {
+                    collective: Collective::AllToAllV,
+                    hierarchy: Hierarchy::Flat,
+                    dtype,
+                    op: None,
+                    root: None,
+                    shape,
+                });
+            }
+        }
+        let p = plan(n, cases.clone());
+        let t = Timing { check: 2, ..timing() };
+        let ran = sweep(n, &t, &p, |_, b| b.with_delay(|_| micros(10)));
+        let s = ran[0].summary();
+        assert_eq!((s.points, s.checked_points, s.wrong), (32, 32, 0), "n={n}");
+        for (r, case) in ran[0].records.iter().zip(cases.iter().flat_map(|c| [c, c])) {
+            assert_eq!(r.size_bytes, case.size_bytes());
+            let peers = crate::collective::Peers::of(&case.shape, n);
+            let most = (0..n).map(|k| peers.sends(k).max(peers.receives(k))).max().unwrap();
+            assert_eq!(r.size_bytes, (most * case.dtype.size_bytes()) as u64);
+            assert!((r.busbw_gbps - r.algbw_gbps * (n as f64 - 1.0) / n as f64).abs() < 1e-12);
+        }
+    }
+}
+
 fn micros(us: u64) -> Duration {
     Duration::from_micros(us)
 }
@@ -249,8 +290,12 @@ fn every_collective_is_checked_and_recorded_in_plan_order_on_rank_0_at_1_to_4_ra
             });
             for (rank, r) in ran.iter().enumerate() {
                 let s = r.summary();
-                assert_eq!((s.points, s.checked_points, s.wrong, s.failed_points), (18, 18, 0, 0));
-                assert_eq!(r.records.len(), if rank == 0 { 18 } else { 0 });
+                let points = 2 * Collective::ALL.len();
+                assert_eq!(
+                    (s.points, s.checked_points, s.wrong, s.failed_points),
+                    (points, points, 0, 0)
+                );
+                assert_eq!(r.records.len(), if rank == 0 { points } else { 0 });
             }
             let order: Vec<(Collective, Placement)> =
                 ran[0].records.iter().map(|r| (r.collective, r.placement)).collect();
@@ -697,4 +742,94 @@ fn the_precision_policy_stops_at_once_on_steady_times_and_records_the_slowest_ra
         // a point stops far before the 0.1 s cap: 30 us x iters < 0.1 s
         assert!((r.iters as f64) * 30e-6 < 0.1, "{r:?}");
     }
+}
+
+/// The slow-rank verdict of a 3-rank sweep of all_reduce at 4 sizes, 4
+/// cycles, `-I`, where `setup` says what each rank's operations and own
+/// work take.
+fn slow_rank_of(setup: impl Fn(usize, MemoryBackend) -> MemoryBackend + Sync) -> straggler::SlowRank {
+    let sizes = [1024, 4096, 16384, 65536];
+    let p = plan(3, sizes.iter().map(|&b| case(Collective::AllReduce, b, 3)).collect());
+    let t = Timing {
+        per_iter: true,
+        cycles: 4,
+        ..timing()
+    };
+    let ran = sweep(3, &t, &p, setup);
+    assert!(ran[1..].iter().all(|r| r.summary.as_ref().unwrap().straggler.is_none()));
+    ran[0].summary.as_ref().unwrap().straggler.clone().unwrap()
+}
+
+#[test]
+fn a_rank_whose_own_work_is_slower_arrives_late_and_is_named() {
+    // rank 2 fills its input in 30 us, the others in 10 us: at every
+    // point the others wait 20 us for it at the check's collective
+    let named = slow_rank_of(|rank, b| b.with_work(move |_| micros(if rank == 2 { 30 } else { 10 })));
+    let straggler::SlowRank::Named(s) = named else {
+        panic!("{named:?}")
+    };
+    assert_eq!((s.rank, s.late, s.points, s.every_size), (2, 32, 32, true));
+    assert!((s.excess - 2.0).abs() < 1e-9, "{}", s.excess);
+    // only from 16 KiB on (a fault that needs a long enough work to land in)
+    let named = slow_rank_of(|rank, b| {
+        b.with_work(move |call| micros(if rank == 1 && call.shape.count >= 4096 { 25 } else { 10 }))
+    });
+    let straggler::SlowRank::Named(s) = named else {
+        panic!("{named:?}")
+    };
+    assert_eq!((s.rank, s.from_size, s.late, s.points), (1, 16384, 16, 16));
+}
+
+#[test]
+fn a_rank_whose_operations_alone_take_longer_is_not_named() {
+    // duration: rank 1's operations take twice as long on its own clock,
+    // and its own work is the others': no arrival skew, no name
+    let verdict = slow_rank_of(|rank, b| {
+        b.with_delay(move |_| micros(if rank == 1 { 20 } else { 10 }))
+            .with_work(|_| micros(10))
+    });
+    assert_eq!(verdict, straggler::SlowRank::NoneFound { points: 32 });
+    // and without a check there is nothing to judge by
+    let p = plan(2, vec![case(Collective::AllReduce, 1024, 2)]);
+    let t = Timing {
+        per_iter: true,
+        check: 0,
+        ..timing()
+    };
+    let ran = sweep(2, &t, &p, |_, b| b);
+    assert!(matches!(
+        ran[0].summary.as_ref().unwrap().straggler,
+        Some(straggler::SlowRank::NotJudged(_))
+    ));
+}
+
+#[test]
+fn a_rank_slow_at_everything_is_named_only_where_enough_points_show_it() {
+    // rank 0 as a starved CPU makes it: its operations and its own work
+    // both 3x the others'
+    let slow = |rank: usize, b: MemoryBackend| {
+        let f = if rank == 0 { 3 } else { 1 };
+        b.with_delay(move |_| micros(10 * f)).with_work(move |_| micros(10 * f))
+    };
+    let named = slow_rank_of(slow);
+    let straggler::SlowRank::Named(s) = named else {
+        panic!("{named:?}")
+    };
+    assert_eq!((s.rank, s.late, s.points), (0, 32, 32));
+    // the same rank at one size, one cycle: 2 points (in and out of
+    // place), late at both, which chance gives one time in 9 at 3 ranks
+    let p = plan(3, vec![case(Collective::AllReduce, 4096, 3)]);
+    let t = Timing {
+        per_iter: true,
+        ..timing()
+    };
+    let ran = sweep(3, &t, &p, slow);
+    let verdict = ran[0].summary.as_ref().unwrap().straggler.clone().unwrap();
+    let straggler::SlowRank::NotJudged(why) = verdict else {
+        panic!("{verdict:?}")
+    };
+    assert!(
+        why.starts_with("2 checked points") && why.contains("need 6 at 3 ranks"),
+        "{why}"
+    );
 }

@@ -9,8 +9,11 @@
 
 /// Launchers, each with the options that give the number of processes it
 /// starts (none: it starts an unknown number, as jsrun's resource sets).
-const LAUNCHERS: [(&str, &[&str]); 9] = [
+const LAUNCHERS: [(&str, &[&str]); 11] = [
     ("mpirun", MPIRUN_NP),
+    // MVAPICH's launchers
+    ("mpirun_rsh", &["-np", "-n"]),
+    ("mpispawn", &["-np", "-n"]),
     ("mpiexec", MPIRUN_NP),
     ("mpiexec.hydra", MPIRUN_NP),
     ("orterun", MPIRUN_NP),
@@ -98,8 +101,11 @@ pub(crate) fn command(line: &str, is_binary: impl Fn(&str) -> bool) -> Option<Co
         .rev()
         .find_map(|(i, w)| LAUNCHERS.iter().find(|l| l.0 == basename(w)).map(|l| (i, l.1)));
     let processes = match launcher {
-        None => Some(1),
         Some((i, names)) => option(&before[i + 1..], names),
+        // a launcher this list lacks, or one a shell variable names
+        // (`$SUBMIT_CMD -n 4 osu_allreduce`): its count option in front of
+        // the binary, else an unknown count, never 1
+        None => option(before, ANY_NP).or_else(|| (!before.iter().any(|w| is_launcher_word(w))).then_some(1)),
     };
     Some(Command {
         binary: words[at].to_string(),
@@ -109,6 +115,17 @@ pub(crate) fn command(line: &str, is_binary: impl Fn(&str) -> bool) -> Option<Co
         dtype: option_text(after, &["-d", "--datatype"], is_word).map(str::to_string),
         op: option_text(after, &["-o", "--op"], is_word).map(str::to_string),
     })
+}
+
+/// Counts any launcher takes: an unknown launcher's `-n 4` before the
+/// binary is its process count.
+const ANY_NP: &[&str] = &["-np", "--np", "-n", "--ntasks"];
+
+/// A word before the binary that starts it: a shell variable (`$CMD`,
+/// `${CMD}`), not the prompt's `$` or an assignment's value.
+fn is_launcher_word(word: &str) -> bool {
+    let w = word.trim_matches(|c| c == '"' || c == '\'');
+    w.len() > 1 && w.starts_with('$') && !w.contains('=')
 }
 
 fn basename(word: &str) -> &str {
@@ -211,6 +228,28 @@ mod tests {
         assert_eq!((c.dtype.as_deref(), c.op.as_deref()), (Some("half"), Some("max")));
         let c = command("mpirun --hostfile hosts ./all_reduce_perf", perf).unwrap();
         assert_eq!(c.ranks(), None, "a launcher without a count says nothing");
+        let osu = |w: &str| w.starts_with("osu_");
+        // a launcher named by a shell variable: its -n (a JSC course's srun wrapper)
+        let c = command(
+            "[kraus1@jwlogin22 03-Collectives]$ OMPI_MCA_coll_ucc_enable=0 $JSC_SUBMIT_CMD -n 4 osu_allreduce -M 16777216 -d cuda",
+            osu,
+        )
+        .unwrap();
+        assert_eq!(c.processes, Some(4));
+        let c = command("$LAUNCH osu_allreduce -d cuda", osu).unwrap();
+        assert_eq!(
+            c.processes, None,
+            "an unknown launcher without a count is unknown, not 1"
+        );
+        // MVAPICH's mpirun_rsh
+        let c = command(
+            "[gulhane.2@a100-01 libexec]$ $MV2_HOME/bin/mpirun_rsh --export-all -np 2 a100-01 a100-01 MV2_USE_CUDA=1 osu-micro-benchmarks/mpi/collective/osu_allreduce -d",
+            osu,
+        )
+        .unwrap();
+        assert_eq!(c.processes, Some(2));
+        let c = command("user@host:~$ ./osu_allreduce", osu).unwrap();
+        assert_eq!(c.processes, Some(1), "started directly after a prompt");
         assert_eq!(command("# Collective test starting: all_reduce", perf), None);
     }
 }

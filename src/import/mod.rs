@@ -1,7 +1,8 @@
 //! `collbench import`: other tools' output as collbench CSV rows, so that
 //! old logs and new runs compare and plot together. One file per format:
 //! `nccl_text` (nccl-tests' text output), `nccl_json` (its `-J` file) and
-//! `osu` (OSU micro-benchmark collectives); `decode` turns a file's bytes
+//! `osu` (OSU micro-benchmark collectives), `collbench_table` (our own
+//! table, for a run whose CSV was lost); `decode` turns a file's bytes
 //! into text first (UTF-16, BOMs, gzip) or names what it is instead; `launch`
 //! reads what launchers add (line prefixes, echoed command lines).
 //! docs/import.md is the user's account of every decision taken here.
@@ -23,6 +24,7 @@
 //! spread across ranks (nccl-tests), so `compare` judges such rows by the
 //! threshold alone.
 
+mod collbench_table;
 mod decode;
 mod launch;
 mod nccl_json;
@@ -86,6 +88,9 @@ pub(crate) struct Measured {
     pub timestamp: Option<String>,
     /// Overrides the run's iteration count (OSU's Iterations column).
     pub iters: Option<u64>,
+    /// One sample of several of the point (nccl-tests' per-iteration
+    /// times): which one, from 1, and how many.
+    pub sample: Option<(u64, u64)>,
 }
 
 /// What a parser made of one file: its records, and one line (with the
@@ -153,6 +158,8 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Result<Record, String> {
         algbw_gbps,
         busbw_gbps,
         wrong: m.wrong,
+        cycle: m.sample.map(|s| s.0),
+        samples: m.sample.map(|s| s.1),
         ..Record::default()
     })
 }
@@ -240,6 +247,9 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
 /// One file's text in the format of `source`.
 pub(crate) fn parse(source: Source, text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
     match source {
+        Source::Collbench => collbench_table::parse(text, name, given),
+        // our own table passed as nccl-tests' (it looks like one)
+        Source::NcclTests if collbench_table::is_ours(text) => collbench_table::parse(text, name, given),
         Source::NcclTests if text.trim_start().starts_with('{') => nccl_json::parse(text, name, given),
         Source::NcclTests => nccl_text::parse(text, name, given),
         Source::Osu => osu::parse(text, name, given),
@@ -309,6 +319,7 @@ mod tests {
             wrong: Some(0),
             timestamp: None,
             iters: None,
+            sample: None,
         };
         let r = record(&run, &m).unwrap();
         assert_eq!((r.algbw_gbps, r.busbw_gbps), (1.0, 1.75));

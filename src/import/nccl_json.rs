@@ -6,6 +6,16 @@
 //! and `out_of_place` / `in_place` objects with `time` (or `cpu_time`) in
 //! microseconds and `nwrong` (null when checking was off). `"nan"` strings
 //! and null placements are skipped.
+//!
+//! With `-I` (file version 4, nccl-tests 2.19.5+; src/util.cu
+//! `writePerIterReport`) each placement also has `<placement>_per_iter`:
+//! `times_us` (one per iteration, each the slowest process's:
+//! `ReduceProcessMaxIterTimes`), `per_process_max_times_us` (one list per
+//! process, with several processes) and `skipped_iterations` (the first
+//! ones, left out of its statistics). Then each timed iteration is a row of
+//! its own, a sample of the point (`cycle` 1..N, `samples` N, `iters` 1):
+//! its time the slowest process's, `time_min_us` the fastest's, so that
+//! `compare` judges the point on its samples.
 
 use serde_json::Value;
 
@@ -135,10 +145,68 @@ fn points(entry: &Value, i: usize, warnings: &mut Vec<String>) -> Vec<Measured> 
             wrong,
             timestamp: None,
             iters: None,
+            sample: None,
         };
-        out.push(m);
+        match entry.get(format!("{key}_per_iter")).filter(|p| p.is_object()) {
+            Some(per_iter) => match samples(per_iter, &m) {
+                Ok(rows) => out.extend(rows),
+                Err(why) => {
+                    warnings.push(format!(
+                        "results[{i}].{key}_per_iter: {why}: that point is not imported"
+                    ));
+                }
+            },
+            None => out.push(m),
+        }
     }
     out
+}
+
+/// The timed iterations of one placement, each a sample row of `m`.
+fn samples(per_iter: &Value, m: &Measured) -> Result<Vec<Measured>, String> {
+    let numbers = |v: &Value| -> Option<Vec<f64>> {
+        v.as_array()?
+            .iter()
+            .map(|t| t.as_f64().filter(|t| t.is_finite() && *t >= 0.0))
+            .collect()
+    };
+    let times = per_iter
+        .get("times_us")
+        .and_then(numbers)
+        .ok_or("\"times_us\" is not a list of times")?;
+    let skip = per_iter.get("skipped_iterations").and_then(Value::as_u64).unwrap_or(0) as usize;
+    if skip >= times.len() {
+        return Err(format!(
+            "{} times and {skip} skipped iterations leave no sample",
+            times.len()
+        ));
+    }
+    let procs: Vec<Vec<f64>> = match per_iter.get("per_process_max_times_us") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => v
+            .as_array()
+            .and_then(|lists| lists.iter().map(numbers).collect::<Option<Vec<_>>>())
+            .filter(|lists| lists.iter().all(|l| l.len() == times.len()))
+            .ok_or("\"per_process_max_times_us\" is not one list of times per process")?,
+    };
+    let n = (times.len() - skip) as u64;
+    let mut out = Vec::with_capacity(n as usize);
+    for (k, i) in (skip..times.len()).enumerate() {
+        let fastest = procs.iter().map(|p| p[i]).fold(f64::INFINITY, f64::min);
+        out.push(Measured {
+            time_us: times[i],
+            time_min_us: if fastest.is_finite() {
+                fastest.min(times[i])
+            } else {
+                times[i]
+            },
+            time_max_us: times[i],
+            iters: Some(1),
+            sample: Some((k as u64 + 1, n)),
+            ..m.clone()
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -176,6 +244,40 @@ mod tests {
             (20, 5, "2025-06-01 10:00:00")
         );
         assert!((r.busbw_gbps - 1024.0 / 12e-6 / 1e9 * 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn per_iteration_times_become_one_sample_row_each() {
+        // nccl-tests 2.19.6 -J with -I 1 on 2 processes (src/util.cu)
+        let json = r#"{"version":4,"args":["./build/all_reduce_perf"],"nccl_version":22805,
+          "config":{"iterations":4,"warmup_iters":1,"devices":[{"rank":0,"hostname":"a"},{"rank":1,"hostname":"b"}]},
+          "results":[{"size":1024,"count":256,"type":"float","redop":"sum","root":"    -1",
+             "out_of_place":{"time":12.0,"alg_bw":0.09,"bus_bw":0.09,"nwrong":0},
+             "out_of_place_per_iter":{"skipped_iterations":1,"times_us":[40.0,10.0,12.0,14.0],
+                "per_process_max_times_us":[[40.0,9.0,12.0,13.0],[39.0,10.0,11.0,14.0]]},
+             "in_place":{"time":11.0,"alg_bw":0.09,"bus_bw":0.09,"nwrong":0},
+             "in_place_per_iter":{"skipped_iterations":0,"times_us":[11.0,"x"]}}]}"#;
+        let parsed = parse(json, "r.json", &Given::default()).unwrap();
+        let rows: Vec<(u64, u64, f64, f64, u64)> = parsed
+            .records
+            .iter()
+            .map(|r| (r.cycle.unwrap(), r.samples.unwrap(), r.time_us, r.time_min_us, r.iters))
+            .collect();
+        assert_eq!(
+            rows,
+            [(1, 3, 10.0, 9.0, 1), (2, 3, 12.0, 11.0, 1), (3, 3, 14.0, 13.0, 1)],
+            "the skipped first iteration is no sample; the fastest process is time_min_us"
+        );
+        assert!(parsed.records.iter().all(|r| r.placement == Placement::OutOfPlace));
+        let r = &parsed.records[0];
+        assert!(
+            (r.busbw_gbps - 1024.0 / 10e-6 / 1e9).abs() < 1e-12,
+            "busbw from the sample's own time"
+        );
+        assert_eq!(
+            parsed.warnings,
+            ["results[0].in_place_per_iter: \"times_us\" is not a list of times: that point is not imported"]
+        );
     }
 
     #[test]

@@ -513,7 +513,9 @@ fn kind(column: &str) -> Kind {
         "size" | "count" => Kind::Count,
         "root" => Kind::Root,
         "type" | "redop" => Kind::Name,
-        "time" | "cputime" | "algbw" | "busbw" | "error" => Kind::Number,
+        "time" | "cputime" | "algbw" | "busbw" => Kind::Number,
+        // nccl-tests 2019-2020 print `N/A` there with `-c 0`
+        "error" => Kind::Wrong,
         "#wrong" | "wrong" => Kind::Wrong,
         _ => Kind::Any,
     }
@@ -525,7 +527,7 @@ fn valid(kind: Kind, token: &str) -> bool {
         Kind::Root => token.parse::<i64>().is_ok(),
         Kind::Name => !token.is_empty() && token.parse::<f64>().is_err(),
         Kind::Number => token.parse::<f64>().is_ok(),
-        Kind::Wrong => token == "N/A" || token.parse::<u64>().is_ok(),
+        Kind::Wrong => token == "N/A" || token.parse::<f64>().is_ok_and(|v| v >= 0.0),
         Kind::Any => true,
     }
 }
@@ -618,6 +620,7 @@ fn points(columns: &[String], tokens: &[String], line: usize, warnings: &mut Vec
             wrong,
             timestamp: at("timestamp").map(str::to_string),
             iters: None,
+            sample: None,
         };
         out.push(Point {
             m,

@@ -134,6 +134,7 @@ fn points(s: &Section, collective: Collective, nranks: u64, dtype: &str, elem: u
                 .and_then(number)
                 .filter(|n| n.is_finite() && *n >= 0.0)
                 .map(|n| n as u64),
+            sample: None,
         };
         out.push(m);
     }

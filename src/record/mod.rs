@@ -125,6 +125,16 @@ pub struct Record {
     /// With `--label`: the run's label.
     #[serde(default)]
     pub label: Option<String>,
+    /// alltoallv: its traffic (`spread=0.5`, `matrix=FILE`); empty on
+    /// other collectives and for nccl-tests' default traffic (spread 1).
+    /// The column is there when the run measures alltoallv with another.
+    #[serde(default)]
+    pub traffic: Option<String>,
+    /// With `-I`: every timed iteration's time at its slowest rank, in
+    /// microseconds, for nccl-tests' JSON (`report::nccl_tests_json`);
+    /// neither a CSV column nor in our JSON.
+    #[serde(skip)]
+    pub iter_times_us: Option<Vec<f64>>,
 }
 
 impl Metric {
@@ -208,6 +218,9 @@ pub struct Extras {
     pub phases: bool,
     /// `label` (`--label`).
     pub label: bool,
+    /// `traffic` (the run measures alltoallv with a traffic other than
+    /// the default).
+    pub traffic: bool,
 }
 
 impl Extras {
@@ -222,6 +235,9 @@ impl Extras {
         }
         if self.label {
             h.push("label");
+        }
+        if self.traffic {
+            h.push("traffic");
         }
         h
     }
@@ -295,6 +311,9 @@ impl Record {
         }
         if extras.label {
             f.push(self.label.clone().unwrap_or_default());
+        }
+        if extras.traffic {
+            f.push(self.traffic.clone().unwrap_or_default());
         }
         f
     }
@@ -398,6 +417,9 @@ pub struct CaseKey {
     /// Absent when rows of different rank counts are compared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nranks: Option<u64>,
+    /// alltoallv's traffic: runs of different traffic are different cases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
 }
 
 impl CaseKey {
@@ -413,6 +435,7 @@ impl CaseKey {
             placement: r.placement,
             size_bytes: r.size_bytes,
             nranks: with_ranks.then_some(r.nranks),
+            traffic: r.traffic.clone(),
         }
     }
 
@@ -436,6 +459,7 @@ impl CaseKey {
             self.size_bytes,
             self.placement == Placement::InPlace,
             self.nranks,
+            self.traffic.as_deref(),
         )
     }
 
@@ -460,6 +484,9 @@ impl CaseKey {
         parts.push(human_size(self.size_bytes));
         if let Some(n) = self.nranks {
             parts.push(format!("{n} ranks"));
+        }
+        if let Some(traffic) = &self.traffic {
+            parts.push(traffic.clone());
         }
         parts.join(" ")
     }

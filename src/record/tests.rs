@@ -64,18 +64,21 @@ pub(crate) fn sample() -> Record {
         slowest_rank: Some(1),
         slowest_excess_pct: Some(12.5),
         label: Some("nightly, a \"quoted\" name".into()),
+        traffic: Some("spread=0.5".into()),
+        iter_times_us: None,
     }
 }
 
 #[test]
 fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
     let r = sample();
-    for bits in 0..8u8 {
-        let (per_iter, phases, label) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0);
+    for bits in 0..16u8 {
+        let (per_iter, phases, label, traffic) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
         let extras = Extras {
             per_iter,
             phases,
             label,
+            traffic,
         };
         let fields = r.csv_fields(extras);
         let header = extras.header();
@@ -101,6 +104,7 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
             phase_intra1_us: r.phase_intra1_us.filter(|_| phases),
             phase_intra2_us: r.phase_intra2_us.filter(|_| phases),
             label: r.label.clone().filter(|_| label),
+            traffic: r.traffic.clone().filter(|_| traffic),
             ..r.clone()
         };
         assert_eq!(back, want);

@@ -106,7 +106,14 @@ pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result
     let mut file = CsvFile::create(path, overwrite)?;
     let target = file.target();
     let failed = |e: io::Error| Error::runtime(format!("cannot write {target}: {e}"));
-    let extras = Extras::default();
+    // the optional columns any record has a value for (our own table's)
+    let any = |has: fn(&Record) -> bool| records.iter().any(has);
+    let extras = Extras {
+        per_iter: any(|r| r.time_p50_us.is_some() || r.time_cv.is_some() || r.time_iter_min_us.is_some()),
+        phases: any(|r| r.phase_inter_us.is_some()),
+        label: any(|r| r.label.is_some()),
+        traffic: any(|r| r.traffic.is_some()),
+    };
     file.fields(extras.header()).map_err(failed)?;
     for r in records {
         file.fields(r.csv_fields(extras)).map_err(failed)?;

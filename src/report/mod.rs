@@ -18,6 +18,7 @@ pub mod progress;
 mod reporter;
 pub mod samples;
 pub use reporter::{Reporter, stop_line};
+pub mod nccl_tests_json;
 pub mod table;
 pub mod workload;
 
@@ -40,6 +41,10 @@ pub struct OutputConfig {
     /// `None`: results/<run id>.csv.
     pub csv: Option<PathBuf>,
     pub json: Option<PathBuf>,
+    /// `--output-format nccl-tests-json`: `json` in nccl-tests' `-J` schema.
+    pub nccl_tests_json: bool,
+    /// `-S`: a timestamp at the end of every table row.
+    pub timestamps: bool,
     pub overwrite: bool,
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
@@ -86,6 +91,12 @@ pub struct RunInfo {
     pub json: Option<PathBuf>,
     /// `--label`.
     pub label: Option<String>,
+    /// alltoallv's traffic, where the run measures alltoallv.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
+    /// `-S`: the table ends every row with its timestamp.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timestamps: bool,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements

@@ -84,7 +84,8 @@ impl SampleTally {
 
 /// The end-of-run table of a run with several samples per point: each
 /// point's median and spread (IQR, MAD, and the IQR relative to the
-/// median), one line per point.
+/// median), one line per point, every line a `#` comment as nccl-tests'
+/// non-result lines are, so that its parsers read only result rows.
 pub fn samples_table(tally: &SampleTally) -> String {
     let points = tally.points();
     if points.is_empty() {
@@ -111,7 +112,7 @@ pub fn samples_table(tally: &SampleTally) -> String {
             "N/A".to_string()
         };
         s += &format!(
-            "  {:<16} {:<10} {:<8} {:<13} {:>12} {:>4} {:>11.2} {:>10.2} {:>10.2} {:>7}\n",
+            "# {:<16} {:<10} {:<8} {:<13} {:>12} {:>4} {:>11.2} {:>10.2} {:>10.2} {:>7}\n",
             p.case.collective.name(),
             p.case.hierarchy.name(),
             p.case.dtype.name(),
@@ -197,8 +198,10 @@ mod tests {
         let text = samples_table(&t);
         let line = text.lines().find(|l| l.contains("all_gather")).unwrap();
         let fields: Vec<&str> = line.split_whitespace().collect();
+        // a comment line, so that nccl-tests' parsers read no row here
+        assert_eq!(fields[0], "#");
         // size, n, median, IQR (p75 17 - p25 4.75), MAD (median of .5 .5 1.5 44.5), IQR %
-        assert_eq!(&fields[4..], ["4096", "4", "5.50", "12.25", "1.00", "222.7"]);
+        assert_eq!(&fields[5..], ["4096", "4", "5.50", "12.25", "1.00", "222.7"]);
         assert_eq!(samples_table(&SampleTally::default()), "");
     }
 }

@@ -35,6 +35,8 @@ pub struct TableSink {
     printer: Printer,
     /// Each placement's columns (set from the run at `begin`).
     cols: Vec<Col>,
+    /// `-S`: every row ends with its timestamp, as nccl-tests'.
+    timestamps: bool,
     /// Out-of-place record waiting for its in-place twin.
     pending: Option<Record>,
     section: Option<String>,
@@ -53,6 +55,7 @@ impl TableSink {
         TableSink {
             printer: Printer::start(out, progress),
             cols: placement_columns(false),
+            timestamps: false,
             pending: None,
             section: None,
             cycle: None,
@@ -60,6 +63,40 @@ impl TableSink {
             all_busbw: Mean::default(),
             samples: None,
         }
+    }
+
+    /// A data line, with `-S` the row's time at its end (nccl-tests'
+    /// `%Y-%m-%d %H:%M:%S`; the in-place record's, the later of the two).
+    fn line(&self, oop: Option<&Record>, ip: Option<&Record>) -> String {
+        let text = line(&self.cols, oop, ip);
+        match ip.or(oop).filter(|_| self.timestamps && !text.is_empty()) {
+            Some(r) => format!("{}  {:>19}\n", text.trim_end_matches('\n'), row_time(&r.timestamp)),
+            None => text,
+        }
+    }
+
+    /// A section's header, with `-S` a `timestamp` column at its end.
+    fn section_header(&self, r: &Record) -> String {
+        let text = section_header(&self.cols, r);
+        if !self.timestamps {
+            return text;
+        }
+        let mut out = String::new();
+        for l in text.lines() {
+            let extra = if l.contains("#wrong") {
+                "timestamp"
+            } else if l.contains("(elements)") {
+                "(UTC)"
+            } else {
+                ""
+            };
+            if extra.is_empty() {
+                out += &format!("{l}\n");
+            } else {
+                out += &format!("{l}  {extra:>19}\n");
+            }
+        }
+        out
     }
 
     /// Queues `text` for the printer thread (see `printer`).
@@ -73,7 +110,7 @@ impl TableSink {
     fn finish_text(&mut self) {
         let mut text = String::new();
         if let Some(oop) = self.pending.take() {
-            text += &line(&self.cols, Some(&oop), None);
+            text += &self.line(Some(&oop), None);
         }
         text += &self.end_section();
         let _ = self.emit(text);
@@ -215,24 +252,27 @@ pub fn g6(v: f64) -> String {
     )
 }
 
-/// The columns of each placement: nccl-tests' four, and with `-I` the
-/// per-iteration median, 99th percentile and coefficient of variation.
+/// The columns of each placement: nccl-tests' four, and with `-I` its
+/// per-iteration minimum, maximum, 99th percentile and coefficient of
+/// variation after them, under its names (`i_min i_max i_p99 i_cv%`), so
+/// that scripts reading nccl-tests' `-I` columns by position read ours.
 fn placement_columns(per_iter: bool) -> Vec<Col> {
     let mut cols = vec![
         Col::new("time", "(us)", 9, |r| fixed2(r.time_us)),
         Col::new("algbw", "(GB/s)", 8, |r| fixed2(r.algbw_gbps)),
         Col::new("busbw", "(GB/s)", 8, |r| fixed2(r.busbw_gbps)),
+        Col::new("#wrong", "", 7, |r| wrong_text(r.wrong)),
     ];
     if per_iter {
         cols.extend([
-            Col::new("p50", "(us)", 9, |r| fixed2_opt(r.time_p50_us)),
-            Col::new("p99", "(us)", 9, |r| fixed2_opt(r.time_p99_us)),
-            Col::new("cv", "(%)", 6, |r| {
+            Col::new("i_min", "(us)", 9, |r| fixed2_opt(r.time_iter_min_us)),
+            Col::new("i_max", "(us)", 9, |r| fixed2_opt(r.time_iter_max_us)),
+            Col::new("i_p99", "(us)", 9, |r| fixed2_opt(r.time_p99_us)),
+            Col::new("i_cv%", "(%)", 6, |r| {
                 r.time_cv.map_or("-".into(), |c| format!("{:.1}", c * 100.0))
             }),
         ]);
     }
-    cols.push(Col::new("#wrong", "", 7, |r| wrong_text(r.wrong)));
     cols
 }
 
@@ -269,6 +309,11 @@ fn line(cols: &[Col], oop: Option<&Record>, ip: Option<&Record>) -> String {
     )
 }
 
+/// `2026-12-02T13:10:45Z` as nccl-tests prints a row's time.
+fn row_time(rfc3339: &str) -> String {
+    rfc3339.trim_end_matches('Z').replacen('T', " ", 1)
+}
+
 fn section_header(cols: &[Col], r: &Record) -> String {
     let w = block_width(cols);
     let names: Vec<String> = cols.iter().map(|c| format!("{:>w$}", c.name, w = c.width)).collect();
@@ -301,6 +346,12 @@ fn section_header(cols: &[Col], r: &Record) -> String {
     )
 }
 
+/// What the bandwidths of a one-rank run are (header and footer).
+const ONE_RANK: &str = "no data crosses a link: each collective copies (or leaves) this rank's own buffer, so \
+algbw is the speed of that local copy and busbw is not a link's bandwidth: 0 where the bus factor is (n-1)/n \
+(all_reduce, all_gather, reduce_scatter, alltoall, gather, scatter), the local copy's speed where it is 1 \
+(broadcast, reduce, sendrecv)";
+
 /// The run header: what ran where, and how it was measured.
 pub fn run_header(run: &RunInfo) -> String {
     let mut s = format!("# collbench {}  run {}\n", run.collbench_version, run.run_id);
@@ -325,6 +376,9 @@ pub fn run_header(run: &RunInfo) -> String {
         if run.hosts.len() == 1 { "" } else { "s" },
         run.hosts.join(", ")
     );
+    if run.nranks == 1 {
+        s += &format!("# one rank  : {}\n", ONE_RANK);
+    }
     if let Some(label) = &run.label {
         s += &format!("# label     : {label}\n");
     }
@@ -353,6 +407,9 @@ pub fn run_header(run: &RunInfo) -> String {
         s += &format!("#             {extras}\n");
     }
     s += &format!("# sizes     : {}\n", sizes_text(&run.sweep));
+    if let Some(traffic) = &run.traffic {
+        s += &format!("# alltoallv : {traffic}\n");
+    }
     s += &format!("# plan      : {} points per sweep\n", run.points);
     s += &format!(
         "# transport : {}, observed {}   control plane: {}\n",
@@ -427,24 +484,46 @@ fn launch_extras(agg_iters: u32, cuda_graph: u32) -> Option<String> {
     Some(format!("{}; time per op = elapsed / ({divisor})", parts.join(", ")))
 }
 
-/// "rank 5 on node-b is 14% slower than the median at sizes >= 64 MiB".
+/// The slow-rank verdict: "rank 1 on node-b arrived late at 23 of 24
+/// checked points at sizes >= 1.0 MiB (sign test p = 1.5e-6), its own work
+/// 3.1x the other ranks' median: the others waited for it (arrival skew)".
 fn straggler_text(run: &RunInfo, summary: &Summary) -> String {
-    match &summary.straggler {
-        None => format!(
-            "none: no rank was persistently over {}% slower than the median",
-            run.timing.straggler_threshold_pct
+    slow_rank_text(summary.straggler.as_ref(), run.timing.straggler_threshold_pct, |rank| {
+        run.ranks.get(rank).map_or("?", |r| r.host.as_str()).to_string()
+    })
+}
+
+/// `straggler_text` of a verdict, a threshold in percent, and the host of
+/// each rank. Every line names its signal (arrival skew) and says, where no
+/// rank is named, whether none was late or the points cannot tell.
+fn slow_rank_text(
+    verdict: Option<&crate::engine::straggler::SlowRank>,
+    threshold: f64,
+    host_of: impl Fn(usize) -> String,
+) -> String {
+    use crate::engine::straggler::SlowRank;
+    match verdict {
+        None => "cannot tell (arrival skew): not measured".into(),
+        Some(SlowRank::NotJudged(why)) => format!("cannot tell (arrival skew): {why}"),
+        Some(SlowRank::NoneFound { points }) => format!(
+            "none (arrival skew): no rank arrived late (over {threshold}% behind the others' median for the \
+             same work) significantly often at {points} checked points"
         ),
-        Some(s) => {
-            let host = run.ranks.get(s.rank).map_or("?", |r| r.host.as_str());
+        Some(SlowRank::Named(s)) => {
+            let host = host_of(s.rank);
             let at = if s.every_size {
                 "at every size".to_string()
             } else {
                 format!("at sizes >= {}", crate::types::human_bytes(s.from_size))
             };
             format!(
-                "rank {} on {host} is {:.0}% slower than the median {at}",
+                "rank {} on {host} arrived late at {} of {} checked points {at} (sign test p = {:.1e}), its own \
+                 work {:.1}x the other ranks' median: the others waited for it (arrival skew)",
                 s.rank,
-                s.excess * 100.0
+                s.late,
+                s.points,
+                s.p_value,
+                1.0 + s.excess
             )
         }
     }
@@ -462,6 +541,19 @@ fn footer_average(all_busbw: &Mean) -> String {
     )
 }
 
+/// nccl-tests' line before its average (`# Out of bounds values : 0 OK`),
+/// which its parsers read: the points (size and placement) whose check
+/// found a wrong element, as nccl-tests counts them; 0 OK when nothing
+/// was checked, as there (our `Validation` line says so).
+fn out_of_bounds(summary: &Summary) -> String {
+    let n = summary.failed_points;
+    format!(
+        "# {:<20} : {n} {}\n",
+        "Out of bounds values",
+        if n == 0 { "OK" } else { "FAILED" }
+    )
+}
+
 /// The footer: overall average bus bandwidth and the validation verdict.
 pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String {
     let verdict = if run.timing.check == 0 {
@@ -474,7 +566,13 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
             summary.wrong, summary.failed_points, summary.checked_points
         )
     };
-    let mut s = format!("#\n{}", footer_average(all_busbw));
+    let mut s = format!("#\n{}{}", out_of_bounds(summary), footer_average(all_busbw));
+    if run.nranks == 1 {
+        s += &format!(
+            "# {:<20} : no data crossed a link; the bus bandwidths above are not a link's (see the header)\n",
+            "One rank"
+        );
+    }
     s += &format!("# {:<20} : {verdict}\n", "Validation");
     if run.timing.per_iter && summary.stopped_by.is_none() {
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));
@@ -494,6 +592,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
         self.cols = placement_columns(run.timing.per_iter);
+        self.timestamps = run.timestamps;
         self.samples = (run.timing.cycles != 1).then(SampleTally::default);
         self.emit(run_header(run))
     }
@@ -505,7 +604,7 @@ impl Sink for TableSink {
         let cycle = record.cycle.filter(|_| record.samples != Some(1));
         if cycle != self.cycle {
             if let Some(oop) = self.pending.take() {
-                text += &line(&self.cols, Some(&oop), None);
+                text += &self.line(Some(&oop), None);
             }
             text += &self.end_section();
             self.section = None;
@@ -516,10 +615,10 @@ impl Sink for TableSink {
         }
         if self.section.as_deref() != Some(section.as_str()) {
             if let Some(oop) = self.pending.take() {
-                text += &line(&self.cols, Some(&oop), None);
+                text += &self.line(Some(&oop), None);
             }
             text += &self.end_section();
-            text += &section_header(&self.cols, record);
+            text += &self.section_header(record);
             self.section = Some(section);
         }
         self.section_busbw.add(record.busbw_gbps);
@@ -528,18 +627,16 @@ impl Sink for TableSink {
             tally.add(record);
         }
         match (record.placement, self.pending.take()) {
-            (Placement::InPlace, Some(oop)) if same_case(&oop, record) => {
-                text += &line(&self.cols, Some(&oop), Some(record))
-            }
+            (Placement::InPlace, Some(oop)) if same_case(&oop, record) => text += &self.line(Some(&oop), Some(record)),
             (Placement::InPlace, other) => {
                 if let Some(oop) = other {
-                    text += &line(&self.cols, Some(&oop), None);
+                    text += &self.line(Some(&oop), None);
                 }
-                text += &line(&self.cols, None, Some(record));
+                text += &self.line(None, Some(record));
             }
             (_, other) => {
                 if let Some(oop) = other {
-                    text += &line(&self.cols, Some(&oop), None);
+                    text += &self.line(Some(&oop), None);
                 }
                 self.pending = Some(record.clone());
             }

@@ -7,7 +7,16 @@
 //! `compare` judges), and `op` rows, one per operation of the step.
 //!
 //! Formats only: every figure comes measured or from `workload::volume`;
-//! the ratios are display aggregates.
+//! the ratios are display aggregates. The figures of a step all come from
+//! the same samples (each timed step's slowest rank: its step time and its
+//! operations' times, `engine::steps`), and the breakdowns are means over
+//! the steps, which add up: the collectives' times and the step's own
+//! overhead make the mean step. `x best` carries the interval of the ratio
+//! of the median step times (the Mann-Whitney U test's, inverted,
+//! `stats::shift_interval`, as `compare` uses it), the steps of the
+//! configurations being interleaved samples of one launch; where that
+//! interval holds 1 the difference is not significant, and with too few
+//! steps no interval exists and nothing is claimed.
 
 use std::path::Path;
 
@@ -31,9 +40,11 @@ pub struct OpResult {
     pub size_bytes: u64,
     /// Bytes each rank sends, from first principles.
     pub bus_bytes: f64,
-    /// Median and p99 over the timed steps of the slowest rank's time.
+    /// Median, p99 and mean over the timed steps of its time on each
+    /// step's slowest rank.
     pub median_us: f64,
     pub p99_us: f64,
+    pub mean_us: f64,
 }
 
 /// One configuration's figures.
@@ -48,7 +59,11 @@ pub struct Outcome {
     pub step_us: Vec<f64>,
     pub step_median_us: f64,
     pub step_p99_us: f64,
-    /// Volumes, with each operation's median time.
+    /// The mean step, and its part outside the operations (the mean step
+    /// less the operations' mean times).
+    pub step_mean_us: f64,
+    pub overhead_mean_us: f64,
+    /// Volumes, with each operation's mean time over the steps.
     pub summary: Summary,
     pub wrong: Option<u64>,
     pub failed_ops: usize,
@@ -61,8 +76,10 @@ impl Outcome {
     pub fn of(c: &Config, ran: &[(DType, u64)], steps: Steps) -> Result<Outcome, Error> {
         let volume = StepVolume::new(&c.schedule, &c.layout)?;
         let per_op = steps.per_op(ran.len());
-        let medians: Vec<f64> = per_op.iter().map(|s| s.map_or(0.0, |s| s.p50)).collect();
-        let summary = volume.summary(Some(&medians))?;
+        // means add up where medians do not: the breakdown's basis
+        let means = steps.mean_op_us(ran.len());
+        let summary = volume.summary(Some(&means))?;
+        let step_mean_us = steps.mean_step_us();
         let ops = c
             .schedule
             .ops
@@ -70,7 +87,8 @@ impl Outcome {
             .zip(ran)
             .zip(&volume.per_op)
             .zip(&per_op)
-            .map(|(((op, &(run_dtype, run_count)), v), t)| OpResult {
+            .zip(&means)
+            .map(|((((op, &(run_dtype, run_count)), v), t), &mean_us)| OpResult {
                 op: op.clone(),
                 run_dtype,
                 run_count,
@@ -79,6 +97,7 @@ impl Outcome {
                 bus_bytes: v.bus_bytes,
                 median_us: t.map_or(0.0, |t| t.p50),
                 p99_us: t.map_or(0.0, |t| t.p99),
+                mean_us,
             })
             .collect();
         let step = steps.per_step();
@@ -91,6 +110,8 @@ impl Outcome {
             step_us: steps.step_us,
             step_median_us: step.map_or(0.0, |s| s.p50),
             step_p99_us: step.map_or(0.0, |s| s.p99),
+            step_mean_us,
+            overhead_mean_us: (step_mean_us - summary.total.time_us).max(0.0),
             summary,
             wrong: steps.wrong,
             failed_ops: steps.failed_ops,
@@ -105,6 +126,12 @@ impl Outcome {
     /// Effective bus bandwidth of the median step.
     pub fn busbw_gbps(&self) -> f64 {
         effective_busbw_gbps(self.volume_bytes(), self.step_median_us)
+    }
+
+    /// Each operation's mean time over the steps (the breakdown's basis),
+    /// as `workload::volume` holds them.
+    fn summary_times(&self) -> Vec<f64> {
+        self.ops.iter().map(|r| r.mean_us).collect()
     }
 }
 
@@ -146,19 +173,35 @@ pub fn header(replay: bool, lines: &[String]) -> String {
     s
 }
 
+/// The parallel degrees above 1: `, tp 2`, `, ep 4`, `, 2 pipeline stages`.
+fn degrees(l: &crate::workload::GroupLayout) -> String {
+    let mut s = String::new();
+    for (d, what) in [(l.tp, "tp"), (l.ep, "ep")] {
+        if d > 1 {
+            s += &format!(", {what} {d}");
+        }
+    }
+    if l.pp > 1 {
+        s += &format!(", {} pipeline stages", l.pp);
+    }
+    s
+}
+
 /// One configuration's block (`top`: list that many operations by time).
 pub fn one(o: &Outcome, top: Option<usize>) -> String {
     let t = &o.summary.total;
     let mut s = format!(
-        "\n{}: {} operations per step on {} ranks\n",
+        "\n{}: {} operations per step on {} ranks{}\n",
         o.name,
         o.ops.len(),
-        o.layout.world
+        o.layout.world,
+        degrees(&o.layout)
     );
     s += &format!(
-        "  step time        median {}  p99 {}  over {} steps\n",
+        "  step time        median {}  p99 {}  mean {}  over {} steps (each step's slowest rank, barrier to its last operation)\n",
         time(o.step_median_us),
         time(o.step_p99_us),
+        time(o.step_mean_us),
         o.step_us.len()
     );
     s += &format!(
@@ -174,7 +217,7 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
         s += &format!("  validated        every operation once: {w} wrong elements\n");
     }
     s += &format!(
-        "  {:<18} {:>5} {:>12} {:>12} {:>6} {:>11}\n",
+        "  {:<18} {:>5} {:>12} {:>12} {:>6} {:>11}   (mean per step; share of the collectives' time)\n",
         "by collective", "ops", "volume", "time", "share", "busbw GB/s"
     );
     for (c, tally) in &o.summary.by_collective {
@@ -184,6 +227,30 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
     for (class, tally) in o.summary.by_class.iter().filter(|(_, t)| t.ops > 0) {
         s += &breakdown_line(class.name(), tally, t.time_us);
     }
+    s += &format!(
+        "  {:<18} {:>5} {:>12} {:>12} {:>6}\n",
+        "collectives",
+        t.ops,
+        "",
+        time(t.time_us),
+        share(t.time_us, o.step_mean_us)
+    );
+    s += &format!(
+        "  {:<18} {:>5} {:>12} {:>12} {:>6}   (the step's own time between its operations: buffers made ready)\n",
+        "step overhead",
+        "",
+        "",
+        time(o.overhead_mean_us),
+        share(o.overhead_mean_us, o.step_mean_us)
+    );
+    s += &format!(
+        "  {:<18} {:>5} {:>12} {:>12} {:>6}   (= collectives + overhead)\n",
+        "step (mean)",
+        "",
+        "",
+        time(o.step_mean_us),
+        "100%"
+    );
     if let Some(n) = top {
         s += &top_ops(o, n);
     }
@@ -202,62 +269,110 @@ fn breakdown_line(name: &str, t: &crate::workload::Tally, total_us: f64) -> Stri
     )
 }
 
-/// The `n` operations that took longest (median over steps).
+/// The `n` operations that took longest (mean over the steps, the basis
+/// of the breakdown; their median beside it).
 fn top_ops(o: &Outcome, n: usize) -> String {
+    let means: Vec<f64> = o.summary_times();
     let mut order: Vec<usize> = (0..o.ops.len()).collect();
-    order.sort_by(|&a, &b| o.ops[b].median_us.total_cmp(&o.ops[a].median_us));
-    let total: f64 = o.ops.iter().map(|r| r.median_us).sum();
+    order.sort_by(|&a, &b| means[b].total_cmp(&means[a]));
+    let total = o.summary.total.time_us;
     let mut s = format!(
-        "  top {} operations by time (median over steps; total {})\n",
+        "  top {} operations by time (mean per step, share of the collectives' {}; median beside it)\n",
         n.min(o.ops.len()),
         time(total)
     );
     for &i in order.iter().take(n) {
         let r = &o.ops[i];
         s += &format!(
-            "    #{:<5} {:<15} {:>12} elements {:<9} on {} ranks  {:>11}  {:>5}  {}\n",
+            "    #{:<5} {:<15} {:>12} elements {:<9} on {} ranks  {:>11}  {:>5}  median {:>11}  {}\n",
             i + 1,
             r.op.collective.name(),
             r.op.count,
             r.op.dtype.name(),
             r.ranks,
+            time(means[i]),
+            share(means[i], total),
             time(r.median_us),
-            share(r.median_us, total),
             r.op.label
         );
     }
     s
 }
 
+/// The significance level of `x best`'s interval (95%).
+const X_BEST_ALPHA: f64 = 0.05;
+
+/// `x best` of `o` against the fastest configuration `best`: the ratio of
+/// the median step times, its interval, and what the interval says.
+fn x_best(o: &Outcome, best: &Outcome) -> (String, String, String) {
+    if best.step_median_us <= 0.0 {
+        return ("-".into(), "-".into(), "-".into());
+    }
+    let ratio = format!("{:.2}", o.step_median_us / best.step_median_us);
+    if std::ptr::eq(o, best) {
+        return (ratio, "-".into(), "fastest".into());
+    }
+    let logs =
+        |v: &[f64]| -> Option<Vec<f64>> { v.iter().all(|&t| t > 0.0).then(|| v.iter().map(|t| t.ln()).collect()) };
+    let (Some(x), Some(y)) = (logs(&best.step_us), logs(&o.step_us)) else {
+        return (ratio, "-".into(), "-".into());
+    };
+    if crate::stats::smallest_p_value(x.len(), y.len()) >= X_BEST_ALPHA {
+        return (ratio, "-".into(), "too few steps".into());
+    }
+    match crate::stats::shift_interval(&x, &y, X_BEST_ALPHA) {
+        Some((lo, hi)) => {
+            let (lo, hi) = (lo.exp(), hi.exp());
+            let verdict = if lo > 1.0 {
+                "slower"
+            } else if hi < 1.0 {
+                "faster"
+            } else {
+                "not significant"
+            };
+            (ratio, format!("[{lo:.2}, {hi:.2}]"), verdict.into())
+        }
+        None => (ratio, "-".into(), "too few steps".into()),
+    }
+}
+
 /// Every configuration beside the others, each one's ratio to the best
-/// (the shortest median step), and its volume's ratio to the best's.
+/// (the shortest median step) with that ratio's interval, and its
+/// volume's ratio to the best's.
 pub fn side_by_side(all: &[Outcome]) -> String {
-    let best = all
-        .iter()
-        .min_by(|a, b| a.step_median_us.total_cmp(&b.step_median_us))
-        .map_or(0.0, |o| o.step_median_us);
-    let best_volume = all
-        .iter()
-        .min_by(|a, b| a.step_median_us.total_cmp(&b.step_median_us))
-        .map_or(0.0, Outcome::volume_bytes);
-    let mut s = String::from("\nside by side (x best: median step time over the fastest configuration's)\n");
-    s += &format!(
-        "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11} {:>8} {:>10}\n",
-        "configuration", "ops", "volume", "median", "p99", "busbw GB/s", "x best", "volume x"
+    let Some(best) = all.iter().min_by(|a, b| a.step_median_us.total_cmp(&b.step_median_us)) else {
+        return String::new();
+    };
+    let mut s = String::from(
+        "\nside by side (x best: median step time over the fastest configuration's, with its 95% interval; \
+         the steps ran interleaved)\n",
     );
+    s += &format!(
+        "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11} {:>8} {:>14} {:<16} {:>10}\n",
+        "configuration", "ops", "volume", "median", "p99", "busbw GB/s", "x best", "interval", "vs fastest", "volume x"
+    );
+    let mut few = false;
     for o in all {
         let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}", a / b) } else { "-".into() };
+        let (x, interval, verdict) = x_best(o, best);
+        few |= verdict == "too few steps";
         s += &format!(
-            "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11.3} {:>8} {:>10}\n",
+            "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11.3} {:>8} {:>14} {:<16} {:>10}\n",
             o.name,
             o.ops.len(),
             gb(o.volume_bytes()),
             time(o.step_median_us),
             time(o.step_p99_us),
             o.busbw_gbps(),
-            ratio(o.step_median_us, best),
-            ratio(o.volume_bytes(), best_volume)
+            x,
+            interval,
+            verdict,
+            ratio(o.volume_bytes(), best.volume_bytes())
         );
+    }
+    if few {
+        s += "  note: too few steps for the rank test to tell configurations apart (4 a side at the least); \
+              --steps 10 gives an interval\n";
     }
     s
 }

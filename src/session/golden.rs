@@ -157,6 +157,7 @@ fn sweep_config() -> PlanConfig {
         roots: RootChoice::Rank(1),
         hierarchies: vec![Hierarchy::Flat],
         ranks_per_node: None,
+        traffic: Default::default(),
     }
 }
 
@@ -199,6 +200,8 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         csv: PathBuf::from("golden.csv"),
         json: Some(PathBuf::from("golden.json")),
         label: Some("golden".into()),
+        traffic: Some(super::outputs::traffic_text(Default::default(), nranks)),
+        timestamps: false,
     }
 }
 
@@ -245,6 +248,7 @@ fn a_sweep_on_the_memory_backend_writes_the_golden_csv_json_and_table() {
                         per_iter: true,
                         phases: false,
                         label: true,
+                        traffic: false,
                     };
                     let sinks: Vec<Box<dyn Sink>> = vec![
                         Box::new(CsvSink::create(csv_path, false, extras).unwrap()),
@@ -333,17 +337,17 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                     out += &report::header(job.top().is_some(), &lines);
                 }
                 let mut outcomes = Vec::new();
-                for (i, config) in configs.iter().enumerate() {
-                    let calls = plan.calls(i, &groups);
-                    let mut runner = StepRunner {
-                        world,
-                        backend: &mut backend,
-                        clock: Clock::Virtual(clock.clone()),
-                        inject_error: false,
-                        watchdog: None,
-                        stop: StopRequest::never(),
-                    };
-                    let (steps, _) = runner.run(&calls, &job.timing).unwrap();
+                let calls: Vec<Vec<_>> = (0..configs.len()).map(|i| plan.calls(i, &groups)).collect();
+                let mut runner = StepRunner {
+                    world,
+                    backend: &mut backend,
+                    clock: Clock::Virtual(clock.clone()),
+                    inject_error: false,
+                    watchdog: None,
+                    stop: StopRequest::never(),
+                };
+                let (all_steps, _) = runner.run_all(&calls, &job.timing).unwrap();
+                for ((config, calls), steps) in configs.iter().zip(&calls).zip(all_steps) {
                     if let Some(steps) = steps {
                         let ran: Vec<_> = calls.iter().map(|c| (c.dtype, c.shape.count as u64)).collect();
                         let o = Outcome::of(config, &ran, steps).unwrap();
@@ -392,7 +396,7 @@ fn a_workload_on_the_memory_backend_prints_and_writes_the_golden_report() {
             "--bucket",
             "16K,64K",
             "--steps",
-            "2",
+            "6",
             "--ranks-per-node",
             "2",
         ],
@@ -401,6 +405,66 @@ fn a_workload_on_the_memory_backend_prints_and_writes_the_golden_report() {
     );
     check_golden("workload.txt", &out.text);
     check_golden("workload.csv", &out.csv);
+    // every block's breakdown adds up: the collectives' shares make 100%,
+    // and the collectives' time and the overhead make the mean step
+    // the first time on a line (`1.54 ms`), in microseconds
+    let time_of = |l: &str| -> f64 {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        (0..words.len() - 1)
+            .find_map(|i| {
+                let scale = match words[i + 1] {
+                    "us" => 1.0,
+                    "ms" => 1e3,
+                    "s" => 1e6,
+                    _ => return None,
+                };
+                words[i].parse::<f64>().ok().map(|v| v * scale)
+            })
+            .unwrap()
+    };
+    let mut blocks = 0;
+    for block in out.text.split("\n\n").filter(|b| b.contains("step overhead")) {
+        let line = |name: &str| {
+            block
+                .lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap()
+                .to_string()
+        };
+        let (ops, overhead, step) = (line("collectives"), line("step overhead"), line("step (mean)"));
+        assert!(
+            (time_of(&ops) + time_of(&overhead) - time_of(&step)).abs() <= 0.06 * time_of(&step),
+            "{block}"
+        );
+        let by_collective = block
+            .split("by collective")
+            .nth(1)
+            .unwrap()
+            .split("by message size")
+            .next()
+            .unwrap();
+        let shares: f64 = by_collective
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                l.split_whitespace()
+                    .nth(6)
+                    .unwrap()
+                    .trim_end_matches('%')
+                    .parse::<f64>()
+                    .unwrap()
+            })
+            .sum();
+        assert!((shares - 100.0).abs() <= 1.5, "{shares}: {block}");
+        blocks += 1;
+    }
+    // every configuration's block has its breakdown
+    assert_eq!(blocks, out.text.matches("operations per step on").count());
+    assert!(blocks >= 12, "{blocks}");
+    // x best: an interval where the steps tell the configurations apart
+    let view = out.text.split("side by side").nth(1).unwrap();
+    assert!(view.contains("not significant") && view.contains("slower"), "{view}");
 }
 
 /// A logged job of tensor- and data-parallel groups (tests/fixtures'

@@ -11,22 +11,30 @@ use std::path::Path;
 use crate::cli::{ReplayArgs, RunArgs, StepArgs, WorkloadArgs};
 use crate::config::RunConfig;
 use crate::engine::steps::StepTiming;
-use crate::error::Error;
-use crate::types::human_bytes;
+use crate::error::{Error, exit};
+use crate::types::{Choice, DType, human_bytes};
 use crate::workload::plan::Config;
+use crate::workload::replay::{check, keep, read_log as read_log_text};
 use crate::workload::{
-    Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, parse_log, schedule,
+    Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, TorchVersion, parse_log,
+    schedule,
 };
 
 /// Where the step's operations come from.
 #[derive(Clone, Debug)]
 pub enum Source {
     Strategies {
-        model: Model,
+        model: Box<Model>,
         strategies: Vec<Strategy>,
         /// DDP, ZeRO and tp bucket sizes in bytes (`None`: the default).
         buckets: Vec<Option<u64>>,
         tp: usize,
+        /// Expert-parallel and pipeline degrees (`None`: the largest that
+        /// divides both the ranks and the experts, or the layers).
+        ep: Option<usize>,
+        pp: Option<usize>,
+        /// `--reduce-dtype` (`None`: each framework's own).
+        reduce: Option<DType>,
         opts: Options,
     },
     Log {
@@ -49,13 +57,26 @@ impl Job {
     pub fn workload(a: &WorkloadArgs) -> Result<(Job, RunConfig), Error> {
         let cfg = run_config(&a.run, "workload")?;
         let model = model(a)?;
-        let strategies = a.strategy.values();
-        if a.tp > 1 && !strategies.contains(&Strategy::Tp) {
-            return Err(Error::usage(format!(
-                "--tp {} only applies to the tp strategy; add tp to --strategy",
-                a.tp
-            )));
+        let mut strategies = a.strategy.values();
+        // `all` is every strategy the model has: moe needs experts
+        if matches!(a.strategy, Choice::All) && model.moe.is_none() {
+            strategies.retain(|&s| s != Strategy::Moe);
         }
+        for (given, option, strategy) in [
+            (a.tp > 1, format!("--tp {}", a.tp), Strategy::Tp),
+            (a.ep.is_some(), format!("--ep {}", a.ep.unwrap_or(0)), Strategy::Moe),
+            (a.pp.is_some(), format!("--pp {}", a.pp.unwrap_or(0)), Strategy::Pp),
+        ] {
+            if given && !strategies.contains(&strategy) {
+                return Err(Error::usage(format!(
+                    "{option} only applies to the {strategy} strategy; add {strategy} to --strategy"
+                )));
+            }
+        }
+        let degree = |v: Option<u64>, what: &str| -> Result<Option<usize>, Error> {
+            v.map(|d| usize::try_from(d).map_err(|_| Error::usage(format!("--{what} is too large"))))
+                .transpose()
+        };
         let mut buckets: Vec<Option<u64>> = Vec::new();
         for b in a.bucket.iter().map(|b| Some(b.bytes())) {
             if !buckets.contains(&b) {
@@ -71,10 +92,13 @@ impl Job {
             ))
         })?;
         let source = Source::Strategies {
-            model,
+            model: Box::new(model),
             strategies,
             buckets,
             tp: usize::try_from(a.tp).map_err(|_| Error::usage("--tp is too large"))?,
+            ep: degree(a.ep, "ep")?,
+            pp: degree(a.pp, "pp")?,
+            reduce: a.reduce_dtype,
             opts,
         };
         Ok((
@@ -91,7 +115,7 @@ impl Job {
         let cfg = run_config(&a.run, "replay")?;
         let text = read_log(&a.log)?;
         let log = parse_log(&text, &LogOptions { rank: a.replay_rank })
-            .map_err(|e| Error::usage(format!("{}: {e}", a.log.display())))?;
+            .map_err(|e| Error::from_code(e.exit_code(), format!("{}: {e}", a.log.display())))?;
         let source = Source::Log {
             log: Box::new(log),
             path: a.log.display().to_string(),
@@ -107,6 +131,60 @@ impl Job {
         ))
     }
 
+    /// `collbench replay --check-only`: the check of the log's ranks and
+    /// the sequence a replay would run, as lines, and the exit code (6
+    /// when the ranks disagree, 2 when the kept rank cannot be replayed).
+    pub fn check(a: &ReplayArgs) -> Result<(Vec<String>, u8), Error> {
+        let text = read_log(&a.log)?;
+        let path = a.log.display().to_string();
+        let (scan, check) =
+            read_log_text(&text).map_err(|e| Error::from_code(e.exit_code(), format!("{path}: {e}")))?;
+        let mut lines = vec![
+            format!("# collbench replay --check-only: {path}"),
+            format!(
+                "# {}a job of {} ranks; {} ranks shown, {} calls",
+                scan.version.map(|v| format!("NCCL {v}; ")).unwrap_or_default(),
+                scan.world,
+                scan.slots.len(),
+                scan.calls.len()
+            ),
+        ];
+        lines.extend(check::report(&check));
+        let mut code = exit::OK;
+        match keep(&scan, &check, &LogOptions { rank: a.replay_rank }) {
+            Ok(log) => {
+                let own: Vec<&String> = log.notes.iter().filter(|n| !check.notes.contains(n)).collect();
+                if !own.is_empty() {
+                    lines.push("replay notes".into());
+                    lines.extend(own.iter().map(|n| format!("  {n}")));
+                }
+                lines.push(format!("kept: {}: {} calls", log.source, log.calls.len()));
+                for c in &log.calls {
+                    lines.push(format!("  {}", describe_call(c, log.world)));
+                }
+            }
+            Err(e) => {
+                lines.push(format!("kept: cannot be replayed: {e}"));
+                code = e.exit_code();
+            }
+        }
+        let verdict = match check.first() {
+            Some(f) => {
+                code = exit::DIVERGENCE;
+                format!(
+                    "verdict: the ranks disagree (line {}): a replay refuses this log (exit 6)",
+                    f.line
+                )
+            }
+            None if code == exit::OK => "verdict: the ranks agree as far as the log shows".to_string(),
+            None => format!(
+                "verdict: the ranks agree as far as the log shows; the kept rank cannot be replayed (exit {code})"
+            ),
+        };
+        lines.push(verdict);
+        Ok((lines, code))
+    }
+
     /// The configurations at `world` ranks of `ranks_per_node` per node.
     pub fn configs(&self, world: usize, ranks_per_node: usize) -> Result<Vec<Config>, Error> {
         match &self.source {
@@ -115,21 +193,36 @@ impl Job {
                 strategies,
                 buckets,
                 tp,
+                ep,
+                pp,
+                reduce,
                 opts,
             } => {
                 let mut out = Vec::new();
                 for &s in strategies {
                     let degree = if s == Strategy::Tp { *tp } else { 1 };
-                    let layout = GroupLayout::new(world, ranks_per_node, degree)?;
+                    let mut layout = GroupLayout::new(world, ranks_per_node, degree)?;
+                    match s {
+                        Strategy::Moe => {
+                            let experts = model.moe.map_or(1, |m| m.experts);
+                            layout = layout.with_ep(ep.unwrap_or_else(|| gcd(world, experts)))?;
+                        }
+                        Strategy::Pp => layout = layout.with_pp(pp.unwrap_or_else(|| gcd(world, model.layers)))?,
+                        _ => {}
+                    }
                     let bucketed = !matches!(s, Strategy::Fsdp { .. } | Strategy::Hsdp { .. });
                     let list: &[Option<u64>] = if bucketed { buckets } else { &[None] };
+                    let model = Model {
+                        grad_dtype: reduce.unwrap_or_else(|| s.reduce_dtype(model.param_dtype)),
+                        ..(**model).clone()
+                    };
                     for &b in list {
-                        let o = bucket_options(opts, b, model);
+                        let o = bucket_options(opts, b, &model);
                         let name = match b {
                             Some(b) => format!("{s} bucket {}", human_bytes(b)),
                             None => s.name().to_string(),
                         };
-                        let schedule = schedule(s, model, &layout, &o)?;
+                        let schedule = schedule(s, &model, &layout, &o)?;
                         out.push(Config {
                             name,
                             strategy: Some(s),
@@ -161,18 +254,39 @@ impl Job {
     pub fn header(&self) -> Vec<String> {
         let mut lines = Vec::new();
         match &self.source {
-            Source::Strategies { model, strategies, .. } => {
+            Source::Strategies {
+                model,
+                strategies,
+                reduce,
+                opts,
+                buckets,
+                ..
+            } => {
+                let experts = model
+                    .moe
+                    .map(|m| format!(", {} experts per MoE layer, top-{}", m.experts, m.top_k))
+                    .unwrap_or_default();
                 lines.push(format!(
-                    "model {}: {} parameters, {} layers, hidden {}, parameters {}, gradients {}",
+                    "model {}: {} parameters, {} layers, hidden {}{experts}, parameters {}",
                     model.name,
                     model.params(),
                     model.layers,
                     model.hidden,
                     model.param_dtype,
-                    model.grad_dtype
                 ));
-                for s in strategies {
+                for &s in strategies {
                     lines.push(format!("{s}: follows {}", s.follows()));
+                    lines.push(match reduce {
+                        Some(t) => format!("{s}: gradients reduced in {t} (--reduce-dtype)"),
+                        None => format!(
+                            "{s}: gradients reduced in {} ({})",
+                            s.reduce_dtype(model.param_dtype),
+                            s.reduce_dtype_why()
+                        ),
+                    });
+                    if s == Strategy::Ddp {
+                        lines.push(ddp_version_line(opts, buckets));
+                    }
                     for l in s.simplifies() {
                         lines.push(format!("{s}: simplified: {l}"));
                     }
@@ -198,8 +312,15 @@ impl Job {
             }
         }
         lines.push(format!(
-            "times: the slowest rank's, each operation alone; {} warm-up step(s), {} timed step(s)",
-            self.timing.warmup_steps, self.timing.steps
+            "times: each step's slowest rank (its step and its operations), each operation alone; {} warm-up \
+             step(s), {} timed step(s){}",
+            self.timing.warmup_steps,
+            self.timing.steps,
+            if matches!(self.source, Source::Log { .. }) {
+                ""
+            } else {
+                ", the configurations' steps in turn"
+            }
         ));
         lines
     }
@@ -224,9 +345,36 @@ fn bucket_options(opts: &Options, bucket: Option<u64>, model: &Model) -> Options
     let Some(b) = bucket else { return *opts };
     Options {
         bucket_cap_bytes: b,
+        bucket_explicit: true,
         zero_bucket_elements: (b / model.grad_dtype.size_bytes() as u64).max(1),
         ..*opts
     }
+}
+
+/// The greatest common divisor (the default expert-parallel degree and
+/// pipeline stages: the most that divide both the ranks and the experts, or
+/// the layers).
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
+
+/// Which PyTorch DDP is modelled on, and what that means for its first
+/// bucket here.
+fn ddp_version_line(opts: &Options, buckets: &[Option<u64>]) -> String {
+    let since = TorchVersion::FIRST_BUCKET_FOLLOWS_CAP;
+    let version = match opts.pytorch {
+        Some(v) => format!("PyTorch {v} (--pytorch)"),
+        None => format!("PyTorch {since} and later (the default; --pytorch for an older release)"),
+    };
+    let follows = opts.pytorch.is_none_or(|v| v >= since);
+    let first = match (buckets.iter().any(Option::is_some), follows) {
+        (false, _) => "the default bucket_cap_mb keeps the 1 MiB first bucket".to_string(),
+        (true, true) => format!(
+            "an explicit bucket_cap_mb (--bucket) sizes the first bucket too (since {since}, pytorch/pytorch#121640)"
+        ),
+        (true, false) => format!("the first bucket stays 1 MiB whatever bucket_cap_mb is (before {since})"),
+    };
+    format!("ddp: {version}: {first}")
 }
 
 /// `run`'s options that a workload uses (backend, checking, `--blocking`,
@@ -256,14 +404,163 @@ fn model(a: &WorkloadArgs) -> Result<Model, Error> {
             layers: a.layers.unwrap_or(0),
             hidden: a.hidden.map(|c| c.0),
             vocab: a.vocab.map(|c| c.0),
+            experts: a.experts,
+            top_k: a.top_k,
         })?,
         (None, None) => return Err(Error::usage("give a model: --model PRESET, or --params N --layers N")),
     };
-    m.with_dtypes(a.param_dtype, a.grad_dtype.unwrap_or(a.param_dtype))
+    // each strategy reduces in its framework's type unless --reduce-dtype
+    // says (Job::configs)
+    m.with_dtypes(a.param_dtype, a.reduce_dtype.unwrap_or(a.param_dtype))
+}
+
+/// `line 15  all_reduce 2097152 bfloat16 sum  blocks of 2  comm 0x..`.
+fn describe_call(c: &crate::workload::LogCall, world: usize) -> String {
+    let mut out = format!("line {:<5} {} {} {}", c.line, c.collective, c.count, c.dtype);
+    if let Some(op) = c.op {
+        out += &format!(" {}", op.name());
+    }
+    if let Some(r) = c.root {
+        out += &format!(" root {r}");
+    }
+    match c.shift {
+        Some(0) => out += " with itself (a local copy)",
+        Some(d) => out += &format!(" to rank +{d}"),
+        None => {}
+    }
+    let group = match c.partition.size() {
+        1 => "1 rank".to_string(),
+        n if n == world => format!("all {n} ranks"),
+        _ => c.partition.to_string(),
+    };
+    format!("{out}  ({group}, {})", c.comm)
 }
 
 fn read_log(path: &Path) -> Result<String, Error> {
     let bytes = std::fs::read(path).map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
     // Logs may hold bytes of other encodings in paths or host names.
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Command, parse_cli};
+    use crate::workload::{Group, StepVolume};
+
+    fn job(args: &[&str]) -> Job {
+        let argv = ["collbench", "workload"].iter().chain(args);
+        match parse_cli(argv).unwrap().command {
+            Command::Workload(a) => Job::workload(&a).unwrap().0,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn volume_gb(c: &Config) -> f64 {
+        StepVolume::new(&c.schedule, &c.layout).unwrap().bus_bytes() / 1e9
+    }
+
+    #[test]
+    fn each_strategy_reduces_in_its_frameworks_type_and_says_so() {
+        let j = job(&["--model", "llama-2-7b", "--strategy", "ddp,fsdp,tp", "--tp", "2"]);
+        let c = j.configs(8, 8).unwrap();
+        let types: Vec<(String, DType)> = c
+            .iter()
+            .map(|c| {
+                let grads = c.schedule.ops.iter().rev().find(|o| o.op.is_some()).unwrap();
+                (c.name.clone(), grads.dtype)
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("ddp".to_string(), DType::Float),
+                ("fsdp".to_string(), DType::Bfloat16),
+                ("tp".to_string(), DType::Float)
+            ]
+        );
+        // DDP under AMP: 2 x 7/8 x P x 4 bytes, twice the bf16 figure
+        let p = Model::preset("llama-2-7b").unwrap().params() as f64;
+        assert!((volume_gb(&c[0]) - 2.0 * 7.0 / 8.0 * p * 4.0 / 1e9).abs() < 1e-6);
+        let h = j.header();
+        assert!(
+            h.iter()
+                .any(|l| l.starts_with("ddp: gradients reduced in float (PyTorch DDP")),
+            "{h:?}"
+        );
+        assert!(
+            h.iter()
+                .any(|l| l.starts_with("tp: gradients reduced in float (Megatron-LM")),
+            "{h:?}"
+        );
+        assert!(
+            h.iter()
+                .any(|l| l.starts_with("ddp: PyTorch 2.4 and later (the default")),
+            "{h:?}"
+        );
+        // --reduce-dtype sets every strategy's
+        let j = job(&[
+            "--model",
+            "llama-2-7b",
+            "--strategy",
+            "ddp",
+            "--reduce-dtype",
+            "bfloat16",
+        ]);
+        let c = j.configs(8, 8).unwrap();
+        assert!((volume_gb(&c[0]) - 2.0 * 7.0 / 8.0 * p * 2.0 / 1e9).abs() < 1e-6);
+        assert!(
+            j.header()
+                .contains(&"ddp: gradients reduced in bfloat16 (--reduce-dtype)".to_string())
+        );
+    }
+
+    #[test]
+    fn an_explicit_bucket_sizes_ddps_first_bucket_unless_pytorch_is_older_than_2_4() {
+        let first = |args: &[&str]| {
+            let c = job(args).configs(2, 2).unwrap();
+            c[0].schedule.ops[0].count
+        };
+        // layers of 250K parameters: attention 4 x 64^2, two MLP matrices
+        // of 117,696 (470,784 bytes of float gradients)
+        let base = ["--params", "2M", "--layers", "8", "--hidden", "64", "--bucket", "4M"];
+        // a bucket closes at the tensor that reaches its cap: 4 MiB of
+        // float gradients is 1 Mi elements, 1 MiB a quarter of that
+        let new_first = first(&base);
+        assert!((1 << 20..(1 << 20) + 117_696).contains(&new_first), "{new_first}");
+        let old = [&base[..], &["--pytorch", "2.3"]].concat();
+        let old_first = first(&old);
+        assert!((1 << 18..(1 << 18) + 117_696).contains(&old_first), "{old_first}");
+        let h = job(&old).header();
+        assert!(
+            h.contains(
+                &"ddp: PyTorch 2.3 (--pytorch): the first bucket stays 1 MiB whatever bucket_cap_mb is (before 2.4)"
+                    .to_string()
+            ),
+            "{h:?}"
+        );
+    }
+
+    #[test]
+    fn moe_and_pp_default_to_the_most_that_divide_ranks_and_experts_or_layers() {
+        let j = job(&["--model", "mixtral-8x7b", "--strategy", "all"]);
+        let c = j.configs(6, 6).unwrap();
+        let moe = c.iter().find(|c| c.strategy == Some(Strategy::Moe)).unwrap();
+        assert_eq!(moe.layout.ep, 2, "8 experts on 6 ranks");
+        assert!(moe.schedule.ops.iter().any(|o| o.group == Group::ExpertDp));
+        let pp = c.iter().find(|c| c.strategy == Some(Strategy::Pp)).unwrap();
+        assert_eq!(pp.layout.pp, 2, "32 layers on 6 ranks");
+        // a dense model's `all` has no moe; asking for it is one line
+        let j = job(&["--model", "gpt2", "--strategy", "all"]);
+        assert!(
+            j.configs(4, 4)
+                .unwrap()
+                .iter()
+                .all(|c| c.strategy != Some(Strategy::Moe))
+        );
+        let e = job(&["--model", "gpt2", "--strategy", "moe"])
+            .configs(4, 4)
+            .unwrap_err();
+        assert!(e.to_string().contains("needs a mixture-of-experts model"), "{e}");
+    }
 }

@@ -109,6 +109,27 @@ pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
     code
 }
 
+/// `collbench replay --check-only`: the log's check and the kept
+/// sequence, printed by the first rank; no control plane, nothing run.
+pub fn check_replay(a: &crate::cli::ReplayArgs) -> u8 {
+    match Job::check(a) {
+        Ok((lines, code)) => {
+            if is_first_rank() {
+                let mut text = lines.join("\n");
+                text.push('\n');
+                crate::report::print_out(&text);
+            }
+            code
+        }
+        Err(e) => {
+            if is_first_rank() {
+                say(&format!("collbench: {e}"));
+            }
+            e.exit_code()
+        }
+    }
+}
+
 /// What the process needs before any rank starts: the configuration, the
 /// transport profile applied (which may re-execute this process), and one
 /// stop request (with `-g`, every rank thread checks it).

@@ -15,6 +15,7 @@ use crate::plan::SizeSweep;
 use crate::record::Extras;
 use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
+use crate::report::nccl_tests_json::NcclTestsJsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
 use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo};
@@ -163,14 +164,21 @@ impl<W: World> Session<'_, W> {
             Some(p) => p.clone(),
             None => default_csv(&run_id)?,
         };
-        let json = match &out.json {
-            Some(path) => Some(JsonSink::create(path, out.overwrite)?),
+        let json: Option<Box<dyn Sink>> = match &out.json {
+            Some(path) if out.nccl_tests_json => Some(Box::new(NcclTestsJsonSink::create(path, out.overwrite)?)),
+            Some(path) => Some(Box::new(JsonSink::create(path, out.overwrite)?)),
             None => None,
         };
+        let alltoallv = plan
+            .cases
+            .iter()
+            .any(|c| c.collective == crate::collective::Collective::AllToAllV);
+        // nccl-tests' default traffic needs no column: absent means spread 1
         let extras = Extras {
             per_iter: t.per_iter,
             phases: t.phase_times,
             label: out.label.is_some(),
+            traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
@@ -181,7 +189,7 @@ impl<W: World> Session<'_, W> {
         // write must not keep a row or the JSON report from its file.
         let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(csv)];
         if let Some(json) = json {
-            sinks.push(Box::new(json));
+            sinks.push(json);
         }
         sinks.push(Box::new(TableSink::new(Box::new(std::io::stdout()), progress.handle())));
         let identity = backend.identity();
@@ -218,6 +226,8 @@ impl<W: World> Session<'_, W> {
             csv: csv_path,
             json: out.json.clone(),
             label: out.label.clone(),
+            traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
+            timestamps: out.timestamps,
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
@@ -262,6 +272,24 @@ impl<W: World> Session<'_, W> {
             ctx,
             outputs,
         }
+    }
+}
+
+/// alltoallv's traffic for the header: what it is and where it comes from.
+pub(super) fn traffic_text(traffic: crate::collective::Traffic, nranks: usize) -> String {
+    use crate::collective::Traffic;
+    match traffic {
+        Traffic::Weighted(s) => format!(
+            "spread {} (nccl-tests' generated traffic: 0 the same to every peer, 1 weighted by distance)",
+            s.value()
+        ),
+        Traffic::Matrix(m) => format!(
+            "traffic matrix {} ({}x{} file, the top-left {nranks}x{nranks} used, scale {})",
+            m.source,
+            m.dim(),
+            m.dim(),
+            m.scale
+        ),
     }
 }
 

@@ -81,10 +81,10 @@ impl<W: World> Session<'_, W> {
         Ok(match stopped_by {
             Some(signal) => {
                 if first {
+                    let steps = outcomes.iter().map(|o| o.step_us.len()).min().unwrap_or(0);
                     say(&format!(
-                        "collbench: stopped by {} after {} configuration(s); the steps timed before are reported",
+                        "collbench: stopped by {} after {steps} timed step(s) of every configuration; those are reported",
                         crate::engine::stop::signal_name(signal),
-                        outcomes.len()
                     ));
                 }
                 code.max(128 + signal as u8)
@@ -93,8 +93,9 @@ impl<W: World> Session<'_, W> {
         })
     }
 
-    /// Every configuration's steps; its figures and CSV rows on rank 0. A
-    /// failure ends the job (peers would wait for this rank).
+    /// Every configuration's steps, interleaved (`StepRunner::run_all`);
+    /// then each one's figures and CSV rows on rank 0. A failure ends the
+    /// job (peers would wait for this rank).
     fn run_configs(
         &self,
         backend: &mut dyn Backend,
@@ -104,23 +105,21 @@ impl<W: World> Session<'_, W> {
         mut csv: Option<&mut WorkloadCsv>,
         watchdog: Option<&Watchdog>,
     ) -> (Vec<Outcome>, Option<u64>) {
-        let world = self.world;
+        let mut runner = StepRunner {
+            world: self.world,
+            backend: &mut *backend,
+            clock: Clock::Host,
+            inject_error: self.cfg.hooks.inject_error,
+            watchdog,
+            stop: self.stop.clone(),
+        };
+        let (all_steps, stopped_by) = match runner.run_all(calls, &job.timing) {
+            Ok(ran) => ran,
+            Err(e) => self.fail(&e),
+        };
+        // Rank 0 alone from here: a failure must end the job.
         let mut outcomes = Vec::new();
-        for (config, calls) in configs.iter().zip(calls) {
-            let mut runner = StepRunner {
-                world,
-                backend: &mut *backend,
-                clock: Clock::Host,
-                inject_error: self.cfg.hooks.inject_error,
-                watchdog,
-                stop: self.stop.clone(),
-            };
-            let (steps, stopped_by) = match runner.run(calls, &job.timing) {
-                Ok(ran) => ran,
-                Err(e) => self.fail(&e),
-            };
-            // Rank 0 alone from here: a failure must end the job, which
-            // would otherwise wait for it in the next configuration.
+        for ((config, calls), steps) in configs.iter().zip(calls).zip(all_steps) {
             if let Some(steps) = steps.filter(|s| !s.step_us.is_empty()) {
                 let ran: Vec<_> = calls.iter().map(|c| (c.dtype, c.shape.count as u64)).collect();
                 let outcome = Outcome::of(config, &ran, steps).unwrap_or_else(|e| self.fail(&e));
@@ -132,11 +131,8 @@ impl<W: World> Session<'_, W> {
                 }
                 outcomes.push(outcome);
             }
-            if stopped_by.is_some() {
-                return (outcomes, stopped_by);
-            }
         }
-        (outcomes, None)
+        (outcomes, stopped_by)
     }
 
     /// 3 when any collective was wrong (rank 0 says so), else 0.

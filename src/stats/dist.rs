@@ -120,6 +120,19 @@ fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
     h
 }
 
+/// P(X >= k) for X ~ Binomial(n, p): the one-sided tail of a sign test.
+/// 1 for k = 0, 0 for k > n; the regularized incomplete beta function
+/// `I_p(k, n - k + 1)` otherwise (Press et al., Numerical Recipes 6.4).
+pub fn binomial_upper_tail(k: u64, n: u64, p: f64) -> f64 {
+    if k == 0 {
+        1.0
+    } else if k > n {
+        0.0
+    } else {
+        beta_inc(k as f64, (n - k + 1) as f64, p.clamp(0.0, 1.0))
+    }
+}
+
 /// ln Γ(x) for x > 0 (Lanczos, g = 7, nine coefficients; relative error
 /// about 1e-15).
 pub fn ln_gamma(x: f64) -> f64 {
@@ -177,5 +190,23 @@ mod tests {
         assert!(close(ln_gamma(5.0), 24f64.ln(), 1e-12));
         assert!(close(ln_gamma(0.5), std::f64::consts::PI.sqrt().ln(), 1e-12));
         assert!(close(beta_inc(2.0, 3.0, 0.4), 0.5248, 1e-4));
+        // the binomial tail against its sum, term by term
+        for (n, p) in [(10u64, 0.5f64), (24, 0.5), (30, 1.0 / 3.0), (7, 0.25)] {
+            for k in 0..=n + 1 {
+                let brute: f64 = (k..=n)
+                    .map(|j| {
+                        let ln_choose =
+                            ln_gamma(n as f64 + 1.0) - ln_gamma(j as f64 + 1.0) - ln_gamma((n - j) as f64 + 1.0);
+                        (ln_choose + j as f64 * p.ln() + (n - j) as f64 * (1.0 - p).ln()).exp()
+                    })
+                    .sum();
+                assert!(
+                    (binomial_upper_tail(k, n, p) - brute).abs() < 1e-10,
+                    "n {n} k {k} p {p}"
+                );
+            }
+        }
+        // 24 of 24 at one half: 2^-24
+        assert!(close(binomial_upper_tail(24, 24, 0.5), 0.5f64.powi(24), 1e-9));
     }
 }

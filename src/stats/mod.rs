@@ -2,7 +2,7 @@
 //! (quantiles, median, the spread summary of `Spread`, the coefficient of
 //! variation), the distribution-free interval of a median, the
 //! Mann-Whitney U test and its interval of a shift (`rank`), and the
-//! normal and Student's t distributions (`dist`). The engine's precision
+//! normal, Student's t and binomial distributions (`dist`). The engine's precision
 //! policy and per-iteration statistics, the JSON report's points and
 //! `compare`'s noise model all use these, so that they agree on the same
 //! samples.
@@ -19,7 +19,9 @@
 mod dist;
 mod rank;
 
-pub use dist::{beta_inc, ln_gamma, normal_cdf, normal_quantile, t_cdf, t_quantile, t_two_sided_p};
+pub use dist::{
+    beta_inc, binomial_upper_tail, ln_gamma, normal_cdf, normal_quantile, t_cdf, t_quantile, t_two_sided_p,
+};
 pub use rank::{EXACT_MAX_TOTAL, RankTest, mann_whitney, shift_interval, smallest_p_value, u_distribution};
 
 /// The spread summary of a set of samples (the samples of a point, one

@@ -7,6 +7,7 @@
 //! ranks = 2
 //! transports = ["shm", "tcp"]
 //! hierarchies = ["flat"]            # each item is one --hierarchy value
+//! launches = 3                      # every combination 3 times, round after round
 //! mpirun-args = ["--bind-to", "core"]
 //! [run]
 //! collectives = "all_reduce,all_gather"
@@ -49,6 +50,7 @@ struct RawSuite {
     ranks: Option<u64>,
     transports: Vec<String>,
     hierarchies: Option<Vec<String>>,
+    launches: Option<u64>,
     launcher: Option<String>,
     mpirun_args: Option<Vec<String>>,
     srun_args: Option<Vec<String>>,
@@ -91,7 +93,10 @@ pub struct Suite {
     pub name: String,
     pub description: Option<String>,
     pub ranks: Option<u64>,
+    /// Every combination, `rounds` times over (round after round), so
+    /// that modes of separate launches can be told from launch noise.
     pub launches: Vec<Launch>,
+    pub rounds: u64,
     pub launcher: Launcher,
     pub mpirun_args: Vec<String>,
     pub srun_args: Vec<String>,
@@ -148,6 +153,10 @@ impl Suite {
         if raw.ranks == Some(0) {
             return Err("ranks must be at least 1".into());
         }
+        let rounds = raw.launches.unwrap_or(1);
+        if rounds == 0 {
+            return Err("launches must be at least 1 (launches of every combination)".into());
+        }
         let launcher = match &raw.launcher {
             None => Launcher::Auto,
             Some(l) => Launcher::parse(l).ok_or_else(|| format!("launcher: '{l}' is not auto, mpirun or srun"))?,
@@ -163,7 +172,7 @@ impl Suite {
         if base.timing.cycles == 0 {
             return Err("[run] has cycles = 0 (until stopped): a suite needs runs that end".into());
         }
-        let launches: Vec<Launch> = transports
+        let combinations: Vec<Launch> = transports
             .iter()
             .flat_map(|&transport| {
                 hierarchies.iter().map(move |h| Launch {
@@ -174,15 +183,18 @@ impl Suite {
             .collect();
         // Every combination as the run will see it (profile against
         // backend, hierarchy against the other options).
-        for l in &launches {
+        for l in &combinations {
             RunConfig::from_args(&l.args(&run_args))
                 .map_err(|e| format!("{} with {}: {e}", l.transport, l.hierarchy))?;
         }
+        // round after round, so that a slow drift spreads over every mode
+        let launches = (0..rounds).flat_map(|_| combinations.iter().cloned()).collect();
         Ok(Suite {
             name: raw.name.unwrap_or_else(|| default_name.to_string()),
             description: raw.description,
             ranks: raw.ranks,
             launches,
+            rounds,
             launcher,
             mpirun_args: raw.mpirun_args.unwrap_or_default(),
             srun_args: raw.srun_args.unwrap_or_default(),
@@ -243,6 +255,11 @@ mod tests {
             vec!["mpirun", "-np", "2", "--oversubscribe"]
         );
         assert_eq!(s.launcher_args(Launcher::Srun), vec!["srun", "-n", "2"]);
+        // launches = 2: every combination twice, round after round
+        let s = Suite::parse(&LOCAL.replace("ranks = 2\n", "ranks = 2\nlaunches = 2\n"), "x").unwrap();
+        let labels: Vec<String> = s.launches.iter().map(Launch::label).collect();
+        assert_eq!((s.rounds, labels.len()), (2, 8));
+        assert_eq!((labels[0].as_str(), labels[4].as_str()), ("shm-flat", "shm-flat"));
     }
 
     #[test]
@@ -263,6 +280,7 @@ mod tests {
             ("transports = [\"auto\"]\n[run]\ncycles = 0\n", "cycles = 0"),
             ("transports = [\"nvlink\"]\n[run]\nbackend = \"mpi\"\n", "NCCL profile"),
             ("transports = [\"auto\"]\nranks = 0\n", "ranks"),
+            ("transports = [\"auto\"]\nlaunches = 0\n", "launches must be at least 1"),
             ("transports = [\"auto\"]\nlauncher = \"aprun\"\n", "launcher"),
             ("transport = [\"auto\"]\n", "line 1"),
         ] {

@@ -18,6 +18,11 @@ pub trait Named: Copy + PartialEq + 'static {
     fn name(self) -> &'static str;
     /// The value `text` names (aliases included), if any.
     fn parse(text: &str) -> Option<Self>;
+    /// Why `text`, a name users may expect, is not a value (what it would
+    /// mean, and what is offered instead), if it is such a name.
+    fn refused(_text: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The names of every value, comma-separated, for messages.
@@ -68,6 +73,9 @@ impl<T: Named> FromStr for Choice<T> {
         }
         let mut out = Vec::new();
         for s in items {
+            if let Some(why) = T::refused(s) {
+                return Err(why);
+            }
             let v =
                 T::parse(s).ok_or_else(|| format!("unknown {} '{s}' (expected {}, or all)", T::WHAT, known::<T>()))?;
             if !out.contains(&v) {

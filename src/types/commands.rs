@@ -167,15 +167,18 @@ impl SeriesBy {
 pub enum Source {
     NcclTests,
     Osu,
+    /// collbench's own table (standard output of `collbench run`).
+    Collbench,
 }
 
 impl Source {
-    pub const ALL: [Source; 2] = [Source::NcclTests, Source::Osu];
+    pub const ALL: [Source; 3] = [Source::NcclTests, Source::Osu, Source::Collbench];
 
     pub fn name(self) -> &'static str {
         match self {
             Source::NcclTests => "nccl-tests",
             Source::Osu => "osu",
+            Source::Collbench => "collbench",
         }
     }
 
@@ -183,6 +186,7 @@ impl Source {
         match self {
             Source::NcclTests => &["nccl_tests", "nccl"],
             Source::Osu => &["omb"],
+            Source::Collbench => &[],
         }
     }
 
@@ -190,6 +194,7 @@ impl Source {
         match s.trim().to_ascii_lowercase().as_str() {
             "nccl-tests" | "nccl_tests" | "nccl" => Some(Source::NcclTests),
             "osu" | "omb" => Some(Source::Osu),
+            "collbench" => Some(Source::Collbench),
             _ => None,
         }
     }

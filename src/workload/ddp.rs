@@ -51,7 +51,7 @@ pub fn buckets(ready: &[u64], elem_bytes: u64, first_cap_bytes: u64, cap_bytes: 
 /// order.
 pub(super) fn gradient_ops(ready: &[u64], dtype: DType, group: Group, opts: &Options) -> Vec<Op> {
     let elem = dtype.size_bytes() as u64;
-    buckets(ready, elem, opts.first_bucket_bytes, opts.bucket_cap_bytes)
+    buckets(ready, elem, opts.ddp_first_bucket_bytes(), opts.bucket_cap_bytes)
         .into_iter()
         .enumerate()
         .map(|(i, count)| {
@@ -102,6 +102,7 @@ mod tests {
             name: name.into(),
             elements: bytes / 4,
             tp_split: true,
+            expert: false,
         };
         Model {
             name: "small".into(),
@@ -113,6 +114,9 @@ mod tests {
             pre: vec![],
             layer: vec![t("a", 2 * MIB), t("b", MIB), t("c", 3 * MIB)],
             post: vec![],
+            first_layers: 0,
+            first_layer: vec![],
+            moe: None,
         }
     }
 

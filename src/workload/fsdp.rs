@@ -40,7 +40,7 @@ use super::op::{Op, Phase};
 /// Element counts of the root unit's flat parameter and of each layer's.
 fn units(model: &Model) -> (u64, Vec<u64>) {
     let root = model.pre_params() + model.post_params();
-    (root, vec![model.layer_params(); model.layers])
+    (root, (0..model.layers).map(|i| model.layer_params_of(i)).collect())
 }
 
 /// One FSDP (or HSDP, `hybrid`) step.
@@ -107,6 +107,7 @@ mod tests {
             name: name.into(),
             elements,
             tp_split: true,
+            expert: false,
         };
         Model {
             name: "small".into(),
@@ -118,6 +119,9 @@ mod tests {
             pre: vec![t("emb", 4)],
             layer: vec![t("a", 6), t("b", 4)],
             post: vec![t("norm", 3)],
+            first_layers: 0,
+            first_layer: vec![],
+            moe: None,
         }
     }
 

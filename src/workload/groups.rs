@@ -29,6 +29,17 @@ pub enum Group {
     Tp,
     /// A data-parallel group: the ranks with the same tensor-parallel rank.
     Dp,
+    /// An expert-parallel group: `ep` consecutive ranks (Megatron's order
+    /// tp-cp-ep-dp-pp, with tp = cp = 1).
+    Ep,
+    /// The ranks holding the same experts: every `ep`-th rank.
+    ExpertDp,
+    /// A pipeline: one rank of each of the `pp` stages, every
+    /// `world / pp`-th rank (pipeline parallelism is Megatron's outermost).
+    Pp,
+    /// The data-parallel group of one pipeline stage: its `world / pp`
+    /// consecutive ranks.
+    StageDp,
     /// Any other partition (a replayed log's communicators).
     Partition(Partition),
 }
@@ -41,6 +52,10 @@ impl Group {
             Group::CrossNode => "cross-node".into(),
             Group::Tp => "tp".into(),
             Group::Dp => "dp".into(),
+            Group::Ep => "ep".into(),
+            Group::ExpertDp => "expert-dp".into(),
+            Group::Pp => "pp".into(),
+            Group::StageDp => "stage-dp".into(),
             Group::Partition(p) => p.to_string(),
         }
     }
@@ -119,12 +134,15 @@ impl fmt::Display for Partition {
     }
 }
 
-/// The launch's shape: world size, ranks per node, tensor-parallel degree.
+/// The launch's shape: world size, ranks per node, tensor-parallel,
+/// expert-parallel and pipeline-parallel degrees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupLayout {
     pub world: usize,
     pub ranks_per_node: usize,
     pub tp: usize,
+    pub ep: usize,
+    pub pp: usize,
 }
 
 impl GroupLayout {
@@ -153,7 +171,33 @@ impl GroupLayout {
             world,
             ranks_per_node,
             tp,
+            ep: 1,
+            pp: 1,
         })
+    }
+
+    /// The same layout with an expert-parallel degree, which must divide
+    /// the world.
+    pub fn with_ep(self, ep: usize) -> Result<GroupLayout, Error> {
+        if ep == 0 || !self.world.is_multiple_of(ep) {
+            return Err(Error::usage(format!(
+                "the expert-parallel degree {ep} does not divide the world of {} ranks",
+                self.world
+            )));
+        }
+        Ok(GroupLayout { ep, ..self })
+    }
+
+    /// The same layout with a pipeline-parallel degree (stages), which
+    /// must divide the world.
+    pub fn with_pp(self, pp: usize) -> Result<GroupLayout, Error> {
+        if pp == 0 || !self.world.is_multiple_of(pp) {
+            return Err(Error::usage(format!(
+                "the pipeline-parallel degree {pp} does not divide the world of {} ranks",
+                self.world
+            )));
+        }
+        Ok(GroupLayout { pp, ..self })
     }
 
     pub fn nodes(&self) -> usize {
@@ -168,6 +212,10 @@ impl GroupLayout {
             Group::CrossNode => (self.world, self.ranks_per_node),
             Group::Tp => (self.tp, 1),
             Group::Dp => (self.world, self.tp),
+            Group::Ep => (self.ep, 1),
+            Group::ExpertDp => (self.world, self.ep),
+            Group::Pp => (self.world, self.world / self.pp.max(1)),
+            Group::StageDp => (self.world / self.pp.max(1), 1),
             Group::Partition(p) => (p.block, p.stride),
         };
         Partition { block, stride }
@@ -212,6 +260,27 @@ mod tests {
         );
         assert_eq!(l.size(Group::Dp), 4);
         assert_eq!(l.nodes(), 2);
+    }
+
+    #[test]
+    fn expert_and_pipeline_groups_follow_megatrons_rank_order() {
+        let l = GroupLayout::new(8, 8, 1).unwrap().with_ep(4).unwrap();
+        assert_eq!(l.groups(Group::Ep), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        assert_eq!(
+            l.groups(Group::ExpertDp),
+            vec![vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7]]
+        );
+        let l = GroupLayout::new(8, 8, 1).unwrap().with_pp(4).unwrap();
+        assert_eq!(l.groups(Group::Pp), vec![vec![0, 2, 4, 6], vec![1, 3, 5, 7]]);
+        assert_eq!(
+            l.groups(Group::StageDp),
+            vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]
+        );
+        assert_eq!(
+            GroupLayout::new(6, 6, 1).unwrap().with_ep(4).unwrap_err().to_string(),
+            "the expert-parallel degree 4 does not divide the world of 6 ranks"
+        );
+        assert!(GroupLayout::new(6, 6, 1).unwrap().with_pp(4).is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What a training step spends on communication, and what a real job did:
-//! the collective schedules of data-parallel, ZeRO, FSDP/HSDP and
-//! tensor-parallel training for a model (`model`, `schedule` and one file
+//! the collective schedules of data-parallel, ZeRO, FSDP/HSDP,
+//! tensor-parallel, expert-parallel (mixture of experts) and
+//! pipeline-parallel training for a model (`model`, `schedule` and one file
 //! per strategy), the sub-communicators they run on (`groups`), their volume
 //! from first principles (`volume`), and the collective sequence of an NCCL
 //! debug log (`replay`).
@@ -15,9 +16,11 @@ mod ddp;
 mod fsdp;
 pub mod groups;
 pub mod model;
+pub mod moe;
 pub mod op;
 pub mod options;
 pub mod plan;
+mod pp;
 pub mod replay;
 pub mod schedule;
 mod tp;
@@ -29,7 +32,7 @@ pub use ddp::buckets as ddp_buckets;
 pub use groups::{Group, GroupLayout, Partition};
 pub use model::{Model, PlainSpec, PresetName, Tensor};
 pub use op::{Op, Phase, Schedule};
-pub use options::{Options, ZeroReduction};
+pub use options::{Options, TorchVersion, ZeroReduction};
 pub use replay::{Log, LogCall, LogOptions, parse_log};
 pub use schedule::{NOT_MODELLED, Strategy, schedule};
 pub use volume::{SizeClass, StepVolume, Summary, Tally, bus_bytes, effective_busbw_gbps, size_bytes};

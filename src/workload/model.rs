@@ -23,14 +23,25 @@ pub struct Tensor {
     /// matrices, column-parallel biases, the vocabulary-parallel embedding);
     /// norms, row-parallel biases and position embeddings are replicated.
     pub tp_split: bool,
+    /// One expert's weight in a mixture-of-experts layer: expert
+    /// parallelism places it on one rank of the expert-parallel group.
+    pub expert: bool,
 }
 
 impl Tensor {
-    fn new(name: &str, elements: u64, tp_split: bool) -> Tensor {
+    pub fn new(name: &str, elements: u64, tp_split: bool) -> Tensor {
         Tensor {
             name: name.into(),
             elements,
             tp_split,
+            expert: false,
+        }
+    }
+
+    fn expert(name: &str, elements: u64) -> Tensor {
+        Tensor {
+            expert: true,
+            ..Tensor::new(name, elements, true)
         }
     }
 
@@ -69,6 +80,21 @@ pub struct Model {
     pub layer: Vec<Tensor>,
     /// Tensors after the layers, in `parameters()` order.
     pub post: Vec<Tensor>,
+    /// The first `first_layers` layers are `first_layer`, not `layer`
+    /// (DeepSeek's dense layers before its mixture-of-experts ones).
+    pub first_layers: usize,
+    pub first_layer: Vec<Tensor>,
+    /// Mixture of experts: the routed experts per layer and the experts
+    /// each token goes to.
+    pub moe: Option<Moe>,
+}
+
+/// A mixture-of-experts layer's routing: `experts` routed experts (their
+/// tensors are `Tensor::expert`), each token sent to `top_k` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moe {
+    pub experts: usize,
+    pub top_k: usize,
 }
 
 /// A preset's name, other spellings, and where its figures come from.
@@ -161,7 +187,121 @@ pub const PRESETS: &[Preset] = &[
         source: "meta-llama/Meta-Llama-3-70B config.json",
         build: || llama("llama-3-70b", Llama::new(8192, 28672, 80, 64, 8, 128256, false)),
     },
+    // https://huggingface.co/deepseek-ai/deepseek-moe-16b-base/blob/main/config.json:
+    // hidden_size 2048, intermediate_size 10944 (the dense first layer),
+    // moe_intermediate_size 1408, num_hidden_layers 28, num_attention_heads
+    // 16, num_key_value_heads 16, n_routed_experts 64, n_shared_experts 2,
+    // num_experts_per_tok 6, first_k_dense_replace 1, moe_layer_freq 1,
+    // vocab_size 102400, untied; 16,375,728,128 parameters (published:
+    // 16.4B). DeepSeek's fine-grained experts with shared experts.
+    Preset {
+        name: "deepseek-moe-16b",
+        aliases: &["deepseek-moe", "deepseekmoe-16b"],
+        source: "deepseek-ai/deepseek-moe-16b-base config.json",
+        build: deepseek_moe_16b,
+    },
+    // https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json:
+    // hidden_size 4096, intermediate_size 14336, num_hidden_layers 32,
+    // num_attention_heads 32, num_key_value_heads 8, num_local_experts 8,
+    // num_experts_per_tok 2, vocab_size 32000, untied; 46,702,792,704
+    // parameters.
+    Preset {
+        name: "mixtral-8x7b",
+        aliases: &["mixtral", "mixtral-8x7b-v0.1"],
+        source: "mistralai/Mixtral-8x7B-v0.1 config.json",
+        build: mixtral_8x7b,
+    },
 ];
+
+/// Attention of a Llama-family layer: q, k, v, o.
+fn attention(h: u64, heads: u64, kv_heads: u64) -> Vec<Tensor> {
+    let kv = kv_heads * (h / heads);
+    vec![
+        Tensor::new("self_attn.q_proj", h * h, true),
+        Tensor::new("self_attn.k_proj", h * kv, true),
+        Tensor::new("self_attn.v_proj", h * kv, true),
+        Tensor::new("self_attn.o_proj", h * h, true),
+    ]
+}
+
+/// Mixtral (transformers' MixtralDecoderLayer: self_attn, block_sparse_moe
+/// with its router `gate` and experts w1, w2, w3, then the two norms).
+fn mixtral_8x7b() -> Model {
+    let (h, i, experts) = (4096u64, 14336u64, 8usize);
+    let mut layer = attention(h, 32, 8);
+    layer.push(Tensor::new("block_sparse_moe.gate", experts as u64 * h, false));
+    for e in 0..experts {
+        for w in ["w1", "w2", "w3"] {
+            layer.push(Tensor::expert(&format!("block_sparse_moe.experts.{e}.{w}"), h * i));
+        }
+    }
+    layer.push(Tensor::new("input_layernorm", h, false));
+    layer.push(Tensor::new("post_attention_layernorm", h, false));
+    Model {
+        name: "mixtral-8x7b".into(),
+        layers: 32,
+        hidden: h,
+        vocab: 32000,
+        param_dtype: DType::Bfloat16,
+        grad_dtype: DType::Bfloat16,
+        pre: vec![Tensor::new("embed_tokens", 32000 * h, true)],
+        layer,
+        post: vec![Tensor::new("norm", h, false), Tensor::new("lm_head", 32000 * h, true)],
+        first_layers: 0,
+        first_layer: Vec::new(),
+        moe: Some(Moe { experts, top_k: 2 }),
+    }
+}
+
+/// DeepSeekMoE 16B (DeepseekDecoderLayer: self_attn, then `mlp`: a dense
+/// DeepseekMLP in the first layer, else DeepseekMoE's experts, router
+/// `gate` and shared experts, then the two norms).
+fn deepseek_moe_16b() -> Model {
+    let (h, dense, ffn, experts) = (2048u64, 10944u64, 1408u64, 64usize);
+    let mlp = |prefix: &str, inner: u64, expert: bool| -> Vec<Tensor> {
+        ["gate_proj", "up_proj", "down_proj"]
+            .iter()
+            .map(|w| {
+                let name = format!("{prefix}.{w}");
+                if expert {
+                    Tensor::expert(&name, h * inner)
+                } else {
+                    Tensor::new(&name, h * inner, true)
+                }
+            })
+            .collect()
+    };
+    let norms = || {
+        vec![
+            Tensor::new("input_layernorm", h, false),
+            Tensor::new("post_attention_layernorm", h, false),
+        ]
+    };
+    let mut first_layer = attention(h, 16, 16);
+    first_layer.extend(mlp("mlp", dense, false));
+    first_layer.extend(norms());
+    let mut layer = attention(h, 16, 16);
+    for e in 0..experts {
+        layer.extend(mlp(&format!("mlp.experts.{e}"), ffn, true));
+    }
+    layer.push(Tensor::new("mlp.gate", experts as u64 * h, false));
+    layer.extend(mlp("mlp.shared_experts", 2 * ffn, false));
+    layer.extend(norms());
+    Model {
+        name: "deepseek-moe-16b".into(),
+        layers: 28,
+        hidden: h,
+        vocab: 102400,
+        param_dtype: DType::Bfloat16,
+        grad_dtype: DType::Bfloat16,
+        pre: vec![Tensor::new("embed_tokens", 102400 * h, true)],
+        layer,
+        post: vec![Tensor::new("norm", h, false), Tensor::new("lm_head", 102400 * h, true)],
+        first_layers: 1,
+        first_layer,
+        moe: Some(Moe { experts, top_k: 6 }),
+    }
+}
 
 /// A Llama-family decoder (Llama, Mistral, TinyLlama share the layout of
 /// transformers' LlamaDecoderLayer: self_attn q/k/v/o, mlp gate/up/down,
@@ -219,6 +359,9 @@ fn llama(name: &str, c: Llama) -> Model {
         pre: vec![Tensor::new("embed_tokens", c.vocab * h, true)],
         layer,
         post,
+        first_layers: 0,
+        first_layer: Vec::new(),
+        moe: None,
     }
 }
 
@@ -252,6 +395,9 @@ fn gpt2(name: &str, h: u64, layers: usize, positions: u64, vocab: u64) -> Model 
         ],
         layer,
         post: vec![Tensor::new("ln_f.weight", h, false), Tensor::new("ln_f.bias", h, false)],
+        first_layers: 0,
+        first_layer: Vec::new(),
+        moe: None,
     }
 }
 
@@ -262,6 +408,10 @@ pub struct PlainSpec {
     pub layers: usize,
     pub hidden: Option<u64>,
     pub vocab: Option<u64>,
+    /// A mixture of experts: each layer's MLP as this many experts.
+    pub experts: Option<usize>,
+    /// Experts per token (default 2).
+    pub top_k: Option<usize>,
 }
 
 /// `--model`: a preset, by name or alias (case-insensitive), known to
@@ -362,6 +512,21 @@ impl Model {
         if rest > 0 {
             post.push(Tensor::new("rest", rest, false));
         }
+        let (layer, moe) = match spec.experts {
+            None => (plain_layer(per_layer, hidden), None),
+            Some(experts) => {
+                let top_k = spec.top_k.unwrap_or(2);
+                if experts == 0 || top_k == 0 || top_k > experts {
+                    return Err(Error::usage(format!(
+                        "--experts {experts} with --top-k {top_k}: a token goes to at least 1 and at most all of the experts"
+                    )));
+                }
+                (
+                    plain_moe_layer(per_layer, hidden, experts)?,
+                    Some(Moe { experts, top_k }),
+                )
+            }
+        };
         Ok(Model {
             name: "plain".to_string(),
             layers,
@@ -370,18 +535,36 @@ impl Model {
             param_dtype: DType::Bfloat16,
             grad_dtype: DType::Bfloat16,
             pre,
-            layer: plain_layer(per_layer, hidden),
+            layer,
             post,
+            first_layers: 0,
+            first_layer: Vec::new(),
+            moe,
         })
     }
 
     /// Every parameter.
     pub fn params(&self) -> u64 {
-        self.pre_params() + self.layers as u64 * self.layer_params() + self.post_params()
+        self.pre_params() + (0..self.layers).map(|i| self.layer_params_of(i)).sum::<u64>() + self.post_params()
     }
 
+    /// Parameters of one of the (identical) layers after the first ones.
     pub fn layer_params(&self) -> u64 {
         self.layer.iter().map(|t| t.elements).sum()
+    }
+
+    /// Layer `i`'s tensors.
+    pub fn layer_tensors(&self, i: usize) -> &[Tensor] {
+        if i < self.first_layers {
+            &self.first_layer
+        } else {
+            &self.layer
+        }
+    }
+
+    /// Parameters of layer `i`.
+    pub fn layer_params_of(&self, i: usize) -> u64 {
+        self.layer_tensors(i).iter().map(|t| t.elements).sum()
     }
 
     pub fn pre_params(&self) -> u64 {
@@ -396,7 +579,7 @@ impl Model {
     pub fn tensors(&self) -> Vec<(Place, &Tensor)> {
         let mut out: Vec<(Place, &Tensor)> = self.pre.iter().map(|t| (Place::Pre, t)).collect();
         for i in 0..self.layers {
-            out.extend(self.layer.iter().map(|t| (Place::Layer(i), t)));
+            out.extend(self.layer_tensors(i).iter().map(|t| (Place::Layer(i), t)));
         }
         out.extend(self.post.iter().map(|t| (Place::Post, t)));
         out
@@ -423,6 +606,35 @@ fn derived_hidden(params: u64, layers: u64, vocab: u64) -> u64 {
     let (n, l, v) = (params as f64, layers as f64, vocab as f64);
     let h = (-v + (v * v + 48.0 * l * n).sqrt()) / (24.0 * l);
     (h.round() as u64).max(1)
+}
+
+/// A mixture-of-experts layer of `per_layer` parameters: q, k, v, o of
+/// h^2, the router (experts x h), then the experts sharing what is left,
+/// each two matrices (the first experts take the remainder, one element
+/// each).
+fn plain_moe_layer(per_layer: u64, hidden: u64, experts: usize) -> Result<Vec<Tensor>, Error> {
+    let e = experts as u64;
+    let square = hidden.saturating_mul(hidden);
+    let dense = square.saturating_mul(4).saturating_add(e.saturating_mul(hidden));
+    if dense.saturating_add(2 * e) > per_layer {
+        return Err(Error::usage(format!(
+            "a layer of {per_layer} parameters leaves nothing for {experts} experts after attention (4 x {hidden}^2) and the router: give more --params or fewer --experts"
+        )));
+    }
+    let mut layer = vec![
+        Tensor::new("attn.q", square, true),
+        Tensor::new("attn.k", square, true),
+        Tensor::new("attn.v", square, true),
+        Tensor::new("attn.o", square, true),
+        Tensor::new("router", e * hidden, false),
+    ];
+    let left = per_layer - dense;
+    for i in 0..e {
+        let mine = left / e + u64::from(i < left % e);
+        layer.push(Tensor::expert(&format!("experts.{i}.in"), mine.div_ceil(2)));
+        layer.push(Tensor::expert(&format!("experts.{i}.out"), mine / 2));
+    }
+    Ok(layer)
 }
 
 fn plain_layer(per_layer: u64, hidden: u64) -> Vec<Tensor> {

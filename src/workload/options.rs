@@ -19,12 +19,57 @@ pub enum ZeroReduction {
     ReduceScatter,
 }
 
+/// A PyTorch release, for what changed between releases (`--pytorch 2.3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TorchVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl TorchVersion {
+    pub const fn new(major: u32, minor: u32) -> TorchVersion {
+        TorchVersion { major, minor }
+    }
+
+    /// Since 2.4 an explicit `bucket_cap_mb` sizes DDP's first bucket too
+    /// (pytorch/pytorch#121640: `first_bucket_bytes_cap` is
+    /// `_DEFAULT_FIRST_BUCKET_BYTES` only when `bucket_cap_mb` is left at
+    /// its default).
+    pub const FIRST_BUCKET_FOLLOWS_CAP: TorchVersion = TorchVersion::new(2, 4);
+}
+
+impl std::str::FromStr for TorchVersion {
+    type Err = String;
+
+    /// `2.3`, `2.4.1`, `2.5.0+cu124`.
+    fn from_str(text: &str) -> Result<TorchVersion, String> {
+        let core = text.trim().split(['+', 'a', 'r']).next().unwrap_or("");
+        let mut parts = core.split('.').map(|p| p.parse::<u32>().ok());
+        match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(major), Some(minor)) if major >= 1 => Ok(TorchVersion { major, minor }),
+            _ => Err(format!("'{}' is not a PyTorch version (2.3, 2.4.1, ...)", text.trim())),
+        }
+    }
+}
+
+impl std::fmt::Display for TorchVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
 /// The knobs of the strategies, with the frameworks' defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Options {
     /// DDP `bucket_cap_mb` in bytes (PyTorch: 25 MiB).
     pub bucket_cap_bytes: u64,
+    /// Whether `bucket_cap_mb` was given (`--bucket`), not left at its
+    /// default: since PyTorch 2.4 it then sizes the first bucket too.
+    pub bucket_explicit: bool,
+    /// The PyTorch release DDP is modelled on; `None`: current (2.4 and
+    /// later).
+    pub pytorch: Option<TorchVersion>,
     /// DDP's first bucket (PyTorch `_DEFAULT_FIRST_BUCKET_BYTES`: 1 MiB).
     pub first_bucket_bytes: u64,
     /// DeepSpeed `reduce_bucket_size` in elements (5e8).
@@ -33,17 +78,39 @@ pub struct Options {
     /// Tensor parallelism's activation shape: micro-batch and sequence.
     pub micro_batch: u64,
     pub seq_len: u64,
+    /// Micro-batches per step of the pipeline; 0: as many as stages.
+    pub micro_batches: u64,
+    /// The router's imbalance: the busiest expert rank's tokens over the
+    /// mean (1: balanced).
+    pub moe_imbalance: f64,
+}
+
+impl Options {
+    /// DDP's first bucket: `first_bucket_bytes`, or the cap itself when
+    /// the cap was given and PyTorch is 2.4 or later.
+    pub fn ddp_first_bucket_bytes(&self) -> u64 {
+        let follows = self.pytorch.is_none_or(|v| v >= TorchVersion::FIRST_BUCKET_FOLLOWS_CAP);
+        if self.bucket_explicit && follows {
+            self.bucket_cap_bytes
+        } else {
+            self.first_bucket_bytes
+        }
+    }
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             bucket_cap_bytes: 25 << 20,
+            bucket_explicit: false,
+            pytorch: None,
             first_bucket_bytes: 1 << 20,
             zero_bucket_elements: 500_000_000,
             zero_reduction: ZeroReduction::AllReduce,
             micro_batch: 1,
             seq_len: 2048,
+            micro_batches: 0,
+            moe_imbalance: 1.0,
         }
     }
 }
@@ -82,6 +149,12 @@ impl Options {
                 return Err(Error::usage(format!("{what} must be at least 1")));
             }
         }
+        if !(self.moe_imbalance >= 1.0 && self.moe_imbalance.is_finite()) {
+            return Err(Error::usage(format!(
+                "the router's imbalance must be at least 1 (the busiest rank's tokens over the mean), not {}",
+                self.moe_imbalance
+            )));
+        }
         Ok(())
     }
 }
@@ -119,5 +192,41 @@ mod tests {
         assert_eq!(o.first_bucket_bytes, 1024 * 1024);
         assert_eq!(o.zero_bucket_elements, 500_000_000);
         assert_eq!(o.zero_reduction, ZeroReduction::AllReduce);
+        assert_eq!((o.micro_batches, o.moe_imbalance, o.pytorch), (0, 1.0, None));
+    }
+
+    #[test]
+    fn an_explicit_bucket_cap_sizes_the_first_bucket_from_pytorch_2_4_on() {
+        let cap = Options {
+            bucket_cap_bytes: 4 << 20,
+            bucket_explicit: true,
+            ..Options::default()
+        };
+        assert_eq!(cap.ddp_first_bucket_bytes(), 4 << 20, "current PyTorch");
+        let v = |t: &str| Some(t.parse::<TorchVersion>().unwrap());
+        assert_eq!(
+            Options {
+                pytorch: v("2.4"),
+                ..cap
+            }
+            .ddp_first_bucket_bytes(),
+            4 << 20
+        );
+        assert_eq!(
+            Options {
+                pytorch: v("2.3.1"),
+                ..cap
+            }
+            .ddp_first_bucket_bytes(),
+            1 << 20
+        );
+        assert_eq!(
+            Options::default().ddp_first_bucket_bytes(),
+            1 << 20,
+            "the default cap keeps 1 MiB"
+        );
+        assert_eq!(v("2.5.0+cu124"), Some(TorchVersion::new(2, 5)));
+        assert!("two".parse::<TorchVersion>().is_err());
+        assert!("2".parse::<TorchVersion>().is_err());
     }
 }

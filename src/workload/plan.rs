@@ -173,7 +173,8 @@ fn call(
             nranks: n,
             rank: index,
             root: op.root.unwrap_or(0),
-            shift: op.shift.unwrap_or(1).max(1),
+            // 0: a rank's exchange with itself (a local copy)
+            shift: op.shift.unwrap_or(1),
         },
         group: None,
     })

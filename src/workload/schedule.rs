@@ -5,13 +5,13 @@
 use std::fmt;
 
 use crate::error::Error;
-use crate::types::Named;
+use crate::types::{DType, Named};
 
 use super::groups::GroupLayout;
 use super::model::Model;
 use super::op::Schedule;
 use super::options::Options;
-use super::{ddp, fsdp, tp, zero};
+use super::{ddp, fsdp, moe, pp, tp, zero};
 
 /// The strategies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,10 +31,15 @@ pub enum Strategy {
     /// Megatron tensor parallelism of the layout's degree, with data
     /// parallelism over the rest.
     Tp,
+    /// Megatron mixture of experts with expert parallelism of the
+    /// layout's degree (all-to-all token dispatch).
+    Moe,
+    /// Megatron pipeline parallelism of the layout's stages (1F1B).
+    Pp,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 8] = [
+    pub const ALL: [Strategy; 10] = [
         Strategy::Ddp,
         Strategy::Zero1,
         Strategy::Zero2,
@@ -51,6 +56,8 @@ impl Strategy {
             reshard_after_forward: false,
         },
         Strategy::Tp,
+        Strategy::Moe,
+        Strategy::Pp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,21 +78,26 @@ impl Strategy {
                 reshard_after_forward: false,
             } => "hsdp-grad-op",
             Strategy::Tp => "tp",
+            Strategy::Moe => "moe",
+            Strategy::Pp => "pp",
         }
     }
 
     /// Accepts the names and the frameworks' own (`full_shard`,
-    /// `shard_grad_op`, `hybrid_shard`, `zero3`, `megatron`).
+    /// `shard_grad_op`, `hybrid_shard`, `megatron`). Not `zero3`:
+    /// DeepSpeed's stage 3 is not FSDP's schedule (`Strategy::refused`).
     pub fn parse(text: &str) -> Option<Strategy> {
         let key: String = text.trim().to_ascii_lowercase().replace('_', "-");
         let alias = match key.as_str() {
-            "zero3" | "zero-3" | "full-shard" => "fsdp",
+            "full-shard" => "fsdp",
             "shard-grad-op" => "fsdp-grad-op",
             "hybrid-shard" => "hsdp",
             "-hybrid-shard-zero2" | "hybrid-shard-zero2" => "hsdp-grad-op",
             "zero-1" => "zero1",
             "zero-2" => "zero2",
             "megatron" | "megatron-tp" => "tp",
+            "ep" | "expert-parallel" | "megatron-moe" => "moe",
+            "pipeline" | "1f1b" | "megatron-pp" => "pp",
             other => other,
         };
         Strategy::ALL.into_iter().find(|s| s.name() == alias)
@@ -97,7 +109,7 @@ pub const NOT_MODELLED: &[&str] = &[
     "operations run one after another: overlap with compute (and with each other) is not measured",
     "forward, backward and optimizer compute are not measured; the step time is communication only",
     "one micro-batch per step: no gradient accumulation",
-    "no pipeline parallelism, no sequence parallelism, no activation checkpointing",
+    "no sequence parallelism, no activation checkpointing; pipeline parallelism only in the pp strategy, expert parallelism only in moe",
 ];
 
 impl Strategy {
@@ -136,6 +148,12 @@ impl Strategy {
             Strategy::Tp => {
                 "Megatron-LM tensor parallelism (tensor_parallel/layers.py): 2 activation all_reduces per layer forward and 2 backward, vocabulary-parallel embedding and loss; DDP buckets of the 1/T gradient shard over the data-parallel group"
             }
+            Strategy::Moe => {
+                "Megatron-LM mixture of experts, all-to-all token dispatcher (moe/token_dispatcher.py): per MoE layer a token-count all_gather, dispatch (tokens, probabilities) and combine all-to-alls over the expert-parallel group, reversed in backward; dense gradients over all ranks, expert gradients over the ranks holding the same experts"
+            }
+            Strategy::Pp => {
+                "Megatron-LM pipeline parallelism, 1F1B (pipeline_parallel/schedules.py): activations to the next stage and their gradients to the previous one per micro-batch; each stage's gradients over its data-parallel ranks"
+            }
         }
     }
 
@@ -154,6 +172,54 @@ impl Strategy {
             Strategy::Tp => {
                 &["no sequence parallelism; data-parallel buckets use the DDP bucket size, reduced after backward"]
             }
+            Strategy::Moe => &[
+                "tensor parallelism 1; a router's imbalance (--moe-imbalance) pads every rank's block to the busiest, as capacity-factor dispatch sends it; data-parallel buckets use the DDP bucket size",
+            ],
+            Strategy::Pp => &[
+                "every stage transfers at once (a ring: the last stage's send wraps to the first); the largest stage's data-parallel gradients stand for all; no bubble, no interleaving, tied embeddings not reduced",
+            ],
+        }
+    }
+}
+
+impl Strategy {
+    /// The type the framework reduces gradients in when its parameters
+    /// (the compute type) are `param`.
+    pub fn reduce_dtype(self, param: DType) -> DType {
+        match self {
+            // torch.autocast keeps fp32 parameters: their gradients, and
+            // DDP's all-reduce of them, are fp32
+            Strategy::Ddp => {
+                if param == DType::Double {
+                    DType::Double
+                } else {
+                    DType::Float
+                }
+            }
+            // Megatron: bf16 "requires gradient accumulation and all-reduce
+            // to be done in fp32" (arguments.py, accumulate_allreduce_grads_in_fp32)
+            Strategy::Tp | Strategy::Moe | Strategy::Pp if param == DType::Bfloat16 => DType::Float,
+            // DeepSpeed's communication_data_type is the model's type;
+            // FSDP's MixedPrecision.reduce_dtype defaults to param_dtype
+            _ => param,
+        }
+    }
+
+    /// Where `reduce_dtype` comes from, in words.
+    pub fn reduce_dtype_why(self) -> &'static str {
+        match self {
+            Strategy::Ddp => {
+                "PyTorch DDP all-reduces each parameter's gradient in its type, and under AMP (torch.autocast) parameters stay fp32; --reduce-dtype bfloat16 for a model cast to bf16"
+            }
+            Strategy::Zero1 | Strategy::Zero2 => {
+                "DeepSpeed's communication_data_type defaults to the model's type (engine.py)"
+            }
+            Strategy::Fsdp { .. } | Strategy::Hsdp { .. } => {
+                "FSDP's MixedPrecision.reduce_dtype defaults to param_dtype"
+            }
+            Strategy::Tp | Strategy::Moe | Strategy::Pp => {
+                "Megatron-LM reduces bf16 gradients in fp32 (--accumulate-allreduce-grads-in-fp32, set for --bf16), others in the parameter type"
+            }
         }
     }
 }
@@ -170,6 +236,21 @@ impl Named for Strategy {
     fn parse(text: &str) -> Option<Self> {
         Strategy::parse(text)
     }
+
+    /// `zero3`: DeepSpeed ZeRO-3 gathers parameters in prefetch buckets
+    /// (`stage3_prefetch_bucket_size`), keeps small ones whole
+    /// (`stage3_param_persistence_threshold`) and reduce-scatters in
+    /// `reduce_bucket_size` buckets: its calls, their count and sizes are
+    /// not FSDP's, and it is not modelled.
+    fn refused(text: &str) -> Option<String> {
+        let key = text.trim().to_ascii_lowercase().replace(['_', '-'], "");
+        matches!(key.as_str(), "zero3" | "deepspeedzero3" | "stage3").then(|| {
+            format!(
+                "strategy '{}': DeepSpeed ZeRO-3 is not modelled (its prefetch buckets, persistent parameters and message sizes are not FSDP's); fsdp is PyTorch FSDP FULL_SHARD, the same sharding with FSDP's schedule",
+                text.trim()
+            )
+        })
+    }
 }
 
 impl fmt::Display for Strategy {
@@ -181,11 +262,16 @@ impl fmt::Display for Strategy {
 /// The step of `strategy` for `model` on `layout`.
 pub fn schedule(strategy: Strategy, model: &Model, layout: &GroupLayout, opts: &Options) -> Result<Schedule, Error> {
     opts.check()?;
-    if layout.tp > 1 && strategy != Strategy::Tp {
-        return Err(Error::usage(format!(
-            "a tensor-parallel degree of {} only applies to the tp strategy, not {strategy}",
-            layout.tp
-        )));
+    for (degree, what, owner) in [
+        (layout.tp, "tensor-parallel", Strategy::Tp),
+        (layout.ep, "expert-parallel", Strategy::Moe),
+        (layout.pp, "pipeline-parallel", Strategy::Pp),
+    ] {
+        if degree > 1 && strategy != owner {
+            return Err(Error::usage(format!(
+                "a {what} degree of {degree} only applies to the {owner} strategy, not {strategy}"
+            )));
+        }
     }
     let ops = match strategy {
         Strategy::Ddp => ddp::step(model, opts),
@@ -194,6 +280,8 @@ pub fn schedule(strategy: Strategy, model: &Model, layout: &GroupLayout, opts: &
         Strategy::Fsdp { reshard_after_forward } => fsdp::step(model, layout, reshard_after_forward, false),
         Strategy::Hsdp { reshard_after_forward } => fsdp::step(model, layout, reshard_after_forward, true),
         Strategy::Tp => tp::step(model, layout, opts),
+        Strategy::Moe => moe::step(model, layout, opts)?,
+        Strategy::Pp => pp::step(model, layout, opts)?,
     };
     Ok(Schedule {
         name: strategy.name().into(),
@@ -216,7 +304,13 @@ mod tests {
             reshard_after_forward: true,
         };
         assert_eq!(Strategy::parse("FULL_SHARD").unwrap(), fsdp);
-        assert_eq!(Strategy::parse("zero3").unwrap(), fsdp);
+        assert_eq!(Strategy::parse("full_shard").unwrap(), fsdp);
+        assert_eq!(Strategy::parse("zero3"), None);
+        let err = "ddp,ZeRO-3".parse::<crate::types::Choice<Strategy>>().unwrap_err();
+        assert!(
+            err.starts_with("strategy 'ZeRO-3': DeepSpeed ZeRO-3 is not modelled"),
+            "{err}"
+        );
         assert_eq!(
             Strategy::parse("shard_grad_op").unwrap(),
             Strategy::Fsdp {
@@ -230,11 +324,12 @@ mod tests {
             }
         );
         assert_eq!(Strategy::parse("megatron").unwrap(), Strategy::Tp);
-        assert_eq!(Strategy::parse("pipeline"), None);
-        let err = "ddp,pipeline".parse::<crate::types::Choice<Strategy>>().unwrap_err();
+        assert_eq!(Strategy::parse("pipeline").unwrap(), Strategy::Pp);
+        assert_eq!(Strategy::parse("expert_parallel").unwrap(), Strategy::Moe);
+        let err = "ddp,pipelined".parse::<crate::types::Choice<Strategy>>().unwrap_err();
         assert_eq!(
             err,
-            "unknown strategy 'pipeline' (expected ddp, zero1, zero2, fsdp, fsdp-grad-op, hsdp, hsdp-grad-op, tp, or all)"
+            "unknown strategy 'pipelined' (expected ddp, zero1, zero2, fsdp, fsdp-grad-op, hsdp, hsdp-grad-op, tp, moe, pp, or all)"
         );
     }
 

@@ -88,6 +88,7 @@ mod tests {
             name: name.into(),
             elements,
             tp_split,
+            expert: false,
         };
         Model {
             name: "small".into(),
@@ -99,6 +100,9 @@ mod tests {
             pre: vec![t("emb", 6, true)],
             layer: vec![t("w", 8, true), t("norm", 2, false)],
             post: vec![],
+            first_layers: 0,
+            first_layer: vec![],
+            moe: None,
         }
     }
 

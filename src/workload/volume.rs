@@ -42,7 +42,7 @@ use super::op::Schedule;
 pub fn size_elements(collective: Collective, count: u64, n: usize) -> u64 {
     use Collective::*;
     match collective {
-        AllGather | ReduceScatter | Gather | Scatter | AllToAll => count.saturating_mul(n as u64),
+        AllGather | ReduceScatter | Gather | Scatter | AllToAll | AllToAllV => count.saturating_mul(n as u64),
         AllReduce | Broadcast | Reduce | SendRecv => count,
     }
 }
@@ -160,11 +160,17 @@ impl StepVolume {
             .map(|op| {
                 let ranks = layout.size(op.group);
                 let size = size_bytes(op.collective, op.count, ranks, op.dtype);
+                // an exchange with the rank itself is a local copy
+                let local = op.collective == Collective::SendRecv && op.shift == Some(0);
                 OpVolume {
                     collective: op.collective,
                     ranks,
                     size_bytes: size,
-                    bus_bytes: bus_bytes(op.collective, op.count, ranks, op.dtype),
+                    bus_bytes: if local {
+                        0.0
+                    } else {
+                        bus_bytes(op.collective, op.count, ranks, op.dtype)
+                    },
                     class: SizeClass::of(size),
                 }
             })

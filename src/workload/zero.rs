@@ -111,6 +111,7 @@ mod tests {
             name: name.into(),
             elements,
             tp_split: true,
+            expert: false,
         };
         Model {
             name: "small".into(),
@@ -122,6 +123,9 @@ mod tests {
             pre: vec![t("emb", 7)],
             layer: vec![t("a", 6), t("b", 5)],
             post: vec![t("norm", 3)],
+            first_layers: 0,
+            first_layer: vec![],
+            moe: None,
         }
     }
 

@@ -94,7 +94,8 @@
  *                               left alone): validation must go through
  *                               the graph to see it
  *   GPUSIM_NCCL_TRACE=FILE      every call that passes its checks appends
- *                               `RANK CALL SENDOFF RECVOFF COUNT` to FILE:
+ *                               `RANK CALL SENDOFF RECVOFF COUNT` to FILE
+ *                               (ncclSend and ncclRecv: `... COUNT PEER`):
  *                               the byte offsets of its pointers inside
  *                               their allocations (-1: none), to check
  *                               where each operation works
@@ -1074,10 +1075,12 @@ static void trace(const char *fn, const struct op *o)
     const char *path = getenv("GPUSIM_NCCL_TRACE");
     if (!path || !*path)
         return;
-    char line[160];
-    int n = snprintf(line, sizeof line, "%d %s %lld %lld %zu\n", o->comm->rank, fn,
+    char line[160], peer[24] = "";
+    if (o->kind == K_SEND || o->kind == K_RECV)
+        snprintf(peer, sizeof peer, " %d", o->root);
+    int n = snprintf(line, sizeof line, "%d %s %lld %lld %zu%s\n", o->comm->rank, fn,
                      o->send ? gpusim_alloc_offset(o->send) : -1LL, o->recv ? gpusim_alloc_offset(o->recv) : -1LL,
-                     o->count);
+                     o->count, peer);
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd < 0)
         return;

@@ -1,7 +1,8 @@
 //! scripts/ci-regression.sh end to end with the test binary and real
 //! `mpirun` at 2 ranks, in a fresh copy of the scripts (no results/, as in
-//! a new clone): the first call measures a baseline of several launches
-//! and exits 0, the next compares against it, prints the verdict once,
+//! a new clone): a missing baseline is an error unless --create-baseline
+//! asks for one (several launches, exit 0); the next call compares
+//! against it, prints the verdict once,
 //! writes the markdown summary (and $GITHUB_STEP_SUMMARY) and passes
 //! compare's exit code on; extra run arguments (`--overwrite`, `--csv`)
 //! pass through; MPIRUN may carry launcher options.
@@ -72,7 +73,21 @@ fn launches(folder: &Path) -> Vec<PathBuf> {
 fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
     let checkout = fresh_copy();
     let root = checkout.path();
-    let out = script(root, &with_sweep(&["ci", "--launches", "2"], &[]), &[]);
+    // a name with no baseline behind it (a typo, a new machine class) is
+    // an error naming the path and the flag, never a baseline made quietly
+    let out = script(root, &with_sweep(&["ci"], &[]), &[]);
+    assert_eq!(code(&out), 2, "{}\n{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        "ci-regression: no baseline at results/baselines/ci/ (or ci.csv there); \
+         to measure one, run this again with --create-baseline"
+    );
+    assert!(!root.join("results/baselines/ci").exists());
+    let out = script(
+        root,
+        &with_sweep(&["ci", "--create-baseline", "--launches", "2"], &[]),
+        &[],
+    );
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
     assert!(
         stdout(&out).contains("ci-regression: baseline created: results/baselines/ci (2 launches; nothing compared)"),
@@ -115,6 +130,14 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
     assert_eq!(std::fs::read_to_string(&step).unwrap(), md);
     // the baseline is left as it was
     assert_eq!(launches(&root.join("results/baselines/ci")), files);
+    // and creating it again is refused: replacing it is --update-baseline
+    let out = script(root, &with_sweep(&["ci", "--create-baseline"], &[]), &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--update-baseline measures it anew"),
+        "{}",
+        stderr(&out)
+    );
 
     // a run that measures fewer cases than the baseline: exit 4, listed
     let out = script(root, &with_sweep(&["ci", "--threshold", "1000000"], &["-e", "1K"]), &[]);
@@ -156,7 +179,11 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
     let root = checkout.path();
     let base = root.join("base.csv");
     // a baseline given as a path that does not exist yet: one merged CSV
-    let out = script(root, &with_sweep(&[path_str(&base), "--launches", "2"], &[]), &[]);
+    let out = script(
+        root,
+        &with_sweep(&[path_str(&base), "--create-baseline", "--launches", "2"], &[]),
+        &[],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let merged = Csv::read(&base);
     assert_eq!(merged.rows.len(), 16, "2 launches x 2 sizes x 2 placements x 2 samples");
@@ -224,7 +251,14 @@ fn a_suite_makes_its_baseline_and_compares_the_same_way() {
          iters = 5\ncycles = 2\n",
     )
     .unwrap();
-    let args = ["tiny", "--suite", path_str(&suite), "--launches", "2"];
+    let args = [
+        "tiny",
+        "--suite",
+        path_str(&suite),
+        "--create-baseline",
+        "--launches",
+        "2",
+    ];
     let out = script(root, &args, &[]);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
     assert!(
@@ -273,7 +307,11 @@ fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
     assert!(stderr(&out).contains("--allow-different-ranks"), "{}", stderr(&out));
     // a run that cannot start: its own exit code, nothing compared, and
     // no baseline half written
-    let out = script(root, &["ci", "--", "--collectives", "all_reducer"], &[]);
+    let out = script(
+        root,
+        &["ci", "--create-baseline", "--", "--collectives", "all_reducer"],
+        &[],
+    );
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("launch 1 of the baseline failed with exit code 2"),
@@ -281,4 +319,66 @@ fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
         stderr(&out)
     );
     assert!(!root.join("results/baselines/ci").exists());
+}
+
+/// The examples of `--help`, each run as written in a copy of the
+/// checkout with its committed baselines and configs. Against a baseline
+/// measured on another machine the verdict may be a regression (exit 4),
+/// never a case missing without --allow-missing, a refused method or an
+/// unusable input.
+#[test]
+fn every_example_of_the_help_runs_as_written() {
+    let checkout = fresh_copy();
+    let root = checkout.path();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["results/baselines/local-2ranks", "results/baselines/ci-suite"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        for file in launches(&repo.join(dir)) {
+            std::fs::copy(&file, root.join(dir).join(file.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::create_dir_all(root.join("configs")).unwrap();
+    std::fs::copy(repo.join("configs/suite-ci.toml"), root.join("configs/suite-ci.toml")).unwrap();
+
+    let help = stdout(&script(root, &["--help"], &[]));
+    let (_, after) = help.split_once("\nExamples").expect("an Examples section");
+    let examples: Vec<Vec<String>> = after
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("scripts/ci-regression.sh "))
+        .map(|l| l.split_whitespace().skip(1).map(String::from).collect())
+        .collect();
+    assert_eq!(examples.len(), 6, "{help}");
+    // the one that replaces a committed baseline runs last
+    let (mut examples, update): (Vec<_>, Vec<_>) = examples
+        .into_iter()
+        .partition(|a| !a.iter().any(|w| w == "--update-baseline"));
+    examples.extend(update);
+    for args in &examples {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = script(root, &args, &[]);
+        let (text, err) = (stdout(&out), stderr(&out));
+        let creates = args.contains(&"--create-baseline") || args.contains(&"--update-baseline");
+        match code(&out) {
+            0 => {}
+            4 if !creates => assert!(
+                !err.contains("missing from the new run") && err.contains("rows lost more than"),
+                "{args:?}: exit 4 for a reason other than a regression\n{text}\n{err}"
+            ),
+            other => panic!("{args:?}: exit {other}\n{text}\n{err}"),
+        }
+        if creates {
+            let name = if args.contains(&"--update-baseline") {
+                "local-2ranks (5 launches"
+            } else {
+                "my-machine (3 launches"
+            };
+            assert!(
+                text.contains(&format!("ci-regression: baseline created: results/baselines/{name}")),
+                "{text}"
+            );
+        } else {
+            assert!(text.contains("== compare results/baselines/"), "{args:?}\n{text}");
+        }
+    }
 }

@@ -493,18 +493,33 @@ impl Csv {
 pub fn bus_factor(collective: &str, n: f64) -> f64 {
     match collective {
         "all_reduce" => 2.0 * (n - 1.0) / n,
-        "all_gather" | "reduce_scatter" | "alltoall" | "gather" | "scatter" => (n - 1.0) / n,
+        "all_gather" | "reduce_scatter" | "alltoall" | "alltoallv" | "gather" | "scatter" => (n - 1.0) / n,
         "broadcast" | "reduce" | "sendrecv" => 1.0,
         other => panic!("unknown collective {other}"),
     }
 }
 
-/// size_bytes from the count column, per nccl-tests' size semantics.
+/// size_bytes from the count column, per nccl-tests' size semantics
+/// (alltoallv: its default traffic, spread 1).
 pub fn expected_size(collective: &str, count: u64, elem: u64, n: u64) -> u64 {
     match collective {
         "all_gather" | "reduce_scatter" | "alltoall" | "gather" | "scatter" => count * n * elem,
+        "alltoallv" => (0..n).map(|d| alltoallv_block(count * n * elem, n, d, 1.0)).sum(),
         _ => count * elem,
     }
+}
+
+/// nccl-tests' alltoallv_perf (src/alltoallv.cu): the bytes a rank sends
+/// the rank `distance` places after it, with `total` bytes per rank and a
+/// `spread`: (1 - spread) * total / n + spread * distance * total / (n(n-1)/2),
+/// rounded down to 16 bytes (all of it, to itself, at one rank).
+pub fn alltoallv_block(total: u64, n: u64, distance: u64, spread: f64) -> u64 {
+    if n == 1 {
+        return total / 16 * 16;
+    }
+    let uniform = total as f64 / n as f64;
+    let weighted = distance as f64 * total as f64 / (n * (n - 1) / 2) as f64;
+    ((1.0 - spread) * uniform + spread * weighted) as u64 / 16 * 16
 }
 
 pub fn elem_size(dtype: &str) -> u64 {
@@ -602,7 +617,9 @@ pub fn assert_rows_consistent(csv: &Csv, n: u64) {
             tmin <= time_us * (1.0 + 1e-12) && time_us <= tmax * (1.0 + 1e-12),
             "{row:?}"
         );
-        assert_eq!(csv.get(row, "wrong"), "0", "{row:?}");
+        // MPI_Alltoallv on one buffer races: not checked (docs/collectives.md)
+        let unchecked = collective == "alltoallv" && csv.get(row, "placement") == "in_place";
+        assert_eq!(csv.get(row, "wrong"), if unchecked { "" } else { "0" }, "{row:?}");
     }
 }
 

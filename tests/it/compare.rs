@@ -120,17 +120,45 @@ fn with_column(file: &Path, column: &str, value: &str) -> String {
 
 #[test]
 fn every_format_matches_its_golden_file() {
-    golden(&["compare", "base.csv", "new.csv"], "table.txt", 4);
+    // one launch a side: what moved is unproven (exit 4: broadcast is missing)
+    golden(&["compare", "base.csv", "new.csv"], "one-launch-table.txt", 4);
+    // judged inside the launches, each verdict shows
+    golden(&["compare", "--within-launch", "base.csv", "new.csv"], "table.txt", 4);
     golden(
-        &["compare", "--format", "markdown", "base.csv", "new.csv"],
+        &[
+            "compare",
+            "--within-launch",
+            "--format",
+            "markdown",
+            "base.csv",
+            "new.csv",
+        ],
         "markdown.md",
         4,
     );
-    golden(&["compare", "--format", "json", "base.csv", "new.csv"], "json.json", 4);
-    golden(&["compare", "launches", "new-launch.csv"], "launches-table.txt", 4);
-    golden(&["compare", "--by", "hierarchy", "modes.csv"], "modes-table.txt", 0);
     golden(
-        &["compare", "--by", "hierarchy", "--format", "markdown", "modes.csv"],
+        &["compare", "--within-launch", "--format", "json", "base.csv", "new.csv"],
+        "json.json",
+        4,
+    );
+    golden(&["compare", "launches", "new-launch.csv"], "launches-table.txt", 4);
+    // one sample per point: the values, no claim, and what would make one
+    golden(&["compare", "--by", "hierarchy", "modes.csv"], "modes-table.txt", 0);
+    // five samples: speedups with intervals, the winner, the crossover
+    golden(
+        &["compare", "--by", "hierarchy", "modes-repeated.csv"],
+        "modes-repeated-table.txt",
+        0,
+    );
+    golden(
+        &[
+            "compare",
+            "--by",
+            "hierarchy",
+            "--format",
+            "markdown",
+            "modes-repeated.csv",
+        ],
         "modes-markdown.md",
         0,
     );
@@ -143,7 +171,7 @@ fn every_format_matches_its_golden_file() {
             "json",
             "--metric",
             "time",
-            "modes.csv",
+            "modes-repeated.csv",
         ],
         "modes-json.json",
         0,
@@ -152,7 +180,25 @@ fn every_format_matches_its_golden_file() {
 
 #[test]
 fn the_golden_pair_shows_each_verdict_for_the_right_reason() {
+    // one launch a side: the changes beyond the threshold are unproven
     let (code, doc) = json(&[path_str(&fixture("base.csv")), path_str(&fixture("new.csv"))]);
+    assert_eq!(
+        (code, doc["unproven"].as_u64(), doc["regressed"].as_u64()),
+        (4, Some(3), Some(0))
+    );
+    for (c, p, s) in [
+        ("all_reduce", "out_of_place", 1 << 20),
+        ("all_reduce", "out_of_place", 65536),
+        ("all_gather", "out_of_place", 65536),
+    ] {
+        assert_eq!(row(&doc, c, p, s)["verdict"], "unproven", "{c} {p} {s}");
+    }
+    // judged inside the launches (--within-launch)
+    let (code, doc) = json(&[
+        "--within-launch",
+        path_str(&fixture("base.csv")),
+        path_str(&fixture("new.csv")),
+    ]);
     assert_eq!(code, 4);
     let verdict = |c: &str, p: &str, s: u64| row(&doc, c, p, s)["verdict"].as_str().unwrap().to_string();
     // busbw down 20% in 5 tight samples a side: the rank test is clear
@@ -206,7 +252,18 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
         "new.csv",
         &slowed(&base, ("all_reduce", "out_of_place", "65536"), 1.25),
     );
+    // one launch a side: unproven, exit 0, and the output says why
     let out = collbench(&["compare", path_str(&base), path_str(&new)]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().filter(|l| l.ends_with("unproven")).count(), 1, "{text}");
+    assert!(
+        text.contains("NO VERDICT: 1 of 7 rows changed by more than 5% busbw, but one launch per side"),
+        "{text}"
+    );
+    assert!(text.contains("note: 1 row unproven:"), "{text}");
+    // judged inside the launches: the regression, named once
+    let out = collbench(&["compare", "--within-launch", path_str(&base), path_str(&new)]);
     assert_eq!(code(&out), 4, "{}", stderr(&out));
     let text = stdout(&out);
     let line = text
@@ -224,22 +281,50 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
     assert!(text.contains("REGRESSION: 1 of 7 rows"), "{text}");
     assert_eq!(
         stderr(&out),
-        "collbench: regression: 1 of 7 rows lost more than 5% busbw\n"
+        "collbench: regression: 1 of 7 rows lost more than 5% busbw (1 judged within one launch per side \
+         (--within-launch))\n"
     );
     // the markdown names it too, with its statistics
-    let out = collbench(&["compare", "--format", "markdown", path_str(&base), path_str(&new)]);
+    let out = collbench(&[
+        "compare",
+        "--within-launch",
+        "--format",
+        "markdown",
+        path_str(&base),
+        path_str(&new),
+    ]);
     assert!(
         stdout(&out).contains("| all_reduce float sum out_of_place 64 KiB 4 ranks | 2.45 | 1.96 | -20.0% |"),
         "{}",
         stdout(&out)
     );
     // a threshold above the drop lets it pass
-    let out = collbench(&["compare", "--threshold", "25", path_str(&base), path_str(&new)]);
+    let out = collbench(&[
+        "compare",
+        "--within-launch",
+        "--threshold",
+        "25",
+        path_str(&base),
+        path_str(&new),
+    ]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // an alpha the 5-sample rank test cannot reach (its smallest p is
     // 2/252): the rows fall back to the threshold, and the output says so
-    let out = collbench(&["compare", "--alpha", "0.005", path_str(&base), path_str(&new)]);
+    let out = collbench(&[
+        "compare",
+        "--within-launch",
+        "--alpha",
+        "0.005",
+        path_str(&base),
+        path_str(&new),
+    ]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
+    assert!(
+        stderr(&out)
+            .contains("(1 judged within one launch per side (--within-launch), 1 of them by the threshold alone)"),
+        "{}",
+        stderr(&out)
+    );
     assert!(
         stdout(&out).contains("note: 6 rows judged by the threshold alone: too few samples for the rank test"),
         "{}",
@@ -454,6 +539,7 @@ fn export_files_hold_the_other_formats_of_the_same_comparison() {
         &fixtures(),
         &[
             "compare",
+            "--within-launch",
             "--export-markdown",
             path_str(&md),
             "--export-json",

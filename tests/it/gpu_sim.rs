@@ -79,13 +79,13 @@ fn one_line(out: &Output) -> String {
 fn per_rank(collective: &str) -> bool {
     matches!(
         collective,
-        "all_gather" | "reduce_scatter" | "alltoall" | "gather" | "scatter"
+        "all_gather" | "reduce_scatter" | "alltoall" | "alltoallv" | "gather" | "scatter"
     )
 }
 
 /// Every row's arithmetic (size semantics, algbw, busbw, the time spread),
 /// the simulation's label, 16-byte per-rank counts, and `wrong`: 0 on every
-/// row, empty exactly for in-place alltoall and sendrecv (not checked, as
+/// row, empty exactly for in-place alltoall, alltoallv and sendrecv (not checked, as
 /// nccl-tests). Returns the number of rows.
 pub(crate) fn assert_sim_rows(csv: &Csv, n: u64) -> usize {
     assert!(!csv.rows.is_empty(), "no rows");
@@ -113,7 +113,8 @@ pub(crate) fn assert_sim_rows(csv: &Csv, n: u64) -> usize {
             tmin <= time_us * (1.0 + 1e-12) && time_us <= tmax * (1.0 + 1e-12),
             "{row:?}"
         );
-        let unchecked = csv.get(row, "placement") == "in_place" && matches!(collective, "alltoall" | "sendrecv");
+        let unchecked =
+            csv.get(row, "placement") == "in_place" && matches!(collective, "alltoall" | "alltoallv" | "sendrecv");
         let want_wrong = if unchecked { "" } else { "0" };
         assert_eq!(csv.get(row, "wrong"), want_wrong, "{row:?}");
     }
@@ -157,8 +158,8 @@ const MATRIX: [&str; 16] = [
 fn assert_full_matrix(csv: &Csv, n: u64) {
     let rows = assert_sim_rows(csv, n);
     let t = triples(csv);
-    // 6 data movers x 10 types + 3 reductions x 10 types x 5 operations
-    assert_eq!(t.len(), 6 * 10 + 3 * 10 * 5, "{t:?}");
+    // 7 data movers (alltoallv too) x 10 types + 3 reductions x 10 types x 5 operations
+    assert_eq!(t.len(), 7 * 10 + 3 * 10 * 5, "{t:?}");
     let placements: std::collections::BTreeSet<&str> = csv.rows.iter().map(|r| csv.get(r, "placement")).collect();
     assert_eq!(placements.len(), 2);
     eprintln!("{n} ranks: {rows} rows checked");
@@ -1549,4 +1550,155 @@ fn workloads_and_replays_run_on_split_nccl_groups() {
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("sendrecv"), "{}", stdout(&out));
+}
+
+/// The traffic matrix of the alltoallv test: bytes rank i sends rank j,
+/// before nccl-tests rounds each down to 16 bytes.
+const ALLTOALLV_MATRIX: &str = "0    1000 2000 3000\n100  0    300  500\n64   64   64   64\n4096 16   32   48\n";
+
+/// What each pair exchanges, rounded by hand (nccl-tests' alltoallv.cu:
+/// every block rounded down to 16 bytes), in bytes, rank-major: the
+/// matrix's top-left `n` x `n` (1000 -> 992, 3000 -> 2992, 100 -> 96, 300
+/// -> 288, 500 -> 496), or the generated traffic by distance.
+fn alltoallv_blocks_by_hand(n: usize, traffic: &str) -> Vec<Vec<u64>> {
+    let matrix = [
+        [0, 992, 2000, 2992],
+        [96, 0, 288, 496],
+        [64, 64, 64, 64],
+        [4096, 16, 32, 48],
+    ];
+    // per distance, at -b n KiB of float: T = n * 1024 bytes per rank and
+    // S = n(n-1)/2; (1 - s) * T/n + s * d * T/S rounded down to 16 bytes
+    let by_distance: Vec<u64> = match (n, traffic) {
+        (2, "0") => vec![1024, 1024],
+        (2, "0.5") => vec![512, 1536],
+        (2, "1") => vec![0, 2048],
+        (3, "0") => vec![1024, 1024, 1024],
+        (3, "0.5") => vec![512, 1024, 1536],
+        (3, "1") => vec![0, 1024, 2048],
+        // T/6 = 682.67 -> 672, 2T/6 = 1365.33 -> 1360; 512 + 341.33 -> 848,
+        // 512 + 682.67 -> 1184
+        (4, "0") => vec![1024; 4],
+        (4, "0.5") => vec![512, 848, 1184, 1536],
+        (4, "1") => vec![0, 672, 1360, 2048],
+        _ => vec![],
+    };
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| match traffic {
+                    "matrix" => matrix[i][j],
+                    _ => by_distance[(j + n - i) % n],
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Issue 26: alltoallv as nccl-tests' alltoallv_perf defines it, on the
+/// simulation at 2, 3 and 4 ranks, with spread 0, 0.5 and 1 and with a
+/// traffic matrix file: every ncclSend and ncclRecv carries the block
+/// worked out by hand (the simulation traces each call's peer, count and
+/// offset: blocks back to back in peer order), the size is the most any
+/// rank sends or receives, the count the per-peer count (0 with a matrix),
+/// busbw size / time x (n-1)/n, 0 wrong out of place (in place is not
+/// checked, as nccl-tests). The matrix also comes in through nccl-tests'
+/// own environment variable.
+#[test]
+fn alltoallv_sends_each_peer_nccl_tests_blocks_at_2_to_4_ranks() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let matrix = tmp.path().join("traffic.txt");
+    std::fs::write(&matrix, ALLTOALLV_MATRIX).unwrap();
+    for n in 2..=4usize {
+        for traffic in ["0", "0.5", "1", "matrix"] {
+            let name = format!("n{n}-{traffic}");
+            let (csv_path, trace) = (
+                tmp.path().join(format!("{name}.csv")),
+                tmp.path().join(format!("{name}.trace")),
+            );
+            let size = if traffic == "matrix" {
+                "8K".to_string()
+            } else {
+                format!("{n}K")
+            };
+            let ng = n.to_string();
+            let mut args = vec![
+                "run",
+                "--backend",
+                "nccl",
+                "-g",
+                &ng,
+                "--collectives",
+                "alltoallv",
+                "-b",
+                &size,
+                "-e",
+                &size,
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "--no-rotate",
+                "--no-progress",
+                "--csv",
+                path_str(&csv_path),
+            ];
+            let mut env = vec![("GPUSIM_NCCL_TRACE", path_str(&trace))];
+            match traffic {
+                // nccl-tests' name for the file
+                "matrix" => env.push(("NCCL_TESTS_ALLTOALLV_MATRIX_FILE", path_str(&matrix))),
+                spread => args.extend(["--alltoallv-spread", spread]),
+            }
+            let out = sim_run(&dir, n, &env, &args);
+            assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+            let blocks = alltoallv_blocks_by_hand(n, traffic);
+            // every call of every operation, once each
+            let text = std::fs::read_to_string(&trace).unwrap();
+            let traced: std::collections::BTreeSet<Vec<String>> = text
+                .lines()
+                .map(|l| l.split(' ').map(str::to_string).collect::<Vec<_>>())
+                .filter(|f| f.len() == 6)
+                .collect();
+            let mut want = std::collections::BTreeSet::new();
+            for (i, row) in blocks.iter().enumerate() {
+                let (mut sent, mut received) = (0, 0);
+                for (j, &out_bytes) in row.iter().enumerate() {
+                    let in_bytes = blocks[j][i];
+                    if out_bytes > 0 {
+                        let f = [i.to_string(), "ncclSend".into(), sent.to_string(), "-1".into()];
+                        want.insert([&f[..], &[(out_bytes / 4).to_string(), j.to_string()]].concat());
+                    }
+                    if in_bytes > 0 {
+                        let f = [i.to_string(), "ncclRecv".into(), "-1".into(), received.to_string()];
+                        want.insert([&f[..], &[(in_bytes / 4).to_string(), j.to_string()]].concat());
+                    }
+                    sent += out_bytes;
+                    received += in_bytes;
+                }
+            }
+            assert_eq!(traced, want, "{name}:\n{text}");
+            let most = (0..n)
+                .map(|i| {
+                    let sends: u64 = blocks[i].iter().sum();
+                    let receives: u64 = (0..n).map(|j| blocks[j][i]).sum();
+                    sends.max(receives)
+                })
+                .max()
+                .unwrap();
+            let csv = Csv::read(&csv_path);
+            assert_eq!(csv.rows.len(), 2, "{name}");
+            for row in &csv.rows {
+                assert_eq!(csv.num(row, "size_bytes") as u64, most, "{name} {row:?}");
+                let count = if traffic == "matrix" { 0 } else { 256 };
+                assert_eq!(csv.num(row, "count") as u64, count, "{name}");
+                let want_bus = most as f64 / (csv.num(row, "time_us") * 1e-6) / 1e9 * (n as f64 - 1.0) / n as f64;
+                let busbw = csv.num(row, "busbw_gbps");
+                assert!((busbw - want_bus).abs() <= 1e-9 * want_bus, "{name} {row:?}");
+                assert_eq!(busbw, csv.num(row, "algbw_gbps") * bus_factor("alltoallv", n as f64));
+                let unchecked = csv.get(row, "placement") == "in_place";
+                assert_eq!(csv.get(row, "wrong"), if unchecked { "" } else { "0" }, "{name}");
+            }
+        }
+    }
 }

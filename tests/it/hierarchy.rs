@@ -96,6 +96,13 @@ fn modes_validate_on(np: usize, per_node: usize) {
         view.contains("rs-ar-ag") && view.contains("speedup") && view.contains("winner"),
         "{view}"
     );
+    // one sample per point: no speedup or crossover is claimed, and the
+    // view says what would make one
+    assert!(!view.contains("crossover at") && !view.contains('*'), "{view}");
+    assert!(
+        view.contains("# note: one sample per point") && view.contains("--repeat 5"),
+        "{view}"
+    );
     assert!(
         text.lines()
             .filter(|l| !l.starts_with('#'))

@@ -183,7 +183,7 @@ fn unknown_or_incomplete_input_is_one_line_exit_2_and_no_file() {
     let parser_cases: [(&[&str], &str); 3] = [
         (
             &["--from", "mpi-bench", path_str(&junk)],
-            "[possible values: nccl-tests, osu]",
+            "[possible values: nccl-tests, osu, collbench]",
         ),
         (&["--from", "osu", "--nranks", "0", path_str(&osu)], "--nranks <N>"),
         (

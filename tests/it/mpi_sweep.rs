@@ -64,6 +64,7 @@ fn full_sweep_is_correct_at(np: usize) {
         "broadcast",
         "reduce",
         "alltoall",
+        "alltoallv",
         "gather",
         "scatter",
         "sendrecv",
@@ -200,6 +201,72 @@ fn rank_zero_prints_an_nccl_tests_style_table_once() {
     assert_eq!(lines[0].split_whitespace().count(), 13, "{text}");
     // the progress bar stays off a pipe
     assert!(!stderr(&out).contains("points"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
+    let dir = tempdir();
+    let csv_path = dir.path().join("one.csv");
+    let out = mpirun(
+        1,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce,broadcast",
+            "-b",
+            "1K",
+            "-e",
+            "4K",
+            "-n",
+            "5",
+            "--csv",
+            path_str(&csv_path),
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("# one rank  :"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(header.contains("no data crosses a link"), "{header}");
+    assert!(header.contains("0 where the bus factor is (n-1)/n"), "{header}");
+    assert!(
+        text.contains("# One rank             : no data crossed a link; the bus bandwidths above are not a link's"),
+        "{text}"
+    );
+    // nccl-tests' footer line is still there for scripts that read it
+    assert!(text.contains("# Avg bus bandwidth    : "), "{text}");
+    // and the figures are what the header says: all_reduce's busbw is 0,
+    // broadcast's is its algbw (a local copy)
+    let csv = Csv::read(&csv_path);
+    for row in &csv.rows {
+        let (algbw, busbw) = (csv.num(row, "algbw_gbps"), csv.num(row, "busbw_gbps"));
+        match csv.get(row, "collective") {
+            "all_reduce" => assert_eq!(busbw, 0.0),
+            _ => assert!((busbw - algbw).abs() <= 1e-9 * algbw.max(1.0), "{row:?}"),
+        }
+    }
+    // more ranks: no such line
+    let out = mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce",
+            "-e",
+            "1K",
+            "-n",
+            "2",
+            "--csv",
+            path_str(&csv_path),
+            "--overwrite",
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stdout(&out).contains("one rank"), "{}", stdout(&out));
 }
 
 #[test]

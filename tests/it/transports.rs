@@ -154,8 +154,10 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
     );
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("# suite local-cpu: 2 launches, 2 ok, 0 failed"), "{text}");
+    assert!(text.contains("# suite local-cpu: 6 launches, 6 ok, 0 failed"), "{text}");
     assert!(text.contains("compare --by transport"), "{text}");
+    // three launches of each profile: the view may judge them
+    assert!(!text.contains("separate launches, one each"), "{text}");
     // the launches' summary: every value starts under its column's heading
     let lines: Vec<&str> = text.lines().collect();
     let head = lines
@@ -187,7 +189,13 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
         assert_eq!(csv.get(row, "transport_observed"), want);
     }
     let launches = dir.path().join("local-launches");
-    for file in ["run.toml", "01-shm-flat.csv", "01-shm-flat.log", "02-tcp-flat.csv"] {
+    for file in [
+        "run.toml",
+        "01-shm-flat.csv",
+        "01-shm-flat.log",
+        "02-tcp-flat.csv",
+        "06-tcp-flat.csv",
+    ] {
         assert!(launches.join(file).exists(), "{file}");
     }
 }

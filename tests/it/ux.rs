@@ -272,6 +272,11 @@ fn the_header_echoes_the_command_and_sizes_and_the_footer_reads_as_nccl_tests_do
         text.contains("# sizes     : minBytes 64 maxBytes 4096 step: 2(factor) (64 B to 4.0 KiB, 7 sizes)\n"),
         "{text}"
     );
+    // nccl-tests' two footer lines, in its order, as its parsers read them
+    assert!(
+        text.contains("#\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : "),
+        "{text}"
+    );
     // what `grep 'Avg bus bandwidth' | awk '{print $NF}'` reads
     let avg_lines: Vec<&str> = text.lines().filter(|l| l.contains("Avg bus bandwidth")).collect();
     assert_eq!(avg_lines.len(), 1, "{text}");

@@ -5,7 +5,7 @@
 
 use crate::backend::Call;
 use crate::buffer::{Bf16, Half, HostBuffer};
-use crate::collective::Collective;
+use crate::collective::{Collective, Peers};
 use crate::types::ReduceOp;
 
 /// This rank's output of `call` from every rank's input (`inputs[r]` is
@@ -41,6 +41,15 @@ pub(super) fn compute<T: Arith>(call: &Call, inputs: &[HostBuffer], out: &mut [T
         Collective::AllToAll => {
             for (p, block) in out.chunks_mut(c.max(1)).enumerate() {
                 block.copy_from_slice(&input(p)[rank * c..rank * c + block.len()]);
+            }
+        }
+        Collective::AllToAllV => {
+            let peers = Peers::of(&call.shape, n);
+            let mut at = 0;
+            for p in 0..n {
+                let (len, from) = (peers.count(p, rank), peers.send_offset(p, rank));
+                out[at..at + len].copy_from_slice(&input(p)[from..from + len]);
+                at += len;
             }
         }
         Collective::Scatter => out.copy_from_slice(&input(root)[rank * c..rank * c + out.len()]),

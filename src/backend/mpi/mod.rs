@@ -2,7 +2,8 @@
 //! communicator of its own.
 //!
 //! Calls: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast,
-//! MPI_Reduce, MPI_Alltoall, MPI_Gather, MPI_Scatter, MPI_Sendrecv. MPI is
+//! MPI_Reduce, MPI_Alltoall, MPI_Alltoallv, MPI_Gather, MPI_Scatter,
+//! MPI_Sendrecv. MPI is
 //! synchronous from the caller's view, so `launch` runs the operation and
 //! `wait` has nothing to wait for.
 //!
@@ -29,7 +30,7 @@ use super::{
     TransportQuery, refusals,
 };
 use crate::buffer::{Element, HostBuffer};
-use crate::collective::{Buf, Collective, Convention, Regions};
+use crate::collective::{Buf, Collective, Convention, Peers, Regions};
 use crate::error::Error;
 use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
@@ -183,6 +184,7 @@ fn out_of_place<T: Element + Equivalence>(
         Collective::Reduce if rank == call.at.root => root().reduce_into_root(send, &mut recv[..count], need_op()?),
         Collective::Reduce => root().reduce_into(send, need_op()?),
         Collective::AllToAll => comm.all_to_all_into(send, &mut recv[..count * n]),
+        Collective::AllToAllV => raw::all_to_all_v(comm, send, recv, &alltoallv_blocks(call)?)?,
         Collective::Gather if rank == call.at.root => root().gather_into_root(send, &mut recv[..count * n]),
         Collective::Gather => root().gather_into(send),
         Collective::Scatter if rank == call.at.root => root().scatter_into_root(send, &mut recv[..count]),
@@ -220,6 +222,7 @@ fn in_place<T: Element + Equivalence>(
         }
         Collective::Reduce => root().reduce_into(&recv[..count], need_op()?),
         Collective::AllToAll => raw::all_to_all(comm, &mut recv[..count * n], count)?,
+        Collective::AllToAllV => raw::all_to_all_v_one_buffer(comm, recv, &alltoallv_blocks(call)?)?,
         Collective::Gather if rank == call.at.root => {
             raw::gather_at_root(comm, call.at.root, &mut recv[..count * n], count)?
         }
@@ -238,6 +241,20 @@ fn in_place<T: Element + Equivalence>(
         }
     }
     Ok(())
+}
+
+/// This rank's MPI_Alltoallv blocks of `call`: back to back in peer order
+/// in each buffer (`collective::alltoallv`).
+fn alltoallv_blocks(call: &Call) -> Result<raw::Blocks, Error> {
+    let (n, rank) = (call.at.nranks, call.at.rank);
+    let peers = Peers::of(&call.shape, n);
+    let send: Vec<(usize, usize)> = (0..n)
+        .map(|p| (peers.count(rank, p), peers.send_offset(rank, p)))
+        .collect();
+    let recv: Vec<(usize, usize)> = (0..n)
+        .map(|p| (peers.count(p, rank), peers.recv_offset(rank, p)))
+        .collect();
+    raw::Blocks::new(&send, &recv)
 }
 
 /// (send to, receive from) in the sendrecv ring, `shift` places apart.
@@ -333,7 +350,8 @@ impl Backend for MpiBackend {
             refused_ops: refusals(&ReduceOp::ALL, MpiBackend::check_op),
             refused_hierarchies: Vec::new(),
             refused_extras: extras.refuse_all(BackendKind::Mpi.name()).err(),
-            unchecked: Vec::new(),
+            // one buffer as MPI_Alltoallv's input and output races (raw.rs)
+            unchecked: vec![(Collective::AllToAllV, Placement::InPlace)],
         }
     }
 

@@ -38,9 +38,7 @@ fn check(name: &str, rc: c_int) -> Result<(), Error> {
     if rc == ffi::MPI_SUCCESS as c_int {
         Ok(())
     } else {
-        Err(Error::runtime(format!(
-            "{name} with MPI_IN_PLACE failed with MPI error code {rc}"
-        )))
+        Err(Error::runtime(format!("{name} failed with MPI error code {rc}")))
     }
 }
 
@@ -130,6 +128,128 @@ pub fn all_to_all<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], per_
         )
     };
     check("MPI_Alltoall", rc)
+}
+
+/// One rank's blocks of an MPI_Alltoallv, in elements: what it sends
+/// each rank and where in its input, what it receives from each rank and
+/// where in its output.
+pub struct Blocks {
+    pub send_counts: Vec<c_int>,
+    pub send_displs: Vec<c_int>,
+    pub recv_counts: Vec<c_int>,
+    pub recv_displs: Vec<c_int>,
+}
+
+impl Blocks {
+    /// Blocks from (count, displacement) pairs in peer order, each checked
+    /// against C's int.
+    pub fn new(send: &[(usize, usize)], recv: &[(usize, usize)]) -> Result<Blocks, Error> {
+        let ints = |pairs: &[(usize, usize)], pick: fn(&(usize, usize)) -> usize| {
+            pairs
+                .iter()
+                .map(|p| c_count(pick(p)))
+                .collect::<Result<Vec<c_int>, Error>>()
+        };
+        Ok(Blocks {
+            send_counts: ints(send, |p| p.0)?,
+            send_displs: ints(send, |p| p.1)?,
+            recv_counts: ints(recv, |p| p.0)?,
+            recv_displs: ints(recv, |p| p.1)?,
+        })
+    }
+
+    /// Elements from the start of a buffer to the end of its last block.
+    fn extent(counts: &[c_int], displs: &[c_int]) -> usize {
+        counts
+            .iter()
+            .zip(displs)
+            .map(|(&c, &d)| (c as usize).saturating_add(d as usize))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// One count and displacement per rank of `comm`, every block inside a
+    /// buffer of `send_len` and of `recv_len` elements.
+    fn check(&self, comm: &SimpleCommunicator, send_len: usize, recv_len: usize) -> Result<(), Error> {
+        use mpi::topology::Communicator;
+        let n = comm.size() as usize;
+        let lens = [
+            self.send_counts.len(),
+            self.send_displs.len(),
+            self.recv_counts.len(),
+            self.recv_displs.len(),
+        ];
+        if lens.iter().any(|&l| l != n)
+            || Blocks::extent(&self.send_counts, &self.send_displs) > send_len
+            || Blocks::extent(&self.recv_counts, &self.recv_displs) > recv_len
+        {
+            return Err(Error::runtime(format!(
+                "internal error: alltoallv blocks do not fit buffers of {send_len} and {recv_len} elements at {n} ranks"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// MPI_Alltoallv(send, ..., recv, ...): `blocks` says what goes where.
+pub fn all_to_all_v<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    send: &[T],
+    recv: &mut [T],
+    blocks: &Blocks,
+) -> Result<(), Error> {
+    blocks.check(comm, send.len(), recv.len())?;
+    // SAFETY: every block lies inside `send` (read) or `recv` (written),
+    // as checked; the two are live slices that do not overlap (one shared,
+    // one exclusive); the count arrays hold one int per rank of `comm`
+    // and live until the call returns; handles are live rsmpi objects.
+    let rc = unsafe {
+        ffi::MPI_Alltoallv(
+            send.as_ptr().cast(),
+            blocks.send_counts.as_ptr(),
+            blocks.send_displs.as_ptr(),
+            T::equivalent_datatype().as_raw(),
+            recv.as_mut_ptr().cast(),
+            blocks.recv_counts.as_ptr(),
+            blocks.recv_displs.as_ptr(),
+            T::equivalent_datatype().as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Alltoallv", rc)
+}
+
+/// MPI_Alltoallv with `buf` as both the send and the receive buffer, as
+/// nccl-tests runs its in-place alltoallv (one pointer for both): MPI
+/// leaves the result undefined (the blocks race), so it is timed, never
+/// checked. MPI_IN_PLACE is no substitute: it exchanges the receive blocks
+/// both ways, which only a symmetric traffic has.
+pub fn all_to_all_v_one_buffer<T: Equivalence>(
+    comm: &SimpleCommunicator,
+    buf: &mut [T],
+    blocks: &Blocks,
+) -> Result<(), Error> {
+    blocks.check(comm, buf.len(), buf.len())?;
+    let ptr: *mut c_void = buf.as_mut_ptr().cast();
+    // SAFETY: every block lies inside `buf`, as checked; `buf` is a live,
+    // exclusively borrowed slice, handed to MPI as raw pointers only (no
+    // Rust reference aliases it during the call); what MPI writes over
+    // what it still reads is undefined data, never memory outside `buf`.
+    // The count arrays and handles are live, as above.
+    let rc = unsafe {
+        ffi::MPI_Alltoallv(
+            ptr.cast_const(),
+            blocks.send_counts.as_ptr(),
+            blocks.send_displs.as_ptr(),
+            T::equivalent_datatype().as_raw(),
+            ptr,
+            blocks.recv_counts.as_ptr(),
+            blocks.recv_displs.as_ptr(),
+            T::equivalent_datatype().as_raw(),
+            comm.as_raw(),
+        )
+    };
+    check("MPI_Alltoallv", rc)
 }
 
 /// MPI_Reduce(MPI_IN_PLACE, buf, ...) at the root: the root reduces into

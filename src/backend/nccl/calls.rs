@@ -17,9 +17,12 @@
 //! alltoall, gather and scatter use the native calls where the library has
 //! them (NCCL 2.28 and later) and grouped send/recv otherwise, as nccl-tests
 //! does, in both placements, so that the two columns time the same code.
+//! alltoallv is always grouped send/recv (NCCL has no alltoallv), a pair
+//! per peer in peer order with each block where `collective::alltoallv`
+//! puts it, as nccl-tests' alltoallv.cu issues it.
 //! As in nccl-tests, in-place alltoall and sendrecv pass the same buffer as
 //! input and output (ncclAlltoAll with sendbuff == recvbuff; ncclSend and
-//! ncclRecv of one group on one buffer). NCCL orders no send before a
+//! ncclRecv of one group on one buffer; alltoallv likewise). NCCL orders no send before a
 //! receive of the same group, so data can be overwritten before it is sent:
 //! nccl-tests does not check these two in place ("We don't support in-place
 //! alltoall/sendrecv", its alltoall.cu and sendrecv.cu), and neither do we
@@ -27,7 +30,7 @@
 
 use super::sys::{At, Buf, DataType, Launch, NcclVersion, Op, RedOp};
 use crate::backend::Call;
-use crate::collective::{Collective, Convention, Regions};
+use crate::collective::{Collective, Convention, Peers, Regions};
 use crate::types::{DType, Placement, ReduceOp};
 
 /// NCCL 2.10 added bfloat16 and ncclAvg.
@@ -90,10 +93,11 @@ pub fn check_graph(version: NcclVersion) -> Result<(), String> {
     Ok(())
 }
 
-/// The outputs that are not defined, so not checked: in-place alltoall and
-/// sendrecv (module comment).
-pub const UNCHECKED: [(Collective, Placement); 2] = [
+/// The outputs that are not defined, so not checked: in-place alltoall,
+/// alltoallv and sendrecv (module comment).
+pub const UNCHECKED: [(Collective, Placement); 3] = [
     (Collective::AllToAll, Placement::InPlace),
+    (Collective::AllToAllV, Placement::InPlace),
     (Collective::SendRecv, Placement::InPlace),
 ];
 
@@ -123,10 +127,11 @@ pub fn launch(call: &Call, placement: Placement, native: Native) -> Launch {
 }
 
 /// `launch`, with a sendrecv to the rank `shift` places ahead (and from
-/// the one `shift` places behind) instead of the ring's neighbours.
+/// the one `shift` places behind) instead of the ring's neighbours; 0 is
+/// the rank itself (a replayed all-to-all's own block).
 pub fn launch_shifted(call: &Call, placement: Placement, native: Native, shift: usize) -> Launch {
     let mut p = Positions::of(call, placement);
-    p.shift = shift.max(1);
+    p.shift = shift;
     let (c, op, root) = (p.count, p.op, p.root);
     let one = |op: Op| Launch {
         grouped: false,
@@ -171,6 +176,7 @@ pub fn launch_shifted(call: &Call, placement: Placement, native: Native, shift: 
             count: c,
         }),
         Collective::AllToAll => group(p.alltoall_pairs()),
+        Collective::AllToAllV => group(p.alltoallv_pairs(&Peers::of(&call.shape, call.at.nranks))),
         Collective::Gather if native.gather => one(Op::Gather {
             send: p.send(p.mine),
             recv: r0,
@@ -257,6 +263,31 @@ impl Positions {
         (0..self.nranks)
             .flat_map(|p| [self.send_to(p, p * c), self.recv_from(p, p * c)])
             .collect()
+    }
+
+    /// alltoallv, as nccl-tests issues it: to and from every peer in turn,
+    /// each block where `peers` puts it, no call for an empty block.
+    fn alltoallv_pairs(&self, peers: &Peers) -> Vec<Op> {
+        let me = self.rank;
+        let mut ops = Vec::new();
+        for p in 0..self.nranks {
+            let (out, inc) = (peers.count(me, p), peers.count(p, me));
+            if out > 0 {
+                ops.push(Op::Send {
+                    send: self.send(peers.send_offset(me, p)),
+                    count: out,
+                    peer: p,
+                });
+            }
+            if inc > 0 {
+                ops.push(Op::Recv {
+                    recv: self.recv(peers.recv_offset(me, p)),
+                    count: inc,
+                    peer: p,
+                });
+            }
+        }
+        ops
     }
 
     /// gather without ncclGather: every rank sends its block to the root,

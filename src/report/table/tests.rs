@@ -118,6 +118,15 @@ fn the_footer_line_is_nccl_tests_own_and_the_point_count_has_its_own() {
 }
 
 #[test]
+fn the_out_of_bounds_line_is_nccl_tests_own_and_counts_failed_points() {
+    let mut summary = Summary::default();
+    assert_eq!(out_of_bounds(&summary), "# Out of bounds values : 0 OK\n");
+    summary.failed_points = 3;
+    summary.wrong = 1000;
+    assert_eq!(out_of_bounds(&summary), "# Out of bounds values : 3 FAILED\n");
+}
+
+#[test]
 fn the_header_says_what_each_time_is_divided_by_under_m_and_g() {
     assert_eq!(launch_extras(1, 0), None);
     assert_eq!(
@@ -131,4 +140,37 @@ fn the_header_says_what_each_time_is_divided_by_under_m_and_g() {
     let both = launch_extras(2, 10).unwrap();
     assert!(both.ends_with("elapsed / (iters x 2 x 10)"), "{both}");
     assert!(both.contains("replayed 10 times"), "{both}");
+}
+
+#[test]
+fn the_slow_rank_line_names_its_signal_and_says_when_it_cannot_tell() {
+    use crate::engine::straggler::{SlowRank, Straggler};
+    let host = |rank: usize| format!("node-{rank}");
+    let named = SlowRank::Named(Straggler {
+        rank: 1,
+        excess: 2.1,
+        from_size: 1 << 20,
+        every_size: false,
+        late: 23,
+        points: 24,
+        p_value: 1.49e-6,
+    });
+    assert_eq!(
+        slow_rank_text(Some(&named), 10.0, host),
+        "rank 1 on node-1 arrived late at 23 of 24 checked points at sizes >= 1.0 MiB (sign test p = 1.5e-6), \
+         its own work 3.1x the other ranks' median: the others waited for it (arrival skew)"
+    );
+    let none = slow_rank_text(Some(&SlowRank::NoneFound { points: 40 }), 25.0, host);
+    assert!(
+        none.starts_with("none (arrival skew): ")
+            && none.contains("over 25% behind")
+            && none.ends_with("at 40 checked points"),
+        "{none}"
+    );
+    let why = SlowRank::NotJudged("6 checked points of symmetric collectives".into());
+    assert_eq!(
+        slow_rank_text(Some(&why), 10.0, host),
+        "cannot tell (arrival skew): 6 checked points of symmetric collectives"
+    );
+    assert!(slow_rank_text(None, 10.0, host).starts_with("cannot tell (arrival skew)"));
 }

@@ -13,6 +13,8 @@ fn presets_have_their_published_parameter_counts() {
         ("llama-3-8b", 8_030_261_248, 32),
         ("llama-2-70b", 68_976_648_192, 80),
         ("llama-3-70b", 70_553_706_496, 80),
+        ("deepseek-moe-16b", 16_375_728_128, 28),
+        ("mixtral-8x7b", 46_702_792_704, 32),
     ];
     assert_eq!(PRESETS.len(), want.len());
     for (name, params, layers) in want {
@@ -63,6 +65,8 @@ fn the_plain_form_splits_the_rest_evenly_over_layers_and_keeps_the_total() {
         layers: 32,
         hidden: Some(4096),
         vocab: Some(32000),
+        experts: None,
+        top_k: None,
     };
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.params(), 7_000_000_003);
@@ -83,6 +87,8 @@ fn the_plain_form_derives_the_hidden_size_from_twelve_h_squared_per_layer() {
         layers: 32,
         hidden: None,
         vocab: Some(32000),
+        experts: None,
+        top_k: None,
     };
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.hidden, 4096);
@@ -93,6 +99,8 @@ fn the_plain_form_derives_the_hidden_size_from_twelve_h_squared_per_layer() {
         layers: 32,
         hidden: None,
         vocab: None,
+        experts: None,
+        top_k: None,
     };
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.hidden, 4270);
@@ -107,6 +115,8 @@ fn a_layer_too_small_for_its_attention_is_one_tensor() {
         layers: 4,
         hidden: Some(64),
         vocab: None,
+        experts: None,
+        top_k: None,
     };
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.layer.len(), 1);
@@ -120,6 +130,8 @@ fn impossible_plain_forms_are_one_line_usage_errors() {
         layers,
         hidden,
         vocab,
+        experts: None,
+        top_k: None,
     };
     let cases = [
         (spec(1000, 0, None, None), "--layers must be at least 1"),
@@ -168,4 +180,57 @@ fn tensor_parallel_shards_split_matrices_and_keep_norms() {
     );
     assert_eq!(m.layer[0].shard_elements(4), 768, "norms are replicated");
     assert_eq!(m.layer[2].shard_elements(4), 768 * 3 * 768 / 4);
+}
+
+#[test]
+fn moe_presets_mark_their_experts_and_deepseek_has_a_dense_first_layer() {
+    let m = Model::preset("mixtral-8x7b").unwrap();
+    assert_eq!(m.moe, Some(Moe { experts: 8, top_k: 2 }));
+    let experts: u64 = m.layer.iter().filter(|t| t.expert).map(|t| t.elements).sum();
+    assert_eq!(experts, 8 * 3 * 4096 * 14336, "8 experts of w1, w2, w3");
+    assert_eq!(m.layer.iter().filter(|t| t.name == "block_sparse_moe.gate").count(), 1);
+    let d = Model::preset("deepseek-moe-16b").unwrap();
+    assert_eq!(d.moe, Some(Moe { experts: 64, top_k: 6 }));
+    assert_eq!(d.first_layers, 1);
+    assert!(d.first_layer.iter().all(|t| !t.expert));
+    assert_eq!(d.layer_params_of(0), 4 * 2048 * 2048 + 3 * 2048 * 10944 + 2 * 2048);
+    // 64 routed experts of 3 x 2048 x 1408, the router, shared experts of 2816
+    assert_eq!(
+        d.layer_params_of(1),
+        4 * 2048 * 2048 + 64 * 3 * 2048 * 1408 + 64 * 2048 + 3 * 2048 * 2816 + 2 * 2048
+    );
+}
+
+#[test]
+fn the_plain_form_with_experts_splits_each_mlp_into_experts_and_keeps_the_total() {
+    let spec = PlainSpec {
+        params: 2_000_003,
+        layers: 2,
+        hidden: Some(64),
+        vocab: Some(100),
+        experts: Some(4),
+        top_k: None,
+    };
+    let m = Model::plain(spec).unwrap();
+    assert_eq!(m.params(), 2_000_003);
+    assert_eq!(m.moe, Some(Moe { experts: 4, top_k: 2 }));
+    // per layer (2_000_003 - 6400) / 2 = 996_801: attention 4 x 64^2,
+    // router 4 x 64, four experts of the rest
+    let experts: Vec<u64> = m.layer.iter().filter(|t| t.expert).map(|t| t.elements).collect();
+    assert_eq!(experts.len(), 8);
+    assert_eq!(experts.iter().sum::<u64>(), 996_801 - 4 * 4096 - 256);
+    let e = Model::plain(PlainSpec {
+        experts: Some(4),
+        top_k: Some(5),
+        ..spec
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("at most all of the experts"), "{e}");
+    let e = Model::plain(PlainSpec {
+        params: 20_000,
+        vocab: None,
+        ..spec
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("leaves nothing for 4 experts"), "{e}");
 }

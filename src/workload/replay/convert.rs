@@ -1,13 +1,13 @@
-//! The kept process's calls, converted: each logged call to a `LogCall`
-//! (the collective, the replayed type and reduction, the communicator's
-//! shape in the job), Sends and Recvs paired into shifted exchanges, and
-//! the notes on what was skipped or changed.
+//! The kept rank's calls, converted: each logged call to a `LogCall` (the
+//! collective, the replayed type and reduction, the communicator's shape
+//! in the job), Sends and Recvs paired into shifted exchanges (a rank's
+//! Send to itself and its Recv from itself, as PyTorch's all-to-all on
+//! NCCL before 2.28 issues them, is a local copy: shift 0, no traffic),
+//! and the notes on what was skipped or changed.
 
-use std::collections::HashMap;
-
+use super::LogCall;
 use super::codes::{self, LogType};
-use super::line::CallLine;
-use super::{Agent, LogCall, Scan, at_line};
+use super::scan::{Call, CommKey, Scan, at_line};
 use crate::collective::Collective;
 use crate::error::Error;
 use crate::types::{DType, ReduceOp};
@@ -15,19 +15,22 @@ use crate::workload::groups::Partition;
 
 /// What a call line is.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Coll(Collective),
     Send,
     Recv,
 }
 
-fn kind(name: &str) -> Option<Kind> {
+pub(super) fn kind(name: &str) -> Option<Kind> {
     Some(match name {
         "AllReduce" => Kind::Coll(Collective::AllReduce),
         "AllGather" => Kind::Coll(Collective::AllGather),
         "ReduceScatter" => Kind::Coll(Collective::ReduceScatter),
         "Broadcast" => Kind::Coll(Collective::Broadcast),
         "Reduce" => Kind::Coll(Collective::Reduce),
+        "AlltoAll" => Kind::Coll(Collective::AllToAll),
+        "Gather" => Kind::Coll(Collective::Gather),
+        "Scatter" => Kind::Coll(Collective::Scatter),
         "Send" => Kind::Send,
         "Recv" => Kind::Recv,
         _ => return None,
@@ -41,6 +44,7 @@ struct Tallies {
     premul: usize,
     fp8: usize,
     paired: usize,
+    local: usize,
 }
 
 /// An exchange emitted for a Send or a Recv, waiting for its other half.
@@ -52,39 +56,24 @@ struct Half {
     dtype: DType,
 }
 
-/// What converting the kept process's calls needs.
-struct Ctx<'a> {
-    s: &'a Scan,
-    ranks: &'a HashMap<Agent, usize>,
-    /// The kept process's rank in the job.
-    rank: Option<usize>,
-}
-
-pub(super) fn convert(
-    s: &Scan,
-    agent: &Agent,
-    rank: Option<usize>,
-    ranks: &HashMap<Agent, usize>,
-    notes: &mut Vec<String>,
-) -> Result<Vec<LogCall>, Error> {
-    let ctx = Ctx { s, ranks, rank };
+/// The kept rank's calls as `LogCall`s.
+pub(super) fn convert(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<Vec<LogCall>, Error> {
     let mut out = Vec::new();
     let mut tallies = Tallies::default();
     let mut pending: Vec<Half> = Vec::new();
-    for (n, call, inst) in &s.calls {
-        if s.call_agent(call, *inst) != *agent {
-            continue;
-        }
-        let Some(k) = kind(&call.name) else {
+    let mut guessed = false;
+    let mut one_peer = false;
+    for call in s.calls.iter().filter(|c| c.slot == slot) {
+        let Some(k) = kind(&call.call.name) else {
             return Err(at_line(
-                *n,
+                call.line,
                 format!(
-                    "`{}` calls are not replayed (collbench replays AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, Send and Recv)",
-                    call.name
+                    "`{}` calls are not replayed (collbench replays AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send and Recv)",
+                    call.call.name
                 ),
             ));
         };
-        let Some(c) = one_call(&ctx, *n, call, *inst, k, &mut tallies)? else {
+        let Some(c) = one_call(s, call, k, &mut tallies, &mut guessed, &mut one_peer)? else {
             continue;
         };
         if matches!(k, Kind::Coll(_)) {
@@ -94,6 +83,15 @@ pub(super) fn convert(
             out.push(c);
         }
     }
+    if guessed {
+        notes.push(device_ranks_note(s));
+    }
+    if one_peer {
+        notes.push(
+            "point-to-point calls on a 2-rank communicator without an INIT line name one peer only: it is taken to be the other rank"
+                .into(),
+        );
+    }
     add_notes(&tallies, notes);
     Ok(out)
 }
@@ -101,6 +99,12 @@ pub(super) fn convert(
 fn add_notes(t: &Tallies, notes: &mut Vec<String>) {
     if t.empty > 0 {
         notes.push(format!("{} calls of 0 elements were skipped", t.empty));
+    }
+    if t.local > 0 {
+        notes.push(format!(
+            "{} Send/Recv pairs with the rank itself (an all-to-all's own block) replay as local copies: no network traffic",
+            t.local
+        ));
     }
     if t.premul > 0 {
         notes.push(format!(
@@ -137,6 +141,9 @@ fn pair(pending: &mut Vec<Half>, c: LogCall, send: bool, tallies: &mut Tallies) 
     if let Some(i) = other {
         pending.remove(i);
         tallies.paired += 1;
+        if shift == 0 {
+            tallies.local += 1;
+        }
         return None;
     }
     if pending.len() == PAIR_WINDOW {
@@ -152,51 +159,44 @@ fn pair(pending: &mut Vec<Half>, c: LogCall, send: bool, tallies: &mut Tallies) 
     Some(c)
 }
 
-/// One call of the kept process, or `None` when it is skipped.
+/// One call of the kept rank, or `None` when it is skipped.
 fn one_call(
-    ctx: &Ctx,
-    n: usize,
-    call: &CallLine,
-    inst: Option<usize>,
+    s: &Scan,
+    call: &Call,
     k: Kind,
     tallies: &mut Tallies,
+    guessed: &mut bool,
+    one_peer: &mut bool,
 ) -> Result<Option<LogCall>, Error> {
-    let s = ctx.s;
-    let size = inst.map_or(call.nranks, |i| s.instances[i].nranks);
-    if size != call.nranks {
-        return Err(at_line(
-            n,
-            format!(
-                "comm {:#x} has {size} ranks in its INIT line (line {}) but [nranks={}] here",
-                call.comm,
-                inst.map_or(0, |i| s.instances[i].line),
-                call.nranks
-            ),
-        ));
-    }
-    if call.count == 0 {
+    let n = call.line;
+    let member = &s.members[call.member];
+    let size = member.nranks;
+    if call.call.count == 0 {
         tallies.empty += 1;
         return Ok(None);
     }
-    let partition = comm_partition(s, n, call, inst, ctx.ranks)?;
-    let (log_type, dtype, op) = types(s, n, call, k, tallies)?;
-    let peer = usize::try_from(call.root).ok().filter(|&p| p < size).ok_or_else(|| {
-        at_line(
-            n,
-            format!(
-                "root or peer {} is outside the {size} ranks of its communicator",
-                call.root
-            ),
-        )
-    })?;
+    let partition = comm_partition(s, call)?;
+    let (log_type, dtype, op) = types(s, n, &call.call.datatype, &call.call.op, k, tallies)?;
+    let peer = usize::try_from(call.call.root)
+        .ok()
+        .filter(|&p| p < size)
+        .ok_or_else(|| {
+            at_line(
+                n,
+                format!(
+                    "root or peer {} is outside the {size} ranks of its communicator",
+                    call.call.root
+                ),
+            )
+        })?;
     let (collective, root, shift) = match k {
         Kind::Coll(c) => (c, c.spec().has_root().then_some(peer), None),
         Kind::Send | Kind::Recv => {
-            let d = match comm_rank(s, n, inst, size, ctx.rank)? {
-                Some(me) if k == Kind::Send => (peer + size - me) % size,
-                Some(me) => (me + size - peer) % size,
-                // of two ranks, the peer is the other one
-                None => 1,
+            let me = comm_rank(s, call, guessed, one_peer)?;
+            let d = if k == Kind::Send {
+                (peer + size - me) % size
+            } else {
+                (me + size - peer) % size
             };
             (Collective::SendRecv, None, Some(d))
         }
@@ -204,14 +204,14 @@ fn one_call(
     Ok(Some(LogCall {
         line: n,
         collective,
-        count: call.count,
+        count: call.call.count,
         dtype,
         log_type,
         op,
         root,
         shift,
         partition,
-        comm: format!("comm {:#x}", call.comm),
+        comm: format!("comm {:#x}", member.ptr),
     }))
 }
 
@@ -219,11 +219,12 @@ fn one_call(
 fn types(
     s: &Scan,
     n: usize,
-    call: &CallLine,
+    datatype: &i64,
+    op: &i64,
     k: Kind,
     tallies: &mut Tallies,
 ) -> Result<(LogType, DType, Option<ReduceOp>), Error> {
-    let log_type = codes::datatype(call.datatype, s.version).map_err(|why| at_line(n, why))?;
+    let log_type = codes::datatype(*datatype, s.version).map_err(|why| at_line(n, why))?;
     let reduction = matches!(k, Kind::Coll(c) if c.spec().is_reduction());
     let dtype = match log_type {
         LogType::Known(t) => t,
@@ -242,7 +243,7 @@ fn types(
         }
     };
     let op = if reduction {
-        let (op, premul) = codes::reduce_op(call.op, s.version).map_err(|why| at_line(n, why))?;
+        let (op, premul) = codes::reduce_op(*op, s.version).map_err(|why| at_line(n, why))?;
         tallies.premul += usize::from(premul);
         Some(op)
     } else {
@@ -251,46 +252,87 @@ fn types(
     Ok((log_type, dtype, op))
 }
 
-/// The kept process's rank in a point-to-point call's communicator;
-/// `None` for an unknown rank in a communicator of two.
-fn comm_rank(
-    s: &Scan,
-    n: usize,
-    inst: Option<usize>,
-    size: usize,
-    rank: Option<usize>,
-) -> Result<Option<usize>, Error> {
-    if let Some(i) = inst {
-        return Ok(Some(s.instances[i].rank));
+/// Whether the devices in brackets may stand for the ranks of a log
+/// without INIT lines: one host, each rank its own device, all below the
+/// job's size (torchrun's local ranks on one node).
+pub(super) fn devices_are_ranks(s: &Scan) -> bool {
+    let mut devs: Vec<u32> = Vec::new();
+    for slot in &s.slots {
+        match slot.dev {
+            Some(d) if slot.host == s.slots[0].host && slot.by_comm.is_none() && (d as usize) < s.world => devs.push(d),
+            _ => return false,
+        }
     }
-    match rank {
-        Some(r) if size == s.world => Ok(Some(r)),
-        _ if size == 2 => Ok(None),
-        _ => Err(at_line(
-            n,
-            "a point-to-point call whose communicator has no INIT line: the sender's rank in it, and so its peer's offset, is unknown",
-        )),
+    let n = devs.len();
+    devs.sort();
+    devs.dedup();
+    devs.len() == n
+}
+
+pub(super) fn device_ranks_note(s: &Scan) -> String {
+    format!(
+        "the log has no INIT lines that tell ranks: for point-to-point calls each rank is taken to be the device in brackets (one host, {} processes on distinct devices, as torchrun's local ranks); log with NCCL_DEBUG_SUBSYS=INIT,COLL to be sure",
+        s.slots.len()
+    )
+}
+
+/// The kept rank's rank in a point-to-point call's communicator.
+fn comm_rank(s: &Scan, call: &Call, guessed: &mut bool, one_peer: &mut bool) -> Result<usize, Error> {
+    let member = &s.members[call.member];
+    if let Some(r) = member.rank {
+        return Ok(r);
     }
+    // of two ranks, a rank that only ever names one peer names the other
+    // rank (a rank exchanging with itself also names its own rank)
+    if member.nranks == 2 {
+        let mut peers: Vec<i64> = s
+            .calls
+            .iter()
+            .filter(|c| c.member == call.member && matches!(kind(&c.call.name), Some(Kind::Send | Kind::Recv)))
+            .map(|c| c.call.root)
+            .collect();
+        peers.sort();
+        peers.dedup();
+        if let [p] = peers[..]
+            && (0..2).contains(&p)
+        {
+            *one_peer = true;
+            return Ok(1 - p as usize);
+        }
+    }
+    let slot = &s.slots[call.slot];
+    if member.key == CommKey::World {
+        if let Some(r) = slot.rank {
+            return Ok(r);
+        }
+        if devices_are_ranks(s)
+            && let Some(d) = slot.dev
+        {
+            *guessed = true;
+            return Ok(d as usize);
+        }
+    }
+    Err(at_line(
+        call.line,
+        format!(
+            "a point-to-point call on comm {:#x}, whose INIT line is not in the log: this rank's place in it, and so its peer's offset (or whether the peer is itself), is unknown; log with NCCL_DEBUG_SUBSYS=INIT,COLL",
+            member.ptr
+        ),
+    ))
 }
 
 /// The shape of a call's communicator in the logged job.
-fn comm_partition(
-    s: &Scan,
-    n: usize,
-    call: &CallLine,
-    inst: Option<usize>,
-    ranks: &HashMap<Agent, usize>,
-) -> Result<Partition, Error> {
-    let k = call.nranks;
-    let w = s.world;
-    if k == w {
+fn comm_partition(s: &Scan, call: &Call) -> Result<Partition, Error> {
+    let m = &s.members[call.member];
+    let (k, w, n) = (m.nranks, s.world, call.line);
+    if k == w || m.key == CommKey::World {
         return Ok(Partition { block: w, stride: 1 });
     }
     if k == 1 {
         return Ok(Partition { block: 1, stride: 1 });
     }
-    let what = format!("comm {:#x} ({k} of {w} ranks)", call.comm);
-    let Some(i) = inst else {
+    let what = format!("comm {:#x} ({k} of {w} ranks)", m.ptr);
+    let Some(init) = m.init else {
         return Err(at_line(
             n,
             format!(
@@ -298,29 +340,37 @@ fn comm_partition(
             ),
         ));
     };
-    let Some(id) = s.instances[i].comm_id else {
+    if let CommKey::Alone(_) = m.key {
         return Err(at_line(
             n,
             format!(
-                "{what} has no commId in its INIT line (line {}; older NCCL versions print none), so its members cannot be matched across processes",
-                s.instances[i].line
+                "{what} has no commId in its INIT line (line {init}; NCCL before 2.15 prints none) and is no split of a known communicator, so its members cannot be matched across processes"
             ),
         ));
-    };
-    let mut members: Vec<Option<usize>> = vec![None; k];
-    for m in s.instances.iter().filter(|m| m.comm_id == Some(id) && m.rank < k) {
-        members[m.rank] = ranks.get(&m.agent).copied();
     }
-    let found = members.iter().filter(|m| m.is_some()).count();
+    let members = s.members_of(&m.key);
+    let mut in_comm: Vec<Option<usize>> = vec![None; k];
+    for &i in &members {
+        let mm = &s.members[i];
+        if let Some(r) = mm.rank.filter(|&r| r < k) {
+            in_comm[r] = s.slots[mm.slot].rank;
+        }
+    }
+    let found = in_comm.iter().filter(|m| m.is_some()).count();
+    let key = match &m.key {
+        CommKey::Id(id) => format!("commId {id:#x}"),
+        CommKey::Split { seq, color, .. } => format!("split {seq} of its parent, color {color}"),
+        _ => "its members".into(),
+    };
     if found < k {
         return Err(at_line(
             n,
             format!(
-                "{what}, commId {id:#x}: the log shows the rank in the job of {found} of its {k} members; log every rank (one NCCL_DEBUG_FILE per rank, concatenated) so its membership is known"
+                "{what}, {key}: the log shows the rank in the job of {found} of its {k} members; log every rank (one NCCL_DEBUG_FILE per rank, concatenated) so its membership is known"
             ),
         ));
     }
-    let mut job_ranks: Vec<usize> = members.into_iter().flatten().collect();
+    let mut job_ranks: Vec<usize> = in_comm.into_iter().flatten().collect();
     job_ranks.sort();
     partition_of(&job_ranks, w).ok_or_else(|| {
         let list: Vec<String> = job_ranks.iter().map(|r| r.to_string()).collect();

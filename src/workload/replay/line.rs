@@ -1,26 +1,47 @@
-//! One line of an NCCL debug log, parsed: a collective call (NCCL_DEBUG_SUBSYS
-//! COLL), a communicator's INIT line, the version banner, or nothing of
-//! interest.
+//! One line of an NCCL (or RCCL) debug log, parsed: a collective call
+//! (NCCL_DEBUG_SUBSYS COLL, or the CALL trace of NCCL_DEBUG=TRACE), a
+//! communicator's INIT line, the version banner, a call line cut short, or
+//! nothing of interest.
 //!
-//! Formats (NCCL 2.1x to 2.3x; the COLL format string of enqueue.cc has not
-//! changed in that span, and libnccl 2.32.3's strings still hold it):
-//! - `AllReduce: opCount 139d sendbuff 0x7fd.. recvbuff 0x7fd.. count
-//!   7382228 datatype 7 op 0 root 0 comm 0x78cfda045840 [nranks=128]
-//!   stream 0x78d0..`; `opCount` is hex; `root` is the peer for Send and
-//!   Recv; NCCL 2.12 put a Send's buffer in `recvbuff` (NVIDIA/nccl#783);
-//! - INIT, `... - Init COMPLETE` or `... - Init START`: `comm 0x.. rank 36
-//!   nranks 64 cudaDev 4 busId 9b000 - Init COMPLETE` (older versions print
-//!   no commId, NVIDIA/nccl#629), `... commId 0x5ae77eb5ea4ec1ee` (by 2.15,
-//!   cupy/cupy#9090), `... nvmlDev 4 ...` (by 2.18, NVIDIA/nccl#1038), prefixed
-//!   by the init function (`ncclCommInitRank comm ...`, NVIDIA/nccl-tests#252;
-//!   `ncclCommSplit comm ... parent 0x.. color .. key ..`);
+//! Formats, from NCCL's sources (src/enqueue.cc, src/init.cc at each tag)
+//! and RCCL's:
+//! - COLL, NCCL 2.3.7 to 2.30: `AllReduce: opCount 139d sendbuff 0x7fd..
+//!   recvbuff 0x7fd.. count 7382228 datatype 7 op 0 root 0 comm
+//!   0x78cfda045840 [nranks=128] stream 0x78d0..`; `opCount` is hex;
+//!   `root` is the peer for Send and Recv; NCCL 2.12 put a Send's buffer in
+//!   `recvbuff` (NVIDIA/nccl#783); 2.28 adds `AlltoAll`, `Gather` and
+//!   `Scatter`. RCCL appends `task N globalrank R` (R: the rank in that
+//!   communicator, `localRankToRank[localRank]`); rccl-tests pastes can
+//!   lack `stream`. Some logs print the device after the mark (`NCCL INFO
+//!   [2] AllReduce: ...`).
+//! - COLL, NCCL 2.3.5 and older: `opCount %lx sendbuff %p recvbuff %p count
+//!   %zi size %zi datatype %d op %d [root %d] comm %p ...`, without the
+//!   operation's name (`Line::Unnamed`).
+//! - CALL trace (`NCCL_DEBUG=TRACE NCCL_DEBUG_SUBSYS=CALL`): `host:pid:tid
+//!   NCCL CALL ncclAllReduce(send,recv,count,datatype,op,root,comm,stream)`
+//!   for every collective and Send/Recv (root is the peer), the buffers
+//!   printed without `0x`, no `[dev]`; `ncclCommInitRank(comm, nranks,
+//!   commIdHash, rank, cudaDev)` and `ncclCommSplit(parent, color, key,
+//!   comm, rank, nranks)` (the same in 2.18 and 2.30). NCCL's documentation
+//!   elides every pointer as `0x...`.
+//! - INIT, `... - Init COMPLETE` or `- Init START`: `comm 0x.. rank 36 nranks
+//!   64 cudaDev 4 busId 9b000` then `commId 0x..` (by 2.15, cupy/cupy#9090;
+//!   none before, NVIDIA/nccl#629), `nvmlDev` by 2.18, the init function's
+//!   name first (`ncclCommInitRank comm ...`); an `ncclCommSplit` line adds
+//!   `parent %p color %d key %d` and a commId until 2.22, then no commId:
+//!   `parent %p color %d key %d` (2.23), `parent %p splitCount %d color %d
+//!   key %d` (2.24 to 2.28), `parent %p childCount %d ...` (2.29 on); the
+//!   START line of 2.24+ glues `key %d- Init START`.
 //! - `NCCL version 2.21.5+cuda12.4`, with or without the line prefix.
 //!
-//! Each NCCL line starts `host:pid:tid [cudaDev] NCCL INFO `, possibly after
-//! a launcher's own prefix (`[rank0]:` from torchrun, `(RayTrainWorker
-//! pid=615, ip=10.72.7.6) ` from Ray, `worker-0: ` from pdsh) or a
-//! timestamp; `types::split_info` splits it at its last mark, as the
-//! transport observation does.
+//! Each line starts `host:pid:tid [cudaDev] NCCL INFO `, possibly after a
+//! launcher's prefix (`[rank0]:` from torchrun, `(RayTrainWorker pid=615,
+//! ip=10.72.7.6) ` from Ray, `worker-0: ` from pdsh) or a timestamp, and
+//! old RCCL puts a microsecond timestamp between `[dev]` and `NCCL INFO`;
+//! `types::split_info` splits at the last mark, as the transport
+//! observation does. A line that holds two marks is another process's line
+//! printed into this one: its own text before the second prefix is lost,
+//! and when that text was a call it is reported as cut (`interrupted`).
 
 use crate::types::{NcclVersion, split_info};
 
@@ -37,23 +58,49 @@ pub struct Prefix {
     pub rank_label: Option<usize>,
 }
 
+/// Which kind of line a call came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `NCCL INFO Name: opCount ...` (COLL).
+    Coll,
+    /// `NCCL CALL ncclName(...)` (the CALL trace).
+    Trace,
+}
+
 /// A collective or point-to-point call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallLine {
     pub prefix: Prefix,
     /// `AllReduce`, `Send`, ...
     pub name: String,
-    pub op_count: u64,
+    /// `None` on a CALL trace line.
+    pub op_count: Option<u64>,
     pub count: u64,
     pub datatype: i64,
     pub op: i64,
-    /// The root (broadcast, reduce) or the peer (send, recv).
+    /// The root (broadcast, reduce, gather, scatter) or the peer (send, recv).
     pub root: i64,
-    pub comm: u64,
-    pub nranks: usize,
+    /// `None` when the log elides it (`0x...`).
+    pub comm: Option<u64>,
+    /// `[nranks=K]`; `None` on a CALL trace line (its INIT call says).
+    pub nranks: Option<usize>,
+    /// RCCL's `globalrank R`: the rank in this communicator.
+    pub global_rank: Option<usize>,
+    pub source: Source,
 }
 
-/// A communicator's INIT START or COMPLETE line.
+/// How a split communicator was made (`ncclCommSplit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitOf {
+    pub parent: u64,
+    /// `splitCount` (2.24-2.28) or `childCount` (2.29+): the parent's
+    /// how-many-th split this is; absent before 2.24 and in CALL traces.
+    pub count: Option<u64>,
+    pub color: i64,
+    pub key: i64,
+}
+
+/// A communicator's INIT START or COMPLETE line (or its CALL trace).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitLine {
     pub prefix: Prefix,
@@ -62,6 +109,21 @@ pub struct InitLine {
     pub nranks: usize,
     pub cuda_dev: Option<u32>,
     pub comm_id: Option<u64>,
+    pub split: Option<SplitOf>,
+    /// The line ends before `- Init COMPLETE`, after every field read here.
+    pub cut: bool,
+}
+
+/// A call (or INIT) line that ends before a field it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CutLine {
+    pub prefix: Prefix,
+    /// `AllReduce`, ..., or `INIT`.
+    pub name: String,
+    /// The communicator, when its value was printed whole.
+    pub comm: Option<u64>,
+    /// The first field the line lacks.
+    pub missing: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,50 +131,156 @@ pub enum Line {
     Call(CallLine),
     Init(InitLine),
     Version(NcclVersion),
-    /// A call's text without its `NCCL INFO` prefix: a fragment of output
-    /// interleaved with another process's line.
-    Orphan,
+    Cut(CutLine),
+    /// A call's text without any `NCCL INFO` prefix (another process's
+    /// output took it), with its communicator when readable.
+    Orphan {
+        comm: Option<u64>,
+    },
+    /// An NCCL 2.3.5 COLL line: no operation name.
+    Unnamed,
     Other,
 }
 
-/// Parses one line. `Err` (one line, without the line number) for a call
-/// line that lacks a field it needs.
-pub fn parse_line(text: &str) -> Result<Line, String> {
-    let text = text.trim_end();
-    let Some((before, body)) = split_info(text) else {
-        if let Some(v) = NcclVersion::find(text) {
-            return Ok(Line::Version(v));
-        }
-        return Ok(if call_name(text.trim_start()).is_some() {
-            Line::Orphan
-        } else {
-            Line::Other
-        });
-    };
-    let prefix = parse_prefix(before);
-    if let Some(name) = call_name(body) {
-        return parse_call(prefix, name, &body[name.len() + 1..]).map(Line::Call);
-    }
-    if body.ends_with("- Init COMPLETE") || body.ends_with("- Init START") {
-        return Ok(parse_init(prefix, body).map_or(Line::Other, Line::Init));
-    }
-    Ok(NcclVersion::find(body).map_or(Line::Other, Line::Version))
+/// A parsed line, and the cut call of another process printed into it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub line: Line,
+    pub interrupted: Option<CutLine>,
 }
 
-/// `AllReduce` in `AllReduce: opCount ...`.
+const CALL_MARK: &str = "NCCL CALL ";
+
+/// The fields of a COLL line, in the order NCCL prints them.
+const FIELDS: [&str; 13] = [
+    "opCount",
+    "sendbuff",
+    "recvbuff",
+    "count",
+    "size",
+    "datatype",
+    "op",
+    "root",
+    "comm",
+    "[nranks=",
+    "stream",
+    "task",
+    "globalrank",
+];
+
+/// Parses one line.
+pub fn parse_line(raw: &str) -> Parsed {
+    let text = raw.trim_end();
+    if let Some(at) = text.rfind(CALL_MARK) {
+        let prefix = parse_prefix(&text[..at]);
+        return Parsed {
+            line: parse_trace(prefix, &text[at + CALL_MARK.len()..]),
+            interrupted: None,
+        };
+    }
+    let Some((before, body)) = split_info(text) else {
+        let line = if let Some(v) = NcclVersion::find(text) {
+            Line::Version(v)
+        } else if let Some(rest) = text.trim_start().strip_prefix("> ") {
+            // a quoted paste (`> host:pid:tid ...`) without the mark is not ours
+            orphan(rest)
+        } else {
+            orphan(text.trim_start())
+        };
+        return Parsed {
+            line,
+            interrupted: None,
+        };
+    };
+    let interrupted = interrupted_call(before);
+    let mut prefix = parse_prefix(before);
+    let mut body = body;
+    // `NCCL INFO [2] AllReduce: ...`: the device after the mark
+    if let Some(rest) = body.strip_prefix('[')
+        && let Some((dev, after)) = rest.split_once("] ")
+        && let Ok(d) = dev.trim().parse()
+    {
+        prefix.dev = Some(d);
+        body = after;
+    }
+    Parsed {
+        line: parse_body(prefix, body),
+        interrupted,
+    }
+}
+
+fn parse_body(prefix: Prefix, body: &str) -> Line {
+    if body.starts_with("opCount ") {
+        return Line::Unnamed;
+    }
+    if let Some(name) = call_name(body) {
+        return parse_call(prefix, name, &body[name.len() + 1..]);
+    }
+    if let Some(line) = parse_init(&prefix, body) {
+        return line;
+    }
+    NcclVersion::find(body).map_or(Line::Other, Line::Version)
+}
+
+/// A line without any mark: a call's text is an orphan.
+fn orphan(text: &str) -> Line {
+    match call_name(text) {
+        Some(name) => {
+            let tokens: Vec<&str> = text[name.len() + 1..].split_whitespace().collect();
+            Line::Orphan {
+                comm: whole(&tokens, "comm").and_then(hex),
+            }
+        }
+        None => Line::Other,
+    }
+}
+
+/// `AllReduce` in `AllReduce: opCount ...` (or a line cut after the colon).
 fn call_name(body: &str) -> Option<&str> {
     let (name, rest) = body.split_once(':')?;
-    let is_name = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphabetic());
-    (is_name && rest.starts_with(" opCount ")).then_some(name)
+    let is_name = !name.is_empty() && name.len() <= 32 && name.chars().all(|c| c.is_ascii_alphabetic());
+    let rest = rest.trim_start();
+    let follows = rest.is_empty() || rest.starts_with("opCount") || "opCount".starts_with(rest);
+    (is_name && name.starts_with(|c: char| c.is_ascii_uppercase()) && follows).then_some(name)
+}
+
+/// The call whose text an interleaved line cut off: `before` holds a
+/// mark of its own when another process's line was printed into it.
+fn interrupted_call(before: &str) -> Option<CutLine> {
+    let (outer, fragment) = split_info(before)?;
+    // the fragment ends where the second line's prefix starts: its last
+    // word holds `host:pid:tid`, or `[dev]` follows it
+    let mut words: Vec<&str> = fragment.split_whitespace().collect();
+    if words.last().is_some_and(|w| w.starts_with('[') && w.ends_with(']')) {
+        words.pop();
+    }
+    words.pop();
+    let text = words.join(" ");
+    let name = call_name(&text)?;
+    Some(CutLine {
+        prefix: parse_prefix(outer),
+        name: name.to_string(),
+        comm: None,
+        missing: "its end (another process's line was printed into it)".into(),
+    })
 }
 
 fn parse_prefix(before: &str) -> Prefix {
     let mut p = Prefix::default();
     let mut rest = before.trim_end();
+    // old RCCL: `host:pid:tid [dev] 1558545003174220 NCCL INFO`
+    if let Some((head, last)) = rest.rsplit_once(char::is_whitespace)
+        && !last.is_empty()
+        && last.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && head.trim_end().ends_with(']')
+    {
+        rest = head.trim_end();
+    }
     if rest.ends_with(']')
         && let Some(open) = rest.rfind('[')
+        && let Ok(d) = rest[open + 1..rest.len() - 1].trim().parse()
     {
-        p.dev = rest[open + 1..rest.len() - 1].trim().parse().ok();
+        p.dev = Some(d);
         rest = rest[..open].trim_end();
     }
     let token = rest.rsplit(char::is_whitespace).next().unwrap_or("");
@@ -137,7 +305,17 @@ fn hex(text: &str) -> Option<u64> {
     if text == "(nil)" {
         return Some(0);
     }
-    u64::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).ok()
+    let digits = text.strip_prefix("0x").unwrap_or(text);
+    if digits.is_empty() {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+/// The value after `key`, only when another token follows it: the last
+/// token of a cut line may itself be cut.
+fn whole<'a>(tokens: &[&'a str], key: &str) -> Option<&'a str> {
+    tokens.windows(3).find(|w| w[0] == key).map(|w| w[1])
 }
 
 /// The value after `key` in a whitespace-separated list.
@@ -145,178 +323,267 @@ fn field<'a>(tokens: &[&'a str], key: &str) -> Option<&'a str> {
     tokens.windows(2).find(|w| w[0] == key).map(|w| w[1])
 }
 
-fn parse_call(prefix: Prefix, name: &str, rest: &str) -> Result<CallLine, String> {
-    let tokens: Vec<&str> = rest.split_whitespace().collect();
-    // fields in the order NCCL prints them, so a truncated line names the
-    // first one it lost
-    let need = |key: &str| field(&tokens, key).ok_or_else(|| format!("{name} line without `{key}` (truncated?)"));
-    let bad = |key: &str| format!("{name} line with a malformed `{key}`");
-    let int = |key: &str| -> Result<i64, String> { need(key)?.parse().map_err(|_| bad(key)) };
-    let op_count = hex(need("opCount")?).ok_or_else(|| bad("opCount"))?;
-    let count: u64 = need("count")?.parse().map_err(|_| bad("count"))?;
-    let datatype = int("datatype")?;
-    let op = int("op")?;
-    let root = int("root")?;
-    let comm = hex(need("comm")?).ok_or_else(|| bad("comm"))?;
-    let nranks = tokens
+fn nranks_of(tokens: &[&str]) -> Option<usize> {
+    tokens
         .iter()
         .find_map(|t| t.strip_prefix("[nranks=")?.strip_suffix(']')?.parse().ok())
-        .ok_or_else(|| format!("{name} line without `[nranks=N]` (truncated?)"))?;
-    Ok(CallLine {
+}
+
+fn parse_call(prefix: Prefix, name: &str, rest: &str) -> Line {
+    let tokens: Vec<&str> = rest.split_whitespace().collect();
+    let cut = |missing: &str| {
+        Line::Cut(CutLine {
+            prefix: prefix.clone(),
+            name: name.to_string(),
+            comm: whole(&tokens, "comm").and_then(hex),
+            missing: missing.to_string(),
+        })
+    };
+    // `[nranks=K]` is printed after every field read here, so a line that
+    // has it whole has them whole
+    let Some(nranks) = nranks_of(&tokens) else {
+        let missing = FIELDS
+            .iter()
+            .filter(|k| **k != "size")
+            .find(|k| {
+                !tokens
+                    .iter()
+                    .any(|t| t.starts_with(**k) && (t.len() > k.len() || **k != "[nranks="))
+            })
+            .map_or("[nranks=N]", |k| if *k == "[nranks=" { "[nranks=N]" } else { k });
+        return cut(missing);
+    };
+    let num = |key: &str| field(&tokens, key).and_then(|v| v.parse::<i64>().ok());
+    let (Some(op_count), Some(count), Some(datatype), Some(op), Some(root), Some(comm)) = (
+        field(&tokens, "opCount").and_then(hex),
+        field(&tokens, "count").and_then(|v| v.parse::<u64>().ok()),
+        num("datatype"),
+        num("op"),
+        num("root"),
+        field(&tokens, "comm").and_then(hex),
+    ) else {
+        return Line::Other;
+    };
+    Line::Call(CallLine {
+        global_rank: field(&tokens, "globalrank").and_then(|v| v.parse().ok()),
         prefix,
         name: name.to_string(),
-        op_count,
+        op_count: Some(op_count),
         count,
         datatype,
         op,
         root,
-        comm,
-        nranks,
+        comm: Some(comm),
+        nranks: Some(nranks),
+        source: Source::Coll,
     })
 }
 
-fn parse_init(prefix: Prefix, body: &str) -> Option<InitLine> {
+/// `ncclAllReduce(7f5d92a00000,7f5d93400000,10485760,0,0,0,0x55d8c12613d0,0x55d8c09207b0)`.
+fn parse_trace(prefix: Prefix, body: &str) -> Line {
+    let Some((func, args)) = body.split_once('(') else {
+        return Line::Other;
+    };
+    let Some(name) = func.trim().strip_prefix("nccl") else {
+        return Line::Other;
+    };
+    let complete = args.trim_end().ends_with(')');
+    let args: Vec<&str> = args
+        .trim_end()
+        .trim_end_matches(')')
+        .split(',')
+        .map(str::trim)
+        .collect();
+    let collective = matches!(
+        name,
+        "AllReduce"
+            | "AllGather"
+            | "ReduceScatter"
+            | "Broadcast"
+            | "Reduce"
+            | "Send"
+            | "Recv"
+            | "AlltoAll"
+            | "Gather"
+            | "Scatter"
+    );
+    if !complete {
+        if collective || name.starts_with("Comm") {
+            return Line::Cut(CutLine {
+                prefix,
+                name: name.to_string(),
+                comm: None,
+                missing: "the closing parenthesis".into(),
+            });
+        }
+        return Line::Other;
+    }
+    let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
+    match name {
+        "CommInitRank" if args.len() == 5 => {
+            let (Some(comm), Some(nranks), Some(rank)) = (hex(args[0]), int(1), int(3)) else {
+                return Line::Other;
+            };
+            Line::Init(InitLine {
+                prefix,
+                comm,
+                rank: rank as usize,
+                nranks: nranks as usize,
+                cuda_dev: int(4).and_then(|d| u32::try_from(d).ok()),
+                comm_id: hex(args[2]),
+                split: None,
+                cut: false,
+            })
+        }
+        "CommSplit" if args.len() == 6 => {
+            let (Some(parent), Some(color), Some(key), Some(comm), Some(rank), Some(nranks)) =
+                (hex(args[0]), int(1), int(2), hex(args[3]), int(4), int(5))
+            else {
+                return Line::Other;
+            };
+            Line::Init(InitLine {
+                prefix,
+                comm,
+                rank: rank as usize,
+                nranks: nranks as usize,
+                cuda_dev: None,
+                comm_id: None,
+                split: Some(SplitOf {
+                    parent,
+                    count: None,
+                    color,
+                    key,
+                }),
+                cut: false,
+            })
+        }
+        _ if collective && args.len() == 8 => {
+            let (Some(count), Some(datatype), Some(op), Some(root)) =
+                (args[2].parse::<u64>().ok(), int(3), int(4), int(5))
+            else {
+                return Line::Other;
+            };
+            Line::Call(CallLine {
+                prefix,
+                name: name.to_string(),
+                op_count: None,
+                count,
+                datatype,
+                op,
+                root,
+                comm: hex(args[6]),
+                nranks: None,
+                global_rank: None,
+                source: Source::Trace,
+            })
+        }
+        _ => Line::Other,
+    }
+}
+
+/// An INIT line (`comm 0x.. rank R nranks K cudaDev D ...`), whole or cut
+/// after its fields; `None` for any other line.
+fn parse_init(prefix: &Prefix, body: &str) -> Option<Line> {
     let tokens: Vec<&str> = body.split_whitespace().collect();
-    Some(InitLine {
-        prefix,
-        comm: hex(field(&tokens, "comm")?)?,
-        rank: field(&tokens, "rank")?.parse().ok()?,
-        nranks: field(&tokens, "nranks")?.parse().ok()?,
-        cuda_dev: field(&tokens, "cudaDev").and_then(|d| d.parse().ok()),
-        comm_id: field(&tokens, "commId").and_then(hex),
-    })
+    let at = tokens
+        .windows(6)
+        .position(|w| w[0] == "comm" && w[1].starts_with("0x") && w[2] == "rank" && w[4] == "nranks")?;
+    let t = &tokens[at..];
+    // `cudaDev` follows nranks in every INIT format (other lines print
+    // `nRanks`, and no cudaDev)
+    if t.get(6).is_some_and(|k| *k != "cudaDev") {
+        return None;
+    }
+    let ending = body.trim_end();
+    let whole_line = ["Init COMPLETE", "Init START"].iter().any(|e| {
+        ending
+            .strip_suffix(e)
+            .is_some_and(|head| head.trim_end().ends_with('-'))
+    });
+    let get = |key: &str| {
+        if whole_line { field(t, key) } else { whole(t, key) }
+    };
+    let (Some(comm), Some(rank), Some(nranks)) = (
+        get("comm").and_then(hex),
+        get("rank").and_then(|v| v.parse().ok()),
+        get("nranks").and_then(|v| v.parse().ok()),
+    ) else {
+        return Some(Line::Cut(CutLine {
+            prefix: prefix.clone(),
+            name: "INIT".into(),
+            comm: whole(t, "comm").and_then(hex),
+            missing: "rank and nranks".into(),
+        }));
+    };
+    let int = |key: &str| get(key).and_then(|v| v.trim_end_matches('-').parse::<i64>().ok());
+    let split = match (get("parent").and_then(hex), int("color"), int("key")) {
+        (Some(parent), Some(color), Some(key)) => Some(SplitOf {
+            parent,
+            count: int("splitCount").or(int("childCount")).map(|c| c as u64),
+            color,
+            key,
+        }),
+        _ if get("parent").is_some() && !whole_line => {
+            // a split line cut before its color and key: its members are unknown
+            return Some(Line::Cut(CutLine {
+                prefix: prefix.clone(),
+                name: "INIT".into(),
+                comm: Some(comm),
+                missing: "color and key".into(),
+            }));
+        }
+        _ => None,
+    };
+    Some(Line::Init(InitLine {
+        prefix: prefix.clone(),
+        comm,
+        rank,
+        nranks,
+        cuda_dev: get("cudaDev").and_then(|d| d.parse().ok()),
+        comm_id: get("commId").and_then(hex),
+        split,
+        cut: !whole_line,
+    }))
+}
+
+/// A call line cut short, joined with its rest on the next line: the rest
+/// of a wrapped line, or what follows other output printed into it
+/// (`Epoch 1 | ... datatype 9 op 0 ...`). `None` unless the join reads as
+/// one whole call whose parts meet at a field boundary.
+pub fn join(cut: &str, next: &str) -> Option<CallLine> {
+    let next = next.trim();
+    if next.is_empty() || next.contains(crate::types::INFO_MARK) || next.contains(CALL_MARK) {
+        return None;
+    }
+    let head = cut.trim_end();
+    let (_, body) = split_info(head)?;
+    let body = match body.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((_, after)) => after,
+        None => body,
+    };
+    let name = call_name(body)?;
+    let tokens: Vec<&str> = body[name.len() + 1..].split_whitespace().collect();
+    let last = tokens.last().copied().unwrap_or("");
+    let rest = if FIELDS.contains(&last) {
+        // cut after a key: the next line starts with its value
+        next.to_string()
+    } else {
+        // cut after a value: the rest starts at the next key
+        let present = FIELDS.iter().rposition(|k| tokens.contains(k))?;
+        let key = FIELDS[present + 1..].iter().find(|k| **k != "size")?;
+        let words: Vec<&str> = next.split_whitespace().collect();
+        let at = words.iter().position(|w| w.starts_with(*key))?;
+        // a number just before the key could be the rest of the cut value
+        if at > 0 && words[at - 1].chars().all(|c| c.is_ascii_hexdigit() || c == 'x') {
+            return None;
+        }
+        words[at..].join(" ")
+    };
+    match parse_line(&format!("{head} {rest}")).line {
+        Line::Call(c) => Some(c),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn call(text: &str) -> CallLine {
-        match parse_line(text) {
-            Ok(Line::Call(c)) => c,
-            other => panic!("{other:?} from {text}"),
-        }
-    }
-
-    fn init(text: &str) -> InitLine {
-        match parse_line(text) {
-            Ok(Line::Init(i)) => i,
-            other => panic!("{other:?} from {text}"),
-        }
-    }
-
-    #[test]
-    fn a_collective_line_gives_every_field() {
-        // NVIDIA/nccl#1193 (Ray's prefix before NCCL's)
-        let c = call(
-            "(RayTrainWorker pid=615, ip=10.72.7.6) r24-02-22-23-29-0066-raycluster-lv52c-worker-l4-8-fqztx:615:18953 [2] NCCL INFO AllReduce: opCount 139d sendbuff 0x78d056200000 recvbuff 0x78d056200000 count 7382228 datatype 7 op 0 root 0 comm 0x78cfda045840 [nranks=128] stream 0x78d07125e5e0",
-        );
-        assert_eq!(c.name, "AllReduce");
-        assert_eq!(c.op_count, 0x139d);
-        assert_eq!(c.count, 7_382_228);
-        assert_eq!((c.datatype, c.op, c.root), (7, 0, 0));
-        assert_eq!(c.comm, 0x78cf_da04_5840);
-        assert_eq!(c.nranks, 128);
-        assert_eq!(c.prefix.host, "r24-02-22-23-29-0066-raycluster-lv52c-worker-l4-8-fqztx");
-        assert_eq!((c.prefix.pid, c.prefix.tid, c.prefix.dev), (615, 18953, Some(2)));
-    }
-
-    #[test]
-    fn prefixes_of_launchers_and_trimmed_prefixes_are_read() {
-        // torchrun's [rankN]: label (pytorch/torchtitan#1570)
-        let p = parse_prefix("[rank0]:costa-671b-5-worker-1:382:675 [0] ");
-        assert_eq!(p.host, "costa-671b-5-worker-1");
-        assert_eq!((p.pid, p.tid, p.dev, p.rank_label), (382, 675, Some(0), Some(0)));
-        // pdsh's host: prefix (NVIDIA/nccl#1029)
-        let p = parse_prefix("rdma-gpu-train-worker-0: rdma-gpu-train-worker-0:19488:21063 [4] ");
-        assert_eq!(
-            (p.host.as_str(), p.pid, p.dev),
-            ("rdma-gpu-train-worker-0", 19488, Some(4))
-        );
-        // a prefix cut to the device (NVIDIA/nccl#783)
-        let c = call(
-            "[0] NCCL INFO Send: opCount 1 sendbuff (nil) recvbuff 0x7fbfbe7a4f40 count 1572864 datatype 7 op 0 root 1 comm 0x5574e8f68900 [nranks=2] stream 0x5574b87450d0",
-        );
-        assert_eq!((c.prefix.host.as_str(), c.prefix.pid, c.prefix.dev), ("", 0, Some(0)));
-        assert_eq!((c.name.as_str(), c.root), ("Send", 1));
-        // a timestamp before the host
-        let p = parse_prefix("[2024-05-01 10:00:00] host-a:12:13 [3] ");
-        assert_eq!((p.host.as_str(), p.pid, p.dev), ("host-a", 12, Some(3)));
-    }
-
-    #[test]
-    fn interleaved_output_keeps_the_last_line_and_flags_orphans() {
-        // NVIDIA/nccl#147: two processes' output on one line
-        let c = call(
-            "learnfair062:32619:32711 [2] NCCL INFO learnfair062:32629:32629 [7] NCCL INFO Broadcast: opCount 0 sendbuff 0x7f372c7f5400 recvbuff 0x7f372c7f5400 count 53 datatype 4 op 0 root 0 comm 0x7f372005a260 [nranks=8] stream 0x5599dafdc1f0",
-        );
-        assert_eq!((c.prefix.pid, c.prefix.dev), (32629, Some(7)));
-        let orphan = "Broadcast: opCount 1 sendbuff 0x7f5836000000 recvbuff 0x7f5836000000 count 25503912 datatype 6 op 0 root 0 comm 0x7f584405a260 [nranks=8] stream 0x563448681ac0";
-        assert_eq!(parse_line(orphan), Ok(Line::Orphan));
-    }
-
-    #[test]
-    fn init_lines_of_every_format_give_rank_nranks_and_comm_id() {
-        // an older version: no commId (NVIDIA/nccl#629)
-        let i = init(
-            "A03-R28-I49-3-9000018:193027:193119 [7] NCCL INFO comm 0x7fdf08000d00 rank 15 nranks 16 cudaDev 7 busId e7000 - Init COMPLETE",
-        );
-        assert_eq!(
-            (i.comm, i.rank, i.nranks, i.cuda_dev, i.comm_id),
-            (0x7fdf_0800_0d00, 15, 16, Some(7), None)
-        );
-        // 2.15 (cupy/cupy#9090)
-        let i = init(
-            "pg00:1822703:1822703 [1] NCCL INFO comm 0x55f205c38300 rank 1 nranks 2 cudaDev 1 busId 89000 commId 0x1328ee0a0e0cb7aa - Init COMPLETE",
-        );
-        assert_eq!(i.comm_id, Some(0x1328_ee0a_0e0c_b7aa));
-        // 2.18+ with nvmlDev (NVIDIA/nccl#1814)
-        let i = init(
-            "hostname-test:984:1257 [4] NCCL INFO comm 0x557fe785f7a0 rank 36 nranks 64 cudaDev 4 nvmlDev 4 busId 9b000 commId 0x5ae77eb5ea4ec1ee - Init COMPLETE",
-        );
-        assert_eq!((i.rank, i.nranks, i.cuda_dev), (36, 64, Some(4)));
-        // the init function's name first (NVIDIA/nccl-tests#252)
-        let i = init(
-            "kolyoz2:25146:25827 [0] NCCL INFO ncclCommInitRank comm 0x559d5aa8ca00 rank 4 nranks 8 cudaDev 0 nvmlDev 0 busId 42000 commId 0x996ee6f117cb8e1e - Init START",
-        );
-        assert_eq!((i.rank, i.nranks, i.comm_id), (4, 8, Some(0x996e_e6f1_17cb_8e1e)));
-        // a split (format of NCCL 2.2x's ncclCommSplit)
-        let i = init(
-            "h:1:2 [0] NCCL INFO ncclCommSplit comm 0x55aa rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 parent 0x55bb color 7 key 1 commId 0xabc - Init COMPLETE",
-        );
-        assert_eq!((i.comm, i.rank, i.nranks, i.comm_id), (0x55aa, 1, 2, Some(0xabc)));
-    }
-
-    #[test]
-    fn other_lines_are_ignored_and_the_version_banner_is_read() {
-        assert_eq!(
-            parse_line("NCCL version 2.21.5+cuda12.4"),
-            Ok(Line::Version(NcclVersion::new(2, 21, 5)))
-        );
-        assert_eq!(
-            parse_line("host-2:38610:38610 [0] NCCL INFO NCCL version 2.18.3+cuda12.2"),
-            Ok(Line::Version(NcclVersion::new(2, 18, 3)))
-        );
-        for text in [
-            "",
-            "hostname-test:983:1261 [3] NCCL INFO Connected NVLS tree",
-            "costa:382:675 [0] NCCL INFO comm 0x43be0680 rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0",
-            "h:1:1 [0] NCCL INFO comm 0x55 rank 0 nRanks 8 cudaDev 0 busId 1000 commId 0x1 - Destroy START",
-            "[titan] 2025-07-07 20:12:54,779 - root - INFO - Training starts at step 1.",
-            "h:1:1 [0] NCCL INFO AllReduce: opCount",
-        ] {
-            assert!(matches!(parse_line(text), Ok(Line::Other)), "{text}");
-        }
-    }
-
-    #[test]
-    fn a_truncated_call_line_is_an_error_naming_the_missing_field() {
-        let e = parse_line(
-            "ubuntu:199574:201142 [1] NCCL INFO Send: opCount d64 sendbuff 0x7f502c600000 recvbuff (nil) count 2420736 da",
-        )
-        .unwrap_err();
-        assert_eq!(e, "Send line without `datatype` (truncated?)");
-        let e = parse_line("h:1:1 [0] NCCL INFO AllGather: opCount 1 count x datatype 7").unwrap_err();
-        assert_eq!(e, "AllGather line with a malformed `count`");
-    }
-}
+mod tests;

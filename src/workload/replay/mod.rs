@@ -1,33 +1,40 @@
-//! A real job's collective sequence, read from its NCCL debug log
-//! (`NCCL_DEBUG=INFO`, `NCCL_DEBUG_SUBSYS=INIT,COLL`), for replay on this
-//! launch.
+//! A real job's collective sequence, read from its NCCL (or RCCL) debug
+//! log (`NCCL_DEBUG=INFO`, `NCCL_DEBUG_SUBSYS=INIT,COLL`; the CALL trace of
+//! `NCCL_DEBUG=TRACE` too), checked across its ranks, and kept for replay
+//! on this launch.
 //!
 //! The log may hold one rank's output (NCCL_DEBUG_FILE) or several ranks
-//! interleaved (a launcher's stdout). Lines are attributed to a process by
-//! their `host:pid:tid [dev]` prefix and to a communicator by the process
-//! and the communicator's address; INIT lines give each communicator's
-//! rank, size and commId (the hash of its unique id, the same in every
-//! member), so the members of a communicator are the processes whose INIT
-//! lines share its commId, and a process's rank in the job is its rank in a
-//! communicator over all the job's ranks (the largest in the log).
+//! interleaved (a launcher's stdout). `scan` tells the job's ranks and
+//! communicators apart (INIT lines, commIds, splits, the process and
+//! device of each line); `check` matches every communicator's calls across
+//! its ranks before anything runs (a divergence or a one-sided Send is an
+//! error of its own exit code); `convert` turns the kept rank's calls into
+//! `LogCall`s.
 //!
-//! One process's sequence is kept (`LogOptions::rank`, default the lowest
+//! One rank's sequence is kept (`LogOptions::rank`, default the lowest
 //! rank) and replayed the way SPMD training runs it: every rank of the
 //! launch issues the same calls, each on its own group of the same shape.
 //! A communicator's shape is a `Partition` (consecutive blocks, or every
 //! s-th rank), found from its members; one over all ranks or a single rank
 //! needs no membership. Send and Recv become shifted exchanges (send to r+d,
-//! receive from r-d), a Send and the matching Recv of the same exchange
-//! (within `PAIR_WINDOW` point-to-point calls) counted once.
+//! receive from r-d; d = 0 is a local copy), a Send and the matching Recv
+//! of the same exchange (within `PAIR_WINDOW` point-to-point calls) counted
+//! once.
+//!
+//! Lines that cannot be read whole (cut at a terminal's width, cut by
+//! other output, the end of a paste) are skipped and listed; a cut line is
+//! joined with its rest when the next line holds it; the log is refused
+//! only when the kept rank's own sequence has a gap.
 //!
 //! Pure: text in, a `Log` or one error line (naming the log line) out;
 //! `Log::schedule` maps it onto a launch, rescaling when asked.
 
+pub mod check;
 pub mod codes;
 mod convert;
+pub mod flight;
 pub mod line;
-
-use std::collections::HashMap;
+pub mod scan;
 
 use crate::collective::Collective;
 use crate::error::Error;
@@ -36,9 +43,10 @@ use crate::types::{DType, ReduceOp};
 use super::groups::{Group, Partition};
 use super::op::{Op, Phase, Schedule};
 use crate::types::NcclVersion;
+pub use check::Check;
 use codes::LogType;
 use convert::convert;
-use line::{CallLine, Line};
+use scan::{Scan, at_line};
 
 /// What to take from the log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -59,9 +67,9 @@ pub struct LogCall {
     pub dtype: DType,
     pub log_type: LogType,
     pub op: Option<ReduceOp>,
-    /// The root's rank in its communicator (broadcast, reduce).
+    /// The root's rank in its communicator (broadcast, reduce, gather, scatter).
     pub root: Option<usize>,
-    /// Send to r+shift, receive from r-shift (sendrecv).
+    /// Send to r+shift, receive from r-shift (sendrecv); 0: the rank itself.
     pub shift: Option<usize>,
     /// The communicator's shape in the logged job.
     pub partition: Partition,
@@ -73,232 +81,245 @@ pub struct LogCall {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Log {
     pub version: Option<NcclVersion>,
-    /// Ranks of the logged job: the largest communicator in the log.
+    /// Ranks of the logged job: the largest communicator in the log, or
+    /// as many ranks as it shows.
     pub world: usize,
     /// The first line showing a communicator that large.
     pub world_line: usize,
     /// The kept rank, when the log tells ranks.
     pub rank: Option<usize>,
-    /// Which process was kept, in words.
+    /// Which rank was kept, in words.
     pub source: String,
     pub calls: Vec<LogCall>,
-    /// Things the replay header should say (skipped lines, substitutions).
+    /// Things the replay header should say (skipped lines, substitutions,
+    /// the check's notes).
     pub notes: Vec<String>,
-}
-
-/// A process: host, pid, CUDA device.
-type Agent = (String, u64, Option<u32>);
-
-/// A communicator as one process's INIT line shows it.
-struct Instance {
-    agent: Agent,
-    rank: usize,
-    nranks: usize,
-    comm_id: Option<u64>,
-    line: usize,
-}
-
-/// Everything the log's lines say, in order.
-struct Scan {
-    version: Option<NcclVersion>,
-    instances: Vec<Instance>,
-    /// Line, call, its communicator's instance.
-    calls: Vec<(usize, CallLine, Option<usize>)>,
-    orphans: Vec<usize>,
-    rank_labels: HashMap<Agent, usize>,
-    world: usize,
-    world_line: usize,
-    notes: Vec<String>,
 }
 
 const NO_CALLS: &str = "the log has no collective calls: NCCL prints one line per call (`AllReduce: opCount ...`) only with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS including COLL (e.g. NCCL_DEBUG_SUBSYS=INIT,COLL)";
 
-fn at_line(line: usize, why: impl std::fmt::Display) -> Error {
-    Error::usage(format!("line {line}: {why}"))
-}
-
-fn agent_of(prefix: &line::Prefix, dev: Option<u32>) -> Agent {
-    (prefix.host.clone(), prefix.pid, dev.or(prefix.dev))
-}
-
-fn scan(text: &str) -> Result<Scan, Error> {
-    let mut s = Scan {
-        version: None,
-        instances: Vec::new(),
-        calls: Vec::new(),
-        orphans: Vec::new(),
-        rank_labels: HashMap::new(),
-        world: 0,
-        world_line: 0,
-        notes: Vec::new(),
-    };
-    let mut current: HashMap<(String, u64, u64), usize> = HashMap::new();
-    for (i, raw) in text.lines().enumerate() {
-        let n = i + 1;
-        let parsed = line::parse_line(raw).map_err(|why| at_line(n, why))?;
-        let (nranks, prefix) = match parsed {
-            Line::Version(v) => {
-                match s.version {
-                    None => s.version = Some(v),
-                    Some(first) if first != v => s.notes.push(format!(
-                        "line {n} shows NCCL {v} after {first}; codes are read as {first}'s"
-                    )),
-                    Some(_) => {}
-                }
-                continue;
-            }
-            Line::Init(init) => {
-                let agent = agent_of(&init.prefix, init.cuda_dev);
-                current.insert(
-                    (init.prefix.host.clone(), init.prefix.pid, init.comm),
-                    s.instances.len(),
-                );
-                s.instances.push(Instance {
-                    agent,
-                    rank: init.rank,
-                    nranks: init.nranks,
-                    comm_id: init.comm_id,
-                    line: n,
-                });
-                (init.nranks, init.prefix)
-            }
-            Line::Call(call) => {
-                let inst = current
-                    .get(&(call.prefix.host.clone(), call.prefix.pid, call.comm))
-                    .copied();
-                let out = (call.nranks, call.prefix.clone());
-                s.calls.push((n, call, inst));
-                out
-            }
-            Line::Orphan => {
-                s.orphans.push(n);
-                continue;
-            }
-            Line::Other => continue,
-        };
-        if nranks > s.world {
-            s.world = nranks;
-            s.world_line = n;
-        }
-        if let Some(label) = prefix.rank_label {
-            s.rank_labels.entry(agent_of(&prefix, None)).or_insert(label);
-        }
+/// Reads the log and checks its ranks against each other: the scan and
+/// the check, or one line naming a format that cannot be read.
+pub fn read_log(text: &str) -> Result<(Scan, Check), Error> {
+    if let Some(why) = flight::refusal(text) {
+        return Err(Error::usage(why));
     }
-    Ok(s)
-}
-
-impl Scan {
-    fn call_agent(&self, call: &CallLine, inst: Option<usize>) -> Agent {
-        match inst {
-            Some(i) => self.instances[i].agent.clone(),
-            None => agent_of(&call.prefix, None),
-        }
-    }
-
-    /// Every process's rank in the job: its rank in the first communicator
-    /// over all ranks, else a torchrun `[rankN]:` label.
-    fn world_ranks(&self) -> Result<HashMap<Agent, usize>, Error> {
-        let mut ranks: HashMap<Agent, usize> = HashMap::new();
-        let mut claimed: HashMap<usize, (Agent, usize)> = HashMap::new();
-        for inst in self.instances.iter().filter(|i| i.nranks == self.world) {
-            if ranks.contains_key(&inst.agent) {
-                continue;
-            }
-            if let Some((other, line)) = claimed.get(&inst.rank)
-                && *other != inst.agent
-            {
-                return Err(at_line(
-                    inst.line,
-                    format!(
-                        "a second process claims rank {} of {} (first at line {line}): the log mixes two jobs",
-                        inst.rank, self.world
-                    ),
-                ));
-            }
-            claimed.insert(inst.rank, (inst.agent.clone(), inst.line));
-            ranks.insert(inst.agent.clone(), inst.rank);
-        }
-        for (agent, &label) in &self.rank_labels {
-            let matching: Vec<&Agent> = ranks.keys().filter(|a| a.0 == agent.0 && a.1 == agent.1).collect();
-            if matching.is_empty() {
-                ranks.insert(agent.clone(), label);
-            }
-        }
-        Ok(ranks)
-    }
-}
-
-/// Parses a log and keeps one rank's sequence.
-pub fn parse_log(text: &str, opts: &LogOptions) -> Result<Log, Error> {
-    let mut s = scan(text)?;
+    let s = scan::scan(text)?;
     if s.calls.is_empty() {
-        return Err(Error::usage(NO_CALLS));
+        return Err(no_calls(&s));
     }
-    let ranks = s.world_ranks()?;
-    let (agent, rank, source) = select(&s, &ranks, opts)?;
+    let c = check::check(&s);
+    Ok((s, c))
+}
+
+/// Why a log without readable calls has none, in one line.
+fn no_calls(s: &Scan) -> Error {
+    if let Some(&n) = s.unnamed.first() {
+        return at_line(
+            n,
+            format!(
+                "an NCCL 2.3 COLL line (`opCount ... size ... datatype ...`, {} such lines): NCCL 2.3.5 and older do not print the operation's name, so which collective each line is cannot be told and the log cannot be replayed (NCCL 2.3.7 and later name it)",
+                s.unnamed.len()
+            ),
+        );
+    }
+    if let Some(&n) = s.elided.first() {
+        return at_line(
+            n,
+            "an NCCL CALL trace line whose communicator is elided (`0x...`, as NCCL's documentation prints it): which communicator, and so how many ranks, each call ran on is not in the log",
+        );
+    }
     if !s.orphans.is_empty() {
-        let shown: Vec<String> = s.orphans.iter().take(5).map(|n| n.to_string()).collect();
-        s.notes.push(format!(
-            "{} call lines without their `host:pid:tid [dev] NCCL INFO` prefix (output interleaved by another process) were skipped: line {}{}",
-            s.orphans.len(),
+        let shown: Vec<String> = s.orphans.iter().take(6).map(|(n, _)| n.to_string()).collect();
+        return Error::usage(format!(
+            "the log's call lines (line {}{}) carry no `host:pid:tid [dev] NCCL INFO` prefix, so which process and rank issued each cannot be told: replay a log as NCCL writes it (NCCL_DEBUG_FILE, or the job's own output)",
             shown.join(", "),
-            if s.orphans.len() > 5 { ", ..." } else { "" }
+            if s.orphans.len() > 6 { ", ..." } else { "" }
         ));
     }
-    if rank.is_none() {
-        s.notes.push(format!(
+    if !s.cuts.is_empty() {
+        let shown: Vec<String> = s.cuts.iter().take(6).map(|c| c.line.to_string()).collect();
+        return Error::usage(format!(
+            "every call line of the log is cut short (line {}{}): nothing can be replayed",
+            shown.join(", "),
+            if s.cuts.len() > 6 { ", ..." } else { "" }
+        ));
+    }
+    Error::usage(NO_CALLS)
+}
+
+/// The check's first disagreement as an error of its own exit code.
+pub fn disagreement(c: &Check) -> Option<Error> {
+    let f = c.first()?;
+    let more = c.divergences.len() + c.one_sided.len() - 1;
+    Some(Error::Divergence(format!(
+        "line {}: {}{}; nothing was run (collbench replay --check-only LOG prints the whole analysis)",
+        f.line,
+        f.text,
+        if more > 0 {
+            format!(" ({more} more)")
+        } else {
+            String::new()
+        }
+    )))
+}
+
+/// Parses a log, checks its ranks, and keeps one rank's sequence.
+pub fn parse_log(text: &str, opts: &LogOptions) -> Result<Log, Error> {
+    let (s, c) = read_log(text)?;
+    if let Some(e) = disagreement(&c) {
+        return Err(e);
+    }
+    keep(&s, &c, opts)
+}
+
+/// The kept rank's sequence of a checked log.
+pub fn keep(s: &Scan, c: &Check, opts: &LogOptions) -> Result<Log, Error> {
+    let (slot, source) = select(s, opts)?;
+    let mut notes = s.notes.clone();
+    gaps(s, slot, &mut notes)?;
+    if s.slots[slot].rank.is_none() {
+        notes.push(format!(
             "the log has no INIT lines that tell ranks (NCCL_DEBUG_SUBSYS=INIT,COLL prints them): replaying {source}"
         ));
     }
-    let mut notes = std::mem::take(&mut s.notes);
-    let calls = convert(&s, &agent, rank, &ranks, &mut notes)?;
+    let calls = convert(s, slot, &mut notes)?;
+    for n in &c.notes {
+        if !notes.contains(n) {
+            notes.push(n.clone());
+        }
+    }
     Ok(Log {
         version: s.version,
         world: s.world,
         world_line: s.world_line,
-        rank,
+        rank: s.slots[slot].rank,
         source,
         calls,
         notes,
     })
 }
 
-fn describe(agent: &Agent) -> String {
-    let dev = agent.2.map_or(String::new(), |d| format!(" device {d}"));
-    if agent.0.is_empty() {
-        format!("a process without host and pid,{dev}")
-            .trim_end_matches(',')
-            .to_string()
-    } else {
-        format!("{} pid {}{dev}", agent.0, agent.1)
-    }
+fn numbers(lines: &[usize]) -> String {
+    let shown: Vec<String> = lines.iter().take(8).map(|n| n.to_string()).collect();
+    format!("{}{}", shown.join(", "), if lines.len() > 8 { ", ..." } else { "" })
 }
 
-/// The kept process, its rank and a description.
-fn select(s: &Scan, ranks: &HashMap<Agent, usize>, opts: &LogOptions) -> Result<(Agent, Option<usize>, String), Error> {
-    let mut callers: Vec<Agent> = Vec::new();
-    for (_, call, inst) in &s.calls {
-        let a = s.call_agent(call, *inst);
-        if !callers.contains(&a) {
-            callers.push(a);
-        }
+/// Refuses a kept rank whose sequence has a gap; notes the lines skipped.
+fn gaps(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<(), Error> {
+    let who = s.slots[slot].name();
+    let own: Vec<usize> = s
+        .cuts
+        .iter()
+        .filter(|c| c.slot == Some(slot) && c.name != "INIT")
+        .map(|c| c.line)
+        .collect();
+    if !own.is_empty() {
+        return Err(Error::usage(format!(
+            "{who}'s sequence has a gap: its call line{} {} {} cut short (at a terminal's width, by other output, or at the end of the file) and no later line holds the rest; replay another rank (--rank) or a complete log",
+            if own.len() > 1 { "s" } else { "" },
+            numbers(&own),
+            if own.len() > 1 { "are" } else { "is" }
+        )));
     }
-    let ranked = |r: usize| callers.iter().find(|a| ranks.get(*a) == Some(&r)).cloned();
+    let ptrs: Vec<u64> = s.members.iter().filter(|m| m.slot == slot).map(|m| m.ptr).collect();
+    let stray: Vec<usize> = s
+        .orphans
+        .iter()
+        .filter(|(_, comm)| comm.is_some_and(|c| ptrs.contains(&c)))
+        .map(|(n, _)| *n)
+        .collect();
+    if !stray.is_empty() {
+        return Err(Error::usage(format!(
+            "{who}'s sequence may have a gap: line {} {} a call on its communicator without its `host:pid:tid [dev] NCCL INFO` prefix (other output took it)",
+            numbers(&stray),
+            if stray.len() > 1 { "are" } else { "is" }
+        )));
+    }
+    let unknown: Vec<usize> = s
+        .cuts
+        .iter()
+        .filter(|c| c.slot.is_none() && c.name != "INIT")
+        .map(|c| c.line)
+        .collect();
+    if !unknown.is_empty() && s.slots.len() == 1 {
+        return Err(Error::usage(format!(
+            "{who}'s sequence may have a gap: call line{} {} {} cut short before its prefix or communicator could be read",
+            if unknown.len() > 1 { "s" } else { "" },
+            numbers(&unknown),
+            if unknown.len() > 1 { "are" } else { "is" }
+        )));
+    }
+    let mut cut: Vec<usize> = s
+        .cuts
+        .iter()
+        .map(|c| c.line)
+        .chain(s.cut_inits.iter().copied())
+        .collect();
+    cut.sort();
+    if !cut.is_empty() {
+        notes.push(format!(
+            "{} lines cut short (line {}) were skipped: none is {who}'s{}",
+            cut.len(),
+            numbers(&cut),
+            match s.cut_inits.as_slice() {
+                [] => String::new(),
+                [one] => format!(" (line {one}, an INIT line cut after its fields, is read up to the cut)"),
+                many => format!(
+                    " (lines {}, INIT lines cut after their fields, are read up to the cut)",
+                    numbers(many)
+                ),
+            }
+        ));
+    }
+    if !s.orphans.is_empty() {
+        let lines: Vec<usize> = s.orphans.iter().map(|(n, _)| *n).collect();
+        notes.push(format!(
+            "{} call lines without their `host:pid:tid [dev] NCCL INFO` prefix (output interleaved by another process) were skipped: line {}",
+            lines.len(),
+            numbers(&lines)
+        ));
+    }
+    if !s.unnamed.is_empty() {
+        notes.push(format!(
+            "{} NCCL 2.3 COLL lines without the operation's name were skipped (line {})",
+            s.unnamed.len(),
+            numbers(&s.unnamed)
+        ));
+    }
+    if !s.elided.is_empty() {
+        notes.push(format!(
+            "{} NCCL CALL trace lines with an elided communicator were skipped (line {})",
+            s.elided.len(),
+            numbers(&s.elided)
+        ));
+    }
+    Ok(())
+}
+
+/// The kept rank and a description.
+fn select(s: &Scan, opts: &LogOptions) -> Result<(usize, String), Error> {
+    let callers: Vec<usize> = {
+        let mut v: Vec<usize> = Vec::new();
+        for c in &s.calls {
+            if !v.contains(&c.slot) {
+                v.push(c.slot);
+            }
+        }
+        v
+    };
+    let ranked = |r: usize| s.slots.iter().position(|x| x.rank == Some(r));
     let chosen = match opts.rank {
         Some(r) => match ranked(r) {
-            Some(a) => a,
-            None if ranks.values().any(|&v| v == r) => {
-                return Err(Error::usage(format!("rank {r} made no collective calls in the log")));
-            }
-            None if ranks.is_empty() => {
+            Some(i) if callers.contains(&i) || s.cuts.iter().any(|c| c.slot == Some(i) && c.name != "INIT") => i,
+            Some(_) => return Err(Error::usage(format!("rank {r} made no collective calls in the log"))),
+            None if s.known_ranks().is_empty() => {
                 return Err(Error::usage(format!(
                     "rank {r} cannot be found: the log has no INIT lines that tell ranks (log with NCCL_DEBUG_SUBSYS=INIT,COLL)"
                 )));
             }
             None => {
-                let mut known: Vec<usize> = ranks.values().copied().collect();
-                known.sort();
-                let known: Vec<String> = known.iter().map(|r| r.to_string()).collect();
+                let known: Vec<String> = s.known_ranks().iter().map(|r| r.to_string()).collect();
                 return Err(Error::usage(format!(
                     "rank {r} is not in the log (it shows ranks {})",
                     known.join(", ")
@@ -306,19 +327,16 @@ fn select(s: &Scan, ranks: &HashMap<Agent, usize>, opts: &LogOptions) -> Result<
             }
         },
         None => {
-            let lowest = callers.iter().filter_map(|a| ranks.get(a)).min().copied();
-            match lowest.and_then(ranked) {
-                Some(a) => a,
-                None => callers[0].clone(),
-            }
+            let lowest = callers.iter().filter_map(|&i| s.slots[i].rank).min();
+            lowest.and_then(ranked).unwrap_or(callers[0])
         }
     };
-    let rank = ranks.get(&chosen).copied();
-    let source = match rank {
-        Some(r) => format!("rank {r} ({})", describe(&chosen)),
-        None => format!("the first process in the log ({})", describe(&chosen)),
+    let slot = &s.slots[chosen];
+    let source = match slot.rank {
+        Some(r) => format!("rank {r} ({})", slot.describe()),
+        None => format!("the first process in the log ({})", slot.describe()),
     };
-    Ok((chosen, rank, source))
+    Ok((chosen, source))
 }
 
 impl Log {
@@ -327,7 +345,9 @@ impl Log {
     /// the whole job span the whole launch, smaller ones keep their size,
     /// and every call keeps its count.
     pub fn schedule(&self, launch: usize, rescale: bool) -> Result<Schedule, Error> {
-        if self.world != launch && !rescale {
+        // a log whose calls all run on single ranks replays at any size
+        let sized = self.calls.iter().any(|c| c.partition.size() > 1);
+        if self.world != launch && !rescale && sized {
             return Err(at_line(
                 self.world_line,
                 format!(
