@@ -37,6 +37,20 @@ impl Validate<'_> {
         placement: Placement,
         seed: u64,
     ) -> Result<Option<u64>, Error> {
+        Ok(self
+            .local(backend, call, placement, seed)?
+            .map(|local| self.world.sum_u64(local)))
+    }
+
+    /// `once` without the sum: this rank's wrong elements (a check judges
+    /// each group apart). No rank takes part in anything.
+    pub fn local(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Option<u64>, Error> {
         if !self.caps.validates(call.collective, placement) {
             return Ok(None);
         }
@@ -53,10 +67,9 @@ impl Validate<'_> {
             out.bytes_mut()[at] ^= 0x5a;
         }
         let want = |i| spec.expected(&pattern, &call.shape, &call.at, i);
-        let local = match pattern.relative_bound() {
+        Ok(Some(match pattern.relative_bound() {
             Some(bound) => out.count_outside(range, want, bound),
             None => out.count_mismatches(range, want),
-        };
-        Ok(Some(self.world.sum_u64(local)))
+        }))
     }
 }

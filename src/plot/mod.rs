@@ -18,6 +18,10 @@
 mod draw;
 pub mod series;
 mod text;
+/// The links heatmap (`links::heatmap`) draws with the same font, PNG text
+/// and palette.
+pub(crate) use draw::colour;
+pub(crate) use text::GlyphText;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -49,7 +53,7 @@ pub struct Drawn {
     pub series: usize,
 }
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
     if let Some(w) = opts.inputs.iter().find(|p| crate::record::workload::is_workload_csv(p)) {
@@ -123,7 +127,7 @@ pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
 }
 
 /// plotters finds fonts by family name; ours comes from the binary.
-fn register_font() -> Result<(), Error> {
+pub(crate) fn register_font() -> Result<(), Error> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     let ok = *REGISTERED
         .get_or_init(|| plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok());

@@ -35,6 +35,8 @@ pub enum Source {
         rescale: bool,
         top: usize,
     },
+    /// `collbench check` (session/check/): the session runs it apart.
+    Check(Box<super::check::CheckJob>),
 }
 
 /// A workload or replay, validated.
@@ -141,6 +143,7 @@ impl Job {
                 }
                 Ok(out)
             }
+            Source::Check(_) => Err(Error::runtime("internal error: a check has no workload configurations")),
             Source::Log { log, rescale, path, .. } => {
                 let layout = GroupLayout::new(world, ranks_per_node, 1)?;
                 let schedule = log
@@ -196,6 +199,7 @@ impl Job {
                 lines.extend(log.notes.iter().cloned());
                 lines.push(format!("not modelled: {}", NOT_MODELLED[0]));
             }
+            Source::Check(_) => {}
         }
         lines.push(format!(
             "times: the slowest rank's, each operation alone; {} warm-up step(s), {} timed step(s)",
@@ -213,7 +217,7 @@ impl Job {
     pub fn top(&self) -> Option<usize> {
         match self.source {
             Source::Log { top, .. } => Some(top),
-            Source::Strategies { .. } => None,
+            Source::Strategies { .. } | Source::Check(_) => None,
         }
     }
 }

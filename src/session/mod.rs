@@ -14,6 +14,7 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
+pub mod check;
 #[cfg(test)]
 mod golden;
 mod job;
@@ -230,6 +231,9 @@ impl<'a, W: World> Session<'a, W> {
     /// Sets up, sweeps and judges; the exit code of this rank.
     pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
         if let Some(job) = self.job {
+            if let job::Source::Check(check) = &job.source {
+                return self.run_check(mpi_backend, check);
+            }
             return self.run_job(mpi_backend, job);
         }
         let watchdog = self.watchdog("the set-up (plan check, communicators, output files)");

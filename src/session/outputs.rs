@@ -289,7 +289,7 @@ fn default_csv(run_id: &str) -> Result<PathBuf, Error> {
 
 /// `20261129T084645Z-host-1234`: sortable, unique per launch, safe in
 /// file names.
-fn run_id(started: &str, host: &str) -> String {
+pub(super) fn run_id(started: &str, host: &str) -> String {
     let stamp: String = started.chars().filter(|c| *c != '-' && *c != ':').collect();
     let host: String = host
         .chars()
