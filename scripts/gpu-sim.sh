@@ -16,8 +16,10 @@
 # Every run on it says so (backend_version 2.32.3-sim, the table header,
 # `collbench info`). For tests only: it proves plumbing, semantics, counts,
 # offsets, validation, error paths and the ABI, never speed. The fault
-# switches (GPUSIM_*) are listed at the top of the two C files and in
-# docs/gpu-simulation.md.
+# switches (GPUSIM_*), the NCCL release it plays and the misuses it refuses
+# are listed at the top of the two C files and in docs/gpu-simulation.md;
+# tests/gpu-sim/misuse.c (compiled by tests/it/gpu_sim.rs) plants each
+# misuse.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: scripts/gpu-sim.sh DIR" >&2; exit 2; }
 mkdir -p "$1"

@@ -14,7 +14,7 @@
 #
 # The binary: $COLLBENCH_BIN, else ./collbench beside this script or in the
 # current folder, else target/release/collbench. Build it elsewhere with
-#   cargo build --release --no-default-features --features nccl
+#   cargo build --release --no-default-features --features nccl,nvml
 # (no MPI needed; the CUDA driver and libnccl are loaded at run time, so the
 # binary carries no link to either) and carry it over.
 #
@@ -28,8 +28,15 @@
 # Environment: COLLBENCH_BIN, COLLBENCH_NCCL_LIB, SMOKE_MAXBYTES (caps every
 # step's largest size; default: 16M for the type sweep, 512M for the large
 # sizes), SMOKE_ITERS (timed iterations, default 20), SMOKE_BUDGET_S (the
-# whole run's time budget, default 220 s: steps that would start later are
-# skipped and reported), SMOKE_EXTRA (extra arguments for every run).
+# whole run's time, default 220 s), SMOKE_EXTRA (extra arguments for every
+# run).
+#
+# The budget is kept by construction: each step gets its share of the time
+# left (by weight), runs under `timeout` for that long (SIGINT, on which
+# collbench completes its CSV with every point measured so far), and a step
+# with no time left is skipped; SUMMARY.txt is written whatever finished,
+# naming the steps cut or skipped. Results are read with the Python of
+# /opt/torch/.venv where there is one, else python3.
 # Exit code: 0 when every collective validated, else collbench's worst (1
 # runtime failure, 2 usage, 3 wrong results, 5 timeout), 1 for a setup
 # problem.
@@ -48,8 +55,12 @@ mkdir -p "$out" || { echo "gpu-smoke: cannot create $out" >&2; exit 1; }
 out=$(cd "$out" && pwd)
 started=$SECONDS
 budget=${SMOKE_BUDGET_S:-220}
+# Kept back for the summary and for a cut step to finish its reports.
+reserve=$(( budget / 20 > 5 ? budget / 20 : 5 ))
+deadline=$(( started + budget - reserve ))
 iters=${SMOKE_ITERS:-20}
 read -r -a extra <<< "${SMOKE_EXTRA:-}"
+command -v timeout >/dev/null 2>&1 || die "no timeout command (GNU coreutils) to keep the time budget"
 
 # --- the binary
 bin=${COLLBENCH_BIN:-}
@@ -58,10 +69,27 @@ if [ -z "$bin" ]; then
         if [ -x "$c" ]; then bin=$c; break; fi
     done
 fi
-[ -n "$bin" ] || die "no collbench binary: set COLLBENCH_BIN (build it elsewhere with cargo build --release --no-default-features --features nccl)"
+[ -n "$bin" ] || die "no collbench binary: set COLLBENCH_BIN (build it elsewhere with cargo build --release --no-default-features --features nccl,nvml)"
 [ -x "$bin" ] || die "COLLBENCH_BIN=$bin is not an executable file"
-"$bin" --version >/dev/null 2>"$out/version.err" \
-    || die "$bin does not start here ($(head -c 300 "$out/version.err")); a build with MPI needs libmpi: build with --no-default-features --features nccl, on a system with a glibc no newer than this one's"
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+version=$("$bin" --version 2>"$out/version.err") \
+    || die "$bin does not start here ($(head -c 300 "$out/version.err")); a build with MPI needs libmpi: build with --no-default-features --features nccl,nvml, on a system with a glibc no newer than this one's"
+# Which build: GPU machines often have no MPI, so the no-MPI build is the
+# one to carry; a build that links libmpi is said so.
+mpi_lib=$( (ldd "$bin" 2>/dev/null || true) | sed -n 's/^[[:space:]]*\(libmpi[^ ]*\).*/\1/p' | head -n 1)
+if [ -n "$mpi_lib" ]; then
+    build="with MPI ($mpi_lib): the no-MPI build is cargo build --release --no-default-features --features nccl,nvml"
+else
+    build="without MPI"
+fi
+binary_line="binary: $bin ($version, built $build)"
+say "$binary_line"
+
+# --- Python for the summary: PyTorch's virtual environment's, else python3
+py=""
+for p in /opt/torch/.venv/bin/python /opt/torch/.venv/bin/python3 python3; do
+    if command -v "$p" >/dev/null 2>&1; then py=$(command -v "$p"); break; fi
+done
 
 # --- NCCL candidates
 python_bins=()
@@ -73,12 +101,12 @@ torch_libs=()
 if [ -n "${COLLBENCH_NCCL_LIB:-}" ]; then
     candidates+=("$COLLBENCH_NCCL_LIB")
 fi
-for py in "${python_bins[@]}"; do
+for pybin in "${python_bins[@]}"; do
     while IFS= read -r d; do
         [ -n "$d" ] || continue
         for f in "$d"/nvidia/nccl/lib/libnccl.so*; do [ -f "$f" ] && candidates+=("$f"); done
         for f in "$d"/torch/lib/libnccl*.so*; do [ -f "$f" ] && torch_libs+=("$f"); done
-    done < <("$py" -c 'import site, sys
+    done < <("$pybin" -c 'import site, sys
 d = []
 try: d += site.getsitepackages()
 except Exception: pass
@@ -115,25 +143,38 @@ grep -q '^GPUs *[1-9]' "$out/info.txt" \
 gpus=$(sed -n 's/^GPUs *\([0-9][0-9]*\) visible.*/\1/p' "$out/info.txt")
 gpus=${gpus:-1}
 
-# --- the steps
+# --- the steps, each bounded by its share of the time left
 worst=0
 steps_run=()
+steps_cut=()
 steps_skipped=()
+weight_left=0
+# Every step's weight is counted before the first runs.
+plan() { weight_left=$(( weight_left + $1 )); }
 step() {
-    local name=$1
-    shift
-    if (( SECONDS - started > budget )); then
-        say "$name: skipped, the ${budget} s budget is spent"
+    local name=$1 weight=$2
+    shift 2
+    local left=$(( deadline - SECONDS ))
+    local allowed=$(( left * weight / (weight_left > 0 ? weight_left : 1) ))
+    weight_left=$(( weight_left - weight ))
+    if (( allowed < 3 )); then
+        say "$name: skipped, no time left of the ${budget} s budget"
         steps_skipped+=("$name")
         return
     fi
-    say "$name: collbench $*"
-    "$bin" run --backend nccl --no-progress --overwrite --timeout 120 -n "$iters" "$@" "${extra[@]}" \
+    local watchdog=$(( allowed < 120 ? allowed : 120 ))
+    say "$name: at most ${allowed} s: collbench $*"
+    timeout --signal=INT --kill-after=5 "$allowed" \
+        "$bin" run --backend nccl --no-progress --overwrite --timeout "$watchdog" -n "$iters" "$@" "${extra[@]}" \
         --csv "$out/$name.csv" > "$out/$name.txt" 2> "$out/$name.err"
     local rc=$?
     steps_run+=("$name")
     tail -n 3 "$out/$name.txt" >&2
-    if [ "$rc" -ne 0 ]; then
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        # its share ran out: the CSV holds every point measured until then
+        say "$name: cut after ${allowed} s, its share of the budget"
+        steps_cut+=("$name")
+    elif [ "$rc" -ne 0 ]; then
         say "$name: collbench exited with $rc: $(head -n 1 "$out/$name.err")"
         if [ "$rc" -gt "$worst" ]; then worst=$rc; fi
     fi
@@ -141,56 +182,71 @@ step() {
 small=${SMOKE_MAXBYTES:-16M}
 large_min=${SMOKE_MAXBYTES:-256M}
 large_max=${SMOKE_MAXBYTES:-512M}
-
-# Every collective, both placements, six types, 8 B to 16 MiB.
-step types "${nccl_opt[@]}" -g "$gpus" --collectives all -d int8,int32,half,bfloat16,float,double -o sum \
-    -b 8 -e "$small" -f 4 -w 5
-# Every reduction operation, on the collectives that reduce.
-step ops "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,reduce_scatter,reduce -d float,half,double -o all \
-    -b 8 -e "$small" -f 8 -w 5
-# Large sizes, where bandwidth shows: every collective on float.
-step large "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b "$large_min" -e "$large_max" -f 2 -w 2
-# nccl-tests' extras: 4 operations per group, a graph replayed 10 times,
-# registered buffers; then per-iteration times (which a graph cannot give).
-step extras "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 \
-    -m 4 -G 10 -R
-step periter "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 -I
-# With several GPUs: flat against hierarchical all-reduce on virtual nodes.
+per_node=0
 if [ "$gpus" -ge 2 ]; then
     per_node=1
     for ((d = gpus / 2; d >= 1; d--)); do
         if ((gpus % d == 0)); then per_node=$d; break; fi
     done
-    step hierarchy "${nccl_opt[@]}" -g "$gpus" --ranks-per-node "$per_node" --collectives all_reduce \
-        --hierarchy all --phase-times -d int32,float,half -o sum,avg -b 4 -e "$small" -f 7 -w 5
 fi
-# PyTorch's own NCCL, where it is another library than the sweep's.
+torch=""
 for t in "${torch_libs[@]}"; do
     if [ "$t" != "$lib" ] && "$bin" info --nccl-lib "$t" 2>/dev/null | grep -q "^NCCL  *[0-9]"; then
-        step torch --nccl-lib "$t" -g "$gpus" --collectives all_reduce,all_gather -d float,bfloat16 -o sum \
-            -b 8 -e "$small" -f 8 -w 5
+        torch=$t
         break
     fi
 done
+plan 4; plan 2; plan 3; plan 2; plan 2
+if [ "$per_node" -gt 0 ]; then plan 2; fi
+if [ -n "$torch" ]; then plan 1; fi
+
+# Every collective, both placements, six types, 8 B to 16 MiB.
+step types 4 "${nccl_opt[@]}" -g "$gpus" --collectives all -d int8,int32,half,bfloat16,float,double -o sum \
+    -b 8 -e "$small" -f 4 -w 5
+# Every reduction operation, on the collectives that reduce.
+step ops 2 "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,reduce_scatter,reduce -d float,half,double -o all \
+    -b 8 -e "$small" -f 8 -w 5
+# Large sizes, where bandwidth shows: every collective on float.
+step large 3 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b "$large_min" -e "$large_max" -f 2 -w 2
+# nccl-tests' extras: 4 operations per group, a graph replayed 10 times
+# (validated through the graph), registered buffers; then per-iteration
+# times (which a graph cannot give).
+step extras 2 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 \
+    -m 4 -G 10 -R
+step periter 2 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 -I
+# With several GPUs: flat against hierarchical all-reduce on virtual nodes.
+if [ "$per_node" -gt 0 ]; then
+    step hierarchy 2 "${nccl_opt[@]}" -g "$gpus" --ranks-per-node "$per_node" --collectives all_reduce \
+        --hierarchy all --phase-times -d int32,float,half -o sum,avg -b 4 -e "$small" -f 7 -w 5
+fi
+# PyTorch's own NCCL, where it is another library than the sweep's.
+if [ -n "$torch" ]; then
+    step torch 1 --nccl-lib "$torch" -g "$gpus" --collectives all_reduce,all_gather -d float,bfloat16 -o sum \
+        -b 8 -e "$small" -f 8 -w 5
+fi
 
 # --- one look: SUMMARY.txt
-py=$(command -v python3 || true)
 if [ -z "$py" ]; then
-    echo "gpu-smoke: FAIL (no python3 to read the CSVs; see the .txt tables)" > "$out/SUMMARY.txt"
+    { echo "gpu-smoke: FAIL (no python3 to read the CSVs; see the .txt tables)"; echo "$binary_line"; } > "$out/SUMMARY.txt"
 else
-    "$py" - "$out" "$worst" "${steps_run[*]:-}" "${steps_skipped[*]:-}" > "$out/SUMMARY.txt" <<'PY'
+    "$py" - "$out" "$worst" "${steps_run[*]:-}" "${steps_cut[*]:-}" "${steps_skipped[*]:-}" "$binary_line" \
+        "$(( SECONDS - started ))" "$budget" > "$out/SUMMARY.txt" <<'PY'
 import csv, os, sys
-out, worst, ran, skipped = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+out, worst = sys.argv[1], int(sys.argv[2])
+ran, cut, skipped = sys.argv[3].split(), sys.argv[4].split(), sys.argv[5].split()
+binary, took, budget = sys.argv[6], sys.argv[7], sys.argv[8]
 order = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
          "alltoall", "gather", "scatter", "sendrecv"]
 stats = {c: [0, 0, 0, 0.0] for c in order}  # points, checked, wrong, best busbw
-versions, sim = set(), False
+versions, sim, rows = set(), False, {}
 for step in ran:
     path = os.path.join(out, step + ".csv")
+    rows[step] = 0
     if not os.path.exists(path):
         continue
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
+            rows[step] += 1
             s = stats.setdefault(r["collective"], [0, 0, 0, 0.0])
             s[0] += 1
             if r["wrong"] != "":
@@ -203,13 +259,20 @@ for step in ran:
             versions.add(r["backend_version"])
             sim = sim or r["backend_version"].endswith("-sim")
 bad = [c for c in order if stats[c][1] == 0 or stats[c][2] > 0]
-ok = not bad and worst == 0 and not skipped
+ok = not bad and worst == 0
 points = sum(s[0] for s in stats.values())
 wrong = sum(s[2] for s in stats.values())
 head = "gpu-smoke: PASS: every collective validated" if ok else "gpu-smoke: FAIL: " + (
-    ", ".join(bad) + " not validated" if bad else "a step failed or was skipped")
-print(f"{head} ({points} points, {wrong} wrong elements, steps {' '.join(ran) or 'none'}"
-      + (f", skipped {' '.join(skipped)}" if skipped else "") + f", worst exit {worst})")
+    ", ".join(bad) + " not validated" if bad else "a step failed")
+notes = [f"{points} points", f"{wrong} wrong elements", f"steps {' '.join(ran) or 'none'}"]
+if cut:
+    notes.append("cut by the budget: " + " ".join(f"{s} ({rows.get(s, 0)} points)" for s in cut))
+if skipped:
+    notes.append("skipped, no time left: " + " ".join(skipped))
+notes.append(f"worst exit {worst}")
+print(f"{head} ({', '.join(notes)})")
+print(f"time: {took} s of a {budget} s budget")
+print(binary)
 if sim:
     print("SIMULATED: host GPU simulation (tests/gpu-sim); no figure here is a measurement")
 print("NCCL: " + ", ".join(sorted(versions)))

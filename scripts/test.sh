@@ -46,7 +46,9 @@ cargo build --locked --no-default-features
 cargo build --locked --no-default-features --features nccl,nvml
 mkdir -p target/mpi-free
 cp target/debug/collbench target/mpi-free/collbench
-# tests/it/launch.rs starts it where libmpi cannot be loaded.
+# tests/it/launch.rs starts it where libmpi cannot be loaded, and
+# tests/it/gpu_sim.rs gives it to scripts/gpu-smoke.sh (the build GPU
+# machines get).
 export COLLBENCH_MPI_FREE_BIN="$PWD/target/mpi-free/collbench"
 
 echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, across fake nodes, under a local Slurm and without MPI, the NCCL library without a GPU, the NCCL backend on the GPU simulation)"

@@ -638,11 +638,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
     pub straggler_threshold: f64,
 
-    /// Rotate each point's operations through buffers of the largest size (cold caches) instead of reusing one buffer
+    /// Shift each operation one point-size further through buffers of the largest size, as nccl-tests does (the default on nccl)
     #[arg(long, overrides_with = "no_rotate", help_heading = "Measurement")]
     pub rotate: bool,
 
-    /// Reuse one buffer, as nccl-tests, OSU and IMB do (the default; kept for older scripts)
+    /// Reuse one buffer for every operation of a point, as OSU and IMB do (the default on mpi)
     #[arg(long, overrides_with = "rotate", help_heading = "Measurement")]
     pub no_rotate: bool,
 

@@ -164,8 +164,14 @@ fn timing(a: &RunArgs) -> Timing {
         iterations: iterations(a),
         per_iter: a.per_iter,
         straggler_threshold_pct: a.straggler_threshold,
-        // --no-rotate and --rotate override each other: the last one wins
+        // --no-rotate and --rotate override each other: the last one wins;
+        // without either, the backend's method (`Timing::for_backend`)
         rotate: a.rotate,
+        rotate_asked: match (a.rotate, a.no_rotate) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
         warmup: a.warmup,
         check: a.check,
         average: a.average,
@@ -361,6 +367,23 @@ mod tests {
             let e = usage(config(&[option, bad]));
             assert!(e.contains(option), "{e}");
         }
+    }
+
+    /// nccl-tests shifts its buffers every iteration, OSU and IMB reuse
+    /// one: each backend's default is its reference tool's, and the last
+    /// of --rotate and --no-rotate wins on either.
+    #[test]
+    fn buffers_rotate_by_default_on_nccl_only_unless_asked() {
+        use crate::types::BackendKind::{Memory, Mpi, Nccl};
+        let rotates = |args: &[&str]| {
+            let t = config(args).unwrap().timing;
+            [Nccl, Mpi, Memory].map(|b| t.for_backend(b).rotate)
+        };
+        assert_eq!(rotates(&[]), [true, false, false]);
+        assert_eq!(rotates(&["--rotate"]), [true; 3]);
+        assert_eq!(rotates(&["--no-rotate"]), [false; 3]);
+        assert_eq!(rotates(&["--rotate", "--no-rotate"]), [false; 3]);
+        assert_eq!(rotates(&["--no-rotate", "--rotate"]), [true; 3]);
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! floating types, whose arithmetic NCCL does not make exact:
 //! collective/pattern.rs), and the wrong elements are summed over every
 //! rank. An output the backend leaves undefined (`Capabilities::validates`)
-//! is not checked.
+//! is not checked. Under `-G` the one operation is captured in a CUDA graph,
+//! instantiated and replayed once, so that what is validated is what the
+//! timed replays run (as nccl-tests validates through the graph).
 
-use crate::backend::{Backend, Call};
+use crate::backend::{Backend, Call, Graphs};
 use crate::collective::Pattern;
 use crate::error::Error;
 use crate::plan::Capabilities;
@@ -19,6 +21,8 @@ use crate::world::World;
 pub struct Validate<'a> {
     pub world: &'a dyn World,
     pub caps: &'a Capabilities,
+    /// `-G`: the operation runs through a graph of its own.
+    pub through_graph: bool,
     /// Test hook: every rank with an output corrupts its first received
     /// element, so that validation must fail.
     pub inject_error: bool,
@@ -58,7 +62,7 @@ impl Validate<'_> {
         let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, seed);
         let rank = call.at.rank;
         backend.load_input(call, placement, &|i| pattern.input(rank, i))?;
-        backend.launch(call, placement, 0, 1)?;
+        self.launch(backend, call, placement)?;
         backend.wait()?;
         let (out, range) = backend.output(call, placement)?;
         if self.inject_error && !range.is_empty() {
@@ -72,4 +76,29 @@ impl Validate<'_> {
             None => out.count_mismatches(range, want),
         }))
     }
+
+    /// The one operation, at the start of the buffers; through a graph
+    /// (captured, instantiated, replayed once) with `through_graph`.
+    fn launch(&self, backend: &mut dyn Backend, call: &Call, placement: Placement) -> Result<(), Error> {
+        if !self.through_graph {
+            return backend.launch(call, placement, 0, 1);
+        }
+        graphs(backend, self.caps)?.begin_capture()?;
+        let captured = backend.launch(call, placement, 0, 1);
+        // The capture always ends, so the stream is usable whatever failed.
+        let ended = graphs(backend, self.caps)?.end_capture();
+        captured?;
+        ended?;
+        graphs(backend, self.caps)?.replay(1)
+    }
+}
+
+/// The backend's CUDA graphs, which `-G` needs (the sweep refuses a
+/// backend without them before its first point).
+fn graphs<'b>(backend: &'b mut dyn Backend, caps: &Capabilities) -> Result<&'b mut dyn Graphs, Error> {
+    let why = format!(
+        "-G/--cuda-graph: the {} backend has no CUDA graphs; drop -G",
+        caps.backend
+    );
+    backend.graphs().ok_or_else(|| Error::usage(why))
 }

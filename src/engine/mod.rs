@@ -15,9 +15,10 @@
 //!
 //! nccl-tests' extras: with `-m N`, each timed iteration is N operations in
 //! one group; with `-G N`, the timed iterations are captured once in a CUDA
-//! graph, which is replayed N times inside the timed region. Either way the
-//! time per operation is the elapsed time over every operation run
-//! (`per_op_seconds`).
+//! graph, which is replayed N times inside the timed region, and each check
+//! runs through a graph of its own (`check::Validate`), as nccl-tests
+//! validates. Either way the time per operation is the elapsed time over
+//! every operation run (`per_op_seconds`).
 
 pub mod adaptive;
 pub mod check;
@@ -76,8 +77,14 @@ pub struct Timing {
     pub per_iter: bool,
     /// A rank this many percent slower than the median is named.
     pub straggler_threshold_pct: f64,
-    /// Operations rotate through the largest size's buffers.
+    /// Operations shift through buffers of the largest size, one point
+    /// further each (nccl-tests' method), instead of reusing one buffer
+    /// (OSU's and IMB's): as asked, else the backend's reference method
+    /// (`for_backend`).
     pub rotate: bool,
+    /// `--rotate` (true) or `--no-rotate` (false); `None`: the backend's.
+    #[serde(skip)]
+    pub rotate_asked: Option<bool>,
     pub warmup: u32,
     pub check: u32,
     pub average: Average,
@@ -99,6 +106,21 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// This timing on `backend`: buffers rotate where asked, else as the
+    /// backend's reference tool does (docs/measurement.md, "One buffer, or
+    /// rotation"): nccl-tests shifts its buffers every iteration; OSU and
+    /// IMB, the references for host MPI, reuse one buffer.
+    pub fn for_backend(&self, backend: BackendKind) -> Timing {
+        let reference = match backend {
+            BackendKind::Nccl => true,
+            BackendKind::Mpi | BackendKind::Memory => false,
+        };
+        Timing {
+            rotate: self.rotate_asked.unwrap_or(reference),
+            ..self.clone()
+        }
+    }
+
     /// nccl-tests' launch extras of this run, for the backend to accept.
     pub fn extras(&self) -> LaunchExtras {
         LaunchExtras {
@@ -406,6 +428,7 @@ impl<'a> Engine<'a> {
         let validate = check::Validate {
             world: self.world,
             caps: &self.caps,
+            through_graph: self.cfg.cuda_graph > 0,
             inject_error: self.inject_error,
         };
         for _ in 0..self.cfg.check {

@@ -49,6 +49,7 @@ impl Sampler<'_> {
             world: self.world,
             caps: &caps,
             inject_error: self.inject_error,
+            through_graph: false,
         };
         let mut wrong = None;
         for (i, call) in calls.iter().enumerate() {

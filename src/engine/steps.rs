@@ -157,6 +157,8 @@ impl StepRunner<'_> {
         let validate = Validate {
             world: self.world,
             caps: &caps,
+            // a step's operations are launched one by one (-G is refused)
+            through_graph: false,
             inject_error: self.inject_error,
         };
         let (mut wrong, mut failed) = (0, 0);

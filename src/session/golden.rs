@@ -122,8 +122,10 @@ fn masked_json(text: &str) -> String {
     out + rest
 }
 
+/// The sweep's timing as `Session::sweep` settles it on the memory
+/// backend: neither --rotate nor --no-rotate, so the backend's method.
 fn sweep_timing() -> Timing {
-    Timing {
+    let asked = Timing {
         iterations: Iterations::Precision(PrecisionGoal {
             target_pct: 5.0,
             cap: Duration::from_millis(2),
@@ -131,6 +133,7 @@ fn sweep_timing() -> Timing {
         per_iter: true,
         straggler_threshold_pct: 10.0,
         rotate: false,
+        rotate_asked: None,
         warmup: 2,
         check: 1,
         average: Average::Avg,
@@ -141,7 +144,8 @@ fn sweep_timing() -> Timing {
         phase_times: false,
         cycles: 2,
         timeout: None,
-    }
+    };
+    asked.for_backend(BackendKind::Memory)
 }
 
 fn sweep_config() -> PlanConfig {

@@ -322,7 +322,8 @@ impl<'a, W: World> Session<'a, W> {
         {
             self.fail(&e);
         }
-        let swept = Engine::new(self.world, backend.as_mut(), &self.cfg.timing, &ctx)
+        let timing = self.cfg.timing.for_backend(ctx.backend);
+        let swept = Engine::new(self.world, backend.as_mut(), &timing, &ctx)
             .with_injected_errors(self.cfg.hooks.inject_error)
             .with_watchdog(watchdog)
             .with_stop(self.stop.clone())

@@ -73,12 +73,14 @@ impl<W: World> Session<'_, W> {
             .or_else(crate::topology::machine::host_gpu_model);
         let caps = backend.capabilities(&cfg.timing.extras());
         let mut plan = Plan::build(&cfg.plan, &caps, &nodes)?;
+        // as asked, else the backend's reference tool's method
+        let rotate = cfg.timing.for_backend(identity.kind).rotate;
         if device_free != u64::MAX {
-            let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), &caps, plan, device_free)?;
+            let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), &caps, plan, rotate, device_free)?;
             plan = fitted;
             notes.extend(lowered);
         }
-        let reservation = plan.reservation(cfg.timing.rotate);
+        let reservation = plan.reservation(rotate);
         if let Some(available) = available_memory() {
             let on_host = world.nodes().local_size(world.rank());
             reservation.check_host_memory(on_host, available, "lower --maxbytes")?;
@@ -99,19 +101,21 @@ impl<W: World> Session<'_, W> {
         })
     }
 
-    /// Lowers the largest size until the plan's buffers fit in the GPU
-    /// memory every rank has free (as nccl-tests does), and says so.
+    /// Lowers the largest size until the plan's buffers (`rotate`: as they
+    /// will be reserved) fit in the GPU memory every rank has free (as
+    /// nccl-tests does), and says so.
     fn fit_to_device(
         &self,
         nodes: &Nodes,
         backend: &dyn Backend,
         caps: &crate::plan::Capabilities,
         plan: Plan,
+        rotate: bool,
         free: u64,
     ) -> Result<(Plan, Option<String>), Error> {
         let budget = free.saturating_sub(device_headroom(free));
         let need = |p: &Plan| {
-            let r = p.reservation(self.cfg.timing.rotate);
+            let r = p.reservation(rotate);
             r.peak_bytes()
                 .saturating_add(backend.gpu().map_or(0, |g| g.scratch_bytes(&r)))
         };
@@ -196,7 +200,7 @@ impl<W: World> Session<'_, W> {
             hosts: world.nodes().hosts.clone(),
             virtual_nodes: nodes.is_virtual,
             ranks: world.ranks().iter().map(RankSummary::from).collect(),
-            timing: t.clone(),
+            timing: t.for_backend(identity.kind),
             transport: self.cfg.start.transport,
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),

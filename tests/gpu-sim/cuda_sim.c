@@ -15,7 +15,21 @@
  *     table, so that libnccl.so.2 can check that every pointer range it is
  *     handed lies inside one live allocation (gpusim_check_range);
  *   - events timed with the host's monotonic clock;
- *   - cuMemGetInfo: the device size less what is allocated on it.
+ *   - cuMemGetInfo: the device size less what is allocated on it;
+ *   - what real CUDA refuses and a correct program never does, refused the
+ *     same way: during a stream capture, synchronizing or querying the
+ *     capturing stream (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and the
+ *     "potentially unsafe" calls (cuMemAlloc, cuMemFree, cuMemsetD8,
+ *     cuCtxSynchronize) from a thread whose capture is not relaxed, or from
+ *     any thread during another thread's global-mode capture
+ *     (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); either invalidates the
+ *     capture, whose cuStreamEndCapture then fails with
+ *     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; ending a capture from another
+ *     thread (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD); querying,
+ *     synchronizing or timing an event last recorded in a capture
+ *     (CUDA_ERROR_CAPTURED_EVENT: such a record only orders the capture,
+ *     no replay records it); elapsed time between events made with
+ *     CU_EVENT_DISABLE_TIMING (CUDA_ERROR_INVALID_HANDLE).
  *
  * Environment (read once, at the first call):
  *   GPUSIM_DEVICES=N          devices visible (default 1; 0 = none)
@@ -59,6 +73,9 @@ struct CUstream_st {
     struct CUctx_st *ctx;
     int capturing;
     struct CUgraph_st *capture;
+    CUstreamCaptureMode mode;
+    pthread_t owner;  /* the thread that began the capture */
+    int invalidated;  /* an illegal call during the capture */
     int hung;
 };
 
@@ -74,9 +91,11 @@ struct CUgraphExec_st {
 
 struct CUevent_st {
     struct CUctx_st *ctx;
+    unsigned int flags;
     int64_t time_ns;
     int recorded;
-    int pending; /* recorded on a hung stream: never completes */
+    int pending;  /* recorded on a hung stream: never completes */
+    int captured; /* last recorded in a capturing stream */
 };
 
 struct alloc {
@@ -134,6 +153,59 @@ static void wait_forever(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* Stream capture: who captures, and what that forbids */
+
+#define MAX_CAPTURES 256
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUstream_st *captures[MAX_CAPTURES]; /* streams capturing now */
+static __thread int replaying;                      /* inside cuGraphLaunch */
+
+/* Whether a "potentially unsafe" call made now on this thread conflicts
+ * with a capture (this thread's, unless relaxed; any thread's in global
+ * mode); if so, those captures are invalidated, as CUDA does. */
+static int unsafe_during_capture(void)
+{
+    int conflict = 0;
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < MAX_CAPTURES; i++) {
+        struct CUstream_st *s = captures[i];
+        if (!s)
+            continue;
+        int mine = pthread_equal(s->owner, pthread_self());
+        if ((mine && s->mode != CU_STREAM_CAPTURE_MODE_RELAXED) || s->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+            s->invalidated = 1;
+            conflict = 1;
+        }
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return conflict;
+}
+
+static void capture_list(struct CUstream_st *s, int add)
+{
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < MAX_CAPTURES; i++) {
+        if (add && !captures[i]) {
+            captures[i] = s;
+            break;
+        }
+        if (!add && captures[i] == s)
+            captures[i] = NULL;
+    }
+    pthread_mutex_unlock(&capture_lock);
+}
+
+/* Synchronizing or querying a capturing stream: refused, and the capture
+ * is invalidated. */
+static int capturing_refused(struct CUstream_st *s)
+{
+    if (!s || !s->capturing)
+        return 0;
+    s->invalidated = 1;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
 /* Initialisation, version, errors */
 
 CUresult cuInit(unsigned int flags)
@@ -165,6 +237,10 @@ static const char *error_name(CUresult e)
     case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
     case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
     case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: return "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD";
+    case CUDA_ERROR_CAPTURED_EVENT: return "CUDA_ERROR_CAPTURED_EVENT";
+    case CUDA_ERROR_ILLEGAL_STATE: return "CUDA_ERROR_ILLEGAL_STATE";
     default: return NULL;
     }
 }
@@ -192,6 +268,10 @@ CUresult cuGetErrorString(CUresult error, const char **str)
     case CUDA_ERROR_INVALID_HANDLE: s = "invalid resource handle"; break;
     case CUDA_ERROR_NOT_READY: s = "device not ready"; break;
     case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: s = "operation failed due to a previous error during capture"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: s = "operation not permitted when stream is capturing"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: s = "attempt to terminate a thread-local capture sequence from another thread"; break;
+    case CUDA_ERROR_CAPTURED_EVENT: s = "operation not permitted on an event last recorded in a capturing stream"; break;
+    case CUDA_ERROR_ILLEGAL_STATE: s = "the operation cannot be performed in the present state"; break;
     default: break;
     }
     if (!str)
@@ -332,6 +412,8 @@ CUresult cuCtxGetDevice(CUdevice *device)
 CUresult cuCtxSynchronize(void)
 {
     init();
+    if (unsafe_during_capture())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
@@ -369,6 +451,8 @@ CUresult cuStreamDestroy_v2(CUstream s)
 {
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing)
+        capture_list(s, 0);
     graph_release(s->capture);
     free(s);
     return CUDA_SUCCESS;
@@ -376,6 +460,8 @@ CUresult cuStreamDestroy_v2(CUstream s)
 
 CUresult cuStreamSynchronize(CUstream s)
 {
+    if (capturing_refused(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s && s->hung)
         wait_forever();
     return CUDA_SUCCESS;
@@ -383,6 +469,8 @@ CUresult cuStreamSynchronize(CUstream s)
 
 CUresult cuStreamQuery(CUstream s)
 {
+    if (capturing_refused(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return s && s->hung ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
@@ -400,7 +488,6 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 
 CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
-    (void)mode;
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
     if (s->capturing)
@@ -410,7 +497,11 @@ CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g->refs = 1;
     s->capture = g;
+    s->mode = mode;
+    s->owner = pthread_self();
+    s->invalidated = 0;
     s->capturing = 1;
+    capture_list(s, 1);
     return CUDA_SUCCESS;
 }
 
@@ -420,9 +511,19 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph *phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     if (!s->capturing)
         return CUDA_ERROR_ILLEGAL_STATE;
+    if (s->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(s->owner, pthread_self()))
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    capture_list(s, 0);
     s->capturing = 0;
-    *phGraph = s->capture;
+    struct CUgraph_st *g = s->capture;
     s->capture = NULL;
+    if (s->invalidated) {
+        s->invalidated = 0;
+        graph_release(g);
+        *phGraph = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *phGraph = g;
     return CUDA_SUCCESS;
 }
 
@@ -459,10 +560,14 @@ CUresult cuGraphLaunch(CUgraphExec x, CUstream s)
         return CUDA_ERROR_INVALID_HANDLE;
     if (s->hung)
         return CUDA_SUCCESS;
+    replaying = 1;
     for (size_t i = 0; i < x->graph->len && !s->hung; i++)
         x->graph->nodes[i].fn(x->graph->nodes[i].arg);
+    replaying = 0;
     return CUDA_SUCCESS;
 }
+
+int gpusim_replaying(void) { return replaying; }
 
 CUresult cuGraphExecDestroy(CUgraphExec x)
 {
@@ -530,13 +635,13 @@ int gpusim_current_device(void) { return current ? current->device : -1; }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 {
-    (void)flags;
     if (!phEvent)
         return CUDA_ERROR_INVALID_VALUE;
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->ctx = current;
+    e->flags = flags;
     *phEvent = e;
     return CUDA_SUCCESS;
 }
@@ -561,7 +666,13 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 {
     if (!e || !s)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (s->hung && !s->capturing) {
+    if (s->capturing) {
+        /* It orders the capture; no replay records it. */
+        e->captured = 1;
+        return CUDA_SUCCESS;
+    }
+    e->captured = 0;
+    if (s->hung) {
         e->pending = 1;
         return CUDA_SUCCESS;
     }
@@ -572,6 +683,8 @@ CUresult cuEventQuery(CUevent e)
 {
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (e->captured)
+        return CUDA_ERROR_CAPTURED_EVENT;
     return e->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
@@ -579,6 +692,8 @@ CUresult cuEventSynchronize(CUevent e)
 {
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (e->captured)
+        return CUDA_ERROR_CAPTURED_EVENT;
     if (e->pending)
         wait_forever();
     return CUDA_SUCCESS;
@@ -588,6 +703,10 @@ static CUresult impl_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 {
     if (!ms || !start || !end)
         return CUDA_ERROR_INVALID_VALUE;
+    if (start->captured || end->captured)
+        return CUDA_ERROR_CAPTURED_EVENT;
+    if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING)
+        return CUDA_ERROR_INVALID_HANDLE;
     if (!start->recorded || !end->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
     *ms = (float)((double)(end->time_ns - start->time_ns) / 1e6);
@@ -615,6 +734,8 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     init();
+    if (unsafe_during_capture())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!current)
@@ -648,6 +769,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    if (unsafe_during_capture())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     pthread_mutex_lock(&alloc_lock);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < nallocs; i++) {
@@ -678,6 +801,22 @@ int gpusim_check_range(const void *p, size_t len)
     }
     pthread_mutex_unlock(&alloc_lock);
     return rc;
+}
+
+/* The byte offset of `p` inside its live allocation, or -1. */
+long long gpusim_alloc_offset(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    long long at = -1;
+    pthread_mutex_lock(&alloc_lock);
+    for (size_t i = 0; i < nallocs; i++) {
+        if (a >= allocs[i].base && a - allocs[i].base < allocs[i].size) {
+            at = (long long)(a - allocs[i].base);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&alloc_lock);
+    return at;
 }
 
 /* Memory from ncclMemAlloc: the same table, on the current device. */
@@ -746,6 +885,8 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s
 
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
 {
+    if (unsafe_during_capture())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (n && gpusim_check_range((void *)(uintptr_t)dst, n))
         return CUDA_ERROR_INVALID_VALUE;
     memset((void *)(uintptr_t)dst, uc, n);

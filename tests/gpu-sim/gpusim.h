@@ -13,10 +13,12 @@ struct CUstream_st;
 
 int gpusim_enqueue(struct CUstream_st *s, void (*fn)(void *), void *arg, void (*release)(void *));
 int gpusim_capturing(struct CUstream_st *s);
+int gpusim_replaying(void);
 void gpusim_hang(struct CUstream_st *s);
 int gpusim_device_of(struct CUstream_st *s);
 int gpusim_current_device(void);
 int gpusim_check_range(const void *p, size_t len);
+long long gpusim_alloc_offset(const void *p);
 int gpusim_alloc(void **p, size_t n);
 int gpusim_free(void *p);
 int64_t gpusim_now_ns(void);

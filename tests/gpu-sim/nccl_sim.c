@@ -36,10 +36,25 @@
  *     and receives of one group progress together, so pairs never deadlock;
  *   - every pointer range is checked against libcuda's allocation table
  *     (ncclInvalidArgument otherwise): counts and offsets are verified;
- *   - ncclGetLastError returns one process-wide buffer, as NCCL's does.
+ *   - ncclGetLastError returns one process-wide buffer, as NCCL's does;
+ *   - the version it plays (GPUSIM_NCCL_VERSION) decides what exists and
+ *     what is refused, as in that release: the entry points it did not
+ *     have resolve to NULL, and ncclCommInitRankConfig/ncclCommSplit read
+ *     ncclConfig_t as that release's init.cc does (the struct's size and
+ *     fields of that release, the same per-field checks, "Invalid config
+ *     ... attribute value" refused with ncclInvalidArgument: 2.14-2.16
+ *     accept blocking 0 or 1 only, 2.17 and later also the undefined
+ *     value), checked against NCCL's sources 2.14.3 to 2.30.7;
+ *   - what real NCCL leaves undefined is refused instead of computed: a
+ *     collective whose send and receive ranges overlap other than in its
+ *     in-place layout (nccl.h) returns ncclInvalidArgument;
+ *   - NCCL_DEBUG=INFO writes NCCL's "Comm config <field> set to <value>"
+ *     lines (2.17 and later) to NCCL_DEBUG_FILE (%h, %p expanded) or to
+ *     standard output, as NCCL does.
  *
  * Environment (fault switches and knobs):
- *   GPUSIM_NCCL_VERSION=CODE    ncclGetVersion (default NCCL_VERSION_CODE)
+ *   GPUSIM_NCCL_VERSION=CODE    ncclGetVersion (default NCCL_VERSION_CODE),
+ *                               and the release played (model above)
  *   GPUSIM_NCCL_HIDE=a,b        entry points that resolve to NULL (the
  *                               optional ones: ncclAlltoAll, ncclGather,
  *                               ncclScatter, ncclCommSplit (the "refused
@@ -68,6 +83,16 @@
  *                               milliseconds late (after its data moved):
  *                               RANK reaches what follows late, as a rank
  *                               held up by its host would
+ *   GPUSIM_NCCL_GRAPH_CORRUPT=1 every output an NCCL call writes while a
+ *                               CUDA graph replays has its first byte
+ *                               flipped (work that runs outside a graph is
+ *                               left alone): validation must go through
+ *                               the graph to see it
+ *   GPUSIM_NCCL_TRACE=FILE      every call that passes its checks appends
+ *                               `RANK CALL SENDOFF RECVOFF COUNT` to FILE:
+ *                               the byte offsets of its pointers inside
+ *                               their allocations (-1: none), to check
+ *                               where each operation works
  *   GPUSIM_SHM_BYTES=B          channel memory per communicator (16 MiB)
  */
 #define _GNU_SOURCE
@@ -84,6 +109,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -111,6 +137,52 @@ static void warn(const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     pthread_mutex_unlock(&last_error_lock);
     va_end(ap);
+}
+
+/* The NCCL_VERSION_CODE of the release played (GPUSIM_NCCL_VERSION). */
+static int sim_version(void)
+{
+    const char *v = getenv("GPUSIM_NCCL_VERSION");
+    return v && *v ? atoi(v) : NCCL_VERSION_CODE;
+}
+
+/* NCCL's INFO lines, where NCCL_DEBUG=INFO (or TRACE) asks for them: to
+ * NCCL_DEBUG_FILE (%h the host, %p the pid), else standard output. */
+static void info(const char *fmt, ...)
+{
+    const char *level = getenv("NCCL_DEBUG");
+    if (!level || (strcasecmp(level, "INFO") != 0 && strcasecmp(level, "TRACE") != 0))
+        return;
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    char path[512] = "";
+    const char *file = getenv("NCCL_DEBUG_FILE");
+    for (size_t i = 0, n = 0; file && file[i] && n + 32 < sizeof path; i++) {
+        if (file[i] == '%' && file[i + 1] == 'h') {
+            n += (size_t)snprintf(path + n, sizeof path - n, "%s", host);
+            i++;
+        } else if (file[i] == '%' && file[i + 1] == 'p') {
+            n += (size_t)snprintf(path + n, sizeof path - n, "%d", (int)getpid());
+            i++;
+        } else {
+            path[n++] = file[i];
+            path[n] = 0;
+        }
+    }
+    FILE *f = path[0] ? fopen(path, "a") : stdout;
+    if (!f)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(f, "%s:%d:%d [%d] NCCL INFO %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
+            gpusim_current_device(), line);
+    if (f == stdout)
+        fflush(f);
+    else
+        fclose(f);
 }
 
 /* ------------------------------------------------------------------ */
@@ -763,9 +835,27 @@ static void set_async(struct ncclComm *c, ncclResult_t rc)
 static void run_job_inner(struct job *j);
 static void delay_if_asked(void);
 
+/* GPUSIM_NCCL_GRAPH_CORRUPT: the first byte of every output this rank's
+ * operations of `j` wrote is flipped, when they ran in a graph replay. */
+static void corrupt_replayed(struct job *j)
+{
+    const char *v = getenv("GPUSIM_NCCL_GRAPH_CORRUPT");
+    if (!v || strcmp(v, "1") != 0 || !gpusim_replaying())
+        return;
+    for (size_t i = 0; i < j->n; i++) {
+        const struct op *o = &j->ops[i];
+        int writes = o->recv && o->count > 0 && o->kind != K_SEND;
+        if ((o->kind == K_REDUCE || o->kind == K_GATHER) && o->comm->rank != o->root)
+            writes = 0;
+        if (writes && atomic_load(&o->comm->async_err) == ncclSuccess)
+            o->recv[0] ^= 0x5a;
+    }
+}
+
 static void run_job(void *arg)
 {
     run_job_inner(arg);
+    corrupt_replayed(arg);
     delay_if_asked();
 }
 
@@ -851,8 +941,9 @@ static void free_job(void *arg)
 
 static const char *result_text(ncclResult_t r);
 
-/* Injected failure of the Nth call of `name` (GPUSIM_NCCL_FAIL). */
-static ncclResult_t injected(const char *name, struct ncclComm *comm)
+/* Injected failure of the Nth call of `name` (GPUSIM_NCCL_FAIL), made by
+ * one of `nranks` ranks (0: a call of no communicator). */
+static ncclResult_t injected_in(const char *name, int nranks)
 {
     static __thread char names[32][40];
     static __thread long counts[32];
@@ -875,16 +966,21 @@ static ncclResult_t injected(const char *name, struct ncclComm *comm)
     if (rank >= 0 && rank != world_rank)
         return ncclSuccess;
     int me = world_rank;
-    if (rank < 0 && comm) {
+    if (rank < 0 && nranks > 0) {
         /* Every rank fails: write in rank order, lower ranks return first. */
         usleep((useconds_t)me * 100000);
         warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
-        usleep((useconds_t)(comm->nranks - 1 - me) * 100000 + 50000);
+        usleep((useconds_t)(nranks - 1 - me) * 100000 + 50000);
         usleep((useconds_t)me * 100000);
     } else {
         warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
     }
     return (ncclResult_t)code;
+}
+
+static ncclResult_t injected(const char *name, struct ncclComm *comm)
+{
+    return injected_in(name, comm ? comm->nranks : 0);
 }
 
 static ncclResult_t check_range(const char *fn, const char *what, const void *p, size_t bytes)
@@ -896,6 +992,63 @@ static ncclResult_t check_range(const char *fn, const char *what, const void *p,
         return ncclInvalidArgument;
     }
     return ncclSuccess;
+}
+
+/* NCCL's in-place layouts (nccl.h): where an operation's send and receive
+ * ranges overlap, only these are defined; real NCCL computes garbage for
+ * any other overlap, the simulation refuses it. alltoall has no in-place
+ * layout: its overlap falls under the send/receive hazard rule. */
+static ncclResult_t check_overlap(const char *fn, const struct op *o, size_t send_bytes, size_t recv_bytes)
+{
+    const uint8_t *s = o->send, *r = o->recv;
+    if (!send_bytes || !recv_bytes || !(s < r + recv_bytes && r < s + send_bytes))
+        return ncclSuccess;
+    size_t b = o->count * type_size(o->type), me = (size_t)o->comm->rank, root = (size_t)o->root;
+    int ok = 1;
+    const char *layout = "";
+    switch (o->kind) {
+    case K_ALLREDUCE: case K_BROADCAST: case K_REDUCE:
+        ok = s == r, layout = "sendbuff == recvbuff";
+        break;
+    case K_REDUCESCATTER:
+        ok = r == s + me * b, layout = "recvbuff == sendbuff + rank * recvcount";
+        break;
+    case K_ALLGATHER:
+        ok = s == r + me * b, layout = "sendbuff == recvbuff + rank * sendcount";
+        break;
+    case K_GATHER:
+        ok = s == r + root * b, layout = "sendbuff == recvbuff + root * count";
+        break;
+    case K_SCATTER:
+        ok = r == s + root * b, layout = "recvbuff == sendbuff + root * count";
+        break;
+    default:
+        break;
+    }
+    if (ok)
+        return ncclSuccess;
+    warn("gpusim: %s: sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap, but not in-place "
+         "(%s): NCCL's result is undefined", fn, (const void *)s, send_bytes, (void *)r, recv_bytes, layout);
+    return ncclInvalidArgument;
+}
+
+/* GPUSIM_NCCL_TRACE: one line per call, written at once (O_APPEND), so
+ * that the lines of threads and processes never mix. */
+static void trace(const char *fn, const struct op *o)
+{
+    const char *path = getenv("GPUSIM_NCCL_TRACE");
+    if (!path || !*path)
+        return;
+    char line[160];
+    int n = snprintf(line, sizeof line, "%d %s %lld %lld %zu\n", o->comm->rank, fn,
+                     o->send ? gpusim_alloc_offset(o->send) : -1LL, o->recv ? gpusim_alloc_offset(o->recv) : -1LL,
+                     o->count);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0)
+        return;
+    if (write(fd, line, (size_t)n) != n)
+        warn("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
+    close(fd);
 }
 
 static ncclResult_t issue(void);
@@ -922,8 +1075,10 @@ static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t 
     if (o.count == 0)
         return ncclSuccess;
     if ((rc = check_range(fn, "sendbuff", o.send, send_bytes)) != ncclSuccess ||
-        (rc = check_range(fn, "recvbuff", o.recv, recv_bytes)) != ncclSuccess)
+        (rc = check_range(fn, "recvbuff", o.recv, recv_bytes)) != ncclSuccess ||
+        (rc = check_overlap(fn, &o, send_bytes, recv_bytes)) != ncclSuccess)
         return rc;
+    trace(fn, &o);
     if (npending == cap_pending) {
         size_t cap = cap_pending ? 2 * cap_pending : 16;
         struct op *p = realloc(pending, cap * sizeof *p);
@@ -1165,21 +1320,157 @@ ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId comm
 {
     if (world_rank < 0)
         world_rank = rank; /* so that GPUSIM_NCCL_FAIL can name this rank */
-    ncclResult_t rc = injected("ncclCommInitRank", NULL);
+    ncclResult_t rc = injected_in("ncclCommInitRank", nranks);
     if (rc != ncclSuccess)
         return rc;
     return init_rank(newcomm, nranks, commId, rank, 1);
 }
 
-static ncclResult_t check_config(const char *fn, ncclConfig_t *config)
+/* ncclConfig_t as each release reads it (its init.cc, 2.14.3 to 2.30.7).
+ * Fields only ever get appended, so one struct describes every release:
+ * a release reads the first `size` bytes it knows of and keeps its own
+ * NCCL_CONFIG_INITIALIZER for the rest. */
+#define END(f) (offsetof(ncclConfig_t, f) + sizeof(((ncclConfig_t *)0)->f))
+#define ROUND8(n) (((n) + 7) & ~(size_t)7)
+
+/* sizeof(ncclConfig_t) in release `v`'s nccl.h. */
+static size_t config_bytes(int v)
 {
+    if (v < 21700)
+        return ROUND8(END(blocking)); /* ncclConfig_v21400 */
+    if (v < 21800)
+        return ROUND8(END(netName)); /* ncclConfig_v21700 */
+    if (v < 22700)
+        return ROUND8(END(trafficClass)); /* + splitShare (2.18), trafficClass (2.26) */
+    if (v < 22800)
+        return ROUND8(END(nvlsCTAs)); /* ncclConfig_v22700 */
+    if (v < 22900)
+        return ROUND8(END(nvlinkCentricSched)); /* ncclConfig_v22800 */
+    if (v < 23000)
+        return ROUND8(END(numRmaCtx));
+    if (v < 23005)
+        return ROUND8(END(maxP2pPeers));
+    if (v < 23100)
+        return ROUND8(END(graphStreamOrdering)); /* ncclConfig_v23000 */
+    return sizeof(ncclConfig_t); /* this nccl.h's */
+}
+
+/* The integer fields a release checks, with the release that added the
+ * check and the name NCCL_CONFIG_DEFAULT prints. `ok` says which values
+ * pass besides NCCL_CONFIG_UNDEF_INT. */
+enum rule { R_BOOL, R_NONNEG, R_POS, R_POLICY, R_MODE, R_CHANNELS, R_NONE };
+
+static const struct field {
+    const char *name;
+    size_t at;
+    int since;
+    enum rule rule;
+} fields[] = {
+    {"Blocking", offsetof(ncclConfig_t, blocking), 21700, R_BOOL},
+    {"CGA cluster size", offsetof(ncclConfig_t, cgaClusterSize), 21700, R_NONNEG},
+    {"Min CTAs", offsetof(ncclConfig_t, minCTAs), 21700, R_POS},
+    {"Max CTAs", offsetof(ncclConfig_t, maxCTAs), 21700, R_POS},
+    {"Split share", offsetof(ncclConfig_t, splitShare), 21800, R_BOOL},
+    {"Traffic class", offsetof(ncclConfig_t, trafficClass), 22600, R_NONE},
+    {"Collnet enable", offsetof(ncclConfig_t, collnetEnable), 22700, R_BOOL},
+    {"CTA policy flags", offsetof(ncclConfig_t, CTAPolicy), 22700, R_POLICY},
+    {"shrinkShare", offsetof(ncclConfig_t, shrinkShare), 22700, R_BOOL},
+    {"nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs), 22700, R_POS},
+    {"nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer), 22800, R_CHANNELS},
+    {"nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched), 22800, R_BOOL},
+    {"graphUsageMode", offsetof(ncclConfig_t, graphUsageMode), 22900, R_MODE},
+    {"numRmaCtx", offsetof(ncclConfig_t, numRmaCtx), 22900, R_NONNEG},
+    {"maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers), 23004, R_POS},
+    {"graphStreamOrdering", offsetof(ncclConfig_t, graphStreamOrdering), 23005, R_BOOL},
+};
+
+static int field_ok(enum rule r, int x)
+{
+    switch (r) {
+    case R_BOOL: return x == 0 || x == 1;
+    case R_NONNEG: return x >= 0;
+    case R_POS: return x > 0;
+    case R_POLICY: return x >= 0 && x <= (NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO);
+    case R_MODE: return x >= 0 && x <= 2;
+    case R_CHANNELS: return x > 0 && x <= 64; /* MAXCHANNELS */
+    default: return 1;
+    }
+}
+
+static int *field_of(ncclConfig_t *c, const struct field *f) { return (int *)((char *)c + f->at); }
+
+/* `config` read as release sim_version() reads it; its `blocking` comes
+ * back in *blocking. NULL is NCCL's own defaults. */
+static ncclResult_t check_config(const char *fn, const ncclConfig_t *config, int *blocking)
+{
+    int v = sim_version();
+    *blocking = 1;
     if (!config)
         return ncclSuccess;
-    if (config->magic != NCCL_API_MAGIC || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
-        warn("gpusim: %s: the config was not set from NCCL_CONFIG_INITIALIZER", fn);
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    if (v < 21700)
+        c.blocking = 1; /* 2.14-2.16: NCCL_CONFIG_INITIALIZER's blocking */
+    size_t n = config->size < config_bytes(v) ? config->size : config_bytes(v);
+    memcpy(&c, config, n < sizeof c ? n : sizeof c);
+    if (c.magic != NCCL_API_MAGIC) {
+        warn("gpusim: %s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER", fn);
         return ncclInvalidArgument;
     }
-    if (config->blocking == 0) {
+    if (v < 21700) {
+        /* 2.14-2.16 know one attribute, and only its two values */
+        if (c.blocking != 0 && c.blocking != 1) {
+            warn("gpusim: %s: Invalid config blocking attribute value %d (NCCL %d)", fn, c.blocking, v);
+            return ncclInvalidArgument;
+        }
+        *blocking = c.blocking;
+        return ncclSuccess;
+    }
+    /* 2.17 and later: fields newer than the struct's version take their
+     * defaults, then each is checked; the undefined value always passes. */
+    const int undef = NCCL_CONFIG_UNDEF_INT;
+    if (c.version < 21400)
+        c.blocking = undef;
+    if (c.version < 21700)
+        c.cgaClusterSize = c.minCTAs = c.maxCTAs = undef, c.netName = NULL;
+    if (c.version < 22500)
+        c.trafficClass = undef;
+    if (c.version < 22700)
+        c.collnetEnable = c.CTAPolicy = c.shrinkShare = c.nvlsCTAs = undef;
+    if (c.version < 22800)
+        c.nChannelsPerNetPeer = c.nvlinkCentricSched = undef;
+    if (c.version < 22900)
+        c.graphUsageMode = c.numRmaCtx = undef;
+    if (c.version < 23000)
+        c.maxP2pPeers = undef;
+    if (c.version < 23005)
+        c.graphStreamOrdering = undef;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const struct field *f = &fields[i];
+        int x = *field_of(&c, f);
+        if (v < f->since || x == undef)
+            continue;
+        if (!field_ok(f->rule, x)) {
+            warn("gpusim: %s: Invalid config %s attribute value %d (NCCL %d)", fn, f->name, x, v);
+            return ncclInvalidArgument;
+        }
+    }
+    if (c.minCTAs != undef && c.maxCTAs != undef && c.minCTAs > c.maxCTAs) {
+        warn("gpusim: %s: Invalid config min/max channels attribute value %d/%d", fn, c.minCTAs, c.maxCTAs);
+        return ncclInvalidArgument;
+    }
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        int x = *field_of(&c, &fields[i]);
+        if (v >= fields[i].since && x != undef)
+            info("Comm config %s set to %d", fields[i].name, x);
+    }
+    *blocking = c.blocking == undef ? 1 : c.blocking;
+    return ncclSuccess;
+}
+
+/* Non-blocking communicators (ncclInProgress, polling) are not simulated. */
+static ncclResult_t only_blocking(const char *fn, int blocking)
+{
+    if (blocking == 0) {
         warn("gpusim: %s: non-blocking communicators are not simulated", fn);
         return ncclInvalidUsage;
     }
@@ -1191,12 +1482,15 @@ static ncclResult_t impl_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
 {
     if (world_rank < 0)
         world_rank = rank;
-    ncclResult_t rc = injected("ncclCommInitRankConfig", NULL);
+    ncclResult_t rc = injected_in("ncclCommInitRankConfig", nranks);
+    int blocking = 1;
     if (rc == ncclSuccess)
-        rc = check_config("ncclCommInitRankConfig", config);
+        rc = check_config("ncclCommInitRankConfig", config, &blocking);
+    if (rc == ncclSuccess)
+        rc = only_blocking("ncclCommInitRankConfig", blocking);
     if (rc != ncclSuccess)
         return rc;
-    return init_rank(comm, nranks, commId, rank, 1);
+    return init_rank(comm, nranks, commId, rank, blocking);
 }
 
 static void detach(struct ncclComm *c)
@@ -1316,8 +1610,11 @@ static ncclResult_t exchange_split(struct ncclComm *c, int color, int key, int *
 static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
 {
     ncclResult_t rc = injected("ncclCommSplit", comm);
+    int blocking = comm ? comm->blocking : 1;
+    if (rc == ncclSuccess && config)
+        rc = check_config("ncclCommSplit", config, &blocking);
     if (rc == ncclSuccess)
-        rc = check_config("ncclCommSplit", config);
+        rc = only_blocking("ncclCommSplit", blocking);
     if (rc != ncclSuccess)
         return rc;
     if (!comm || !newcomm)
@@ -1348,7 +1645,7 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     char name[96];
     snprintf(name, sizeof name, "%.60s-s%d-c%d", comm->name, seq, color);
     c->device = comm->device;
-    c->blocking = comm->blocking;
+    c->blocking = blocking;
     rc = attach(c, name, size, rank);
     if (rc != ncclSuccess) {
         free(c);
@@ -1405,28 +1702,31 @@ static ncclResult_t impl_ncclMemFree(void *ptr)
 }
 
 /* Optional entry points resolve through GNU indirect functions, so that
- * GPUSIM_NCCL_HIDE can make them resolve to NULL (an older NCCL). */
-#define HIDEABLE(name, ret, params)                                          \
-    static ret (*resolve_##name(void)) params                                \
-    {                                                                        \
-        return gpusim_hidden("GPUSIM_NCCL_HIDE", #name) ? NULL : impl_##name; \
-    }                                                                        \
+ * GPUSIM_NCCL_HIDE can make them resolve to NULL, and so does a release
+ * played (GPUSIM_NCCL_VERSION) older than the one that added them (`since`,
+ * from nccl.h's history). */
+#define HIDEABLE(name, since, ret, params)                                                           \
+    static ret (*resolve_##name(void)) params                                                        \
+    {                                                                                                \
+        return gpusim_hidden("GPUSIM_NCCL_HIDE", #name) || sim_version() < (since) ? NULL : impl_##name; \
+    }                                                                                                \
     ret name params __attribute__((ifunc("resolve_" #name)));
 
-HIDEABLE(ncclAlltoAll, ncclResult_t,
+HIDEABLE(ncclAlltoAll, 22800, ncclResult_t,
          (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
           cudaStream_t stream))
-HIDEABLE(ncclGather, ncclResult_t,
+HIDEABLE(ncclGather, 22800, ncclResult_t,
          (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
           cudaStream_t stream))
-HIDEABLE(ncclScatter, ncclResult_t,
+HIDEABLE(ncclScatter, 22800, ncclResult_t,
          (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
           cudaStream_t stream))
-HIDEABLE(ncclCommSplit, ncclResult_t, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config))
-HIDEABLE(ncclCommRegister, ncclResult_t, (const ncclComm_t comm, void *buff, size_t size, void **handle))
-HIDEABLE(ncclCommDeregister, ncclResult_t, (const ncclComm_t comm, void *handle))
-HIDEABLE(ncclMemAlloc, ncclResult_t, (void **ptr, size_t size))
-HIDEABLE(ncclMemFree, ncclResult_t, (void *ptr))
-HIDEABLE(ncclCommInitRankConfig, ncclResult_t,
+HIDEABLE(ncclCommSplit, 21800, ncclResult_t,
+         (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config))
+HIDEABLE(ncclCommRegister, 21900, ncclResult_t, (const ncclComm_t comm, void *buff, size_t size, void **handle))
+HIDEABLE(ncclCommDeregister, 21900, ncclResult_t, (const ncclComm_t comm, void *handle))
+HIDEABLE(ncclMemAlloc, 21900, ncclResult_t, (void **ptr, size_t size))
+HIDEABLE(ncclMemFree, 21900, ncclResult_t, (void *ptr))
+HIDEABLE(ncclCommInitRankConfig, 21400, ncclResult_t,
          (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config))
-HIDEABLE(ncclGetLastError, const char *, (ncclComm_t comm))
+HIDEABLE(ncclGetLastError, 21300, const char *, (ncclComm_t comm))

@@ -567,6 +567,333 @@ fn buffers_and_communicators_come_from_the_calls_nccl_tests_uses_by_version() {
     }
 }
 
+/// `collbench run --backend nccl -g 2 ARGS` on 2 simulated GPUs with `env`,
+/// the CSV and NCCL's INFO log (NCCL_DEBUG=INFO into a file) of the run.
+fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[&str]) -> (Output, PathBuf, String) {
+    let csv_path = tmp.join(format!("{name}.csv"));
+    let log = tmp.join(format!("{name}.log"));
+    let mut all: Vec<(&str, &str)> = vec![("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", path_str(&log))];
+    all.extend_from_slice(env);
+    let mut argv = vec![
+        "run",
+        "--backend",
+        "nccl",
+        "-g",
+        "2",
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+    ];
+    argv.extend_from_slice(args);
+    let out = sim_run(dir, 2, &all, &argv);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    (out, csv_path, text)
+}
+
+/// Issue 27, point 1: each NCCL release gets the ncclConfig_t its own
+/// NCCL_CONFIG_INITIALIZER makes (2.14-2.16 refuse the "undefined" blocking
+/// value 2.17 introduced; the simulation plays each release's init.cc),
+/// with nccl-tests' nvlinkCentricSched from 2.28 and, point 4, sendrecv's
+/// maxP2pPeers = 2 from 2.30 (on its own communicator, as nccl-tests'
+/// sendrecv test has). Before the fix 2.14.3 and 2.16.5 failed at
+/// ncclCommInitRankConfig, and no maxP2pPeers was ever set.
+#[test]
+fn communicators_start_on_every_release_from_2_14_with_that_release_s_config() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let args = [
+        "--collectives",
+        "all_reduce,alltoall,sendrecv",
+        "-b",
+        "64",
+        "-e",
+        "1K",
+        "-f",
+        "4",
+        "-n",
+        "2",
+        "-w",
+        "1",
+    ];
+    for code_v in ["21403", "21605", "21701", "21903", "22703", "22803", "23004", "23203"] {
+        let v: u32 = code_v.parse().unwrap();
+        let (out, csv_path, log) = sim_logged(&dir, tmp.path(), code_v, &[("GPUSIM_NCCL_VERSION", code_v)], &args);
+        assert_eq!(code(&out), 0, "NCCL {code_v}: {}", stderr(&out));
+        let csv = Csv::read(&csv_path);
+        assert_sim_rows(&csv, 2);
+        let release = format!("{}.{}.{}", v / 10000, v % 10000 / 100, v % 100);
+        assert!(
+            csv.rows
+                .iter()
+                .all(|r| csv.get(r, "backend_version") == format!("NCCL {release}-sim")),
+            "{code_v}"
+        );
+        let set = |field: &str, value: &str| log.matches(&format!("Comm config {field} set to {value}\n")).count();
+        // nothing is set before 2.28; every communicator gets
+        // nvlinkCentricSched from 2.28 (2 ranks: 2 lines, 4 with sendrecv's)
+        let centric = if v >= 23000 {
+            4
+        } else if v >= 22800 {
+            2
+        } else {
+            0
+        };
+        assert_eq!(set("nvlinkCentricSched", "1"), centric, "NCCL {code_v}:\n{log}");
+        assert_eq!(
+            set("maxP2pPeers", "2"),
+            if v >= 23000 { 2 } else { 0 },
+            "NCCL {code_v}:\n{log}"
+        );
+        assert_eq!(
+            log.matches("Comm config").count(),
+            centric + set("maxP2pPeers", "2"),
+            "{log}"
+        );
+    }
+}
+
+/// Issue 27, point 2: with `-G` the check goes through the CUDA graph, as
+/// nccl-tests' does. GPUSIM_NCCL_GRAPH_CORRUPT corrupts only what graph
+/// replays write: the run must then fail validation (exit 3); before the
+/// fix it printed "0 wrong elements" and exited 0. Without `-G` nothing is
+/// replayed, and the same switch changes nothing.
+#[test]
+fn with_cuda_graphs_the_check_validates_what_the_graph_replays() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let corrupt = [("GPUSIM_NCCL_GRAPH_CORRUPT", "1")];
+    let args = [
+        "--collectives",
+        "all",
+        "-b",
+        "64",
+        "-e",
+        "1K",
+        "-f",
+        "16",
+        "-n",
+        "2",
+        "-w",
+        "1",
+    ];
+    let (out, csv_path, _) = sim_logged(&dir, tmp.path(), "graph", &corrupt, &[&args[..], &["-G", "2"]].concat());
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    let checked: Vec<_> = csv.rows.iter().filter(|r| !csv.get(r, "wrong").is_empty()).collect();
+    assert!(!checked.is_empty());
+    for r in checked {
+        assert!(
+            csv.num(r, "wrong") > 0.0,
+            "a replayed corruption passed the check: {r:?}"
+        );
+    }
+    let (out, csv_path, _) = sim_logged(&dir, tmp.path(), "plain", &corrupt, &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_sim_rows(&Csv::read(&csv_path), 2);
+}
+
+/// The byte offsets of the send and receive pointers of each call rank
+/// `rank` made, in order (GPUSIM_NCCL_TRACE lines).
+fn traced_offsets(trace: &str, rank: &str, call: &str) -> Vec<(i64, i64)> {
+    trace
+        .lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .filter(|f| f.len() == 5 && f[0] == rank && f[1] == call)
+        .map(|f| (f[2].parse().unwrap(), f[3].parse().unwrap()))
+        .collect()
+}
+
+/// Issue 27, point 3: on NCCL the default is nccl-tests' per-iteration
+/// shift (common.cu, startColl): operation `i` of a point works at
+/// `span * (i % steps)` bytes into both buffers, `span` the larger of its
+/// send and receive sizes and `steps` the largest point's span over it.
+/// Every call's pointers are traced by the simulation: warm-up 0..w, the
+/// check at 0, the timed iterations from w on (operations are numbered
+/// through the point). `--no-rotate` keeps every operation at 0. Before the
+/// fix the default was one reused buffer.
+#[test]
+fn on_nccl_buffers_shift_every_iteration_by_nccl_tests_formula_by_default() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let (w, n) = (3u64, 5u64);
+    let (ws, ns) = (w.to_string(), n.to_string());
+    let args = [
+        "--collectives",
+        "all_reduce,all_gather",
+        "-b",
+        "1K",
+        "-e",
+        "8K",
+        "-f",
+        "2",
+        "-w",
+        &ws,
+        "-n",
+        &ns,
+        "-c",
+        "1",
+    ];
+    for (name, flag) in [
+        ("default", None),
+        ("rotate", Some("--rotate")),
+        ("no-rotate", Some("--no-rotate")),
+    ] {
+        let trace = tmp.path().join(format!("{name}.trace"));
+        let env = [("GPUSIM_NCCL_TRACE", path_str(&trace))];
+        let argv: Vec<&str> = args.iter().copied().chain(flag).collect();
+        let (out, csv_path, _) = sim_logged(&dir, tmp.path(), name, &env, &argv);
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        let rotates = flag != Some("--no-rotate");
+        assert_eq!(stdout(&out).contains("buffers rotate"), rotates, "{name}");
+        let csv = Csv::read(&csv_path);
+        assert_sim_rows(&csv, 2);
+        assert!(
+            csv.rows.iter().all(|r| csv.get(r, "rotate") == rotates.to_string()),
+            "{name}"
+        );
+        let trace = std::fs::read_to_string(&trace).unwrap();
+        for (call, collective) in [("ncclAllReduce", "all_reduce"), ("ncclAllGather", "all_gather")] {
+            let got = traced_offsets(&trace, "0", call);
+            // the points in sweep order, each out of place then in place
+            let sizes: Vec<i64> = csv
+                .rows
+                .iter()
+                .filter(|r| csv.get(r, "collective") == collective)
+                .map(|r| csv.num(r, "size_bytes") as i64)
+                .collect();
+            let largest = *sizes.iter().max().unwrap();
+            let mut want = Vec::new();
+            for span in &sizes {
+                let steps = if rotates { largest / span } else { 1 };
+                let at = |i: u64| span * (i as i64 % steps);
+                // both buffers move by the shift (in place, rank 0's block
+                // of all_gather's input is at the start of the buffer)
+                want.extend((0..w).chain([0]).chain(w..w + n).map(|i| (at(i), at(i))));
+            }
+            assert_eq!(got, want, "{name} {call}:\n{trace}");
+        }
+    }
+}
+
+/// Issue 27, point 4: a workload's operations run on their groups'
+/// communicators (ncclCommSplit); an asynchronous error on one of those
+/// must end the wait at once with NCCL's error (exit 1), as one on the
+/// world communicator does. Before the fix only the world communicator
+/// was polled and the run ended by --timeout (exit 5).
+#[test]
+fn an_asynchronous_error_on_a_workload_group_ends_the_run_at_once() {
+    let Some(dir) = sim_dir() else { return };
+    let args = [
+        "workload",
+        "--backend",
+        "nccl",
+        "-g",
+        "4",
+        "--params",
+        "1M",
+        "--layers",
+        "2",
+        "--hidden",
+        "128",
+        "--vocab",
+        "1000",
+        "--strategy",
+        "tp",
+        "--tp",
+        "2",
+        "--seq-len",
+        "16",
+        "--steps",
+        "2",
+        "--timeout",
+        "20",
+    ];
+    let started = std::time::Instant::now();
+    // tensor parallelism of 2 over 4 ranks: every operation is on a group
+    let out = sim_run(&dir, 4, &[("GPUSIM_NCCL_ASYNC", "1:1:6")], &args);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let line = one_line(&out);
+    assert!(
+        line.contains("rank 1") && line.contains("a pending NCCL operation failed") && line.contains("ncclResult_t 6"),
+        "{line}"
+    );
+    assert!(started.elapsed().as_secs() < 15, "ended by the watchdog: {line}");
+}
+
+/// Issue 27, point 4: with `-g 2` every rank's communicator
+/// initialisation fails; the simulation writes rank 0's text, then rank
+/// 1's, and lets rank 0 return first. The ranks of the process are counted
+/// before the initialisation, so rank 0's line leaves NCCL's process-wide
+/// text out instead of showing rank 1's (before the fix it did); alone in
+/// its process (`-g 1`), a rank shows its own text.
+#[test]
+fn with_threads_an_initialisation_error_never_carries_another_rank_s_text() {
+    let Some(dir) = sim_dir() else { return };
+    let fail = [("GPUSIM_NCCL_FAIL", "ncclCommInitRankConfig:1:5")];
+    let args = |g: &'static str| {
+        vec![
+            "run",
+            "--backend",
+            "nccl",
+            "-g",
+            g,
+            "--collectives",
+            "all_reduce",
+            "-e",
+            "64",
+            "-n",
+            "1",
+            "--no-progress",
+        ]
+    };
+    let out = sim_run(&dir, 2, &fail, &args("2"));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let line = one_line(&out);
+    assert!(line.contains("ncclCommInitRankConfig failed"), "{line}");
+    assert!(!line.contains("gpusim: rank"), "another rank's text may show: {line}");
+    let out = sim_run(&dir, 1, &fail, &args("1"));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let line = one_line(&out);
+    assert!(
+        line.contains("gpusim: rank 0: injected failure of ncclCommInitRankConfig"),
+        "{line}"
+    );
+}
+
+/// Issue 27, point 5: what real CUDA and NCCL refuse, and the backend must
+/// never do, the simulation refuses too: tests/gpu-sim/misuse.c plants each
+/// misuse (a stream synchronized, memory allocated during a capture, an
+/// event recorded in a capture queried, elapsed time of events made
+/// without timing, send and receive buffers overlapping outside NCCL's
+/// in-place layout, blocking left undefined for NCCL 2.14) beside its
+/// correct use, and checks each is refused with CUDA's or NCCL's code.
+/// Before the rules the planted misuses passed. That every other test
+/// passes with the rules on shows the backend commits none of them.
+#[test]
+fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let exe = tmp.path().join("misuse");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = cc_with_headers(&dir)
+        .args(["-Wall", "-o"])
+        .arg(&exe)
+        .arg(root.join("tests/gpu-sim/misuse.c"))
+        .arg(format!("-L{}", dir.display()))
+        .args(["-l:libnccl.so.2", "-l:libcuda.so.1", "-lpthread"])
+        .output()
+        .expect("a C compiler (cc)");
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let mut cmd = Command::new(&exe);
+    cmd.env("LD_LIBRARY_PATH", &dir).env("GPUSIM_DEVICES", "1");
+    let out = output_of(cmd);
+    let text = stdout(&out);
+    eprintln!("{text}");
+    assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
+    assert_eq!(text.matches("refused as expected").count(), 9, "{text}");
+    assert_eq!(text.matches("allowed as expected").count(), 6, "{text}");
+}
+
 /// Each injected NCCL fault: its exit code and one line naming the rank and
 /// the failed call.
 #[test]
@@ -963,22 +1290,11 @@ fn config_asserts() -> String {
 /// Compiles `source` against the real nccl.h the simulation was built
 /// with; `Err(compiler output)` when it does not compile.
 fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
-    let env = std::fs::read_to_string(dir.join("headers.env")).expect("headers.env from scripts/gpu-sim.sh");
-    let get = |k: &str| {
-        env.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .map(str::to_string)
-            .unwrap_or_default()
-    };
     let tmp = tempdir();
     let file = tmp.path().join("abi_check.c");
     std::fs::write(&file, source).unwrap();
-    let shims = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu-sim/include");
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=gnu11", "-c", "-Werror=incompatible-pointer-types", "-Werror"])
-        .arg(format!("-I{}", shims.display()))
-        .arg(format!("-I{}", get("CUDA_INCLUDE")))
-        .arg(format!("-I{}", get("NCCL_INCLUDE")))
+    let out = cc_with_headers(dir)
+        .args(["-c", "-Werror=incompatible-pointer-types"])
         .arg("-o")
         .arg(tmp.path().join("abi_check.o"))
         .arg(&file)
@@ -989,6 +1305,26 @@ fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
     }
+}
+
+/// The C compiler (`$CC`, else cc) with the include folders the simulation
+/// was built with: its header stand-ins, the real cuda.h and nccl.h
+/// (`headers.env`, written by scripts/gpu-sim.sh).
+fn cc_with_headers(dir: &Path) -> Command {
+    let env = std::fs::read_to_string(dir.join("headers.env")).expect("headers.env from scripts/gpu-sim.sh");
+    let get = |k: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let shims = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu-sim/include");
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-std=gnu11", "-Werror"])
+        .arg(format!("-I{}", shims.display()))
+        .arg(format!("-I{}", get("CUDA_INCLUDE")))
+        .arg(format!("-I{}", get("NCCL_INCLUDE")));
+    cc
 }
 
 /// Where the declarations are: the raw layer of the binding.
@@ -1042,28 +1378,58 @@ fn a_wrong_declaration_fails_the_abi_check() {
 // ---------------------------------------------------------------------------
 // scripts/gpu-smoke.sh, with the simulation standing in for the H200
 
+/// The binary the smoke script is given: the build without MPI that GPU
+/// machines get (scripts/test.sh builds it and sets COLLBENCH_MPI_FREE_BIN),
+/// else this test's own build.
+fn smoke_binary() -> (String, bool) {
+    match std::env::var("COLLBENCH_MPI_FREE_BIN") {
+        Ok(bin) if Path::new(&bin).is_file() => (bin, true),
+        _ if std::env::var("COLLBENCH_REQUIRE_NCCL").is_ok_and(|v| v == "1") => {
+            panic!("COLLBENCH_REQUIRE_NCCL=1 but COLLBENCH_MPI_FREE_BIN names no binary: run scripts/test.sh")
+        }
+        _ => {
+            eprintln!("note: no COLLBENCH_MPI_FREE_BIN; the smoke script runs this test's build");
+            (BIN.to_string(), false)
+        }
+    }
+}
+
+/// scripts/gpu-smoke.sh on the simulation with `env`; its exit code, its
+/// output, SUMMARY.txt and how long it took.
+fn smoke(dir: &Path, out_dir: &Path, env: &[(&str, &str)]) -> (i32, String, String, f64) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-smoke.sh");
+    let (bin, _) = smoke_binary();
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script)
+        .env("COLLBENCH_BIN", bin)
+        .env("OUT", out_dir)
+        .env("LD_LIBRARY_PATH", dir)
+        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env("GPUSIM_DEVICES", "1")
+        .env("NO_COLOR", "1")
+        .envs(env.iter().copied());
+    let started = std::time::Instant::now();
+    let out = output_of(cmd);
+    let took = started.elapsed().as_secs_f64();
+    let summary = std::fs::read_to_string(out_dir.join("SUMMARY.txt")).unwrap_or_default();
+    (code(&out), format!("{}\n{}", stdout(&out), stderr(&out)), summary, took)
+}
+
 #[test]
 fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let out_dir = tmp.path().join("out");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu-smoke.sh");
-    let mut cmd = Command::new("bash");
-    cmd.arg(&script)
-        .env("COLLBENCH_BIN", BIN)
-        .env("OUT", &out_dir)
-        .env("SMOKE_MAXBYTES", "64K")
-        .env("SMOKE_ITERS", "2")
-        .env("LD_LIBRARY_PATH", &dir)
-        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
-        .env("GPUSIM_DEVICES", "1")
-        .env("NO_COLOR", "1");
-    let out = output_of(cmd);
-    let text = stdout(&out);
-    assert_eq!(code(&out), 0, "{text}\n{}", stderr(&out));
-    let summary = std::fs::read_to_string(out_dir.join("SUMMARY.txt")).expect("SUMMARY.txt");
+    let (rc, text, summary, _) = smoke(&dir, &out_dir, &[("SMOKE_MAXBYTES", "64K"), ("SMOKE_ITERS", "2")]);
+    assert_eq!(rc, 0, "{text}");
     assert!(summary.contains("SIMULATED"), "{summary}");
     assert!(summary.starts_with("gpu-smoke: PASS"), "{summary}");
+    let (bin, no_mpi) = smoke_binary();
+    let binary = summary.lines().find(|l| l.starts_with("binary: ")).unwrap_or_default();
+    assert!(binary.contains(&bin) && binary.contains("collbench "), "{summary}");
+    if no_mpi {
+        assert!(binary.contains("built without MPI"), "{summary}");
+    }
     for c in [
         "all_reduce",
         "all_gather",
@@ -1091,20 +1457,40 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     // a wrong result must turn the summary to FAIL with exit 3
-    let mut cmd = Command::new("bash");
-    cmd.arg(&script)
-        .env("COLLBENCH_BIN", BIN)
-        .env("OUT", tmp.path().join("bad"))
-        .env("SMOKE_MAXBYTES", "4K")
-        .env("SMOKE_ITERS", "1")
-        .env("SMOKE_EXTRA", "--inject-error")
-        .env("LD_LIBRARY_PATH", &dir)
-        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
-        .env("GPUSIM_DEVICES", "1");
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 3, "{}", stdout(&out));
-    let summary = std::fs::read_to_string(tmp.path().join("bad/SUMMARY.txt")).unwrap();
+    let env = [
+        ("SMOKE_MAXBYTES", "4K"),
+        ("SMOKE_ITERS", "1"),
+        ("SMOKE_EXTRA", "--inject-error"),
+    ];
+    let (rc, text, summary, _) = smoke(&dir, &tmp.path().join("bad"), &env);
+    assert_eq!(rc, 3, "{text}");
     assert!(summary.starts_with("gpu-smoke: FAIL"), "{summary}");
+}
+
+/// Issue 27: the smoke script keeps its budget whatever the sizes: every
+/// step is stopped at its share of the time left, and the summary, written
+/// in the time kept back, names the steps cut or skipped. With the default
+/// sizes (16 MiB, 256-512 MiB) and a 30 s budget, the script overran it
+/// before (its first step alone took about a minute here).
+#[test]
+fn the_gpu_smoke_script_keeps_its_time_budget_and_says_what_it_cut() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let budget = 30.0;
+    let (rc, text, summary, took) = smoke(&dir, &tmp.path().join("out"), &[("SMOKE_BUDGET_S", "30")]);
+    assert!(
+        took <= budget + 2.0,
+        "{took:.1} s for a {budget} s budget:\n{text}\n{summary}"
+    );
+    let head = summary.lines().next().unwrap_or_default();
+    assert!(
+        head.contains("cut by the budget") || head.contains("skipped, no time left"),
+        "{summary}\n{text}"
+    );
+    assert!(summary.contains("of a 30 s budget"), "{summary}");
+    // PASS where every collective was validated in the time there was
+    assert_eq!(rc == 0, head.starts_with("gpu-smoke: PASS"), "{rc}: {summary}");
+    eprintln!("{took:.1} s: {head}");
 }
 
 /// `collbench workload` and `replay` on the NCCL backend: groups made by

@@ -350,6 +350,8 @@ pub struct Placing {
     pub local_rank: usize,
     pub local_ranks: usize,
     pub host: String,
+    /// Ranks of this process (`-g N`: N; under a launcher: 1).
+    pub process_ranks: usize,
 }
 
 /// `-R`, as every rank settled it at start-up: registration needs every
@@ -388,6 +390,10 @@ enum Work {
 /// registrations), then the fields: buffers, then the device.
 pub struct NcclBackend {
     comm: Option<Comm>,
+    /// sendrecv's communicator from NCCL 2.30 on: `comm` split with
+    /// `maxP2pPeers = 2`, as nccl-tests configures its sendrecv test's;
+    /// made at the first sendrecv point.
+    p2p: Option<Comm>,
     /// The hierarchical modes' communicators, made at the first
     /// hierarchical point.
     sub: Option<SubComms>,
@@ -458,6 +464,9 @@ impl NcclBackend {
             )));
         }
         device.bind().map_err(dev)?;
+        // Counted before the initialisation: its error text is NCCL's
+        // process-wide last one, which another rank of `-g` may have set.
+        let in_process = sys::RankInProcess::enter(at.process_ranks);
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
         // A communicator that disagrees with the control plane about who is
         // who would measure something else than asked.
@@ -476,6 +485,7 @@ impl NcclBackend {
         let scratch = device.alloc(0, None).map_err(dev)?;
         Ok(NcclBackend {
             comm: Some(comm),
+            p2p: None,
             sub: None,
             send,
             recv,
@@ -502,7 +512,7 @@ impl NcclBackend {
             registration: options.registration,
             mem_alloc,
             groups: Vec::new(),
-            _rank: sys::RankInProcess::enter(),
+            _rank: in_process,
         })
     }
 
@@ -531,6 +541,7 @@ impl NcclBackend {
         for comm in self
             .comm
             .iter_mut()
+            .chain(self.p2p.iter_mut())
             .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
         {
             for memory in [send, recv] {
@@ -557,6 +568,7 @@ impl NcclBackend {
         for comm in self
             .comm
             .iter_mut()
+            .chain(self.p2p.iter_mut())
             .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
         {
             comm.deregister(current);
@@ -607,6 +619,27 @@ impl NcclBackend {
             None => return Err(Error::runtime(ABORTED)),
         };
         self.sub = Some(made.or_else(|e| self.fail(e))?);
+        self.register_buffers()
+    }
+
+    /// sendrecv's communicator (`p2p`), made once where NCCL has
+    /// `maxP2pPeers` (2.30 and later) and ncclCommSplit: every rank reaches
+    /// its first sendrecv point on the whole world at the same point of the
+    /// plan. A call on a workload's group keeps that group's communicator.
+    fn connect_p2p(&mut self) -> Result<(), Error> {
+        let version = self.library.version();
+        if self.p2p.is_some() || version < sys::MAX_P2P_PEERS_SINCE || !self.library.optional().comm_split {
+            return Ok(());
+        }
+        let bound = self.device.bind();
+        bound.or_else(|e| self.fail(e))?;
+        // nccl-tests' SendRecvInitCommConfig: a ring has two peers.
+        let config = sys::RawConfig::for_version(version, Some(2));
+        // one color, keyed by the rank (the intra group's key): the same ranks
+        let rank = self.member.intra.key;
+        let made = self.comm()?.split_with(0, rank, Some(config));
+        let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of sendrecv's communicator: {e}")))?;
+        self.p2p = Some(comm);
         self.register_buffers()
     }
 
@@ -680,10 +713,11 @@ impl Drop for NcclBackend {
         // graph, while the communicators still exist.
         self.device.release_graph();
         let sub = self.sub.take();
+        let p2p = self.p2p.take();
         let comm = self.comm.take();
         let groups = std::mem::take(&mut self.groups);
         if self.failed {
-            groups.into_iter().for_each(Comm::abort);
+            groups.into_iter().chain(p2p).for_each(Comm::abort);
             if let Some(sub) = sub {
                 sub.abort();
             }
@@ -694,6 +728,7 @@ impl Drop for NcclBackend {
             // Sub-communicators before their parent; each releases its
             // registrations, then is destroyed.
             drop(groups);
+            drop(p2p);
             drop(sub);
             drop(comm);
         }
@@ -732,12 +767,15 @@ impl NcclBackend {
     }
 
     /// Enqueues `work` for operations `first_iter .. first_iter + ops` on
-    /// `group` (flat work): one call, `ops` calls in one NCCL group (`-m`),
-    /// or the phases of a hierarchical all-reduce once per operation.
+    /// `group` (flat work; on the world, sendrecv's communicator where
+    /// `p2p` and there is one): one call, `ops` calls in one NCCL group
+    /// (`-m`), or the phases of a hierarchical all-reduce once per
+    /// operation.
     fn enqueue(
         &mut self,
         work: &Work,
         group: Option<SubGroup>,
+        p2p: bool,
         dtype: sys::DataType,
         first_iter: u64,
         ops: u32,
@@ -754,9 +792,10 @@ impl NcclBackend {
         };
         match work {
             Work::Flat(launch) => {
-                let comm = match group {
-                    Some(SubGroup(g)) => self.groups.get_mut(g).ok_or("no such workload group")?,
-                    None => self.comm.as_mut().ok_or(ABORTED)?,
+                let comm = match (group, self.p2p.as_mut()) {
+                    (Some(SubGroup(g)), _) => self.groups.get_mut(g).ok_or("no such workload group")?,
+                    (None, Some(p2p_comm)) if p2p => p2p_comm,
+                    (None, _) => self.comm.as_mut().ok_or(ABORTED)?,
                 };
                 let done = if ops <= 1 {
                     comm.launch(launch, dtype, &bufs)
@@ -828,6 +867,9 @@ impl Backend for NcclBackend {
         if !call.hierarchy.is_flat() && self.sub.is_none() {
             self.connect_hierarchy()?;
         }
+        if call.collective == crate::collective::Collective::SendRecv && call.group.is_none() {
+            self.connect_p2p()?;
+        }
         let (send_len, recv_len) = calls::buffer_lens(call);
         let e = call.dtype.size_bytes();
         let scratch_len = hierarchy::scratch_elements(call.hierarchy, call.shape.count, self.member.local_size());
@@ -873,7 +915,8 @@ impl Backend for NcclBackend {
 
     fn launch(&mut self, call: &Call, placement: Placement, first_iter: u64, ops: u32) -> Result<(), Error> {
         let work = self.take_work(call, placement)?;
-        let done = self.enqueue(&work, call.group, calls::data_type(call.dtype), first_iter, ops);
+        let p2p = call.collective == crate::collective::Collective::SendRecv;
+        let done = self.enqueue(&work, call.group, p2p, calls::data_type(call.dtype), first_iter, ops);
         // The work stays prepared for the point's next launch.
         self.cached = Some((*call, placement, work));
         done.or_else(|e| self.fail(e))
@@ -883,8 +926,9 @@ impl Backend for NcclBackend {
         let marked = self.device.mark();
         marked.or_else(|e| self.fail(e))?;
         // As nccl-tests does: poll the stream and NCCL's asynchronous error
-        // state of every communicator, so that a failed peer or network
-        // ends the wait with an error instead of a hang.
+        // state of every communicator (the flat one, sendrecv's, the
+        // hierarchical modes' and a workload's groups), so that a failed
+        // peer or network ends the wait with an error instead of a hang.
         loop {
             let done = self.device.is_done();
             if done.or_else(|e| self.fail(e))? {
@@ -893,6 +937,10 @@ impl Backend for NcclBackend {
             let healthy = self.comm()?.async_error();
             healthy.or_else(|e| self.fail(e))?;
             if let Some(Err(e)) = self.sub.as_ref().map(SubComms::async_error) {
+                return self.fail(e);
+            }
+            let others = self.p2p.iter().chain(&self.groups).map(Comm::async_error);
+            if let Some(Err(e)) = others.into_iter().find(Result::is_err) {
                 return self.fail(e);
             }
             std::thread::yield_now();

@@ -98,12 +98,17 @@ pub fn start<W: World>(
 
     let nodes = world.nodes();
     let rank = world.rank();
+    let ranks = world.ranks();
+    let process_ranks = ranks.get(rank).map_or(1, |me| {
+        ranks.iter().filter(|r| r.host == me.host && r.pid == me.pid).count()
+    });
     let placing = Placing {
         nranks: world.size(),
         rank,
         local_rank: nodes.local_rank(rank),
         local_ranks: nodes.local_size(rank),
         host: world.host().to_string(),
+        process_ranks,
     };
     let device = agreed(world, NcclBackend::open_device(&placing).map_err(|e| nccl_error(&e)))?;
     let options = Options {

@@ -23,8 +23,8 @@ mod safe;
 
 pub use launch::{At, Buf, Launch, Op};
 pub use raw::{
-    Api, Attempt, CUDA_SYMBOLS, Candidate, DataType, GRAPH_SYMBOLS, MEM_ALLOC_SINCE, NcclVersion, Nvtx,
-    OPTIONAL_SYMBOLS, OptionalApi, REQUIRED_SYMBOLS, RawConfig, RedOp, Route, UNIQUE_ID_BYTES, config_offsets,
+    Api, Attempt, CUDA_SYMBOLS, Candidate, DataType, GRAPH_SYMBOLS, MAX_P2P_PEERS_SINCE, MEM_ALLOC_SINCE, NcclVersion,
+    Nvtx, OPTIONAL_SYMBOLS, OptionalApi, REQUIRED_SYMBOLS, RawConfig, RedOp, Route, UNIQUE_ID_BYTES, config_offsets,
     missing_driver_symbols,
 };
 pub use result::{

@@ -38,11 +38,13 @@ pub(super) const NCCL_IN_PROGRESS: NcclResult = 7;
 
 pub const UNIQUE_ID_BYTES: usize = 128;
 
-/// `ncclConfig_t` up to `nvlinkCentricSched`, the fields nccl-tests sets
-/// (nccl.h: "a versioned, append-only struct", so this prefix of 2.32's
-/// layout is 2.28's). `size` and `version` tell NCCL which fields exist;
-/// every field is NCCL_CONFIG_INITIALIZER's "undefined" but those set in
-/// `RawConfig::for_version`. The ABI check compares every offset with nccl.h.
+/// `ncclConfig_t` up to `graphStreamOrdering` (2.30.7's layout; nccl.h:
+/// "a versioned, append-only struct", so every release's struct is a
+/// prefix of this one, and 2.31's fields follow it). `size` and `version`
+/// tell NCCL which fields the caller knows of; NCCL reads that many bytes
+/// and keeps its own defaults for the rest. `RawConfig::for_version` fills
+/// it as a program compiled against the loaded release's nccl.h would.
+/// The ABI check compares every offset with nccl.h.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct RawConfig {
@@ -63,29 +65,40 @@ pub struct RawConfig {
     nvls_ctas: c_int,
     n_channels_per_net_peer: c_int,
     nvlink_centric_sched: c_int,
+    graph_usage_mode: c_int,
+    num_rma_ctx: c_int,
+    max_p2p_peers: c_int,
+    graph_stream_ordering: c_int,
 }
 
 /// `NCCL_API_MAGIC` and `NCCL_CONFIG_UNDEF_INT` (nccl.h).
 const NCCL_API_MAGIC: u32 = 0xcafe_beef;
 const CONFIG_UNDEF_INT: c_int = c_int::MIN;
 
+/// `nvlinkCentricSched`, which nccl-tests sets from NCCL 2.28 on.
+const NVLINK_CENTRIC_SINCE: NcclVersion = NcclVersion::new(2, 28, 0);
+/// `maxP2pPeers`, which nccl-tests' sendrecv sets from NCCL 2.30 on.
+pub const MAX_P2P_PEERS_SINCE: NcclVersion = NcclVersion::new(2, 30, 0);
+/// The "undefined" blocking value is accepted from NCCL 2.17 on; 2.14 to
+/// 2.16 accept 0 and 1 only ("Invalid config blocking attribute value",
+/// their init.cc), and their NCCL_CONFIG_INITIALIZER gives 1.
+const UNDEF_BLOCKING_SINCE: NcclVersion = NcclVersion::new(2, 17, 0);
+
 impl RawConfig {
-    /// What nccl-tests' initComms passes: NCCL_CONFIG_INITIALIZER, and from
-    /// NCCL 2.28 on `nvlinkCentricSched = 1`. For a library older than 2.28
-    /// the struct is cut to the fields 2.14 had (size, magic, version,
-    /// blocking), which every NCCL since accepts.
-    pub fn for_version(version: NcclVersion) -> RawConfig {
+    /// What nccl-tests' initComms passes when compiled against `version`'s
+    /// nccl.h and run on it: NCCL_CONFIG_INITIALIZER of that release (its
+    /// struct size, its version code, `blocking = 1` before 2.17 and every
+    /// attribute undefined from 2.17 on), with `nvlinkCentricSched = 1`
+    /// from 2.28 on; and, for a communicator of sendrecv (nccl-tests'
+    /// SendRecvInitCommConfig), `maxP2pPeers = p2p_peers` from 2.30 on.
+    pub fn for_version(version: NcclVersion, p2p_peers: Option<c_int>) -> RawConfig {
         let undef = CONFIG_UNDEF_INT;
-        let full = version >= NcclVersion::new(2, 28, 0);
+        let since = |v: NcclVersion| version >= v;
         RawConfig {
-            size: if full {
-                size_of::<RawConfig>()
-            } else {
-                std::mem::offset_of!(RawConfig, cga_cluster_size)
-            },
+            size: config_bytes(version),
             magic: NCCL_API_MAGIC,
-            version: if full { 22800 } else { 21400 },
-            blocking: undef,
+            version: version_code(version),
+            blocking: if since(UNDEF_BLOCKING_SINCE) { undef } else { 1 },
             cga_cluster_size: undef,
             min_ctas: undef,
             max_ctas: undef,
@@ -98,8 +111,59 @@ impl RawConfig {
             shrink_share: undef,
             nvls_ctas: undef,
             n_channels_per_net_peer: undef,
-            nvlink_centric_sched: if full { 1 } else { undef },
+            nvlink_centric_sched: if since(NVLINK_CENTRIC_SINCE) { 1 } else { undef },
+            graph_usage_mode: undef,
+            num_rma_ctx: undef,
+            max_p2p_peers: match p2p_peers {
+                Some(peers) if since(MAX_P2P_PEERS_SINCE) => peers,
+                _ => undef,
+            },
+            graph_stream_ordering: undef,
         }
+    }
+
+    /// (`size`, `version`, `blocking`, `nvlinkCentricSched`, `maxP2pPeers`).
+    #[cfg(test)]
+    fn key_fields(&self) -> KeyFields {
+        (
+            self.size,
+            self.version,
+            self.blocking,
+            self.nvlink_centric_sched,
+            self.max_p2p_peers,
+        )
+    }
+}
+
+#[cfg(test)]
+type KeyFields = (usize, u32, c_int, c_int, c_int);
+
+/// `NCCL_VERSION(X, Y, Z)` of nccl.h (2.9 and later).
+fn version_code(v: NcclVersion) -> u32 {
+    v.major * 10000 + v.minor * 100 + v.patch
+}
+
+/// `sizeof(ncclConfig_t)` in `version`'s nccl.h (NCCL's git history), or
+/// this struct's size for the releases whose struct is longer: each is the
+/// end of its last field, rounded up to the struct's 8-byte alignment.
+fn config_bytes(version: NcclVersion) -> usize {
+    use std::mem::offset_of;
+    let end = |offset: usize| (offset + size_of::<c_int>()).next_multiple_of(align_of::<RawConfig>());
+    let v = |minor| NcclVersion::new(2, minor, 0);
+    if version < v(17) {
+        end(offset_of!(RawConfig, blocking)) // ncclConfig_v21400
+    } else if version < v(18) {
+        offset_of!(RawConfig, split_share) // ncclConfig_v21700, up to netName
+    } else if version < v(27) {
+        end(offset_of!(RawConfig, traffic_class)) // + splitShare (2.18), trafficClass (2.26)
+    } else if version < v(28) {
+        end(offset_of!(RawConfig, nvls_ctas)) // ncclConfig_v22700
+    } else if version < v(29) {
+        end(offset_of!(RawConfig, nvlink_centric_sched)) // ncclConfig_v22800
+    } else if version < v(30) {
+        end(offset_of!(RawConfig, num_rma_ctx)) // + graphUsageMode, numRmaCtx
+    } else {
+        size_of::<RawConfig>() // + maxP2pPeers (2.30), graphStreamOrdering (2.30.5)
     }
 }
 
@@ -124,6 +188,10 @@ pub fn config_offsets() -> Vec<(&'static str, usize)> {
         ("nvlsCTAs", offset_of!(RawConfig, nvls_ctas)),
         ("nChannelsPerNetPeer", offset_of!(RawConfig, n_channels_per_net_peer)),
         ("nvlinkCentricSched", offset_of!(RawConfig, nvlink_centric_sched)),
+        ("graphUsageMode", offset_of!(RawConfig, graph_usage_mode)),
+        ("numRmaCtx", offset_of!(RawConfig, num_rma_ctx)),
+        ("maxP2pPeers", offset_of!(RawConfig, max_p2p_peers)),
+        ("graphStreamOrdering", offset_of!(RawConfig, graph_stream_ordering)),
     ]
 }
 
@@ -713,6 +781,34 @@ mod tests {
         assert_eq!(RedOp::Min as i32, 3);
         assert_eq!(RedOp::Avg as i32, 4);
         assert_eq!(size_of::<RawUniqueId>(), 128);
+    }
+
+    /// sizeof(ncclConfig_t) of each release's nccl.h (NCCL's git tags
+    /// v2.14.3 to v2.30.7), its version code and NCCL_CONFIG_INITIALIZER's
+    /// blocking, plus nccl-tests' nvlinkCentricSched and sendrecv's
+    /// maxP2pPeers.
+    #[test]
+    fn the_config_is_the_loaded_release_s_initializer_with_nccl_tests_settings() {
+        let u = CONFIG_UNDEF_INT;
+        let cases: [(NcclVersion, Option<c_int>, KeyFields); 11] = [
+            // 2.14-2.16 refuse the undefined blocking value
+            (NcclVersion::new(2, 14, 3), Some(2), (24, 21403, 1, u, u)),
+            (NcclVersion::new(2, 16, 5), None, (24, 21605, 1, u, u)),
+            (NcclVersion::new(2, 17, 1), None, (40, 21701, u, u, u)),
+            (NcclVersion::new(2, 19, 3), Some(2), (48, 21903, u, u, u)),
+            (NcclVersion::new(2, 26, 2), None, (48, 22602, u, u, u)),
+            (NcclVersion::new(2, 27, 3), None, (72, 22703, u, u, u)),
+            (NcclVersion::new(2, 28, 3), Some(2), (80, 22803, u, 1, u)),
+            (NcclVersion::new(2, 29, 2), Some(2), (88, 22902, u, 1, u)),
+            (NcclVersion::new(2, 30, 3), Some(2), (96, 23003, u, 1, 2)),
+            (NcclVersion::new(2, 30, 7), None, (96, 23007, u, 1, u)),
+            // a newer release reads the fields this struct has
+            (NcclVersion::new(2, 32, 3), Some(2), (96, 23203, u, 1, 2)),
+        ];
+        for (version, peers, want) in cases {
+            assert_eq!(RawConfig::for_version(version, peers).key_fields(), want, "{version}");
+        }
+        assert_eq!(size_of::<RawConfig>(), 96);
     }
 
     #[test]

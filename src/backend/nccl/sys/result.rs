@@ -95,8 +95,11 @@ impl From<DriverError> for AllocError {
     }
 }
 
-/// Ranks of this process that hold a communicator (`RankInProcess`).
+/// Ranks of this process that hold, or are making, a communicator
+/// (`RankInProcess`).
 static RANKS_IN_PROCESS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The most ranks any of them said the process runs (`RankInProcess::enter`).
+static PROCESS_RANKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// One rank of this process, counted while it lives: with more than one,
 /// NCCL's process-wide last-error text cannot be told apart by rank.
@@ -104,9 +107,20 @@ static RANKS_IN_PROCESS: std::sync::atomic::AtomicUsize = std::sync::atomic::Ato
 pub struct RankInProcess(());
 
 impl RankInProcess {
-    pub fn enter() -> RankInProcess {
+    /// A rank of a process that runs `ranks` ranks in all (`-g`): entered
+    /// before its communicator's initialisation, so that an error there
+    /// already knows whether another rank's text may be NCCL's last one,
+    /// however the ranks' threads interleave.
+    pub fn enter(ranks: usize) -> RankInProcess {
+        PROCESS_RANKS.fetch_max(ranks, std::sync::atomic::Ordering::SeqCst);
         RANKS_IN_PROCESS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         RankInProcess(())
+    }
+
+    /// Whether NCCL's last-error text may be another rank's.
+    fn shared() -> bool {
+        let order = std::sync::atomic::Ordering::SeqCst;
+        RANKS_IN_PROCESS.load(order).max(PROCESS_RANKS.load(order)) > 1
     }
 }
 
@@ -161,7 +175,7 @@ impl Api {
         // NCCL keeps one last-error text per process (ncclLastError in its
         // debug.cc), whatever communicator is asked: with several ranks in
         // this process (`-g`) it may be another rank's, so it is not shown.
-        let shared = RANKS_IN_PROCESS.load(std::sync::atomic::Ordering::SeqCst) > 1;
+        let shared = RankInProcess::shared();
         let detail = match self.get_last_error {
             Some(_) if shared => String::new(),
             Some(last) => {
@@ -226,7 +240,7 @@ impl Api {
         let version = self.version()?;
         let (name, rc) = match self.comm_init_rank_config {
             Some(init_config) if version >= CONFIG_SINCE => {
-                let mut config = RawConfig::for_version(version);
+                let mut config = RawConfig::for_version(version, None);
                 // SAFETY: as below; `config` is a live NCCL_CONFIG_INITIALIZER
                 // equivalent whose `size` and `version` describe its fields,
                 // and NCCL copies what it keeps before returning.
@@ -247,23 +261,33 @@ impl Api {
         Ok(comm)
     }
 
-    /// `ncclCommSplit` with the parent's configuration: the new
-    /// communicator of this rank's `color`, ranks ordered by `key`.
+    /// `ncclCommSplit`: the new communicator of this rank's `color`, ranks
+    /// ordered by `key`, with `config`, else the parent's configuration.
     ///
     /// # Safety
     /// `comm` is a live communicator (made, not yet destroyed or aborted).
-    pub(super) unsafe fn comm_split(&self, comm: RawComm, color: usize, key: usize) -> Result<RawComm, NcclError> {
+    pub(super) unsafe fn comm_split(
+        &self,
+        comm: RawComm,
+        color: usize,
+        key: usize,
+        config: Option<RawConfig>,
+    ) -> Result<RawComm, NcclError> {
         let Some(split) = self.comm_split else {
             return Err(NcclError::usage("ncclCommSplit", "not in this NCCL library"));
         };
         let color = c_int::try_from(color).map_err(|_| NcclError::usage("ncclCommSplit", "color out of range"))?;
         let key = c_int::try_from(key).map_err(|_| NcclError::usage("ncclCommSplit", "key out of range"))?;
         let mut new: RawComm = std::ptr::null_mut();
+        let mut config = config;
+        let config_ptr = config.as_mut().map_or(std::ptr::null_mut(), |c| c as *mut RawConfig);
         // SAFETY: `comm` is live (the caller's promise) and `new` a valid
-        // out-pointer; a NULL config asks NCCL to inherit the parent's
-        // (nccl.h). The color is never NCCL_SPLIT_NOCOLOR (-1: colors here
-        // are indices), so NCCL returns a communicator or an error.
-        let rc = unsafe { split(comm, color, key, &mut new, std::ptr::null_mut()) };
+        // out-pointer; the config is NULL, which asks NCCL to inherit the
+        // parent's (nccl.h), or a live NCCL_CONFIG_INITIALIZER equivalent
+        // that NCCL copies before returning. The color is never
+        // NCCL_SPLIT_NOCOLOR (-1: colors here are indices), so NCCL returns
+        // a communicator or an error.
+        let rc = unsafe { split(comm, color, key, &mut new, config_ptr) };
         self.check("ncclCommSplit", rc, Some(comm))?;
         if new.is_null() {
             return Err(NcclError::usage("ncclCommSplit", "returned no communicator"));

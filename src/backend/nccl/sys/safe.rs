@@ -20,7 +20,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DriverError};
 
 use super::launch::{At, Buf, Launch, Op};
-use super::raw::{Api, DataType, RawComm, RawStream, UNIQUE_ID_BYTES};
+use super::raw::{Api, DataType, RawComm, RawConfig, RawStream, UNIQUE_ID_BYTES};
 use super::result::{AllocError, CommQuery, CopyError, NcclError};
 
 /// The device buffers one launch may point into, and how far the
@@ -169,8 +169,13 @@ impl Comm {
     /// communicator: every rank calls it, in the same order. The new
     /// communicator inherits this one's configuration.
     pub fn split(&self, color: usize, key: usize) -> Result<Comm, NcclError> {
+        self.split_with(color, key, None)
+    }
+
+    /// `split`, with `config` instead of this communicator's configuration.
+    pub fn split_with(&self, color: usize, key: usize, config: Option<RawConfig>) -> Result<Comm, NcclError> {
         // SAFETY: `self.raw` is live (see the impl comment).
-        let new = unsafe { self.api.comm_split(self.raw, color, key) }?;
+        let new = unsafe { self.api.comm_split(self.raw, color, key, config) }?;
         let mut comm = Comm::wrap(new, &self.api, 0);
         comm.nranks = usize::try_from(comm.count()?).unwrap_or(0);
         Ok(comm)

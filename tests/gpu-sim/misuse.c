@@ -1,0 +1,133 @@
+/*
+ * Planted misuses of CUDA and NCCL that real CUDA and NCCL refuse (or
+ * leave undefined), each beside its correct use, run against the host GPU
+ * simulation (tests only; tests/it/gpu_sim.rs compiles and runs it): the
+ * simulation must refuse each misuse with the code real CUDA or NCCL gives
+ * and allow each correct use. Prints one line per case; exits 0 when every
+ * case went as expected.
+ */
+#include <cuda.h>
+#include <nccl.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+static void expect(const char *what, int got, int want)
+{
+    const char *verdict = got == want ? (want == 0 ? "allowed as expected" : "refused as expected") : "UNEXPECTED";
+    printf("%-70s %s (got %d, want %d)\n", what, verdict, got, want);
+    if (got != want)
+        failures++;
+}
+
+static ncclComm_t one_rank_comm(ncclConfig_t *config, ncclResult_t *rc)
+{
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    *rc = ncclGetUniqueId(&id);
+    if (*rc == ncclSuccess)
+        *rc = ncclCommInitRankConfig(&comm, 1, id, 0, config);
+    return comm;
+}
+
+int main(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream s;
+    CUgraph g;
+    CUgraphExec x;
+    CUdeviceptr a, b, extra;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
+        cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&a, 64) || cuMemAlloc(&b, 64)) {
+        printf("set-up failed\n");
+        return 2;
+    }
+
+    /* During a capture: no synchronizing the capturing stream, no
+     * allocation from the capturing thread; either invalidates it. */
+    cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    expect("cuStreamSynchronize of the capturing stream", cuStreamSynchronize(s),
+           CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    expect("cuStreamEndCapture after it", cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    expect("cuMemAlloc on the capturing thread", cuMemAlloc(&extra, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    expect("cuStreamEndCapture after it", cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* a capture of stream-ordered work only */
+    cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    cuMemcpyDtoDAsync(b, a, 64, s);
+    CUresult rc = cuStreamEndCapture(s, &g);
+    if (rc == CUDA_SUCCESS)
+        rc = cuGraphInstantiate(&x, g, 0);
+    if (rc == CUDA_SUCCESS)
+        rc = cuGraphLaunch(x, s);
+    if (rc == CUDA_SUCCESS)
+        rc = cuStreamSynchronize(s);
+    expect("a capture of a copy, instantiated and replayed", rc, CUDA_SUCCESS);
+
+    /* Events: one recorded in a capture orders the capture only; elapsed
+     * time needs timing events. */
+    CUevent plain, t0, t1, e0, e1;
+    cuEventCreate(&plain, CU_EVENT_DEFAULT);
+    cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    cuEventRecord(plain, s);
+    cuStreamEndCapture(s, &g);
+    expect("cuEventQuery of an event recorded in a capture", cuEventQuery(plain), CUDA_ERROR_CAPTURED_EVENT);
+    float ms = 0;
+    cuEventCreate(&e0, CU_EVENT_DISABLE_TIMING);
+    cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING);
+    cuEventRecord(e0, s);
+    cuEventRecord(e1, s);
+    expect("cuEventElapsedTime of events made without timing", cuEventElapsedTime(&ms, e0, e1),
+           CUDA_ERROR_INVALID_HANDLE);
+    cuEventCreate(&t0, CU_EVENT_DEFAULT);
+    cuEventCreate(&t1, CU_EVENT_DEFAULT);
+    cuEventRecord(t0, s);
+    cuEventRecord(t1, s);
+    expect("cuEventElapsedTime of timing events", cuEventElapsedTime(&ms, t0, t1), CUDA_SUCCESS);
+
+    /* NCCL: send and receive may overlap only in the in-place layout. */
+    ncclResult_t nrc;
+    ncclComm_t comm = one_rank_comm(NULL, &nrc);
+    if (nrc != ncclSuccess) {
+        printf("ncclCommInitRankConfig failed: %d\n", nrc);
+        return 2;
+    }
+    char *p = (char *)(uintptr_t)a;
+    cudaStream_t stream = (cudaStream_t)s;
+    expect("ncclAllReduce, recvbuff 4 bytes past sendbuff", ncclAllReduce(p, p + 4, 4, ncclFloat, ncclSum, comm, stream),
+           ncclInvalidArgument);
+    expect("ncclAllReduce in place", ncclAllReduce(p, p, 4, ncclFloat, ncclSum, comm, stream), ncclSuccess);
+    expect("ncclAllGather, sendbuff 16 bytes into recvbuff (rank 0)", ncclAllGather(p + 16, p, 8, ncclFloat, comm, stream),
+           ncclInvalidArgument);
+    expect("ncclAllGather in place (rank 0)", ncclAllGather(p, p, 8, ncclFloat, comm, stream), ncclSuccess);
+    ncclCommDestroy(comm);
+
+    /* NCCL 2.14-2.16 accept blocking 0 or 1 only; 2.17 added "undefined". */
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.size = 24; /* sizeof(ncclConfig_v21400) */
+    config.version = 21403;
+    setenv("GPUSIM_NCCL_VERSION", "21403", 1);
+    comm = one_rank_comm(&config, &nrc);
+    expect("NCCL 2.14.3: ncclCommInitRankConfig, blocking undefined", nrc, ncclInvalidArgument);
+    config.blocking = 1;
+    comm = one_rank_comm(&config, &nrc);
+    expect("NCCL 2.14.3: ncclCommInitRankConfig, blocking 1", nrc, ncclSuccess);
+    if (comm)
+        ncclCommDestroy(comm);
+    ncclConfig_t config17 = NCCL_CONFIG_INITIALIZER;
+    config17.size = 40; /* sizeof(ncclConfig_v21700) */
+    config17.version = 21701;
+    setenv("GPUSIM_NCCL_VERSION", "21701", 1);
+    comm = one_rank_comm(&config17, &nrc);
+    expect("NCCL 2.17.1: ncclCommInitRankConfig, blocking undefined", nrc, ncclSuccess);
+    if (comm)
+        ncclCommDestroy(comm);
+
+    printf("%d unexpected\n", failures);
+    return failures ? 1 : 0;
+}
