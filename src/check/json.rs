@@ -20,13 +20,15 @@ fn verdict(v: &Verdict) -> Value {
 pub fn node(report: &Report, host: &str) -> Value {
     let info = report.hosts.iter().find(|h| h.host == host);
     let mine = report.verdicts_of(host);
-    let failed: Vec<Value> = mine
+    let failed: Vec<Value> = report
+        .against(host)
         .iter()
         .filter(|v| v.status.fails(report.strict))
         .map(|v| {
             json!({
                 "check": v.check,
                 "scope": v.scope,
+                "group": v.group,
                 "status": v.status,
                 "reason": v.reason,
                 "value": v.value,

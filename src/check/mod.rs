@@ -241,12 +241,84 @@ impl Report {
             .collect()
     }
 
-    /// The worst verdict of `host` (pass when nothing was judged there).
-    pub fn status_of(&self, host: &str) -> Status {
-        let worst = self
-            .verdicts_of(host)
+    /// Whether `host` is the node at fault in pair check `check`: every
+    /// judged pair it was in fails (a slow node fails each of its pairs;
+    /// a slow link only the pair across it).
+    pub fn blamed(&self, host: &str, check: &str) -> bool {
+        let pairs: Vec<&Verdict> = self
+            .verdicts
             .iter()
-            .fold(Status::Skipped, |acc, v| acc.worst(v.status));
+            .filter(|v| v.scope == "pair" && v.check == check && v.status != Status::Skipped)
+            .filter(|v| v.hosts.iter().any(|h| h == host))
+            .collect();
+        !pairs.is_empty() && pairs.iter().all(|v| v.status.fails(self.strict))
+    }
+
+    /// Whether `v` (a verdict of `host`) counts against `host`: always,
+    /// but for a pair whose other node is the one at fault (`blamed`)
+    /// while this one is not.
+    pub fn counts_against(&self, v: &Verdict, host: &str) -> bool {
+        if v.scope != "pair" || self.blamed(host, &v.check) {
+            return true;
+        }
+        !v.hosts.iter().filter(|h| *h != host).any(|h| self.blamed(h, &v.check))
+    }
+
+    /// The verdicts that make `host`'s status.
+    pub fn against(&self, host: &str) -> Vec<&Verdict> {
+        self.verdicts_of(host)
+            .into_iter()
+            .filter(|v| self.counts_against(v, host))
+            .collect()
+    }
+
+    /// The failing pairs whose nodes are both at fault in no pair of
+    /// theirs: the link between them (with 3 or more nodes, where every
+    /// node is in two pairs).
+    pub fn failing_links(&self) -> Vec<&Verdict> {
+        if self.hosts.len() < 3 {
+            return vec![];
+        }
+        self.verdicts
+            .iter()
+            .filter(|v| v.scope == "pair" && v.status.fails(self.strict))
+            .filter(|v| !v.hosts.iter().any(|h| self.blamed(h, &v.check)))
+            .collect()
+    }
+
+    /// `host`'s verdicts, one per check (bounded series for the Prometheus
+    /// file): of a pair check's pairs, the worst of those that count
+    /// against it.
+    pub fn one_per_check(&self, host: &str) -> Vec<&Verdict> {
+        let mut out: Vec<&Verdict> = Vec::new();
+        for v in self.verdicts_of(host) {
+            let rank = |x: &Verdict| {
+                let counts = self.counts_against(x, host);
+                (
+                    counts,
+                    if counts { x.status.code().unwrap_or(0) } else { 0 },
+                    -x.margin_pct.unwrap_or(0.0),
+                )
+            };
+            match out.iter_mut().find(|o| o.check == v.check) {
+                Some(o) if rank(v).partial_cmp(&rank(o)) == Some(std::cmp::Ordering::Greater) => *o = v,
+                Some(_) => {}
+                None => out.push(v),
+            }
+        }
+        out
+    }
+
+    /// The worst verdict of `host` (pass when nothing was judged there);
+    /// a failing pair counts only against the node at fault in it.
+    pub fn status_of(&self, host: &str) -> Status {
+        let worst = self.verdicts_of(host).iter().fold(Status::Skipped, |acc, v| {
+            if self.counts_against(v, host) {
+                acc.worst(v.status)
+            } else {
+                acc.worst(Status::Pass)
+            }
+        });
         if worst == Status::Skipped { Status::Pass } else { worst }
     }
 
@@ -263,7 +335,7 @@ impl Report {
             .iter()
             .filter_map(|h| {
                 let failing: Vec<&Verdict> = self
-                    .verdicts_of(&h.host)
+                    .against(&h.host)
                     .into_iter()
                     .filter(|v| v.status.fails(self.strict))
                     .collect();
@@ -391,6 +463,55 @@ pub(crate) mod tests {
         );
         assert!(three.failing_nodes().is_empty());
         assert_eq!(three.exit_code(), EXIT_FAILED, "the run still fails");
+    }
+
+    fn pair(check: &str, a: &str, b: &str, status: Status) -> Verdict {
+        let mut v = verdict_on(check, "pair", &[a, b], status);
+        v.group = format!("{a}+{b}");
+        v
+    }
+
+    #[test]
+    fn a_slow_node_fails_both_its_pairs_and_a_slow_link_one() {
+        let slow_node = report(
+            vec![
+                pair("p", "a", "b", Status::Fail),
+                pair("p", "b", "c", Status::Fail),
+                pair("p", "c", "a", Status::Pass),
+            ],
+            &["a", "b", "c"],
+        );
+        let failing: Vec<&str> = slow_node.failing_nodes().iter().map(|f| f.0).collect();
+        assert_eq!(failing, ["b"]);
+        assert_eq!(slow_node.status_of("a"), Status::Pass);
+        assert!(slow_node.failing_links().is_empty());
+        assert_eq!(slow_node.one_per_check("a")[0].status, Status::Pass, "a's own pair");
+        assert_eq!(slow_node.one_per_check("b")[0].status, Status::Fail);
+
+        let slow_link = report(
+            vec![
+                pair("p", "a", "b", Status::Fail),
+                pair("p", "b", "c", Status::Pass),
+                pair("p", "c", "a", Status::Pass),
+            ],
+            &["a", "b", "c"],
+        );
+        let failing: Vec<&str> = slow_link.failing_nodes().iter().map(|f| f.0).collect();
+        assert_eq!(failing, ["a", "b"], "both ends of the link");
+        assert_eq!(slow_link.failing_links().len(), 1);
+        assert_eq!(slow_link.failing_links()[0].group, "a+b");
+        assert_eq!(slow_link.exit_code(), EXIT_FAILED);
+
+        let two = report(vec![pair("p", "a", "b", Status::Fail)], &["a", "b"]);
+        assert_eq!(
+            two.failing_nodes().len(),
+            2,
+            "2 nodes: the pair's verdict is both nodes'"
+        );
+        assert!(
+            two.failing_links().is_empty(),
+            "2 nodes cannot tell a node from the link"
+        );
     }
 
     #[test]

@@ -27,10 +27,13 @@ pub struct Located<T> {
 }
 
 /// Where a check runs: on each node's ranks (every node at once, each on
-/// its own sub-communicator), or on every rank of the launch.
+/// its own sub-communicator), on pairs of nodes (each node with the next,
+/// in rounds of disjoint pairs, each pair on its own sub-communicator), or
+/// on every rank of the launch. Checks run in this order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
     Node,
+    Pair,
     Job,
 }
 
@@ -38,6 +41,7 @@ impl Scope {
     pub fn name(self) -> &'static str {
         match self {
             Scope::Node => "node",
+            Scope::Pair => "pair",
             Scope::Job => "job",
         }
     }
@@ -430,12 +434,13 @@ impl Reader<'_> {
         }
         let scope = match c.scope.get_ref().trim() {
             "node" => Scope::Node,
+            "pair" => Scope::Pair,
             "job" => Scope::Job,
             other => {
                 return Err(self.err(
                     c.scope.span(),
                     format!(
-                        "check {name}: scope '{other}': expected node (each node's ranks together) or job (every rank)"
+                        "check {name}: scope '{other}': expected node (each node's ranks together), pair (two nodes' ranks together) or job (every rank)"
                     ),
                 ));
             }

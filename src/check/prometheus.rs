@@ -127,7 +127,7 @@ pub fn node(report: &Report, host: &str, finished_unix_s: f64) -> String {
             f.samples.push((labels.to_string(), v));
         }
     };
-    for v in report.verdicts_of(host) {
+    for v in report.one_per_check(host) {
         let Some(code) = v.status.code() else { continue };
         let l = labels(host, v);
         push("collbench_check_result", &l, f64::from(code));

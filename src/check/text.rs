@@ -228,8 +228,23 @@ pub fn summary(r: &Report, files: &str) -> String {
                 format!("{h} ({})", checks.join(", "))
             })
             .collect();
+        let links: Vec<String> = r
+            .failing_links()
+            .iter()
+            .map(|v| format!("{} ({})", v.group, v.check))
+            .collect();
+        let links = if links.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the link{} {} fail{} where each node passes with another",
+                plural(links.len()),
+                links.join(", "),
+                if links.len() == 1 { "s" } else { "" }
+            )
+        };
         format!(
-            "FAIL: {} of {nodes} node{}: {}",
+            "FAIL: {} of {nodes} node{}: {}{links}",
             failing.len(),
             plural(nodes),
             names.join("; ")

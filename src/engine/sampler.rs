@@ -31,6 +31,10 @@ pub struct Sampler<'a> {
     /// Test hook: corrupt the first received element after each check.
     pub inject_error: bool,
     pub watchdog: Option<&'a Watchdog>,
+    /// This rank is in no group of the check (a node out of a round of
+    /// pairs): it launches nothing, keeps step with the barriers and
+    /// reports zero times.
+    pub idle: bool,
 }
 
 impl Sampler<'_> {
@@ -44,6 +48,9 @@ impl Sampler<'_> {
     /// (`None` when the backend checks none of them). No collective of
     /// the control plane: every rank validates its own output.
     pub fn validate(&mut self, calls: &[Call], seed: u64) -> Result<Option<u64>, Error> {
+        if self.idle {
+            return Ok(None);
+        }
         let caps = self.backend.capabilities(&LaunchExtras::default());
         let validate = Validate {
             world: self.world,
@@ -73,7 +80,7 @@ impl Sampler<'_> {
 
     /// `ops` untimed operations of each call in each placement.
     pub fn warm_up(&mut self, calls: &[Call], ops: u32) -> Result<(), Error> {
-        for call in calls {
+        for call in calls.iter().filter(|_| !self.idle) {
             self.watch(|| format!("warming up {}", call.collective));
             self.backend.prepare(call)?;
             for placement in PLACEMENTS {
@@ -94,6 +101,13 @@ impl Sampler<'_> {
         let iters = iters.max(1);
         let mut mine = Vec::with_capacity(calls.len() * PLACEMENTS.len());
         for call in calls {
+            if self.idle {
+                for _ in PLACEMENTS {
+                    self.world.barrier();
+                    mine.push(0.0);
+                }
+                continue;
+            }
             self.backend.prepare(call)?;
             for placement in PLACEMENTS {
                 self.watch(|| format!("sampling {} in {}", call.collective, placement.name()));
@@ -174,6 +188,7 @@ mod tests {
                             clock: Clock::Virtual(clock),
                             inject_error: false,
                             watchdog: None,
+                            idle: false,
                         };
                         let wrong = sampler.validate(&calls, 1).unwrap();
                         sampler.warm_up(&calls, 2).unwrap();

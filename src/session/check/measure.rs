@@ -97,6 +97,7 @@ impl<W: World> Session<'_, W> {
                 clock: Clock::Host,
                 inject_error: self.cfg.hooks.inject_error,
                 watchdog,
+                idle: !p.active,
             };
             let (sampled, stop) = self.sample_check(&mut sampler, c, p, setup, 1 + 1000 * i as u64);
             checks.push(sampled);

@@ -216,6 +216,9 @@ pub(super) struct Planned {
     /// Each group with its ranks' size, and why it is not judged (a node
     /// of one rank has no node-local collective).
     pub groups: Vec<(Group, Option<String>)>,
+    /// Whether this rank is in one of the groups (a node out of a round of
+    /// pairs only keeps step with the others).
+    pub active: bool,
 }
 
 /// The name of node `n` in files and labels: its host, or, for
@@ -251,24 +254,73 @@ fn call(spec: &CheckSpec, size: u64, n: usize, index: usize, group: Option<SubGr
     }
 }
 
-/// Every check as `rank` runs it.
-pub(super) fn plan(checks: &[CheckSpec], nodes: &Nodes, rank: usize, node_group: Option<SubGroup>) -> Vec<Planned> {
-    let labels: Vec<String> = (0..nodes.nnodes()).map(|n| node_label(nodes, n)).collect();
-    checks
+/// The node pairs of pair checks, in rounds of disjoint pairs: each node
+/// with the next (a ring, so that with 3 or more nodes every node is in
+/// two pairs and a slow node fails both of its pairs where a slow link
+/// fails one), packed greedily into rounds that run at once.
+pub fn pair_rounds(nnodes: usize) -> Vec<Vec<(usize, usize)>> {
+    let pairs: Vec<(usize, usize)> = match nnodes {
+        0 | 1 => vec![],
+        2 => vec![(0, 1)],
+        n => (0..n).map(|i| (i, (i + 1) % n)).collect(),
+    };
+    let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
+    for pair in pairs {
+        let free = |r: &Vec<(usize, usize)>| {
+            r.iter()
+                .all(|&(a, b)| a != pair.0 && a != pair.1 && b != pair.0 && b != pair.1)
+        };
+        match rounds.iter_mut().find(|r| free(r)) {
+            Some(r) => r.push(pair),
+            None => rounds.push(vec![pair]),
+        }
+    }
+    rounds
+}
+
+/// The colour and key of `rank` in each round's split: its pair's index,
+/// or, for a node out of the round, a group of its own that runs nothing.
+pub(super) fn pair_colours(rounds: &[Vec<(usize, usize)>], nodes: &Nodes, rank: usize) -> Vec<(usize, usize, bool)> {
+    let node = nodes.node_of_rank[rank];
+    rounds
         .iter()
-        .map(|spec| {
-            let (n, index, group) = match spec.scope {
-                Scope::Node => (nodes.local_size(rank), nodes.local_rank(rank), node_group),
-                Scope::Job => (nodes.nranks(), rank, None),
-            };
-            let calls = spec
-                .sizes
+        .map(|round| match round.iter().position(|&(a, b)| a == node || b == node) {
+            Some(i) => {
+                let (a, _) = round[i];
+                let key = if node == a {
+                    nodes.local_rank(rank)
+                } else {
+                    nodes.ranks_on(a).len() + nodes.local_rank(rank)
+                };
+                (i, key, true)
+            }
+            None => (round.len() + node, nodes.local_rank(rank), false),
+        })
+        .collect()
+}
+
+/// Every check as `rank` runs it; a pair check is one `Planned` per round
+/// of pairs (`pair_groups`: this rank's sub-communicator in each round).
+pub(super) fn plan(
+    checks: &[CheckSpec],
+    nodes: &Nodes,
+    rank: usize,
+    node_group: Option<SubGroup>,
+    pair_groups: &[Option<SubGroup>],
+) -> Vec<Planned> {
+    let labels: Vec<String> = (0..nodes.nnodes()).map(|n| node_label(nodes, n)).collect();
+    let mut out = Vec::new();
+    for spec in checks {
+        let calls = |n: usize, index: usize, group: Option<SubGroup>| -> Vec<Call> {
+            spec.sizes
                 .value
                 .iter()
                 .map(|&s| call(spec, s, n, index, group))
-                .collect();
-            let groups = match spec.scope {
-                Scope::Node => (0..nodes.nnodes())
+                .collect()
+        };
+        match spec.scope {
+            Scope::Node => {
+                let groups = (0..nodes.nnodes())
                     .map(|m| {
                         let ranks = nodes.ranks_on(m);
                         let why =
@@ -280,23 +332,78 @@ pub(super) fn plan(checks: &[CheckSpec], nodes: &Nodes, rank: usize, node_group:
                         };
                         (g, why)
                     })
-                    .collect(),
-                Scope::Job => vec![(
-                    Group {
-                        label: "job".into(),
+                    .collect();
+                out.push(Planned {
+                    spec: spec.clone(),
+                    calls: calls(nodes.local_size(rank), nodes.local_rank(rank), node_group),
+                    groups,
+                    active: true,
+                });
+            }
+            Scope::Pair => {
+                let rounds = pair_rounds(nodes.nnodes());
+                if rounds.is_empty() {
+                    let g = Group {
+                        label: labels.first().cloned().unwrap_or_default(),
                         hosts: labels.clone(),
                         ranks: (0..nodes.nranks()).collect(),
-                    },
-                    (nodes.nranks() < 2).then(|| "1 rank in the job: a collective needs 2 or more".to_string()),
-                )],
-            };
-            Planned {
-                spec: spec.clone(),
-                calls,
-                groups,
+                    };
+                    out.push(Planned {
+                        spec: spec.clone(),
+                        calls: calls(2, 0, None),
+                        groups: vec![(g, Some("1 node in the launch: a pair check needs 2 or more".into()))],
+                        active: false,
+                    });
+                    continue;
+                }
+                let colours = pair_colours(&rounds, nodes, rank);
+                for (r, round) in rounds.iter().enumerate() {
+                    let groups = round
+                        .iter()
+                        .map(|&(a, b)| {
+                            let mut ranks = nodes.ranks_on(a);
+                            ranks.extend(nodes.ranks_on(b));
+                            let g = Group {
+                                label: format!("{}+{}", labels[a], labels[b]),
+                                hosts: vec![labels[a].clone(), labels[b].clone()],
+                                ranks,
+                            };
+                            (g, None)
+                        })
+                        .collect();
+                    let (i, key, active) = colours[r];
+                    let n = if active {
+                        let (a, b) = round[i];
+                        nodes.ranks_on(a).len() + nodes.ranks_on(b).len()
+                    } else {
+                        2
+                    };
+                    let group = pair_groups.get(r).copied().flatten();
+                    out.push(Planned {
+                        spec: spec.clone(),
+                        calls: calls(n, if active { key } else { 0 }, group),
+                        groups,
+                        active,
+                    });
+                }
             }
-        })
-        .collect()
+            Scope::Job => {
+                let g = Group {
+                    label: "job".into(),
+                    hosts: labels.clone(),
+                    ranks: (0..nodes.nranks()).collect(),
+                };
+                let why = (nodes.nranks() < 2).then(|| "1 rank in the job: a collective needs 2 or more".to_string());
+                out.push(Planned {
+                    spec: spec.clone(),
+                    calls: calls(nodes.nranks(), rank, None),
+                    groups: vec![(g, why)],
+                    active: true,
+                });
+            }
+        }
+    }
+    out
 }
 
 impl CheckJob {
@@ -361,6 +468,25 @@ impl CheckJob {
                             c.name,
                             want.value,
                             node_label(nodes, n)
+                        ),
+                    ));
+                }
+            }
+        }
+        for c in self.checks.iter().filter(|c| c.scope == Scope::Pair) {
+            for &(a, b) in pair_rounds(nodes.nnodes()).iter().flatten() {
+                let have = nodes.ranks_on(a).len() + nodes.ranks_on(b).len();
+                if let Some(want) = &c.ranks
+                    && have != want.value
+                {
+                    return Err(p.error_at(
+                        want.line,
+                        format!(
+                            "check {}'s thresholds are for {} ranks on a node pair; {} and {} have {have}",
+                            c.name,
+                            want.value,
+                            node_label(nodes, a),
+                            node_label(nodes, b)
                         ),
                     ));
                 }
@@ -493,10 +619,12 @@ impl<W: World> Session<'_, W> {
         self.agreed(c.check_backend(backend.identity().kind, note.as_deref()))?;
         let observed = self.agreed(self.observe(backend))?;
         let node_group = self.agreed(node_group(backend, c, &nodes, world.rank()))?;
-        let planned = plan(&c.checks, &nodes, world.rank(), node_group);
+        let pair_groups = self.agreed(pair_groups(backend, c, &nodes, world.rank()))?;
+        let planned = plan(&c.checks, &nodes, world.rank(), node_group, &pair_groups);
         let reservation = Reservation::of(
             planned
                 .iter()
+                .filter(|p| p.active)
                 .flat_map(|p| p.calls.iter().map(|k| (k.hierarchy, k.dtype, k.shape))),
             false,
         );
@@ -541,4 +669,63 @@ fn node_group(backend: &mut dyn Backend, c: &CheckJob, nodes: &Nodes, rank: usiz
         ))
     })?;
     sub.split(nodes.node_of_rank[rank], nodes.local_rank(rank)).map(Some)
+}
+
+/// Each round of pairs' sub-communicators, when a pair check runs (every
+/// rank splits once per round, in the same order; a rank out of a round
+/// gets `None`).
+fn pair_groups(
+    backend: &mut dyn Backend,
+    c: &CheckJob,
+    nodes: &Nodes,
+    rank: usize,
+) -> Result<Vec<Option<SubGroup>>, Error> {
+    if !c.checks.iter().any(|k| k.scope == Scope::Pair) {
+        return Ok(vec![]);
+    }
+    let rounds = pair_rounds(nodes.nnodes());
+    if rounds.is_empty() {
+        return Ok(vec![]);
+    }
+    let kind = backend.identity().kind;
+    let sub = backend.sub_groups().ok_or_else(|| {
+        Error::usage(format!(
+            "the {} backend has no sub-communicators for pair checks (NCCL before 2.18 has no ncclCommSplit); \
+             use --only with the whole-job checks, or a newer NCCL",
+            kind.name()
+        ))
+    })?;
+    pair_colours(&rounds, nodes, rank)
+        .into_iter()
+        .map(|(colour, key, active)| sub.split(colour, key).map(|g| active.then_some(g)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pair_rounds;
+
+    #[test]
+    fn pairs_are_a_ring_in_rounds_of_disjoint_pairs() {
+        assert!(pair_rounds(1).is_empty());
+        assert_eq!(pair_rounds(2), vec![vec![(0, 1)]]);
+        assert_eq!(pair_rounds(3), vec![vec![(0, 1)], vec![(1, 2)], vec![(2, 0)]]);
+        assert_eq!(pair_rounds(4), vec![vec![(0, 1), (2, 3)], vec![(1, 2), (3, 0)]]);
+        for n in 2..12 {
+            let rounds = pair_rounds(n);
+            let pairs: Vec<_> = rounds.iter().flatten().collect();
+            assert_eq!(pairs.len(), if n == 2 { 1 } else { n });
+            for node in 0..n {
+                let mine = pairs.iter().filter(|(a, b)| *a == node || *b == node).count();
+                assert_eq!(mine, if n == 2 { 1 } else { 2 }, "{n} nodes: node {node} in two pairs");
+            }
+            for r in &rounds {
+                let mut seen: Vec<usize> = r.iter().flat_map(|&(a, b)| [a, b]).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), 2 * r.len(), "a round's pairs are disjoint");
+            }
+            assert!(rounds.len() <= 3);
+        }
+    }
 }
