@@ -224,7 +224,8 @@ pub fn summary(r: &Report, files: &str) -> String {
         let names: Vec<String> = failing
             .iter()
             .map(|(h, vs)| {
-                let checks: Vec<&str> = vs.iter().map(|v| v.check.as_str()).collect();
+                let mut checks: Vec<&str> = vs.iter().map(|v| v.check.as_str()).collect();
+                checks.dedup();
                 format!("{h} ({})", checks.join(", "))
             })
             .collect();
@@ -294,7 +295,17 @@ mod tests {
     fn the_list_and_a_profile_show_every_source() {
         let all = shipped::all().unwrap();
         let l = list(&all);
-        assert!(l.contains("azure-nd-h100-v5  nccl    node (8 per node)"), "{l}");
+        let words = |line: &str| line.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+        assert!(
+            l.lines()
+                .any(|line| words(line) == "azure-nd-h100-v5 nccl node (8 per node)"),
+            "{l}"
+        );
+        assert!(
+            l.lines()
+                .any(|line| words(line).starts_with("local-cpu mpi node,pair,job")),
+            "{l}"
+        );
         assert!(l.contains("gcp-a3-highgpu"), "{l}");
         let p = all.iter().find(|p| p.name == "azure-nd-h100-v5").unwrap();
         let s = show(p);

@@ -393,7 +393,8 @@ fn write_node(c: &CheckJob, dir: &Path, label: &str, files: &[NodeFiles]) -> Res
 /// The `--on-fail` command of each failing node, printed, or run.
 fn run_hooks(t: &hook::Template, execute: bool, r: &Report) {
     for (host, failing) in r.failing_nodes() {
-        let checks: Vec<&str> = failing.iter().map(|v| v.check.as_str()).collect();
+        let mut checks: Vec<&str> = failing.iter().map(|v| v.check.as_str()).collect();
+        checks.dedup();
         let reason: Vec<String> = failing
             .iter()
             .map(|v| format!("{} {}: {}", v.check, v.status.name(), v.reason))
