@@ -102,10 +102,9 @@ impl Sampler<'_> {
         let mut mine = Vec::with_capacity(calls.len() * PLACEMENTS.len());
         for call in calls {
             if self.idle {
-                for _ in PLACEMENTS {
-                    self.world.barrier();
-                    mine.push(0.0);
-                }
+                // the same barriers as a rank that runs the call
+                PLACEMENTS.iter().for_each(|_| self.world.barrier());
+                mine.extend([0.0; PLACEMENTS.len()]);
                 continue;
             }
             self.backend.prepare(call)?;
