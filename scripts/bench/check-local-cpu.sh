@@ -48,9 +48,9 @@ fault() { # NAME EXPECTED-TEXT COMMAND...
         echo "$name: exit $rc, named: NO (wanted '$want')"
     fi
 }
-echo "== fault 1: a slow node (cbnode2 at 3% of a CPU, cgroup quota)"
+echo "== fault 1: a slow node (cbnode2 at 1% of a CPU, cgroup quota)"
 fault slow-node "verdict: FAIL: 1 of 3 nodes: cbnode2" \
-    scripts/fake-nodes.sh --slow-node cbnode2=3 mpirun cbnode1:1,cbnode2:1,cbnode3:1 -- \
+    scripts/fake-nodes.sh --slow-node cbnode2=1 mpirun cbnode1:1,cbnode2:1,cbnode3:1 -- \
     "$bin" check --profile local-cpu --out "$out/f1"
 echo "== fault 2: a slow link (cbnode1-cbnode2 at 20 Mbit/s, HTB on lo)"
 fault slow-link "the link cbnode1+cbnode2 (pair-all-reduce-1m) fails" \
