@@ -52,9 +52,9 @@ echo "== fault 1: a slow node (cbnode2 at 1% of a CPU, cgroup quota)"
 fault slow-node "verdict: FAIL: 1 of 3 nodes: cbnode2" \
     scripts/fake-nodes.sh --slow-node cbnode2=1 mpirun cbnode1:1,cbnode2:1,cbnode3:1 -- \
     "$bin" check --profile local-cpu --out "$out/f1"
-echo "== fault 2: a slow link (cbnode1-cbnode2 at 20 Mbit/s, HTB on lo)"
+echo "== fault 2: a slow link (cbnode1-cbnode2 at 100 Mbit/s, HTB on lo)"
 fault slow-link "the link cbnode1+cbnode2 (pair-all-reduce-1m) fails" \
-    scripts/fake-nodes.sh --slow-link cbnode1-cbnode2=20mbit mpirun cbnode1:1,cbnode2:1,cbnode3:1 -- \
+    scripts/fake-nodes.sh --slow-link cbnode1-cbnode2=100mbit mpirun cbnode1:1,cbnode2:1,cbnode3:1 -- \
     "$bin" check --profile local-cpu --out "$out/f2"
 echo "== fault 3: TCP forced inside a node (--transport tcp)"
 fault transport "(node-all-reduce-4k" \
