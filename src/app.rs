@@ -29,6 +29,7 @@ pub fn main() -> ExitCode {
         Command::Workload(args) => crate::session::run_job(crate::session::Job::workload(&args)),
         Command::Replay(args) => crate::session::run_job(crate::session::Job::replay(&args)),
         Command::Check(args) => check_command(&args),
+        Command::Links(args) => crate::session::run_links(crate::session::LinksJob::from_args(&args)),
         Command::Help(args) => help_command(&args),
     };
     ExitCode::from(code)

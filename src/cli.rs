@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::collective::Collective;
 use crate::error::Error;
+use crate::links::{Level, Metric as LinkMetric};
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{
@@ -211,6 +212,26 @@ failure, 2 usage or a profile the launch cannot run (one line naming the file an
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Check(Box<CheckArgs>),
+    /// Measure every pair of nodes or ranks (bandwidth both ways, latency) and find the bad node, GPU or link
+    #[command(after_help = "Pairs run in rounds of disjoint pairs, all of a round at once (the \
+circle method: n-1 rounds of n/2 pairs); per pair, unidirectional and bidirectional bandwidth at \
+--size and a ping-pong's latency at --latency-size, each from --samples samples of -n operations, \
+what was received checked. --level node pairs one rank per node (nodes are hosts, or \
+--ranks-per-node groups), rank every rank, rail the ranks with the same local index on different \
+nodes. --find judges each pair against comparable pairs, re-tests every suspect against \
+known-good partners and names the node, GPU or link, or the host that only all-reduces show \
+(docs/links.md: the rule, the verdicts, what they cannot see, the pairs CSV). Of `run`'s \
+options, the backend, -n, -w, -c, --timeout, --ranks-per-node, --transport, -g, --nccl-lib, \
+--launcher, --csv, --json, --overwrite and --label apply; the others are refused.\n\n\
+Examples:\n  \
+mpirun -np 4 --map-by node --hostfile hosts collbench links --find\n  \
+mpirun -np 16 -N 8 collbench links --level rank --heatmap links.png\n  \
+srun -N 64 --ntasks-per-node=8 --mpi=pmix collbench links --level rail --find --json links.json\n  \
+mpirun --oversubscribe -np 4 collbench links --ranks-per-node 1 --size 1M --find   4 virtual nodes on one machine\n\n\
+Exit codes: 0 measured (with or without suspects: the report and the JSON name them), 1 runtime \
+failure, 2 usage or configuration error, 3 validation failed, 5 timeout.")]
+    #[command(args_override_self = true)]
+    Links(Box<LinksArgs>),
 
     /// Print this message or the help of the given subcommand
     Help(HelpArgs),
@@ -402,6 +423,67 @@ pub struct ReplayArgs {
 
     #[command(flatten)]
     pub steps: StepArgs,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Options of `collbench links`: what to pair and how, then `run`'s
+/// options that apply (`LINKS_REFUSED` lists the others).
+#[derive(Clone, Debug, Args)]
+pub struct LinksArgs {
+    /// Who pairs up: node (one rank per node), rank (every rank), rail (the ranks of one local index across nodes, each rail on its own)
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        default_value = "node",
+        ignore_case = true,
+        help_heading = "Links"
+    )]
+    pub level: Level,
+
+    /// One pair at a time, instead of rounds of disjoint pairs at once: the contention-free reference
+    #[arg(long, help_heading = "Links")]
+    pub isolated: bool,
+
+    /// Find the bad node, GPU or link: the rule on the matrix, re-tests of each suspect against known-good partners, all-reduce bisection for what only collectives show
+    #[arg(long, help_heading = "Links")]
+    pub find: bool,
+
+    /// Bandwidth message size, a multiple of 4 bytes [default: 64M on GPUs (nccl), 4M on host memory (mpi)]
+    #[arg(long, value_name = "SIZE", help_heading = "Links")]
+    pub size: Option<Size>,
+
+    /// Ping-pong message size of the latency, a multiple of 4 bytes
+    #[arg(long, value_name = "SIZE", default_value = "8", help_heading = "Links")]
+    pub latency_size: Size,
+
+    /// Samples per pair and metric (6 or more give the median's 95% interval, which the finder needs)
+    #[arg(long, value_name = "N", default_value = "10", value_parser = clap::value_parser!(u64).range(1..=100000),
+          help_heading = "Links")]
+    pub samples: u64,
+
+    /// Where hosts sit: a file of `host leaf [rack]` lines (pairs are compared within their class: one host, one leaf, across leaves, across racks)
+    #[arg(long, value_name = "FILE", conflicts_with = "host_pattern", help_heading = "Links")]
+    pub topology: Option<PathBuf>,
+
+    /// Where hosts sit, from their names: literal text, {leaf}, {rack} and * (gpu-r{rack}-l{leaf}-* places gpu-r2-l07-n13 under leaf 07 of rack 2)
+    #[arg(long, value_name = "PATTERN", help_heading = "Links")]
+    pub host_pattern: Option<String>,
+
+    /// The metric of the matrix on screen and of the heatmap
+    #[arg(
+        long,
+        value_name = "METRIC",
+        default_value = "uni",
+        ignore_case = true,
+        help_heading = "Links"
+    )]
+    pub metric: LinkMetric,
+
+    /// Draw the matrix as a heatmap, ordered and grouped by rack, leaf and host (.png or .svg)
+    #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
+    pub heatmap: Option<PathBuf>,
 
     #[command(flatten)]
     pub run: RunArgs,
@@ -965,6 +1047,8 @@ value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
 value_enum!(Source, Source::ALL, Source::aliases);
 value_enum!(Launcher, Launcher::ALL, |_| &[]);
 value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
+value_enum!(Level, Level::ALL, |_| &[]);
+value_enum!(LinkMetric, LinkMetric::ALL, |_| &[]);
 
 /// `run`'s options that mean nothing for a step of `workload` or `replay`,
 /// by clap id, each with what to use instead where there is something:
@@ -994,6 +1078,38 @@ pub const STEP_REFUSED: [(&str, &str); 23] = [
     ("rotate", ""),
     ("phase_times", ""),
     ("config", ""),
+];
+
+/// `run`'s options that mean nothing for `collbench links`, by clap id,
+/// with what to use instead where there is something: the refusal
+/// (`RunArgs::refusal`) and the help (hidden there) come from it.
+pub const LINKS_REFUSED: [(&str, &str); 26] = [
+    ("minbytes", "use --size"),
+    ("maxbytes", "use --size"),
+    ("stepfactor", ""),
+    ("stepbytes", ""),
+    ("min_time", "use -n"),
+    ("precision", "use -n and --samples"),
+    ("max_time", ""),
+    ("per_iter", ""),
+    ("straggler_threshold", ""),
+    ("rotate", ""),
+    ("agg_iters", ""),
+    ("cuda_graph", ""),
+    ("register", ""),
+    ("average", "a pair's time is its slower end's"),
+    ("blocking", ""),
+    ("cycles", "use --samples"),
+    ("collectives", ""),
+    ("dtype", ""),
+    ("op", ""),
+    ("root", ""),
+    ("hierarchy", ""),
+    ("phase_times", ""),
+    ("no_progress", ""),
+    ("progress", ""),
+    ("config", ""),
+    ("no_rotate", ""),
 ];
 
 /// `run`'s options that mean nothing for `collbench check` (the profile
@@ -1055,10 +1171,35 @@ pub fn cli_command() -> clap::Command {
             a.help("Samples of each check, in place of the profile's; 0 samples one check until stopped (a soak)")
         })
     };
+    let links = |mut c: clap::Command| {
+        for (id, _) in LINKS_REFUSED {
+            c = c.mut_arg(id, |a| a.hide(true));
+        }
+        c.mut_arg("csv", |a| {
+            a.help("Pairs CSV path: a row per measured pair, written as each round ends (docs/links.md) [default: results/links-<run id>.csv]")
+        })
+        .mut_arg("json", |a| {
+            a.help("Also write a JSON report: the probe, the endpoints, every pair, the rule's suspects and the finder's report")
+        })
+        .mut_arg("iters", |a| {
+            a.help("Operations timed back to back in one sample (its value is their mean) [default: 20]")
+        })
+        .mut_arg("warmup", |a| a.help("Untimed operations before a pair's first sample of each metric"))
+        .mut_arg("check", |a| {
+            a.help("Validated exchanges per pair (both directions, every received element compared); 0 turns checking off")
+        })
+        .mut_arg("timeout", |a| {
+            a.help("End the job (exit 5) when one round, or the set-up, runs longer than SECS; 0 turns it off")
+        })
+        .mut_arg("ranks_per_node", |a| {
+            a.help("Treat every K consecutive ranks as one node (virtual nodes) instead of the ranks sharing a host")
+        })
+    };
     Cli::command()
         .mut_subcommand("workload", hide)
         .mut_subcommand("replay", hide)
         .mut_subcommand("check", hide_for_check)
+        .mut_subcommand("links", links)
 }
 
 /// Parses a command line (the program name first) with `cli_command`.
@@ -1229,8 +1370,8 @@ impl RunArgs {
         self.refusal(&STEP_REFUSED)
     }
 
-    /// The first option of `refused` given a value other than its
-    /// default, as a refusal names it.
+    /// The first option of `refused` (clap id, what to use instead) given
+    /// a value other than its default, as a refusal names it.
     pub fn refusal(&self, refused: &[(&str, &str)]) -> Result<Option<String>, Error> {
         let defaults = RunArgs::defaults().options()?;
         let given = self.options()?;

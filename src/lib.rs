@@ -23,6 +23,7 @@ pub mod engine;
 pub mod error;
 pub mod import;
 pub mod info;
+pub mod links;
 pub mod plan;
 pub mod plot;
 pub mod record;

@@ -17,6 +17,11 @@
 //! rank order in the element type (16-bit floats through f32, rounded to
 //! nearest even); avg is the sum over the ranks divided by their number.
 //!
+//! Point-to-point groups (`PointToPoint`) go through mailboxes of the home
+//! fabric, one queue per ordered pair of ranks: sends are eager, receives
+//! wait for their message, so a group never deadlocks; the group's delay
+//! and fault are those of one operation (`Launched::peer` names the peer).
+//!
 //! Sub-communicators are fabrics of their own: `MemoryBackend::create(k)`
 //! for each group, one backend of it to each member. Every all-reduce runs
 //! flat (the hierarchical modes are refused), and nothing here prints.
@@ -30,8 +35,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, ProfilerRanges, SubGroup, SubGroups, refusals,
-    rotation_offset, rotation_steps,
+    Backend, Call, Graphs, Identity, IterationMarks, LaunchExtras, PeerOp, PointToPoint, ProfilerRanges, SubGroup,
+    SubGroups, refusals, rotation_offset, rotation_steps,
 };
 use crate::buffer::HostBuffer;
 use crate::clock::{Clock, VirtualClock};
@@ -54,6 +59,8 @@ pub struct Launched {
     /// Operations this rank has run before this one, over the whole run
     /// (a graph's replayed operations count each time).
     pub seq: u64,
+    /// The peer of a point-to-point group (its first operation's).
+    pub peer: Option<usize>,
 }
 
 /// What an injected fault does to one operation.
@@ -112,6 +119,8 @@ pub enum Event {
     },
     RangePush(String),
     RangePop,
+    /// One point-to-point group (`PointToPoint::launch_p2p`).
+    PeerGroup(Vec<PeerOp>),
 }
 
 /// A rank's events, readable while (and after) the engine runs.
@@ -249,6 +258,7 @@ impl MemoryBackend {
             placement,
             iter,
             seq: self.seq,
+            peer: None,
         };
         self.seq += 1;
         let fault = self.fault.as_mut().and_then(|f| f(&op));
@@ -485,6 +495,10 @@ impl Backend for MemoryBackend {
     fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
         Some(self)
     }
+
+    fn point_to_point(&mut self) -> Option<&mut dyn PointToPoint> {
+        Some(self)
+    }
 }
 
 impl Graphs for MemoryBackend {
@@ -549,6 +563,71 @@ impl ProfilerRanges for MemoryBackend {
 
     fn range_pop(&mut self) {
         self.journal.push(Event::RangePop);
+    }
+}
+
+/// Sends of the call's input, receives into its output, through the home
+/// fabric's mailboxes; then the group's fault and delay, as one operation's.
+impl PointToPoint for MemoryBackend {
+    fn launch_p2p(&mut self, call: &Call, ops: &[PeerOp]) -> Result<(), Error> {
+        self.journal.push(Event::PeerGroup(ops.to_vec()));
+        let placement = Placement::OutOfPlace;
+        let peer = ops.first().map(|op| match *op {
+            PeerOp::Send(p) | PeerOp::Recv(p) => p,
+        });
+        let op = Launched {
+            call: *call,
+            placement,
+            iter: 0,
+            seq: self.seq,
+            peer,
+        };
+        self.seq += 1;
+        let fault = self.fault.as_mut().and_then(|f| f(&op));
+        if let Some(Fault::Fail(why)) = &fault {
+            self.break_all(format!("rank {} of the memory backend failed", self.home.1));
+            return Err(Error::runtime(why.clone()));
+        }
+        let r = regions(call, placement);
+        let e = call.dtype.size_bytes();
+        let (input, output) = (
+            r.input.1.start * e..r.input.1.end * e,
+            r.output.1.start * e..r.output.1.end * e,
+        );
+        let (fabric, me) = (Arc::clone(&self.home.0), self.home.1);
+        for op in ops {
+            if let PeerOp::Send(p) = *op {
+                fabric.post(me, p, self.send.bytes()[input.clone()].to_vec())?;
+            }
+        }
+        for op in ops {
+            if let PeerOp::Recv(p) = *op {
+                let message = fabric.take(p, me)?;
+                if message.len() != output.len() {
+                    self.break_all(format!("rank {me} of the memory backend got a message of another size"));
+                    return Err(Error::runtime(format!(
+                        "rank {me} receives {} bytes from rank {p}, which sent {}",
+                        output.len(),
+                        message.len()
+                    )));
+                }
+                self.recv.bytes_mut()[output.clone()].copy_from_slice(&message);
+            }
+        }
+        if let Some(Fault::Corrupt(n)) = fault {
+            let corrupt = output.start..output.start + (n * e).min(output.len());
+            for byte in &mut self.recv.bytes_mut()[corrupt] {
+                *byte ^= 0x5a;
+            }
+        }
+        if let Some(delay) = self.delay.as_mut() {
+            let took = delay(&op);
+            match &self.clock {
+                Some(clock) => clock.advance(took),
+                None => std::thread::sleep(took),
+            }
+        }
+        Ok(())
     }
 }
 

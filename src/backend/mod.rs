@@ -6,8 +6,9 @@
 //! operations), `wait` (all enqueued operations complete) and `output`
 //! (the output region, as host memory, for checking). What only some
 //! backends have (a GPU, CUDA graphs, device timing marks, phase times,
-//! profiler ranges, transport observation) is an extension trait that the
-//! backend hands out, or not (`Backend::graphs` and the others).
+//! profiler ranges, transport observation, sub-communicators, sends and
+//! receives between chosen ranks) is an extension trait that the backend
+//! hands out, or not (`Backend::graphs` and the others).
 //!
 //! Backends: `mpi` (host buffers, MPI's collectives), `nccl` (GPU buffers,
 //! libnccl loaded at run time), and `memory` (host buffers, collectives
@@ -253,6 +254,36 @@ pub trait Backend {
     fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
         None
     }
+
+    /// Sends and receives between chosen ranks (`collbench links`' pairs).
+    fn point_to_point(&mut self) -> Option<&mut dyn PointToPoint> {
+        None
+    }
+}
+
+/// One point-to-point operation of this rank: a send of a call's input
+/// region to a peer, or a receive from a peer into its output region.
+/// Peers are ranks of the backend's own communicator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerOp {
+    Send(usize),
+    Recv(usize),
+}
+
+/// Point-to-point traffic on the backend's own communicator, for
+/// measurements between chosen pairs of ranks (docs/links.md): each pair
+/// talks with plain sends and receives, no sub-communicator per pair, so
+/// that every pair of a round runs at once and a thousand-node matrix
+/// makes no communicator at all.
+pub trait PointToPoint {
+    /// Enqueues (or, for a synchronous library, runs) this rank's `ops` as
+    /// one group: sends of `call`'s input region and receives into its
+    /// output region (`call` is a flat `sendrecv` of the backend's own
+    /// communicator, whose buffers `prepare` made), all started together,
+    /// so that a send and a receive with the same peer cannot deadlock.
+    /// `wait` returns when they have completed. Operations with one peer
+    /// complete in the order given across groups, as NCCL's and MPI's do.
+    fn launch_p2p(&mut self, call: &Call, ops: &[PeerOp]) -> Result<(), Error>;
 }
 
 /// Sub-communicators, built once before a workload's first step: a

@@ -6,7 +6,7 @@
 //! before anything of NCCL starts, so that a broken launcher or control
 //! plane is told apart from a failing NCCL.
 
-use super::{Job, Session, is_first_rank};
+use super::{Session, Task, is_first_rank};
 use crate::config::RunConfig;
 use crate::engine::stop::StopRequest;
 use crate::error::{exit, say};
@@ -16,7 +16,7 @@ use crate::world::store::StoreWorld;
 
 /// The control plane for this run, then the run on every rank; the exit
 /// code of this process.
-pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
+pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
     let env = |name: &str| std::env::var(name).ok();
     let launch = match launch::detect(cfg.start.launcher, &env, cfg!(feature = "mpi")) {
         Ok(launch) => launch,
@@ -37,10 +37,10 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
         return exit::USAGE;
     }
     match (cfg.start.threads, launch) {
-        (Some(n), _) => super::run_threads(n, cfg, env_plan, stop, job),
-        (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, job),
-        (None, Launch::Mpi { how }) => super::run_mpi(cfg, env_plan, stop, job, &how),
-        (None, Launch::Alone) => super::run_mpi(cfg, env_plan, stop, job, ""),
+        (Some(n), _) => super::run_threads(n, cfg, env_plan, stop, task),
+        (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, task),
+        (None, Launch::Mpi { how }) => super::run_mpi(cfg, env_plan, stop, task, &how),
+        (None, Launch::Alone) => super::run_mpi(cfg, env_plan, stop, task, ""),
     }
 }
 
@@ -58,10 +58,10 @@ pub(super) fn mpi_launch() -> bool {
 
 /// The ranks meet at the store (rank 0 opens it); the start's failures
 /// were printed by the rank that saw them.
-fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
+fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
     let world = match StoreWorld::start(launch, cfg.timing.timeout) {
         Ok(world) => world,
         Err(e) => return e.exit_code(),
     };
-    Session::new(&world, cfg, env_plan, stop).with_job(job).run(None)
+    Session::new(&world, cfg, env_plan, stop).with_task(task).run(None)
 }

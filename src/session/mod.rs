@@ -19,6 +19,7 @@ pub mod check;
 mod golden;
 mod job;
 mod launch;
+pub mod links;
 mod outputs;
 mod preflight;
 mod workload;
@@ -40,6 +41,16 @@ use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank};
 use backend_choice::MakeMpi;
 pub use job::Job;
+pub use links::LinksJob;
+
+/// What a launch does on every rank: `collbench run`'s sweep, a workload's
+/// or replay's steps, or `collbench links`' matrix.
+#[derive(Clone, Copy)]
+pub enum Task<'a> {
+    Sweep,
+    Steps(&'a Job),
+    Links(&'a LinksJob),
+}
 
 /// `collbench run`: `args` as parsed, `argv` the arguments after `run`
 /// (the `--config` file's keys go before them).
@@ -54,7 +65,26 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, None);
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Task::Sweep);
+    if code == exit::OK {
+        env_plan.remove_nccl_log();
+    }
+    code
+}
+
+/// `collbench links`: `made` is the job and the run's configuration from
+/// its options (an error is printed once).
+pub fn run_links(made: Result<(LinksJob, RunConfig), Error>) -> u8 {
+    let started = made.and_then(|(job, cfg)| {
+        let env_plan = apply_transport(&cfg)?;
+        let stop = StopRequest::install()?;
+        Ok((job, cfg, env_plan, stop))
+    });
+    let (job, cfg, env_plan, stop) = match started {
+        Ok(started) => started,
+        Err(e) => return report_early_error(&e),
+    };
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Task::Links(&job));
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -73,7 +103,7 @@ pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Some(&job));
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Task::Steps(&job));
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -146,7 +176,7 @@ fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
 /// `how` names the launcher for the header and the pre-flight's message
 /// (empty for a process alone).
 #[cfg(feature = "mpi")]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>, how: &str) -> u8 {
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
     use crate::backend::mpi::MpiBackend;
 
     let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
@@ -163,25 +193,25 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
     Session::new(&world, cfg, env_plan, stop)
-        .with_job(job)
+        .with_task(task)
         .run(Some(&mpi_backend))
 }
 
 /// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>, _how: &str) -> u8 {
-    run_threads(1, cfg, env_plan, stop, job)
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, _how: &str) -> u8 {
+    run_threads(1, cfg, env_plan, stop, task)
 }
 
 /// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
-fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, job: Option<&Job>) -> u8 {
+fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
     use crate::world::threads::ThreadWorld;
 
     let worlds = ThreadWorld::create(n);
     std::thread::scope(|scope| {
         let handles: Vec<_> = worlds
             .iter()
-            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_job(job).run(None)))
+            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_task(task).run(None)))
             .collect();
         // A rank that panicked has ended the process in the panic hook.
         handles
@@ -198,8 +228,8 @@ pub struct Session<'a, W: World> {
     cfg: &'a RunConfig,
     env_plan: &'a EnvPlan,
     stop: &'a StopRequest,
-    /// A workload or replay instead of a sweep.
-    job: Option<&'a Job>,
+    /// A sweep, a workload or replay, or the links matrix.
+    task: Task<'a>,
 }
 
 /// Everything set up on every rank; the sweep can start.
@@ -218,23 +248,28 @@ impl<'a, W: World> Session<'a, W> {
             cfg,
             env_plan,
             stop,
-            job: None,
+            task: Task::Sweep,
         }
     }
 
-    /// Runs `job` (a workload or replay) instead of the sweep.
-    pub fn with_job(mut self, job: Option<&'a Job>) -> Self {
-        self.job = job;
+    /// Runs `task` (a workload or replay, the links matrix) instead of the
+    /// sweep.
+    pub fn with_task(mut self, task: Task<'a>) -> Self {
+        self.task = task;
         self
     }
 
     /// Sets up, sweeps and judges; the exit code of this rank.
     pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
-        if let Some(job) = self.job {
-            if let job::Source::Check(check) = &job.source {
-                return self.run_check(mpi_backend, check);
+        match self.task {
+            Task::Sweep => {}
+            Task::Steps(job) => {
+                if let job::Source::Check(check) = &job.source {
+                    return self.run_check(mpi_backend, check);
+                }
+                return self.run_job(mpi_backend, job);
             }
-            return self.run_job(mpi_backend, job);
+            Task::Links(job) => return self.run_links(mpi_backend, job),
         }
         let watchdog = self.watchdog("the set-up (plan check, communicators, output files)");
         let ended = self

@@ -285,10 +285,15 @@ fn device_headroom(free: u64) -> u64 {
 
 /// `results/<run id>.csv`, the folder created if need be.
 fn default_csv(run_id: &str) -> Result<PathBuf, Error> {
+    results_file(&format!("{run_id}.csv"))
+}
+
+/// `results/NAME`, the folder created if need be.
+pub(super) fn results_file(name: &str) -> Result<PathBuf, Error> {
     let dir = PathBuf::from("results");
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::usage(format!("cannot create the results folder {}: {e}", dir.display())))?;
-    Ok(dir.join(format!("{run_id}.csv")))
+    Ok(dir.join(name))
 }
 
 /// `20261129T084645Z-host-1234`: sortable, unique per launch, safe in

@@ -83,6 +83,11 @@
  *                               milliseconds late (after its data moved):
  *                               RANK reaches what follows late, as a rank
  *                               held up by its host would
+ *   GPUSIM_DELAY_RANK=RANK:US   every group RANK issues returns US
+ *                               microseconds late (a slow node)
+ *   GPUSIM_DELAY_PAIR=A-B:US    every group with a send or receive between
+ *                               A and B returns US microseconds late on
+ *                               that end (a slow link)
  *   GPUSIM_NCCL_GRAPH_CORRUPT=1 every output an NCCL call writes while a
  *                               CUDA graph replays has its first byte
  *                               flipped (work that runs outside a graph is
@@ -835,6 +840,7 @@ static void set_async(struct ncclComm *c, ncclResult_t rc)
 static void run_job_inner(struct job *j);
 static void delay_if_asked(void);
 
+static void delay_rank_or_pair(const struct job *j);
 /* GPUSIM_NCCL_GRAPH_CORRUPT: the first byte of every output this rank's
  * operations of `j` wrote is flipped, when they ran in a graph replay. */
 static void corrupt_replayed(struct job *j)
@@ -857,6 +863,7 @@ static void run_job(void *arg)
     run_job_inner(arg);
     corrupt_replayed(arg);
     delay_if_asked();
+    delay_rank_or_pair(arg);
 }
 
 static void run_job_inner(struct job *j)
@@ -930,6 +937,34 @@ static void delay_if_asked(void)
     struct fault f;
     if (parse_fault("GPUSIM_NCCL_DELAY", &f) && f.rank == world_rank && f.nth == groups_issued)
         usleep((useconds_t)f.code * 1000);
+}
+
+/* GPUSIM_DELAY_RANK=RANK:US: every group RANK issues returns US
+ * microseconds late (a slow node: slow with every partner, and in every
+ * collective). GPUSIM_DELAY_PAIR=A-B:US: every group in which A sends to
+ * or receives from B, or B from A, returns US microseconds late on that
+ * end (a slow link: A and B slow only with each other). Ranks are those of
+ * the thread's first communicator (the world's); after the data moved. */
+static void delay_rank_or_pair(const struct job *j)
+{
+    long us = 0, v;
+    int r, a, b;
+    const char *rank = getenv("GPUSIM_DELAY_RANK");
+    if (rank && sscanf(rank, "%d:%ld", &r, &v) == 2 && r == world_rank)
+        us += v;
+    const char *pair = getenv("GPUSIM_DELAY_PAIR");
+    if (pair && sscanf(pair, "%d-%d:%ld", &a, &b, &v) == 3 && (world_rank == a || world_rank == b)) {
+        int other = world_rank == a ? b : a;
+        for (size_t i = 0; i < j->n; i++) {
+            const struct op *o = &j->ops[i];
+            if ((o->kind == K_SEND || o->kind == K_RECV) && o->root == other) {
+                us += v;
+                break;
+            }
+        }
+    }
+    if (us > 0)
+        usleep((useconds_t)us);
 }
 
 static void free_job(void *arg)

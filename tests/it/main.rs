@@ -15,6 +15,7 @@ mod gpu_sim;
 mod hierarchy;
 mod import;
 mod launch;
+mod links;
 mod measurement;
 mod mpi_sweep;
 mod nccl;

@@ -1,6 +1,7 @@
 //! The exchange the ranks of one in-memory communicator meet at, and the
 //! sub-communicators splits make of it.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::buffer::HostBuffer;
@@ -34,6 +35,8 @@ pub(super) struct Rendezvous {
     pub(super) colors: Vec<(usize, usize)>,
     /// The fabrics splits made, by (split number, colour).
     pub(super) subs: Vec<((u64, usize), Arc<Fabric>)>,
+    /// Point-to-point messages in flight, by (from, to), oldest first.
+    pub(super) mail: BTreeMap<(usize, usize), VecDeque<Vec<u8>>>,
 }
 
 impl Fabric {
@@ -50,6 +53,7 @@ impl Fabric {
                 broken: None,
                 colors: vec![(0, 0); nranks],
                 subs: Vec::new(),
+                mail: BTreeMap::new(),
             }),
             turn: Condvar::new(),
         })
@@ -80,6 +84,44 @@ impl Fabric {
             if let Some(why) = &state.broken {
                 return Err(Error::runtime(why.clone()));
             }
+        }
+    }
+
+    /// Queues a message from `from` to `to` (an eager send).
+    pub(super) fn post(&self, from: usize, to: usize, message: Vec<u8>) -> Result<(), Error> {
+        if to >= self.nranks {
+            return Err(Error::runtime(format!(
+                "a send to rank {to} of a memory communicator of {}",
+                self.nranks
+            )));
+        }
+        let mut state = lock(&self.state);
+        if let Some(why) = &state.broken {
+            return Err(Error::runtime(why.clone()));
+        }
+        state.mail.entry((from, to)).or_default().push_back(message);
+        self.turn.notify_all();
+        Ok(())
+    }
+
+    /// The oldest message from `from` to `to`, waiting for one to arrive
+    /// (or for the fabric to break).
+    pub(super) fn take(&self, from: usize, to: usize) -> Result<Vec<u8>, Error> {
+        if from >= self.nranks {
+            return Err(Error::runtime(format!(
+                "a receive from rank {from} of a memory communicator of {}",
+                self.nranks
+            )));
+        }
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(m) = state.mail.get_mut(&(from, to)).and_then(VecDeque::pop_front) {
+                return Ok(m);
+            }
+            if let Some(why) = &state.broken {
+                return Err(Error::runtime(why.clone()));
+            }
+            state = self.turn.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
     }
 

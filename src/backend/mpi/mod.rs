@@ -10,9 +10,11 @@
 //! large enough for either (`max(send, recv)` elements) because the
 //! in-place variants use it alone. What in-place means, per collective,
 //! follows MPI's MPI_IN_PLACE rules (see `regions`). Hierarchical
-//! all-reduce lives in `hierarchical`; calls rsmpi lacks, in `raw`.
+//! all-reduce lives in `hierarchical`; sends and receives between chosen
+//! ranks (`PointToPoint`) in `p2p`; calls rsmpi lacks, in `raw`.
 
 mod hierarchical;
+mod p2p;
 mod raw;
 
 use std::ops::Range;
@@ -23,7 +25,8 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::*;
 
 use super::{
-    Backend, Call, Identity, LaunchExtras, PhaseTimes, SubGroup, SubGroups, TransportObserver, TransportQuery, refusals,
+    Backend, Call, Identity, LaunchExtras, PhaseTimes, PointToPoint, SubGroup, SubGroups, TransportObserver,
+    TransportQuery, refusals,
 };
 use crate::buffer::{Element, HostBuffer};
 use crate::collective::{Buf, Collective, Convention, Regions};
@@ -403,6 +406,10 @@ impl Backend for MpiBackend {
     }
 
     fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
+        Some(self)
+    }
+
+    fn point_to_point(&mut self) -> Option<&mut dyn PointToPoint> {
         Some(self)
     }
 }

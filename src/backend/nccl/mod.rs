@@ -7,6 +7,7 @@
 //! - `calls`: how each collective becomes NCCL calls (pure, tested);
 //! - `device`: the GPU through cudarc (context, stream, buffers, copies);
 //! - `hierarchy`: the hierarchical all-reduce's sub-communicators and phases;
+//! - `p2p`: grouped sends and receives between chosen ranks (`PointToPoint`);
 //! - `start`: the bootstrap every rank takes together (library, unique ids,
 //!   GPU, communicator);
 //! - here: finding the library (`NcclLibrary::find`), the unique id, and the
@@ -22,6 +23,7 @@
 mod calls;
 pub mod device;
 mod hierarchy;
+mod p2p;
 pub mod start;
 pub mod sys;
 
@@ -982,6 +984,11 @@ impl Backend for NcclBackend {
 
     fn profiler(&mut self) -> Option<&mut dyn ProfilerRanges> {
         self.nvtx.as_mut().map(|nvtx| nvtx as &mut dyn ProfilerRanges)
+    }
+
+    /// Grouped ncclSend and ncclRecv on the backend's communicator (`p2p`).
+    fn point_to_point(&mut self) -> Option<&mut dyn super::PointToPoint> {
+        Some(self)
     }
 
     /// Only with ncclCommSplit (NCCL 2.18 and later).

@@ -1,0 +1,467 @@
+//! The finder: matrix, suspects, re-tests against known-good partners,
+//! bisection by sub-communicator all-reduces, and a report that names the
+//! part (docs/links.md, "The finder").
+//!
+//! `find` drives any `Measurer`: the simulation now, the backends later.
+//! Its steps:
+//! 1. the matrix: every pair of the schedule, round by round;
+//! 2. `rule::analyse`: rank suspects (slow with most partners) and pair
+//!    suspects (slow with one partner, its ends fine);
+//! 3. re-tests (`Phase::Confirm`, module `confirm`) in `partners` rounds
+//!    (two): each rank suspect with a known-good partner per round (ranks in
+//!    no low pair, closest to the fleet), each pair suspect itself (twice,
+//!    or once and then its ends with known-good partners), each re-test
+//!    beside a matched control (known-good ranks at the same places) as its
+//!    reference; a suspect is named only when the re-tests show it again;
+//! 4. bisection (module `bisect`) for what shows only in collectives: all-reduces on halves
+//!    of the hosts not already named, each half beside a known-good
+//!    reference subset of the same size, down to one host
+//!    (ceil(log2 hosts) rounds at most, one on a healthy cluster).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::Endpoint;
+use super::bisect::check_collectives;
+use super::confirm::Context;
+use super::layout::{Layout, PairClass};
+use super::measure::{Estimate, Matrix, Measurer, PairResult, Phase, Probe, measure_matrix, run_rounds};
+use super::rule::{Analysis, Metric, Reference, Rule, analyse};
+use super::schedule::{Level, Pair, Schedule};
+use crate::error::Error;
+
+/// How the finder runs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FinderConfig {
+    pub rule: Rule,
+    pub probe: Probe,
+    /// Samples per re-test and per all-reduce (few pairs run, so more
+    /// samples cost little).
+    pub confirm_samples: usize,
+    /// Known-good partners each rank suspect is re-tested with.
+    pub partners: usize,
+    /// Bisect the hosts with all-reduces for faults no pair shows.
+    pub collectives: bool,
+}
+
+impl FinderConfig {
+    pub const DEFAULT: FinderConfig = FinderConfig {
+        rule: Rule::DEFAULT,
+        probe: Probe::DEFAULT,
+        confirm_samples: 20,
+        partners: 2,
+        collectives: true,
+    };
+}
+
+/// What a finding names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FindingKind {
+    /// A host: slow with most partners (at `--level node`, or most of its
+    /// ranks at `--level rank`/`rail`).
+    Node,
+    /// One rank's GPU or NIC: slow with most partners, its host's other
+    /// ranks fine (or slow with the other GPUs of its host).
+    Gpu,
+    /// One pair: slow together, each fine with others.
+    Link,
+    /// A host that slows all-reduces while its pairs look fine.
+    Collective,
+}
+
+impl FindingKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Node => "node",
+            FindingKind::Gpu => "gpu",
+            FindingKind::Link => "link",
+            FindingKind::Collective => "collective",
+        }
+    }
+}
+
+impl fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// What the matrix showed about a suspect on one metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evidence {
+    pub metric: Metric,
+    pub class: PairClass,
+    /// The suspect's value: the pair's median, or the median of a rank's
+    /// pairs.
+    pub value: f64,
+    /// The 95% interval of that median.
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+    /// The median of comparable pairs.
+    pub reference: f64,
+    /// Percent worse than the reference.
+    pub deficit_pct: f64,
+    /// Low pairs of the rank, and all its pairs (1 and 1 for a pair).
+    pub low_pairs: usize,
+    pub pairs: usize,
+    /// Its worst pairs (at most 3), worst first.
+    pub worst: Vec<(Pair, f64)>,
+}
+
+/// One re-test of a suspect.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Retest {
+    pub round: usize,
+    pub pair: Pair,
+    pub metric: Metric,
+    pub value: f64,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+    /// What the re-test's matched control (known-good ranks at the same
+    /// places, same round) predicts for this pair, after the matrix effects.
+    pub reference: f64,
+    pub deficit_pct: f64,
+    pub low: bool,
+}
+
+/// A named fault.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    /// The host(s): one for node, gpu and collective; both ends' for link.
+    pub hosts: Vec<String>,
+    /// The ranks measured (for a node at rank level: its slow ranks).
+    pub endpoints: Vec<Endpoint>,
+    pub evidence: Vec<Evidence>,
+    pub retests: Vec<Retest>,
+    /// For collective findings: the bisection steps that led here.
+    pub steps: Vec<BisectStep>,
+}
+
+/// A suspect the re-tests did not bear out.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Dismissed {
+    pub what: String,
+    pub why: String,
+}
+
+/// One bisection round: all-reduces on subsets of hosts at once.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BisectStep {
+    pub round: usize,
+    /// Each subset's hosts, and what it is: "half", "reference".
+    pub subsets: Vec<(String, Vec<String>)>,
+    /// Each subset's bus bandwidth.
+    pub busbw: Vec<Option<Estimate>>,
+    pub outcome: String,
+}
+
+/// Rounds the finder used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Rounds {
+    pub matrix: usize,
+    pub confirm: usize,
+    pub bisect: usize,
+}
+
+impl Rounds {
+    pub fn beyond_matrix(&self) -> usize {
+        self.confirm + self.bisect
+    }
+
+    /// The target for rounds beyond the matrix: ceil(log2 n) + 2.
+    pub fn bound(units: usize) -> usize {
+        (units.max(1) as f64).log2().ceil() as usize + 2
+    }
+}
+
+/// The finder's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    /// What measured (backend and version, or the simulation).
+    pub measurer: String,
+    pub level: Level,
+    pub isolated: bool,
+    /// Measured ranks, and their hosts.
+    pub units: usize,
+    pub hosts: usize,
+    pub rounds: Rounds,
+    /// Seconds on the measurer's clock.
+    pub elapsed_s: f64,
+    pub rule: Rule,
+    pub references: Vec<Reference>,
+    pub findings: Vec<Finding>,
+    pub dismissed: Vec<Dismissed>,
+    pub bisection: Vec<BisectStep>,
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn healthy(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// Everything a finder run produced.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The matrix, and every re-test after it (`Phase::Confirm`).
+    pub matrix: Matrix,
+    pub analysis: Analysis,
+    pub report: Report,
+}
+
+/// Measures the matrix of `schedule` on `measurer` (calling `seen` with
+/// each round's pairs as it is measured), and, with `cfg`, finds what is
+/// bad.
+pub fn find(
+    measurer: &mut dyn Measurer,
+    schedule: &Schedule,
+    layout: &Layout,
+    cfg: &FinderConfig,
+    seen: &mut dyn FnMut(&[PairResult]),
+) -> Result<Outcome, Error> {
+    let endpoints = measurer.endpoints().to_vec();
+    let mut matrix = measure_matrix(measurer, schedule, &cfg.probe, seen)?;
+    let analysis = analyse(&matrix, layout, &cfg.rule);
+    let mut rounds = Rounds {
+        matrix: schedule.rounds.len(),
+        ..Rounds::default()
+    };
+    let ctx = Context {
+        endpoints: &endpoints,
+        layout,
+        level: schedule.level,
+        analysis: &analysis,
+        cfg,
+    };
+    let suspects = ctx.suspects();
+    let plan = ctx.plan_retests(&suspects, &matrix.units);
+    let retest_probe = cfg.probe.with_samples(cfg.confirm_samples);
+    let first = rounds.matrix + 1;
+    let retests = run_rounds(measurer, &plan.rounds, &retest_probe, Phase::Confirm, first, seen)?;
+    rounds.confirm = plan.rounds.len();
+    let (mut findings, dismissed) = ctx.judge(&suspects, &plan, &retests);
+    matrix.pairs.extend(retests);
+    let mut notes = analysis.notes.clone();
+    notes.extend(plan.notes.iter().cloned());
+    let mut bisection = Vec::new();
+    if cfg.collectives {
+        let mut round = rounds.matrix + rounds.confirm;
+        let (found, note) = check_collectives(measurer, layout, &findings, cfg, &mut round, &mut bisection)?;
+        findings.extend(found);
+        notes.extend(note);
+        rounds.bisect = bisection.len();
+    }
+    findings.sort_by(|a, b| a.kind.cmp(&b.kind).then_with(|| a.hosts.cmp(&b.hosts)));
+    let report = Report {
+        measurer: measurer.describe(),
+        level: schedule.level,
+        isolated: schedule.isolated,
+        units: matrix.units.len(),
+        hosts: matrix
+            .units
+            .iter()
+            .map(|&r| endpoints[r].host.as_str())
+            .collect::<BTreeSet<_>>()
+            .len(),
+        rounds,
+        elapsed_s: measurer.elapsed_s(),
+        rule: cfg.rule,
+        references: analysis.references.clone(),
+        findings,
+        dismissed,
+        bisection,
+        notes,
+    };
+    Ok(Outcome {
+        matrix,
+        analysis,
+        report,
+    })
+}
+/// The hosts of the measured ranks, in display order.
+pub(super) fn host_order(layout: &Layout, endpoints: &[Endpoint]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for &r in &layout.order {
+        let h = &endpoints[r].host;
+        if !out.contains(h) {
+            out.push(h.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::schedule;
+    use super::super::sim::{Fault, SimCluster, SimConfig};
+    use super::*;
+
+    fn run(cfg: SimConfig, faults: Vec<Fault>, level: Level) -> Outcome {
+        let mut sim = SimCluster::new(cfg, faults);
+        let s = schedule::build(sim.endpoints(), level, false).unwrap();
+        let layout = Layout::new(sim.endpoints(), &s.units(), sim.topology().as_ref());
+        find(&mut sim, &s, &layout, &FinderConfig::DEFAULT, &mut |_| {}).unwrap()
+    }
+
+    fn small(nodes: usize, seed: u64) -> SimConfig {
+        SimConfig {
+            seed,
+            ..SimConfig::nodes(nodes, 1)
+        }
+    }
+
+    #[test]
+    fn a_healthy_cluster_has_no_suspect_and_one_bisection_round() {
+        for seed in 0..3 {
+            let o = run(small(16, seed), vec![], Level::Node);
+            assert!(o.report.healthy(), "{:?}", o.report.findings);
+            assert_eq!(o.report.rounds.matrix, 15);
+            assert_eq!(o.report.rounds.bisect, 1);
+        }
+    }
+
+    #[test]
+    fn a_slow_node_is_named_with_its_evidence_and_retests() {
+        let o = run(small(16, 1), vec![Fault::slow_node(5, 1.5)], Level::Node);
+        let f = &o.report.findings;
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].hosts[0].as_str()),
+            (FindingKind::Node, o.matrix.endpoints[5].host.as_str())
+        );
+        let uni = f[0].evidence.iter().find(|e| e.metric == Metric::Uni).unwrap();
+        assert_eq!((uni.low_pairs, uni.pairs), (15, 15));
+        assert!((uni.deficit_pct - 33.3).abs() < 4.0, "{uni:?}");
+        // two known-good partners, both slow
+        let partners: BTreeSet<Pair> = f[0].retests.iter().map(|r| r.pair).collect();
+        assert_eq!(partners.len(), 2);
+        assert!(f[0].retests.iter().filter(|r| r.metric == Metric::Uni).all(|r| r.low));
+        assert!(o.report.rounds.beyond_matrix() <= Rounds::bound(16));
+    }
+
+    #[test]
+    fn a_slow_link_is_named_and_not_its_ends() {
+        let o = run(small(16, 2), vec![Fault::slow_link(3, 9, 1.5)], Level::Node);
+        let f = &o.report.findings;
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, FindingKind::Link);
+        let ranks: Vec<usize> = f[0].endpoints.iter().map(|e| e.rank).collect();
+        assert_eq!(ranks, [3, 9]);
+        assert!(o.report.rounds.beyond_matrix() <= Rounds::bound(16));
+    }
+
+    #[test]
+    fn a_fault_only_collectives_show_is_found_by_bisection() {
+        for (n, host) in [(16, 11), (13, 0), (64, 40)] {
+            let o = run(small(n, 3), vec![Fault::collective_only(host, 1.5)], Level::Node);
+            let f = &o.report.findings;
+            assert_eq!(f.len(), 1, "n = {n}: {f:?} {:?}", o.report.bisection);
+            assert_eq!(f[0].kind, FindingKind::Collective);
+            assert_eq!(f[0].hosts[0], o.matrix.endpoints[host].host);
+            assert!(
+                o.report.rounds.bisect <= (n as f64).log2().ceil() as usize,
+                "{:?}",
+                o.report.rounds
+            );
+        }
+    }
+
+    #[test]
+    fn at_rank_level_a_slow_gpu_is_told_from_a_slow_node() {
+        let cfg = SimConfig {
+            seed: 4,
+            ..SimConfig::nodes(4, 4)
+        };
+        let o = run(cfg.clone(), vec![Fault::slow_rank(6, 1.5)], Level::Rank);
+        let kinds: Vec<(FindingKind, usize)> = o
+            .report
+            .findings
+            .iter()
+            .map(|f| (f.kind, f.endpoints[0].rank))
+            .collect();
+        assert!(kinds.contains(&(FindingKind::Gpu, 6)), "{kinds:?}");
+        assert!(kinds.iter().all(|k| k.0 == FindingKind::Gpu), "{kinds:?}");
+        let o = run(cfg, vec![Fault::slow_node(2, 1.5)], Level::Rank);
+        let f = &o.report.findings;
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].hosts[0].as_str()),
+            (FindingKind::Node, o.matrix.endpoints[8].host.as_str())
+        );
+    }
+
+    #[test]
+    fn at_four_nodes_a_fault_many_times_slower_is_still_told_apart() {
+        // one slow node is half of the pairs at 4 nodes: its effect must not
+        // leak into its partners (real faults on fake nodes are this large)
+        for seed in 0..6 {
+            for slowdown in [5.0, 30.0] {
+                let o = run(small(4, seed), vec![Fault::slow_node(2, slowdown)], Level::Node);
+                let f: Vec<(FindingKind, Vec<String>)> =
+                    o.report.findings.iter().map(|f| (f.kind, f.hosts.clone())).collect();
+                assert_eq!(
+                    f,
+                    [(FindingKind::Node, vec![o.matrix.endpoints[2].host.clone()])],
+                    "seed {seed} x{slowdown}"
+                );
+                let o = run(small(4, seed), vec![Fault::slow_link(1, 3, slowdown)], Level::Node);
+                let f: Vec<(FindingKind, Vec<usize>)> = o
+                    .report
+                    .findings
+                    .iter()
+                    .map(|f| (f.kind, f.endpoints.iter().map(|e| e.rank).collect()))
+                    .collect();
+                assert_eq!(f, [(FindingKind::Link, vec![1, 3])], "seed {seed} x{slowdown}");
+            }
+        }
+    }
+
+    #[test]
+    fn four_nodes_are_enough_to_tell_a_node_from_a_link() {
+        for seed in 0..4 {
+            let o = run(small(4, seed), vec![Fault::slow_node(2, 1.5)], Level::Node);
+            let f = &o.report.findings;
+            assert_eq!(f.len(), 1, "seed {seed}: {f:?} {:?}", o.report.dismissed);
+            assert_eq!(f[0].kind, FindingKind::Node);
+            let o = run(small(4, seed), vec![Fault::slow_link(0, 3, 1.5)], Level::Node);
+            let f = &o.report.findings;
+            assert_eq!(f.len(), 1, "seed {seed}: {f:?} {:?}", o.report.dismissed);
+            assert_eq!(f[0].kind, FindingKind::Link);
+            assert!(run(small(4, seed), vec![], Level::Node).report.healthy());
+        }
+    }
+
+    #[test]
+    fn at_four_noisy_nodes_a_slow_node_is_named_whatever_spurious_pairs_the_rule_flags() {
+        // as the GPU simulation's per-rank delay does: bandwidth / 15,
+        // latency x 120, with 10-15% noise that flags a fast pair now and
+        // then; its partners must still be found, and a slow pair at it is
+        // the node's, not a link of its own
+        for seed in 0..20 {
+            let mut cfg = small(4, seed);
+            cfg.noise.static_pair_sd = 0.15;
+            cfg.noise.round_sd = 0.1;
+            cfg.noise.sample_sd = 0.1;
+            cfg.noise.latency_sd = 0.15;
+            let slow = Fault::Node {
+                node: 3,
+                bw: 15.0,
+                latency: 120.0,
+            };
+            let o = run(cfg, vec![slow], Level::Node);
+            let f: Vec<(FindingKind, Vec<String>)> =
+                o.report.findings.iter().map(|f| (f.kind, f.hosts.clone())).collect();
+            assert_eq!(
+                f,
+                [(FindingKind::Node, vec![o.matrix.endpoints[3].host.clone()])],
+                "seed {seed}: {:?}",
+                o.report.dismissed
+            );
+        }
+    }
+}

@@ -1,0 +1,740 @@
+//! The fleet-relative rule: which pairs and which ranks of the matrix are
+//! suspect (docs/links.md, "The rule").
+//!
+//! Each pair is compared only with pairs of its class (`layout::PairClass`)
+//! and on one metric at a time, in "goodness" units: the logarithm of the
+//! bandwidth, or minus the logarithm of the latency, so that lower is
+//! always worse and a ratio is a difference. Within each domain (pairs
+//! across the network; pairs on one host) a robust two-way fit, Tukey's
+//! median polish, splits every pair into
+//!
+//! ```text
+//! g(x, y) = level(class) + effect(x) + effect(y) + residual(x, y)
+//! ```
+//!
+//! with medians throughout, so that one slow node (every pair it is in is
+//! low: a large negative effect, small residuals) and one slow link (one
+//! pair low: a large negative residual, its ends' effects near zero) come
+//! apart, and neither moves the level of the others. A rank is a suspect
+//! when its effect is worse than the class level by more than the rule's
+//! percentage and by more than `spreads` robust standard deviations (of
+//! the effects over the fleet, or of one pair's residual over its partner
+//! count, whichever is larger), and it is low with at least `node_share`
+//! of its partners. A pair is a suspect when its residual is worse by more
+//! than the percentage and by more than `spreads` robust standard
+//! deviations of the residuals of its class, and the whole 95% interval
+//! of its median lies below what its ends predict.
+//!
+//! Pure: a matrix in, judgements out; no measurement, no printing.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::layout::{Layout, PairClass};
+use super::measure::{Estimate, Matrix, PairResult, Phase, Spread, quantile};
+use super::schedule::Pair;
+
+/// Robust standard deviation from a MAD, for normally distributed data.
+const MAD_TO_SD: f64 = 1.4826;
+/// A network class with fewer pairs is merged with the others (its level
+/// and spread would rest on too few pairs).
+const MIN_CLASS_PAIRS: usize = 6;
+/// Median polish iterations at most (it settles in a handful), and the
+/// largest change of an effect (goodness units: about a relative change)
+/// at which it has settled: 0.01%, a thousandth of the rule's margin.
+const POLISH_ROUNDS: usize = 20;
+const POLISH_TOLERANCE: f64 = 1e-4;
+
+/// What a pair's samples measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Unidirectional bandwidth, GB/s.
+    Uni,
+    /// Bidirectional bandwidth (both directions at once, summed), GB/s.
+    Bidi,
+    /// Half the round trip of a small ping-pong, microseconds.
+    Latency,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::Uni, Metric::Bidi, Metric::Latency];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Uni => "uni",
+            Metric::Bidi => "bidi",
+            Metric::Latency => "latency",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Metric> {
+        Metric::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(text.trim()))
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Uni => "unidirectional bandwidth",
+            Metric::Bidi => "bidirectional bandwidth",
+            Metric::Latency => "latency",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Uni | Metric::Bidi => "GB/s",
+            Metric::Latency => "us",
+        }
+    }
+
+    /// Goodness of a value: larger is better.
+    pub fn goodness(self, value: f64) -> f64 {
+        match self {
+            Metric::Latency => -value.ln(),
+            _ => value.ln(),
+        }
+    }
+
+    /// The end of an interval that is best for the pair.
+    fn best_end(self, lo: Option<f64>, hi: Option<f64>) -> Option<f64> {
+        match self {
+            Metric::Latency => lo,
+            _ => hi,
+        }
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// The rule's thresholds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Rule {
+    /// Worse than expected by more than this many percent ...
+    pub min_deficit_pct: f64,
+    /// ... and by more than this many robust standard deviations.
+    pub spreads: f64,
+    /// A node (rank) fault: low with at least this share of its partners.
+    pub node_share: f64,
+    /// Fewest partners for telling a node fault from a link fault.
+    pub min_partners: usize,
+}
+
+impl Rule {
+    /// 10%: a healthy fabric's pairs spread by a few percent (and
+    /// SuperBench flags 5% below the fleet), while a fault worth a ticket
+    /// costs more; 4 robust standard deviations keep a 256-node matrix
+    /// (32640 pairs) free of chance suspects.
+    pub const DEFAULT: Rule = Rule {
+        min_deficit_pct: 10.0,
+        spreads: 4.0,
+        node_share: 0.5,
+        min_partners: 3,
+    };
+
+    /// The goodness difference below which the percentage is passed.
+    fn log_threshold(&self) -> f64 {
+        (1.0 - self.min_deficit_pct / 100.0).max(1e-9).ln()
+    }
+
+    /// Whether a measured goodness `delta` below expected (negative: worse)
+    /// passes the percentage and `spreads` times `sd`.
+    pub fn worse(&self, delta: f64, sd: f64) -> bool {
+        delta < self.log_threshold() && -delta > self.spreads * sd
+    }
+}
+
+/// Which fit a pair belongs to: pairs across the network, or pairs on one
+/// host (NVLink, PCIe), whose bandwidths have nothing to do with each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Domain {
+    Network,
+    IntraHost,
+}
+
+impl Domain {
+    pub fn of(class: PairClass) -> Domain {
+        if class.network() {
+            Domain::Network
+        } else {
+            Domain::IntraHost
+        }
+    }
+}
+
+/// One class's reference on one metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Reference {
+    pub class: PairClass,
+    pub metric: Metric,
+    pub pairs: usize,
+    /// The median of the class's pair medians, in the metric's unit.
+    pub median: f64,
+    /// Robust standard deviation of the pairs' residuals (goodness units,
+    /// about a relative spread).
+    pub resid_sd: f64,
+}
+
+/// One pair on one metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PairCheck {
+    pub pair: Pair,
+    pub metric: Metric,
+    pub class: PairClass,
+    pub value: f64,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+    /// The class's median.
+    pub reference: f64,
+    /// What the pair's ends predict: the class level and both ends' effects.
+    pub expected: f64,
+    /// Percent worse than `expected` (negative: better).
+    pub deficit_pct: f64,
+    /// Percent worse than the class's median.
+    pub below_reference_pct: f64,
+    pub low: bool,
+}
+
+/// One rank (a node at `--level node`) on one metric in one domain.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UnitCheck {
+    pub rank: usize,
+    pub domain: Domain,
+    pub metric: Metric,
+    pub partners: usize,
+    /// Partners with which its pair is worse than the percentage, after
+    /// the partner's own effect.
+    pub low_partners: usize,
+    /// Its effect: percent worse than comparable pairs (negative: better).
+    pub deficit_pct: f64,
+    /// Its pairs' goodness relative to their class median (1 = median;
+    /// bandwidth ratio, or inverse latency ratio), over its partners.
+    pub ratio: Estimate,
+    /// The spread-based margin its effect had to pass, in percent.
+    pub margin_pct: f64,
+    pub suspect: bool,
+}
+
+/// The rule applied to a matrix.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Analysis {
+    pub rule: Option<Rule>,
+    pub references: Vec<Reference>,
+    pub units: Vec<UnitCheck>,
+    pub pairs: Vec<PairCheck>,
+    pub notes: Vec<String>,
+    #[serde(skip)]
+    pair_index: BTreeMap<(Pair, Metric), usize>,
+    #[serde(skip)]
+    classes: BTreeMap<Pair, PairClass>,
+}
+
+impl Analysis {
+    pub fn unit_suspects(&self) -> impl Iterator<Item = &UnitCheck> {
+        self.units.iter().filter(|u| u.suspect)
+    }
+
+    pub fn pair_suspects(&self) -> impl Iterator<Item = &PairCheck> {
+        self.pairs.iter().filter(|p| p.low)
+    }
+
+    pub fn check(&self, pair: Pair, metric: Metric) -> Option<&PairCheck> {
+        self.pair_index.get(&(pair, metric)).map(|&i| &self.pairs[i])
+    }
+
+    /// The class a pair was judged in (after merging small classes).
+    pub fn class(&self, pair: Pair) -> Option<PairClass> {
+        self.classes.get(&pair).copied()
+    }
+
+    pub fn reference(&self, class: PairClass, metric: Metric) -> Option<&Reference> {
+        self.references.iter().find(|r| r.class == class && r.metric == metric)
+    }
+
+    /// How clean a rank looks: the largest |effect| over its checks, in
+    /// percent (None: never measured).
+    pub fn unit_distance(&self, rank: usize) -> Option<f64> {
+        self.units
+            .iter()
+            .filter(|u| u.rank == rank)
+            .map(|u| u.deficit_pct.abs())
+            .reduce(f64::max)
+    }
+
+    /// The class a new pair of `class` is compared in: the merged class
+    /// where small network classes were merged.
+    pub fn class_like(&self, class: PairClass) -> PairClass {
+        if class.network() && !self.references.iter().any(|r| r.class == class) {
+            PairClass::InterHost
+        } else {
+            class
+        }
+    }
+
+    /// A rank's fitted effect on one metric in one domain, in goodness
+    /// units (0: like the fleet; negative: worse).
+    pub fn effect(&self, rank: usize, domain: Domain, metric: Metric) -> f64 {
+        self.units
+            .iter()
+            .find(|u| u.rank == rank && u.domain == domain && u.metric == metric)
+            .map_or(0.0, |u| (1.0 - u.deficit_pct / 100.0).max(1e-12).ln())
+    }
+
+    /// A rank's partners in one domain.
+    pub fn partners(&self, rank: usize, domain: Domain) -> usize {
+        self.units
+            .iter()
+            .find(|u| u.rank == rank && u.domain == domain)
+            .map_or(0, |u| u.partners)
+    }
+
+    /// Ranks suspect themselves, and the ends of low pairs. A low pair
+    /// with a suspect rank at one end does not count against the other
+    /// end: a slow node's pairs are low with whoever it meets (with a few
+    /// partners, one of them is often flagged as a pair too), and its
+    /// partners are what it must be re-tested against.
+    pub fn involved(&self) -> std::collections::BTreeSet<usize> {
+        let suspects: std::collections::BTreeSet<usize> = self.unit_suspects().map(|u| u.rank).collect();
+        let mut out = suspects.clone();
+        for p in self.pair_suspects() {
+            if !suspects.contains(&p.pair.a) && !suspects.contains(&p.pair.b) {
+                out.insert(p.pair.a);
+                out.insert(p.pair.b);
+            }
+        }
+        out
+    }
+}
+
+/// Median of `values` (reordered); NaN when empty.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_unstable_by(f64::total_cmp);
+    quantile(values, 0.5)
+}
+
+/// Robust standard deviation of `values`.
+fn robust_sd(values: &[f64]) -> f64 {
+    Spread::of(values).map_or(0.0, |s| s.mad * MAD_TO_SD)
+}
+
+/// One observation of a domain's fit.
+struct Obs {
+    x: usize,
+    y: usize,
+    class: usize,
+    g: f64,
+}
+
+/// Median polish: per-class levels and per-unit effects, effects centred
+/// on their median. `units` indexes `x`/`y`.
+fn polish(obs: &[Obs], by_unit: &[Vec<usize>], classes: usize) -> (Vec<f64>, Vec<f64>) {
+    let units = by_unit.len();
+    let class_medians = |effect: &[f64]| -> Vec<f64> {
+        let mut per_class: Vec<Vec<f64>> = vec![Vec::new(); classes];
+        for o in obs {
+            per_class[o.class].push(o.g - effect[o.x] - effect[o.y]);
+        }
+        per_class
+            .iter_mut()
+            .map(|v| if v.is_empty() { 0.0 } else { median(v) })
+            .collect()
+    };
+    let present: Vec<usize> = (0..units).filter(|&u| !by_unit[u].is_empty()).collect();
+    let mut scratch = Vec::new();
+    // Start from each unit's median pair (all units at once, centred), not
+    // from zero effects: at 4 nodes one slow node is half of all pairs, the
+    // class median falls between the fast and the slow pairs, and updating
+    // one unit after another from there can settle with the slow node's
+    // effect spread over its partners and one of its pairs.
+    let start = class_medians(&vec![0.0; units]);
+    let mut effect = vec![0.0; units];
+    for &u in &present {
+        scratch.clear();
+        scratch.extend(by_unit[u].iter().map(|&i| obs[i].g - start[obs[i].class]));
+        effect[u] = median(&mut scratch);
+    }
+    let mut centre: Vec<f64> = present.iter().map(|&u| effect[u]).collect();
+    let m = median(&mut centre);
+    if m.is_finite() {
+        for &u in &present {
+            effect[u] -= m;
+        }
+    }
+    let mut level = class_medians(&effect);
+    for _ in 0..POLISH_ROUNDS {
+        let mut change: f64 = 0.0;
+        for &u in &present {
+            scratch.clear();
+            scratch.extend(by_unit[u].iter().map(|&i| {
+                let o = &obs[i];
+                let other = if o.x == u { o.y } else { o.x };
+                o.g - level[o.class] - effect[other]
+            }));
+            let new = median(&mut scratch);
+            change = change.max((new - effect[u]).abs());
+            effect[u] = new;
+        }
+        let mut centre: Vec<f64> = present.iter().map(|&u| effect[u]).collect();
+        let m = median(&mut centre);
+        if m.is_finite() {
+            for &u in &present {
+                effect[u] -= m;
+            }
+        }
+        level = class_medians(&effect);
+        if change < POLISH_TOLERANCE {
+            break;
+        }
+    }
+    (level, effect)
+}
+
+/// The rule over the matrix's pairs (re-tests are left out).
+pub fn analyse(matrix: &Matrix, layout: &Layout, rule: &Rule) -> Analysis {
+    let measured: Vec<&PairResult> = matrix.pairs.iter().filter(|p| p.phase == Phase::Matrix).collect();
+    let mut classes: BTreeMap<Pair, PairClass> = measured
+        .iter()
+        .map(|p| (p.pair, layout.class(p.pair.a, p.pair.b)))
+        .collect();
+    let mut notes = Vec::new();
+    // Small network classes are merged, so every level rests on enough pairs.
+    let mut counts: BTreeMap<PairClass, usize> = BTreeMap::new();
+    for c in classes.values() {
+        *counts.entry(*c).or_default() += 1;
+    }
+    let network: Vec<PairClass> = counts.keys().copied().filter(|c| c.network()).collect();
+    if network.len() > 1 && network.iter().any(|c| counts[c] < MIN_CLASS_PAIRS) {
+        notes.push(format!(
+            "fewer than {MIN_CLASS_PAIRS} pairs in some network class: all pairs across hosts are compared as one class"
+        ));
+        for c in classes.values_mut() {
+            if c.network() {
+                *c = PairClass::InterHost;
+            }
+        }
+    }
+    let mut analysis = Analysis {
+        rule: Some(*rule),
+        notes,
+        ..Analysis::default()
+    };
+    for domain in [Domain::Network, Domain::IntraHost] {
+        for metric in Metric::ALL {
+            analyse_domain(&measured, &classes, domain, metric, rule, &mut analysis);
+        }
+    }
+    let few: Vec<usize> = analysis
+        .units
+        .iter()
+        .filter(|u| u.metric == Metric::Uni && u.partners < rule.min_partners)
+        .map(|u| u.rank)
+        .collect();
+    if !few.is_empty() {
+        analysis.notes.push(format!(
+            "{} rank{} with fewer than {} partners in a class: for {}, a slow pair cannot be told from a slow node",
+            few.len(),
+            if few.len() == 1 { "" } else { "s" },
+            rule.min_partners,
+            if few.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    analysis.pair_index = analysis
+        .pairs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ((p.pair, p.metric), i))
+        .collect();
+    analysis.classes = classes;
+    analysis
+}
+
+fn analyse_domain(
+    measured: &[&PairResult],
+    classes: &BTreeMap<Pair, PairClass>,
+    domain: Domain,
+    metric: Metric,
+    rule: &Rule,
+    out: &mut Analysis,
+) {
+    let rows: Vec<(&PairResult, &Estimate, PairClass)> = measured
+        .iter()
+        .filter_map(|p| {
+            let class = classes[&p.pair];
+            let e = p.estimate(metric).filter(|e| e.median > 0.0)?;
+            (Domain::of(class) == domain).then_some((*p, e, class))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let class_list: Vec<PairClass> = {
+        let mut v: Vec<PairClass> = rows.iter().map(|r| r.2).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let mut unit_list: Vec<usize> = rows.iter().flat_map(|r| [r.0.pair.a, r.0.pair.b]).collect();
+    unit_list.sort();
+    unit_list.dedup();
+    let unit_index: BTreeMap<usize, usize> = unit_list.iter().enumerate().map(|(i, &u)| (u, i)).collect();
+    let class_index = |c: PairClass| class_list.iter().position(|x| *x == c).unwrap_or(0);
+    let obs: Vec<Obs> = rows
+        .iter()
+        .map(|(p, e, c)| Obs {
+            x: unit_index[&p.pair.a],
+            y: unit_index[&p.pair.b],
+            class: class_index(*c),
+            g: metric.goodness(e.median),
+        })
+        .collect();
+    let mut by_unit: Vec<Vec<usize>> = vec![Vec::new(); unit_list.len()];
+    for (i, o) in obs.iter().enumerate() {
+        by_unit[o.x].push(i);
+        by_unit[o.y].push(i);
+    }
+    let (level, effect) = polish(&obs, &by_unit, class_list.len());
+    let residual: Vec<f64> = obs
+        .iter()
+        .map(|o| o.g - level[o.class] - effect[o.x] - effect[o.y])
+        .collect();
+    let domain_sd = robust_sd(&residual);
+    let class_sd: Vec<f64> = (0..class_list.len())
+        .map(|c| {
+            let r: Vec<f64> = obs
+                .iter()
+                .zip(&residual)
+                .filter(|(o, _)| o.class == c)
+                .map(|(_, r)| *r)
+                .collect();
+            if r.len() >= MIN_CLASS_PAIRS {
+                robust_sd(&r)
+            } else {
+                domain_sd
+            }
+        })
+        .collect();
+    let mut medians = Vec::new();
+    for (c, class) in class_list.iter().enumerate() {
+        let mut v: Vec<f64> = rows.iter().filter(|r| r.2 == *class).map(|r| r.1.median).collect();
+        let count = v.len();
+        medians.push(median(&mut v));
+        out.references.push(Reference {
+            class: *class,
+            metric,
+            pairs: count,
+            median: medians[c],
+            resid_sd: class_sd[c],
+        });
+    }
+    let from_goodness = |g: f64| match metric {
+        Metric::Latency => (-g).exp(),
+        _ => g.exp(),
+    };
+    // Pairs.
+    for (i, ((p, e, _), o)) in rows.iter().zip(&obs).enumerate() {
+        let expected_g = level[o.class] + effect[o.x] + effect[o.y];
+        let below_interval = metric
+            .best_end(e.lo, e.hi)
+            .is_none_or(|end| metric.goodness(end) < expected_g);
+        let reference = medians[o.class];
+        out.pairs.push(PairCheck {
+            pair: p.pair,
+            metric,
+            class: class_list[o.class],
+            value: e.median,
+            lo: e.lo,
+            hi: e.hi,
+            reference,
+            expected: from_goodness(expected_g),
+            deficit_pct: (1.0 - residual[i].exp()) * 100.0,
+            below_reference_pct: (1.0 - (o.g - metric.goodness(reference)).exp()) * 100.0,
+            low: rule.worse(residual[i], class_sd[o.class]) && below_interval,
+        });
+    }
+    // Units.
+    let effect_sd = robust_sd(&effect);
+    for (u, &rank) in unit_list.iter().enumerate() {
+        let mine: Vec<(&Obs, usize)> = by_unit[u].iter().map(|&i| (&obs[i], i)).collect();
+        let partners = mine.len();
+        let low_partners = mine
+            .iter()
+            .filter(|(o, _)| {
+                let other = if o.x == u { o.y } else { o.x };
+                o.g - level[o.class] - effect[other] < rule.log_threshold()
+            })
+            .count();
+        let ratios: Vec<f64> = mine
+            .iter()
+            .map(|(o, _)| (o.g - metric.goodness(medians[o.class])).exp())
+            .collect();
+        let Some(ratio) = Estimate::of(&ratios) else { continue };
+        let sd = effect_sd.max(domain_sd / (partners as f64).sqrt());
+        let suspect = partners >= rule.min_partners
+            && rule.worse(effect[u], sd)
+            && low_partners as f64 >= rule.node_share * partners as f64
+            && ratio.hi.is_none_or(|hi| hi < 1.0);
+        out.units.push(UnitCheck {
+            rank,
+            domain,
+            metric,
+            partners,
+            low_partners,
+            deficit_pct: (1.0 - effect[u].exp()) * 100.0,
+            ratio,
+            margin_pct: (1.0 - (-rule.spreads * sd).exp()) * 100.0,
+            suspect,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Endpoint;
+    use super::super::measure::Probe;
+    use super::super::schedule::{self, Level};
+    use super::*;
+
+    /// A deterministic spread of about `rel` around 1.
+    fn jitter(i: usize, rel: f64) -> f64 {
+        let u = ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+        1.0 + rel * (2.0 * u - 1.0)
+    }
+
+    /// A matrix of `n` one-rank nodes whose pair bandwidth is
+    /// `bw(a, b)`, with 10 samples each spread by 1%.
+    fn matrix(n: usize, bw: impl Fn(usize, usize) -> f64) -> (Matrix, Layout) {
+        let endpoints: Vec<Endpoint> = (0..n)
+            .map(|r| Endpoint {
+                rank: r,
+                host: format!("h{r}"),
+                ..Endpoint::default()
+            })
+            .collect();
+        let s = schedule::build(&endpoints, Level::Node, false).unwrap();
+        let mut pairs = Vec::new();
+        let mut k = 0;
+        for (round, ps) in s.rounds.iter().enumerate() {
+            for p in ps {
+                let base = bw(p.a, p.b);
+                let samples = |scale: f64, k: &mut usize| -> Vec<f64> {
+                    (0..10)
+                        .map(|_| {
+                            *k += 1;
+                            scale * jitter(*k, 0.02)
+                        })
+                        .collect()
+                };
+                let uni = samples(base, &mut k);
+                let bidi = samples(2.0 * base, &mut k);
+                let lat = samples(3.0 * 24.0 / base, &mut k);
+                pairs.push(PairResult::of(
+                    &super::super::PairSamples {
+                        pair: *p,
+                        uni_gbps: uni,
+                        bidi_gbps: bidi,
+                        latency_us: lat,
+                        wrong: None,
+                    },
+                    Phase::Matrix,
+                    round + 1,
+                ));
+            }
+        }
+        let layout = Layout::new(&endpoints, &s.units(), None);
+        let m = Matrix {
+            level: Level::Node,
+            isolated: false,
+            endpoints,
+            units: s.units(),
+            rounds: s.rounds.len(),
+            probe: Probe::DEFAULT,
+            pairs,
+        };
+        (m, layout)
+    }
+
+    /// A static per-pair spread of about 2%.
+    fn healthy(a: usize, b: usize) -> f64 {
+        24.0 * jitter(a * 1000 + b, 0.02)
+    }
+
+    #[test]
+    fn a_healthy_fleet_has_no_suspect() {
+        for n in [4, 5, 16, 40] {
+            let (m, l) = matrix(n, healthy);
+            let a = analyse(&m, &l, &Rule::DEFAULT);
+            assert_eq!(a.unit_suspects().count(), 0, "n = {n}");
+            assert_eq!(a.pair_suspects().count(), 0, "n = {n}");
+            let r = a.reference(PairClass::InterHost, Metric::Uni).unwrap();
+            assert!((r.median / 24.0 - 1.0).abs() < 0.02, "{r:?}");
+            assert_eq!(r.pairs, n * (n - 1) / 2);
+        }
+    }
+
+    #[test]
+    fn a_slow_node_is_a_unit_suspect_with_every_partner_and_no_pair_is() {
+        for n in [4, 7, 16, 40] {
+            let slow = n / 2;
+            let (m, l) = matrix(n, |a, b| healthy(a, b) / if a == slow || b == slow { 1.5 } else { 1.0 });
+            let a = analyse(&m, &l, &Rule::DEFAULT);
+            let suspects: Vec<&UnitCheck> = a.unit_suspects().collect();
+            assert!(!suspects.is_empty(), "n = {n}");
+            assert!(suspects.iter().all(|u| u.rank == slow), "n = {n}: {suspects:?}");
+            assert_eq!(a.pair_suspects().count(), 0, "n = {n}");
+            let u = suspects.iter().find(|u| u.metric == Metric::Uni).unwrap();
+            assert_eq!((u.partners, u.low_partners), (n - 1, n - 1));
+            assert!((u.deficit_pct - 33.3).abs() < 2.0, "{u:?}");
+            // the latency was 50% longer: a suspect there too
+            assert!(suspects.iter().any(|u| u.metric == Metric::Latency));
+        }
+    }
+
+    #[test]
+    fn a_slow_link_is_a_pair_suspect_and_its_ends_are_not() {
+        for n in [4, 6, 16, 40] {
+            let (x, y) = (1, n - 1);
+            let (m, l) = matrix(n, |a, b| healthy(a, b) / if (a, b) == (x, y) { 1.5 } else { 1.0 });
+            let a = analyse(&m, &l, &Rule::DEFAULT);
+            assert_eq!(a.unit_suspects().count(), 0, "n = {n}");
+            let pairs: Vec<&PairCheck> = a.pair_suspects().collect();
+            assert!(!pairs.is_empty(), "n = {n}");
+            assert!(pairs.iter().all(|p| p.pair == Pair::new(x, y)), "n = {n}: {pairs:?}");
+            let p = a.check(Pair::new(x, y), Metric::Uni).unwrap();
+            assert!(p.low && (p.below_reference_pct - 33.3).abs() < 3.0, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn small_differences_pass_the_spread_but_not_the_percentage() {
+        // a node 6% slow on an almost noiseless fleet: many spreads away, yet
+        // under the 10% that makes a suspect
+        let (m, l) = matrix(16, |a, b| 24.0 / if a == 3 || b == 3 { 1.06 } else { 1.0 });
+        let a = analyse(&m, &l, &Rule::DEFAULT);
+        assert_eq!(a.unit_suspects().count(), 0);
+        let five = Rule {
+            min_deficit_pct: 5.0,
+            ..Rule::DEFAULT
+        };
+        let a = analyse(&m, &l, &five);
+        assert!(a.unit_suspects().all(|u| u.rank == 3) && a.unit_suspects().count() > 0);
+    }
+
+    #[test]
+    fn the_rule_needs_the_percentage_and_the_spreads() {
+        let r = Rule::DEFAULT;
+        let ln = |x: f64| x.ln();
+        assert!(r.worse(ln(0.85), 0.01));
+        assert!(!r.worse(ln(0.95), 0.001), "5% is under the percentage");
+        assert!(!r.worse(ln(0.85), 0.05), "15% is under 4 spreads of 5%");
+        assert_eq!(Metric::parse("BIDI"), Some(Metric::Bidi));
+        assert!(Metric::Latency.goodness(2.0) < Metric::Latency.goodness(1.0));
+    }
+}

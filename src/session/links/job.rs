@@ -1,0 +1,261 @@
+//! What a `collbench links` launch measures, from its options, before any
+//! rank starts: the level, the probe's sizes and counts, where racks and
+//! leaves come from, the outputs, and the options of `run` that do not
+//! apply (refused, one line). Every rank reads the topology file itself.
+//!
+//! Must not: start MPI, touch a backend, or print.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::{LINKS_REFUSED, LinksArgs};
+use crate::config::RunConfig;
+use crate::error::Error;
+use crate::links::layout::HostPattern;
+use crate::links::{Level, Metric, Probe, Topology};
+use crate::types::BackendKind;
+
+/// Default bandwidth message on GPUs: 64 MiB, past where NCCL's
+/// point-to-point bandwidth levels off.
+pub const GPU_SIZE_BYTES: u64 = 64 << 20;
+/// Default bandwidth message on host memory: 4 MiB, past where MPI's
+/// rendezvous protocol levels off, small enough for many ranks per host.
+pub const HOST_SIZE_BYTES: u64 = 4 << 20;
+/// Operations per sample unless `-n` says otherwise.
+pub const DEFAULT_ITERS: usize = 20;
+
+/// Where hosts sit.
+#[derive(Clone, Debug)]
+pub enum Places {
+    /// `--topology FILE`, read and parsed.
+    File { path: PathBuf, map: Topology },
+    /// `--host-pattern`.
+    Pattern(HostPattern),
+}
+
+impl Places {
+    /// What the header says.
+    pub fn describe(&self) -> String {
+        match self {
+            Places::File { path, .. } => format!("--topology {}", path.display()),
+            Places::Pattern(p) => format!("--host-pattern {p}"),
+        }
+    }
+
+    /// The placement of `hosts`: the file must place every host and no
+    /// other, the pattern must match every host.
+    pub fn topology(&self, hosts: &[String]) -> Result<Topology, Error> {
+        match self {
+            Places::File { path, map } => {
+                map.check(hosts, &format!("--topology {}", path.display()))?;
+                Ok(map.clone())
+            }
+            Places::Pattern(p) => Topology::from_pattern(p, hosts),
+        }
+    }
+}
+
+/// A links launch, validated.
+#[derive(Clone, Debug)]
+pub struct LinksJob {
+    pub level: Level,
+    pub isolated: bool,
+    pub find: bool,
+    /// `--size`; `None`: the backend's default.
+    pub size_bytes: Option<u64>,
+    pub latency_bytes: u64,
+    pub samples: usize,
+    pub iters: usize,
+    pub warmup: usize,
+    pub check: u32,
+    pub places: Option<Places>,
+    pub metric: Metric,
+    pub heatmap: Option<PathBuf>,
+}
+
+impl LinksJob {
+    /// `collbench links`: the job and the run's configuration (its digest
+    /// extended by the links options, so that every rank measures the same
+    /// schedule).
+    pub fn from_args(a: &LinksArgs) -> Result<(LinksJob, RunConfig), Error> {
+        if let Some(option) = a.run.refusal(&LINKS_REFUSED)? {
+            return Err(Error::usage(format!("{option} does not apply to collbench links")));
+        }
+        let mut cfg = RunConfig::from_args(&a.run)?;
+        let size_bytes = a.size.map(|s| s.bytes());
+        if let Some(s) = size_bytes {
+            check_size("--size", s)?;
+        }
+        let latency_bytes = a.latency_size.bytes();
+        check_size("--latency-size", latency_bytes)?;
+        if let Some(path) = &a.heatmap {
+            check_picture(path)?;
+        }
+        let places = match (&a.topology, &a.host_pattern) {
+            (Some(path), _) => Some(Places::File {
+                map: read_topology(path)?,
+                path: path.clone(),
+            }),
+            (None, Some(p)) => Some(Places::Pattern(HostPattern::parse(p)?)),
+            (None, None) => None,
+        };
+        let job = LinksJob {
+            level: a.level,
+            isolated: a.isolated,
+            find: a.find,
+            size_bytes,
+            latency_bytes,
+            samples: a.samples as usize,
+            iters: a.run.iters.map_or(DEFAULT_ITERS, |n| n as usize),
+            warmup: a.run.warmup as usize,
+            check: a.run.check,
+            places,
+            metric: a.metric,
+            heatmap: a.heatmap.clone(),
+        };
+        cfg.digest.extend(job.digest(a));
+        Ok((job, cfg))
+    }
+
+    /// The links options every rank must agree on.
+    fn digest(&self, a: &LinksArgs) -> Vec<(String, String)> {
+        let opt = |k: &str, v: String| (format!("links --{k}"), v);
+        vec![
+            opt("level", self.level.to_string()),
+            opt("isolated", self.isolated.to_string()),
+            opt("find", self.find.to_string()),
+            opt("size", format!("{:?}", self.size_bytes)),
+            opt("latency-size", self.latency_bytes.to_string()),
+            opt("samples", self.samples.to_string()),
+            opt(
+                "topology",
+                a.topology.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            ),
+            opt("host-pattern", a.host_pattern.clone().unwrap_or_default()),
+        ]
+    }
+
+    /// The probe on `backend`: `--size`, or its default there.
+    pub fn probe(&self, backend: BackendKind) -> Probe {
+        let default = match backend {
+            BackendKind::Nccl => GPU_SIZE_BYTES,
+            _ => HOST_SIZE_BYTES,
+        };
+        Probe {
+            size_bytes: self.size_bytes.unwrap_or(default),
+            latency_bytes: self.latency_bytes,
+            samples: self.samples,
+            iters: self.iters,
+            warmup: self.warmup,
+        }
+    }
+}
+
+/// A probe size: positive whole 4-byte elements.
+fn check_size(option: &str, bytes: u64) -> Result<(), Error> {
+    if bytes == 0 || !bytes.is_multiple_of(4) {
+        return Err(Error::usage(format!(
+            "{option} {bytes}: links moves 4-byte elements; give a positive multiple of 4 bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// The heatmap's file must be a PNG or an SVG.
+fn check_picture(path: &Path) -> Result<(), Error> {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("png" | "svg") => Ok(()),
+        _ => Err(Error::usage(format!(
+            "--heatmap {}: the heatmap file must end in .svg or .png",
+            path.display()
+        ))),
+    }
+}
+
+fn read_topology(path: &Path) -> Result<Topology, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(format!("--topology {}: cannot read it: {e}", path.display())))?;
+    Topology::parse(&text).map_err(|e| Error::usage(format!("--topology {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn job(args: &[&str]) -> Result<(LinksJob, RunConfig), Error> {
+        let argv = ["collbench", "links"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv).map_err(|e| e.to_string()).unwrap().command {
+            Command::Links(a) => LinksJob::from_args(&a),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_probe_takes_the_options_and_the_backends_default_size() {
+        let (j, cfg) = job(&["-n", "7", "-w", "2", "--samples", "12", "--latency-size", "16"]).unwrap();
+        let p = j.probe(BackendKind::Mpi);
+        assert_eq!(
+            (p.size_bytes, p.latency_bytes, p.samples, p.iters, p.warmup),
+            (4 << 20, 16, 12, 7, 2)
+        );
+        assert_eq!(j.probe(BackendKind::Nccl).size_bytes, 64 << 20);
+        assert!(cfg.digest.iter().any(|(k, v)| k == "links --samples" && v == "12"));
+        let (j, _) = job(&["--size", "1M"]).unwrap();
+        assert_eq!(j.probe(BackendKind::Nccl).size_bytes, 1 << 20);
+        assert_eq!(j.probe(BackendKind::Nccl).iters, DEFAULT_ITERS);
+    }
+
+    #[test]
+    fn bad_sizes_files_and_refused_run_options_are_one_line_usage_errors() {
+        let cases: [(&[&str], &str); 6] = [
+            (&["--size", "1001"], "--size 1001: links moves 4-byte elements"),
+            (&["--latency-size", "0"], "--latency-size 0"),
+            (
+                &["--heatmap", "m.jpg"],
+                "--heatmap m.jpg: the heatmap file must end in .svg or .png",
+            ),
+            (
+                &["--topology", "/nonexistent/topo"],
+                "--topology /nonexistent/topo: cannot read it",
+            ),
+            (
+                &["-e", "1M"],
+                "-e/--maxbytes (use --size) does not apply to collbench links",
+            ),
+            (
+                &["--collectives", "all_reduce"],
+                "--collectives does not apply to collbench links",
+            ),
+        ];
+        for (args, want) in cases {
+            let e = job(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            let m = e.to_string();
+            assert!(m.starts_with(want), "{args:?}: {m}");
+            assert!(!m.contains('\n'), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_topology_file_must_place_every_host_and_no_other() {
+        let dir = std::env::temp_dir().join(format!("collbench-links-topo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("topo");
+        std::fs::write(&file, "a leaf1\nb leaf1\nzz leaf2 rack9\n").unwrap();
+        let (j, _) = job(&["--topology", file.to_str().unwrap()]).unwrap();
+        let places = j.places.unwrap();
+        let hosts = ["a".to_string(), "b".to_string()];
+        let e = places.topology(&hosts).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains("names 1 host this launch does not have: zz"),
+            "{e}"
+        );
+        std::fs::write(&file, "a leaf1 x y\n").unwrap();
+        let e = job(&["--topology", file.to_str().unwrap()]).unwrap_err();
+        assert!(e.to_string().contains("line 1: expected `host leaf [rack]`"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
