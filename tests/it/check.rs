@@ -5,6 +5,8 @@
 //! CPU quota and a rate-limited link; the Prometheus file read by a real
 //! parser (Debian's python3-prometheus-client); the `--on-fail` hook, printed
 //! and run; bad profiles refused in one line naming the file and line.
+// Without MPI only the helpers build.
+#![cfg_attr(not(feature = "mpi"), allow(dead_code, unused_imports))]
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -12,6 +14,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::common::*;
+#[cfg(feature = "mpi")]
 use crate::fake_nodes;
 
 fn json(path: &Path) -> Value {
@@ -217,6 +220,7 @@ fn tcp_forced_inside_a_node_fails_it_by_name_in_every_file_and_the_hook() {
     );
 }
 
+#[cfg(feature = "mpi")]
 #[test]
 fn bad_profiles_are_one_line_naming_the_file_and_line() {
     let dir = tempdir();

@@ -4,6 +4,8 @@
 //! bad input; the NCCL path on the GPU simulation with one slow pair and
 //! one slow rank; and 4 fake nodes with a real slow node (CPU quota) and a
 //! real slow link (HTB on lo), each named by `--find`.
+// Without MPI only the helpers build (and none is used).
+#![cfg_attr(not(feature = "mpi"), allow(dead_code, unused_imports))]
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -238,6 +240,7 @@ fn what_a_launch_cannot_serve_is_one_line_and_exit_2() {
 /// NCCL's grouped sends and receives on 4 simulated GPUs (one process, a
 /// thread per rank, 4 virtual nodes): a per-pair delay in the simulation
 /// is named as that link, a per-rank delay as that node.
+#[cfg(feature = "nccl")]
 #[test]
 fn on_simulated_gpus_a_slow_pair_and_a_slow_rank_are_named() {
     let Some(sim) = crate::gpu_sim::sim_dir() else {
