@@ -6,11 +6,17 @@
 # nodes (scripts/fake-nodes.sh). Run it on a quiet machine:
 #
 #   scripts/bench/check-local-cpu.sh [N]        (N healthy runs, default 20)
+#
+# COLLBENCH_BIN=PATH uses that binary instead of building the release one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:-20}
-cargo build --release --quiet
-bin=$PWD/target/release/collbench
+if [ -n "${COLLBENCH_BIN:-}" ]; then
+    bin=$COLLBENCH_BIN
+else
+    cargo build --release --quiet
+    bin=$PWD/target/release/collbench
+fi
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
