@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 collbench_ensure_deps
 collbench_ensure_tmux
 collbench_ensure_cluster_tools
+collbench_ensure_prom_parser
 collbench_mpirun_env
 # The local Slurm of tests/it/slurm.rs stops when the tests end; this is
 # the belt to its braces.

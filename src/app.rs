@@ -29,6 +29,7 @@ pub fn main() -> ExitCode {
         Command::Workload(args) => crate::session::run_job(crate::session::Job::workload(&args)),
         Command::Replay(args) if args.check_only => crate::session::check_replay(&args),
         Command::Replay(args) => crate::session::run_job(crate::session::Job::replay(&args)),
+        Command::Check(args) => check_command(&args),
         Command::Links(args) => crate::session::run_links(crate::session::LinksJob::from_args(&args)),
         Command::Help(args) => help_command(&args),
     };
@@ -107,6 +108,21 @@ fn abort_job_after_panic() {
 fn abort_job_after_panic() {
     crate::world::announce_exit(exit::RUNTIME);
     std::process::exit(i32::from(exit::RUNTIME));
+}
+
+/// `collbench check`: a listing (`--list-profiles`, `--show-profile`),
+/// printed once, or a run.
+fn check_command(args: &crate::cli::CheckArgs) -> u8 {
+    match crate::session::check::listing(args) {
+        Ok(Some(text)) => {
+            if is_first_rank() {
+                print_out(&text);
+            }
+            exit::OK
+        }
+        Ok(None) => crate::session::run_job(crate::session::check::job(args)),
+        Err(e) => crate::session::report_early_error(&e),
+    }
 }
 
 /// `collbench info`: what this machine offers, one fact per line.

@@ -194,6 +194,28 @@ missing), 3 validation failed."
     #[command(args_override_self = true)]
     Replay(Box<ReplayArgs>),
 
+    /// Accept or drain: judge every node (and the job) against a hardware profile's sourced thresholds
+    #[command(
+        after_help = "A profile (configs/profiles/, --list-profiles) names checks: a collective at a size, \
+with fail and warn thresholds whose sources it cites. One launch runs the node checks on every node at \
+once (each node's ranks on their own sub-communicator), then the whole-job checks; each is judged from \
+repeated samples, never retried until it passes: pass, warn, flaky (the threshold inside the 95% interval \
+of the median) or fail, with the value, the threshold, the margin and the source. Each node's first rank \
+writes its verdict as JSON and in Prometheus' text format (node_exporter's textfile collector); rank 0 \
+writes every sample as a JSON line. Details: docs/check.md.\n\n\
+Examples:\n  \
+collbench check --list-profiles\n  \
+mpirun -np 2 collbench check --profile local-cpu\n  \
+mpirun -np 16 -N 8 collbench check --profile azure-nd-h100-v5 --prometheus /var/lib/node_exporter/collbench.prom\n  \
+srun -N 2 --ntasks-per-node=8 collbench check --profile gcp-a3-ultragpu \\\n      \
+--on-fail 'scontrol update NodeName={host} State=drain Reason=\"{reason}\"' --execute\n  \
+mpirun -np 8 collbench check --profile my.toml --only node-all-reduce --duration 1h\n\n\
+Exit codes: 0 every check passed (warnings too, unless --strict), 6 a check failed or was flaky, 1 runtime \
+failure, 2 usage or a profile the launch cannot run (one line naming the file and line), 5 timeout, \
+130/143 stopped (the samples taken are judged and kept)."
+    )]
+    #[command(allow_negative_numbers = true, args_override_self = true)]
+    Check(Box<CheckArgs>),
     /// Measure every pair of nodes or ranks (bandwidth both ways, latency) and find the bad node, GPU or link
     #[command(after_help = "Pairs run in rounds of disjoint pairs, all of a round at once (the \
 circle method: n-1 rounds of n/2 pairs); per pair, unidirectional and bidirectional bandwidth at \
@@ -217,6 +239,74 @@ failure, 2 usage or configuration error, 3 validation failed, 5 timeout.")]
 
     /// Print this message or the help of the given subcommand
     Help(HelpArgs),
+}
+
+/// Options of `collbench check`: the profile, the verdicts' files and
+/// hooks, then `run`'s options that apply (backend, launcher, transport,
+/// timeout, nodes, `-N/--repeat` as the sample count).
+#[derive(Clone, Debug, Args)]
+pub struct CheckArgs {
+    /// The profile: a shipped name (--list-profiles) or a TOML file
+    #[arg(long, value_name = "NAME|FILE", required_unless_present_any = ["list_profiles", "show_profile"],
+          help_heading = "Check")]
+    pub profile: Option<String>,
+
+    /// List the shipped profiles and exit
+    #[arg(long, help_heading = "Check")]
+    pub list_profiles: bool,
+
+    /// Print a profile's checks, thresholds and their sources, and exit
+    #[arg(long, value_name = "NAME|FILE", help_heading = "Check")]
+    pub show_profile: Option<String>,
+
+    /// Run only these checks of the profile (comma-separated names)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', help_heading = "Check")]
+    pub only: Vec<String>,
+
+    /// A warning fails the run too
+    #[arg(long, help_heading = "Check")]
+    pub strict: bool,
+
+    /// A command run once per failing node by rank 0, {host}, {checks} and {reason} replaced (printed only, unless --execute)
+    #[arg(long, value_name = "CMD", help_heading = "Check")]
+    pub on_fail: Option<String>,
+
+    /// Run the --on-fail command instead of printing it
+    #[arg(long, requires = "on_fail", help_heading = "Check")]
+    pub execute: bool,
+
+    /// Soak: keep sampling one check this long (90s, 30m, 1h), then plot its stability (--repeat 0: until stopped)
+    #[arg(long, value_name = "DURATION", value_parser = soak_duration, help_heading = "Check")]
+    pub duration: Option<std::time::Duration>,
+
+    /// A fleet baseline for the profile's baseline rules (--write-baseline makes one)
+    #[arg(long, value_name = "FILE", help_heading = "Check")]
+    pub baseline: Option<PathBuf>,
+
+    /// Write each check's median over the groups as a fleet baseline
+    #[arg(long, value_name = "FILE", help_heading = "Check")]
+    pub write_baseline: Option<PathBuf>,
+
+    /// The verdicts' folder: each node's first rank writes HOST.json and HOST.prom there, rank 0 samples.jsonl and check.json [default: results/check-<run id>]
+    #[arg(long, value_name = "DIR", help_heading = "Check")]
+    pub out: Option<PathBuf>,
+
+    /// Also write each node's Prometheus file here (node_exporter's textfile directory); {host} is replaced
+    #[arg(long, value_name = "PATH", help_heading = "Check")]
+    pub prometheus: Option<String>,
+
+    /// The soak's stability plot, .svg or .png [default: DIR/stability.svg]
+    #[arg(long, value_name = "FILE", help_heading = "Check")]
+    pub plot: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// A soak's length: `90s`, `30m`, `1h` (humantime's syntax).
+fn soak_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("'{}' is not a duration like 90s, 30m or 1h: {e}", text.trim()))
 }
 
 /// Options of `collbench workload`: what to model, then `run`'s options.
@@ -377,7 +467,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", default_value = "10", help_heading = "Replay")]
     pub top: usize,
 
-    /// Only check the log: every communicator's calls across its ranks and every Send's Recv, then the kept rank's sequence; nothing runs (exit 6 when the ranks disagree)
+    /// Only check the log: every communicator's calls across its ranks and every Send's Recv, then the kept rank's sequence; nothing runs (exit 7 when the ranks disagree)
     #[arg(long, help_heading = "Replay")]
     pub check_only: bool,
 
@@ -1125,6 +1215,40 @@ pub const LINKS_REFUSED: [(&str, &str); 26] = [
     ("no_rotate", ""),
 ];
 
+/// `run`'s options that mean nothing for `collbench check` (the profile
+/// says what to measure and how often), each with what to use instead.
+pub const CHECK_REFUSED: [(&str, &str); 26] = [
+    ("minbytes", "the profile sets each check's size"),
+    ("maxbytes", "the profile sets each check's size"),
+    ("stepfactor", ""),
+    ("stepbytes", ""),
+    ("iters", "the profile sets each check's iterations"),
+    ("min_time", ""),
+    ("precision", ""),
+    ("max_time", ""),
+    ("per_iter", ""),
+    ("straggler_threshold", ""),
+    ("agg_iters", ""),
+    ("cuda_graph", ""),
+    ("warmup", "the profile sets each check's warm-up"),
+    (
+        "collectives",
+        "the profile names each check's collective; --only picks checks",
+    ),
+    ("dtype", ""),
+    ("op", ""),
+    ("root", ""),
+    ("hierarchy", ""),
+    ("average", "a group's time is its ranks' mean, as nccl-tests'"),
+    ("blocking", ""),
+    ("csv", "use --out"),
+    ("json", "use --out"),
+    ("rotate", ""),
+    ("phase_times", ""),
+    ("label", ""),
+    ("config", ""),
+];
+
 /// The whole command line, with `workload` and `replay` showing only the
 /// options of `run` that apply to them.
 pub fn cli_command() -> clap::Command {
@@ -1140,6 +1264,14 @@ pub fn cli_command() -> clap::Command {
         c.mut_arg("csv", |a| {
             a.help("CSV report path: a row per timed step and per operation (docs/workload.md) [default: none]")
                 .hide_default_value(true)
+        })
+    };
+    let hide_for_check = |mut c: clap::Command| {
+        for id in CHECK_REFUSED.iter().map(|(id, _)| *id).chain(["no_rotate"]) {
+            c = c.mut_arg(id, |a| a.hide(true));
+        }
+        c.mut_arg("cycles", |a| {
+            a.help("Samples of each check, in place of the profile's; 0 samples one check until stopped (a soak)")
         })
     };
     let links = |mut c: clap::Command| {
@@ -1169,6 +1301,7 @@ pub fn cli_command() -> clap::Command {
     Cli::command()
         .mut_subcommand("workload", hide)
         .mut_subcommand("replay", hide)
+        .mut_subcommand("check", hide_for_check)
         .mut_subcommand("links", links)
 }
 

@@ -33,7 +33,7 @@ pub mod exit {
     pub const TIMEOUT: u8 = 5;
     /// `replay`: the log's ranks disagree (a divergence or a one-sided
     /// point-to-point call); nothing was run.
-    pub const DIVERGENCE: u8 = 6;
+    pub const DIVERGENCE: u8 = 7;
 }
 
 #[derive(Debug, Error)]
@@ -106,7 +106,7 @@ mod tests {
         // compare returns it as its code; nothing else ends with it
         assert_eq!(exit::REGRESSION, 4);
         assert_eq!(exit::TIMEOUT, 5);
-        assert_eq!(Error::Divergence("x".into()).exit_code(), 6);
-        assert_eq!(Error::from_code(6, "x".into()).exit_code(), 6);
+        assert_eq!(Error::Divergence("x".into()).exit_code(), 7);
+        assert_eq!(Error::from_code(7, "x".into()).exit_code(), 7);
     }
 }

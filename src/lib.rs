@@ -13,6 +13,7 @@
 pub mod app;
 pub mod backend;
 pub mod buffer;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod collective;

@@ -92,6 +92,27 @@ collbench_ensure_cluster_tools() {
     export COLLBENCH_REQUIRE_SLURM=1 COLLBENCH_REQUIRE_FAKE_NODES=1
 }
 
+# A real parser of Prometheus' text format for the verdict files of
+# `collbench check` (tests/it/check.rs): Debian's python3-prometheus-client.
+# Installed as root where missing; then those tests are required
+# (COLLBENCH_REQUIRE_PROM_PARSER=1, the interpreter that has it in
+# COLLBENCH_PROM_PYTHON), otherwise skipped with a note.
+collbench_ensure_prom_parser() {
+    local py
+    for py in python3 /usr/bin/python3; do
+        if "$py" -c 'import prometheus_client.parser' >/dev/null 2>&1; then
+            export COLLBENCH_REQUIRE_PROM_PARSER=1 COLLBENCH_PROM_PYTHON=$py
+            return 0
+        fi
+    done
+    if collbench_can_apt && collbench_apt_install python3-prometheus-client \
+        && /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1; then
+        export COLLBENCH_REQUIRE_PROM_PARSER=1 COLLBENCH_PROM_PYTHON=/usr/bin/python3
+        return 0
+    fi
+    collbench_note "python3-prometheus-client not found: the Prometheus parser test will be skipped"
+}
+
 collbench_ensure_deps() {
     local missing=()
     command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)

@@ -69,11 +69,36 @@ impl Validate<'_> {
         placement: Placement,
         seed: u64,
     ) -> Result<Checked, Error> {
+        let (local, work_s) = self.own(backend, call, placement, seed)?;
+        Ok(Checked {
+            wrong: local.map(|local| self.world.sum_u64(local)),
+            work_s,
+        })
+    }
+
+    /// `once` without the sum: this rank's wrong elements (a check judges
+    /// each group apart). No rank takes part in anything.
+    pub fn local(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Option<u64>, Error> {
+        Ok(self.own(backend, call, placement, seed)?.0)
+    }
+
+    /// This rank's wrong elements (`None` where the output is undefined)
+    /// and the seconds of its own work.
+    fn own(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<(Option<u64>, f64), Error> {
         if !self.caps.validates(call.collective, placement) {
-            return Ok(Checked {
-                wrong: None,
-                work_s: 0.0,
-            });
+            return Ok((None, 0.0));
         }
         let spec = call.collective.spec();
         let pattern = Pattern::new(call.dtype, call.op, call.at.nranks, seed);
@@ -96,10 +121,7 @@ impl Validate<'_> {
             None => out.count_mismatches(range, &want),
         };
         work_s += self.clock.seconds_since(start);
-        Ok(Checked {
-            wrong: Some(self.world.sum_u64(local)),
-            work_s,
-        })
+        Ok((Some(local), work_s))
     }
 
     /// The one operation, at the start of the buffers; through a graph

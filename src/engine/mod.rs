@@ -25,6 +25,7 @@ pub mod check;
 pub mod digest;
 pub mod policy;
 pub mod precision;
+pub mod sampler;
 pub mod steps;
 pub mod stop;
 pub mod straggler;

@@ -43,6 +43,8 @@ pub enum Source {
         rescale: bool,
         top: usize,
     },
+    /// `collbench check` (session/check/): the session runs it apart.
+    Check(Box<super::check::CheckJob>),
 }
 
 /// A workload or replay, validated.
@@ -172,7 +174,7 @@ impl Job {
             Some(f) => {
                 code = exit::DIVERGENCE;
                 format!(
-                    "verdict: the ranks disagree (line {}): a replay refuses this log (exit 6)",
+                    "verdict: the ranks disagree (line {}): a replay refuses this log (exit 7)",
                     f.line
                 )
             }
@@ -234,6 +236,7 @@ impl Job {
                 }
                 Ok(out)
             }
+            Source::Check(_) => Err(Error::runtime("internal error: a check has no workload configurations")),
             Source::Log { log, rescale, path, .. } => {
                 let layout = GroupLayout::new(world, ranks_per_node, 1)?;
                 let schedule = log
@@ -310,6 +313,7 @@ impl Job {
                 lines.extend(log.notes.iter().cloned());
                 lines.push(format!("not modelled: {}", NOT_MODELLED[0]));
             }
+            Source::Check(_) => {}
         }
         lines.push(format!(
             "times: each step's slowest rank (its step and its operations), each operation alone; {} warm-up \
@@ -334,7 +338,7 @@ impl Job {
     pub fn top(&self) -> Option<usize> {
         match self.source {
             Source::Log { top, .. } => Some(top),
-            Source::Strategies { .. } => None,
+            Source::Strategies { .. } | Source::Check(_) => None,
         }
     }
 }

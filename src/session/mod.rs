@@ -14,6 +14,7 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
+pub mod check;
 #[cfg(test)]
 mod golden;
 mod job;
@@ -283,7 +284,12 @@ impl<'a, W: World> Session<'a, W> {
     pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
         match self.task {
             Task::Sweep => {}
-            Task::Steps(job) => return self.run_job(mpi_backend, job),
+            Task::Steps(job) => {
+                if let job::Source::Check(check) = &job.source {
+                    return self.run_check(mpi_backend, check);
+                }
+                return self.run_job(mpi_backend, job);
+            }
             Task::Links(job) => return self.run_links(mpi_backend, job),
         }
         let watchdog = self.watchdog("the set-up (plan check, communicators, output files)");

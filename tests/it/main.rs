@@ -4,6 +4,7 @@
 
 mod common;
 
+mod check;
 mod ci_script;
 mod cli;
 mod compare;

@@ -1,0 +1,129 @@
+//! The verdict files as JSON: one per node (what a scheduler reads about
+//! that node: host, ranks, GPUs, status, the failed checks with their
+//! reasons, and every verdict that concerns it), and one for the whole
+//! launch on rank 0. Schemas in docs/check.md.
+
+use serde_json::{Value, json};
+
+use super::{Report, Verdict};
+
+/// The per-node file's schema name and version.
+pub const NODE_SCHEMA: &str = "collbench-check-node/1";
+/// The launch file's.
+pub const LAUNCH_SCHEMA: &str = "collbench-check/1";
+
+fn verdict(v: &Verdict) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// `host`'s verdict document.
+pub fn node(report: &Report, host: &str) -> Value {
+    let info = report.hosts.iter().find(|h| h.host == host);
+    let mine = report.verdicts_of(host);
+    let failed: Vec<Value> = report
+        .against(host)
+        .iter()
+        .filter(|v| v.status.fails(report.strict))
+        .map(|v| {
+            json!({
+                "check": v.check,
+                "scope": v.scope,
+                "group": v.group,
+                "status": v.status,
+                "reason": v.reason,
+                "value": v.value,
+                "threshold": v.threshold,
+                "unit": v.unit,
+                "margin_pct": v.margin_pct,
+                "source": v.source,
+            })
+        })
+        .collect();
+    json!({
+        "schema": NODE_SCHEMA,
+        "host": host,
+        "status": report.status_of(host),
+        "ranks": info.map(|h| h.ranks.clone()).unwrap_or_default(),
+        "gpus": info.map(|h| h.gpus.clone()).unwrap_or_default(),
+        "failed": failed,
+        "checks": mine.iter().map(|v| verdict(v)).collect::<Vec<_>>(),
+        "run_id": report.run_id,
+        "started": report.started,
+        "finished": report.finished,
+        "profile": report.profile,
+        "profile_file": report.profile_file,
+        "backend": report.backend,
+        "transport": report.transport,
+        "strict": report.strict,
+        "complete": report.stopped_by.is_none(),
+    })
+}
+
+/// The whole launch: every node's document and every verdict.
+pub fn launch(report: &Report) -> Value {
+    json!({
+        "schema": LAUNCH_SCHEMA,
+        "status": report.status(),
+        "exit_code": report.exit_code(),
+        "run_id": report.run_id,
+        "started": report.started,
+        "finished": report.finished,
+        "profile": report.profile,
+        "profile_file": report.profile_file,
+        "backend": report.backend,
+        "transport": report.transport,
+        "strict": report.strict,
+        "stopped_by": report.stopped_by,
+        "complete": report.stopped_by.is_none(),
+        "nodes": report.hosts.iter().map(|h| node(report, &h.host)).collect::<Vec<_>>(),
+        "verdicts": report.verdicts.iter().map(verdict).collect::<Vec<_>>(),
+    })
+}
+
+/// Pretty JSON text with a final newline.
+pub fn text(doc: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(doc).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{report, verdict_on};
+    use super::*;
+    use crate::check::Status;
+
+    #[test]
+    fn a_node_file_lists_its_failed_checks_with_reasons() {
+        let r = report(
+            vec![
+                verdict_on("node-ar", "node", &["a"], Status::Pass),
+                verdict_on("node-ar", "node", &["b"], Status::Fail),
+                verdict_on("job-ar", "job", &["a", "b"], Status::Pass),
+            ],
+            &["a", "b"],
+        );
+        let b = node(&r, "b");
+        assert_eq!(b["schema"], NODE_SCHEMA);
+        assert_eq!(b["host"], "b");
+        assert_eq!(b["status"], "fail");
+        assert_eq!(b["ranks"], json!([2, 3]));
+        assert_eq!(b["failed"].as_array().unwrap().len(), 1);
+        assert_eq!(b["failed"][0]["check"], "node-ar");
+        assert_eq!(b["failed"][0]["reason"], "Fail on b");
+        assert_eq!(
+            b["checks"].as_array().unwrap().len(),
+            2,
+            "its node check and the pair's job check"
+        );
+        let a = node(&r, "a");
+        assert_eq!(
+            (a["status"].as_str(), a["failed"].as_array().map(Vec::len)),
+            (Some("pass"), Some(0))
+        );
+        let all = launch(&r);
+        assert_eq!(all["exit_code"], 6);
+        assert_eq!(all["nodes"].as_array().unwrap().len(), 2);
+        assert!(text(&all).ends_with("}\n"));
+    }
+}

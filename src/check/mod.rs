@@ -1,0 +1,525 @@
+//! `collbench check`: accept or drain. A profile (configs/profiles/, read
+//! by `profile`) names checks, each a collective at a size with thresholds
+//! whose sources it cites; the session measures every check from repeated
+//! samples (node checks on every node at once, each node's ranks on their
+//! own sub-communicator; then the whole-job checks), and this module turns
+//! the samples into verdicts (`judge`: pass, warn, flaky, fail, never
+//! retried until it passes) and the files a scheduler acts on: a JSON
+//! verdict per node (`json`), the Prometheus text format for node_exporter's
+//! textfile collector (`prometheus`), one JSON line per sample
+//! (`samples`), the terminal summary (`text`), the `--on-fail` command per
+//! failing node (`hook`), a fleet baseline (`baseline`) and the stability
+//! plot of a soak (`soak`). docs/check.md describes all of it.
+//!
+//! Must not: measure, touch a backend or the control plane, or know clap.
+
+pub mod baseline;
+pub mod hook;
+pub mod json;
+pub mod judge;
+pub mod profile;
+pub mod prometheus;
+pub mod samples;
+pub mod shipped;
+pub mod soak;
+pub mod text;
+
+use serde::Serialize;
+
+pub use judge::{Judged, Status, judge};
+pub use profile::{CheckSpec, Metric, Profile, Rule, Scope};
+
+use crate::collective::Collective;
+use crate::error::exit;
+
+/// Writes `text` to `path` whole or not at all: a temporary file beside
+/// it, then a rename (node_exporter's textfile collector must never read
+/// half a file).
+pub fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), crate::error::Error> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            crate::error::Error::runtime(format!("cannot write {}: {e}", path.display()))
+        })
+}
+
+/// The exit code of a check run that found a failing (or flaky) check,
+/// or, with `--strict`, a warning (docs/exit-codes.md).
+pub const EXIT_FAILED: u8 = 6;
+
+// Whatever else grows here, 6 is the code of a failed check.
+const _: () = assert!(EXIT_FAILED > exit::TIMEOUT);
+
+/// One group a check ran on: a node (its host and ranks) or the job.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Group {
+    /// The host of a node, or `job`.
+    pub label: String,
+    pub hosts: Vec<String>,
+    pub ranks: Vec<usize>,
+}
+
+/// One check's verdict on one group.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub check: String,
+    pub scope: &'static str,
+    pub group: String,
+    pub hosts: Vec<String>,
+    pub ranks: Vec<usize>,
+    pub collective: Collective,
+    pub size_class: String,
+    pub metric: &'static str,
+    pub unit: &'static str,
+    pub status: Status,
+    /// The median sample; `None` when nothing was judged.
+    pub value: Option<f64>,
+    /// The 95% interval of the median.
+    pub interval: Option<[f64; 2]>,
+    pub samples: usize,
+    /// Samples past the fail threshold.
+    pub beyond: usize,
+    pub threshold: Option<f64>,
+    pub warn: Option<f64>,
+    pub margin_pct: Option<f64>,
+    pub source: String,
+    /// Wrong elements in the check's validation; `None` when not checked.
+    pub wrong: Option<u64>,
+    pub reason: String,
+}
+
+/// The label of a check's sizes, the `size_class` of its metrics: `4K`,
+/// `16G`, or `2G-8G` for several (bounded: one per check of a profile).
+pub fn size_class(sizes: &[u64]) -> String {
+    let label = |b: u64| {
+        for (shift, suffix) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+            if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+                return format!("{}{suffix}", b >> shift);
+            }
+        }
+        b.to_string()
+    };
+    match (sizes.iter().min(), sizes.iter().max()) {
+        (Some(lo), Some(hi)) if lo != hi => format!("{}-{}", label(*lo), label(*hi)),
+        (Some(one), _) => label(*one),
+        _ => String::new(),
+    }
+}
+
+/// The thresholds a verdict was judged against: the fixed ones, or the
+/// baseline's less the rule's percentages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Thresholds {
+    pub fail: f64,
+    pub warn: Option<f64>,
+    pub source: String,
+}
+
+/// A verdict from a check's samples on a group. `wrong` > 0 fails it,
+/// whatever the figures say.
+pub fn verdict(spec: &CheckSpec, group: &Group, samples: &[f64], t: &Thresholds, wrong: Option<u64>) -> Verdict {
+    let judged = judge(samples, spec.metric, t.fail, t.warn);
+    let (status, reason) = match (&judged, wrong) {
+        (_, Some(w)) if w > 0 => (
+            Status::Fail,
+            format!("{w} wrong elements: {} returned corrupt results", spec.collective),
+        ),
+        (Some(j), _) => (j.status, j.reason(spec.metric, t.fail, t.warn)),
+        (None, _) => (Status::Skipped, "no sample was taken".to_string()),
+    };
+    Verdict {
+        check: spec.name.clone(),
+        scope: spec.scope.name(),
+        group: group.label.clone(),
+        hosts: group.hosts.clone(),
+        ranks: group.ranks.clone(),
+        collective: spec.collective,
+        size_class: size_class(&spec.sizes.value),
+        metric: spec.metric.name(),
+        unit: spec.metric.unit(),
+        status,
+        value: judged.as_ref().map(|j| j.value),
+        interval: judged.as_ref().map(|j| [j.lo, j.hi]),
+        samples: judged.as_ref().map_or(0, |j| j.samples),
+        beyond: judged.as_ref().map_or(0, |j| j.beyond),
+        threshold: Some(t.fail),
+        warn: t.warn,
+        margin_pct: judged.as_ref().map(|j| j.margin_pct),
+        source: t.source.clone(),
+        wrong,
+        reason,
+    }
+}
+
+/// Fails `v` when a rank of its group took another path than the check's
+/// (`observed`: each of the group's ranks' transport, as collbench
+/// observed it): its figures were not measured on what the thresholds
+/// are for.
+pub fn require_path(v: &mut Verdict, path: &str, observed: &[&str]) {
+    if v.status == Status::Skipped {
+        return;
+    }
+    if let Some(other) = observed.iter().find(|o| !o.contains(path)) {
+        v.status = Status::Fail;
+        v.reason = format!(
+            "the ranks took {other}, not the path the check is for ({path}): a --transport setting or the \
+             environment forced another transport; {}",
+            v.reason
+        );
+    }
+}
+
+/// A check that did not run on a group, and why.
+pub fn skipped(spec: &CheckSpec, group: &Group, why: &str) -> Verdict {
+    Verdict {
+        check: spec.name.clone(),
+        scope: spec.scope.name(),
+        group: group.label.clone(),
+        hosts: group.hosts.clone(),
+        ranks: group.ranks.clone(),
+        collective: spec.collective,
+        size_class: size_class(&spec.sizes.value),
+        metric: spec.metric.name(),
+        unit: spec.metric.unit(),
+        status: Status::Skipped,
+        value: None,
+        interval: None,
+        samples: 0,
+        beyond: 0,
+        threshold: None,
+        warn: None,
+        margin_pct: None,
+        source: spec.fail_source().to_string(),
+        wrong: None,
+        reason: why.to_string(),
+    }
+}
+
+/// One host of the launch: its ranks and their GPUs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Host {
+    pub host: String,
+    pub ranks: Vec<usize>,
+    /// Each rank's GPU, where the backend has one.
+    pub gpus: Vec<String>,
+}
+
+/// Everything a check run concluded, on rank 0 (and, serialized, on each
+/// node's first rank, which writes its node's files).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub run_id: String,
+    pub started: String,
+    pub finished: String,
+    pub profile: String,
+    pub profile_file: String,
+    pub backend: String,
+    pub transport: String,
+    pub strict: bool,
+    pub hosts: Vec<Host>,
+    pub verdicts: Vec<Verdict>,
+    /// The signal that ended sampling early, if one did.
+    pub stopped_by: Option<String>,
+}
+
+impl Report {
+    /// The verdicts that concern `host`: its node's checks, and the
+    /// job's checks when the job is this node or a node pair (a pair's
+    /// collective is both nodes' verdict, as Google's Cluster Health
+    /// Scanner labels both). A job check over more nodes names no node.
+    pub fn verdicts_of(&self, host: &str) -> Vec<&Verdict> {
+        let attributable_jobs = self.hosts.len() <= 2;
+        self.verdicts
+            .iter()
+            .filter(|v| v.hosts.iter().any(|h| h == host) && (v.scope != "job" || attributable_jobs))
+            .collect()
+    }
+
+    /// Whether `host` is the node at fault in pair check `check`: every
+    /// judged pair it was in fails (a slow node fails each of its pairs;
+    /// a slow link only the pair across it).
+    pub fn blamed(&self, host: &str, check: &str) -> bool {
+        let pairs: Vec<&Verdict> = self
+            .verdicts
+            .iter()
+            .filter(|v| v.scope == "pair" && v.check == check && v.status != Status::Skipped)
+            .filter(|v| v.hosts.iter().any(|h| h == host))
+            .collect();
+        !pairs.is_empty() && pairs.iter().all(|v| v.status.fails(self.strict))
+    }
+
+    /// Whether `v` (a verdict of `host`) counts against `host`: always,
+    /// but for a pair whose other node is the one at fault (`blamed`)
+    /// while this one is not.
+    pub fn counts_against(&self, v: &Verdict, host: &str) -> bool {
+        if v.scope != "pair" || self.blamed(host, &v.check) {
+            return true;
+        }
+        !v.hosts.iter().filter(|h| *h != host).any(|h| self.blamed(h, &v.check))
+    }
+
+    /// The verdicts that make `host`'s status.
+    pub fn against(&self, host: &str) -> Vec<&Verdict> {
+        self.verdicts_of(host)
+            .into_iter()
+            .filter(|v| self.counts_against(v, host))
+            .collect()
+    }
+
+    /// The failing pairs whose nodes are both at fault in no pair of
+    /// theirs: the link between them (with 3 or more nodes, where every
+    /// node is in two pairs).
+    pub fn failing_links(&self) -> Vec<&Verdict> {
+        if self.hosts.len() < 3 {
+            return vec![];
+        }
+        self.verdicts
+            .iter()
+            .filter(|v| v.scope == "pair" && v.status.fails(self.strict))
+            .filter(|v| !v.hosts.iter().any(|h| self.blamed(h, &v.check)))
+            .collect()
+    }
+
+    /// `host`'s verdicts, one per check (bounded series for the Prometheus
+    /// file): of a pair check's pairs, the worst of those that count
+    /// against it.
+    pub fn one_per_check(&self, host: &str) -> Vec<&Verdict> {
+        let mut out: Vec<&Verdict> = Vec::new();
+        for v in self.verdicts_of(host) {
+            let rank = |x: &Verdict| {
+                let counts = self.counts_against(x, host);
+                (
+                    counts,
+                    if counts { x.status.code().unwrap_or(0) } else { 0 },
+                    -x.margin_pct.unwrap_or(0.0),
+                )
+            };
+            match out.iter_mut().find(|o| o.check == v.check) {
+                Some(o) if rank(v).partial_cmp(&rank(o)) == Some(std::cmp::Ordering::Greater) => *o = v,
+                Some(_) => {}
+                None => out.push(v),
+            }
+        }
+        out
+    }
+
+    /// The worst verdict of `host` (pass when nothing was judged there);
+    /// a failing pair counts only against the node at fault in it.
+    pub fn status_of(&self, host: &str) -> Status {
+        let worst = self.verdicts_of(host).iter().fold(Status::Skipped, |acc, v| {
+            if self.counts_against(v, host) {
+                acc.worst(v.status)
+            } else {
+                acc.worst(Status::Pass)
+            }
+        });
+        if worst == Status::Skipped { Status::Pass } else { worst }
+    }
+
+    /// The worst verdict of the run.
+    pub fn status(&self) -> Status {
+        let worst = self.verdicts.iter().fold(Status::Skipped, |acc, v| acc.worst(v.status));
+        if worst == Status::Skipped { Status::Pass } else { worst }
+    }
+
+    /// The hosts whose verdicts fail the run, each with its failing
+    /// verdicts, in the launch's host order.
+    pub fn failing_nodes(&self) -> Vec<(&str, Vec<&Verdict>)> {
+        self.hosts
+            .iter()
+            .filter_map(|h| {
+                let failing: Vec<&Verdict> = self
+                    .against(&h.host)
+                    .into_iter()
+                    .filter(|v| v.status.fails(self.strict))
+                    .collect();
+                (!failing.is_empty()).then_some((h.host.as_str(), failing))
+            })
+            .collect()
+    }
+
+    /// The run's exit code: `EXIT_FAILED` when a verdict fails it.
+    pub fn exit_code(&self) -> u8 {
+        if self.verdicts.iter().any(|v| v.status.fails(self.strict)) {
+            EXIT_FAILED
+        } else {
+            exit::OK
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A verdict of `status` on `hosts` (tests of the outputs).
+    pub fn verdict_on(check: &str, scope: &'static str, hosts: &[&str], status: Status) -> Verdict {
+        Verdict {
+            check: check.into(),
+            scope,
+            group: if scope == "job" { "job".into() } else { hosts[0].into() },
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            ranks: (0..hosts.len() * 2).collect(),
+            collective: Collective::AllReduce,
+            size_class: "4K".into(),
+            metric: "busbw",
+            unit: "GB/s",
+            status,
+            value: Some(if status == Status::Fail { 0.1 } else { 1.0 }),
+            interval: Some([0.09, 1.1]),
+            samples: 10,
+            beyond: if status == Status::Fail { 10 } else { 0 },
+            threshold: Some(0.3),
+            warn: None,
+            margin_pct: Some(if status == Status::Fail { -66.7 } else { 233.3 }),
+            source: "measured \"here\"".into(),
+            wrong: Some(0),
+            reason: format!("{status:?} on {}", hosts.join(",")),
+        }
+    }
+
+    pub fn report(verdicts: Vec<Verdict>, hosts: &[&str]) -> Report {
+        Report {
+            run_id: "20261202T000000Z-a-1".into(),
+            started: "2026-12-02T00:00:00Z".into(),
+            finished: "2026-12-02T00:00:05Z".into(),
+            profile: "local-cpu".into(),
+            profile_file: "configs/profiles/local-cpu.toml".into(),
+            backend: "mpi (Open MPI v4.1.4)".into(),
+            transport: "auto".into(),
+            strict: false,
+            hosts: hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| Host {
+                    host: h.to_string(),
+                    ranks: vec![2 * i, 2 * i + 1],
+                    gpus: vec![],
+                })
+                .collect(),
+            verdicts,
+            stopped_by: None,
+        }
+    }
+
+    #[test]
+    fn a_check_whose_ranks_took_another_path_fails_whatever_its_figures() {
+        let mut v = verdict_on("node", "node", &["a"], Status::Pass);
+        require_path(&mut v, "vader", &["ob1/tcp+vader", "ob1/tcp+vader"]);
+        assert_eq!(v.status, Status::Pass);
+        require_path(&mut v, "vader", &["ob1/tcp+vader", "ob1/tcp"]);
+        assert_eq!(v.status, Status::Fail);
+        assert!(
+            v.reason
+                .starts_with("the ranks took ob1/tcp, not the path the check is for (vader)"),
+            "{}",
+            v.reason
+        );
+        let mut s = verdict_on("node", "node", &["a"], Status::Skipped);
+        require_path(&mut s, "vader", &["ob1/tcp"]);
+        assert_eq!(s.status, Status::Skipped);
+    }
+
+    #[test]
+    fn size_classes_are_short_and_bounded() {
+        assert_eq!(size_class(&[4096]), "4K");
+        assert_eq!(size_class(&[16 << 30]), "16G");
+        assert_eq!(size_class(&[2 << 30, 4 << 30, 8 << 30]), "2G-8G");
+        assert_eq!(size_class(&[1536]), "1536");
+    }
+
+    #[test]
+    fn a_failing_node_check_names_its_node_and_fails_the_run() {
+        let r = report(
+            vec![
+                verdict_on("node", "node", &["a"], Status::Pass),
+                verdict_on("node", "node", &["b"], Status::Fail),
+                verdict_on("job", "job", &["a", "b", "c"], Status::Pass),
+            ],
+            &["a", "b", "c"],
+        );
+        assert_eq!(r.status_of("a"), Status::Pass);
+        assert_eq!(r.status_of("b"), Status::Fail);
+        assert_eq!(r.status_of("c"), Status::Pass, "nothing judged on c but the job");
+        let failing = r.failing_nodes();
+        assert_eq!(failing.len(), 1);
+        assert_eq!(failing[0].0, "b");
+        assert_eq!(r.exit_code(), EXIT_FAILED);
+    }
+
+    #[test]
+    fn a_job_check_is_the_verdict_of_a_node_pair_but_names_no_node_of_three() {
+        let pair = report(vec![verdict_on("job", "job", &["a", "b"], Status::Fail)], &["a", "b"]);
+        assert_eq!(pair.failing_nodes().len(), 2);
+        let three = report(
+            vec![verdict_on("job", "job", &["a", "b", "c"], Status::Fail)],
+            &["a", "b", "c"],
+        );
+        assert!(three.failing_nodes().is_empty());
+        assert_eq!(three.exit_code(), EXIT_FAILED, "the run still fails");
+    }
+
+    fn pair(check: &str, a: &str, b: &str, status: Status) -> Verdict {
+        let mut v = verdict_on(check, "pair", &[a, b], status);
+        v.group = format!("{a}+{b}");
+        v
+    }
+
+    #[test]
+    fn a_slow_node_fails_both_its_pairs_and_a_slow_link_one() {
+        let slow_node = report(
+            vec![
+                pair("p", "a", "b", Status::Fail),
+                pair("p", "b", "c", Status::Fail),
+                pair("p", "c", "a", Status::Pass),
+            ],
+            &["a", "b", "c"],
+        );
+        let failing: Vec<&str> = slow_node.failing_nodes().iter().map(|f| f.0).collect();
+        assert_eq!(failing, ["b"]);
+        assert_eq!(slow_node.status_of("a"), Status::Pass);
+        assert!(slow_node.failing_links().is_empty());
+        assert_eq!(slow_node.one_per_check("a")[0].status, Status::Pass, "a's own pair");
+        assert_eq!(slow_node.one_per_check("b")[0].status, Status::Fail);
+
+        let slow_link = report(
+            vec![
+                pair("p", "a", "b", Status::Fail),
+                pair("p", "b", "c", Status::Pass),
+                pair("p", "c", "a", Status::Pass),
+            ],
+            &["a", "b", "c"],
+        );
+        let failing: Vec<&str> = slow_link.failing_nodes().iter().map(|f| f.0).collect();
+        assert_eq!(failing, ["a", "b"], "both ends of the link");
+        assert_eq!(slow_link.failing_links().len(), 1);
+        assert_eq!(slow_link.failing_links()[0].group, "a+b");
+        assert_eq!(slow_link.exit_code(), EXIT_FAILED);
+
+        let two = report(vec![pair("p", "a", "b", Status::Fail)], &["a", "b"]);
+        assert_eq!(
+            two.failing_nodes().len(),
+            2,
+            "2 nodes: the pair's verdict is both nodes'"
+        );
+        assert!(
+            two.failing_links().is_empty(),
+            "2 nodes cannot tell a node from the link"
+        );
+    }
+
+    #[test]
+    fn warnings_fail_only_strict_runs() {
+        let mut r = report(vec![verdict_on("node", "node", &["a"], Status::Warn)], &["a"]);
+        assert_eq!(r.exit_code(), 0);
+        r.strict = true;
+        assert_eq!(r.exit_code(), EXIT_FAILED);
+        assert_eq!(r.failing_nodes()[0].0, "a");
+    }
+}

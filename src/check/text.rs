@@ -1,0 +1,335 @@
+//! What `collbench check` prints: the list of profiles, one profile in
+//! full, the docs' table of shipped profiles (generated: docs/check.md),
+//! and the verdicts of a run.
+
+use super::judge::figure;
+use super::profile::{BackendNeed, CheckSpec, Profile, Rule};
+use super::{Report, Status, size_class};
+
+fn backend(p: &Profile) -> &'static str {
+    match p.backend.value {
+        BackendNeed::Any => "any",
+        BackendNeed::Only(k) => k.name(),
+    }
+}
+
+fn scopes(p: &Profile) -> String {
+    let mut s: Vec<&str> = p.checks.iter().map(|c| c.scope.name()).collect();
+    s.dedup();
+    let shape = match (p.nodes.as_ref(), p.ranks_per_node.as_ref()) {
+        (Some(n), Some(r)) => format!(" ({} nodes x {})", n.value, r.value),
+        (Some(n), None) => format!(" ({} nodes)", n.value),
+        (None, Some(r)) => format!(" ({} per node)", r.value),
+        (None, None) => String::new(),
+    };
+    format!("{}{shape}", s.join(","))
+}
+
+/// `--list-profiles`: one line each.
+pub fn list(profiles: &[Profile]) -> String {
+    let width = profiles.iter().map(|p| p.name.len()).max().unwrap_or(4).max(7);
+    let mut out = format!("{:width$}  {:<7} {:<20} description\n", "profile", "backend", "scope");
+    for p in profiles {
+        out += &format!(
+            "{:width$}  {:<7} {:<20} {}\n",
+            p.name,
+            backend(p),
+            scopes(p),
+            p.description
+        );
+    }
+    out += "\ncollbench check --show-profile NAME prints a profile's checks and the source of every threshold\n";
+    out
+}
+
+fn rule_lines(c: &CheckSpec) -> Vec<String> {
+    let unit = c.metric.unit();
+    let side = if c.metric.higher_is_better() { "below" } else { "above" };
+    match &c.rule {
+        Rule::Fixed { fail, warn } => {
+            let mut v = vec![format!("fail {side} {} {unit}: {}", figure(fail.value), fail.source)];
+            if let Some(w) = warn {
+                v.push(format!("warn {side} {} {unit}: {}", figure(w.value), w.source));
+            }
+            v
+        }
+        Rule::Baseline { fail_pct, warn_pct } => {
+            let mut v = vec![format!(
+                "fail {}% below the fleet baseline (--baseline): {}",
+                fail_pct.value, fail_pct.source
+            )];
+            if let Some(w) = warn_pct {
+                v.push(format!("warn {}% below the fleet baseline: {}", w.value, w.source));
+            }
+            v
+        }
+    }
+}
+
+/// `--show-profile NAME`: everything the profile says.
+pub fn show(p: &Profile) -> String {
+    let mut out = format!("# {} ({})\n{}\n\n", p.name, p.origin, p.description);
+    out += &format!("backend          : {}\n", backend(p));
+    if let Some(r) = &p.ranks_per_node {
+        out += &format!("ranks per node   : {}\n", r.value);
+    }
+    if let Some(n) = &p.nodes {
+        out += &format!("nodes            : {}\n", n.value);
+    }
+    out += &format!("transport        : {}\n", p.transport.value.name());
+    for (k, v) in &p.env {
+        out += &format!("environment      : {k}={}\n", v.value);
+    }
+    for n in &p.notes {
+        out += &format!("note             : {n}\n");
+    }
+    for c in &p.checks {
+        out += &format!(
+            "\ncheck {}: {} scope, {} {} {}{}, {} of {} samples x {} iterations (warm-up {})\n",
+            c.name,
+            c.scope.name(),
+            c.collective,
+            c.dtype,
+            c.op.map(|o| format!("{o} ")).unwrap_or_default(),
+            size_class(&c.sizes.value),
+            c.metric.name(),
+            c.samples,
+            c.iters,
+            c.warmup
+        );
+        if let Some(r) = &c.ranks {
+            out += &format!("  for groups of {} ranks\n", r.value);
+        }
+        if let Some(p) = &c.path {
+            out += &format!("  on the path {} (the transport observed must hold it)\n", p.value);
+        }
+        for l in rule_lines(c) {
+            out += &format!("  {l}\n");
+        }
+        if let Some(f) = &c.follows {
+            out += &format!("  follows: {f}\n");
+        }
+    }
+    out
+}
+
+/// docs/check.md's table of shipped profiles: one row per check.
+pub fn profiles_markdown(profiles: &[Profile]) -> String {
+    let cell = |t: &str| t.replace('|', "\\|");
+    let mut out = String::from("| profile | scope | check | fail | warn | source |\n|---|---|---|---|---|---|\n");
+    for p in profiles {
+        for c in &p.checks {
+            let unit = c.metric.unit();
+            let what = format!("{} {} {}", c.collective, size_class(&c.sizes.value), c.metric.name());
+            let (fail, warn, source) = match &c.rule {
+                Rule::Fixed { fail, warn } => (
+                    format!("{} {unit}", figure(fail.value)),
+                    warn.as_ref()
+                        .map(|w| format!("{} {unit}", figure(w.value)))
+                        .unwrap_or_else(|| "-".into()),
+                    match warn {
+                        Some(w) => format!("fail: {} warn: {}", fail.source, w.source),
+                        None => fail.source.clone(),
+                    },
+                ),
+                Rule::Baseline { fail_pct, warn_pct } => (
+                    format!("{}% below baseline", fail_pct.value),
+                    warn_pct
+                        .as_ref()
+                        .map(|w| format!("{}% below", w.value))
+                        .unwrap_or_else(|| "-".into()),
+                    fail_pct.source.clone(),
+                ),
+            };
+            out += &format!(
+                "| `{}` | {} | {} | {} | {} | {} |\n",
+                p.name,
+                scopes(p),
+                cell(&what),
+                fail,
+                warn,
+                cell(&source)
+            );
+        }
+    }
+    out
+}
+
+fn status_word(s: Status) -> String {
+    match s {
+        Status::Pass => "pass".into(),
+        other => other.name().to_uppercase(),
+    }
+}
+
+/// The verdicts as a table, then the sources, the failing nodes and the
+/// run's verdict.
+pub fn summary(r: &Report, files: &str) -> String {
+    let cw = r.verdicts.iter().map(|v| v.check.len()).max().unwrap_or(5).max(5);
+    let gw = r.verdicts.iter().map(|v| v.group.len()).max().unwrap_or(5).max(5);
+    let mut out = format!(
+        "#\n# {:cw$}  {:5}  {:gw$}  {:7}  {:>12}  {:>12}  {:>8}  {:>7}\n",
+        "check", "scope", "group", "verdict", "value", "threshold", "margin", "samples"
+    );
+    for v in &r.verdicts {
+        let value = v
+            .value
+            .map(|x| format!("{} {}", figure(x), v.unit))
+            .unwrap_or_else(|| "-".into());
+        let threshold = v
+            .threshold
+            .map(|x| format!("{} {}", figure(x), v.unit))
+            .unwrap_or_else(|| "-".into());
+        let margin = v.margin_pct.map(|m| format!("{m:+.1}%")).unwrap_or_else(|| "-".into());
+        out += &format!(
+            "  {:cw$}  {:5}  {:gw$}  {:7}  {:>12}  {:>12}  {:>8}  {:>7}\n",
+            v.check,
+            v.scope,
+            v.group,
+            status_word(v.status),
+            value,
+            threshold,
+            margin,
+            v.samples
+        );
+    }
+    let mut sources: Vec<(&str, &str)> = Vec::new();
+    for v in &r.verdicts {
+        if v.status != Status::Skipped && !sources.iter().any(|(c, _)| *c == v.check) {
+            sources.push((&v.check, &v.source));
+        }
+    }
+    out += "#\n";
+    for (c, s) in sources {
+        out += &format!("# source of {c}: {s}\n");
+    }
+    for v in r.verdicts.iter().filter(|v| v.status != Status::Pass) {
+        out += &format!("# {} on {}: {}: {}\n", v.check, v.group, v.status.name(), v.reason);
+    }
+    let failing = r.failing_nodes();
+    let status = r.status();
+    let nodes = r.hosts.len();
+    let verdict = if r.exit_code() == 0 {
+        let warned = if status == Status::Warn { " (with warnings)" } else { "" };
+        format!(
+            "PASS{warned}: {} check{} on {nodes} node{}",
+            r.verdicts.len(),
+            plural(r.verdicts.len()),
+            plural(nodes)
+        )
+    } else if failing.is_empty() {
+        "FAIL: the whole-job collective fails, and no node's own check does: collbench links finds which node or link"
+            .into()
+    } else {
+        let names: Vec<String> = failing
+            .iter()
+            .map(|(h, vs)| {
+                let mut checks: Vec<&str> = vs.iter().map(|v| v.check.as_str()).collect();
+                checks.dedup();
+                format!("{h} ({})", checks.join(", "))
+            })
+            .collect();
+        let links: Vec<String> = r
+            .failing_links()
+            .iter()
+            .map(|v| format!("{} ({})", v.group, v.check))
+            .collect();
+        let links = if links.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the link{} {} fail{} where each node passes with another",
+                plural(links.len()),
+                links.join(", "),
+                if links.len() == 1 { "s" } else { "" }
+            )
+        };
+        format!(
+            "FAIL: {} of {nodes} node{}: {}{links}",
+            failing.len(),
+            plural(nodes),
+            names.join("; ")
+        )
+    };
+    if let Some(sig) = &r.stopped_by {
+        out += &format!("# stopped by {sig}: judged from the samples taken before it\n");
+    }
+    out += &format!("# verdict: {verdict}\n# files  : {files}\n");
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::shipped;
+    use super::super::tests::{report, verdict_on};
+    use super::*;
+
+    /// docs/check.md's table of shipped profiles is generated from the
+    /// profiles; `COLLBENCH_BLESS=1` rewrites it.
+    #[test]
+    fn the_docs_profile_table_is_the_one_the_profiles_give() {
+        const BEGIN: &str = "<!-- profiles: generated from check::text::profiles_markdown -->\n";
+        const END: &str = "<!-- end of profiles -->";
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/check.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let (before, rest) = page.split_once(BEGIN).expect("docs/check.md has the profiles marker");
+        let (table, after) = rest.split_once(END).expect("docs/check.md has the end marker");
+        let want = profiles_markdown(&shipped::all().unwrap());
+        if table != want {
+            if std::env::var_os("COLLBENCH_BLESS").is_some() {
+                std::fs::write(&path, format!("{before}{BEGIN}{want}{END}{after}")).unwrap();
+            } else {
+                panic!(
+                    "docs/check.md's profile table differs from configs/profiles/; \
+                     run `COLLBENCH_BLESS=1 cargo test --lib profile_table` to regenerate it"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_list_and_a_profile_show_every_source() {
+        let all = shipped::all().unwrap();
+        let l = list(&all);
+        let words = |line: &str| line.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+        assert!(
+            l.lines()
+                .any(|line| words(line) == "azure-nd-h100-v5 nccl node (8 per node)"),
+            "{l}"
+        );
+        assert!(
+            l.lines()
+                .any(|line| words(line).starts_with("local-cpu mpi node,pair,job")),
+            "{l}"
+        );
+        assert!(l.contains("gcp-a3-highgpu"), "{l}");
+        let p = all.iter().find(|p| p.name == "azure-nd-h100-v5").unwrap();
+        let s = show(p);
+        assert!(s.contains("fail below 460 GB/s: Azure/azurehpc-health-checks"), "{s}");
+        assert!(
+            s.contains("check nvlink-all-reduce-16g: node scope, all_reduce float sum 16G"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn the_summary_names_the_failing_node_and_the_sources() {
+        let r = report(
+            vec![
+                verdict_on("node-ar", "node", &["a"], Status::Pass),
+                verdict_on("node-ar", "node", &["b"], Status::Fail),
+            ],
+            &["a", "b"],
+        );
+        let s = summary(&r, "results/x/");
+        assert!(s.contains("  node-ar  node   b      FAIL"), "{s}");
+        assert!(s.contains("# source of node-ar: measured \"here\""), "{s}");
+        assert!(s.contains("# verdict: FAIL: 1 of 2 nodes: b (node-ar)"), "{s}");
+        let ok = report(vec![verdict_on("node-ar", "node", &["a"], Status::Pass)], &["a"]);
+        assert!(summary(&ok, "f").contains("# verdict: PASS: 1 check on 1 node\n"));
+    }
+}

@@ -1,0 +1,731 @@
+//! `collbench check` on every rank (docs/check.md): the profile and the
+//! options, read once before any rank starts (`job`); then, agreed step by
+//! step, what the launch must be for the profile (its environment, nodes,
+//! ranks per node, backend, memory: a mismatch is one line naming the
+//! profile's file and line, exit 2), the node sub-communicators, the
+//! measurement of every check (`measure`: node checks on every node at
+//! once, then the whole-job checks) and the verdicts and their files
+//! (`outputs`).
+//!
+//! Must not: judge samples or format verdicts (`check` does), time
+//! anything itself (`engine::sampler`).
+
+mod measure;
+mod outputs;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::Session;
+use super::backend_choice::MakeMpi;
+use super::job::{Job, Source};
+use crate::backend::{Backend, Call, SubGroup};
+use crate::check::baseline::Baseline;
+use crate::check::hook::Template;
+use crate::check::profile::{BackendNeed, CheckSpec, Profile, Scope};
+use crate::check::{Group, shipped};
+use crate::cli::{CHECK_REFUSED, CheckArgs};
+use crate::collective::Layout;
+use crate::config::RunConfig;
+use crate::engine::steps::StepTiming;
+use crate::engine::watchdog::Watchdog;
+use crate::error::{Error, say};
+use crate::plan::Reservation;
+use crate::topology::{Hierarchy, Nodes};
+use crate::types::{BackendKind, human_bytes};
+use crate::world::World;
+
+/// How long a soak samples: for a while, or until stopped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Soak {
+    For(Duration),
+    UntilStopped,
+}
+
+/// A check run, validated before any rank starts.
+#[derive(Clone, Debug)]
+pub struct CheckJob {
+    pub profile: Profile,
+    /// The profile's checks this run measures, in the order they run:
+    /// node checks, then whole-job checks.
+    pub checks: Vec<CheckSpec>,
+    pub strict: bool,
+    pub on_fail: Option<Template>,
+    pub execute: bool,
+    pub soak: Option<Soak>,
+    pub baseline: Option<Baseline>,
+    pub write_baseline: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub prometheus: Option<String>,
+    pub plot: Option<PathBuf>,
+    pub overwrite: bool,
+    /// `--transport` given against the profile's pin.
+    pub transport_note: Option<String>,
+}
+
+/// `collbench check --list-profiles` or `--show-profile`: the text, when
+/// one of them was asked for.
+pub fn listing(a: &CheckArgs) -> Result<Option<String>, Error> {
+    if a.list_profiles {
+        return Ok(Some(crate::check::text::list(&shipped::all()?)));
+    }
+    match &a.show_profile {
+        Some(what) => Ok(Some(crate::check::text::show(&shipped::load(what)?))),
+        None => Ok(None),
+    }
+}
+
+/// `collbench check`: the job and the run's configuration.
+pub fn job(a: &CheckArgs) -> Result<(Job, RunConfig), Error> {
+    if let Some(option) = a.run.refusal(&CHECK_REFUSED)? {
+        return Err(Error::usage(format!("{option} does not apply to collbench check")));
+    }
+    let what = a
+        .profile
+        .as_deref()
+        .ok_or_else(|| Error::usage("give a profile: --profile NAME|FILE (--list-profiles lists them)"))?;
+    let profile = shipped::load(what)?;
+    let mut cfg = RunConfig::from_args(&a.run)?;
+    let transport_note = pin_transport(&profile, &mut cfg)?;
+    let checks = select(&profile, &a.only)?;
+    let soak = match (a.duration, a.run.cycles) {
+        (Some(d), _) if d.is_zero() => return Err(Error::usage("--duration must be above 0")),
+        (Some(d), _) => Some(Soak::For(d)),
+        (None, 0) => Some(Soak::UntilStopped),
+        (None, _) => None,
+    };
+    if soak.is_some() && checks.len() != 1 {
+        let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::usage(format!(
+            "a soak samples one check: choose it with --only NAME ({})",
+            names.join(", ")
+        )));
+    }
+    let checks = with_samples(checks, a.run.cycles, a.duration.is_some());
+    if a.plot.is_some() && soak.is_none() {
+        return Err(Error::usage(
+            "--plot draws a soak's samples: add --duration or --repeat 0",
+        ));
+    }
+    let baseline = a.baseline.as_deref().map(Baseline::read).transpose()?;
+    for c in &checks {
+        crate::check::baseline::thresholds(c, baseline.as_ref(), &profile.origin)?;
+    }
+    let on_fail = a.on_fail.as_deref().map(Template::parse).transpose()?;
+    let job = CheckJob {
+        checks,
+        strict: a.strict,
+        on_fail,
+        execute: a.execute,
+        soak,
+        baseline,
+        write_baseline: a.write_baseline.clone(),
+        out: a.out.clone(),
+        prometheus: a.prometheus.clone(),
+        plot: a.plot.clone(),
+        overwrite: a.run.overwrite,
+        transport_note,
+        profile,
+    };
+    let timing = StepTiming {
+        warmup_steps: 0,
+        steps: 1,
+        check: cfg.timing.check,
+        blocking: false,
+    };
+    Ok((
+        Job {
+            source: Source::Check(Box::new(job)),
+            timing,
+        },
+        cfg,
+    ))
+}
+
+/// The profile's transport, unless `--transport` names another (which
+/// wins, and the header says so: the thresholds are for the profile's).
+fn pin_transport(profile: &Profile, cfg: &mut RunConfig) -> Result<Option<String>, Error> {
+    use crate::topology::profile::Profile as Transport;
+    let pin = profile.transport.value;
+    let asked = cfg.start.transport;
+    if asked == Transport::Auto || asked == pin {
+        cfg.start.transport = pin;
+        return Ok(None);
+    }
+    if let BackendNeed::Only(need) = profile.backend.value
+        && asked.backend().is_some_and(|b| b != need)
+    {
+        return Err(profile.error_at(
+            profile.backend.line,
+            format!(
+                "the profile is for the {} backend; --transport {} steers {}",
+                need.name(),
+                asked.name(),
+                asked.backend().map_or("nothing", |b| b.name())
+            ),
+        ));
+    }
+    Ok(Some(format!(
+        "--transport {} replaces the profile's transport {}: its thresholds were set for {}",
+        asked.name(),
+        pin.name(),
+        pin.name()
+    )))
+}
+
+/// The checks `--only` names (all when empty), node checks first.
+fn select(profile: &Profile, only: &[String]) -> Result<Vec<CheckSpec>, Error> {
+    for name in only {
+        if !profile.checks.iter().any(|c| &c.name == name) {
+            let names: Vec<&str> = profile.checks.iter().map(|c| c.name.as_str()).collect();
+            return Err(Error::usage(format!(
+                "--only {name}: profile {} has no such check ({})",
+                profile.name,
+                names.join(", ")
+            )));
+        }
+    }
+    let mut checks: Vec<CheckSpec> = profile
+        .checks
+        .iter()
+        .filter(|c| only.is_empty() || only.contains(&c.name))
+        .cloned()
+        .collect();
+    checks.sort_by_key(|c| c.scope);
+    Ok(checks)
+}
+
+/// `--repeat N` (N > 0) replaces each check's sample count; a soak takes
+/// samples until it ends.
+fn with_samples(mut checks: Vec<CheckSpec>, repeat: u64, timed: bool) -> Vec<CheckSpec> {
+    for c in &mut checks {
+        if repeat == 0 || timed {
+            c.samples = usize::MAX;
+        } else if repeat != 1 {
+            c.samples = usize::try_from(repeat).unwrap_or(usize::MAX);
+        }
+    }
+    checks
+}
+
+/// One check as this rank runs it: its calls (one per size, on this
+/// rank's group) and every group it runs on.
+pub(super) struct Planned {
+    pub spec: CheckSpec,
+    pub calls: Vec<Call>,
+    /// Each group with its ranks' size, and why it is not judged (a node
+    /// of one rank has no node-local collective).
+    pub groups: Vec<(Group, Option<String>)>,
+    /// Whether this rank is in one of the groups (a node out of a round of
+    /// pairs only keeps step with the others).
+    pub active: bool,
+}
+
+/// The name of node `n` in files and labels: its host, or, for
+/// `--ranks-per-node` groups, the host and the group's number.
+pub(super) fn node_label(nodes: &Nodes, n: usize) -> String {
+    if nodes.is_virtual {
+        format!("{}-v{n}", nodes.hosts[n])
+    } else {
+        nodes.hosts[n].clone()
+    }
+}
+
+fn call(spec: &CheckSpec, size: u64, n: usize, index: usize, group: Option<SubGroup>) -> Call {
+    let e = spec.dtype.size_bytes();
+    let count = usize::try_from(size / e as u64).unwrap_or(usize::MAX);
+    let count = spec
+        .collective
+        .aligned_count(count, n, e)
+        .max(if n == 1 { 1 } else { n });
+    Call {
+        collective: spec.collective,
+        hierarchy: Hierarchy::Flat,
+        dtype: spec.dtype,
+        op: spec.op,
+        shape: spec.collective.spec().shape(count, n),
+        at: Layout {
+            nranks: n,
+            rank: index,
+            root: 0,
+            shift: 1,
+        },
+        group,
+    }
+}
+
+/// The node pairs of pair checks, in rounds of disjoint pairs: each node
+/// with the next (a ring, so that with 3 or more nodes every node is in
+/// two pairs and a slow node fails both of its pairs where a slow link
+/// fails one), packed greedily into rounds that run at once.
+pub fn pair_rounds(nnodes: usize) -> Vec<Vec<(usize, usize)>> {
+    let pairs: Vec<(usize, usize)> = match nnodes {
+        0 | 1 => vec![],
+        2 => vec![(0, 1)],
+        n => (0..n).map(|i| (i, (i + 1) % n)).collect(),
+    };
+    let mut rounds: Vec<Vec<(usize, usize)>> = Vec::new();
+    for pair in pairs {
+        let free = |r: &Vec<(usize, usize)>| {
+            r.iter()
+                .all(|&(a, b)| a != pair.0 && a != pair.1 && b != pair.0 && b != pair.1)
+        };
+        match rounds.iter_mut().find(|r| free(r)) {
+            Some(r) => r.push(pair),
+            None => rounds.push(vec![pair]),
+        }
+    }
+    rounds
+}
+
+/// The colour and key of `rank` in each round's split: its pair's index,
+/// or, for a node out of the round, a group of its own that runs nothing.
+pub(super) fn pair_colours(rounds: &[Vec<(usize, usize)>], nodes: &Nodes, rank: usize) -> Vec<(usize, usize, bool)> {
+    let node = nodes.node_of_rank[rank];
+    rounds
+        .iter()
+        .map(|round| match round.iter().position(|&(a, b)| a == node || b == node) {
+            Some(i) => {
+                let (a, _) = round[i];
+                let key = if node == a {
+                    nodes.local_rank(rank)
+                } else {
+                    nodes.ranks_on(a).len() + nodes.local_rank(rank)
+                };
+                (i, key, true)
+            }
+            None => (round.len() + node, nodes.local_rank(rank), false),
+        })
+        .collect()
+}
+
+/// Every check as `rank` runs it; a pair check is one `Planned` per round
+/// of pairs (`pair_groups`: this rank's sub-communicator in each round).
+pub(super) fn plan(
+    checks: &[CheckSpec],
+    nodes: &Nodes,
+    rank: usize,
+    node_group: Option<SubGroup>,
+    pair_groups: &[Option<SubGroup>],
+) -> Vec<Planned> {
+    let labels: Vec<String> = (0..nodes.nnodes()).map(|n| node_label(nodes, n)).collect();
+    let mut out = Vec::new();
+    for spec in checks {
+        let calls = |n: usize, index: usize, group: Option<SubGroup>| -> Vec<Call> {
+            spec.sizes
+                .value
+                .iter()
+                .map(|&s| call(spec, s, n, index, group))
+                .collect()
+        };
+        match spec.scope {
+            Scope::Node => {
+                let groups = (0..nodes.nnodes())
+                    .map(|m| {
+                        let ranks = nodes.ranks_on(m);
+                        let why =
+                            (ranks.len() < 2).then(|| "1 rank on the node: a node check needs 2 or more".to_string());
+                        let g = Group {
+                            label: labels[m].clone(),
+                            hosts: vec![labels[m].clone()],
+                            ranks,
+                        };
+                        (g, why)
+                    })
+                    .collect();
+                out.push(Planned {
+                    spec: spec.clone(),
+                    calls: calls(nodes.local_size(rank), nodes.local_rank(rank), node_group),
+                    groups,
+                    active: true,
+                });
+            }
+            Scope::Pair => {
+                let rounds = pair_rounds(nodes.nnodes());
+                if rounds.is_empty() {
+                    let g = Group {
+                        label: labels.first().cloned().unwrap_or_default(),
+                        hosts: labels.clone(),
+                        ranks: (0..nodes.nranks()).collect(),
+                    };
+                    out.push(Planned {
+                        spec: spec.clone(),
+                        calls: calls(2, 0, None),
+                        groups: vec![(g, Some("1 node in the launch: a pair check needs 2 or more".into()))],
+                        active: false,
+                    });
+                    continue;
+                }
+                let colours = pair_colours(&rounds, nodes, rank);
+                for (r, round) in rounds.iter().enumerate() {
+                    let groups = round
+                        .iter()
+                        .map(|&(a, b)| {
+                            let mut ranks = nodes.ranks_on(a);
+                            ranks.extend(nodes.ranks_on(b));
+                            let g = Group {
+                                label: format!("{}+{}", labels[a], labels[b]),
+                                hosts: vec![labels[a].clone(), labels[b].clone()],
+                                ranks,
+                            };
+                            (g, None)
+                        })
+                        .collect();
+                    let (i, key, active) = colours[r];
+                    let n = if active {
+                        let (a, b) = round[i];
+                        nodes.ranks_on(a).len() + nodes.ranks_on(b).len()
+                    } else {
+                        2
+                    };
+                    let group = pair_groups.get(r).copied().flatten();
+                    out.push(Planned {
+                        spec: spec.clone(),
+                        calls: calls(n, if active { key } else { 0 }, group),
+                        groups,
+                        active,
+                    });
+                }
+            }
+            Scope::Job => {
+                let g = Group {
+                    label: "job".into(),
+                    hosts: labels.clone(),
+                    ranks: (0..nodes.nranks()).collect(),
+                };
+                let why = (nodes.nranks() < 2).then(|| "1 rank in the job: a collective needs 2 or more".to_string());
+                out.push(Planned {
+                    spec: spec.clone(),
+                    calls: calls(nodes.nranks(), rank, None),
+                    groups: vec![(g, why)],
+                    active: true,
+                });
+            }
+        }
+    }
+    out
+}
+
+impl CheckJob {
+    /// The profile's variables in this rank's environment.
+    fn check_env(&self) -> Result<(), Error> {
+        for (name, want) in &self.profile.env {
+            let have = std::env::var(name).ok();
+            if have.as_deref() != Some(want.value.as_str()) {
+                let now = have.map_or("unset".to_string(), |v| format!("'{v}'"));
+                return Err(self.profile.error_at(
+                    want.line,
+                    format!(
+                        "the profile's figures were measured with {name}={} and it is {now} here: set it for \
+                         every rank (export {name}={}, or mpirun -x {name}={})",
+                        want.value, want.value, want.value
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The launch's shape against the profile's.
+    fn check_shape(&self, nodes: &Nodes) -> Result<(), Error> {
+        let p = &self.profile;
+        if let Some(want) = &p.nodes
+            && nodes.nnodes() != want.value
+        {
+            return Err(p.error_at(
+                want.line,
+                format!(
+                    "the profile is for {} nodes; this launch has {} ({})",
+                    want.value,
+                    nodes.nnodes(),
+                    nodes.hosts.join(", ")
+                ),
+            ));
+        }
+        for n in 0..nodes.nnodes() {
+            let have = nodes.ranks_on(n).len();
+            if let Some(want) = &p.ranks_per_node
+                && have != want.value
+            {
+                return Err(p.error_at(
+                    want.line,
+                    format!(
+                        "the profile is for {} ranks per node (one per GPU); {} has {have}",
+                        want.value,
+                        node_label(nodes, n)
+                    ),
+                ));
+            }
+            for c in self.checks.iter().filter(|c| c.scope == Scope::Node) {
+                if let Some(want) = &c.ranks
+                    && have >= 2
+                    && have != want.value
+                {
+                    return Err(p.error_at(
+                        want.line,
+                        format!(
+                            "check {}'s thresholds are for {} ranks on a node; {} has {have}",
+                            c.name,
+                            want.value,
+                            node_label(nodes, n)
+                        ),
+                    ));
+                }
+            }
+        }
+        for c in self.checks.iter().filter(|c| c.scope == Scope::Pair) {
+            for &(a, b) in pair_rounds(nodes.nnodes()).iter().flatten() {
+                let have = nodes.ranks_on(a).len() + nodes.ranks_on(b).len();
+                if let Some(want) = &c.ranks
+                    && have != want.value
+                {
+                    return Err(p.error_at(
+                        want.line,
+                        format!(
+                            "check {}'s thresholds are for {} ranks on a node pair; {} and {} have {have}",
+                            c.name,
+                            want.value,
+                            node_label(nodes, a),
+                            node_label(nodes, b)
+                        ),
+                    ));
+                }
+            }
+        }
+        for c in self.checks.iter().filter(|c| c.scope == Scope::Job) {
+            if let Some(want) = &c.ranks
+                && nodes.nranks() != want.value
+            {
+                return Err(p.error_at(
+                    want.line,
+                    format!(
+                        "check {}'s thresholds are for {} ranks; this launch has {}",
+                        c.name,
+                        want.value,
+                        nodes.nranks()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The chosen backend against the profile's.
+    fn check_backend(&self, kind: BackendKind, note: Option<&str>) -> Result<(), Error> {
+        let p = &self.profile;
+        match p.backend.value {
+            BackendNeed::Only(need) if need != kind => {
+                let why = note.map(|n| format!(" ({n})")).unwrap_or_default();
+                let msg = match need {
+                    BackendKind::Nccl => format!(
+                        "profile {} is for GPUs (backend = \"nccl\"), but this launch runs on host memory: the {} \
+                         backend{why}; run it where every rank has a GPU and libnccl (collbench info)",
+                        p.name, kind
+                    ),
+                    _ => format!(
+                        "profile {} is for the {} backend, but this launch runs the {} backend{why}; use --backend {}",
+                        p.name,
+                        need.name(),
+                        kind,
+                        need.name()
+                    ),
+                };
+                Err(p.error_at(p.backend.line, msg))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses buffers the hosts (or GPUs) cannot hold, naming the size's
+    /// line of the check with the largest buffers.
+    fn check_memory(
+        &self,
+        reservation: &Reservation,
+        ranks_on_host: usize,
+        free_device: Option<u64>,
+    ) -> Result<(), Error> {
+        let Some(largest) = self.checks.iter().max_by_key(|c| c.max_size()) else {
+            return Ok(());
+        };
+        let at = |msg: String| {
+            self.profile
+                .error_at(largest.sizes.line, format!("check {}: {msg}", largest.name))
+        };
+        if let Some(free) = free_device {
+            if reservation.peak_bytes() > free {
+                return Err(at(format!(
+                    "{} needs {} of GPU memory per rank, and {} is free",
+                    human_bytes(largest.max_size()),
+                    human_bytes(reservation.peak_bytes()),
+                    human_bytes(free)
+                )));
+            }
+        } else if let Some(available) = crate::topology::machine::available_memory() {
+            reservation
+                .check_host_memory(ranks_on_host, available, "this launch cannot hold the profile's size")
+                .map_err(|e| at(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// A short fingerprint of what every rank must agree on: the profile, the
+/// checks and the judging options.
+fn fingerprint(c: &CheckJob) -> u64 {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    format!("{:?}|{:?}|{}|{:?}", c.profile, c.checks, c.strict, c.soak).hash(&mut h);
+    h.finish()
+}
+
+impl<W: World> Session<'_, W> {
+    /// Sets up, measures, judges, writes; this rank's exit code.
+    pub(super) fn run_check(&self, mpi_backend: Option<MakeMpi<'_>>, c: &CheckJob) -> u8 {
+        let watchdog = self.watchdog("the set-up (profile, communicators, buffers, output files)");
+        match self.check_steps(mpi_backend, c, watchdog.as_ref()) {
+            Ok(code) => code,
+            Err(Error::Reported(code)) => code,
+            Err(e) => {
+                say(&self.world.error_line(&e));
+                e.exit_code()
+            }
+        }
+    }
+
+    fn check_steps(
+        &self,
+        mpi_backend: Option<MakeMpi<'_>>,
+        c: &CheckJob,
+        watchdog: Option<&Watchdog>,
+    ) -> Result<u8, Error> {
+        let world = self.world;
+        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
+        let mine = fingerprint(c);
+        let same = world.min_u64(mine) == world.max_u64(mine);
+        self.agreed(if same {
+            Ok(())
+        } else {
+            Err(Error::usage(
+                "ranks run different checks: the profile, --only, --strict or the soak differ between ranks",
+            ))
+        })?;
+        self.warn_on_nccl_environment();
+        self.agreed(c.check_env())?;
+        let nodes = self.agreed(self.nodes())?;
+        self.agreed(c.check_shape(&nodes))?;
+        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
+        let note = chosen.note.clone();
+        let backend = chosen.backend.as_mut();
+        self.agreed(c.check_backend(backend.identity().kind, note.as_deref()))?;
+        let observed = self.agreed(self.observe(backend))?;
+        let node_group = self.agreed(node_group(backend, c, &nodes, world.rank()))?;
+        let pair_groups = self.agreed(pair_groups(backend, c, &nodes, world.rank()))?;
+        let planned = plan(&c.checks, &nodes, world.rank(), node_group, &pair_groups);
+        let reservation = Reservation::of(
+            planned
+                .iter()
+                .filter(|p| p.active)
+                .flat_map(|p| p.calls.iter().map(|k| (k.hierarchy, k.dtype, k.shape))),
+            false,
+        );
+        let free = backend.gpu().and_then(|g| g.free_bytes());
+        let ranks_on_host = world.nodes().local_size(world.rank());
+        self.agreed(c.check_memory(&reservation, ranks_on_host, free))?;
+        self.agreed(backend.reserve(&reservation))?;
+        let setup = outputs::Setup::new(self, c, &nodes, backend, note, observed)?;
+        let measured = self.measure(backend, c, &planned, &setup, watchdog);
+        Ok(self.conclude(c, &nodes, &planned, setup, measured))
+    }
+
+    /// The transport this rank's backend uses, failing as `run` does when
+    /// it contradicts the one asked for.
+    fn observe(&self, backend: &dyn Backend) -> Result<String, Error> {
+        let query = crate::backend::TransportQuery {
+            profile: self.cfg.start.transport,
+            nccl_log: &self.env_plan.nccl_log,
+            hosts: self.world.nodes(),
+        };
+        let observed = match backend.transport() {
+            Some(observer) => observer.observe_transport(&query),
+            None => return Ok("unknown".into()),
+        };
+        observed.check(self.env_plan)?;
+        Ok(observed.text)
+    }
+}
+
+/// Each node's ranks on their own sub-communicator, when a node check
+/// runs (every rank splits, in the same order).
+fn node_group(backend: &mut dyn Backend, c: &CheckJob, nodes: &Nodes, rank: usize) -> Result<Option<SubGroup>, Error> {
+    if !c.checks.iter().any(|k| k.scope == Scope::Node) {
+        return Ok(None);
+    }
+    let kind = backend.identity().kind;
+    let sub = backend.sub_groups().ok_or_else(|| {
+        Error::usage(format!(
+            "the {} backend has no sub-communicators for node checks (NCCL before 2.18 has no ncclCommSplit); \
+             use --only with the whole-job checks, or a newer NCCL",
+            kind.name()
+        ))
+    })?;
+    sub.split(nodes.node_of_rank[rank], nodes.local_rank(rank)).map(Some)
+}
+
+/// Each round of pairs' sub-communicators, when a pair check runs (every
+/// rank splits once per round, in the same order; a rank out of a round
+/// gets `None`).
+fn pair_groups(
+    backend: &mut dyn Backend,
+    c: &CheckJob,
+    nodes: &Nodes,
+    rank: usize,
+) -> Result<Vec<Option<SubGroup>>, Error> {
+    if !c.checks.iter().any(|k| k.scope == Scope::Pair) {
+        return Ok(vec![]);
+    }
+    let rounds = pair_rounds(nodes.nnodes());
+    if rounds.is_empty() {
+        return Ok(vec![]);
+    }
+    let kind = backend.identity().kind;
+    let sub = backend.sub_groups().ok_or_else(|| {
+        Error::usage(format!(
+            "the {} backend has no sub-communicators for pair checks (NCCL before 2.18 has no ncclCommSplit); \
+             use --only with the whole-job checks, or a newer NCCL",
+            kind.name()
+        ))
+    })?;
+    pair_colours(&rounds, nodes, rank)
+        .into_iter()
+        .map(|(colour, key, active)| sub.split(colour, key).map(|g| active.then_some(g)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pair_rounds;
+
+    #[test]
+    fn pairs_are_a_ring_in_rounds_of_disjoint_pairs() {
+        assert!(pair_rounds(1).is_empty());
+        assert_eq!(pair_rounds(2), vec![vec![(0, 1)]]);
+        assert_eq!(pair_rounds(3), vec![vec![(0, 1)], vec![(1, 2)], vec![(2, 0)]]);
+        assert_eq!(pair_rounds(4), vec![vec![(0, 1), (2, 3)], vec![(1, 2), (3, 0)]]);
+        for n in 2..12 {
+            let rounds = pair_rounds(n);
+            let pairs: Vec<_> = rounds.iter().flatten().collect();
+            assert_eq!(pairs.len(), if n == 2 { 1 } else { n });
+            for node in 0..n {
+                let mine = pairs.iter().filter(|(a, b)| *a == node || *b == node).count();
+                assert_eq!(mine, if n == 2 { 1 } else { 2 }, "{n} nodes: node {node} in two pairs");
+            }
+            for r in &rounds {
+                let mut seen: Vec<usize> = r.iter().flat_map(|&(a, b)| [a, b]).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), 2 * r.len(), "a round's pairs are disjoint");
+            }
+            assert!(rounds.len() <= 3);
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! A check run's outputs: before the first sample, the run's name, folder
+//! and samples file (rank 0) and the header; at the end, the verdicts
+//! (rank 0 judges), each node's files written by that node's first rank
+//! on its own filesystem (`HOST.json`, `HOST.prom`, and `--prometheus`),
+//! rank 0's launch file, the `--on-fail` commands, the baseline and the
+//! soak's plot, and the exit code every rank returns.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::measure::Measured;
+use super::{CheckJob, Planned, Session, node_label};
+use crate::backend::Backend;
+use crate::check::hook::{self, Ran};
+use crate::check::samples::{Sample, SamplesFile};
+use crate::check::soak::{self, Frame, Series};
+use crate::check::{
+    Host, Report, Status, baseline, json, prometheus, require_path, skipped, text, verdict, write_atomic,
+};
+use crate::engine::stop::signal_name;
+use crate::error::{Error, exit, say};
+use crate::report::print_out;
+use crate::topology::Nodes;
+use crate::world::World;
+
+/// What rank 0 decides before the first sample, and every rank knows.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Named {
+    run_id: String,
+    started: String,
+    out_dir: PathBuf,
+}
+
+pub(super) struct Setup {
+    pub run_id: String,
+    pub started: String,
+    pub out_dir: PathBuf,
+    /// Rank 0's samples file.
+    samples: Option<RefCell<SamplesFile>>,
+    pub backend: String,
+    pub observed: String,
+    /// Each rank's transport, as observed.
+    pub observed_all: Vec<String>,
+    /// Each rank's GPU (empty on host backends).
+    pub gpus: Vec<String>,
+}
+
+impl Setup {
+    pub fn new<W: World>(
+        s: &Session<'_, W>,
+        c: &CheckJob,
+        nodes: &Nodes,
+        backend: &dyn Backend,
+        note: Option<String>,
+        observed: String,
+    ) -> Result<Setup, Error> {
+        let world = s.world;
+        let gpu = backend.gpu().map(|g| g.gpu_model()).unwrap_or_default();
+        let gpus = world.all_gather_text(&gpu, 128);
+        let observed_all = world.all_gather_text(&observed, 256);
+        let first = world.rank() == 0;
+        let local = if first { open(c, world.host()) } else { Ok(None) };
+        let local = match world.agree(local) {
+            Ok(v) => v,
+            Err(d) => return Err(Error::Reported(d.code)),
+        };
+        let (named, samples) = match local {
+            Some((named, file)) => (Some(named), Some(RefCell::new(file))),
+            None => (None, None),
+        };
+        let bytes = world.broadcast_bytes(
+            &named
+                .map(|n| serde_json::to_vec(&n).unwrap_or_default())
+                .unwrap_or_default(),
+        );
+        let named: Named = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::runtime(format!("internal error: the run's name did not arrive: {e}")))?;
+        let identity = backend.identity();
+        let setup = Setup {
+            run_id: named.run_id,
+            started: named.started,
+            out_dir: named.out_dir,
+            samples,
+            backend: format!("{} ({})", identity.kind, identity.version),
+            observed,
+            observed_all,
+            gpus,
+        };
+        if first {
+            print_out(&setup.header(s, c, nodes, note.as_deref()));
+        }
+        Ok(setup)
+    }
+
+    pub fn write_sample(&self, sample: &Sample) -> Result<(), Error> {
+        match &self.samples {
+            Some(f) => f.borrow_mut().write(sample),
+            None => Ok(()),
+        }
+    }
+
+    fn header<W: World>(&self, s: &Session<'_, W>, c: &CheckJob, nodes: &Nodes, note: Option<&str>) -> String {
+        let p = &c.profile;
+        let world = s.world;
+        let mut out = format!(
+            "# collbench check {}  run {}\n# profile   : {} ({}): {}\n",
+            env!("CARGO_PKG_VERSION"),
+            self.run_id,
+            p.name,
+            p.origin,
+            p.description
+        );
+        let note = note.map(|n| format!("  [{n}]")).unwrap_or_default();
+        out += &format!("# backend   : {}{note}\n", self.backend);
+        out += &format!(
+            "# ranks     : {} on {} node{} ({} per node), hosts: {}\n",
+            nodes.nranks(),
+            nodes.nnodes(),
+            if nodes.nnodes() == 1 { "" } else { "s" },
+            nodes.ranks_per_node(),
+            (0..nodes.nnodes())
+                .map(|n| node_label(nodes, n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        out += &format!(
+            "# transport : {}, observed {}   control plane: {}\n",
+            s.cfg.start.transport.name(),
+            self.observed,
+            world.library_version()
+        );
+        if let Some(t) = &c.transport_note {
+            out += &format!("# note      : {t}\n");
+        }
+        for n in &p.notes {
+            out += &format!("# note      : {n}\n");
+        }
+        for k in &c.checks {
+            let samples = if k.samples == usize::MAX {
+                "soak".to_string()
+            } else {
+                format!("{} samples", k.samples)
+            };
+            out += &format!(
+                "# check     : {} ({} scope, {} {} {}, {} x {} iterations, out-of-place and in-place)\n",
+                k.name,
+                k.scope.name(),
+                k.collective,
+                crate::check::size_class(&k.sizes.value),
+                k.metric.name(),
+                samples,
+                k.iters
+            );
+        }
+        out += &format!("# files     : {}/\n#\n", self.out_dir.display());
+        out
+    }
+}
+
+/// Rank 0's name for the run, its folder and its samples file.
+fn open(c: &CheckJob, host: &str) -> Result<Option<(Named, SamplesFile)>, Error> {
+    let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let run_id = crate::session::outputs::run_id(&started, host);
+    let out_dir = c
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(format!("check-{run_id}")));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| Error::usage(format!("cannot create the folder {}: {e}", out_dir.display())))?;
+    if out_dir.join("check.json").exists() && !c.overwrite {
+        return Err(Error::usage(format!(
+            "{} already holds a check run's files; choose another --out or pass --overwrite",
+            out_dir.display()
+        )));
+    }
+    let samples = SamplesFile::create(&out_dir.join("samples.jsonl"), true)?;
+    Ok(Some((
+        Named {
+            run_id,
+            started,
+            out_dir,
+        },
+        samples,
+    )))
+}
+
+/// One node's files, as rank 0 made them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct NodeFiles {
+    label: String,
+    json: String,
+    prom: String,
+}
+
+impl<W: World> Session<'_, W> {
+    /// Judges (rank 0), writes every file, runs the hooks; the exit code
+    /// every rank returns.
+    pub(super) fn conclude(&self, c: &CheckJob, nodes: &Nodes, planned: &[Planned], setup: Setup, m: Measured) -> u8 {
+        let world = self.world;
+        let first = world.rank() == 0;
+        let report = first.then(|| self.report(c, nodes, planned, &setup, &m));
+        let files: Vec<NodeFiles> = report.as_ref().map(node_files).unwrap_or_default();
+        let bytes = world.broadcast_bytes(&serde_json::to_vec(&files).unwrap_or_default());
+        let files: Vec<NodeFiles> = serde_json::from_slice(&bytes).unwrap_or_default();
+        let mine = (0..nodes.nnodes()).find(|&n| nodes.ranks_on(n).first() == Some(&world.rank()));
+        let written = match mine {
+            Some(n) => write_node(c, &setup.out_dir, &node_label(nodes, n), &files),
+            None => Ok(()),
+        };
+        let mut code = match world.agree(written) {
+            Ok(()) => exit::OK,
+            Err(d) => d.code,
+        };
+        if let Some(r) = &report {
+            code = code.max(self.finish(c, r, &setup, &m));
+        }
+        let code = world.max_u64(u64::from(code));
+        let stopped = m.stopped_by.map_or(0, |s| 128 + s);
+        u8::try_from(code.max(stopped)).unwrap_or(exit::RUNTIME)
+    }
+
+    fn report(&self, c: &CheckJob, nodes: &Nodes, planned: &[Planned], setup: &Setup, m: &Measured) -> Report {
+        let mut verdicts = Vec::new();
+        for (p, sampled) in planned.iter().zip(&m.checks) {
+            let thresholds = baseline::thresholds(&p.spec, c.baseline.as_ref(), &c.profile.origin);
+            for (k, (g, why)) in p.groups.iter().enumerate() {
+                let v = match (&thresholds, why, sampled.ran) {
+                    (_, _, false) => skipped(&p.spec, g, "not run: the run was stopped before it"),
+                    (_, Some(why), _) => skipped(&p.spec, g, why),
+                    (Err(e), _, _) => skipped(&p.spec, g, &e.to_string()),
+                    (Ok(t), None, true) => {
+                        let values: Vec<f64> = sampled.values[k].iter().map(|v| v.1).collect();
+                        let mut v = verdict(&p.spec, g, &values, t, sampled.wrong[k]);
+                        if let Some(path) = &p.spec.path {
+                            let observed: Vec<&str> = g
+                                .ranks
+                                .iter()
+                                .filter_map(|&r| setup.observed_all.get(r))
+                                .map(String::as_str)
+                                .collect();
+                            require_path(&mut v, &path.value, &observed);
+                        }
+                        v
+                    }
+                };
+                verdicts.push(v);
+            }
+        }
+        let hosts = (0..nodes.nnodes())
+            .map(|n| {
+                let ranks = nodes.ranks_on(n);
+                Host {
+                    host: node_label(nodes, n),
+                    gpus: ranks
+                        .iter()
+                        .filter_map(|&r| setup.gpus.get(r).filter(|g| !g.is_empty()).cloned())
+                        .collect(),
+                    ranks,
+                }
+            })
+            .collect();
+        Report {
+            run_id: setup.run_id.clone(),
+            started: setup.started.clone(),
+            finished: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            profile: c.profile.name.clone(),
+            profile_file: c.profile.origin.clone(),
+            backend: setup.backend.clone(),
+            transport: format!("{} (observed {})", self.cfg.start.transport.name(), setup.observed),
+            strict: c.strict,
+            hosts,
+            verdicts,
+            stopped_by: m.stopped_by.map(signal_name),
+        }
+    }
+
+    /// Rank 0's end: the summary, the launch file, the hooks, the
+    /// baseline, the plot; its exit code.
+    fn finish(&self, c: &CheckJob, r: &Report, setup: &Setup, m: &Measured) -> u8 {
+        let mut code = r.exit_code();
+        let launch = setup.out_dir.join("check.json");
+        if let Err(e) = write_atomic(&launch, &json::text(&json::launch(r))) {
+            say(&format!("collbench: {e}"));
+            code = code.max(exit::RUNTIME);
+        }
+        print_out(&text::summary(r, &format!("{}/", setup.out_dir.display())));
+        if let Some(t) = &c.on_fail {
+            run_hooks(t, c.execute, r);
+        }
+        if let Some(path) = &c.write_baseline {
+            let written = crate::report::create_file(path, c.overwrite, "baseline")
+                .and_then(|_| write_atomic(path, &baseline::from_report(r)));
+            match written {
+                Ok(()) => say(&format!("collbench: wrote the fleet baseline {}", path.display())),
+                Err(e) => {
+                    say(&format!("collbench: {e}"));
+                    code = code.max(e.exit_code());
+                }
+            }
+        }
+        if c.soak.is_some() {
+            code = code.max(self.soak_plot(c, r, setup, m));
+        }
+        code
+    }
+
+    fn soak_plot(&self, c: &CheckJob, r: &Report, setup: &Setup, m: &Measured) -> u8 {
+        let (Some(spec), Some(sampled)) = (c.checks.first(), m.checks.first()) else {
+            return exit::OK;
+        };
+        let path = c.plot.clone().unwrap_or_else(|| setup.out_dir.join("stability.svg"));
+        let series: Vec<Series> = r
+            .verdicts
+            .iter()
+            .zip(&sampled.values)
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(v, points)| Series {
+                label: v.group.clone(),
+                points: points.clone(),
+            })
+            .collect();
+        let total: usize = series.iter().map(|s| s.points.len()).sum();
+        let v = r.verdicts.first();
+        let frame = Frame {
+            title: format!(
+                "{}: {} {} of {} ({} samples), {}",
+                c.profile.name,
+                spec.collective,
+                crate::check::size_class(&spec.sizes.value),
+                spec.name,
+                total,
+                setup.run_id
+            ),
+            y_label: format!("{} ({})", spec.metric.name(), spec.metric.unit()),
+            fail: v.and_then(|v| v.threshold),
+            warn: v.and_then(|v| v.warn),
+        };
+        match soak::draw(&path, &frame, &series) {
+            Ok(()) => {
+                say(&format!(
+                    "collbench: the stability plot of {} is {}",
+                    spec.name,
+                    path.display()
+                ));
+                exit::OK
+            }
+            Err(e) => {
+                say(&format!("collbench: {e}"));
+                e.exit_code()
+            }
+        }
+    }
+}
+
+/// Every node's JSON and Prometheus text.
+fn node_files(r: &Report) -> Vec<NodeFiles> {
+    let finished = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64().floor())
+        .unwrap_or(0.0);
+    r.hosts
+        .iter()
+        .map(|h| NodeFiles {
+            label: h.host.clone(),
+            json: json::text(&json::node(r, &h.host)),
+            prom: prometheus::node(r, &h.host, finished),
+        })
+        .collect()
+}
+
+/// A node's files, by its first rank: `DIR/HOST.json`, `DIR/HOST.prom` and
+/// `--prometheus` (`{host}` replaced), each written whole or not at all.
+fn write_node(c: &CheckJob, dir: &Path, label: &str, files: &[NodeFiles]) -> Result<(), Error> {
+    let Some(f) = files.iter().find(|f| f.label == label) else {
+        return Err(Error::runtime(format!("internal error: no verdict files for {label}")));
+    };
+    std::fs::create_dir_all(dir).map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))?;
+    write_atomic(&dir.join(format!("{label}.json")), &f.json)?;
+    write_atomic(&dir.join(format!("{label}.prom")), &f.prom)?;
+    if let Some(p) = &c.prometheus {
+        let path = PathBuf::from(p.replace("{host}", label));
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::runtime(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        write_atomic(&path, &f.prom)?;
+    }
+    Ok(())
+}
+
+/// The `--on-fail` command of each failing node, printed, or run.
+fn run_hooks(t: &hook::Template, execute: bool, r: &Report) {
+    for (host, failing) in r.failing_nodes() {
+        let mut checks: Vec<&str> = failing.iter().map(|v| v.check.as_str()).collect();
+        checks.dedup();
+        let reason: Vec<String> = failing
+            .iter()
+            .map(|v| format!("{} {}: {}", v.check, v.status.name(), v.reason))
+            .collect();
+        let args = t.expand(host, &checks.join(","), &reason.join("; "));
+        let line = hook::shell_line(&args);
+        if !execute {
+            print_out(&format!("# on-fail (not run; --execute runs it): {line}\n"));
+            continue;
+        }
+        print_out(&format!("# on-fail: {line}\n"));
+        match hook::run(&args, std::time::Duration::from_secs(60)) {
+            Ran::Exited(0) => {}
+            Ran::Exited(code) => say(&format!(
+                "collbench: warning: the on-fail command for {host} exited with {code}"
+            )),
+            Ran::Signalled => say(&format!(
+                "collbench: warning: the on-fail command for {host} was killed by a signal"
+            )),
+            Ran::TimedOut => say(&format!(
+                "collbench: warning: the on-fail command for {host} ran over 60 s and was killed"
+            )),
+            Ran::NotStarted(e) => say(&format!(
+                "collbench: warning: the on-fail command for {host} did not start: {e}"
+            )),
+        }
+    }
+    if r.failing_nodes().is_empty() && r.status() != Status::Pass && r.exit_code() != 0 {
+        print_out("# on-fail: no node to name (the whole-job check failed); nothing run\n");
+    }
+}
