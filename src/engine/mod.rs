@@ -41,7 +41,7 @@ use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, Placement, TimingMethod};
+use crate::types::{Average, BackendKind, Placement, Register, TimingMethod};
 use crate::world::World;
 use adaptive::Calibrator;
 use policy::Iterations;
@@ -94,7 +94,7 @@ pub struct Timing {
     pub cuda_graph: u32,
     /// `-R`: buffer registration asked for (the header notes whether it
     /// happened).
-    pub register: bool,
+    pub register: Register,
     /// `--phase-times`: the backend times each hierarchical phase.
     pub phase_times: bool,
     /// Sweeps to run; 0 = until stopped.
@@ -650,7 +650,7 @@ impl<'a> Engine<'a> {
             precision_target_pct: self.cfg.iterations.target_pct(),
             agg_iters: Some(self.cfg.agg_iters),
             cuda_graph: Some(self.cfg.cuda_graph),
-            register: Some(self.cfg.register),
+            register: Some(self.cfg.register.column().to_string()),
             rotate: Some(self.cfg.rotate),
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),

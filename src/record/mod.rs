@@ -84,8 +84,10 @@ pub struct Record {
     pub agg_iters: Option<u32>,
     #[serde(default)]
     pub cuda_graph: Option<u32>,
+    /// `-R`: `false`, `true` (ncclCommRegister) or `symmetric`
+    /// (ncclCommWindowRegister).
     #[serde(default)]
-    pub register: Option<bool>,
+    pub register: Option<String>,
     #[serde(default)]
     pub rotate: Option<bool>,
     /// Which sample of the point this row is: the sweep it came from,
@@ -286,7 +288,7 @@ impl Record {
             opt(self.precision_pct),
             opt(self.agg_iters),
             opt(self.cuda_graph),
-            opt(self.register),
+            opt(self.register.as_deref()),
             opt(self.rotate),
             opt(self.cycle),
             opt(self.samples),

@@ -52,7 +52,7 @@ pub(crate) fn sample() -> Record {
         precision_pct: Some(0.75),
         agg_iters: Some(4),
         cuda_graph: Some(10),
-        register: Some(true),
+        register: Some("true".into()),
         rotate: Some(false),
         cycle: Some(3),
         samples: Some(5),
