@@ -105,6 +105,8 @@ impl LaunchExtras {
                 "-G/--cuda-graph {} captures NCCL launches in a CUDA graph",
                 self.cuda_graph
             )
+        } else if self.register == Register::Symmetric {
+            "-R/--register 2 registers buffers as symmetric windows of an NCCL communicator".to_string()
         } else if self.register.on() {
             "-R/--register registers buffers with an NCCL communicator".to_string()
         } else {
@@ -373,7 +375,7 @@ mod tests {
                     register: Register::Symmetric,
                     ..none
                 },
-                "-R/--register",
+                "-R/--register 2",
             ),
         ];
         for (extras, option) in cases {

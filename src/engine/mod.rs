@@ -650,7 +650,7 @@ impl<'a> Engine<'a> {
             precision_target_pct: self.cfg.iterations.target_pct(),
             agg_iters: Some(self.cfg.agg_iters),
             cuda_graph: Some(self.cfg.cuda_graph),
-            register: Some(self.cfg.register.column().to_string()),
+            register: Some(self.cfg.register),
             rotate: Some(self.cfg.rotate),
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),

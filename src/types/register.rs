@@ -6,7 +6,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Serialize, Serializer};
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Register {
@@ -58,9 +59,41 @@ impl fmt::Display for Register {
     }
 }
 
+/// In JSON (and the CSV): `false` and `true` as before `-R 2` existed,
+/// `"symmetric"` for `-R 2`.
 impl Serialize for Register {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        match self {
+            Register::Off => s.serialize_bool(false),
+            Register::Buffers => s.serialize_bool(true),
+            Register::Symmetric => s.serialize_str(self.column()),
+        }
+    }
+}
+
+/// Reads what `Serialize` writes, and the option's own words and numbers.
+impl<'de> Deserialize<'de> for Register {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Register, D::Error> {
+        struct Visit;
+        impl Visitor<'_> for Visit {
+            type Value = Register;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("false, true, symmetric, 0, 1 or 2")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Register, E> {
+                Ok(if v { Register::Buffers } else { Register::Off })
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Register, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Register, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Register, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visit)
     }
 }
 
@@ -86,5 +119,12 @@ mod tests {
             [Register::Off, Register::Buffers, Register::Symmetric].map(Register::column),
             ["false", "true", "symmetric"]
         );
+        // JSON keeps -R 1's `true` and -R 0's `false`, and reads back
+        for r in [Register::Off, Register::Buffers, Register::Symmetric] {
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(serde_json::from_str::<Register>(&json).unwrap(), r, "{json}");
+        }
+        assert_eq!(serde_json::to_string(&Register::Buffers).unwrap(), "true");
+        assert_eq!(serde_json::to_string(&Register::Symmetric).unwrap(), "\"symmetric\"");
     }
 }
