@@ -105,6 +105,25 @@ int main(void)
     expect("ncclAllGather, sendbuff 16 bytes into recvbuff (rank 0)", ncclAllGather(p + 16, p, 8, ncclFloat, comm, stream),
            ncclInvalidArgument);
     expect("ncclAllGather in place (rank 0)", ncclAllGather(p, p, 8, ncclFloat, comm, stream), ncclSuccess);
+
+    /* NCCL 2.27's symmetric windows: memory from ncclMemAlloc only, one
+     * window per buffer, released once. */
+    ncclWindow_t win = NULL, again = NULL;
+    void *sym = NULL;
+    expect("ncclCommWindowRegister of cuMemAlloc memory",
+           ncclCommWindowRegister(comm, p, 64, &win, NCCL_WIN_COLL_SYMMETRIC), ncclInvalidArgument);
+    if (ncclMemAlloc(&sym, 4096) != ncclSuccess) {
+        printf("ncclMemAlloc failed\n");
+        return 2;
+    }
+    expect("ncclCommWindowRegister of ncclMemAlloc memory",
+           ncclCommWindowRegister(comm, sym, 4096, &win, NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+    expect("ncclCommWindowRegister of the same buffer again",
+           ncclCommWindowRegister(comm, sym, 4096, &again, NCCL_WIN_COLL_SYMMETRIC), ncclInvalidUsage);
+    expect("ncclCommWindowDeregister of the window", ncclCommWindowDeregister(comm, win), ncclSuccess);
+    expect("ncclCommWindowDeregister of a window no longer registered", ncclCommWindowDeregister(comm, win),
+           ncclInvalidArgument);
+    ncclMemFree(sym);
     ncclCommDestroy(comm);
 
     /* NCCL 2.14-2.16 accept blocking 0 or 1 only; 2.17 added "undefined". */
