@@ -490,6 +490,12 @@ fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it(
         );
         assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     }
+    let out = sim_run(&dir, 1, &[("GPUSIM_NCCL_VERSION", "22605")], &["info"]);
+    assert!(
+        stdout(&out).contains("no ncclCommWindowRegister (-R 2 is refused)"),
+        "{}",
+        stdout(&out)
+    );
     // 2.27 itself has them
     let out = sim_run(&dir, 2, &[("GPUSIM_NCCL_VERSION", "22703")], &args);
     assert_eq!(code(&out), 0, "{}", stderr(&out));

@@ -1,7 +1,8 @@
 //! Safe handles over the NCCL binding, each owning what it releases:
 //! `Comm` (a communicator that is destroyed, never leaked, and whose `Drop`
-//! cannot panic; split with ncclCommSplit; its buffer registrations released
-//! before it is destroyed), `DeviceMemory` (one device allocation, plain
+//! cannot panic; split with ncclCommSplit; its buffer registrations,
+//! ncclCommRegister's handles and ncclCommWindowRegister's symmetric
+//! windows, released before it is destroyed), `DeviceMemory` (one device allocation, plain
 //! cuMemAlloc as nccl-tests' cudaMalloc, or ncclMemAlloc from NCCL 2.19,
 //! rather than cudarc's stream-ordered pool, whose memory other GPUs of the
 //! same process cannot reach without extra pool access rights, and without
