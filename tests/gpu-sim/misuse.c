@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,51 @@ static void expect(const char *what, int got, int want)
     printf("%-70s %s (got %d, want %d)\n", what, verdict, got, want);
     if (got != want)
         failures++;
+}
+
+/* One rank of a two-rank communicator that registers a window of `bytes`
+ * (window registration is collective: both ranks must pass one size). */
+struct window_rank {
+    ncclUniqueId id;
+    int rank;
+    size_t bytes;
+    CUcontext ctx;
+    ncclResult_t rc;
+};
+
+static void *register_window_as_rank(void *arg)
+{
+    struct window_rank *w = arg;
+    ncclComm_t comm = NULL;
+    void *buf = NULL;
+    ncclWindow_t win = NULL;
+    cuCtxSetCurrent(w->ctx);
+    w->rc = ncclMemAlloc(&buf, w->bytes);
+    if (w->rc == ncclSuccess)
+        w->rc = ncclCommInitRank(&comm, 2, w->id, w->rank);
+    if (w->rc == ncclSuccess)
+        w->rc = ncclCommWindowRegister(comm, buf, w->bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+    if (comm)
+        ncclCommDestroy(comm);
+    ncclMemFree(buf);
+    return NULL;
+}
+
+/* Both ranks' results, each registering `bytes0` and `bytes1`: the worse. */
+static ncclResult_t two_rank_windows(CUcontext ctx, size_t bytes0, size_t bytes1)
+{
+    struct window_rank w[2] = {{.rank = 0, .bytes = bytes0, .ctx = ctx}, {.rank = 1, .bytes = bytes1, .ctx = ctx}};
+    if (ncclGetUniqueId(&w[0].id) != ncclSuccess)
+        return ncclSystemError;
+    w[1].id = w[0].id;
+    pthread_t t[2];
+    for (int r = 0; r < 2; r++)
+        pthread_create(&t[r], NULL, register_window_as_rank, &w[r]);
+    for (int r = 0; r < 2; r++)
+        pthread_join(t[r], NULL);
+    if (w[0].rc != w[1].rc)
+        return ncclInternalError; /* the ranks disagreed: never expected */
+    return w[0].rc;
 }
 
 static ncclComm_t one_rank_comm(ncclConfig_t *config, ncclResult_t *rc)
@@ -125,6 +171,10 @@ int main(void)
            ncclInvalidArgument);
     ncclMemFree(sym);
     ncclCommDestroy(comm);
+    expect("ncclCommWindowRegister on two ranks, 4096 and 4096 bytes", two_rank_windows(ctx, 4096, 4096),
+           ncclSuccess);
+    expect("ncclCommWindowRegister on two ranks, 4096 and 8192 bytes", two_rank_windows(ctx, 4096, 8192),
+           ncclInvalidUsage);
 
     /* NCCL 2.14-2.16 accept blocking 0 or 1 only; 2.17 added "undefined". */
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

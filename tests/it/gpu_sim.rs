@@ -1076,8 +1076,8 @@ fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
     let text = stdout(&out);
     eprintln!("{text}");
     assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
-    assert_eq!(text.matches("refused as expected").count(), 12, "{text}");
-    assert_eq!(text.matches("allowed as expected").count(), 8, "{text}");
+    assert_eq!(text.matches("refused as expected").count(), 13, "{text}");
+    assert_eq!(text.matches("allowed as expected").count(), 9, "{text}");
 }
 
 /// Each injected NCCL fault: its exit code and one line naming the rank and
