@@ -22,8 +22,8 @@ use crate::links::{Level, Metric as LinkMetric};
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{
-    Average, BackendChoice, Choice, DType, Dimension, Format, Metric, ProgressMode, ReduceOp, RootChoice, SeriesBy,
-    Size, Source, Switch,
+    Average, BackendChoice, Choice, DType, Dimension, Format, Metric, ProgressMode, ReduceOp, Register, RootChoice,
+    SeriesBy, Size, Source, Switch,
 };
 use crate::workload::{Count, PresetName, Strategy, TorchVersion};
 use crate::world::Launcher;
@@ -800,10 +800,10 @@ pub struct RunArgs {
     )]
     pub cuda_graph: u32,
 
-    /// Register the buffers with ncclCommRegister where the library has it (nccl backend); `-R 0` turns it off
-    #[arg(short = 'R', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
-          value_parser = register_switch, help_heading = "Measurement")]
-    pub register: Switch,
+    /// Register the buffers (nccl backend): 1 with ncclCommRegister where the library has it, 2 as symmetric windows (ncclCommWindowRegister, NCCL 2.27+); `-R 0` turns it off
+    #[arg(short = 'R', long, value_name = "0|1|2", num_args = 0..=1, default_value = "0", default_missing_value = "1",
+          value_parser = register_mode, help_heading = "Measurement")]
+    pub register: Register,
 
     /// Untimed warm-up iterations per point
     #[arg(
@@ -1100,12 +1100,8 @@ fn one_line_text(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
-/// `-R`: a switch; nccl-tests' `-R 2` (symmetric memory windows) is not
-/// offered.
-fn register_switch(text: &str) -> Result<Switch, String> {
-    if text.trim() == "2" {
-        return Err("2 (nccl-tests' symmetric memory windows) is not supported; use -R or -R 1".into());
-    }
+/// `-R 0|1|2`, as nccl-tests' `--local_register`.
+fn register_mode(text: &str) -> Result<Register, String> {
     text.parse()
 }
 
@@ -1735,7 +1731,8 @@ mod tests {
         assert!(e.contains("possible values: rank0, avg, min, max"), "{e}");
         let e = parse_run(["--backend", "ncl"]).unwrap_err().to_string();
         assert!(e.contains("nccl"), "{e}");
-        let e = parse_run(["-R", "2"]).unwrap_err().to_string();
-        assert!(e.contains("symmetric memory windows"), "{e}");
+        assert_eq!(parse_run(["-R", "2"]).unwrap().register, Register::Symmetric);
+        let e = parse_run(["-R", "3"]).unwrap_err().to_string();
+        assert!(e.contains("not 0, 1 or 2"), "{e}");
     }
 }

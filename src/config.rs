@@ -214,7 +214,7 @@ fn timing(a: &RunArgs) -> Timing {
         blocking: a.blocking.on(),
         agg_iters: a.agg_iters,
         cuda_graph: a.cuda_graph,
-        register: a.register.on(),
+        register: a.register,
         phase_times: a.phase_times,
         cycles: a.cycles,
         timeout: (a.timeout > 0).then(|| std::time::Duration::from_secs(a.timeout)),
@@ -359,7 +359,7 @@ mod tests {
     use crate::collective::Collective;
     use crate::topology::profile::Profile;
     use crate::types::ProgressMode;
-    use crate::types::{Average, BackendKind, Choice, DType, ReduceOp, RootChoice};
+    use crate::types::{Average, BackendKind, Choice, DType, ReduceOp, Register, RootChoice};
     use proptest::prelude::*;
 
     fn config(args: &[&str]) -> Result<RunConfig, Error> {
@@ -486,22 +486,27 @@ mod tests {
     #[test]
     fn launch_extras_default_to_one_operation_without_graph_or_registration() {
         let t = config(&[]).unwrap().timing;
-        assert_eq!((t.agg_iters, t.cuda_graph, t.register), (1, 0, false));
+        assert_eq!((t.agg_iters, t.cuda_graph, t.register), (1, 0, Register::Off));
         let c = config(&["-m", "4", "-G", "10", "-R", "1"]).unwrap();
         assert_eq!(
             (c.timing.agg_iters, c.timing.cuda_graph, c.timing.register),
-            (4, 10, true)
+            (4, 10, Register::Buffers)
         );
+        assert_eq!(config(&["-R", "2"]).unwrap().timing.register, Register::Symmetric);
         for field in ["--agg-iters", "--cuda-graph", "--register"] {
             assert!(c.digest.iter().any(|(k, _)| k == field), "{field}");
         }
         let t = with_file("agg-iters = 2\ncuda-graph = 3\nregister = true\n", &[])
             .unwrap()
             .timing;
-        assert_eq!((t.agg_iters, t.cuda_graph, t.register), (2, 3, true));
-        assert!(!with_file("register = 0\n", &[]).unwrap().timing.register);
+        assert_eq!((t.agg_iters, t.cuda_graph, t.register), (2, 3, Register::Buffers));
+        assert!(!with_file("register = 0\n", &[]).unwrap().timing.register.on());
+        assert_eq!(
+            with_file("register = 2\n", &[]).unwrap().timing.register,
+            Register::Symmetric
+        );
         // -R 0 turns it off; the command line wins over the file
-        assert!(!with_file("register = 1\n", &["-R", "0"]).unwrap().timing.register);
+        assert!(!with_file("register = 1\n", &["-R", "0"]).unwrap().timing.register.on());
     }
 
     #[test]
@@ -514,8 +519,7 @@ mod tests {
             assert!(!m.contains('\n'), "{m}");
         };
         refused(&["-m", "0"], &["--agg-iters"]);
-        refused(&["-R", "2"], &["--register", "not supported"]);
-        refused(&["-R", "maybe"], &["--register", "not 0 or 1"]);
+        refused(&["-R", "maybe"], &["--register", "not 0, 1 or 2"]);
         refused(&["-G", "5", "-z", "1"], &["-G/--cuda-graph 5", "--blocking"]);
         refused(&["-G", "1", "-I"], &["-G/--cuda-graph 1", "-I"]);
         refused(&["-G", "1", "--phase-times"], &["--phase-times"]);

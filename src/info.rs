@@ -39,7 +39,7 @@ fn launcher_fact(env: &dyn Fn(&str) -> Option<String>) -> String {
 
 #[cfg(feature = "nccl")]
 fn nccl_facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
-    use crate::backend::nccl::{DeviceError, NcclLibrary, device};
+    use crate::backend::nccl::{DeviceError, NcclLibrary, device, sys};
     use crate::types::human_bytes;
 
     let nccl = match NcclLibrary::find(nccl_lib) {
@@ -69,13 +69,18 @@ fn nccl_facts(nccl_lib: Option<&Path>) -> Vec<(&'static str, String)> {
             } else {
                 "no ncclCommRegister (-R registers nothing)"
             };
+            let windows = if opt.comm_window_register && opt.mem_alloc && lib.version() >= sys::WINDOW_SINCE {
+                "ncclCommWindowRegister"
+            } else {
+                "no ncclCommWindowRegister (-R 2 is refused)"
+            };
             let sim = if lib.is_simulation() {
                 "; SIMULATED: the host GPU simulation of tests/gpu-sim, no figure is a measurement"
             } else {
                 ""
             };
             format!(
-                "{}{} at {} (found via {}; {native}; {split}; {register}{sim})",
+                "{}{} at {} (found via {}; {native}; {split}; {register}; {windows}{sim})",
                 lib.version(),
                 lib.sim_suffix(),
                 lib.path().display(),

@@ -408,7 +408,7 @@ impl Backend for MemoryBackend {
     }
 
     fn capabilities(&self, extras: &LaunchExtras) -> Capabilities {
-        let refused_extras = if extras.register {
+        let refused_extras = if extras.register.on() {
             Some("-R/--register: the memory backend has no communicator to register buffers with".into())
         } else if extras.cuda_graph > 0 && !self.graphs {
             Some("-G/--cuda-graph: this memory backend was made without graphs".into())

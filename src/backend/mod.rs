@@ -31,7 +31,7 @@ use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{BackendChoice, BackendKind, DType, Placement, ReduceOp};
+use crate::types::{BackendChoice, BackendKind, DType, Placement, ReduceOp, Register};
 use crate::world::launch::LauncherChoice;
 
 /// Which backend a run asks for and what it needs to start.
@@ -79,7 +79,7 @@ pub struct LaunchExtras {
     /// `-G/--cuda-graph`: replays of the captured timed iterations; 0 off.
     pub cuda_graph: u32,
     /// `-R/--register`: register the buffers with the communicator.
-    pub register: bool,
+    pub register: Register,
 }
 
 impl Default for LaunchExtras {
@@ -87,7 +87,7 @@ impl Default for LaunchExtras {
         LaunchExtras {
             agg_iters: 1,
             cuda_graph: 0,
-            register: false,
+            register: Register::Off,
         }
     }
 }
@@ -106,7 +106,9 @@ impl LaunchExtras {
                 "-G/--cuda-graph {} captures NCCL launches in a CUDA graph",
                 self.cuda_graph
             )
-        } else if self.register {
+        } else if self.register == Register::Symmetric {
+            "-R/--register 2 registers buffers as symmetric windows of an NCCL communicator".to_string()
+        } else if self.register.on() {
             "-R/--register registers buffers with an NCCL communicator".to_string()
         } else {
             return Ok(());
@@ -383,7 +385,7 @@ pub fn refusals<T: Copy>(all: &[T], check: impl Fn(T) -> Result<(), String>) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::{LaunchExtras, rotation_offset, rotation_steps};
+    use super::{LaunchExtras, Register, rotation_offset, rotation_steps};
 
     #[test]
     fn a_backend_without_nccl_refuses_each_extra_with_one_line() {
@@ -392,7 +394,20 @@ mod tests {
         let cases = [
             (LaunchExtras { agg_iters: 2, ..none }, "-m/--agg-iters 2"),
             (LaunchExtras { cuda_graph: 1, ..none }, "-G/--cuda-graph 1"),
-            (LaunchExtras { register: true, ..none }, "-R/--register"),
+            (
+                LaunchExtras {
+                    register: Register::Buffers,
+                    ..none
+                },
+                "-R/--register",
+            ),
+            (
+                LaunchExtras {
+                    register: Register::Symmetric,
+                    ..none
+                },
+                "-R/--register 2",
+            ),
         ];
         for (extras, option) in cases {
             let m = extras.refuse_all("mpi").unwrap_err();

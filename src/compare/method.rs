@@ -36,7 +36,9 @@ pub const COLUMNS: [(&str, Weight, Getter); 11] = [
     }),
     ("agg_iters", Weight::Refuse, |r| r.agg_iters.map(|v| v.to_string())),
     ("cuda_graph", Weight::Refuse, |r| r.cuda_graph.map(|v| v.to_string())),
-    ("register", Weight::Refuse, |r| r.register.map(|v| v.to_string())),
+    ("register", Weight::Refuse, |r| {
+        r.register.map(|v| v.column().to_string())
+    }),
     ("rotate", Weight::Refuse, |r| r.rotate.map(|v| v.to_string())),
     ("collbench_version", Weight::Warn, |r| {
         r.collbench_version

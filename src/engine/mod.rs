@@ -42,7 +42,7 @@ use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::{Record, bandwidth_gbps};
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, Placement, TimingMethod};
+use crate::types::{Average, BackendKind, Placement, Register, TimingMethod};
 use crate::world::World;
 use adaptive::Calibrator;
 use policy::Iterations;
@@ -95,7 +95,7 @@ pub struct Timing {
     pub cuda_graph: u32,
     /// `-R`: buffer registration asked for (the header notes whether it
     /// happened).
-    pub register: bool,
+    pub register: Register,
     /// `--phase-times`: the backend times each hierarchical phase.
     pub phase_times: bool,
     /// Sweeps to run; 0 = until stopped.

@@ -81,7 +81,7 @@ fn timing() -> Timing {
         blocking: false,
         agg_iters: 1,
         cuda_graph: 0,
-        register: false,
+        register: crate::types::Register::Off,
         phase_times: false,
         cycles: 1,
         timeout: None,

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::collective::Collective;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, DType, IterPolicy, Metric, Placement, ReduceOp, TimingMethod};
+use crate::types::{Average, BackendKind, DType, IterPolicy, Metric, Placement, ReduceOp, Register, TimingMethod};
 
 /// Version of the CSV/JSON record schema.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -84,8 +84,10 @@ pub struct Record {
     pub agg_iters: Option<u32>,
     #[serde(default)]
     pub cuda_graph: Option<u32>,
+    /// `-R`: `false`, `true` (ncclCommRegister) or `symmetric`
+    /// (ncclCommWindowRegister).
     #[serde(default)]
-    pub register: Option<bool>,
+    pub register: Option<Register>,
     #[serde(default)]
     pub rotate: Option<bool>,
     /// Which sample of the point this row is: the sweep it came from,
@@ -286,7 +288,7 @@ impl Record {
             opt(self.precision_pct),
             opt(self.agg_iters),
             opt(self.cuda_graph),
-            opt(self.register),
+            opt(self.register.map(Register::column)),
             opt(self.rotate),
             opt(self.cycle),
             opt(self.samples),

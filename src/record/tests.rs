@@ -52,7 +52,7 @@ pub(crate) fn sample() -> Record {
         precision_pct: Some(0.75),
         agg_iters: Some(4),
         cuda_graph: Some(10),
-        register: Some(true),
+        register: Some(crate::types::Register::Buffers),
         rotate: Some(false),
         cycle: Some(3),
         samples: Some(5),
@@ -108,6 +108,27 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
             ..r.clone()
         };
         assert_eq!(back, want);
+    }
+    // every -R reads back: false and true as before -R 2, then symmetric
+    for register in [Register::Off, Register::Buffers, Register::Symmetric] {
+        let r = Record {
+            register: Some(register),
+            ..sample()
+        };
+        let header = Extras::default().header();
+        let fields = r.csv_fields(Extras::default());
+        let column = header.iter().position(|h| *h == "register").unwrap();
+        assert_eq!(fields[column], register.column());
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(&header).unwrap();
+        w.write_record(&fields).unwrap();
+        let bytes = w.into_inner().unwrap();
+        let back: Record = csv::Reader::from_reader(&bytes[..])
+            .deserialize()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(back.register, Some(register));
     }
     let fields = r.csv_fields(Extras::default());
     assert_eq!(fields[COLUMNS.len() - 1], "", "wrong is empty when unchecked");

@@ -140,7 +140,7 @@ fn sweep_timing() -> Timing {
         blocking: false,
         agg_iters: 1,
         cuda_graph: 0,
-        register: false,
+        register: crate::types::Register::Off,
         phase_times: false,
         cycles: 2,
         timeout: None,

@@ -1,4 +1,4 @@
-//! On/off values of options that take one (`-z 0|1`, `-R 0|1`), as
+//! On/off values of options that take one (`-z 0|1`), as
 //! nccl-tests writes them; also true/false, yes/no, on/off.
 
 use std::fmt;

@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,51 @@ static void expect(const char *what, int got, int want)
     printf("%-70s %s (got %d, want %d)\n", what, verdict, got, want);
     if (got != want)
         failures++;
+}
+
+/* One rank of a two-rank communicator that registers a window of `bytes`
+ * (window registration is collective: both ranks must pass one size). */
+struct window_rank {
+    ncclUniqueId id;
+    int rank;
+    size_t bytes;
+    CUcontext ctx;
+    ncclResult_t rc;
+};
+
+static void *register_window_as_rank(void *arg)
+{
+    struct window_rank *w = arg;
+    ncclComm_t comm = NULL;
+    void *buf = NULL;
+    ncclWindow_t win = NULL;
+    cuCtxSetCurrent(w->ctx);
+    w->rc = ncclMemAlloc(&buf, w->bytes);
+    if (w->rc == ncclSuccess)
+        w->rc = ncclCommInitRank(&comm, 2, w->id, w->rank);
+    if (w->rc == ncclSuccess)
+        w->rc = ncclCommWindowRegister(comm, buf, w->bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+    if (comm)
+        ncclCommDestroy(comm);
+    ncclMemFree(buf);
+    return NULL;
+}
+
+/* Both ranks' results, each registering `bytes0` and `bytes1`: the worse. */
+static ncclResult_t two_rank_windows(CUcontext ctx, size_t bytes0, size_t bytes1)
+{
+    struct window_rank w[2] = {{.rank = 0, .bytes = bytes0, .ctx = ctx}, {.rank = 1, .bytes = bytes1, .ctx = ctx}};
+    if (ncclGetUniqueId(&w[0].id) != ncclSuccess)
+        return ncclSystemError;
+    w[1].id = w[0].id;
+    pthread_t t[2];
+    for (int r = 0; r < 2; r++)
+        pthread_create(&t[r], NULL, register_window_as_rank, &w[r]);
+    for (int r = 0; r < 2; r++)
+        pthread_join(t[r], NULL);
+    if (w[0].rc != w[1].rc)
+        return ncclInternalError; /* the ranks disagreed: never expected */
+    return w[0].rc;
 }
 
 static ncclComm_t one_rank_comm(ncclConfig_t *config, ncclResult_t *rc)
@@ -105,7 +151,30 @@ int main(void)
     expect("ncclAllGather, sendbuff 16 bytes into recvbuff (rank 0)", ncclAllGather(p + 16, p, 8, ncclFloat, comm, stream),
            ncclInvalidArgument);
     expect("ncclAllGather in place (rank 0)", ncclAllGather(p, p, 8, ncclFloat, comm, stream), ncclSuccess);
+
+    /* NCCL 2.27's symmetric windows: memory from ncclMemAlloc only, one
+     * window per buffer, released once. */
+    ncclWindow_t win = NULL, again = NULL;
+    void *sym = NULL;
+    expect("ncclCommWindowRegister of cuMemAlloc memory",
+           ncclCommWindowRegister(comm, p, 64, &win, NCCL_WIN_COLL_SYMMETRIC), ncclInvalidArgument);
+    if (ncclMemAlloc(&sym, 4096) != ncclSuccess) {
+        printf("ncclMemAlloc failed\n");
+        return 2;
+    }
+    expect("ncclCommWindowRegister of ncclMemAlloc memory",
+           ncclCommWindowRegister(comm, sym, 4096, &win, NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+    expect("ncclCommWindowRegister of the same buffer again",
+           ncclCommWindowRegister(comm, sym, 4096, &again, NCCL_WIN_COLL_SYMMETRIC), ncclInvalidUsage);
+    expect("ncclCommWindowDeregister of the window", ncclCommWindowDeregister(comm, win), ncclSuccess);
+    expect("ncclCommWindowDeregister of a window no longer registered", ncclCommWindowDeregister(comm, win),
+           ncclInvalidArgument);
+    ncclMemFree(sym);
     ncclCommDestroy(comm);
+    expect("ncclCommWindowRegister on two ranks, 4096 and 4096 bytes", two_rank_windows(ctx, 4096, 4096),
+           ncclSuccess);
+    expect("ncclCommWindowRegister on two ranks, 4096 and 8192 bytes", two_rank_windows(ctx, 4096, 8192),
+           ncclInvalidUsage);
 
     /* NCCL 2.14-2.16 accept blocking 0 or 1 only; 2.17 added "undefined". */
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

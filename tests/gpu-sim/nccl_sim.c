@@ -45,6 +45,12 @@
  *     ... attribute value" refused with ncclInvalidArgument: 2.14-2.16
  *     accept blocking 0 or 1 only, 2.17 and later also the undefined
  *     value), checked against NCCL's sources 2.14.3 to 2.30.7;
+ *   - symmetric windows (ncclCommWindowRegister, 2.27 and later) are
+ *     collective: every rank of the communicator exchanges (size, flags)
+ *     and all refuse (ncclInvalidUsage) where they differ; memory not from
+ *     ncclMemAlloc, unknown flags and a window not registered with the
+ *     communicator are refused (ncclInvalidArgument); destroy and abort
+ *     release the windows left; collectives compute the same on windows;
  *   - what real NCCL leaves undefined is refused instead of computed: a
  *     collective whose send and receive ranges overlap other than in its
  *     in-place layout (nccl.h) returns ncclInvalidArgument;
@@ -59,7 +65,8 @@
  *                               optional ones: ncclAlltoAll, ncclGather,
  *                               ncclScatter, ncclCommSplit (the "refused
  *                               split" fallback), ncclCommRegister,
- *                               ncclCommDeregister, ncclMemAlloc,
+ *                               ncclCommDeregister, ncclCommWindowRegister,
+ *                               ncclCommWindowDeregister, ncclMemAlloc,
  *                               ncclMemFree, ncclCommInitRankConfig,
  *                               ncclGetLastError)
  *   GPUSIM_NCCL_FAIL=NAME:N:CODE[:RANK]
@@ -95,7 +102,10 @@
  *                               the graph to see it
  *   GPUSIM_NCCL_TRACE=FILE      every call that passes its checks appends
  *                               `RANK CALL SENDOFF RECVOFF COUNT` to FILE
- *                               (ncclSend and ncclRecv: `... COUNT PEER`):
+ *                               (ncclSend and ncclRecv: `... COUNT PEER`;
+ *                               ncclCommWindowRegister and
+ *                               ncclCommWindowDeregister: `RANK CALL
+ *                               BUFFOFF -1 BYTES FLAGS`):
  *                               the byte offsets of its pointers inside
  *                               their allocations (-1: none), to check
  *                               where each operation works
@@ -212,6 +222,8 @@ struct seg {
     /* then 2 * n * n channels, then their chunks */
 };
 
+struct ncclWindow_vidmem; /* nccl.h's ncclWindow_t points to one */
+
 struct ncclComm {
     int rank, nranks, device;
     struct seg *seg;
@@ -220,6 +232,15 @@ struct ncclComm {
     int splits;
     _Atomic int async_err;
     int blocking;
+    struct ncclWindow_vidmem *windows; /* registered, newest first */
+};
+
+/* A window of ncclCommWindowRegister, on its communicator's list. */
+struct ncclWindow_vidmem {
+    struct ncclWindow_vidmem *next;
+    void *buff;
+    size_t size;
+    int flags;
 };
 
 struct reg {
@@ -1533,6 +1554,13 @@ static ncclResult_t impl_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
 
 static void detach(struct ncclComm *c)
 {
+    /* NCCL releases the windows still registered with a communicator it
+     * destroys or aborts. */
+    while (c->windows) {
+        struct ncclWindow_vidmem *w = c->windows;
+        c->windows = w->next;
+        free(w);
+    }
     if (c->seg)
         munmap(c->seg, c->seg_bytes);
     free(c);
@@ -1718,6 +1746,28 @@ static ncclResult_t impl_ncclCommDeregister(const ncclComm_t comm, void *handle)
     return ncclSuccess;
 }
 
+/* The live allocations of ncclMemAlloc (process-wide, as the driver's):
+ * symmetric windows accept only these. */
+struct mem_block {
+    uintptr_t start;
+    size_t size;
+};
+static struct mem_block *mem_blocks;
+static size_t n_mem_blocks, cap_mem_blocks;
+static pthread_mutex_t mem_blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether `p .. p + size` lies inside one allocation of ncclMemAlloc. */
+static int from_mem_alloc(const void *p, size_t size)
+{
+    uintptr_t a = (uintptr_t)p;
+    int found = 0;
+    pthread_mutex_lock(&mem_blocks_lock);
+    for (size_t i = 0; i < n_mem_blocks && !found; i++)
+        found = a >= mem_blocks[i].start && size <= mem_blocks[i].size && a - mem_blocks[i].start <= mem_blocks[i].size - size;
+    pthread_mutex_unlock(&mem_blocks_lock);
+    return found;
+}
+
 static ncclResult_t impl_ncclMemAlloc(void **ptr, size_t size)
 {
     ncclResult_t rc = injected("ncclMemAlloc", NULL);
@@ -1729,6 +1779,20 @@ static ncclResult_t impl_ncclMemAlloc(void **ptr, size_t size)
         warn("gpusim: ncclMemAlloc of %zu bytes: out of device memory", size);
         return ncclUnhandledCudaError;
     }
+    pthread_mutex_lock(&mem_blocks_lock);
+    if (n_mem_blocks == cap_mem_blocks) {
+        size_t cap = cap_mem_blocks ? 2 * cap_mem_blocks : 16;
+        struct mem_block *m = realloc(mem_blocks, cap * sizeof *m);
+        if (!m) {
+            pthread_mutex_unlock(&mem_blocks_lock);
+            gpusim_free(*ptr);
+            return ncclSystemError;
+        }
+        mem_blocks = m;
+        cap_mem_blocks = cap;
+    }
+    mem_blocks[n_mem_blocks++] = (struct mem_block){(uintptr_t)*ptr, size ? size : 1};
+    pthread_mutex_unlock(&mem_blocks_lock);
     return ncclSuccess;
 }
 
@@ -1736,7 +1800,137 @@ static ncclResult_t impl_ncclMemFree(void *ptr)
 {
     if (!ptr)
         return ncclSuccess;
+    pthread_mutex_lock(&mem_blocks_lock);
+    for (size_t i = 0; i < n_mem_blocks; i++) {
+        if (mem_blocks[i].start == (uintptr_t)ptr) {
+            mem_blocks[i] = mem_blocks[--n_mem_blocks];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mem_blocks_lock);
     return gpusim_free(ptr) == 0 ? ncclSuccess : ncclInvalidArgument;
+}
+
+/* GPUSIM_NCCL_TRACE line of a window call: `RANK CALL BUFFOFF -1 BYTES
+ * FLAGS` (the buffer's offset inside its allocation). */
+static void trace_window(const char *fn, const struct ncclComm *comm, const struct ncclWindow_vidmem *w)
+{
+    const char *path = getenv("GPUSIM_NCCL_TRACE");
+    if (!path || !*path)
+        return;
+    char line[160];
+    int n = snprintf(line, sizeof line, "%d %s %lld -1 %zu %d\n", comm->rank, fn, gpusim_alloc_offset(w->buff),
+                     w->size, w->flags);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0)
+        return;
+    if (write(fd, line, (size_t)n) != n)
+        warn("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
+    close(fd);
+}
+
+/* The collective step of a window call: every rank of `comm` learns every
+ * rank's (size, flags), over the collective channels, on the calling
+ * thread (a rank that does not take part leaves the others waiting, as
+ * NCCL's would). Returns ncclInvalidUsage, on every rank alike, where the
+ * ranks disagree: NCCL registers a window of one size on all ranks. */
+static ncclResult_t window_collective(const char *fn, struct ncclComm *c, size_t size, int flags)
+{
+    uint64_t mine[2] = {size, (uint64_t)flags};
+    uint64_t *all = calloc(2 * (size_t)c->nranks, sizeof *all);
+    if (!all)
+        return ncclSystemError;
+    struct batch b = {0};
+    int fail = 0;
+    for (int p = 0; p < c->nranks; p++) {
+        if (p == c->rank)
+            continue;
+        fail |= batch_add(&b, p, CLS_COLL, 1, mine, sizeof mine);
+        fail |= batch_add(&b, p, CLS_COLL, 0, all + 2 * p, sizeof mine);
+    }
+    all[2 * c->rank] = mine[0];
+    all[2 * c->rank + 1] = mine[1];
+    ncclResult_t rc = fail ? ncclSystemError : run_batch(c, &b);
+    free(b.x);
+    for (int p = 0; rc == ncclSuccess && p < c->nranks; p++) {
+        if (all[2 * p] != mine[0] || all[2 * p + 1] != mine[1]) {
+            warn("gpusim: %s: rank %d passes %llu bytes (flags %llu), rank %d %llu bytes (flags %llu): every rank "
+                 "of the communicator must pass the same size and flags",
+                 fn, c->rank, (unsigned long long)mine[0], (unsigned long long)mine[1], p,
+                 (unsigned long long)all[2 * p], (unsigned long long)all[2 * p + 1]);
+            rc = ncclInvalidUsage;
+        }
+    }
+    free(all);
+    return rc;
+}
+
+/* NCCL 2.27's symmetric registration: `buff .. buff + size` of memory from
+ * ncclMemAlloc, collectively, with NCCL_WIN_* flags. */
+static ncclResult_t impl_ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                                int winFlags)
+{
+    ncclResult_t rc = injected("ncclCommWindowRegister", comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm || !win || !buff || size == 0) {
+        warn("gpusim: ncclCommWindowRegister: NULL communicator, window or buffer, or zero size");
+        return ncclInvalidArgument;
+    }
+    *win = NULL;
+    const int known = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING;
+    if (winFlags & ~known) {
+        warn("gpusim: ncclCommWindowRegister: flags 0x%x: only NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC and "
+             "NCCL_WIN_STRICT_ORDERING are simulated", winFlags);
+        return ncclInvalidArgument;
+    }
+    if ((rc = check_range("ncclCommWindowRegister", "buff", buff, size)) != ncclSuccess)
+        return rc;
+    if (!from_mem_alloc(buff, size)) {
+        warn("gpusim: ncclCommWindowRegister: buff %p + %zu bytes was not allocated by ncclMemAlloc, which "
+             "window registration requires", buff, size);
+        return ncclInvalidArgument;
+    }
+    for (struct ncclWindow_vidmem *w = comm->windows; w; w = w->next) {
+        if (w->buff == buff) {
+            warn("gpusim: ncclCommWindowRegister: buff %p is already a window of this communicator", buff);
+            return ncclInvalidUsage;
+        }
+    }
+    if ((rc = window_collective("ncclCommWindowRegister", comm, size, winFlags)) != ncclSuccess)
+        return rc;
+    struct ncclWindow_vidmem *w = malloc(sizeof *w);
+    if (!w)
+        return ncclSystemError;
+    *w = (struct ncclWindow_vidmem){comm->windows, buff, size, winFlags};
+    comm->windows = w;
+    trace_window("ncclCommWindowRegister", comm, w);
+    *win = w;
+    return ncclSuccess;
+}
+
+static ncclResult_t impl_ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    ncclResult_t rc = injected("ncclCommWindowDeregister", comm);
+    if (rc != ncclSuccess)
+        return rc;
+    if (!comm) {
+        warn("gpusim: ncclCommWindowDeregister: NULL communicator");
+        return ncclInvalidArgument;
+    }
+    struct ncclWindow_vidmem **at = &comm->windows;
+    while (*at && *at != win)
+        at = &(*at)->next;
+    if (!win || !*at) {
+        warn("gpusim: ncclCommWindowDeregister: window %p is not registered with this communicator", (void *)win);
+        return ncclInvalidArgument;
+    }
+    if ((rc = window_collective("ncclCommWindowDeregister", comm, win->size, win->flags)) != ncclSuccess)
+        return rc;
+    *at = win->next;
+    trace_window("ncclCommWindowDeregister", comm, win);
+    free(win);
+    return ncclSuccess;
 }
 
 /* Optional entry points resolve through GNU indirect functions, so that
@@ -1763,6 +1957,9 @@ HIDEABLE(ncclCommSplit, 21800, ncclResult_t,
          (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config))
 HIDEABLE(ncclCommRegister, 21900, ncclResult_t, (const ncclComm_t comm, void *buff, size_t size, void **handle))
 HIDEABLE(ncclCommDeregister, 21900, ncclResult_t, (const ncclComm_t comm, void *handle))
+HIDEABLE(ncclCommWindowRegister, 22700, ncclResult_t,
+         (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags))
+HIDEABLE(ncclCommWindowDeregister, 22700, ncclResult_t, (ncclComm_t comm, ncclWindow_t win))
 HIDEABLE(ncclMemAlloc, 21900, ncclResult_t, (void **ptr, size_t size))
 HIDEABLE(ncclMemFree, 21900, ncclResult_t, (void *ptr))
 HIDEABLE(ncclCommInitRankConfig, 21400, ncclResult_t,

@@ -77,7 +77,7 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
         (vec!["-m", "0"], "--agg-iters <N>': 0 is not in 1.."),
         (vec!["-m", "two"], "two"),
         (vec!["-G", "-1"], "-1"),
-        (vec!["-R", "2"], "symmetric memory windows) is not supported"),
+        (vec!["-R", "3"], "'3' is not 0, 1 or 2"),
         (vec!["--backend", "gloo"], "[possible values: auto, mpi, nccl]"),
         (vec!["--label", "two\nlines"], "--label <TEXT>"),
         (vec!["--bogus"], "unexpected argument '--bogus'"),
@@ -240,7 +240,7 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
         ("op = 7\n", "line 1"),
         ("agg-iters = 0\n", "--agg-iters"),
         ("cuda-graph = 2\nblocking = true\n", "--blocking"),
-        ("register = 2\n", "symmetric memory windows"),
+        ("register = 3\n", "is not 0, 1 or 2"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("c{i}.toml"));

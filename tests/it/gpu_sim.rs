@@ -366,6 +366,191 @@ fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
 /// warm-up group; with `-c 0` no other collective of the two ranks comes
 /// between it and the barrier); before the fix rank 0 recorded its first
 /// event before the barrier, so iteration 0 held the 1.5 s wait.
+/// The simulation's trace of window calls: (comm rank, bytes, flags) of
+/// each registration and of each release.
+type Windows = Vec<(String, u64, String)>;
+
+fn traced_windows(trace: &str) -> (Windows, Windows) {
+    let of = |call: &str| -> Windows {
+        let mut v: Windows = trace
+            .lines()
+            .map(|l| l.split(' ').collect::<Vec<_>>())
+            .filter(|f| f.len() == 6 && f[1] == call)
+            .map(|f| (f[0].to_string(), f[4].parse().unwrap(), f[5].to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    (of("ncclCommWindowRegister"), of("ncclCommWindowDeregister"))
+}
+
+/// Issue 26, item 2: `-R 2` registers the send and receive buffers as
+/// symmetric windows (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC,
+/// on ncclMemAlloc memory) on every communicator of the rank, the world's,
+/// sendrecv's and the hierarchical modes' sub-communicators, and releases
+/// every one; every collective validates. The simulation refuses a window
+/// of memory not from ncclMemAlloc, and ranks that disagree on its size,
+/// so a run that passed those is in the trace. Before: `-R 2` was refused.
+#[test]
+fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_validates() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let trace = tmp.path().join("trace");
+    let csv_path = tmp.path().join("sym.csv");
+    let args = [
+        "run",
+        "--backend",
+        "nccl",
+        "-g",
+        "4",
+        "--ranks-per-node",
+        "2",
+        "--hierarchy",
+        "flat,rs-ar-ag,reduce-bcast",
+        "--collectives",
+        "all",
+        "-d",
+        "float",
+        "-b",
+        "64",
+        "-e",
+        "16K",
+        "-f",
+        "16",
+        "-n",
+        "2",
+        "-R",
+        "2",
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+    ];
+    let out = sim_run(&dir, 4, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)"),
+        "{text}"
+    );
+    let csv = Csv::read(&csv_path);
+    assert_sim_rows(&csv, 4);
+    assert!(csv.rows.iter().all(|r| csv.get(r, "register") == "symmetric"));
+    let collectives: std::collections::BTreeSet<&str> = csv.rows.iter().map(|r| csv.get(r, "collective")).collect();
+    assert!(collectives.len() >= 10, "{collectives:?}");
+    let (registered, released) = traced_windows(&std::fs::read_to_string(&trace).unwrap());
+    // every window is released, each as it was registered, with nccl-tests' flag
+    assert_eq!(registered, released);
+    assert!(registered.iter().all(|w| w.2 == "1"), "{registered:?}");
+    // the world's communicator (ranks 0..3), sendrecv's (NCCL 2.30+), and
+    // two sub-communicators per rank (ranks 0..1), each two buffers
+    for rank in 0..4 {
+        let n = registered.iter().filter(|w| w.0 == rank.to_string()).count();
+        let want = if rank < 2 { 2 * 2 + 2 * 2 * 2 } else { 2 * 2 };
+        assert!(
+            n >= want,
+            "rank {rank}: {n} windows, want at least {want}: {registered:?}"
+        );
+    }
+}
+
+/// `-R 2` where symmetric windows cannot be: an NCCL before 2.27, or one
+/// without the entry points or ncclMemAlloc, refuses in one line with the
+/// usage code (2) before anything runs; so does the mpi backend.
+#[test]
+fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it() {
+    let Some(dir) = sim_dir() else { return };
+    let args = [
+        "run",
+        "--backend",
+        "nccl",
+        "-g",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "-R",
+        "2",
+        "--no-progress",
+    ];
+    for (env, needle) in [
+        (("GPUSIM_NCCL_VERSION", "22605"), "needs NCCL 2.27.0 or later"),
+        (
+            ("GPUSIM_NCCL_HIDE", "ncclCommWindowRegister"),
+            "needs ncclCommWindowRegister",
+        ),
+        (("GPUSIM_NCCL_HIDE", "ncclMemAlloc"), "needs buffers from ncclMemAlloc"),
+    ] {
+        let out = sim_run(&dir, 2, &[env], &args);
+        assert_eq!(code(&out), 2, "{env:?}: {}", stderr(&out));
+        let line = one_line(&out);
+        assert!(
+            line.contains("-R 2 (symmetric registration") && line.contains(needle),
+            "{line}"
+        );
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
+    let out = sim_run(&dir, 1, &[("GPUSIM_NCCL_VERSION", "22605")], &["info"]);
+    assert!(
+        stdout(&out).contains("no ncclCommWindowRegister (-R 2 is refused)"),
+        "{}",
+        stdout(&out)
+    );
+    // 2.27 itself has them
+    let out = sim_run(&dir, 2, &[("GPUSIM_NCCL_VERSION", "22703")], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = sim_run(
+        &dir,
+        2,
+        &[],
+        &["run", "--backend", "mpi", "-R", "2", "-b", "1K", "-e", "1K"],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(one_line(&out).contains("-R/--register 2 registers buffers as symmetric windows"));
+}
+
+/// The same under mpirun, at a non-power-of-two rank count: windows on
+/// every collective, and the refusal printed once for the whole job.
+#[cfg(feature = "mpi")]
+#[test]
+fn symmetric_windows_under_mpirun_validate_and_old_nccl_refuses_once() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let trace = tmp.path().join("trace");
+    let csv_path = tmp.path().join("sym.csv");
+    let args = [
+        "run",
+        "--backend",
+        "nccl",
+        "--collectives",
+        "all",
+        "-b",
+        "64",
+        "-e",
+        "4K",
+        "-f",
+        "8",
+        "-n",
+        "2",
+        "-R",
+        "2",
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+    ];
+    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_sim_rows(&Csv::read(&csv_path), 3);
+    let (registered, released) = traced_windows(&std::fs::read_to_string(&trace).unwrap());
+    assert_eq!(registered, released);
+    for rank in ["0", "1", "2"] {
+        assert!(registered.iter().filter(|w| w.0 == rank).count() >= 2, "{registered:?}");
+    }
+    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_VERSION", "22605")], &args[..15]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(one_line(&out).contains("needs NCCL 2.27.0 or later"));
+}
+
 #[test]
 fn per_iteration_times_start_after_the_barrier() {
     let Some(dir) = sim_dir() else { return };
@@ -891,8 +1076,8 @@ fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
     let text = stdout(&out);
     eprintln!("{text}");
     assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
-    assert_eq!(text.matches("refused as expected").count(), 9, "{text}");
-    assert_eq!(text.matches("allowed as expected").count(), 6, "{text}");
+    assert_eq!(text.matches("refused as expected").count(), 13, "{text}");
+    assert_eq!(text.matches("allowed as expected").count(), 9, "{text}");
 }
 
 /// Each injected NCCL fault: its exit code and one line naming the rank and
@@ -1171,6 +1356,8 @@ fn c_type(rust: &str) -> Option<&'static str> {
         "RawDataType" => "ncclDataType_t",
         "RawRedOp" => "ncclRedOp_t",
         "*mut RawConfig" => "ncclConfig_t*",
+        "RawWindow" => "ncclWindow_t",
+        "*mut RawWindow" => "ncclWindow_t*",
         "c_int" => "int",
         "*mut c_int" => "int*",
         "*mut NcclResult" => "ncclResult_t*",
@@ -1338,8 +1525,16 @@ fn our_nccl_declarations_match_the_real_nccl_h() {
     let Some(dir) = sim_dir() else { return };
     let source = abi_check_source(&raw_rs()) + &config_asserts();
     let assigned = source.matches("_ptr)(").count();
-    // 19 required and 10 optional NCCL entry points
-    assert_eq!(assigned, 29, "{source}");
+    // 19 required and 12 optional NCCL entry points
+    assert_eq!(assigned, 31, "{source}");
+    assert!(
+        source.contains("ncclCommWindowRegister_ptr)(ncclComm_t, void*, size_t, ncclWindow_t*, int)"),
+        "{source}"
+    );
+    assert!(
+        source.contains("ncclCommWindowDeregister_ptr)(ncclComm_t, ncclWindow_t)"),
+        "{source}"
+    );
     assert!(!source.contains("UNMAPPED") && !source.contains("#error"), "{source}");
     if let Err(e) = compile_abi(&dir, &source) {
         panic!("our declarations disagree with nccl.h:\n{e}\n{source}");

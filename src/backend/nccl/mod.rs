@@ -365,6 +365,10 @@ pub enum Registration {
     On,
     /// Asked for, but some rank's library lacks ncclCommRegister.
     Unavailable,
+    /// `-R 2`: symmetric windows (ncclCommWindowRegister, NCCL 2.27 and
+    /// later, on ncclMemAlloc memory); every rank's library has them (the
+    /// start refuses the run otherwise).
+    Symmetric,
 }
 
 /// What a run asks of the backend beyond the flat communicator, settled by
@@ -533,11 +537,16 @@ impl NcclBackend {
     }
 
     /// With `-R`: registers the send and receive buffers with every
-    /// communicator (registering one twice does nothing).
+    /// communicator (registering one twice does nothing); with `-R 2` as
+    /// symmetric windows, which is collective: every rank registers the
+    /// same buffers (sized by the plan, the same on every rank) with the
+    /// same communicators in the same order.
     fn register_buffers(&mut self) -> Result<(), Error> {
-        if self.registration != Registration::On {
-            return Ok(());
-        }
+        let windows = match self.registration {
+            Registration::On => false,
+            Registration::Symmetric => true,
+            Registration::Off | Registration::Unavailable => return Ok(()),
+        };
         let (send, recv) = (&self.send, &self.recv);
         let mut result = Ok(());
         for comm in self
@@ -547,7 +556,12 @@ impl NcclBackend {
             .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
         {
             for memory in [send, recv] {
-                if let Err(e) = comm.register(memory) {
+                let registered = if windows {
+                    comm.register_window(memory)
+                } else {
+                    comm.register(memory)
+                };
+                if let Err(e) = registered {
                     result = Err(e);
                 }
             }
@@ -567,14 +581,18 @@ impl NcclBackend {
             return Ok(());
         }
         // Every communicator forgets the old buffer before it is freed.
+        let mut released = Ok(());
         for comm in self
             .comm
             .iter_mut()
             .chain(self.p2p.iter_mut())
             .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
         {
-            comm.deregister(current);
+            if let Err(e) = comm.deregister(current) {
+                released = Err(e);
+            }
         }
+        released.or_else(|e| self.fail(e))?;
         let placeholder = self.device.alloc(0, None).map_err(|e| Error::runtime(e.to_string()))?;
         let slot = match which {
             Buf::Send => &mut self.send,
@@ -760,6 +778,9 @@ impl NcclBackend {
         match self.registration {
             Registration::Off => Vec::new(),
             Registration::On => vec!["buffers registered with ncclCommRegister (-R)".into()],
+            Registration::Symmetric => {
+                vec!["buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)".into()]
+            }
             Registration::Unavailable => vec![format!(
                 "-R: ncclCommRegister is missing from the NCCL library of at least one rank ({} here); \
                  buffers are not registered",

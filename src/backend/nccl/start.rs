@@ -17,10 +17,11 @@ use std::path::PathBuf;
 
 use super::{
     DeviceError, LoadError, NcclBackend, NcclLibrary, Options, Placing, Registration, SubSource, UniqueId, device,
-    id_count,
+    id_count, sys,
 };
 use crate::error::Error;
 use crate::topology::Nodes;
+use crate::types::Register;
 use crate::world::World;
 
 /// What the start reads of a run's configuration.
@@ -35,7 +36,7 @@ pub struct StartOptions {
     /// ncclCommSplit exists.
     pub no_comm_split: bool,
     /// `-R`.
-    pub register: bool,
+    pub register: Register,
     /// `--phase-times`.
     pub phase_times: bool,
     /// Test hook (`--trace-bootstrap DIR`): each rank writes the ids it
@@ -139,9 +140,13 @@ fn settle<W: World>(
         0
     };
     let registration = match opts.register {
-        false => Registration::Off,
-        true if everyone(library.optional().comm_register) => Registration::On,
-        true => Registration::Unavailable,
+        Register::Off => Registration::Off,
+        Register::Buffers if everyone(library.optional().comm_register) => Registration::On,
+        Register::Buffers => Registration::Unavailable,
+        Register::Symmetric => {
+            agreed(world, symmetric_windows(library))?;
+            Registration::Symmetric
+        }
     };
     let made = if world.rank() == 0 {
         (0..1 + group_ids)
@@ -161,6 +166,31 @@ fn settle<W: World>(
         (true, false) => Some(SubSource::Ids(ids[1..].to_vec())),
     };
     Ok((ids[0], sub_source, registration))
+}
+
+/// `-R 2` on this rank's library: symmetric windows need
+/// ncclCommWindowRegister (NCCL 2.27 and later) and buffers from
+/// ncclMemAlloc; else a usage error, in one line. nccl-tests falls back to
+/// `-R 1` there; collbench refuses, so that a run never measures something
+/// else than it was asked to.
+fn symmetric_windows(library: &NcclLibrary) -> Result<(), Error> {
+    let opt = library.optional();
+    let lacks = if library.version() < sys::WINDOW_SINCE {
+        Some(format!("needs NCCL {} or later", sys::WINDOW_SINCE))
+    } else if !opt.comm_window_register {
+        Some("needs ncclCommWindowRegister and ncclCommWindowDeregister, which it lacks".into())
+    } else if !opt.mem_alloc {
+        Some("needs buffers from ncclMemAlloc, which it lacks".into())
+    } else {
+        None
+    };
+    match lacks {
+        Some(why) => Err(Error::usage(format!(
+            "-R 2 (symmetric registration, ncclCommWindowRegister) {why}: this rank's library is {}; use -R 1 or -R 0",
+            library.describe()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Test hook (`--trace-bootstrap DIR`): the ids this rank received, one

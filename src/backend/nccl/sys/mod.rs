@@ -24,8 +24,8 @@ mod safe;
 pub use launch::{At, Buf, Launch, Op};
 pub use raw::{
     Api, Attempt, CUDA_SYMBOLS, Candidate, DataType, GRAPH_SYMBOLS, MAX_P2P_PEERS_SINCE, MEM_ALLOC_SINCE, NcclVersion,
-    Nvtx, OPTIONAL_SYMBOLS, OptionalApi, REQUIRED_SYMBOLS, RawConfig, RedOp, Route, UNIQUE_ID_BYTES, config_offsets,
-    missing_driver_symbols,
+    Nvtx, OPTIONAL_SYMBOLS, OptionalApi, REQUIRED_SYMBOLS, RawConfig, RedOp, Route, UNIQUE_ID_BYTES, WINDOW_SINCE,
+    config_offsets, missing_driver_symbols,
 };
 pub use result::{
     AllocError, CopyError, CudaDriver, DriverMissing, LoadError, NcclError, RankInProcess, check_cuda_driver,

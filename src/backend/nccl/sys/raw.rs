@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 pub(super) type NcclResult = c_int;
 /// `ncclComm_t`: an opaque pointer.
 pub(super) type RawComm = *mut c_void;
+/// `ncclWindow_t`: an opaque pointer (NCCL 2.27 and later).
+pub(super) type RawWindow = *mut c_void;
 /// `cudaStream_t` (the same object as the driver's `CUstream`).
 pub(super) type RawStream = *mut c_void;
 /// `ncclDataType_t` and `ncclRedOp_t`: C enums, passed as `int`s. Named
@@ -243,6 +245,10 @@ type CommSplitFn = unsafe extern "C" fn(RawComm, c_int, c_int, *mut RawComm, *mu
 type CommRegisterFn = unsafe extern "C" fn(RawComm, *mut c_void, usize, *mut *mut c_void) -> NcclResult;
 /// ncclCommDeregister(comm, handle)
 type CommDeregisterFn = unsafe extern "C" fn(RawComm, *mut c_void) -> NcclResult;
+/// ncclCommWindowRegister(comm, buff, size, win, winFlags) (NCCL 2.27)
+type CommWindowRegisterFn = unsafe extern "C" fn(RawComm, *mut c_void, usize, *mut RawWindow, c_int) -> NcclResult;
+/// ncclCommWindowDeregister(comm, win) (NCCL 2.27)
+type CommWindowDeregisterFn = unsafe extern "C" fn(RawComm, RawWindow) -> NcclResult;
 /// ncclMemAlloc(ptr, size)
 type MemAllocFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> NcclResult;
 /// ncclMemFree(ptr)
@@ -261,6 +267,11 @@ pub(super) fn has_symbol(library: &libloading::Library, name: &str) -> bool {
 pub(super) const CONFIG_SINCE: NcclVersion = NcclVersion::new(2, 14, 0);
 /// nccl-tests allocates its buffers with ncclMemAlloc from NCCL 2.19 on.
 pub const MEM_ALLOC_SINCE: NcclVersion = NcclVersion::new(2, 19, 0);
+/// ncclCommWindowRegister (symmetric registration, `-R 2`) came in 2.27.
+pub const WINDOW_SINCE: NcclVersion = NcclVersion::new(2, 27, 0);
+/// nccl.h's `NCCL_WIN_COLL_SYMMETRIC`: the window is registered for
+/// collectives' symmetric kernels (what nccl-tests' `-R 2` passes).
+pub(super) const WIN_COLL_SYMMETRIC: c_int = 0x01;
 
 /// The symbols a library must have to be used at all (NCCL 2.7 and later
 /// have them all; ncclCommGetAsyncError came in 2.4, send/recv in 2.7).
@@ -287,13 +298,15 @@ pub const REQUIRED_SYMBOLS: [&str; 19] = [
 ];
 
 /// Newer API that is used, or reported, where the library has it.
-pub const OPTIONAL_SYMBOLS: [&str; 10] = [
+pub const OPTIONAL_SYMBOLS: [&str; 12] = [
     "ncclAlltoAll",
     "ncclGather",
     "ncclScatter",
     "ncclCommSplit",
     "ncclCommRegister",
     "ncclCommDeregister",
+    "ncclCommWindowRegister",
+    "ncclCommWindowDeregister",
     "ncclMemAlloc",
     "ncclMemFree",
     "ncclCommInitRankConfig",
@@ -329,6 +342,8 @@ pub struct Api {
     pub(super) comm_split: Option<CommSplitFn>,
     pub(super) comm_register: Option<CommRegisterFn>,
     pub(super) comm_deregister: Option<CommDeregisterFn>,
+    pub(super) comm_window_register: Option<CommWindowRegisterFn>,
+    pub(super) comm_window_deregister: Option<CommWindowDeregisterFn>,
     pub(super) mem_alloc: Option<MemAllocFn>,
     pub(super) mem_free: Option<MemFreeFn>,
     pub(super) comm_init_rank_config: Option<CommInitRankConfigFn>,
@@ -359,6 +374,8 @@ pub struct OptionalApi {
     pub scatter: bool,
     pub comm_split: bool,
     pub comm_register: bool,
+    /// ncclCommWindowRegister and ncclCommWindowDeregister (`-R 2`).
+    pub comm_window_register: bool,
     pub mem_alloc: bool,
     pub comm_init_rank_config: bool,
 }
@@ -521,6 +538,8 @@ impl Api {
             comm_split: optional!("ncclCommSplit"),
             comm_register: optional!("ncclCommRegister"),
             comm_deregister: optional!("ncclCommDeregister"),
+            comm_window_register: optional!("ncclCommWindowRegister"),
+            comm_window_deregister: optional!("ncclCommWindowDeregister"),
             mem_alloc: optional!("ncclMemAlloc"),
             mem_free: optional!("ncclMemFree"),
             comm_init_rank_config: optional!("ncclCommInitRankConfig"),
@@ -548,6 +567,7 @@ impl Api {
             scatter: self.scatter.is_some(),
             comm_split: self.comm_split.is_some(),
             comm_register: self.comm_register.is_some() && self.comm_deregister.is_some(),
+            comm_window_register: self.comm_window_register.is_some() && self.comm_window_deregister.is_some(),
             mem_alloc: self.mem_alloc.is_some() && self.mem_free.is_some(),
             comm_init_rank_config: self.comm_init_rank_config.is_some(),
         }

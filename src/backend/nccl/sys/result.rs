@@ -17,7 +17,8 @@ use thiserror::Error;
 use super::launch::Op;
 use super::raw::{
     Api, Attempt, CONFIG_SINCE, CUDA_SYMBOLS, Candidate, NCCL_IN_PROGRESS, NCCL_SUCCESS, NcclResult, NcclVersion, Nvtx,
-    RawComm, RawConfig, RawStream, RawUniqueId, UNIQUE_ID_BYTES, has_symbol, short_dl_error,
+    RawComm, RawConfig, RawStream, RawUniqueId, RawWindow, UNIQUE_ID_BYTES, WIN_COLL_SYMMETRIC, has_symbol,
+    short_dl_error,
 };
 
 // ---------------------------------------------------------------------------
@@ -328,6 +329,49 @@ impl Api {
             // SAFETY: the caller's promise above.
             let _ = unsafe { deregister(comm, handle) };
         }
+    }
+
+    /// `ncclCommWindowRegister` of `len` bytes at device address `address`
+    /// as a symmetric window (`NCCL_WIN_COLL_SYMMETRIC`, as nccl-tests'
+    /// `-R 2`): NCCL's window for `comm_window_deregister`. Collective:
+    /// every rank of `comm` registers a buffer of the same size, in the
+    /// same order.
+    ///
+    /// # Safety
+    /// `comm` is live, and `address..address+len` a live allocation of
+    /// this library's ncclMemAlloc that stays allocated until the window is
+    /// released.
+    pub(super) unsafe fn comm_window_register(
+        &self,
+        comm: RawComm,
+        address: u64,
+        len: usize,
+    ) -> Result<RawWindow, NcclError> {
+        let (Some(register), Some(_)) = (self.comm_window_register, self.comm_window_deregister) else {
+            return Err(NcclError::usage("ncclCommWindowRegister", "not in this NCCL library"));
+        };
+        let mut window: RawWindow = std::ptr::null_mut();
+        // SAFETY: the caller's promise above; `window` is a valid out-pointer.
+        let rc = unsafe { register(comm, address as *mut c_void, len, &mut window, WIN_COLL_SYMMETRIC) };
+        self.check("ncclCommWindowRegister", rc, Some(comm))?;
+        if window.is_null() {
+            return Err(NcclError::usage("ncclCommWindowRegister", "returned no window"));
+        }
+        Ok(window)
+    }
+
+    /// `ncclCommWindowDeregister`. Collective, as the registration.
+    ///
+    /// # Safety
+    /// `comm` is live and `window` came from `comm_window_register` on it,
+    /// and is released once.
+    pub(super) unsafe fn comm_window_deregister(&self, comm: RawComm, window: RawWindow) -> Result<(), NcclError> {
+        let Some(deregister) = self.comm_window_deregister else {
+            return Err(NcclError::usage("ncclCommWindowDeregister", "not in this NCCL library"));
+        };
+        // SAFETY: the caller's promise above.
+        let rc = unsafe { deregister(comm, window) };
+        self.check("ncclCommWindowDeregister", rc, Some(comm))
     }
 
     /// `ncclCommCount`, `ncclCommUserRank` or `ncclCommCuDevice` (`which`).

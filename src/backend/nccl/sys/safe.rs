@@ -1,7 +1,8 @@
 //! Safe handles over the NCCL binding, each owning what it releases:
 //! `Comm` (a communicator that is destroyed, never leaked, and whose `Drop`
-//! cannot panic; split with ncclCommSplit; its buffer registrations released
-//! before it is destroyed), `DeviceMemory` (one device allocation, plain
+//! cannot panic; split with ncclCommSplit; its buffer registrations,
+//! ncclCommRegister's handles and ncclCommWindowRegister's symmetric
+//! windows, released before it is destroyed), `DeviceMemory` (one device allocation, plain
 //! cuMemAlloc as nccl-tests' cudaMalloc, or ncclMemAlloc from NCCL 2.19,
 //! rather than cudarc's stream-ordered pool, whose memory other GPUs of the
 //! same process cannot reach without extra pool access rights, and without
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DriverError};
 
 use super::launch::{At, Buf, Launch, Op};
-use super::raw::{Api, DataType, RawComm, RawConfig, RawStream, UNIQUE_ID_BYTES};
+use super::raw::{Api, DataType, RawComm, RawConfig, RawStream, RawWindow, UNIQUE_ID_BYTES};
 use super::result::{AllocError, CommQuery, CopyError, NcclError};
 
 /// The device buffers one launch may point into, and how far the
@@ -120,8 +121,17 @@ pub struct Comm {
     nranks: usize,
     scratch: Vec<(Op, [u64; 2], c_int)>,
     /// Buffers registered with this communicator (`-R`): device address
-    /// and NCCL's handle.
-    registered: Vec<(u64, *mut c_void)>,
+    /// and NCCL's handle or window.
+    registered: Vec<(u64, Registered)>,
+}
+
+/// What NCCL returned for one registered buffer.
+#[derive(Clone, Copy)]
+enum Registered {
+    /// ncclCommRegister's handle (`-R 1`).
+    Handle(*mut c_void),
+    /// ncclCommWindowRegister's symmetric window (`-R 2`).
+    Window(RawWindow),
 }
 
 impl fmt::Debug for Comm {
@@ -195,18 +205,63 @@ impl Comm {
         // owner's duty, above) or until this communicator is destroyed,
         // which releases the handle first.
         let handle = unsafe { self.api.comm_register(self.raw, address, memory.len_bytes()) }?;
-        self.registered.push((address, handle));
+        self.registered.push((address, Registered::Handle(handle)));
         Ok(())
     }
 
-    /// Releases the registration of `memory`, if it has one.
-    pub fn deregister(&mut self, memory: &DeviceMemory) {
-        if let Some(i) = self.registered.iter().position(|r| r.0 == memory.raw_ptr()) {
-            let (_, handle) = self.registered.swap_remove(i);
-            // SAFETY: `self.raw` is live and `handle` came from
-            // ncclCommRegister on it; it left the list, so it is released
-            // exactly once.
-            unsafe { self.api.comm_deregister(self.raw, handle) };
+    /// `ncclCommWindowRegister` of the whole of `memory` as a symmetric
+    /// window (`-R 2`); registering the same buffer again does nothing, and
+    /// an empty buffer is not registered. Collective: every rank of this
+    /// communicator registers a buffer of the same size, in the same order.
+    /// NCCL requires memory from its ncclMemAlloc: other memory is refused
+    /// here. Released as `register`'s handles are.
+    pub fn register_window(&mut self, memory: &DeviceMemory) -> Result<(), NcclError> {
+        let address = memory.raw_ptr();
+        if memory.len_bytes() == 0 || self.registered.iter().any(|r| r.0 == address) {
+            return Ok(());
+        }
+        if !memory.nccl.as_ref().is_some_and(|api| Arc::ptr_eq(api, &self.api)) {
+            return Err(NcclError::usage(
+                "ncclCommWindowRegister",
+                "the buffer does not come from this library's ncclMemAlloc",
+            ));
+        }
+        // SAFETY: `self.raw` is live; `address..address+len_bytes` is a live
+        // allocation of this library's ncclMemAlloc (checked above) that
+        // stays allocated until `deregister` (the owner's duty) or until
+        // this communicator is destroyed, which releases the window first.
+        let window = unsafe { self.api.comm_window_register(self.raw, address, memory.len_bytes()) }?;
+        self.registered.push((address, Registered::Window(window)));
+        Ok(())
+    }
+
+    /// Releases the registration of `memory`, if it has one. A window's
+    /// release is collective, as its registration, and its error is
+    /// returned; ncclCommDeregister's is ignored (the buffer is about to go).
+    pub fn deregister(&mut self, memory: &DeviceMemory) -> Result<(), NcclError> {
+        match self.registered.iter().position(|r| r.0 == memory.raw_ptr()) {
+            Some(i) => {
+                let (_, registered) = self.registered.swap_remove(i);
+                self.release(registered)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Releases one registration that has left `registered`.
+    fn release(&self, registered: Registered) -> Result<(), NcclError> {
+        match registered {
+            Registered::Handle(handle) => {
+                // SAFETY: `self.raw` is live and `handle` came from
+                // ncclCommRegister on it; it left the list, so it is
+                // released exactly once.
+                unsafe { self.api.comm_deregister(self.raw, handle) };
+                Ok(())
+            }
+            // SAFETY: `self.raw` is live and `window` came from
+            // ncclCommWindowRegister on it; it left the list, so it is
+            // released exactly once.
+            Registered::Window(window) => unsafe { self.api.comm_window_deregister(self.raw, window) },
         }
     }
 
@@ -370,11 +425,10 @@ impl Drop for Comm {
         if self.raw.is_null() {
             return; // aborted (which releases the registrations too)
         }
-        for (_, handle) in std::mem::take(&mut self.registered) {
-            // SAFETY: `self.raw` is live and each handle came from
-            // ncclCommRegister on it; the list was taken, so each is
-            // released exactly once.
-            unsafe { self.api.comm_deregister(self.raw, handle) };
+        // In registration order, the same on every rank (a window's
+        // release is collective).
+        for (_, registered) in std::mem::take(&mut self.registered) {
+            let _ = self.release(registered);
         }
         // SAFETY: `self.raw` is live and released exactly once, here.
         unsafe { self.api.comm_release(self.raw, false) };
