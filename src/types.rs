@@ -13,6 +13,7 @@ mod commands;
 mod nccl_log;
 mod nccl_version;
 mod size;
+mod split;
 mod switch;
 
 use std::fmt;
@@ -22,6 +23,7 @@ pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
 pub use nccl_log::{INFO_MARK, split_info};
 pub use nccl_version::NcclVersion;
 pub use size::{Size, human_bytes, parse_size};
+pub use split::{SplitOp, SplitRule};
 pub use switch::Switch;
 
 /// Serializes a vocabulary type as its name and reads it back through its

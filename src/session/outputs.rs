@@ -179,6 +179,7 @@ impl<W: World> Session<'_, W> {
             phases: t.phase_times,
             label: out.label.is_some(),
             traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
+            group: self.cfg.plan.split.is_some(),
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
