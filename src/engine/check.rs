@@ -41,6 +41,20 @@ impl Validate<'_> {
         placement: Placement,
         seed: u64,
     ) -> Result<Option<u64>, Error> {
+        Ok(self
+            .local(backend, call, placement, seed)?
+            .map(|local| self.world.sum_u64(local)))
+    }
+
+    /// As `once`, but this rank's wrong elements only: the caller sums
+    /// them over ranks (every rank must take part in that sum).
+    pub fn local(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Option<u64>, Error> {
         if !self.caps.validates(call.collective, placement) {
             return Ok(None);
         }
@@ -61,7 +75,7 @@ impl Validate<'_> {
             Some(bound) => out.count_outside(range, &want, bound),
             None => out.count_mismatches(range, &want),
         };
-        Ok(Some(self.world.sum_u64(local)))
+        Ok(Some(local))
     }
 
     /// The one operation, at the start of the buffers; through a graph

@@ -23,6 +23,7 @@
 pub mod adaptive;
 pub mod check;
 pub mod digest;
+pub mod groups;
 pub mod policy;
 pub mod precision;
 pub mod steps;
@@ -44,6 +45,7 @@ use crate::topology::profile::Profile;
 use crate::types::{Average, BackendKind, Placement, TimingMethod};
 use crate::world::World;
 use adaptive::Calibrator;
+use groups::Groups;
 use policy::Iterations;
 use stop::StopRequest;
 use watchdog::Watchdog;
@@ -185,6 +187,9 @@ pub struct Engine<'a> {
     rep: u64,
     /// Which rank was slowest where (rank 0, with `-I`).
     stragglers: straggler::Stragglers,
+    /// `--split`: this rank's group runs each point on its own
+    /// sub-communicator, and rank 0 reports every group (`groups`).
+    groups: Option<&'a Groups>,
 }
 
 impl<'a> Engine<'a> {
@@ -201,7 +206,15 @@ impl<'a> Engine<'a> {
             stop: StopRequest::never(),
             rep: 0,
             stragglers: straggler::Stragglers::default(),
+            groups: None,
         }
+    }
+
+    /// `--split`: every point runs in this rank's group (made by
+    /// `Groups::split`), and each group gets its row beside the aggregate.
+    pub fn with_groups(mut self, groups: Option<&'a Groups>) -> Self {
+        self.groups = groups;
+        self
     }
 
     /// Every point is watched by `watchdog`.
@@ -281,13 +294,16 @@ impl<'a> Engine<'a> {
             op: case.op,
             shape: case.shape,
             at: Layout {
-                nranks: self.world.size(),
-                rank: self.world.rank(),
+                nranks: self.groups.map_or(self.world.size(), Groups::size),
+                rank: self.groups.map_or(self.world.rank(), |g| g.index),
                 root: case.root.unwrap_or(0),
                 shift: 1,
             },
-            group: None,
+            group: self.groups.and_then(|g| g.sub),
         };
+        // With --split, a point's rows go out once both placements are
+        // measured, each group's out-of-place and in-place rows together.
+        let mut held: Vec<Vec<Record>> = Vec::new();
         for placement in Placement::BOTH {
             let what = describe(case, placement);
             if let Some(w) = self.watchdog {
@@ -306,12 +322,18 @@ impl<'a> Engine<'a> {
             }
             let Measured {
                 wrong,
+                wrong_local,
                 iters,
                 timed,
                 precision,
                 phase_sums,
             } = measured?;
             let times = self.world.gather_f64(timed.per_op_s);
+            // every rank's size, count and wrong elements (their group's)
+            let split = self.groups.map(|_| {
+                let g = |v: u64| self.world.gather_f64(v as f64);
+                (g(case.size_bytes()), g(case.shape.count as u64), g(wrong_local.unwrap_or(0)))
+            });
             let per_iter = match timed.samples {
                 Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
                 None => None,
@@ -325,7 +347,13 @@ impl<'a> Engine<'a> {
                 summary.failed_points += usize::from(w > 0);
             }
             if let Some(times) = times {
-                let mut record = self.record(case, placement, iters, &times, wrong, phases);
+                let scope = Scope {
+                    size_bytes: case.size_bytes(),
+                    count: case.shape.count as u64,
+                    nranks: call.at.nranks,
+                    group: self.groups.map(|_| groups::ALL.to_string()),
+                };
+                let mut record = self.record(case, placement, iters, &times, wrong, phases, scope);
                 record.precision_pct = precision.map(|p| p * 100.0);
                 record.cycle = Some(cycle);
                 record.samples = Some(self.cfg.cycles);
@@ -337,10 +365,66 @@ impl<'a> Engine<'a> {
                         self.stragglers.add(case.size_bytes(), rank, excess);
                     }
                 }
-                on_record(&record)?;
+                match (self.groups, split) {
+                    (Some(groups), Some((Some(sizes), Some(counts), Some(wrongs)))) => {
+                        let mut rows = self.group_records(groups, case, placement, iters, &times, wrong, &sizes, &counts, &wrongs);
+                        for row in &mut rows {
+                            row.precision_pct = record.precision_pct;
+                            row.cycle = record.cycle;
+                            row.samples = record.samples;
+                        }
+                        rows.push(record);
+                        held.push(rows);
+                    }
+                    _ => on_record(&record)?,
+                }
+            }
+        }
+        // out-of-place and in-place of group 0, of group 1, ..., of all
+        if let [oop, ip] = held.as_slice() {
+            for (a, b) in oop.iter().zip(ip) {
+                on_record(a)?;
+                on_record(b)?;
+            }
+        } else {
+            for r in held.iter().flatten() {
+                on_record(r)?;
             }
         }
         Ok(())
+    }
+
+    /// Each group's row of a point (rank 0, `--split`): its ranks' times
+    /// reduced as `--average` says, its size, count and rank count, its bus
+    /// factor, its ranks' wrong elements (every rank's gathered value in
+    /// world rank order).
+    #[allow(clippy::too_many_arguments)]
+    fn group_records(
+        &self,
+        groups: &Groups,
+        case: &Case,
+        placement: Placement,
+        iters: u32,
+        times: &[f64],
+        wrong: Option<u64>,
+        sizes: &[f64],
+        counts: &[f64],
+        wrongs: &[f64],
+    ) -> Vec<Record> {
+        let mut rows = Vec::with_capacity(groups.members.len());
+        for (g, members) in groups.members.iter().enumerate() {
+            let first = members[0];
+            let group_times: Vec<f64> = members.iter().map(|&r| times[r]).collect();
+            let group_wrong = wrong.map(|_| members.iter().map(|&r| wrongs[r] as u64).sum());
+            let scope = Scope {
+                size_bytes: sizes[first] as u64,
+                count: counts[first] as u64,
+                nranks: members.len(),
+                group: Some(g.to_string()),
+            };
+            rows.push(self.record(case, placement, iters, &group_times, group_wrong, None, scope));
+        }
+        rows
     }
 
     /// Warm-up, check and timing of one point: wrong elements, the timed
@@ -355,7 +439,10 @@ impl<'a> Engine<'a> {
             iter += 1;
         }
         self.backend.wait()?;
-        let wrong = self.check(call, placement)?;
+        let Checked {
+            total: wrong,
+            local: wrong_local,
+        } = self.check(call, placement)?;
         let iters = match self.cfg.iterations {
             Iterations::Fixed(n) => n,
             Iterations::MinTime(budget) => {
@@ -365,6 +452,7 @@ impl<'a> Engine<'a> {
                 let batched = self.time_precisely(call, placement, goal, &mut iter)?;
                 return Ok(Measured {
                     wrong,
+                    wrong_local,
                     iters: batched.iters,
                     timed: batched.timed,
                     precision: batched.precision,
@@ -383,6 +471,7 @@ impl<'a> Engine<'a> {
         };
         Ok(Measured {
             wrong,
+            wrong_local,
             iters,
             timed,
             precision: None,
@@ -417,12 +506,12 @@ impl<'a> Engine<'a> {
 
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
-    /// nccl-tests does). `None` when checking is off or the backend leaves
-    /// this output undefined.
-    fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<u64>, Error> {
+    /// nccl-tests does), and this rank's own (for its group's row). `None`
+    /// when checking is off or the backend leaves this output undefined.
+    fn check(&mut self, call: &Call, placement: Placement) -> Result<Checked, Error> {
         // before any pattern is used up, so that the seeds stay in step
         if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
-            return Ok(None);
+            return Ok(Checked::default());
         }
         let validate = check::Validate {
             world: self.world,
@@ -432,12 +521,21 @@ impl<'a> Engine<'a> {
         };
         for _ in 0..self.cfg.check {
             self.rep += 1;
-            match validate.once(&mut *self.backend, call, placement, self.rep)? {
-                Some(0) => {}
-                found => return Ok(found),
+            let Some(local) = validate.local(&mut *self.backend, call, placement, self.rep)? else {
+                return Ok(Checked::default());
+            };
+            let total = self.world.sum_u64(local);
+            if total > 0 {
+                return Ok(Checked {
+                    total: Some(total),
+                    local: Some(local),
+                });
             }
         }
-        Ok(Some(0))
+        Ok(Checked {
+            total: Some(0),
+            local: Some(0),
+        })
     }
 
     /// Timed iterations for `--min-time` when `-n` is not given: batches of
@@ -596,6 +694,7 @@ impl<'a> Engine<'a> {
         self.stragglers.verdict(self.cfg.straggler_threshold_pct / 100.0)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
         case: &Case,
@@ -604,12 +703,13 @@ impl<'a> Engine<'a> {
         times: &[f64],
         wrong: Option<u64>,
         phases: Option<[f64; 3]>,
+        scope: Scope,
     ) -> Record {
         let time_s = self.cfg.average.reduce(times);
         let min_s = times.iter().copied().fold(f64::INFINITY, f64::min);
         let max_s = times.iter().copied().fold(0.0, f64::max);
-        let size_bytes = case.size_bytes();
-        let factor = case.collective.spec().bus_factor(self.world.size());
+        let size_bytes = scope.size_bytes;
+        let factor = case.collective.spec().bus_factor(scope.nranks);
         let (algbw, busbw) = bandwidth_gbps(size_bytes, time_s, factor);
         let ctx = self.ctx;
         Record {
@@ -627,8 +727,8 @@ impl<'a> Engine<'a> {
             root: case.root,
             placement,
             size_bytes,
-            count: case.shape.count as u64,
-            nranks: self.world.size() as u64,
+            count: scope.count,
+            nranks: scope.nranks as u64,
             nnodes: ctx.nnodes as u64,
             ranks_per_node: ctx.ranks_per_node as u64,
             iters: u64::from(iters),
@@ -657,6 +757,7 @@ impl<'a> Engine<'a> {
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
             label: ctx.label.clone(),
             traffic: case.shape.peers.and_then(|p| p.traffic()).and_then(|t| t.column()),
+            group: scope.group,
             ..Record::default()
         }
     }
@@ -691,9 +792,30 @@ struct Timed {
     samples: Option<Vec<f64>>,
 }
 
+/// What a point's validation found: the wrong elements of every rank and
+/// of this one; `None` where nothing was checked.
+#[derive(Clone, Copy, Debug, Default)]
+struct Checked {
+    total: Option<u64>,
+    local: Option<u64>,
+}
+
+/// This row's extent (`Engine::record`): the point as this rank's
+/// communicator ran it, or as a group's ranks did (`--split`).
+struct Scope {
+    size_bytes: u64,
+    count: u64,
+    /// The ranks of the communicator: the bus factor's `n`.
+    nranks: usize,
+    /// The `group` column (`--split`).
+    group: Option<String>,
+}
+
 /// What `measure` found for one point on this rank.
 struct Measured {
     wrong: Option<u64>,
+    /// This rank's own wrong elements (for its group's row).
+    wrong_local: Option<u64>,
     /// Timed iterations.
     iters: u32,
     timed: Timed,
