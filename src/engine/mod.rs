@@ -332,7 +332,11 @@ impl<'a> Engine<'a> {
             // every rank's size, count and wrong elements (their group's)
             let split = self.groups.map(|_| {
                 let g = |v: u64| self.world.gather_f64(v as f64);
-                (g(case.size_bytes()), g(case.shape.count as u64), g(wrong_local.unwrap_or(0)))
+                (
+                    g(case.size_bytes()),
+                    g(case.shape.count as u64),
+                    g(wrong_local.unwrap_or(0)),
+                )
             });
             let per_iter = match timed.samples {
                 Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
@@ -367,7 +371,8 @@ impl<'a> Engine<'a> {
                 }
                 match (self.groups, split) {
                     (Some(groups), Some((Some(sizes), Some(counts), Some(wrongs)))) => {
-                        let mut rows = self.group_records(groups, case, placement, iters, &times, wrong, &sizes, &counts, &wrongs);
+                        let mut rows =
+                            self.group_records(groups, case, placement, iters, &times, wrong, &sizes, &counts, &wrongs);
                         for row in &mut rows {
                             row.precision_pct = record.precision_pct;
                             row.cycle = record.cycle;

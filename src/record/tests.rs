@@ -65,6 +65,7 @@ pub(crate) fn sample() -> Record {
         slowest_excess_pct: Some(12.5),
         label: Some("nightly, a \"quoted\" name".into()),
         traffic: Some("spread=0.5".into()),
+        group: None,
         iter_times_us: None,
     }
 }

@@ -92,7 +92,8 @@ impl<W: World> Session<'_, W> {
         // as asked, else the backend's reference tool's method
         let rotate = cfg.timing.for_backend(identity.kind).rotate;
         if device_free != u64::MAX {
-            let (fitted, lowered) = self.fit_to_device(&nodes, nranks, backend.as_ref(), &caps, plan, rotate, device_free)?;
+            let (fitted, lowered) =
+                self.fit_to_device(&nodes, nranks, backend.as_ref(), &caps, plan, rotate, device_free)?;
             plan = fitted;
             notes.extend(lowered);
         }

@@ -105,7 +105,9 @@ impl FromStr for SplitRule {
     fn from_str(text: &str) -> Result<SplitRule, String> {
         let t = text.trim();
         let bad = || {
-            format!("'{t}' is not a split rule: AND, OR, MOD or DIV (or &, |, %, /) and a value, as 'MOD 2' or 'AND 0x7'")
+            format!(
+                "'{t}' is not a split rule: AND, OR, MOD or DIV (or &, |, %, /) and a value, as 'MOD 2' or 'AND 0x7'"
+            )
         };
         let (op, rest) = SplitOp::SPELLINGS
             .iter()
@@ -156,7 +158,13 @@ mod tests {
         }
         assert_eq!(rule("OR 0x7").op, SplitOp::Or);
         assert_eq!(rule("|3").value, 3);
-        assert_eq!(rule("MOD 8"), SplitRule { op: SplitOp::Mod, value: 8 });
+        assert_eq!(
+            rule("MOD 8"),
+            SplitRule {
+                op: SplitOp::Mod,
+                value: 8
+            }
+        );
         assert_eq!(rule("%2").op, SplitOp::Mod);
         assert_eq!(rule("DIV 8").op, SplitOp::Div);
         assert_eq!(rule("/ 4").value, 4);
