@@ -314,7 +314,7 @@ pub fn is_group_row(r: &Record) -> bool {
     r.group.as_deref().is_some_and(|g| g != crate::engine::groups::ALL)
 }
 
-/// A `--split` group's data line as a comment, `# group 1` over the
+/// A `--split` group's data line as a comment, `# g1` over the
 /// blanks before its size (so that nccl-tests' parsers, which skip `#`
 /// lines, read the aggregate only, as nccl-tests prints it); other lines
 /// as they are.
@@ -322,7 +322,7 @@ fn group_line(text: String, r: Option<&Record>) -> String {
     let Some(group) = r.filter(|r| is_group_row(r)).and_then(|r| r.group.as_deref()) else {
         return text;
     };
-    let tag = format!("# group {group}");
+    let tag = format!("# g{group}");
     let blanks = text.len() - text.trim_start().len();
     if blanks > tag.len() {
         format!("{tag}{}", &text[tag.len()..])
