@@ -194,3 +194,76 @@ fn bad_split_rules_are_refused_in_one_line() {
         stderr(&out)
     );
 }
+
+/// The nccl backend on the host GPU simulation (every run says so): each
+/// group's communicator is ncclCommSplit's, at 3 ranks DIV 2 ({0, 1} and
+/// {2}, a communicator of one) under mpirun, and at 4 ranks MOD 2 as `-g 4`
+/// threads of one process.
+#[test]
+fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
+    use crate::gpu_sim::{assert_sim_rows, sim_dir, sim_env};
+    let Some(sim) = sim_dir() else { return };
+    let dir = tempdir();
+    for (np, threads, rule, sizes) in [(3, 1, "DIV 2", [2u64, 1]), (1, 4, "MOD 2", [2, 2])] {
+        let csv_path = dir.path().join(format!("sim{np}x{threads}.csv"));
+        let mut args = vec![
+            "run",
+            "--backend",
+            "nccl",
+            "--collectives",
+            "all_reduce,all_gather,reduce_scatter,broadcast",
+            "-b",
+            "1K",
+            "-e",
+            "16K",
+            "-f",
+            "4",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--split",
+            rule,
+            "--no-progress",
+            "--csv",
+            path_str(&csv_path),
+        ];
+        let env = sim_env(&sim, np * threads);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let g = threads.to_string();
+        let out = if threads > 1 {
+            args.extend(["-g", &g]);
+            let mut cmd = std::process::Command::new(BIN);
+            cmd.args(&args)
+                .env_remove("OMPI_COMM_WORLD_RANK")
+                .envs(env.iter().copied());
+            output_of(cmd)
+        } else {
+            mpirun_env(np, &env, &args)
+        };
+        assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+        let csv = Csv::read(&csv_path);
+        for n in [1u64, 2] {
+            let rows: Vec<Vec<String>> = csv
+                .rows
+                .iter()
+                .filter(|r| csv.num(r, "nranks") as u64 == n)
+                .cloned()
+                .collect();
+            if !rows.is_empty() {
+                assert_sim_rows(
+                    &Csv {
+                        header: csv.header.clone(),
+                        rows,
+                    },
+                    n,
+                );
+            }
+        }
+        for (key, groups) in rows_by_point(&csv) {
+            assert_eq!(groups.keys().collect::<Vec<_>>(), ["0", "1", "all"], "{key:?}");
+            assert_eq!(csv.num(&groups["0"], "nranks") as u64, sizes[0]);
+            assert_eq!(csv.num(&groups["1"], "nranks") as u64, sizes[1]);
+        }
+    }
+}
