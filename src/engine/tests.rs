@@ -134,6 +134,9 @@ impl Ran {
     }
 }
 
+/// A plan at a communicator's size (a `--split` group's).
+type PlanAt = fn(usize) -> Plan;
+
 /// What the ranks' engines get besides the plan.
 #[derive(Default)]
 struct Hooks<'w> {
@@ -143,7 +146,7 @@ struct Hooks<'w> {
     stop: Option<(usize, StopRequest)>,
     inject_errors: bool,
     /// `--split`: the rule, and each rank's plan at its group's size.
-    split: Option<(crate::types::SplitRule, fn(usize) -> Plan)>,
+    split: Option<(crate::types::SplitRule, PlanAt)>,
 }
 
 /// Sweeps `plan` with `timing` on `n` ranks, each on its own virtual clock;

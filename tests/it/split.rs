@@ -199,6 +199,7 @@ fn bad_split_rules_are_refused_in_one_line() {
 /// group's communicator is ncclCommSplit's, at 3 ranks DIV 2 ({0, 1} and
 /// {2}, a communicator of one) under mpirun, and at 4 ranks MOD 2 as `-g 4`
 /// threads of one process.
+#[cfg(feature = "nccl")]
 #[test]
 fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
     use crate::gpu_sim::{assert_sim_rows, sim_dir, sim_env};
