@@ -23,7 +23,7 @@ use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{
     Average, BackendChoice, Choice, DType, Dimension, Format, Metric, ProgressMode, ReduceOp, Register, RootChoice,
-    SeriesBy, Size, Source, Switch,
+    SeriesBy, Size, Source, SplitRule, Switch,
 };
 use crate::workload::{Count, PresetName, Strategy, TorchVersion};
 use crate::world::Launcher;
@@ -918,6 +918,15 @@ pub struct RunArgs {
           value_parser = non_negative, help_heading = "What to run")]
     pub alltoallv_matrix_scale: f64,
 
+    /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose world rank gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7') run the sweep together, every group at once; a row per group and one for all
+    #[arg(long, value_name = "RULE", env = "NCCL_TESTS_SPLIT", help_heading = "What to run")]
+    pub split: Option<SplitRule>,
+
+    /// --split AND of this hexadecimal mask (nccl-tests' NCCL_TESTS_SPLIT_MASK)
+    #[arg(long, value_name = "HEX", env = "NCCL_TESTS_SPLIT_MASK", value_parser = SplitRule::mask,
+          help_heading = "What to run")]
+    pub split_mask: Option<SplitRule>,
+
     /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat
     #[arg(long, value_name = "LIST", default_value = "flat", help_heading = "Hierarchy")]
     pub hierarchy: Choice<Hierarchy>,
@@ -1148,7 +1157,7 @@ value_enum!(LinkMetric, LinkMetric::ALL, |_| &[]);
 /// by clap id, each with what to use instead where there is something:
 /// the one list both the refusal (`RunArgs::step_refusal`) and the help
 /// (hidden there, so it lists only what applies) come from.
-pub const STEP_REFUSED: [(&str, &str); 28] = [
+pub const STEP_REFUSED: [(&str, &str); 30] = [
     ("minbytes", ""),
     ("maxbytes", ""),
     ("stepfactor", ""),
@@ -1170,6 +1179,8 @@ pub const STEP_REFUSED: [(&str, &str); 28] = [
     ("alltoallv_spread", ""),
     ("alltoallv_matrix", ""),
     ("alltoallv_matrix_scale", ""),
+    ("split", ""),
+    ("split_mask", ""),
     ("average", "times are the slowest rank's"),
     ("json", ""),
     ("output_format", ""),

@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::plan::{PlanConfig, SizeSweep, Step};
 use crate::report::OutputConfig;
 use crate::topology::Hierarchy;
-use crate::types::BackendChoice;
+use crate::types::{BackendChoice, SplitRule};
 
 /// `-f` without `-i`, and neither given.
 pub const DEFAULT_STEPFACTOR: u64 = 2;
@@ -150,7 +150,29 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
         roots: a.root,
         hierarchies: a.hierarchy.values(),
         ranks_per_node,
+        split: split(a)?,
     })
+}
+
+/// `--split` or `--split-mask` (nccl-tests' two variables), never both;
+/// groups run flat collectives only.
+fn split(a: &RunArgs) -> Result<Option<SplitRule>, Error> {
+    let rule = match (a.split, a.split_mask) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "--split (NCCL_TESTS_SPLIT) and --split-mask (NCCL_TESTS_SPLIT_MASK) both give the groups: keep one",
+            ));
+        }
+        (rule, mask) => rule.or(mask),
+    };
+    if let Some(rule) = rule
+        && a.hierarchy.values().iter().any(|h| !h.is_flat())
+    {
+        return Err(Error::usage(format!(
+            "--split {rule}: each group runs flat collectives; drop --hierarchy or --split"
+        )));
+    }
+    Ok(rule)
 }
 
 /// Whether `--json` is in nccl-tests' schema (`--output-format`); the

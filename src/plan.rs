@@ -13,7 +13,7 @@
 use crate::collective::{Collective, Shape, Traffic};
 use crate::error::Error;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{Choice, DType, Named, Placement, ReduceOp, RootChoice, human_bytes};
+use crate::types::{Choice, DType, Named, Placement, ReduceOp, RootChoice, SplitRule, human_bytes};
 
 /// Most sizes one sweep may have; beyond it the step is surely a mistake.
 pub const MAX_SIZES: usize = 4096;
@@ -34,6 +34,9 @@ pub struct PlanConfig {
     pub ranks_per_node: Option<usize>,
     /// alltoallv's traffic: nccl-tests' generated pattern, or a matrix.
     pub traffic: Traffic,
+    /// `--split`: parallel groups, each running the sweep on its own
+    /// sub-communicator (`engine::groups`).
+    pub split: Option<SplitRule>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +129,12 @@ impl Plan {
     /// checked against what the backend can run (`caps`); every refusal is
     /// one line naming the option.
     pub fn build(cfg: &PlanConfig, caps: &Capabilities, nodes: &Nodes) -> Result<Plan, Error> {
-        let nranks = nodes.nranks();
+        Plan::build_at(cfg, caps, nodes, nodes.nranks())
+    }
+
+    /// The cases of `cfg` on a communicator of `nranks` ranks (with
+    /// `--split`, this rank's group; its collectives run flat).
+    pub fn build_at(cfg: &PlanConfig, caps: &Capabilities, nodes: &Nodes, nranks: usize) -> Result<Plan, Error> {
         let dtypes = chosen(&cfg.dtypes, |t| caps.check_dtype(t))?;
         let ops = chosen(&cfg.ops, |op| caps.check_op(op))?;
         let roots = roots(cfg.roots, nranks)?;

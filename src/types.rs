@@ -14,6 +14,7 @@ mod nccl_log;
 mod nccl_version;
 mod register;
 mod size;
+mod split;
 mod switch;
 
 use std::fmt;
@@ -24,6 +25,7 @@ pub use nccl_log::{INFO_MARK, split_info};
 pub use nccl_version::NcclVersion;
 pub use register::Register;
 pub use size::{Size, human_bytes, parse_size};
+pub use split::{SplitOp, SplitRule};
 pub use switch::Switch;
 
 /// Serializes a vocabulary type as its name and reads it back through its

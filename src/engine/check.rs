@@ -36,10 +36,12 @@ pub struct Validate<'a> {
 }
 
 /// One validation: the wrong elements of every rank, summed (`None` where
-/// the output is undefined), and this rank's seconds of its own work.
+/// the output is undefined), this rank's own, and this rank's seconds of its
+/// own work.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Checked {
     pub wrong: Option<u64>,
+    pub local: Option<u64>,
     pub work_s: f64,
 }
 
@@ -72,6 +74,7 @@ impl Validate<'_> {
         let (local, work_s) = self.own(backend, call, placement, seed)?;
         Ok(Checked {
             wrong: local.map(|local| self.world.sum_u64(local)),
+            local,
             work_s,
         })
     }

@@ -23,6 +23,7 @@
 pub mod adaptive;
 pub mod check;
 pub mod digest;
+pub mod groups;
 pub mod policy;
 pub mod precision;
 pub mod sampler;
@@ -45,6 +46,7 @@ use crate::topology::profile::Profile;
 use crate::types::{Average, BackendKind, Placement, Register, TimingMethod};
 use crate::world::World;
 use adaptive::Calibrator;
+use groups::Groups;
 use policy::Iterations;
 use stop::StopRequest;
 use watchdog::Watchdog;
@@ -186,6 +188,9 @@ pub struct Engine<'a> {
     rep: u64,
     /// Each rank's arrival at the checks' synchronisations (rank 0, `-I`).
     arrivals: straggler::Arrivals,
+    /// `--split`: this rank's group runs each point on its own
+    /// sub-communicator, and rank 0 reports every group (`groups`).
+    groups: Option<&'a Groups>,
 }
 
 impl<'a> Engine<'a> {
@@ -202,7 +207,15 @@ impl<'a> Engine<'a> {
             stop: StopRequest::never(),
             rep: 0,
             arrivals: straggler::Arrivals::new(timing.straggler_threshold_pct / 100.0),
+            groups: None,
         }
+    }
+
+    /// `--split`: every point runs in this rank's group (made by
+    /// `Groups::split`), and each group gets its row beside the aggregate.
+    pub fn with_groups(mut self, groups: Option<&'a Groups>) -> Self {
+        self.groups = groups;
+        self
     }
 
     /// Every point is watched by `watchdog`.
@@ -282,13 +295,16 @@ impl<'a> Engine<'a> {
             op: case.op,
             shape: case.shape,
             at: Layout {
-                nranks: self.world.size(),
-                rank: self.world.rank(),
+                nranks: self.groups.map_or(self.world.size(), Groups::size),
+                rank: self.groups.map_or(self.world.rank(), |g| g.index),
                 root: case.root.unwrap_or(0),
                 shift: 1,
             },
-            group: None,
+            group: self.groups.and_then(|g| g.sub),
         };
+        // With --split, a point's rows go out once both placements are
+        // measured, each group's out-of-place and in-place rows together.
+        let mut held: Vec<Vec<Record>> = Vec::new();
         for placement in Placement::BOTH {
             let what = describe(case, placement);
             if let Some(w) = self.watchdog {
@@ -323,6 +339,16 @@ impl<'a> Engine<'a> {
             {
                 self.arrivals.add(case.size_bytes(), &work);
             }
+            // every rank's size, count and wrong elements (their group's)
+            let wrong_local = checked.and_then(|c| c.local);
+            let split = self.groups.map(|_| {
+                let g = |v: u64| self.world.gather_f64(v as f64);
+                (
+                    g(case.size_bytes()),
+                    g(case.shape.count as u64),
+                    g(wrong_local.unwrap_or(0)),
+                )
+            });
             let per_iter = match timed.samples {
                 Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
                 None => None,
@@ -336,17 +362,80 @@ impl<'a> Engine<'a> {
                 summary.failed_points += usize::from(w > 0);
             }
             if let Some(times) = times {
-                let mut record = self.record(case, placement, iters, &times, wrong, phases);
+                let scope = Scope {
+                    size_bytes: case.size_bytes(),
+                    count: case.shape.count as u64,
+                    nranks: call.at.nranks,
+                    group: self.groups.map(|_| groups::ALL.to_string()),
+                };
+                let mut record = self.record(case, placement, iters, &times, wrong, phases, scope);
                 record.precision_pct = precision.map(|p| p * 100.0);
                 record.cycle = Some(cycle);
                 record.samples = Some(self.cfg.cycles);
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
                 }
-                on_record(&record)?;
+                match (self.groups, split) {
+                    (Some(groups), Some((Some(sizes), Some(counts), Some(wrongs)))) => {
+                        let mut rows =
+                            self.group_records(groups, case, placement, iters, &times, wrong, &sizes, &counts, &wrongs);
+                        for row in &mut rows {
+                            row.precision_pct = record.precision_pct;
+                            row.cycle = record.cycle;
+                            row.samples = record.samples;
+                        }
+                        rows.push(record);
+                        held.push(rows);
+                    }
+                    _ => on_record(&record)?,
+                }
+            }
+        }
+        // out-of-place and in-place of group 0, of group 1, ..., of all
+        if let [oop, ip] = held.as_slice() {
+            for (a, b) in oop.iter().zip(ip) {
+                on_record(a)?;
+                on_record(b)?;
+            }
+        } else {
+            for r in held.iter().flatten() {
+                on_record(r)?;
             }
         }
         Ok(())
+    }
+
+    /// Each group's row of a point (rank 0, `--split`): its ranks' times
+    /// reduced as `--average` says, its size, count and rank count, its bus
+    /// factor, its ranks' wrong elements (every rank's gathered value in
+    /// world rank order).
+    #[allow(clippy::too_many_arguments)]
+    fn group_records(
+        &self,
+        groups: &Groups,
+        case: &Case,
+        placement: Placement,
+        iters: u32,
+        times: &[f64],
+        wrong: Option<u64>,
+        sizes: &[f64],
+        counts: &[f64],
+        wrongs: &[f64],
+    ) -> Vec<Record> {
+        let mut rows = Vec::with_capacity(groups.members.len());
+        for (g, members) in groups.members.iter().enumerate() {
+            let first = members[0];
+            let group_times: Vec<f64> = members.iter().map(|&r| times[r]).collect();
+            let group_wrong = wrong.map(|_| members.iter().map(|&r| wrongs[r] as u64).sum());
+            let scope = Scope {
+                size_bytes: sizes[first] as u64,
+                count: counts[first] as u64,
+                nranks: members.len(),
+                group: Some(g.to_string()),
+            };
+            rows.push(self.record(case, placement, iters, &group_times, group_wrong, None, scope));
+        }
+        rows
     }
 
     /// Warm-up, check and timing of one point: wrong elements, the timed
@@ -423,9 +512,9 @@ impl<'a> Engine<'a> {
 
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
-    /// nccl-tests does), with this rank's seconds of its own work in them.
-    /// `None` when checking is off or the backend leaves this output
-    /// undefined.
+    /// nccl-tests does), with this rank's own count (for its group's row,
+    /// `--split`) and this rank's seconds of its own work in them. `None`
+    /// when checking is off or the backend leaves this output undefined.
     fn check(&mut self, call: &Call, placement: Placement) -> Result<Option<check::Checked>, Error> {
         // before any pattern is used up, so that the seeds stay in step
         if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
@@ -447,7 +536,11 @@ impl<'a> Engine<'a> {
                 return Ok(Some(check::Checked { work_s, ..c }));
             }
         }
-        Ok(Some(check::Checked { wrong: Some(0), work_s }))
+        Ok(Some(check::Checked {
+            wrong: Some(0),
+            local: Some(0),
+            work_s,
+        }))
     }
 
     /// Timed iterations for `--min-time` when `-n` is not given: batches of
@@ -606,6 +699,7 @@ impl<'a> Engine<'a> {
         (self.cfg.per_iter && self.world.rank() == 0).then(|| self.arrivals.verdict(self.world.size()))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
         case: &Case,
@@ -614,12 +708,13 @@ impl<'a> Engine<'a> {
         times: &[f64],
         wrong: Option<u64>,
         phases: Option<[f64; 3]>,
+        scope: Scope,
     ) -> Record {
         let time_s = self.cfg.average.reduce(times);
         let min_s = times.iter().copied().fold(f64::INFINITY, f64::min);
         let max_s = times.iter().copied().fold(0.0, f64::max);
-        let size_bytes = case.size_bytes();
-        let factor = case.collective.spec().bus_factor(self.world.size());
+        let size_bytes = scope.size_bytes;
+        let factor = case.collective.spec().bus_factor(scope.nranks);
         let (algbw, busbw) = bandwidth_gbps(size_bytes, time_s, factor);
         let ctx = self.ctx;
         Record {
@@ -637,8 +732,8 @@ impl<'a> Engine<'a> {
             root: case.root,
             placement,
             size_bytes,
-            count: case.shape.count as u64,
-            nranks: self.world.size() as u64,
+            count: scope.count,
+            nranks: scope.nranks as u64,
             nnodes: ctx.nnodes as u64,
             ranks_per_node: ctx.ranks_per_node as u64,
             iters: u64::from(iters),
@@ -667,6 +762,7 @@ impl<'a> Engine<'a> {
             phase_intra2_us: phases.map(|p| p[2] * 1e6),
             label: ctx.label.clone(),
             traffic: case.shape.peers.and_then(|p| p.traffic()).and_then(|t| t.column()),
+            group: scope.group,
             ..Record::default()
         }
     }
@@ -699,6 +795,17 @@ struct Timed {
     elapsed_s: f64,
     /// Each operation's time, with `-I`.
     samples: Option<Vec<f64>>,
+}
+
+/// This row's extent (`Engine::record`): the point as this rank's
+/// communicator ran it, or as a group's ranks did (`--split`).
+struct Scope {
+    size_bytes: u64,
+    count: u64,
+    /// The ranks of the communicator: the bus factor's `n`.
+    nranks: usize,
+    /// The `group` column (`--split`).
+    group: Option<String>,
 }
 
 /// What `measure` found for one point on this rank.

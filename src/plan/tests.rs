@@ -37,6 +37,7 @@ fn config(set: &[(&str, &str)]) -> PlanConfig {
         roots: RootChoice::Rank(0),
         hierarchies: vec![Hierarchy::Flat],
         ranks_per_node: None,
+        split: None,
         traffic: Default::default(),
     };
     let size = |v: &str| v.parse::<crate::types::Size>().unwrap().bytes();

@@ -132,6 +132,11 @@ pub struct Record {
     /// The column is there when the run measures alltoallv with another.
     #[serde(default)]
     pub traffic: Option<String>,
+    /// With `--split`: the parallel group the row measured (`0`, `1`, ...,
+    /// by ascending colour), or `all` for the aggregate nccl-tests prints.
+    /// The column is there only when the run splits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// With `-I`: every timed iteration's time at its slowest rank, in
     /// microseconds, for nccl-tests' JSON (`report::nccl_tests_json`);
     /// neither a CSV column nor in our JSON.
@@ -223,6 +228,8 @@ pub struct Extras {
     /// `traffic` (the run measures alltoallv with a traffic other than
     /// the default).
     pub traffic: bool,
+    /// `group` (`--split`).
+    pub group: bool,
 }
 
 impl Extras {
@@ -240,6 +247,9 @@ impl Extras {
         }
         if self.traffic {
             h.push("traffic");
+        }
+        if self.group {
+            h.push("group");
         }
         h
     }
@@ -316,6 +326,9 @@ impl Record {
         }
         if extras.traffic {
             f.push(self.traffic.clone().unwrap_or_default());
+        }
+        if extras.group {
+            f.push(self.group.clone().unwrap_or_default());
         }
         f
     }
@@ -422,6 +435,9 @@ pub struct CaseKey {
     /// alltoallv's traffic: runs of different traffic are different cases.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traffic: Option<String>,
+    /// `--split`: each group's rows and the aggregate are different cases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 impl CaseKey {
@@ -438,6 +454,7 @@ impl CaseKey {
             size_bytes: r.size_bytes,
             nranks: with_ranks.then_some(r.nranks),
             traffic: r.traffic.clone(),
+            group: r.group.clone(),
         }
     }
 
@@ -462,6 +479,7 @@ impl CaseKey {
             self.placement == Placement::InPlace,
             self.nranks,
             self.traffic.as_deref(),
+            self.group.as_deref(),
         )
     }
 
@@ -489,6 +507,9 @@ impl CaseKey {
         }
         if let Some(traffic) = &self.traffic {
             parts.push(traffic.clone());
+        }
+        if let Some(group) = &self.group {
+            parts.push(format!("group {group}"));
         }
         parts.join(" ")
     }

@@ -65,20 +65,25 @@ pub(crate) fn sample() -> Record {
         slowest_excess_pct: Some(12.5),
         label: Some("nightly, a \"quoted\" name".into()),
         traffic: Some("spread=0.5".into()),
+        group: None,
         iter_times_us: None,
     }
 }
 
 #[test]
 fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
-    let r = sample();
-    for bits in 0..16u8 {
+    let r = Record {
+        group: Some("1".into()),
+        ..sample()
+    };
+    for bits in 0..32u8 {
         let (per_iter, phases, label, traffic) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
         let extras = Extras {
             per_iter,
             phases,
             label,
             traffic,
+            group: bits & 16 != 0,
         };
         let fields = r.csv_fields(extras);
         let header = extras.header();
@@ -105,6 +110,7 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
             phase_intra2_us: r.phase_intra2_us.filter(|_| phases),
             label: r.label.clone().filter(|_| label),
             traffic: r.traffic.clone().filter(|_| traffic),
+            group: r.group.clone().filter(|_| extras.group),
             ..r.clone()
         };
         assert_eq!(back, want);

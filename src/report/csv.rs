@@ -113,6 +113,7 @@ pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result
         phases: any(|r| r.phase_inter_us.is_some()),
         label: any(|r| r.label.is_some()),
         traffic: any(|r| r.traffic.is_some()),
+        group: any(|r| r.group.is_some()),
     };
     file.fields(extras.header()).map_err(failed)?;
     for r in records {

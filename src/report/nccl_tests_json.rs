@@ -216,6 +216,10 @@ impl Sink for NcclTestsJsonSink {
     }
 
     fn record(&mut self, record: &Record) -> io::Result<()> {
+        // nccl-tests writes the aggregate of --split groups only
+        if crate::report::table::is_group_row(record) {
+            return Ok(());
+        }
         self.busbw_sum += record.busbw_gbps;
         self.busbw_n += 1;
         match (record.placement, self.pending.take()) {

@@ -68,7 +68,7 @@ impl TableSink {
     /// A data line, with `-S` the row's time at its end (nccl-tests'
     /// `%Y-%m-%d %H:%M:%S`; the in-place record's, the later of the two).
     fn line(&self, oop: Option<&Record>, ip: Option<&Record>) -> String {
-        let text = line(&self.cols, oop, ip);
+        let text = group_line(line(&self.cols, oop, ip), oop.or(ip));
         match ip.or(oop).filter(|_| self.timestamps && !text.is_empty()) {
             Some(r) => format!("{}  {:>19}\n", text.trim_end_matches('\n'), row_time(&r.timestamp)),
             None => text,
@@ -307,6 +307,28 @@ fn line(cols: &[Col], oop: Option<&Record>, ip: Option<&Record>) -> String {
         block(cols, oop),
         block(cols, ip)
     )
+}
+
+/// A `--split` group's row (not the aggregate, `all`).
+pub fn is_group_row(r: &Record) -> bool {
+    r.group.as_deref().is_some_and(|g| g != crate::engine::groups::ALL)
+}
+
+/// A `--split` group's data line as a comment, `# g1` over the
+/// blanks before its size (so that nccl-tests' parsers, which skip `#`
+/// lines, read the aggregate only, as nccl-tests prints it); other lines
+/// as they are.
+fn group_line(text: String, r: Option<&Record>) -> String {
+    let Some(group) = r.filter(|r| is_group_row(r)).and_then(|r| r.group.as_deref()) else {
+        return text;
+    };
+    let tag = format!("# g{group}");
+    let blanks = text.len() - text.trim_start().len();
+    if blanks > tag.len() {
+        format!("{tag}{}", &text[tag.len()..])
+    } else {
+        format!("{tag} {text}")
+    }
 }
 
 /// `2026-12-02T13:10:45Z` as nccl-tests prints a row's time.
@@ -621,10 +643,14 @@ impl Sink for TableSink {
             text += &self.section_header(record);
             self.section = Some(section);
         }
-        self.section_busbw.add(record.busbw_gbps);
-        self.all_busbw.add(record.busbw_gbps);
-        if let Some(tally) = self.samples.as_mut() {
-            tally.add(record);
+        // a --split group's row is a comment: the averages, the samples
+        // and nccl-tests' parsers take the aggregate's
+        if !is_group_row(record) {
+            self.section_busbw.add(record.busbw_gbps);
+            self.all_busbw.add(record.busbw_gbps);
+            if let Some(tally) = self.samples.as_mut() {
+                tally.add(record);
+            }
         }
         match (record.placement, self.pending.take()) {
             (Placement::InPlace, Some(oop)) if same_case(&oop, record) => text += &self.line(Some(&oop), Some(record)),

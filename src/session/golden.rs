@@ -157,6 +157,7 @@ fn sweep_config() -> PlanConfig {
         roots: RootChoice::Rank(1),
         hierarchies: vec![Hierarchy::Flat],
         ranks_per_node: None,
+        split: None,
         traffic: Default::default(),
     }
 }
@@ -249,6 +250,7 @@ fn a_sweep_on_the_memory_backend_writes_the_golden_csv_json_and_table() {
                         phases: false,
                         label: true,
                         traffic: false,
+                        group: false,
                     };
                     let sinks: Vec<Box<dyn Sink>> = vec![
                         Box::new(CsvSink::create(csv_path, false, extras).unwrap()),

@@ -29,6 +29,7 @@ use std::ffi::OsString;
 use crate::backend::Backend;
 use crate::cli::{RunArgs, TransportArg};
 use crate::config::RunConfig;
+use crate::engine::groups::Groups;
 use crate::engine::stop::StopRequest;
 use crate::engine::watchdog::Watchdog;
 use crate::engine::{Engine, RunContext, Summary};
@@ -257,6 +258,8 @@ pub struct Session<'a, W: World> {
 struct Ready {
     backend: Box<dyn Backend>,
     plan: Plan,
+    /// `--split`: this rank's group and its sub-communicator.
+    groups: Option<Groups>,
     ctx: RunContext,
     /// Rank 0 only.
     outputs: Option<(Reporter, RunInfo)>,
@@ -328,12 +331,21 @@ impl<'a, W: World> Session<'a, W> {
         self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
         self.warn_on_nccl_environment();
         let nodes = self.agreed(self.nodes())?;
-        let chosen = self.choose_backend(&nodes, mpi_backend)?;
+        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
+        // --split: every rank makes its group's sub-communicator together
+        // (every rank gets here: a failed choice ended every rank above).
+        let groups = match self.cfg.plan.split {
+            Some(rule) => {
+                let groups = Groups::of(rule, world.size(), world.rank());
+                Some(self.agreed(groups.split(chosen.backend.as_mut(), world.rank()))?)
+            }
+            None => None,
+        };
         // Every rank gets here (a failed choice ended every rank above), so
         // this collective cannot hang.
         let free = chosen.backend.gpu().and_then(|g| g.free_bytes());
         let device_free = world.min_u64(free.unwrap_or(u64::MAX));
-        let setup = match world.agree(self.prepare(chosen, device_free, nodes)) {
+        let setup = match world.agree(self.prepare(chosen, device_free, nodes, groups)) {
             Ok(setup) => setup,
             Err(failed) => {
                 // Another rank failed: remove the files this one created.
@@ -366,6 +378,7 @@ impl<'a, W: World> Session<'a, W> {
         let Ready {
             mut backend,
             plan,
+            groups,
             ctx,
             outputs,
         } = ready;
@@ -383,6 +396,7 @@ impl<'a, W: World> Session<'a, W> {
             .with_injected_errors(self.cfg.hooks.inject_error)
             .with_watchdog(watchdog)
             .with_stop(self.stop.clone())
+            .with_groups(groups.as_ref())
             .run(&plan, |record| match reporter.as_mut() {
                 Some(rep) => rep.record(record),
                 None => Ok(()),

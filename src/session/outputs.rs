@@ -9,6 +9,7 @@ use super::backend_choice::Chosen;
 use super::{Ready, Session};
 use crate::backend::{Backend, TransportQuery};
 use crate::engine::RunContext;
+use crate::engine::groups::Groups;
 use crate::error::Error;
 use crate::plan::Plan;
 use crate::plan::SizeSweep;
@@ -34,6 +35,8 @@ const GPU_MODEL_BYTES: usize = 128;
 pub(super) struct Setup {
     backend: Box<dyn Backend>,
     plan: Plan,
+    /// `--split`: this rank's group.
+    groups: Option<Groups>,
     /// Real hosts, or `--ranks-per-node` groups.
     nodes: Nodes,
     /// This rank's view of the transport.
@@ -47,7 +50,13 @@ pub(super) struct Setup {
 impl<W: World> Session<'_, W> {
     /// Everything that can fail before the first collective, after the
     /// backend: plan, memory, output files (rank 0).
-    pub(super) fn prepare(&self, chosen: Chosen, device_free: u64, nodes: Nodes) -> Result<Setup, Error> {
+    pub(super) fn prepare(
+        &self,
+        chosen: Chosen,
+        device_free: u64,
+        nodes: Nodes,
+        groups: Option<Groups>,
+    ) -> Result<Setup, Error> {
         let (world, cfg) = (self.world, self.cfg);
         let Chosen { mut backend, note } = chosen;
         let identity = backend.identity();
@@ -73,11 +82,18 @@ impl<W: World> Session<'_, W> {
             .map(|g| g.gpu_model())
             .or_else(crate::topology::machine::host_gpu_model);
         let caps = backend.capabilities(&cfg.timing.extras());
-        let mut plan = Plan::build(&cfg.plan, &caps, &nodes)?;
+        // with --split, this rank's group's communicator
+        let nranks = groups.as_ref().map_or(nodes.nranks(), Groups::size);
+        let mut plan = Plan::build_at(&cfg.plan, &caps, &nodes, nranks)?;
+        if let Some(groups) = &groups {
+            check_groups_in_step(&cfg.plan, &caps, &nodes, groups, &plan)?;
+            notes.push(format!("--split {}", groups.describe()));
+        }
         // as asked, else the backend's reference tool's method
         let rotate = cfg.timing.for_backend(identity.kind).rotate;
         if device_free != u64::MAX {
-            let (fitted, lowered) = self.fit_to_device(&nodes, backend.as_ref(), &caps, plan, rotate, device_free)?;
+            let (fitted, lowered) =
+                self.fit_to_device(&nodes, nranks, backend.as_ref(), &caps, plan, rotate, device_free)?;
             plan = fitted;
             notes.extend(lowered);
         }
@@ -95,6 +111,7 @@ impl<W: World> Session<'_, W> {
         Ok(Setup {
             backend,
             plan,
+            groups,
             nodes,
             observed,
             gpu,
@@ -105,9 +122,11 @@ impl<W: World> Session<'_, W> {
     /// Lowers the largest size until the plan's buffers (`rotate`: as they
     /// will be reserved) fit in the GPU memory every rank has free (as
     /// nccl-tests does), and says so.
+    #[allow(clippy::too_many_arguments)]
     fn fit_to_device(
         &self,
         nodes: &Nodes,
+        nranks: usize,
         backend: &dyn Backend,
         caps: &crate::plan::Capabilities,
         plan: Plan,
@@ -127,7 +146,7 @@ impl<W: World> Session<'_, W> {
         for &max in sweep.sizes().iter().rev().skip(1) {
             let mut smaller = self.cfg.plan.clone();
             smaller.sweep = SizeSweep::new(sweep.min, max, sweep.step)?;
-            let Ok(p) = Plan::build(&smaller, caps, nodes) else {
+            let Ok(p) = Plan::build_at(&smaller, caps, nodes, nranks) else {
                 continue;
             };
             if need(&p) <= budget {
@@ -179,6 +198,7 @@ impl<W: World> Session<'_, W> {
             phases: t.phase_times,
             label: out.label.is_some(),
             traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
+            group: self.cfg.plan.split.is_some(),
         };
         let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
@@ -239,6 +259,7 @@ impl<W: World> Session<'_, W> {
         let Setup {
             backend,
             plan,
+            groups,
             nodes,
             observed,
             gpu,
@@ -269,10 +290,40 @@ impl<W: World> Session<'_, W> {
         Ready {
             backend,
             plan,
+            groups,
             ctx,
             outputs,
         }
     }
+}
+
+/// `--split`: every group must measure the same points in the same order,
+/// since all run each point at once; groups of different sizes can round a
+/// size to nothing or to the previous one differently. Every rank builds
+/// every group's plan (pure), so every rank refuses alike.
+fn check_groups_in_step(
+    cfg: &crate::plan::PlanConfig,
+    caps: &crate::plan::Capabilities,
+    nodes: &Nodes,
+    groups: &Groups,
+    mine: &Plan,
+) -> Result<(), Error> {
+    let sizes: std::collections::BTreeSet<usize> = groups.members.iter().map(Vec::len).collect();
+    for n in sizes {
+        let other = Plan::build_at(cfg, caps, nodes, n)
+            .map_err(|e| Error::usage(format!("--split {}: in a group of {n} rank(s), {e}", groups.rule)))?;
+        if other.cases.len() != mine.cases.len() {
+            return Err(Error::usage(format!(
+                "--split {}: groups of {} and {n} ranks measure different sizes ({} against {} points: small sizes \
+                 round differently); raise --minbytes or split into groups of one size",
+                groups.rule,
+                mine.nranks,
+                mine.points(),
+                other.points()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// alltoallv's traffic for the header: what it is and where it comes from.

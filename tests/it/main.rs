@@ -23,6 +23,7 @@ mod nccl;
 mod nccl_parity;
 mod plot;
 mod slurm;
+mod split;
 mod transports;
 mod ux;
 mod workload;
