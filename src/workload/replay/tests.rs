@@ -131,7 +131,7 @@ fn a_recv_that_completes_an_earlier_send_is_counted_once() {
 fn interleaved_output_is_attributed_by_the_last_prefix_and_the_hang_is_found() {
     let text = fixture!("nccl-147-interleaved.log");
     let e = parse_log(text, &LogOptions::default()).unwrap_err();
-    assert_eq!(e.exit_code(), 6);
+    assert_eq!(e.exit_code(), 7);
     assert_eq!(
         e.to_string(),
         "line 1: the ranks diverge on the communicator of all 8 ranks at opCount 0x0: learnfair062 pid 32629 device 7, learnfair062 pid 32625 device 5 and learnfair062 pid 32617 device 1 Broadcast 53 int64 root 0 (lines 1, 2 and 5); learnfair062 pid 32615 device 0 Broadcast 25503912 half root 0 (line 3); nothing was run (collbench replay --check-only LOG prints the whole analysis)"
@@ -558,7 +558,7 @@ fn ranks_issuing_different_collectives_at_one_place_are_a_divergence_of_its_own_
     text += &coll((0, 0), "AllReduce", 0, 8, 7, 0, ("0xa0", 2));
     text += &coll((1, 1), "Broadcast", 0, 8, 7, 1, ("0xa1", 2));
     let e = parse_log(&text, &LogOptions::default()).unwrap_err();
-    assert_eq!(e.exit_code(), 6);
+    assert_eq!(e.exit_code(), 7);
     assert_eq!(
         e.to_string(),
         "line 5: the ranks diverge on commId 0x10 at its call 2 in each rank's order: rank 0 AllReduce 8 float sum (line 5); rank 1 Broadcast 8 float root 1 (line 6); nothing was run (collbench replay --check-only LOG prints the whole analysis)"
@@ -585,7 +585,7 @@ fn a_send_whose_peer_goes_on_without_its_recv_is_one_sided() {
     text += &coll((0, 0), "AllReduce", 1, 8, 7, 0, ("0xa0", 2));
     text += &coll((1, 1), "AllReduce", 1, 8, 7, 0, ("0xa1", 2));
     let e = parse_log(&text, &LogOptions::default()).unwrap_err();
-    assert_eq!(e.exit_code(), 6);
+    assert_eq!(e.exit_code(), 7);
     assert!(
         e.to_string().starts_with("line 3: one-sided Send: rank 0 sends 8 float to rank 1 on commId 0x10 (line 3), and rank 1 posts no matching Recv from rank 0 though its log goes on (line 5)"),
         "{e}"
