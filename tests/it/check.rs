@@ -89,6 +89,8 @@ for f in text_string_to_metric_families(open(sys.argv[1]).read()):
 #[cfg(feature = "mpi")]
 #[test]
 fn local_cpu_passes_at_2_ranks_with_every_file_and_at_3_ranks_on_its_job_check() {
+    // a healthy machine passes: nothing else of the tests runs meanwhile
+    let _alone = exclusive_permit();
     let dir = tempdir();
     let out_dir = dir.path().join("ok");
     let out = mpirun(2, &["check", "--profile", "local-cpu", "--out", path_str(&out_dir)]);
@@ -301,6 +303,9 @@ fn on_fake_nodes_a_slow_node_and_a_slow_link_fail_by_name_and_a_healthy_cluster_
     if !fake_nodes::available() {
         return;
     }
+    // a healthy cluster passes and only the faulty part is named: nothing
+    // else of the tests runs meanwhile
+    let _alone = exclusive_permit();
     let dir = tempdir();
     let (out, healthy) = on_three_nodes(dir.path(), "healthy", &fake_nodes::Faults::default(), &[]);
     assert_eq!(code(&out), 0, "{}", show(&out));

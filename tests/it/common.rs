@@ -44,16 +44,26 @@ fn hang_limit() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// The free job slots: a counting semaphore.
+/// The free job slots: a counting semaphore, which a test that needs the
+/// machine to itself empties (`exclusive_permit`).
 struct Slots {
-    free: Mutex<usize>,
+    free: Mutex<Free>,
     freed: Condvar,
+}
+
+struct Free {
+    slots: usize,
+    /// Tests waiting for every slot: no one else takes a slot meanwhile.
+    exclusive_waiting: usize,
 }
 
 fn slots() -> &'static Slots {
     static SLOTS: OnceLock<Slots> = OnceLock::new();
     SLOTS.get_or_init(|| Slots {
-        free: Mutex::new(job_slots()),
+        free: Mutex::new(Free {
+            slots: job_slots(),
+            exclusive_waiting: 0,
+        }),
         freed: Condvar::new(),
     })
 }
@@ -65,30 +75,58 @@ thread_local! {
     static HELD: Cell<usize> = const { Cell::new(0) };
 }
 
-/// One job slot, held while a program runs; released on drop. Not `Send`:
+/// Job slots, held while a program runs; released on drop. Not `Send`:
 /// the slot count is kept per test thread.
 pub struct Permit {
-    took_slot: bool,
+    took: usize,
     _thread_bound: PhantomData<*const ()>,
+}
+
+/// Counts this thread's permit; whether it already held one.
+fn nested() -> bool {
+    HELD.with(|h| {
+        let held = h.get();
+        h.set(held + 1);
+        held > 0
+    })
 }
 
 /// Waits for a job slot (none when this thread already holds one).
 pub fn permit() -> Permit {
-    let nested = HELD.with(|h| {
-        let held = h.get();
-        h.set(held + 1);
-        held > 0
-    });
-    if !nested {
+    let mut took = 0;
+    if !nested() {
         let slots = slots();
         let mut free = slots.free.lock().unwrap_or_else(|e| e.into_inner());
-        while *free == 0 {
+        while free.slots == 0 || free.exclusive_waiting > 0 {
             free = slots.freed.wait(free).unwrap_or_else(|e| e.into_inner());
         }
-        *free -= 1;
+        free.slots -= 1;
+        took = 1;
     }
     Permit {
-        took_slot: !nested,
+        took,
+        _thread_bound: PhantomData,
+    }
+}
+
+/// Waits for every job slot: no other test's program runs until it is
+/// dropped. For a test whose verdict a loaded machine would change (a
+/// healthy cluster must pass `collbench check`, whose flaky verdict is
+/// samples on both sides of a threshold); its programs take no slot of
+/// their own.
+pub fn exclusive_permit() -> Permit {
+    assert!(!nested(), "an exclusive permit is a test's first");
+    let slots = slots();
+    let all = job_slots();
+    let mut free = slots.free.lock().unwrap_or_else(|e| e.into_inner());
+    free.exclusive_waiting += 1;
+    while free.slots < all {
+        free = slots.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+    }
+    free.exclusive_waiting -= 1;
+    free.slots = 0;
+    Permit {
+        took: all,
         _thread_bound: PhantomData,
     }
 }
@@ -96,10 +134,10 @@ pub fn permit() -> Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         HELD.with(|h| h.set(h.get().saturating_sub(1)));
-        if self.took_slot {
+        if self.took > 0 {
             let slots = slots();
-            *slots.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            slots.freed.notify_one();
+            slots.free.lock().unwrap_or_else(|e| e.into_inner()).slots += self.took;
+            slots.freed.notify_all();
         }
     }
 }

@@ -130,7 +130,7 @@ fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
             "-b",
             "1M",
             "-e",
-            "4M",
+            "2M",
             "-d",
             "int8,double",
             "-c",
