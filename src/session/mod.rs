@@ -62,39 +62,28 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
         }
         return exit::OK;
     }
-    let (cfg, env_plan, stop) = match start_process(argv) {
-        Ok(started) => started,
-        Err(e) => return report_early_error(&e),
-    };
-    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Task::Sweep);
-    if code == exit::OK {
-        env_plan.remove_nccl_log();
-    }
-    code
+    let made = RunConfig::from_command_line(argv).map(|(_, cfg)| ((), cfg));
+    run_made(made, |_| Task::Sweep)
 }
 
 /// `collbench links`: `made` is the job and the run's configuration from
 /// its options (an error is printed once).
 pub fn run_links(made: Result<(LinksJob, RunConfig), Error>) -> u8 {
-    let started = made.and_then(|(job, cfg)| {
-        let env_plan = apply_transport(&cfg)?;
-        let stop = StopRequest::install()?;
-        Ok((job, cfg, env_plan, stop))
-    });
-    let (job, cfg, env_plan, stop) = match started {
-        Ok(started) => started,
-        Err(e) => return report_early_error(&e),
-    };
-    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Task::Links(&job));
-    if code == exit::OK {
-        env_plan.remove_nccl_log();
-    }
-    code
+    run_made(made, |job| Task::Links(job))
 }
 
 /// `collbench workload` and `collbench replay`: `made` is the job and the
 /// run's configuration from their options (an error is printed once).
 pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
+    run_made(made, |job| Task::Steps(job))
+}
+
+/// A job made from its command's options, run as `task` of it under the
+/// control plane. First what the process needs before any rank starts: the
+/// transport profile applied (which may re-execute this process), and one
+/// stop request (with `-g`, every rank thread checks it); an error is
+/// printed once. The NCCL log is removed after a success.
+fn run_made<J>(made: Result<(J, RunConfig), Error>, task: impl FnOnce(&J) -> Task<'_>) -> u8 {
     let started = made.and_then(|(job, cfg)| {
         let env_plan = apply_transport(&cfg)?;
         let stop = StopRequest::install()?;
@@ -104,7 +93,7 @@ pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, Task::Steps(&job));
+    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, task(&job));
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
@@ -131,17 +120,6 @@ pub fn check_replay(a: &crate::cli::ReplayArgs) -> u8 {
         }
     }
 }
-
-/// What the process needs before any rank starts: the configuration, the
-/// transport profile applied (which may re-execute this process), and one
-/// stop request (with `-g`, every rank thread checks it).
-fn start_process(argv: &[OsString]) -> Result<(RunConfig, EnvPlan, StopRequest), Error> {
-    let (_, cfg) = RunConfig::from_command_line(argv)?;
-    let env_plan = apply_transport(&cfg)?;
-    let stop = StopRequest::install()?;
-    Ok((cfg, env_plan, stop))
-}
-
 /// True unless a launcher says this process is not rank 0.
 pub fn is_first_rank() -> bool {
     launcher_rank().is_none_or(|r| r == 0)

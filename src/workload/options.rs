@@ -1,7 +1,9 @@
 //! The knobs of the strategies (`Options`), with the frameworks' defaults;
-//! those the command line sets come from `cli::KnobArgs`, field by field
+//! those the command line sets are defined here too (`KnobArgs`, which
+//! `cli::WorkloadArgs` flattens) and come into `Options` field by field
 //! (`Options::with_knobs`).
 
+use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -55,6 +57,48 @@ impl std::str::FromStr for TorchVersion {
 impl std::fmt::Display for TorchVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The strategies' knobs on the command line (`collbench workload`
+/// flattens them), with their help text and the frameworks' defaults: each
+/// field is the `Options` field of the same name below (`Job::workload`
+/// reads them into it through serde, `Options::with_knobs`), so a knob is
+/// one field here and one in `Options`, in this file.
+#[derive(Clone, Debug, Args, Serialize)]
+pub struct KnobArgs {
+    /// Activations of tp, moe and pp: sequence length (tokens per micro-batch)
+    #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub seq_len: u64,
+
+    /// Activations of tp, moe and pp: micro-batch size
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub micro_batch: u64,
+
+    /// pp's micro-batches per step [default: as many as stages]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "0",
+        hide_default_value = true,
+        help_heading = "Workload"
+    )]
+    pub micro_batches: u64,
+
+    /// moe's router imbalance: the busiest expert rank's tokens over the mean (1: balanced)
+    #[arg(long, value_name = "F", default_value = "1", value_parser = imbalance_arg, help_heading = "Workload")]
+    pub moe_imbalance: f64,
+
+    /// The PyTorch release DDP is modelled on (2.3: a 1 MiB first bucket even with --bucket) [default: current, 2.4 and later]
+    #[arg(long, value_name = "VERSION", help_heading = "Workload")]
+    pub pytorch: Option<TorchVersion>,
+}
+
+/// `--moe-imbalance`: a finite factor of at least 1.
+fn imbalance_arg(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 1.0 => Ok(f),
+        _ => Err("the router's imbalance is a factor of at least 1 (the busiest rank's tokens over the mean)".into()),
     }
 }
 

@@ -1,0 +1,186 @@
+use super::*;
+use crate::types::{Register, Size};
+use crate::workload::{Count, PresetName, Strategy};
+
+/// docs/options.md's `collbench run` table is generated from the
+/// definitions; `COLLBENCH_BLESS=1` rewrites it.
+#[test]
+fn the_docs_options_table_is_the_one_the_definitions_give() {
+    const BEGIN: &str = "<!-- run options: generated from cli::run_options_markdown -->\n";
+    const END: &str = "<!-- end of run options -->";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/options.md");
+    let page = std::fs::read_to_string(&path).unwrap();
+    let (before, rest) = page
+        .split_once(BEGIN)
+        .expect("docs/options.md has the run options marker");
+    let (table, after) = rest.split_once(END).expect("docs/options.md has the end marker");
+    let want = run_options_markdown();
+    if table != want {
+        if std::env::var_os("COLLBENCH_BLESS").is_some() {
+            std::fs::write(&path, format!("{before}{BEGIN}{want}{END}{after}")).unwrap();
+        } else {
+            panic!(
+                "docs/options.md's run option table differs from the clap definitions; \
+                 run `COLLBENCH_BLESS=1 cargo test --lib options_table` to regenerate it"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_command_line_definitions_are_consistent() {
+    Cli::command().debug_assert();
+    let d = RunArgs::defaults();
+    assert_eq!((d.minbytes, d.maxbytes), (Size(8), Size(32 << 20)));
+}
+
+#[test]
+fn workload_and_replay_help_hide_every_run_option_they_refuse() {
+    let cmd = cli_command();
+    cmd.clone().debug_assert();
+    for sub in ["workload", "replay"] {
+        let c = cmd.find_subcommand(sub).unwrap();
+        for (id, _) in STEP_REFUSED {
+            let arg = c.get_arguments().find(|a| a.get_id() == id);
+            assert!(arg.is_some_and(|a| a.is_hide_set()), "{sub} {id}");
+        }
+        assert!(c.get_arguments().any(|a| a.get_id() == "backend" && !a.is_hide_set()));
+    }
+}
+
+fn workload(args: &[&str]) -> Result<WorkloadArgs, clap::Error> {
+    let argv = ["collbench", "workload"].iter().chain(args);
+    match parse_cli(argv)?.command {
+        Command::Workload(a) => Ok(*a),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn workload_values_are_typed_and_bad_ones_are_one_line_naming_the_option() {
+    let a = workload(&[
+        "--strategy",
+        "FULL_SHARD,ddp,ddp",
+        "--bucket",
+        "1M,4M",
+        "--model",
+        "GPT-2",
+    ])
+    .unwrap();
+    let fsdp = Strategy::Fsdp {
+        reshard_after_forward: true,
+    };
+    assert_eq!(a.strategy.values(), [fsdp, Strategy::Ddp]);
+    assert_eq!(a.bucket, [Size(1 << 20), Size(4 << 20)]);
+    assert_eq!(a.model.map(PresetName::name), Some("gpt2"));
+    let a = workload(&["--params", "7B", "--layers", "2", "--bucket", "1M", "--bucket", "2M"]).unwrap();
+    assert_eq!((a.params, a.bucket), (Some(Count(7_000_000_000)), vec![Size(2 << 20)]));
+    let line = |args: &[&str]| step_value_error(&workload(args).unwrap_err(), Some("workload")).unwrap();
+    assert!(line(&["--bucket", "lots"]).starts_with("--bucket lots: "));
+    assert_eq!(line(&["--bucket", "1M,0"]), "--bucket sizes must be at least 1 byte");
+    assert!(line(&["--strategy", "pipelined"]).contains("unknown strategy 'pipelined'"));
+    assert!(line(&["--model", "gpt-5"]).starts_with("--model gpt-5: unknown model 'gpt-5'"));
+    assert!(line(&["--params", "many", "--layers", "1"]).starts_with("--params many: "));
+    // other errors and other commands: clap's own, complete
+    let e = workload(&["--strategy"]).unwrap_err();
+    assert_eq!(step_value_error(&e, Some("workload")), None);
+    let e = parse_run(["-a", "medain"]).unwrap_err();
+    assert_eq!(step_value_error(&e, Some("run")), None);
+}
+
+#[test]
+fn a_step_refuses_run_options_from_one_list() {
+    let refusal = |args: &[&str]| workload(args).unwrap().run.step_refusal().unwrap();
+    assert_eq!(refusal(&[]), None);
+    assert_eq!(refusal(&["-d", "float", "--csv", "x.csv", "-c", "2"]), None);
+    assert_eq!(refusal(&["-e", "1M"]).as_deref(), Some("-e/--maxbytes"));
+    assert_eq!(refusal(&["-n", "5"]).as_deref(), Some("-n/--iters (use --steps)"));
+    assert_eq!(refusal(&["-N", "3"]).as_deref(), Some("-N/--repeat (use --steps)"));
+    assert_eq!(refusal(&["--phase-times"]).as_deref(), Some("--phase-times"));
+    // the first of the list, whatever the command line's order
+    assert_eq!(refusal(&["--rotate", "-b", "16"]).as_deref(), Some("-b/--minbytes"));
+}
+
+#[test]
+fn repeating_an_option_keeps_the_last_one() {
+    let a = parse_run(["-e", "1K", "-e", "1M", "-z", "-z", "0", "--progress", "--no-progress"]).unwrap();
+    assert_eq!(a.maxbytes, Size(1 << 20));
+    assert!(!a.blocking.on());
+    assert!(a.no_progress && !a.progress);
+}
+
+#[test]
+fn to_args_gives_back_the_same_options() {
+    let a = parse_run([
+        "-e",
+        "64K",
+        "-d",
+        "float,int8",
+        "-z",
+        "--hierarchy",
+        "rs-ar-ag",
+        "--per-iter",
+        "--csv=-x.csv",
+        "--transport",
+        "shm",
+    ])
+    .unwrap();
+    let args = a.to_args().unwrap();
+    assert_eq!(
+        args,
+        [
+            "--maxbytes=65536",
+            "--per-iter",
+            "--blocking=1",
+            "--dtype=float,int8",
+            "--hierarchy=rs-ar-ag",
+            "--transport=shm",
+            "--csv=-x.csv"
+        ]
+    );
+    let back = parse_run(&args).unwrap();
+    assert_eq!(back.options().unwrap(), a.options().unwrap());
+    assert!(RunArgs::defaults().to_args().unwrap().is_empty());
+}
+
+#[test]
+fn the_digest_covers_every_option_but_the_outputs() {
+    let fields = RunArgs::defaults().digest().unwrap();
+    assert_eq!(fields[0].0, "collbench version");
+    let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+    for kept in [
+        "--maxbytes",
+        "--transport",
+        "--register",
+        "--inject-error",
+        "--no-comm-split",
+    ] {
+        assert!(names.contains(&kept), "{kept} missing from {names:?}");
+    }
+    for left_out in [
+        "--csv",
+        "--json",
+        "--overwrite",
+        "--progress",
+        "--no-progress",
+        "--config",
+    ] {
+        assert!(!names.contains(&left_out), "{left_out} in {names:?}");
+    }
+    assert!(fields.contains(&("--maxbytes".to_string(), "33554432".to_string())));
+}
+
+#[test]
+fn values_are_typed_and_bad_ones_get_clap_s_message() {
+    let a = parse_run(["-a", "3", "--backend", "NCCL", "-R"]).unwrap();
+    assert_eq!(a.average, Average::Max);
+    assert_eq!(a.backend, BackendChoice::Only(crate::types::BackendKind::Nccl));
+    assert!(a.register.on());
+    let e = parse_run(["-a", "medain"]).unwrap_err().to_string();
+    assert!(e.contains("possible values: rank0, avg, min, max"), "{e}");
+    let e = parse_run(["--backend", "ncl"]).unwrap_err().to_string();
+    assert!(e.contains("nccl"), "{e}");
+    assert_eq!(parse_run(["-R", "2"]).unwrap().register, Register::Symmetric);
+    let e = parse_run(["-R", "3"]).unwrap_err().to_string();
+    assert!(e.contains("not 0, 1 or 2"), "{e}");
+}
