@@ -308,6 +308,19 @@ mod tests {
         }
     }
 
+    /// A runner of `world` on `backend`, timed on `clock`, unchecked
+    /// outputs uncorrupted, no watchdog, never stopped.
+    fn runner<'a>(world: &'a dyn World, backend: &'a mut MemoryBackend, clock: VirtualClock) -> StepRunner<'a> {
+        StepRunner {
+            world,
+            backend,
+            clock: Clock::Virtual(clock),
+            inject_error: false,
+            watchdog: None,
+            stop: StopRequest::never(),
+        }
+    }
+
     /// Runs `steps` on 4 rank threads whose groups are pairs {0,1} {2,3};
     /// each operation takes (1 + its sequence number in the step) ms.
     fn on_pairs(timing: StepTiming, fault: fn(usize, &Launched) -> Option<Fault>) -> Vec<Option<Steps>> {
@@ -332,14 +345,7 @@ mod tests {
                             call(Collective::AllGather, 64, (4, rank), None, 1),
                             call(Collective::SendRecv, 16, (4, rank), None, 2),
                         ];
-                        let mut runner = StepRunner {
-                            world,
-                            backend: &mut backend,
-                            clock: Clock::Virtual(clock),
-                            inject_error: false,
-                            watchdog: None,
-                            stop: StopRequest::never(),
-                        };
+                        let mut runner = runner(world, &mut backend, clock);
                         runner.run(&calls, &timing).unwrap().0
                     })
                 })
@@ -397,14 +403,7 @@ mod tests {
                                     .collect()
                             })
                             .collect();
-                        let mut runner = StepRunner {
-                            world,
-                            backend: &mut backend,
-                            clock: Clock::Virtual(clock),
-                            inject_error: false,
-                            watchdog: None,
-                            stop: StopRequest::never(),
-                        };
+                        let mut runner = runner(world, &mut backend, clock);
                         let t = StepTiming {
                             warmup_steps: 0,
                             steps: 2,
