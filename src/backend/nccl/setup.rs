@@ -3,7 +3,7 @@
 //! modes' sub-communicators and sendrecv's communicator, made on first use.
 
 use super::hierarchy::SubComms;
-use super::sys::{self, Buf};
+use super::sys::{self, Buf, Comm};
 use super::{ABORTED, NcclBackend, Registration};
 use crate::error::Error;
 
@@ -21,12 +21,7 @@ impl NcclBackend {
         };
         let (send, recv) = (&self.send, &self.recv);
         let mut result = Ok(());
-        for comm in self
-            .comm
-            .iter_mut()
-            .chain(self.p2p.iter_mut())
-            .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
-        {
+        for comm in every_comm(&mut self.comm, &mut self.p2p, &mut self.sub) {
             for memory in [send, recv] {
                 let registered = if windows {
                     comm.register_window(memory)
@@ -54,12 +49,7 @@ impl NcclBackend {
         }
         // Every communicator forgets the old buffer before it is freed.
         let mut released = Ok(());
-        for comm in self
-            .comm
-            .iter_mut()
-            .chain(self.p2p.iter_mut())
-            .chain(self.sub.iter_mut().flat_map(|s| s.comms_mut()))
-        {
+        for comm in every_comm(&mut self.comm, &mut self.p2p, &mut self.sub) {
             if let Err(e) = comm.deregister(current) {
                 released = Err(e);
             }
@@ -139,4 +129,17 @@ impl NcclBackend {
         self.p2p = Some(comm);
         self.register_buffers()
     }
+}
+
+/// Every communicator a buffer is registered with: the flat one,
+/// sendrecv's and the hierarchical modes' (a workload's groups register
+/// none).
+fn every_comm<'a>(
+    comm: &'a mut Option<Comm>,
+    p2p: &'a mut Option<Comm>,
+    sub: &'a mut Option<SubComms>,
+) -> impl Iterator<Item = &'a mut Comm> {
+    comm.iter_mut()
+        .chain(p2p.iter_mut())
+        .chain(sub.iter_mut().flat_map(|s| s.comms_mut()))
 }

@@ -29,6 +29,59 @@ fn r(offset: usize) -> At {
     At { buf: Buf::Recv, offset }
 }
 
+fn all_reduce(send: At, recv: At, count: usize, op: RedOp) -> Op {
+    Op::AllReduce { send, recv, count, op }
+}
+
+fn all_gather(send: At, recv: At, count: usize) -> Op {
+    Op::AllGather { send, recv, count }
+}
+
+fn reduce_scatter(send: At, recv: At, count: usize, op: RedOp) -> Op {
+    Op::ReduceScatter { send, recv, count, op }
+}
+
+fn broadcast(send: At, recv: At, count: usize, root: usize) -> Op {
+    Op::Broadcast {
+        send,
+        recv,
+        count,
+        root,
+    }
+}
+
+fn reduce(send: At, recv: At, count: usize, op: RedOp, root: usize) -> Op {
+    Op::Reduce {
+        send,
+        recv,
+        count,
+        op,
+        root,
+    }
+}
+
+fn alltoall(send: At, recv: At, count: usize) -> Op {
+    Op::AlltoAll { send, recv, count }
+}
+
+fn gather(send: At, recv: At, count: usize, root: usize) -> Op {
+    Op::Gather {
+        send,
+        recv,
+        count,
+        root,
+    }
+}
+
+fn scatter(send: At, recv: At, count: usize, root: usize) -> Op {
+    Op::Scatter {
+        send,
+        recv,
+        count,
+        root,
+    }
+}
+
 fn send(send: At, count: usize, peer: usize) -> Op {
     Op::Send { send, count, peer }
 }
@@ -98,52 +151,15 @@ fn out_of_place_single_calls_read_send_and_write_recv_with_nccl_counts() {
     for dtype in DType::ALL {
         let l = |c| launch(&call(c, dtype, 1, 2), Placement::OutOfPlace, Native::default());
         let op = RedOp::Max;
-        assert_eq!(
-            l(Collective::AllReduce).ops,
-            vec![Op::AllReduce {
-                send: s(0),
-                recv: r(0),
-                count: 12,
-                op
-            }]
-        );
+        assert_eq!(l(Collective::AllReduce).ops, vec![all_reduce(s(0), r(0), 12, op)]);
         // all_gather and reduce_scatter take the per-rank count
-        assert_eq!(
-            l(Collective::AllGather).ops,
-            vec![Op::AllGather {
-                send: s(0),
-                recv: r(0),
-                count: 4
-            }]
-        );
+        assert_eq!(l(Collective::AllGather).ops, vec![all_gather(s(0), r(0), 4)]);
         assert_eq!(
             l(Collective::ReduceScatter).ops,
-            vec![Op::ReduceScatter {
-                send: s(0),
-                recv: r(0),
-                count: 4,
-                op
-            }]
+            vec![reduce_scatter(s(0), r(0), 4, op)]
         );
-        assert_eq!(
-            l(Collective::Broadcast).ops,
-            vec![Op::Broadcast {
-                send: s(0),
-                recv: r(0),
-                count: 12,
-                root: 2
-            }]
-        );
-        assert_eq!(
-            l(Collective::Reduce).ops,
-            vec![Op::Reduce {
-                send: s(0),
-                recv: r(0),
-                count: 12,
-                op,
-                root: 2
-            }]
-        );
+        assert_eq!(l(Collective::Broadcast).ops, vec![broadcast(s(0), r(0), 12, 2)]);
+        assert_eq!(l(Collective::Reduce).ops, vec![reduce(s(0), r(0), 12, op, 2)]);
         for c in [
             Collective::AllReduce,
             Collective::AllGather,
@@ -163,31 +179,11 @@ fn native_alltoall_gather_and_scatter_are_used_where_present() {
         l(Collective::AllToAll, 0),
         Launch {
             grouped: false,
-            ops: vec![Op::AlltoAll {
-                send: s(0),
-                recv: r(0),
-                count: 4
-            }]
+            ops: vec![alltoall(s(0), r(0), 4)]
         }
     );
-    assert_eq!(
-        l(Collective::Gather, 0).ops,
-        vec![Op::Gather {
-            send: s(0),
-            recv: r(0),
-            count: 4,
-            root: 2
-        }]
-    );
-    assert_eq!(
-        l(Collective::Scatter, 1).ops,
-        vec![Op::Scatter {
-            send: s(0),
-            recv: r(0),
-            count: 4,
-            root: 2
-        }]
-    );
+    assert_eq!(l(Collective::Gather, 0).ops, vec![gather(s(0), r(0), 4, 2)]);
+    assert_eq!(l(Collective::Scatter, 1).ops, vec![scatter(s(0), r(0), 4, 2)]);
 }
 
 #[test]
@@ -251,61 +247,24 @@ fn in_place_uses_nccl_tests_offsets_in_the_one_buffer() {
     let l = |c, native| launch(&call(c, DType::Half, rank, 1), Placement::InPlace, native);
     assert_eq!(
         l(Collective::AllReduce, ALL_NATIVE).ops,
-        vec![Op::AllReduce {
-            send: r(0),
-            recv: r(0),
-            count: 12,
-            op: RedOp::Max
-        }]
+        vec![all_reduce(r(0), r(0), 12, RedOp::Max)]
     );
     // all_gather: input at recv + rank*count
     assert_eq!(
         l(Collective::AllGather, ALL_NATIVE).ops,
-        vec![Op::AllGather {
-            send: r(4),
-            recv: r(0),
-            count: 4
-        }]
+        vec![all_gather(r(4), r(0), 4)]
     );
     // reduce_scatter: output at recv + rank*count
     assert_eq!(
         l(Collective::ReduceScatter, ALL_NATIVE).ops,
-        vec![Op::ReduceScatter {
-            send: r(0),
-            recv: r(4),
-            count: 4,
-            op: RedOp::Max
-        }]
+        vec![reduce_scatter(r(0), r(4), 4, RedOp::Max)]
     );
     // gather at the root: sendbuff == recvbuff + root*count
-    assert_eq!(
-        l(Collective::Gather, ALL_NATIVE).ops,
-        vec![Op::Gather {
-            send: r(4),
-            recv: r(0),
-            count: 4,
-            root: 1
-        }]
-    );
+    assert_eq!(l(Collective::Gather, ALL_NATIVE).ops, vec![gather(r(4), r(0), 4, 1)]);
     // scatter at the root: recvbuff == sendbuff + root*count
-    assert_eq!(
-        l(Collective::Scatter, ALL_NATIVE).ops,
-        vec![Op::Scatter {
-            send: r(0),
-            recv: r(4),
-            count: 4,
-            root: 1
-        }]
-    );
+    assert_eq!(l(Collective::Scatter, ALL_NATIVE).ops, vec![scatter(r(0), r(4), 4, 1)]);
     // in-place alltoall uses the native call too, on one buffer
-    assert_eq!(
-        l(Collective::AllToAll, ALL_NATIVE).ops,
-        vec![Op::AlltoAll {
-            send: r(0),
-            recv: r(0),
-            count: 4
-        }]
-    );
+    assert_eq!(l(Collective::AllToAll, ALL_NATIVE).ops, vec![alltoall(r(0), r(0), 4)]);
     let a2a = l(Collective::AllToAll, Native::default());
     assert!(a2a.grouped);
     assert!(a2a.ops.contains(&send(r(8), 4, 2)));
