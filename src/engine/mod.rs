@@ -546,4 +546,6 @@ struct Measured {
 }
 
 #[cfg(test)]
+mod on_ranks;
+#[cfg(test)]
 mod tests;

@@ -8,14 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::groups::Groups;
+use super::on_ranks::on_ranks;
 use super::policy::Iterations;
 use super::*;
 use crate::backend::memory::{Event, Fault, Journal, Launched, MemoryBackend};
-use crate::clock::VirtualClock;
 use crate::collective::Collective;
 use crate::topology::Hierarchy;
 use crate::types::{DType, IterPolicy, ReduceOp, TimingMethod};
-use crate::world::threads::ThreadWorld;
 
 mod control;
 mod graphs;
@@ -163,51 +162,37 @@ fn sweep_with(
     setup: impl Fn(usize, MemoryBackend) -> MemoryBackend + Sync,
     hooks: &Hooks,
 ) -> Vec<Ran> {
-    let worlds = ThreadWorld::create(n);
-    let backends = MemoryBackend::create(n).unwrap();
     let ctx = context();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = worlds
-            .iter()
-            .zip(backends)
-            .enumerate()
-            .map(|(rank, (world, backend))| {
-                let (setup, ctx) = (&setup, &ctx);
-                s.spawn(move || {
-                    let clock = VirtualClock::new();
-                    let mut backend = setup(rank, backend.with_clock(clock.clone()));
-                    let journal = backend.journal();
-                    let mut records = Vec::new();
-                    let groups = hooks
-                        .split
-                        .map(|(rule, _)| Groups::of(rule, n, rank).split(&mut backend, rank).unwrap());
-                    let group_plan = hooks.split.zip(groups.as_ref()).map(|((_, f), g)| f(g.size()));
-                    let plan = group_plan.as_ref().unwrap_or(plan);
-                    let mut engine = Engine::new(world, &mut backend, timing, ctx)
-                        .with_clock(Clock::Virtual(clock))
-                        .with_injected_errors(hooks.inject_errors)
-                        .with_groups(groups.as_ref());
-                    if rank == 0 {
-                        engine = engine.with_watchdog(hooks.watchdog);
-                    }
-                    if let Some((_, stop)) = hooks.stop.as_ref().filter(|(r, _)| *r == rank) {
-                        engine = engine.with_stop(stop.clone());
-                    }
-                    let summary = engine
-                        .run(plan, |r| {
-                            records.push(r.clone());
-                            Ok(())
-                        })
-                        .map_err(|e| e.to_string());
-                    Ran {
-                        summary,
-                        records,
-                        journal,
-                    }
-                })
+    on_ranks(n, |rank, world, backend, clock| {
+        let mut backend = setup(rank, backend);
+        let journal = backend.journal();
+        let mut records = Vec::new();
+        let groups = hooks
+            .split
+            .map(|(rule, _)| Groups::of(rule, n, rank).split(&mut backend, rank).unwrap());
+        let group_plan = hooks.split.zip(groups.as_ref()).map(|((_, f), g)| f(g.size()));
+        let plan = group_plan.as_ref().unwrap_or(plan);
+        let mut engine = Engine::new(world, &mut backend, timing, &ctx)
+            .with_clock(Clock::Virtual(clock))
+            .with_injected_errors(hooks.inject_errors)
+            .with_groups(groups.as_ref());
+        if rank == 0 {
+            engine = engine.with_watchdog(hooks.watchdog);
+        }
+        if let Some((_, stop)) = hooks.stop.as_ref().filter(|(r, _)| *r == rank) {
+            engine = engine.with_stop(stop.clone());
+        }
+        let summary = engine
+            .run(plan, |r| {
+                records.push(r.clone());
+                Ok(())
             })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+            .map_err(|e| e.to_string());
+        Ran {
+            summary,
+            records,
+            journal,
+        }
     })
 }
 
