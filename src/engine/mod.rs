@@ -19,6 +19,9 @@
 //! runs through a graph of its own (`check::Validate`), as nccl-tests
 //! validates. Either way the time per operation is the elapsed time over
 //! every operation run (`per_op_seconds`).
+//!
+//! Here: the loop over points, warm-up and check (`Engine::measure`); in
+//! `timer`, how the iterations are timed; in `row`, each point's `Record`.
 
 pub mod adaptive;
 pub mod check;
@@ -26,29 +29,33 @@ pub mod digest;
 pub mod groups;
 pub mod policy;
 pub mod precision;
+mod row;
 pub mod sampler;
 pub mod steps;
 pub mod stop;
 pub mod straggler;
+mod timer;
 pub mod watchdog;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::backend::{Backend, Call, Graphs, IterationMarks, LaunchExtras};
+use crate::backend::{Backend, Call, LaunchExtras};
 use crate::clock::Clock;
 use crate::collective::Layout;
 use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
-use crate::record::{Record, bandwidth_gbps};
+use crate::record::Record;
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, Placement, Register, TimingMethod};
+use crate::types::{Average, BackendKind, Placement, Register};
 use crate::world::World;
-use adaptive::Calibrator;
 use groups::Groups;
 use policy::Iterations;
+use row::{Scope, add_iteration_stats};
 use stop::StopRequest;
+use timer::Timed;
+pub use timer::{captured_iterations, per_op_seconds};
 use watchdog::Watchdog;
 
 /// "all_reduce (rs-ar-ag) float sum 1048576 B in_place", for messages.
@@ -485,31 +492,6 @@ impl<'a> Engine<'a> {
         })
     }
 
-    /// One timed iteration: one operation, or with `-m N` N operations in
-    /// one group. `iter` numbers operations, so it moves by N.
-    fn issue(&mut self, call: &Call, placement: Placement, iter: &mut u64) -> Result<(), Error> {
-        let agg = self.cfg.agg_iters.max(1);
-        self.backend.launch(call, placement, *iter, agg)?;
-        *iter += u64::from(agg);
-        Ok(())
-    }
-
-    /// The backend's CUDA graphs, which `-G` needs.
-    fn graphs(&mut self) -> Result<&mut dyn Graphs, Error> {
-        let why = format!(
-            "-G/--cuda-graph {}: the {} backend has no CUDA graphs; drop -G",
-            self.cfg.cuda_graph, self.caps.backend
-        );
-        self.backend.graphs().ok_or_else(|| Error::usage(why))
-    }
-
-    /// The backend's device timing marks (only asked for where `time` saw
-    /// that it has them).
-    fn marks(&mut self) -> Result<&mut dyn IterationMarks, Error> {
-        let why = format!("-I: the {} backend has no device timing marks", self.caps.backend);
-        self.backend.iteration_marks().ok_or_else(|| Error::usage(why))
-    }
-
     /// Up to `--check` validation iterations; the first that finds wrong
     /// elements ends the check with that count, summed over ranks (as
     /// nccl-tests does), with this rank's own count (for its group's row,
@@ -543,269 +525,10 @@ impl<'a> Engine<'a> {
         }))
     }
 
-    /// Timed iterations for `--min-time` when `-n` is not given: batches of
-    /// 1, 2, 4, ... operations until one takes a tenth of the budget; every
-    /// rank decides on the slowest rank's batch time, so all agree.
-    fn calibrate(&mut self, call: &Call, placement: Placement, budget: Duration, iter: &mut u64) -> Result<u32, Error> {
-        let mut calibrator = Calibrator::new(budget);
-        while let Some(batch) = calibrator.next_batch() {
-            let mut elapsed = 0.0;
-            if self.cfg.blocking {
-                for _ in 0..batch {
-                    self.world.barrier();
-                    let start = self.clock.now();
-                    self.issue(call, placement, iter)?;
-                    self.backend.wait()?;
-                    elapsed += self.clock.seconds_since(start);
-                }
-            } else {
-                self.world.barrier();
-                let start = self.clock.now();
-                for _ in 0..batch {
-                    self.issue(call, placement, iter)?;
-                }
-                self.backend.wait()?;
-                elapsed = self.clock.seconds_since(start);
-            }
-            // microseconds as an integer: the max reduction needs no float
-            let slowest_us = self.world.max_u64((elapsed * 1e6).ceil() as u64);
-            calibrator.observe(slowest_us as f64 * 1e-6);
-        }
-        Ok(calibrator.iterations())
-    }
-
-    /// This rank's time per operation over `iters` timed iterations, and
-    /// with `-I` each operation's time (an iteration's time over its `-m`
-    /// operations).
-    fn time(&mut self, call: &Call, placement: Placement, iters: u32, iter: &mut u64) -> Result<Timed, Error> {
-        let per_iter = self.cfg.per_iter;
-        let agg = self.cfg.agg_iters;
-        let per_op = |iteration_s: f64| per_op_seconds(iteration_s, 1, agg, 0);
-        let mut samples = per_iter.then(|| Vec::with_capacity(iters as usize));
-        let device_marks = per_iter && self.backend.iteration_marks().is_some();
-        if self.cfg.blocking {
-            let mut total = 0.0;
-            for _ in 0..iters {
-                self.world.barrier();
-                let start = self.clock.now();
-                self.issue(call, placement, iter)?;
-                self.backend.wait()?;
-                let took = self.clock.seconds_since(start);
-                total += took;
-                if let Some(s) = samples.as_mut() {
-                    s.push(per_op(took));
-                }
-            }
-            return Ok(Timed {
-                per_op_s: per_op_seconds(total, iters, agg, 0),
-                elapsed_s: total,
-                samples,
-            });
-        }
-        if device_marks {
-            // The timing events are made here, before the barrier; the first
-            // is recorded after it (nccl-tests starts timing after its
-            // barrier), so that iteration 0 holds no wait for other ranks.
-            self.marks()?.start_marks(iters)?;
-        }
-        self.world.barrier();
-        let start = self.clock.now();
-        let mut last = start;
-        for i in 0..iters {
-            if device_marks && i == 0 {
-                self.marks()?.mark_iteration(0)?;
-            }
-            self.issue(call, placement, iter)?;
-            if device_marks {
-                self.marks()?.mark_iteration(i + 1)?;
-            } else if let Some(s) = samples.as_mut() {
-                // a synchronous library: the launch returned when it was done
-                let now = self.clock.now();
-                s.push(per_op(now.saturating_sub(last).as_secs_f64()));
-                last = now;
-            }
-        }
-        self.backend.wait()?;
-        let elapsed_s = self.clock.seconds_since(start);
-        let per_op_s = per_op_seconds(elapsed_s, iters, agg, 0);
-        if device_marks {
-            let marked = self.marks()?.marked_times()?;
-            samples = Some(marked.into_iter().map(per_op).collect());
-        }
-        Ok(Timed {
-            per_op_s,
-            elapsed_s,
-            samples,
-        })
-    }
-
-    /// `-G N`: the timed iterations are captured once in a CUDA graph
-    /// (nothing runs while capturing), then the graph is replayed N times
-    /// between the barrier and the stop of the clock, as nccl-tests does.
-    fn time_graph(&mut self, call: &Call, placement: Placement, iters: u32, iter: &mut u64) -> Result<Timed, Error> {
-        let (agg, launches) = (self.cfg.agg_iters, self.cfg.cuda_graph);
-        self.graphs()?.begin_capture()?;
-        let mut captured = Ok(());
-        for _ in 0..iters {
-            captured = self.issue(call, placement, iter);
-            if captured.is_err() {
-                break;
-            }
-        }
-        // The capture always ends, so the stream is usable whatever failed.
-        let ended = self.graphs()?.end_capture();
-        captured?;
-        ended?;
-        self.world.barrier();
-        let start = self.clock.now();
-        self.graphs()?.replay(launches)?;
-        self.backend.wait()?;
-        let elapsed_s = self.clock.seconds_since(start);
-        Ok(Timed {
-            per_op_s: per_op_seconds(elapsed_s, iters, agg, launches),
-            elapsed_s,
-            samples: None,
-        })
-    }
-
-    /// Mean over ranks of each phase's time per operation, on rank 0, for
-    /// hierarchical points when `--phase-times` is on. Every rank takes
-    /// part in the reduction whenever the backend timed phases.
-    /// `taken`: the sums of the precision policy's batches, which took
-    /// them batch by batch.
-    fn phase_times(&mut self, call: &Call, iters: u32, taken: Option<[f64; 3]>) -> Result<Option<[f64; 3]>, Error> {
-        let Some(phases) = self.backend.phase_times() else {
-            return Ok(None);
-        };
-        let sums = match taken {
-            Some(sums) => sums,
-            None => phases.take_phase_times()?,
-        };
-        if call.hierarchy.is_flat() {
-            return Ok(None);
-        }
-        let per_op = sums.map(|s| s / f64::from(iters));
-        let mut mean = [0.0; 3];
-        for (phase, value) in per_op.into_iter().enumerate() {
-            if let Some(all) = self.world.gather_f64(value) {
-                mean[phase] = all.iter().sum::<f64>() / all.len() as f64;
-            }
-        }
-        Ok((self.world.rank() == 0).then_some(mean))
-    }
-
     /// The slow-rank verdict of the run (rank 0, with `-I`).
     pub fn straggler(&self) -> Option<straggler::SlowRank> {
         (self.cfg.per_iter && self.world.rank() == 0).then(|| self.arrivals.verdict(self.world.size()))
     }
-
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        case: &Case,
-        placement: Placement,
-        iters: u32,
-        times: &[f64],
-        wrong: Option<u64>,
-        phases: Option<[f64; 3]>,
-        scope: Scope,
-    ) -> Record {
-        let time_s = self.cfg.average.reduce(times);
-        let min_s = times.iter().copied().fold(f64::INFINITY, f64::min);
-        let max_s = times.iter().copied().fold(0.0, f64::max);
-        let size_bytes = scope.size_bytes;
-        let factor = case.collective.spec().bus_factor(scope.nranks);
-        let (algbw, busbw) = bandwidth_gbps(size_bytes, time_s, factor);
-        let ctx = self.ctx;
-        Record {
-            run_id: ctx.run_id.clone(),
-            timestamp: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-            host: ctx.host.clone(),
-            backend: ctx.backend,
-            backend_version: ctx.backend_version.clone(),
-            transport: ctx.transport,
-            transport_observed: ctx.transport_observed.clone(),
-            hierarchy: case.hierarchy,
-            collective: case.collective,
-            dtype: case.dtype,
-            op: case.op,
-            root: case.root,
-            placement,
-            size_bytes,
-            count: scope.count,
-            nranks: scope.nranks as u64,
-            nnodes: ctx.nnodes as u64,
-            ranks_per_node: ctx.ranks_per_node as u64,
-            iters: u64::from(iters),
-            warmup: u64::from(self.cfg.warmup),
-            time_us: time_s * 1e6,
-            time_min_us: min_s * 1e6,
-            time_max_us: max_s * 1e6,
-            algbw_gbps: algbw,
-            busbw_gbps: busbw,
-            wrong,
-            collbench_version: Some(env!("CARGO_PKG_VERSION").into()),
-            timing: Some(if self.cfg.blocking {
-                TimingMethod::Blocking
-            } else {
-                TimingMethod::Batched
-            }),
-            average: Some(self.cfg.average),
-            iter_policy: Some(self.cfg.iterations.policy()),
-            precision_target_pct: self.cfg.iterations.target_pct(),
-            agg_iters: Some(self.cfg.agg_iters),
-            cuda_graph: Some(self.cfg.cuda_graph),
-            register: Some(self.cfg.register),
-            rotate: Some(self.cfg.rotate),
-            phase_intra1_us: phases.map(|p| p[0] * 1e6),
-            phase_inter_us: phases.map(|p| p[1] * 1e6),
-            phase_intra2_us: phases.map(|p| p[2] * 1e6),
-            label: ctx.label.clone(),
-            traffic: case.shape.peers.and_then(|p| p.traffic()).and_then(|t| t.column()),
-            group: scope.group,
-            ..Record::default()
-        }
-    }
-}
-
-/// Seconds per operation: `elapsed_s` over every operation the timed
-/// region ran, `iters` iterations of `agg_iters` operations each (`-m`),
-/// replayed `graph_launches` times (`-G`; 0 is no graph, one pass).
-pub fn per_op_seconds(elapsed_s: f64, iters: u32, agg_iters: u32, graph_launches: u32) -> f64 {
-    let ops = f64::from(iters.max(1)) * f64::from(agg_iters.max(1)) * f64::from(graph_launches.max(1));
-    elapsed_s / ops
-}
-
-/// Iterations to capture with `-G N` when the count adapts to `--min-time`:
-/// the calibrated count fills the budget once, and the graph runs N times,
-/// so it holds a N-th of it (at least one iteration).
-pub fn captured_iterations(calibrated: u32, graph_launches: u32) -> u32 {
-    if graph_launches <= 1 {
-        calibrated
-    } else {
-        calibrated.div_ceil(graph_launches).max(1)
-    }
-}
-
-/// What the timed iterations of one rank gave.
-struct Timed {
-    per_op_s: f64,
-    /// The timed region's length (with `--blocking`, the sum of the
-    /// operations' times).
-    elapsed_s: f64,
-    /// Each operation's time, with `-I`.
-    samples: Option<Vec<f64>>,
-}
-
-/// This row's extent (`Engine::record`): the point as this rank's
-/// communicator ran it, or as a group's ranks did (`--split`).
-struct Scope {
-    size_bytes: u64,
-    count: u64,
-    /// The ranks of the communicator: the bus factor's `n`.
-    nranks: usize,
-    /// The `group` column (`--split`).
-    group: Option<String>,
 }
 
 /// What `measure` found for one point on this rank.
@@ -822,21 +545,7 @@ struct Measured {
     phase_sums: Option<[f64; 3]>,
 }
 
-/// `-I` columns: the distribution of per-iteration times (each iteration
-/// taken at its slowest rank) and the slowest rank against the median.
-fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &[f64]) {
-    let (Some(s), Some((rank, excess))) = (straggler::IterSummary::of(samples), straggler::slowest_rank(times)) else {
-        return;
-    };
-    record.time_iter_min_us = Some(s.min * 1e6);
-    record.time_p50_us = Some(s.p50 * 1e6);
-    record.time_p99_us = Some(s.p99 * 1e6);
-    record.time_iter_max_us = Some(s.max * 1e6);
-    record.time_cv = Some(s.cv);
-    record.iter_times_us = Some(samples.iter().map(|t| t * 1e6).collect());
-    record.slowest_rank = Some(rank as u64);
-    record.slowest_excess_pct = Some(excess * 100.0);
-}
-
+#[cfg(test)]
+mod on_ranks;
 #[cfg(test)]
 mod tests;

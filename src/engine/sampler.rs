@@ -138,12 +138,11 @@ mod tests {
 
     use super::*;
     use crate::backend::SubGroup;
-    use crate::backend::memory::{Fault, Launched, MemoryBackend};
-    use crate::clock::VirtualClock;
+    use crate::backend::memory::{Fault, Launched};
     use crate::collective::{Collective, Layout};
+    use crate::engine::on_ranks::on_ranks;
     use crate::topology::Hierarchy;
     use crate::types::{DType, ReduceOp};
-    use crate::world::threads::ThreadWorld;
 
     fn all_reduce(count: usize, n: usize, index: usize, group: Option<SubGroup>) -> Call {
         let spec = Collective::AllReduce.spec();
@@ -166,38 +165,24 @@ mod tests {
     /// 4 rank threads in two groups {0,1} {2,3}; an operation of rank r
     /// takes (1 + r) ms; rank 3 corrupts what it receives when `corrupt`.
     fn on_pairs(corrupt: bool) -> Vec<(Option<u64>, Vec<Vec<f64>>)> {
-        let worlds = ThreadWorld::create(4);
-        let backends = MemoryBackend::create(4).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = worlds
-                .iter()
-                .zip(backends)
-                .enumerate()
-                .map(|(rank, (world, backend))| {
-                    s.spawn(move || {
-                        let clock = VirtualClock::new();
-                        let mut backend = backend
-                            .with_clock(clock.clone())
-                            .with_delay(move |_: &Launched| Duration::from_millis(1 + rank as u64))
-                            .with_fault(move |_: &Launched| (corrupt && rank == 3).then_some(Fault::Corrupt(1)));
-                        let pair = backend.sub_groups().unwrap().split(rank / 2, rank % 2).unwrap();
-                        let calls = [all_reduce(64, 2, rank % 2, Some(pair))];
-                        let mut sampler = Sampler {
-                            world,
-                            backend: &mut backend,
-                            clock: Clock::Virtual(clock),
-                            inject_error: false,
-                            watchdog: None,
-                            idle: false,
-                        };
-                        let wrong = sampler.validate(&calls, 1).unwrap();
-                        sampler.warm_up(&calls, 2).unwrap();
-                        let sample = sampler.sample(&calls, 4).unwrap();
-                        (wrong, sample)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        on_ranks(4, |rank, world, backend, clock| {
+            let mut backend = backend
+                .with_delay(move |_: &Launched| Duration::from_millis(1 + rank as u64))
+                .with_fault(move |_: &Launched| (corrupt && rank == 3).then_some(Fault::Corrupt(1)));
+            let pair = backend.sub_groups().unwrap().split(rank / 2, rank % 2).unwrap();
+            let calls = [all_reduce(64, 2, rank % 2, Some(pair))];
+            let mut sampler = Sampler {
+                world,
+                backend: &mut backend,
+                clock: Clock::Virtual(clock),
+                inject_error: false,
+                watchdog: None,
+                idle: false,
+            };
+            let wrong = sampler.validate(&calls, 1).unwrap();
+            sampler.warm_up(&calls, 2).unwrap();
+            let sample = sampler.sample(&calls, 4).unwrap();
+            (wrong, sample)
         })
     }
 

@@ -278,9 +278,9 @@ mod tests {
     use crate::clock::VirtualClock;
     use crate::collective::Collective;
     use crate::collective::Layout;
+    use crate::engine::on_ranks::on_ranks;
     use crate::topology::Hierarchy;
     use crate::types::{DType, ReduceOp};
-    use crate::world::threads::ThreadWorld;
 
     /// One call on this rank's group: `n` ranks, this rank at `index`, on
     /// `group`, a sendrecv `shift` places ahead.
@@ -308,43 +308,35 @@ mod tests {
         }
     }
 
+    /// A runner of `world` on `backend`, timed on `clock`, unchecked
+    /// outputs uncorrupted, no watchdog, never stopped.
+    fn runner<'a>(world: &'a dyn World, backend: &'a mut MemoryBackend, clock: VirtualClock) -> StepRunner<'a> {
+        StepRunner {
+            world,
+            backend,
+            clock: Clock::Virtual(clock),
+            inject_error: false,
+            watchdog: None,
+            stop: StopRequest::never(),
+        }
+    }
+
     /// Runs `steps` on 4 rank threads whose groups are pairs {0,1} {2,3};
     /// each operation takes (1 + its sequence number in the step) ms.
     fn on_pairs(timing: StepTiming, fault: fn(usize, &Launched) -> Option<Fault>) -> Vec<Option<Steps>> {
-        let worlds = ThreadWorld::create(4);
-        let backends = MemoryBackend::create(4).unwrap();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = worlds
-                .iter()
-                .zip(backends)
-                .enumerate()
-                .map(|(rank, (world, backend))| {
-                    s.spawn(move || {
-                        let clock = VirtualClock::new();
-                        let calls_per_step = 3;
-                        let mut backend = backend
-                            .with_clock(clock.clone())
-                            .with_delay(move |op: &Launched| Duration::from_millis(1 + op.seq % calls_per_step))
-                            .with_fault(move |op: &Launched| fault(rank, op));
-                        let pair = backend.sub_groups().unwrap().split(rank / 2, rank % 2).unwrap();
-                        let calls = [
-                            call(Collective::AllReduce, 64, (2, rank % 2), Some(pair), 1),
-                            call(Collective::AllGather, 64, (4, rank), None, 1),
-                            call(Collective::SendRecv, 16, (4, rank), None, 2),
-                        ];
-                        let mut runner = StepRunner {
-                            world,
-                            backend: &mut backend,
-                            clock: Clock::Virtual(clock),
-                            inject_error: false,
-                            watchdog: None,
-                            stop: StopRequest::never(),
-                        };
-                        runner.run(&calls, &timing).unwrap().0
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        on_ranks(4, |rank, world, backend, clock| {
+            let calls_per_step = 3;
+            let mut backend = backend
+                .with_delay(move |op: &Launched| Duration::from_millis(1 + op.seq % calls_per_step))
+                .with_fault(move |op: &Launched| fault(rank, op));
+            let pair = backend.sub_groups().unwrap().split(rank / 2, rank % 2).unwrap();
+            let calls = [
+                call(Collective::AllReduce, 64, (2, rank % 2), Some(pair), 1),
+                call(Collective::AllGather, 64, (4, rank), None, 1),
+                call(Collective::SendRecv, 16, (4, rank), None, 2),
+            ];
+            let mut runner = runner(world, &mut backend, clock);
+            runner.run(&calls, &timing).unwrap().0
         })
     }
 
@@ -373,60 +365,40 @@ mod tests {
     /// operation of `count` elements takes there, in microseconds. Rank
     /// 0's figures, and the counts in the order rank 0 ran them.
     fn two_ranks(configs: &[&[usize]], delay: fn(usize, usize) -> u64) -> (Vec<Steps>, Vec<usize>) {
-        let worlds = ThreadWorld::create(2);
-        let backends = MemoryBackend::create(2).unwrap();
-        let configs: Vec<Vec<usize>> = configs.iter().map(|c| c.to_vec()).collect();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = worlds
+        on_ranks(2, |rank, world, backend, clock| {
+            let mut backend =
+                backend.with_delay(move |op: &Launched| Duration::from_micros(delay(rank, op.call.shape.count)));
+            let journal = backend.journal();
+            let calls: Vec<Vec<Call>> = configs
                 .iter()
-                .zip(backends)
-                .enumerate()
-                .map(|(rank, (world, backend))| {
-                    let configs = configs.clone();
-                    s.spawn(move || {
-                        let clock = VirtualClock::new();
-                        let mut backend = backend
-                            .with_clock(clock.clone())
-                            .with_delay(move |op: &Launched| Duration::from_micros(delay(rank, op.call.shape.count)));
-                        let journal = backend.journal();
-                        let calls: Vec<Vec<Call>> = configs
-                            .iter()
-                            .map(|c| {
-                                c.iter()
-                                    .map(|&n| call(Collective::AllReduce, n, (2, rank), None, 1))
-                                    .collect()
-                            })
-                            .collect();
-                        let mut runner = StepRunner {
-                            world,
-                            backend: &mut backend,
-                            clock: Clock::Virtual(clock),
-                            inject_error: false,
-                            watchdog: None,
-                            stop: StopRequest::never(),
-                        };
-                        let t = StepTiming {
-                            warmup_steps: 0,
-                            steps: 2,
-                            check: 0,
-                            blocking: false,
-                        };
-                        let (steps, stopped) = runner.run_all(&calls, &t).unwrap();
-                        assert_eq!(stopped, None);
-                        let order = journal
-                            .events()
-                            .into_iter()
-                            .filter_map(|e| match e {
-                                Event::Prepare { count, .. } => Some(count),
-                                _ => None,
-                            })
-                            .collect();
-                        (steps.into_iter().flatten().collect::<Vec<_>>(), order)
-                    })
+                .map(|c| {
+                    c.iter()
+                        .map(|&n| call(Collective::AllReduce, n, (2, rank), None, 1))
+                        .collect()
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).next().unwrap()
+            let mut runner = runner(world, &mut backend, clock);
+            let t = StepTiming {
+                warmup_steps: 0,
+                steps: 2,
+                check: 0,
+                blocking: false,
+            };
+            let (steps, stopped) = runner.run_all(&calls, &t).unwrap();
+            assert_eq!(stopped, None);
+            let order = journal
+                .events()
+                .into_iter()
+                .filter_map(|e| match e {
+                    Event::Prepare { count, .. } => Some(count),
+                    _ => None,
+                })
+                .collect();
+            (steps.into_iter().flatten().collect::<Vec<_>>(), order)
         })
+        .into_iter()
+        .next()
+        .unwrap()
     }
 
     #[test]

@@ -494,93 +494,44 @@ mod tests {
         }
     }
 
+    /// A collective, a rank and a root, and the input and output regions
+    /// expected there.
+    type Expected = (Collective, usize, usize, (Buf, Range<usize>), (Buf, Range<usize>));
+
+    /// Each case has its regions at 3 ranks.
+    fn check_regions(placement: Placement, cases: &[Expected]) {
+        for (c, rank, root, input, output) in cases.iter().cloned() {
+            let r = regions(&call(c, rank, root), placement);
+            assert_eq!(r, Regions { input, output }, "{c} rank {rank} root {root}");
+        }
+    }
+
     #[test]
     fn out_of_place_reads_input_from_send_and_output_from_recv() {
-        let r = regions(&call(Collective::AllGather, 1, 0), Placement::OutOfPlace);
-        assert_eq!(
-            r,
-            Regions {
-                input: (Buf::Send, 0..4),
-                output: (Buf::Recv, 0..12)
-            }
-        );
-        let r = regions(&call(Collective::Reduce, 2, 0), Placement::OutOfPlace);
-        assert_eq!(
-            r,
-            Regions {
-                input: (Buf::Send, 0..12),
-                output: (Buf::Recv, 0..0)
-            }
-        );
-        let r = regions(&call(Collective::Broadcast, 0, 0), Placement::OutOfPlace);
-        assert_eq!(
-            r,
-            Regions {
-                input: (Buf::Send, 0..12),
-                output: (Buf::Send, 0..12)
-            }
-        );
-        let r = regions(&call(Collective::Broadcast, 1, 0), Placement::OutOfPlace);
-        assert_eq!(
-            r,
-            Regions {
-                input: (Buf::Send, 0..0),
-                output: (Buf::Recv, 0..12)
-            }
+        check_regions(
+            Placement::OutOfPlace,
+            &[
+                (Collective::AllGather, 1, 0, (Buf::Send, 0..4), (Buf::Recv, 0..12)),
+                (Collective::Reduce, 2, 0, (Buf::Send, 0..12), (Buf::Recv, 0..0)),
+                (Collective::Broadcast, 0, 0, (Buf::Send, 0..12), (Buf::Send, 0..12)),
+                (Collective::Broadcast, 1, 0, (Buf::Send, 0..0), (Buf::Recv, 0..12)),
+            ],
         );
     }
 
     #[test]
     fn in_place_follows_mpi_in_place_rules() {
-        let ip = |c, rank, root| regions(&call(c, rank, root), Placement::InPlace);
-        assert_eq!(
-            ip(Collective::AllGather, 2, 0),
-            Regions {
-                input: (Buf::Recv, 8..12),
-                output: (Buf::Recv, 0..12)
-            }
-        );
-        assert_eq!(
-            ip(Collective::ReduceScatter, 2, 0),
-            Regions {
-                input: (Buf::Recv, 0..12),
-                output: (Buf::Recv, 0..4)
-            }
-        );
-        assert_eq!(
-            ip(Collective::Gather, 1, 1),
-            Regions {
-                input: (Buf::Recv, 4..8),
-                output: (Buf::Recv, 0..12)
-            }
-        );
-        assert_eq!(
-            ip(Collective::Gather, 2, 1),
-            Regions {
-                input: (Buf::Recv, 8..12),
-                output: (Buf::Recv, 0..0)
-            }
-        );
-        assert_eq!(
-            ip(Collective::Scatter, 1, 1),
-            Regions {
-                input: (Buf::Recv, 0..12),
-                output: (Buf::Recv, 4..8)
-            }
-        );
-        assert_eq!(
-            ip(Collective::Scatter, 2, 1),
-            Regions {
-                input: (Buf::Recv, 0..0),
-                output: (Buf::Recv, 8..12)
-            }
-        );
-        assert_eq!(
-            ip(Collective::AllToAll, 0, 0),
-            Regions {
-                input: (Buf::Recv, 0..12),
-                output: (Buf::Recv, 0..12)
-            }
+        check_regions(
+            Placement::InPlace,
+            &[
+                (Collective::AllGather, 2, 0, (Buf::Recv, 8..12), (Buf::Recv, 0..12)),
+                (Collective::ReduceScatter, 2, 0, (Buf::Recv, 0..12), (Buf::Recv, 0..4)),
+                (Collective::Gather, 1, 1, (Buf::Recv, 4..8), (Buf::Recv, 0..12)),
+                (Collective::Gather, 2, 1, (Buf::Recv, 8..12), (Buf::Recv, 0..0)),
+                (Collective::Scatter, 1, 1, (Buf::Recv, 0..12), (Buf::Recv, 4..8)),
+                (Collective::Scatter, 2, 1, (Buf::Recv, 0..0), (Buf::Recv, 8..12)),
+                (Collective::AllToAll, 0, 0, (Buf::Recv, 0..12), (Buf::Recv, 0..12)),
+            ],
         );
     }
 

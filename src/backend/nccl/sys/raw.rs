@@ -10,12 +10,27 @@
 //! on and `major*1000 + minor*100 + patch` before. The ABI check
 //! (tests/it/gpu_sim.rs) reads this file's declarations and compiles them
 //! against the real nccl.h.
+//!
+//! Beside it: `config` (`ncclConfig_t` and its offsets), `route` (where a
+//! candidate library comes from, and why one did not load), `nvtx` (NVTX
+//! ranges) and `driver` (the CUDA driver symbols cudarc calls).
 #![allow(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+mod config;
+mod driver;
+mod nvtx;
+mod route;
+
+pub use config::{MAX_P2P_PEERS_SINCE, RawConfig, config_offsets};
+pub use driver::{CUDA_SYMBOLS, GRAPH_SYMBOLS, missing_driver_symbols};
+pub use nvtx::Nvtx;
+pub use route::{Attempt, Candidate, Route};
+pub(super) use route::{loaded_path_of, short_dl_error};
 
 // ---------------------------------------------------------------------------
 // nccl.h
@@ -39,163 +54,6 @@ pub(super) const NCCL_SUCCESS: NcclResult = 0;
 pub(super) const NCCL_IN_PROGRESS: NcclResult = 7;
 
 pub const UNIQUE_ID_BYTES: usize = 128;
-
-/// `ncclConfig_t` up to `graphStreamOrdering` (2.30.7's layout; nccl.h:
-/// "a versioned, append-only struct", so every release's struct is a
-/// prefix of this one, and 2.31's fields follow it). `size` and `version`
-/// tell NCCL which fields the caller knows of; NCCL reads that many bytes
-/// and keeps its own defaults for the rest. `RawConfig::for_version` fills
-/// it as a program compiled against the loaded release's nccl.h would.
-/// The ABI check compares every offset with nccl.h.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct RawConfig {
-    size: usize,
-    magic: u32,
-    version: u32,
-    blocking: c_int,
-    cga_cluster_size: c_int,
-    min_ctas: c_int,
-    max_ctas: c_int,
-    net_name: *const c_char,
-    split_share: c_int,
-    traffic_class: c_int,
-    comm_name: *const c_char,
-    collnet_enable: c_int,
-    cta_policy: c_int,
-    shrink_share: c_int,
-    nvls_ctas: c_int,
-    n_channels_per_net_peer: c_int,
-    nvlink_centric_sched: c_int,
-    graph_usage_mode: c_int,
-    num_rma_ctx: c_int,
-    max_p2p_peers: c_int,
-    graph_stream_ordering: c_int,
-}
-
-/// `NCCL_API_MAGIC` and `NCCL_CONFIG_UNDEF_INT` (nccl.h).
-const NCCL_API_MAGIC: u32 = 0xcafe_beef;
-const CONFIG_UNDEF_INT: c_int = c_int::MIN;
-
-/// `nvlinkCentricSched`, which nccl-tests sets from NCCL 2.28 on.
-const NVLINK_CENTRIC_SINCE: NcclVersion = NcclVersion::new(2, 28, 0);
-/// `maxP2pPeers`, which nccl-tests' sendrecv sets from NCCL 2.30 on.
-pub const MAX_P2P_PEERS_SINCE: NcclVersion = NcclVersion::new(2, 30, 0);
-/// The "undefined" blocking value is accepted from NCCL 2.17 on; 2.14 to
-/// 2.16 accept 0 and 1 only ("Invalid config blocking attribute value",
-/// their init.cc), and their NCCL_CONFIG_INITIALIZER gives 1.
-const UNDEF_BLOCKING_SINCE: NcclVersion = NcclVersion::new(2, 17, 0);
-
-impl RawConfig {
-    /// What nccl-tests' initComms passes when compiled against `version`'s
-    /// nccl.h and run on it: NCCL_CONFIG_INITIALIZER of that release (its
-    /// struct size, its version code, `blocking = 1` before 2.17 and every
-    /// attribute undefined from 2.17 on), with `nvlinkCentricSched = 1`
-    /// from 2.28 on; and, for a communicator of sendrecv (nccl-tests'
-    /// SendRecvInitCommConfig), `maxP2pPeers = p2p_peers` from 2.30 on.
-    pub fn for_version(version: NcclVersion, p2p_peers: Option<c_int>) -> RawConfig {
-        let undef = CONFIG_UNDEF_INT;
-        let since = |v: NcclVersion| version >= v;
-        RawConfig {
-            size: config_bytes(version),
-            magic: NCCL_API_MAGIC,
-            version: version_code(version),
-            blocking: if since(UNDEF_BLOCKING_SINCE) { undef } else { 1 },
-            cga_cluster_size: undef,
-            min_ctas: undef,
-            max_ctas: undef,
-            net_name: std::ptr::null(),
-            split_share: undef,
-            traffic_class: undef,
-            comm_name: std::ptr::null(),
-            collnet_enable: undef,
-            cta_policy: undef,
-            shrink_share: undef,
-            nvls_ctas: undef,
-            n_channels_per_net_peer: undef,
-            nvlink_centric_sched: if since(NVLINK_CENTRIC_SINCE) { 1 } else { undef },
-            graph_usage_mode: undef,
-            num_rma_ctx: undef,
-            max_p2p_peers: match p2p_peers {
-                Some(peers) if since(MAX_P2P_PEERS_SINCE) => peers,
-                _ => undef,
-            },
-            graph_stream_ordering: undef,
-        }
-    }
-
-    /// (`size`, `version`, `blocking`, `nvlinkCentricSched`, `maxP2pPeers`).
-    #[cfg(test)]
-    fn key_fields(&self) -> KeyFields {
-        (
-            self.size,
-            self.version,
-            self.blocking,
-            self.nvlink_centric_sched,
-            self.max_p2p_peers,
-        )
-    }
-}
-
-#[cfg(test)]
-type KeyFields = (usize, u32, c_int, c_int, c_int);
-
-/// `NCCL_VERSION(X, Y, Z)` of nccl.h (2.9 and later).
-fn version_code(v: NcclVersion) -> u32 {
-    v.major * 10000 + v.minor * 100 + v.patch
-}
-
-/// `sizeof(ncclConfig_t)` in `version`'s nccl.h (NCCL's git history), or
-/// this struct's size for the releases whose struct is longer: each is the
-/// end of its last field, rounded up to the struct's 8-byte alignment.
-fn config_bytes(version: NcclVersion) -> usize {
-    use std::mem::offset_of;
-    let end = |offset: usize| (offset + size_of::<c_int>()).next_multiple_of(align_of::<RawConfig>());
-    let v = |minor| NcclVersion::new(2, minor, 0);
-    if version < v(17) {
-        end(offset_of!(RawConfig, blocking)) // ncclConfig_v21400
-    } else if version < v(18) {
-        offset_of!(RawConfig, split_share) // ncclConfig_v21700, up to netName
-    } else if version < v(27) {
-        end(offset_of!(RawConfig, traffic_class)) // + splitShare (2.18), trafficClass (2.26)
-    } else if version < v(28) {
-        end(offset_of!(RawConfig, nvls_ctas)) // ncclConfig_v22700
-    } else if version < v(29) {
-        end(offset_of!(RawConfig, nvlink_centric_sched)) // ncclConfig_v22800
-    } else if version < v(30) {
-        end(offset_of!(RawConfig, num_rma_ctx)) // + graphUsageMode, numRmaCtx
-    } else {
-        size_of::<RawConfig>() // + maxP2pPeers (2.30), graphStreamOrdering (2.30.5)
-    }
-}
-
-/// Field offsets of `RawConfig`, for the ABI check against nccl.h.
-pub fn config_offsets() -> Vec<(&'static str, usize)> {
-    use std::mem::offset_of;
-    vec![
-        ("size", offset_of!(RawConfig, size)),
-        ("magic", offset_of!(RawConfig, magic)),
-        ("version", offset_of!(RawConfig, version)),
-        ("blocking", offset_of!(RawConfig, blocking)),
-        ("cgaClusterSize", offset_of!(RawConfig, cga_cluster_size)),
-        ("minCTAs", offset_of!(RawConfig, min_ctas)),
-        ("maxCTAs", offset_of!(RawConfig, max_ctas)),
-        ("netName", offset_of!(RawConfig, net_name)),
-        ("splitShare", offset_of!(RawConfig, split_share)),
-        ("trafficClass", offset_of!(RawConfig, traffic_class)),
-        ("commName", offset_of!(RawConfig, comm_name)),
-        ("collnetEnable", offset_of!(RawConfig, collnet_enable)),
-        ("CTAPolicy", offset_of!(RawConfig, cta_policy)),
-        ("shrinkShare", offset_of!(RawConfig, shrink_share)),
-        ("nvlsCTAs", offset_of!(RawConfig, nvls_ctas)),
-        ("nChannelsPerNetPeer", offset_of!(RawConfig, n_channels_per_net_peer)),
-        ("nvlinkCentricSched", offset_of!(RawConfig, nvlink_centric_sched)),
-        ("graphUsageMode", offset_of!(RawConfig, graph_usage_mode)),
-        ("numRmaCtx", offset_of!(RawConfig, num_rma_ctx)),
-        ("maxP2pPeers", offset_of!(RawConfig, max_p2p_peers)),
-        ("graphStreamOrdering", offset_of!(RawConfig, graph_stream_ordering)),
-    ]
-}
 
 /// `ncclUniqueId`: passed by value to ncclCommInitRank.
 #[repr(C)]
@@ -383,71 +241,6 @@ pub struct OptionalApi {
 // ---------------------------------------------------------------------------
 // Loading
 
-/// How a candidate library was found (the search order of docs/gpu.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
-    /// `--nccl-lib PATH`
-    Option,
-    /// `COLLBENCH_NCCL_LIB`
-    Env,
-    /// `$NCCL_HOME/lib`
-    NcclHome,
-    /// The dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache, ...).
-    Loader,
-    /// `nvidia/nccl/lib` of a Python site-packages folder (PyPI's
-    /// nvidia-nccl-cuXX wheels ship `libnccl.so.2` there, without a
-    /// `libnccl.so` link).
-    SitePackages,
-}
-
-impl fmt::Display for Route {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Route::Option => "--nccl-lib",
-            Route::Env => "COLLBENCH_NCCL_LIB",
-            Route::NcclHome => "NCCL_HOME",
-            Route::Loader => "dynamic loader",
-            Route::SitePackages => "Python site-packages",
-        })
-    }
-}
-
-/// One place to try: a file path, or a bare name for the dynamic loader.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Candidate {
-    pub route: Route,
-    pub target: PathBuf,
-}
-
-/// A candidate that did not work, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attempt {
-    pub route: Route,
-    pub target: PathBuf,
-    pub why: String,
-}
-
-impl fmt::Display for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}", self.target.display(), self.route, self.why)
-    }
-}
-
-/// The message of a failed dlopen (libloading keeps the loader's own text
-/// as the error's source) without the path it repeats.
-pub(super) fn short_dl_error(e: &libloading::Error, target: &Path) -> String {
-    let text = match std::error::Error::source(e) {
-        Some(source) => source.to_string(),
-        None => e.to_string(),
-    };
-    let prefix = format!("{}: ", target.display());
-    let text = text
-        .split_once(&prefix)
-        .map_or(text.as_str(), |(_, rest)| rest)
-        .to_string();
-    text.trim().to_string()
-}
-
 impl Api {
     /// Loads one candidate; the error is the reason, for the attempt list.
     pub(super) fn load(c: &Candidate) -> Result<Api, String> {
@@ -574,22 +367,6 @@ impl Api {
     }
 }
 
-/// Where a loaded library came from, when it was opened by bare name: the
-/// first mapped file of /proc/self/maps whose name is the library's.
-pub(super) fn loaded_path_of(name: &Path) -> Option<PathBuf> {
-    let stem = name.file_name()?.to_str()?.split(".so").next()?.to_string();
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| {
-            Path::new(p)
-                .file_name()
-                .and_then(|f| f.to_str())
-                .is_some_and(|f| f.starts_with(&format!("{stem}.so")))
-        })
-        .map(PathBuf::from)
-}
-
 // ---------------------------------------------------------------------------
 // Versions
 
@@ -638,135 +415,6 @@ pub enum RedOp {
     Avg = 4,
 }
 
-// ---------------------------------------------------------------------------
-// NVTX ranges, for Nsight Systems timelines
-
-/// `nvtxRangePushA(const char*)` and `nvtxRangePop()` (nvToolsExt.h).
-type NvtxPushFn = unsafe extern "C" fn(*const c_char) -> c_int;
-type NvtxPopFn = unsafe extern "C" fn() -> c_int;
-
-/// libnvToolsExt, where it is installed. Under `nsys profile` it forwards
-/// ranges to the profiler (which it finds through NVTX_INJECTION64_PATH);
-/// otherwise each call returns at once. Where the library is absent there is
-/// no `Nvtx` at all, so ranges cost nothing.
-pub struct Nvtx {
-    pub(super) push: NvtxPushFn,
-    pub(super) pop: NvtxPopFn,
-    pub(super) path: PathBuf,
-    _library: libloading::Library,
-}
-
-impl fmt::Debug for Nvtx {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Nvtx").field("path", &self.path).finish_non_exhaustive()
-    }
-}
-
-impl Nvtx {
-    /// The first candidate (a path, or a bare name for the loader) that
-    /// loads and has both entry points.
-    pub fn load_first(candidates: &[PathBuf]) -> Option<Nvtx> {
-        candidates.iter().find_map(|c| {
-            if c.components().count() > 1 && !c.exists() {
-                return None;
-            }
-            // SAFETY: loads the NVTX library by its documented names; its
-            // initialisers only set up its own dispatch table.
-            let library = unsafe { libloading::Library::new(c) }.ok()?;
-            // SAFETY: the symbols are looked up with nvToolsExt.h's types and
-            // kept only beside the library that maps them.
-            let push = unsafe { library.get::<NvtxPushFn>(b"nvtxRangePushA") }
-                .ok()
-                .map(|f| *f)?;
-            // SAFETY: as above.
-            let pop = unsafe { library.get::<NvtxPopFn>(b"nvtxRangePop") }.ok().map(|f| *f)?;
-            Some(Nvtx {
-                push,
-                pop,
-                path: c.clone(),
-                _library: library,
-            })
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-// ---------------------------------------------------------------------------
-// The CUDA driver library, checked before cudarc touches it
-
-/// Every driver entry point that cudarc calls for what this backend does
-/// (context, stream, events and their timing, allocation, copies, device
-/// queries). cudarc resolves them lazily and panics on a missing one.
-/// Allocation is cuMemAlloc/cuMemFree only (`DeviceMemory`): the
-/// stream-ordered cuMemAllocAsync/cuMemFreeAsync are never called, so a
-/// driver without them is not refused.
-pub const CUDA_SYMBOLS: [&str; 33] = [
-    "cuInit",
-    "cuDriverGetVersion",
-    "cuDeviceGet",
-    "cuDeviceGetCount",
-    "cuDeviceGetName",
-    "cuDeviceGetAttribute",
-    "cuDeviceTotalMem_v2",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxSetCurrent",
-    "cuCtxGetCurrent",
-    "cuCtxSynchronize",
-    "cuStreamCreate",
-    "cuStreamDestroy_v2",
-    "cuStreamSynchronize",
-    "cuStreamWaitEvent",
-    "cuEventCreate",
-    "cuEventDestroy_v2",
-    "cuEventRecord",
-    "cuEventQuery",
-    "cuEventSynchronize",
-    "cuEventElapsedTime",
-    "cuMemAlloc_v2",
-    "cuMemFree_v2",
-    "cuMemGetInfo_v2",
-    "cuMemsetD8Async",
-    "cuMemsetD8_v2",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyDtoHAsync_v2",
-    "cuMemcpyDtoDAsync_v2",
-    "cuGetErrorName",
-    "cuGetErrorString",
-    "cuDeviceGetUuid",
-];
-
-/// The driver entry points that CUDA graph capture and replay (`-G`) use
-/// through cudarc (CUDA 11.4 and later drivers have them all).
-pub const GRAPH_SYMBOLS: [&str; 7] = [
-    "cuStreamBeginCapture_v2",
-    "cuStreamEndCapture",
-    "cuGraphInstantiateWithFlags",
-    "cuGraphUpload",
-    "cuGraphLaunch",
-    "cuGraphExecDestroy",
-    "cuGraphDestroy",
-];
-
-/// The symbols of `names` that the driver library `library` (as
-/// `check_cuda_driver` found it) lacks; all of them when it cannot be
-/// loaded.
-pub fn missing_driver_symbols(library: &str, names: &[&str]) -> Vec<String> {
-    // SAFETY: loads the driver library that `check_cuda_driver` already
-    // loaded under this name; the loader hands back the same mapping.
-    let Ok(lib) = (unsafe { libloading::Library::new(library) }) else {
-        return names.iter().map(|s| s.to_string()).collect();
-    };
-    names
-        .iter()
-        .filter(|s| !has_symbol(&lib, s))
-        .map(|s| s.to_string())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -801,40 +449,5 @@ mod tests {
         assert_eq!(RedOp::Min as i32, 3);
         assert_eq!(RedOp::Avg as i32, 4);
         assert_eq!(size_of::<RawUniqueId>(), 128);
-    }
-
-    /// sizeof(ncclConfig_t) of each release's nccl.h (NCCL's git tags
-    /// v2.14.3 to v2.30.7), its version code and NCCL_CONFIG_INITIALIZER's
-    /// blocking, plus nccl-tests' nvlinkCentricSched and sendrecv's
-    /// maxP2pPeers.
-    #[test]
-    fn the_config_is_the_loaded_release_s_initializer_with_nccl_tests_settings() {
-        let u = CONFIG_UNDEF_INT;
-        let cases: [(NcclVersion, Option<c_int>, KeyFields); 11] = [
-            // 2.14-2.16 refuse the undefined blocking value
-            (NcclVersion::new(2, 14, 3), Some(2), (24, 21403, 1, u, u)),
-            (NcclVersion::new(2, 16, 5), None, (24, 21605, 1, u, u)),
-            (NcclVersion::new(2, 17, 1), None, (40, 21701, u, u, u)),
-            (NcclVersion::new(2, 19, 3), Some(2), (48, 21903, u, u, u)),
-            (NcclVersion::new(2, 26, 2), None, (48, 22602, u, u, u)),
-            (NcclVersion::new(2, 27, 3), None, (72, 22703, u, u, u)),
-            (NcclVersion::new(2, 28, 3), Some(2), (80, 22803, u, 1, u)),
-            (NcclVersion::new(2, 29, 2), Some(2), (88, 22902, u, 1, u)),
-            (NcclVersion::new(2, 30, 3), Some(2), (96, 23003, u, 1, 2)),
-            (NcclVersion::new(2, 30, 7), None, (96, 23007, u, 1, u)),
-            // a newer release reads the fields this struct has
-            (NcclVersion::new(2, 32, 3), Some(2), (96, 23203, u, 1, 2)),
-        ];
-        for (version, peers, want) in cases {
-            assert_eq!(RawConfig::for_version(version, peers).key_fields(), want, "{version}");
-        }
-        assert_eq!(size_of::<RawConfig>(), 96);
-    }
-
-    #[test]
-    fn nvtx_is_absent_rather_than_broken_when_no_library_has_it() {
-        assert!(Nvtx::load_first(&[PathBuf::from("/nonexistent/libnvToolsExt.so.1")]).is_none());
-        assert!(Nvtx::load_first(&[PathBuf::from("libc.so.6")]).is_none());
-        assert!(Nvtx::load_first(&[]).is_none());
     }
 }

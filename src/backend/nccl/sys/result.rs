@@ -3,133 +3,25 @@
 //! each a one-line message that says what to do) and the thin calls, one
 //! per entry point, that turn an `ncclResult_t` into `NcclError`. Calls
 //! that take a communicator or a device pointer are `unsafe fn`s whose
-//! callers (`safe`) keep their preconditions; the rest are safe.
+//! callers (`safe`) keep their preconditions; the rest are safe. The
+//! errors are in `errors`, the CUDA driver check in `driver`.
 #![allow(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cudarc::driver::DriverError;
-use thiserror::Error;
+mod driver;
+mod errors;
+
+pub use driver::{CudaDriver, DriverMissing, check_cuda_driver, device_total_mem};
+pub use errors::{AllocError, CopyError, LoadError, NcclError, RankInProcess};
 
 use super::launch::Op;
 use super::raw::{
-    Api, Attempt, CONFIG_SINCE, CUDA_SYMBOLS, Candidate, NCCL_IN_PROGRESS, NCCL_SUCCESS, NcclResult, NcclVersion, Nvtx,
-    RawComm, RawConfig, RawStream, RawUniqueId, RawWindow, UNIQUE_ID_BYTES, WIN_COLL_SYMMETRIC, has_symbol,
-    short_dl_error,
+    Api, Attempt, CONFIG_SINCE, Candidate, NCCL_IN_PROGRESS, NCCL_SUCCESS, NcclResult, NcclVersion, Nvtx, RawComm,
+    RawConfig, RawStream, RawUniqueId, RawWindow, UNIQUE_ID_BYTES, WIN_COLL_SYMMETRIC,
 };
-
-// ---------------------------------------------------------------------------
-// Errors
-
-/// Why no NCCL library could be used. Every message is one line.
-#[derive(Debug, Error)]
-pub enum LoadError {
-    #[error(
-        "NCCL library not found (tried {}); install NCCL (e.g. `pip install nvidia-nccl-cu12`) \
-         or point --nccl-lib or COLLBENCH_NCCL_LIB at libnccl.so.2",
-        list(.tried)
-    )]
-    NotFound { tried: Vec<Attempt> },
-    #[error(
-        "{} is not a usable NCCL library ({why}); point --nccl-lib or COLLBENCH_NCCL_LIB at libnccl.so.2",
-        .path.display()
-    )]
-    Unusable { path: PathBuf, why: String },
-    #[error("NCCL library {}: {source}", .path.display())]
-    Call { path: PathBuf, source: NcclError },
-}
-
-fn list(tried: &[Attempt]) -> String {
-    if tried.is_empty() {
-        return "nothing".into();
-    }
-    tried.iter().map(Attempt::to_string).collect::<Vec<_>>().join("; ")
-}
-
-/// A failed NCCL call: which call, NCCL's code and text, and NCCL's last
-/// error message where the library keeps one.
-#[derive(Clone, Debug, Error)]
-#[error("{call} failed: {text} (ncclResult_t {code}){}", if .detail.is_empty() { String::new() } else { format!(": {}", .detail) })]
-pub struct NcclError {
-    pub call: &'static str,
-    pub code: c_int,
-    pub text: String,
-    pub detail: String,
-}
-
-impl NcclError {
-    /// A refusal found before calling NCCL (counts, ranges).
-    pub(super) fn usage(call: &'static str, what: &str) -> NcclError {
-        NcclError {
-            call,
-            code: 4, // ncclInvalidArgument
-            text: what.into(),
-            detail: String::new(),
-        }
-    }
-}
-
-/// A failed device-to-device copy.
-#[derive(Debug, Error)]
-pub enum CopyError {
-    #[error("{0}")]
-    Range(NcclError),
-    #[error("cuMemcpyDtoDAsync failed: {}", crate::backend::nccl::device::driver_text(.0))]
-    Cuda(DriverError),
-}
-
-/// A failed device allocation.
-#[derive(Debug, Error)]
-pub enum AllocError {
-    #[error("{}", crate::backend::nccl::device::driver_text(.0))]
-    Cuda(DriverError),
-    #[error("{0}")]
-    Nccl(NcclError),
-}
-
-impl From<DriverError> for AllocError {
-    fn from(e: DriverError) -> AllocError {
-        AllocError::Cuda(e)
-    }
-}
-
-/// Ranks of this process that hold, or are making, a communicator
-/// (`RankInProcess`).
-static RANKS_IN_PROCESS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-/// The most ranks any of them said the process runs (`RankInProcess::enter`).
-static PROCESS_RANKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// One rank of this process, counted while it lives: with more than one,
-/// NCCL's process-wide last-error text cannot be told apart by rank.
-#[derive(Debug)]
-pub struct RankInProcess(());
-
-impl RankInProcess {
-    /// A rank of a process that runs `ranks` ranks in all (`-g`): entered
-    /// before its communicator's initialisation, so that an error there
-    /// already knows whether another rank's text may be NCCL's last one,
-    /// however the ranks' threads interleave.
-    pub fn enter(ranks: usize) -> RankInProcess {
-        PROCESS_RANKS.fetch_max(ranks, std::sync::atomic::Ordering::SeqCst);
-        RANKS_IN_PROCESS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        RankInProcess(())
-    }
-
-    /// Whether NCCL's last-error text may be another rank's.
-    fn shared() -> bool {
-        let order = std::sync::atomic::Ordering::SeqCst;
-        RANKS_IN_PROCESS.load(order).max(PROCESS_RANKS.load(order)) > 1
-    }
-}
-
-impl Drop for RankInProcess {
-    fn drop(&mut self) {
-        RANKS_IN_PROCESS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Loading libnccl
@@ -566,104 +458,11 @@ impl Nvtx {
     }
 }
 
-// ---------------------------------------------------------------------------
-// The CUDA driver library, checked before cudarc touches it
-
-/// The CUDA driver library that cudarc will load.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CudaDriver {
-    /// The name or path that loaded (cudarc tries the same names in the same
-    /// order, so it loads the same file).
-    pub library: String,
-    /// `cuDriverGetVersion`: e.g. 12040 for CUDA 12.4.
-    pub version: i32,
-}
-
-impl CudaDriver {
-    /// "12.4" from 12040.
-    pub fn version_text(&self) -> String {
-        format!("{}.{}", self.version / 1000, self.version % 1000 / 10)
-    }
-}
-
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum DriverMissing {
-    #[error("no CUDA driver: {} cannot be loaded ({why}); run on a machine with an NVIDIA GPU and its driver", .tried.join(", "))]
-    NotLoadable { tried: Vec<String>, why: String },
-    #[error("the CUDA driver {library} is too old: it lacks {}; update the NVIDIA driver", .missing.join(", "))]
-    Symbols { library: String, missing: Vec<String> },
-}
-
-/// Loads the driver library under the names cudarc tries, checks that it
-/// has every symbol cudarc will call, and reads its version. Until this has
-/// succeeded, nothing may call into `cudarc::driver`.
-pub fn check_cuda_driver() -> Result<CudaDriver, DriverMissing> {
-    let names = cudarc::get_lib_name_candidates("cuda");
-    let mut why = String::new();
-    for name in &names {
-        // SAFETY: loads the NVIDIA driver library by one of the names cudarc
-        // itself would use; its initialisers are the driver's own.
-        match unsafe { libloading::Library::new(name) } {
-            Ok(library) => {
-                let missing: Vec<String> = CUDA_SYMBOLS
-                    .iter()
-                    .filter(|s| !has_symbol(&library, s))
-                    .map(|s| s.to_string())
-                    .collect();
-                if !missing.is_empty() {
-                    return Err(DriverMissing::Symbols {
-                        library: name.clone(),
-                        missing,
-                    });
-                }
-                type DriverGetVersionFn = unsafe extern "C" fn(*mut c_int) -> c_int;
-                let mut version: c_int = 0;
-                // SAFETY: cuDriverGetVersion(int*) is declared so in cuda.h;
-                // it needs no cuInit and writes one int.
-                let rc = unsafe {
-                    match library.get::<DriverGetVersionFn>(b"cuDriverGetVersion") {
-                        Ok(f) => f(&mut version),
-                        Err(_) => 1,
-                    }
-                };
-                if rc != 0 {
-                    version = 0;
-                }
-                return Ok(CudaDriver {
-                    library: name.clone(),
-                    version,
-                });
-            }
-            Err(e) => {
-                if why.is_empty() {
-                    why = short_dl_error(&e, Path::new(name));
-                }
-            }
-        }
-    }
-    // cudarc's list has many Windows-style names; the user needs the first
-    // Linux ones.
-    let mut tried: Vec<String> = Vec::new();
-    for n in names.into_iter().filter(|n| n.starts_with("libcuda.so")) {
-        if !tried.contains(&n) {
-            tried.push(n);
-        }
-    }
-    Err(DriverMissing::NotLoadable { tried, why })
-}
-
-/// Total memory of a device, without opening a context on it (`info`).
-/// Call only after `check_cuda_driver` succeeded and cuInit returned.
-pub fn device_total_mem(dev: cudarc::driver::sys::CUdevice) -> Result<usize, DriverError> {
-    // SAFETY: cudarc requires `dev` to come from cuDeviceGet, which is the
-    // only way callers obtain one (`cudarc::driver::result::device::get`).
-    unsafe { cudarc::driver::result::device::total_mem(dev) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::nccl::sys::raw::Route;
+    use std::path::PathBuf;
 
     #[test]
     fn a_missing_file_is_an_attempt_not_a_panic() {
