@@ -20,7 +20,7 @@ use std::time::Duration;
 use super::Session;
 use super::backend_choice::MakeMpi;
 use super::job::{Job, Source};
-use crate::backend::{Backend, Call, SubGroup};
+use crate::backend::{Backend, Call, SubGroup, SubGroups};
 use crate::check::baseline::Baseline;
 use crate::check::hook::Template;
 use crate::check::profile::{BackendNeed, CheckSpec, Profile, Scope};
@@ -491,20 +491,26 @@ impl<W: World> Session<'_, W> {
     }
 }
 
+/// The backend's sub-communicators, which `scope` checks (`node`, `pair`)
+/// need: a usage error naming the backend where it has none.
+fn sub_groups<'b>(backend: &'b mut dyn Backend, scope: &str) -> Result<&'b mut dyn SubGroups, Error> {
+    let kind = backend.identity().kind;
+    backend.sub_groups().ok_or_else(|| {
+        Error::usage(format!(
+            "the {} backend has no sub-communicators for {scope} checks (NCCL before 2.18 has no ncclCommSplit); \
+             use --only with the whole-job checks, or a newer NCCL",
+            kind.name()
+        ))
+    })
+}
+
 /// Each node's ranks on their own sub-communicator, when a node check
 /// runs (every rank splits, in the same order).
 fn node_group(backend: &mut dyn Backend, c: &CheckJob, nodes: &Nodes, rank: usize) -> Result<Option<SubGroup>, Error> {
     if !c.checks.iter().any(|k| k.scope == Scope::Node) {
         return Ok(None);
     }
-    let kind = backend.identity().kind;
-    let sub = backend.sub_groups().ok_or_else(|| {
-        Error::usage(format!(
-            "the {} backend has no sub-communicators for node checks (NCCL before 2.18 has no ncclCommSplit); \
-             use --only with the whole-job checks, or a newer NCCL",
-            kind.name()
-        ))
-    })?;
+    let sub = sub_groups(backend, "node")?;
     sub.split(nodes.node_of_rank[rank], nodes.local_rank(rank)).map(Some)
 }
 
@@ -524,14 +530,7 @@ fn pair_groups(
     if rounds.is_empty() {
         return Ok(vec![]);
     }
-    let kind = backend.identity().kind;
-    let sub = backend.sub_groups().ok_or_else(|| {
-        Error::usage(format!(
-            "the {} backend has no sub-communicators for pair checks (NCCL before 2.18 has no ncclCommSplit); \
-             use --only with the whole-job checks, or a newer NCCL",
-            kind.name()
-        ))
-    })?;
+    let sub = sub_groups(backend, "pair")?;
     pair_colours(&rounds, nodes, rank)
         .into_iter()
         .map(|(colour, key, active)| sub.split(colour, key).map(|g| active.then_some(g)))
