@@ -13,13 +13,7 @@ impl CollectiveSpec for AllGather {
     }
 
     fn shape(&self, count: usize, nranks: usize) -> Shape {
-        let per_rank = count / nranks.max(1);
-        Shape {
-            send: per_rank,
-            recv: per_rank * nranks,
-            count: per_rank,
-            peers: None,
-        }
+        Shape::gathered(count, nranks)
     }
 
     fn bus_factor(&self, nranks: usize) -> f64 {

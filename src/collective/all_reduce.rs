@@ -18,12 +18,7 @@ impl CollectiveSpec for AllReduce {
     }
 
     fn shape(&self, count: usize, _nranks: usize) -> Shape {
-        Shape {
-            send: count,
-            recv: count,
-            count,
-            peers: None,
-        }
+        Shape::whole(count)
     }
 
     fn bus_factor(&self, nranks: usize) -> f64 {

@@ -13,13 +13,7 @@ impl CollectiveSpec for AllToAll {
     }
 
     fn shape(&self, count: usize, nranks: usize) -> Shape {
-        let per_peer = count / nranks.max(1);
-        Shape {
-            send: per_peer * nranks,
-            recv: per_peer * nranks,
-            count: per_peer,
-            peers: None,
-        }
+        Shape::exchanged(count, nranks)
     }
 
     fn bus_factor(&self, nranks: usize) -> f64 {

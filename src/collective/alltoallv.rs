@@ -38,13 +38,7 @@ impl CollectiveSpec for AllToAllV {
     /// Without a traffic (`shape` below gives one): every block `count /
     /// n` elements, which is the generated traffic of spread 0.
     fn shape(&self, count: usize, nranks: usize) -> Shape {
-        let per_peer = count / nranks.max(1);
-        Shape {
-            send: per_peer * nranks,
-            recv: per_peer * nranks,
-            count: per_peer,
-            peers: None,
-        }
+        Shape::exchanged(count, nranks)
     }
 
     fn bus_factor(&self, nranks: usize) -> f64 {

@@ -183,6 +183,53 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// One buffer of `count` elements in and out (all_reduce, broadcast,
+    /// reduce, sendrecv).
+    pub fn whole(count: usize) -> Shape {
+        Shape {
+            send: count,
+            recv: count,
+            count,
+            peers: None,
+        }
+    }
+
+    /// `count / n` elements per rank (`count` its count): one block in, the
+    /// n ranks' blocks out (all_gather, gather).
+    pub fn gathered(count: usize, nranks: usize) -> Shape {
+        let per_rank = count / nranks.max(1);
+        Shape {
+            send: per_rank,
+            recv: per_rank * nranks,
+            count: per_rank,
+            peers: None,
+        }
+    }
+
+    /// `count / n` elements per rank (`count` its count): n blocks in, one
+    /// block out (reduce_scatter, scatter).
+    pub fn scattered(count: usize, nranks: usize) -> Shape {
+        let per_rank = count / nranks.max(1);
+        Shape {
+            send: per_rank * nranks,
+            recv: per_rank,
+            count: per_rank,
+            peers: None,
+        }
+    }
+
+    /// `count / n` elements per peer (`count` its count): n blocks in and
+    /// n out (alltoall, and alltoallv without a traffic).
+    pub fn exchanged(count: usize, nranks: usize) -> Shape {
+        let per_peer = count / nranks.max(1);
+        Shape {
+            send: per_peer * nranks,
+            recv: per_peer * nranks,
+            count: per_peer,
+            peers: None,
+        }
+    }
+
     /// nccl-tests' reported size: the larger of one rank's two buffers.
     pub fn size_bytes(&self, dtype: DType) -> u64 {
         (self.send.max(self.recv) * dtype.size_bytes()) as u64

@@ -21,12 +21,7 @@ impl CollectiveSpec for Reduce {
     }
 
     fn shape(&self, count: usize, _nranks: usize) -> Shape {
-        Shape {
-            send: count,
-            recv: count,
-            count,
-            peers: None,
-        }
+        Shape::whole(count)
     }
 
     fn bus_factor(&self, _nranks: usize) -> f64 {

@@ -23,13 +23,7 @@ impl CollectiveSpec for ReduceScatter {
     }
 
     fn shape(&self, count: usize, nranks: usize) -> Shape {
-        let per_rank = count / nranks.max(1);
-        Shape {
-            send: per_rank * nranks,
-            recv: per_rank,
-            count: per_rank,
-            peers: None,
-        }
+        Shape::scattered(count, nranks)
     }
 
     fn bus_factor(&self, nranks: usize) -> f64 {

@@ -24,6 +24,7 @@ pub mod method;
 pub mod noise;
 pub mod summary;
 pub mod text;
+mod warnings;
 pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,6 +41,7 @@ pub use after_run::print_after_run;
 use noise::{Fallback, Judgement, Test};
 use summary::{summarise, test_notes, total};
 use text::trim_float;
+use warnings::method_warnings;
 
 /// Default regression threshold in percent: below the launch-to-launch
 /// variation of busbw on a quiet machine is noise nobody acts on; above
@@ -482,114 +484,6 @@ fn rank_join(base: &Loaded, new: &Loaded, opts: &CompareOptions, notes: &mut Vec
         ));
     }
     Ok(with_ranks)
-}
-
-/// The method check (`method`): a refusal as a usage error, or the
-/// warnings to print.
-fn method_warnings(
-    base: &Loaded,
-    new: &Loaded,
-    joined: &[(&[&Row], &[&Row])],
-    opts: &CompareOptions,
-) -> Result<Vec<String>, Error> {
-    let differences = method::differences(joined.iter().copied());
-    let refused: Vec<&method::Difference> = differences
-        .iter()
-        .filter(|d| d.weight == method::Weight::Refuse)
-        .collect();
-    if !refused.is_empty() && !opts.allow_method_change {
-        let list: Vec<String> = refused.iter().map(|d| d.describe()).collect();
-        return Err(Error::usage(format!(
-            "{} and {} were measured differently: {}; such rows do not compare \
-             (pass --allow-method-change to compare them anyway)",
-            base.label,
-            new.label,
-            list.join(", ")
-        )));
-    }
-    let mut warnings = Vec::new();
-    for d in &differences {
-        warnings.push(match d.weight {
-            method::Weight::Refuse => format!(
-                "measured differently: {}; compared anyway (--allow-method-change)",
-                d.describe()
-            ),
-            method::Weight::Warn => format!("{} differs", d.describe()),
-        });
-    }
-    warnings.extend(tool_warning(joined));
-    for (side, loaded) in [("base", base), ("new", new)] {
-        warnings.extend(side_warnings(side, loaded));
-    }
-    Ok(warnings)
-}
-
-/// Rows imported from another tool joined with rows of collbench (or of
-/// another tool), as `collbench_version` names them.
-fn tool_warning(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
-    let tools = |side: usize| -> BTreeSet<String> {
-        let rows: Vec<&Row> = joined
-            .iter()
-            .flat_map(|j| if side == 0 { j.0 } else { j.1 })
-            .copied()
-            .collect();
-        method::tools(&rows)
-    };
-    let (base_tools, new_tools) = (tools(0), tools(1));
-    let join = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
-    (!base_tools.is_empty() && !new_tools.is_empty() && base_tools != new_tools).then(|| {
-        format!(
-            "base rows come from {} and new rows from {}: the tools time differently, \
-             so a change may be the tool's, not the machine's",
-            join(&base_tools),
-            join(&new_tools)
-        )
-    })
-}
-
-/// One side's own warnings: files without method columns (one line for
-/// the side), measurements read twice.
-fn side_warnings(side: &str, loaded: &Loaded) -> Vec<String> {
-    let mut warnings = Vec::new();
-    let unknown = method::unknown_method(&loaded.rows);
-    if !unknown.is_empty() {
-        let what = if loaded.files.len() == 1 {
-            format!("{side} {} has", loaded.label)
-        } else {
-            let names: Vec<String> = unknown.iter().take(3).map(|f| f.display().to_string()).collect();
-            let more = if unknown.len() > 3 { ", ..." } else { "" };
-            format!(
-                "{side}: {} of {} files ({}{more}) have",
-                unknown.len(),
-                loaded.files.len(),
-                names.join(", ")
-            )
-        };
-        warnings.push(format!(
-            "{what} no method columns (an older collbench, or an import): \
-             its method is unknown, compared as if measured the same way"
-        ));
-    }
-    let repeated = repeated_measurements(&loaded.rows);
-    if repeated > 0 {
-        warnings.push(format!(
-            "{side} {}: {repeated} row{} repeat a measurement already read (same run_id, cycle and case: \
-             a file given twice?); each counts as a sample",
-            loaded.label,
-            if repeated == 1 { "" } else { "s" }
-        ));
-    }
-    warnings
-}
-
-/// Rows whose run_id, cycle and case were already seen (the same
-/// measurement read twice, e.g. a CSV copied into the baseline folder).
-fn repeated_measurements(rows: &[Row]) -> usize {
-    let mut seen = BTreeSet::new();
-    rows.iter()
-        .filter(|r| !r.record.run_id.is_empty())
-        .filter(|r| !seen.insert((r.record.run_id.as_str(), r.record.cycle, CaseKey::of(&r.record, true))))
-        .count()
 }
 
 fn launches(rows: &[Row]) -> usize {

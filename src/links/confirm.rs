@@ -6,11 +6,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Endpoint;
-use super::finder::{Dismissed, Evidence, FinderConfig, Finding, FindingKind, Retest};
+use super::finder::FinderConfig;
 use super::layout::{Layout, PairClass};
-use super::measure::PairResult;
-use super::rule::{Analysis, Domain, Metric, PairCheck};
+use super::rule::{Analysis, Domain, Metric};
 use super::schedule::{Level, Pair};
+
+mod judge;
 
 /// A suspect from the matrix, over the metrics it was flagged on.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,20 +40,6 @@ pub(super) struct RetestPlan {
     /// (round index, re-test) -> its matched control.
     matched: BTreeMap<(usize, Pair), Pair>,
     pub notes: Vec<String>,
-}
-
-/// A rank suspect the re-tests bore out.
-/// A link re-tested this many times slower than its slow end is with
-/// known-good partners is named as the link, not the end.
-const LINK_OVER_RANK: f64 = 2.0;
-
-struct Confirmed {
-    rank: usize,
-    /// The domain it was re-tested in.
-    domain: Domain,
-    /// What the matrix showed: confirmed metrics, and the other domain's.
-    evidence: Vec<(Domain, Metric)>,
-    retests: Vec<Retest>,
 }
 
 pub(super) struct Context<'a> {
@@ -204,32 +191,17 @@ impl Context<'_> {
             // one of them the link) would never be re-tested itself.
             if round_index == 0 && total > 1 {
                 let suspect_ranks: BTreeSet<usize> = rank_tasks.iter().map(|t| t.1).collect();
-                for task in pair_tasks.iter_mut() {
-                    let (i, p, left) = *task;
-                    let shared = suspect_ranks.contains(&p.a) || suspect_ranks.contains(&p.b);
-                    if left == 0 || !shared || busy.contains(&p.a) || busy.contains(&p.b) {
-                        continue;
-                    }
-                    busy.insert(p.a);
-                    busy.insert(p.b);
-                    round.push((p, Some(i)));
-                    pair_round.entry(i).or_insert(round_index);
-                    task.2 -= 1;
+                let shared =
+                    |t: &&mut (usize, Pair, usize)| suspect_ranks.contains(&t.1.a) || suspect_ranks.contains(&t.1.b);
+                for task in pair_tasks.iter_mut().filter(shared) {
+                    place_pair(task, round_index, &mut busy, &mut round, &mut pair_round);
                 }
             }
             for task in rank_tasks.iter_mut() {
                 with_partner(task, &mut busy, &mut round);
             }
             for task in pair_tasks.iter_mut() {
-                let (i, p, left) = *task;
-                if left == 0 || busy.contains(&p.a) || busy.contains(&p.b) {
-                    continue;
-                }
-                busy.insert(p.a);
-                busy.insert(p.b);
-                round.push((p, Some(i)));
-                pair_round.entry(i).or_insert(round_index);
-                task.2 -= 1;
+                place_pair(task, round_index, &mut busy, &mut round, &mut pair_round);
             }
             for task in end_tasks.iter_mut() {
                 if pair_round.get(&task.0).is_some_and(|&r| r < round_index) {
@@ -340,355 +312,26 @@ impl Context<'_> {
         busy.insert(d);
         Some(Pair::new(c, d))
     }
-
-    /// Each re-test against what its matched control and the matrix
-    /// predict: the control's median less its ends' matrix effects, plus
-    /// the effects of the pair's ranks other than the suspect under test
-    /// (both ends, for a suspect pair and its ends' re-tests), so that a
-    /// pair suspect at a slow node is judged on what is left after the
-    /// node. A re-test whose control could not be placed is not judged.
-    fn retest_checks(
-        &self,
-        suspects: &[Suspect],
-        plan: &RetestPlan,
-        results: &[PairResult],
-        first_round: usize,
-    ) -> Vec<(usize, Retest)> {
-        let mut out = Vec::new();
-        let measured: BTreeMap<(usize, Pair), &PairResult> =
-            results.iter().map(|r| ((r.round - first_round, r.pair), r)).collect();
-        for metric in Metric::ALL {
-            for r in results {
-                let idx = r.round - first_round;
-                let Some(Some(suspect)) = plan.purpose.get(&(idx, r.pair)) else {
-                    continue;
-                };
-                let Some(e) = r.estimate(metric) else { continue };
-                let class = self.analysis.class_like(self.layout.class(r.pair.a, r.pair.b));
-                let matrix_ref = self.analysis.reference(class, metric);
-                let domain = Domain::of(class);
-                let effects =
-                    |p: Pair| self.analysis.effect(p.a, domain, metric) + self.analysis.effect(p.b, domain, metric);
-                // the matched control, less its own ends' effects; without
-                // one (too few ranks free at a few nodes), the matrix's
-                // pairs of the class that touch no suspect rank
-                let control = plan
-                    .matched
-                    .get(&(idx, r.pair))
-                    .and_then(|c| Some((*c, measured.get(&(idx, *c))?.estimate(metric)?.median)));
-                let reference_g = match control {
-                    Some((control, value)) => metric.goodness(value) - effects(control),
-                    None => match self.clean_level(class, metric) {
-                        Some(g) => g,
-                        None => continue,
-                    },
-                };
-                let sd = matrix_ref.map_or(0.0, |m| m.resid_sd);
-                let adjust: f64 = [r.pair.a, r.pair.b]
-                    .into_iter()
-                    .filter(|&x| !matches!(suspects[*suspect], Suspect::Rank { rank, .. } if rank == x))
-                    .map(|x| self.analysis.effect(x, domain, metric))
-                    .sum();
-                let expected = reference_g + adjust;
-                let reference = match metric {
-                    Metric::Latency => (-expected).exp(),
-                    _ => expected.exp(),
-                };
-                let delta = metric.goodness(e.median) - expected;
-                let best = match metric {
-                    Metric::Latency => e.lo,
-                    _ => e.hi,
-                };
-                let below = best.is_none_or(|b| metric.goodness(b) < expected);
-                out.push((
-                    *suspect,
-                    Retest {
-                        round: r.round,
-                        pair: r.pair,
-                        metric,
-                        value: e.median,
-                        lo: e.lo,
-                        hi: e.hi,
-                        reference,
-                        deficit_pct: (1.0 - delta.exp()) * 100.0,
-                        low: self.cfg.rule.worse(delta, sd) && below,
-                    },
-                ));
-            }
-        }
-        out
-    }
-
-    pub(super) fn judge(
-        &self,
-        suspects: &[Suspect],
-        plan: &RetestPlan,
-        results: &[PairResult],
-    ) -> (Vec<Finding>, Vec<Dismissed>) {
-        let first_round = results.iter().map(|r| r.round).min().unwrap_or(0);
-        let checks = self.retest_checks(suspects, plan, results, first_round);
-        let mut confirmed_ranks: Vec<Confirmed> = Vec::new();
-        let mut findings = Vec::new();
-        let mut dismissed = Vec::new();
-        for (i, s) in suspects.iter().enumerate() {
-            let mine: Vec<&Retest> = checks.iter().filter(|c| c.0 == i).map(|c| &c.1).collect();
-            match s {
-                Suspect::Rank {
-                    rank,
-                    domain,
-                    metrics,
-                    also,
-                } => {
-                    let tests: Vec<Retest> = mine
-                        .iter()
-                        .filter(|r| metrics.contains(&r.metric))
-                        .map(|r| (*r).clone())
-                        .collect();
-                    let ok: Vec<Metric> = metrics
-                        .iter()
-                        .copied()
-                        .filter(|m| {
-                            let t: Vec<&Retest> = tests.iter().filter(|r| r.metric == *m).collect();
-                            !t.is_empty() && t.iter().all(|r| r.low)
-                        })
-                        .collect();
-                    if ok.is_empty() {
-                        dismissed.push(Dismissed {
-                            what: format!("rank {}", self.endpoints[*rank].name()),
-                            why: why_not(&tests, "with known-good partners", "no known-good partner was free"),
-                        });
-                    } else {
-                        let mut evidence: Vec<(Domain, Metric)> = ok.iter().map(|m| (*domain, *m)).collect();
-                        evidence.extend(also.iter().copied());
-                        confirmed_ranks.push(Confirmed {
-                            rank: *rank,
-                            domain: *domain,
-                            evidence,
-                            retests: tests,
-                        });
-                    }
-                }
-                Suspect::Pair { pair, metrics } => {
-                    let tests: Vec<Retest> = mine
-                        .iter()
-                        .filter(|r| metrics.contains(&r.metric))
-                        .map(|r| (*r).clone())
-                        .collect();
-                    let itself: Vec<&Retest> = tests.iter().filter(|r| r.pair == *pair).collect();
-                    let ends_low: Vec<&Retest> = tests.iter().filter(|r| r.pair != *pair && r.low).collect();
-                    let ok: Vec<Metric> = metrics
-                        .iter()
-                        .copied()
-                        .filter(|m| {
-                            let t: Vec<&&Retest> = itself.iter().filter(|r| r.metric == *m).collect();
-                            !t.is_empty() && t.iter().all(|r| r.low)
-                        })
-                        .filter(|m| !ends_low.iter().any(|r| r.metric == *m))
-                        .collect();
-                    let name = format!(
-                        "link {} - {}",
-                        self.endpoints[pair.a].name(),
-                        self.endpoints[pair.b].name()
-                    );
-                    if ok.is_empty() {
-                        let why = if let Some(end) = ends_low.first() {
-                            format!(
-                                "its end {} was also slow with a known-good partner ({:.0}% below): not a fault of this pair alone",
-                                end.pair, end.deficit_pct
-                            )
-                        } else {
-                            why_not(
-                                &itself.iter().map(|r| (*r).clone()).collect::<Vec<_>>(),
-                                "when re-tested",
-                                "it shared a rank with other suspects in every re-test round",
-                            )
-                        };
-                        dismissed.push(Dismissed { what: name, why });
-                    } else {
-                        findings.push(Finding {
-                            kind: FindingKind::Link,
-                            hosts: vec![self.endpoints[pair.a].host.clone(), self.endpoints[pair.b].host.clone()],
-                            endpoints: vec![self.endpoints[pair.a].clone(), self.endpoints[pair.b].clone()],
-                            evidence: ok.iter().filter_map(|m| self.pair_evidence(*pair, *m)).collect(),
-                            retests: tests,
-                            steps: Vec::new(),
-                        });
-                    }
-                }
-            }
-        }
-        // A link at a confirmed slow rank is that rank's slowness seen
-        // through one partner (the rank's re-tests carry the evidence),
-        // unless the link is far slower than the rank is with known-good
-        // partners: then it is the link, and the rank's milder slowness is
-        // what the link did to its figures (at a few nodes, one link is a
-        // third of a rank's pairs).
-        let factor = |tests: &[Retest]| {
-            tests
-                .iter()
-                .filter(|r| r.low)
-                .map(|r| 1.0 / (1.0 - r.deficit_pct / 100.0).max(1e-9))
-                .fold(1.0, f64::max)
-        };
-        let mut kept = Vec::new();
-        let mut links_kept: BTreeSet<usize> = BTreeSet::new();
-        for f in findings {
-            let at: Vec<&Confirmed> = confirmed_ranks
-                .iter()
-                .filter(|c| f.kind == FindingKind::Link && f.endpoints.iter().any(|e| e.rank == c.rank))
-                .collect();
-            if at.is_empty() {
-                kept.push(f);
-                continue;
-            }
-            let pair = Pair::new(f.endpoints[0].rank, f.endpoints[1].rank);
-            let link_factor = factor(&f.retests.iter().filter(|r| r.pair == pair).cloned().collect::<Vec<_>>());
-            let rank_factor = at.iter().map(|c| factor(&c.retests)).fold(1.0, f64::max);
-            if link_factor > LINK_OVER_RANK * rank_factor {
-                links_kept.extend(at.iter().map(|c| c.rank));
-                kept.push(f);
-                continue;
-            }
-            let end = at[0].rank;
-            dismissed.push(Dismissed {
-                what: format!("link {} - {}", f.endpoints[0].name(), f.endpoints[1].name()),
-                why: format!(
-                    "slow again, but its end {} is slow with known-good partners too: not a fault of this pair alone",
-                    self.endpoints[end].name()
-                ),
-            });
-        }
-        let mut findings = kept;
-        let (confirmed_ranks, explained): (Vec<Confirmed>, Vec<Confirmed>) =
-            confirmed_ranks.into_iter().partition(|c| !links_kept.contains(&c.rank));
-        for c in explained {
-            dismissed.push(Dismissed {
-                what: format!("rank {}", self.endpoints[c.rank].name()),
-                why: format!(
-                    "slow with known-good partners ({:.1}x at worst), but far less than its slow link: the link's",
-                    factor(&c.retests)
-                ),
-            });
-        }
-        findings.extend(self.rank_findings(confirmed_ranks));
-        (findings, dismissed)
-    }
-
-    /// Confirmed slow ranks as findings: a host when most of its measured
-    /// ranks are slow across the network (or it has one measured rank), else
-    /// each rank's GPU or NIC.
-    fn rank_findings(&self, confirmed: Vec<Confirmed>) -> Vec<Finding> {
-        let measured_per_host: BTreeMap<&str, usize> = {
-            let mut m = BTreeMap::new();
-            for u in &self.layout.order {
-                *m.entry(self.endpoints[*u].host.as_str()).or_default() += 1;
-            }
-            m
-        };
-        let mut by_host: BTreeMap<String, Vec<Confirmed>> = BTreeMap::new();
-        for c in confirmed {
-            by_host.entry(self.endpoints[c.rank].host.clone()).or_default().push(c);
-        }
-        let evidence = |c: &Confirmed| -> Vec<Evidence> {
-            c.evidence
-                .iter()
-                .filter_map(|(d, m)| self.rank_evidence(c.rank, *d, *m))
-                .collect()
-        };
-        let mut out = Vec::new();
-        for (host, ranks) in by_host {
-            let network: Vec<&Confirmed> = ranks.iter().filter(|c| c.domain == Domain::Network).collect();
-            let measured = measured_per_host.get(host.as_str()).copied().unwrap_or(1);
-            let whole = !network.is_empty() && (measured <= 1 || 2 * network.len() > measured);
-            if whole {
-                out.push(Finding {
-                    kind: FindingKind::Node,
-                    hosts: vec![host.clone()],
-                    endpoints: network.iter().map(|c| self.endpoints[c.rank].clone()).collect(),
-                    evidence: network.iter().flat_map(|c| evidence(c)).collect(),
-                    retests: network.iter().flat_map(|c| c.retests.iter().cloned()).collect(),
-                    steps: Vec::new(),
-                });
-            }
-            for c in ranks.iter().filter(|c| !(whole && c.domain == Domain::Network)) {
-                out.push(Finding {
-                    kind: FindingKind::Gpu,
-                    hosts: vec![host.clone()],
-                    endpoints: vec![self.endpoints[c.rank].clone()],
-                    evidence: evidence(c),
-                    retests: c.retests.clone(),
-                    steps: Vec::new(),
-                });
-            }
-        }
-        out
-    }
-
-    fn pair_evidence(&self, pair: Pair, metric: Metric) -> Option<Evidence> {
-        let p = self.analysis.check(pair, metric)?;
-        Some(Evidence {
-            metric,
-            class: p.class,
-            value: p.value,
-            lo: p.lo,
-            hi: p.hi,
-            reference: p.reference,
-            deficit_pct: p.below_reference_pct,
-            low_pairs: 1,
-            pairs: 1,
-            worst: vec![(pair, p.value)],
-        })
-    }
-
-    fn rank_evidence(&self, rank: usize, domain: Domain, metric: Metric) -> Option<Evidence> {
-        let u = self
-            .analysis
-            .units
-            .iter()
-            .find(|u| u.rank == rank && u.domain == domain && u.metric == metric)?;
-        let mut mine: Vec<&PairCheck> = self
-            .analysis
-            .pairs
-            .iter()
-            .filter(|p| p.metric == metric && p.pair.has(rank) && Domain::of(p.class) == domain)
-            .collect();
-        mine.sort_by(|a, b| b.below_reference_pct.total_cmp(&a.below_reference_pct));
-        let class = mine.first()?.class;
-        let reference = self.analysis.reference(class, metric)?.median;
-        // the rank's median pair, in the metric's unit, and its interval
-        let to_value = |ratio: f64| match metric {
-            Metric::Latency => reference / ratio,
-            _ => reference * ratio,
-        };
-        let (lo, hi) = match metric {
-            Metric::Latency => (u.ratio.hi.map(to_value), u.ratio.lo.map(to_value)),
-            _ => (u.ratio.lo.map(to_value), u.ratio.hi.map(to_value)),
-        };
-        Some(Evidence {
-            metric,
-            class,
-            value: to_value(u.ratio.median),
-            lo,
-            hi,
-            reference,
-            deficit_pct: (1.0 - u.ratio.median) * 100.0,
-            low_pairs: u.low_partners,
-            pairs: u.partners,
-            worst: mine.iter().take(3).map(|p| (p.pair, p.value)).collect(),
-        })
-    }
 }
 
-/// Why re-tests did not confirm a suspect, in one line.
-fn why_not(tests: &[Retest], how: &str, none: &str) -> String {
-    if tests.is_empty() {
-        return format!("not re-tested: {none}");
+/// Puts pair suspect `task` (suspect index, pair, re-tests left) in
+/// `round` when it has re-tests left and both its ranks are free there.
+fn place_pair(
+    task: &mut (usize, Pair, usize),
+    round_index: usize,
+    busy: &mut BTreeSet<usize>,
+    round: &mut Vec<(Pair, Option<usize>)>,
+    pair_round: &mut BTreeMap<usize, usize>,
+) {
+    let (i, p, left) = *task;
+    if left == 0 || busy.contains(&p.a) || busy.contains(&p.b) {
+        return;
     }
-    let parts: Vec<String> = tests
-        .iter()
-        .map(|t| format!("{} {} {:+.0}%", t.pair, t.metric, -t.deficit_pct))
-        .collect();
-    format!("not slow {how}: {}", parts.join(", "))
+    busy.insert(p.a);
+    busy.insert(p.b);
+    round.push((p, Some(i)));
+    pair_round.entry(i).or_insert(round_index);
+    task.2 -= 1;
 }
 
 /// A suspect pair whose ends each have this many partners in the matrix

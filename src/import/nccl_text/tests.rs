@@ -2,6 +2,7 @@
 //! nccl-tests prints one (`Log` computes algbw and busbw as nccl-tests
 //! does, so the busbw cross-check sees what a real log would show).
 
+use super::ranks::half_unit;
 use super::*;
 
 /// A synthetic nccl-tests log.

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::frame::{footer_average, launch_extras, out_of_bounds, slow_rank_text};
 use super::*;
 use crate::collective::Collective;
 use crate::types::DType;

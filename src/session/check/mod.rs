@@ -10,6 +10,7 @@
 //! Must not: judge samples or format verdicts (`check` does), time
 //! anything itself (`engine::sampler`).
 
+mod launch;
 mod measure;
 mod outputs;
 
@@ -19,7 +20,7 @@ use std::time::Duration;
 use super::Session;
 use super::backend_choice::MakeMpi;
 use super::job::{Job, Source};
-use crate::backend::{Backend, Call, SubGroup};
+use crate::backend::{Backend, Call, SubGroup, SubGroups};
 use crate::check::baseline::Baseline;
 use crate::check::hook::Template;
 use crate::check::profile::{BackendNeed, CheckSpec, Profile, Scope};
@@ -32,7 +33,6 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, say};
 use crate::plan::Reservation;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{BackendKind, human_bytes};
 use crate::world::World;
 
 /// How long a soak samples: for a while, or until stopped.
@@ -406,169 +406,6 @@ pub(super) fn plan(
     out
 }
 
-impl CheckJob {
-    /// The profile's variables in this rank's environment.
-    fn check_env(&self) -> Result<(), Error> {
-        for (name, want) in &self.profile.env {
-            let have = std::env::var(name).ok();
-            if have.as_deref() != Some(want.value.as_str()) {
-                let now = have.map_or("unset".to_string(), |v| format!("'{v}'"));
-                return Err(self.profile.error_at(
-                    want.line,
-                    format!(
-                        "the profile's figures were measured with {name}={} and it is {now} here: set it for \
-                         every rank (export {name}={}, or mpirun -x {name}={})",
-                        want.value, want.value, want.value
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The launch's shape against the profile's.
-    fn check_shape(&self, nodes: &Nodes) -> Result<(), Error> {
-        let p = &self.profile;
-        if let Some(want) = &p.nodes
-            && nodes.nnodes() != want.value
-        {
-            return Err(p.error_at(
-                want.line,
-                format!(
-                    "the profile is for {} nodes; this launch has {} ({})",
-                    want.value,
-                    nodes.nnodes(),
-                    nodes.hosts.join(", ")
-                ),
-            ));
-        }
-        for n in 0..nodes.nnodes() {
-            let have = nodes.ranks_on(n).len();
-            if let Some(want) = &p.ranks_per_node
-                && have != want.value
-            {
-                return Err(p.error_at(
-                    want.line,
-                    format!(
-                        "the profile is for {} ranks per node (one per GPU); {} has {have}",
-                        want.value,
-                        node_label(nodes, n)
-                    ),
-                ));
-            }
-            for c in self.checks.iter().filter(|c| c.scope == Scope::Node) {
-                if let Some(want) = &c.ranks
-                    && have >= 2
-                    && have != want.value
-                {
-                    return Err(p.error_at(
-                        want.line,
-                        format!(
-                            "check {}'s thresholds are for {} ranks on a node; {} has {have}",
-                            c.name,
-                            want.value,
-                            node_label(nodes, n)
-                        ),
-                    ));
-                }
-            }
-        }
-        for c in self.checks.iter().filter(|c| c.scope == Scope::Pair) {
-            for &(a, b) in pair_rounds(nodes.nnodes()).iter().flatten() {
-                let have = nodes.ranks_on(a).len() + nodes.ranks_on(b).len();
-                if let Some(want) = &c.ranks
-                    && have != want.value
-                {
-                    return Err(p.error_at(
-                        want.line,
-                        format!(
-                            "check {}'s thresholds are for {} ranks on a node pair; {} and {} have {have}",
-                            c.name,
-                            want.value,
-                            node_label(nodes, a),
-                            node_label(nodes, b)
-                        ),
-                    ));
-                }
-            }
-        }
-        for c in self.checks.iter().filter(|c| c.scope == Scope::Job) {
-            if let Some(want) = &c.ranks
-                && nodes.nranks() != want.value
-            {
-                return Err(p.error_at(
-                    want.line,
-                    format!(
-                        "check {}'s thresholds are for {} ranks; this launch has {}",
-                        c.name,
-                        want.value,
-                        nodes.nranks()
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The chosen backend against the profile's.
-    fn check_backend(&self, kind: BackendKind, note: Option<&str>) -> Result<(), Error> {
-        let p = &self.profile;
-        match p.backend.value {
-            BackendNeed::Only(need) if need != kind => {
-                let why = note.map(|n| format!(" ({n})")).unwrap_or_default();
-                let msg = match need {
-                    BackendKind::Nccl => format!(
-                        "profile {} is for GPUs (backend = \"nccl\"), but this launch runs on host memory: the {} \
-                         backend{why}; run it where every rank has a GPU and libnccl (collbench info)",
-                        p.name, kind
-                    ),
-                    _ => format!(
-                        "profile {} is for the {} backend, but this launch runs the {} backend{why}; use --backend {}",
-                        p.name,
-                        need.name(),
-                        kind,
-                        need.name()
-                    ),
-                };
-                Err(p.error_at(p.backend.line, msg))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Refuses buffers the hosts (or GPUs) cannot hold, naming the size's
-    /// line of the check with the largest buffers.
-    fn check_memory(
-        &self,
-        reservation: &Reservation,
-        ranks_on_host: usize,
-        free_device: Option<u64>,
-    ) -> Result<(), Error> {
-        let Some(largest) = self.checks.iter().max_by_key(|c| c.max_size()) else {
-            return Ok(());
-        };
-        let at = |msg: String| {
-            self.profile
-                .error_at(largest.sizes.line, format!("check {}: {msg}", largest.name))
-        };
-        if let Some(free) = free_device {
-            if reservation.peak_bytes() > free {
-                return Err(at(format!(
-                    "{} needs {} of GPU memory per rank, and {} is free",
-                    human_bytes(largest.max_size()),
-                    human_bytes(reservation.peak_bytes()),
-                    human_bytes(free)
-                )));
-            }
-        } else if let Some(available) = crate::topology::machine::available_memory() {
-            reservation
-                .check_host_memory(ranks_on_host, available, "this launch cannot hold the profile's size")
-                .map_err(|e| at(e.to_string()))?;
-        }
-        Ok(())
-    }
-}
-
 /// A short fingerprint of what every rank must agree on: the profile, the
 /// checks and the judging options.
 fn fingerprint(c: &CheckJob) -> u64 {
@@ -654,20 +491,26 @@ impl<W: World> Session<'_, W> {
     }
 }
 
+/// The backend's sub-communicators, which `scope` checks (`node`, `pair`)
+/// need: a usage error naming the backend where it has none.
+fn sub_groups<'b>(backend: &'b mut dyn Backend, scope: &str) -> Result<&'b mut dyn SubGroups, Error> {
+    let kind = backend.identity().kind;
+    backend.sub_groups().ok_or_else(|| {
+        Error::usage(format!(
+            "the {} backend has no sub-communicators for {scope} checks (NCCL before 2.18 has no ncclCommSplit); \
+             use --only with the whole-job checks, or a newer NCCL",
+            kind.name()
+        ))
+    })
+}
+
 /// Each node's ranks on their own sub-communicator, when a node check
 /// runs (every rank splits, in the same order).
 fn node_group(backend: &mut dyn Backend, c: &CheckJob, nodes: &Nodes, rank: usize) -> Result<Option<SubGroup>, Error> {
     if !c.checks.iter().any(|k| k.scope == Scope::Node) {
         return Ok(None);
     }
-    let kind = backend.identity().kind;
-    let sub = backend.sub_groups().ok_or_else(|| {
-        Error::usage(format!(
-            "the {} backend has no sub-communicators for node checks (NCCL before 2.18 has no ncclCommSplit); \
-             use --only with the whole-job checks, or a newer NCCL",
-            kind.name()
-        ))
-    })?;
+    let sub = sub_groups(backend, "node")?;
     sub.split(nodes.node_of_rank[rank], nodes.local_rank(rank)).map(Some)
 }
 
@@ -687,14 +530,7 @@ fn pair_groups(
     if rounds.is_empty() {
         return Ok(vec![]);
     }
-    let kind = backend.identity().kind;
-    let sub = backend.sub_groups().ok_or_else(|| {
-        Error::usage(format!(
-            "the {} backend has no sub-communicators for pair checks (NCCL before 2.18 has no ncclCommSplit); \
-             use --only with the whole-job checks, or a newer NCCL",
-            kind.name()
-        ))
-    })?;
+    let sub = sub_groups(backend, "pair")?;
     pair_colours(&rounds, nodes, rank)
         .into_iter()
         .map(|(colour, key, active)| sub.split(colour, key).map(|g| active.then_some(g)))

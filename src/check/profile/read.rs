@@ -1,0 +1,537 @@
+//! The TOML side of a profile: the raw shapes serde reads, and the reader
+//! that turns them into checked `CheckSpec`s, every mistake located at
+//! its line.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{
+    BackendNeed, CheckSpec, DEFAULT_ITERS, DEFAULT_SAMPLES, DEFAULT_WARMUP, Located, Metric, Profile, Rule, Scope,
+    Threshold, located,
+};
+use crate::collective::Collective;
+use crate::error::Error;
+use crate::topology::profile::Profile as Transport;
+use crate::types::{BackendKind, DType, ReduceOp, parse_size};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProfile {
+    name: Spanned<String>,
+    description: Spanned<String>,
+    backend: Option<Spanned<String>>,
+    ranks_per_node: Option<Spanned<i64>>,
+    nodes: Option<Spanned<i64>>,
+    transport: Option<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    notes: Vec<String>,
+    #[serde(default, rename = "check")]
+    checks: Vec<Spanned<RawCheck>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    name: Spanned<String>,
+    scope: Spanned<String>,
+    collective: Spanned<String>,
+    size: Option<Spanned<SizeText>>,
+    sizes: Option<Spanned<Vec<SizeText>>>,
+    dtype: Option<Spanned<String>>,
+    op: Option<Spanned<String>>,
+    metric: Option<Spanned<String>>,
+    samples: Option<Spanned<i64>>,
+    iters: Option<Spanned<i64>>,
+    warmup: Option<Spanned<i64>>,
+    ranks: Option<Spanned<i64>>,
+    follows: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
+    fail_below: Option<Spanned<RawThreshold>>,
+    warn_below: Option<Spanned<RawThreshold>>,
+    fail_above: Option<Spanned<RawThreshold>>,
+    warn_above: Option<Spanned<RawThreshold>>,
+    fail_below_baseline_pct: Option<Spanned<RawThreshold>>,
+    warn_below_baseline_pct: Option<Spanned<RawThreshold>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThreshold {
+    value: f64,
+    source: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeText {
+    Bytes(i64),
+    Text(String),
+}
+
+/// Byte offsets to line numbers.
+pub(super) struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub(super) fn new(text: &str) -> LineIndex {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { starts }
+    }
+
+    /// The 1-based line holding byte `at`.
+    pub(super) fn line(&self, at: usize) -> usize {
+        self.starts.partition_point(|&s| s <= at).max(1)
+    }
+}
+
+pub(super) struct Reader<'a> {
+    pub(super) origin: &'a str,
+    pub(super) lines: &'a LineIndex,
+}
+
+impl Reader<'_> {
+    fn at(&self, span: Range<usize>) -> usize {
+        self.lines.line(span.start)
+    }
+
+    fn err(&self, span: Range<usize>, msg: impl AsRef<str>) -> Error {
+        located(self.origin, self.at(span), msg.as_ref())
+    }
+
+    pub(super) fn profile(&self, raw: RawProfile) -> Result<Profile, Error> {
+        let name = raw.name.get_ref().trim().to_string();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(self.err(
+                raw.name.span(),
+                format!("name '{name}': use letters, digits, '-' and '_' only"),
+            ));
+        }
+        let backend = match &raw.backend {
+            None => Located {
+                value: BackendNeed::Any,
+                line: self.at(raw.name.span()),
+            },
+            Some(b) => Located {
+                value: match b.get_ref().trim() {
+                    "any" => BackendNeed::Any,
+                    "nccl" => BackendNeed::Only(BackendKind::Nccl),
+                    "mpi" => BackendNeed::Only(BackendKind::Mpi),
+                    other => {
+                        return Err(self.err(b.span(), format!("backend '{other}': expected nccl, mpi or any")));
+                    }
+                },
+                line: self.at(b.span()),
+            },
+        };
+        let transport = match &raw.transport {
+            None => Located {
+                value: Transport::Auto,
+                line: self.at(raw.name.span()),
+            },
+            Some(t) => {
+                let value = Transport::parse(t.get_ref()).ok_or_else(|| {
+                    self.err(
+                        t.span(),
+                        format!(
+                            "transport '{}': expected one of {}",
+                            t.get_ref().trim(),
+                            Transport::names()
+                        ),
+                    )
+                })?;
+                if let (Some(kind), BackendNeed::Only(need)) = (value.backend(), backend.value)
+                    && kind != need
+                {
+                    return Err(self.err(
+                        t.span(),
+                        format!(
+                            "transport {} steers the {} backend, but the profile is for {}",
+                            value.name(),
+                            kind.name(),
+                            need.name()
+                        ),
+                    ));
+                }
+                Located {
+                    value,
+                    line: self.at(t.span()),
+                }
+            }
+        };
+        let ranks_per_node = self.count(raw.ranks_per_node.as_ref(), "ranks_per_node")?;
+        let nodes = self.count(raw.nodes.as_ref(), "nodes")?;
+        let env = raw
+            .env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Located {
+                        value: v.get_ref().clone(),
+                        line: self.at(v.span()),
+                    },
+                )
+            })
+            .collect();
+        if raw.checks.is_empty() {
+            return Err(located(
+                self.origin,
+                1,
+                "the profile has no [[check]] table: give at least one",
+            ));
+        }
+        let mut checks: Vec<CheckSpec> = Vec::new();
+        for c in &raw.checks {
+            let check = self.check(c.get_ref(), self.at(c.span()))?;
+            if checks.iter().any(|o| o.name == check.name) {
+                return Err(located(
+                    self.origin,
+                    check.line,
+                    &format!("a second check named '{}': check names must differ", check.name),
+                ));
+            }
+            checks.push(check);
+        }
+        Ok(Profile {
+            name,
+            description: raw.description.get_ref().trim().to_string(),
+            origin: self.origin.to_string(),
+            backend,
+            ranks_per_node,
+            nodes,
+            transport,
+            env,
+            notes: raw.notes,
+            checks,
+        })
+    }
+
+    /// A whole number of at least 1.
+    fn count(&self, v: Option<&Spanned<i64>>, key: &str) -> Result<Option<Located<usize>>, Error> {
+        let Some(v) = v else { return Ok(None) };
+        match usize::try_from(*v.get_ref()) {
+            Ok(n) if n >= 1 => Ok(Some(Located {
+                value: n,
+                line: self.at(v.span()),
+            })),
+            _ => Err(self.err(
+                v.span(),
+                format!("{key} = {}: give a whole number of at least 1", v.get_ref()),
+            )),
+        }
+    }
+
+    fn check(&self, c: &RawCheck, line: usize) -> Result<CheckSpec, Error> {
+        let name = c.name.get_ref().trim().to_string();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
+        {
+            return Err(self.err(
+                c.name.span(),
+                format!("check name '{name}': use letters, digits, '-' and '_' only"),
+            ));
+        }
+        let scope = match c.scope.get_ref().trim() {
+            "node" => Scope::Node,
+            "pair" => Scope::Pair,
+            "job" => Scope::Job,
+            other => {
+                return Err(self.err(
+                    c.scope.span(),
+                    format!(
+                        "check {name}: scope '{other}': expected node (each node's ranks together), pair (two nodes' ranks together) or job (every rank)"
+                    ),
+                ));
+            }
+        };
+        let collective = Collective::parse(c.collective.get_ref()).ok_or_else(|| {
+            self.err(
+                c.collective.span(),
+                format!(
+                    "check {name}: unknown collective '{}' (expected {})",
+                    c.collective.get_ref().trim(),
+                    crate::types::known::<Collective>()
+                ),
+            )
+        })?;
+        let sizes = self.sizes(c, &name, line)?;
+        let dtype = match &c.dtype {
+            None => DType::Float,
+            Some(d) => DType::parse(d.get_ref()).ok_or_else(|| {
+                self.err(
+                    d.span(),
+                    format!("check {name}: unknown element type '{}'", d.get_ref().trim()),
+                )
+            })?,
+        };
+        let op = match (&c.op, collective.spec().is_reduction()) {
+            (None, true) => Some(ReduceOp::Sum),
+            (None, false) => None,
+            (Some(o), true) => Some(ReduceOp::parse(o.get_ref()).ok_or_else(|| {
+                self.err(
+                    o.span(),
+                    format!("check {name}: unknown operation '{}'", o.get_ref().trim()),
+                )
+            })?),
+            (Some(o), false) => {
+                return Err(self.err(
+                    o.span(),
+                    format!("check {name}: {collective} does not reduce; remove op"),
+                ));
+            }
+        };
+        let metric = match &c.metric {
+            None => Metric::Busbw,
+            Some(m) => match m.get_ref().trim() {
+                "busbw" => Metric::Busbw,
+                "algbw" => Metric::Algbw,
+                "time" => Metric::TimeUs,
+                other => {
+                    return Err(self.err(
+                        m.span(),
+                        format!("check {name}: metric '{other}': expected busbw, algbw or time"),
+                    ));
+                }
+            },
+        };
+        let positive = |v: &Option<Spanned<i64>>, key: &str, default: u64| -> Result<u64, Error> {
+            match v {
+                None => Ok(default),
+                Some(s) => match u64::try_from(*s.get_ref()) {
+                    Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+                    _ => Err(self.err(
+                        s.span(),
+                        format!(
+                            "check {name}: {key} = {}: give a whole number from 1 to 1000000",
+                            s.get_ref()
+                        ),
+                    )),
+                },
+            }
+        };
+        let samples = positive(&c.samples, "samples", DEFAULT_SAMPLES as u64)? as usize;
+        let iters = positive(&c.iters, "iters", u64::from(DEFAULT_ITERS))? as u32;
+        let warmup = match &c.warmup {
+            Some(w) if *w.get_ref() == 0 => 0,
+            _ => positive(&c.warmup, "warmup", u64::from(DEFAULT_WARMUP))? as u32,
+        };
+        let ranks = self.count(c.ranks.as_ref(), "ranks")?;
+        let path = match &c.path {
+            Some(p) if p.get_ref().trim().is_empty() => {
+                return Err(self.err(p.span(), format!("check {name}: path is empty")));
+            }
+            Some(p) => Some(Located {
+                value: p.get_ref().trim().to_string(),
+                line: self.at(p.span()),
+            }),
+            None => None,
+        };
+        let rule = self.rule(c, &name, metric, line)?;
+        Ok(CheckSpec {
+            name,
+            line,
+            scope,
+            collective,
+            dtype,
+            op,
+            sizes,
+            metric,
+            samples,
+            iters,
+            warmup,
+            ranks,
+            follows: c.follows.as_ref().map(|f| f.get_ref().trim().to_string()),
+            path,
+            rule,
+        })
+    }
+
+    fn sizes(&self, c: &RawCheck, name: &str, line: usize) -> Result<Located<Vec<u64>>, Error> {
+        let (texts, at): (Vec<&SizeText>, usize) = match (&c.size, &c.sizes) {
+            (Some(s), None) => (vec![s.get_ref()], self.at(s.span())),
+            (None, Some(s)) if !s.get_ref().is_empty() => (s.get_ref().iter().collect(), self.at(s.span())),
+            (Some(s), Some(_)) => {
+                return Err(self.err(s.span(), format!("check {name}: give size or sizes, not both")));
+            }
+            _ => {
+                return Err(located(
+                    self.origin,
+                    line,
+                    &format!("check {name}: no size: give size = \"16G\" (or sizes = [...])"),
+                ));
+            }
+        };
+        let mut sizes = Vec::new();
+        for t in texts {
+            let bytes = match t {
+                SizeText::Bytes(n) => u64::try_from(*n).map_err(|_| format!("'{n}' is negative")),
+                SizeText::Text(s) => parse_size(s),
+            }
+            .map_err(|e| located(self.origin, at, &format!("check {name}: size {e}")))?;
+            if bytes == 0 {
+                return Err(located(self.origin, at, &format!("check {name}: a size of 0 bytes")));
+            }
+            sizes.push(bytes);
+        }
+        Ok(Located { value: sizes, line: at })
+    }
+
+    fn threshold(&self, t: &Spanned<RawThreshold>, key: &str, name: &str) -> Result<Threshold, Error> {
+        let raw = t.get_ref();
+        let source = raw.source.as_deref().map(str::trim).unwrap_or_default();
+        if source.is_empty() {
+            return Err(self.err(
+                t.span(),
+                format!(
+                    "check {name}: {key} = {} has no source: every threshold says where it comes from \
+                     (source = \"...\": a file, an issue, a measurement)",
+                    raw.value
+                ),
+            ));
+        }
+        if !raw.value.is_finite() || raw.value <= 0.0 {
+            return Err(self.err(
+                t.span(),
+                format!("check {name}: {key} = {}: give a number above 0", raw.value),
+            ));
+        }
+        Ok(Threshold {
+            value: raw.value,
+            source: source.to_string(),
+            line: self.at(t.span()),
+        })
+    }
+
+    fn rule(&self, c: &RawCheck, name: &str, metric: Metric, line: usize) -> Result<Rule, Error> {
+        let t = |v: &Option<Spanned<RawThreshold>>, key: &str| -> Result<Option<Threshold>, Error> {
+            v.as_ref().map(|t| self.threshold(t, key, name)).transpose()
+        };
+        let fail_below = t(&c.fail_below, "fail_below")?;
+        let warn_below = t(&c.warn_below, "warn_below")?;
+        let fail_above = t(&c.fail_above, "fail_above")?;
+        let warn_above = t(&c.warn_above, "warn_above")?;
+        let base_fail = t(&c.fail_below_baseline_pct, "fail_below_baseline_pct")?;
+        let base_warn = t(&c.warn_below_baseline_pct, "warn_below_baseline_pct")?;
+        let higher = metric.higher_is_better();
+        let wrong_side = [
+            (&fail_above, "fail_above", higher),
+            (&warn_above, "warn_above", higher),
+            (&fail_below, "fail_below", !higher),
+            (&warn_below, "warn_below", !higher),
+        ];
+        for (given, key, wrong) in wrong_side {
+            if let (Some(th), true) = (given, wrong) {
+                let side = if higher {
+                    "is better higher: use fail_below/warn_below"
+                } else {
+                    "is better lower: use fail_above/warn_above"
+                };
+                return Err(located(
+                    self.origin,
+                    th.line,
+                    &format!("check {name}: {key} on {}, which {side}", metric.name()),
+                ));
+            }
+        }
+        let (fail, warn) = if higher {
+            (fail_below, warn_below)
+        } else {
+            (fail_above, warn_above)
+        };
+        for pct in [&base_fail, &base_warn].into_iter().flatten() {
+            if pct.value >= 100.0 {
+                return Err(located(
+                    self.origin,
+                    pct.line,
+                    &format!("check {name}: a percentage below the baseline must be under 100"),
+                ));
+            }
+        }
+        match (fail, base_fail) {
+            (Some(fail), None) => {
+                if base_warn.is_some() {
+                    return Err(located(
+                        self.origin,
+                        line,
+                        &format!("check {name}: warn_below_baseline_pct needs fail_below_baseline_pct"),
+                    ));
+                }
+                if let Some(w) = &warn {
+                    let wrong = if higher {
+                        w.value < fail.value
+                    } else {
+                        w.value > fail.value
+                    };
+                    if wrong {
+                        return Err(located(
+                            self.origin,
+                            w.line,
+                            &format!(
+                                "check {name}: the warn threshold {} is past the fail threshold {}",
+                                w.value, fail.value
+                            ),
+                        ));
+                    }
+                }
+                Ok(Rule::Fixed { fail, warn })
+            }
+            (None, Some(fail_pct)) => {
+                if !higher {
+                    return Err(located(
+                        self.origin,
+                        fail_pct.line,
+                        &format!("check {name}: baseline rules judge bandwidths (busbw, algbw), not time"),
+                    ));
+                }
+                if let Some(w) = &warn {
+                    return Err(located(
+                        self.origin,
+                        w.line,
+                        &format!(
+                            "check {name}: a fixed warn threshold beside a baseline rule; use warn_below_baseline_pct"
+                        ),
+                    ));
+                }
+                if let Some(w) = &base_warn
+                    && w.value > fail_pct.value
+                {
+                    return Err(located(
+                        self.origin,
+                        w.line,
+                        &format!("check {name}: warn_below_baseline_pct is past fail_below_baseline_pct"),
+                    ));
+                }
+                Ok(Rule::Baseline {
+                    fail_pct,
+                    warn_pct: base_warn,
+                })
+            }
+            (Some(_), Some(b)) => Err(located(
+                self.origin,
+                b.line,
+                &format!("check {name}: a fixed threshold and a baseline rule; give one"),
+            )),
+            (None, None) => {
+                let key = if higher { "fail_below" } else { "fail_above" };
+                Err(located(
+                    self.origin,
+                    line,
+                    &format!(
+                        "check {name}: no fail threshold: give {key} = {{ value = ..., source = \"...\" }} \
+                         or fail_below_baseline_pct"
+                    ),
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+use super::*;
+
+const GOOD: &str = r#"
+name = "demo"
+description = "two checks"
+backend = "mpi"
+transport = "auto"
+
+[[check]]
+name = "node-ar"
+scope = "node"
+collective = "all_reduce"
+size = "4K"
+iters = 100
+ranks = 2
+fail_below = { value = 0.3, source = "measured" }
+warn_below = { value = 0.5, source = "measured" }
+
+[[check]]
+name = "job-time"
+scope = "job"
+collective = "broadcast"
+sizes = ["2G", 4096]
+metric = "time"
+fail_above = { value = 100.0, source = "a figure" }
+"#;
+
+fn err(text: &str) -> String {
+    parse(text, "p.toml").unwrap_err().to_string()
+}
+
+#[test]
+fn a_profile_reads_its_checks_with_defaults_and_lines() {
+    let p = parse(GOOD, "p.toml").unwrap();
+    assert_eq!(p.name, "demo");
+    assert_eq!(p.backend.value, BackendNeed::Only(BackendKind::Mpi));
+    assert_eq!(p.checks.len(), 2);
+    let a = &p.checks[0];
+    assert_eq!(
+        (a.scope, a.collective, a.op),
+        (Scope::Node, Collective::AllReduce, Some(ReduceOp::Sum))
+    );
+    assert_eq!((a.samples, a.iters, a.warmup), (DEFAULT_SAMPLES, 100, DEFAULT_WARMUP));
+    assert_eq!(a.sizes.value, vec![4096]);
+    assert_eq!(a.sizes.line, 11);
+    assert_eq!(a.line, 7);
+    assert_eq!(a.ranks.as_ref().map(|r| (r.value, r.line)), Some((2, 13)));
+    match &a.rule {
+        Rule::Fixed { fail, warn } => {
+            assert_eq!((fail.value, fail.line), (0.3, 14));
+            assert_eq!(warn.as_ref().map(|w| w.value), Some(0.5));
+        }
+        other => panic!("{other:?}"),
+    }
+    let b = &p.checks[1];
+    assert_eq!((b.metric, b.op), (Metric::TimeUs, None));
+    assert_eq!(b.sizes.value, vec![2 << 30, 4096]);
+    assert_eq!(b.max_size(), 2 << 30);
+}
+
+#[test]
+fn an_unknown_key_names_the_file_and_its_line() {
+    let text = GOOD.replace("iters = 100", "iterations = 100");
+    let e = err(&text);
+    assert!(e.starts_with("p.toml:12: "), "{e}");
+    assert!(e.contains("iterations"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+}
+
+#[test]
+fn a_threshold_without_a_source_is_refused_at_its_line() {
+    let text = GOOD.replace(r#"{ value = 0.3, source = "measured" }"#, "{ value = 0.3 }");
+    assert_eq!(
+        err(&text),
+        "p.toml:14: check node-ar: fail_below = 0.3 has no source: every threshold says where it \
+         comes from (source = \"...\": a file, an issue, a measurement)"
+    );
+    let text = GOOD.replace(r#"source = "a figure""#, r#"source = "  ""#);
+    assert!(err(&text).starts_with("p.toml:23: check job-time: fail_above = 100 has no source"));
+}
+
+#[test]
+fn thresholds_sit_on_their_metrics_side_and_in_order() {
+    let e = err(&GOOD.replace("fail_above", "fail_below"));
+    assert!(e.starts_with("p.toml:23: check job-time: fail_below on time"), "{e}");
+    let e = err(&GOOD.replace("value = 0.5", "value = 0.1"));
+    assert!(
+        e.starts_with("p.toml:15: check node-ar: the warn threshold 0.1 is past"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("fail_above = { value = 100.0, source = \"a figure\" }", ""));
+    assert!(e.starts_with("p.toml:17: check job-time: no fail threshold"), "{e}");
+}
+
+#[test]
+fn bad_values_name_their_line() {
+    assert!(
+        err(&GOOD.replace("\"4K\"", "\"4Q\"")).starts_with("p.toml:11: check node-ar: size '4Q' has an unknown unit")
+    );
+    assert!(err(&GOOD.replace("\"node\"", "\"rack\"")).starts_with("p.toml:9: check node-ar: scope 'rack'"));
+    assert!(
+        err(&GOOD.replace("\"broadcast\"", "\"allreduce2\""))
+            .starts_with("p.toml:20: check job-time: unknown collective")
+    );
+    assert!(
+        err(&GOOD.replace("transport = \"auto\"", "transport = \"nvlink\""))
+            .starts_with("p.toml:5: transport nvlink steers the nccl backend")
+    );
+    assert!(err(&GOOD.replace("iters = 100", "iters = 0")).starts_with("p.toml:12: check node-ar: iters = 0"));
+    assert!(
+        err(&GOOD.replace("name = \"job-time\"", "name = \"node-ar\""))
+            .starts_with("p.toml:17: a second check named 'node-ar'")
+    );
+    let broken = err("name = \"x\"\ndescription = \"d\"\n[[check]\n");
+    assert!(broken.starts_with("p.toml:3: "), "{broken}");
+}
+
+#[test]
+fn a_baseline_rule_takes_percentages() {
+    let text = GOOD.replace(
+        "fail_below = { value = 0.3, source = \"measured\" }\nwarn_below = { value = 0.5, source = \"measured\" }",
+        "fail_below_baseline_pct = { value = 5, source = \"SuperBench\" }",
+    );
+    let p = parse(&text, "p.toml").unwrap();
+    assert!(p.needs_baseline());
+    assert!(matches!(&p.checks[0].rule, Rule::Baseline { fail_pct, .. } if fail_pct.value == 5.0));
+}

@@ -1,0 +1,266 @@
+//! The finder's report as text: the headline of each finding, the retests
+//! and bisection steps behind it, in the words docs/links.md uses.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::{fmt_value, rail_rows};
+use crate::links::finder::{BisectStep, Finding, FindingKind, Report, Retest, Rounds};
+use crate::links::layout::PairClass;
+use crate::links::measure::{Matrix, Phase};
+use crate::links::rule::{Analysis, Metric};
+use crate::links::schedule::Level;
+use crate::record::human_size;
+
+fn interval(lo: Option<f64>, hi: Option<f64>, metric: Metric) -> String {
+    match (lo, hi) {
+        (Some(l), Some(h)) => format!(" (95% interval {}-{})", fmt_value(metric, l), fmt_value(metric, h)),
+        _ => " (too few samples for an interval)".into(),
+    }
+}
+
+fn worse_word(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Latency => "worse than",
+        _ => "below",
+    }
+}
+
+/// A rank in one line: its host at `--level node`, else host and rank.
+pub(in crate::links) fn short(matrix: &Matrix, rank: usize) -> String {
+    let e = &matrix.endpoints[rank];
+    if matrix.level == Level::Node {
+        e.host.clone()
+    } else {
+        format!("{} rank {}", e.host, e.rank)
+    }
+}
+
+fn retest_line(r: &Retest, matrix: &Matrix) -> String {
+    format!(
+        "round {}: {} - {}: {} {} {}{}, {:.0}% {} the {} {} expected: {}",
+        r.round,
+        short(matrix, r.pair.a),
+        short(matrix, r.pair.b),
+        r.metric,
+        fmt_value(r.metric, r.value),
+        r.metric.unit(),
+        interval(r.lo, r.hi, r.metric),
+        r.deficit_pct.abs(),
+        if r.deficit_pct >= 0.0 {
+            worse_word(r.metric)
+        } else {
+            "better than"
+        },
+        fmt_value(r.metric, r.reference),
+        r.metric.unit(),
+        if r.low { "slow again" } else { "not slow" }
+    )
+}
+
+fn headline(f: &Finding) -> String {
+    let who: Vec<String> = f.endpoints.iter().map(|e| e.name()).collect();
+    match f.kind {
+        FindingKind::Node if f.endpoints.len() > 1 => format!(
+            "SUSPECT node {}: {} of its ranks slow with most partners ({})",
+            f.hosts[0],
+            f.endpoints.len(),
+            f.endpoints
+                .iter()
+                .map(|e| e.rank.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        FindingKind::Node => format!("SUSPECT node {}: slow with most partners", who.join(", ")),
+        FindingKind::Gpu => format!(
+            "SUSPECT GPU or NIC of {}: slow with most partners, its host's other ranks fine",
+            who.join(", ")
+        ),
+        FindingKind::Link => format!("SUSPECT link {}: slow together, each fine with others", who.join(" - ")),
+        FindingKind::Collective => format!(
+            "SUSPECT collective: host {} slows all-reduces on every subset it is in, while its pairs look fine",
+            f.hosts[0]
+        ),
+    }
+}
+
+/// The report as text: what ran, the references, each finding with its
+/// evidence and re-tests, the dismissed suspects, the bisection, notes.
+pub fn report_text(report: &Report, matrix: &Matrix, analysis: &Analysis) -> String {
+    let mut s = String::new();
+    let schedule = format!(
+        "{} round{} of up to {} pair{}",
+        report.rounds.matrix,
+        if report.rounds.matrix == 1 { "" } else { "s" },
+        matrix
+            .pairs
+            .iter()
+            .filter(|p| p.phase == Phase::Matrix)
+            .fold(BTreeMap::<usize, usize>::new(), |mut m, p| {
+                *m.entry(p.round).or_default() += 1;
+                m
+            })
+            .values()
+            .max()
+            .copied()
+            .unwrap_or(0),
+        if report.isolated { "" } else { "s" }
+    );
+    let _ = writeln!(
+        s,
+        "links: {} rank{} on {} host{}, level {}{}, {} ({}, ping-pong of {}, {} samples per pair)",
+        report.units,
+        if report.units == 1 { "" } else { "s" },
+        report.hosts,
+        if report.hosts == 1 { "" } else { "s" },
+        report.level,
+        if report.isolated { ", isolated" } else { "" },
+        schedule,
+        human_size(matrix.probe.size_bytes),
+        human_size(matrix.probe.latency_bytes),
+        matrix.probe.samples
+    );
+    let _ = writeln!(s, "measured by: {}", report.measurer);
+    let mut classes: Vec<PairClass> = Vec::new();
+    for r in &report.references {
+        if !classes.contains(&r.class) {
+            classes.push(r.class);
+        }
+    }
+    for class in classes {
+        let parts: Vec<String> = report
+            .references
+            .iter()
+            .filter(|r| r.class == class)
+            .map(|r| format!("{} {} {}", r.metric, fmt_value(r.metric, r.median), r.metric.unit()))
+            .collect();
+        let pairs = report
+            .references
+            .iter()
+            .find(|r| r.class == class)
+            .map_or(0, |r| r.pairs);
+        let _ = writeln!(
+            s,
+            "reference, {} pairs (median of {pairs}): {}",
+            class.name(),
+            parts.join(", ")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "rounds beyond the matrix: {} re-test, {} bisection ({} in all; target at most ceil(log2 {}) + 2 = {}); {:.1} s on the measurer's clock",
+        report.rounds.confirm,
+        report.rounds.bisect,
+        report.rounds.beyond_matrix(),
+        report.units,
+        Rounds::bound(report.units),
+        report.elapsed_s
+    );
+    s.push('\n');
+    if report.findings.is_empty() {
+        let _ = writeln!(
+            s,
+            "no suspect: no pair or rank was more than {}% and {} robust spreads worse than comparable pairs{}",
+            report.rule.min_deficit_pct,
+            report.rule.spreads,
+            if report.dismissed.is_empty() {
+                String::new()
+            } else {
+                format!(" after re-tests ({} dismissed)", report.dismissed.len())
+            }
+        );
+    }
+    for f in &report.findings {
+        let _ = writeln!(s, "{}", headline(f));
+        for e in &f.evidence {
+            let worst: Vec<String> = e
+                .worst
+                .iter()
+                .map(|(p, v)| format!("{p} {}", fmt_value(e.metric, *v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {} {} {}{}, {:.0}% {} the {} {} median of {} pairs{}{}",
+                e.metric,
+                fmt_value(e.metric, e.value),
+                e.metric.unit(),
+                interval(e.lo, e.hi, e.metric),
+                e.deficit_pct,
+                worse_word(e.metric),
+                fmt_value(e.metric, e.reference),
+                e.metric.unit(),
+                e.class.name(),
+                if e.pairs > 1 {
+                    format!("; low with {} of {} partners", e.low_pairs, e.pairs)
+                } else {
+                    String::new()
+                },
+                if e.pairs > 1 {
+                    format!("; worst {}", worst.join(", "))
+                } else {
+                    String::new()
+                }
+            );
+        }
+        for r in &f.retests {
+            let _ = writeln!(s, "  re-test {}", retest_line(r, matrix));
+        }
+        for step in &f.steps {
+            let _ = writeln!(s, "  bisection {}", step_line(step));
+        }
+    }
+    if !report.dismissed.is_empty() {
+        let _ = writeln!(s, "\ndismissed after re-tests: {}", report.dismissed.len());
+        for d in report.dismissed.iter().take(10) {
+            let _ = writeln!(s, "  {}: {}", d.what, d.why);
+        }
+        if report.dismissed.len() > 10 {
+            let _ = writeln!(s, "  ... and {} more (in the JSON report)", report.dismissed.len() - 10);
+        }
+    }
+    if !report.bisection.is_empty() && !report.findings.iter().any(|f| f.kind == FindingKind::Collective) {
+        let _ = writeln!(s, "\nbisection:");
+        for step in &report.bisection {
+            let _ = writeln!(s, "  {}", step_line(step));
+        }
+    }
+    if report.level == Level::Rail {
+        let _ = writeln!(s, "\nper rail (unidirectional):");
+        for r in rail_rows(matrix, analysis) {
+            let worst = r
+                .worst
+                .map_or(String::new(), |(p, v)| format!(", slowest {p} {v:.1} GB/s"));
+            let _ = writeln!(
+                s,
+                "  rail {}: {} pairs, median {:.1} GB/s{worst}, {} flagged",
+                r.rail, r.pairs, r.median_gbps, r.flagged
+            );
+        }
+    }
+    for n in &report.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+fn step_line(step: &BisectStep) -> String {
+    let parts: Vec<String> = step
+        .subsets
+        .iter()
+        .zip(&step.busbw)
+        .map(|((what, hosts), e)| {
+            let v = e.map_or("-".into(), |e| fmt_value(Metric::Uni, e.median));
+            format!(
+                "{what} of {} host{} {v} GB/s",
+                hosts.len(),
+                if hosts.len() == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    format!(
+        "round {}: all-reduce busbw {}: {}",
+        step.round,
+        parts.join(", "),
+        step.outcome
+    )
+}
