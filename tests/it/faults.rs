@@ -41,7 +41,7 @@ fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
     let dir = tempdir();
     let csv_path = dir.path().join("stopped.csv");
     let mut args = endless(path_str(&csv_path));
-    args.extend(["--timeout", "2"]);
+    args.extend(["--timeout", "5"]);
     let job = spawn_mpirun(3, &args);
     let pids = job.rank_pids(3, Duration::from_secs(120));
     job.wait_for_rows(Duration::from_secs(120));
