@@ -13,6 +13,12 @@ use super::schedule::{Level, Pair};
 
 mod judge;
 
+/// A rank re-test task: (suspect, rank to pair with a known-good partner,
+/// domain, times left).
+type RankTask = (usize, usize, Domain, usize);
+/// A pair re-test task: (suspect, pair, re-tests left).
+type PairTask = (usize, Pair, usize);
+
 /// A suspect from the matrix, over the metrics it was flagged on.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Suspect {
@@ -131,30 +137,7 @@ impl Context<'_> {
         let low: BTreeSet<Pair> = self.analysis.pair_suspects().map(|p| p.pair).collect();
         let pairs_suspected = suspects.iter().any(|s| matches!(s, Suspect::Pair { .. }));
         let total = self.cfg.partners.max(1).max(if pairs_suspected { 2 } else { 1 });
-        // (suspect, rank to pair with a known-good partner, domain, times left)
-        let mut rank_tasks: Vec<(usize, usize, Domain, usize)> = Vec::new();
-        let mut end_tasks: Vec<(usize, usize, Domain, usize)> = Vec::new();
-        // (suspect, pair, re-tests left)
-        let mut pair_tasks: Vec<(usize, Pair, usize)> = Vec::new();
-        for (i, s) in suspects.iter().enumerate() {
-            match s {
-                Suspect::Rank { rank, domain, .. } => rank_tasks.push((i, *rank, *domain, self.cfg.partners)),
-                Suspect::Pair { pair, .. } => {
-                    let domain = Domain::of(self.analysis.class(*pair).unwrap_or(PairClass::InterHost));
-                    let known = [pair.a, pair.b]
-                        .iter()
-                        .all(|&r| self.analysis.partners(r, domain) >= ENDS_KNOWN_PARTNERS);
-                    if known {
-                        // the matrix vouches for the ends: the pair itself twice
-                        pair_tasks.push((i, *pair, 2));
-                    } else {
-                        pair_tasks.push((i, *pair, 1));
-                        end_tasks.push((i, pair.a, domain, 1));
-                        end_tasks.push((i, pair.b, domain, 1));
-                    }
-                }
-            }
-        }
+        let (mut rank_tasks, mut end_tasks, mut pair_tasks) = self.retest_tasks(suspects);
         pair_tasks.sort_by(|x, y| self.severity(y.1).total_cmp(&self.severity(x.1)));
         let mut used: BTreeSet<Pair> = BTreeSet::new();
         let mut pair_round: BTreeMap<usize, usize> = BTreeMap::new();
@@ -211,18 +194,73 @@ impl Context<'_> {
             if round.is_empty() {
                 break;
             }
-            let tests: Vec<Pair> = round.iter().map(|(p, _)| *p).collect();
-            for p in tests {
-                if let Some(c) = self.matched_control(p, &partners, &mut busy) {
-                    round.push((c, None));
-                    plan.matched.insert((round_index, p), c);
+            self.add_round(&mut plan, round_index, round, &partners, &mut busy);
+        }
+        self.untested_notes(&mut plan, &rank_tasks, &pair_tasks, &pair_round);
+        plan
+    }
+
+    /// The re-test tasks of the suspects: ranks to re-test with known-good
+    /// partners, ends of pairs to re-test so, and pairs to re-test
+    /// themselves (twice when the matrix vouches for their ends).
+    fn retest_tasks(&self, suspects: &[Suspect]) -> (Vec<RankTask>, Vec<RankTask>, Vec<PairTask>) {
+        let mut rank_tasks: Vec<RankTask> = Vec::new();
+        let mut end_tasks: Vec<RankTask> = Vec::new();
+        let mut pair_tasks: Vec<PairTask> = Vec::new();
+        for (i, s) in suspects.iter().enumerate() {
+            match s {
+                Suspect::Rank { rank, domain, .. } => rank_tasks.push((i, *rank, *domain, self.cfg.partners)),
+                Suspect::Pair { pair, .. } => {
+                    let domain = Domain::of(self.analysis.class(*pair).unwrap_or(PairClass::InterHost));
+                    let known = [pair.a, pair.b]
+                        .iter()
+                        .all(|&r| self.analysis.partners(r, domain) >= ENDS_KNOWN_PARTNERS);
+                    if known {
+                        // the matrix vouches for the ends: the pair itself twice
+                        pair_tasks.push((i, *pair, 2));
+                    } else {
+                        pair_tasks.push((i, *pair, 1));
+                        end_tasks.push((i, pair.a, domain, 1));
+                        end_tasks.push((i, pair.b, domain, 1));
+                    }
                 }
             }
-            for (p, purpose) in &round {
-                plan.purpose.insert((round_index, *p), *purpose);
-            }
-            plan.rounds.push(round.into_iter().map(|(p, _)| p).collect());
         }
+        (rank_tasks, end_tasks, pair_tasks)
+    }
+
+    /// A round into the plan: beside each re-test its matched control
+    /// (where one can be placed), and what each pair of the round is for.
+    fn add_round(
+        &self,
+        plan: &mut RetestPlan,
+        round_index: usize,
+        mut round: Vec<(Pair, Option<usize>)>,
+        partners: &[usize],
+        busy: &mut BTreeSet<usize>,
+    ) {
+        let tests: Vec<Pair> = round.iter().map(|(p, _)| *p).collect();
+        for p in tests {
+            if let Some(c) = self.matched_control(p, partners, busy) {
+                round.push((c, None));
+                plan.matched.insert((round_index, p), c);
+            }
+        }
+        for (p, purpose) in &round {
+            plan.purpose.insert((round_index, *p), *purpose);
+        }
+        plan.rounds.push(round.into_iter().map(|(p, _)| p).collect());
+    }
+
+    /// Notes for the suspect ranks short of known-good partners and the
+    /// suspect pairs never re-tested.
+    fn untested_notes(
+        &self,
+        plan: &mut RetestPlan,
+        rank_tasks: &[RankTask],
+        pair_tasks: &[PairTask],
+        pair_round: &BTreeMap<usize, usize>,
+    ) {
         let short = rank_tasks.iter().filter(|t| t.3 > 0).count();
         if short > 0 {
             plan.notes.push(format!(
@@ -238,7 +276,6 @@ impl Context<'_> {
                 if untested == 1 { "" } else { "s" }
             ));
         }
-        plan
     }
 
     /// The median goodness, less its ends' effects, of the matrix's pairs
@@ -317,7 +354,7 @@ impl Context<'_> {
 /// Puts pair suspect `task` (suspect index, pair, re-tests left) in
 /// `round` when it has re-tests left and both its ranks are free there.
 fn place_pair(
-    task: &mut (usize, Pair, usize),
+    task: &mut PairTask,
     round_index: usize,
     busy: &mut BTreeSet<usize>,
     round: &mut Vec<(Pair, Option<usize>)>,

@@ -36,6 +36,9 @@ use super::layout::{Layout, PairClass};
 use super::measure::{Estimate, Matrix, PairResult, Phase, Spread, quantile};
 use super::schedule::Pair;
 
+mod domain;
+use domain::analyse_domain;
+
 /// Robust standard deviation from a MAD, for normally distributed data.
 const MAD_TO_SD: f64 = 1.4826;
 /// A network class with fewer pairs is merged with the others (its level
@@ -454,145 +457,6 @@ pub fn analyse(matrix: &Matrix, layout: &Layout, rule: &Rule) -> Analysis {
         .collect();
     analysis.classes = classes;
     analysis
-}
-
-fn analyse_domain(
-    measured: &[&PairResult],
-    classes: &BTreeMap<Pair, PairClass>,
-    domain: Domain,
-    metric: Metric,
-    rule: &Rule,
-    out: &mut Analysis,
-) {
-    let rows: Vec<(&PairResult, &Estimate, PairClass)> = measured
-        .iter()
-        .filter_map(|p| {
-            let class = classes[&p.pair];
-            let e = p.estimate(metric).filter(|e| e.median > 0.0)?;
-            (Domain::of(class) == domain).then_some((*p, e, class))
-        })
-        .collect();
-    if rows.is_empty() {
-        return;
-    }
-    let class_list: Vec<PairClass> = {
-        let mut v: Vec<PairClass> = rows.iter().map(|r| r.2).collect();
-        v.sort();
-        v.dedup();
-        v
-    };
-    let mut unit_list: Vec<usize> = rows.iter().flat_map(|r| [r.0.pair.a, r.0.pair.b]).collect();
-    unit_list.sort();
-    unit_list.dedup();
-    let unit_index: BTreeMap<usize, usize> = unit_list.iter().enumerate().map(|(i, &u)| (u, i)).collect();
-    let class_index = |c: PairClass| class_list.iter().position(|x| *x == c).unwrap_or(0);
-    let obs: Vec<Obs> = rows
-        .iter()
-        .map(|(p, e, c)| Obs {
-            x: unit_index[&p.pair.a],
-            y: unit_index[&p.pair.b],
-            class: class_index(*c),
-            g: metric.goodness(e.median),
-        })
-        .collect();
-    let mut by_unit: Vec<Vec<usize>> = vec![Vec::new(); unit_list.len()];
-    for (i, o) in obs.iter().enumerate() {
-        by_unit[o.x].push(i);
-        by_unit[o.y].push(i);
-    }
-    let (level, effect) = polish(&obs, &by_unit, class_list.len());
-    let residual: Vec<f64> = obs
-        .iter()
-        .map(|o| o.g - level[o.class] - effect[o.x] - effect[o.y])
-        .collect();
-    let domain_sd = robust_sd(&residual);
-    let class_sd: Vec<f64> = (0..class_list.len())
-        .map(|c| {
-            let r: Vec<f64> = obs
-                .iter()
-                .zip(&residual)
-                .filter(|(o, _)| o.class == c)
-                .map(|(_, r)| *r)
-                .collect();
-            if r.len() >= MIN_CLASS_PAIRS {
-                robust_sd(&r)
-            } else {
-                domain_sd
-            }
-        })
-        .collect();
-    let mut medians = Vec::new();
-    for (c, class) in class_list.iter().enumerate() {
-        let mut v: Vec<f64> = rows.iter().filter(|r| r.2 == *class).map(|r| r.1.median).collect();
-        let count = v.len();
-        medians.push(median(&mut v));
-        out.references.push(Reference {
-            class: *class,
-            metric,
-            pairs: count,
-            median: medians[c],
-            resid_sd: class_sd[c],
-        });
-    }
-    let from_goodness = |g: f64| match metric {
-        Metric::Latency => (-g).exp(),
-        _ => g.exp(),
-    };
-    // Pairs.
-    for (i, ((p, e, _), o)) in rows.iter().zip(&obs).enumerate() {
-        let expected_g = level[o.class] + effect[o.x] + effect[o.y];
-        let below_interval = metric
-            .best_end(e.lo, e.hi)
-            .is_none_or(|end| metric.goodness(end) < expected_g);
-        let reference = medians[o.class];
-        out.pairs.push(PairCheck {
-            pair: p.pair,
-            metric,
-            class: class_list[o.class],
-            value: e.median,
-            lo: e.lo,
-            hi: e.hi,
-            reference,
-            expected: from_goodness(expected_g),
-            deficit_pct: (1.0 - residual[i].exp()) * 100.0,
-            below_reference_pct: (1.0 - (o.g - metric.goodness(reference)).exp()) * 100.0,
-            low: rule.worse(residual[i], class_sd[o.class]) && below_interval,
-        });
-    }
-    // Units.
-    let effect_sd = robust_sd(&effect);
-    for (u, &rank) in unit_list.iter().enumerate() {
-        let mine: Vec<(&Obs, usize)> = by_unit[u].iter().map(|&i| (&obs[i], i)).collect();
-        let partners = mine.len();
-        let low_partners = mine
-            .iter()
-            .filter(|(o, _)| {
-                let other = if o.x == u { o.y } else { o.x };
-                o.g - level[o.class] - effect[other] < rule.log_threshold()
-            })
-            .count();
-        let ratios: Vec<f64> = mine
-            .iter()
-            .map(|(o, _)| (o.g - metric.goodness(medians[o.class])).exp())
-            .collect();
-        let Some(ratio) = Estimate::of(&ratios) else { continue };
-        let sd = effect_sd.max(domain_sd / (partners as f64).sqrt());
-        let suspect = partners >= rule.min_partners
-            && rule.worse(effect[u], sd)
-            && low_partners as f64 >= rule.node_share * partners as f64
-            && ratio.hi.is_none_or(|hi| hi < 1.0);
-        out.units.push(UnitCheck {
-            rank,
-            domain,
-            metric,
-            partners,
-            low_partners,
-            deficit_pct: (1.0 - effect[u].exp()) * 100.0,
-            ratio,
-            margin_pct: (1.0 - (-rule.spreads * sd).exp()) * 100.0,
-            suspect,
-        });
-    }
 }
 
 #[cfg(test)]

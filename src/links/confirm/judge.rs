@@ -14,6 +14,15 @@ use crate::links::schedule::Pair;
 /// known-good partners is named as the link, not the end.
 const LINK_OVER_RANK: f64 = 2.0;
 
+/// The worst slowdown among the re-tests found low (1.0 when none was).
+fn slowdown(tests: &[Retest]) -> f64 {
+    tests
+        .iter()
+        .filter(|r| r.low)
+        .map(|r| 1.0 / (1.0 - r.deficit_pct / 100.0).max(1e-9))
+        .fold(1.0, f64::max)
+}
+
 /// A rank suspect the re-tests bore out.
 struct Confirmed {
     rank: usize,
@@ -123,97 +132,134 @@ impl Context<'_> {
                     metrics,
                     also,
                 } => {
-                    let tests: Vec<Retest> = mine
-                        .iter()
-                        .filter(|r| metrics.contains(&r.metric))
-                        .map(|r| (*r).clone())
-                        .collect();
-                    let ok: Vec<Metric> = metrics
-                        .iter()
-                        .copied()
-                        .filter(|m| {
-                            let t: Vec<&Retest> = tests.iter().filter(|r| r.metric == *m).collect();
-                            !t.is_empty() && t.iter().all(|r| r.low)
-                        })
-                        .collect();
-                    if ok.is_empty() {
-                        dismissed.push(Dismissed {
-                            what: format!("rank {}", self.endpoints[*rank].name()),
-                            why: why_not(&tests, "with known-good partners", "no known-good partner was free"),
-                        });
-                    } else {
-                        let mut evidence: Vec<(Domain, Metric)> = ok.iter().map(|m| (*domain, *m)).collect();
-                        evidence.extend(also.iter().copied());
-                        confirmed_ranks.push(Confirmed {
-                            rank: *rank,
-                            domain: *domain,
-                            evidence,
-                            retests: tests,
-                        });
+                    if let Some(c) = self.judge_rank(*rank, *domain, metrics, also, &mine, &mut dismissed) {
+                        confirmed_ranks.push(c);
                     }
                 }
                 Suspect::Pair { pair, metrics } => {
-                    let tests: Vec<Retest> = mine
-                        .iter()
-                        .filter(|r| metrics.contains(&r.metric))
-                        .map(|r| (*r).clone())
-                        .collect();
-                    let itself: Vec<&Retest> = tests.iter().filter(|r| r.pair == *pair).collect();
-                    let ends_low: Vec<&Retest> = tests.iter().filter(|r| r.pair != *pair && r.low).collect();
-                    let ok: Vec<Metric> = metrics
-                        .iter()
-                        .copied()
-                        .filter(|m| {
-                            let t: Vec<&&Retest> = itself.iter().filter(|r| r.metric == *m).collect();
-                            !t.is_empty() && t.iter().all(|r| r.low)
-                        })
-                        .filter(|m| !ends_low.iter().any(|r| r.metric == *m))
-                        .collect();
-                    let name = format!(
-                        "link {} - {}",
-                        self.endpoints[pair.a].name(),
-                        self.endpoints[pair.b].name()
-                    );
-                    if ok.is_empty() {
-                        let why = if let Some(end) = ends_low.first() {
-                            format!(
-                                "its end {} was also slow with a known-good partner ({:.0}% below): not a fault of this pair alone",
-                                end.pair, end.deficit_pct
-                            )
-                        } else {
-                            why_not(
-                                &itself.iter().map(|r| (*r).clone()).collect::<Vec<_>>(),
-                                "when re-tested",
-                                "it shared a rank with other suspects in every re-test round",
-                            )
-                        };
-                        dismissed.push(Dismissed { what: name, why });
-                    } else {
-                        findings.push(Finding {
-                            kind: FindingKind::Link,
-                            hosts: vec![self.endpoints[pair.a].host.clone(), self.endpoints[pair.b].host.clone()],
-                            endpoints: vec![self.endpoints[pair.a].clone(), self.endpoints[pair.b].clone()],
-                            evidence: ok.iter().filter_map(|m| self.pair_evidence(*pair, *m)).collect(),
-                            retests: tests,
-                            steps: Vec::new(),
-                        });
+                    if let Some(f) = self.judge_pair(*pair, metrics, &mine, &mut dismissed) {
+                        findings.push(f);
                     }
                 }
             }
         }
-        // A link at a confirmed slow rank is that rank's slowness seen
-        // through one partner (the rank's re-tests carry the evidence),
-        // unless the link is far slower than the rank is with known-good
-        // partners: then it is the link, and the rank's milder slowness is
-        // what the link did to its figures (at a few nodes, one link is a
-        // third of a rank's pairs).
-        let factor = |tests: &[Retest]| {
-            tests
-                .iter()
-                .filter(|r| r.low)
-                .map(|r| 1.0 / (1.0 - r.deficit_pct / 100.0).max(1e-9))
-                .fold(1.0, f64::max)
-        };
+        let (mut findings, confirmed_ranks) = self.links_or_ranks(findings, confirmed_ranks, &mut dismissed);
+        findings.extend(self.rank_findings(confirmed_ranks));
+        (findings, dismissed)
+    }
+
+    /// A rank suspect: confirmed on the metrics its re-tests with
+    /// known-good partners all found low, else dismissed.
+    fn judge_rank(
+        &self,
+        rank: usize,
+        domain: Domain,
+        metrics: &[Metric],
+        also: &[(Domain, Metric)],
+        mine: &[&Retest],
+        dismissed: &mut Vec<Dismissed>,
+    ) -> Option<Confirmed> {
+        let tests: Vec<Retest> = mine
+            .iter()
+            .filter(|r| metrics.contains(&r.metric))
+            .map(|r| (*r).clone())
+            .collect();
+        let ok: Vec<Metric> = metrics
+            .iter()
+            .copied()
+            .filter(|m| {
+                let t: Vec<&Retest> = tests.iter().filter(|r| r.metric == *m).collect();
+                !t.is_empty() && t.iter().all(|r| r.low)
+            })
+            .collect();
+        if ok.is_empty() {
+            dismissed.push(Dismissed {
+                what: format!("rank {}", self.endpoints[rank].name()),
+                why: why_not(&tests, "with known-good partners", "no known-good partner was free"),
+            });
+            None
+        } else {
+            let mut evidence: Vec<(Domain, Metric)> = ok.iter().map(|m| (domain, *m)).collect();
+            evidence.extend(also.iter().copied());
+            Some(Confirmed {
+                rank,
+                domain,
+                evidence,
+                retests: tests,
+            })
+        }
+    }
+
+    /// A pair suspect: a link finding on the metrics its own re-tests all
+    /// found low and neither end's re-tests did, else dismissed.
+    fn judge_pair(
+        &self,
+        pair: Pair,
+        metrics: &[Metric],
+        mine: &[&Retest],
+        dismissed: &mut Vec<Dismissed>,
+    ) -> Option<Finding> {
+        let tests: Vec<Retest> = mine
+            .iter()
+            .filter(|r| metrics.contains(&r.metric))
+            .map(|r| (*r).clone())
+            .collect();
+        let itself: Vec<&Retest> = tests.iter().filter(|r| r.pair == pair).collect();
+        let ends_low: Vec<&Retest> = tests.iter().filter(|r| r.pair != pair && r.low).collect();
+        let ok: Vec<Metric> = metrics
+            .iter()
+            .copied()
+            .filter(|m| {
+                let t: Vec<&&Retest> = itself.iter().filter(|r| r.metric == *m).collect();
+                !t.is_empty() && t.iter().all(|r| r.low)
+            })
+            .filter(|m| !ends_low.iter().any(|r| r.metric == *m))
+            .collect();
+        let name = format!(
+            "link {} - {}",
+            self.endpoints[pair.a].name(),
+            self.endpoints[pair.b].name()
+        );
+        if ok.is_empty() {
+            let why = if let Some(end) = ends_low.first() {
+                format!(
+                    "its end {} was also slow with a known-good partner ({:.0}% below): not a fault of this pair alone",
+                    end.pair, end.deficit_pct
+                )
+            } else {
+                why_not(
+                    &itself.iter().map(|r| (*r).clone()).collect::<Vec<_>>(),
+                    "when re-tested",
+                    "it shared a rank with other suspects in every re-test round",
+                )
+            };
+            dismissed.push(Dismissed { what: name, why });
+            None
+        } else {
+            Some(Finding {
+                kind: FindingKind::Link,
+                hosts: vec![self.endpoints[pair.a].host.clone(), self.endpoints[pair.b].host.clone()],
+                endpoints: vec![self.endpoints[pair.a].clone(), self.endpoints[pair.b].clone()],
+                evidence: ok.iter().filter_map(|m| self.pair_evidence(pair, *m)).collect(),
+                retests: tests,
+                steps: Vec::new(),
+            })
+        }
+    }
+
+    /// A link at a confirmed slow rank is that rank's slowness seen
+    /// through one partner (the rank's re-tests carry the evidence),
+    /// unless the link is far slower than the rank is with known-good
+    /// partners: then it is the link, and the rank's milder slowness is
+    /// what the link did to its figures (at a few nodes, one link is a
+    /// third of a rank's pairs). Returns the findings kept and the ranks
+    /// still confirmed; the rest go to `dismissed`.
+    fn links_or_ranks(
+        &self,
+        findings: Vec<Finding>,
+        confirmed_ranks: Vec<Confirmed>,
+        dismissed: &mut Vec<Dismissed>,
+    ) -> (Vec<Finding>, Vec<Confirmed>) {
         let mut kept = Vec::new();
         let mut links_kept: BTreeSet<usize> = BTreeSet::new();
         for f in findings {
@@ -226,8 +272,8 @@ impl Context<'_> {
                 continue;
             }
             let pair = Pair::new(f.endpoints[0].rank, f.endpoints[1].rank);
-            let link_factor = factor(&f.retests.iter().filter(|r| r.pair == pair).cloned().collect::<Vec<_>>());
-            let rank_factor = at.iter().map(|c| factor(&c.retests)).fold(1.0, f64::max);
+            let link_factor = slowdown(&f.retests.iter().filter(|r| r.pair == pair).cloned().collect::<Vec<_>>());
+            let rank_factor = at.iter().map(|c| slowdown(&c.retests)).fold(1.0, f64::max);
             if link_factor > LINK_OVER_RANK * rank_factor {
                 links_kept.extend(at.iter().map(|c| c.rank));
                 kept.push(f);
@@ -242,7 +288,6 @@ impl Context<'_> {
                 ),
             });
         }
-        let mut findings = kept;
         let (confirmed_ranks, explained): (Vec<Confirmed>, Vec<Confirmed>) =
             confirmed_ranks.into_iter().partition(|c| !links_kept.contains(&c.rank));
         for c in explained {
@@ -250,12 +295,11 @@ impl Context<'_> {
                 what: format!("rank {}", self.endpoints[c.rank].name()),
                 why: format!(
                     "slow with known-good partners ({:.1}x at worst), but far less than its slow link: the link's",
-                    factor(&c.retests)
+                    slowdown(&c.retests)
                 ),
             });
         }
-        findings.extend(self.rank_findings(confirmed_ranks));
-        (findings, dismissed)
+        (kept, confirmed_ranks)
     }
 
     /// Confirmed slow ranks as findings: a host when most of its measured

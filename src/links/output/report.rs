@@ -88,6 +88,54 @@ fn headline(f: &Finding) -> String {
 /// evidence and re-tests, the dismissed suspects, the bisection, notes.
 pub fn report_text(report: &Report, matrix: &Matrix, analysis: &Analysis) -> String {
     let mut s = String::new();
+    write_run(&mut s, report, matrix);
+    write_references(&mut s, report);
+    let _ = writeln!(
+        s,
+        "rounds beyond the matrix: {} re-test, {} bisection ({} in all; target at most ceil(log2 {}) + 2 = {}); {:.1} s on the measurer's clock",
+        report.rounds.confirm,
+        report.rounds.bisect,
+        report.rounds.beyond_matrix(),
+        report.units,
+        Rounds::bound(report.units),
+        report.elapsed_s
+    );
+    s.push('\n');
+    if report.findings.is_empty() {
+        let _ = writeln!(
+            s,
+            "no suspect: no pair or rank was more than {}% and {} robust spreads worse than comparable pairs{}",
+            report.rule.min_deficit_pct,
+            report.rule.spreads,
+            if report.dismissed.is_empty() {
+                String::new()
+            } else {
+                format!(" after re-tests ({} dismissed)", report.dismissed.len())
+            }
+        );
+    }
+    for f in &report.findings {
+        write_finding(&mut s, f, matrix);
+    }
+    write_dismissed(&mut s, report);
+    if !report.bisection.is_empty() && !report.findings.iter().any(|f| f.kind == FindingKind::Collective) {
+        let _ = writeln!(s, "\nbisection:");
+        for step in &report.bisection {
+            let _ = writeln!(s, "  {}", step_line(step));
+        }
+    }
+    if report.level == Level::Rail {
+        write_rails(&mut s, matrix, analysis);
+    }
+    for n in &report.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+/// The first two lines: what ran (ranks, hosts, level, schedule, probe)
+/// and which measurer measured it.
+fn write_run(s: &mut String, report: &Report, matrix: &Matrix) {
     let schedule = format!(
         "{} round{} of up to {} pair{}",
         report.rounds.matrix,
@@ -121,6 +169,10 @@ pub fn report_text(report: &Report, matrix: &Matrix, analysis: &Analysis) -> Str
         matrix.probe.samples
     );
     let _ = writeln!(s, "measured by: {}", report.measurer);
+}
+
+/// One line per pair class: the reference medians of each metric.
+fn write_references(s: &mut String, report: &Report) {
     let mut classes: Vec<PairClass> = Vec::new();
     for r in &report.references {
         if !classes.contains(&r.class) {
@@ -146,69 +198,52 @@ pub fn report_text(report: &Report, matrix: &Matrix, analysis: &Analysis) -> Str
             parts.join(", ")
         );
     }
-    let _ = writeln!(
-        s,
-        "rounds beyond the matrix: {} re-test, {} bisection ({} in all; target at most ceil(log2 {}) + 2 = {}); {:.1} s on the measurer's clock",
-        report.rounds.confirm,
-        report.rounds.bisect,
-        report.rounds.beyond_matrix(),
-        report.units,
-        Rounds::bound(report.units),
-        report.elapsed_s
-    );
-    s.push('\n');
-    if report.findings.is_empty() {
+}
+
+/// A finding: its headline, then its evidence, re-tests and bisection
+/// steps, indented.
+fn write_finding(s: &mut String, f: &Finding, matrix: &Matrix) {
+    let _ = writeln!(s, "{}", headline(f));
+    for e in &f.evidence {
+        let worst: Vec<String> = e
+            .worst
+            .iter()
+            .map(|(p, v)| format!("{p} {}", fmt_value(e.metric, *v)))
+            .collect();
         let _ = writeln!(
             s,
-            "no suspect: no pair or rank was more than {}% and {} robust spreads worse than comparable pairs{}",
-            report.rule.min_deficit_pct,
-            report.rule.spreads,
-            if report.dismissed.is_empty() {
-                String::new()
+            "  {} {} {}{}, {:.0}% {} the {} {} median of {} pairs{}{}",
+            e.metric,
+            fmt_value(e.metric, e.value),
+            e.metric.unit(),
+            interval(e.lo, e.hi, e.metric),
+            e.deficit_pct,
+            worse_word(e.metric),
+            fmt_value(e.metric, e.reference),
+            e.metric.unit(),
+            e.class.name(),
+            if e.pairs > 1 {
+                format!("; low with {} of {} partners", e.low_pairs, e.pairs)
             } else {
-                format!(" after re-tests ({} dismissed)", report.dismissed.len())
+                String::new()
+            },
+            if e.pairs > 1 {
+                format!("; worst {}", worst.join(", "))
+            } else {
+                String::new()
             }
         );
     }
-    for f in &report.findings {
-        let _ = writeln!(s, "{}", headline(f));
-        for e in &f.evidence {
-            let worst: Vec<String> = e
-                .worst
-                .iter()
-                .map(|(p, v)| format!("{p} {}", fmt_value(e.metric, *v)))
-                .collect();
-            let _ = writeln!(
-                s,
-                "  {} {} {}{}, {:.0}% {} the {} {} median of {} pairs{}{}",
-                e.metric,
-                fmt_value(e.metric, e.value),
-                e.metric.unit(),
-                interval(e.lo, e.hi, e.metric),
-                e.deficit_pct,
-                worse_word(e.metric),
-                fmt_value(e.metric, e.reference),
-                e.metric.unit(),
-                e.class.name(),
-                if e.pairs > 1 {
-                    format!("; low with {} of {} partners", e.low_pairs, e.pairs)
-                } else {
-                    String::new()
-                },
-                if e.pairs > 1 {
-                    format!("; worst {}", worst.join(", "))
-                } else {
-                    String::new()
-                }
-            );
-        }
-        for r in &f.retests {
-            let _ = writeln!(s, "  re-test {}", retest_line(r, matrix));
-        }
-        for step in &f.steps {
-            let _ = writeln!(s, "  bisection {}", step_line(step));
-        }
+    for r in &f.retests {
+        let _ = writeln!(s, "  re-test {}", retest_line(r, matrix));
     }
+    for step in &f.steps {
+        let _ = writeln!(s, "  bisection {}", step_line(step));
+    }
+}
+
+/// The suspects the re-tests dismissed: the first ten, then a count.
+fn write_dismissed(s: &mut String, report: &Report) {
     if !report.dismissed.is_empty() {
         let _ = writeln!(s, "\ndismissed after re-tests: {}", report.dismissed.len());
         for d in report.dismissed.iter().take(10) {
@@ -218,29 +253,21 @@ pub fn report_text(report: &Report, matrix: &Matrix, analysis: &Analysis) -> Str
             let _ = writeln!(s, "  ... and {} more (in the JSON report)", report.dismissed.len() - 10);
         }
     }
-    if !report.bisection.is_empty() && !report.findings.iter().any(|f| f.kind == FindingKind::Collective) {
-        let _ = writeln!(s, "\nbisection:");
-        for step in &report.bisection {
-            let _ = writeln!(s, "  {}", step_line(step));
-        }
+}
+
+/// The per-rail summary printed at `--level rail`.
+fn write_rails(s: &mut String, matrix: &Matrix, analysis: &Analysis) {
+    let _ = writeln!(s, "\nper rail (unidirectional):");
+    for r in rail_rows(matrix, analysis) {
+        let worst = r
+            .worst
+            .map_or(String::new(), |(p, v)| format!(", slowest {p} {v:.1} GB/s"));
+        let _ = writeln!(
+            s,
+            "  rail {}: {} pairs, median {:.1} GB/s{worst}, {} flagged",
+            r.rail, r.pairs, r.median_gbps, r.flagged
+        );
     }
-    if report.level == Level::Rail {
-        let _ = writeln!(s, "\nper rail (unidirectional):");
-        for r in rail_rows(matrix, analysis) {
-            let worst = r
-                .worst
-                .map_or(String::new(), |(p, v)| format!(", slowest {p} {v:.1} GB/s"));
-            let _ = writeln!(
-                s,
-                "  rail {}: {} pairs, median {:.1} GB/s{worst}, {} flagged",
-                r.rail, r.pairs, r.median_gbps, r.flagged
-            );
-        }
-    }
-    for n in &report.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    s
 }
 
 fn step_line(step: &BisectStep) -> String {

@@ -266,10 +266,26 @@ impl<'a> BackendMeasurer<'a> {
                 }
             }
         }
+        let times = self.sample_rounds(&partners, probe, &clock, big, small)?;
+        let out = self.gather_pairs(rounds, probe, &times, &wrong);
+        self.busy_s += clock.seconds_since(started);
+        Ok(out)
+    }
+
+    /// This rank's samples of a block, in seconds per operation:
+    /// [round][metric * samples + sample]; NaN in no pair. `partners`:
+    /// this rank's partner in each round, and whether it is the lower rank.
+    fn sample_rounds(
+        &mut self,
+        partners: &[Option<(usize, bool)>],
+        probe: &Probe,
+        clock: &Clock,
+        big: Call,
+        small: Call,
+    ) -> Result<Vec<Vec<f64>>, Error> {
         let k = probe.samples;
         let iters = probe.iters.max(1);
-        // seconds per operation: [round][metric * k + sample]; NaN in no pair
-        let mut times = vec![vec![f64::NAN; 3 * k]; rounds.len()];
+        let mut times = vec![vec![f64::NAN; 3 * k]; partners.len()];
         for sample in 0..k {
             for (i, partner) in partners.iter().enumerate() {
                 for metric in 0..3 {
@@ -299,10 +315,24 @@ impl<'a> BackendMeasurer<'a> {
                 }
             }
         }
+        Ok(times)
+    }
+
+    /// Every rank's times and wrong counts of a block, gathered: each
+    /// pair's samples (its slower end's) and wrong count, the measurer's
+    /// totals counted.
+    fn gather_pairs(
+        &mut self,
+        rounds: &[Vec<Pair>],
+        probe: &Probe,
+        times: &[Vec<f64>],
+        wrong: &[Option<u64>],
+    ) -> Vec<Vec<PairSamples>> {
+        let k = probe.samples;
         // every rank's times and wrong counts (u64::MAX: none), gathered
         let width = 3 * k + 1;
         let mut mine: Vec<u64> = Vec::with_capacity(rounds.len() * width);
-        for (t, w) in times.iter().zip(&wrong) {
+        for (t, w) in times.iter().zip(wrong) {
             mine.extend(t.iter().map(|x| x.to_bits()));
             mine.push(w.unwrap_or(u64::MAX));
         }
@@ -336,8 +366,7 @@ impl<'a> BackendMeasurer<'a> {
             }
             out.push(pairs);
         }
-        self.busy_s += clock.seconds_since(started);
-        Ok(out)
+        out
     }
 
     /// The sub-communicator of each rank: its subset's, or one of the
@@ -358,6 +387,77 @@ impl<'a> BackendMeasurer<'a> {
             ))
         })?;
         Ok((groups.split(color, me)?, mine))
+    }
+
+    /// The validated all-reduces of `call` (one per seed); the elements
+    /// found wrong.
+    fn check_all_reduce(&mut self, call: &Call) -> Result<u64, Error> {
+        let mut w = 0;
+        for seed in 0..u64::from(self.opts.check) {
+            let pattern = Pattern::new(DTYPE, call.op, call.at.nranks, seed);
+            let rank = call.at.rank;
+            self.backend
+                .load_input(call, Placement::OutOfPlace, &|i| pattern.input(rank, i))?;
+            self.backend.launch(call, Placement::OutOfPlace, 0, 1)?;
+            self.backend.wait()?;
+            let (out, range) = self.backend.output(call, Placement::OutOfPlace)?;
+            if self.opts.inject_error && !range.is_empty() {
+                let at = range.start * DTYPE.size_bytes();
+                out.bytes_mut()[at] ^= 0x5a;
+            }
+            let spec = call.collective.spec();
+            w += out.count_mismatches(range, |i| spec.expected(&pattern, &call.shape, &call.at, i));
+        }
+        Ok(w)
+    }
+
+    /// Each subset's bus bandwidth samples (GB/s, its slowest member's
+    /// time), from every rank's gathered times (`width` a rank, its wrong
+    /// count last); the measurer's totals counted.
+    fn subset_busbw(&mut self, subsets: &[Vec<usize>], probe: &Probe, all: &[u64], width: usize) -> Vec<Vec<f64>> {
+        let mut out = Vec::with_capacity(subsets.len());
+        for members in subsets {
+            let k = members.len() as f64;
+            let factor = if k > 1.0 { 2.0 * (k - 1.0) / k } else { 1.0 };
+            let samples = (0..probe.samples)
+                .map(|i| {
+                    let t = members
+                        .iter()
+                        .map(|&r| f64::from_bits(all[r * width + i]))
+                        .fold(0.0, f64::max);
+                    probe.size_bytes as f64 / t / 1e9 * factor
+                })
+                .collect();
+            for &r in members {
+                let w = all[r * width + width - 1];
+                if w != u64::MAX {
+                    self.wrong += w;
+                }
+            }
+            self.checked += u64::from(self.opts.check);
+            out.push(samples);
+        }
+        out
+    }
+}
+
+/// The all-reduce of one subset of `k` ranks, as its member `index` calls
+/// it on `group`.
+fn subset_call(probe: &Probe, k: usize, index: usize, group: SubGroup) -> Call {
+    let count = (probe.size_bytes / DTYPE.size_bytes() as u64) as usize;
+    Call {
+        collective: Collective::AllReduce,
+        hierarchy: Hierarchy::Flat,
+        dtype: DTYPE,
+        op: Some(ReduceOp::Sum),
+        shape: Collective::AllReduce.spec().shape(count, k),
+        at: Layout {
+            nranks: k,
+            rank: index,
+            root: 0,
+            shift: 1,
+        },
+        group: Some(group),
     }
 }
 
@@ -382,46 +482,14 @@ impl Measurer for BackendMeasurer<'_> {
         ));
         let started = self.opts.clock.now();
         let (group, mine) = self.split(subsets)?;
-        let count = (probe.size_bytes / DTYPE.size_bytes() as u64) as usize;
-        let call = mine.map(|(s, index)| {
-            let k = subsets[s].len();
-            Call {
-                collective: Collective::AllReduce,
-                hierarchy: Hierarchy::Flat,
-                dtype: DTYPE,
-                op: Some(ReduceOp::Sum),
-                shape: Collective::AllReduce.spec().shape(count, k),
-                at: Layout {
-                    nranks: k,
-                    rank: index,
-                    root: 0,
-                    shift: 1,
-                },
-                group: Some(group),
-            }
-        });
+        let call = mine.map(|(s, index)| subset_call(probe, subsets[s].len(), index, group));
         let clock = self.opts.clock.clone();
         let mut wrong = None;
         if let Some(call) = &call {
             self.backend.prepare(call)?;
             // the pairs' buffers are prepared again before the next round
             self.prepared = None;
-            let mut w = 0;
-            for seed in 0..u64::from(self.opts.check) {
-                let pattern = Pattern::new(DTYPE, call.op, call.at.nranks, seed);
-                let rank = call.at.rank;
-                self.backend
-                    .load_input(call, Placement::OutOfPlace, &|i| pattern.input(rank, i))?;
-                self.backend.launch(call, Placement::OutOfPlace, 0, 1)?;
-                self.backend.wait()?;
-                let (out, range) = self.backend.output(call, Placement::OutOfPlace)?;
-                if self.opts.inject_error && !range.is_empty() {
-                    let at = range.start * DTYPE.size_bytes();
-                    out.bytes_mut()[at] ^= 0x5a;
-                }
-                let spec = call.collective.spec();
-                w += out.count_mismatches(range, |i| spec.expected(&pattern, &call.shape, &call.at, i));
-            }
+            let w = self.check_all_reduce(call)?;
             wrong = (self.opts.check > 0).then_some(w);
             for _ in 0..probe.warmup {
                 self.backend.launch(call, Placement::OutOfPlace, 0, 1)?;
@@ -446,28 +514,7 @@ impl Measurer for BackendMeasurer<'_> {
         times.push(wrong.unwrap_or(u64::MAX));
         let width = times.len();
         let all = self.world.all_gather_u64s(&times);
-        let mut out = Vec::with_capacity(subsets.len());
-        for members in subsets {
-            let k = members.len() as f64;
-            let factor = if k > 1.0 { 2.0 * (k - 1.0) / k } else { 1.0 };
-            let samples = (0..probe.samples)
-                .map(|i| {
-                    let t = members
-                        .iter()
-                        .map(|&r| f64::from_bits(all[r * width + i]))
-                        .fold(0.0, f64::max);
-                    probe.size_bytes as f64 / t / 1e9 * factor
-                })
-                .collect();
-            for &r in members {
-                let w = all[r * width + width - 1];
-                if w != u64::MAX {
-                    self.wrong += w;
-                }
-            }
-            self.checked += u64::from(self.opts.check);
-            out.push(samples);
-        }
+        let out = self.subset_busbw(subsets, probe, &all, width);
         self.busy_s += clock.seconds_since(started);
         Ok(out)
     }

@@ -90,6 +90,51 @@ struct Ready {
     header: Header,
 }
 
+/// The rows' shared columns, before any pair is measured.
+fn skeleton(ready: &Ready) -> Matrix {
+    Matrix {
+        level: ready.schedule.level,
+        isolated: ready.schedule.isolated,
+        endpoints: ready.endpoints.clone(),
+        units: ready.schedule.units(),
+        rounds: ready.schedule.rounds.len(),
+        probe: ready.probe,
+        pairs: Vec::new(),
+    }
+}
+
+/// The matrix and its analysis; with `--find`, the finder's, and its
+/// report.
+fn measure_or_find(
+    measurer: &mut dyn links::Measurer,
+    job: &LinksJob,
+    ready: &Ready,
+    seen: &mut dyn FnMut(&[PairResult]),
+) -> Result<(Matrix, Analysis, Option<Report>), Error> {
+    if job.find {
+        let cfg = FinderConfig {
+            probe: ready.probe,
+            collectives: ready.collectives,
+            ..FinderConfig::DEFAULT
+        };
+        links::find(measurer, &ready.schedule, &ready.layout, &cfg, seen).map(|o| {
+            let mut report = o.report;
+            if !ready.collectives {
+                report.notes.push(format!(
+                    "no bisection for faults only collectives show: the {} backend has no sub-communicators here",
+                    ready.meta.backend
+                ));
+            }
+            (o.matrix, o.analysis, Some(report))
+        })
+    } else {
+        links::measure_matrix(measurer, &ready.schedule, &ready.probe, seen).map(|m| {
+            let analysis = analyse(&m, &ready.layout, &Rule::DEFAULT);
+            (m, analysis, None)
+        })
+    }
+}
+
 impl<W: World> Session<'_, W> {
     /// Sets up, measures, reports; this rank's exit code.
     pub(super) fn run_links(&self, mpi_backend: Option<MakeMpi<'_>>, job: &LinksJob) -> u8 {
@@ -248,16 +293,7 @@ impl<W: World> Session<'_, W> {
             Ok(m) => m,
             Err(e) => self.fail(&e),
         };
-        // the rows' shared columns, before any pair is measured
-        let skeleton = Matrix {
-            level: ready.schedule.level,
-            isolated: ready.schedule.isolated,
-            endpoints: ready.endpoints.clone(),
-            units: ready.schedule.units(),
-            rounds: ready.schedule.rounds.len(),
-            probe: ready.probe,
-            pairs: Vec::new(),
-        };
+        let skeleton = skeleton(&ready);
         let mut seen = |round: &[PairResult]| {
             if let Some(f) = files.as_mut() {
                 for r in round {
@@ -268,28 +304,7 @@ impl<W: World> Session<'_, W> {
                 }
             }
         };
-        let measured: Result<(Matrix, Analysis, Option<Report>), Error> = if job.find {
-            let cfg = FinderConfig {
-                probe: ready.probe,
-                collectives: ready.collectives,
-                ..FinderConfig::DEFAULT
-            };
-            links::find(&mut measurer, &ready.schedule, &ready.layout, &cfg, &mut seen).map(|o| {
-                let mut report = o.report;
-                if !ready.collectives {
-                    report.notes.push(format!(
-                        "no bisection for faults only collectives show: the {} backend has no sub-communicators here",
-                        ready.meta.backend
-                    ));
-                }
-                (o.matrix, o.analysis, Some(report))
-            })
-        } else {
-            links::measure_matrix(&mut measurer, &ready.schedule, &ready.probe, &mut seen).map(|m| {
-                let analysis = analyse(&m, &ready.layout, &Rule::DEFAULT);
-                (m, analysis, None)
-            })
-        };
+        let measured = measure_or_find(&mut measurer, job, &ready, &mut seen);
         if let Some(w) = watchdog {
             w.idle();
         }
