@@ -72,10 +72,9 @@ fn value_families(metric: &str) -> (&'static str, &'static str, f64) {
     }
 }
 
-/// `host`'s file: every judged verdict that concerns it (skipped checks
-/// are left out), the node's worst verdict and the time of the run.
-pub fn node(report: &Report, host: &str, finished_unix_s: f64) -> String {
-    let mut fams = vec![
+/// The per-check families, each still without samples.
+fn check_families() -> Vec<Family> {
+    vec![
         Family {
             name: "collbench_check_result",
             help: "Verdict of one check on this host: 0 pass, 1 warn, 2 flaky, 3 fail",
@@ -121,7 +120,13 @@ pub fn node(report: &Report, host: &str, finished_unix_s: f64) -> String {
             help: "Samples the check's verdict was judged from",
             samples: vec![],
         },
-    ];
+    ]
+}
+
+/// `host`'s file: every judged verdict that concerns it (skipped checks
+/// are left out), the node's worst verdict and the time of the run.
+pub fn node(report: &Report, host: &str, finished_unix_s: f64) -> String {
+    let mut fams = check_families();
     let mut push = |name: &str, labels: &str, v: f64| {
         if let Some(f) = fams.iter_mut().find(|f| f.name == name) {
             f.samples.push((labels.to_string(), v));

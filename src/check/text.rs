@@ -165,6 +165,30 @@ fn status_word(s: Status) -> String {
 /// The verdicts as a table, then the sources, the failing nodes and the
 /// run's verdict.
 pub fn summary(r: &Report, files: &str) -> String {
+    let mut out = verdict_table(r);
+    let mut sources: Vec<(&str, &str)> = Vec::new();
+    for v in &r.verdicts {
+        if v.status != Status::Skipped && !sources.iter().any(|(c, _)| *c == v.check) {
+            sources.push((&v.check, &v.source));
+        }
+    }
+    out += "#\n";
+    for (c, s) in sources {
+        out += &format!("# source of {c}: {s}\n");
+    }
+    for v in r.verdicts.iter().filter(|v| v.status != Status::Pass) {
+        out += &format!("# {} on {}: {}: {}\n", v.check, v.group, v.status.name(), v.reason);
+    }
+    let verdict = run_verdict(r);
+    if let Some(sig) = &r.stopped_by {
+        out += &format!("# stopped by {sig}: judged from the samples taken before it\n");
+    }
+    out += &format!("# verdict: {verdict}\n# files  : {files}\n");
+    out
+}
+
+/// The header and one row a verdict.
+fn verdict_table(r: &Report) -> String {
     let cw = r.verdicts.iter().map(|v| v.check.len()).max().unwrap_or(5).max(5);
     let gw = r.verdicts.iter().map(|v| v.group.len()).max().unwrap_or(5).max(5);
     let mut out = format!(
@@ -193,23 +217,15 @@ pub fn summary(r: &Report, files: &str) -> String {
             v.samples
         );
     }
-    let mut sources: Vec<(&str, &str)> = Vec::new();
-    for v in &r.verdicts {
-        if v.status != Status::Skipped && !sources.iter().any(|(c, _)| *c == v.check) {
-            sources.push((&v.check, &v.source));
-        }
-    }
-    out += "#\n";
-    for (c, s) in sources {
-        out += &format!("# source of {c}: {s}\n");
-    }
-    for v in r.verdicts.iter().filter(|v| v.status != Status::Pass) {
-        out += &format!("# {} on {}: {}: {}\n", v.check, v.group, v.status.name(), v.reason);
-    }
+    out
+}
+
+/// The run's verdict line: pass, or which nodes and links fail.
+fn run_verdict(r: &Report) -> String {
     let failing = r.failing_nodes();
     let status = r.status();
     let nodes = r.hosts.len();
-    let verdict = if r.exit_code() == 0 {
+    if r.exit_code() == 0 {
         let warned = if status == Status::Warn { " (with warnings)" } else { "" };
         format!(
             "PASS{warned}: {} check{} on {nodes} node{}",
@@ -250,12 +266,7 @@ pub fn summary(r: &Report, files: &str) -> String {
             plural(nodes),
             names.join("; ")
         )
-    };
-    if let Some(sig) = &r.stopped_by {
-        out += &format!("# stopped by {sig}: judged from the samples taken before it\n");
     }
-    out += &format!("# verdict: {verdict}\n# files  : {files}\n");
-    out
 }
 
 fn plural(n: usize) -> &'static str {

@@ -114,7 +114,41 @@ impl Reader<'_> {
                 format!("name '{name}': use letters, digits, '-' and '_' only"),
             ));
         }
-        let backend = match &raw.backend {
+        let backend = self.backend(&raw)?;
+        let transport = self.transport(&raw, backend.value)?;
+        let ranks_per_node = self.count(raw.ranks_per_node.as_ref(), "ranks_per_node")?;
+        let nodes = self.count(raw.nodes.as_ref(), "nodes")?;
+        let env = raw
+            .env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Located {
+                        value: v.get_ref().clone(),
+                        line: self.at(v.span()),
+                    },
+                )
+            })
+            .collect();
+        let checks = self.checks(&raw)?;
+        Ok(Profile {
+            name,
+            description: raw.description.get_ref().trim().to_string(),
+            origin: self.origin.to_string(),
+            backend,
+            ranks_per_node,
+            nodes,
+            transport,
+            env,
+            notes: raw.notes,
+            checks,
+        })
+    }
+
+    /// The profile's `backend` key: `any` when it is left out.
+    fn backend(&self, raw: &RawProfile) -> Result<Located<BackendNeed>, Error> {
+        Ok(match &raw.backend {
             None => Located {
                 value: BackendNeed::Any,
                 line: self.at(raw.name.span()),
@@ -130,8 +164,13 @@ impl Reader<'_> {
                 },
                 line: self.at(b.span()),
             },
-        };
-        let transport = match &raw.transport {
+        })
+    }
+
+    /// The profile's `transport` key (`auto` when it is left out), which
+    /// must agree with the backend it needs.
+    fn transport(&self, raw: &RawProfile, backend: BackendNeed) -> Result<Located<Transport>, Error> {
+        Ok(match &raw.transport {
             None => Located {
                 value: Transport::Auto,
                 line: self.at(raw.name.span()),
@@ -147,7 +186,7 @@ impl Reader<'_> {
                         ),
                     )
                 })?;
-                if let (Some(kind), BackendNeed::Only(need)) = (value.backend(), backend.value)
+                if let (Some(kind), BackendNeed::Only(need)) = (value.backend(), backend)
                     && kind != need
                 {
                     return Err(self.err(
@@ -165,22 +204,11 @@ impl Reader<'_> {
                     line: self.at(t.span()),
                 }
             }
-        };
-        let ranks_per_node = self.count(raw.ranks_per_node.as_ref(), "ranks_per_node")?;
-        let nodes = self.count(raw.nodes.as_ref(), "nodes")?;
-        let env = raw
-            .env
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    Located {
-                        value: v.get_ref().clone(),
-                        line: self.at(v.span()),
-                    },
-                )
-            })
-            .collect();
+        })
+    }
+
+    /// The profile's `[[check]]` tables: at least one, names all different.
+    fn checks(&self, raw: &RawProfile) -> Result<Vec<CheckSpec>, Error> {
         if raw.checks.is_empty() {
             return Err(located(
                 self.origin,
@@ -200,18 +228,7 @@ impl Reader<'_> {
             }
             checks.push(check);
         }
-        Ok(Profile {
-            name,
-            description: raw.description.get_ref().trim().to_string(),
-            origin: self.origin.to_string(),
-            backend,
-            ranks_per_node,
-            nodes,
-            transport,
-            env,
-            notes: raw.notes,
-            checks,
-        })
+        Ok(checks)
     }
 
     /// A whole number of at least 1.
@@ -241,19 +258,7 @@ impl Reader<'_> {
                 format!("check name '{name}': use letters, digits, '-' and '_' only"),
             ));
         }
-        let scope = match c.scope.get_ref().trim() {
-            "node" => Scope::Node,
-            "pair" => Scope::Pair,
-            "job" => Scope::Job,
-            other => {
-                return Err(self.err(
-                    c.scope.span(),
-                    format!(
-                        "check {name}: scope '{other}': expected node (each node's ranks together), pair (two nodes' ranks together) or job (every rank)"
-                    ),
-                ));
-            }
-        };
+        let scope = self.scope(c, &name)?;
         let collective = Collective::parse(c.collective.get_ref()).ok_or_else(|| {
             self.err(
                 c.collective.span(),
@@ -265,77 +270,17 @@ impl Reader<'_> {
             )
         })?;
         let sizes = self.sizes(c, &name, line)?;
-        let dtype = match &c.dtype {
-            None => DType::Float,
-            Some(d) => DType::parse(d.get_ref()).ok_or_else(|| {
-                self.err(
-                    d.span(),
-                    format!("check {name}: unknown element type '{}'", d.get_ref().trim()),
-                )
-            })?,
-        };
-        let op = match (&c.op, collective.spec().is_reduction()) {
-            (None, true) => Some(ReduceOp::Sum),
-            (None, false) => None,
-            (Some(o), true) => Some(ReduceOp::parse(o.get_ref()).ok_or_else(|| {
-                self.err(
-                    o.span(),
-                    format!("check {name}: unknown operation '{}'", o.get_ref().trim()),
-                )
-            })?),
-            (Some(o), false) => {
-                return Err(self.err(
-                    o.span(),
-                    format!("check {name}: {collective} does not reduce; remove op"),
-                ));
-            }
-        };
-        let metric = match &c.metric {
-            None => Metric::Busbw,
-            Some(m) => match m.get_ref().trim() {
-                "busbw" => Metric::Busbw,
-                "algbw" => Metric::Algbw,
-                "time" => Metric::TimeUs,
-                other => {
-                    return Err(self.err(
-                        m.span(),
-                        format!("check {name}: metric '{other}': expected busbw, algbw or time"),
-                    ));
-                }
-            },
-        };
-        let positive = |v: &Option<Spanned<i64>>, key: &str, default: u64| -> Result<u64, Error> {
-            match v {
-                None => Ok(default),
-                Some(s) => match u64::try_from(*s.get_ref()) {
-                    Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
-                    _ => Err(self.err(
-                        s.span(),
-                        format!(
-                            "check {name}: {key} = {}: give a whole number from 1 to 1000000",
-                            s.get_ref()
-                        ),
-                    )),
-                },
-            }
-        };
-        let samples = positive(&c.samples, "samples", DEFAULT_SAMPLES as u64)? as usize;
-        let iters = positive(&c.iters, "iters", u64::from(DEFAULT_ITERS))? as u32;
+        let dtype = self.dtype(c, &name)?;
+        let op = self.op(c, &name, collective)?;
+        let metric = self.metric(c, &name)?;
+        let samples = self.positive(&c.samples, "samples", DEFAULT_SAMPLES as u64, &name)? as usize;
+        let iters = self.positive(&c.iters, "iters", u64::from(DEFAULT_ITERS), &name)? as u32;
         let warmup = match &c.warmup {
             Some(w) if *w.get_ref() == 0 => 0,
-            _ => positive(&c.warmup, "warmup", u64::from(DEFAULT_WARMUP))? as u32,
+            _ => self.positive(&c.warmup, "warmup", u64::from(DEFAULT_WARMUP), &name)? as u32,
         };
         let ranks = self.count(c.ranks.as_ref(), "ranks")?;
-        let path = match &c.path {
-            Some(p) if p.get_ref().trim().is_empty() => {
-                return Err(self.err(p.span(), format!("check {name}: path is empty")));
-            }
-            Some(p) => Some(Located {
-                value: p.get_ref().trim().to_string(),
-                line: self.at(p.span()),
-            }),
-            None => None,
-        };
+        let path = self.path(c, &name)?;
         let rule = self.rule(c, &name, metric, line)?;
         Ok(CheckSpec {
             name,
@@ -353,6 +298,105 @@ impl Reader<'_> {
             follows: c.follows.as_ref().map(|f| f.get_ref().trim().to_string()),
             path,
             rule,
+        })
+    }
+
+    fn scope(&self, c: &RawCheck, name: &str) -> Result<Scope, Error> {
+        Ok(match c.scope.get_ref().trim() {
+            "node" => Scope::Node,
+            "pair" => Scope::Pair,
+            "job" => Scope::Job,
+            other => {
+                return Err(self.err(
+                    c.scope.span(),
+                    format!(
+                        "check {name}: scope '{other}': expected node (each node's ranks together), pair (two nodes' ranks together) or job (every rank)"
+                    ),
+                ));
+            }
+        })
+    }
+
+    /// The element type, float when it is left out.
+    fn dtype(&self, c: &RawCheck, name: &str) -> Result<DType, Error> {
+        Ok(match &c.dtype {
+            None => DType::Float,
+            Some(d) => DType::parse(d.get_ref()).ok_or_else(|| {
+                self.err(
+                    d.span(),
+                    format!("check {name}: unknown element type '{}'", d.get_ref().trim()),
+                )
+            })?,
+        })
+    }
+
+    /// The reduction: sum when a reducing collective leaves it out, none
+    /// (and an error when given) for one that does not reduce.
+    fn op(&self, c: &RawCheck, name: &str, collective: Collective) -> Result<Option<ReduceOp>, Error> {
+        Ok(match (&c.op, collective.spec().is_reduction()) {
+            (None, true) => Some(ReduceOp::Sum),
+            (None, false) => None,
+            (Some(o), true) => Some(ReduceOp::parse(o.get_ref()).ok_or_else(|| {
+                self.err(
+                    o.span(),
+                    format!("check {name}: unknown operation '{}'", o.get_ref().trim()),
+                )
+            })?),
+            (Some(o), false) => {
+                return Err(self.err(
+                    o.span(),
+                    format!("check {name}: {collective} does not reduce; remove op"),
+                ));
+            }
+        })
+    }
+
+    /// The judged metric, busbw when it is left out.
+    fn metric(&self, c: &RawCheck, name: &str) -> Result<Metric, Error> {
+        Ok(match &c.metric {
+            None => Metric::Busbw,
+            Some(m) => match m.get_ref().trim() {
+                "busbw" => Metric::Busbw,
+                "algbw" => Metric::Algbw,
+                "time" => Metric::TimeUs,
+                other => {
+                    return Err(self.err(
+                        m.span(),
+                        format!("check {name}: metric '{other}': expected busbw, algbw or time"),
+                    ));
+                }
+            },
+        })
+    }
+
+    /// A whole number from 1 to 1000000, `default` when it is left out.
+    fn positive(&self, v: &Option<Spanned<i64>>, key: &str, default: u64, name: &str) -> Result<u64, Error> {
+        match v {
+            None => Ok(default),
+            Some(s) => match u64::try_from(*s.get_ref()) {
+                Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+                _ => Err(self.err(
+                    s.span(),
+                    format!(
+                        "check {name}: {key} = {}: give a whole number from 1 to 1000000",
+                        s.get_ref()
+                    ),
+                )),
+            },
+        }
+    }
+
+    /// The optional `path`, which must not be empty when given.
+    fn path(&self, c: &RawCheck, name: &str) -> Result<Option<Located<String>>, Error> {
+        Ok(match &c.path {
+            Some(p) if p.get_ref().trim().is_empty() => {
+                return Err(self.err(p.span(), format!("check {name}: path is empty")));
+            }
+            Some(p) => Some(Located {
+                value: p.get_ref().trim().to_string(),
+                line: self.at(p.span()),
+            }),
+            None => None,
         })
     }
 
@@ -423,26 +467,16 @@ impl Reader<'_> {
         let base_fail = t(&c.fail_below_baseline_pct, "fail_below_baseline_pct")?;
         let base_warn = t(&c.warn_below_baseline_pct, "warn_below_baseline_pct")?;
         let higher = metric.higher_is_better();
-        let wrong_side = [
-            (&fail_above, "fail_above", higher),
-            (&warn_above, "warn_above", higher),
-            (&fail_below, "fail_below", !higher),
-            (&warn_below, "warn_below", !higher),
-        ];
-        for (given, key, wrong) in wrong_side {
-            if let (Some(th), true) = (given, wrong) {
-                let side = if higher {
-                    "is better higher: use fail_below/warn_below"
-                } else {
-                    "is better lower: use fail_above/warn_above"
-                };
-                return Err(located(
-                    self.origin,
-                    th.line,
-                    &format!("check {name}: {key} on {}, which {side}", metric.name()),
-                ));
-            }
-        }
+        self.no_wrong_side(
+            name,
+            metric,
+            [
+                (&fail_above, "fail_above", higher),
+                (&warn_above, "warn_above", higher),
+                (&fail_below, "fail_below", !higher),
+                (&warn_below, "warn_below", !higher),
+            ],
+        )?;
         let (fail, warn) = if higher {
             (fail_below, warn_below)
         } else {
@@ -458,64 +492,8 @@ impl Reader<'_> {
             }
         }
         match (fail, base_fail) {
-            (Some(fail), None) => {
-                if base_warn.is_some() {
-                    return Err(located(
-                        self.origin,
-                        line,
-                        &format!("check {name}: warn_below_baseline_pct needs fail_below_baseline_pct"),
-                    ));
-                }
-                if let Some(w) = &warn {
-                    let wrong = if higher {
-                        w.value < fail.value
-                    } else {
-                        w.value > fail.value
-                    };
-                    if wrong {
-                        return Err(located(
-                            self.origin,
-                            w.line,
-                            &format!(
-                                "check {name}: the warn threshold {} is past the fail threshold {}",
-                                w.value, fail.value
-                            ),
-                        ));
-                    }
-                }
-                Ok(Rule::Fixed { fail, warn })
-            }
-            (None, Some(fail_pct)) => {
-                if !higher {
-                    return Err(located(
-                        self.origin,
-                        fail_pct.line,
-                        &format!("check {name}: baseline rules judge bandwidths (busbw, algbw), not time"),
-                    ));
-                }
-                if let Some(w) = &warn {
-                    return Err(located(
-                        self.origin,
-                        w.line,
-                        &format!(
-                            "check {name}: a fixed warn threshold beside a baseline rule; use warn_below_baseline_pct"
-                        ),
-                    ));
-                }
-                if let Some(w) = &base_warn
-                    && w.value > fail_pct.value
-                {
-                    return Err(located(
-                        self.origin,
-                        w.line,
-                        &format!("check {name}: warn_below_baseline_pct is past fail_below_baseline_pct"),
-                    ));
-                }
-                Ok(Rule::Baseline {
-                    fail_pct,
-                    warn_pct: base_warn,
-                })
-            }
+            (Some(fail), None) => self.fixed_rule(name, line, higher, fail, warn, base_warn),
+            (None, Some(fail_pct)) => self.baseline_rule(name, higher, fail_pct, warn, base_warn),
             (Some(_), Some(b)) => Err(located(
                 self.origin,
                 b.line,
@@ -533,5 +511,108 @@ impl Reader<'_> {
                 ))
             }
         }
+    }
+
+    /// Refuses the first threshold given on the side the metric does not
+    /// judge (`wrong` true): fail_above on a bandwidth, fail_below on time.
+    fn no_wrong_side(
+        &self,
+        name: &str,
+        metric: Metric,
+        given: [(&Option<Threshold>, &str, bool); 4],
+    ) -> Result<(), Error> {
+        let higher = metric.higher_is_better();
+        for (given, key, wrong) in given {
+            if let (Some(th), true) = (given, wrong) {
+                let side = if higher {
+                    "is better higher: use fail_below/warn_below"
+                } else {
+                    "is better lower: use fail_above/warn_above"
+                };
+                return Err(located(
+                    self.origin,
+                    th.line,
+                    &format!("check {name}: {key} on {}, which {side}", metric.name()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A fixed-threshold rule: its warn threshold, if any, short of the
+    /// fail threshold, and no baseline warn percentage.
+    fn fixed_rule(
+        &self,
+        name: &str,
+        line: usize,
+        higher: bool,
+        fail: Threshold,
+        warn: Option<Threshold>,
+        base_warn: Option<Threshold>,
+    ) -> Result<Rule, Error> {
+        if base_warn.is_some() {
+            return Err(located(
+                self.origin,
+                line,
+                &format!("check {name}: warn_below_baseline_pct needs fail_below_baseline_pct"),
+            ));
+        }
+        if let Some(w) = &warn {
+            let wrong = if higher {
+                w.value < fail.value
+            } else {
+                w.value > fail.value
+            };
+            if wrong {
+                return Err(located(
+                    self.origin,
+                    w.line,
+                    &format!(
+                        "check {name}: the warn threshold {} is past the fail threshold {}",
+                        w.value, fail.value
+                    ),
+                ));
+            }
+        }
+        Ok(Rule::Fixed { fail, warn })
+    }
+
+    /// A baseline rule: on a bandwidth only, with no fixed warn threshold,
+    /// its warn percentage, if any, short of the fail percentage.
+    fn baseline_rule(
+        &self,
+        name: &str,
+        higher: bool,
+        fail_pct: Threshold,
+        warn: Option<Threshold>,
+        base_warn: Option<Threshold>,
+    ) -> Result<Rule, Error> {
+        if !higher {
+            return Err(located(
+                self.origin,
+                fail_pct.line,
+                &format!("check {name}: baseline rules judge bandwidths (busbw, algbw), not time"),
+            ));
+        }
+        if let Some(w) = &warn {
+            return Err(located(
+                self.origin,
+                w.line,
+                &format!("check {name}: a fixed warn threshold beside a baseline rule; use warn_below_baseline_pct"),
+            ));
+        }
+        if let Some(w) = &base_warn
+            && w.value > fail_pct.value
+        {
+            return Err(located(
+                self.origin,
+                w.line,
+                &format!("check {name}: warn_below_baseline_pct is past fail_below_baseline_pct"),
+            ));
+        }
+        Ok(Rule::Baseline {
+            fail_pct,
+            warn_pct: base_warn,
+        })
     }
 }

@@ -77,6 +77,28 @@ impl CheckJob {
                 }
             }
         }
+        self.check_pair_ranks(nodes)?;
+        for c in self.checks.iter().filter(|c| c.scope == Scope::Job) {
+            if let Some(want) = &c.ranks
+                && nodes.nranks() != want.value
+            {
+                return Err(p.error_at(
+                    want.line,
+                    format!(
+                        "check {}'s thresholds are for {} ranks; this launch has {}",
+                        c.name,
+                        want.value,
+                        nodes.nranks()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each pair check's rank count against every pair of nodes it runs on.
+    fn check_pair_ranks(&self, nodes: &Nodes) -> Result<(), Error> {
+        let p = &self.profile;
         for c in self.checks.iter().filter(|c| c.scope == Scope::Pair) {
             for &(a, b) in pair_rounds(nodes.nnodes()).iter().flatten() {
                 let have = nodes.ranks_on(a).len() + nodes.ranks_on(b).len();
@@ -94,21 +116,6 @@ impl CheckJob {
                         ),
                     ));
                 }
-            }
-        }
-        for c in self.checks.iter().filter(|c| c.scope == Scope::Job) {
-            if let Some(want) = &c.ranks
-                && nodes.nranks() != want.value
-            {
-                return Err(p.error_at(
-                    want.line,
-                    format!(
-                        "check {}'s thresholds are for {} ranks; this launch has {}",
-                        c.name,
-                        want.value,
-                        nodes.nranks()
-                    ),
-                ));
             }
         }
         Ok(())

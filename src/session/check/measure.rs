@@ -116,20 +116,7 @@ impl<W: World> Session<'_, W> {
     ) -> (Sampled, Option<u64>) {
         let world = self.world;
         let first = world.rank() == 0;
-        let wrong = if self.cfg.timing.check > 0 {
-            sampler.validate(&p.calls, seed).unwrap_or_else(|e| self.fail(&e))
-        } else {
-            None
-        };
-        let all = world.all_gather_u64s(&[wrong.unwrap_or(u64::MAX)]);
-        let wrong: Vec<Option<u64>> = p
-            .groups
-            .iter()
-            .map(|(g, _)| {
-                let w: Vec<u64> = g.ranks.iter().map(|&r| all[r]).collect();
-                (!w.contains(&u64::MAX)).then(|| w.iter().sum())
-            })
-            .collect();
+        let wrong = self.validate_check(sampler, p, seed);
         sampler
             .warm_up(&p.calls, p.spec.warmup)
             .unwrap_or_else(|e| self.fail(&e));
@@ -151,30 +138,7 @@ impl<W: World> Session<'_, W> {
             let times = sampler.sample(&p.calls, p.spec.iters).unwrap_or_else(|e| self.fail(&e));
             if first {
                 let elapsed = start.elapsed().as_secs_f64();
-                for (k, (g, why)) in p.groups.iter().enumerate() {
-                    if why.is_some() {
-                        continue;
-                    }
-                    let (value, sizes) = group_figures(p, g, &times);
-                    values[k].push((elapsed, value));
-                    let line = Sample {
-                        run_id: setup.run_id.clone(),
-                        check: p.spec.name.clone(),
-                        scope: p.spec.scope.name(),
-                        group: g.label.clone(),
-                        hosts: g.hosts.clone(),
-                        sample: taken,
-                        time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-                        elapsed_s: elapsed,
-                        value,
-                        metric: p.spec.metric.name(),
-                        unit: p.spec.metric.unit(),
-                        sizes,
-                    };
-                    if let Err(e) = setup.write_sample(&line) {
-                        self.fail(&e);
-                    }
-                }
+                self.write_samples(p, setup, &times, taken, elapsed, &mut values);
                 if c.soak.is_some() && reported.elapsed().as_secs() >= 60 {
                     reported = Instant::now();
                     print_out(&format!(
@@ -204,5 +168,60 @@ impl<W: World> Session<'_, W> {
             },
             stopped,
         )
+    }
+
+    /// Validates the check's calls once (when checking is on); each
+    /// group's wrong elements, `None` where any of its ranks did not check.
+    fn validate_check(&self, sampler: &mut Sampler<'_>, p: &Planned, seed: u64) -> Vec<Option<u64>> {
+        let wrong = if self.cfg.timing.check > 0 {
+            sampler.validate(&p.calls, seed).unwrap_or_else(|e| self.fail(&e))
+        } else {
+            None
+        };
+        let all = self.world.all_gather_u64s(&[wrong.unwrap_or(u64::MAX)]);
+        p.groups
+            .iter()
+            .map(|(g, _)| {
+                let w: Vec<u64> = g.ranks.iter().map(|&r| all[r]).collect();
+                (!w.contains(&u64::MAX)).then(|| w.iter().sum())
+            })
+            .collect()
+    }
+
+    /// Rank 0: one sample's value for each judged group, kept in `values`
+    /// and written to the samples file.
+    fn write_samples(
+        &self,
+        p: &Planned,
+        setup: &Setup,
+        times: &[Vec<f64>],
+        taken: usize,
+        elapsed: f64,
+        values: &mut [Vec<(f64, f64)>],
+    ) {
+        for (k, (g, why)) in p.groups.iter().enumerate() {
+            if why.is_some() {
+                continue;
+            }
+            let (value, sizes) = group_figures(p, g, times);
+            values[k].push((elapsed, value));
+            let line = Sample {
+                run_id: setup.run_id.clone(),
+                check: p.spec.name.clone(),
+                scope: p.spec.scope.name(),
+                group: g.label.clone(),
+                hosts: g.hosts.clone(),
+                sample: taken,
+                time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+                elapsed_s: elapsed,
+                value,
+                metric: p.spec.metric.name(),
+                unit: p.spec.metric.unit(),
+                sizes,
+            };
+            if let Err(e) = setup.write_sample(&line) {
+                self.fail(&e);
+            }
+        }
     }
 }

@@ -311,99 +311,118 @@ pub(super) fn plan(
     let labels: Vec<String> = (0..nodes.nnodes()).map(|n| node_label(nodes, n)).collect();
     let mut out = Vec::new();
     for spec in checks {
-        let calls = |n: usize, index: usize, group: Option<SubGroup>| -> Vec<Call> {
-            spec.sizes
-                .value
-                .iter()
-                .map(|&s| call(spec, s, n, index, group))
-                .collect()
-        };
         match spec.scope {
-            Scope::Node => {
-                let groups = (0..nodes.nnodes())
-                    .map(|m| {
-                        let ranks = nodes.ranks_on(m);
-                        let why =
-                            (ranks.len() < 2).then(|| "1 rank on the node: a node check needs 2 or more".to_string());
-                        let g = Group {
-                            label: labels[m].clone(),
-                            hosts: vec![labels[m].clone()],
-                            ranks,
-                        };
-                        (g, why)
-                    })
-                    .collect();
-                out.push(Planned {
-                    spec: spec.clone(),
-                    calls: calls(nodes.local_size(rank), nodes.local_rank(rank), node_group),
-                    groups,
-                    active: true,
-                });
-            }
-            Scope::Pair => {
-                let rounds = pair_rounds(nodes.nnodes());
-                if rounds.is_empty() {
-                    let g = Group {
-                        label: labels.first().cloned().unwrap_or_default(),
-                        hosts: labels.clone(),
-                        ranks: (0..nodes.nranks()).collect(),
-                    };
-                    out.push(Planned {
-                        spec: spec.clone(),
-                        calls: calls(2, 0, None),
-                        groups: vec![(g, Some("1 node in the launch: a pair check needs 2 or more".into()))],
-                        active: false,
-                    });
-                    continue;
-                }
-                let colours = pair_colours(&rounds, nodes, rank);
-                for (r, round) in rounds.iter().enumerate() {
-                    let groups = round
-                        .iter()
-                        .map(|&(a, b)| {
-                            let mut ranks = nodes.ranks_on(a);
-                            ranks.extend(nodes.ranks_on(b));
-                            let g = Group {
-                                label: format!("{}+{}", labels[a], labels[b]),
-                                hosts: vec![labels[a].clone(), labels[b].clone()],
-                                ranks,
-                            };
-                            (g, None)
-                        })
-                        .collect();
-                    let (i, key, active) = colours[r];
-                    let n = if active {
-                        let (a, b) = round[i];
-                        nodes.ranks_on(a).len() + nodes.ranks_on(b).len()
-                    } else {
-                        2
-                    };
-                    let group = pair_groups.get(r).copied().flatten();
-                    out.push(Planned {
-                        spec: spec.clone(),
-                        calls: calls(n, if active { key } else { 0 }, group),
-                        groups,
-                        active,
-                    });
-                }
-            }
-            Scope::Job => {
-                let g = Group {
-                    label: "job".into(),
-                    hosts: labels.clone(),
-                    ranks: (0..nodes.nranks()).collect(),
-                };
-                let why = (nodes.nranks() < 2).then(|| "1 rank in the job: a collective needs 2 or more".to_string());
-                out.push(Planned {
-                    spec: spec.clone(),
-                    calls: calls(nodes.nranks(), rank, None),
-                    groups: vec![(g, why)],
-                    active: true,
-                });
-            }
+            Scope::Node => out.push(plan_node(spec, nodes, rank, &labels, node_group)),
+            Scope::Pair => out.extend(plan_pairs(spec, nodes, rank, &labels, pair_groups)),
+            Scope::Job => out.push(plan_job(spec, nodes, rank, &labels)),
         }
     }
     out
+}
+
+/// The calls of `spec`, one a size, for a group of `n` ranks in which
+/// this rank is `index`.
+fn calls(spec: &CheckSpec, n: usize, index: usize, group: Option<SubGroup>) -> Vec<Call> {
+    spec.sizes
+        .value
+        .iter()
+        .map(|&s| call(spec, s, n, index, group))
+        .collect()
+}
+
+/// A node check: one group a node, each node's ranks together.
+fn plan_node(spec: &CheckSpec, nodes: &Nodes, rank: usize, labels: &[String], node_group: Option<SubGroup>) -> Planned {
+    let groups = (0..nodes.nnodes())
+        .map(|m| {
+            let ranks = nodes.ranks_on(m);
+            let why = (ranks.len() < 2).then(|| "1 rank on the node: a node check needs 2 or more".to_string());
+            let g = Group {
+                label: labels[m].clone(),
+                hosts: vec![labels[m].clone()],
+                ranks,
+            };
+            (g, why)
+        })
+        .collect();
+    Planned {
+        spec: spec.clone(),
+        calls: calls(spec, nodes.local_size(rank), nodes.local_rank(rank), node_group),
+        groups,
+        active: true,
+    }
+}
+
+/// A pair check: one `Planned` a round of node pairs, or a single inactive
+/// one when the launch has one node.
+fn plan_pairs(
+    spec: &CheckSpec,
+    nodes: &Nodes,
+    rank: usize,
+    labels: &[String],
+    pair_groups: &[Option<SubGroup>],
+) -> Vec<Planned> {
+    let rounds = pair_rounds(nodes.nnodes());
+    if rounds.is_empty() {
+        let g = Group {
+            label: labels.first().cloned().unwrap_or_default(),
+            hosts: labels.to_vec(),
+            ranks: (0..nodes.nranks()).collect(),
+        };
+        return vec![Planned {
+            spec: spec.clone(),
+            calls: calls(spec, 2, 0, None),
+            groups: vec![(g, Some("1 node in the launch: a pair check needs 2 or more".into()))],
+            active: false,
+        }];
+    }
+    let colours = pair_colours(&rounds, nodes, rank);
+    let mut out = Vec::new();
+    for (r, round) in rounds.iter().enumerate() {
+        let groups = round
+            .iter()
+            .map(|&(a, b)| {
+                let mut ranks = nodes.ranks_on(a);
+                ranks.extend(nodes.ranks_on(b));
+                let g = Group {
+                    label: format!("{}+{}", labels[a], labels[b]),
+                    hosts: vec![labels[a].clone(), labels[b].clone()],
+                    ranks,
+                };
+                (g, None)
+            })
+            .collect();
+        let (i, key, active) = colours[r];
+        let n = if active {
+            let (a, b) = round[i];
+            nodes.ranks_on(a).len() + nodes.ranks_on(b).len()
+        } else {
+            2
+        };
+        let group = pair_groups.get(r).copied().flatten();
+        out.push(Planned {
+            spec: spec.clone(),
+            calls: calls(spec, n, if active { key } else { 0 }, group),
+            groups,
+            active,
+        });
+    }
+    out
+}
+
+/// A job check: one group of every rank.
+fn plan_job(spec: &CheckSpec, nodes: &Nodes, rank: usize, labels: &[String]) -> Planned {
+    let g = Group {
+        label: "job".into(),
+        hosts: labels.to_vec(),
+        ranks: (0..nodes.nranks()).collect(),
+    };
+    let why = (nodes.nranks() < 2).then(|| "1 rank in the job: a collective needs 2 or more".to_string());
+    Planned {
+        spec: spec.clone(),
+        calls: calls(spec, nodes.nranks(), rank, None),
+        groups: vec![(g, why)],
+        active: true,
+    }
 }
 
 /// A short fingerprint of what every rank must agree on: the profile, the
