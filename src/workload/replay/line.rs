@@ -394,19 +394,7 @@ fn parse_trace(prefix: Prefix, body: &str) -> Line {
         .split(',')
         .map(str::trim)
         .collect();
-    let collective = matches!(
-        name,
-        "AllReduce"
-            | "AllGather"
-            | "ReduceScatter"
-            | "Broadcast"
-            | "Reduce"
-            | "Send"
-            | "Recv"
-            | "AlltoAll"
-            | "Gather"
-            | "Scatter"
-    );
+    let collective = is_traced_call(name);
     if !complete {
         if collective || name.starts_with("Comm") {
             return Line::Cut(CutLine {
@@ -420,43 +408,8 @@ fn parse_trace(prefix: Prefix, body: &str) -> Line {
     }
     let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
     match name {
-        "CommInitRank" if args.len() == 5 => {
-            let (Some(comm), Some(nranks), Some(rank)) = (hex(args[0]), int(1), int(3)) else {
-                return Line::Other;
-            };
-            Line::Init(InitLine {
-                prefix,
-                comm,
-                rank: rank as usize,
-                nranks: nranks as usize,
-                cuda_dev: int(4).and_then(|d| u32::try_from(d).ok()),
-                comm_id: hex(args[2]),
-                split: None,
-                cut: false,
-            })
-        }
-        "CommSplit" if args.len() == 6 => {
-            let (Some(parent), Some(color), Some(key), Some(comm), Some(rank), Some(nranks)) =
-                (hex(args[0]), int(1), int(2), hex(args[3]), int(4), int(5))
-            else {
-                return Line::Other;
-            };
-            Line::Init(InitLine {
-                prefix,
-                comm,
-                rank: rank as usize,
-                nranks: nranks as usize,
-                cuda_dev: None,
-                comm_id: None,
-                split: Some(SplitOf {
-                    parent,
-                    count: None,
-                    color,
-                    key,
-                }),
-                cut: false,
-            })
-        }
+        "CommInitRank" if args.len() == 5 => trace_init_rank(prefix, &args),
+        "CommSplit" if args.len() == 6 => trace_split(prefix, &args),
         _ if collective && args.len() == 8 => {
             let (Some(count), Some(datatype), Some(op), Some(root)) =
                 (args[2].parse::<u64>().ok(), int(3), int(4), int(5))
@@ -479,6 +432,68 @@ fn parse_trace(prefix: Prefix, body: &str) -> Line {
         }
         _ => Line::Other,
     }
+}
+
+/// Whether a traced function (its name after `nccl`) is a collective or
+/// point-to-point call.
+fn is_traced_call(name: &str) -> bool {
+    matches!(
+        name,
+        "AllReduce"
+            | "AllGather"
+            | "ReduceScatter"
+            | "Broadcast"
+            | "Reduce"
+            | "Send"
+            | "Recv"
+            | "AlltoAll"
+            | "Gather"
+            | "Scatter"
+    )
+}
+
+/// A traced `ncclCommInitRank(comm, nranks, id, rank, dev)` (five arguments).
+fn trace_init_rank(prefix: Prefix, args: &[&str]) -> Line {
+    let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
+    let (Some(comm), Some(nranks), Some(rank)) = (hex(args[0]), int(1), int(3)) else {
+        return Line::Other;
+    };
+    Line::Init(InitLine {
+        prefix,
+        comm,
+        rank: rank as usize,
+        nranks: nranks as usize,
+        cuda_dev: int(4).and_then(|d| u32::try_from(d).ok()),
+        comm_id: hex(args[2]),
+        split: None,
+        cut: false,
+    })
+}
+
+/// A traced `ncclCommSplit(parent, color, key, comm, rank, nranks)` (six
+/// arguments).
+fn trace_split(prefix: Prefix, args: &[&str]) -> Line {
+    let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
+    let (Some(parent), Some(color), Some(key), Some(comm), Some(rank), Some(nranks)) =
+        (hex(args[0]), int(1), int(2), hex(args[3]), int(4), int(5))
+    else {
+        return Line::Other;
+    };
+    Line::Init(InitLine {
+        prefix,
+        comm,
+        rank: rank as usize,
+        nranks: nranks as usize,
+        cuda_dev: None,
+        comm_id: None,
+        split: Some(SplitOf {
+            parent,
+            count: None,
+            color,
+            key,
+        }),
+        cut: false,
+    })
 }
 
 /// An INIT line (`comm 0x.. rank R nranks K cudaDev D ...`), whole or cut
