@@ -177,6 +177,18 @@ pub struct Summary {
     pub straggler: Option<straggler::SlowRank>,
 }
 
+impl Summary {
+    /// Counts one measured point and its check's wrong elements.
+    fn tally(&mut self, wrong: Option<u64>) {
+        self.points += 1;
+        if let Some(w) = wrong {
+            self.checked_points += 1;
+            self.wrong += w;
+            self.failed_points += usize::from(w > 0);
+        }
+    }
+}
+
 pub struct Engine<'a> {
     world: &'a dyn World,
     backend: &'a mut dyn Backend,
@@ -295,46 +307,18 @@ impl<'a> Engine<'a> {
         summary: &mut Summary,
         on_record: &mut impl FnMut(&Record) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let call = Call {
-            collective: case.collective,
-            hierarchy: case.hierarchy,
-            dtype: case.dtype,
-            op: case.op,
-            shape: case.shape,
-            at: Layout {
-                nranks: self.groups.map_or(self.world.size(), Groups::size),
-                rank: self.groups.map_or(self.world.rank(), |g| g.index),
-                root: case.root.unwrap_or(0),
-                shift: 1,
-            },
-            group: self.groups.and_then(|g| g.sub),
-        };
+        let call = self.case_call(case);
         // With --split, a point's rows go out once both placements are
         // measured, each group's out-of-place and in-place rows together.
         let mut held: Vec<Vec<Record>> = Vec::new();
         for placement in Placement::BOTH {
-            let what = describe(case, placement);
-            if let Some(w) = self.watchdog {
-                w.watch(what.as_str());
-            }
-            if placement == Placement::OutOfPlace {
-                self.backend.prepare(&call)?;
-            }
-            // For profilers' timelines (NVTX on the nccl backend).
-            if let Some(profiler) = self.backend.profiler() {
-                profiler.range_push(&what);
-            }
-            let measured = self.measure(&call, placement);
-            if let Some(profiler) = self.backend.profiler() {
-                profiler.range_pop();
-            }
             let Measured {
                 checked,
                 iters,
                 timed,
                 precision,
                 phase_sums,
-            } = measured?;
+            } = self.measure_watched(case, &call, placement)?;
             let wrong = checked.and_then(|c| c.wrong);
             let times = self.world.gather_f64(timed.per_op_s);
             // Arrival skew: each rank's own part of the check, where every
@@ -362,12 +346,7 @@ impl<'a> Engine<'a> {
             };
             let phases = self.phase_times(&call, iters, phase_sums)?;
 
-            summary.points += 1;
-            if let Some(w) = wrong {
-                summary.checked_points += 1;
-                summary.wrong += w;
-                summary.failed_points += usize::from(w > 0);
-            }
+            summary.tally(wrong);
             if let Some(times) = times {
                 let scope = Scope {
                     size_bytes: case.size_bytes(),
@@ -386,11 +365,7 @@ impl<'a> Engine<'a> {
                     (Some(groups), Some((Some(sizes), Some(counts), Some(wrongs)))) => {
                         let mut rows =
                             self.group_records(groups, case, placement, iters, &times, wrong, &sizes, &counts, &wrongs);
-                        for row in &mut rows {
-                            row.precision_pct = record.precision_pct;
-                            row.cycle = record.cycle;
-                            row.samples = record.samples;
-                        }
+                        copy_point_fields(&mut rows, &record);
                         rows.push(record);
                         held.push(rows);
                     }
@@ -398,18 +373,47 @@ impl<'a> Engine<'a> {
                 }
             }
         }
-        // out-of-place and in-place of group 0, of group 1, ..., of all
-        if let [oop, ip] = held.as_slice() {
-            for (a, b) in oop.iter().zip(ip) {
-                on_record(a)?;
-                on_record(b)?;
-            }
-        } else {
-            for r in held.iter().flatten() {
-                on_record(r)?;
-            }
+        emit_held(&held, on_record)
+    }
+
+    /// The call of one point: this rank's place in the world, or in its
+    /// group with `--split`.
+    fn case_call(&self, case: &Case) -> Call {
+        Call {
+            collective: case.collective,
+            hierarchy: case.hierarchy,
+            dtype: case.dtype,
+            op: case.op,
+            shape: case.shape,
+            at: Layout {
+                nranks: self.groups.map_or(self.world.size(), Groups::size),
+                rank: self.groups.map_or(self.world.rank(), |g| g.index),
+                root: case.root.unwrap_or(0),
+                shift: 1,
+            },
+            group: self.groups.and_then(|g| g.sub),
         }
-        Ok(())
+    }
+
+    /// `measure` of one placement under the watchdog, the backend prepared
+    /// before the out-of-place run, inside a profiler range.
+    fn measure_watched(&mut self, case: &Case, call: &Call, placement: Placement) -> Result<Measured, Error> {
+        let what = describe(case, placement);
+        if let Some(w) = self.watchdog {
+            w.watch(what.as_str());
+        }
+        if placement == Placement::OutOfPlace {
+            self.backend.prepare(call)?;
+        }
+        // For profilers' timelines (NVTX on the nccl backend).
+        if let Some(profiler) = self.backend.profiler() {
+            profiler.range_push(&what);
+        }
+        let measured = self.measure(call, placement);
+        if let Some(profiler) = self.backend.profiler() {
+            profiler.range_pop();
+        }
+        measured
     }
 
     /// Each group's row of a point (rank 0, `--split`): its ranks' times
@@ -543,6 +547,32 @@ struct Measured {
     precision: Option<f64>,
     /// Phase sums the precision policy took batch by batch.
     phase_sums: Option<[f64; 3]>,
+}
+
+/// Each group's row of a point takes the aggregate row's precision, cycle
+/// and sample count.
+fn copy_point_fields(rows: &mut [Record], record: &Record) {
+    for row in rows {
+        row.precision_pct = record.precision_pct;
+        row.cycle = record.cycle;
+        row.samples = record.samples;
+    }
+}
+
+/// A point's held `--split` rows: out-of-place and in-place of group 0, of
+/// group 1, ..., of all.
+fn emit_held(held: &[Vec<Record>], on_record: &mut impl FnMut(&Record) -> Result<(), Error>) -> Result<(), Error> {
+    if let [oop, ip] = held {
+        for (a, b) in oop.iter().zip(ip) {
+            on_record(a)?;
+            on_record(b)?;
+        }
+    } else {
+        for r in held.iter().flatten() {
+            on_record(r)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -242,29 +242,7 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
         .nranks
         .or(given.nranks)
         .ok_or("no '# ranks' line in the header to say how many ranks ran: pass --nranks N")?;
-    // every rank's host where the header lists them all
-    let mut hosts: Vec<(u64, String)> = h.rank_hosts.clone();
-    hosts.sort();
-    let hosts: Vec<String> = if hosts.len() as u64 == nranks && hosts.iter().enumerate().all(|(i, r)| r.0 == i as u64) {
-        hosts.into_iter().map(|(_, host)| host).collect()
-    } else {
-        Vec::new()
-    };
-    let run = Run {
-        run_id: h.run_id.clone(),
-        backend: h.backend.ok_or("the header names no backend")?,
-        backend_version: h.backend_version.clone(),
-        collective,
-        nranks,
-        hosts,
-        iters: h.iters,
-        warmup: h.warmup,
-        timestamp: match words.get(want - 2..).filter(|_| place.timestamped) {
-            // `-S`: the row's own `2026-12-02 13:10:45`
-            Some([date, time]) => format!("{date}T{time}Z"),
-            _ => timestamp_of(&h.run_id),
-        },
-    };
+    let run = run_of(h, place, &words, want, collective, nranks)?;
     let mut records = Vec::new();
     for (k, placement) in [Placement::OutOfPlace, Placement::InPlace].into_iter().enumerate() {
         let cells = &words[5 + k * place.block.len()..5 + (k + 1) * place.block.len()];
@@ -303,24 +281,7 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
             sample: None,
         };
         let mut r = record(&run, &m)?;
-        r.hierarchy = place.hierarchy;
-        r.transport = h.transport.unwrap_or_default();
-        if !h.observed.is_empty() {
-            r.transport_observed = h.observed.clone();
-        }
-        if run.hosts.is_empty() {
-            r.host = h
-                .rank_hosts
-                .iter()
-                .find(|(k, _)| *k == 0)
-                .map(|(_, host)| host.clone())
-                .unwrap_or_default();
-        }
-        (r.nnodes, r.ranks_per_node) = (h.nnodes, h.ranks_per_node);
-        r.collbench_version = Some(h.version.clone());
-        r.label = h.label.clone();
-        r.traffic = h.traffic.clone().filter(|_| collective == Collective::AllToAllV);
-        r.cycle = place.cycle;
+        from_header(&mut r, h, place, &run);
         r.time_p50_us = number("p50");
         r.time_p99_us = number("p99").or_else(|| number("i_p99"));
         r.time_iter_min_us = number("i_min");
@@ -329,6 +290,65 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
         records.push(r);
     }
     Ok(records)
+}
+
+/// The run of a row (of `want` words): the header's, the row's collective,
+/// `nranks` ranks, and its timestamp (the row's own with `-S`).
+fn run_of(
+    h: &Header,
+    place: &Place,
+    words: &[&str],
+    want: usize,
+    collective: Collective,
+    nranks: u64,
+) -> Result<Run, String> {
+    // every rank's host where the header lists them all
+    let mut hosts: Vec<(u64, String)> = h.rank_hosts.clone();
+    hosts.sort();
+    let hosts: Vec<String> = if hosts.len() as u64 == nranks && hosts.iter().enumerate().all(|(i, r)| r.0 == i as u64) {
+        hosts.into_iter().map(|(_, host)| host).collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Run {
+        run_id: h.run_id.clone(),
+        backend: h.backend.ok_or("the header names no backend")?,
+        backend_version: h.backend_version.clone(),
+        collective,
+        nranks,
+        hosts,
+        iters: h.iters,
+        warmup: h.warmup,
+        timestamp: match words.get(want - 2..).filter(|_| place.timestamped) {
+            // `-S`: the row's own `2026-12-02 13:10:45`
+            Some([date, time]) => format!("{date}T{time}Z"),
+            _ => timestamp_of(&h.run_id),
+        },
+    })
+}
+
+/// A record's fields from the header and the row's section: hierarchy,
+/// transport, host (rank 0's, where not every rank's is listed), nodes,
+/// version, label, traffic (alltoallv) and cycle.
+fn from_header(r: &mut Record, h: &Header, place: &Place, run: &Run) {
+    r.hierarchy = place.hierarchy;
+    r.transport = h.transport.unwrap_or_default();
+    if !h.observed.is_empty() {
+        r.transport_observed = h.observed.clone();
+    }
+    if run.hosts.is_empty() {
+        r.host = h
+            .rank_hosts
+            .iter()
+            .find(|(k, _)| *k == 0)
+            .map(|(_, host)| host.clone())
+            .unwrap_or_default();
+    }
+    (r.nnodes, r.ranks_per_node) = (h.nnodes, h.ranks_per_node);
+    r.collbench_version = Some(h.version.clone());
+    r.label = h.label.clone();
+    r.traffic = h.traffic.clone().filter(|_| run.collective == Collective::AllToAllV);
+    r.cycle = place.cycle;
 }
 
 /// The run's start from its id (`20261202T124209Z-host-pid` ->

@@ -192,15 +192,7 @@ impl<W: World> Session<'_, W> {
             .cases
             .iter()
             .any(|c| c.collective == crate::collective::Collective::AllToAllV);
-        // nccl-tests' default traffic needs no column: absent means spread 1
-        let extras = Extras {
-            per_iter: t.per_iter,
-            phases: t.phase_times,
-            label: out.label.is_some(),
-            traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
-            group: self.cfg.plan.split.is_some(),
-        };
-        let csv = CsvSink::create(&csv_path, out.overwrite, extras)?;
+        let csv = CsvSink::create(&csv_path, out.overwrite, self.csv_extras(alltoallv))?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
         let launched = crate::world::launcher_rank().is_some();
         let progress = Progress::new(out.progress, total, launched, "collbench");
@@ -233,14 +225,7 @@ impl<W: World> Session<'_, W> {
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),
             transport_notes: Vec::new(),
-            hierarchy: self
-                .cfg
-                .plan
-                .hierarchies
-                .iter()
-                .map(|h| h.name())
-                .collect::<Vec<_>>()
-                .join(","),
+            hierarchy: self.hierarchy_names(),
             points: plan.points(),
             sweep: sweep_info(plan, self.cfg.plan.sweep.step),
             csv: csv_path,
@@ -250,6 +235,31 @@ impl<W: World> Session<'_, W> {
             timestamps: out.timestamps,
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
+    }
+
+    /// The CSV's optional columns (`alltoallv`: the plan has alltoallv
+    /// points).
+    fn csv_extras(&self, alltoallv: bool) -> Extras {
+        let (out, t) = (&self.cfg.outputs, &self.cfg.timing);
+        // nccl-tests' default traffic needs no column: absent means spread 1
+        Extras {
+            per_iter: t.per_iter,
+            phases: t.phase_times,
+            label: out.label.is_some(),
+            traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
+            group: self.cfg.plan.split.is_some(),
+        }
+    }
+
+    /// The planned hierarchies' names, comma-separated (`RunInfo::hierarchy`).
+    fn hierarchy_names(&self) -> String {
+        self.cfg
+            .plan
+            .hierarchies
+            .iter()
+            .map(|h| h.name())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// Every rank set up: the ranks exchange what they observed (this

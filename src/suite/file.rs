@@ -109,6 +109,41 @@ pub struct Suite {
     pub cycles: u64,
 }
 
+/// The suite's `transports`, each profile once, in their order.
+fn parse_transports(raw: &[String]) -> Result<Vec<Profile>, String> {
+    if raw.is_empty() {
+        return Err("`transports` is empty; list at least one profile (e.g. [\"auto\"])".into());
+    }
+    let mut transports = Vec::new();
+    for t in raw {
+        let p = Profile::parse(t)
+            .ok_or_else(|| format!("transports: unknown profile '{t}' (expected {})", Profile::names()))?;
+        if !transports.contains(&p) {
+            transports.push(p);
+        }
+    }
+    Ok(transports)
+}
+
+/// The suite's `hierarchies` (flat only when it leaves them out).
+fn parse_hierarchies(raw: Option<Vec<String>>) -> Result<Vec<Choice<Hierarchy>>, String> {
+    let hierarchies = raw.unwrap_or_else(|| vec!["flat".into()]);
+    if hierarchies.is_empty() {
+        return Err("`hierarchies` is empty; leave it out for flat only".into());
+    }
+    hierarchies
+        .iter()
+        .map(|h| {
+            h.parse::<Choice<Hierarchy>>().map_err(|e| {
+                format!(
+                    "hierarchies: '{h}' is not a hierarchy setting ({e}; modes flat, rs-ar-ag, reduce-bcast, \
+                     comma-separated, or all)"
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()
+}
+
 impl Suite {
     pub fn load(path: &Path) -> Result<Suite, Error> {
         let text = std::fs::read_to_string(path)
@@ -124,32 +159,8 @@ impl Suite {
     /// does not.
     pub fn parse(text: &str, default_name: &str) -> Result<Suite, String> {
         let raw = crate::config::parse_toml::<RawSuite>(text)?;
-        if raw.transports.is_empty() {
-            return Err("`transports` is empty; list at least one profile (e.g. [\"auto\"])".into());
-        }
-        let mut transports = Vec::new();
-        for t in &raw.transports {
-            let p = Profile::parse(t)
-                .ok_or_else(|| format!("transports: unknown profile '{t}' (expected {})", Profile::names()))?;
-            if !transports.contains(&p) {
-                transports.push(p);
-            }
-        }
-        let hierarchies = raw.hierarchies.unwrap_or_else(|| vec!["flat".into()]);
-        if hierarchies.is_empty() {
-            return Err("`hierarchies` is empty; leave it out for flat only".into());
-        }
-        let hierarchies = hierarchies
-            .iter()
-            .map(|h| {
-                h.parse::<Choice<Hierarchy>>().map_err(|e| {
-                    format!(
-                        "hierarchies: '{h}' is not a hierarchy setting ({e}; modes flat, rs-ar-ag, reduce-bcast, \
-                         comma-separated, or all)"
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        let transports = parse_transports(&raw.transports)?;
+        let hierarchies = parse_hierarchies(raw.hierarchies)?;
         if raw.ranks == Some(0) {
             return Err("ranks must be at least 1".into());
         }

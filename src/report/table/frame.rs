@@ -49,6 +49,32 @@ pub fn run_header(run: &RunInfo) -> String {
     if run.hierarchy != "flat" {
         s += &format!("# hierarchy : all_reduce as {}\n", run.hierarchy);
     }
+    s += &measure_lines(run);
+    s += &format!("# sizes     : {}\n", sizes_text(&run.sweep));
+    if let Some(traffic) = &run.traffic {
+        s += &format!("# alltoallv : {traffic}\n");
+    }
+    s += &format!("# plan      : {} points per sweep\n", run.points);
+    s += &format!(
+        "# transport : {}, observed {}   control plane: {}\n",
+        run.transport, run.transport_observed, run.control_plane
+    );
+    for note in &run.transport_notes {
+        s += &format!("#             {note}\n");
+    }
+    s += &format!("# csv       : {}\n", run.csv.display());
+    if let Some(json) = &run.json {
+        s += &format!("# json      : {}\n", json.display());
+    }
+    s += "#\n";
+    s += &rank_lines(run);
+    s
+}
+
+/// The header's `# measure` line, and its launch extras' line where there
+/// are any.
+fn measure_lines(run: &RunInfo) -> String {
+    let mut s = String::new();
     let iters = run.timing.iterations.describe();
     s += &format!(
         "# measure   : {iters}, warmup {}, check {}, time reduction {}, timing {}{}{}\n",
@@ -70,23 +96,12 @@ pub fn run_header(run: &RunInfo) -> String {
     if let Some(extras) = launch_extras(run.timing.agg_iters, run.timing.cuda_graph) {
         s += &format!("#             {extras}\n");
     }
-    s += &format!("# sizes     : {}\n", sizes_text(&run.sweep));
-    if let Some(traffic) = &run.traffic {
-        s += &format!("# alltoallv : {traffic}\n");
-    }
-    s += &format!("# plan      : {} points per sweep\n", run.points);
-    s += &format!(
-        "# transport : {}, observed {}   control plane: {}\n",
-        run.transport, run.transport_observed, run.control_plane
-    );
-    for note in &run.transport_notes {
-        s += &format!("#             {note}\n");
-    }
-    s += &format!("# csv       : {}\n", run.csv.display());
-    if let Some(json) = &run.json {
-        s += &format!("# json      : {}\n", json.display());
-    }
-    s += "#\n";
+    s
+}
+
+/// The header's ranks, one per line, up to `MAX_LISTED_RANKS`.
+fn rank_lines(run: &RunInfo) -> String {
+    let mut s = String::new();
     for r in run.ranks.iter().take(MAX_LISTED_RANKS) {
         s += &format!("#  Rank {:>4} on {} pid {}", r.rank, r.host, r.pid);
         if let Some(gpu) = &r.gpu {

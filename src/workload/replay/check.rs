@@ -129,12 +129,7 @@ fn lines(calls: &[&Call]) -> String {
 /// Checks every communicator the log shows on more than one rank.
 pub fn check(s: &Scan) -> Check {
     let mut out = Check::default();
-    let mut keys: Vec<(CommKey, usize)> = Vec::new();
-    for (i, m) in s.members.iter().enumerate() {
-        if !keys.iter().any(|(k, _)| *k == m.key) {
-            keys.push((m.key.clone(), i));
-        }
-    }
+    let keys = comm_keys(s);
     let mut unchecked_p2p = false;
     let mut guessed = false;
     for (key, first) in keys {
@@ -144,15 +139,7 @@ pub fn check(s: &Scan) -> Check {
             .map(|&m| s.calls.iter().filter(|c| c.member == m).collect())
             .collect();
         let name = comm_name(s, &key, first);
-        let colls: Vec<Vec<&Call>> = calls
-            .iter()
-            .map(|cs| {
-                cs.iter()
-                    .copied()
-                    .filter(|c| !matches!(kind(&c.call.name), Some(Kind::Send | Kind::Recv)))
-                    .collect()
-            })
-            .collect();
+        let colls = collectives_of(&calls);
         let by_count = colls.iter().all(|cs| {
             cs.iter().all(|c| c.call.op_count.is_some())
                 && cs.windows(2).all(|w| w[0].call.op_count < w[1].call.op_count)
@@ -186,21 +173,7 @@ pub fn check(s: &Scan) -> Check {
         if !has_p2p {
             continue;
         }
-        let ranks: Option<Vec<usize>> = members
-            .iter()
-            .map(|&m| {
-                let mm = &s.members[m];
-                mm.rank.or_else(|| {
-                    (mm.key == CommKey::World && devices_are_ranks(s))
-                        .then(|| {
-                            guessed = true;
-                            s.slots[mm.slot].dev.map(|d| d as usize)
-                        })
-                        .flatten()
-                })
-            })
-            .collect();
-        match ranks {
+        match member_ranks(s, &members, &mut guessed) {
             Some(ranks) => point_to_point(s, &name, &calls, &ranks, &who, &mut out),
             None => unchecked_p2p = true,
         }
@@ -217,6 +190,51 @@ pub fn check(s: &Scan) -> Check {
     out
 }
 
+/// Each communicator the log shows, with its first member's index, in the
+/// order of first appearance.
+fn comm_keys(s: &Scan) -> Vec<(CommKey, usize)> {
+    let mut keys: Vec<(CommKey, usize)> = Vec::new();
+    for (i, m) in s.members.iter().enumerate() {
+        if !keys.iter().any(|(k, _)| *k == m.key) {
+            keys.push((m.key.clone(), i));
+        }
+    }
+    keys
+}
+
+/// Each member's calls without its point-to-point ones.
+fn collectives_of<'c>(calls: &[Vec<&'c Call>]) -> Vec<Vec<&'c Call>> {
+    calls
+        .iter()
+        .map(|cs| {
+            cs.iter()
+                .copied()
+                .filter(|c| !matches!(kind(&c.call.name), Some(Kind::Send | Kind::Recv)))
+                .collect()
+        })
+        .collect()
+}
+
+/// The members' ranks: from their INIT lines or, on the world communicator
+/// when devices are ranks, their devices (`guessed` then set); `None` when
+/// one is unknown.
+fn member_ranks(s: &Scan, members: &[usize], guessed: &mut bool) -> Option<Vec<usize>> {
+    members
+        .iter()
+        .map(|&m| {
+            let mm = &s.members[m];
+            mm.rank.or_else(|| {
+                (mm.key == CommKey::World && devices_are_ranks(s))
+                    .then(|| {
+                        *guessed = true;
+                        s.slots[mm.slot].dev.map(|d| d as usize)
+                    })
+                    .flatten()
+            })
+        })
+        .collect()
+}
+
 /// The members' collectives, lined up.
 fn collectives(
     s: &Scan,
@@ -227,7 +245,16 @@ fn collectives(
     who: &dyn Fn(usize) -> String,
     out: &mut Check,
 ) {
-    // rows of (place, one call or none per member)
+    if let Some(divergence) = first_divergence(s, name, &lined_up(colls, by_count), by_count, who) {
+        out.divergences.push(divergence);
+        // the first divergence of a communicator: later rows follow from it
+        return;
+    }
+    unfinished(s, name, colls, slots, by_count, who, out);
+}
+
+/// Rows of (place, one call or none per member).
+fn lined_up<'c>(colls: &[Vec<&'c Call>], by_count: bool) -> BTreeMap<u64, Vec<Option<&'c Call>>> {
     let mut rows: BTreeMap<u64, Vec<Option<&Call>>> = BTreeMap::new();
     for (m, cs) in colls.iter().enumerate() {
         for (i, c) in cs.iter().enumerate() {
@@ -239,6 +266,17 @@ fn collectives(
             rows.entry(at).or_insert_with(|| vec![None; colls.len()])[m] = Some(c);
         }
     }
+    rows
+}
+
+/// The first row where the members' calls differ in shape.
+fn first_divergence(
+    s: &Scan,
+    name: &str,
+    rows: &BTreeMap<u64, Vec<Option<&Call>>>,
+    by_count: bool,
+    who: &dyn Fn(usize) -> String,
+) -> Option<Finding> {
     let place = |at: u64| {
         if by_count {
             format!("opCount {at:#x}")
@@ -246,7 +284,7 @@ fn collectives(
             format!("its call {} in each rank's order", at + 1)
         }
     };
-    for (&at, row) in &rows {
+    for (&at, row) in rows {
         let present: Vec<(usize, &Call)> = row.iter().enumerate().filter_map(|(m, c)| Some((m, (*c)?))).collect();
         if present.len() < 2 || present.iter().all(|(_, c)| shape(c) == shape(present[0].1)) {
             continue;
@@ -266,14 +304,24 @@ fn collectives(
             .iter()
             .map(|(d, ws, cs)| format!("{} {d} ({})", list(ws), lines(cs)))
             .collect();
-        out.divergences.push(Finding {
+        return Some(Finding {
             line: present.iter().map(|(_, c)| c.line).min().unwrap_or(0),
             text: format!("the ranks diverge on {name} at {}: {}", place(at), parts.join("; ")),
         });
-        // the first divergence of a communicator: later rows follow from it
-        return;
     }
-    // calls one rank shows and another's log does not reach
+    None
+}
+
+/// Calls one rank shows and another's log does not reach.
+fn unfinished(
+    s: &Scan,
+    name: &str,
+    colls: &[Vec<&Call>],
+    slots: &[usize],
+    by_count: bool,
+    who: &dyn Fn(usize) -> String,
+    out: &mut Check,
+) {
     let last: Vec<Option<u64>> = colls
         .iter()
         .map(|cs| {
@@ -361,21 +409,6 @@ fn point_to_point(
             .map(|c| (c.call.root.max(0) as usize, c.call.count, c.call.datatype, c))
             .collect()
     };
-    // whether member m went on past `c` (a call of its peer): a later
-    // opCount, or a collective after its last point-to-point call
-    let moved_on = |m: usize, c: &Call| -> Option<&Call> {
-        let mine = &calls[m];
-        if let Some(x) = c.call.op_count
-            && mine.iter().all(|y| y.call.op_count.is_some())
-            && let Some(later) = mine.iter().find(|y| y.call.op_count.is_some_and(|o| o > x))
-        {
-            return Some(later);
-        }
-        let last_p2p = mine
-            .iter()
-            .rposition(|y| matches!(kind(&y.call.name), Some(Kind::Send | Kind::Recv)))?;
-        mine.get(last_p2p + 1).copied()
-    };
     for (a, &ra) in ranks.iter().enumerate() {
         for (send, k, other) in [(true, Kind::Send, Kind::Recv), (false, Kind::Recv, Kind::Send)] {
             for (peer, list_a) in group_by_peer(p2p(a, k)) {
@@ -391,33 +424,16 @@ fn point_to_point(
                 };
                 let list_b: Vec<P2p> = p2p(b, other).into_iter().filter(|x| x.0 == ra).collect();
                 for (j, x) in list_a.iter().enumerate() {
-                    let (verb, noun) = if send {
-                        ("sends", "Recv from")
-                    } else {
-                        ("receives", "Send to")
-                    };
+                    let verb = if send { "sends" } else { "receives" };
                     match list_b.get(j) {
                         Some(y) if (y.1, y.2) != (x.1, x.2) => {
                             if send {
-                                out.divergences.push(Finding {
-                                    line: x.3.line.min(y.3.line),
-                                    text: format!(
-                                        "the ranks diverge on {name}: {} {verb} {} to {} (line {}) but {} posts a {noun} {} of {} (line {})",
-                                        who(a),
-                                        describe(s, x.3).split_once(' ').map_or("", |p| p.1),
-                                        who(b),
-                                        x.3.line,
-                                        who(b),
-                                        who(a),
-                                        describe(s, y.3).split_once(' ').map_or("", |p| p.1),
-                                        y.3.line
-                                    ),
-                                });
+                                out.divergences.push(send_mismatch(s, name, who, (a, x), (b, y)));
                             }
                         }
                         Some(_) => {}
                         None if a == b => {}
-                        None => match moved_on(b, x.3) {
+                        None => match moved_on(&calls[b], x.3) {
                             Some(later) => out.one_sided.push(Finding {
                                 line: x.3.line,
                                 text: format!(
@@ -450,6 +466,48 @@ fn point_to_point(
             }
         }
     }
+}
+
+/// A Send (`x`, of member `a`) and the Recv (`y`, of member `b`) posted for it
+/// that differ in count or datatype.
+fn send_mismatch(
+    s: &Scan,
+    name: &str,
+    who: &dyn Fn(usize) -> String,
+    (a, x): (usize, &P2p),
+    (b, y): (usize, &P2p),
+) -> Finding {
+    let (verb, noun) = ("sends", "Recv from");
+    Finding {
+        line: x.3.line.min(y.3.line),
+        text: format!(
+            "the ranks diverge on {name}: {} {verb} {} to {} (line {}) but {} posts a {noun} {} of {} (line {})",
+            who(a),
+            describe(s, x.3).split_once(' ').map_or("", |p| p.1),
+            who(b),
+            x.3.line,
+            who(b),
+            who(a),
+            describe(s, y.3).split_once(' ').map_or("", |p| p.1),
+            y.3.line
+        ),
+    }
+}
+
+/// Whether a member (its calls `mine`) went on past `c` (a call of its
+/// peer): a later opCount, or a collective after its last point-to-point
+/// call.
+fn moved_on<'c>(mine: &[&'c Call], c: &Call) -> Option<&'c Call> {
+    if let Some(x) = c.call.op_count
+        && mine.iter().all(|y| y.call.op_count.is_some())
+        && let Some(later) = mine.iter().find(|y| y.call.op_count.is_some_and(|o| o > x))
+    {
+        return Some(later);
+    }
+    let last_p2p = mine
+        .iter()
+        .rposition(|y| matches!(kind(&y.call.name), Some(Kind::Send | Kind::Recv)))?;
+    mine.get(last_p2p + 1).copied()
 }
 
 fn group_by_peer(list: Vec<P2p>) -> BTreeMap<usize, Vec<P2p>> {

@@ -44,6 +44,7 @@
 //! and when that text was a call it is reported as cut (`interrupted`).
 
 use crate::types::{NcclVersion, split_info};
+use trace::parse_trace;
 
 /// Where a line came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -379,108 +380,6 @@ fn parse_call(prefix: Prefix, name: &str, rest: &str) -> Line {
     })
 }
 
-/// `ncclAllReduce(7f5d92a00000,7f5d93400000,10485760,0,0,0,0x55d8c12613d0,0x55d8c09207b0)`.
-fn parse_trace(prefix: Prefix, body: &str) -> Line {
-    let Some((func, args)) = body.split_once('(') else {
-        return Line::Other;
-    };
-    let Some(name) = func.trim().strip_prefix("nccl") else {
-        return Line::Other;
-    };
-    let complete = args.trim_end().ends_with(')');
-    let args: Vec<&str> = args
-        .trim_end()
-        .trim_end_matches(')')
-        .split(',')
-        .map(str::trim)
-        .collect();
-    let collective = matches!(
-        name,
-        "AllReduce"
-            | "AllGather"
-            | "ReduceScatter"
-            | "Broadcast"
-            | "Reduce"
-            | "Send"
-            | "Recv"
-            | "AlltoAll"
-            | "Gather"
-            | "Scatter"
-    );
-    if !complete {
-        if collective || name.starts_with("Comm") {
-            return Line::Cut(CutLine {
-                prefix,
-                name: name.to_string(),
-                comm: None,
-                missing: "the closing parenthesis".into(),
-            });
-        }
-        return Line::Other;
-    }
-    let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
-    match name {
-        "CommInitRank" if args.len() == 5 => {
-            let (Some(comm), Some(nranks), Some(rank)) = (hex(args[0]), int(1), int(3)) else {
-                return Line::Other;
-            };
-            Line::Init(InitLine {
-                prefix,
-                comm,
-                rank: rank as usize,
-                nranks: nranks as usize,
-                cuda_dev: int(4).and_then(|d| u32::try_from(d).ok()),
-                comm_id: hex(args[2]),
-                split: None,
-                cut: false,
-            })
-        }
-        "CommSplit" if args.len() == 6 => {
-            let (Some(parent), Some(color), Some(key), Some(comm), Some(rank), Some(nranks)) =
-                (hex(args[0]), int(1), int(2), hex(args[3]), int(4), int(5))
-            else {
-                return Line::Other;
-            };
-            Line::Init(InitLine {
-                prefix,
-                comm,
-                rank: rank as usize,
-                nranks: nranks as usize,
-                cuda_dev: None,
-                comm_id: None,
-                split: Some(SplitOf {
-                    parent,
-                    count: None,
-                    color,
-                    key,
-                }),
-                cut: false,
-            })
-        }
-        _ if collective && args.len() == 8 => {
-            let (Some(count), Some(datatype), Some(op), Some(root)) =
-                (args[2].parse::<u64>().ok(), int(3), int(4), int(5))
-            else {
-                return Line::Other;
-            };
-            Line::Call(CallLine {
-                prefix,
-                name: name.to_string(),
-                op_count: None,
-                count,
-                datatype,
-                op,
-                root,
-                comm: hex(args[6]),
-                nranks: None,
-                global_rank: None,
-                source: Source::Trace,
-            })
-        }
-        _ => Line::Other,
-    }
-}
-
 /// An INIT line (`comm 0x.. rank R nranks K cudaDev D ...`), whole or cut
 /// after its fields; `None` for any other line.
 fn parse_init(prefix: &Prefix, body: &str) -> Option<Line> {
@@ -584,6 +483,8 @@ pub fn join(cut: &str, next: &str) -> Option<CallLine> {
         _ => None,
     }
 }
+
+mod trace;
 
 #[cfg(test)]
 mod tests;

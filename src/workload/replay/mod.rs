@@ -208,6 +208,14 @@ fn numbers(lines: &[usize]) -> String {
 /// Refuses a kept rank whose sequence has a gap; notes the lines skipped.
 fn gaps(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<(), Error> {
     let who = s.slots[slot].name();
+    refuse_gaps(s, slot, &who)?;
+    note_skipped(s, &who, notes);
+    Ok(())
+}
+
+/// Refuses the kept rank (`who`, in `slot`) when one of its call lines is
+/// cut short, or may be missing.
+fn refuse_gaps(s: &Scan, slot: usize, who: &str) -> Result<(), Error> {
     let own: Vec<usize> = s
         .cuts
         .iter()
@@ -250,6 +258,12 @@ fn gaps(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<(), Error> {
             if unknown.len() > 1 { "are" } else { "is" }
         )));
     }
+    Ok(())
+}
+
+/// Notes the lines skipped: cut short, without their prefix, without the
+/// operation's name, or with an elided communicator.
+fn note_skipped(s: &Scan, who: &str, notes: &mut Vec<String>) {
     let mut cut: Vec<usize> = s
         .cuts
         .iter()
@@ -294,7 +308,6 @@ fn gaps(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<(), Error> {
             numbers(&s.elided)
         ));
     }
-    Ok(())
 }
 
 /// The kept rank and a description.
