@@ -17,8 +17,6 @@ mod size;
 mod split;
 mod switch;
 
-use std::fmt;
-
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
 pub use nccl_log::{INFO_MARK, split_info};
@@ -47,6 +45,26 @@ macro_rules! by_name {
     };
 }
 pub(crate) use by_name;
+
+/// `Display` for a type with a `name()`: the name as it is (`T`), or padded
+/// to the formatter's width and alignment (`pad T`).
+macro_rules! display_by_name {
+    (pad $t:ty) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.name())
+            }
+        }
+    };
+    ($t:ty) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use display_by_name;
 
 /// Element type of the buffers, named as nccl-tests names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -143,11 +161,7 @@ impl DType {
     }
 }
 
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(DType);
 
 impl Named for DType {
     const WHAT: &'static str = "element type";
@@ -200,11 +214,7 @@ impl ReduceOp {
     }
 }
 
-impl fmt::Display for ReduceOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(ReduceOp);
 
 impl Named for ReduceOp {
     const WHAT: &'static str = "operation";
@@ -247,11 +257,7 @@ impl Placement {
 
 by_name!(Placement, "placement");
 
-impl fmt::Display for Placement {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(Placement);
 
 /// How per-rank times become the reported time (nccl-tests' `-a`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,11 +313,7 @@ impl Average {
     }
 }
 
-impl fmt::Display for Average {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(Average);
 
 by_name!(Average, "average mode");
 
@@ -341,11 +343,7 @@ impl TimingMethod {
     }
 }
 
-impl fmt::Display for TimingMethod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(TimingMethod);
 
 by_name!(TimingMethod, "timing method");
 
@@ -377,11 +375,7 @@ impl IterPolicy {
     }
 }
 
-impl fmt::Display for IterPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(IterPolicy);
 
 by_name!(IterPolicy, "iteration policy");
 
@@ -418,11 +412,7 @@ impl BackendKind {
     }
 }
 
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(BackendKind);
 
 by_name!(BackendKind, "backend");
 
@@ -455,11 +445,7 @@ impl BackendChoice {
     }
 }
 
-impl fmt::Display for BackendChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(BackendChoice);
 
 by_name!(BackendChoice, "backend");
 

@@ -22,8 +22,6 @@ pub mod regions;
 mod scatter;
 mod sendrecv;
 
-use std::fmt;
-
 pub use alltoallv::{Peers, Spread, Traffic, TrafficMatrix};
 pub use pattern::Pattern;
 pub use regions::{Buf, Convention, Regions};
@@ -129,11 +127,7 @@ fn normalise(s: &str) -> String {
         .collect()
 }
 
-impl fmt::Display for Collective {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(Collective);
 
 impl std::str::FromStr for Collective {
     type Err = String;

@@ -19,7 +19,6 @@
 //!    (ceil(log2 hosts) rounds at most, one on a healthy cluster).
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use serde::Serialize;
 
@@ -83,11 +82,7 @@ impl FindingKind {
     }
 }
 
-impl fmt::Display for FindingKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.name())
-    }
-}
+crate::types::display_by_name!(pad FindingKind);
 
 /// What the matrix showed about a suspect on one metric.
 #[derive(Clone, Debug, PartialEq, Serialize)]

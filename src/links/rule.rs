@@ -28,7 +28,6 @@
 //! Pure: a matrix in, judgements out; no measurement, no printing.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -111,11 +110,7 @@ impl Metric {
     }
 }
 
-impl fmt::Display for Metric {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.name())
-    }
-}
+crate::types::display_by_name!(pad Metric);
 
 /// The rule's thresholds.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

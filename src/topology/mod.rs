@@ -11,8 +11,6 @@ pub mod machine;
 pub mod observe;
 pub mod profile;
 
-use std::fmt;
-
 use crate::error::Error;
 use crate::types::{Named, by_name};
 
@@ -151,11 +149,7 @@ impl Hierarchy {
     }
 }
 
-impl fmt::Display for Hierarchy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(Hierarchy);
 
 impl Named for Hierarchy {
     const WHAT: &'static str = "hierarchy mode";

@@ -14,7 +14,6 @@
 //! Observing which transport was then used lives in `observe`.
 
 use std::ffi::OsString;
-use std::fmt;
 use std::path::PathBuf;
 
 use crate::error::Error;
@@ -188,11 +187,7 @@ impl Profile {
     }
 }
 
-impl fmt::Display for Profile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(Profile);
 
 by_name!(Profile, "transport profile");
 

@@ -4,8 +4,6 @@
 //! is shown. Each parses and prints its names (clap lists them through
 //! `cli`); what a value does is its command's business.
 
-use std::fmt;
-
 use serde::Serialize;
 
 /// What is compared.
@@ -63,11 +61,7 @@ impl Metric {
     }
 }
 
-impl fmt::Display for Metric {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(Metric);
 
 /// Output format of `compare`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,8 +8,6 @@
 //! reduce_scatter. Nothing here measures or executes; the engine runs the
 //! operations in order.
 
-use std::fmt;
-
 use crate::collective::Collective;
 use crate::types::{DType, ReduceOp};
 
@@ -36,11 +34,7 @@ impl Phase {
     }
 }
 
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(Phase);
 
 /// One collective call of the step.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,8 +2,6 @@
 //! `schedule`, the step of a strategy for a model on a layout (built by
 //! one file per strategy from `op` and `options`).
 
-use std::fmt;
-
 use crate::error::Error;
 use crate::types::{DType, Named};
 
@@ -253,11 +251,7 @@ impl Named for Strategy {
     }
 }
 
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(Strategy);
 
 /// The step of `strategy` for `model` on `layout`.
 pub fn schedule(strategy: Strategy, model: &Model, layout: &GroupLayout, opts: &Options) -> Result<Schedule, Error> {

@@ -27,7 +27,6 @@
 //! 64 KiB - 1 MiB, large 1 - 16 MiB, huge >= 16 MiB (bandwidth-bound).
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::collective::Collective;
 use crate::error::Error;
@@ -93,11 +92,7 @@ impl SizeClass {
     }
 }
 
-impl fmt::Display for SizeClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(SizeClass);
 
 /// One operation's volume.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -48,11 +48,7 @@ impl LauncherChoice {
     }
 }
 
-impl std::fmt::Display for LauncherChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+crate::types::display_by_name!(LauncherChoice);
 
 crate::types::by_name!(LauncherChoice, "launcher");
 
