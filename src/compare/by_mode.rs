@@ -13,7 +13,8 @@
 //! threshold and alpha of `compare`): the mode is faster (slower) than the
 //! reference by more than the threshold with p < alpha; a winner is faster
 //! than every other mode in that sense; a crossover is where the winner
-//! changes between sizes that have one. Otherwise the view says "no
+//! changes and each side holds at two neighbouring sizes (A A | B B), since
+//! one size in many can name another winner by chance. Otherwise the view says "no
 //! significant difference". Modes measured in the same launches (the
 //! hierarchy modes of one run, interleaved by `--repeat`) share what the
 //! launch drew, so the samples inside the launch judge them; modes from
@@ -153,7 +154,8 @@ pub struct Point {
     /// The mode faster than every other one at this size, where the
     /// samples show it; None otherwise ("no significant difference").
     pub winner: Option<String>,
-    /// The winner differs from the last winner at a smaller size.
+    /// The winner differs from the winner at the two sizes below, and
+    /// the same winner holds at the next size (`mark_crossovers`).
     pub crossover: bool,
 }
 
@@ -273,6 +275,9 @@ enum Unjudged {
     TooFewSamples,
     /// Modes from separate launches, one launch each.
     SeparateLaunches,
+    /// The winner changed between sizes without two sizes in a row on
+    /// each side (`mark_crossovers`).
+    UnconfirmedChange,
 }
 
 impl Unjudged {
@@ -293,6 +298,12 @@ impl Unjudged {
                  `launches = 3`) can",
                 dimension.name()
             ),
+            Unjudged::UnconfirmedChange => "the winner changes between sizes where one side wins at a single size, \
+                 or sizes without a winner lie between: no crossover is claimed there (each size is judged at \
+                 alpha, so one size in many can name another mode by chance); a crossover needs the old winner \
+                 at the two sizes below it and the new one at it and the next size; a finer -f (-f 2) or more \
+                 samples (-N 10) can show where the modes cross"
+                .to_string(),
         }
     }
 }
@@ -327,17 +338,11 @@ fn group(
             modes.push(m.clone());
         }
     }
-    let mut previous: Option<String> = None;
-    let points = sizes
+    let mut points: Vec<Point> = sizes
         .iter()
-        .map(|(&size_bytes, by_mode)| {
-            let p = point(size_bytes, by_mode, &modes, o, previous.as_deref(), why);
-            if p.winner.is_some() {
-                previous = p.winner.clone();
-            }
-            p
-        })
+        .map(|(&size_bytes, by_mode)| point(size_bytes, by_mode, &modes, o, why))
         .collect();
+    mark_crossovers(&mut points, why);
     Group {
         collective: key.collective,
         fixed: fixed.to_string(),
@@ -404,13 +409,39 @@ fn samples<'a>(s: &[(f64, &'a str)]) -> Vec<Sample<'a>> {
     s.iter().map(|&(value, launch)| Sample { value, launch }).collect()
 }
 
-/// One size of a group; `previous` is the last size's winner.
+/// Marks the crossovers of a group's points (in size order): where the
+/// winner changes from A to B with A the winner at the two sizes just
+/// below and B at this size and the next (A A | B B, no size between
+/// without a winner). One size's winner is judged at alpha, and a group
+/// has many sizes, so a lone size that names another mode is expected now
+/// and then from noise alone; two sizes in a row on each side are not.
+/// A change of winner that falls short of this is noted, not claimed.
+fn mark_crossovers(points: &mut [Point], why: &mut BTreeSet<Unjudged>) {
+    let winners: Vec<Option<String>> = points.iter().map(|p| p.winner.clone()).collect();
+    let at = |i: usize| winners.get(i).and_then(|w| w.as_deref());
+    let mut last: Option<&str> = None;
+    for (i, p) in points.iter_mut().enumerate() {
+        let Some(now) = at(i) else { continue };
+        if last.is_some_and(|l| l != now) {
+            let before = i.checked_sub(1).and_then(at);
+            let confirmed = before.is_some_and(|b| b != now)
+                && i.checked_sub(2).and_then(at) == before
+                && at(i + 1) == Some(now);
+            p.crossover = confirmed;
+            if !confirmed {
+                why.insert(Unjudged::UnconfirmedChange);
+            }
+        }
+        last = Some(now);
+    }
+}
+
+/// One size of a group (its `crossover` is set by `mark_crossovers`).
 fn point(
     size_bytes: u64,
     by_mode: &BTreeMap<String, Vec<(f64, &str)>>,
     modes: &[String],
     o: &ModeOptions,
-    previous: Option<&str>,
     why: &mut BTreeSet<Unjudged>,
 ) -> Point {
     let metric = o.metric;
@@ -458,7 +489,6 @@ fn point(
                 d == Difference::Faster
             })
     });
-    let crossover = matches!((previous, &winner), (Some(p), Some(w)) if p != w);
     Point {
         size_bytes,
         values,
@@ -467,7 +497,7 @@ fn point(
         intervals,
         differences,
         winner,
-        crossover,
+        crossover: false,
     }
 }
 

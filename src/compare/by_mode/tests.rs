@@ -29,7 +29,13 @@ fn rows(points: &[(u64, f64, f64)], cycles: usize, run: &str) -> Vec<Row> {
 }
 
 /// flat wins small sizes, rs-ar-ag from 64 KiB on (time in us)
-const PLANTED: [(u64, f64, f64); 3] = [(1024, 10.0, 12.0), (65536, 100.0, 80.0), (1 << 20, 1000.0, 700.0)];
+const PLANTED: [(u64, f64, f64); 5] = [
+    (1024, 10.0, 12.0),
+    (4096, 20.0, 23.0),
+    (65536, 100.0, 80.0),
+    (1 << 20, 1000.0, 700.0),
+    (4 << 20, 4000.0, 2600.0),
+];
 
 #[test]
 fn repeated_samples_claim_speedups_with_intervals_and_the_crossover() {
@@ -46,13 +52,13 @@ fn repeated_samples_claim_speedups_with_intervals_and_the_crossover() {
     let g = &r.groups[0];
     assert_eq!(g.modes, ["flat", "rs-ar-ag"]);
     let winners: Vec<_> = g.points.iter().map(|p| p.winner.clone().unwrap()).collect();
-    assert_eq!(winners, ["flat", "rs-ar-ag", "rs-ar-ag"]);
+    assert_eq!(winners, ["flat", "flat", "rs-ar-ag", "rs-ar-ag", "rs-ar-ag"]);
     assert_eq!(
         g.points.iter().map(|p| p.crossover).collect::<Vec<_>>(),
-        [false, true, false]
+        [false, false, true, false, false]
     );
     assert_eq!(g.crossovers(), [(65536, "flat".to_string(), "rs-ar-ag".to_string())]);
-    let p = &g.points[2];
+    let p = &g.points[3];
     assert_eq!(p.differences[1], Some(Difference::Faster));
     assert_eq!(g.points[0].differences[1], Some(Difference::Slower));
     let s = p.speedups[1].unwrap();
@@ -68,7 +74,7 @@ fn repeated_samples_claim_speedups_with_intervals_and_the_crossover() {
         None,
     )
     .unwrap();
-    let tp = &t.groups[0].points[2];
+    let tp = &t.groups[0].points[3];
     assert!((tp.speedups[1].unwrap() - s).abs() < 1e-9);
     let [tlo, thi] = tp.intervals[1].unwrap();
     assert!((tlo - lo).abs() < 1e-9 && (thi - hi).abs() < 1e-9, "{tlo} {thi}");
@@ -94,6 +100,43 @@ fn modes_within_the_threshold_or_the_noise_claim_nothing() {
 }
 
 #[test]
+fn a_change_of_winner_at_one_size_or_across_a_gap_is_noted_not_claimed() {
+    let o = judged(Metric::Busbw);
+    let claimed = |points: &[(u64, f64, f64)]| {
+        let r = compare_modes("x.csv", &rows(points, 5, "a"), Dimension::Hierarchy, &o, None).unwrap();
+        let g = &r.groups[0];
+        let winners: Vec<Option<String>> = g.points.iter().map(|p| p.winner.clone()).collect();
+        (winners, g.crossovers(), r.notes)
+    };
+    let (f, h, tie) = ((10.0, 12.0), (12.0, 10.0), (10.0, 10.0));
+    let at = |cells: &[(f64, f64)]| -> Vec<(u64, f64, f64)> {
+        cells.iter().enumerate().map(|(i, &(a, b))| (1024 << (2 * i), a, b)).collect()
+    };
+    let name = |w: &str| Some(w.to_string());
+    // one size names rs-ar-ag among flat's: a winner there, no crossover
+    let (winners, crossovers, notes) = claimed(&at(&[f, f, h, f, f]));
+    assert_eq!(winners[2], name("rs-ar-ag"));
+    assert!(crossovers.is_empty(), "{crossovers:?}");
+    assert!(notes.iter().any(|n| n.contains("no crossover is claimed there")), "{notes:?}");
+    // the new winner holds at one size only, at the end
+    let (_, crossovers, _) = claimed(&at(&[f, f, f, h]));
+    assert!(crossovers.is_empty(), "{crossovers:?}");
+    // the old winner held at one size only
+    let (_, crossovers, _) = claimed(&at(&[f, h, h, h]));
+    assert!(crossovers.is_empty(), "{crossovers:?}");
+    // a size without a winner between the two sides
+    let (winners, crossovers, notes) = claimed(&at(&[f, f, tie, h, h]));
+    assert_eq!(winners[2], None);
+    assert!(crossovers.is_empty(), "{crossovers:?}");
+    assert!(notes.iter().any(|n| n.contains("-f 2")), "{notes:?}");
+    // two sizes on each side: claimed, at the first size of the new winner,
+    // and no note about unconfirmed changes
+    let (_, crossovers, notes) = claimed(&at(&[tie, f, f, h, h, tie]));
+    assert_eq!(crossovers, [(1024 << 6, "flat".to_string(), "rs-ar-ag".to_string())]);
+    assert!(notes.is_empty(), "{notes:?}");
+}
+
+#[test]
 fn one_sample_per_point_claims_nothing_and_says_what_would() {
     let r = compare_modes(
         "x.csv",
@@ -108,7 +151,7 @@ fn one_sample_per_point_claims_nothing_and_says_what_would() {
     assert!(g.points.iter().all(|p| p.differences[1] == Some(Difference::NoClaim)));
     assert!(g.points.iter().all(|p| p.intervals[1].is_none()));
     // the ratio of the values is still there, as data
-    assert!((g.points[2].speedups[1].unwrap() - 1000.0 / 700.0).abs() < 1e-9);
+    assert!((g.points[3].speedups[1].unwrap() - 1000.0 / 700.0).abs() < 1e-9);
     assert_eq!(r.notes.len(), 1);
     assert!(r.notes[0].starts_with("one sample per point") && r.notes[0].contains("--repeat 5"));
     // three samples cannot reach p < 0.05 either
