@@ -424,9 +424,8 @@ fn mark_crossovers(points: &mut [Point], why: &mut BTreeSet<Unjudged>) {
         let Some(now) = at(i) else { continue };
         if last.is_some_and(|l| l != now) {
             let before = i.checked_sub(1).and_then(at);
-            let confirmed = before.is_some_and(|b| b != now)
-                && i.checked_sub(2).and_then(at) == before
-                && at(i + 1) == Some(now);
+            let confirmed =
+                before.is_some_and(|b| b != now) && i.checked_sub(2).and_then(at) == before && at(i + 1) == Some(now);
             p.crossover = confirmed;
             if !confirmed {
                 why.insert(Unjudged::UnconfirmedChange);

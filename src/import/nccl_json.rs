@@ -1,4 +1,4 @@
-//! nccl-tests' `-J FILE` output (JSON file version 1 and 2): `args` (the
+//! nccl-tests' `-J FILE` output (JSON file versions 1 to 3): `args` (the
 //! command line, whose binary names the collective), `config` with
 //! `iterations`, `warmup_iters` and `devices` (one per rank, with
 //! `hostname`), `nccl_version`, `start_time`, and `results`: per size
@@ -7,12 +7,12 @@
 //! microseconds and `nwrong` (null when checking was off). `"nan"` strings
 //! and null placements are skipped.
 //!
-//! With `-I` (file version 4, nccl-tests 2.19.5+; src/util.cu
+//! With `-I` (file version 2, and 3 from nccl-tests 2.19.5 on; src/util.cu
 //! `writePerIterReport`) each placement also has `<placement>_per_iter`:
 //! `times_us` (one per iteration, each the slowest process's:
 //! `ReduceProcessMaxIterTimes`), `per_process_max_times_us` (one list per
 //! process, with several processes) and `skipped_iterations` (the first
-//! ones, left out of its statistics). Then each timed iteration is a row of
+//! ones, left out of its statistics; version 3 on). Then each timed iteration is a row of
 //! its own, a sample of the point (`cycle` 1..N, `samples` N, `iters` 1):
 //! its time the slowest process's, `time_min_us` the fastest's, so that
 //! `compare` judges the point on its samples.
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn per_iteration_times_become_one_sample_row_each() {
         // nccl-tests 2.19.6 -J with -I 1 on 2 processes (src/util.cu)
-        let json = r#"{"version":4,"args":["./build/all_reduce_perf"],"nccl_version":22805,
+        let json = r#"{"version":3,"args":["./build/all_reduce_perf"],"nccl_version":22805,
           "config":{"iterations":4,"warmup_iters":1,"devices":[{"rank":0,"hostname":"a"},{"rank":1,"hostname":"b"}]},
           "results":[{"size":1024,"count":256,"type":"float","redop":"sum","root":"    -1",
              "out_of_place":{"time":12.0,"alg_bw":0.09,"bus_bw":0.09,"nwrong":0},

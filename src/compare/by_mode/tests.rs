@@ -110,14 +110,21 @@ fn a_change_of_winner_at_one_size_or_across_a_gap_is_noted_not_claimed() {
     };
     let (f, h, tie) = ((10.0, 12.0), (12.0, 10.0), (10.0, 10.0));
     let at = |cells: &[(f64, f64)]| -> Vec<(u64, f64, f64)> {
-        cells.iter().enumerate().map(|(i, &(a, b))| (1024 << (2 * i), a, b)).collect()
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, b))| (1024 << (2 * i), a, b))
+            .collect()
     };
     let name = |w: &str| Some(w.to_string());
     // one size names rs-ar-ag among flat's: a winner there, no crossover
     let (winners, crossovers, notes) = claimed(&at(&[f, f, h, f, f]));
     assert_eq!(winners[2], name("rs-ar-ag"));
     assert!(crossovers.is_empty(), "{crossovers:?}");
-    assert!(notes.iter().any(|n| n.contains("no crossover is claimed there")), "{notes:?}");
+    assert!(
+        notes.iter().any(|n| n.contains("no crossover is claimed there")),
+        "{notes:?}"
+    );
     // the new winner holds at one size only, at the end
     let (_, crossovers, _) = claimed(&at(&[f, f, f, h]));
     assert!(crossovers.is_empty(), "{crossovers:?}");
