@@ -484,12 +484,7 @@ mod tests {
             dtype: DType::Float,
             op: c.spec().is_reduction().then_some(ReduceOp::Sum),
             shape: c.spec().shape(12, n),
-            at: Layout {
-                nranks: n,
-                rank,
-                root,
-                shift: 1,
-            },
+            at: Layout::new(n, rank, root),
             group: None,
         }
     }

@@ -76,12 +76,7 @@ mod tests {
             dtype: DType::Float,
             op: None,
             shape: Collective::SendRecv.spec().shape(1024, 4),
-            at: Layout {
-                nranks: 4,
-                rank: 1,
-                root: 0,
-                shift: 1,
-            },
+            at: Layout::new(4, 1, 0),
             group: None,
         };
         let l = launch(&call, &[PeerOp::Send(3), PeerOp::Recv(3)]);
