@@ -22,18 +22,12 @@ pub(super) fn launch(call: &Call, ops: &[PeerOp]) -> Launch {
         .iter()
         .map(|op| match *op {
             PeerOp::Send(peer) => Op::Send {
-                send: At {
-                    buf: Buf::Send,
-                    offset: r.input.1.start,
-                },
+                send: At::new(Buf::Send, r.input.1.start),
                 count,
                 peer,
             },
             PeerOp::Recv(peer) => Op::Recv {
-                recv: At {
-                    buf: Buf::Recv,
-                    offset: r.output.1.start,
-                },
+                recv: At::new(Buf::Recv, r.output.1.start),
                 count,
                 peer,
             },
