@@ -446,15 +446,25 @@ display_by_name!(BackendChoice);
 
 by_name!(BackendChoice, "backend");
 
+/// Tests: every value of `all` parses back from its `name`.
+#[cfg(test)]
+pub(crate) fn assert_names_round_trip<T: Copy + PartialEq + std::fmt::Debug>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    parse: fn(&str) -> Option<T>,
+) {
+    for &value in all {
+        assert_eq!(parse(name(value)), Some(value));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn dtype_names_round_trip() {
-        for t in DType::ALL {
-            assert_eq!(DType::parse(t.name()), Some(t));
-        }
+        assert_names_round_trip(&DType::ALL, DType::name, DType::parse);
         assert_eq!(DType::parse("FP32"), Some(DType::Float));
         assert_eq!(DType::parse("int9"), None);
     }

@@ -221,9 +221,7 @@ mod tests {
 
     #[test]
     fn hierarchy_names_round_trip() {
-        for h in Hierarchy::ALL {
-            assert_eq!(Hierarchy::parse(h.name()), Some(h));
-        }
+        crate::types::assert_names_round_trip(&Hierarchy::ALL, Hierarchy::name, Hierarchy::parse);
         assert_eq!(Hierarchy::parse("RS_AR_AG"), Some(Hierarchy::RsArAg));
         assert_eq!(Hierarchy::parse("tree"), None);
     }
