@@ -114,47 +114,25 @@ impl Element for Bf16 {
 #[macro_export]
 macro_rules! with_element_type {
     ($dtype:expr, $T:ident => $body:expr) => {
+        $crate::with_listed_type!($dtype, $T => $body;
+            Int8 => i8, Uint8 => u8, Int32 => i32, Uint32 => u32, Int64 => i64,
+            Uint64 => u64, Half => $crate::buffer::Half, Float => f32, Double => f64,
+            Bfloat16 => $crate::buffer::Bf16)
+    };
+}
+
+/// Calls `$body` with `$T` bound to the Rust type of `$dtype`, for the
+/// element types listed (`Variant => type`), and `$otherwise` for the
+/// types listed after them (`Variant | Variant => $otherwise`).
+#[macro_export]
+macro_rules! with_listed_type {
+    ($dtype:expr, $T:ident => $body:expr; $($variant:ident => $ty:ty),+ $(; $($rest:ident)|+ => $otherwise:expr)?) => {
         match $dtype {
-            $crate::types::DType::Int8 => {
-                type $T = i8;
+            $($crate::types::DType::$variant => {
+                type $T = $ty;
                 $body
-            }
-            $crate::types::DType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::types::DType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::types::DType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::types::DType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::types::DType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            $crate::types::DType::Half => {
-                type $T = $crate::buffer::Half;
-                $body
-            }
-            $crate::types::DType::Float => {
-                type $T = f32;
-                $body
-            }
-            $crate::types::DType::Double => {
-                type $T = f64;
-                $body
-            }
-            $crate::types::DType::Bfloat16 => {
-                type $T = $crate::buffer::Bf16;
-                $body
-            }
+            })+
+            $($($crate::types::DType::$rest)|+ => $otherwise,)?
         }
     };
 }

@@ -39,7 +39,24 @@ pub mod world;
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
+
+    /// Every `.rs` file under src/.
+    fn rust_files() -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+        }
+        files
+    }
 
     /// Top-level module -> the top-level modules its code names through
     /// `crate::` paths (`use crate::engine::...`, `crate::error::say(..)`),
@@ -47,42 +64,31 @@ mod tests {
     fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut stack = vec![src.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                if path.extension().is_none_or(|e| e != "rs") {
-                    continue;
-                }
-                let rel = path.strip_prefix(&src).unwrap();
-                let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
-                let module = first.trim_end_matches(".rs").to_string();
-                if module == "main" || module == "lib" {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                let uses = graph.entry(module.clone()).or_default();
-                for line in text.lines() {
-                    let code = line.split("//").next().unwrap_or("");
-                    for (at, _) in code.match_indices("crate::") {
-                        let rest = &code[at + 7..];
-                        // `crate::{a, b::c}` names several
-                        let names: Vec<&str> = match rest.strip_prefix('{') {
-                            Some(group) => group.split([',', '}']).map(|n| n.trim()).collect(),
-                            None => vec![rest],
-                        };
-                        for n in names {
-                            let name: String = n
-                                .chars()
-                                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                                .collect();
-                            if !name.is_empty() && name != module {
-                                uses.insert(name);
-                            }
+        for path in rust_files() {
+            let rel = path.strip_prefix(&src).unwrap();
+            let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+            let module = first.trim_end_matches(".rs").to_string();
+            if module == "main" || module == "lib" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let uses = graph.entry(module.clone()).or_default();
+            for line in text.lines() {
+                let code = line.split("//").next().unwrap_or("");
+                for (at, _) in code.match_indices("crate::") {
+                    let rest = &code[at + 7..];
+                    // `crate::{a, b::c}` names several
+                    let names: Vec<&str> = match rest.strip_prefix('{') {
+                        Some(group) => group.split([',', '}']).map(|n| n.trim()).collect(),
+                        None => vec![rest],
+                    };
+                    for n in names {
+                        let name: String = n
+                            .chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect();
+                        if !name.is_empty() && name != module {
+                            uses.insert(name);
                         }
                     }
                 }
@@ -160,29 +166,17 @@ mod tests {
     /// with the line it is on; a page of another project is named with
     /// the project first (`nccl-tests' doc/PERFORMANCE.md`) and left out.
     fn markdown_named_in_comments() -> Vec<(String, String)> {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut named = Vec::new();
-        let mut stack = vec![src];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
+        for path in rust_files() {
+            for (i, line) in std::fs::read_to_string(&path).unwrap().lines().enumerate() {
+                let Some(comment) = line.trim_start().strip_prefix("//") else {
                     continue;
-                }
-                if path.extension().is_none_or(|e| e != "rs") {
-                    continue;
-                }
-                for (i, line) in std::fs::read_to_string(&path).unwrap().lines().enumerate() {
-                    let Some(comment) = line.trim_start().strip_prefix("//") else {
-                        continue;
-                    };
-                    let words = comment.split(|c: char| !(c.is_ascii_alphanumeric() || "._-/".contains(c)));
-                    for word in words.filter(|w| w.ends_with(".md") && w.len() > 3) {
-                        let before = &comment[..comment.find(word).unwrap_or(0)];
-                        if !before.contains("nccl-tests") {
-                            named.push((word.to_string(), format!("{}:{}", path.display(), i + 1)));
-                        }
+                };
+                let words = comment.split(|c: char| !(c.is_ascii_alphanumeric() || "._-/".contains(c)));
+                for word in words.filter(|w| w.ends_with(".md") && w.len() > 3) {
+                    let before = &comment[..comment.find(word).unwrap_or(0)];
+                    if !before.contains("nccl-tests") {
+                        named.push((word.to_string(), format!("{}:{}", path.display(), i + 1)));
                     }
                 }
             }

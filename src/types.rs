@@ -66,6 +66,29 @@ macro_rules! display_by_name {
 }
 pub(crate) use display_by_name;
 
+/// `Named` for a type with an inherent `name`, `parse` and list of every
+/// value (`ALL`), `what` naming one value in messages; and its serde by
+/// name (`by_name!`), which names it the same.
+macro_rules! named {
+    ($t:ty, $what:expr, $all:ident) => {
+        impl $crate::types::Named for $t {
+            const WHAT: &'static str = $what;
+            fn all() -> &'static [Self] {
+                &<$t>::$all
+            }
+            fn name(self) -> &'static str {
+                <$t>::name(self)
+            }
+            fn parse(text: &str) -> Option<Self> {
+                <$t>::parse(text)
+            }
+        }
+
+        $crate::types::by_name!($t, $what);
+    };
+}
+pub(crate) use named;
+
 /// Element type of the buffers, named as nccl-tests names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum DType {
@@ -163,20 +186,7 @@ impl DType {
 
 display_by_name!(DType);
 
-impl Named for DType {
-    const WHAT: &'static str = "element type";
-    fn all() -> &'static [Self] {
-        &DType::ALL
-    }
-    fn name(self) -> &'static str {
-        DType::name(self)
-    }
-    fn parse(text: &str) -> Option<Self> {
-        DType::parse(text)
-    }
-}
-
-by_name!(DType, "element type");
+named!(DType, "element type", ALL);
 
 /// Reduction operation of all_reduce, reduce and reduce_scatter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -216,20 +226,7 @@ impl ReduceOp {
 
 display_by_name!(ReduceOp);
 
-impl Named for ReduceOp {
-    const WHAT: &'static str = "operation";
-    fn all() -> &'static [Self] {
-        &ReduceOp::ALL
-    }
-    fn name(self) -> &'static str {
-        ReduceOp::name(self)
-    }
-    fn parse(text: &str) -> Option<Self> {
-        ReduceOp::parse(text)
-    }
-}
-
-by_name!(ReduceOp, "operation");
+named!(ReduceOp, "operation", ALL);
 
 /// Where the output goes: a separate buffer, or the input buffer itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -449,15 +446,25 @@ display_by_name!(BackendChoice);
 
 by_name!(BackendChoice, "backend");
 
+/// Tests: every value of `all` parses back from its `name`.
+#[cfg(test)]
+pub(crate) fn assert_names_round_trip<T: Copy + PartialEq + std::fmt::Debug>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    parse: fn(&str) -> Option<T>,
+) {
+    for &value in all {
+        assert_eq!(parse(name(value)), Some(value));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn dtype_names_round_trip() {
-        for t in DType::ALL {
-            assert_eq!(DType::parse(t.name()), Some(t));
-        }
+        assert_names_round_trip(&DType::ALL, DType::name, DType::parse);
         assert_eq!(DType::parse("FP32"), Some(DType::Float));
         assert_eq!(DType::parse("int9"), None);
     }

@@ -548,4 +548,6 @@ fn regions(call: &Call, placement: Placement) -> Regions {
 }
 
 #[cfg(test)]
+pub(crate) mod on_ranks;
+#[cfg(test)]
 mod tests;

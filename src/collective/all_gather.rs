@@ -3,28 +3,10 @@
 //! elements; busbw factor (n-1)/n: each rank receives all blocks but its own.
 //! In-place: each rank's input sits at its own block of the output buffer.
 
-use super::{CollectiveSpec, Layout, Pattern, Shape, spread_factor};
+use super::{Described, Layout, Pattern, Shape, spread_factor};
 
-pub struct AllGather;
+pub(super) const SPEC: Described = Described::new("all_gather", Shape::gathered, spread_factor, expected);
 
-impl CollectiveSpec for AllGather {
-    fn name(&self) -> &'static str {
-        "all_gather"
-    }
-
-    fn shape(&self, count: usize, nranks: usize) -> Shape {
-        Shape::gathered(count, nranks)
-    }
-
-    fn bus_factor(&self, nranks: usize) -> f64 {
-        spread_factor(nranks)
-    }
-
-    fn output_len(&self, shape: &Shape, _at: &Layout) -> usize {
-        shape.recv
-    }
-
-    fn expected(&self, pattern: &Pattern, shape: &Shape, _at: &Layout, i: usize) -> u64 {
-        pattern.input(i / shape.count, i % shape.count)
-    }
+fn expected(pattern: &Pattern, shape: &Shape, _at: &Layout, i: usize) -> u64 {
+    pattern.input(i / shape.count, i % shape.count)
 }

@@ -541,12 +541,7 @@ mod tests {
                 let p = Peers::of(&s, n);
                 let pattern = Pattern::new(DType::Int32, None, n, 7);
                 for rank in 0..n {
-                    let at = Layout {
-                        nranks: n,
-                        rank,
-                        root: 0,
-                        shift: 1,
-                    };
+                    let at = Layout::new(n, rank, 0);
                     let spec = Collective::AllToAllV.spec();
                     let mut want = Vec::new();
                     for from in 0..n {

@@ -3,32 +3,14 @@
 //! count is the per-rank elements; busbw factor (n-1)/n.
 //! In-place: each rank's input sits at its own block of the root-sized buffer.
 
-use super::{CollectiveSpec, Layout, Pattern, Shape, spread_factor};
+use super::{Described, Layout, Pattern, Shape, spread_factor};
 
-pub struct Gather;
+pub(super) const SPEC: Described = Described {
+    root: true,
+    output_at_root: true,
+    ..Described::new("gather", Shape::gathered, spread_factor, expected)
+};
 
-impl CollectiveSpec for Gather {
-    fn name(&self) -> &'static str {
-        "gather"
-    }
-
-    fn has_root(&self) -> bool {
-        true
-    }
-
-    fn shape(&self, count: usize, nranks: usize) -> Shape {
-        Shape::gathered(count, nranks)
-    }
-
-    fn bus_factor(&self, nranks: usize) -> f64 {
-        spread_factor(nranks)
-    }
-
-    fn output_len(&self, shape: &Shape, at: &Layout) -> usize {
-        if at.rank == at.root { shape.recv } else { 0 }
-    }
-
-    fn expected(&self, pattern: &Pattern, shape: &Shape, _at: &Layout, i: usize) -> u64 {
-        pattern.input(i / shape.count, i % shape.count)
-    }
+fn expected(pattern: &Pattern, shape: &Shape, _at: &Layout, i: usize) -> u64 {
+    pattern.input(i / shape.count, i % shape.count)
 }

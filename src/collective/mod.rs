@@ -26,7 +26,7 @@ pub use alltoallv::{Peers, Spread, Traffic, TrafficMatrix};
 pub use pattern::Pattern;
 pub use regions::{Buf, Convention, Regions};
 
-use crate::types::{DType, Named, by_name};
+use crate::types::DType;
 
 /// The ten collectives, in the order a sweep runs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -61,16 +61,16 @@ impl Collective {
     /// The description of this collective.
     pub fn spec(self) -> &'static dyn CollectiveSpec {
         match self {
-            Collective::AllReduce => &all_reduce::AllReduce,
-            Collective::AllGather => &all_gather::AllGather,
-            Collective::ReduceScatter => &reduce_scatter::ReduceScatter,
-            Collective::Broadcast => &broadcast::Broadcast,
-            Collective::Reduce => &reduce::Reduce,
-            Collective::AllToAll => &alltoall::AllToAll,
+            Collective::AllReduce => &all_reduce::SPEC,
+            Collective::AllGather => &all_gather::SPEC,
+            Collective::ReduceScatter => &reduce_scatter::SPEC,
+            Collective::Broadcast => &broadcast::SPEC,
+            Collective::Reduce => &reduce::SPEC,
+            Collective::AllToAll => &alltoall::SPEC,
             Collective::AllToAllV => &alltoallv::AllToAllV,
-            Collective::Gather => &gather::Gather,
-            Collective::Scatter => &scatter::Scatter,
-            Collective::SendRecv => &sendrecv::SendRecv,
+            Collective::Gather => &gather::SPEC,
+            Collective::Scatter => &scatter::SPEC,
+            Collective::SendRecv => &sendrecv::SPEC,
         }
     }
 
@@ -143,20 +143,7 @@ impl std::str::FromStr for Collective {
     }
 }
 
-impl Named for Collective {
-    const WHAT: &'static str = "collective";
-    fn all() -> &'static [Self] {
-        &Collective::ALL
-    }
-    fn name(self) -> &'static str {
-        Collective::name(self)
-    }
-    fn parse(text: &str) -> Option<Self> {
-        Collective::parse(text)
-    }
-}
-
-by_name!(Collective, "collective");
+crate::types::named!(Collective, "collective", ALL);
 
 /// Per-rank buffer shape of one measured point, in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,9 +164,9 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// One buffer of `count` elements in and out (all_reduce, broadcast,
-    /// reduce, sendrecv).
-    pub fn whole(count: usize) -> Shape {
+    /// One buffer of `count` elements in and out, whatever the rank count
+    /// (all_reduce, broadcast, reduce, sendrecv).
+    pub fn whole(count: usize, _nranks: usize) -> Shape {
         Shape {
             send: count,
             recv: count,
@@ -242,6 +229,19 @@ pub struct Layout {
     pub shift: usize,
 }
 
+impl Layout {
+    /// `rank` of `nranks` with `root`, a sendrecv reaching the next rank
+    /// (the ring).
+    pub fn new(nranks: usize, rank: usize, root: usize) -> Layout {
+        Layout {
+            nranks,
+            rank,
+            root,
+            shift: 1,
+        }
+    }
+}
+
 /// What every collective knows about itself.
 pub trait CollectiveSpec: Sync {
     fn name(&self) -> &'static str;
@@ -297,6 +297,97 @@ pub trait CollectiveSpec: Sync {
         at: &'a Layout,
     ) -> Box<dyn Fn(usize) -> u64 + Sync + 'a> {
         Box::new(move |i| self.expected(pattern, shape, at, i))
+    }
+}
+
+/// A collective described by values (every one but alltoallv, whose
+/// lengths and expected values come from its per-pair blocks): its file
+/// names its name, shape, bus factor and expected output, and where a part
+/// differs from a collective of equal ranks, that part.
+pub(crate) struct Described {
+    pub name: &'static str,
+    /// Other accepted spellings (`CollectiveSpec::aliases`).
+    pub aliases: &'static [&'static str],
+    /// Takes a reduction operation.
+    pub reduction: bool,
+    /// Has a root rank.
+    pub root: bool,
+    /// Buffer shape for `count` requested elements at `nranks` ranks.
+    pub shape: fn(usize, usize) -> Shape,
+    /// busbw / algbw at `nranks` ranks.
+    pub bus_factor: fn(usize) -> f64,
+    /// Only the root's input is read (broadcast, scatter).
+    pub input_at_root: bool,
+    /// Only the root has an output (reduce, gather).
+    pub output_at_root: bool,
+    /// `CollectiveSpec::expected`.
+    pub expected: fn(&Pattern, &Shape, &Layout, usize) -> u64,
+}
+
+impl Described {
+    /// A collective without an operation or a root, whose every rank reads
+    /// its whole input and has its whole output.
+    pub(crate) const fn new(
+        name: &'static str,
+        shape: fn(usize, usize) -> Shape,
+        bus_factor: fn(usize) -> f64,
+        expected: fn(&Pattern, &Shape, &Layout, usize) -> u64,
+    ) -> Described {
+        Described {
+            name,
+            aliases: &[],
+            reduction: false,
+            root: false,
+            shape,
+            bus_factor,
+            input_at_root: false,
+            output_at_root: false,
+            expected,
+        }
+    }
+}
+
+/// `len`, or where only the root holds the buffer, `len` on the root and 0
+/// elsewhere.
+fn held(root_only: bool, len: usize, at: &Layout) -> usize {
+    if root_only && at.rank != at.root { 0 } else { len }
+}
+
+impl CollectiveSpec for Described {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        self.aliases
+    }
+
+    fn is_reduction(&self) -> bool {
+        self.reduction
+    }
+
+    fn has_root(&self) -> bool {
+        self.root
+    }
+
+    fn shape(&self, count: usize, nranks: usize) -> Shape {
+        (self.shape)(count, nranks)
+    }
+
+    fn bus_factor(&self, nranks: usize) -> f64 {
+        (self.bus_factor)(nranks)
+    }
+
+    fn input_len(&self, shape: &Shape, at: &Layout) -> usize {
+        held(self.input_at_root, shape.send, at)
+    }
+
+    fn output_len(&self, shape: &Shape, at: &Layout) -> usize {
+        held(self.output_at_root, shape.recv, at)
+    }
+
+    fn expected(&self, pattern: &Pattern, shape: &Shape, at: &Layout, i: usize) -> u64 {
+        (self.expected)(pattern, shape, at, i)
     }
 }
 
@@ -432,12 +523,7 @@ mod tests {
     #[test]
     fn output_lengths_per_rank() {
         use Collective::*;
-        let at = |rank| Layout {
-            nranks: 3,
-            rank,
-            root: 1,
-            shift: 1,
-        };
+        let at = |rank| Layout::new(3, rank, 1);
         let len = |c: Collective, rank| {
             let spec = c.spec();
             spec.output_len(&spec.shape(10, 3), &at(rank))
@@ -471,12 +557,7 @@ mod tests {
                 let per = shape.count;
                 for root in 0..n {
                     for rank in 0..n {
-                        let at = Layout {
-                            nranks: n,
-                            rank,
-                            root,
-                            shift: 1,
-                        };
+                        let at = Layout::new(n, rank, root);
                         let want: Vec<u64> = match c {
                             AllReduce => (0..shape.send).map(|i| (0..n).map(|r| input(r)[i]).sum()).collect(),
                             Reduce if rank == root => {

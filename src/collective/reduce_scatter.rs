@@ -5,36 +5,14 @@
 //! lands is the backend's convention (NCCL: block r of the buffer; MPI's
 //! MPI_Reduce_scatter_block with MPI_IN_PLACE: the start of the buffer).
 
-use super::{CollectiveSpec, Layout, Pattern, Shape, spread_factor};
+use super::{Described, Layout, Pattern, Shape, spread_factor};
 
-pub struct ReduceScatter;
+pub(super) const SPEC: Described = Described {
+    aliases: &["reducescatterblock"],
+    reduction: true,
+    ..Described::new("reduce_scatter", Shape::scattered, spread_factor, expected)
+};
 
-impl CollectiveSpec for ReduceScatter {
-    fn name(&self) -> &'static str {
-        "reduce_scatter"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["reducescatterblock"]
-    }
-
-    fn is_reduction(&self) -> bool {
-        true
-    }
-
-    fn shape(&self, count: usize, nranks: usize) -> Shape {
-        Shape::scattered(count, nranks)
-    }
-
-    fn bus_factor(&self, nranks: usize) -> f64 {
-        spread_factor(nranks)
-    }
-
-    fn output_len(&self, shape: &Shape, _at: &Layout) -> usize {
-        shape.recv
-    }
-
-    fn expected(&self, pattern: &Pattern, shape: &Shape, at: &Layout, i: usize) -> u64 {
-        pattern.reduced(at.rank * shape.count + i)
-    }
+fn expected(pattern: &Pattern, shape: &Shape, at: &Layout, i: usize) -> u64 {
+    pattern.reduced(at.rank * shape.count + i)
 }

@@ -86,12 +86,7 @@ mod tests {
 
     /// 12 elements at 3 ranks, root 1.
     fn regions(convention: Convention, c: Collective, rank: usize, placement: Placement) -> Regions {
-        let at = Layout {
-            nranks: 3,
-            rank,
-            root: 1,
-            shift: 1,
-        };
+        let at = Layout::new(3, rank, 1);
         convention.regions(c, &c.spec().shape(12, 3), &at, placement)
     }
 

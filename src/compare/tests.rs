@@ -49,6 +49,15 @@ pub fn loaded(label: &str, records: Vec<Record>) -> Loaded {
     }
 }
 
+/// Side `label` of one record per (collective, size, time), each of one
+/// exact time.
+fn exact(label: &str, points: &[(&str, u64, f64)]) -> Loaded {
+    loaded(
+        label,
+        points.iter().map(|&(c, size, t)| record(c, size, t, 0.0)).collect(),
+    )
+}
+
 /// `times` as the cycles of one launch of an all_reduce 1 MiB point.
 fn cycles(run_id: &str, times: &[f64]) -> Vec<Record> {
     times
@@ -168,14 +177,8 @@ fn a_baseline_of_launches_judges_one_new_launch_against_their_spread() {
 
 #[test]
 fn rows_only_in_the_base_fail_unless_allowed_and_new_rows_are_listed() {
-    let base = loaded(
-        "b",
-        vec![record("all_reduce", 8, 10.0, 0.0), record("all_gather", 8, 10.0, 0.0)],
-    );
-    let new = loaded(
-        "n",
-        vec![record("all_reduce", 8, 10.0, 0.0), record("all_reduce", 16, 10.0, 0.0)],
-    );
+    let base = exact("b", &[("all_reduce", 8, 10.0), ("all_gather", 8, 10.0)]);
+    let new = exact("n", &[("all_reduce", 8, 10.0), ("all_reduce", 16, 10.0)]);
     let c = compare(&base, &new, &opts()).unwrap();
     assert_eq!(c.rows.len(), 1);
     assert_eq!(c.only_in_base[0].collective, Collective::AllGather);
@@ -339,15 +342,9 @@ fn zero_bandwidth_on_both_sides_is_no_change() {
 
 #[test]
 fn the_overall_geomean_is_over_every_row() {
-    let base = loaded(
-        "b",
-        vec![record("all_reduce", 8, 10.0, 0.0), record("all_gather", 8, 10.0, 0.0)],
-    );
+    let base = exact("b", &[("all_reduce", 8, 10.0), ("all_gather", 8, 10.0)]);
     // busbw x 2 and x 0.5: the geometric mean is no change
-    let new = loaded(
-        "n",
-        vec![record("all_reduce", 8, 5.0, 0.0), record("all_gather", 8, 20.0, 0.0)],
-    );
+    let new = exact("n", &[("all_reduce", 8, 5.0), ("all_gather", 8, 20.0)]);
     let c = compare(&base, &new, &opts()).unwrap();
     assert!(c.overall.geomean_change_pct.unwrap().abs() < 1e-9);
     assert!((c.summary[0].geomean_change_pct.unwrap() - 100.0).abs() < 1e-9);

@@ -385,12 +385,11 @@ impl<'a> Engine<'a> {
             dtype: case.dtype,
             op: case.op,
             shape: case.shape,
-            at: Layout {
-                nranks: self.groups.map_or(self.world.size(), Groups::size),
-                rank: self.groups.map_or(self.world.rank(), |g| g.index),
-                root: case.root.unwrap_or(0),
-                shift: 1,
-            },
+            at: Layout::new(
+                self.groups.map_or(self.world.size(), Groups::size),
+                self.groups.map_or(self.world.rank(), |g| g.index),
+                case.root.unwrap_or(0),
+            ),
             group: self.groups.and_then(|g| g.sub),
         }
     }
@@ -575,7 +574,5 @@ fn emit_held(held: &[Vec<Record>], on_record: &mut impl FnMut(&Record) -> Result
     Ok(())
 }
 
-#[cfg(test)]
-mod on_ranks;
 #[cfg(test)]
 mod tests;

@@ -138,9 +138,9 @@ mod tests {
 
     use super::*;
     use crate::backend::SubGroup;
+    use crate::backend::memory::on_ranks::on_ranks;
     use crate::backend::memory::{Fault, Launched};
     use crate::collective::{Collective, Layout};
-    use crate::engine::on_ranks::on_ranks;
     use crate::topology::Hierarchy;
     use crate::types::{DType, ReduceOp};
 
@@ -152,12 +152,7 @@ mod tests {
             dtype: DType::Float,
             op: Some(ReduceOp::Sum),
             shape: spec.shape(count, n),
-            at: Layout {
-                nranks: n,
-                rank: index,
-                root: 0,
-                shift: 1,
-            },
+            at: Layout::new(n, index, 0),
             group,
         }
     }

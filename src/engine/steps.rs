@@ -274,11 +274,11 @@ mod tests {
 
     use super::*;
     use crate::backend::SubGroup;
+    use crate::backend::memory::on_ranks::on_ranks;
     use crate::backend::memory::{Event, Fault, Launched, MemoryBackend};
     use crate::clock::VirtualClock;
     use crate::collective::Collective;
     use crate::collective::Layout;
-    use crate::engine::on_ranks::on_ranks;
     use crate::topology::Hierarchy;
     use crate::types::{DType, ReduceOp};
 

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::groups::Groups;
-use super::on_ranks::on_ranks;
 use super::policy::Iterations;
 use super::*;
+use crate::backend::memory::on_ranks::on_ranks;
 use crate::backend::memory::{Event, Fault, Journal, Launched, MemoryBackend};
 use crate::collective::Collective;
 use crate::topology::Hierarchy;

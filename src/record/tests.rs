@@ -2,6 +2,19 @@
 
 use super::*;
 
+/// The record a CSV of `header` and one row of `fields` reads back as.
+fn read_back(header: &[&str], fields: &[String]) -> Record {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(header).unwrap();
+    w.write_record(fields).unwrap();
+    let bytes = w.into_inner().unwrap();
+    csv::Reader::from_reader(&bytes[..])
+        .deserialize()
+        .next()
+        .unwrap()
+        .unwrap()
+}
+
 #[test]
 fn bandwidth_is_bytes_per_nanosecond_times_the_factor() {
     // 1 GB in 1 s is 1 GB/s; all_reduce at 8 ranks: busbw = 1.75 x algbw
@@ -88,15 +101,7 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
         let fields = r.csv_fields(extras);
         let header = extras.header();
         assert_eq!(fields.len(), header.len());
-        let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record(&header).unwrap();
-        w.write_record(&fields).unwrap();
-        let bytes = w.into_inner().unwrap();
-        let back: Record = csv::Reader::from_reader(&bytes[..])
-            .deserialize()
-            .next()
-            .unwrap()
-            .unwrap();
+        let back = read_back(&header, &fields);
         let keep = |v: Option<f64>| v.filter(|_| per_iter);
         let want = Record {
             time_iter_min_us: keep(r.time_iter_min_us),
@@ -125,15 +130,7 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
         let fields = r.csv_fields(Extras::default());
         let column = header.iter().position(|h| *h == "register").unwrap();
         assert_eq!(fields[column], register.column());
-        let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record(&header).unwrap();
-        w.write_record(&fields).unwrap();
-        let bytes = w.into_inner().unwrap();
-        let back: Record = csv::Reader::from_reader(&bytes[..])
-            .deserialize()
-            .next()
-            .unwrap()
-            .unwrap();
+        let back = read_back(&header, &fields);
         assert_eq!(back.register, Some(register));
     }
     let fields = r.csv_fields(Extras::default());

@@ -273,11 +273,17 @@ impl<'a, W: World> Session<'a, W> {
             }
             Task::Links(job) => return self.run_links(mpi_backend, job),
         }
-        let watchdog = self.watchdog("the set-up (plan check, communicators, output files)");
-        let ended = self
-            .set_up(mpi_backend)
-            .map(|ready| self.sweep(ready, watchdog.as_ref()));
-        match ended {
+        self.exit_code("the set-up (plan check, communicators, output files)", |watchdog| {
+            self.set_up(mpi_backend).map(|ready| self.sweep(ready, watchdog))
+        })
+    }
+
+    /// This rank's exit code of `steps`, run under the `--timeout` watchdog
+    /// watching `setup` first: theirs, or their error's (said here unless
+    /// already reported).
+    fn exit_code(&self, setup: &str, steps: impl FnOnce(Option<&Watchdog>) -> Result<u8, Error>) -> u8 {
+        let watchdog = self.watchdog(setup);
+        match steps(watchdog.as_ref()) {
             Ok(code) => code,
             Err(Error::Reported(code)) => code,
             Err(e) => {

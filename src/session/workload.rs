@@ -29,15 +29,9 @@ use crate::world::World;
 impl<W: World> Session<'_, W> {
     /// Sets up, runs every configuration, reports; this rank's exit code.
     pub(super) fn run_job(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job) -> u8 {
-        let watchdog = self.watchdog("the set-up (schedules, communicators, output files)");
-        match self.job_steps(mpi_backend, job, watchdog.as_ref()) {
-            Ok(code) => code,
-            Err(Error::Reported(code)) => code,
-            Err(e) => {
-                say(&self.world.error_line(&e));
-                e.exit_code()
-            }
-        }
+        self.exit_code("the set-up (schedules, communicators, output files)", |watchdog| {
+            self.job_steps(mpi_backend, job, watchdog)
+        })
     }
 
     fn job_steps(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job, watchdog: Option<&Watchdog>) -> Result<u8, Error> {

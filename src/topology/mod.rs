@@ -12,7 +12,6 @@ pub mod observe;
 pub mod profile;
 
 use crate::error::Error;
-use crate::types::{Named, by_name};
 
 /// This machine's host name.
 pub fn hostname() -> String {
@@ -151,20 +150,7 @@ impl Hierarchy {
 
 crate::types::display_by_name!(Hierarchy);
 
-impl Named for Hierarchy {
-    const WHAT: &'static str = "hierarchy mode";
-    fn all() -> &'static [Self] {
-        &Hierarchy::ALL
-    }
-    fn name(self) -> &'static str {
-        Hierarchy::name(self)
-    }
-    fn parse(text: &str) -> Option<Self> {
-        Hierarchy::parse(text)
-    }
-}
-
-by_name!(Hierarchy, "hierarchy mode");
+crate::types::named!(Hierarchy, "hierarchy mode", ALL);
 
 /// Splits `count` elements into `parts` contiguous slices whose lengths
 /// differ by at most one (the first `count % parts` get the extra element),
@@ -235,9 +221,7 @@ mod tests {
 
     #[test]
     fn hierarchy_names_round_trip() {
-        for h in Hierarchy::ALL {
-            assert_eq!(Hierarchy::parse(h.name()), Some(h));
-        }
+        crate::types::assert_names_round_trip(&Hierarchy::ALL, Hierarchy::name, Hierarchy::parse);
         assert_eq!(Hierarchy::parse("RS_AR_AG"), Some(Hierarchy::RsArAg));
         assert_eq!(Hierarchy::parse("tree"), None);
     }

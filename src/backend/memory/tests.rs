@@ -6,23 +6,7 @@ use crate::types::ReduceOp;
 use crate::world::World;
 use crate::world::threads::ThreadWorld;
 
-/// Runs `f` on every rank of an `n`-rank world and memory
-/// communicator, one thread each.
-fn on_ranks<T: Send>(n: usize, f: impl Fn(&ThreadWorld, MemoryBackend) -> T + Sync) -> Vec<T> {
-    let worlds = ThreadWorld::create(n);
-    let backends = MemoryBackend::create(n).unwrap();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = worlds
-            .iter()
-            .zip(backends)
-            .map(|(w, b)| {
-                let f = &f;
-                s.spawn(move || f(w, b))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
+use super::on_ranks::on_ranks;
 
 fn call(collective: Collective, dtype: DType, op: Option<ReduceOp>, n: usize, rank: usize) -> Call {
     Call {
@@ -31,12 +15,7 @@ fn call(collective: Collective, dtype: DType, op: Option<ReduceOp>, n: usize, ra
         dtype,
         op,
         shape: collective.spec().shape(48, n),
-        at: Layout {
-            nranks: n,
-            rank,
-            root: n - 1,
-            shift: 1,
-        },
+        at: Layout::new(n, rank, n - 1),
         group: None,
     }
 }
@@ -70,7 +49,7 @@ fn every_collective_type_and_op_is_exact_in_both_placements_at_1_to_4_ranks() {
             for dtype in DType::ALL {
                 for &op in &ops {
                     for placement in Placement::BOTH {
-                        let wrong = on_ranks(n, |w, b| {
+                        let wrong = on_ranks(n, |_, w, b, _| {
                             wrong_elements(w, b, call(collective, dtype, op, n, w.rank()), placement)
                         });
                         assert_eq!(wrong[0], 0, "{collective} {dtype} {op:?} {placement} at {n} ranks");
@@ -83,7 +62,7 @@ fn every_collective_type_and_op_is_exact_in_both_placements_at_1_to_4_ranks() {
 
 #[test]
 fn a_corrupted_operation_is_wrong_exactly_where_it_was_corrupted() {
-    let wrong = on_ranks(3, |w, b| {
+    let wrong = on_ranks(3, |_, w, b, _| {
         let b = b.with_fault(move |op| (op.call.at.rank == 1).then_some(Fault::Corrupt(5)));
         let c = call(Collective::AllGather, DType::Int32, None, 3, w.rank());
         wrong_elements(w, b, c, Placement::OutOfPlace)
@@ -93,7 +72,7 @@ fn a_corrupted_operation_is_wrong_exactly_where_it_was_corrupted() {
 
 #[test]
 fn a_failed_rank_ends_its_peers_exchange_with_an_error_instead_of_a_hang() {
-    let results = on_ranks(3, |w, b| {
+    let results = on_ranks(3, |_, w, b, _| {
         let mut b = b.with_fault(|op| (op.call.at.rank == 2).then(|| Fault::Fail("injected".into())));
         let c = call(Collective::AllReduce, DType::Float, Some(ReduceOp::Sum), 3, w.rank());
         b.prepare(&c).unwrap();

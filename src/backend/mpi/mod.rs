@@ -277,41 +277,10 @@ fn system_op(op: ReduceOp) -> Result<SystemOperation, Error> {
 /// types MPI has.
 macro_rules! with_mpi_type {
     ($dtype:expr, $T:ident => $body:expr, $otherwise:expr) => {
-        match $dtype {
-            DType::Int8 => {
-                type $T = i8;
-                $body
-            }
-            DType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            DType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            DType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            DType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            DType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            DType::Float => {
-                type $T = f32;
-                $body
-            }
-            DType::Double => {
-                type $T = f64;
-                $body
-            }
-            DType::Half | DType::Bfloat16 => $otherwise,
-        }
+        crate::with_listed_type!($dtype, $T => $body;
+            Int8 => i8, Uint8 => u8, Int32 => i32, Uint32 => u32,
+            Int64 => i64, Uint64 => u64, Float => f32, Double => f64;
+            Half | Bfloat16 => $otherwise)
     };
 }
 
@@ -484,12 +453,7 @@ mod tests {
             dtype: DType::Float,
             op: c.spec().is_reduction().then_some(ReduceOp::Sum),
             shape: c.spec().shape(12, n),
-            at: Layout {
-                nranks: n,
-                rank,
-                root,
-                shift: 1,
-            },
+            at: Layout::new(n, rank, root),
             group: None,
         }
     }

@@ -22,18 +22,12 @@ pub(super) fn launch(call: &Call, ops: &[PeerOp]) -> Launch {
         .iter()
         .map(|op| match *op {
             PeerOp::Send(peer) => Op::Send {
-                send: At {
-                    buf: Buf::Send,
-                    offset: r.input.1.start,
-                },
+                send: At::new(Buf::Send, r.input.1.start),
                 count,
                 peer,
             },
             PeerOp::Recv(peer) => Op::Recv {
-                recv: At {
-                    buf: Buf::Recv,
-                    offset: r.output.1.start,
-                },
+                recv: At::new(Buf::Recv, r.output.1.start),
                 count,
                 peer,
             },
@@ -76,12 +70,7 @@ mod tests {
             dtype: DType::Float,
             op: None,
             shape: Collective::SendRecv.spec().shape(1024, 4),
-            at: Layout {
-                nranks: 4,
-                rank: 1,
-                root: 0,
-                shift: 1,
-            },
+            at: Layout::new(4, 1, 0),
             group: None,
         };
         let l = launch(&call, &[PeerOp::Send(3), PeerOp::Recv(3)]);

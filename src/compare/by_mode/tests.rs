@@ -28,6 +28,19 @@ fn rows(points: &[(u64, f64, f64)], cycles: usize, run: &str) -> Vec<Row> {
     loaded("x.csv", records).rows
 }
 
+/// The hierarchy modes of `rows(points, cycles, "a")` compared on
+/// `metric`, flat the reference.
+fn by_hierarchy(points: &[(u64, f64, f64)], cycles: usize, metric: Metric) -> ModeReport {
+    compare_modes(
+        "x.csv",
+        &rows(points, cycles, "a"),
+        Dimension::Hierarchy,
+        &judged(metric),
+        None,
+    )
+    .unwrap()
+}
+
 /// flat wins small sizes, rs-ar-ag from 64 KiB on (time in us)
 const PLANTED: [(u64, f64, f64); 5] = [
     (1024, 10.0, 12.0),
@@ -39,14 +52,7 @@ const PLANTED: [(u64, f64, f64); 5] = [
 
 #[test]
 fn repeated_samples_claim_speedups_with_intervals_and_the_crossover() {
-    let r = compare_modes(
-        "x.csv",
-        &rows(&PLANTED, 5, "a"),
-        Dimension::Hierarchy,
-        &judged(Metric::Busbw),
-        None,
-    )
-    .unwrap();
+    let r = by_hierarchy(&PLANTED, 5, Metric::Busbw);
     assert_eq!(r.reference, "flat");
     assert!(r.notes.is_empty(), "{:?}", r.notes);
     let g = &r.groups[0];
@@ -66,14 +72,7 @@ fn repeated_samples_claim_speedups_with_intervals_and_the_crossover() {
     assert!(lo < s && s < hi && lo > 1.3 && hi < 1.6, "{lo} {s} {hi}");
     assert_eq!((p.samples.clone(), p.speedups[0]), (vec![5, 5], Some(1.0)));
     // time: the same speedups and intervals (reference time / time)
-    let t = compare_modes(
-        "x.csv",
-        &rows(&PLANTED, 5, "a"),
-        Dimension::Hierarchy,
-        &judged(Metric::Time),
-        None,
-    )
-    .unwrap();
+    let t = by_hierarchy(&PLANTED, 5, Metric::Time);
     let tp = &t.groups[0].points[3];
     assert!((tp.speedups[1].unwrap() - s).abs() < 1e-9);
     let [tlo, thi] = tp.intervals[1].unwrap();
@@ -83,14 +82,7 @@ fn repeated_samples_claim_speedups_with_intervals_and_the_crossover() {
 #[test]
 fn modes_within_the_threshold_or_the_noise_claim_nothing() {
     // 2% apart, clearly, but under the 5% threshold: no winner at all
-    let r = compare_modes(
-        "x.csv",
-        &rows(&[(1024, 10.0, 10.2), (65536, 100.0, 98.0)], 6, "a"),
-        Dimension::Hierarchy,
-        &judged(Metric::Busbw),
-        None,
-    )
-    .unwrap();
+    let r = by_hierarchy(&[(1024, 10.0, 10.2), (65536, 100.0, 98.0)], 6, Metric::Busbw);
     for p in &r.groups[0].points {
         assert_eq!((p.winner.as_deref(), p.crossover), (None, false));
         assert_eq!(p.differences[1], Some(Difference::NoSignificantDifference));
@@ -101,9 +93,8 @@ fn modes_within_the_threshold_or_the_noise_claim_nothing() {
 
 #[test]
 fn a_change_of_winner_at_one_size_or_across_a_gap_is_noted_not_claimed() {
-    let o = judged(Metric::Busbw);
     let claimed = |points: &[(u64, f64, f64)]| {
-        let r = compare_modes("x.csv", &rows(points, 5, "a"), Dimension::Hierarchy, &o, None).unwrap();
+        let r = by_hierarchy(points, 5, Metric::Busbw);
         let g = &r.groups[0];
         let winners: Vec<Option<String>> = g.points.iter().map(|p| p.winner.clone()).collect();
         (winners, g.crossovers(), r.notes)
@@ -145,14 +136,7 @@ fn a_change_of_winner_at_one_size_or_across_a_gap_is_noted_not_claimed() {
 
 #[test]
 fn one_sample_per_point_claims_nothing_and_says_what_would() {
-    let r = compare_modes(
-        "x.csv",
-        &rows(&PLANTED, 1, "a"),
-        Dimension::Hierarchy,
-        &judged(Metric::Busbw),
-        None,
-    )
-    .unwrap();
+    let r = by_hierarchy(&PLANTED, 1, Metric::Busbw);
     let g = &r.groups[0];
     assert!(g.points.iter().all(|p| p.winner.is_none() && !p.crossover));
     assert!(g.points.iter().all(|p| p.differences[1] == Some(Difference::NoClaim)));
@@ -162,14 +146,7 @@ fn one_sample_per_point_claims_nothing_and_says_what_would() {
     assert_eq!(r.notes.len(), 1);
     assert!(r.notes[0].starts_with("one sample per point") && r.notes[0].contains("--repeat 5"));
     // three samples cannot reach p < 0.05 either
-    let r = compare_modes(
-        "x.csv",
-        &rows(&PLANTED, 3, "a"),
-        Dimension::Hierarchy,
-        &judged(Metric::Busbw),
-        None,
-    )
-    .unwrap();
+    let r = by_hierarchy(&PLANTED, 3, Metric::Busbw);
     assert!(r.groups[0].points.iter().all(|p| p.winner.is_none()));
     assert!(r.notes[0].starts_with("too few samples"), "{:?}", r.notes);
 }

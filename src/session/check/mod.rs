@@ -30,7 +30,7 @@ use crate::collective::Layout;
 use crate::config::RunConfig;
 use crate::engine::steps::StepTiming;
 use crate::engine::watchdog::Watchdog;
-use crate::error::{Error, say};
+use crate::error::Error;
 use crate::plan::Reservation;
 use crate::topology::{Hierarchy, Nodes};
 use crate::world::World;
@@ -244,12 +244,7 @@ fn call(spec: &CheckSpec, size: u64, n: usize, index: usize, group: Option<SubGr
         dtype: spec.dtype,
         op: spec.op,
         shape: spec.collective.spec().shape(count, n),
-        at: Layout {
-            nranks: n,
-            rank: index,
-            root: 0,
-            shift: 1,
-        },
+        at: Layout::new(n, index, 0),
         group,
     }
 }
@@ -437,15 +432,10 @@ fn fingerprint(c: &CheckJob) -> u64 {
 impl<W: World> Session<'_, W> {
     /// Sets up, measures, judges, writes; this rank's exit code.
     pub(super) fn run_check(&self, mpi_backend: Option<MakeMpi<'_>>, c: &CheckJob) -> u8 {
-        let watchdog = self.watchdog("the set-up (profile, communicators, buffers, output files)");
-        match self.check_steps(mpi_backend, c, watchdog.as_ref()) {
-            Ok(code) => code,
-            Err(Error::Reported(code)) => code,
-            Err(e) => {
-                say(&self.world.error_line(&e));
-                e.exit_code()
-            }
-        }
+        self.exit_code(
+            "the set-up (profile, communicators, buffers, output files)",
+            |watchdog| self.check_steps(mpi_backend, c, watchdog),
+        )
     }
 
     fn check_steps(

@@ -153,12 +153,7 @@ impl<'a> BackendMeasurer<'a> {
             dtype: DTYPE,
             op: None,
             shape: Collective::SendRecv.spec().shape(count, n),
-            at: Layout {
-                nranks: n,
-                rank: self.world.rank(),
-                root: 0,
-                shift: 1,
-            },
+            at: Layout::new(n, self.world.rank(), 0),
             group: None,
         }
     }
@@ -451,12 +446,7 @@ fn subset_call(probe: &Probe, k: usize, index: usize, group: SubGroup) -> Call {
         dtype: DTYPE,
         op: Some(ReduceOp::Sum),
         shape: Collective::AllReduce.spec().shape(count, k),
-        at: Layout {
-            nranks: k,
-            rank: index,
-            root: 0,
-            shift: 1,
-        },
+        at: Layout::new(k, index, 0),
         group: Some(group),
     }
 }

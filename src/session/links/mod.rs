@@ -138,15 +138,9 @@ fn measure_or_find(
 impl<W: World> Session<'_, W> {
     /// Sets up, measures, reports; this rank's exit code.
     pub(super) fn run_links(&self, mpi_backend: Option<MakeMpi<'_>>, job: &LinksJob) -> u8 {
-        let watchdog = self.watchdog("the set-up (schedule, communicator, output files)");
-        match self.links_steps(mpi_backend, job, watchdog.as_ref()) {
-            Ok(code) => code,
-            Err(Error::Reported(code)) => code,
-            Err(e) => {
-                say(&self.world.error_line(&e));
-                e.exit_code()
-            }
-        }
+        self.exit_code("the set-up (schedule, communicator, output files)", |watchdog| {
+            self.links_steps(mpi_backend, job, watchdog)
+        })
     }
 
     fn links_steps(

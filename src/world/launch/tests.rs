@@ -171,9 +171,7 @@ fn slurm_host_lists_give_their_first_host() {
 
 #[test]
 fn launcher_names_round_trip() {
-    for l in LauncherChoice::ALL {
-        assert_eq!(LauncherChoice::parse(l.name()), Some(l));
-    }
+    crate::types::assert_names_round_trip(&LauncherChoice::ALL, LauncherChoice::name, LauncherChoice::parse);
     assert_eq!(LauncherChoice::parse("K8S"), Some(LauncherChoice::K8s));
     assert_eq!(LauncherChoice::parse("pbs"), None);
 }

@@ -11,12 +11,7 @@ fn call(c: Collective, dtype: DType, rank: usize, root: usize) -> Call {
         op: c.spec().is_reduction().then_some(ReduceOp::Max),
         // 12 requested elements at 3 ranks: count 4 per rank, or 12
         shape: c.spec().shape(12, N),
-        at: Layout {
-            nranks: N,
-            rank,
-            root,
-            shift: 1,
-        },
+        at: Layout::new(N, rank, root),
         group: None,
     }
 }

@@ -21,6 +21,13 @@ pub struct At {
     pub offset: usize,
 }
 
+impl At {
+    /// Element `offset` of `buf`.
+    pub fn new(buf: Buf, offset: usize) -> At {
+        At { buf, offset }
+    }
+}
+
 /// One NCCL call, with pointers as positions in the two buffers. Counts are
 /// NCCL's `count` argument of that call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,8 @@
-//! Tests' rank threads: one `ThreadWorld` and one `MemoryBackend` of a
-//! single communicator per rank, each rank on its own `VirtualClock`.
+//! Tests' rank threads (this backend's and the engine's): one
+//! `ThreadWorld` and one `MemoryBackend` of a single communicator per rank,
+//! each rank on its own `VirtualClock`.
 
-use crate::backend::memory::MemoryBackend;
+use super::MemoryBackend;
 use crate::clock::VirtualClock;
 use crate::world::threads::ThreadWorld;
 
