@@ -253,19 +253,13 @@ warn_below_baseline_pct = { value = 2, source = "tighter" }
     fn a_bad_baseline_names_its_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.toml");
-        std::fs::write(
-            &path,
-            "profile = \"p\"\n[[baseline]]\ncheck = \"x\"\nvalue = 1\nunit = \"GB/s\"\nsourc = \"s\"\n",
-        )
-        .unwrap();
-        let e = Baseline::read(&path).unwrap_err().to_string();
+        let error = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Baseline::read(&path).unwrap_err().to_string()
+        };
+        let e = error("profile = \"p\"\n[[baseline]]\ncheck = \"x\"\nvalue = 1\nunit = \"GB/s\"\nsourc = \"s\"\n");
         assert!(e.contains("b.toml:6: "), "{e}");
-        std::fs::write(
-            &path,
-            "profile = \"p\"\n[[baseline]]\ncheck = \"x\"\nvalue = 1\nunit = \"GB/s\"\nsource = \"\"\n",
-        )
-        .unwrap();
-        let e = Baseline::read(&path).unwrap_err().to_string();
+        let e = error("profile = \"p\"\n[[baseline]]\ncheck = \"x\"\nvalue = 1\nunit = \"GB/s\"\nsource = \"\"\n");
         assert!(e.contains("b.toml:2: the baseline of x has no source"), "{e}");
     }
 }

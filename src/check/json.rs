@@ -39,7 +39,7 @@ pub fn node(report: &Report, host: &str) -> Value {
             })
         })
         .collect();
-    json!({
+    let doc = json!({
         "schema": NODE_SCHEMA,
         "host": host,
         "status": report.status_of(host),
@@ -47,6 +47,14 @@ pub fn node(report: &Report, host: &str) -> Value {
         "gpus": info.map(|h| h.gpus.clone()).unwrap_or_default(),
         "failed": failed,
         "checks": mine.iter().map(|v| verdict(v)).collect::<Vec<_>>(),
+    });
+    with_run(report, doc)
+}
+
+/// `doc` with the fields of the run both files carry (JSON objects keep
+/// their keys sorted, so where they are added does not matter).
+fn with_run(report: &Report, mut doc: Value) -> Value {
+    let run = json!({
         "run_id": report.run_id,
         "started": report.started,
         "finished": report.finished,
@@ -56,28 +64,24 @@ pub fn node(report: &Report, host: &str) -> Value {
         "transport": report.transport,
         "strict": report.strict,
         "complete": report.stopped_by.is_none(),
-    })
+    });
+    if let (Value::Object(doc), Value::Object(run)) = (&mut doc, run) {
+        doc.extend(run);
+    }
+    doc
 }
 
 /// The whole launch: every node's document and every verdict.
 pub fn launch(report: &Report) -> Value {
-    json!({
+    let doc = json!({
         "schema": LAUNCH_SCHEMA,
         "status": report.status(),
         "exit_code": report.exit_code(),
-        "run_id": report.run_id,
-        "started": report.started,
-        "finished": report.finished,
-        "profile": report.profile,
-        "profile_file": report.profile_file,
-        "backend": report.backend,
-        "transport": report.transport,
-        "strict": report.strict,
         "stopped_by": report.stopped_by,
-        "complete": report.stopped_by.is_none(),
         "nodes": report.hosts.iter().map(|h| node(report, &h.host)).collect::<Vec<_>>(),
         "verdicts": report.verdicts.iter().map(verdict).collect::<Vec<_>>(),
-    })
+    });
+    with_run(report, doc)
 }
 
 /// Pretty JSON text with a final newline.
@@ -89,20 +93,14 @@ pub fn text(doc: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{report, verdict_on};
+    use super::super::tests::{b_fails, verdict_on};
     use super::*;
     use crate::check::Status;
 
     #[test]
     fn a_node_file_lists_its_failed_checks_with_reasons() {
-        let r = report(
-            vec![
-                verdict_on("node-ar", "node", &["a"], Status::Pass),
-                verdict_on("node-ar", "node", &["b"], Status::Fail),
-                verdict_on("job-ar", "job", &["a", "b"], Status::Pass),
-            ],
-            &["a", "b"],
-        );
+        let job = verdict_on("job-ar", "job", &["a", "b"], Status::Pass);
+        let r = b_fails("node-ar", vec![job], &["a", "b"]);
         let b = node(&r, "b");
         assert_eq!(b["schema"], NODE_SCHEMA);
         assert_eq!(b["host"], "b");

@@ -134,6 +134,22 @@ pub fn verdict(spec: &CheckSpec, group: &Group, samples: &[f64], t: &Thresholds,
         (None, _) => (Status::Skipped, "no sample was taken".to_string()),
     };
     Verdict {
+        value: judged.as_ref().map(|j| j.value),
+        interval: judged.as_ref().map(|j| [j.lo, j.hi]),
+        samples: judged.as_ref().map_or(0, |j| j.samples),
+        beyond: judged.as_ref().map_or(0, |j| j.beyond),
+        threshold: Some(t.fail),
+        warn: t.warn,
+        margin_pct: judged.as_ref().map(|j| j.margin_pct),
+        wrong,
+        ..unjudged(spec, group, status, t.source.clone(), reason)
+    }
+}
+
+/// A verdict of `spec` on `group` without figures: no sample, threshold
+/// or validation behind it.
+fn unjudged(spec: &CheckSpec, group: &Group, status: Status, source: String, reason: String) -> Verdict {
+    Verdict {
         check: spec.name.clone(),
         scope: spec.scope.name(),
         group: group.label.clone(),
@@ -144,15 +160,15 @@ pub fn verdict(spec: &CheckSpec, group: &Group, samples: &[f64], t: &Thresholds,
         metric: spec.metric.name(),
         unit: spec.metric.unit(),
         status,
-        value: judged.as_ref().map(|j| j.value),
-        interval: judged.as_ref().map(|j| [j.lo, j.hi]),
-        samples: judged.as_ref().map_or(0, |j| j.samples),
-        beyond: judged.as_ref().map_or(0, |j| j.beyond),
-        threshold: Some(t.fail),
-        warn: t.warn,
-        margin_pct: judged.as_ref().map(|j| j.margin_pct),
-        source: t.source.clone(),
-        wrong,
+        value: None,
+        interval: None,
+        samples: 0,
+        beyond: 0,
+        threshold: None,
+        warn: None,
+        margin_pct: None,
+        source,
+        wrong: None,
         reason,
     }
 }
@@ -177,28 +193,13 @@ pub fn require_path(v: &mut Verdict, path: &str, observed: &[&str]) {
 
 /// A check that did not run on a group, and why.
 pub fn skipped(spec: &CheckSpec, group: &Group, why: &str) -> Verdict {
-    Verdict {
-        check: spec.name.clone(),
-        scope: spec.scope.name(),
-        group: group.label.clone(),
-        hosts: group.hosts.clone(),
-        ranks: group.ranks.clone(),
-        collective: spec.collective,
-        size_class: size_class(&spec.sizes.value),
-        metric: spec.metric.name(),
-        unit: spec.metric.unit(),
-        status: Status::Skipped,
-        value: None,
-        interval: None,
-        samples: 0,
-        beyond: 0,
-        threshold: None,
-        warn: None,
-        margin_pct: None,
-        source: spec.fail_source().to_string(),
-        wrong: None,
-        reason: why.to_string(),
-    }
+    unjudged(
+        spec,
+        group,
+        Status::Skipped,
+        spec.fail_source().to_string(),
+        why.to_string(),
+    )
 }
 
 /// One host of the launch: its ranks and their GPUs.
@@ -408,6 +409,17 @@ pub(crate) mod tests {
         }
     }
 
+    /// The report of node check `check` passing on a and failing on b,
+    /// then the verdicts `more`, on `hosts`.
+    pub fn b_fails(check: &str, more: Vec<Verdict>, hosts: &[&str]) -> Report {
+        let mut verdicts = vec![
+            verdict_on(check, "node", &["a"], Status::Pass),
+            verdict_on(check, "node", &["b"], Status::Fail),
+        ];
+        verdicts.extend(more);
+        report(verdicts, hosts)
+    }
+
     #[test]
     fn a_check_whose_ranks_took_another_path_fails_whatever_its_figures() {
         let mut v = verdict_on("node", "node", &["a"], Status::Pass);
@@ -436,14 +448,8 @@ pub(crate) mod tests {
 
     #[test]
     fn a_failing_node_check_names_its_node_and_fails_the_run() {
-        let r = report(
-            vec![
-                verdict_on("node", "node", &["a"], Status::Pass),
-                verdict_on("node", "node", &["b"], Status::Fail),
-                verdict_on("job", "job", &["a", "b", "c"], Status::Pass),
-            ],
-            &["a", "b", "c"],
-        );
+        let job = verdict_on("job", "job", &["a", "b", "c"], Status::Pass);
+        let r = b_fails("node", vec![job], &["a", "b", "c"]);
         assert_eq!(r.status_of("a"), Status::Pass);
         assert_eq!(r.status_of("b"), Status::Fail);
         assert_eq!(r.status_of("c"), Status::Pass, "nothing judged on c but the job");

@@ -35,20 +35,11 @@ const WARN: RGBColor = RGBColor(230, 159, 0);
 
 /// Draws `series` into `path` (.svg or .png).
 pub fn draw(path: &Path, frame: &Frame, series: &[Series]) -> Result<(), Error> {
-    let svg = match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("svg") => true,
-        Some("png") => false,
-        _ => {
-            return Err(Error::usage(format!(
-                "--plot {}: the plot file must end in .svg or .png",
-                path.display()
-            )));
-        }
+    let Some(svg) = crate::report::is_svg(path) else {
+        return Err(Error::usage(format!(
+            "--plot {}: the plot file must end in .svg or .png",
+            path.display()
+        )));
     };
     register_font()?;
     let drawn = if svg {

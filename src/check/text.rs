@@ -276,7 +276,7 @@ fn plural(n: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::super::shipped;
-    use super::super::tests::{report, verdict_on};
+    use super::super::tests::{b_fails, report, verdict_on};
     use super::*;
 
     /// docs/check.md's table of shipped profiles is generated from the
@@ -329,13 +329,7 @@ mod tests {
 
     #[test]
     fn the_summary_names_the_failing_node_and_the_sources() {
-        let r = report(
-            vec![
-                verdict_on("node-ar", "node", &["a"], Status::Pass),
-                verdict_on("node-ar", "node", &["b"], Status::Fail),
-            ],
-            &["a", "b"],
-        );
+        let r = b_fails("node-ar", vec![], &["a", "b"]);
         let s = summary(&r, "results/x/");
         assert!(s.contains("  node-ar  node   b      FAIL"), "{s}");
         assert!(s.contains("# source of node-ar: measured \"here\""), "{s}");

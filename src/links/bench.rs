@@ -188,7 +188,7 @@ pub fn run(cfg: &BenchConfig, injection: Injection) -> Result<Tally, Error> {
             Injection::SlowNode => f.kind == FindingKind::Node && f.hosts == [host.clone()],
             Injection::Collective => f.kind == FindingKind::Collective && f.hosts == [host.clone()],
             Injection::SlowLink => {
-                let mut r: Vec<usize> = f.endpoints.iter().map(|e| e.rank).collect();
+                let mut r = f.ranks();
                 r.sort();
                 f.kind == FindingKind::Link && r == [a.min(b), a.max(b)]
             }

@@ -136,6 +136,13 @@ pub struct Finding {
     pub steps: Vec<BisectStep>,
 }
 
+impl Finding {
+    /// The ranks measured, in `endpoints`' order.
+    pub fn ranks(&self) -> Vec<usize> {
+        self.endpoints.iter().map(|e| e.rank).collect()
+    }
+}
+
 /// A suspect the re-tests did not bear out.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Dismissed {
@@ -345,8 +352,7 @@ mod tests {
         let f = &o.report.findings;
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, FindingKind::Link);
-        let ranks: Vec<usize> = f[0].endpoints.iter().map(|e| e.rank).collect();
-        assert_eq!(ranks, [3, 9]);
+        assert_eq!(f[0].ranks(), [3, 9]);
         assert!(o.report.rounds.beyond_matrix() <= Rounds::bound(16));
     }
 
@@ -405,12 +411,7 @@ mod tests {
                     "seed {seed} x{slowdown}"
                 );
                 let o = run(small(4, seed), vec![Fault::slow_link(1, 3, slowdown)], Level::Node);
-                let f: Vec<(FindingKind, Vec<usize>)> = o
-                    .report
-                    .findings
-                    .iter()
-                    .map(|f| (f.kind, f.endpoints.iter().map(|e| e.rank).collect()))
-                    .collect();
+                let f: Vec<(FindingKind, Vec<usize>)> = o.report.findings.iter().map(|f| (f.kind, f.ranks())).collect();
                 assert_eq!(f, [(FindingKind::Link, vec![1, 3])], "seed {seed} x{slowdown}");
             }
         }
@@ -472,12 +473,7 @@ mod tests {
             cfg.noise.sample_sd = 0.1;
             cfg.noise.latency_sd = 0.15;
             let o = run(cfg, vec![Fault::slow_link(1, 3, 30.0)], Level::Node);
-            let f: Vec<(FindingKind, Vec<usize>)> = o
-                .report
-                .findings
-                .iter()
-                .map(|f| (f.kind, f.endpoints.iter().map(|e| e.rank).collect()))
-                .collect();
+            let f: Vec<(FindingKind, Vec<usize>)> = o.report.findings.iter().map(|f| (f.kind, f.ranks())).collect();
             if f.is_empty() {
                 misses.push(seed);
                 continue;

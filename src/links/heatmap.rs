@@ -132,20 +132,11 @@ pub fn draw_file(
     report: Option<&Report>,
     metric: Metric,
 ) -> Result<(), Error> {
-    let svg = match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("svg") => true,
-        Some("png") => false,
-        _ => {
-            return Err(Error::usage(format!(
-                "{}: the heatmap file must end in .svg or .png",
-                path.display()
-            )));
-        }
+    let Some(svg) = crate::report::is_svg(path) else {
+        return Err(Error::usage(format!(
+            "{}: the heatmap file must end in .svg or .png",
+            path.display()
+        )));
     };
     if layout.order.len() < 2 {
         return Err(Error::usage("a heatmap needs at least 2 measured ranks"));
@@ -189,6 +180,17 @@ fn text_style(px: u32, colour: &RGBColor, h: HPos, v: VPos) -> TextStyle<'_> {
     TextStyle::from((FONT, px).into_font())
         .color(colour)
         .pos(Pos::new(h, v))
+}
+
+/// Draws `text` with its top left corner at `at`, `px` high, in `colour`.
+fn write<DB: DrawingBackend, T: std::borrow::Borrow<str>>(
+    root: &Area<DB>,
+    text: T,
+    at: (i32, i32),
+    px: u32,
+    colour: &RGBColor,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.draw(&Text::new(text, at, text_style(px, colour, HPos::Left, VPos::Top)))
 }
 
 impl Picture<'_> {
@@ -368,11 +370,7 @@ impl Picture<'_> {
             },
             self.matrix.level
         );
-        root.draw(&Text::new(
-            title,
-            (16, 14),
-            text_style(20, &BLACK, HPos::Left, VPos::Top),
-        ))?;
+        write(root, title, (16, 14), 20, &BLACK)?;
         let refs: Vec<String> = self
             .analysis
             .references
@@ -390,18 +388,10 @@ impl Picture<'_> {
             refs.join(", ")
         );
         let grey = RGBColor(70, 70, 70);
-        root.draw(&Text::new(
-            line1,
-            (16, 44),
-            text_style(13, &grey, HPos::Left, VPos::Top),
-        ))?;
+        write(root, line1, (16, 44), 13, &grey)?;
         if let Some(report) = self.report {
             let line2 = format!("measured by: {}", report.measurer);
-            root.draw(&Text::new(
-                line2,
-                (16, 64),
-                text_style(13, &grey, HPos::Left, VPos::Top),
-            ))?;
+            write(root, line2, (16, 64), 13, &grey)?;
         }
         Ok(())
     }
@@ -437,11 +427,7 @@ impl Picture<'_> {
                 text_style(12, &BLACK, HPos::Left, VPos::Center),
             ))?;
         }
-        root.draw(&Text::new(
-            "of the median",
-            (x0, y0 + height + 10),
-            text_style(12, &RGBColor(70, 70, 70), HPos::Left, VPos::Top),
-        ))?;
+        write(root, "of the median", (x0, y0 + height + 10), 12, &RGBColor(70, 70, 70))?;
         Ok(())
     }
 
@@ -459,15 +445,11 @@ impl Picture<'_> {
         } else {
             "suspects named by the finder:".to_string()
         };
-        root.draw(&Text::new(
-            heading,
-            (x_names, y_names),
-            text_style(13, &BLACK, HPos::Left, VPos::Top),
-        ))?;
+        write(root, heading, (x_names, y_names), 13, &BLACK)?;
         y_names += 20;
         let half = (f.cell as i32 / 2).max(1);
         for finding in &report.findings {
-            let ranks: Vec<usize> = finding.endpoints.iter().map(|e| e.rank).collect();
+            let ranks = finding.ranks();
             // a collective finding names a host: mark its measured ranks
             let marked: Vec<usize> = ranks.iter().filter_map(|r| positions.get(r).copied()).collect();
             for &i in &marked {
@@ -495,11 +477,7 @@ impl Picture<'_> {
                 lines.push(format!("  {:.0}% below the median", e.deficit_pct));
             }
             for line in lines {
-                root.draw(&Text::new(
-                    line,
-                    (x_names, y_names),
-                    text_style(13, &mark, HPos::Left, VPos::Top),
-                ))?;
+                write(root, line, (x_names, y_names), 13, &mark)?;
                 y_names += 17;
             }
             y_names += 4;
@@ -516,11 +494,7 @@ impl Picture<'_> {
                 "were not slow when re-tested".to_string(),
                 "(dismissed: lone dark cells)".to_string(),
             ] {
-                root.draw(&Text::new(
-                    line,
-                    (x_names, y_names),
-                    text_style(12, &grey, HPos::Left, VPos::Top),
-                ))?;
+                write(root, line, (x_names, y_names), 12, &grey)?;
                 y_names += 16;
             }
         }

@@ -85,13 +85,17 @@ impl Topology {
             .map(String::as_str)
             .filter(|h| !launch.contains(h))
             .collect();
+        // "{source} names 2 hosts this launch does not have: a, b"
+        let refuse = |verb: &str, hosts: &[&str], rest: &str| {
+            Err(Error::usage(format!(
+                "{source} {verb} {} host{} {rest}: {}",
+                hosts.len(),
+                if hosts.len() == 1 { "" } else { "s" },
+                list(hosts)
+            )))
+        };
         if !unknown.is_empty() {
-            return Err(Error::usage(format!(
-                "{source} names {} host{} this launch does not have: {}",
-                unknown.len(),
-                if unknown.len() == 1 { "" } else { "s" },
-                list(&unknown)
-            )));
+            return refuse("names", &unknown, "this launch does not have");
         }
         let missing: Vec<&str> = launch
             .iter()
@@ -99,12 +103,7 @@ impl Topology {
             .filter(|h| !self.places.contains_key(*h))
             .collect();
         if !missing.is_empty() {
-            return Err(Error::usage(format!(
-                "{source} does not place {} host{} of this launch: {}",
-                missing.len(),
-                if missing.len() == 1 { "" } else { "s" },
-                list(&missing)
-            )));
+            return refuse("does not place", &missing, "of this launch");
         }
         Ok(())
     }

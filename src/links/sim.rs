@@ -307,6 +307,14 @@ impl SimCluster {
         (bw, lat)
     }
 
+    /// Whether pair `p` crosses the network, and the (bandwidth, latency)
+    /// factors of its ends and its link.
+    fn pair_factors(&self, p: Pair) -> (bool, [(f64, f64); 3]) {
+        let network = self.node(p.a) != self.node(p.b);
+        let ends = [self.rank_factors(p.a, network), self.rank_factors(p.b, network)];
+        (network, [ends[0], ends[1], self.link_factors(p)])
+    }
+
     fn link_factors(&self, p: Pair) -> (f64, f64) {
         let (mut bw, mut lat) = (1.0f64, 1.0f64);
         for f in &self.faults {
@@ -353,10 +361,7 @@ impl SimCluster {
         round
             .iter()
             .map(|&p| {
-                let network = self.node(p.a) != self.node(p.b);
-                let (fa, _) = self.rank_factors(p.a, network);
-                let (fb, _) = self.rank_factors(p.b, network);
-                let (fl, _) = self.link_factors(p);
+                let (network, [(fa, _), (fb, _), (fl, _)]) = self.pair_factors(p);
                 let base = if network {
                     self.cfg.nic_gbps
                 } else {
@@ -426,10 +431,7 @@ impl Measurer for SimCluster {
             let mut longest = 0f64;
             let mut results = Vec::with_capacity(round.len());
             for (&p, &bw) in round.iter().zip(&bandwidths) {
-                let network = self.node(p.a) != self.node(p.b);
-                let (_, la) = self.rank_factors(p.a, network);
-                let (_, lb) = self.rank_factors(p.b, network);
-                let (_, ll) = self.link_factors(p);
+                let (network, [(_, la), (_, lb), (_, ll)]) = self.pair_factors(p);
                 let base = if network {
                     self.cfg.latency_us
                 } else {

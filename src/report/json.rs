@@ -49,15 +49,8 @@ impl JsonSink {
     /// Checks now that the file can be written: refuses an existing file
     /// unless `overwrite`, and creates the temporary file beside it.
     pub fn create(path: &Path, overwrite: bool) -> Result<JsonSink, Error> {
-        if path.exists() && !overwrite {
-            return Err(Error::usage(format!(
-                "JSON file {} already exists; choose another path or pass --overwrite",
-                path.display()
-            )));
-        }
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(".partial");
-        let temp = path.with_file_name(name);
+        super::refuse_existing_json(path, overwrite)?;
+        let temp = super::partial_path(path);
         let file = super::create_file(&temp, true, "JSON")?;
         Ok(JsonSink {
             path: path.to_path_buf(),

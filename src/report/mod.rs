@@ -165,6 +165,41 @@ pub fn print_out(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
+/// Whether a picture's `path` ends in .svg (`Some(true)`) or .png
+/// (`Some(false)`), in any case; `None` for any other ending.
+pub(crate) fn is_svg(path: &Path) -> Option<bool> {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("svg") => Some(true),
+        Some("png") => Some(false),
+        _ => None,
+    }
+}
+
+/// Refuses an existing JSON report at `path` unless `overwrite`: checked
+/// when the sink is made, before the run.
+fn refuse_existing_json(path: &Path, overwrite: bool) -> Result<(), Error> {
+    if path.exists() && !overwrite {
+        return Err(Error::usage(format!(
+            "JSON file {} already exists; choose another path or pass --overwrite",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The temporary file beside `path` a JSON report is written to before it
+/// is renamed to `path`: `NAME.partial`.
+fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
 /// Creates `path` for writing; an existing file is an error unless
 /// `overwrite`. `what` names the file in messages.
 pub(crate) fn create_file(path: &Path, overwrite: bool, what: &str) -> Result<File, Error> {

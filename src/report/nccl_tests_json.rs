@@ -47,12 +47,7 @@ impl NcclTestsJsonSink {
     /// Refuses an existing file unless `overwrite`, now rather than at the
     /// end of the run.
     pub fn create(path: &Path, overwrite: bool) -> Result<NcclTestsJsonSink, Error> {
-        if path.exists() && !overwrite {
-            return Err(Error::usage(format!(
-                "JSON file {} already exists; choose another path or pass --overwrite",
-                path.display()
-            )));
-        }
+        super::refuse_existing_json(path, overwrite)?;
         Ok(NcclTestsJsonSink {
             path: path.to_path_buf(),
             overwrite,
@@ -261,9 +256,7 @@ impl Sink for NcclTestsJsonSink {
         );
         doc.insert("errors".into(), json!([]));
         doc.insert("end_time".into(), json!(now()));
-        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
-        name.push(".partial");
-        let temp = self.path.with_file_name(name);
+        let temp = super::partial_path(&self.path);
         let mut file = io::BufWriter::new(super::create_file(&temp, true, "JSON").map_err(io::Error::other)?);
         serde_json::to_writer_pretty(&mut file, &Value::Object(doc)).map_err(io::Error::other)?;
         file.write_all(b"\n")?;

@@ -227,29 +227,23 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
     for (class, tally) in o.summary.by_class.iter().filter(|(_, t)| t.ops > 0) {
         s += &breakdown_line(class.name(), tally, t.time_us);
     }
-    s += &format!(
-        "  {:<18} {:>5} {:>12} {:>12} {:>6}\n",
-        "collectives",
-        t.ops,
-        "",
-        time(t.time_us),
-        share(t.time_us, o.step_mean_us)
-    );
-    s += &format!(
-        "  {:<18} {:>5} {:>12} {:>12} {:>6}   (the step's own time between its operations: buffers made ready)\n",
+    let total = |name: &str, ops: &dyn std::fmt::Display, us: f64, share: &str, note: &str| {
+        format!("  {name:<18} {ops:>5} {:>12} {:>12} {share:>6}{note}\n", "", time(us))
+    };
+    s += &total("collectives", &t.ops, t.time_us, &share(t.time_us, o.step_mean_us), "");
+    s += &total(
         "step overhead",
-        "",
-        "",
-        time(o.overhead_mean_us),
-        share(o.overhead_mean_us, o.step_mean_us)
+        &"",
+        o.overhead_mean_us,
+        &share(o.overhead_mean_us, o.step_mean_us),
+        "   (the step's own time between its operations: buffers made ready)",
     );
-    s += &format!(
-        "  {:<18} {:>5} {:>12} {:>12} {:>6}   (= collectives + overhead)\n",
+    s += &total(
         "step (mean)",
-        "",
-        "",
-        time(o.step_mean_us),
-        "100%"
+        &"",
+        o.step_mean_us,
+        "100%",
+        "   (= collectives + overhead)",
     );
     if let Some(n) = top {
         s += &top_ops(o, n);

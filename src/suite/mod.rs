@@ -312,14 +312,19 @@ impl SuiteProgress {
     }
 }
 
-/// After the last launch: the merged CSV, the summary table, the
-/// transports side by side, and the suite's exit code.
-fn finish(suite: &Suite, outcomes: &[Outcome], output: &Path, overwrite: bool) -> Result<u8, Error> {
-    let inputs: Vec<&Path> = outcomes
+/// The CSVs of `outcomes` that exist, the files to merge.
+fn written_csvs(outcomes: &[Outcome]) -> Vec<&Path> {
+    outcomes
         .iter()
         .filter(|o| o.csv.exists())
         .map(|o| o.csv.as_path())
-        .collect();
+        .collect()
+}
+
+/// After the last launch: the merged CSV, the summary table, the
+/// transports side by side, and the suite's exit code.
+fn finish(suite: &Suite, outcomes: &[Outcome], output: &Path, overwrite: bool) -> Result<u8, Error> {
+    let inputs = written_csvs(outcomes);
     let merged = if inputs.is_empty() {
         None
     } else {

@@ -91,11 +91,7 @@ pub fn finish(
     overwrite: bool,
 ) -> Result<u8, Error> {
     let n = planned.len();
-    let inputs: Vec<&Path> = finished
-        .iter()
-        .filter(|o| o.csv.exists())
-        .map(|o| o.csv.as_path())
-        .collect();
+    let inputs = super::written_csvs(finished);
     let merged = if inputs.is_empty() {
         "no rows to merge".to_string()
     } else {

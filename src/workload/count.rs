@@ -121,21 +121,26 @@ mod tests {
 
     #[test]
     fn counts_parse_with_suffixes_exponents_and_fractions() {
-        assert_eq!(parse_count("7B"), Ok(7_000_000_000));
-        assert_eq!(parse_count("7b"), Ok(7_000_000_000));
-        assert_eq!(parse_count("7e9"), Ok(7_000_000_000));
-        assert_eq!(parse_count("7E+9"), Ok(7_000_000_000));
-        assert_eq!(parse_count("350M"), Ok(350_000_000));
-        assert_eq!(parse_count("1.1B"), Ok(1_100_000_000));
-        assert_eq!(parse_count("6.738415616B"), Ok(6_738_415_616));
-        assert_eq!(parse_count("1.5e9"), Ok(1_500_000_000));
-        assert_eq!(parse_count("70G"), Ok(70_000_000_000));
-        assert_eq!(parse_count("2T"), Ok(2_000_000_000_000));
-        assert_eq!(parse_count("64K"), Ok(64_000));
-        assert_eq!(parse_count(" 124439808 "), Ok(124_439_808));
-        assert_eq!(parse_count("0"), Ok(0));
-        assert_eq!(parse_count(".5K"), Ok(500));
-        assert_eq!(parse_count("12e0"), Ok(12));
+        let cases = [
+            ("7B", 7_000_000_000),
+            ("7b", 7_000_000_000),
+            ("7e9", 7_000_000_000),
+            ("7E+9", 7_000_000_000),
+            ("350M", 350_000_000),
+            ("1.1B", 1_100_000_000),
+            ("6.738415616B", 6_738_415_616),
+            ("1.5e9", 1_500_000_000),
+            ("70G", 70_000_000_000),
+            ("2T", 2_000_000_000_000),
+            ("64K", 64_000),
+            (" 124439808 ", 124_439_808),
+            ("0", 0),
+            (".5K", 500),
+            ("12e0", 12),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_count(input), Ok(want), "{input:?}");
+        }
     }
 
     #[test]

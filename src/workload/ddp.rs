@@ -98,25 +98,17 @@ mod tests {
     /// A small model: 2 layers of tensors a, b, c of 2, 1 and 3 MiB of
     /// 4-byte floats, nothing before or after the layers.
     fn small() -> Model {
-        let t = |name: &str, bytes: u64| Tensor {
-            name: name.into(),
-            elements: bytes / 4,
-            tp_split: true,
-            expert: false,
-        };
+        let t = |name: &str, bytes: u64| Tensor::new(name, bytes / 4, true);
         Model {
-            name: "small".into(),
-            layers: 2,
-            hidden: 512,
             vocab: 0,
             param_dtype: DType::Float,
-            grad_dtype: DType::Float,
-            pre: vec![],
-            layer: vec![t("a", 2 * MIB), t("b", MIB), t("c", 3 * MIB)],
-            post: vec![],
-            first_layers: 0,
-            first_layer: vec![],
-            moe: None,
+            ..Model::for_tests(
+                2,
+                512,
+                vec![],
+                vec![t("a", 2 * MIB), t("b", MIB), t("c", 3 * MIB)],
+                vec![],
+            )
         }
     }
 

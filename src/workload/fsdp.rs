@@ -103,27 +103,12 @@ mod tests {
 
     /// 3 layers of 10 elements (two tensors), a 7-element root.
     fn small() -> Model {
-        let t = |name: &str, elements| Tensor {
-            name: name.into(),
-            elements,
-            tp_split: true,
-            expert: false,
-        };
-        Model {
-            name: "small".into(),
-            layers: 3,
-            hidden: 2,
-            vocab: 2,
-            param_dtype: DType::Bfloat16,
-            grad_dtype: DType::Float,
-            pre: vec![t("emb", 4)],
-            layer: vec![t("a", 6), t("b", 4)],
-            post: vec![t("norm", 3)],
-            first_layers: 0,
-            first_layer: vec![],
-            moe: None,
-        }
+        let t = |name: &str, elements| Tensor::new(name, elements, true);
+        Model::for_tests(3, 2, vec![t("emb", 4)], vec![t("a", 6), t("b", 4)], vec![t("norm", 3)])
     }
+
+    use Collective::{AllGather as AG, AllReduce as AR, ReduceScatter as RS};
+    use Phase::{Backward as B, Forward as F};
 
     type Row = (Collective, u64, Group, Phase, &'static str);
 
@@ -139,16 +124,19 @@ mod tests {
             .collect()
     }
 
+    /// The operations of `strategy`'s step of `m` on `l`, default options.
+    fn ops_of(strategy: Strategy, m: &Model, l: &GroupLayout) -> Vec<Op> {
+        schedule(strategy, m, l, &Options::default()).unwrap().ops
+    }
+
     #[test]
     fn full_shard_gathers_in_forward_and_again_in_backward_with_prefetch_order() {
-        use Collective::{AllGather as AG, ReduceScatter as RS};
         use Group::World as W;
-        use Phase::{Backward as B, Forward as F};
         let l = GroupLayout::new(4, 4, 1).unwrap();
         let fsdp = Strategy::Fsdp {
             reshard_after_forward: true,
         };
-        let s = schedule(fsdp, &small(), &l, &Options::default()).unwrap();
+        let ops = ops_of(fsdp, &small(), &l);
         // shards: root ceil(7/4) = 2, layers ceil(10/4) = 3
         let expected: &[Row] = &[
             (AG, 2, W, F, "root"),
@@ -163,8 +151,8 @@ mod tests {
             (RS, 3, W, B, "layer 0"),
             (RS, 2, W, B, "root"),
         ];
-        assert_eq!(rows(&s.ops), want(expected));
-        for op in &s.ops {
+        assert_eq!(rows(&ops), want(expected));
+        for op in &ops {
             let dtype = if op.collective == AG {
                 DType::Bfloat16
             } else {
@@ -176,14 +164,12 @@ mod tests {
 
     #[test]
     fn shard_grad_op_keeps_parameters_after_forward_and_gathers_nothing_in_backward() {
-        use Collective::{AllGather as AG, ReduceScatter as RS};
         use Group::World as W;
-        use Phase::{Backward as B, Forward as F};
         let l = GroupLayout::new(3, 3, 1).unwrap();
         let grad_op = Strategy::Fsdp {
             reshard_after_forward: false,
         };
-        let s = schedule(grad_op, &small(), &l, &Options::default()).unwrap();
+        let ops = ops_of(grad_op, &small(), &l);
         let expected: &[Row] = &[
             (AG, 3, W, F, "root"),
             (AG, 4, W, F, "layer 0"),
@@ -194,14 +180,12 @@ mod tests {
             (RS, 4, W, B, "layer 0"),
             (RS, 3, W, B, "root"),
         ];
-        assert_eq!(rows(&s.ops), want(expected));
+        assert_eq!(rows(&ops), want(expected));
     }
 
     #[test]
     fn hybrid_shard_shards_in_the_node_and_all_reduces_shards_across_nodes() {
-        use Collective::{AllGather as AG, AllReduce as AR, ReduceScatter as RS};
         use Group::{CrossNode as X, Node as N};
-        use Phase::{Backward as B, Forward as F};
         // 6 ranks on 3 nodes of 2: shards over 2 ranks
         let l = GroupLayout::new(6, 2, 1).unwrap();
         let hsdp = Strategy::Hsdp {
@@ -209,7 +193,7 @@ mod tests {
         };
         let mut m = small();
         m.layers = 2;
-        let s = schedule(hsdp, &m, &l, &Options::default()).unwrap();
+        let ops = ops_of(hsdp, &m, &l);
         let expected: &[Row] = &[
             (AG, 4, N, F, "root"),
             (AG, 5, N, F, "layer 0"),
@@ -223,7 +207,7 @@ mod tests {
             (RS, 4, N, B, "root"),
             (AR, 4, X, B, "root"),
         ];
-        assert_eq!(rows(&s.ops), want(expected));
+        assert_eq!(rows(&ops), want(expected));
         assert_eq!(l.size(Group::CrossNode), 3);
     }
 
@@ -234,16 +218,15 @@ mod tests {
         let fsdp = Strategy::Fsdp {
             reshard_after_forward: true,
         };
-        let s = schedule(fsdp, &m, &l, &Options::default()).unwrap();
-        let rs: u64 = s
-            .ops
+        let ops = ops_of(fsdp, &m, &l);
+        let rs: u64 = ops
             .iter()
             .filter(|o| o.collective == Collective::ReduceScatter)
             .map(|o| o.count * 8)
             .sum();
         // padding adds fewer than 8 elements per unit
         assert!(rs >= m.params() && rs < m.params() + 8 * 33, "{rs}");
-        let ags = s.ops.iter().filter(|o| o.collective == Collective::AllGather).count();
+        let ags = ops.iter().filter(|o| o.collective == Collective::AllGather).count();
         assert_eq!(ags, 1 + 32 + 32, "root once, every layer twice");
     }
 }

@@ -179,25 +179,26 @@ impl GroupLayout {
     /// The same layout with an expert-parallel degree, which must divide
     /// the world.
     pub fn with_ep(self, ep: usize) -> Result<GroupLayout, Error> {
-        if ep == 0 || !self.world.is_multiple_of(ep) {
-            return Err(Error::usage(format!(
-                "the expert-parallel degree {ep} does not divide the world of {} ranks",
-                self.world
-            )));
-        }
+        self.check_divides(ep, "expert-parallel")?;
         Ok(GroupLayout { ep, ..self })
     }
 
     /// The same layout with a pipeline-parallel degree (stages), which
     /// must divide the world.
     pub fn with_pp(self, pp: usize) -> Result<GroupLayout, Error> {
-        if pp == 0 || !self.world.is_multiple_of(pp) {
+        self.check_divides(pp, "pipeline-parallel")?;
+        Ok(GroupLayout { pp, ..self })
+    }
+
+    /// Refuses a `what` degree that does not divide the world.
+    fn check_divides(self, degree: usize, what: &str) -> Result<(), Error> {
+        if degree == 0 || !self.world.is_multiple_of(degree) {
             return Err(Error::usage(format!(
-                "the pipeline-parallel degree {pp} does not divide the world of {} ranks",
+                "the {what} degree {degree} does not divide the world of {} ranks",
                 self.world
             )));
         }
-        Ok(GroupLayout { pp, ..self })
+        Ok(())
     }
 
     pub fn nodes(&self) -> usize {

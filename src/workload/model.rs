@@ -167,6 +167,49 @@ impl std::str::FromStr for PresetName {
 }
 
 impl Model {
+    /// A model of `layers` identical layers (no different first ones, no
+    /// experts) with bfloat16 parameters and gradients.
+    fn uniform(
+        name: &str,
+        layers: usize,
+        hidden: u64,
+        vocab: u64,
+        pre: Vec<Tensor>,
+        layer: Vec<Tensor>,
+        post: Vec<Tensor>,
+    ) -> Model {
+        Model {
+            name: name.into(),
+            layers,
+            hidden,
+            vocab,
+            param_dtype: DType::Bfloat16,
+            grad_dtype: DType::Bfloat16,
+            pre,
+            layer,
+            post,
+            first_layers: 0,
+            first_layer: Vec::new(),
+            moe: None,
+        }
+    }
+
+    /// The strategies' tests' model `small`: `uniform` with a vocabulary
+    /// of 2 and float gradients.
+    #[cfg(test)]
+    pub(crate) fn for_tests(
+        layers: usize,
+        hidden: u64,
+        pre: Vec<Tensor>,
+        layer: Vec<Tensor>,
+        post: Vec<Tensor>,
+    ) -> Model {
+        Model {
+            grad_dtype: DType::Float,
+            ..Model::uniform("small", layers, hidden, 2, pre, layer, post)
+        }
+    }
+
     /// A preset by name or alias (case-insensitive).
     pub fn preset(name: &str) -> Result<Model, Error> {
         name.parse::<PresetName>().map(PresetName::model).map_err(Error::Usage)
@@ -237,18 +280,8 @@ impl Model {
             }
         };
         Ok(Model {
-            name: "plain".to_string(),
-            layers,
-            hidden,
-            vocab,
-            param_dtype: DType::Bfloat16,
-            grad_dtype: DType::Bfloat16,
-            pre,
-            layer,
-            post,
-            first_layers: 0,
-            first_layer: Vec::new(),
             moe,
+            ..Model::uniform("plain", layers, hidden, vocab, pre, layer, post)
         })
     }
 

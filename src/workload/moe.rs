@@ -168,17 +168,8 @@ mod tests {
         layer.push(Tensor::new("norm", 4, false));
         Model {
             name: "small-moe".into(),
-            layers: 2,
-            hidden: 4,
-            vocab: 2,
-            param_dtype: DType::Bfloat16,
-            grad_dtype: DType::Float,
-            pre: vec![Tensor::new("emb", 8, true)],
-            layer,
-            post: vec![],
-            first_layers: 0,
-            first_layer: vec![],
             moe: Some(Moe { experts: 4, top_k: 2 }),
+            ..Model::for_tests(2, 4, vec![Tensor::new("emb", 8, true)], layer, vec![])
         }
     }
 

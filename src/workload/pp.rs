@@ -134,20 +134,8 @@ mod tests {
     /// 4 layers of a 10-element tensor, a 6-element embedding, a 3-element
     /// head; hidden 2.
     fn small() -> Model {
-        Model {
-            name: "small".into(),
-            layers: 4,
-            hidden: 2,
-            vocab: 2,
-            param_dtype: DType::Bfloat16,
-            grad_dtype: DType::Float,
-            pre: vec![Tensor::new("emb", 6, true)],
-            layer: vec![Tensor::new("w", 10, true)],
-            post: vec![Tensor::new("head", 3, true)],
-            first_layers: 0,
-            first_layer: vec![],
-            moe: None,
-        }
+        let t = |name: &str, elements| Tensor::new(name, elements, true);
+        Model::for_tests(4, 2, vec![t("emb", 6)], vec![t("w", 10)], vec![t("head", 3)])
     }
 
     fn opts(micro_batches: u64) -> Options {

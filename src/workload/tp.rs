@@ -84,26 +84,8 @@ mod tests {
     /// 2 layers of a split 8-element matrix and a replicated 2-element norm,
     /// a split 6-element embedding; hidden 4.
     fn small() -> Model {
-        let t = |name: &str, elements, tp_split| Tensor {
-            name: name.into(),
-            elements,
-            tp_split,
-            expert: false,
-        };
-        Model {
-            name: "small".into(),
-            layers: 2,
-            hidden: 4,
-            vocab: 2,
-            param_dtype: DType::Bfloat16,
-            grad_dtype: DType::Float,
-            pre: vec![t("emb", 6, true)],
-            layer: vec![t("w", 8, true), t("norm", 2, false)],
-            post: vec![],
-            first_layers: 0,
-            first_layer: vec![],
-            moe: None,
-        }
+        let layer = vec![Tensor::new("w", 8, true), Tensor::new("norm", 2, false)];
+        Model::for_tests(2, 4, vec![Tensor::new("emb", 6, true)], layer, vec![])
     }
 
     #[test]

@@ -107,26 +107,20 @@ mod tests {
 
     /// Layers of [6, 5] elements, a 7-element embedding, a 3-element norm.
     fn small() -> Model {
-        let t = |name: &str, elements| Tensor {
-            name: name.into(),
-            elements,
-            tp_split: true,
-            expert: false,
+        let t = |name: &str, elements| Tensor::new(name, elements, true);
+        Model::for_tests(2, 4, vec![t("emb", 7)], vec![t("a", 6), t("b", 5)], vec![t("norm", 3)])
+    }
+
+    /// `strategy`'s step of `small()` on 3 ranks, with buckets of 12
+    /// elements reduced by `zero_reduction`.
+    fn small_step(strategy: Strategy, zero_reduction: ZeroReduction) -> Vec<Op> {
+        let l = GroupLayout::new(3, 3, 1).unwrap();
+        let opts = Options {
+            zero_bucket_elements: 12,
+            zero_reduction,
+            ..Options::default()
         };
-        Model {
-            name: "small".into(),
-            layers: 2,
-            hidden: 4,
-            vocab: 2,
-            param_dtype: DType::Bfloat16,
-            grad_dtype: DType::Float,
-            pre: vec![t("emb", 7)],
-            layer: vec![t("a", 6), t("b", 5)],
-            post: vec![t("norm", 3)],
-            first_layers: 0,
-            first_layer: vec![],
-            moe: None,
-        }
+        schedule(strategy, &small(), &l, &opts).unwrap().ops
     }
 
     fn counts(ops: &[Op]) -> Vec<(Collective, u64, Phase)> {
@@ -135,20 +129,14 @@ mod tests {
 
     #[test]
     fn zero2_reduces_buckets_in_backward_order_then_gathers_the_parameters() {
-        let m = small();
-        assert_eq!(m.params(), 32);
-        let l = GroupLayout::new(3, 3, 1).unwrap();
-        let opts = Options {
-            zero_bucket_elements: 12,
-            ..Options::default()
-        };
-        let s = schedule(Strategy::Zero2, &m, &l, &opts).unwrap();
+        assert_eq!(small().params(), 32);
+        let ops = small_step(Strategy::Zero2, ZeroReduction::AllReduce);
         // backward order: norm 3, L1.b 5, L1.a 6, L0.b 5, L0.a 6, emb 7
         // buckets of at most 12: [3+5] [6+5] [6] [7]
         // all_gather: ceil(32 / 6) x 2 = 12 per rank
         use Collective::*;
         assert_eq!(
-            counts(&s.ops),
+            counts(&ops),
             vec![
                 (AllReduce, 8, Phase::Backward),
                 (AllReduce, 11, Phase::Backward),
@@ -158,44 +146,31 @@ mod tests {
             ]
         );
         assert!(
-            s.ops[..4]
+            ops[..4]
                 .iter()
                 .all(|o| o.dtype == DType::Float && o.op == Some(ReduceOp::Sum))
         );
-        assert_eq!(s.ops[4].dtype, DType::Bfloat16);
-        assert_eq!(s.ops[4].op, None);
-        assert!(s.ops.iter().all(|o| o.group == Group::World));
-        assert_eq!(s.ops[1].label, "bucket 1");
+        assert_eq!(ops[4].dtype, DType::Bfloat16);
+        assert_eq!(ops[4].op, None);
+        assert!(ops.iter().all(|o| o.group == Group::World));
+        assert_eq!(ops[1].label, "bucket 1");
     }
 
     #[test]
     fn zero1_reduces_in_parameter_order_after_backward() {
-        let m = small();
-        let l = GroupLayout::new(3, 3, 1).unwrap();
-        let opts = Options {
-            zero_bucket_elements: 12,
-            ..Options::default()
-        };
-        let s = schedule(Strategy::Zero1, &m, &l, &opts).unwrap();
+        let ops = small_step(Strategy::Zero1, ZeroReduction::AllReduce);
         // forward order: emb 7, L0.a 6, L0.b 5, L1.a 6, L1.b 5, norm 3
         // buckets: [7] [6+5] [6+5] [3]
-        let c: Vec<u64> = s.ops.iter().map(|o| o.count).collect();
+        let c: Vec<u64> = ops.iter().map(|o| o.count).collect();
         assert_eq!(c, vec![7, 11, 11, 3, 12]);
     }
 
     #[test]
     fn the_reduce_scatter_variant_sends_per_rank_counts() {
-        let m = small();
-        let l = GroupLayout::new(3, 3, 1).unwrap();
-        let opts = Options {
-            zero_bucket_elements: 12,
-            zero_reduction: ZeroReduction::ReduceScatter,
-            ..Options::default()
-        };
-        let s = schedule(Strategy::Zero2, &m, &l, &opts).unwrap();
+        let ops = small_step(Strategy::Zero2, ZeroReduction::ReduceScatter);
         use Collective::*;
         assert_eq!(
-            counts(&s.ops),
+            counts(&ops),
             vec![
                 (ReduceScatter, 3, Phase::Backward),
                 (ReduceScatter, 4, Phase::Backward),

@@ -159,19 +159,8 @@ impl Context<'_> {
         mine: &[&Retest],
         dismissed: &mut Vec<Dismissed>,
     ) -> Option<Confirmed> {
-        let tests: Vec<Retest> = mine
-            .iter()
-            .filter(|r| metrics.contains(&r.metric))
-            .map(|r| (*r).clone())
-            .collect();
-        let ok: Vec<Metric> = metrics
-            .iter()
-            .copied()
-            .filter(|m| {
-                let t: Vec<&Retest> = tests.iter().filter(|r| r.metric == *m).collect();
-                !t.is_empty() && t.iter().all(|r| r.low)
-            })
-            .collect();
+        let tests = on_metrics(mine, metrics);
+        let ok: Vec<Metric> = metrics.iter().copied().filter(|m| all_low(&tests, *m)).collect();
         if ok.is_empty() {
             dismissed.push(Dismissed {
                 what: format!("rank {}", self.endpoints[rank].name()),
@@ -199,20 +188,13 @@ impl Context<'_> {
         mine: &[&Retest],
         dismissed: &mut Vec<Dismissed>,
     ) -> Option<Finding> {
-        let tests: Vec<Retest> = mine
-            .iter()
-            .filter(|r| metrics.contains(&r.metric))
-            .map(|r| (*r).clone())
-            .collect();
+        let tests = on_metrics(mine, metrics);
         let itself: Vec<&Retest> = tests.iter().filter(|r| r.pair == pair).collect();
         let ends_low: Vec<&Retest> = tests.iter().filter(|r| r.pair != pair && r.low).collect();
         let ok: Vec<Metric> = metrics
             .iter()
             .copied()
-            .filter(|m| {
-                let t: Vec<&&Retest> = itself.iter().filter(|r| r.metric == *m).collect();
-                !t.is_empty() && t.iter().all(|r| r.low)
-            })
+            .filter(|m| all_low(itself.iter().copied(), *m))
             .filter(|m| !ends_low.iter().any(|r| r.metric == *m))
             .collect();
         let name = format!(
@@ -405,6 +387,20 @@ impl Context<'_> {
             worst: mine.iter().take(3).map(|p| (p.pair, p.value)).collect(),
         })
     }
+}
+
+/// The re-tests among `mine` on one of `metrics`.
+fn on_metrics(mine: &[&Retest], metrics: &[Metric]) -> Vec<Retest> {
+    mine.iter()
+        .filter(|r| metrics.contains(&r.metric))
+        .map(|r| (*r).clone())
+        .collect()
+}
+
+/// Whether `tests` re-tested `metric` and every one of them found it low.
+fn all_low<'a>(tests: impl IntoIterator<Item = &'a Retest>, metric: Metric) -> bool {
+    let on: Vec<&Retest> = tests.into_iter().filter(|r| r.metric == metric).collect();
+    !on.is_empty() && on.iter().all(|r| r.low)
 }
 
 /// Why re-tests did not confirm a suspect, in one line.

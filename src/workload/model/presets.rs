@@ -3,7 +3,6 @@
 //! order of the Transformers implementation.
 
 use super::{Model, Moe, Preset, Tensor};
-use crate::types::DType;
 
 /// The presets, smallest first.
 pub const PRESETS: &[Preset] = &[
@@ -123,6 +122,26 @@ fn attention(h: u64, heads: u64, kv_heads: u64) -> Vec<Tensor> {
     ]
 }
 
+/// The two norms that end a Llama-family layer.
+fn norms(h: u64) -> [Tensor; 2] {
+    [
+        Tensor::new("input_layernorm", h, false),
+        Tensor::new("post_attention_layernorm", h, false),
+    ]
+}
+
+/// A Llama-family decoder of `layers` copies of `layer`: the token
+/// embedding before them, the final norm and the output head (none when
+/// tied to the embedding) after them.
+fn decoder(name: &str, layers: usize, h: u64, vocab: u64, layer: Vec<Tensor>, tied: bool) -> Model {
+    let mut post = vec![Tensor::new("norm", h, false)];
+    if !tied {
+        post.push(Tensor::new("lm_head", vocab * h, true));
+    }
+    let pre = vec![Tensor::new("embed_tokens", vocab * h, true)];
+    Model::uniform(name, layers, h, vocab, pre, layer, post)
+}
+
 /// Mixtral (transformers' MixtralDecoderLayer: self_attn, block_sparse_moe
 /// with its router `gate` and experts w1, w2, w3, then the two norms).
 fn mixtral_8x7b() -> Model {
@@ -134,21 +153,10 @@ fn mixtral_8x7b() -> Model {
             layer.push(Tensor::expert(&format!("block_sparse_moe.experts.{e}.{w}"), h * i));
         }
     }
-    layer.push(Tensor::new("input_layernorm", h, false));
-    layer.push(Tensor::new("post_attention_layernorm", h, false));
+    layer.extend(norms(h));
     Model {
-        name: "mixtral-8x7b".into(),
-        layers: 32,
-        hidden: h,
-        vocab: 32000,
-        param_dtype: DType::Bfloat16,
-        grad_dtype: DType::Bfloat16,
-        pre: vec![Tensor::new("embed_tokens", 32000 * h, true)],
-        layer,
-        post: vec![Tensor::new("norm", h, false), Tensor::new("lm_head", 32000 * h, true)],
-        first_layers: 0,
-        first_layer: Vec::new(),
         moe: Some(Moe { experts, top_k: 2 }),
+        ..decoder("mixtral-8x7b", 32, h, 32000, layer, false)
     }
 }
 
@@ -170,35 +178,21 @@ fn deepseek_moe_16b() -> Model {
             })
             .collect()
     };
-    let norms = || {
-        vec![
-            Tensor::new("input_layernorm", h, false),
-            Tensor::new("post_attention_layernorm", h, false),
-        ]
-    };
     let mut first_layer = attention(h, 16, 16);
     first_layer.extend(mlp("mlp", dense, false));
-    first_layer.extend(norms());
+    first_layer.extend(norms(h));
     let mut layer = attention(h, 16, 16);
     for e in 0..experts {
         layer.extend(mlp(&format!("mlp.experts.{e}"), ffn, true));
     }
     layer.push(Tensor::new("mlp.gate", experts as u64 * h, false));
     layer.extend(mlp("mlp.shared_experts", 2 * ffn, false));
-    layer.extend(norms());
+    layer.extend(norms(h));
     Model {
-        name: "deepseek-moe-16b".into(),
-        layers: 28,
-        hidden: h,
-        vocab: 102400,
-        param_dtype: DType::Bfloat16,
-        grad_dtype: DType::Bfloat16,
-        pre: vec![Tensor::new("embed_tokens", 102400 * h, true)],
-        layer,
-        post: vec![Tensor::new("norm", h, false), Tensor::new("lm_head", 102400 * h, true)],
         first_layers: 1,
         first_layer,
         moe: Some(Moe { experts, top_k: 6 }),
+        ..decoder("deepseek-moe-16b", 28, h, 102400, layer, false)
     }
 }
 
@@ -230,38 +224,15 @@ impl Llama {
 }
 
 fn llama(name: &str, c: Llama) -> Model {
-    let h = c.hidden;
-    let kv = c.kv_heads * (h / c.heads);
-    let i = c.intermediate;
-    let layer = vec![
-        Tensor::new("self_attn.q_proj", h * h, true),
-        Tensor::new("self_attn.k_proj", h * kv, true),
-        Tensor::new("self_attn.v_proj", h * kv, true),
-        Tensor::new("self_attn.o_proj", h * h, true),
+    let (h, i) = (c.hidden, c.intermediate);
+    let mut layer = attention(h, c.heads, c.kv_heads);
+    layer.extend([
         Tensor::new("mlp.gate_proj", h * i, true),
         Tensor::new("mlp.up_proj", h * i, true),
         Tensor::new("mlp.down_proj", i * h, true),
-        Tensor::new("input_layernorm", h, false),
-        Tensor::new("post_attention_layernorm", h, false),
-    ];
-    let mut post = vec![Tensor::new("norm", h, false)];
-    if !c.tied {
-        post.push(Tensor::new("lm_head", c.vocab * h, true));
-    }
-    Model {
-        name: name.into(),
-        layers: c.layers,
-        hidden: h,
-        vocab: c.vocab,
-        param_dtype: DType::Bfloat16,
-        grad_dtype: DType::Bfloat16,
-        pre: vec![Tensor::new("embed_tokens", c.vocab * h, true)],
-        layer,
-        post,
-        first_layers: 0,
-        first_layer: Vec::new(),
-        moe: None,
-    }
+    ]);
+    layer.extend(norms(h));
+    decoder(name, c.layers, h, c.vocab, layer, c.tied)
 }
 
 /// GPT-2 (transformers' GPT2Block: ln_1, attn.c_attn, attn.c_proj, ln_2,
@@ -281,21 +252,10 @@ fn gpt2(name: &str, h: u64, layers: usize, positions: u64, vocab: u64) -> Model 
         Tensor::new("mlp.c_proj.weight", 4 * h * h, true),
         Tensor::new("mlp.c_proj.bias", h, false),
     ];
-    Model {
-        name: name.into(),
-        layers,
-        hidden: h,
-        vocab,
-        param_dtype: DType::Bfloat16,
-        grad_dtype: DType::Bfloat16,
-        pre: vec![
-            Tensor::new("wte", vocab * h, true),
-            Tensor::new("wpe", positions * h, false),
-        ],
-        layer,
-        post: vec![Tensor::new("ln_f.weight", h, false), Tensor::new("ln_f.bias", h, false)],
-        first_layers: 0,
-        first_layer: Vec::new(),
-        moe: None,
-    }
+    let pre = vec![
+        Tensor::new("wte", vocab * h, true),
+        Tensor::new("wpe", positions * h, false),
+    ];
+    let post = vec![Tensor::new("ln_f.weight", h, false), Tensor::new("ln_f.bias", h, false)];
+    Model::uniform(name, layers, h, vocab, pre, layer, post)
 }

@@ -2,6 +2,18 @@
 
 use super::*;
 
+/// The plain form's inputs without experts.
+fn plain(params: u64, layers: usize, hidden: Option<u64>, vocab: Option<u64>) -> PlainSpec {
+    PlainSpec {
+        params,
+        layers,
+        hidden,
+        vocab,
+        experts: None,
+        top_k: None,
+    }
+}
+
 #[test]
 fn presets_have_their_published_parameter_counts() {
     let want = [
@@ -60,14 +72,7 @@ fn presets_resolve_by_alias_and_unknown_names_list_the_presets() {
 
 #[test]
 fn the_plain_form_splits_the_rest_evenly_over_layers_and_keeps_the_total() {
-    let spec = PlainSpec {
-        params: 7_000_000_003,
-        layers: 32,
-        hidden: Some(4096),
-        vocab: Some(32000),
-        experts: None,
-        top_k: None,
-    };
+    let spec = plain(7_000_000_003, 32, Some(4096), Some(32000));
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.params(), 7_000_000_003);
     assert_eq!(m.pre_params(), 32000 * 4096);
@@ -82,26 +87,12 @@ fn the_plain_form_splits_the_rest_evenly_over_layers_and_keeps_the_total() {
 fn the_plain_form_derives_the_hidden_size_from_twelve_h_squared_per_layer() {
     // 32 layers of 12 x 4096^2 and a 32000 x 4096 embedding
     let n = 32 * 12 * 4096 * 4096 + 32000 * 4096;
-    let spec = PlainSpec {
-        params: n,
-        layers: 32,
-        hidden: None,
-        vocab: Some(32000),
-        experts: None,
-        top_k: None,
-    };
+    let spec = plain(n, 32, None, Some(32000));
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.hidden, 4096);
     assert_eq!(m.params(), n);
     // without a vocabulary: sqrt(7e9 / (12 x 32)) = 4269.6
-    let spec = PlainSpec {
-        params: 7_000_000_000,
-        layers: 32,
-        hidden: None,
-        vocab: None,
-        experts: None,
-        top_k: None,
-    };
+    let spec = plain(7_000_000_000, 32, None, None);
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.hidden, 4270);
     assert!(m.pre.is_empty());
@@ -110,14 +101,7 @@ fn the_plain_form_derives_the_hidden_size_from_twelve_h_squared_per_layer() {
 
 #[test]
 fn a_layer_too_small_for_its_attention_is_one_tensor() {
-    let spec = PlainSpec {
-        params: 1000,
-        layers: 4,
-        hidden: Some(64),
-        vocab: None,
-        experts: None,
-        top_k: None,
-    };
+    let spec = plain(1000, 4, Some(64), None);
     let m = Model::plain(spec).unwrap();
     assert_eq!(m.layer.len(), 1);
     assert_eq!(m.params(), 1000);
@@ -125,27 +109,19 @@ fn a_layer_too_small_for_its_attention_is_one_tensor() {
 
 #[test]
 fn impossible_plain_forms_are_one_line_usage_errors() {
-    let spec = |params, layers, hidden, vocab| PlainSpec {
-        params,
-        layers,
-        hidden,
-        vocab,
-        experts: None,
-        top_k: None,
-    };
     let cases = [
-        (spec(1000, 0, None, None), "--layers must be at least 1"),
+        (plain(1000, 0, None, None), "--layers must be at least 1"),
         (
-            spec(3, 4, None, None),
+            plain(3, 4, None, None),
             "--params 3 is fewer than one parameter per layer for --layers 4",
         ),
-        (spec(1000, 1, Some(0), None), "--hidden must be at least 1"),
+        (plain(1000, 1, Some(0), None), "--hidden must be at least 1"),
         (
-            spec(1000, 1, Some(64), Some(32000)),
+            plain(1000, 1, Some(64), Some(32000)),
             "the embedding of --vocab 32000 x hidden 64 is larger than --params 1000",
         ),
         (
-            spec(2048, 4, Some(64), Some(32)),
+            plain(2048, 4, Some(64), Some(32)),
             "--params 2048 leaves nothing for --layers 4 after the 2048-parameter embedding",
         ),
     ];

@@ -165,7 +165,15 @@ pub fn check(s: &Scan) -> Check {
         }
         let who = |m: usize| s.slots[s.members[members[m]].slot].name();
         let slots: Vec<usize> = members.iter().map(|&m| s.members[m].slot).collect();
-        collectives(s, &name, &colls, &slots, by_count, &who, &mut out);
+        let lined = Members {
+            s,
+            name: &name,
+            colls: &colls,
+            slots: &slots,
+            by_count,
+            who: &who,
+        };
+        collectives(&lined, &mut out);
         let has_p2p = calls
             .iter()
             .flatten()
@@ -235,22 +243,27 @@ fn member_ranks(s: &Scan, members: &[usize], guessed: &mut bool) -> Option<Vec<u
         .collect()
 }
 
-/// The members' collectives, lined up.
-fn collectives(
-    s: &Scan,
-    name: &str,
-    colls: &[Vec<&Call>],
-    slots: &[usize],
+/// A communicator's members and their collectives (a list per member),
+/// matched by opCount or by order (`by_count`).
+struct Members<'a> {
+    s: &'a Scan,
+    name: &'a str,
+    colls: &'a [Vec<&'a Call>],
+    /// Each member's slot.
+    slots: &'a [usize],
     by_count: bool,
-    who: &dyn Fn(usize) -> String,
-    out: &mut Check,
-) {
-    if let Some(divergence) = first_divergence(s, name, &lined_up(colls, by_count), by_count, who) {
+    /// A member's name.
+    who: &'a dyn Fn(usize) -> String,
+}
+
+/// The members' collectives, lined up.
+fn collectives(m: &Members, out: &mut Check) {
+    if let Some(divergence) = first_divergence(m.s, m.name, &lined_up(m.colls, m.by_count), m.by_count, m.who) {
         out.divergences.push(divergence);
         // the first divergence of a communicator: later rows follow from it
         return;
     }
-    unfinished(s, name, colls, slots, by_count, who, out);
+    unfinished(m, out);
 }
 
 /// Rows of (place, one call or none per member).
@@ -313,15 +326,15 @@ fn first_divergence(
 }
 
 /// Calls one rank shows and another's log does not reach.
-fn unfinished(
-    s: &Scan,
-    name: &str,
-    colls: &[Vec<&Call>],
-    slots: &[usize],
-    by_count: bool,
-    who: &dyn Fn(usize) -> String,
-    out: &mut Check,
-) {
+fn unfinished(members: &Members, out: &mut Check) {
+    let Members {
+        s,
+        name,
+        colls,
+        slots,
+        by_count,
+        who,
+    } = *members;
     let last: Vec<Option<u64>> = colls
         .iter()
         .map(|cs| {

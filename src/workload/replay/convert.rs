@@ -96,33 +96,27 @@ pub(super) fn convert(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<
     Ok(out)
 }
 
+/// One note per tally that is not 0: its count, then what it counts.
 fn add_notes(t: &Tallies, notes: &mut Vec<String>) {
-    if t.empty > 0 {
-        notes.push(format!("{} calls of 0 elements were skipped", t.empty));
-    }
-    if t.local > 0 {
-        notes.push(format!(
-            "{} Send/Recv pairs with the rank itself (an all-to-all's own block) replay as local copies: no network traffic",
-            t.local
-        ));
-    }
-    if t.premul > 0 {
-        notes.push(format!(
-            "{} reductions use a user-defined operation (ncclRedOpCreatePreMulSum) and are replayed as sums",
-            t.premul
-        ));
-    }
-    if t.fp8 > 0 {
-        notes.push(format!(
-            "{} calls on 8-bit floats are replayed as uint8 (the same bytes)",
-            t.fp8
-        ));
-    }
-    if t.paired > 0 {
-        notes.push(format!(
-            "{} Recv lines complete an exchange already replayed for its Send (or the reverse)",
-            t.paired
-        ));
+    for (n, what) in [
+        (t.empty, "calls of 0 elements were skipped"),
+        (
+            t.local,
+            "Send/Recv pairs with the rank itself (an all-to-all's own block) replay as local copies: no network traffic",
+        ),
+        (
+            t.premul,
+            "reductions use a user-defined operation (ncclRedOpCreatePreMulSum) and are replayed as sums",
+        ),
+        (t.fp8, "calls on 8-bit floats are replayed as uint8 (the same bytes)"),
+        (
+            t.paired,
+            "Recv lines complete an exchange already replayed for its Send (or the reverse)",
+        ),
+    ] {
+        if n > 0 {
+            notes.push(format!("{n} {what}"));
+        }
     }
 }
 

@@ -23,6 +23,11 @@ fn parse_rank(text: &str, rank: usize) -> Result<Log, Error> {
     parse_log(text, &LogOptions { rank: Some(rank) })
 }
 
+/// Asserts that one of `log`'s notes is `want`, listing them if none is.
+fn assert_note(log: &Log, want: impl Fn(&str) -> bool) {
+    assert!(log.notes.iter().any(|n| want(n)), "{:?}", log.notes);
+}
+
 fn err(r: Result<Log, Error>) -> String {
     let e = r.unwrap_err();
     assert_eq!(e.exit_code(), 2);
@@ -61,7 +66,7 @@ fn a_two_rank_tp_log_without_init_lines_replays_the_first_process() {
     }
     assert_eq!(log.calls[0].op, Some(ReduceOp::Sum));
     assert_eq!(log.calls[1].op, None);
-    assert!(log.notes.iter().any(|n| n.contains("no INIT lines")), "{:?}", log.notes);
+    assert_note(&log, |n| n.contains("no INIT lines"));
     let s = log.schedule(2, false).unwrap();
     assert_eq!(s.ops.len(), 4);
     assert!(s.ops.iter().all(|o| o.group == Group::World && o.phase == Phase::Log));
@@ -118,11 +123,7 @@ fn a_recv_that_completes_an_earlier_send_is_counted_once() {
             (7, Some(1), "comm 0x7f516c002e10"),
         ]
     );
-    assert!(
-        log.notes.iter().any(|n| n.starts_with("1 Recv lines complete")),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| n.starts_with("1 Recv lines complete"));
 }
 
 /// NVIDIA/nccl#147 ("Random NCCL hang after several broadcasts"):
@@ -149,13 +150,7 @@ fn interleaved_output_is_attributed_by_the_last_prefix_and_the_hang_is_found() {
         (call.collective, call.count, call.dtype, call.root),
         (Collective::Broadcast, 53, DType::Int64, Some(0))
     );
-    assert!(
-        log.notes
-            .iter()
-            .any(|n| n.starts_with("1 call lines without") && n.ends_with("line 6")),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| n.starts_with("1 call lines without") && n.ends_with("line 6"));
     let s = log.schedule(8, false).unwrap();
     assert_eq!(s.ops[0].root, Some(0));
 }

@@ -76,6 +76,20 @@ fn is_traced_call(name: &str) -> bool {
     )
 }
 
+/// A traced communicator: its call's whole line, nothing more known yet.
+fn traced_init(prefix: Prefix, comm: u64, rank: i64, nranks: i64) -> InitLine {
+    InitLine {
+        prefix,
+        comm,
+        rank: rank as usize,
+        nranks: nranks as usize,
+        cuda_dev: None,
+        comm_id: None,
+        split: None,
+        cut: false,
+    }
+}
+
 /// A traced `ncclCommInitRank(comm, nranks, id, rank, dev)` (five arguments).
 fn trace_init_rank(prefix: Prefix, args: &[&str]) -> Line {
     let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
@@ -83,14 +97,9 @@ fn trace_init_rank(prefix: Prefix, args: &[&str]) -> Line {
         return Line::Other;
     };
     Line::Init(InitLine {
-        prefix,
-        comm,
-        rank: rank as usize,
-        nranks: nranks as usize,
         cuda_dev: int(4).and_then(|d| u32::try_from(d).ok()),
         comm_id: hex(args[2]),
-        split: None,
-        cut: false,
+        ..traced_init(prefix, comm, rank, nranks)
     })
 }
 
@@ -104,18 +113,12 @@ fn trace_split(prefix: Prefix, args: &[&str]) -> Line {
         return Line::Other;
     };
     Line::Init(InitLine {
-        prefix,
-        comm,
-        rank: rank as usize,
-        nranks: nranks as usize,
-        cuda_dev: None,
-        comm_id: None,
         split: Some(SplitOf {
             parent,
             count: None,
             color,
             key,
         }),
-        cut: false,
+        ..traced_init(prefix, comm, rank, nranks)
     })
 }

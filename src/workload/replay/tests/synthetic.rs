@@ -25,6 +25,14 @@ fn init_line(pid: u32, dev: u32, comm: &str, rank: usize, nranks: usize, id: &st
     )
 }
 
+/// INIT lines of `n` ranks, one a process and device, on communicators
+/// 0xa0, 0xa1, ... of commId 0x10.
+fn inits(n: u32) -> String {
+    (0..n)
+        .map(|r| init_line(r, r, &format!("0xa{r}"), r as usize, n as usize, "0x10"))
+        .collect()
+}
+
 #[test]
 fn a_send_and_recv_with_the_rank_itself_replay_as_one_local_copy() {
     // PyTorch all_to_all_single on 2 ranks before NCCL 2.28: grouped
@@ -47,13 +55,7 @@ fn a_send_and_recv_with_the_rank_itself_replay_as_one_local_copy() {
     let v = crate::workload::StepVolume::new(&s, &GroupLayout::new(2, 2, 1).unwrap()).unwrap();
     assert_eq!(v.per_op[0].bus_bytes, 0.0, "a local copy moves nothing between ranks");
     assert_eq!(v.per_op[1].bus_bytes, 256.0);
-    assert!(
-        log.notes
-            .iter()
-            .any(|n| n.starts_with("1 Send/Recv pairs with the rank itself")),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| n.starts_with("1 Send/Recv pairs with the rank itself"));
 }
 
 #[test]
@@ -67,24 +69,14 @@ fn one_process_with_the_same_calls_on_several_communicators_is_several_ranks() {
     let log = parse(&text);
     assert_eq!((log.world, log.rank, log.calls.len()), (4, Some(0), 1));
     assert_eq!(log.source, "rank 0 (h pid 9 device 7 comm 0xa0)");
-    assert!(
-        log.notes
-            .iter()
-            .any(|n| n.contains("read as 4 ranks of one process, told apart by RCCL's globalrank")),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| {
+        n.contains("read as 4 ranks of one process, told apart by RCCL's globalrank")
+    });
     // without globalrank, the same calls on each tell them apart too
     let plain = text.replace(" task 0 globalrank", " x");
     let log = parse(&plain);
     assert_eq!(log.calls.len(), 1);
-    assert!(
-        log.notes
-            .iter()
-            .any(|n| n.contains("told apart by their communicators")),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| n.contains("told apart by their communicators"));
     // different calls on two communicators: one rank on both
     let two = coll((9, 7), "AllReduce", 0, 8, 7, 0, ("0xa0", 4)) + &coll((9, 7), "AllGather", 0, 8, 7, 0, ("0xb0", 4));
     assert_eq!(parse(&two).calls.len(), 2);
@@ -93,10 +85,7 @@ fn one_process_with_the_same_calls_on_several_communicators_is_several_ranks() {
 #[test]
 fn splits_without_a_comm_id_are_matched_by_parent_split_and_color() {
     // NCCL 2.24-2.28 (`splitCount`); members {0, 2} and {1, 3}
-    let mut text = String::new();
-    for r in 0..4u32 {
-        text += &init_line(r, r, &format!("0xa{r}"), r as usize, 4, "0x10");
-    }
+    let mut text = inits(4);
     for r in 0..4u32 {
         text += &format!(
             "h:{r}:{r} [{r}] NCCL INFO ncclCommSplit comm 0xb{r} rank {} nranks 2 cudaDev {r} nvmlDev {r} busId 1 parent 0xa{r} splitCount 1 color {} key {r} - Init COMPLETE\n",
@@ -116,10 +105,7 @@ fn splits_without_a_comm_id_are_matched_by_parent_split_and_color() {
 
 #[test]
 fn ranks_issuing_different_collectives_at_one_place_are_a_divergence_of_its_own_exit_code() {
-    let mut text = String::new();
-    for r in 0..2u32 {
-        text += &init_line(r, r, &format!("0xa{r}"), r as usize, 2, "0x10");
-    }
+    let mut text = inits(2);
     text += &coll((0, 0), "AllReduce", 0, 8, 7, 0, ("0xa0", 2));
     text += &coll((1, 1), "AllReduce", 0, 8, 7, 0, ("0xa1", 2));
     text += &coll((0, 0), "AllReduce", 0, 8, 7, 0, ("0xa0", 2));
@@ -133,21 +119,14 @@ fn ranks_issuing_different_collectives_at_one_place_are_a_divergence_of_its_own_
     // a rank whose log ends earlier is no divergence, only a note
     let short = text.lines().take(5).collect::<Vec<_>>().join("\n");
     let log = parse(&short);
-    assert!(
-        log.notes
-            .iter()
-            .any(|n| n.starts_with("commId 0x10: rank 1 shows fewer calls than rank 0 (1 more: line 5)")),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| {
+        n.starts_with("commId 0x10: rank 1 shows fewer calls than rank 0 (1 more: line 5)")
+    });
 }
 
 #[test]
 fn a_send_whose_peer_goes_on_without_its_recv_is_one_sided() {
-    let mut text = String::new();
-    for r in 0..2u32 {
-        text += &init_line(r, r, &format!("0xa{r}"), r as usize, 2, "0x10");
-    }
+    let mut text = inits(2);
     text += &coll((0, 0), "Send", 0, 8, 7, 1, ("0xa0", 2));
     text += &coll((0, 0), "AllReduce", 1, 8, 7, 0, ("0xa0", 2));
     text += &coll((1, 1), "AllReduce", 1, 8, 7, 0, ("0xa1", 2));
@@ -160,13 +139,9 @@ fn a_send_whose_peer_goes_on_without_its_recv_is_one_sided() {
     // the peer's log ends before the Send: a note
     let cut = text.lines().take(4).collect::<Vec<_>>().join("\n");
     let log = parse(&cut);
-    assert!(
-        log.notes
-            .iter()
-            .any(|n| n.contains("has no counterpart in rank 1's log, which ends before it")),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| {
+        n.contains("has no counterpart in rank 1's log, which ends before it")
+    });
 }
 
 #[test]
@@ -177,13 +152,9 @@ fn cut_lines_are_skipped_and_named_unless_they_are_the_kept_ranks() {
     text += "\n";
     let log = parse(&text);
     assert_eq!((log.rank, log.calls.len()), (Some(0), 1));
-    assert!(
-        log.notes
-            .iter()
-            .any(|n| n == "1 lines cut short (line 4) were skipped: none is rank 0's"),
-        "{:?}",
-        log.notes
-    );
+    assert_note(&log, |n| {
+        n == "1 lines cut short (line 4) were skipped: none is rank 0's"
+    });
     let e = err(parse_rank(&text, 1));
     assert!(
         e.starts_with("rank 1's sequence has a gap: its call line 4 is cut short"),
