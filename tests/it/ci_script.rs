@@ -39,23 +39,11 @@ fn script(checkout: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// A small sweep after the recipe's defaults: all_reduce at 1 and 2 KiB,
 /// two samples, few iterations.
-const SWEEP: [&str; 11] = [
-    "--",
-    "--collectives",
-    "all_reduce",
-    "-f",
-    "2",
-    "-e",
-    "2K",
-    "-N",
-    "2",
-    "-n",
-    "5",
-];
+const SWEEP: &str = "-- --collectives all_reduce -f 2 -e 2K -N 2 -n 5";
 
 fn with_sweep<'a>(args: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
     let mut all = args.to_vec();
-    all.extend(SWEEP);
+    all.extend(words(SWEEP));
     all.extend(extra);
     all
 }
@@ -251,14 +239,7 @@ fn a_suite_makes_its_baseline_and_compares_the_same_way() {
          iters = 5\ncycles = 2\n",
     )
     .unwrap();
-    let args = [
-        "tiny",
-        "--suite",
-        path_str(&suite),
-        "--create-baseline",
-        "--launches",
-        "2",
-    ];
+    let args = argv!["tiny --suite", path_str(&suite), "--create-baseline --launches 2"];
     let out = script(root, &args, &[]);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
     assert!(

@@ -185,42 +185,16 @@ fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
             "{err}"
         );
     }
-    let out = mpirun(
-        2,
-        &[
-            "run",
-            "--backend",
-            "mpi",
-            "-e",
-            "64",
-            "-G",
-            "4",
-            "--csv",
-            path_str(&csv_path),
-        ],
-    );
+    let out = mpirun(2, &argv!["run --backend mpi -e 64 -G 4 --csv", path_str(&csv_path)]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{}", stderr(&out));
     assert!(lines[0].contains("-G/--cuda-graph 4"), "{}", lines[0]);
     assert!(!csv_path.exists(), "no report for a refused run");
     // the defaults are no request at all
-    let out = collbench(&[
-        "run",
-        "--backend",
-        "mpi",
-        "-e",
-        "64",
-        "-m",
-        "1",
-        "-G",
-        "0",
-        "-R",
-        "0",
-        "--collectives",
-        "all_reduce",
-        "--csv",
-        path_str(&csv_path),
+    let out = collbench(&argv![
+        "run --backend mpi -e 64 -m 1 -G 0 -R 0 --collectives all_reduce --csv",
+        path_str(&csv_path)
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
@@ -313,16 +287,11 @@ fn json_report_carries_the_run_and_every_record() {
     let json_path = dir.path().join("r.json");
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "scatter",
-            "-e",
-            "256",
-            "--csv",
+        &argv![
+            "run --collectives scatter -e 256 --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -366,15 +335,10 @@ fn overwrite_replaces_an_existing_report() {
     let dir = tempdir();
     let csv_path = dir.path().join("again.csv");
     std::fs::write(&csv_path, "old\n").unwrap();
-    let out = collbench(&[
-        "run",
-        "--collectives",
-        "sendrecv",
-        "-e",
-        "16",
-        "--csv",
+    let out = collbench(&argv![
+        "run --collectives sendrecv -e 16 --csv",
         path_str(&csv_path),
-        "--overwrite",
+        "--overwrite"
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(Csv::read(&csv_path).header, default_header());
@@ -389,26 +353,14 @@ fn a_repeated_option_keeps_its_last_value() {
     let csv_path = dir.path().join("last.csv");
     let config = dir.path().join("c.toml");
     std::fs::write(&config, "collectives = \"all_reduce\"\nmaxbytes = \"1M\"\niters = 2\n").unwrap();
-    let out = collbench(&[
-        "run",
-        "--config",
+    let out = collbench(&argv![
+        "run --config",
         path_str(&config),
-        "--collectives",
-        "broadcast",
-        "--collectives",
-        "sendrecv",
-        "-e",
-        "1K",
-        "-e",
-        "64",
-        "-b",
-        "64",
-        "--csv",
+        "--collectives broadcast --collectives sendrecv -e 1K -e 64 -b 64 --csv",
         path_str(&csv_path),
         "--csv",
         path_str(&csv_path),
-        "--no-progress",
-        "--no-progress",
+        "--no-progress --no-progress"
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);
@@ -430,18 +382,13 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
     let label = "nightly, node \"a\"";
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "--label",
+        &argv![
+            "run --collectives all_reduce -e 64 --label",
             label,
             "--csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -462,15 +409,7 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
 
     // without --label, no column; a label must be one line
     let plain = dir.path().join("plain.csv");
-    let out = collbench(&[
-        "run",
-        "--collectives",
-        "sendrecv",
-        "-e",
-        "16",
-        "--csv",
-        path_str(&plain),
-    ]);
+    let out = collbench(&argv!["run --collectives sendrecv -e 16 --csv", path_str(&plain)]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(Csv::read(&plain).header, default_header());
     let out = collbench(&[

@@ -125,14 +125,7 @@ fn every_format_matches_its_golden_file() {
     // judged inside the launches, each verdict shows
     golden(&["compare", "--within-launch", "base.csv", "new.csv"], "table.txt", 4);
     golden(
-        &[
-            "compare",
-            "--within-launch",
-            "--format",
-            "markdown",
-            "base.csv",
-            "new.csv",
-        ],
+        &argv!["compare --within-launch --format markdown base.csv new.csv"],
         "markdown.md",
         4,
     );
@@ -151,28 +144,12 @@ fn every_format_matches_its_golden_file() {
         0,
     );
     golden(
-        &[
-            "compare",
-            "--by",
-            "hierarchy",
-            "--format",
-            "markdown",
-            "modes-repeated.csv",
-        ],
+        &argv!["compare --by hierarchy --format markdown modes-repeated.csv"],
         "modes-markdown.md",
         0,
     );
     golden(
-        &[
-            "compare",
-            "--by",
-            "hierarchy",
-            "--format",
-            "json",
-            "--metric",
-            "time",
-            "modes-repeated.csv",
-        ],
+        &argv!["compare --by hierarchy --format json --metric time modes-repeated.csv"],
         "modes-json.json",
         0,
     );
@@ -285,13 +262,10 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
          (--within-launch))\n"
     );
     // the markdown names it too, with its statistics
-    let out = collbench(&[
-        "compare",
-        "--within-launch",
-        "--format",
-        "markdown",
+    let out = collbench(&argv![
+        "compare --within-launch --format markdown",
         path_str(&base),
-        path_str(&new),
+        path_str(&new)
     ]);
     assert!(
         stdout(&out).contains("| all_reduce float sum out_of_place 64 KiB 4 ranks | 2.45 | 1.96 | -20.0% |"),
@@ -299,24 +273,18 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
         stdout(&out)
     );
     // a threshold above the drop lets it pass
-    let out = collbench(&[
-        "compare",
-        "--within-launch",
-        "--threshold",
-        "25",
+    let out = collbench(&argv![
+        "compare --within-launch --threshold 25",
         path_str(&base),
-        path_str(&new),
+        path_str(&new)
     ]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // an alpha the 5-sample rank test cannot reach (its smallest p is
     // 2/252): the rows fall back to the threshold, and the output says so
-    let out = collbench(&[
-        "compare",
-        "--within-launch",
-        "--alpha",
-        "0.005",
+    let out = collbench(&argv![
+        "compare --within-launch --alpha 0.005",
         path_str(&base),
-        path_str(&new),
+        path_str(&new)
     ]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
     assert!(
@@ -537,15 +505,12 @@ fn export_files_hold_the_other_formats_of_the_same_comparison() {
     let (md, js) = (dir.path().join("summary.md"), dir.path().join("report.json"));
     let out = collbench_in(
         &fixtures(),
-        &[
-            "compare",
-            "--within-launch",
-            "--export-markdown",
+        &argv![
+            "compare --within-launch --export-markdown",
             path_str(&md),
             "--export-json",
             path_str(&js),
-            "base.csv",
-            "new.csv",
+            "base.csv new.csv"
         ],
     );
     assert_eq!(code(&out), 4);

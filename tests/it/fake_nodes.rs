@@ -124,23 +124,11 @@ fn two_fake_nodes_of_two_ranks_are_found_by_hostname_in_every_hierarchy_mode() {
     let out = mpirun(
         "cbnode1:2,cbnode2:2",
         &Faults::default(),
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,all_gather,sendrecv",
-            "--hierarchy",
-            "all",
-            "-e",
-            "64K",
-            "-f",
-            "8",
-            "-n",
-            "3",
-            "--no-progress",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,all_gather,sendrecv --hierarchy all -e 64K -f 8 -n 3 --no-progress --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -175,21 +163,9 @@ fn four_fake_nodes_of_one_rank_run_the_hierarchical_modes_across_nodes() {
     let out = mpirun(
         "cbnode1,cbnode2,cbnode3,cbnode4",
         &Faults::default(),
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "--hierarchy",
-            "all",
-            "-e",
-            "4K",
-            "-f",
-            "8",
-            "-n",
-            "3",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --collectives all_reduce --hierarchy all -e 4K -f 8 -n 3 --no-progress --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -246,17 +222,11 @@ fn a_node_whose_ranks_are_killed_ends_the_job_naming_the_host_and_keeps_every_ro
         "cbnode1:2,cbnode2:2",
         &Faults::default(),
         BIN,
-        &[
-            "run",
-            "-e",
-            "64K",
-            "--cycles",
-            "0",
-            "--no-progress",
-            "--csv",
+        &argv![
+            "run -e 64K --cycles 0 --no-progress --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
     ));
     let pids = job.rank_pids(4, Duration::from_secs(120));

@@ -95,21 +95,14 @@ fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_fiel
     let csv_path = dir.path().join("mpmd.csv");
     let csv = path_str(&csv_path);
     let mut cmd = std::process::Command::new("mpirun");
-    cmd.args([
-        "--oversubscribe",
-        "-np",
-        "1",
+    cmd.args(argv![
+        "--oversubscribe -np 1",
         BIN,
-        "run",
-        "-e",
-        "1M",
-        "--csv",
+        "run -e 1M --csv",
         csv,
-        ":",
-        "-np",
-        "2",
+        ": -np 2",
         BIN,
-        "run",
+        "run"
     ]);
     cmd.args(["-e", "2M", "--csv", csv]);
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -146,17 +139,7 @@ fn cycles_repeat_the_sweep_and_number_the_rows() {
     let csv_path = dir.path().join("cycles.csv");
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "sendrecv",
-            "-e",
-            "64",
-            "-N",
-            "3",
-            "--csv",
-            path_str(&csv_path),
-        ],
+        &argv!["run --collectives sendrecv -e 64 -N 3 --csv", path_str(&csv_path)],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);

@@ -136,24 +136,7 @@ fn triples(csv: &Csv) -> std::collections::BTreeSet<(String, String, String)> {
 }
 
 /// The matrix: every collective, type and operation, both placements.
-const MATRIX: [&str; 16] = [
-    "run",
-    "--backend",
-    "nccl",
-    "--collectives",
-    "all",
-    "-d",
-    "all",
-    "-o",
-    "all",
-    "-b",
-    "64",
-    "-e",
-    "4K",
-    "-f",
-    "8",
-    "--no-progress",
-];
+const MATRIX: &str = "run --backend nccl --collectives all -d all -o all -b 64 -e 4K -f 8 --no-progress";
 
 fn assert_full_matrix(csv: &Csv, n: u64) {
     let rows = assert_sim_rows(csv, n);
@@ -172,7 +155,7 @@ fn every_collective_type_and_op_validates_on_1_to_4_simulated_gpus_in_one_proces
     for g in 1..=4usize {
         let csv_path = tmp.path().join(format!("g{g}.csv"));
         let gs = g.to_string();
-        let mut args = MATRIX.to_vec();
+        let mut args = words(MATRIX);
         args.extend(["-g", &gs, "-n", "2", "-w", "1", "--csv", path_str(&csv_path)]);
         let out = sim_run(&dir, g, &[], &args);
         assert_eq!(code(&out), 0, "-g {g}: {}", stderr(&out));
@@ -189,7 +172,7 @@ fn every_collective_type_and_op_validates_under_mpirun_on_1_to_4_simulated_gpus(
     let tmp = tempdir();
     for np in 1..=4usize {
         let csv_path = tmp.path().join(format!("np{np}.csv"));
-        let mut args = MATRIX.to_vec();
+        let mut args = words(MATRIX);
         args.extend(["-n", "2", "-w", "1", "--csv", path_str(&csv_path)]);
         let out = sim_mpirun(&dir, np, &[], &args);
         assert_eq!(code(&out), 0, "-np {np}: {}", stderr(&out));
@@ -212,36 +195,9 @@ fn hierarchical_modes_validate_on_virtual_nodes_with_counts_the_node_size_does_n
     ];
     for (name, env, extra) in runs {
         let csv_path = tmp.path().join(format!("{name}.csv"));
-        let mut args = vec![
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "4",
-            "--ranks-per-node",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "--hierarchy",
-            "all",
-            "--phase-times",
-            "-d",
-            "int32,float,half,bfloat16",
-            "-o",
-            "sum,max,avg",
-            "-b",
-            "4",
-            "-e",
-            "2K",
-            "-f",
-            "7",
-            "-n",
-            "2",
-            "-w",
-            "1",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        let mut args = argv![
+            "run --backend nccl -g 4 --ranks-per-node 2 --collectives all_reduce --hierarchy all --phase-times -d int32,float,half,bfloat16 -o sum,max,avg -b 4 -e 2K -f 7 -n 2 -w 1 --no-progress --csv",
+            path_str(&csv_path)
         ];
         args.extend(extra);
         let out = sim_run(&dir, 4, env, &args);
@@ -266,32 +222,9 @@ fn hierarchical_modes_validate_under_mpirun_on_two_virtual_nodes() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let csv_path = tmp.path().join("h.csv");
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "--ranks-per-node",
-        "2",
-        "--collectives",
-        "all_reduce",
-        "--hierarchy",
-        "all",
-        "--phase-times",
-        "-d",
-        "float,int8",
-        "-o",
-        "sum,avg",
-        "-b",
-        "4",
-        "-e",
-        "2K",
-        "-f",
-        "7",
-        "-n",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let args = argv![
+        "run --backend nccl --ranks-per-node 2 --collectives all_reduce --hierarchy all --phase-times -d float,int8 -o sum,avg -b 4 -e 2K -f 7 -n 2 --no-progress --csv",
+        path_str(&csv_path)
     ];
     let out = sim_mpirun(&dir, 4, &[], &args);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -305,26 +238,7 @@ fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let csv_path = tmp.path().join("extras.csv");
-    let common = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all",
-        "-d",
-        "float",
-        "-o",
-        "sum",
-        "-b",
-        "64",
-        "-e",
-        "4K",
-        "-f",
-        "8",
-        "-n",
-        "3",
-        "--no-progress",
-    ];
+    let common = argv!["run --backend nccl --collectives all -d float -o sum -b 64 -e 4K -f 8 -n 3 --no-progress"];
     let mut args = common.to_vec();
     args.extend(["-g", "3", "-m", "4", "-G", "10", "-R", "--csv", path_str(&csv_path)]);
     let out = sim_run(&dir, 3, &[], &args);
@@ -397,33 +311,9 @@ fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_v
     let tmp = tempdir();
     let trace = tmp.path().join("trace");
     let csv_path = tmp.path().join("sym.csv");
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "4",
-        "--ranks-per-node",
-        "2",
-        "--hierarchy",
-        "flat,rs-ar-ag,reduce-bcast",
-        "--collectives",
-        "all",
-        "-d",
-        "float",
-        "-b",
-        "64",
-        "-e",
-        "16K",
-        "-f",
-        "16",
-        "-n",
-        "2",
-        "-R",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let args = argv![
+        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag,reduce-bcast --collectives all -d float -b 64 -e 16K -f 16 -n 2 -R 2 --no-progress --csv",
+        path_str(&csv_path)
     ];
     let out = sim_run(&dir, 4, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -459,20 +349,7 @@ fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_v
 #[test]
 fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it() {
     let Some(dir) = sim_dir() else { return };
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "-b",
-        "1K",
-        "-e",
-        "1K",
-        "-R",
-        "2",
-        "--no-progress",
-    ];
+    let args = argv!["run --backend nccl -g 2 -b 1K -e 1K -R 2 --no-progress"];
     for (env, needle) in [
         (("GPUSIM_NCCL_VERSION", "22605"), "needs NCCL 2.27.0 or later"),
         (
@@ -518,25 +395,9 @@ fn symmetric_windows_under_mpirun_validate_and_old_nccl_refuses_once() {
     let tmp = tempdir();
     let trace = tmp.path().join("trace");
     let csv_path = tmp.path().join("sym.csv");
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all",
-        "-b",
-        "64",
-        "-e",
-        "4K",
-        "-f",
-        "8",
-        "-n",
-        "2",
-        "-R",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let args = argv![
+        "run --backend nccl --collectives all -b 64 -e 4K -f 8 -n 2 -R 2 --no-progress --csv",
+        path_str(&csv_path)
     ];
     let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -561,28 +422,9 @@ fn per_iteration_times_start_after_the_barrier() {
         &dir,
         2,
         &[("GPUSIM_NCCL_DELAY", "1:2:1500")],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "-b",
-            "64",
-            "-e",
-            "64",
-            "-n",
-            "3",
-            "-w",
-            "2",
-            "-c",
-            "0",
-            "-I",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 2 --collectives all_reduce -b 64 -e 64 -n 3 -w 2 -c 0 -I --no-progress --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -606,33 +448,9 @@ fn avg_on_floating_types_validates_against_nccls_arithmetic_at_7_ranks() {
         &dir,
         7,
         &[],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "7",
-            "--collectives",
-            "all_reduce,reduce_scatter,reduce",
-            "-d",
-            "half,bfloat16,float,double",
-            "-o",
-            "avg",
-            "-b",
-            "1K",
-            "-e",
-            "8K",
-            "-f",
-            "8",
-            "-n",
-            "1",
-            "-w",
-            "1",
-            "-c",
-            "3",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 7 --collectives all_reduce,reduce_scatter,reduce -d half,bfloat16,float,double -o avg -b 1K -e 8K -f 8 -n 1 -w 1 -c 3 --no-progress --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -655,27 +473,9 @@ fn without_native_alltoall_gather_and_scatter_the_grouped_send_recv_fallback_val
         &dir,
         3,
         &hide,
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "3",
-            "--collectives",
-            "alltoall,gather,scatter",
-            "-d",
-            "int8,float,double",
-            "-b",
-            "64",
-            "-e",
-            "4K",
-            "-f",
-            "8",
-            "-n",
-            "2",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 3 --collectives alltoall,gather,scatter -d int8,float,double -b 64 -e 4K -f 8 -n 2 --no-progress --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -691,22 +491,7 @@ fn in_place_alltoall_calls_ncclalltoall_like_out_of_place() {
         &dir,
         2,
         &[("GPUSIM_NCCL_FAIL", "ncclSend:1:5")],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "alltoall",
-            "-b",
-            "64",
-            "-e",
-            "1K",
-            "-n",
-            "2",
-            "--no-progress",
-        ],
+        &argv!["run --backend nccl -g 2 --collectives alltoall -b 64 -e 1K -n 2 --no-progress"],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
@@ -723,20 +508,7 @@ fn buffers_and_communicators_come_from_the_calls_nccl_tests_uses_by_version() {
             &dir,
             2,
             env,
-            &[
-                "run",
-                "--backend",
-                "nccl",
-                "-g",
-                "2",
-                "--collectives",
-                "all_reduce",
-                "-e",
-                "256",
-                "-n",
-                "1",
-                "--no-progress",
-            ],
+            &argv!["run --backend nccl -g 2 --collectives all_reduce -e 256 -n 1 --no-progress"],
         )
     };
     let cases: [(&str, &str, &str); 2] = [
@@ -760,16 +532,7 @@ fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[
     let log = tmp.join(format!("{name}.log"));
     let mut all: Vec<(&str, &str)> = vec![("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", path_str(&log))];
     all.extend_from_slice(env);
-    let mut argv = vec![
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
-    ];
+    let mut argv = argv!["run --backend nccl -g 2 --no-progress --csv", path_str(&csv_path)];
     argv.extend_from_slice(args);
     let out = sim_run(dir, 2, &all, &argv);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -787,20 +550,7 @@ fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[
 fn communicators_start_on_every_release_from_2_14_with_that_release_s_config() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
-    let args = [
-        "--collectives",
-        "all_reduce,alltoall,sendrecv",
-        "-b",
-        "64",
-        "-e",
-        "1K",
-        "-f",
-        "4",
-        "-n",
-        "2",
-        "-w",
-        "1",
-    ];
+    let args = argv!["--collectives all_reduce,alltoall,sendrecv -b 64 -e 1K -f 4 -n 2 -w 1"];
     for code_v in ["21403", "21605", "21701", "21903", "22703", "22803", "23004", "23203"] {
         let v: u32 = code_v.parse().unwrap();
         let (out, csv_path, log) = sim_logged(&dir, tmp.path(), code_v, &[("GPUSIM_NCCL_VERSION", code_v)], &args);
@@ -848,20 +598,7 @@ fn with_cuda_graphs_the_check_validates_what_the_graph_replays() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let corrupt = [("GPUSIM_NCCL_GRAPH_CORRUPT", "1")];
-    let args = [
-        "--collectives",
-        "all",
-        "-b",
-        "64",
-        "-e",
-        "1K",
-        "-f",
-        "16",
-        "-n",
-        "2",
-        "-w",
-        "1",
-    ];
+    let args = argv!["--collectives all -b 64 -e 1K -f 16 -n 2 -w 1"];
     let (out, csv_path, _) = sim_logged(&dir, tmp.path(), "graph", &corrupt, &[&args[..], &["-G", "2"]].concat());
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);
@@ -903,21 +640,12 @@ fn on_nccl_buffers_shift_every_iteration_by_nccl_tests_formula_by_default() {
     let tmp = tempdir();
     let (w, n) = (3u64, 5u64);
     let (ws, ns) = (w.to_string(), n.to_string());
-    let args = [
-        "--collectives",
-        "all_reduce,all_gather",
-        "-b",
-        "1K",
-        "-e",
-        "8K",
-        "-f",
-        "2",
-        "-w",
+    let args = argv![
+        "--collectives all_reduce,all_gather -b 1K -e 8K -f 2 -w",
         &ws,
         "-n",
         &ns,
-        "-c",
-        "1",
+        "-c 1"
     ];
     for (name, flag) in [
         ("default", None),
@@ -969,30 +697,8 @@ fn on_nccl_buffers_shift_every_iteration_by_nccl_tests_formula_by_default() {
 #[test]
 fn an_asynchronous_error_on_a_workload_group_ends_the_run_at_once() {
     let Some(dir) = sim_dir() else { return };
-    let args = [
-        "workload",
-        "--backend",
-        "nccl",
-        "-g",
-        "4",
-        "--params",
-        "1M",
-        "--layers",
-        "2",
-        "--hidden",
-        "128",
-        "--vocab",
-        "1000",
-        "--strategy",
-        "tp",
-        "--tp",
-        "2",
-        "--seq-len",
-        "16",
-        "--steps",
-        "2",
-        "--timeout",
-        "20",
+    let args = argv![
+        "workload --backend nccl -g 4 --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy tp --tp 2 --seq-len 16 --steps 2 --timeout 20"
     ];
     let started = std::time::Instant::now();
     // tensor parallelism of 2 over 4 ranks: every operation is on a group
@@ -1017,19 +723,10 @@ fn with_threads_an_initialisation_error_never_carries_another_rank_s_text() {
     let Some(dir) = sim_dir() else { return };
     let fail = [("GPUSIM_NCCL_FAIL", "ncclCommInitRankConfig:1:5")];
     let args = |g: &'static str| {
-        vec![
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
+        argv![
+            "run --backend nccl -g",
             g,
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "-n",
-            "1",
-            "--no-progress",
+            "--collectives all_reduce -e 64 -n 1 --no-progress"
         ]
     };
     let out = sim_run(&dir, 2, &fail, &args("2"));
@@ -1085,18 +782,7 @@ fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
 #[test]
 fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() {
     let Some(dir) = sim_dir() else { return };
-    let base = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "-e",
-        "1K",
-        "-n",
-        "2",
-        "--no-progress",
-    ];
+    let base = argv!["run --backend nccl -g 2 -e 1K -n 2 --no-progress"];
     /// (variable, value, extra arguments, exit code, words of the line)
     type Fault<'a> = (&'a str, &'a str, &'a [&'a str], i32, &'a [&'a str]);
     let cases: [Fault; 5] = [
@@ -1124,14 +810,7 @@ fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() 
         (
             "GPUSIM_NCCL_FAIL",
             "ncclCommSplit:1:5:1",
-            &[
-                "--collectives",
-                "all_reduce",
-                "--ranks-per-node",
-                "1",
-                "--hierarchy",
-                "rs-ar-ag",
-            ],
+            &argv!["--collectives all_reduce --ranks-per-node 1 --hierarchy rs-ar-ag"],
             1,
             &["rank 1", "ncclCommSplit failed"],
         ),
@@ -1160,18 +839,7 @@ fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() 
 #[test]
 fn under_mpirun_a_failed_call_and_a_hung_rank_end_the_job_with_one_line() {
     let Some(dir) = sim_dir() else { return };
-    let base = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all_reduce",
-        "-e",
-        "1K",
-        "-n",
-        "2",
-        "--no-progress",
-    ];
+    let base = argv!["run --backend nccl --collectives all_reduce -e 1K -n 2 --no-progress"];
     let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2:2")], &base);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let line = one_line(&out);
@@ -1202,20 +870,7 @@ fn with_threads_no_rank_reports_another_ranks_nccl_error_text() {
         &dir,
         2,
         &[("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2")],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "-n",
-            "2",
-            "--no-progress",
-        ],
+        &argv!["run --backend nccl -g 2 --collectives all_reduce -e 64 -n 2 --no-progress"],
     );
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let line = one_line(&out);
@@ -1229,21 +884,7 @@ fn with_threads_no_rank_reports_another_ranks_nccl_error_text() {
 #[test]
 fn the_driver_check_asks_for_the_symbols_cudarc_calls_and_no_others() {
     let Some(dir) = sim_dir() else { return };
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "--collectives",
-        "all_reduce",
-        "-e",
-        "256",
-        "-n",
-        "2",
-        "-I",
-        "--no-progress",
-    ];
+    let args = argv!["run --backend nccl -g 2 --collectives all_reduce -e 256 -n 2 -I --no-progress"];
     let out = sim_run(
         &dir,
         2,
@@ -1270,25 +911,9 @@ fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
         &dir,
         2,
         &[("GPUSIM_MEM_BYTES", &mem)],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "-b",
-            "256K",
-            "-e",
-            "16M",
-            "-n",
-            "1",
-            "-w",
-            "1",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 2 --collectives all_reduce -b 256K -e 16M -n 1 -w 1 --no-progress --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -1313,21 +938,11 @@ fn every_run_on_the_simulation_says_so() {
         &dir,
         1,
         &[],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "1",
-            "--collectives",
-            "broadcast",
-            "-e",
-            "64",
-            "--no-progress",
-            "--csv",
+        &argv![
+            "run --backend nccl -g 1 --collectives broadcast -e 64 --no-progress --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json),
+            path_str(&json)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -1626,30 +1241,13 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     if no_mpi {
         assert!(binary.contains("built without MPI"), "{summary}");
     }
-    for c in [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "alltoall",
-        "gather",
-        "scatter",
-        "sendrecv",
-    ] {
+    for c in argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"] {
         assert!(
             summary.lines().any(|l| l.contains(c) && l.contains("validated")),
             "{c} not reported validated in:\n{summary}"
         );
     }
-    for f in [
-        "info.txt",
-        "types.csv",
-        "ops.csv",
-        "large.csv",
-        "extras.csv",
-        "periter.csv",
-    ] {
+    for f in argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv"] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     // a wrong result must turn the summary to FAIL with exit 3
@@ -1818,26 +1416,15 @@ fn alltoallv_sends_each_peer_nccl_tests_blocks_at_2_to_4_ranks() {
                 format!("{n}K")
             };
             let ng = n.to_string();
-            let mut args = vec![
-                "run",
-                "--backend",
-                "nccl",
-                "-g",
+            let mut args = argv![
+                "run --backend nccl -g",
                 &ng,
-                "--collectives",
-                "alltoallv",
-                "-b",
+                "--collectives alltoallv -b",
                 &size,
                 "-e",
                 &size,
-                "-n",
-                "2",
-                "-w",
-                "1",
-                "--no-rotate",
-                "--no-progress",
-                "--csv",
-                path_str(&csv_path),
+                "-n 2 -w 1 --no-rotate --no-progress --csv",
+                path_str(&csv_path)
             ];
             let mut env = vec![("GPUSIM_NCCL_TRACE", path_str(&trace))];
             match traffic {

@@ -251,22 +251,13 @@ fn on_simulated_gpus_a_slow_pair_and_a_slow_rank_are_named() {
         let json_path = dir.path().join(format!("{name}.json"));
         let csv_path = dir.path().join(format!("{name}.csv"));
         let mut cmd = std::process::Command::new(BIN);
-        cmd.args([
-            "links",
-            "--backend",
-            "nccl",
-            "-g",
-            "4",
-            "--ranks-per-node",
-            "1",
-            "--find",
-        ])
-        .args(["--size", "1M", "-n", "3", "--samples", "6"])
-        .args(["--csv", path_str(&csv_path), "--json", path_str(&json_path)])
-        .env_remove("NCCL_HOME")
-        .env_remove("OMPI_COMM_WORLD_RANK")
-        .env("NO_COLOR", "1")
-        .env(fault.0, fault.1);
+        cmd.args(argv!["links --backend nccl -g 4 --ranks-per-node 1 --find"])
+            .args(["--size", "1M", "-n", "3", "--samples", "6"])
+            .args(["--csv", path_str(&csv_path), "--json", path_str(&json_path)])
+            .env_remove("NCCL_HOME")
+            .env_remove("OMPI_COMM_WORLD_RANK")
+            .env("NO_COLOR", "1")
+            .env(fault.0, fault.1);
         for (k, v) in crate::gpu_sim::sim_env(&sim, 4) {
             cmd.env(k, v);
         }
@@ -320,21 +311,11 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
         let out = fake_mpirun(
             hosts,
             &faults,
-            &[
-                "links",
-                "--backend",
-                "mpi",
-                "--find",
-                "--size",
-                "256K",
-                "-n",
-                "20",
-                "--samples",
-                "10",
-                "--csv",
+            &argv![
+                "links --backend mpi --find --size 256K -n 20 --samples 10 --csv",
                 path_str(&csv_path),
                 "--json",
-                path_str(&json_path),
+                path_str(&json_path)
             ],
         );
         assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));

@@ -11,21 +11,9 @@ fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
     let csv_path = dir.path().join("iter.csv");
     let out = mpirun(
         3,
-        &[
-            "run",
-            "-I",
-            "--collectives",
-            "all_reduce,alltoall,reduce",
-            "-b",
-            "64",
-            "-e",
-            "256K",
-            "-f",
-            "8",
-            "-n",
-            "30",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run -I --collectives all_reduce,alltoall,reduce -b 64 -e 256K -f 8 -n 30 --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -71,20 +59,9 @@ fn without_n_every_point_gets_an_adaptive_count_within_the_bounds() {
     let csv_path = dir.path().join("adaptive.csv");
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-b",
-            "8",
-            "-e",
-            "4M",
-            "-f",
-            "512",
-            "--min-time",
-            "0.05",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --collectives all_reduce -b 8 -e 4M -f 512 --min-time 0.05 --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -113,24 +90,11 @@ fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
     let json_path = dir.path().join("precision.json");
     let out = mpirun(
         3,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,gather",
-            "-b",
-            "8",
-            "-e",
-            "1M",
-            "-f",
-            "32",
-            "--precision",
-            "20",
-            "--max-time",
-            "0.05",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,gather -b 8 -e 1M -f 32 --precision 20 --max-time 0.05 --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -175,17 +139,7 @@ fn with_n_every_point_runs_exactly_n_iterations() {
     let csv_path = dir.path().join("fixed.csv");
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_gather",
-            "-e",
-            "64K",
-            "-n",
-            "7",
-            "--csv",
-            path_str(&csv_path),
-        ],
+        &argv!["run --collectives all_gather -e 64K -n 7 --csv", path_str(&csv_path)],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);
@@ -199,24 +153,9 @@ fn rotation_on_and_off_both_validate_and_one_reused_buffer_is_the_default() {
     for (flag, rotate) in [(Some("--rotate"), true), (Some("--no-rotate"), false), (None, false)] {
         let dir = tempdir();
         let csv_path = dir.path().join("rot.csv");
-        let mut args = vec![
-            "run",
-            "--collectives",
-            "all",
-            "-d",
-            "int8,double",
-            "-b",
-            "8",
-            "-e",
-            "512K",
-            "-f",
-            "16",
-            "-n",
-            "9",
-            "-c",
-            "2",
-            "--csv",
-            path_str(&csv_path),
+        let mut args = argv![
+            "run --collectives all -d int8,double -b 8 -e 512K -f 16 -n 9 -c 2 --csv",
+            path_str(&csv_path)
         ];
         args.extend(flag);
         let out = mpirun(3, &args);

@@ -12,28 +12,9 @@ fn full_sweep_is_correct_at(np: usize) {
     let csv_path = dir.path().join("sweep.csv");
     let out = mpirun(
         np,
-        &[
-            "run",
-            "--backend",
-            "mpi",
-            "-b",
-            "8",
-            "-e",
-            "2K",
-            "-f",
-            "16",
-            "-d",
-            "all",
-            "-o",
-            "all",
-            "-r",
-            "all",
-            "-n",
-            "2",
-            "-w",
-            "1",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend mpi -b 8 -e 2K -f 16 -d all -o all -r all -n 2 -w 1 --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
@@ -57,18 +38,9 @@ fn full_sweep_is_correct_at(np: usize) {
     let types = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float", "double"];
     let ops = ["sum", "prod", "min", "max"];
     let mut expected = 0;
-    for collective in [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "alltoall",
-        "alltoallv",
-        "gather",
-        "scatter",
-        "sendrecv",
-    ] {
+    for collective in
+        argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv gather scatter sendrecv"]
+    {
         let reduces = matches!(collective, "all_reduce" | "reduce_scatter" | "reduce");
         let rooted = matches!(collective, "broadcast" | "reduce" | "gather" | "scatter");
         for t in types {
@@ -125,25 +97,9 @@ fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
     let csv_path = dir.path().join("large.csv");
     let out = mpirun(
         3,
-        &[
-            "run",
-            "-b",
-            "1M",
-            "-e",
-            "2M",
-            "-d",
-            "int8,double",
-            "-c",
-            "3",
-            "-n",
-            "3",
-            "-w",
-            "1",
-            "-z",
-            "-a",
-            "max",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run -b 1M -e 2M -d int8,double -c 3 -n 3 -w 1 -z -a max --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -161,17 +117,10 @@ fn rank_zero_prints_an_nccl_tests_style_table_once() {
     let csv_path = dir.path().join("t.csv");
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,gather",
-            "-b",
-            "8",
-            "-e",
-            "64",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,gather -b 8 -e 64 --csv",
             path_str(&csv_path),
-            "--no-progress",
+            "--no-progress"
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -209,19 +158,10 @@ fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
     let csv_path = dir.path().join("one.csv");
     let out = mpirun(
         1,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,broadcast",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-            "-n",
-            "5",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,broadcast -b 1K -e 4K -n 5 --csv",
             path_str(&csv_path),
-            "--no-progress",
+            "--no-progress"
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -251,18 +191,10 @@ fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
     // more ranks: no such line
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "1K",
-            "-n",
-            "2",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce -e 1K -n 2 --csv",
             path_str(&csv_path),
-            "--overwrite",
-            "--no-progress",
+            "--overwrite --no-progress"
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -275,17 +207,9 @@ fn a_corrupted_result_is_caught_and_exits_3() {
     let csv_path = dir.path().join("bad.csv");
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,reduce",
-            "-b",
-            "64",
-            "-e",
-            "64",
-            "--inject-error",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --collectives all_reduce,reduce -b 64 -e 64 --inject-error --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 3, "{}", stderr(&out));
@@ -311,17 +235,7 @@ fn checking_off_leaves_wrong_empty() {
     let csv_path = dir.path().join("nocheck.csv");
     let out = mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "sendrecv",
-            "-e",
-            "64",
-            "-c",
-            "0",
-            "--csv",
-            path_str(&csv_path),
-        ],
+        &argv!["run --collectives sendrecv -e 64 -c 0 --csv", path_str(&csv_path)],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);

@@ -227,15 +227,7 @@ fn missing_and_wrong_libraries_are_one_line_errors_without_a_panic() {
     // The same through `run`, which must stop with one line and exit 1.
     #[cfg(feature = "mpi")]
     for (path, needle) in &cases {
-        let out = output(clean(&[
-            "run",
-            "--backend",
-            "nccl",
-            "--nccl-lib",
-            path_str(path),
-            "-e",
-            "64",
-        ]));
+        let out = output(clean(&argv!["run --backend nccl --nccl-lib", path_str(path), "-e 64"]));
         let err = stderr(&out);
         assert_eq!(code(&out), 1, "{err}");
         assert_eq!(our_lines(&out).len(), 1, "{err}");
@@ -263,19 +255,15 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
     let dir = tempdir();
     let trace = dir.path().join("trace");
     std::fs::create_dir(&trace).unwrap();
+    let never = dir.path().join("never.csv");
     let out = mpirun_env(
         2,
         &[("COLLBENCH_NCCL_LIB", path_str(&lib))],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-e",
-            "1K",
-            "--trace-bootstrap",
+        &argv![
+            "run --backend nccl -e 1K --trace-bootstrap",
             path_str(&trace),
             "--csv",
-            path_str(&dir.path().join("never.csv")),
+            path_str(&never)
         ],
     );
     let err = stderr(&out);
@@ -314,20 +302,11 @@ fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_wit
     let trace = dir.path().join("trace");
     std::fs::create_dir(&trace).unwrap();
     let never = dir.path().join("never.csv");
-    let common = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all_reduce",
-        "--ranks-per-node",
-        "2",
-        "-e",
-        "1K",
-        "--trace-bootstrap",
+    let common = argv![
+        "run --backend nccl --collectives all_reduce --ranks-per-node 2 -e 1K --trace-bootstrap",
         path_str(&trace),
         "--csv",
-        path_str(&never),
+        path_str(&never)
     ];
     for extra in [
         &["--hierarchy", "all", "--phase-times", "-R", "--no-comm-split"][..],
@@ -377,20 +356,7 @@ fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
         eprintln!("note: this machine has a CUDA driver; the no-GPU test does not apply");
         return;
     }
-    let mut cmd = clean(&[
-        "run",
-        "-g",
-        "2",
-        "--backend",
-        "nccl",
-        "-m",
-        "4",
-        "-G",
-        "2",
-        "-R",
-        "-e",
-        "1K",
-    ]);
+    let mut cmd = clean(&argv!["run -g 2 --backend nccl -m 4 -G 2 -R -e 1K"]);
     cmd.env("COLLBENCH_NCCL_LIB", &lib);
     let out = output(cmd);
     let err = stderr(&out);
@@ -437,15 +403,7 @@ fn auto_falls_back_to_mpi_without_a_gpu_and_says_why() {
     let out = mpirun_env(
         2,
         &env,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "--csv",
-            path_str(&csv_path),
-        ],
+        &argv!["run --collectives all_reduce -e 64 --csv", path_str(&csv_path)],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);

@@ -339,16 +339,10 @@ fn an_alltoallv_matrix_needs_one_size_large_enough() {
     std::fs::write(&matrix, "0 1000 2000\n100 0 300\n64 64 64\n").unwrap();
     let sweep = mpirun(
         3,
-        &[
-            "run",
-            "--collectives",
-            "alltoallv",
-            "--alltoallv-matrix",
+        &argv![
+            "run --collectives alltoallv --alltoallv-matrix",
             path_str(&matrix),
-            "-b",
-            "1K",
-            "-e",
-            "4K",
+            "-b 1K -e 4K"
         ],
     );
     assert_eq!(code(&sweep), 2, "{}", stderr(&sweep));
@@ -356,16 +350,10 @@ fn an_alltoallv_matrix_needs_one_size_large_enough() {
     // rank 0 sends 0 + 992 + 2000 = 2992 bytes, the most of any rank
     let small = mpirun(
         3,
-        &[
-            "run",
-            "--collectives",
-            "alltoallv",
-            "--alltoallv-matrix",
+        &argv![
+            "run --collectives alltoallv --alltoallv-matrix",
             path_str(&matrix),
-            "-b",
-            "2K",
-            "-e",
-            "2K",
+            "-b 2K -e 2K"
         ],
     );
     assert_eq!(code(&small), 2, "{}", stderr(&small));

@@ -45,15 +45,12 @@ fn svg_has_one_panel_per_collective_and_each_series_label() {
     );
 
     let modes = dir.path().join("modes.svg");
-    let out = collbench(&[
+    let modes_csv = fixture("modes.csv");
+    let out = collbench(&argv![
         "plot",
-        path_str(&fixture("modes.csv")),
-        "--by",
-        "hierarchy",
-        "--metric",
-        "time",
-        "-o",
-        path_str(&modes),
+        path_str(&modes_csv),
+        "--by hierarchy --metric time -o",
+        path_str(&modes)
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = std::fs::read_to_string(&modes).unwrap();
@@ -155,23 +152,10 @@ fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
     let csv = dir.path().join("modes.csv");
     let out = mpirun(
         4,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "--hierarchy",
-            "all",
-            "--ranks-per-node",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "16K",
-            "-n",
-            "5",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce --hierarchy all --ranks-per-node 2 -b 1K -e 16K -n 5 --csv",
             path_str(&csv),
-            "--no-progress",
+            "--no-progress"
         ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -254,14 +238,7 @@ fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
     .unwrap();
     let merged = dir.path().join("suite.csv");
     let out = collbench_launching(
-        &[
-            "suite",
-            path_str(&suite),
-            "--launcher",
-            "mpirun",
-            "-o",
-            path_str(&merged),
-        ],
+        &argv!["suite", path_str(&suite), "--launcher mpirun -o", path_str(&merged)],
         &[],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));

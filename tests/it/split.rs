@@ -51,25 +51,9 @@ fn rows_by_point(csv: &Csv) -> BTreeMap<(String, String, String), BTreeMap<Strin
 fn split_run(np: usize, env: &[(&str, &str)], extra: &[&str]) -> (std::process::Output, Csv, tempfile::TempDir) {
     let dir = tempdir();
     let csv_path = dir.path().join("split.csv");
-    let mut args = vec![
-        "run",
-        "--backend",
-        "mpi",
-        "--collectives",
-        "all_reduce,all_gather,broadcast,alltoall",
-        "-b",
-        "1K",
-        "-e",
-        "64K",
-        "-f",
-        "8",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let mut args = argv![
+        "run --backend mpi --collectives all_reduce,all_gather,broadcast,alltoall -b 1K -e 64K -f 8 -n 3 -w 1 --no-progress --csv",
+        path_str(&csv_path)
     ];
     args.extend_from_slice(extra);
     let out = mpirun_env(np, env, &args);
@@ -207,27 +191,11 @@ fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
     let dir = tempdir();
     for (np, threads, rule, sizes) in [(3, 1, "DIV 2", [2u64, 1]), (1, 4, "MOD 2", [2, 2])] {
         let csv_path = dir.path().join(format!("sim{np}x{threads}.csv"));
-        let mut args = vec![
-            "run",
-            "--backend",
-            "nccl",
-            "--collectives",
-            "all_reduce,all_gather,reduce_scatter,broadcast",
-            "-b",
-            "1K",
-            "-e",
-            "16K",
-            "-f",
-            "4",
-            "-n",
-            "2",
-            "-w",
-            "1",
-            "--split",
+        let mut args = argv![
+            "run --backend nccl --collectives all_reduce,all_gather,reduce_scatter,broadcast -b 1K -e 16K -f 4 -n 2 -w 1 --split",
             rule,
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+            "--no-progress --csv",
+            path_str(&csv_path)
         ];
         let env = sim_env(&sim, np * threads);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

@@ -11,26 +11,11 @@ fn small_run(profile: &str, csv: &std::path::Path, env: &[(&str, &str)]) -> std:
     mpirun_env(
         2,
         env,
-        &[
-            "run",
-            "--backend",
-            "mpi",
-            "--transport",
+        &argv![
+            "run --backend mpi --transport",
             profile,
-            "--collectives",
-            "all_reduce,all_gather",
-            "-b",
-            "64",
-            "-e",
-            "64K",
-            "-f",
-            "32",
-            "-n",
-            "3",
-            "-w",
-            "1",
-            "--csv",
-            path_str(csv),
+            "--collectives all_reduce,all_gather -b 64 -e 64K -f 32 -n 3 -w 1 --csv",
+            path_str(csv)
         ],
     )
 }
@@ -128,16 +113,8 @@ fn transport_help_lists_every_profile_with_its_variables() {
     for profile in ["auto", "nvlink", "nvls", "pcie", "ib", "socket", "shm", "tcp", "ucx"] {
         assert!(text.lines().any(|l| l.starts_with(profile)), "{profile}: {text}");
     }
-    for var in [
-        "NCCL_P2P_LEVEL=NVL",
-        "NCCL_NVLS_ENABLE=1",
-        "NCCL_P2P_DISABLE=1",
-        "NCCL_NET=IB",
-        "NCCL_NET=Socket",
-        "OMPI_MCA_btl=self,vader",
-        "OMPI_MCA_btl=self,tcp",
-        "OMPI_MCA_pml=ucx",
-        "UCX_TLS=^tcp",
+    for var in argv![
+        "NCCL_P2P_LEVEL=NVL NCCL_NVLS_ENABLE=1 NCCL_P2P_DISABLE=1 NCCL_NET=IB NCCL_NET=Socket OMPI_MCA_btl=self,vader OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ucx UCX_TLS=^tcp"
     ] {
         assert!(text.contains(var), "{var}: {text}");
     }
@@ -189,13 +166,7 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
         assert_eq!(csv.get(row, "transport_observed"), want);
     }
     let launches = dir.path().join("local-launches");
-    for file in [
-        "run.toml",
-        "01-shm-flat.csv",
-        "01-shm-flat.log",
-        "02-tcp-flat.csv",
-        "06-tcp-flat.csv",
-    ] {
+    for file in argv!["run.toml 01-shm-flat.csv 01-shm-flat.log 02-tcp-flat.csv 06-tcp-flat.csv"] {
         assert!(launches.join(file).exists(), "{file}");
     }
 }
@@ -213,14 +184,7 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
     let merged = dir.path().join("two.csv");
     // tcp is contradicted by the caller's environment; shm is not.
     let out = collbench_launching(
-        &[
-            "suite",
-            path_str(&suite),
-            "--launcher",
-            "mpirun",
-            "-o",
-            path_str(&merged),
-        ],
+        &argv!["suite", path_str(&suite), "--launcher mpirun -o", path_str(&merged)],
         &[("OMPI_MCA_btl", "self,vader")],
     );
     assert_eq!(code(&out), 1, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));

@@ -76,17 +76,8 @@ impl Pane {
     /// and its exit code.
     fn run(&self, width: u16, command: &str, limit: Duration) -> (String, i32) {
         let script = format!("{command}; echo {END_MARK} $?; sleep 600");
-        let started = self.tmux(&[
-            "new-session",
-            "-d",
-            "-x",
-            &width.to_string(),
-            "-y",
-            "50",
-            "sh",
-            "-c",
-            &script,
-        ]);
+        let columns = width.to_string();
+        let started = self.tmux(&argv!["new-session -d -x", &columns, "-y 50 sh -c", &script]);
         assert!(started.status.success(), "tmux: {}", stderr(&started));
         self.tmux(&["set-option", "-g", "history-limit", "50000"]);
         let width_seen = stdout(&self.tmux(&["display-message", "-p", "#{pane_width}"]));
@@ -199,14 +190,9 @@ fn terminal_run(extra: &[&str]) {
     };
     let dir = tempdir();
     let csv_path = dir.path().join("t.csv");
-    let mut args = vec![
-        "run",
-        "--collectives",
-        "all_reduce,all_gather",
-        "-e",
-        "1M",
-        "--csv",
-        path_str(&csv_path),
+    let mut args = argv![
+        "run --collectives all_reduce,all_gather -e 1M --csv",
+        path_str(&csv_path)
     ];
     args.extend(extra);
     let (screen, code) = pane.run(160, &mpirun_line(2, &args), Duration::from_secs(240));
@@ -375,27 +361,12 @@ fn ctrl_c_to_mpirun_leaves_the_table_with_its_footer_and_every_row_of_the_csv() 
     // SIGTERM, comes before the point in flight can end
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "-np", "2", BIN]);
-    cmd.args([
-        "run",
-        "--collectives",
-        "all_reduce",
-        "-b",
-        "64K",
-        "-e",
-        "64K",
-        "-n",
-        "8000",
-        "-w",
-        "1",
-    ]);
-    cmd.args([
-        "--cycles",
-        "0",
-        "--no-progress",
-        "--csv",
+    cmd.args(argv!["run --collectives all_reduce -b 64K -e 64K -n 8000 -w 1"]);
+    cmd.args(argv![
+        "--cycles 0 --no-progress --csv",
         path_str(&csv_path),
         "--json",
-        path_str(&json_path),
+        path_str(&json_path)
     ]);
     let mut job = Spawned::start(cmd, dir.path());
     job.wait_until(Duration::from_secs(120), |_| csv_rows(&csv_path) >= 3);

@@ -15,36 +15,15 @@ use crate::common::*;
 /// embedding of 1000 x 128 = 128000, then (1000000 - 128000) / 2 = 436000
 /// per layer: q, k, v, o of 128^2 = 16384 each, and two MLP matrices of
 /// (436000 - 65536) / 2 = 185232 each.
-const MODEL: [&str; 12] = [
-    "--params",
-    "1M",
-    "--layers",
-    "2",
-    "--hidden",
-    "128",
-    "--vocab",
-    "1000",
-    "--param-dtype",
-    "float",
-    "--steps",
-    "2",
-];
+const MODEL: &str = "--params 1M --layers 2 --hidden 128 --vocab 1000 --param-dtype float --steps 2";
 
 const EMBEDDING: u64 = 128_000;
 const LAYER: u64 = 436_000;
 
 fn workload(np: usize, dir: &Path, name: &str, extra: &[&str]) -> (std::process::Output, PathBuf) {
     let csv = dir.join(name);
-    let mut args = vec![
-        "workload",
-        "--backend",
-        "mpi",
-        "--warmup-steps",
-        "0",
-        "--csv",
-        path_str(&csv),
-    ];
-    args.extend(MODEL);
+    let mut args = argv!["workload --backend mpi --warmup-steps 0 --csv", path_str(&csv)];
+    args.extend(words(MODEL));
     args.extend(extra);
     (mpirun(np, &args), csv)
 }
@@ -135,16 +114,7 @@ fn ddp_and_fsdp_issue_the_hand_computed_sequence_at_one_to_four_ranks() {
 #[test]
 fn zero_hsdp_and_tp_run_on_the_groups_they_need() {
     let dir = tempdir();
-    let extra = [
-        "--strategy",
-        "zero2,hsdp,tp",
-        "--tp",
-        "2",
-        "--ranks-per-node",
-        "2",
-        "--seq-len",
-        "16",
-    ];
+    let extra = argv!["--strategy zero2,hsdp,tp --tp 2 --ranks-per-node 2 --seq-len 16"];
     let (out, path) = workload(4, dir.path(), "w.csv", &extra);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&path);
@@ -319,17 +289,11 @@ fn fixture(name: &str) -> String {
 }
 
 fn replay(np: usize, log: &str, csv: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
+    let mut args = argv![
         "replay",
         log,
-        "--backend",
-        "mpi",
-        "--steps",
-        "2",
-        "--warmup-steps",
-        "0",
-        "--csv",
-        path_str(csv),
+        "--backend mpi --steps 2 --warmup-steps 0 --csv",
+        path_str(csv)
     ];
     args.extend(extra);
     mpirun(np, &args)
@@ -446,30 +410,9 @@ fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
 fn moe_and_pp_issue_the_hand_computed_sequence_at_three_ranks() {
     let dir = tempdir();
     let csv = dir.path().join("m.csv");
-    let args = [
-        "workload",
-        "--backend",
-        "mpi",
-        "--params",
-        "300K",
-        "--layers",
-        "3",
-        "--hidden",
-        "16",
-        "--experts",
-        "3",
-        "--seq-len",
-        "6",
-        "--micro-batches",
-        "3",
-        "--strategy",
-        "moe,pp",
-        "--steps",
-        "1",
-        "--warmup-steps",
-        "0",
-        "--csv",
-        path_str(&csv),
+    let args = argv![
+        "workload --backend mpi --params 300K --layers 3 --hidden 16 --experts 3 --seq-len 6 --micro-batches 3 --strategy moe,pp --steps 1 --warmup-steps 0 --csv",
+        path_str(&csv)
     ];
     let out = mpirun(3, &args);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
@@ -614,7 +557,7 @@ fn sigterm_stops_a_workload_between_steps_keeping_what_was_timed() {
     let dir = tempdir();
     let csv_path = dir.path().join("term.csv");
     let mut args = vec!["workload", "--backend", "mpi", "--csv", path_str(&csv_path)];
-    args.extend(&MODEL[..10]);
+    args.extend(&words(MODEL)[..10]);
     args.extend(["--strategy", "ddp,fsdp", "--steps", "100000", "--warmup-steps", "0"]);
     let job = spawn_mpirun(2, &args);
     let pids = job.rank_pids(2, std::time::Duration::from_secs(120));
