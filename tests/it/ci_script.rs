@@ -119,8 +119,7 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
     // the baseline is left as it was
     assert_eq!(launches(&root.join("results/baselines/ci")), files);
     // and creating it again is refused: replacing it is --update-baseline
-    let out = script(root, &with_sweep(&["ci", "--create-baseline"], &[]), &[]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, script(root, &with_sweep(&["ci", "--create-baseline"], &[]), &[]));
     assert!(
         stderr(&out).contains("--update-baseline measures it anew"),
         "{}",
@@ -152,12 +151,11 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
 
     // --update-baseline measures it anew
-    let out = script(
+    ok(script(
         root,
         &with_sweep(&["ci", "--update-baseline", "--launches", "3"], &[]),
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert_eq!(launches(&root.join("results/baselines/ci")).len(), 3);
 }
 
@@ -167,12 +165,11 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
     let root = checkout.path();
     let base = root.join("base.csv");
     // a baseline given as a path that does not exist yet: one merged CSV
-    let out = script(
+    ok(script(
         root,
         &with_sweep(&[path_str(&base), "--create-baseline", "--launches", "2"], &[]),
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let merged = Csv::read(&base);
     assert_eq!(merged.rows.len(), 16, "2 launches x 2 sizes x 2 placements x 2 samples");
 
@@ -201,15 +198,14 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
     );
     assert!(summary.exists());
     // --csv=PATH as well, and a second time over the same file
-    let out = script(
+    ok(script(
         root,
         &with_sweep(
             &[path_str(&base), "--threshold", "1000000"],
             &[&format!("--csv={}", new.display())],
         ),
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     // a launcher command with options of its own
     let out = script(
         root,
@@ -283,17 +279,18 @@ fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
     );
     // a 4-rank baseline against a 2-rank run: compare's exit code 2
     let four = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/base.csv");
-    let out = script(root, &with_sweep(&[path_str(&four)], &[]), &[]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, script(root, &with_sweep(&[path_str(&four)], &[]), &[]));
     assert!(stderr(&out).contains("--allow-different-ranks"), "{}", stderr(&out));
     // a run that cannot start: its own exit code, nothing compared, and
     // no baseline half written
-    let out = script(
-        root,
-        &["ci", "--create-baseline", "--", "--collectives", "all_reducer"],
-        &[],
+    let out = exits(
+        2,
+        script(
+            root,
+            &["ci", "--create-baseline", "--", "--collectives", "all_reducer"],
+            &[],
+        ),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("launch 1 of the baseline failed with exit code 2"),
         "{}",

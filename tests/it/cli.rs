@@ -185,18 +185,19 @@ fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
             "{err}"
         );
     }
-    let out = mpirun(2, &argv!["run --backend mpi -e 64 -G 4 --csv", path_str(&csv_path)]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(
+        2,
+        mpirun(2, &argv!["run --backend mpi -e 64 -G 4 --csv", path_str(&csv_path)]),
+    );
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{}", stderr(&out));
     assert!(lines[0].contains("-G/--cuda-graph 4"), "{}", lines[0]);
     assert!(!csv_path.exists(), "no report for a refused run");
     // the defaults are no request at all
-    let out = collbench(&argv![
+    ok(collbench(&argv![
         "run --backend mpi -e 64 -m 1 -G 0 -R 0 --collectives all_reduce --csv",
         path_str(&csv_path)
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ]));
 }
 
 #[test]
@@ -231,8 +232,7 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
 #[test]
 fn usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2() {
     // known only after MPI starts (the rank count), so every rank must agree
-    let out = mpirun(3, &["run", "-r", "3", "-e", "64"]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, mpirun(3, &["run", "-r", "3", "-e", "64"]));
     let lines = our_lines(&out);
     assert_eq!(
         lines,
@@ -267,8 +267,7 @@ fn a_toml_config_runs_and_the_command_line_wins() {
         ),
     )
     .unwrap();
-    let out = mpirun(2, &["run", "--config", path_str(&config), "-e", "4K"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(mpirun(2, &["run", "--config", path_str(&config), "-e", "4K"]));
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 2);
     let sizes: Vec<&str> = csv.rows.iter().map(|r| csv.get(r, "size_bytes")).collect();
@@ -285,7 +284,7 @@ fn json_report_carries_the_run_and_every_record() {
     let dir = tempdir();
     let csv_path = dir.path().join("r.csv");
     let json_path = dir.path().join("r.json");
-    let out = mpirun(
+    ok(mpirun(
         2,
         &argv![
             "run --collectives scatter -e 256 --csv",
@@ -293,8 +292,7 @@ fn json_report_carries_the_run_and_every_record() {
             "--json",
             path_str(&json_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["run"]["nranks"], 2);
@@ -317,8 +315,7 @@ fn the_default_csv_lands_in_a_new_file_under_results() {
     let mut cmd = std::process::Command::new(BIN);
     cmd.current_dir(dir.path())
         .args(["run", "--collectives", "sendrecv", "-e", "16"]);
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(output_of(cmd));
     let files: Vec<_> = std::fs::read_dir(dir.path().join("results"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -335,12 +332,11 @@ fn overwrite_replaces_an_existing_report() {
     let dir = tempdir();
     let csv_path = dir.path().join("again.csv");
     std::fs::write(&csv_path, "old\n").unwrap();
-    let out = collbench(&argv![
+    ok(collbench(&argv![
         "run --collectives sendrecv -e 16 --csv",
         path_str(&csv_path),
         "--overwrite"
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ]));
     assert_eq!(Csv::read(&csv_path).header, default_header());
 }
 
@@ -353,7 +349,7 @@ fn a_repeated_option_keeps_its_last_value() {
     let csv_path = dir.path().join("last.csv");
     let config = dir.path().join("c.toml");
     std::fs::write(&config, "collectives = \"all_reduce\"\nmaxbytes = \"1M\"\niters = 2\n").unwrap();
-    let out = collbench(&argv![
+    ok(collbench(&argv![
         "run --config",
         path_str(&config),
         "--collectives broadcast --collectives sendrecv -e 1K -e 64 -b 64 --csv",
@@ -361,8 +357,7 @@ fn a_repeated_option_keeps_its_last_value() {
         "--csv",
         path_str(&csv_path),
         "--no-progress --no-progress"
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ]));
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 1);
     assert!(
@@ -380,7 +375,7 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
     let csv_path = dir.path().join("l.csv");
     let json_path = dir.path().join("l.json");
     let label = "nightly, node \"a\"";
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
         &argv![
             "run --collectives all_reduce -e 64 --label",
@@ -390,8 +385,7 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
             "--json",
             path_str(&json_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert!(
         stdout(&out).contains(&format!("# label     : {label}\n")),
         "{}",
@@ -409,17 +403,21 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
 
     // without --label, no column; a label must be one line
     let plain = dir.path().join("plain.csv");
-    let out = collbench(&argv!["run --collectives sendrecv -e 16 --csv", path_str(&plain)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&argv![
+        "run --collectives sendrecv -e 16 --csv",
+        path_str(&plain)
+    ]));
     assert_eq!(Csv::read(&plain).header, default_header());
-    let out = collbench(&[
-        "run",
-        "--label",
-        "two\nlines",
-        "--csv",
-        path_str(&dir.path().join("x.csv")),
-    ]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(
+        2,
+        collbench(&[
+            "run",
+            "--label",
+            "two\nlines",
+            "--csv",
+            path_str(&dir.path().join("x.csv")),
+        ]),
+    );
     assert!(stderr(&out).contains("invalid value"), "{}", stderr(&out));
 }
 
@@ -470,10 +468,8 @@ fn usage_errors_keep_the_parser_s_complete_message() {
         );
     }
     // help about help is help
-    let out = collbench(&["help", "--help"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = collbench(&["help", "plot"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&["help", "--help"]));
+    let out = ok(collbench(&["help", "plot"]));
     assert!(stdout(&out).contains("--output <FILE>"), "{}", stdout(&out));
 }
 

@@ -230,8 +230,7 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
         &slowed(&base, ("all_reduce", "out_of_place", "65536"), 1.25),
     );
     // one launch a side: unproven, exit 0, and the output says why
-    let out = collbench(&["compare", path_str(&base), path_str(&new)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["compare", path_str(&base), path_str(&new)]));
     let text = stdout(&out);
     assert_eq!(text.lines().filter(|l| l.ends_with("unproven")).count(), 1, "{text}");
     assert!(
@@ -240,8 +239,10 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
     );
     assert!(text.contains("note: 1 row unproven:"), "{text}");
     // judged inside the launches: the regression, named once
-    let out = collbench(&["compare", "--within-launch", path_str(&base), path_str(&new)]);
-    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let out = exits(
+        4,
+        collbench(&["compare", "--within-launch", path_str(&base), path_str(&new)]),
+    );
     let text = stdout(&out);
     let line = text
         .lines()
@@ -403,8 +404,7 @@ fn a_method_change_is_refused_naming_the_column_and_both_values() {
     let dir = tempdir();
     let base = fixture("base.csv");
     let blocking = write(dir.path(), "blocking.csv", &with_column(&base, "timing", "blocking"));
-    let out = collbench(&["compare", path_str(&base), path_str(&blocking)]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, collbench(&["compare", path_str(&base), path_str(&blocking)]));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("measured differently: timing (base batched, new blocking)")
@@ -429,8 +429,12 @@ fn a_method_change_is_refused_naming_the_column_and_both_values() {
         assert!(stderr(&out).contains(shown), "{column}: {}", stderr(&out));
     }
     // allowed: one warning per column, then the verdicts as usual
-    let out = collbench(&["compare", "--allow-method-change", path_str(&base), path_str(&blocking)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&[
+        "compare",
+        "--allow-method-change",
+        path_str(&base),
+        path_str(&blocking),
+    ]));
     assert_eq!(
         stderr(&out),
         "collbench: warning: measured differently: timing (base batched, new blocking); \
@@ -447,8 +451,7 @@ fn identity_columns_and_imported_tools_only_warn() {
         "newer.csv",
         &with_column(&base, "collbench_version", "0.2.0"),
     );
-    let out = collbench(&["compare", path_str(&base), path_str(&newer)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["compare", path_str(&base), path_str(&newer)]));
     assert_eq!(
         stderr(&out),
         "collbench: warning: collbench_version (base 0.1.0, new 0.2.0) differs\n"
@@ -458,8 +461,7 @@ fn identity_columns_and_imported_tools_only_warn() {
         "imported.csv",
         &with_column(&base, "collbench_version", "nccl-tests 2.17.8"),
     );
-    let out = collbench(&["compare", path_str(&base), path_str(&imported)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["compare", path_str(&base), path_str(&imported)]));
     assert!(
         stderr(&out)
             .starts_with("collbench: warning: base rows come from collbench and new rows from nccl-tests 2.17.8"),
@@ -583,12 +585,11 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
     let out = collbench(&["compare", "--metric", "speed", path_str(&base), path_str(&base)]);
     assert_parser_error(&out, "[possible values: busbw, algbw, time]");
     // with the flag, the rank counts compare
-    let out = collbench(&[
+    let out = ok(collbench(&[
         "compare",
         "--allow-different-ranks",
         path_str(&base),
         path_str(&eight_ranks),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ]));
     assert!(stdout(&out).contains("4->8"), "{}", stdout(&out));
 }

@@ -121,7 +121,7 @@ fn two_fake_nodes_of_two_ranks_are_found_by_hostname_in_every_hierarchy_mode() {
     }
     let dir = tempdir();
     let (csv_path, json_path) = (dir.path().join("2x2.csv"), dir.path().join("2x2.json"));
-    let out = mpirun(
+    let out = ok(mpirun(
         "cbnode1:2,cbnode2:2",
         &Faults::default(),
         &argv![
@@ -130,8 +130,7 @@ fn two_fake_nodes_of_two_ranks_are_found_by_hostname_in_every_hierarchy_mode() {
             "--json",
             path_str(&json_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     assert!(
         text.contains("# ranks     : 4 on 2 nodes (2 per node), hosts: cbnode1, cbnode2"),
@@ -160,15 +159,14 @@ fn four_fake_nodes_of_one_rank_run_the_hierarchical_modes_across_nodes() {
     }
     let dir = tempdir();
     let csv_path = dir.path().join("4x1.csv");
-    let out = mpirun(
+    let out = ok(mpirun(
         "cbnode1,cbnode2,cbnode3,cbnode4",
         &Faults::default(),
         &argv![
             "run --collectives all_reduce --hierarchy all -e 4K -f 8 -n 3 --no-progress --csv",
             path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert!(
         stdout(&out).contains("4 on 4 nodes (1 per node), hosts: cbnode1, cbnode2, cbnode3, cbnode4"),
         "{}",

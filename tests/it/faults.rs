@@ -107,8 +107,7 @@ fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_fiel
     cmd.args(["-e", "2M", "--csv", csv]);
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, output_of(cmd));
     assert_eq!(
         our_lines(&out),
         vec![
@@ -122,8 +121,7 @@ fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_fiel
 #[test]
 fn an_unwritable_output_path_is_named_before_any_work() {
     for path in ["/proc/collbench-test.csv", "/dev/null/x.csv"] {
-        let out = mpirun(2, &["run", "--csv", path]);
-        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let out = exits(2, mpirun(2, &["run", "--csv", path]));
         let lines = our_lines(&out);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
@@ -137,11 +135,10 @@ fn an_unwritable_output_path_is_named_before_any_work() {
 fn cycles_repeat_the_sweep_and_number_the_rows() {
     let dir = tempdir();
     let csv_path = dir.path().join("cycles.csv");
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
         &argv!["run --collectives sendrecv -e 64 -N 3 --csv", path_str(&csv_path)],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     assert_eq!(csv.header, default_header());
     assert!(csv.rows.iter().all(|r| csv.get(r, "samples") == "3"));

@@ -136,18 +136,16 @@ fn several_files_go_into_one_csv_that_compares_and_plots() {
     let dir = tempdir();
     let out_path = dir.path().join("both.csv");
     let (a, b) = (fixture("osu-7.3-allreduce.txt"), fixture("osu-5.9-allgather-full.txt"));
-    let out = collbench(&argv![
+    ok(collbench(&argv![
         "import --from osu --nranks 4",
         path_str(&a),
         path_str(&b),
         "-o",
         path_str(&out_path)
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ]));
     assert_eq!(Csv::read(&out_path).rows.len(), 36);
     let svg = dir.path().join("osu.svg");
-    let out = collbench(&["plot", path_str(&out_path), "-o", path_str(&svg)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&["plot", path_str(&out_path), "-o", path_str(&svg)]));
 }
 
 #[test]
@@ -209,13 +207,12 @@ fn unknown_or_incomplete_input_is_one_line_exit_2_and_no_file() {
     }
     // --collective names what the log does not
     let out_path = dir.path().join("named.csv");
-    let out = collbench(&argv![
+    ok(collbench(&argv![
         "import --from nccl-tests --collective all_reduce",
         path_str(&nccl_no_name),
         "-o",
         path_str(&out_path)
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ]));
     // an existing output is not replaced without --overwrite
     let out = collbench(&argv![
         "import --from nccl-tests --collective all_reduce",

@@ -173,8 +173,7 @@ fn each_launchers_environment_runs_4_ranks_on_the_gpu_simulation_with_the_rows_o
     let mpirun_csv = tmp.path().join("mpirun.csv");
     let env = sim_env(&sim, 4);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let out = mpirun_env(4, &env, &with_csv(&words(SWEEP), &mpirun_csv));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(mpirun_env(4, &env, &with_csv(&words(SWEEP), &mpirun_csv)));
     let want = keys(&Csv::read(&mpirun_csv));
     for kind in [Kind::Torchrun, Kind::Slurm, Kind::K8s] {
         let csv_path = tmp.path().join(format!("{}.csv", kind.name()));
@@ -445,8 +444,7 @@ fn an_mpi_start_that_never_completes_is_told_apart_from_nccl() {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    let out = exits(5, output_of(cmd));
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
@@ -527,8 +525,7 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
     assert_ne!(code(&out), 0);
     assert!(stderr(&out).contains("libmpi"), "{}", stderr(&out));
     // ... and the build without MPI can
-    let out = output_of(without_libmpi(&lib, &free, &["--version"]));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(output_of(without_libmpi(&lib, &free, &["--version"])));
     let tmp = tempdir();
     let csv_path = tmp.path().join("free.csv");
     let mut args = with_csv(&words(SWEEP), &csv_path);
@@ -556,8 +553,7 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, output_of(cmd));
     assert_eq!(our_lines(&out).len(), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("this build has no MPI"), "{}", stderr(&out));
 }

@@ -180,8 +180,7 @@ fn a_corrupted_receive_is_counted_and_the_job_exits_3() {
     let mut args = vec!["links", "--backend", "mpi", "--ranks-per-node", "1", "--inject-error"];
     args.extend(SMALL);
     args.extend(["--csv", path_str(&csv_path)]);
-    let out = mpirun(2, &args);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let out = exits(3, mpirun(2, &args));
     let csv = Csv::read(&csv_path);
     assert_eq!(csv.rows.len(), 1);
     assert!(csv.num(&csv.rows[0], "wrong") >= 2.0, "{:?}", csv.rows[0]);

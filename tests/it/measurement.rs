@@ -9,14 +9,13 @@ use crate::common::*;
 fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
     let dir = tempdir();
     let csv_path = dir.path().join("iter.csv");
-    let out = mpirun(
+    let out = ok(mpirun(
         3,
         &argv![
             "run -I --collectives all_reduce,alltoall,reduce -b 64 -e 256K -f 8 -n 30 --csv",
             path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 3);
     for row in &csv.rows {
@@ -57,14 +56,13 @@ fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
 fn without_n_every_point_gets_an_adaptive_count_within_the_bounds() {
     let dir = tempdir();
     let csv_path = dir.path().join("adaptive.csv");
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
         &argv![
             "run --collectives all_reduce -b 8 -e 4M -f 512 --min-time 0.05 --csv",
             path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 2);
     let iters: Vec<u64> = csv.rows.iter().map(|r| csv.num(r, "iters") as u64).collect();
@@ -88,7 +86,7 @@ fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
     let dir = tempdir();
     let csv_path = dir.path().join("precision.csv");
     let json_path = dir.path().join("precision.json");
-    let out = mpirun(
+    let out = ok(mpirun(
         3,
         &argv![
             "run --collectives all_reduce,gather -b 8 -e 1M -f 32 --precision 20 --max-time 0.05 --csv",
@@ -96,8 +94,7 @@ fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
             "--json",
             path_str(&json_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 3);
     for row in &csv.rows {
@@ -137,11 +134,10 @@ fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
 fn with_n_every_point_runs_exactly_n_iterations() {
     let dir = tempdir();
     let csv_path = dir.path().join("fixed.csv");
-    let out = mpirun(
+    ok(mpirun(
         2,
         &argv!["run --collectives all_gather -e 64K -n 7 --csv", path_str(&csv_path)],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     assert!(csv.rows.iter().all(|r| csv.get(r, "iters") == "7"));
     assert!(csv.rows.iter().all(|r| csv.get(r, "iter_policy") == "fixed"));

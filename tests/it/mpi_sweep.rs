@@ -95,14 +95,13 @@ fn every_collective_type_op_and_root_validates_at_four_ranks() {
 fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
     let dir = tempdir();
     let csv_path = dir.path().join("large.csv");
-    let out = mpirun(
+    ok(mpirun(
         3,
         &argv![
             "run -b 1M -e 2M -d int8,double -c 3 -n 3 -w 1 -z -a max --csv",
             path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 3);
     // -a max: the reported time is the slowest rank's
@@ -115,15 +114,14 @@ fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
 fn rank_zero_prints_an_nccl_tests_style_table_once() {
     let dir = tempdir();
     let csv_path = dir.path().join("t.csv");
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
         &argv![
             "run --collectives all_reduce,gather -b 8 -e 64 --csv",
             path_str(&csv_path),
             "--no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     assert_eq!(text.matches("# collbench ").count(), 1, "{text}");
     assert!(text.contains("# backend   : mpi (Open MPI"), "{text}");
@@ -156,15 +154,14 @@ fn rank_zero_prints_an_nccl_tests_style_table_once() {
 fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
     let dir = tempdir();
     let csv_path = dir.path().join("one.csv");
-    let out = mpirun(
+    let out = ok(mpirun(
         1,
         &argv![
             "run --collectives all_reduce,broadcast -b 1K -e 4K -n 5 --csv",
             path_str(&csv_path),
             "--no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     let header = text
         .lines()
@@ -189,15 +186,14 @@ fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
         }
     }
     // more ranks: no such line
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
         &argv![
             "run --collectives all_reduce -e 1K -n 2 --csv",
             path_str(&csv_path),
             "--overwrite --no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert!(!stdout(&out).contains("one rank"), "{}", stdout(&out));
 }
 
@@ -205,14 +201,16 @@ fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
 fn a_corrupted_result_is_caught_and_exits_3() {
     let dir = tempdir();
     let csv_path = dir.path().join("bad.csv");
-    let out = mpirun(
-        2,
-        &argv![
-            "run --collectives all_reduce,reduce -b 64 -e 64 --inject-error --csv",
-            path_str(&csv_path)
-        ],
+    let out = exits(
+        3,
+        mpirun(
+            2,
+            &argv![
+                "run --collectives all_reduce,reduce -b 64 -e 64 --inject-error --csv",
+                path_str(&csv_path)
+            ],
+        ),
     );
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("validation failed"), "{lines:?}");
@@ -233,11 +231,10 @@ fn a_corrupted_result_is_caught_and_exits_3() {
 fn checking_off_leaves_wrong_empty() {
     let dir = tempdir();
     let csv_path = dir.path().join("nocheck.csv");
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
         &argv!["run --collectives sendrecv -e 64 -c 0 --csv", path_str(&csv_path)],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     assert!(csv.rows.iter().all(|r| csv.get(r, "wrong").is_empty()));
     assert!(stdout(&out).contains("N/A"));

@@ -244,14 +244,40 @@ fn has_cuda_driver() -> bool {
         .any(|l| l.starts_with("CUDA driver") && !l.contains("absent"))
 }
 
+/// The NCCL library for the tests, where this machine has no CUDA driver
+/// (else the no-GPU `test` does not apply: skipped with a note).
+fn nccl_lib_without_gpu(test: &str) -> Option<PathBuf> {
+    let lib = nccl_lib()?;
+    if has_cuda_driver() {
+        eprintln!("note: this machine has a CUDA driver; the {test} does not apply");
+        return None;
+    }
+    Some(lib)
+}
+
+/// A run that stopped at device initialisation without a GPU: exit 1 and
+/// one line saying so, no panic (`what` starts the failure messages).
+#[cfg(feature = "mpi")]
+#[track_caller]
+fn assert_no_cuda_driver(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert_eq!(code(out), 1, "{what}{err}");
+    let lines = our_lines(out);
+    assert_eq!(lines.len(), 1, "{what}{err}");
+    assert!(
+        lines[0].starts_with("collbench: --backend nccl: no CUDA driver"),
+        "{}",
+        lines[0]
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[cfg(feature = "mpi")]
 #[test]
 fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
-    let Some(lib) = nccl_lib() else { return };
-    if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU bootstrap test does not apply");
+    let Some(lib) = nccl_lib_without_gpu("no-GPU bootstrap test") else {
         return;
-    }
+    };
     let dir = tempdir();
     let trace = dir.path().join("trace");
     std::fs::create_dir(&trace).unwrap();
@@ -266,16 +292,7 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
             path_str(&never)
         ],
     );
-    let err = stderr(&out);
-    assert_eq!(code(&out), 1, "{err}");
-    let lines = our_lines(&out);
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("collbench: --backend nccl: no CUDA driver"),
-        "{}",
-        lines[0]
-    );
-    assert!(!err.contains("panicked"), "{err}");
+    assert_no_cuda_driver(&out, "");
     // Both ranks got the same 128-byte id, through the real MPI broadcast.
     let id0 = std::fs::read_to_string(trace.join("rank-0.id")).expect("rank 0 traced its id");
     let id1 = std::fs::read_to_string(trace.join("rank-1.id")).expect("rank 1 received an id");
@@ -293,11 +310,9 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
 #[cfg(feature = "mpi")]
 #[test]
 fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_without_a_gpu() {
-    let Some(lib) = nccl_lib() else { return };
-    if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU bootstrap test does not apply");
+    let Some(lib) = nccl_lib_without_gpu("no-GPU bootstrap test") else {
         return;
-    }
+    };
     let dir = tempdir();
     let trace = dir.path().join("trace");
     std::fs::create_dir(&trace).unwrap();
@@ -315,16 +330,7 @@ fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_wit
         let mut args = common.to_vec();
         args.extend(extra);
         let out = mpirun_env(4, &[("COLLBENCH_NCCL_LIB", path_str(&lib))], &args);
-        let err = stderr(&out);
-        assert_eq!(code(&out), 1, "{extra:?}: {err}");
-        let lines = our_lines(&out);
-        assert_eq!(lines.len(), 1, "{extra:?}: {err}");
-        assert!(
-            lines[0].starts_with("collbench: --backend nccl: no CUDA driver"),
-            "{}",
-            lines[0]
-        );
-        assert!(!err.contains("panicked"), "{err}");
+        assert_no_cuda_driver(&out, &format!("{extra:?}: "));
         let ids: Vec<String> = (0..4)
             .map(|r| std::fs::read_to_string(trace.join(format!("rank-{r}.id"))).unwrap())
             .collect();
@@ -351,11 +357,9 @@ fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_wit
 /// before the GPU: without one, the run stops at device initialisation.
 #[test]
 fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
-    let Some(lib) = nccl_lib() else { return };
-    if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU test does not apply");
+    let Some(lib) = nccl_lib_without_gpu("no-GPU test") else {
         return;
-    }
+    };
     let mut cmd = clean(&argv!["run -g 2 --backend nccl -m 4 -G 2 -R -e 1K"]);
     cmd.env("COLLBENCH_NCCL_LIB", &lib);
     let out = output(cmd);
@@ -367,11 +371,9 @@ fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
 
 #[test]
 fn threads_of_one_process_share_the_id_then_fail_cleanly_without_a_gpu() {
-    let Some(lib) = nccl_lib() else { return };
-    if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU test does not apply");
+    let Some(lib) = nccl_lib_without_gpu("no-GPU test") else {
         return;
-    }
+    };
     let dir = tempdir();
     let mut cmd = clean(&["run", "-g", "3", "-e", "1K", "--trace-bootstrap", path_str(dir.path())]);
     cmd.env("COLLBENCH_NCCL_LIB", &lib);
@@ -400,12 +402,11 @@ fn auto_falls_back_to_mpi_without_a_gpu_and_says_why() {
         .as_deref()
         .map(|l| vec![("COLLBENCH_NCCL_LIB", path_str(l))])
         .unwrap_or_default();
-    let out = mpirun_env(
+    let out = ok(mpirun_env(
         2,
         &env,
         &argv!["run --collectives all_reduce -e 64 --csv", path_str(&csv_path)],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     assert!(
         text.contains("# backend   : mpi") && text.contains("[auto: no CUDA driver, using mpi]"),

@@ -16,8 +16,13 @@ fn svg_has_one_panel_per_collective_and_each_series_label() {
     let dir = tempdir();
     let svg = dir.path().join("runs.svg");
     let (base, new) = (fixture("base.csv"), fixture("new.csv"));
-    let out = collbench(&["plot", path_str(&base), path_str(&new), "-o", path_str(&svg)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&[
+        "plot",
+        path_str(&base),
+        path_str(&new),
+        "-o",
+        path_str(&svg),
+    ]));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
     let texts: Vec<String> = text
@@ -46,13 +51,12 @@ fn svg_has_one_panel_per_collective_and_each_series_label() {
 
     let modes = dir.path().join("modes.svg");
     let modes_csv = fixture("modes.csv");
-    let out = collbench(&argv![
+    ok(collbench(&argv![
         "plot",
         path_str(&modes_csv),
         "--by hierarchy --metric time -o",
         path_str(&modes)
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ]));
     let text = std::fs::read_to_string(&modes).unwrap();
     for label in ["flat", "rs-ar-ag", "reduce-bcast", "time per operation (us, log scale)"] {
         assert!(text.contains(&format!("\n{label}\n")), "no {label:?}");
@@ -63,8 +67,12 @@ fn svg_has_one_panel_per_collective_and_each_series_label() {
 fn png_decodes_with_the_size_of_its_panel_grid() {
     let dir = tempdir();
     let png_path = dir.path().join("busbw.png");
-    let out = collbench(&["plot", path_str(&fixture("base.csv")), "-o", path_str(&png_path)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&[
+        "plot",
+        path_str(&fixture("base.csv")),
+        "-o",
+        path_str(&png_path),
+    ]));
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];
@@ -141,8 +149,7 @@ fn plot_svg(dir: &Path, name: &str, args: &[&str]) -> (String, String) {
     let mut full = vec!["plot"];
     full.extend(args);
     full.extend(["-o", path_str(&svg)]);
-    let out = collbench(&full);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&full));
     (std::fs::read_to_string(&svg).unwrap(), stderr(&out))
 }
 
@@ -150,15 +157,14 @@ fn plot_svg(dir: &Path, name: &str, args: &[&str]) -> (String, String) {
 fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
     let dir = tempdir();
     let csv = dir.path().join("modes.csv");
-    let out = mpirun(
+    ok(mpirun(
         4,
         &argv![
             "run --collectives all_reduce --hierarchy all --ranks-per-node 2 -b 1K -e 16K -n 5 --csv",
             path_str(&csv),
             "--no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let (svg, said) = plot_svg(dir.path(), "modes.svg", &[path_str(&csv)]);
     assert!(said.contains("plotted 3 series in 1 panel"), "{said}");
     let texts = svg_texts(&svg);
@@ -186,7 +192,7 @@ fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
 fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
     let dir = tempdir();
     let csv = dir.path().join("cycles.csv");
-    let out = mpirun(
+    ok(mpirun(
         2,
         &[
             "run",
@@ -206,8 +212,7 @@ fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
             path_str(&csv),
             "--no-progress",
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert_eq!(Csv::read(&csv).rows.len(), 4 * 2 * 3);
     let (svg, said) = plot_svg(dir.path(), "cycles.svg", &[path_str(&csv)]);
     assert!(said.contains("plotted 1 series in 1 panel"), "{said}");
@@ -237,11 +242,10 @@ fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
     )
     .unwrap();
     let merged = dir.path().join("suite.csv");
-    let out = collbench_launching(
+    ok(collbench_launching(
         &argv!["suite", path_str(&suite), "--launcher mpirun -o", path_str(&merged)],
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let (svg, said) = plot_svg(dir.path(), "suite.svg", &[path_str(&merged)]);
     assert!(said.contains("plotted 2 series in 2 panels"), "{said}");
     let texts = svg_texts(&svg);
@@ -293,8 +297,14 @@ fn a_single_panel_png_has_its_announced_size_and_its_whole_title() {
     let at = header.split(',').position(|c| c == "collective").unwrap();
     let kept: Vec<&str> = lines.filter(|l| l.split(',').nth(at) == Some("all_reduce")).collect();
     std::fs::write(&csv, format!("{header}\n{}\n", kept.join("\n"))).unwrap();
-    let out = collbench(&["plot", path_str(&csv), "-o", path_str(&png_path), "--metric", "time"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&[
+        "plot",
+        path_str(&csv),
+        "-o",
+        path_str(&png_path),
+        "--metric",
+        "time",
+    ]));
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];

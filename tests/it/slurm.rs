@@ -88,8 +88,7 @@ fn srun_with_pmix_runs_4_ranks_over_mpi() {
     let csv_path = tmp.path().join("pmix.csv");
     let mut args = words(SWEEP);
     args.extend(["--backend", "mpi", "--csv", path_str(&csv_path)]);
-    let out = srun(&conf, &sim, &[], "--mpi=pmix", &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(srun(&conf, &sim, &[], "--mpi=pmix", &args));
     let text = stdout(&out);
     assert!(text.contains("control plane: Open MPI"), "{text}");
     assert!(text.contains("launcher srun --mpi=pmix"), "{text}");
@@ -106,8 +105,7 @@ fn srun_without_mpi_runs_4_ranks_on_the_gpu_simulation_with_the_rows_of_mpirun()
     let (srun_csv, mpirun_csv) = (tmp.path().join("none.csv"), tmp.path().join("mpirun.csv"));
     let mut args = words(SWEEP);
     args.extend(["--backend", "nccl", "--csv", path_str(&srun_csv)]);
-    let out = srun(&conf, &sim, &[], "--mpi=none", &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(srun(&conf, &sim, &[], "--mpi=none", &args));
     let text = stdout(&out);
     assert!(text.contains("control plane: TCP store at "), "{text}");
     assert!(text.contains("launcher slurm"), "{text}");
@@ -116,8 +114,7 @@ fn srun_without_mpi_runs_4_ranks_on_the_gpu_simulation_with_the_rows_of_mpirun()
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut args = words(SWEEP);
     args.extend(["--backend", "nccl", "--csv", path_str(&mpirun_csv)]);
-    let reference = mpirun_env(4, &env, &args);
-    assert_eq!(code(&reference), 0, "{}", stderr(&reference));
+    ok(mpirun_env(4, &env, &args));
     let csv = Csv::read(&srun_csv);
     assert_sim_rows(&csv, 4);
     assert_eq!(keys(&csv), keys(&Csv::read(&mpirun_csv)));

@@ -53,8 +53,7 @@ fn the_shm_and_tcp_profiles_run_record_what_open_mpi_used_and_validate() {
 fn auto_sets_nothing_and_records_every_btl_open_mpi_kept() {
     let dir = tempdir();
     let csv_path = dir.path().join("auto.csv");
-    let out = small_run("auto", &csv_path, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(small_run("auto", &csv_path, &[]));
     assert!(!stdout(&out).contains("#             set "), "{}", stdout(&out));
     let csv = Csv::read(&csv_path);
     let observed = csv.get(&csv.rows[0], "transport_observed");
@@ -107,8 +106,7 @@ fn profiles_that_do_not_fit_the_backend_are_usage_errors() {
 
 #[test]
 fn transport_help_lists_every_profile_with_its_variables() {
-    let out = collbench(&["run", "--transport", "help"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["run", "--transport", "help"]));
     let text = stdout(&out);
     for profile in ["auto", "nvlink", "nvls", "pcie", "ib", "socket", "shm", "tcp", "ucx"] {
         assert!(text.lines().any(|l| l.starts_with(profile)), "{profile}: {text}");
@@ -200,14 +198,15 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "transport") == "shm"));
     // An existing merged CSV is refused before anything runs.
-    let again = collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]);
-    assert_eq!(code(&again), 2, "{}", stderr(&again));
+    exits(
+        2,
+        collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]),
+    );
 }
 
 #[test]
 fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
-    let out = collbench(&["topo"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["topo"]));
     let text = stdout(&out);
     for want in [
         "# collbench topo:",
@@ -219,8 +218,7 @@ fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
     ] {
         assert!(text.contains(want), "{want}: {text}");
     }
-    let out = collbench(&["topo", "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["topo", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
     assert_eq!(v["schema_version"], 1);
     assert!(v["cpu"]["threads"].as_u64().unwrap_or(0) >= 1);

@@ -248,8 +248,7 @@ fn compare_judges_two_workload_csvs_and_plot_refuses_them() {
     scaled(&measured, &base, 1.0);
     let slow = dir.path().join("slow.csv");
     scaled(&measured, &slow, 2.0);
-    let out = collbench(&["compare", path_str(&base), path_str(&base)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&["compare", path_str(&base), path_str(&base)]));
     // one launch a side: twice as slow is unproven (launch noise could do
     // that), unless the steps of the launch are to judge
     let out = collbench(&["compare", path_str(&base), path_str(&slow)]);
@@ -306,8 +305,7 @@ fn a_ddp_log_of_two_ranks_replays_call_by_call_at_two_ranks() {
     // its 7 bfloat16 gradient all-reduces
     let dir = tempdir();
     let path = dir.path().join("r.csv");
-    let out = replay(2, &fixture("own-2.21-ddp-gpt2-2ranks.log"), &path, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(replay(2, &fixture("own-2.21-ddp-gpt2-2ranks.log"), &path, &[]));
     let csv = Csv::read(&path);
     let mut want = vec![op("broadcast", 124_439_808, "world", 2, "log")];
     want.push(op("all_reduce", 2_361_600, "world", 2, "log"));
@@ -326,8 +324,7 @@ fn a_tensor_and_data_parallel_log_replays_on_its_own_groups_at_four_ranks() {
     // communicator {0,1}, once on its dp communicator {0,2}, once on all
     let dir = tempdir();
     let path = dir.path().join("r.csv");
-    let out = replay(4, &fixture("own-2.23-tp2-dp2-4ranks.log"), &path, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(replay(4, &fixture("own-2.23-tp2-dp2-4ranks.log"), &path, &[]));
     let csv = Csv::read(&path);
     let (tp, dp) = ("blocks of 2", "every 2th rank in blocks of 4");
     assert_eq!(
@@ -346,16 +343,14 @@ fn a_larger_job_replays_rescaled_and_says_so() {
     // nccl-1193-ray-128ranks.log: NVIDIA/nccl#1193, a 128-rank job
     let dir = tempdir();
     let path = dir.path().join("r.csv");
-    let out = replay(2, &fixture("nccl-1193-ray-128ranks.log"), &path, &["--rescale"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(replay(2, &fixture("nccl-1193-ray-128ranks.log"), &path, &["--rescale"]));
     assert!(stdout(&out).contains("# rescaled: "), "{}", stdout(&out));
     let csv = Csv::read(&path);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "rescaled") == "true"));
     // torchtitan-1369-tp2.log (pytorch/torchtitan#1369): no INIT lines,
     // the first process kept: reduce_scatter and all_gather of fp32
-    let out = replay(2, &fixture("torchtitan-1369-tp2.log"), &path, &["--overwrite"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(replay(2, &fixture("torchtitan-1369-tp2.log"), &path, &["--overwrite"]));
     let kinds: Vec<String> = ops(&Csv::read(&path), "replay").into_iter().map(|o| o.0).collect();
     assert_eq!(kinds, ["reduce_scatter", "all_gather", "reduce_scatter", "all_gather"]);
 }
@@ -542,14 +537,15 @@ gpu-b:7300:7300 [0] NCCL INFO Recv: opCount 2 sendbuff (nil) recvbuff 0x7f105000
     let path = dir.path().join("p2p.log");
     std::fs::write(&path, log).unwrap();
     let csv = dir.path().join("r.csv");
-    let out = replay(4, path_str(&path), &csv, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(replay(4, path_str(&path), &csv, &[]));
     let csv = Csv::read(&csv);
     assert_eq!(ops(&csv, "replay"), vec![op("sendrecv", 65_536, "world", 4, "log")]);
     assert!(steps(&csv, "replay").iter().all(|r| csv.get(r, "wrong") == "0"));
     // and a corrupted element of it is found
-    let out = replay(4, path_str(&path), &dir.path().join("bad.csv"), &["--inject-error"]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    exits(
+        3,
+        replay(4, path_str(&path), &dir.path().join("bad.csv"), &["--inject-error"]),
+    );
 }
 
 #[test]

@@ -473,6 +473,20 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `out`, asserting its exit code is 0 (its stderr shown where not).
+#[track_caller]
+pub fn ok(out: Output) -> Output {
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    out
+}
+
+/// `out`, asserting it exited with `want` (its stderr shown where not).
+#[track_caller]
+pub fn exits(want: i32, out: Output) -> Output {
+    assert_eq!(code(&out), want, "{}", stderr(&out));
+    out
+}
+
 /// The lines collbench itself wrote to stderr (mpirun adds banners).
 pub fn our_lines(out: &Output) -> Vec<String> {
     stderr(out)
