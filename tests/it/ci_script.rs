@@ -77,10 +77,9 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
         &[],
     );
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("ci-regression: baseline created: results/baselines/ci (2 launches; nothing compared)"),
-        "{}",
-        stdout(&out)
+    assert_stdout_has(
+        &out,
+        "ci-regression: baseline created: results/baselines/ci (2 launches; nothing compared)",
     );
     let files = launches(&root.join("results/baselines/ci"));
     assert_eq!(files.len(), 2, "{files:?}");
@@ -120,20 +119,12 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
     assert_eq!(launches(&root.join("results/baselines/ci")), files);
     // and creating it again is refused: replacing it is --update-baseline
     let out = exits(2, script(root, &with_sweep(&["ci", "--create-baseline"], &[]), &[]));
-    assert!(
-        stderr(&out).contains("--update-baseline measures it anew"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "--update-baseline measures it anew");
 
     // a run that measures fewer cases than the baseline: exit 4, listed
     let out = script(root, &with_sweep(&["ci", "--threshold", "1000000"], &["-e", "1K"]), &[]);
     assert_eq!(code(&out), 4, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("Only in base, missing from the new run (2):"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "Only in base, missing from the new run (2):");
     assert_eq!(
         stderr(&out)
             .lines()
@@ -216,11 +207,7 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
         &[("MPIRUN", "mpirun --bind-to none")],
     );
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("== run: mpirun --bind-to none -np 2"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "== run: mpirun --bind-to none -np 2");
 }
 
 #[test]
@@ -238,11 +225,7 @@ fn a_suite_makes_its_baseline_and_compares_the_same_way() {
     let args = argv!["tiny --suite", path_str(&suite), "--create-baseline --launches 2"];
     let out = script(root, &args, &[]);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("(2 runs of the suite; nothing compared)"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "(2 runs of the suite; nothing compared)");
     // only the runs' CSVs are kept, not each launch's folder
     let files = launches(&root.join("results/baselines/tiny"));
     assert_eq!(files.len(), 2, "{files:?}");
@@ -252,15 +235,11 @@ fn a_suite_makes_its_baseline_and_compares_the_same_way() {
         &[],
     );
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("OK: no row lost more than 1000000% busbw"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "OK: no row lost more than 1000000% busbw");
     // run options belong in the suite file
     let out = script(root, &["tiny", "--suite", path_str(&suite), "--", "-e", "4K"], &[]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("[run] table"), "{}", stderr(&out));
+    assert_stderr_has(&out, "[run] table");
 }
 
 #[test]
@@ -272,15 +251,11 @@ fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
     assert!(stdout(&out).contains("scripts/ci-regression.sh BASELINE [options] [-- RUN-ARGS...]"));
     let out = script(root, &["x", "--frobnicate"], &[]);
     assert_eq!(code(&out), 2);
-    assert!(
-        stderr(&out).contains("unknown option '--frobnicate'"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "unknown option '--frobnicate'");
     // a 4-rank baseline against a 2-rank run: compare's exit code 2
     let four = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/base.csv");
     let out = exits(2, script(root, &with_sweep(&[path_str(&four)], &[]), &[]));
-    assert!(stderr(&out).contains("--allow-different-ranks"), "{}", stderr(&out));
+    assert_stderr_has(&out, "--allow-different-ranks");
     // a run that cannot start: its own exit code, nothing compared, and
     // no baseline half written
     let out = exits(
@@ -291,11 +266,7 @@ fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
             &[],
         ),
     );
-    assert!(
-        stderr(&out).contains("launch 1 of the baseline failed with exit code 2"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "launch 1 of the baseline failed with exit code 2");
     assert!(!root.join("results/baselines/ci").exists());
 }
 

@@ -102,8 +102,7 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
 /// line on stderr naming the problem, no panic.
 #[test]
 fn bad_command_lines_get_one_line_and_exit_2() {
-    let dir = tempdir();
-    let existing = dir.path().join("exists.csv");
+    let (dir, existing) = temp_file("exists.csv");
     std::fs::write(&existing, "x\n").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["-b", "0"], "--minbytes"),
@@ -157,8 +156,7 @@ fn bad_command_lines_get_one_line_and_exit_2() {
 #[cfg(feature = "mpi")]
 #[test]
 fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("never.csv");
+    let (_dir, csv_path) = temp_file("never.csv");
     let cases: [(&[&str], &str); 5] = [
         (
             &["-m", "2"],
@@ -255,8 +253,7 @@ fn usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2() {
 
 #[test]
 fn a_toml_config_runs_and_the_command_line_wins() {
-    let dir = tempdir();
-    let config = dir.path().join("suite.toml");
+    let (dir, config) = temp_file("suite.toml");
     let csv_path = dir.path().join("from-config.csv");
     std::fs::write(
         &config,
@@ -267,9 +264,7 @@ fn a_toml_config_runs_and_the_command_line_wins() {
         ),
     )
     .unwrap();
-    ok(mpirun(2, &["run", "--config", path_str(&config), "-e", "4K"]));
-    let csv = Csv::read(&csv_path);
-    assert_rows_consistent(&csv, 2);
+    let (_, csv) = mpirun_rows(2, &["run", "--config", path_str(&config), "-e", "4K"], &csv_path);
     let sizes: Vec<&str> = csv.rows.iter().map(|r| csv.get(r, "size_bytes")).collect();
     assert_eq!(sizes, ["1024", "1024", "4096", "4096", "1024", "1024", "4096", "4096"]);
     assert!(
@@ -281,8 +276,7 @@ fn a_toml_config_runs_and_the_command_line_wins() {
 
 #[test]
 fn json_report_carries_the_run_and_every_record() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("r.csv");
+    let (dir, csv_path) = temp_file("r.csv");
     let json_path = dir.path().join("r.json");
     ok(mpirun(
         2,
@@ -329,8 +323,7 @@ fn the_default_csv_lands_in_a_new_file_under_results() {
 
 #[test]
 fn overwrite_replaces_an_existing_report() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("again.csv");
+    let (_dir, csv_path) = temp_file("again.csv");
     std::fs::write(&csv_path, "old\n").unwrap();
     ok(collbench(&argv![
         "run --collectives sendrecv -e 16 --csv",
@@ -345,8 +338,7 @@ fn overwrite_replaces_an_existing_report() {
 /// command line wins over the config file.
 #[test]
 fn a_repeated_option_keeps_its_last_value() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("last.csv");
+    let (dir, csv_path) = temp_file("last.csv");
     let config = dir.path().join("c.toml");
     std::fs::write(&config, "collectives = \"all_reduce\"\nmaxbytes = \"1M\"\niters = 2\n").unwrap();
     ok(collbench(&argv![
@@ -371,8 +363,7 @@ fn a_repeated_option_keeps_its_last_value() {
 
 #[test]
 fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("l.csv");
+    let (dir, csv_path) = temp_file("l.csv");
     let json_path = dir.path().join("l.json");
     let label = "nightly, node \"a\"";
     let out = ok(mpirun(
@@ -418,7 +409,7 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
             path_str(&dir.path().join("x.csv")),
         ]),
     );
-    assert!(stderr(&out).contains("invalid value"), "{}", stderr(&out));
+    assert_stderr_has(&out, "invalid value");
 }
 
 /// Issue 15, point 3: a usage error found by the command-line parser is
@@ -470,7 +461,7 @@ fn usage_errors_keep_the_parser_s_complete_message() {
     // help about help is help
     ok(collbench(&["help", "--help"]));
     let out = ok(collbench(&["help", "plot"]));
-    assert!(stdout(&out).contains("--output <FILE>"), "{}", stdout(&out));
+    assert_stdout_has(&out, "--output <FILE>");
 }
 
 /// Under mpirun every rank finds the same usage error; rank 0 alone prints

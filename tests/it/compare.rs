@@ -268,10 +268,9 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
         path_str(&base),
         path_str(&new)
     ]);
-    assert!(
-        stdout(&out).contains("| all_reduce float sum out_of_place 64 KiB 4 ranks | 2.45 | 1.96 | -20.0% |"),
-        "{}",
-        stdout(&out)
+    assert_stdout_has(
+        &out,
+        "| all_reduce float sum out_of_place 64 KiB 4 ranks | 2.45 | 1.96 | -20.0% |",
     );
     // a threshold above the drop lets it pass
     let out = collbench(&argv![
@@ -288,16 +287,13 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
         path_str(&new)
     ]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
-    assert!(
-        stderr(&out)
-            .contains("(1 judged within one launch per side (--within-launch), 1 of them by the threshold alone)"),
-        "{}",
-        stderr(&out)
+    assert_stderr_has(
+        &out,
+        "(1 judged within one launch per side (--within-launch), 1 of them by the threshold alone)",
     );
-    assert!(
-        stdout(&out).contains("note: 6 rows judged by the threshold alone: too few samples for the rank test"),
-        "{}",
-        stdout(&out)
+    assert_stdout_has(
+        &out,
+        "note: 6 rows judged by the threshold alone: too few samples for the rank test",
     );
 }
 
@@ -308,11 +304,7 @@ fn identical_files_have_no_regression_for_every_metric() {
         let out = collbench(&["compare", "--metric", metric, path_str(&base), path_str(&base)]);
         assert_eq!(code(&out), 0, "{metric}: {}", stdout(&out));
         // the 40%-noise case is too noisy to judge even against itself
-        assert!(
-            stdout(&out).contains("(0 improved, 0 regressed, 6 within noise, 1 too noisy)"),
-            "{}",
-            stdout(&out)
-        );
+        assert_stdout_has(&out, "(0 improved, 0 regressed, 6 within noise, 1 too noisy)");
     }
 }
 
@@ -340,11 +332,11 @@ fn rows_missing_from_the_new_run_exit_4_unless_allowed() {
     );
     let out = collbench(&["compare", "--allow-missing", path_str(&base), path_str(&fewer)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("Only in base (1):"), "{}", stdout(&out));
+    assert_stdout_has(&out, "Only in base (1):");
     // the other way round, the broadcast rows are only in new: listed, exit 0
     let out = collbench(&["compare", path_str(&fewer), path_str(&base)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("Only in new (1):"), "{}", stdout(&out));
+    assert_stdout_has(&out, "Only in new (1):");
 }
 
 #[test]
@@ -382,8 +374,7 @@ fn a_baseline_of_several_launches_is_judged_by_its_launch_to_launch_spread() {
         "within_noise"
     );
     // the base folder split another way keeps every sample
-    let dir = tempdir();
-    let folder = dir.path().join("base");
+    let (_dir, folder) = temp_file("base");
     std::fs::create_dir(&folder).unwrap();
     let text = std::fs::read_to_string(fixture("base.csv")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -484,11 +475,7 @@ fn a_csv_without_method_columns_warns_once_and_compares() {
         )),
         "{err}"
     );
-    assert!(
-        stdout(&out).contains("threshold alone: one sample on a side"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "threshold alone: one sample on a side");
     // a folder of several such files: still one line for the side
     let dir = tempdir();
     for name in ["a.csv", "b.csv"] {
@@ -591,5 +578,5 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         path_str(&base),
         path_str(&eight_ranks),
     ]));
-    assert!(stdout(&out).contains("4->8"), "{}", stdout(&out));
+    assert_stdout_has(&out, "4->8");
 }

@@ -157,8 +157,7 @@ fn four_fake_nodes_of_one_rank_run_the_hierarchical_modes_across_nodes() {
     if !available() {
         return;
     }
-    let dir = tempdir();
-    let csv_path = dir.path().join("4x1.csv");
+    let (_dir, csv_path) = temp_file("4x1.csv");
     let out = ok(mpirun(
         "cbnode1,cbnode2,cbnode3,cbnode4",
         &Faults::default(),
@@ -167,10 +166,9 @@ fn four_fake_nodes_of_one_rank_run_the_hierarchical_modes_across_nodes() {
             path_str(&csv_path)
         ],
     ));
-    assert!(
-        stdout(&out).contains("4 on 4 nodes (1 per node), hosts: cbnode1, cbnode2, cbnode3, cbnode4"),
-        "{}",
-        stdout(&out)
+    assert_stdout_has(
+        &out,
+        "4 on 4 nodes (1 per node), hosts: cbnode1, cbnode2, cbnode3, cbnode4",
     );
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 4);
@@ -259,8 +257,7 @@ fn a_slow_node_and_a_slow_link_hold_one_nodes_processes_and_traffic_and_are_undo
         slow_node: Some(("cbnode5", 50)),
         slow_link: Some(("cbnode6", "200mbit")),
     };
-    let dir = tempdir();
-    let csv = dir.path().join("slow.csv");
+    let (_dir, csv) = temp_file("slow.csv");
     let script = format!(
         "{BIN} run --backend mpi --collectives sendrecv -b 64K -e 64K -n 20 -w 1 --no-progress --csv {} \
          >/dev/null && echo \"$(hostname) cgroup=$(grep -o 'collbench-fake-[0-9]*/[a-z0-9]*' /proc/self/cgroup)\" \

@@ -25,8 +25,7 @@ fn endless(csv: &str) -> Vec<&str> {
 
 #[test]
 fn a_rank_killed_with_sigkill_ends_the_job_and_the_csv_stays_intact() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("killed.csv");
+    let (_dir, csv_path) = temp_file("killed.csv");
     let job = spawn_mpirun(3, &endless(path_str(&csv_path)));
     let pids = job.rank_pids(3, Duration::from_secs(120));
     job.wait_for_rows(Duration::from_secs(120));
@@ -38,8 +37,7 @@ fn a_rank_killed_with_sigkill_ends_the_job_and_the_csv_stays_intact() {
 
 #[test]
 fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("stopped.csv");
+    let (_dir, csv_path) = temp_file("stopped.csv");
     let mut args = endless(path_str(&csv_path));
     args.extend(["--timeout", "5"]);
     let job = spawn_mpirun(3, &args);
@@ -63,8 +61,7 @@ fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
 
 #[test]
 fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_143() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("term.csv");
+    let (dir, csv_path) = temp_file("term.csv");
     let json_path = dir.path().join("term.json");
     let mut args = endless(path_str(&csv_path));
     args.extend(["--json", path_str(&json_path)]);
@@ -91,8 +88,7 @@ fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_1
 
 #[test]
 fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_field() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("mpmd.csv");
+    let (_dir, csv_path) = temp_file("mpmd.csv");
     let csv = path_str(&csv_path);
     let mut cmd = std::process::Command::new("mpirun");
     cmd.args(argv![
@@ -133,8 +129,7 @@ fn an_unwritable_output_path_is_named_before_any_work() {
 
 #[test]
 fn cycles_repeat_the_sweep_and_number_the_rows() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("cycles.csv");
+    let (_dir, csv_path) = temp_file("cycles.csv");
     let out = ok(mpirun(
         2,
         &argv!["run --collectives sendrecv -e 64 -N 3 --csv", path_str(&csv_path)],

@@ -220,8 +220,7 @@ fn hierarchical_modes_validate_on_virtual_nodes_with_counts_the_node_size_does_n
 #[test]
 fn hierarchical_modes_validate_under_mpirun_on_two_virtual_nodes() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("h.csv");
+    let (_tmp, csv_path) = temp_file("h.csv");
     let args = argv![
         "run --backend nccl --ranks-per-node 2 --collectives all_reduce --hierarchy all --phase-times -d float,int8 -o sum,avg -b 4 -e 2K -f 7 -n 2 --no-progress --csv",
         path_str(&csv_path)
@@ -235,8 +234,7 @@ fn hierarchical_modes_validate_under_mpirun_on_two_virtual_nodes() {
 #[test]
 fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("extras.csv");
+    let (tmp, csv_path) = temp_file("extras.csv");
     let common = argv!["run --backend nccl --collectives all -d float -o sum -b 64 -e 4K -f 8 -n 3 --no-progress"];
     let mut args = common.to_vec();
     args.extend(["-g", "3", "-m", "4", "-G", "10", "-R", "--csv", path_str(&csv_path)]);
@@ -303,8 +301,7 @@ fn traced_windows(trace: &str) -> (Windows, Windows) {
 #[test]
 fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_validates() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let trace = tmp.path().join("trace");
+    let (tmp, trace) = temp_file("trace");
     let csv_path = tmp.path().join("sym.csv");
     let args = argv![
         "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag,reduce-bcast --collectives all -d float -b 64 -e 16K -f 16 -n 2 -R 2 --no-progress --csv",
@@ -362,11 +359,7 @@ fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it(
         assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     }
     let out = sim_run(&dir, 1, &[("GPUSIM_NCCL_VERSION", "22605")], &["info"]);
-    assert!(
-        stdout(&out).contains("no ncclCommWindowRegister (-R 2 is refused)"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "no ncclCommWindowRegister (-R 2 is refused)");
     // 2.27 itself has them
     ok(sim_run(&dir, 2, &[("GPUSIM_NCCL_VERSION", "22703")], &args));
     let out = exits(
@@ -387,8 +380,7 @@ fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it(
 #[test]
 fn symmetric_windows_under_mpirun_validate_and_old_nccl_refuses_once() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let trace = tmp.path().join("trace");
+    let (tmp, trace) = temp_file("trace");
     let csv_path = tmp.path().join("sym.csv");
     let args = argv![
         "run --backend nccl --collectives all -b 64 -e 4K -f 8 -n 2 -R 2 --no-progress --csv",
@@ -408,8 +400,7 @@ fn symmetric_windows_under_mpirun_validate_and_old_nccl_refuses_once() {
 #[test]
 fn per_iteration_times_start_after_the_barrier() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("i.csv");
+    let (_tmp, csv_path) = temp_file("i.csv");
     // -w 2, -c 0: groups 1 and 2 are the warm-up; group 2 is late
     ok(sim_run(
         &dir,
@@ -434,8 +425,7 @@ fn per_iteration_times_start_after_the_barrier() {
 #[test]
 fn avg_on_floating_types_validates_against_nccls_arithmetic_at_7_ranks() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("avg.csv");
+    let (_tmp, csv_path) = temp_file("avg.csv");
     ok(sim_run(
         &dir,
         7,
@@ -453,13 +443,8 @@ fn without_native_alltoall_gather_and_scatter_the_grouped_send_recv_fallback_val
     let Some(dir) = sim_dir() else { return };
     let hide = [("GPUSIM_NCCL_HIDE", "ncclAlltoAll,ncclGather,ncclScatter")];
     let info = sim_run(&dir, 3, &hide, &["info"]);
-    assert!(
-        stdout(&info).contains("alltoall, gather, scatter as grouped send/recv"),
-        "{}",
-        stdout(&info)
-    );
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("fallback.csv");
+    assert_stdout_has(&info, "alltoall, gather, scatter as grouped send/recv");
+    let (_tmp, csv_path) = temp_file("fallback.csv");
     ok(sim_run(
         &dir,
         3,
@@ -741,8 +726,7 @@ fn with_threads_an_initialisation_error_never_carries_another_rank_s_text() {
 #[test]
 fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let exe = tmp.path().join("misuse");
+    let (_tmp, exe) = temp_file("misuse");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let built = cc_with_headers(&dir)
         .args(["-Wall", "-o"])
@@ -893,8 +877,7 @@ fn the_driver_check_asks_for_the_symbols_cudarc_calls_and_no_others() {
 #[test]
 fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("small.csv");
+    let (_tmp, csv_path) = temp_file("small.csv");
     // 1 GiB + 3 MiB: the 1 GiB headroom leaves about 3 MiB for buffers
     let mem = ((1u64 << 30) + (3 << 20)).to_string();
     let out = ok(sim_run(
@@ -916,8 +899,7 @@ fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
 #[test]
 fn every_run_on_the_simulation_says_so() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let json = tmp.path().join("r.json");
+    let (tmp, json) = temp_file("r.json");
     let csv_path = tmp.path().join("r.csv");
     let info = sim_run(&dir, 2, &[], &["info"]);
     let text = stdout(&info);
@@ -934,11 +916,7 @@ fn every_run_on_the_simulation_says_so() {
             path_str(&json)
         ],
     ));
-    assert!(
-        stdout(&out).contains("# SIMULATED : host GPU simulation"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "# SIMULATED : host GPU simulation");
     assert_sim_rows(&Csv::read(&csv_path), 1);
     let j = std::fs::read_to_string(&json).unwrap();
     assert!(j.contains("2.32.3-sim"), "{j}");
@@ -1081,8 +1059,7 @@ fn config_asserts() -> String {
 /// Compiles `source` against the real nccl.h the simulation was built
 /// with; `Err(compiler output)` when it does not compile.
 fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
-    let tmp = tempdir();
-    let file = tmp.path().join("abi_check.c");
+    let (tmp, file) = temp_file("abi_check.c");
     std::fs::write(&file, source).unwrap();
     let out = cc_with_headers(dir)
         .args(["-c", "-Werror=incompatible-pointer-types"])
@@ -1217,8 +1194,7 @@ fn smoke(dir: &Path, out_dir: &Path, env: &[(&str, &str)]) -> (i32, String, Stri
 #[test]
 fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let out_dir = tmp.path().join("out");
+    let (tmp, out_dir) = temp_file("out");
     let (rc, text, summary, _) = smoke(&dir, &out_dir, &[("SMOKE_MAXBYTES", "64K"), ("SMOKE_ITERS", "2")]);
     assert_eq!(rc, 0, "{text}");
     assert!(summary.contains("SIMULATED"), "{summary}");
@@ -1282,8 +1258,7 @@ fn the_gpu_smoke_script_keeps_its_time_budget_and_says_what_it_cut() {
 #[test]
 fn workloads_and_replays_run_on_split_nccl_groups() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("w.csv");
+    let (_tmp, csv_path) = temp_file("w.csv");
     let model = ["--params", "1M", "--layers", "2", "--hidden", "128", "--vocab", "1000"];
     let mut args = vec!["workload", "--backend", "nccl", "-g", "4", "--ranks-per-node", "2"];
     args.extend(model);
@@ -1329,7 +1304,7 @@ fn workloads_and_replays_run_on_split_nccl_groups() {
         &[],
         &["replay", &log, "--backend", "nccl", "-g", "2", "--steps", "2"],
     ));
-    assert!(stdout(&out).contains("sendrecv"), "{}", stdout(&out));
+    assert_stdout_has(&out, "sendrecv");
 }
 
 /// The traffic matrix of the alltoallv test: bytes rank i sends rank j,
@@ -1387,8 +1362,7 @@ fn alltoallv_blocks_by_hand(n: usize, traffic: &str) -> Vec<Vec<u64>> {
 #[test]
 fn alltoallv_sends_each_peer_nccl_tests_blocks_at_2_to_4_ranks() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let matrix = tmp.path().join("traffic.txt");
+    let (tmp, matrix) = temp_file("traffic.txt");
     std::fs::write(&matrix, ALLTOALLV_MATRIX).unwrap();
     for n in 2..=4usize {
         for traffic in ["0", "0.5", "1", "matrix"] {

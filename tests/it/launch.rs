@@ -169,8 +169,7 @@ fn with_csv<'a>(base: &[&'a str], csv: &'a Path) -> Vec<&'a str> {
 #[test]
 fn each_launchers_environment_runs_4_ranks_on_the_gpu_simulation_with_the_rows_of_mpirun() {
     let Some(sim) = sim_dir() else { return };
-    let tmp = tempdir();
-    let mpirun_csv = tmp.path().join("mpirun.csv");
+    let (tmp, mpirun_csv) = temp_file("mpirun.csv");
     let env = sim_env(&sim, 4);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     ok(mpirun_env(4, &env, &with_csv(&words(SWEEP), &mpirun_csv)));
@@ -208,8 +207,7 @@ fn ranks_on_two_fake_nodes_meet_at_the_store_and_run_the_hierarchical_modes_acro
     if !crate::fake_nodes::available() {
         return;
     }
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("nodes.csv");
+    let (_tmp, csv_path) = temp_file("nodes.csv");
     let node =
         |rank: usize, args: &[&str]| crate::fake_nodes::on(if rank < 2 { "cbnode7" } else { "cbnode8" }, BIN, args);
     let mut args = with_csv(&words(SWEEP), &csv_path);
@@ -233,8 +231,7 @@ fn ranks_on_two_fake_nodes_meet_at_the_store_and_run_the_hierarchical_modes_acro
 #[test]
 fn a_workload_runs_over_the_store_and_wrong_results_end_every_rank_with_exit_3() {
     let Some(sim) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("w.csv");
+    let (_tmp, csv_path) = temp_file("w.csv");
     let args = argv![
         "workload --backend nccl --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy ddp,fsdp --steps 2 --no-progress"
     ];
@@ -384,8 +381,7 @@ fn a_store_port_in_use_stops_rank_0_with_one_line_and_no_rank_mistakes_the_holde
 #[test]
 fn a_hung_rank_trips_the_watchdog_and_a_failed_call_ends_every_rank_with_its_line() {
     let Some(sim) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("faults.csv");
+    let (_tmp, csv_path) = temp_file("faults.csv");
     let base = argv![
         "run --backend nccl --collectives all_reduce -e 1K -n 2 --no-progress --overwrite --csv",
         path_str(&csv_path)
@@ -523,11 +519,10 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
     // where libmpi is hidden the default build cannot even start ...
     let out = output_of(without_libmpi(&lib, Path::new(BIN), &["--version"]));
     assert_ne!(code(&out), 0);
-    assert!(stderr(&out).contains("libmpi"), "{}", stderr(&out));
+    assert_stderr_has(&out, "libmpi");
     // ... and the build without MPI can
     ok(output_of(without_libmpi(&lib, &free, &["--version"])));
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("free.csv");
+    let (_tmp, csv_path) = temp_file("free.csv");
     let mut args = with_csv(&words(SWEEP), &csv_path);
     args[4] = "all_reduce,alltoall";
     let hidden = |_: usize, a: &[&str]| without_libmpi(&lib, &free, a);
@@ -555,7 +550,7 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
     }
     let out = exits(2, output_of(cmd));
     assert_eq!(our_lines(&out).len(), 1, "{}", stderr(&out));
-    assert!(stderr(&out).contains("this build has no MPI"), "{}", stderr(&out));
+    assert_stderr_has(&out, "this build has no MPI");
 }
 
 /// docs/launch.md's Kubernetes manifest: its YAML documents.
@@ -625,8 +620,7 @@ fn the_kubernetes_manifest_of_the_docs_is_an_indexed_job_whose_pods_meet_at_the_
     }
     assert_eq!(completions, 4);
     let hosts = std::fs::read_to_string("/etc/hosts").unwrap();
-    let tmp = tempdir();
-    let pod_hosts = tmp.path().join("hosts");
+    let (tmp, pod_hosts) = temp_file("hosts");
     std::fs::write(&pod_hosts, format!("{hosts}\n127.0.0.1 {job_name}-0.{service_name}\n")).unwrap();
     let sizes = command.iter().position(|w| *w == "-b").unwrap_or(command.len());
     let csv_path = tmp.path().join("k8s.csv");

@@ -175,8 +175,7 @@ fn isolated_rank_and_rail_levels_pair_what_they_say() {
 #[cfg(feature = "mpi")]
 #[test]
 fn a_corrupted_receive_is_counted_and_the_job_exits_3() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("bad.csv");
+    let (_dir, csv_path) = temp_file("bad.csv");
     let mut args = vec!["links", "--backend", "mpi", "--ranks-per-node", "1", "--inject-error"];
     args.extend(SMALL);
     args.extend(["--csv", path_str(&csv_path)]);
@@ -192,8 +191,7 @@ fn a_corrupted_receive_is_counted_and_the_job_exits_3() {
 #[cfg(feature = "mpi")]
 #[test]
 fn what_a_launch_cannot_serve_is_one_line_and_exit_2() {
-    let dir = tempdir();
-    let topo = dir.path().join("topo");
+    let (dir, topo) = temp_file("topo");
     std::fs::write(&topo, "somewhere-else leaf1\n").unwrap();
     let cases: Vec<(usize, Vec<&str>, &str)> = vec![
         (1, vec!["links"], "this launch has 1: launch 2 ranks or more"),
@@ -318,7 +316,7 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
             ],
         );
         assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
-        assert!(stdout(&out).contains("4 on 4 nodes (1 per node)"), "{}", stdout(&out));
+        assert_stdout_has(&out, "4 on 4 nodes (1 per node)");
         (findings(&json_of(&json_path)), stdout(&out))
     };
     // This machine is shared (2 cores, other jobs): a try may end with no

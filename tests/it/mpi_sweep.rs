@@ -8,8 +8,7 @@ use crate::common::*;
 
 /// Runs a full-coverage sweep at `np` ranks and checks the CSV.
 fn full_sweep_is_correct_at(np: usize) {
-    let dir = tempdir();
-    let csv_path = dir.path().join("sweep.csv");
+    let (_dir, csv_path) = temp_file("sweep.csv");
     let out = mpirun(
         np,
         &argv![
@@ -93,17 +92,15 @@ fn every_collective_type_op_and_root_validates_at_four_ranks() {
 
 #[test]
 fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("large.csv");
-    ok(mpirun(
+    let (_dir, csv_path) = temp_file("large.csv");
+    let (_, csv) = mpirun_rows(
         3,
         &argv![
             "run -b 1M -e 2M -d int8,double -c 3 -n 3 -w 1 -z -a max --csv",
             path_str(&csv_path)
         ],
-    ));
-    let csv = Csv::read(&csv_path);
-    assert_rows_consistent(&csv, 3);
+        &csv_path,
+    );
     // -a max: the reported time is the slowest rank's
     for row in &csv.rows {
         assert_eq!(csv.num(row, "time_us"), csv.num(row, "time_max_us"));
@@ -112,8 +109,7 @@ fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
 
 #[test]
 fn rank_zero_prints_an_nccl_tests_style_table_once() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("t.csv");
+    let (_dir, csv_path) = temp_file("t.csv");
     let out = ok(mpirun(
         2,
         &argv![
@@ -152,8 +148,7 @@ fn rank_zero_prints_an_nccl_tests_style_table_once() {
 
 #[test]
 fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("one.csv");
+    let (_dir, csv_path) = temp_file("one.csv");
     let out = ok(mpirun(
         1,
         &argv![
@@ -199,8 +194,7 @@ fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
 
 #[test]
 fn a_corrupted_result_is_caught_and_exits_3() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("bad.csv");
+    let (_dir, csv_path) = temp_file("bad.csv");
     let out = exits(
         3,
         mpirun(
@@ -214,11 +208,7 @@ fn a_corrupted_result_is_caught_and_exits_3() {
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("validation failed"), "{lines:?}");
-    assert!(
-        stdout(&out).contains("# Validation           : FAILED"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "# Validation           : FAILED");
     let csv = Csv::read(&csv_path);
     assert_eq!(csv.rows.len(), 4);
     // all_reduce: one corrupted element on each of 2 ranks; reduce: only
@@ -229,8 +219,7 @@ fn a_corrupted_result_is_caught_and_exits_3() {
 
 #[test]
 fn checking_off_leaves_wrong_empty() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("nocheck.csv");
+    let (_dir, csv_path) = temp_file("nocheck.csv");
     let out = ok(mpirun(
         2,
         &argv!["run --collectives sendrecv -e 64 -c 0 --csv", path_str(&csv_path)],

@@ -202,8 +202,7 @@ fn libc_path() -> PathBuf {
 
 #[test]
 fn missing_and_wrong_libraries_are_one_line_errors_without_a_panic() {
-    let dir = tempdir();
-    let not_elf = dir.path().join("libnccl.so.2");
+    let (dir, not_elf) = temp_file("libnccl.so.2");
     std::fs::write(&not_elf, "this is not a shared library\n").unwrap();
     let libc = libc_path();
     let cases: Vec<(PathBuf, &str)> = vec![
@@ -278,8 +277,7 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
     let Some(lib) = nccl_lib_without_gpu("no-GPU bootstrap test") else {
         return;
     };
-    let dir = tempdir();
-    let trace = dir.path().join("trace");
+    let (dir, trace) = temp_file("trace");
     std::fs::create_dir(&trace).unwrap();
     let never = dir.path().join("never.csv");
     let out = mpirun_env(
@@ -313,8 +311,7 @@ fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_wit
     let Some(lib) = nccl_lib_without_gpu("no-GPU bootstrap test") else {
         return;
     };
-    let dir = tempdir();
-    let trace = dir.path().join("trace");
+    let (dir, trace) = temp_file("trace");
     std::fs::create_dir(&trace).unwrap();
     let never = dir.path().join("never.csv");
     let common = argv![
@@ -395,8 +392,7 @@ fn auto_falls_back_to_mpi_without_a_gpu_and_says_why() {
         eprintln!("note: this machine has a CUDA driver; the fallback test does not apply");
         return;
     }
-    let dir = tempdir();
-    let csv_path = dir.path().join("auto.csv");
+    let (_dir, csv_path) = temp_file("auto.csv");
     let lib = nccl_lib();
     let env: Vec<(&str, &str)> = lib
         .as_deref()

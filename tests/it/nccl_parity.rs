@@ -327,8 +327,7 @@ fn a_real_nccl_tests_json_has_no_key_our_list_lacks() {
 /// busiest rank sends: refused in one line naming the need, exit 2.
 #[test]
 fn an_alltoallv_matrix_needs_one_size_large_enough() {
-    let dir = tempdir();
-    let matrix = dir.path().join("m.txt");
+    let (_dir, matrix) = temp_file("m.txt");
     std::fs::write(&matrix, "0 1000 2000\n100 0 300\n64 64 64\n").unwrap();
     let sweep = exits(
         2,
@@ -341,7 +340,7 @@ fn an_alltoallv_matrix_needs_one_size_large_enough() {
             ],
         ),
     );
-    assert!(stderr(&sweep).contains("-b equal to -e"), "{}", stderr(&sweep));
+    assert_stderr_has(&sweep, "-b equal to -e");
     // rank 0 sends 0 + 992 + 2000 = 2992 bytes, the most of any rank
     let small = exits(
         2,
@@ -354,6 +353,6 @@ fn an_alltoallv_matrix_needs_one_size_large_enough() {
             ],
         ),
     );
-    assert!(stderr(&small).contains("at least 2992"), "{}", stderr(&small));
+    assert_stderr_has(&small, "at least 2992");
     assert_eq!(our_lines(&small).len(), 1, "{}", stderr(&small));
 }

@@ -13,8 +13,7 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn svg_has_one_panel_per_collective_and_each_series_label() {
-    let dir = tempdir();
-    let svg = dir.path().join("runs.svg");
+    let (dir, svg) = temp_file("runs.svg");
     let (base, new) = (fixture("base.csv"), fixture("new.csv"));
     ok(collbench(&[
         "plot",
@@ -65,8 +64,7 @@ fn svg_has_one_panel_per_collective_and_each_series_label() {
 
 #[test]
 fn png_decodes_with_the_size_of_its_panel_grid() {
-    let dir = tempdir();
-    let png_path = dir.path().join("busbw.png");
+    let (_dir, png_path) = temp_file("busbw.png");
     ok(collbench(&[
         "plot",
         path_str(&fixture("base.csv")),
@@ -86,8 +84,7 @@ fn png_decodes_with_the_size_of_its_panel_grid() {
 
 #[test]
 fn what_cannot_be_plotted_is_one_line_and_exit_2() {
-    let dir = tempdir();
-    let existing = dir.path().join("exists.svg");
+    let (dir, existing) = temp_file("exists.svg");
     std::fs::write(&existing, "x").unwrap();
     let base = fixture("base.csv");
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -155,8 +152,7 @@ fn plot_svg(dir: &Path, name: &str, args: &[&str]) -> (String, String) {
 
 #[test]
 fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
-    let dir = tempdir();
-    let csv = dir.path().join("modes.csv");
+    let (dir, csv) = temp_file("modes.csv");
     ok(mpirun(
         4,
         &argv![
@@ -190,8 +186,7 @@ fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
 
 #[test]
 fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
-    let dir = tempdir();
-    let csv = dir.path().join("cycles.csv");
+    let (dir, csv) = temp_file("cycles.csv");
     ok(mpirun(
         2,
         &[
@@ -233,8 +228,7 @@ fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
 
 #[test]
 fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
-    let dir = tempdir();
-    let suite = dir.path().join("two.toml");
+    let (dir, suite) = temp_file("two.toml");
     std::fs::write(
         &suite,
         "name = \"two\"\nranks = 2\ntransports = [\"shm\", \"tcp\"]\n[run]\nbackend = \"mpi\"\n\
@@ -287,8 +281,7 @@ fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
 
 #[test]
 fn a_single_panel_png_has_its_announced_size_and_its_whole_title() {
-    let dir = tempdir();
-    let png_path = dir.path().join("one.png");
+    let (dir, png_path) = temp_file("one.png");
     // one collective only: the single-panel layout
     let csv = dir.path().join("one.csv");
     let text = std::fs::read_to_string(fixture("base.csv")).unwrap();

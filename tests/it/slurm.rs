@@ -84,8 +84,7 @@ fn srun_with_pmix_runs_4_ranks_over_mpi() {
     };
     let list = output_of(slurm_command(&conf, "srun", &["--mpi=list"], &sim, &[]));
     assert!(stdout(&list).contains("pmix"), "{}{}", stdout(&list), stderr(&list));
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("pmix.csv");
+    let (_tmp, csv_path) = temp_file("pmix.csv");
     let mut args = words(SWEEP);
     args.extend(["--backend", "mpi", "--csv", path_str(&csv_path)]);
     let out = ok(srun(&conf, &sim, &[], "--mpi=pmix", &args));
@@ -126,8 +125,7 @@ fn a_rank_that_fails_under_srun_ends_the_step_with_one_line() {
         return;
     };
     let fail = [("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2:2")];
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("fail.csv");
+    let (_tmp, csv_path) = temp_file("fail.csv");
     for mpi in ["--mpi=none", "--mpi=pmix"] {
         let args = argv![
             "run --backend nccl --collectives all_reduce -e 1K -n 2 --no-progress --overwrite --csv",

@@ -49,8 +49,7 @@ fn rows_by_point(csv: &Csv) -> BTreeMap<(String, String, String), BTreeMap<Strin
 }
 
 fn split_run(np: usize, env: &[(&str, &str)], extra: &[&str]) -> (std::process::Output, Csv, tempfile::TempDir) {
-    let dir = tempdir();
-    let csv_path = dir.path().join("split.csv");
+    let (dir, csv_path) = temp_file("split.csv");
     let mut args = argv![
         "run --backend mpi --collectives all_reduce,all_gather,broadcast,alltoall -b 1K -e 64K -f 8 -n 3 -w 1 --no-progress --csv",
         path_str(&csv_path)
@@ -133,7 +132,7 @@ fn nccl_tests_variable_at_3_ranks_makes_groups_of_two_and_one() {
             assert_eq!(csv.get(row, "wrong"), "0", "{row:?}");
         }
     }
-    assert!(stdout(&out).contains("0 = ranks 0,2; 1 = rank 1"), "{}", stdout(&out));
+    assert_stdout_has(&out, "0 = ranks 0,2; 1 = rank 1");
 }
 
 #[test]
@@ -174,11 +173,7 @@ fn bad_split_rules_are_refused_in_one_line() {
             ],
         ),
     );
-    assert!(
-        stderr(&out).contains("each group runs flat collectives"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "each group runs flat collectives");
 }
 
 /// The nccl backend on the host GPU simulation (every run says so): each

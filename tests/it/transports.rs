@@ -51,8 +51,7 @@ fn the_shm_and_tcp_profiles_run_record_what_open_mpi_used_and_validate() {
 
 #[test]
 fn auto_sets_nothing_and_records_every_btl_open_mpi_kept() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("auto.csv");
+    let (_dir, csv_path) = temp_file("auto.csv");
     let out = ok(small_run("auto", &csv_path, &[]));
     assert!(!stdout(&out).contains("#             set "), "{}", stdout(&out));
     let csv = Csv::read(&csv_path);
@@ -63,23 +62,21 @@ fn auto_sets_nothing_and_records_every_btl_open_mpi_kept() {
 
 #[test]
 fn a_profile_the_environment_contradicts_fails_with_one_line_naming_both() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("tcp.csv");
+    let (_dir, csv_path) = temp_file("tcp.csv");
     // The user's own btl list wins over the profile's, as documented; then
     // Open MPI keeps shared memory only, which is not the tcp profile.
     let out = small_run("tcp", &csv_path, &[("OMPI_MCA_btl", "self,vader")]);
     assert_eq!(code(&out), 1, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
-    let lines = our_lines(&out);
-    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = only_line(&out);
     assert!(
-        lines[0].contains("transport tcp was requested but ob1/vader was observed"),
+        line.contains("transport tcp was requested but ob1/vader was observed"),
         "{}",
-        lines[0]
+        line
     );
     assert!(
-        lines[0].contains("OMPI_MCA_btl=self,vader was set before the run"),
+        line.contains("OMPI_MCA_btl=self,vader was set before the run"),
         "{}",
-        lines[0]
+        line
     );
     assert!(!csv_path.exists(), "nothing was measured, so no report is left");
 }
@@ -92,13 +89,8 @@ fn profiles_that_do_not_fit_the_backend_are_usage_errors() {
     ] {
         let out = mpirun(2, &args);
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
-        let lines = our_lines(&out);
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(
-            lines[0].contains("is an NCCL profile, but the backend is mpi"),
-            "{}",
-            lines[0]
-        );
+        let line = only_line(&out);
+        assert!(line.contains("is an NCCL profile, but the backend is mpi"), "{}", line);
     }
     let out = collbench(&["run", "--transport", "infiniband"]);
     assert_parser_error(&out, "unknown profile 'infiniband'");
@@ -120,8 +112,7 @@ fn transport_help_lists_every_profile_with_its_variables() {
 
 #[test]
 fn the_local_suite_runs_every_launch_and_merges_one_csv() {
-    let dir = tempdir();
-    let merged = dir.path().join("local.csv");
+    let (dir, merged) = temp_file("local.csv");
     let config = format!("{}/configs/suite-local-cpu.toml", env!("CARGO_MANIFEST_DIR"));
     let out = collbench_launching(
         &["suite", &config, "--launcher", "mpirun", "--output", path_str(&merged)],
@@ -171,8 +162,7 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
 
 #[test]
 fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
-    let dir = tempdir();
-    let suite = dir.path().join("two.toml");
+    let (dir, suite) = temp_file("two.toml");
     std::fs::write(
         &suite,
         "ranks = 2\ntransports = [\"tcp\", \"shm\"]\n[run]\nbackend = \"mpi\"\ncollectives = \"all_reduce\"\n\
@@ -193,7 +183,7 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
         "{err}"
     );
     assert!(err.contains("[2/2] shm flat: ok"), "{err}");
-    assert!(stdout(&out).contains("1 ok, 1 failed"), "{}", stdout(&out));
+    assert_stdout_has(&out, "1 ok, 1 failed");
     let csv = Csv::read(&merged);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "transport") == "shm"));

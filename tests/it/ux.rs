@@ -188,8 +188,7 @@ fn terminal_run(extra: &[&str]) {
     let Some(pane) = Pane::open() else {
         return;
     };
-    let dir = tempdir();
-    let csv_path = dir.path().join("t.csv");
+    let (_dir, csv_path) = temp_file("t.csv");
     let mut args = argv![
         "run --collectives all_reduce,all_gather -e 1M --csv",
         path_str(&csv_path)
@@ -223,8 +222,7 @@ fn without_progress_every_table_row_is_on_screen_too() {
 
 #[test]
 fn the_header_echoes_the_command_and_sizes_and_the_footer_reads_as_nccl_tests_does() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("f.csv");
+    let (_dir, csv_path) = temp_file("f.csv");
     let args = [
         "run",
         "--collectives",
@@ -353,8 +351,7 @@ fn csv_rows(path: &Path) -> usize {
 
 #[test]
 fn ctrl_c_to_mpirun_leaves_the_table_with_its_footer_and_every_row_of_the_csv() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("int.csv");
+    let (dir, csv_path) = temp_file("int.csv");
     let json_path = dir.path().join("int.json");
     // points of a second or more: mpirun's SIGKILL, a second after its
     // SIGTERM, comes before the point in flight can end
@@ -412,8 +409,7 @@ fn suite_command(suite: &Path, merged: &Path) -> Command {
 
 #[test]
 fn ctrl_c_during_a_suite_stops_the_launch_merges_the_finished_ones_and_says_so() {
-    let dir = tempdir();
-    let merged = dir.path().join("two.csv");
+    let (dir, merged) = temp_file("two.csv");
     let mut suite = Spawned::start(suite_command(&two_launch_suite(dir.path()), &merged), dir.path());
     let second = dir.path().join("two-launches/02-tcp-flat.csv");
     suite.wait_until(Duration::from_secs(180), |s| {
@@ -445,8 +441,7 @@ fn ctrl_c_during_a_suite_stops_the_launch_merges_the_finished_ones_and_says_so()
 
 #[test]
 fn sigterm_during_the_first_launch_of_a_suite_says_nothing_finished_and_exits_143() {
-    let dir = tempdir();
-    let merged = dir.path().join("two.csv");
+    let (dir, merged) = temp_file("two.csv");
     let mut suite = Spawned::start(suite_command(&two_launch_suite(dir.path()), &merged), dir.path());
     let first = dir.path().join("two-launches/01-shm-flat.csv");
     suite.wait_until(Duration::from_secs(120), |_| csv_rows(&first) >= 1);

@@ -253,18 +253,14 @@ fn compare_judges_two_workload_csvs_and_plot_refuses_them() {
     // that), unless the steps of the launch are to judge
     let out = collbench(&["compare", path_str(&base), path_str(&slow)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("unproven"), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains("note: 1 configuration unproven"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "unproven");
+    assert_stdout_has(&out, "note: 1 configuration unproven");
     let out = collbench(&["compare", "--within-launch", path_str(&base), path_str(&slow)]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
-    assert!(stdout(&out).contains("regressed"), "{}", stdout(&out));
+    assert_stdout_has(&out, "regressed");
     let out = collbench(&["compare", "--within-launch", path_str(&slow), path_str(&base)]);
     assert_eq!(code(&out), 0);
-    assert!(stdout(&out).contains("improved"), "{}", stdout(&out));
+    assert_stdout_has(&out, "improved");
     // a folder of launches: the launch t-test judges the new launch
     let launches = dir.path().join("launches");
     std::fs::create_dir(&launches).unwrap();
@@ -273,8 +269,8 @@ fn compare_judges_two_workload_csvs_and_plot_refuses_them() {
     }
     let out = collbench(&["compare", path_str(&launches), path_str(&slow)]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
-    assert!(stdout(&out).contains("(base, 3 launches)"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("regressed"), "{}", stdout(&out));
+    assert_stdout_has(&out, "(base, 3 launches)");
+    assert_stdout_has(&out, "regressed");
     let out = collbench(&["compare", path_str(&launches), path_str(&base)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let out = collbench(&["plot", path_str(&base), "-o", path_str(&dir.path().join("p.svg"))]);
@@ -303,8 +299,7 @@ fn a_ddp_log_of_two_ranks_replays_call_by_call_at_two_ranks() {
     // own-2.21-ddp-gpt2-2ranks.log (written for the tests, see the
     // fixtures' README): rank 0's broadcast of GPT-2's parameters, then
     // its 7 bfloat16 gradient all-reduces
-    let dir = tempdir();
-    let path = dir.path().join("r.csv");
+    let (_dir, path) = temp_file("r.csv");
     let out = ok(replay(2, &fixture("own-2.21-ddp-gpt2-2ranks.log"), &path, &[]));
     let csv = Csv::read(&path);
     let mut want = vec![op("broadcast", 124_439_808, "world", 2, "log")];
@@ -322,8 +317,7 @@ fn a_ddp_log_of_two_ranks_replays_call_by_call_at_two_ranks() {
 fn a_tensor_and_data_parallel_log_replays_on_its_own_groups_at_four_ranks() {
     // own-2.23-tp2-dp2-4ranks.log: rank 0 all-reduces twice on its tp
     // communicator {0,1}, once on its dp communicator {0,2}, once on all
-    let dir = tempdir();
-    let path = dir.path().join("r.csv");
+    let (_dir, path) = temp_file("r.csv");
     ok(replay(4, &fixture("own-2.23-tp2-dp2-4ranks.log"), &path, &[]));
     let csv = Csv::read(&path);
     let (tp, dp) = ("blocks of 2", "every 2th rank in blocks of 4");
@@ -341,10 +335,9 @@ fn a_tensor_and_data_parallel_log_replays_on_its_own_groups_at_four_ranks() {
 #[test]
 fn a_larger_job_replays_rescaled_and_says_so() {
     // nccl-1193-ray-128ranks.log: NVIDIA/nccl#1193, a 128-rank job
-    let dir = tempdir();
-    let path = dir.path().join("r.csv");
+    let (_dir, path) = temp_file("r.csv");
     let out = ok(replay(2, &fixture("nccl-1193-ray-128ranks.log"), &path, &["--rescale"]));
-    assert!(stdout(&out).contains("# rescaled: "), "{}", stdout(&out));
+    assert_stdout_has(&out, "# rescaled: ");
     let csv = Csv::read(&path);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "rescaled") == "true"));
@@ -366,8 +359,7 @@ fn refused(out: &std::process::Output, needle: &str) {
 
 #[test]
 fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
-    let dir = tempdir();
-    let csv = dir.path().join("r.csv");
+    let (dir, csv) = temp_file("r.csv");
     let out = replay(2, &fixture("own-2.23-tp2-dp2-4ranks.log"), &csv, &[]);
     refused(&out, "the logged job has 4 ranks and this launch 2");
     let out = replay(2, &fixture("cupy-9090-init-2.15.log"), &csv, &[]);
@@ -403,19 +395,14 @@ fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
 /// q, k, v, o of 16^2 and a router of 3 x 16 dense (1072), the rest experts.
 #[test]
 fn moe_and_pp_issue_the_hand_computed_sequence_at_three_ranks() {
-    let dir = tempdir();
-    let csv = dir.path().join("m.csv");
+    let (_dir, csv) = temp_file("m.csv");
     let args = argv![
         "workload --backend mpi --params 300K --layers 3 --hidden 16 --experts 3 --seq-len 6 --micro-batches 3 --strategy moe,pp --steps 1 --warmup-steps 0 --csv",
         path_str(&csv)
     ];
     let out = mpirun(3, &args);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("moe: 22 operations per step on 3 ranks, ep 3"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "moe: 22 operations per step on 3 ranks, ep 3");
     assert!(stdout(&out).contains("pp: 6 operations per step on 3 ranks, 3 pipeline stages"));
     let csv = Csv::read(&csv);
     // ep = 3 (the default: 3 ranks, 3 experts): 6 tokens x top-2 / 3 = 4
@@ -533,8 +520,7 @@ fn a_send_two_ranks_ahead_replays_as_a_shifted_exchange_at_four_ranks() {
 gpu-b:7300:7345 [0] NCCL INFO ncclCommInitRankConfig comm 0x55e0c0de0000 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 4000 commId 0x7a8b - Init COMPLETE\n\
 gpu-b:7300:7300 [0] NCCL INFO Send: opCount 2 sendbuff 0x7f1040000000 recvbuff (nil) count 65536 datatype 7 op 0 root 2 comm 0x55e0c0de0000 [nranks=4] stream 0x55e0c1000000\n\
 gpu-b:7300:7300 [0] NCCL INFO Recv: opCount 2 sendbuff (nil) recvbuff 0x7f1050000000 count 65536 datatype 7 op 0 root 2 comm 0x55e0c0de0000 [nranks=4] stream 0x55e0c1000000\n";
-    let dir = tempdir();
-    let path = dir.path().join("p2p.log");
+    let (dir, path) = temp_file("p2p.log");
     std::fs::write(&path, log).unwrap();
     let csv = dir.path().join("r.csv");
     ok(replay(4, path_str(&path), &csv, &[]));
@@ -550,8 +536,7 @@ gpu-b:7300:7300 [0] NCCL INFO Recv: opCount 2 sendbuff (nil) recvbuff 0x7f105000
 
 #[test]
 fn sigterm_stops_a_workload_between_steps_keeping_what_was_timed() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("term.csv");
+    let (_dir, csv_path) = temp_file("term.csv");
     let mut args = vec!["workload", "--backend", "mpi", "--csv", path_str(&csv_path)];
     args.extend(&words(MODEL)[..10]);
     args.extend(["--strategy", "ddp,fsdp", "--steps", "100000", "--warmup-steps", "0"]);

@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read};
 use std::marker::PhantomData;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -226,6 +226,17 @@ pub fn mpirun_env(np: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
     cmd.env_remove("COLLBENCH_NCCL_LIB").env_remove("NCCL_HOME");
     cmd.envs(env.iter().copied());
     run(cmd)
+}
+
+/// `mpirun -np N collbench ARGS` writing the CSV `csv`, asserting exit 0
+/// and every row's arithmetic (`assert_rows_consistent` at N ranks); the
+/// output and the CSV.
+#[track_caller]
+pub fn mpirun_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
+    let out = ok(mpirun(np, args));
+    let table = Csv::read(csv);
+    assert_rows_consistent(&table, np as u64);
+    (out, table)
 }
 
 /// The binary alone with `env` added: for subcommands that start `mpirun`
@@ -487,6 +498,18 @@ pub fn exits(want: i32, out: Output) -> Output {
     out
 }
 
+/// Asserts the stdout of `out` holds `needle` (shown where not).
+#[track_caller]
+pub fn assert_stdout_has(out: &Output, needle: &str) {
+    assert!(stdout(out).contains(needle), "{}", stdout(out));
+}
+
+/// Asserts the stderr of `out` holds `needle` (shown where not).
+#[track_caller]
+pub fn assert_stderr_has(out: &Output, needle: &str) {
+    assert!(stderr(out).contains(needle), "{}", stderr(out));
+}
+
 /// The lines collbench itself wrote to stderr (mpirun adds banners).
 pub fn our_lines(out: &Output) -> Vec<String> {
     stderr(out)
@@ -496,8 +519,23 @@ pub fn our_lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
+/// The one line collbench wrote to stderr, asserting there is exactly one.
+#[track_caller]
+pub fn only_line(out: &Output) -> String {
+    let lines = our_lines(out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    lines[0].clone()
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temporary folder")
+}
+
+/// A temporary folder and the path of `name` in it (not created).
+pub fn temp_file(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempdir();
+    let path = dir.path().join(name);
+    (dir, path)
 }
 
 pub fn path_str(p: &Path) -> &str {
