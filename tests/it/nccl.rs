@@ -271,15 +271,25 @@ fn assert_no_cuda_driver(out: &Output, what: &str) {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// What the no-GPU bootstrap tests start from (None: skipped, see
+/// `nccl_lib_without_gpu`): the NCCL library, a temporary folder holding an
+/// empty `trace` folder (for --trace-bootstrap), and the path of its
+/// `never.csv`: the report a failed start must not leave.
 #[cfg(feature = "mpi")]
-#[test]
-fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
-    let Some(lib) = nccl_lib_without_gpu("no-GPU bootstrap test") else {
-        return;
-    };
+fn bootstrap() -> Option<(PathBuf, tempfile::TempDir, PathBuf, PathBuf)> {
+    let lib = nccl_lib_without_gpu("no-GPU bootstrap test")?;
     let (dir, trace) = temp_file("trace");
     std::fs::create_dir(&trace).unwrap();
     let never = dir.path().join("never.csv");
+    Some((lib, dir, trace, never))
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
+    let Some((lib, dir, trace, never)) = bootstrap() else {
+        return;
+    };
     let out = mpirun_env(
         2,
         &[("COLLBENCH_NCCL_LIB", path_str(&lib))],
@@ -308,12 +318,9 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
 #[cfg(feature = "mpi")]
 #[test]
 fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_without_a_gpu() {
-    let Some(lib) = nccl_lib_without_gpu("no-GPU bootstrap test") else {
+    let Some((lib, _dir, trace, never)) = bootstrap() else {
         return;
     };
-    let (dir, trace) = temp_file("trace");
-    std::fs::create_dir(&trace).unwrap();
-    let never = dir.path().join("never.csv");
     let common = argv![
         "run --backend nccl --collectives all_reduce --ranks-per-node 2 -e 1K --trace-bootstrap",
         path_str(&trace),
@@ -350,6 +357,19 @@ fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_wit
     assert!(!never.exists(), "no report for a failed start");
 }
 
+/// `collbench ARGS` in one process on the NCCL library `lib`, asserting it
+/// stops without a GPU: exit 1 and one line of stderr, saying so.
+#[track_caller]
+fn one_process_stops_without_a_gpu(lib: &Path, args: &[&str]) {
+    let mut cmd = clean(args);
+    cmd.env("COLLBENCH_NCCL_LIB", lib);
+    let out = output(cmd);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("collbench: --backend nccl: no CUDA driver"), "{err}");
+}
+
 /// `-m`, `-G` and `-R` are accepted on the nccl backend and change nothing
 /// before the GPU: without one, the run stops at device initialisation.
 #[test]
@@ -357,13 +377,7 @@ fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
     let Some(lib) = nccl_lib_without_gpu("no-GPU test") else {
         return;
     };
-    let mut cmd = clean(&argv!["run -g 2 --backend nccl -m 4 -G 2 -R -e 1K"]);
-    cmd.env("COLLBENCH_NCCL_LIB", &lib);
-    let out = output(cmd);
-    let err = stderr(&out);
-    assert_eq!(code(&out), 1, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("collbench: --backend nccl: no CUDA driver"), "{err}");
+    one_process_stops_without_a_gpu(&lib, &argv!["run -g 2 --backend nccl -m 4 -G 2 -R -e 1K"]);
 }
 
 #[test]
@@ -372,13 +386,10 @@ fn threads_of_one_process_share_the_id_then_fail_cleanly_without_a_gpu() {
         return;
     };
     let dir = tempdir();
-    let mut cmd = clean(&["run", "-g", "3", "-e", "1K", "--trace-bootstrap", path_str(dir.path())]);
-    cmd.env("COLLBENCH_NCCL_LIB", &lib);
-    let out = output(cmd);
-    let err = stderr(&out);
-    assert_eq!(code(&out), 1, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("collbench: --backend nccl: no CUDA driver"), "{err}");
+    one_process_stops_without_a_gpu(
+        &lib,
+        &["run", "-g", "3", "-e", "1K", "--trace-bootstrap", path_str(dir.path())],
+    );
     let ids: Vec<String> = (0..3)
         .map(|r| std::fs::read_to_string(dir.path().join(format!("rank-{r}.id"))).unwrap())
         .collect();
