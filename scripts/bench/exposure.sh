@@ -12,10 +12,8 @@
 # id), the four interleaved for ROUNDS (default 3) rounds. Prints each
 # condition's mean time per operation per round, and the load average.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-. scripts/lib/setup.sh
-collbench_ensure_deps
-collbench_mpirun_env
+. "$(dirname "$0")/../lib/bench.sh"
+bench_deps
 
 rounds=${1:-3}
 hogs=${2:-2}

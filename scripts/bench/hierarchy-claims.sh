@@ -17,15 +17,14 @@
 # noisy machine may claim it in few runs), so read the counts together.
 # Default: --runs 10. Files: results/bench-hierarchy-claims-<UTC time>/.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-. scripts/lib/setup.sh
+. "$(dirname "$0")/../lib/bench.sh"
 
 runs=10
 while [ $# -gt 0 ]; do
     case "$1" in
-        --runs) runs=${2:?--runs needs a value}; shift 2 ;;
-        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) printf 'hierarchy-claims.sh: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
+        --runs) bench_opt "$@"; shift 2 ;;
+        -h|--help) bench_help; exit 0 ;;
+        *) bench_unknown "$1" ;;
     esac
 done
 
@@ -37,16 +36,8 @@ fi
 read -r -a mpirun_args <<< "$(printf '%s\n' "$line" | sed -E 's/^mpirun (.*) collbench run .*/\1/')"
 read -r -a run_args <<< "$(printf '%s\n' "$line" | sed -E 's/.*collbench run //')"
 
-if [ -z "${COLLBENCH:-}" ]; then
-    collbench_ensure_deps
-    cargo build --locked --release
-    COLLBENCH=target/release/collbench
-fi
-COLLBENCH=$(realpath "$COLLBENCH")
-collbench_mpirun_env
-out="results/bench-hierarchy-claims-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$out"
-load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
+bench_collbench_mpi
+bench_out hierarchy-claims
 # The crossovers FILE claims, one a line: "PLACEMENT SIZE (FROM -> TO)"
 # (each group's "* crossover at SIZE (A -> B), SIZE (B -> C)" line).
 crossovers() {
@@ -75,8 +66,7 @@ winners() {
 echo "# --hierarchy all, $runs runs under the same conditions"
 echo "# mpirun ${mpirun_args[*]} collbench run ${run_args[*]}"
 echo "# then: collbench compare --by hierarchy run.csv"
-echo "# binary: $COLLBENCH ($("$COLLBENCH" --version 2>/dev/null || echo '?'))"
-echo "# output: $out"
+bench_banner
 echo "# load before: $(load)"
 with_crossover=0
 for i in $(seq 1 "$runs"); do

@@ -13,7 +13,7 @@
 # binary (default: a release build, made if need be). Each try's JSON and
 # CSV are kept under results/bench-links-faults-<time>/.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib/bench.sh"
 
 tries=5
 rate=100mbit
@@ -21,12 +21,9 @@ quota=5
 size=256K
 while [ $# -gt 0 ]; do
     case "$1" in
-        --tries) tries=${2:?--tries needs a value}; shift 2 ;;
-        --rate) rate=${2:?--rate needs a value}; shift 2 ;;
-        --quota) quota=${2:?--quota needs a value}; shift 2 ;;
-        --size) size=${2:?--size needs a value}; shift 2 ;;
+        --tries | --rate | --quota | --size) bench_opt "$@"; shift 2 ;;
         -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) printf 'links-faults.sh: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
+        *) bench_unknown "$1" ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "links-faults.sh: fake nodes need root" >&2; exit 2; }
@@ -39,8 +36,7 @@ fi
 # nodes no test uses (a link fault on lo matches addresses)
 scripts/fake-nodes.sh setup 12 >/dev/null
 nodes=cbnode9,cbnode10,cbnode11,cbnode12
-out="results/bench-links-faults-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$out"
+bench_out links-faults
 
 # what a JSON report's finder named: "kind:host+host;..." or "none"
 named() {

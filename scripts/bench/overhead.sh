@@ -13,10 +13,8 @@
 # REPETITIONS (default 7) rounds; the table gives each side's median per
 # size and collbench / raw.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-. scripts/lib/setup.sh
-collbench_ensure_deps
-collbench_mpirun_env
+. "$(dirname "$0")/../lib/bench.sh"
+bench_deps
 
 reps=${1:-7}
 iters=${2:-200}

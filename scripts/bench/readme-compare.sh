@@ -21,17 +21,15 @@
 # trial's baseline, new CSV and compare output). Needs taskset
 # (util-linux) for part 2.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-. scripts/lib/setup.sh
+. "$(dirname "$0")/../lib/bench.sh"
 
 runs=10
 slow=5
 while [ $# -gt 0 ]; do
     case "$1" in
-        --runs) runs=${2:?--runs needs a value}; shift 2 ;;
-        --slow) slow=${2:?--slow needs a value}; shift 2 ;;
-        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) printf 'readme-compare.sh: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
+        --runs | --slow) bench_opt "$@"; shift 2 ;;
+        -h|--help) bench_help; exit 0 ;;
+        *) bench_unknown "$1" ;;
     esac
 done
 
@@ -49,18 +47,8 @@ read -r -a mpirun_args <<< "$(printf '%s\n' "$run_line" | sed -E 's/^ *mpirun (.
 read -r -a run_args <<< "$(printf '%s\n' "$run_line" | sed -E 's/.*collbench run (.*) --csv .*/\1/')"
 read -r -a compare_args <<< "$(printf '%s\n' "$compare_line" | sed -E 's/^collbench compare base new\.csv *//; s/ *--export-markdown [^ ]*//')"
 
-if [ -z "${COLLBENCH:-}" ]; then
-    collbench_ensure_deps
-    cargo build --locked --release
-    COLLBENCH=target/release/collbench
-fi
-COLLBENCH=$(realpath "$COLLBENCH")
-collbench_mpirun_env
-out="results/bench-readme-compare-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$out"
-load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
-now() { date +%s.%N; }
-seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+bench_collbench_mpi
+bench_out readme-compare
 
 # One trial of the recipe in $out/TAG; the new launch runs under PREFIX...
 # (nothing, or taskset). Prints "code seconds headline".
@@ -91,8 +79,7 @@ trial() {
 echo "# README compare recipe: $launches baseline launches, then one, then compare"
 echo "# mpirun ${mpirun_args[*]} collbench run ${run_args[*]}"
 echo "# collbench compare base new.csv ${compare_args[*]}"
-echo "# binary: $COLLBENCH ($("$COLLBENCH" --version 2>/dev/null || echo '?'))"
-echo "# output: $out"
+bench_banner
 echo
 echo "## 1. identical runs (load before: $(load))"
 alarms=0
@@ -104,16 +91,7 @@ done
 echo "load after: $(load)"
 echo
 echo "## 2. the new launch's ranks on one core (load before: $(load))"
-caught=0
-if command -v taskset >/dev/null 2>&1; then
-    for i in $(seq 1 "$slow"); do
-        read -r code secs headline < <(trial "slow-$i" taskset -c 0)
-        [ "$code" != 4 ] || caught=$((caught + 1))
-        echo "slow $i: exit $code, ${secs} s: $headline"
-    done
-else
-    echo "taskset not found: part 2 skipped"
-fi
+bench_one_core "$slow" trial
 echo "load after: $(load)"
 echo
 echo "## targets"

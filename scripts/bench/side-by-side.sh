@@ -33,10 +33,8 @@
 # The machine's load average is printed before and after each part: on a
 # shared machine, figures taken under load are noise.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-. scripts/lib/setup.sh
-collbench_ensure_deps
-collbench_mpirun_env
+. "$(dirname "$0")/../lib/bench.sh"
+bench_deps
 
 rounds=${1:-5}
 shift $(( $# > 0 ? 1 : 0 ))

@@ -8,10 +8,8 @@
 #
 # A benchmark script, not a test: it prints figures and judges nothing.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-. scripts/lib/setup.sh
-collbench_ensure_deps
-collbench_mpirun_env
+. "$(dirname "$0")/../lib/bench.sh"
+bench_deps
 
 seconds=${1:-60}
 np=${2:-2}

@@ -27,25 +27,20 @@
 # core with a busier process by placement. Files:
 # results/bench-stragglers-<UTC time>/ (one log and CSV per launch).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-. scripts/lib/setup.sh
+. "$(dirname "$0")/../lib/bench.sh"
 
 runs=10
 np=2
 slow_rank=1
-quota=1000
-period=10000
+quota_us=1000
+period_us=10000
 run_args=(--collectives all_reduce,all_gather -b 64K -e 4M -f 4 -n 20 -N 3)
 while [ $# -gt 0 ]; do
     case "$1" in
-        --runs) runs=${2:?--runs needs a value}; shift 2 ;;
-        --np) np=${2:?--np needs a value}; shift 2 ;;
-        --slow-rank) slow_rank=${2:?--slow-rank needs a value}; shift 2 ;;
-        --quota-us) quota=${2:?--quota-us needs a value}; shift 2 ;;
-        --period-us) period=${2:?--period-us needs a value}; shift 2 ;;
-        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --runs | --np | --slow-rank | --quota-us | --period-us) bench_opt "$@"; shift 2 ;;
+        -h|--help) bench_help; exit 0 ;;
         --) shift; run_args=("$@"); break ;;
-        *) printf 'stragglers.sh: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
+        *) bench_unknown "$1" ;;
     esac
 done
 
@@ -54,15 +49,8 @@ if [ "$(id -u)" != 0 ] || [ ! -w "$controller/cgroup.procs" ]; then
     echo "stragglers.sh: needs root and the cgroup v1 cpu controller at $controller" >&2
     exit 2
 fi
-if [ -z "${COLLBENCH:-}" ]; then
-    collbench_ensure_deps
-    cargo build --locked --release
-    COLLBENCH=target/release/collbench
-fi
-COLLBENCH=$(realpath "$COLLBENCH")
-collbench_mpirun_env
-out="results/bench-stragglers-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$out"
+bench_collbench_mpi
+bench_out stragglers
 group="$controller/collbench-slow-$$"
 mkdir "$group"
 cleanup() {
@@ -70,8 +58,8 @@ cleanup() {
     rmdir "$group" 2>/dev/null || true
 }
 trap cleanup EXIT
-echo "$period" > "$group/cpu.cfs_period_us"
-echo "$quota" > "$group/cpu.cfs_quota_us"
+echo "$period_us" > "$group/cpu.cfs_period_us"
+echo "$quota_us" > "$group/cpu.cfs_quota_us"
 wrapper="$out/slowed-rank.sh"
 cat > "$wrapper" <<EOF
 #!/bin/sh
@@ -82,9 +70,6 @@ exec "\$@"
 EOF
 chmod +x "$wrapper"
 
-load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
-now() { date +%s.%N; }
-seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # The duration signal of a launch's CSV, for comparison: "duration's
 # slowest rank was R at K of N rows, its excess median X%".
@@ -116,10 +101,9 @@ launch() {
         "$(durations "$out/$tag.csv" 2>/dev/null || echo 'no CSV')"
 }
 
-echo "# collbench slow-rank verdict: np $np, rank $slow_rank held to $quota us of CPU per $period us, $runs slowed and $runs healthy launches"
+echo "# collbench slow-rank verdict: np $np, rank $slow_rank held to $quota_us us of CPU per $period_us us, $runs slowed and $runs healthy launches"
 echo "# run arguments: ${run_args[*]} -I"
-echo "# binary: $COLLBENCH ($("$COLLBENCH" --version 2>/dev/null || echo '?'))"
-echo "# output: $out"
+bench_banner
 echo "# load before: $(load)"
 slowed_right=0
 slowed_any=0
@@ -140,7 +124,7 @@ for i in $(seq 1 "$runs"); do
 done
 echo "# load after: $(load)"
 sorted=$(printf '%s\n' "${times[@]}" | sort -n)
-median=$(printf '%s\n' "$sorted" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+median=$(printf '%s\n' "$sorted" | bench_median)
 echo
 echo "## results"
 echo "slowed launches that named rank $slow_rank: $slowed_right of $runs (target: $runs of $runs)"

@@ -22,6 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/lib/setup.sh
+. scripts/lib/bench.sh
 
 runs=10
 slow=5
@@ -30,26 +31,16 @@ launches=5
 ci_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --runs) runs=${2:?--runs needs a value}; shift 2 ;;
-        --slow) slow=${2:?--slow needs a value}; shift 2 ;;
-        --np) np=${2:?--np needs a value}; shift 2 ;;
-        --launches) launches=${2:?--launches needs a value}; shift 2 ;;
+        --runs | --slow | --np | --launches) bench_opt "$@"; shift 2 ;;
         -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --) shift; ci_args=("$@"); break ;;
-        *) printf 'verdicts.sh: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
+        *) bench_unknown "$1" ;;
     esac
 done
 
-if [ -z "${COLLBENCH:-}" ]; then
-    collbench_ensure_deps
-    cargo build --locked --release
-    export COLLBENCH=target/release/collbench
-fi
-out="results/bench-verdicts-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$out"
-load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
-now() { date +%s.%N; }
-seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+bench_collbench
+export COLLBENCH
+bench_out verdicts
 
 # One run of the recipe; prints "code seconds headline".
 ci_run() {
@@ -72,8 +63,7 @@ ci_run() {
 
 echo "# collbench CI verdict targets: np $np, $launches baseline launches, $runs identical runs, $slow slowed runs"
 echo "# ci-regression.sh arguments: ${ci_args[*]:-(none)}"
-echo "# binary: $COLLBENCH ($("$COLLBENCH" --version 2>/dev/null || echo '?'))"
-echo "# output: $out"
+bench_banner
 echo
 echo "## 1. identical runs (load before: $(load))"
 alarms=0
@@ -93,20 +83,13 @@ done
 echo "load after: $(load)"
 echo
 echo "## 2. both ranks on one core (load before: $(load))"
-caught=0
-if command -v taskset >/dev/null 2>&1; then
-    for i in $(seq 1 "$slow"); do
-        read -r code secs headline < <(MPIRUN='mpirun --bind-to none' ci_run "slow-$i" taskset -c 0)
-        [ "$code" != 4 ] || caught=$((caught + 1))
-        echo "slow $i: exit $code, ${secs} s: $headline"
-    done
-else
-    echo "taskset not found: part 2 skipped"
-fi
+# both ranks unbound, so that taskset alone places them
+slow_run() { MPIRUN='mpirun --bind-to none' ci_run "$@"; }
+bench_one_core "$slow" slow_run
 echo "load after: $(load)"
 echo
 sorted=$(printf '%s\n' "${compare_times[@]:-0}" | sort -n)
-median=$(printf '%s\n' "$sorted" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+median=$(printf '%s\n' "$sorted" | bench_median)
 longest=$(printf '%s\n' "$sorted" | tail -n 1)
 echo "## targets"
 echo "1. identical runs with any regressed row: $alarms of $((runs - 1)) comparisons (target: at most 1 of 10 runs)"

@@ -177,6 +177,30 @@ collbench_download_wheel() {
     printf '%s\n' "$file"
 }
 
+# Extracts from the wheel FILE into DEST the members whose names match the
+# regular expression MEMBERS (Python's re.search); fails saying "FILE holds
+# no WHAT" when none of them matches REQUIRED.
+collbench_unpack_wheel() {
+    python3 - "$@" <<'PY'
+import re, sys, zipfile
+wheel, dest, members, required, what = sys.argv[1:6]
+with zipfile.ZipFile(wheel) as z:
+    want = [n for n in z.namelist() if re.search(members, n)]
+    if not any(re.search(required, n) for n in want):
+        sys.exit(f"{wheel} holds no {what}")
+    for n in want:
+        z.extract(n, dest)
+PY
+}
+
+# Fails, saying so, when FILE is not there after unpacking WHEEL.
+collbench_unpacked() {
+    if [ ! -f "$1" ]; then
+        collbench_note "no $1 after unpacking $2"
+        return 1
+    fi
+}
+
 # The NCCL library for the tests: PyPI's nvidia-nccl-cu12 wheel (about
 # 350 MB), downloaded once into .cache/nccl (ignored by git) and unpacked
 # there, so reruns use the copy. Exports COLLBENCH_TEST_NCCL_LIB. No GPU is
@@ -197,22 +221,10 @@ collbench_fetch_nccl() {
             return 1
         }
         # Only the library and its header; the rest of the wheel is not needed.
-        python3 - "$file" "$unpacked" <<'PY'
-import sys, zipfile
-wheel, dest = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(wheel) as z:
-    want = [n for n in z.namelist()
-            if n.endswith("/lib/libnccl.so.2") or n.endswith("/include/nccl.h")]
-    if not want:
-        sys.exit(f"{wheel} holds no nvidia/nccl/lib/libnccl.so.2")
-    for n in want:
-        z.extract(n, dest)
-PY
+        local only='/lib/libnccl\.so\.2$|/include/nccl\.h$'
+        collbench_unpack_wheel "$file" "$unpacked" "$only" "$only" nvidia/nccl/lib/libnccl.so.2
     fi
-    if [ ! -f "$lib" ]; then
-        collbench_note "no $lib after unpacking $wheel"
-        return 1
-    fi
+    collbench_unpacked "$lib" "$wheel" || return 1
     export COLLBENCH_TEST_NCCL_LIB="$lib"
 }
 
@@ -230,20 +242,8 @@ collbench_fetch_cuda_headers() {
     if [ ! -f "$include/cuda.h" ]; then
         local file
         file=$(collbench_download_wheel "$wheel" "$cache" "the GPU simulation") || return 1
-        python3 - "$file" "$cache/$tag" <<'PY'
-import sys, zipfile
-wheel, dest = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(wheel) as z:
-    want = [n for n in z.namelist() if "/include/" in n]
-    if not any(n.endswith("/include/cuda.h") for n in want):
-        sys.exit(f"{wheel} holds no include/cuda.h")
-    for n in want:
-        z.extract(n, dest)
-PY
+        collbench_unpack_wheel "$file" "$cache/$tag" '/include/' '/include/cuda\.h$' include/cuda.h
     fi
-    if [ ! -f "$include/cuda.h" ]; then
-        collbench_note "no $include/cuda.h after unpacking $wheel"
-        return 1
-    fi
+    collbench_unpacked "$include/cuda.h" "$wheel" || return 1
     export COLLBENCH_CUDA_INCLUDE="$include"
 }

@@ -301,6 +301,18 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
     return CUDA_SUCCESS;
 }
 
+/* What the device queries share: the simulation started, a place for the
+ * answer and a device it has. */
+static CUresult device_arg(const void *answer, CUdevice dev)
+{
+    init();
+    if (!answer)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= ndevices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     init();
@@ -314,22 +326,18 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    init();
-    if (!bytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = device_arg(bytes, dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     *bytes = mem_bytes;
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    init();
-    if (!pi)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = device_arg(pi, dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
@@ -347,11 +355,9 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-    init();
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = device_arg(uuid, dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     memset(uuid->bytes, 0, sizeof uuid->bytes);
     memcpy(uuid->bytes, "GPUSIM", 6);
     uuid->bytes[15] = (char)dev;
@@ -363,11 +369,9 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    init();
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= ndevices)
-        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = device_arg(pctx, dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     __atomic_add_fetch(&contexts[dev].retained, 1, __ATOMIC_SEQ_CST);
     *pctx = &contexts[dev];
     return CUDA_SUCCESS;

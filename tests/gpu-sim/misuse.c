@@ -80,6 +80,21 @@ static ncclComm_t one_rank_comm(ncclConfig_t *config, ncclResult_t *rc)
     return comm;
 }
 
+/* ncclCommInitRankConfig on one rank with CONFIG of SIZE bytes and the
+ * version of NCCL release VERSION, which the simulation then plays,
+ * expecting WHAT to end in WANT; the communicator, or NULL. */
+static ncclComm_t release_comm(ncclConfig_t *config, size_t size, const char *version, const char *what,
+                               ncclResult_t want)
+{
+    ncclResult_t rc;
+    config->size = size;
+    config->version = (unsigned int)atoi(version);
+    setenv("GPUSIM_NCCL_VERSION", version, 1);
+    ncclComm_t comm = one_rank_comm(config, &rc);
+    expect(what, rc, want);
+    return comm;
+}
+
 int main(void)
 {
     CUdevice dev;
@@ -178,22 +193,17 @@ int main(void)
 
     /* NCCL 2.14-2.16 accept blocking 0 or 1 only; 2.17 added "undefined". */
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.size = 24; /* sizeof(ncclConfig_v21400) */
-    config.version = 21403;
-    setenv("GPUSIM_NCCL_VERSION", "21403", 1);
-    comm = one_rank_comm(&config, &nrc);
-    expect("NCCL 2.14.3: ncclCommInitRankConfig, blocking undefined", nrc, ncclInvalidArgument);
+    /* sizeof(ncclConfig_v21400) */
+    comm = release_comm(&config, 24, "21403", "NCCL 2.14.3: ncclCommInitRankConfig, blocking undefined",
+                        ncclInvalidArgument);
     config.blocking = 1;
     comm = one_rank_comm(&config, &nrc);
     expect("NCCL 2.14.3: ncclCommInitRankConfig, blocking 1", nrc, ncclSuccess);
     if (comm)
         ncclCommDestroy(comm);
     ncclConfig_t config17 = NCCL_CONFIG_INITIALIZER;
-    config17.size = 40; /* sizeof(ncclConfig_v21700) */
-    config17.version = 21701;
-    setenv("GPUSIM_NCCL_VERSION", "21701", 1);
-    comm = one_rank_comm(&config17, &nrc);
-    expect("NCCL 2.17.1: ncclCommInitRankConfig, blocking undefined", nrc, ncclSuccess);
+    /* sizeof(ncclConfig_v21700) */
+    comm = release_comm(&config17, 40, "21701", "NCCL 2.17.1: ncclCommInitRankConfig, blocking undefined", ncclSuccess);
     if (comm)
         ncclCommDestroy(comm);
 

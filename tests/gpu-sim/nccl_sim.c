@@ -1588,37 +1588,40 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+/* What the communicator queries share: the fault injected into CALL, then
+ * a communicator and a place for the answer. */
+static ncclResult_t comm_query(const char *call, const ncclComm_t comm, const void *answer)
 {
-    ncclResult_t rc = injected("ncclCommCount", comm);
+    ncclResult_t rc = injected(call, comm);
     if (rc != ncclSuccess)
         return rc;
-    if (!comm || !count)
+    if (!comm || !answer)
         return ncclInvalidArgument;
-    *count = comm->nranks;
     return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    ncclResult_t rc = comm_query("ncclCommCount", comm, count);
+    if (rc == ncclSuccess)
+        *count = comm->nranks;
+    return rc;
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 {
-    ncclResult_t rc = injected("ncclCommCuDevice", comm);
-    if (rc != ncclSuccess)
-        return rc;
-    if (!comm || !device)
-        return ncclInvalidArgument;
-    *device = comm->device;
-    return ncclSuccess;
+    ncclResult_t rc = comm_query("ncclCommCuDevice", comm, device);
+    if (rc == ncclSuccess)
+        *device = comm->device;
+    return rc;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
-    ncclResult_t rc = injected("ncclCommUserRank", comm);
-    if (rc != ncclSuccess)
-        return rc;
-    if (!comm || !rank)
-        return ncclInvalidArgument;
-    *rank = comm->rank;
-    return ncclSuccess;
+    ncclResult_t rc = comm_query("ncclCommUserRank", comm, rank);
+    if (rc == ncclSuccess)
+        *rank = comm->rank;
+    return rc;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)

@@ -91,8 +91,7 @@ for f in text_string_to_metric_families(open(sys.argv[1]).read()):
 fn local_cpu_passes_at_2_ranks_with_every_file_and_at_3_ranks_on_its_job_check() {
     // a healthy machine passes: nothing else of the tests runs meanwhile
     let _alone = exclusive_permit();
-    let dir = tempdir();
-    let out_dir = dir.path().join("ok");
+    let (dir, out_dir) = temp_file("ok");
     let out = mpirun(2, &["check", "--profile", "local-cpu", "--out", path_str(&out_dir)]);
     assert_eq!(code(&out), 0, "{}", show(&out));
     let text = stdout(&out);
@@ -133,14 +132,9 @@ fn local_cpu_passes_at_2_ranks_with_every_file_and_at_3_ranks_on_its_job_check()
     let three = dir.path().join("three");
     let out = mpirun(
         3,
-        &[
-            "check",
-            "--profile",
-            "local-cpu",
-            "--only",
-            "job-all-reduce-64k",
-            "--out",
-            path_str(&three),
+        &argv![
+            "check --profile local-cpu --only job-all-reduce-64k --out",
+            path_str(&three)
         ],
     );
     assert_eq!(code(&out), 0, "{}", show(&out));
@@ -153,25 +147,17 @@ fn local_cpu_passes_at_2_ranks_with_every_file_and_at_3_ranks_on_its_job_check()
 #[cfg(feature = "mpi")]
 #[test]
 fn tcp_forced_inside_a_node_fails_it_by_name_in_every_file_and_the_hook() {
-    let dir = tempdir();
-    let out_dir = dir.path().join("tcp");
+    let (dir, out_dir) = temp_file("tcp");
     let marker = dir.path().join("hook.txt");
     let hook = format!(
         "sh -c 'printf \"%s|%s|%s\" \"$1\" \"$2\" \"$3\" > {}' hook {{host}} {{checks}} {{reason}}",
         marker.display()
     );
-    let args = [
-        "check",
-        "--profile",
-        "local-cpu",
-        "--transport",
-        "tcp",
-        "--only",
-        "node-all-reduce-4k",
-        "--out",
+    let args = argv![
+        "check --profile local-cpu --transport tcp --only node-all-reduce-4k --out",
         path_str(&out_dir),
         "--on-fail",
-        &hook,
+        &hook
     ];
     let out = mpirun(2, &args);
     assert_eq!(code(&out), 6, "{}", show(&out));

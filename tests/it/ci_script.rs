@@ -39,23 +39,11 @@ fn script(checkout: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// A small sweep after the recipe's defaults: all_reduce at 1 and 2 KiB,
 /// two samples, few iterations.
-const SWEEP: [&str; 11] = [
-    "--",
-    "--collectives",
-    "all_reduce",
-    "-f",
-    "2",
-    "-e",
-    "2K",
-    "-N",
-    "2",
-    "-n",
-    "5",
-];
+const SWEEP: &str = "-- --collectives all_reduce -f 2 -e 2K -N 2 -n 5";
 
 fn with_sweep<'a>(args: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
     let mut all = args.to_vec();
-    all.extend(SWEEP);
+    all.extend(words(SWEEP));
     all.extend(extra);
     all
 }
@@ -89,10 +77,9 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
         &[],
     );
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("ci-regression: baseline created: results/baselines/ci (2 launches; nothing compared)"),
-        "{}",
-        stdout(&out)
+    assert_stdout_has(
+        &out,
+        "ci-regression: baseline created: results/baselines/ci (2 launches; nothing compared)",
     );
     let files = launches(&root.join("results/baselines/ci"));
     assert_eq!(files.len(), 2, "{files:?}");
@@ -131,22 +118,13 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
     // the baseline is left as it was
     assert_eq!(launches(&root.join("results/baselines/ci")), files);
     // and creating it again is refused: replacing it is --update-baseline
-    let out = script(root, &with_sweep(&["ci", "--create-baseline"], &[]), &[]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--update-baseline measures it anew"),
-        "{}",
-        stderr(&out)
-    );
+    let out = exits(2, script(root, &with_sweep(&["ci", "--create-baseline"], &[]), &[]));
+    assert_stderr_has(&out, "--update-baseline measures it anew");
 
     // a run that measures fewer cases than the baseline: exit 4, listed
     let out = script(root, &with_sweep(&["ci", "--threshold", "1000000"], &["-e", "1K"]), &[]);
     assert_eq!(code(&out), 4, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("Only in base, missing from the new run (2):"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "Only in base, missing from the new run (2):");
     assert_eq!(
         stderr(&out)
             .lines()
@@ -164,12 +142,11 @@ fn on_a_fresh_clone_the_first_call_makes_the_baseline_and_the_next_compares() {
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
 
     // --update-baseline measures it anew
-    let out = script(
+    ok(script(
         root,
         &with_sweep(&["ci", "--update-baseline", "--launches", "3"], &[]),
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert_eq!(launches(&root.join("results/baselines/ci")).len(), 3);
 }
 
@@ -179,12 +156,11 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
     let root = checkout.path();
     let base = root.join("base.csv");
     // a baseline given as a path that does not exist yet: one merged CSV
-    let out = script(
+    ok(script(
         root,
         &with_sweep(&[path_str(&base), "--create-baseline", "--launches", "2"], &[]),
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let merged = Csv::read(&base);
     assert_eq!(merged.rows.len(), 16, "2 launches x 2 sizes x 2 placements x 2 samples");
 
@@ -213,15 +189,14 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
     );
     assert!(summary.exists());
     // --csv=PATH as well, and a second time over the same file
-    let out = script(
+    ok(script(
         root,
         &with_sweep(
             &[path_str(&base), "--threshold", "1000000"],
             &[&format!("--csv={}", new.display())],
         ),
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     // a launcher command with options of its own
     let out = script(
         root,
@@ -232,11 +207,7 @@ fn extra_run_arguments_pass_through_and_csv_names_the_new_run() {
         &[("MPIRUN", "mpirun --bind-to none")],
     );
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("== run: mpirun --bind-to none -np 2"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "== run: mpirun --bind-to none -np 2");
 }
 
 #[test]
@@ -251,21 +222,10 @@ fn a_suite_makes_its_baseline_and_compares_the_same_way() {
          iters = 5\ncycles = 2\n",
     )
     .unwrap();
-    let args = [
-        "tiny",
-        "--suite",
-        path_str(&suite),
-        "--create-baseline",
-        "--launches",
-        "2",
-    ];
+    let args = argv!["tiny --suite", path_str(&suite), "--create-baseline --launches 2"];
     let out = script(root, &args, &[]);
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("(2 runs of the suite; nothing compared)"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "(2 runs of the suite; nothing compared)");
     // only the runs' CSVs are kept, not each launch's folder
     let files = launches(&root.join("results/baselines/tiny"));
     assert_eq!(files.len(), 2, "{files:?}");
@@ -275,15 +235,11 @@ fn a_suite_makes_its_baseline_and_compares_the_same_way() {
         &[],
     );
     assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("OK: no row lost more than 1000000% busbw"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "OK: no row lost more than 1000000% busbw");
     // run options belong in the suite file
     let out = script(root, &["tiny", "--suite", path_str(&suite), "--", "-e", "4K"], &[]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("[run] table"), "{}", stderr(&out));
+    assert_stderr_has(&out, "[run] table");
 }
 
 #[test]
@@ -295,29 +251,22 @@ fn bad_input_and_failed_runs_pass_their_exit_codes_on() {
     assert!(stdout(&out).contains("scripts/ci-regression.sh BASELINE [options] [-- RUN-ARGS...]"));
     let out = script(root, &["x", "--frobnicate"], &[]);
     assert_eq!(code(&out), 2);
-    assert!(
-        stderr(&out).contains("unknown option '--frobnicate'"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "unknown option '--frobnicate'");
     // a 4-rank baseline against a 2-rank run: compare's exit code 2
     let four = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compare/base.csv");
-    let out = script(root, &with_sweep(&[path_str(&four)], &[]), &[]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("--allow-different-ranks"), "{}", stderr(&out));
+    let out = exits(2, script(root, &with_sweep(&[path_str(&four)], &[]), &[]));
+    assert_stderr_has(&out, "--allow-different-ranks");
     // a run that cannot start: its own exit code, nothing compared, and
     // no baseline half written
-    let out = script(
-        root,
-        &["ci", "--create-baseline", "--", "--collectives", "all_reducer"],
-        &[],
+    let out = exits(
+        2,
+        script(
+            root,
+            &["ci", "--create-baseline", "--", "--collectives", "all_reducer"],
+            &[],
+        ),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("launch 1 of the baseline failed with exit code 2"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "launch 1 of the baseline failed with exit code 2");
     assert!(!root.join("results/baselines/ci").exists());
 }
 

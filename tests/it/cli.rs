@@ -102,8 +102,7 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
 /// line on stderr naming the problem, no panic.
 #[test]
 fn bad_command_lines_get_one_line_and_exit_2() {
-    let dir = tempdir();
-    let existing = dir.path().join("exists.csv");
+    let (dir, existing) = temp_file("exists.csv");
     std::fs::write(&existing, "x\n").unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["-b", "0"], "--minbytes"),
@@ -157,8 +156,7 @@ fn bad_command_lines_get_one_line_and_exit_2() {
 #[cfg(feature = "mpi")]
 #[test]
 fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("never.csv");
+    let (_dir, csv_path) = temp_file("never.csv");
     let cases: [(&[&str], &str); 5] = [
         (
             &["-m", "2"],
@@ -185,44 +183,19 @@ fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
             "{err}"
         );
     }
-    let out = mpirun(
+    let out = exits(
         2,
-        &[
-            "run",
-            "--backend",
-            "mpi",
-            "-e",
-            "64",
-            "-G",
-            "4",
-            "--csv",
-            path_str(&csv_path),
-        ],
+        mpirun(2, &argv!["run --backend mpi -e 64 -G 4 --csv", path_str(&csv_path)]),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{}", stderr(&out));
     assert!(lines[0].contains("-G/--cuda-graph 4"), "{}", lines[0]);
     assert!(!csv_path.exists(), "no report for a refused run");
     // the defaults are no request at all
-    let out = collbench(&[
-        "run",
-        "--backend",
-        "mpi",
-        "-e",
-        "64",
-        "-m",
-        "1",
-        "-G",
-        "0",
-        "-R",
-        "0",
-        "--collectives",
-        "all_reduce",
-        "--csv",
-        path_str(&csv_path),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&argv![
+        "run --backend mpi -e 64 -m 1 -G 0 -R 0 --collectives all_reduce --csv",
+        path_str(&csv_path)
+    ]));
 }
 
 #[test]
@@ -257,8 +230,7 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
 #[test]
 fn usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2() {
     // known only after MPI starts (the rank count), so every rank must agree
-    let out = mpirun(3, &["run", "-r", "3", "-e", "64"]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, mpirun(3, &["run", "-r", "3", "-e", "64"]));
     let lines = our_lines(&out);
     assert_eq!(
         lines,
@@ -281,8 +253,7 @@ fn usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2() {
 
 #[test]
 fn a_toml_config_runs_and_the_command_line_wins() {
-    let dir = tempdir();
-    let config = dir.path().join("suite.toml");
+    let (dir, config) = temp_file("suite.toml");
     let csv_path = dir.path().join("from-config.csv");
     std::fs::write(
         &config,
@@ -293,10 +264,7 @@ fn a_toml_config_runs_and_the_command_line_wins() {
         ),
     )
     .unwrap();
-    let out = mpirun(2, &["run", "--config", path_str(&config), "-e", "4K"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
-    assert_rows_consistent(&csv, 2);
+    let (_, csv) = mpirun_rows(2, &["run", "--config", path_str(&config), "-e", "4K"], &csv_path);
     let sizes: Vec<&str> = csv.rows.iter().map(|r| csv.get(r, "size_bytes")).collect();
     assert_eq!(sizes, ["1024", "1024", "4096", "4096", "1024", "1024", "4096", "4096"]);
     assert!(
@@ -308,24 +276,17 @@ fn a_toml_config_runs_and_the_command_line_wins() {
 
 #[test]
 fn json_report_carries_the_run_and_every_record() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("r.csv");
+    let (dir, csv_path) = temp_file("r.csv");
     let json_path = dir.path().join("r.json");
-    let out = mpirun(
+    ok(mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "scatter",
-            "-e",
-            "256",
-            "--csv",
+        &argv![
+            "run --collectives scatter -e 256 --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["run"]["nranks"], 2);
@@ -348,8 +309,7 @@ fn the_default_csv_lands_in_a_new_file_under_results() {
     let mut cmd = std::process::Command::new(BIN);
     cmd.current_dir(dir.path())
         .args(["run", "--collectives", "sendrecv", "-e", "16"]);
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(output_of(cmd));
     let files: Vec<_> = std::fs::read_dir(dir.path().join("results"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -363,20 +323,13 @@ fn the_default_csv_lands_in_a_new_file_under_results() {
 
 #[test]
 fn overwrite_replaces_an_existing_report() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("again.csv");
+    let (_dir, csv_path) = temp_file("again.csv");
     std::fs::write(&csv_path, "old\n").unwrap();
-    let out = collbench(&[
-        "run",
-        "--collectives",
-        "sendrecv",
-        "-e",
-        "16",
-        "--csv",
+    ok(collbench(&argv![
+        "run --collectives sendrecv -e 16 --csv",
         path_str(&csv_path),
-        "--overwrite",
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        "--overwrite"
+    ]));
     assert_eq!(Csv::read(&csv_path).header, default_header());
 }
 
@@ -385,32 +338,18 @@ fn overwrite_replaces_an_existing_report() {
 /// command line wins over the config file.
 #[test]
 fn a_repeated_option_keeps_its_last_value() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("last.csv");
+    let (dir, csv_path) = temp_file("last.csv");
     let config = dir.path().join("c.toml");
     std::fs::write(&config, "collectives = \"all_reduce\"\nmaxbytes = \"1M\"\niters = 2\n").unwrap();
-    let out = collbench(&[
-        "run",
-        "--config",
+    ok(collbench(&argv![
+        "run --config",
         path_str(&config),
-        "--collectives",
-        "broadcast",
-        "--collectives",
-        "sendrecv",
-        "-e",
-        "1K",
-        "-e",
-        "64",
-        "-b",
-        "64",
-        "--csv",
+        "--collectives broadcast --collectives sendrecv -e 1K -e 64 -b 64 --csv",
         path_str(&csv_path),
         "--csv",
         path_str(&csv_path),
-        "--no-progress",
-        "--no-progress",
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        "--no-progress --no-progress"
+    ]));
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 1);
     assert!(
@@ -424,27 +363,20 @@ fn a_repeated_option_keeps_its_last_value() {
 
 #[test]
 fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("l.csv");
+    let (dir, csv_path) = temp_file("l.csv");
     let json_path = dir.path().join("l.json");
     let label = "nightly, node \"a\"";
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "--label",
+        &argv![
+            "run --collectives all_reduce -e 64 --label",
             label,
             "--csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert!(
         stdout(&out).contains(&format!("# label     : {label}\n")),
         "{}",
@@ -462,26 +394,22 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
 
     // without --label, no column; a label must be one line
     let plain = dir.path().join("plain.csv");
-    let out = collbench(&[
-        "run",
-        "--collectives",
-        "sendrecv",
-        "-e",
-        "16",
-        "--csv",
-        path_str(&plain),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&argv![
+        "run --collectives sendrecv -e 16 --csv",
+        path_str(&plain)
+    ]));
     assert_eq!(Csv::read(&plain).header, default_header());
-    let out = collbench(&[
-        "run",
-        "--label",
-        "two\nlines",
-        "--csv",
-        path_str(&dir.path().join("x.csv")),
-    ]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("invalid value"), "{}", stderr(&out));
+    let out = exits(
+        2,
+        collbench(&[
+            "run",
+            "--label",
+            "two\nlines",
+            "--csv",
+            path_str(&dir.path().join("x.csv")),
+        ]),
+    );
+    assert_stderr_has(&out, "invalid value");
 }
 
 /// Issue 15, point 3: a usage error found by the command-line parser is
@@ -531,11 +459,9 @@ fn usage_errors_keep_the_parser_s_complete_message() {
         );
     }
     // help about help is help
-    let out = collbench(&["help", "--help"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = collbench(&["help", "plot"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("--output <FILE>"), "{}", stdout(&out));
+    ok(collbench(&["help", "--help"]));
+    let out = ok(collbench(&["help", "plot"]));
+    assert_stdout_has(&out, "--output <FILE>");
 }
 
 /// Under mpirun every rank finds the same usage error; rank 0 alone prints

@@ -125,14 +125,7 @@ fn every_format_matches_its_golden_file() {
     // judged inside the launches, each verdict shows
     golden(&["compare", "--within-launch", "base.csv", "new.csv"], "table.txt", 4);
     golden(
-        &[
-            "compare",
-            "--within-launch",
-            "--format",
-            "markdown",
-            "base.csv",
-            "new.csv",
-        ],
+        &argv!["compare --within-launch --format markdown base.csv new.csv"],
         "markdown.md",
         4,
     );
@@ -151,28 +144,12 @@ fn every_format_matches_its_golden_file() {
         0,
     );
     golden(
-        &[
-            "compare",
-            "--by",
-            "hierarchy",
-            "--format",
-            "markdown",
-            "modes-repeated.csv",
-        ],
+        &argv!["compare --by hierarchy --format markdown modes-repeated.csv"],
         "modes-markdown.md",
         0,
     );
     golden(
-        &[
-            "compare",
-            "--by",
-            "hierarchy",
-            "--format",
-            "json",
-            "--metric",
-            "time",
-            "modes-repeated.csv",
-        ],
+        &argv!["compare --by hierarchy --format json --metric time modes-repeated.csv"],
         "modes-json.json",
         0,
     );
@@ -253,8 +230,7 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
         &slowed(&base, ("all_reduce", "out_of_place", "65536"), 1.25),
     );
     // one launch a side: unproven, exit 0, and the output says why
-    let out = collbench(&["compare", path_str(&base), path_str(&new)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["compare", path_str(&base), path_str(&new)]));
     let text = stdout(&out);
     assert_eq!(text.lines().filter(|l| l.ends_with("unproven")).count(), 1, "{text}");
     assert!(
@@ -263,8 +239,10 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
     );
     assert!(text.contains("note: 1 row unproven:"), "{text}");
     // judged inside the launches: the regression, named once
-    let out = collbench(&["compare", "--within-launch", path_str(&base), path_str(&new)]);
-    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let out = exits(
+        4,
+        collbench(&["compare", "--within-launch", path_str(&base), path_str(&new)]),
+    );
     let text = stdout(&out);
     let line = text
         .lines()
@@ -285,50 +263,37 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
          (--within-launch))\n"
     );
     // the markdown names it too, with its statistics
-    let out = collbench(&[
-        "compare",
-        "--within-launch",
-        "--format",
-        "markdown",
+    let out = collbench(&argv![
+        "compare --within-launch --format markdown",
         path_str(&base),
-        path_str(&new),
+        path_str(&new)
     ]);
-    assert!(
-        stdout(&out).contains("| all_reduce float sum out_of_place 64 KiB 4 ranks | 2.45 | 1.96 | -20.0% |"),
-        "{}",
-        stdout(&out)
+    assert_stdout_has(
+        &out,
+        "| all_reduce float sum out_of_place 64 KiB 4 ranks | 2.45 | 1.96 | -20.0% |",
     );
     // a threshold above the drop lets it pass
-    let out = collbench(&[
-        "compare",
-        "--within-launch",
-        "--threshold",
-        "25",
+    let out = collbench(&argv![
+        "compare --within-launch --threshold 25",
         path_str(&base),
-        path_str(&new),
+        path_str(&new)
     ]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     // an alpha the 5-sample rank test cannot reach (its smallest p is
     // 2/252): the rows fall back to the threshold, and the output says so
-    let out = collbench(&[
-        "compare",
-        "--within-launch",
-        "--alpha",
-        "0.005",
+    let out = collbench(&argv![
+        "compare --within-launch --alpha 0.005",
         path_str(&base),
-        path_str(&new),
+        path_str(&new)
     ]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
-    assert!(
-        stderr(&out)
-            .contains("(1 judged within one launch per side (--within-launch), 1 of them by the threshold alone)"),
-        "{}",
-        stderr(&out)
+    assert_stderr_has(
+        &out,
+        "(1 judged within one launch per side (--within-launch), 1 of them by the threshold alone)",
     );
-    assert!(
-        stdout(&out).contains("note: 6 rows judged by the threshold alone: too few samples for the rank test"),
-        "{}",
-        stdout(&out)
+    assert_stdout_has(
+        &out,
+        "note: 6 rows judged by the threshold alone: too few samples for the rank test",
     );
 }
 
@@ -339,11 +304,7 @@ fn identical_files_have_no_regression_for_every_metric() {
         let out = collbench(&["compare", "--metric", metric, path_str(&base), path_str(&base)]);
         assert_eq!(code(&out), 0, "{metric}: {}", stdout(&out));
         // the 40%-noise case is too noisy to judge even against itself
-        assert!(
-            stdout(&out).contains("(0 improved, 0 regressed, 6 within noise, 1 too noisy)"),
-            "{}",
-            stdout(&out)
-        );
+        assert_stdout_has(&out, "(0 improved, 0 regressed, 6 within noise, 1 too noisy)");
     }
 }
 
@@ -371,11 +332,11 @@ fn rows_missing_from_the_new_run_exit_4_unless_allowed() {
     );
     let out = collbench(&["compare", "--allow-missing", path_str(&base), path_str(&fewer)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("Only in base (1):"), "{}", stdout(&out));
+    assert_stdout_has(&out, "Only in base (1):");
     // the other way round, the broadcast rows are only in new: listed, exit 0
     let out = collbench(&["compare", path_str(&fewer), path_str(&base)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("Only in new (1):"), "{}", stdout(&out));
+    assert_stdout_has(&out, "Only in new (1):");
 }
 
 #[test]
@@ -413,8 +374,7 @@ fn a_baseline_of_several_launches_is_judged_by_its_launch_to_launch_spread() {
         "within_noise"
     );
     // the base folder split another way keeps every sample
-    let dir = tempdir();
-    let folder = dir.path().join("base");
+    let (_dir, folder) = temp_file("base");
     std::fs::create_dir(&folder).unwrap();
     let text = std::fs::read_to_string(fixture("base.csv")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -435,8 +395,7 @@ fn a_method_change_is_refused_naming_the_column_and_both_values() {
     let dir = tempdir();
     let base = fixture("base.csv");
     let blocking = write(dir.path(), "blocking.csv", &with_column(&base, "timing", "blocking"));
-    let out = collbench(&["compare", path_str(&base), path_str(&blocking)]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, collbench(&["compare", path_str(&base), path_str(&blocking)]));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("measured differently: timing (base batched, new blocking)")
@@ -461,8 +420,12 @@ fn a_method_change_is_refused_naming_the_column_and_both_values() {
         assert!(stderr(&out).contains(shown), "{column}: {}", stderr(&out));
     }
     // allowed: one warning per column, then the verdicts as usual
-    let out = collbench(&["compare", "--allow-method-change", path_str(&base), path_str(&blocking)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&[
+        "compare",
+        "--allow-method-change",
+        path_str(&base),
+        path_str(&blocking),
+    ]));
     assert_eq!(
         stderr(&out),
         "collbench: warning: measured differently: timing (base batched, new blocking); \
@@ -479,8 +442,7 @@ fn identity_columns_and_imported_tools_only_warn() {
         "newer.csv",
         &with_column(&base, "collbench_version", "0.2.0"),
     );
-    let out = collbench(&["compare", path_str(&base), path_str(&newer)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["compare", path_str(&base), path_str(&newer)]));
     assert_eq!(
         stderr(&out),
         "collbench: warning: collbench_version (base 0.1.0, new 0.2.0) differs\n"
@@ -490,8 +452,7 @@ fn identity_columns_and_imported_tools_only_warn() {
         "imported.csv",
         &with_column(&base, "collbench_version", "nccl-tests 2.17.8"),
     );
-    let out = collbench(&["compare", path_str(&base), path_str(&imported)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["compare", path_str(&base), path_str(&imported)]));
     assert!(
         stderr(&out)
             .starts_with("collbench: warning: base rows come from collbench and new rows from nccl-tests 2.17.8"),
@@ -514,11 +475,7 @@ fn a_csv_without_method_columns_warns_once_and_compares() {
         )),
         "{err}"
     );
-    assert!(
-        stdout(&out).contains("threshold alone: one sample on a side"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "threshold alone: one sample on a side");
     // a folder of several such files: still one line for the side
     let dir = tempdir();
     for name in ["a.csv", "b.csv"] {
@@ -537,15 +494,12 @@ fn export_files_hold_the_other_formats_of_the_same_comparison() {
     let (md, js) = (dir.path().join("summary.md"), dir.path().join("report.json"));
     let out = collbench_in(
         &fixtures(),
-        &[
-            "compare",
-            "--within-launch",
-            "--export-markdown",
+        &argv![
+            "compare --within-launch --export-markdown",
             path_str(&md),
             "--export-json",
             path_str(&js),
-            "base.csv",
-            "new.csv",
+            "base.csv new.csv"
         ],
     );
     assert_eq!(code(&out), 4);
@@ -618,12 +572,11 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
     let out = collbench(&["compare", "--metric", "speed", path_str(&base), path_str(&base)]);
     assert_parser_error(&out, "[possible values: busbw, algbw, time]");
     // with the flag, the rank counts compare
-    let out = collbench(&[
+    let out = ok(collbench(&[
         "compare",
         "--allow-different-ranks",
         path_str(&base),
         path_str(&eight_ranks),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("4->8"), "{}", stdout(&out));
+    ]));
+    assert_stdout_has(&out, "4->8");
 }

@@ -150,17 +150,11 @@ fn every_replay_log_of_the_corpus_gives_its_hand_worked_answer() {
         // the replay itself: every operation validated, none wrong
         if let Some(np) = int(c.get("np")) {
             let csv = dir.path().join(format!("{}.csv", name.replace('/', "_")));
-            let mut argv = vec![
+            let mut argv = argv![
                 "replay",
                 path_str(&file),
-                "--backend",
-                "mpi",
-                "--steps",
-                "1",
-                "--warmup-steps",
-                "0",
-                "--csv",
-                path_str(&csv),
+                "--backend mpi --steps 1 --warmup-steps 0 --csv",
+                path_str(&csv)
             ];
             argv.extend(args.iter().map(String::as_str));
             let out = mpirun(np as usize, &argv);

@@ -207,13 +207,7 @@ fn run_block(sandbox: &Sandbox, block: &Block, want: &[i32]) -> Result<(), Strin
         .env("NO_COLOR", "1")
         // CPU examples: the mpi backend even where a GPU is visible.
         .env("CUDA_VISIBLE_DEVICES", "");
-    for var in [
-        "OMPI_COMM_WORLD_RANK",
-        "SLURM_JOB_ID",
-        "COLLBENCH_NCCL_LIB",
-        "NCCL_HOME",
-        "COLLBENCH_TRANSPORT_APPLIED",
-    ] {
+    for var in argv!["OMPI_COMM_WORLD_RANK SLURM_JOB_ID COLLBENCH_NCCL_LIB NCCL_HOME COLLBENCH_TRANSPORT_APPLIED"] {
         cmd.env_remove(var);
     }
     let out = output_of(cmd);

@@ -121,29 +121,16 @@ fn two_fake_nodes_of_two_ranks_are_found_by_hostname_in_every_hierarchy_mode() {
     }
     let dir = tempdir();
     let (csv_path, json_path) = (dir.path().join("2x2.csv"), dir.path().join("2x2.json"));
-    let out = mpirun(
+    let out = ok(mpirun(
         "cbnode1:2,cbnode2:2",
         &Faults::default(),
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,all_gather,sendrecv",
-            "--hierarchy",
-            "all",
-            "-e",
-            "64K",
-            "-f",
-            "8",
-            "-n",
-            "3",
-            "--no-progress",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,all_gather,sendrecv --hierarchy all -e 64K -f 8 -n 3 --no-progress --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     assert!(
         text.contains("# ranks     : 4 on 2 nodes (2 per node), hosts: cbnode1, cbnode2"),
@@ -170,33 +157,18 @@ fn four_fake_nodes_of_one_rank_run_the_hierarchical_modes_across_nodes() {
     if !available() {
         return;
     }
-    let dir = tempdir();
-    let csv_path = dir.path().join("4x1.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("4x1.csv");
+    let out = ok(mpirun(
         "cbnode1,cbnode2,cbnode3,cbnode4",
         &Faults::default(),
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "--hierarchy",
-            "all",
-            "-e",
-            "4K",
-            "-f",
-            "8",
-            "-n",
-            "3",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --collectives all_reduce --hierarchy all -e 4K -f 8 -n 3 --no-progress --csv",
+            path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("4 on 4 nodes (1 per node), hosts: cbnode1, cbnode2, cbnode3, cbnode4"),
-        "{}",
-        stdout(&out)
+    ));
+    assert_stdout_has(
+        &out,
+        "4 on 4 nodes (1 per node), hosts: cbnode1, cbnode2, cbnode3, cbnode4",
     );
     let csv = Csv::read(&csv_path);
     assert_rows_consistent(&csv, 4);
@@ -246,17 +218,11 @@ fn a_node_whose_ranks_are_killed_ends_the_job_naming_the_host_and_keeps_every_ro
         "cbnode1:2,cbnode2:2",
         &Faults::default(),
         BIN,
-        &[
-            "run",
-            "-e",
-            "64K",
-            "--cycles",
-            "0",
-            "--no-progress",
-            "--csv",
+        &argv![
+            "run -e 64K --cycles 0 --no-progress --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
     ));
     let pids = job.rank_pids(4, Duration::from_secs(120));
@@ -291,8 +257,7 @@ fn a_slow_node_and_a_slow_link_hold_one_nodes_processes_and_traffic_and_are_undo
         slow_node: Some(("cbnode5", 50)),
         slow_link: Some(("cbnode6", "200mbit")),
     };
-    let dir = tempdir();
-    let csv = dir.path().join("slow.csv");
+    let (_dir, csv) = temp_file("slow.csv");
     let script = format!(
         "{BIN} run --backend mpi --collectives sendrecv -b 64K -e 64K -n 20 -w 1 --no-progress --csv {} \
          >/dev/null && echo \"$(hostname) cgroup=$(grep -o 'collbench-fake-[0-9]*/[a-z0-9]*' /proc/self/cgroup)\" \

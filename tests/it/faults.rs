@@ -25,8 +25,7 @@ fn endless(csv: &str) -> Vec<&str> {
 
 #[test]
 fn a_rank_killed_with_sigkill_ends_the_job_and_the_csv_stays_intact() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("killed.csv");
+    let (_dir, csv_path) = temp_file("killed.csv");
     let job = spawn_mpirun(3, &endless(path_str(&csv_path)));
     let pids = job.rank_pids(3, Duration::from_secs(120));
     job.wait_for_rows(Duration::from_secs(120));
@@ -38,8 +37,7 @@ fn a_rank_killed_with_sigkill_ends_the_job_and_the_csv_stays_intact() {
 
 #[test]
 fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("stopped.csv");
+    let (_dir, csv_path) = temp_file("stopped.csv");
     let mut args = endless(path_str(&csv_path));
     args.extend(["--timeout", "5"]);
     let job = spawn_mpirun(3, &args);
@@ -63,8 +61,7 @@ fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
 
 #[test]
 fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_143() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("term.csv");
+    let (dir, csv_path) = temp_file("term.csv");
     let json_path = dir.path().join("term.json");
     let mut args = endless(path_str(&csv_path));
     args.extend(["--json", path_str(&json_path)]);
@@ -91,31 +88,22 @@ fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_1
 
 #[test]
 fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_field() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("mpmd.csv");
+    let (_dir, csv_path) = temp_file("mpmd.csv");
     let csv = path_str(&csv_path);
     let mut cmd = std::process::Command::new("mpirun");
-    cmd.args([
-        "--oversubscribe",
-        "-np",
-        "1",
+    cmd.args(argv![
+        "--oversubscribe -np 1",
         BIN,
-        "run",
-        "-e",
-        "1M",
-        "--csv",
+        "run -e 1M --csv",
         csv,
-        ":",
-        "-np",
-        "2",
+        ": -np 2",
         BIN,
-        "run",
+        "run"
     ]);
     cmd.args(["-e", "2M", "--csv", csv]);
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, output_of(cmd));
     assert_eq!(
         our_lines(&out),
         vec![
@@ -129,8 +117,7 @@ fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_fiel
 #[test]
 fn an_unwritable_output_path_is_named_before_any_work() {
     for path in ["/proc/collbench-test.csv", "/dev/null/x.csv"] {
-        let out = mpirun(2, &["run", "--csv", path]);
-        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let out = exits(2, mpirun(2, &["run", "--csv", path]));
         let lines = our_lines(&out);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
@@ -142,23 +129,11 @@ fn an_unwritable_output_path_is_named_before_any_work() {
 
 #[test]
 fn cycles_repeat_the_sweep_and_number_the_rows() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("cycles.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("cycles.csv");
+    let out = ok(mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "sendrecv",
-            "-e",
-            "64",
-            "-N",
-            "3",
-            "--csv",
-            path_str(&csv_path),
-        ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        &argv!["run --collectives sendrecv -e 64 -N 3 --csv", path_str(&csv_path)],
+    ));
     let csv = Csv::read(&csv_path);
     assert_eq!(csv.header, default_header());
     assert!(csv.rows.iter().all(|r| csv.get(r, "samples") == "3"));

@@ -136,24 +136,7 @@ fn triples(csv: &Csv) -> std::collections::BTreeSet<(String, String, String)> {
 }
 
 /// The matrix: every collective, type and operation, both placements.
-const MATRIX: [&str; 16] = [
-    "run",
-    "--backend",
-    "nccl",
-    "--collectives",
-    "all",
-    "-d",
-    "all",
-    "-o",
-    "all",
-    "-b",
-    "64",
-    "-e",
-    "4K",
-    "-f",
-    "8",
-    "--no-progress",
-];
+const MATRIX: &str = "run --backend nccl --collectives all -d all -o all -b 64 -e 4K -f 8 --no-progress";
 
 fn assert_full_matrix(csv: &Csv, n: u64) {
     let rows = assert_sim_rows(csv, n);
@@ -172,7 +155,7 @@ fn every_collective_type_and_op_validates_on_1_to_4_simulated_gpus_in_one_proces
     for g in 1..=4usize {
         let csv_path = tmp.path().join(format!("g{g}.csv"));
         let gs = g.to_string();
-        let mut args = MATRIX.to_vec();
+        let mut args = words(MATRIX);
         args.extend(["-g", &gs, "-n", "2", "-w", "1", "--csv", path_str(&csv_path)]);
         let out = sim_run(&dir, g, &[], &args);
         assert_eq!(code(&out), 0, "-g {g}: {}", stderr(&out));
@@ -189,7 +172,7 @@ fn every_collective_type_and_op_validates_under_mpirun_on_1_to_4_simulated_gpus(
     let tmp = tempdir();
     for np in 1..=4usize {
         let csv_path = tmp.path().join(format!("np{np}.csv"));
-        let mut args = MATRIX.to_vec();
+        let mut args = words(MATRIX);
         args.extend(["-n", "2", "-w", "1", "--csv", path_str(&csv_path)]);
         let out = sim_mpirun(&dir, np, &[], &args);
         assert_eq!(code(&out), 0, "-np {np}: {}", stderr(&out));
@@ -212,36 +195,9 @@ fn hierarchical_modes_validate_on_virtual_nodes_with_counts_the_node_size_does_n
     ];
     for (name, env, extra) in runs {
         let csv_path = tmp.path().join(format!("{name}.csv"));
-        let mut args = vec![
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "4",
-            "--ranks-per-node",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "--hierarchy",
-            "all",
-            "--phase-times",
-            "-d",
-            "int32,float,half,bfloat16",
-            "-o",
-            "sum,max,avg",
-            "-b",
-            "4",
-            "-e",
-            "2K",
-            "-f",
-            "7",
-            "-n",
-            "2",
-            "-w",
-            "1",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        let mut args = argv![
+            "run --backend nccl -g 4 --ranks-per-node 2 --collectives all_reduce --hierarchy all --phase-times -d int32,float,half,bfloat16 -o sum,max,avg -b 4 -e 2K -f 7 -n 2 -w 1 --no-progress --csv",
+            path_str(&csv_path)
         ];
         args.extend(extra);
         let out = sim_run(&dir, 4, env, &args);
@@ -264,37 +220,12 @@ fn hierarchical_modes_validate_on_virtual_nodes_with_counts_the_node_size_does_n
 #[test]
 fn hierarchical_modes_validate_under_mpirun_on_two_virtual_nodes() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("h.csv");
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "--ranks-per-node",
-        "2",
-        "--collectives",
-        "all_reduce",
-        "--hierarchy",
-        "all",
-        "--phase-times",
-        "-d",
-        "float,int8",
-        "-o",
-        "sum,avg",
-        "-b",
-        "4",
-        "-e",
-        "2K",
-        "-f",
-        "7",
-        "-n",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let (_tmp, csv_path) = temp_file("h.csv");
+    let args = argv![
+        "run --backend nccl --ranks-per-node 2 --collectives all_reduce --hierarchy all --phase-times -d float,int8 -o sum,avg -b 4 -e 2K -f 7 -n 2 --no-progress --csv",
+        path_str(&csv_path)
     ];
-    let out = sim_mpirun(&dir, 4, &[], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(sim_mpirun(&dir, 4, &[], &args));
     assert_sim_rows(&Csv::read(&csv_path), 4);
 }
 
@@ -303,32 +234,11 @@ fn hierarchical_modes_validate_under_mpirun_on_two_virtual_nodes() {
 #[test]
 fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("extras.csv");
-    let common = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all",
-        "-d",
-        "float",
-        "-o",
-        "sum",
-        "-b",
-        "64",
-        "-e",
-        "4K",
-        "-f",
-        "8",
-        "-n",
-        "3",
-        "--no-progress",
-    ];
+    let (tmp, csv_path) = temp_file("extras.csv");
+    let common = argv!["run --backend nccl --collectives all -d float -o sum -b 64 -e 4K -f 8 -n 3 --no-progress"];
     let mut args = common.to_vec();
     args.extend(["-g", "3", "-m", "4", "-G", "10", "-R", "--csv", path_str(&csv_path)]);
-    let out = sim_run(&dir, 3, &[], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(sim_run(&dir, 3, &[], &args));
     let text = stdout(&out);
     assert!(text.contains("ncclCommRegister"), "{text}");
     assert_sim_rows(&Csv::read(&csv_path), 3);
@@ -336,8 +246,7 @@ fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
     let csv_path = tmp.path().join("per-iter.csv");
     let mut args = common.to_vec();
     args.extend(["-g", "2", "-I", "--csv", path_str(&csv_path)]);
-    let out = sim_run(&dir, 2, &[], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(sim_run(&dir, 2, &[], &args));
     let csv = Csv::read(&csv_path);
     assert_sim_rows(&csv, 2);
     for r in &csv.rows {
@@ -349,14 +258,12 @@ fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
         let csv_path = tmp.path().join("mpi-per-iter.csv");
         let mut args = common.to_vec();
         args.extend(["-I", "--csv", path_str(&csv_path)]);
-        let out = sim_mpirun(&dir, 3, &[], &args);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        ok(sim_mpirun(&dir, 3, &[], &args));
         assert_sim_rows(&Csv::read(&csv_path), 3);
         let csv_path = tmp.path().join("mpi-extras.csv");
         let mut args = common.to_vec();
         args.extend(["-m", "4", "-G", "10", "-R", "--csv", path_str(&csv_path)]);
-        let out = sim_mpirun(&dir, 3, &[], &args);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        ok(sim_mpirun(&dir, 3, &[], &args));
         assert_sim_rows(&Csv::read(&csv_path), 3);
     }
 }
@@ -394,39 +301,13 @@ fn traced_windows(trace: &str) -> (Windows, Windows) {
 #[test]
 fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_validates() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let trace = tmp.path().join("trace");
+    let (tmp, trace) = temp_file("trace");
     let csv_path = tmp.path().join("sym.csv");
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "4",
-        "--ranks-per-node",
-        "2",
-        "--hierarchy",
-        "flat,rs-ar-ag,reduce-bcast",
-        "--collectives",
-        "all",
-        "-d",
-        "float",
-        "-b",
-        "64",
-        "-e",
-        "16K",
-        "-f",
-        "16",
-        "-n",
-        "2",
-        "-R",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let args = argv![
+        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag,reduce-bcast --collectives all -d float -b 64 -e 16K -f 16 -n 2 -R 2 --no-progress --csv",
+        path_str(&csv_path)
     ];
-    let out = sim_run(&dir, 4, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(sim_run(&dir, 4, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args));
     let text = stdout(&out);
     assert!(
         text.contains("buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)"),
@@ -459,20 +340,7 @@ fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_v
 #[test]
 fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it() {
     let Some(dir) = sim_dir() else { return };
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "-b",
-        "1K",
-        "-e",
-        "1K",
-        "-R",
-        "2",
-        "--no-progress",
-    ];
+    let args = argv!["run --backend nccl -g 2 -b 1K -e 1K -R 2 --no-progress"];
     for (env, needle) in [
         (("GPUSIM_NCCL_VERSION", "22605"), "needs NCCL 2.27.0 or later"),
         (
@@ -491,21 +359,18 @@ fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it(
         assert!(stdout(&out).is_empty(), "{}", stdout(&out));
     }
     let out = sim_run(&dir, 1, &[("GPUSIM_NCCL_VERSION", "22605")], &["info"]);
-    assert!(
-        stdout(&out).contains("no ncclCommWindowRegister (-R 2 is refused)"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "no ncclCommWindowRegister (-R 2 is refused)");
     // 2.27 itself has them
-    let out = sim_run(&dir, 2, &[("GPUSIM_NCCL_VERSION", "22703")], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = sim_run(
-        &dir,
+    ok(sim_run(&dir, 2, &[("GPUSIM_NCCL_VERSION", "22703")], &args));
+    let out = exits(
         2,
-        &[],
-        &["run", "--backend", "mpi", "-R", "2", "-b", "1K", "-e", "1K"],
+        sim_run(
+            &dir,
+            2,
+            &[],
+            &["run", "--backend", "mpi", "-R", "2", "-b", "1K", "-e", "1K"],
+        ),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(one_line(&out).contains("-R/--register 2 registers buffers as symmetric windows"));
 }
 
@@ -515,77 +380,37 @@ fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it(
 #[test]
 fn symmetric_windows_under_mpirun_validate_and_old_nccl_refuses_once() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let trace = tmp.path().join("trace");
+    let (tmp, trace) = temp_file("trace");
     let csv_path = tmp.path().join("sym.csv");
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all",
-        "-b",
-        "64",
-        "-e",
-        "4K",
-        "-f",
-        "8",
-        "-n",
-        "2",
-        "-R",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let args = argv![
+        "run --backend nccl --collectives all -b 64 -e 4K -f 8 -n 2 -R 2 --no-progress --csv",
+        path_str(&csv_path)
     ];
-    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args));
     assert_sim_rows(&Csv::read(&csv_path), 3);
     let (registered, released) = traced_windows(&std::fs::read_to_string(&trace).unwrap());
     assert_eq!(registered, released);
     for rank in ["0", "1", "2"] {
         assert!(registered.iter().filter(|w| w.0 == rank).count() >= 2, "{registered:?}");
     }
-    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_VERSION", "22605")], &args[..15]);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_VERSION", "22605")], &args[..15]));
     assert!(one_line(&out).contains("needs NCCL 2.27.0 or later"));
 }
 
 #[test]
 fn per_iteration_times_start_after_the_barrier() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("i.csv");
+    let (_tmp, csv_path) = temp_file("i.csv");
     // -w 2, -c 0: groups 1 and 2 are the warm-up; group 2 is late
-    let out = sim_run(
+    ok(sim_run(
         &dir,
         2,
         &[("GPUSIM_NCCL_DELAY", "1:2:1500")],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "-b",
-            "64",
-            "-e",
-            "64",
-            "-n",
-            "3",
-            "-w",
-            "2",
-            "-c",
-            "0",
-            "-I",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 2 --collectives all_reduce -b 64 -e 64 -n 3 -w 2 -c 0 -I --no-progress --csv",
+            path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let csv = Csv::read(&csv_path);
     let first = &csv.rows[0];
     assert!(
@@ -600,42 +425,16 @@ fn per_iteration_times_start_after_the_barrier() {
 #[test]
 fn avg_on_floating_types_validates_against_nccls_arithmetic_at_7_ranks() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("avg.csv");
-    let out = sim_run(
+    let (_tmp, csv_path) = temp_file("avg.csv");
+    ok(sim_run(
         &dir,
         7,
         &[],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "7",
-            "--collectives",
-            "all_reduce,reduce_scatter,reduce",
-            "-d",
-            "half,bfloat16,float,double",
-            "-o",
-            "avg",
-            "-b",
-            "1K",
-            "-e",
-            "8K",
-            "-f",
-            "8",
-            "-n",
-            "1",
-            "-w",
-            "1",
-            "-c",
-            "3",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 7 --collectives all_reduce,reduce_scatter,reduce -d half,bfloat16,float,double -o avg -b 1K -e 8K -f 8 -n 1 -w 1 -c 3 --no-progress --csv",
+            path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert_sim_rows(&Csv::read(&csv_path), 7);
 }
 
@@ -644,41 +443,17 @@ fn without_native_alltoall_gather_and_scatter_the_grouped_send_recv_fallback_val
     let Some(dir) = sim_dir() else { return };
     let hide = [("GPUSIM_NCCL_HIDE", "ncclAlltoAll,ncclGather,ncclScatter")];
     let info = sim_run(&dir, 3, &hide, &["info"]);
-    assert!(
-        stdout(&info).contains("alltoall, gather, scatter as grouped send/recv"),
-        "{}",
-        stdout(&info)
-    );
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("fallback.csv");
-    let out = sim_run(
+    assert_stdout_has(&info, "alltoall, gather, scatter as grouped send/recv");
+    let (_tmp, csv_path) = temp_file("fallback.csv");
+    ok(sim_run(
         &dir,
         3,
         &hide,
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "3",
-            "--collectives",
-            "alltoall,gather,scatter",
-            "-d",
-            "int8,float,double",
-            "-b",
-            "64",
-            "-e",
-            "4K",
-            "-f",
-            "8",
-            "-n",
-            "2",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 3 --collectives alltoall,gather,scatter -d int8,float,double -b 64 -e 4K -f 8 -n 2 --no-progress --csv",
+            path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert_sim_rows(&Csv::read(&csv_path), 3);
 }
 
@@ -687,28 +462,12 @@ fn without_native_alltoall_gather_and_scatter_the_grouped_send_recv_fallback_val
 #[test]
 fn in_place_alltoall_calls_ncclalltoall_like_out_of_place() {
     let Some(dir) = sim_dir() else { return };
-    let out = sim_run(
+    ok(sim_run(
         &dir,
         2,
         &[("GPUSIM_NCCL_FAIL", "ncclSend:1:5")],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "alltoall",
-            "-b",
-            "64",
-            "-e",
-            "1K",
-            "-n",
-            "2",
-            "--no-progress",
-        ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        &argv!["run --backend nccl -g 2 --collectives alltoall -b 64 -e 1K -n 2 --no-progress"],
+    ));
 }
 
 /// Points 4 and 6 of issue 11, by NCCL version as nccl-tests: buffers from
@@ -723,20 +482,7 @@ fn buffers_and_communicators_come_from_the_calls_nccl_tests_uses_by_version() {
             &dir,
             2,
             env,
-            &[
-                "run",
-                "--backend",
-                "nccl",
-                "-g",
-                "2",
-                "--collectives",
-                "all_reduce",
-                "-e",
-                "256",
-                "-n",
-                "1",
-                "--no-progress",
-            ],
+            &argv!["run --backend nccl -g 2 --collectives all_reduce -e 256 -n 1 --no-progress"],
         )
     };
     let cases: [(&str, &str, &str); 2] = [
@@ -760,16 +506,7 @@ fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[
     let log = tmp.join(format!("{name}.log"));
     let mut all: Vec<(&str, &str)> = vec![("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", path_str(&log))];
     all.extend_from_slice(env);
-    let mut argv = vec![
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
-    ];
+    let mut argv = argv!["run --backend nccl -g 2 --no-progress --csv", path_str(&csv_path)];
     argv.extend_from_slice(args);
     let out = sim_run(dir, 2, &all, &argv);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -787,20 +524,7 @@ fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[
 fn communicators_start_on_every_release_from_2_14_with_that_release_s_config() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
-    let args = [
-        "--collectives",
-        "all_reduce,alltoall,sendrecv",
-        "-b",
-        "64",
-        "-e",
-        "1K",
-        "-f",
-        "4",
-        "-n",
-        "2",
-        "-w",
-        "1",
-    ];
+    let args = argv!["--collectives all_reduce,alltoall,sendrecv -b 64 -e 1K -f 4 -n 2 -w 1"];
     for code_v in ["21403", "21605", "21701", "21903", "22703", "22803", "23004", "23203"] {
         let v: u32 = code_v.parse().unwrap();
         let (out, csv_path, log) = sim_logged(&dir, tmp.path(), code_v, &[("GPUSIM_NCCL_VERSION", code_v)], &args);
@@ -848,20 +572,7 @@ fn with_cuda_graphs_the_check_validates_what_the_graph_replays() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let corrupt = [("GPUSIM_NCCL_GRAPH_CORRUPT", "1")];
-    let args = [
-        "--collectives",
-        "all",
-        "-b",
-        "64",
-        "-e",
-        "1K",
-        "-f",
-        "16",
-        "-n",
-        "2",
-        "-w",
-        "1",
-    ];
+    let args = argv!["--collectives all -b 64 -e 1K -f 16 -n 2 -w 1"];
     let (out, csv_path, _) = sim_logged(&dir, tmp.path(), "graph", &corrupt, &[&args[..], &["-G", "2"]].concat());
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);
@@ -903,21 +614,12 @@ fn on_nccl_buffers_shift_every_iteration_by_nccl_tests_formula_by_default() {
     let tmp = tempdir();
     let (w, n) = (3u64, 5u64);
     let (ws, ns) = (w.to_string(), n.to_string());
-    let args = [
-        "--collectives",
-        "all_reduce,all_gather",
-        "-b",
-        "1K",
-        "-e",
-        "8K",
-        "-f",
-        "2",
-        "-w",
+    let args = argv![
+        "--collectives all_reduce,all_gather -b 1K -e 8K -f 2 -w",
         &ws,
         "-n",
         &ns,
-        "-c",
-        "1",
+        "-c 1"
     ];
     for (name, flag) in [
         ("default", None),
@@ -969,35 +671,12 @@ fn on_nccl_buffers_shift_every_iteration_by_nccl_tests_formula_by_default() {
 #[test]
 fn an_asynchronous_error_on_a_workload_group_ends_the_run_at_once() {
     let Some(dir) = sim_dir() else { return };
-    let args = [
-        "workload",
-        "--backend",
-        "nccl",
-        "-g",
-        "4",
-        "--params",
-        "1M",
-        "--layers",
-        "2",
-        "--hidden",
-        "128",
-        "--vocab",
-        "1000",
-        "--strategy",
-        "tp",
-        "--tp",
-        "2",
-        "--seq-len",
-        "16",
-        "--steps",
-        "2",
-        "--timeout",
-        "20",
+    let args = argv![
+        "workload --backend nccl -g 4 --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy tp --tp 2 --seq-len 16 --steps 2 --timeout 20"
     ];
     let started = std::time::Instant::now();
     // tensor parallelism of 2 over 4 ranks: every operation is on a group
-    let out = sim_run(&dir, 4, &[("GPUSIM_NCCL_ASYNC", "1:1:6")], &args);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let out = exits(1, sim_run(&dir, 4, &[("GPUSIM_NCCL_ASYNC", "1:1:6")], &args));
     let line = one_line(&out);
     assert!(
         line.contains("rank 1") && line.contains("a pending NCCL operation failed") && line.contains("ncclResult_t 6"),
@@ -1017,28 +696,17 @@ fn with_threads_an_initialisation_error_never_carries_another_rank_s_text() {
     let Some(dir) = sim_dir() else { return };
     let fail = [("GPUSIM_NCCL_FAIL", "ncclCommInitRankConfig:1:5")];
     let args = |g: &'static str| {
-        vec![
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
+        argv![
+            "run --backend nccl -g",
             g,
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "-n",
-            "1",
-            "--no-progress",
+            "--collectives all_reduce -e 64 -n 1 --no-progress"
         ]
     };
-    let out = sim_run(&dir, 2, &fail, &args("2"));
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let out = exits(1, sim_run(&dir, 2, &fail, &args("2")));
     let line = one_line(&out);
     assert!(line.contains("ncclCommInitRankConfig failed"), "{line}");
     assert!(!line.contains("gpusim: rank"), "another rank's text may show: {line}");
-    let out = sim_run(&dir, 1, &fail, &args("1"));
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let out = exits(1, sim_run(&dir, 1, &fail, &args("1")));
     let line = one_line(&out);
     assert!(
         line.contains("gpusim: rank 0: injected failure of ncclCommInitRankConfig"),
@@ -1058,8 +726,7 @@ fn with_threads_an_initialisation_error_never_carries_another_rank_s_text() {
 #[test]
 fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let exe = tmp.path().join("misuse");
+    let (_tmp, exe) = temp_file("misuse");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let built = cc_with_headers(&dir)
         .args(["-Wall", "-o"])
@@ -1085,18 +752,7 @@ fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
 #[test]
 fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() {
     let Some(dir) = sim_dir() else { return };
-    let base = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "-e",
-        "1K",
-        "-n",
-        "2",
-        "--no-progress",
-    ];
+    let base = argv!["run --backend nccl -g 2 -e 1K -n 2 --no-progress"];
     /// (variable, value, extra arguments, exit code, words of the line)
     type Fault<'a> = (&'a str, &'a str, &'a [&'a str], i32, &'a [&'a str]);
     let cases: [Fault; 5] = [
@@ -1124,14 +780,7 @@ fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() 
         (
             "GPUSIM_NCCL_FAIL",
             "ncclCommSplit:1:5:1",
-            &[
-                "--collectives",
-                "all_reduce",
-                "--ranks-per-node",
-                "1",
-                "--hierarchy",
-                "rs-ar-ag",
-            ],
+            &argv!["--collectives all_reduce --ranks-per-node 1 --hierarchy rs-ar-ag"],
             1,
             &["rank 1", "ncclCommSplit failed"],
         ),
@@ -1160,20 +809,11 @@ fn every_injected_fault_gives_its_exit_code_and_one_line_naming_rank_and_call() 
 #[test]
 fn under_mpirun_a_failed_call_and_a_hung_rank_end_the_job_with_one_line() {
     let Some(dir) = sim_dir() else { return };
-    let base = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all_reduce",
-        "-e",
-        "1K",
-        "-n",
-        "2",
-        "--no-progress",
-    ];
-    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2:2")], &base);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let base = argv!["run --backend nccl --collectives all_reduce -e 1K -n 2 --no-progress"];
+    let out = exits(
+        1,
+        sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2:2")], &base),
+    );
     let line = one_line(&out);
     // one rank per process: NCCL's last-error text is this rank's own
     assert!(
@@ -1182,8 +822,7 @@ fn under_mpirun_a_failed_call_and_a_hung_rank_end_the_job_with_one_line() {
     );
     let mut args = base.to_vec();
     args.extend(["--timeout", "2"]);
-    let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_HANG", "1:3")], &args);
-    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    let out = exits(5, sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_HANG", "1:3")], &args));
     let lines = our_lines(&out);
     assert!(
         !lines.is_empty() && lines.iter().all(|l| l.contains("timeout")),
@@ -1198,26 +837,15 @@ fn under_mpirun_a_failed_call_and_a_hung_rank_end_the_job_with_one_line() {
 #[test]
 fn with_threads_no_rank_reports_another_ranks_nccl_error_text() {
     let Some(dir) = sim_dir() else { return };
-    let out = sim_run(
-        &dir,
-        2,
-        &[("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2")],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "-n",
-            "2",
-            "--no-progress",
-        ],
+    let out = exits(
+        1,
+        sim_run(
+            &dir,
+            2,
+            &[("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2")],
+            &argv!["run --backend nccl -g 2 --collectives all_reduce -e 64 -n 2 --no-progress"],
+        ),
     );
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
     let line = one_line(&out);
     assert!(line.contains("ncclAllReduce failed"), "{line}");
     assert!(!line.contains("gpusim: rank"), "another rank's text may show: {line}");
@@ -1229,30 +857,17 @@ fn with_threads_no_rank_reports_another_ranks_nccl_error_text() {
 #[test]
 fn the_driver_check_asks_for_the_symbols_cudarc_calls_and_no_others() {
     let Some(dir) = sim_dir() else { return };
-    let args = [
-        "run",
-        "--backend",
-        "nccl",
-        "-g",
-        "2",
-        "--collectives",
-        "all_reduce",
-        "-e",
-        "256",
-        "-n",
-        "2",
-        "-I",
-        "--no-progress",
-    ];
-    let out = sim_run(
+    let args = argv!["run --backend nccl -g 2 --collectives all_reduce -e 256 -n 2 -I --no-progress"];
+    ok(sim_run(
         &dir,
         2,
         &[("GPUSIM_CUDA_HIDE", "cuMemAllocAsync,cuMemFreeAsync")],
         &args,
+    ));
+    let out = exits(
+        1,
+        sim_run(&dir, 2, &[("GPUSIM_CUDA_HIDE", "cuEventElapsedTime")], &args),
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = sim_run(&dir, 2, &[("GPUSIM_CUDA_HIDE", "cuEventElapsedTime")], &args);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
     let line = one_line(&out);
     assert!(line.contains("lacks cuEventElapsedTime"), "{line}");
 }
@@ -1262,36 +877,18 @@ fn the_driver_check_asks_for_the_symbols_cudarc_calls_and_no_others() {
 #[test]
 fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("small.csv");
+    let (_tmp, csv_path) = temp_file("small.csv");
     // 1 GiB + 3 MiB: the 1 GiB headroom leaves about 3 MiB for buffers
     let mem = ((1u64 << 30) + (3 << 20)).to_string();
-    let out = sim_run(
+    let out = ok(sim_run(
         &dir,
         2,
         &[("GPUSIM_MEM_BYTES", &mem)],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "2",
-            "--collectives",
-            "all_reduce",
-            "-b",
-            "256K",
-            "-e",
-            "16M",
-            "-n",
-            "1",
-            "-w",
-            "1",
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend nccl -g 2 --collectives all_reduce -b 256K -e 16M -n 1 -w 1 --no-progress --csv",
+            path_str(&csv_path)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     assert!(text.contains("--maxbytes lowered from 16.0 MiB"), "{text}");
     let csv = Csv::read(&csv_path);
@@ -1302,40 +899,24 @@ fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
 #[test]
 fn every_run_on_the_simulation_says_so() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let json = tmp.path().join("r.json");
+    let (tmp, json) = temp_file("r.json");
     let csv_path = tmp.path().join("r.csv");
     let info = sim_run(&dir, 2, &[], &["info"]);
     let text = stdout(&info);
     assert!(text.contains("2.32.3-sim") && text.contains("SIMULATED"), "{text}");
     assert!(text.contains("GPUs        2 visible"), "{text}");
-    let out = sim_run(
+    let out = ok(sim_run(
         &dir,
         1,
         &[],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-g",
-            "1",
-            "--collectives",
-            "broadcast",
-            "-e",
-            "64",
-            "--no-progress",
-            "--csv",
+        &argv![
+            "run --backend nccl -g 1 --collectives broadcast -e 64 --no-progress --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json),
+            path_str(&json)
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("# SIMULATED : host GPU simulation"),
-        "{}",
-        stdout(&out)
-    );
+    ));
+    assert_stdout_has(&out, "# SIMULATED : host GPU simulation");
     assert_sim_rows(&Csv::read(&csv_path), 1);
     let j = std::fs::read_to_string(&json).unwrap();
     assert!(j.contains("2.32.3-sim"), "{j}");
@@ -1478,8 +1059,7 @@ fn config_asserts() -> String {
 /// Compiles `source` against the real nccl.h the simulation was built
 /// with; `Err(compiler output)` when it does not compile.
 fn compile_abi(dir: &Path, source: &str) -> Result<(), String> {
-    let tmp = tempdir();
-    let file = tmp.path().join("abi_check.c");
+    let (tmp, file) = temp_file("abi_check.c");
     std::fs::write(&file, source).unwrap();
     let out = cc_with_headers(dir)
         .args(["-c", "-Werror=incompatible-pointer-types"])
@@ -1614,8 +1194,7 @@ fn smoke(dir: &Path, out_dir: &Path, env: &[(&str, &str)]) -> (i32, String, Stri
 #[test]
 fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let out_dir = tmp.path().join("out");
+    let (tmp, out_dir) = temp_file("out");
     let (rc, text, summary, _) = smoke(&dir, &out_dir, &[("SMOKE_MAXBYTES", "64K"), ("SMOKE_ITERS", "2")]);
     assert_eq!(rc, 0, "{text}");
     assert!(summary.contains("SIMULATED"), "{summary}");
@@ -1626,30 +1205,13 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     if no_mpi {
         assert!(binary.contains("built without MPI"), "{summary}");
     }
-    for c in [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "alltoall",
-        "gather",
-        "scatter",
-        "sendrecv",
-    ] {
+    for c in argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"] {
         assert!(
             summary.lines().any(|l| l.contains(c) && l.contains("validated")),
             "{c} not reported validated in:\n{summary}"
         );
     }
-    for f in [
-        "info.txt",
-        "types.csv",
-        "ops.csv",
-        "large.csv",
-        "extras.csv",
-        "periter.csv",
-    ] {
+    for f in argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv"] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     // a wrong result must turn the summary to FAIL with exit 3
@@ -1696,15 +1258,13 @@ fn the_gpu_smoke_script_keeps_its_time_budget_and_says_what_it_cut() {
 #[test]
 fn workloads_and_replays_run_on_split_nccl_groups() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("w.csv");
+    let (_tmp, csv_path) = temp_file("w.csv");
     let model = ["--params", "1M", "--layers", "2", "--hidden", "128", "--vocab", "1000"];
     let mut args = vec!["workload", "--backend", "nccl", "-g", "4", "--ranks-per-node", "2"];
     args.extend(model);
     args.extend(["--strategy", "hsdp,tp", "--tp", "2", "--seq-len", "16", "--steps", "2"]);
     let with_csv = [args.clone(), vec!["--csv", path_str(&csv_path)]].concat();
-    let out = sim_run(&dir, 4, &[], &with_csv);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(sim_run(&dir, 4, &[], &with_csv));
     let csv = Csv::read(&csv_path);
     let groups: std::collections::BTreeSet<&str> = csv
         .rows
@@ -1723,10 +1283,11 @@ fn workloads_and_replays_run_on_split_nccl_groups() {
             .filter(|r| csv.get(r, "kind") == "step")
             .all(|r| csv.get(r, "wrong") == "0")
     );
-    let out = sim_run(&dir, 4, &[], &[args.clone(), vec!["--inject-error"]].concat());
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
-    let hidden = sim_run(&dir, 4, &[("GPUSIM_NCCL_HIDE", "ncclCommSplit")], &args);
-    assert_eq!(code(&hidden), 2, "{}", stderr(&hidden));
+    exits(
+        3,
+        sim_run(&dir, 4, &[], &[args.clone(), vec!["--inject-error"]].concat()),
+    );
+    let hidden = exits(2, sim_run(&dir, 4, &[("GPUSIM_NCCL_HIDE", "ncclCommSplit")], &args));
     assert!(
         one_line(&hidden).contains("no sub-communicators"),
         "{}",
@@ -1737,14 +1298,13 @@ fn workloads_and_replays_run_on_split_nccl_groups() {
         "{}/tests/fixtures/nccl-coll-logs/own-2.26-fp8-premul-p2p-rank0.log",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = sim_run(
+    let out = ok(sim_run(
         &dir,
         2,
         &[],
         &["replay", &log, "--backend", "nccl", "-g", "2", "--steps", "2"],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("sendrecv"), "{}", stdout(&out));
+    ));
+    assert_stdout_has(&out, "sendrecv");
 }
 
 /// The traffic matrix of the alltoallv test: bytes rank i sends rank j,
@@ -1802,8 +1362,7 @@ fn alltoallv_blocks_by_hand(n: usize, traffic: &str) -> Vec<Vec<u64>> {
 #[test]
 fn alltoallv_sends_each_peer_nccl_tests_blocks_at_2_to_4_ranks() {
     let Some(dir) = sim_dir() else { return };
-    let tmp = tempdir();
-    let matrix = tmp.path().join("traffic.txt");
+    let (tmp, matrix) = temp_file("traffic.txt");
     std::fs::write(&matrix, ALLTOALLV_MATRIX).unwrap();
     for n in 2..=4usize {
         for traffic in ["0", "0.5", "1", "matrix"] {
@@ -1818,26 +1377,15 @@ fn alltoallv_sends_each_peer_nccl_tests_blocks_at_2_to_4_ranks() {
                 format!("{n}K")
             };
             let ng = n.to_string();
-            let mut args = vec![
-                "run",
-                "--backend",
-                "nccl",
-                "-g",
+            let mut args = argv![
+                "run --backend nccl -g",
                 &ng,
-                "--collectives",
-                "alltoallv",
-                "-b",
+                "--collectives alltoallv -b",
                 &size,
                 "-e",
                 &size,
-                "-n",
-                "2",
-                "-w",
-                "1",
-                "--no-rotate",
-                "--no-progress",
-                "--csv",
-                path_str(&csv_path),
+                "-n 2 -w 1 --no-rotate --no-progress --csv",
+                path_str(&csv_path)
             ];
             let mut env = vec![("GPUSIM_NCCL_TRACE", path_str(&trace))];
             match traffic {

@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 use crate::common::*;
 
 fn modes_validate_on(np: usize, per_node: usize) {
-    let dir = tempdir();
-    let csv_path = dir.path().join("h.csv");
+    let (_dir, csv_path) = temp_file("h.csv");
     let per_node_text = per_node.to_string();
     let out = mpirun(
         np,

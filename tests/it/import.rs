@@ -54,7 +54,7 @@ fn assert_our_bandwidths(csv: &Csv, n: f64) {
 fn compare_to_itself(path: &Path) {
     let out = collbench(&["compare", path_str(path), path_str(path)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("0 regressed"), "{}", stdout(&out));
+    assert_stdout_has(&out, "0 regressed");
 }
 
 #[test]
@@ -74,11 +74,7 @@ fn nccl_tests_2_13_text_and_its_json_import_to_the_same_rows() {
     // the text and the JSON of one run join row for row, with no change
     let out = collbench(&["compare", path_str(&text_csv), path_str(&json_csv)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains("(0 improved, 0 regressed, 20 within noise, 0 too noisy)"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "(0 improved, 0 regressed, 20 within noise, 0 too noisy)");
     compare_to_itself(&text_csv);
 }
 
@@ -133,31 +129,23 @@ fn osu_default_and_full_formats_import_with_total_sizes() {
 
 #[test]
 fn several_files_go_into_one_csv_that_compares_and_plots() {
-    let dir = tempdir();
-    let out_path = dir.path().join("both.csv");
+    let (dir, out_path) = temp_file("both.csv");
     let (a, b) = (fixture("osu-7.3-allreduce.txt"), fixture("osu-5.9-allgather-full.txt"));
-    let out = collbench(&[
-        "import",
-        "--from",
-        "osu",
-        "--nranks",
-        "4",
+    ok(collbench(&argv![
+        "import --from osu --nranks 4",
         path_str(&a),
         path_str(&b),
         "-o",
-        path_str(&out_path),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        path_str(&out_path)
+    ]));
     assert_eq!(Csv::read(&out_path).rows.len(), 36);
     let svg = dir.path().join("osu.svg");
-    let out = collbench(&["plot", path_str(&out_path), "-o", path_str(&svg)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&["plot", path_str(&out_path), "-o", path_str(&svg)]));
 }
 
 #[test]
 fn unknown_or_incomplete_input_is_one_line_exit_2_and_no_file() {
-    let dir = tempdir();
-    let junk = dir.path().join("junk.txt");
+    let (dir, junk) = temp_file("junk.txt");
     std::fs::write(&junk, "hello\n1 2 3\n").unwrap();
     let osu = fixture("osu-7.3-allreduce.txt");
     let nccl_no_name = dir.path().join("log.txt");
@@ -213,36 +201,26 @@ fn unknown_or_incomplete_input_is_one_line_exit_2_and_no_file() {
     }
     // --collective names what the log does not
     let out_path = dir.path().join("named.csv");
-    let out = collbench(&[
-        "import",
-        "--from",
-        "nccl-tests",
-        "--collective",
-        "all_reduce",
+    ok(collbench(&argv![
+        "import --from nccl-tests --collective all_reduce",
         path_str(&nccl_no_name),
         "-o",
-        path_str(&out_path),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        path_str(&out_path)
+    ]));
     // an existing output is not replaced without --overwrite
-    let out = collbench(&[
-        "import",
-        "--from",
-        "nccl-tests",
-        "--collective",
-        "all_reduce",
+    let out = collbench(&argv![
+        "import --from nccl-tests --collective all_reduce",
         path_str(&nccl_no_name),
         "-o",
-        path_str(&out_path),
+        path_str(&out_path)
     ]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    assert_stderr_has(&out, "already exists");
 }
 
 /// Runs `collbench import` and returns (exit code, stderr, CSV if written).
 fn import_any(from: &str, input: &Path, extra: &[&str]) -> (i32, String, Option<Csv>) {
-    let dir = tempdir();
-    let out_path = dir.path().join("out.csv");
+    let (_dir, out_path) = temp_file("out.csv");
     let mut args = vec!["import", "--from", from, path_str(input), "-o", path_str(&out_path)];
     args.extend(extra);
     let out = collbench(&args);

@@ -81,18 +81,8 @@ fn free_port() -> u16 {
 /// launcher inherited.
 fn rank_command(program: Command, sim: &Path, devices: usize, env: Vec<(String, String)>) -> Command {
     let mut cmd = program;
-    for var in [
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE",
-        "PMIX_RANK",
-        "SLURM_JOB_ID",
-        "SLURM_STEP_ID",
-        "SLURM_PROCID",
-        "RANK",
-        "WORLD_SIZE",
-        "MASTER_ADDR",
-        "JOB_COMPLETION_INDEX",
-        "NCCL_HOME",
+    for var in argv![
+        "OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMIX_RANK SLURM_JOB_ID SLURM_STEP_ID SLURM_PROCID RANK WORLD_SIZE MASTER_ADDR JOB_COMPLETION_INDEX NCCL_HOME"
     ] {
         cmd.env_remove(var);
     }
@@ -161,39 +151,13 @@ fn show(outs: &[Output]) -> String {
 /// What identifies a row: the same points measured means the same keys.
 #[cfg(feature = "mpi")]
 fn keys(csv: &Csv) -> BTreeSet<Vec<String>> {
-    let cols = [
-        "collective",
-        "dtype",
-        "op",
-        "root",
-        "placement",
-        "size_bytes",
-        "count",
-        "nranks",
-        "hierarchy",
-    ];
-    csv.rows
-        .iter()
-        .map(|r| cols.iter().map(|c| csv.get(r, c).to_string()).collect())
-        .collect()
+    row_keys(
+        csv,
+        "collective dtype op root placement size_bytes count nranks hierarchy",
+    )
 }
 
-const SWEEP: [&str; 14] = [
-    "run",
-    "--backend",
-    "nccl",
-    "--collectives",
-    "all",
-    "-e",
-    "4K",
-    "-f",
-    "8",
-    "-n",
-    "2",
-    "-w",
-    "1",
-    "--no-progress",
-];
+const SWEEP: &str = "run --backend nccl --collectives all -e 4K -f 8 -n 2 -w 1 --no-progress";
 
 fn with_csv<'a>(base: &[&'a str], csv: &'a Path) -> Vec<&'a str> {
     let mut args = base.to_vec();
@@ -205,12 +169,10 @@ fn with_csv<'a>(base: &[&'a str], csv: &'a Path) -> Vec<&'a str> {
 #[test]
 fn each_launchers_environment_runs_4_ranks_on_the_gpu_simulation_with_the_rows_of_mpirun() {
     let Some(sim) = sim_dir() else { return };
-    let tmp = tempdir();
-    let mpirun_csv = tmp.path().join("mpirun.csv");
+    let (tmp, mpirun_csv) = temp_file("mpirun.csv");
     let env = sim_env(&sim, 4);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let out = mpirun_env(4, &env, &with_csv(&SWEEP, &mpirun_csv));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(mpirun_env(4, &env, &with_csv(&words(SWEEP), &mpirun_csv)));
     let want = keys(&Csv::read(&mpirun_csv));
     for kind in [Kind::Torchrun, Kind::Slurm, Kind::K8s] {
         let csv_path = tmp.path().join(format!("{}.csv", kind.name()));
@@ -219,7 +181,7 @@ fn each_launchers_environment_runs_4_ranks_on_the_gpu_simulation_with_the_rows_o
             3 => vec![("NCCL_IB_HCA".to_string(), "mlx5_9".to_string())],
             _ => Vec::new(),
         };
-        let outs = four(&sim, kind, &hca, &with_csv(&SWEEP, &csv_path));
+        let outs = four(&sim, kind, &hca, &with_csv(&words(SWEEP), &csv_path));
         assert_eq!(codes(&outs), [0, 0, 0, 0], "{kind:?}: {}", show(&outs));
         let header = stdout(&outs[0]);
         assert!(header.contains(&format!("launcher {}", kind.name())), "{header}");
@@ -245,11 +207,10 @@ fn ranks_on_two_fake_nodes_meet_at_the_store_and_run_the_hierarchical_modes_acro
     if !crate::fake_nodes::available() {
         return;
     }
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("nodes.csv");
+    let (_tmp, csv_path) = temp_file("nodes.csv");
     let node =
         |rank: usize, args: &[&str]| crate::fake_nodes::on(if rank < 2 { "cbnode7" } else { "cbnode8" }, BIN, args);
-    let mut args = with_csv(&SWEEP, &csv_path);
+    let mut args = with_csv(&words(SWEEP), &csv_path);
     args[4] = "all_reduce,all_gather";
     args.extend(["--hierarchy", "all"]);
     let outs = store_job(&sim, Kind::Torchrun, (&[0, 1, 2, 3], "cbnode7"), &none, &node, &args);
@@ -270,25 +231,9 @@ fn ranks_on_two_fake_nodes_meet_at_the_store_and_run_the_hierarchical_modes_acro
 #[test]
 fn a_workload_runs_over_the_store_and_wrong_results_end_every_rank_with_exit_3() {
     let Some(sim) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("w.csv");
-    let args = [
-        "workload",
-        "--backend",
-        "nccl",
-        "--params",
-        "1M",
-        "--layers",
-        "2",
-        "--hidden",
-        "128",
-        "--vocab",
-        "1000",
-        "--strategy",
-        "ddp,fsdp",
-        "--steps",
-        "2",
-        "--no-progress",
+    let (_tmp, csv_path) = temp_file("w.csv");
+    let args = argv![
+        "workload --backend nccl --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy ddp,fsdp --steps 2 --no-progress"
     ];
     let outs = four(&sim, Kind::Torchrun, &none, &with_csv(&args, &csv_path));
     assert_eq!(codes(&outs), [0, 0, 0, 0], "{}", show(&outs));
@@ -305,7 +250,7 @@ fn a_workload_runs_over_the_store_and_wrong_results_end_every_rank_with_exit_3()
 #[test]
 fn a_rank_that_never_starts_is_named_and_every_started_rank_exits_5() {
     let Some(sim) = sim_dir() else { return };
-    let mut args = SWEEP.to_vec();
+    let mut args = words(SWEEP);
     args.extend(["--timeout", "3", "--csv", "/dev/null/never.csv"]);
     let outs = store_job(&sim, Kind::Torchrun, (&[0, 1, 2], "127.0.0.1"), &none, &plain, &args);
     assert_eq!(codes(&outs), [5, 5, 5], "{}", show(&outs));
@@ -326,16 +271,7 @@ fn a_rank_killed_mid_run_ends_every_rank_with_one_line_naming_it_and_the_rows_so
     let (csv_path, json_path) = (tmp.path().join("k.csv"), tmp.path().join("k.json"));
     let port = free_port();
     let _slot = permit();
-    let mut args = vec![
-        "run",
-        "--backend",
-        "nccl",
-        "-e",
-        "64K",
-        "--cycles",
-        "0",
-        "--no-progress",
-    ];
+    let mut args = argv!["run --backend nccl -e 64K --cycles 0 --no-progress"];
     args.extend(["--csv", path_str(&csv_path), "--json", path_str(&json_path)]);
     let mut children: Vec<std::process::Child> = (0..4)
         .map(|rank| {
@@ -399,7 +335,7 @@ fn a_world_size_that_differs_on_one_rank_is_refused_with_exit_2_and_one_line() {
             2 => vec![("WORLD_SIZE".to_string(), size.to_string())],
             _ => Vec::new(),
         };
-        let mut args = SWEEP.to_vec();
+        let mut args = words(SWEEP);
         args.extend(["--timeout", "30", "--csv", "/dev/null/never.csv"]);
         let outs = four(&sim, Kind::Torchrun, &other, &args);
         assert_eq!(codes(&outs), [2, 2, 2, 2], "{}", show(&outs));
@@ -419,7 +355,7 @@ fn a_store_port_in_use_stops_rank_0_with_one_line_and_no_rank_mistakes_the_holde
     let Some(sim) = sim_dir() else { return };
     let holder = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = holder.local_addr().unwrap().port();
-    let mut args = SWEEP.to_vec();
+    let mut args = words(SWEEP);
     args.extend(["--timeout", "3", "--csv", "/dev/null/never.csv"]);
     let cmds = (0..4)
         .map(|rank| rank_command(plain(rank, &args), &sim, 4, Kind::K8s.env(rank, 4, "127.0.0.1", port)))
@@ -445,22 +381,10 @@ fn a_store_port_in_use_stops_rank_0_with_one_line_and_no_rank_mistakes_the_holde
 #[test]
 fn a_hung_rank_trips_the_watchdog_and_a_failed_call_ends_every_rank_with_its_line() {
     let Some(sim) = sim_dir() else { return };
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("faults.csv");
-    let base = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all_reduce",
-        "-e",
-        "1K",
-        "-n",
-        "2",
-        "--no-progress",
-        "--overwrite",
-        "--csv",
-        path_str(&csv_path),
+    let (_tmp, csv_path) = temp_file("faults.csv");
+    let base = argv![
+        "run --backend nccl --collectives all_reduce -e 1K -n 2 --no-progress --overwrite --csv",
+        path_str(&csv_path)
     ];
     let on_rank = |rank: usize, var: &str, value: &str| -> Vec<(String, String)> {
         if rank == 3 {
@@ -493,16 +417,7 @@ fn a_hung_rank_trips_the_watchdog_and_a_failed_call_ends_every_rank_with_its_lin
 #[test]
 fn the_mpi_backend_without_mpi_is_refused_with_one_line() {
     let Some(sim) = sim_dir() else { return };
-    let args = [
-        "run",
-        "--backend",
-        "mpi",
-        "-e",
-        "1K",
-        "--no-progress",
-        "--csv",
-        "/dev/null/never.csv",
-    ];
+    let args = argv!["run --backend mpi -e 1K --no-progress --csv /dev/null/never.csv"];
     let outs = four(&sim, Kind::Torchrun, &none, &args);
     assert_eq!(codes(&outs), [2, 2, 2, 2], "{}", show(&outs));
     let lines = all_lines(&outs);
@@ -525,8 +440,7 @@ fn an_mpi_start_that_never_completes_is_told_apart_from_nccl() {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    let out = exits(5, output_of(cmd));
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
@@ -605,13 +519,11 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
     // where libmpi is hidden the default build cannot even start ...
     let out = output_of(without_libmpi(&lib, Path::new(BIN), &["--version"]));
     assert_ne!(code(&out), 0);
-    assert!(stderr(&out).contains("libmpi"), "{}", stderr(&out));
+    assert_stderr_has(&out, "libmpi");
     // ... and the build without MPI can
-    let out = output_of(without_libmpi(&lib, &free, &["--version"]));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("free.csv");
-    let mut args = with_csv(&SWEEP, &csv_path);
+    ok(output_of(without_libmpi(&lib, &free, &["--version"])));
+    let (_tmp, csv_path) = temp_file("free.csv");
+    let mut args = with_csv(&words(SWEEP), &csv_path);
     args[4] = "all_reduce,alltoall";
     let hidden = |_: usize, a: &[&str]| without_libmpi(&lib, &free, a);
     let outs = store_job(
@@ -630,24 +542,15 @@ fn the_build_without_mpi_starts_where_libmpi_cannot_be_loaded_and_runs_4_ranks()
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let free_str = free.to_str().unwrap();
     let mut cmd = Command::new("mpirun");
-    cmd.args([
-        "--oversubscribe",
-        "-np",
-        "2",
-        free_str,
-        "run",
-        "--csv",
-        "/dev/null/x.csv",
-    ]);
+    cmd.args(argv!["--oversubscribe -np 2", free_str, "run --csv /dev/null/x.csv"]);
     cmd.envs(env.iter().copied());
     if is_root() {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    let out = output_of(cmd);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = exits(2, output_of(cmd));
     assert_eq!(our_lines(&out).len(), 1, "{}", stderr(&out));
-    assert!(stderr(&out).contains("this build has no MPI"), "{}", stderr(&out));
+    assert_stderr_has(&out, "this build has no MPI");
 }
 
 /// docs/launch.md's Kubernetes manifest: its YAML documents.
@@ -717,25 +620,12 @@ fn the_kubernetes_manifest_of_the_docs_is_an_indexed_job_whose_pods_meet_at_the_
     }
     assert_eq!(completions, 4);
     let hosts = std::fs::read_to_string("/etc/hosts").unwrap();
-    let tmp = tempdir();
-    let pod_hosts = tmp.path().join("hosts");
+    let (tmp, pod_hosts) = temp_file("hosts");
     std::fs::write(&pod_hosts, format!("{hosts}\n127.0.0.1 {job_name}-0.{service_name}\n")).unwrap();
     let sizes = command.iter().position(|w| *w == "-b").unwrap_or(command.len());
     let csv_path = tmp.path().join("k8s.csv");
     let mut args: Vec<&str> = command[1..sizes].to_vec();
-    args.extend([
-        "-e",
-        "4K",
-        "-f",
-        "8",
-        "-n",
-        "2",
-        "-w",
-        "1",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
-    ]);
+    args.extend(argv!["-e 4K -f 8 -n 2 -w 1 --no-progress --csv", path_str(&csv_path)]);
     let cmds = (0..4)
         .map(|index| {
             let hostname = format!("{job_name}-{index}");

@@ -175,13 +175,11 @@ fn isolated_rank_and_rail_levels_pair_what_they_say() {
 #[cfg(feature = "mpi")]
 #[test]
 fn a_corrupted_receive_is_counted_and_the_job_exits_3() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("bad.csv");
+    let (_dir, csv_path) = temp_file("bad.csv");
     let mut args = vec!["links", "--backend", "mpi", "--ranks-per-node", "1", "--inject-error"];
     args.extend(SMALL);
     args.extend(["--csv", path_str(&csv_path)]);
-    let out = mpirun(2, &args);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let out = exits(3, mpirun(2, &args));
     let csv = Csv::read(&csv_path);
     assert_eq!(csv.rows.len(), 1);
     assert!(csv.num(&csv.rows[0], "wrong") >= 2.0, "{:?}", csv.rows[0]);
@@ -193,8 +191,7 @@ fn a_corrupted_receive_is_counted_and_the_job_exits_3() {
 #[cfg(feature = "mpi")]
 #[test]
 fn what_a_launch_cannot_serve_is_one_line_and_exit_2() {
-    let dir = tempdir();
-    let topo = dir.path().join("topo");
+    let (dir, topo) = temp_file("topo");
     std::fs::write(&topo, "somewhere-else leaf1\n").unwrap();
     let cases: Vec<(usize, Vec<&str>, &str)> = vec![
         (1, vec!["links"], "this launch has 1: launch 2 ranks or more"),
@@ -251,22 +248,13 @@ fn on_simulated_gpus_a_slow_pair_and_a_slow_rank_are_named() {
         let json_path = dir.path().join(format!("{name}.json"));
         let csv_path = dir.path().join(format!("{name}.csv"));
         let mut cmd = std::process::Command::new(BIN);
-        cmd.args([
-            "links",
-            "--backend",
-            "nccl",
-            "-g",
-            "4",
-            "--ranks-per-node",
-            "1",
-            "--find",
-        ])
-        .args(["--size", "1M", "-n", "3", "--samples", "6"])
-        .args(["--csv", path_str(&csv_path), "--json", path_str(&json_path)])
-        .env_remove("NCCL_HOME")
-        .env_remove("OMPI_COMM_WORLD_RANK")
-        .env("NO_COLOR", "1")
-        .env(fault.0, fault.1);
+        cmd.args(argv!["links --backend nccl -g 4 --ranks-per-node 1 --find"])
+            .args(["--size", "1M", "-n", "3", "--samples", "6"])
+            .args(["--csv", path_str(&csv_path), "--json", path_str(&json_path)])
+            .env_remove("NCCL_HOME")
+            .env_remove("OMPI_COMM_WORLD_RANK")
+            .env("NO_COLOR", "1")
+            .env(fault.0, fault.1);
         for (k, v) in crate::gpu_sim::sim_env(&sim, 4) {
             cmd.env(k, v);
         }
@@ -320,25 +308,15 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
         let out = fake_mpirun(
             hosts,
             &faults,
-            &[
-                "links",
-                "--backend",
-                "mpi",
-                "--find",
-                "--size",
-                "256K",
-                "-n",
-                "20",
-                "--samples",
-                "10",
-                "--csv",
+            &argv![
+                "links --backend mpi --find --size 256K -n 20 --samples 10 --csv",
                 path_str(&csv_path),
                 "--json",
-                path_str(&json_path),
+                path_str(&json_path)
             ],
         );
         assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
-        assert!(stdout(&out).contains("4 on 4 nodes (1 per node)"), "{}", stdout(&out));
+        assert_stdout_has(&out, "4 on 4 nodes (1 per node)");
         (findings(&json_of(&json_path)), stdout(&out))
     };
     // This machine is shared (2 cores, other jobs): a try may end with no

@@ -7,30 +7,15 @@ use crate::common::*;
 
 #[test]
 fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("iter.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("iter.csv");
+    let (out, csv) = mpirun_rows(
         3,
-        &[
-            "run",
-            "-I",
-            "--collectives",
-            "all_reduce,alltoall,reduce",
-            "-b",
-            "64",
-            "-e",
-            "256K",
-            "-f",
-            "8",
-            "-n",
-            "30",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run -I --collectives all_reduce,alltoall,reduce -b 64 -e 256K -f 8 -n 30 --csv",
+            path_str(&csv_path)
         ],
+        &csv_path,
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
-    assert_rows_consistent(&csv, 3);
     for row in &csv.rows {
         let v = |c: &str| csv.num(row, c);
         let (min, p50, p99, max) = (
@@ -67,29 +52,15 @@ fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
 
 #[test]
 fn without_n_every_point_gets_an_adaptive_count_within_the_bounds() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("adaptive.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("adaptive.csv");
+    let (out, csv) = mpirun_rows(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-b",
-            "8",
-            "-e",
-            "4M",
-            "-f",
-            "512",
-            "--min-time",
-            "0.05",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --collectives all_reduce -b 8 -e 4M -f 512 --min-time 0.05 --csv",
+            path_str(&csv_path)
         ],
+        &csv_path,
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
-    assert_rows_consistent(&csv, 2);
     let iters: Vec<u64> = csv.rows.iter().map(|r| csv.num(r, "iters") as u64).collect();
     assert!(iters.iter().all(|n| (5..=10_000).contains(n)), "{iters:?}");
     // That small sizes get more iterations than large ones depends on how
@@ -108,34 +79,18 @@ fn without_n_every_point_gets_an_adaptive_count_within_the_bounds() {
 
 #[test]
 fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("precision.csv");
+    let (dir, csv_path) = temp_file("precision.csv");
     let json_path = dir.path().join("precision.json");
-    let out = mpirun(
+    let (out, csv) = mpirun_rows(
         3,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,gather",
-            "-b",
-            "8",
-            "-e",
-            "1M",
-            "-f",
-            "32",
-            "--precision",
-            "20",
-            "--max-time",
-            "0.05",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,gather -b 8 -e 1M -f 32 --precision 20 --max-time 0.05 --csv",
             path_str(&csv_path),
             "--json",
-            path_str(&json_path),
+            path_str(&json_path)
         ],
+        &csv_path,
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
-    assert_rows_consistent(&csv, 3);
     for row in &csv.rows {
         assert_eq!(csv.get(row, "iter_policy"), "precision", "{row:?}");
         assert_eq!(csv.num(row, "precision_target_pct"), 20.0, "{row:?}");
@@ -154,11 +109,7 @@ fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
         csv.num(row.expect("an all_reduce row of that size"), "iters")
     };
     assert!(iters_at("8") > 4.0 * iters_at("262144"), "{:?}", csv.rows);
-    assert!(
-        stdout(&out).contains("iters until the median is within +-20% (95% CI) or 0.05 s"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "iters until the median is within +-20% (95% CI) or 0.05 s");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     let run = &json["run"];
     assert_eq!(run["iter_policy"], "precision");
@@ -171,23 +122,11 @@ fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
 
 #[test]
 fn with_n_every_point_runs_exactly_n_iterations() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("fixed.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("fixed.csv");
+    ok(mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_gather",
-            "-e",
-            "64K",
-            "-n",
-            "7",
-            "--csv",
-            path_str(&csv_path),
-        ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        &argv!["run --collectives all_gather -e 64K -n 7 --csv", path_str(&csv_path)],
+    ));
     let csv = Csv::read(&csv_path);
     assert!(csv.rows.iter().all(|r| csv.get(r, "iters") == "7"));
     assert!(csv.rows.iter().all(|r| csv.get(r, "iter_policy") == "fixed"));
@@ -197,26 +136,10 @@ fn with_n_every_point_runs_exactly_n_iterations() {
 #[test]
 fn rotation_on_and_off_both_validate_and_one_reused_buffer_is_the_default() {
     for (flag, rotate) in [(Some("--rotate"), true), (Some("--no-rotate"), false), (None, false)] {
-        let dir = tempdir();
-        let csv_path = dir.path().join("rot.csv");
-        let mut args = vec![
-            "run",
-            "--collectives",
-            "all",
-            "-d",
-            "int8,double",
-            "-b",
-            "8",
-            "-e",
-            "512K",
-            "-f",
-            "16",
-            "-n",
-            "9",
-            "-c",
-            "2",
-            "--csv",
-            path_str(&csv_path),
+        let (_dir, csv_path) = temp_file("rot.csv");
+        let mut args = argv![
+            "run --collectives all -d int8,double -b 8 -e 512K -f 16 -n 9 -c 2 --csv",
+            path_str(&csv_path)
         ];
         args.extend(flag);
         let out = mpirun(3, &args);

@@ -8,32 +8,12 @@ use crate::common::*;
 
 /// Runs a full-coverage sweep at `np` ranks and checks the CSV.
 fn full_sweep_is_correct_at(np: usize) {
-    let dir = tempdir();
-    let csv_path = dir.path().join("sweep.csv");
+    let (_dir, csv_path) = temp_file("sweep.csv");
     let out = mpirun(
         np,
-        &[
-            "run",
-            "--backend",
-            "mpi",
-            "-b",
-            "8",
-            "-e",
-            "2K",
-            "-f",
-            "16",
-            "-d",
-            "all",
-            "-o",
-            "all",
-            "-r",
-            "all",
-            "-n",
-            "2",
-            "-w",
-            "1",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run --backend mpi -b 8 -e 2K -f 16 -d all -o all -r all -n 2 -w 1 --csv",
+            path_str(&csv_path)
         ],
     );
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
@@ -57,18 +37,9 @@ fn full_sweep_is_correct_at(np: usize) {
     let types = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float", "double"];
     let ops = ["sum", "prod", "min", "max"];
     let mut expected = 0;
-    for collective in [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "alltoall",
-        "alltoallv",
-        "gather",
-        "scatter",
-        "sendrecv",
-    ] {
+    for collective in
+        argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv gather scatter sendrecv"]
+    {
         let reduces = matches!(collective, "all_reduce" | "reduce_scatter" | "reduce");
         let rooted = matches!(collective, "broadcast" | "reduce" | "gather" | "scatter");
         for t in types {
@@ -121,34 +92,15 @@ fn every_collective_type_op_and_root_validates_at_four_ranks() {
 
 #[test]
 fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("large.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("large.csv");
+    let (_, csv) = mpirun_rows(
         3,
-        &[
-            "run",
-            "-b",
-            "1M",
-            "-e",
-            "2M",
-            "-d",
-            "int8,double",
-            "-c",
-            "3",
-            "-n",
-            "3",
-            "-w",
-            "1",
-            "-z",
-            "-a",
-            "max",
-            "--csv",
-            path_str(&csv_path),
+        &argv![
+            "run -b 1M -e 2M -d int8,double -c 3 -n 3 -w 1 -z -a max --csv",
+            path_str(&csv_path)
         ],
+        &csv_path,
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
-    assert_rows_consistent(&csv, 3);
     // -a max: the reported time is the slowest rank's
     for row in &csv.rows {
         assert_eq!(csv.num(row, "time_us"), csv.num(row, "time_max_us"));
@@ -157,24 +109,15 @@ fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
 
 #[test]
 fn rank_zero_prints_an_nccl_tests_style_table_once() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("t.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("t.csv");
+    let out = ok(mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,gather",
-            "-b",
-            "8",
-            "-e",
-            "64",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,gather -b 8 -e 64 --csv",
             path_str(&csv_path),
-            "--no-progress",
+            "--no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     assert_eq!(text.matches("# collbench ").count(), 1, "{text}");
     assert!(text.contains("# backend   : mpi (Open MPI"), "{text}");
@@ -205,26 +148,15 @@ fn rank_zero_prints_an_nccl_tests_style_table_once() {
 
 #[test]
 fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("one.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("one.csv");
+    let out = ok(mpirun(
         1,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,broadcast",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-            "-n",
-            "5",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce,broadcast -b 1K -e 4K -n 5 --csv",
             path_str(&csv_path),
-            "--no-progress",
+            "--no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let text = stdout(&out);
     let header = text
         .lines()
@@ -249,54 +181,34 @@ fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
         }
     }
     // more ranks: no such line
-    let out = mpirun(
+    let out = ok(mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "1K",
-            "-n",
-            "2",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce -e 1K -n 2 --csv",
             path_str(&csv_path),
-            "--overwrite",
-            "--no-progress",
+            "--overwrite --no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert!(!stdout(&out).contains("one rank"), "{}", stdout(&out));
 }
 
 #[test]
 fn a_corrupted_result_is_caught_and_exits_3() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("bad.csv");
-    let out = mpirun(
-        2,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce,reduce",
-            "-b",
-            "64",
-            "-e",
-            "64",
-            "--inject-error",
-            "--csv",
-            path_str(&csv_path),
-        ],
+    let (_dir, csv_path) = temp_file("bad.csv");
+    let out = exits(
+        3,
+        mpirun(
+            2,
+            &argv![
+                "run --collectives all_reduce,reduce -b 64 -e 64 --inject-error --csv",
+                path_str(&csv_path)
+            ],
+        ),
     );
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
     let lines = our_lines(&out);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("validation failed"), "{lines:?}");
-    assert!(
-        stdout(&out).contains("# Validation           : FAILED"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "# Validation           : FAILED");
     let csv = Csv::read(&csv_path);
     assert_eq!(csv.rows.len(), 4);
     // all_reduce: one corrupted element on each of 2 ranks; reduce: only
@@ -307,23 +219,11 @@ fn a_corrupted_result_is_caught_and_exits_3() {
 
 #[test]
 fn checking_off_leaves_wrong_empty() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("nocheck.csv");
-    let out = mpirun(
+    let (_dir, csv_path) = temp_file("nocheck.csv");
+    let out = ok(mpirun(
         2,
-        &[
-            "run",
-            "--collectives",
-            "sendrecv",
-            "-e",
-            "64",
-            "-c",
-            "0",
-            "--csv",
-            path_str(&csv_path),
-        ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        &argv!["run --collectives sendrecv -e 64 -c 0 --csv", path_str(&csv_path)],
+    ));
     let csv = Csv::read(&csv_path);
     assert!(csv.rows.iter().all(|r| csv.get(r, "wrong").is_empty()));
     assert!(stdout(&out).contains("N/A"));

@@ -202,8 +202,7 @@ fn libc_path() -> PathBuf {
 
 #[test]
 fn missing_and_wrong_libraries_are_one_line_errors_without_a_panic() {
-    let dir = tempdir();
-    let not_elf = dir.path().join("libnccl.so.2");
+    let (dir, not_elf) = temp_file("libnccl.so.2");
     std::fs::write(&not_elf, "this is not a shared library\n").unwrap();
     let libc = libc_path();
     let cases: Vec<(PathBuf, &str)> = vec![
@@ -227,15 +226,7 @@ fn missing_and_wrong_libraries_are_one_line_errors_without_a_panic() {
     // The same through `run`, which must stop with one line and exit 1.
     #[cfg(feature = "mpi")]
     for (path, needle) in &cases {
-        let out = output(clean(&[
-            "run",
-            "--backend",
-            "nccl",
-            "--nccl-lib",
-            path_str(path),
-            "-e",
-            "64",
-        ]));
+        let out = output(clean(&argv!["run --backend nccl --nccl-lib", path_str(path), "-e 64"]));
         let err = stderr(&out);
         assert_eq!(code(&out), 1, "{err}");
         assert_eq!(our_lines(&out).len(), 1, "{err}");
@@ -252,42 +243,64 @@ fn has_cuda_driver() -> bool {
         .any(|l| l.starts_with("CUDA driver") && !l.contains("absent"))
 }
 
-#[cfg(feature = "mpi")]
-#[test]
-fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
-    let Some(lib) = nccl_lib() else { return };
+/// The NCCL library for the tests, where this machine has no CUDA driver
+/// (else the no-GPU `test` does not apply: skipped with a note).
+fn nccl_lib_without_gpu(test: &str) -> Option<PathBuf> {
+    let lib = nccl_lib()?;
     if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU bootstrap test does not apply");
-        return;
+        eprintln!("note: this machine has a CUDA driver; the {test} does not apply");
+        return None;
     }
-    let dir = tempdir();
-    let trace = dir.path().join("trace");
-    std::fs::create_dir(&trace).unwrap();
-    let out = mpirun_env(
-        2,
-        &[("COLLBENCH_NCCL_LIB", path_str(&lib))],
-        &[
-            "run",
-            "--backend",
-            "nccl",
-            "-e",
-            "1K",
-            "--trace-bootstrap",
-            path_str(&trace),
-            "--csv",
-            path_str(&dir.path().join("never.csv")),
-        ],
-    );
-    let err = stderr(&out);
-    assert_eq!(code(&out), 1, "{err}");
-    let lines = our_lines(&out);
-    assert_eq!(lines.len(), 1, "{err}");
+    Some(lib)
+}
+
+/// A run that stopped at device initialisation without a GPU: exit 1 and
+/// one line saying so, no panic (`what` starts the failure messages).
+#[cfg(feature = "mpi")]
+#[track_caller]
+fn assert_no_cuda_driver(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert_eq!(code(out), 1, "{what}{err}");
+    let lines = our_lines(out);
+    assert_eq!(lines.len(), 1, "{what}{err}");
     assert!(
         lines[0].starts_with("collbench: --backend nccl: no CUDA driver"),
         "{}",
         lines[0]
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// What the no-GPU bootstrap tests start from (None: skipped, see
+/// `nccl_lib_without_gpu`): the NCCL library, a temporary folder holding an
+/// empty `trace` folder (for --trace-bootstrap), and the path of its
+/// `never.csv`: the report a failed start must not leave.
+#[cfg(feature = "mpi")]
+fn bootstrap() -> Option<(PathBuf, tempfile::TempDir, PathBuf, PathBuf)> {
+    let lib = nccl_lib_without_gpu("no-GPU bootstrap test")?;
+    let (dir, trace) = temp_file("trace");
+    std::fs::create_dir(&trace).unwrap();
+    let never = dir.path().join("never.csv");
+    Some((lib, dir, trace, never))
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
+    let Some((lib, dir, trace, never)) = bootstrap() else {
+        return;
+    };
+    let out = mpirun_env(
+        2,
+        &[("COLLBENCH_NCCL_LIB", path_str(&lib))],
+        &argv![
+            "run --backend nccl -e 1K --trace-bootstrap",
+            path_str(&trace),
+            "--csv",
+            path_str(&never)
+        ],
+    );
+    assert_no_cuda_driver(&out, "");
     // Both ranks got the same 128-byte id, through the real MPI broadcast.
     let id0 = std::fs::read_to_string(trace.join("rank-0.id")).expect("rank 0 traced its id");
     let id1 = std::fs::read_to_string(trace.join("rank-1.id")).expect("rank 1 received an id");
@@ -305,29 +318,14 @@ fn two_ranks_exchange_a_unique_id_then_fail_cleanly_at_device_initialisation() {
 #[cfg(feature = "mpi")]
 #[test]
 fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_without_a_gpu() {
-    let Some(lib) = nccl_lib() else { return };
-    if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU bootstrap test does not apply");
+    let Some((lib, _dir, trace, never)) = bootstrap() else {
         return;
-    }
-    let dir = tempdir();
-    let trace = dir.path().join("trace");
-    std::fs::create_dir(&trace).unwrap();
-    let never = dir.path().join("never.csv");
-    let common = [
-        "run",
-        "--backend",
-        "nccl",
-        "--collectives",
-        "all_reduce",
-        "--ranks-per-node",
-        "2",
-        "-e",
-        "1K",
-        "--trace-bootstrap",
+    };
+    let common = argv![
+        "run --backend nccl --collectives all_reduce --ranks-per-node 2 -e 1K --trace-bootstrap",
         path_str(&trace),
         "--csv",
-        path_str(&never),
+        path_str(&never)
     ];
     for extra in [
         &["--hierarchy", "all", "--phase-times", "-R", "--no-comm-split"][..],
@@ -336,16 +334,7 @@ fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_wit
         let mut args = common.to_vec();
         args.extend(extra);
         let out = mpirun_env(4, &[("COLLBENCH_NCCL_LIB", path_str(&lib))], &args);
-        let err = stderr(&out);
-        assert_eq!(code(&out), 1, "{extra:?}: {err}");
-        let lines = our_lines(&out);
-        assert_eq!(lines.len(), 1, "{extra:?}: {err}");
-        assert!(
-            lines[0].starts_with("collbench: --backend nccl: no CUDA driver"),
-            "{}",
-            lines[0]
-        );
-        assert!(!err.contains("panicked"), "{err}");
+        assert_no_cuda_driver(&out, &format!("{extra:?}: "));
         let ids: Vec<String> = (0..4)
             .map(|r| std::fs::read_to_string(trace.join(format!("rank-{r}.id"))).unwrap())
             .collect();
@@ -368,30 +357,12 @@ fn hierarchical_modes_bootstrap_their_sub_communicator_ids_then_fail_cleanly_wit
     assert!(!never.exists(), "no report for a failed start");
 }
 
-/// `-m`, `-G` and `-R` are accepted on the nccl backend and change nothing
-/// before the GPU: without one, the run stops at device initialisation.
-#[test]
-fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
-    let Some(lib) = nccl_lib() else { return };
-    if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU test does not apply");
-        return;
-    }
-    let mut cmd = clean(&[
-        "run",
-        "-g",
-        "2",
-        "--backend",
-        "nccl",
-        "-m",
-        "4",
-        "-G",
-        "2",
-        "-R",
-        "-e",
-        "1K",
-    ]);
-    cmd.env("COLLBENCH_NCCL_LIB", &lib);
+/// `collbench ARGS` in one process on the NCCL library `lib`, asserting it
+/// stops without a GPU: exit 1 and one line of stderr, saying so.
+#[track_caller]
+fn one_process_stops_without_a_gpu(lib: &Path, args: &[&str]) {
+    let mut cmd = clean(args);
+    cmd.env("COLLBENCH_NCCL_LIB", lib);
     let out = output(cmd);
     let err = stderr(&out);
     assert_eq!(code(&out), 1, "{err}");
@@ -399,21 +370,26 @@ fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
     assert!(err.starts_with("collbench: --backend nccl: no CUDA driver"), "{err}");
 }
 
+/// `-m`, `-G` and `-R` are accepted on the nccl backend and change nothing
+/// before the GPU: without one, the run stops at device initialisation.
+#[test]
+fn nccl_extras_pass_the_checks_and_fail_cleanly_without_a_gpu() {
+    let Some(lib) = nccl_lib_without_gpu("no-GPU test") else {
+        return;
+    };
+    one_process_stops_without_a_gpu(&lib, &argv!["run -g 2 --backend nccl -m 4 -G 2 -R -e 1K"]);
+}
+
 #[test]
 fn threads_of_one_process_share_the_id_then_fail_cleanly_without_a_gpu() {
-    let Some(lib) = nccl_lib() else { return };
-    if has_cuda_driver() {
-        eprintln!("note: this machine has a CUDA driver; the no-GPU test does not apply");
+    let Some(lib) = nccl_lib_without_gpu("no-GPU test") else {
         return;
-    }
+    };
     let dir = tempdir();
-    let mut cmd = clean(&["run", "-g", "3", "-e", "1K", "--trace-bootstrap", path_str(dir.path())]);
-    cmd.env("COLLBENCH_NCCL_LIB", &lib);
-    let out = output(cmd);
-    let err = stderr(&out);
-    assert_eq!(code(&out), 1, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("collbench: --backend nccl: no CUDA driver"), "{err}");
+    one_process_stops_without_a_gpu(
+        &lib,
+        &["run", "-g", "3", "-e", "1K", "--trace-bootstrap", path_str(dir.path())],
+    );
     let ids: Vec<String> = (0..3)
         .map(|r| std::fs::read_to_string(dir.path().join(format!("rank-{r}.id"))).unwrap())
         .collect();
@@ -427,27 +403,17 @@ fn auto_falls_back_to_mpi_without_a_gpu_and_says_why() {
         eprintln!("note: this machine has a CUDA driver; the fallback test does not apply");
         return;
     }
-    let dir = tempdir();
-    let csv_path = dir.path().join("auto.csv");
+    let (_dir, csv_path) = temp_file("auto.csv");
     let lib = nccl_lib();
     let env: Vec<(&str, &str)> = lib
         .as_deref()
         .map(|l| vec![("COLLBENCH_NCCL_LIB", path_str(l))])
         .unwrap_or_default();
-    let out = mpirun_env(
+    let out = ok(mpirun_env(
         2,
         &env,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "64",
-            "--csv",
-            path_str(&csv_path),
-        ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        &argv!["run --collectives all_reduce -e 64 --csv", path_str(&csv_path)],
+    ));
     let text = stdout(&out);
     assert!(
         text.contains("# backend   : mpi") && text.contains("[auto: no CUDA driver, using mpi]"),

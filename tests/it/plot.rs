@@ -13,11 +13,15 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn svg_has_one_panel_per_collective_and_each_series_label() {
-    let dir = tempdir();
-    let svg = dir.path().join("runs.svg");
+    let (dir, svg) = temp_file("runs.svg");
     let (base, new) = (fixture("base.csv"), fixture("new.csv"));
-    let out = collbench(&["plot", path_str(&base), path_str(&new), "-o", path_str(&svg)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&[
+        "plot",
+        path_str(&base),
+        path_str(&new),
+        "-o",
+        path_str(&svg),
+    ]));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
     let texts: Vec<String> = text
@@ -45,17 +49,13 @@ fn svg_has_one_panel_per_collective_and_each_series_label() {
     );
 
     let modes = dir.path().join("modes.svg");
-    let out = collbench(&[
+    let modes_csv = fixture("modes.csv");
+    ok(collbench(&argv![
         "plot",
-        path_str(&fixture("modes.csv")),
-        "--by",
-        "hierarchy",
-        "--metric",
-        "time",
-        "-o",
-        path_str(&modes),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+        path_str(&modes_csv),
+        "--by hierarchy --metric time -o",
+        path_str(&modes)
+    ]));
     let text = std::fs::read_to_string(&modes).unwrap();
     for label in ["flat", "rs-ar-ag", "reduce-bcast", "time per operation (us, log scale)"] {
         assert!(text.contains(&format!("\n{label}\n")), "no {label:?}");
@@ -64,10 +64,13 @@ fn svg_has_one_panel_per_collective_and_each_series_label() {
 
 #[test]
 fn png_decodes_with_the_size_of_its_panel_grid() {
-    let dir = tempdir();
-    let png_path = dir.path().join("busbw.png");
-    let out = collbench(&["plot", path_str(&fixture("base.csv")), "-o", path_str(&png_path)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_dir, png_path) = temp_file("busbw.png");
+    ok(collbench(&[
+        "plot",
+        path_str(&fixture("base.csv")),
+        "-o",
+        path_str(&png_path),
+    ]));
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];
@@ -81,8 +84,7 @@ fn png_decodes_with_the_size_of_its_panel_grid() {
 
 #[test]
 fn what_cannot_be_plotted_is_one_line_and_exit_2() {
-    let dir = tempdir();
-    let existing = dir.path().join("exists.svg");
+    let (dir, existing) = temp_file("exists.svg");
     std::fs::write(&existing, "x").unwrap();
     let base = fixture("base.csv");
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -144,37 +146,21 @@ fn plot_svg(dir: &Path, name: &str, args: &[&str]) -> (String, String) {
     let mut full = vec!["plot"];
     full.extend(args);
     full.extend(["-o", path_str(&svg)]);
-    let out = collbench(&full);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&full));
     (std::fs::read_to_string(&svg).unwrap(), stderr(&out))
 }
 
 #[test]
 fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
-    let dir = tempdir();
-    let csv = dir.path().join("modes.csv");
-    let out = mpirun(
+    let (dir, csv) = temp_file("modes.csv");
+    ok(mpirun(
         4,
-        &[
-            "run",
-            "--collectives",
-            "all_reduce",
-            "--hierarchy",
-            "all",
-            "--ranks-per-node",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "16K",
-            "-n",
-            "5",
-            "--csv",
+        &argv![
+            "run --collectives all_reduce --hierarchy all --ranks-per-node 2 -b 1K -e 16K -n 5 --csv",
             path_str(&csv),
-            "--no-progress",
+            "--no-progress"
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let (svg, said) = plot_svg(dir.path(), "modes.svg", &[path_str(&csv)]);
     assert!(said.contains("plotted 3 series in 1 panel"), "{said}");
     let texts = svg_texts(&svg);
@@ -200,9 +186,8 @@ fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
 
 #[test]
 fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
-    let dir = tempdir();
-    let csv = dir.path().join("cycles.csv");
-    let out = mpirun(
+    let (dir, csv) = temp_file("cycles.csv");
+    ok(mpirun(
         2,
         &[
             "run",
@@ -222,8 +207,7 @@ fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
             path_str(&csv),
             "--no-progress",
         ],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     assert_eq!(Csv::read(&csv).rows.len(), 4 * 2 * 3);
     let (svg, said) = plot_svg(dir.path(), "cycles.svg", &[path_str(&csv)]);
     assert!(said.contains("plotted 1 series in 1 panel"), "{said}");
@@ -244,8 +228,7 @@ fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
 
 #[test]
 fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
-    let dir = tempdir();
-    let suite = dir.path().join("two.toml");
+    let (dir, suite) = temp_file("two.toml");
     std::fs::write(
         &suite,
         "name = \"two\"\nranks = 2\ntransports = [\"shm\", \"tcp\"]\n[run]\nbackend = \"mpi\"\n\
@@ -253,18 +236,10 @@ fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
     )
     .unwrap();
     let merged = dir.path().join("suite.csv");
-    let out = collbench_launching(
-        &[
-            "suite",
-            path_str(&suite),
-            "--launcher",
-            "mpirun",
-            "-o",
-            path_str(&merged),
-        ],
+    ok(collbench_launching(
+        &argv!["suite", path_str(&suite), "--launcher mpirun -o", path_str(&merged)],
         &[],
-    );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ));
     let (svg, said) = plot_svg(dir.path(), "suite.svg", &[path_str(&merged)]);
     assert!(said.contains("plotted 2 series in 2 panels"), "{said}");
     let texts = svg_texts(&svg);
@@ -306,8 +281,7 @@ fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
 
 #[test]
 fn a_single_panel_png_has_its_announced_size_and_its_whole_title() {
-    let dir = tempdir();
-    let png_path = dir.path().join("one.png");
+    let (dir, png_path) = temp_file("one.png");
     // one collective only: the single-panel layout
     let csv = dir.path().join("one.csv");
     let text = std::fs::read_to_string(fixture("base.csv")).unwrap();
@@ -316,8 +290,14 @@ fn a_single_panel_png_has_its_announced_size_and_its_whole_title() {
     let at = header.split(',').position(|c| c == "collective").unwrap();
     let kept: Vec<&str> = lines.filter(|l| l.split(',').nth(at) == Some("all_reduce")).collect();
     std::fs::write(&csv, format!("{header}\n{}\n", kept.join("\n"))).unwrap();
-    let out = collbench(&["plot", path_str(&csv), "-o", path_str(&png_path), "--metric", "time"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&[
+        "plot",
+        path_str(&csv),
+        "-o",
+        path_str(&png_path),
+        "--metric",
+        "time",
+    ]));
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png_path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size()];

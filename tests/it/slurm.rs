@@ -71,38 +71,11 @@ fn srun(conf: &Path, sim: &Path, env: &[(&str, &str)], mpi: &str, args: &[&str])
 }
 
 fn keys(csv: &Csv) -> BTreeSet<Vec<String>> {
-    let cols = [
-        "collective",
-        "dtype",
-        "op",
-        "root",
-        "placement",
-        "size_bytes",
-        "count",
-        "nranks",
-    ];
-    csv.rows
-        .iter()
-        .map(|r| cols.iter().map(|c| csv.get(r, c).to_string()).collect())
-        .collect()
+    row_keys(csv, "collective dtype op root placement size_bytes count nranks")
 }
 
-const SWEEP: [&str; 14] = [
-    "run",
-    "--collectives",
-    "all_reduce,all_gather,alltoall,broadcast",
-    "-e",
-    "4K",
-    "-f",
-    "8",
-    "-n",
-    "2",
-    "-w",
-    "1",
-    "--no-progress",
-    "--timeout",
-    "120",
-];
+const SWEEP: &str =
+    "run --collectives all_reduce,all_gather,alltoall,broadcast -e 4K -f 8 -n 2 -w 1 --no-progress --timeout 120";
 
 #[test]
 fn srun_with_pmix_runs_4_ranks_over_mpi() {
@@ -111,12 +84,10 @@ fn srun_with_pmix_runs_4_ranks_over_mpi() {
     };
     let list = output_of(slurm_command(&conf, "srun", &["--mpi=list"], &sim, &[]));
     assert!(stdout(&list).contains("pmix"), "{}{}", stdout(&list), stderr(&list));
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("pmix.csv");
-    let mut args = SWEEP.to_vec();
+    let (_tmp, csv_path) = temp_file("pmix.csv");
+    let mut args = words(SWEEP);
     args.extend(["--backend", "mpi", "--csv", path_str(&csv_path)]);
-    let out = srun(&conf, &sim, &[], "--mpi=pmix", &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(srun(&conf, &sim, &[], "--mpi=pmix", &args));
     let text = stdout(&out);
     assert!(text.contains("control plane: Open MPI"), "{text}");
     assert!(text.contains("launcher srun --mpi=pmix"), "{text}");
@@ -131,20 +102,18 @@ fn srun_without_mpi_runs_4_ranks_on_the_gpu_simulation_with_the_rows_of_mpirun()
     };
     let tmp = tempdir();
     let (srun_csv, mpirun_csv) = (tmp.path().join("none.csv"), tmp.path().join("mpirun.csv"));
-    let mut args = SWEEP.to_vec();
+    let mut args = words(SWEEP);
     args.extend(["--backend", "nccl", "--csv", path_str(&srun_csv)]);
-    let out = srun(&conf, &sim, &[], "--mpi=none", &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(srun(&conf, &sim, &[], "--mpi=none", &args));
     let text = stdout(&out);
     assert!(text.contains("control plane: TCP store at "), "{text}");
     assert!(text.contains("launcher slurm"), "{text}");
     assert!(our_lines(&out).is_empty(), "{}", stderr(&out));
     let env = sim_env(&sim, 4);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut args = SWEEP.to_vec();
+    let mut args = words(SWEEP);
     args.extend(["--backend", "nccl", "--csv", path_str(&mpirun_csv)]);
-    let reference = mpirun_env(4, &env, &args);
-    assert_eq!(code(&reference), 0, "{}", stderr(&reference));
+    ok(mpirun_env(4, &env, &args));
     let csv = Csv::read(&srun_csv);
     assert_sim_rows(&csv, 4);
     assert_eq!(keys(&csv), keys(&Csv::read(&mpirun_csv)));
@@ -156,23 +125,11 @@ fn a_rank_that_fails_under_srun_ends_the_step_with_one_line() {
         return;
     };
     let fail = [("GPUSIM_NCCL_FAIL", "ncclAllReduce:3:2:2")];
-    let tmp = tempdir();
-    let csv_path = tmp.path().join("fail.csv");
+    let (_tmp, csv_path) = temp_file("fail.csv");
     for mpi in ["--mpi=none", "--mpi=pmix"] {
-        let args = [
-            "run",
-            "--backend",
-            "nccl",
-            "--collectives",
-            "all_reduce",
-            "-e",
-            "1K",
-            "-n",
-            "2",
-            "--no-progress",
-            "--overwrite",
-            "--csv",
-            path_str(&csv_path),
+        let args = argv![
+            "run --backend nccl --collectives all_reduce -e 1K -n 2 --no-progress --overwrite --csv",
+            path_str(&csv_path)
         ];
         let out = srun(&conf, &sim, &fail, mpi, &args);
         assert_ne!(code(&out), 0, "{mpi}: {}", stderr(&out));

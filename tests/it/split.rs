@@ -49,27 +49,10 @@ fn rows_by_point(csv: &Csv) -> BTreeMap<(String, String, String), BTreeMap<Strin
 }
 
 fn split_run(np: usize, env: &[(&str, &str)], extra: &[&str]) -> (std::process::Output, Csv, tempfile::TempDir) {
-    let dir = tempdir();
-    let csv_path = dir.path().join("split.csv");
-    let mut args = vec![
-        "run",
-        "--backend",
-        "mpi",
-        "--collectives",
-        "all_reduce,all_gather,broadcast,alltoall",
-        "-b",
-        "1K",
-        "-e",
-        "64K",
-        "-f",
-        "8",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--no-progress",
-        "--csv",
-        path_str(&csv_path),
+    let (dir, csv_path) = temp_file("split.csv");
+    let mut args = argv![
+        "run --backend mpi --collectives all_reduce,all_gather,broadcast,alltoall -b 1K -e 64K -f 8 -n 3 -w 1 --no-progress --csv",
+        path_str(&csv_path)
     ];
     args.extend_from_slice(extra);
     let out = mpirun_env(np, env, &args);
@@ -149,7 +132,7 @@ fn nccl_tests_variable_at_3_ranks_makes_groups_of_two_and_one() {
             assert_eq!(csv.get(row, "wrong"), "0", "{row:?}");
         }
     }
-    assert!(stdout(&out).contains("0 = ranks 0,2; 1 = rank 1"), "{}", stdout(&out));
+    assert_stdout_has(&out, "0 = ranks 0,2; 1 = rank 1");
 }
 
 #[test]
@@ -173,26 +156,24 @@ fn bad_split_rules_are_refused_in_one_line() {
     assert_parser_error(&out, "is not a split rule");
     let out = mpirun(2, &["run", "--backend", "mpi", "--split", "MOD 0"]);
     assert_parser_error(&out, "MOD by 0 has no groups");
-    let out = mpirun(
+    let out = exits(
         2,
-        &[
-            "run",
-            "--backend",
-            "mpi",
-            "--split",
-            "MOD 2",
-            "--hierarchy",
-            "rs-ar-ag",
-            "--ranks-per-node",
-            "1",
-        ],
+        mpirun(
+            2,
+            &[
+                "run",
+                "--backend",
+                "mpi",
+                "--split",
+                "MOD 2",
+                "--hierarchy",
+                "rs-ar-ag",
+                "--ranks-per-node",
+                "1",
+            ],
+        ),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("each group runs flat collectives"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_has(&out, "each group runs flat collectives");
 }
 
 /// The nccl backend on the host GPU simulation (every run says so): each
@@ -207,27 +188,11 @@ fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
     let dir = tempdir();
     for (np, threads, rule, sizes) in [(3, 1, "DIV 2", [2u64, 1]), (1, 4, "MOD 2", [2, 2])] {
         let csv_path = dir.path().join(format!("sim{np}x{threads}.csv"));
-        let mut args = vec![
-            "run",
-            "--backend",
-            "nccl",
-            "--collectives",
-            "all_reduce,all_gather,reduce_scatter,broadcast",
-            "-b",
-            "1K",
-            "-e",
-            "16K",
-            "-f",
-            "4",
-            "-n",
-            "2",
-            "-w",
-            "1",
-            "--split",
+        let mut args = argv![
+            "run --backend nccl --collectives all_reduce,all_gather,reduce_scatter,broadcast -b 1K -e 16K -f 4 -n 2 -w 1 --split",
             rule,
-            "--no-progress",
-            "--csv",
-            path_str(&csv_path),
+            "--no-progress --csv",
+            path_str(&csv_path)
         ];
         let env = sim_env(&sim, np * threads);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

@@ -11,26 +11,11 @@ fn small_run(profile: &str, csv: &std::path::Path, env: &[(&str, &str)]) -> std:
     mpirun_env(
         2,
         env,
-        &[
-            "run",
-            "--backend",
-            "mpi",
-            "--transport",
+        &argv![
+            "run --backend mpi --transport",
             profile,
-            "--collectives",
-            "all_reduce,all_gather",
-            "-b",
-            "64",
-            "-e",
-            "64K",
-            "-f",
-            "32",
-            "-n",
-            "3",
-            "-w",
-            "1",
-            "--csv",
-            path_str(csv),
+            "--collectives all_reduce,all_gather -b 64 -e 64K -f 32 -n 3 -w 1 --csv",
+            path_str(csv)
         ],
     )
 }
@@ -66,10 +51,8 @@ fn the_shm_and_tcp_profiles_run_record_what_open_mpi_used_and_validate() {
 
 #[test]
 fn auto_sets_nothing_and_records_every_btl_open_mpi_kept() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("auto.csv");
-    let out = small_run("auto", &csv_path, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_dir, csv_path) = temp_file("auto.csv");
+    let out = ok(small_run("auto", &csv_path, &[]));
     assert!(!stdout(&out).contains("#             set "), "{}", stdout(&out));
     let csv = Csv::read(&csv_path);
     let observed = csv.get(&csv.rows[0], "transport_observed");
@@ -79,23 +62,21 @@ fn auto_sets_nothing_and_records_every_btl_open_mpi_kept() {
 
 #[test]
 fn a_profile_the_environment_contradicts_fails_with_one_line_naming_both() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("tcp.csv");
+    let (_dir, csv_path) = temp_file("tcp.csv");
     // The user's own btl list wins over the profile's, as documented; then
     // Open MPI keeps shared memory only, which is not the tcp profile.
     let out = small_run("tcp", &csv_path, &[("OMPI_MCA_btl", "self,vader")]);
     assert_eq!(code(&out), 1, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
-    let lines = our_lines(&out);
-    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = only_line(&out);
     assert!(
-        lines[0].contains("transport tcp was requested but ob1/vader was observed"),
+        line.contains("transport tcp was requested but ob1/vader was observed"),
         "{}",
-        lines[0]
+        line
     );
     assert!(
-        lines[0].contains("OMPI_MCA_btl=self,vader was set before the run"),
+        line.contains("OMPI_MCA_btl=self,vader was set before the run"),
         "{}",
-        lines[0]
+        line
     );
     assert!(!csv_path.exists(), "nothing was measured, so no report is left");
 }
@@ -108,13 +89,8 @@ fn profiles_that_do_not_fit_the_backend_are_usage_errors() {
     ] {
         let out = mpirun(2, &args);
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
-        let lines = our_lines(&out);
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(
-            lines[0].contains("is an NCCL profile, but the backend is mpi"),
-            "{}",
-            lines[0]
-        );
+        let line = only_line(&out);
+        assert!(line.contains("is an NCCL profile, but the backend is mpi"), "{}", line);
     }
     let out = collbench(&["run", "--transport", "infiniband"]);
     assert_parser_error(&out, "unknown profile 'infiniband'");
@@ -122,22 +98,13 @@ fn profiles_that_do_not_fit_the_backend_are_usage_errors() {
 
 #[test]
 fn transport_help_lists_every_profile_with_its_variables() {
-    let out = collbench(&["run", "--transport", "help"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["run", "--transport", "help"]));
     let text = stdout(&out);
     for profile in ["auto", "nvlink", "nvls", "pcie", "ib", "socket", "shm", "tcp", "ucx"] {
         assert!(text.lines().any(|l| l.starts_with(profile)), "{profile}: {text}");
     }
-    for var in [
-        "NCCL_P2P_LEVEL=NVL",
-        "NCCL_NVLS_ENABLE=1",
-        "NCCL_P2P_DISABLE=1",
-        "NCCL_NET=IB",
-        "NCCL_NET=Socket",
-        "OMPI_MCA_btl=self,vader",
-        "OMPI_MCA_btl=self,tcp",
-        "OMPI_MCA_pml=ucx",
-        "UCX_TLS=^tcp",
+    for var in argv![
+        "NCCL_P2P_LEVEL=NVL NCCL_NVLS_ENABLE=1 NCCL_P2P_DISABLE=1 NCCL_NET=IB NCCL_NET=Socket OMPI_MCA_btl=self,vader OMPI_MCA_btl=self,tcp OMPI_MCA_pml=ucx UCX_TLS=^tcp"
     ] {
         assert!(text.contains(var), "{var}: {text}");
     }
@@ -145,8 +112,7 @@ fn transport_help_lists_every_profile_with_its_variables() {
 
 #[test]
 fn the_local_suite_runs_every_launch_and_merges_one_csv() {
-    let dir = tempdir();
-    let merged = dir.path().join("local.csv");
+    let (dir, merged) = temp_file("local.csv");
     let config = format!("{}/configs/suite-local-cpu.toml", env!("CARGO_MANIFEST_DIR"));
     let out = collbench_launching(
         &["suite", &config, "--launcher", "mpirun", "--output", path_str(&merged)],
@@ -189,21 +155,14 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
         assert_eq!(csv.get(row, "transport_observed"), want);
     }
     let launches = dir.path().join("local-launches");
-    for file in [
-        "run.toml",
-        "01-shm-flat.csv",
-        "01-shm-flat.log",
-        "02-tcp-flat.csv",
-        "06-tcp-flat.csv",
-    ] {
+    for file in argv!["run.toml 01-shm-flat.csv 01-shm-flat.log 02-tcp-flat.csv 06-tcp-flat.csv"] {
         assert!(launches.join(file).exists(), "{file}");
     }
 }
 
 #[test]
 fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
-    let dir = tempdir();
-    let suite = dir.path().join("two.toml");
+    let (dir, suite) = temp_file("two.toml");
     std::fs::write(
         &suite,
         "ranks = 2\ntransports = [\"tcp\", \"shm\"]\n[run]\nbackend = \"mpi\"\ncollectives = \"all_reduce\"\n\
@@ -213,14 +172,7 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
     let merged = dir.path().join("two.csv");
     // tcp is contradicted by the caller's environment; shm is not.
     let out = collbench_launching(
-        &[
-            "suite",
-            path_str(&suite),
-            "--launcher",
-            "mpirun",
-            "-o",
-            path_str(&merged),
-        ],
+        &argv!["suite", path_str(&suite), "--launcher mpirun -o", path_str(&merged)],
         &[("OMPI_MCA_btl", "self,vader")],
     );
     assert_eq!(code(&out), 1, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
@@ -231,19 +183,20 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
         "{err}"
     );
     assert!(err.contains("[2/2] shm flat: ok"), "{err}");
-    assert!(stdout(&out).contains("1 ok, 1 failed"), "{}", stdout(&out));
+    assert_stdout_has(&out, "1 ok, 1 failed");
     let csv = Csv::read(&merged);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "transport") == "shm"));
     // An existing merged CSV is refused before anything runs.
-    let again = collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]);
-    assert_eq!(code(&again), 2, "{}", stderr(&again));
+    exits(
+        2,
+        collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]),
+    );
 }
 
 #[test]
 fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
-    let out = collbench(&["topo"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["topo"]));
     let text = stdout(&out);
     for want in [
         "# collbench topo:",
@@ -255,8 +208,7 @@ fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
     ] {
         assert!(text.contains(want), "{want}: {text}");
     }
-    let out = collbench(&["topo", "--json"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(collbench(&["topo", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
     assert_eq!(v["schema_version"], 1);
     assert!(v["cpu"]["threads"].as_u64().unwrap_or(0) >= 1);

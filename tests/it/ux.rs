@@ -76,17 +76,8 @@ impl Pane {
     /// and its exit code.
     fn run(&self, width: u16, command: &str, limit: Duration) -> (String, i32) {
         let script = format!("{command}; echo {END_MARK} $?; sleep 600");
-        let started = self.tmux(&[
-            "new-session",
-            "-d",
-            "-x",
-            &width.to_string(),
-            "-y",
-            "50",
-            "sh",
-            "-c",
-            &script,
-        ]);
+        let columns = width.to_string();
+        let started = self.tmux(&argv!["new-session -d -x", &columns, "-y 50 sh -c", &script]);
         assert!(started.status.success(), "tmux: {}", stderr(&started));
         self.tmux(&["set-option", "-g", "history-limit", "50000"]);
         let width_seen = stdout(&self.tmux(&["display-message", "-p", "#{pane_width}"]));
@@ -197,16 +188,10 @@ fn terminal_run(extra: &[&str]) {
     let Some(pane) = Pane::open() else {
         return;
     };
-    let dir = tempdir();
-    let csv_path = dir.path().join("t.csv");
-    let mut args = vec![
-        "run",
-        "--collectives",
-        "all_reduce,all_gather",
-        "-e",
-        "1M",
-        "--csv",
-        path_str(&csv_path),
+    let (_dir, csv_path) = temp_file("t.csv");
+    let mut args = argv![
+        "run --collectives all_reduce,all_gather -e 1M --csv",
+        path_str(&csv_path)
     ];
     args.extend(extra);
     let (screen, code) = pane.run(160, &mpirun_line(2, &args), Duration::from_secs(240));
@@ -237,8 +222,7 @@ fn without_progress_every_table_row_is_on_screen_too() {
 
 #[test]
 fn the_header_echoes_the_command_and_sizes_and_the_footer_reads_as_nccl_tests_does() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("f.csv");
+    let (_dir, csv_path) = temp_file("f.csv");
     let args = [
         "run",
         "--collectives",
@@ -254,8 +238,7 @@ fn the_header_echoes_the_command_and_sizes_and_the_footer_reads_as_nccl_tests_do
         "--csv",
         path_str(&csv_path),
     ];
-    let out = mpirun(2, &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = ok(mpirun(2, &args));
     let text = stdout(&out);
     let command = text
         .lines()
@@ -368,34 +351,18 @@ fn csv_rows(path: &Path) -> usize {
 
 #[test]
 fn ctrl_c_to_mpirun_leaves_the_table_with_its_footer_and_every_row_of_the_csv() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("int.csv");
+    let (dir, csv_path) = temp_file("int.csv");
     let json_path = dir.path().join("int.json");
     // points of a second or more: mpirun's SIGKILL, a second after its
     // SIGTERM, comes before the point in flight can end
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "-np", "2", BIN]);
-    cmd.args([
-        "run",
-        "--collectives",
-        "all_reduce",
-        "-b",
-        "64K",
-        "-e",
-        "64K",
-        "-n",
-        "8000",
-        "-w",
-        "1",
-    ]);
-    cmd.args([
-        "--cycles",
-        "0",
-        "--no-progress",
-        "--csv",
+    cmd.args(argv!["run --collectives all_reduce -b 64K -e 64K -n 8000 -w 1"]);
+    cmd.args(argv![
+        "--cycles 0 --no-progress --csv",
         path_str(&csv_path),
         "--json",
-        path_str(&json_path),
+        path_str(&json_path)
     ]);
     let mut job = Spawned::start(cmd, dir.path());
     job.wait_until(Duration::from_secs(120), |_| csv_rows(&csv_path) >= 3);
@@ -442,8 +409,7 @@ fn suite_command(suite: &Path, merged: &Path) -> Command {
 
 #[test]
 fn ctrl_c_during_a_suite_stops_the_launch_merges_the_finished_ones_and_says_so() {
-    let dir = tempdir();
-    let merged = dir.path().join("two.csv");
+    let (dir, merged) = temp_file("two.csv");
     let mut suite = Spawned::start(suite_command(&two_launch_suite(dir.path()), &merged), dir.path());
     let second = dir.path().join("two-launches/02-tcp-flat.csv");
     suite.wait_until(Duration::from_secs(180), |s| {
@@ -475,8 +441,7 @@ fn ctrl_c_during_a_suite_stops_the_launch_merges_the_finished_ones_and_says_so()
 
 #[test]
 fn sigterm_during_the_first_launch_of_a_suite_says_nothing_finished_and_exits_143() {
-    let dir = tempdir();
-    let merged = dir.path().join("two.csv");
+    let (dir, merged) = temp_file("two.csv");
     let mut suite = Spawned::start(suite_command(&two_launch_suite(dir.path()), &merged), dir.path());
     let first = dir.path().join("two-launches/01-shm-flat.csv");
     suite.wait_until(Duration::from_secs(120), |_| csv_rows(&first) >= 1);

@@ -15,36 +15,15 @@ use crate::common::*;
 /// embedding of 1000 x 128 = 128000, then (1000000 - 128000) / 2 = 436000
 /// per layer: q, k, v, o of 128^2 = 16384 each, and two MLP matrices of
 /// (436000 - 65536) / 2 = 185232 each.
-const MODEL: [&str; 12] = [
-    "--params",
-    "1M",
-    "--layers",
-    "2",
-    "--hidden",
-    "128",
-    "--vocab",
-    "1000",
-    "--param-dtype",
-    "float",
-    "--steps",
-    "2",
-];
+const MODEL: &str = "--params 1M --layers 2 --hidden 128 --vocab 1000 --param-dtype float --steps 2";
 
 const EMBEDDING: u64 = 128_000;
 const LAYER: u64 = 436_000;
 
 fn workload(np: usize, dir: &Path, name: &str, extra: &[&str]) -> (std::process::Output, PathBuf) {
     let csv = dir.join(name);
-    let mut args = vec![
-        "workload",
-        "--backend",
-        "mpi",
-        "--warmup-steps",
-        "0",
-        "--csv",
-        path_str(&csv),
-    ];
-    args.extend(MODEL);
+    let mut args = argv!["workload --backend mpi --warmup-steps 0 --csv", path_str(&csv)];
+    args.extend(words(MODEL));
     args.extend(extra);
     (mpirun(np, &args), csv)
 }
@@ -135,16 +114,7 @@ fn ddp_and_fsdp_issue_the_hand_computed_sequence_at_one_to_four_ranks() {
 #[test]
 fn zero_hsdp_and_tp_run_on_the_groups_they_need() {
     let dir = tempdir();
-    let extra = [
-        "--strategy",
-        "zero2,hsdp,tp",
-        "--tp",
-        "2",
-        "--ranks-per-node",
-        "2",
-        "--seq-len",
-        "16",
-    ];
+    let extra = argv!["--strategy zero2,hsdp,tp --tp 2 --ranks-per-node 2 --seq-len 16"];
     let (out, path) = workload(4, dir.path(), "w.csv", &extra);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&path);
@@ -278,24 +248,19 @@ fn compare_judges_two_workload_csvs_and_plot_refuses_them() {
     scaled(&measured, &base, 1.0);
     let slow = dir.path().join("slow.csv");
     scaled(&measured, &slow, 2.0);
-    let out = collbench(&["compare", path_str(&base), path_str(&base)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(collbench(&["compare", path_str(&base), path_str(&base)]));
     // one launch a side: twice as slow is unproven (launch noise could do
     // that), unless the steps of the launch are to judge
     let out = collbench(&["compare", path_str(&base), path_str(&slow)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert!(stdout(&out).contains("unproven"), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains("note: 1 configuration unproven"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "unproven");
+    assert_stdout_has(&out, "note: 1 configuration unproven");
     let out = collbench(&["compare", "--within-launch", path_str(&base), path_str(&slow)]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
-    assert!(stdout(&out).contains("regressed"), "{}", stdout(&out));
+    assert_stdout_has(&out, "regressed");
     let out = collbench(&["compare", "--within-launch", path_str(&slow), path_str(&base)]);
     assert_eq!(code(&out), 0);
-    assert!(stdout(&out).contains("improved"), "{}", stdout(&out));
+    assert_stdout_has(&out, "improved");
     // a folder of launches: the launch t-test judges the new launch
     let launches = dir.path().join("launches");
     std::fs::create_dir(&launches).unwrap();
@@ -304,8 +269,8 @@ fn compare_judges_two_workload_csvs_and_plot_refuses_them() {
     }
     let out = collbench(&["compare", path_str(&launches), path_str(&slow)]);
     assert_eq!(code(&out), 4, "{}", stdout(&out));
-    assert!(stdout(&out).contains("(base, 3 launches)"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("regressed"), "{}", stdout(&out));
+    assert_stdout_has(&out, "(base, 3 launches)");
+    assert_stdout_has(&out, "regressed");
     let out = collbench(&["compare", path_str(&launches), path_str(&base)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     let out = collbench(&["plot", path_str(&base), "-o", path_str(&dir.path().join("p.svg"))]);
@@ -319,17 +284,11 @@ fn fixture(name: &str) -> String {
 }
 
 fn replay(np: usize, log: &str, csv: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
+    let mut args = argv![
         "replay",
         log,
-        "--backend",
-        "mpi",
-        "--steps",
-        "2",
-        "--warmup-steps",
-        "0",
-        "--csv",
-        path_str(csv),
+        "--backend mpi --steps 2 --warmup-steps 0 --csv",
+        path_str(csv)
     ];
     args.extend(extra);
     mpirun(np, &args)
@@ -340,10 +299,8 @@ fn a_ddp_log_of_two_ranks_replays_call_by_call_at_two_ranks() {
     // own-2.21-ddp-gpt2-2ranks.log (written for the tests, see the
     // fixtures' README): rank 0's broadcast of GPT-2's parameters, then
     // its 7 bfloat16 gradient all-reduces
-    let dir = tempdir();
-    let path = dir.path().join("r.csv");
-    let out = replay(2, &fixture("own-2.21-ddp-gpt2-2ranks.log"), &path, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_dir, path) = temp_file("r.csv");
+    let out = ok(replay(2, &fixture("own-2.21-ddp-gpt2-2ranks.log"), &path, &[]));
     let csv = Csv::read(&path);
     let mut want = vec![op("broadcast", 124_439_808, "world", 2, "log")];
     want.push(op("all_reduce", 2_361_600, "world", 2, "log"));
@@ -360,10 +317,8 @@ fn a_ddp_log_of_two_ranks_replays_call_by_call_at_two_ranks() {
 fn a_tensor_and_data_parallel_log_replays_on_its_own_groups_at_four_ranks() {
     // own-2.23-tp2-dp2-4ranks.log: rank 0 all-reduces twice on its tp
     // communicator {0,1}, once on its dp communicator {0,2}, once on all
-    let dir = tempdir();
-    let path = dir.path().join("r.csv");
-    let out = replay(4, &fixture("own-2.23-tp2-dp2-4ranks.log"), &path, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_dir, path) = temp_file("r.csv");
+    ok(replay(4, &fixture("own-2.23-tp2-dp2-4ranks.log"), &path, &[]));
     let csv = Csv::read(&path);
     let (tp, dp) = ("blocks of 2", "every 2th rank in blocks of 4");
     assert_eq!(
@@ -380,18 +335,15 @@ fn a_tensor_and_data_parallel_log_replays_on_its_own_groups_at_four_ranks() {
 #[test]
 fn a_larger_job_replays_rescaled_and_says_so() {
     // nccl-1193-ray-128ranks.log: NVIDIA/nccl#1193, a 128-rank job
-    let dir = tempdir();
-    let path = dir.path().join("r.csv");
-    let out = replay(2, &fixture("nccl-1193-ray-128ranks.log"), &path, &["--rescale"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("# rescaled: "), "{}", stdout(&out));
+    let (_dir, path) = temp_file("r.csv");
+    let out = ok(replay(2, &fixture("nccl-1193-ray-128ranks.log"), &path, &["--rescale"]));
+    assert_stdout_has(&out, "# rescaled: ");
     let csv = Csv::read(&path);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "rescaled") == "true"));
     // torchtitan-1369-tp2.log (pytorch/torchtitan#1369): no INIT lines,
     // the first process kept: reduce_scatter and all_gather of fp32
-    let out = replay(2, &fixture("torchtitan-1369-tp2.log"), &path, &["--overwrite"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(replay(2, &fixture("torchtitan-1369-tp2.log"), &path, &["--overwrite"]));
     let kinds: Vec<String> = ops(&Csv::read(&path), "replay").into_iter().map(|o| o.0).collect();
     assert_eq!(kinds, ["reduce_scatter", "all_gather", "reduce_scatter", "all_gather"]);
 }
@@ -407,8 +359,7 @@ fn refused(out: &std::process::Output, needle: &str) {
 
 #[test]
 fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
-    let dir = tempdir();
-    let csv = dir.path().join("r.csv");
+    let (dir, csv) = temp_file("r.csv");
     let out = replay(2, &fixture("own-2.23-tp2-dp2-4ranks.log"), &csv, &[]);
     refused(&out, "the logged job has 4 ranks and this launch 2");
     let out = replay(2, &fixture("cupy-9090-init-2.15.log"), &csv, &[]);
@@ -444,40 +395,14 @@ fn logs_this_launch_cannot_replay_get_one_line_and_exit_2() {
 /// q, k, v, o of 16^2 and a router of 3 x 16 dense (1072), the rest experts.
 #[test]
 fn moe_and_pp_issue_the_hand_computed_sequence_at_three_ranks() {
-    let dir = tempdir();
-    let csv = dir.path().join("m.csv");
-    let args = [
-        "workload",
-        "--backend",
-        "mpi",
-        "--params",
-        "300K",
-        "--layers",
-        "3",
-        "--hidden",
-        "16",
-        "--experts",
-        "3",
-        "--seq-len",
-        "6",
-        "--micro-batches",
-        "3",
-        "--strategy",
-        "moe,pp",
-        "--steps",
-        "1",
-        "--warmup-steps",
-        "0",
-        "--csv",
-        path_str(&csv),
+    let (_dir, csv) = temp_file("m.csv");
+    let args = argv![
+        "workload --backend mpi --params 300K --layers 3 --hidden 16 --experts 3 --seq-len 6 --micro-batches 3 --strategy moe,pp --steps 1 --warmup-steps 0 --csv",
+        path_str(&csv)
     ];
     let out = mpirun(3, &args);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("moe: 22 operations per step on 3 ranks, ep 3"),
-        "{}",
-        stdout(&out)
-    );
+    assert_stdout_has(&out, "moe: 22 operations per step on 3 ranks, ep 3");
     assert!(stdout(&out).contains("pp: 6 operations per step on 3 ranks, 3 pipeline stages"));
     let csv = Csv::read(&csv);
     // ep = 3 (the default: 3 ranks, 3 experts): 6 tokens x top-2 / 3 = 4
@@ -595,26 +520,25 @@ fn a_send_two_ranks_ahead_replays_as_a_shifted_exchange_at_four_ranks() {
 gpu-b:7300:7345 [0] NCCL INFO ncclCommInitRankConfig comm 0x55e0c0de0000 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 4000 commId 0x7a8b - Init COMPLETE\n\
 gpu-b:7300:7300 [0] NCCL INFO Send: opCount 2 sendbuff 0x7f1040000000 recvbuff (nil) count 65536 datatype 7 op 0 root 2 comm 0x55e0c0de0000 [nranks=4] stream 0x55e0c1000000\n\
 gpu-b:7300:7300 [0] NCCL INFO Recv: opCount 2 sendbuff (nil) recvbuff 0x7f1050000000 count 65536 datatype 7 op 0 root 2 comm 0x55e0c0de0000 [nranks=4] stream 0x55e0c1000000\n";
-    let dir = tempdir();
-    let path = dir.path().join("p2p.log");
+    let (dir, path) = temp_file("p2p.log");
     std::fs::write(&path, log).unwrap();
     let csv = dir.path().join("r.csv");
-    let out = replay(4, path_str(&path), &csv, &[]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    ok(replay(4, path_str(&path), &csv, &[]));
     let csv = Csv::read(&csv);
     assert_eq!(ops(&csv, "replay"), vec![op("sendrecv", 65_536, "world", 4, "log")]);
     assert!(steps(&csv, "replay").iter().all(|r| csv.get(r, "wrong") == "0"));
     // and a corrupted element of it is found
-    let out = replay(4, path_str(&path), &dir.path().join("bad.csv"), &["--inject-error"]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    exits(
+        3,
+        replay(4, path_str(&path), &dir.path().join("bad.csv"), &["--inject-error"]),
+    );
 }
 
 #[test]
 fn sigterm_stops_a_workload_between_steps_keeping_what_was_timed() {
-    let dir = tempdir();
-    let csv_path = dir.path().join("term.csv");
+    let (_dir, csv_path) = temp_file("term.csv");
     let mut args = vec!["workload", "--backend", "mpi", "--csv", path_str(&csv_path)];
-    args.extend(&MODEL[..10]);
+    args.extend(&words(MODEL)[..10]);
     args.extend(["--strategy", "ddp,fsdp", "--steps", "100000", "--warmup-steps", "0"]);
     let job = spawn_mpirun(2, &args);
     let pids = job.rank_pids(2, std::time::Duration::from_secs(120));

@@ -21,7 +21,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Condvar, Mutex, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod args;
+mod rows;
+
+pub(crate) use args::argv;
+pub use args::words;
+pub use rows::*;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_collbench");
 
@@ -151,6 +159,24 @@ fn kill_group(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// Reads `stream` to its end on a thread of its own: the bytes, when joined.
+fn drain(stream: Option<Box<dyn Read + Send>>) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut s) = stream {
+            let _ = s.read_to_end(&mut bytes);
+        }
+        bytes
+    })
+}
+
+/// Drains the stdout and stderr of `child` (both piped), each on a thread.
+fn drain_both(child: &mut Child) -> (JoinHandle<Vec<u8>>, JoinHandle<Vec<u8>>) {
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    (out, err)
+}
+
 /// Runs `cmd` to its end in a job slot, in a process group of its own,
 /// with its output captured (stdin closed, as `Command::output` does);
 /// kills it and fails the test when it runs longer than the hang limit.
@@ -164,17 +190,7 @@ pub fn output_of(mut cmd: Command) -> Output {
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("the test could not start {what}: {e}"));
-    let drain = |stream: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut s) = stream {
-                let _ = s.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let (out, err) = drain_both(&mut child);
     let limit = hang_limit();
     let deadline = Instant::now() + limit;
     let status = loop {
@@ -210,6 +226,17 @@ pub fn mpirun_env(np: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
     cmd.env_remove("COLLBENCH_NCCL_LIB").env_remove("NCCL_HOME");
     cmd.envs(env.iter().copied());
     run(cmd)
+}
+
+/// `mpirun -np N collbench ARGS` writing the CSV `csv`, asserting exit 0
+/// and every row's arithmetic (`assert_rows_consistent` at N ranks); the
+/// output and the CSV.
+#[track_caller]
+pub fn mpirun_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
+    let out = ok(mpirun(np, args));
+    let table = Csv::read(csv);
+    assert_rows_consistent(&table, np as u64);
+    (out, table)
 }
 
 /// The binary alone with `env` added: for subcommands that start `mpirun`
@@ -376,25 +403,7 @@ pub fn run_all(cmds: Vec<Command>) -> Vec<Output> {
                 .unwrap_or_else(|e| panic!("the test could not start {:?}: {e}", cmd.get_program()))
         })
         .collect();
-    let drains: Vec<_> = children
-        .iter_mut()
-        .map(|child| {
-            let (out, err) = (child.stdout.take(), child.stderr.take());
-            let drain = |stream: Option<Box<dyn Read + Send>>| {
-                std::thread::spawn(move || {
-                    let mut bytes = Vec::new();
-                    if let Some(mut s) = stream {
-                        let _ = s.read_to_end(&mut bytes);
-                    }
-                    bytes
-                })
-            };
-            (
-                drain(out.map(|s| Box::new(s) as Box<dyn Read + Send>)),
-                drain(err.map(|s| Box::new(s) as Box<dyn Read + Send>)),
-            )
-        })
-        .collect();
+    let drains: Vec<_> = children.iter_mut().map(drain_both).collect();
     let deadline = Instant::now() + hang_limit();
     let mut statuses = vec![None; children.len()];
     while statuses.iter().any(Option::is_none) {
@@ -475,6 +484,32 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `out`, asserting its exit code is 0 (its stderr shown where not).
+#[track_caller]
+pub fn ok(out: Output) -> Output {
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    out
+}
+
+/// `out`, asserting it exited with `want` (its stderr shown where not).
+#[track_caller]
+pub fn exits(want: i32, out: Output) -> Output {
+    assert_eq!(code(&out), want, "{}", stderr(&out));
+    out
+}
+
+/// Asserts the stdout of `out` holds `needle` (shown where not).
+#[track_caller]
+pub fn assert_stdout_has(out: &Output, needle: &str) {
+    assert!(stdout(out).contains(needle), "{}", stdout(out));
+}
+
+/// Asserts the stderr of `out` holds `needle` (shown where not).
+#[track_caller]
+pub fn assert_stderr_has(out: &Output, needle: &str) {
+    assert!(stderr(out).contains(needle), "{}", stderr(out));
+}
+
 /// The lines collbench itself wrote to stderr (mpirun adds banners).
 pub fn our_lines(out: &Output) -> Vec<String> {
     stderr(out)
@@ -484,181 +519,27 @@ pub fn our_lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
+/// The one line collbench wrote to stderr, asserting there is exactly one.
+#[track_caller]
+pub fn only_line(out: &Output) -> String {
+    let lines = our_lines(out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    lines[0].clone()
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temporary folder")
 }
 
+/// A temporary folder and the path of `name` in it (not created).
+pub fn temp_file(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempdir();
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
-}
-
-/// A parsed CSV: header and rows as column-name lookups.
-pub struct Csv {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Csv {
-    pub fn read(path: &PathBuf) -> Csv {
-        let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let header = r.headers().unwrap().iter().map(str::to_string).collect();
-        let rows = r
-            .records()
-            .map(|x| x.unwrap().iter().map(str::to_string).collect())
-            .collect();
-        Csv { header, rows }
-    }
-
-    fn col(&self, name: &str) -> usize {
-        self.header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column {name}"))
-    }
-
-    pub fn get<'a>(&self, row: &'a [String], name: &str) -> &'a str {
-        &row[self.col(name)]
-    }
-
-    pub fn num(&self, row: &[String], name: &str) -> f64 {
-        self.get(row, name)
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} is not a number: {row:?}"))
-    }
-}
-
-/// Bus factor of each collective, written out independently of the crate.
-pub fn bus_factor(collective: &str, n: f64) -> f64 {
-    match collective {
-        "all_reduce" => 2.0 * (n - 1.0) / n,
-        "all_gather" | "reduce_scatter" | "alltoall" | "alltoallv" | "gather" | "scatter" => (n - 1.0) / n,
-        "broadcast" | "reduce" | "sendrecv" => 1.0,
-        other => panic!("unknown collective {other}"),
-    }
-}
-
-/// size_bytes from the count column, per nccl-tests' size semantics
-/// (alltoallv: its default traffic, spread 1).
-pub fn expected_size(collective: &str, count: u64, elem: u64, n: u64) -> u64 {
-    match collective {
-        "all_gather" | "reduce_scatter" | "alltoall" | "gather" | "scatter" => count * n * elem,
-        "alltoallv" => (0..n).map(|d| alltoallv_block(count * n * elem, n, d, 1.0)).sum(),
-        _ => count * elem,
-    }
-}
-
-/// nccl-tests' alltoallv_perf (src/alltoallv.cu): the bytes a rank sends
-/// the rank `distance` places after it, with `total` bytes per rank and a
-/// `spread`: (1 - spread) * total / n + spread * distance * total / (n(n-1)/2),
-/// rounded down to 16 bytes (all of it, to itself, at one rank).
-pub fn alltoallv_block(total: u64, n: u64, distance: u64, spread: f64) -> u64 {
-    if n == 1 {
-        return total / 16 * 16;
-    }
-    let uniform = total as f64 / n as f64;
-    let weighted = distance as f64 * total as f64 / (n * (n - 1) / 2) as f64;
-    ((1.0 - spread) * uniform + spread * weighted) as u64 / 16 * 16
-}
-
-pub fn elem_size(dtype: &str) -> u64 {
-    match dtype {
-        "int8" | "uint8" => 1,
-        "half" | "bfloat16" => 2,
-        "int32" | "uint32" | "float" => 4,
-        "int64" | "uint64" | "double" => 8,
-        other => panic!("unknown dtype {other}"),
-    }
-}
-
-pub const SCHEMA_1: [&str; 26] = [
-    "run_id",
-    "timestamp",
-    "host",
-    "backend",
-    "backend_version",
-    "transport",
-    "transport_observed",
-    "hierarchy",
-    "collective",
-    "dtype",
-    "op",
-    "root",
-    "placement",
-    "size_bytes",
-    "count",
-    "nranks",
-    "nnodes",
-    "ranks_per_node",
-    "iters",
-    "warmup",
-    "time_us",
-    "time_min_us",
-    "time_max_us",
-    "algbw_gbps",
-    "busbw_gbps",
-    "wrong",
-];
-
-/// The method and sample columns every row carries after schema 1.
-pub const METHOD_COLUMNS: [&str; 12] = [
-    "collbench_version",
-    "timing",
-    "average",
-    "iter_policy",
-    "precision_target_pct",
-    "precision_pct",
-    "agg_iters",
-    "cuda_graph",
-    "register",
-    "rotate",
-    "cycle",
-    "samples",
-];
-
-/// The header of a run without optional columns: schema 1, then the
-/// method columns.
-pub fn default_header() -> Vec<&'static str> {
-    SCHEMA_1.iter().chain(METHOD_COLUMNS.iter()).copied().collect()
-}
-
-/// Checks every row's arithmetic: size semantics, algbw from size and time,
-/// busbw from algbw and the factor, the time spread, wrong = 0.
-pub fn assert_rows_consistent(csv: &Csv, n: u64) {
-    assert!(!csv.rows.is_empty(), "no rows");
-    for row in &csv.rows {
-        let collective = csv.get(row, "collective");
-        let size = csv.num(row, "size_bytes");
-        let time_us = csv.num(row, "time_us");
-        let algbw = csv.num(row, "algbw_gbps");
-        let busbw = csv.num(row, "busbw_gbps");
-        let count = csv.num(row, "count") as u64;
-        let elem = elem_size(csv.get(row, "dtype"));
-        assert_eq!(csv.num(row, "nranks") as u64, n, "{row:?}");
-        assert_eq!(
-            size as u64,
-            expected_size(collective, count, elem, n),
-            "size semantics: {row:?}"
-        );
-        assert!(time_us > 0.0, "{row:?}");
-        let want_alg = size / (time_us * 1e-6) / 1e9;
-        assert!(
-            (algbw - want_alg).abs() <= 1e-9 * want_alg.max(1e-12),
-            "algbw {algbw} != {want_alg}: {row:?}"
-        );
-        let want_bus = want_alg * bus_factor(collective, n as f64);
-        assert!(
-            (busbw - want_bus).abs() <= 1e-9 * want_bus.max(1e-12),
-            "busbw {busbw} != {want_bus}: {row:?}"
-        );
-        let (tmin, tmax) = (csv.num(row, "time_min_us"), csv.num(row, "time_max_us"));
-        assert!(
-            tmin <= time_us * (1.0 + 1e-12) && time_us <= tmax * (1.0 + 1e-12),
-            "{row:?}"
-        );
-        // MPI_Alltoallv on one buffer races: not checked (docs/collectives.md)
-        let unchecked = collective == "alltoallv" && csv.get(row, "placement") == "in_place";
-        assert_eq!(csv.get(row, "wrong"), if unchecked { "" } else { "0" }, "{row:?}");
-    }
 }
 
 /// A command line the parser refused: exit 2 and clap's complete message
