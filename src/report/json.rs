@@ -9,7 +9,8 @@
 //! (its case: collective, hierarchy, transport, dtype, op, root,
 //! placement, size_bytes, nranks), the samples of `--repeat R` (one per
 //! sweep) and their statistics: `n`, `measured`, `median_us`, `iqr_us`,
-//! `mad_us` and `samples_us` (`report::samples`).
+//! `mad_us` and `samples_us` (`report::samples`). `summary.slow_rank` is
+//! `-I`'s slow-rank verdict (docs/csv.md).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -20,6 +21,7 @@ use serde::Serialize;
 use super::samples::SampleTally;
 use super::{RunInfo, Sink};
 use crate::engine::Summary;
+use crate::engine::straggler::SlowRank;
 use crate::error::Error;
 use crate::record::Record;
 use crate::record::SCHEMA_VERSION;
@@ -43,6 +45,68 @@ struct SummaryView {
     /// False when a signal stopped the run early.
     complete: bool,
     stopped_by: Option<String>,
+    /// `-I`'s slow-rank verdict; `null` without `-I`.
+    slow_rank: Option<SlowRankView>,
+}
+
+/// The footer's Stragglers line as fields (`engine::straggler::SlowRank`):
+/// every key is present, `null` where the verdict has no such figure.
+#[derive(Serialize)]
+struct SlowRankView {
+    /// What names a slow rank: always `arrival skew`.
+    signal: &'static str,
+    /// `named`, `none` (judged, no rank late significantly often) or
+    /// `cannot_tell` (`reason` says why).
+    verdict: &'static str,
+    rank: Option<usize>,
+    host: Option<String>,
+    /// Its own work over the other ranks' median, as a factor (1.5: half
+    /// as long again).
+    work_factor: Option<f64>,
+    /// The smallest size of the points tested.
+    from_size_bytes: Option<u64>,
+    /// The points where it arrived late, of `points` checked.
+    late_points: Option<u64>,
+    points: Option<u64>,
+    /// The sign test's one-sided p-value, before the correction.
+    p_value: Option<f64>,
+    reason: Option<String>,
+}
+
+impl SlowRankView {
+    /// The view of `verdict`; `host_of` gives a rank's host.
+    fn of(verdict: &SlowRank, host_of: impl Fn(usize) -> Option<String>) -> SlowRankView {
+        let mut view = SlowRankView {
+            signal: "arrival skew",
+            verdict: "cannot_tell",
+            rank: None,
+            host: None,
+            work_factor: None,
+            from_size_bytes: None,
+            late_points: None,
+            points: None,
+            p_value: None,
+            reason: None,
+        };
+        match verdict {
+            SlowRank::NotJudged(why) => view.reason = Some(why.clone()),
+            SlowRank::NoneFound { points } => {
+                view.verdict = "none";
+                view.points = Some(*points);
+            }
+            SlowRank::Named(s) => {
+                view.verdict = "named";
+                view.rank = Some(s.rank);
+                view.host = host_of(s.rank);
+                view.work_factor = Some(1.0 + s.excess);
+                view.from_size_bytes = Some(s.from_size);
+                view.late_points = Some(s.late);
+                view.points = Some(s.points);
+                view.p_value = Some(s.p_value);
+            }
+        }
+        view
+    }
 }
 
 impl JsonSink {
@@ -95,6 +159,10 @@ impl Sink for JsonSink {
             cycles: summary.cycles,
             complete: summary.stopped_by.is_none() && summary.points >= run.points,
             stopped_by: summary.stopped_by.map(crate::engine::stop::signal_name),
+            slow_rank: summary
+                .straggler
+                .as_ref()
+                .map(|v| SlowRankView::of(v, |rank| run.ranks.get(rank).map(|r| r.host.clone()))),
         };
         let points = self.samples.points();
         let out = self.out()?;
@@ -132,5 +200,57 @@ impl Drop for JsonSink {
         if self.out.is_some() {
             let _ = std::fs::remove_file(&self.temp);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::straggler::Straggler;
+
+    fn view(verdict: &SlowRank) -> serde_json::Value {
+        let hosts = ["node-a", "node-b"];
+        serde_json::to_value(SlowRankView::of(verdict, |r| hosts.get(r).map(|h| h.to_string()))).unwrap()
+    }
+
+    #[test]
+    fn the_slow_rank_verdict_has_the_same_keys_whatever_it_found() {
+        let named = view(&SlowRank::Named(Straggler {
+            rank: 1,
+            excess: 0.5,
+            from_size: 1 << 20,
+            every_size: false,
+            late: 23,
+            points: 24,
+            p_value: 1.5e-6,
+        }));
+        assert_eq!(named["signal"], "arrival skew");
+        assert_eq!(named["verdict"], "named");
+        assert_eq!(named["rank"], 1);
+        assert_eq!(named["host"], "node-b");
+        assert_eq!(named["work_factor"], 1.5);
+        assert_eq!(named["from_size_bytes"], 1 << 20);
+        assert_eq!(
+            (named["late_points"].as_u64(), named["points"].as_u64()),
+            (Some(23), Some(24))
+        );
+        assert_eq!(named["p_value"], 1.5e-6);
+        assert!(named["reason"].is_null());
+
+        let none = view(&SlowRank::NoneFound { points: 216 });
+        assert_eq!(
+            (none["verdict"].as_str(), none["points"].as_u64()),
+            (Some("none"), Some(216))
+        );
+        assert!(none["rank"].is_null() && none["host"].is_null() && none["reason"].is_null());
+
+        let cannot = view(&SlowRank::NotJudged("too few points".into()));
+        assert_eq!(cannot["verdict"], "cannot_tell");
+        assert_eq!(cannot["reason"], "too few points");
+        assert!(cannot["rank"].is_null() && cannot["points"].is_null());
+
+        let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&named), keys(&none));
+        assert_eq!(keys(&named), keys(&cannot));
     }
 }
