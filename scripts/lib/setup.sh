@@ -177,6 +177,12 @@ collbench_download_wheel() {
     printf '%s\n' "$file"
 }
 
+# The folder under CACHE that the wheel WHEEL (a pip requirement) is
+# unpacked into: one per requirement, named after it.
+collbench_wheel_dir() {
+    printf '%s/%s\n' "$1" "$(printf '%s' "$2" | tr -c 'A-Za-z0-9._-' '_')"
+}
+
 # Extracts from the wheel FILE into DEST the members whose names match the
 # regular expression MEMBERS (Python's re.search); fails saying "FILE holds
 # no WHAT" when none of them matches REQUIRED.
@@ -210,9 +216,8 @@ collbench_unpacked() {
 collbench_fetch_nccl() {
     local cache="${COLLBENCH_NCCL_CACHE:-$PWD/.cache/nccl}"
     local wheel="${COLLBENCH_NCCL_WHEEL:-nvidia-nccl-cu12==2.32.3}"
-    local tag
-    tag=$(printf '%s' "$wheel" | tr -c 'A-Za-z0-9._-' '_')
-    local unpacked="$cache/$tag"
+    local unpacked
+    unpacked=$(collbench_wheel_dir "$cache" "$wheel")
     local lib="$unpacked/nvidia/nccl/lib/libnccl.so.2"
     if [ ! -f "$lib" ]; then
         local file
@@ -236,13 +241,13 @@ collbench_fetch_nccl() {
 collbench_fetch_cuda_headers() {
     local cache="${COLLBENCH_CUDA_CACHE:-$PWD/.cache/cuda}"
     local wheel="${COLLBENCH_CUDA_WHEEL:-nvidia-cuda-runtime-cu12==12.9.79}"
-    local tag
-    tag=$(printf '%s' "$wheel" | tr -c 'A-Za-z0-9._-' '_')
-    local include="$cache/$tag/nvidia/cuda_runtime/include"
+    local unpacked
+    unpacked=$(collbench_wheel_dir "$cache" "$wheel")
+    local include="$unpacked/nvidia/cuda_runtime/include"
     if [ ! -f "$include/cuda.h" ]; then
         local file
         file=$(collbench_download_wheel "$wheel" "$cache" "the GPU simulation") || return 1
-        collbench_unpack_wheel "$file" "$cache/$tag" '/include/' '/include/cuda\.h$' include/cuda.h
+        collbench_unpack_wheel "$file" "$unpacked" '/include/' '/include/cuda\.h$' include/cuda.h
     fi
     collbench_unpacked "$include/cuda.h" "$wheel" || return 1
     export COLLBENCH_CUDA_INCLUDE="$include"

@@ -568,64 +568,50 @@ static uint16_t float_to_bf16(float f)
  * arithmetic included. */
 static void reduce_all(void *out, uint8_t **in, int n, size_t count, ncclDataType_t t, ncclRedOp_t op)
 {
-#define FOLD(T, CONV_IN, CONV_OUT, ACC)                                                     \
-    for (size_t i = 0; i < count; i++) {                                                    \
-        ACC acc = 0;                                                                        \
-        for (int k = 0; k < n; k++) {                                                       \
-            ACC v = CONV_IN(((T *)in[k])[i]);                                               \
-            if (op == ncclAvg && premul)                                                    \
-                v = CONV_ROUND(v * scale);                                                  \
-            if (k == 0)                                                                     \
-                acc = v;                                                                    \
-            else if (op == ncclSum || op == ncclAvg)                                        \
-                acc = CONV_ROUND(acc + v);                                                  \
-            else if (op == ncclProd)                                                        \
-                acc = CONV_ROUND(acc * v);                                                  \
-            else if (op == ncclMax)                                                         \
-                acc = v > acc ? v : acc;                                                    \
-            else                                                                            \
-                acc = v < acc ? v : acc;                                                    \
+    /* Floating types: accumulate in ACC, rounding each step to the type
+     * (ROUND); avg multiplies each input by 1/n, rounded the same way. */
+#define FLOAT_CASE(ENUM, T, ACC, CONV_IN, CONV_OUT, ROUND)                                  \
+    case ENUM: {                                                                            \
+        ACC scale = ROUND((ACC)(1.0 / n));                                                  \
+        for (size_t i = 0; i < count; i++) {                                                \
+            ACC acc = 0;                                                                    \
+            for (int k = 0; k < n; k++) {                                                   \
+                ACC v = CONV_IN(((T *)in[k])[i]);                                           \
+                if (op == ncclAvg)                                                          \
+                    v = ROUND(v * scale);                                                   \
+                if (k == 0)                                                                 \
+                    acc = v;                                                                \
+                else if (op == ncclSum || op == ncclAvg)                                    \
+                    acc = ROUND(acc + v);                                                   \
+                else if (op == ncclProd)                                                    \
+                    acc = ROUND(acc * v);                                                   \
+                else if (op == ncclMax)                                                     \
+                    acc = v > acc ? v : acc;                                                \
+                else                                                                        \
+                    acc = v < acc ? v : acc;                                                \
+            }                                                                               \
+            ((T *)out)[i] = CONV_OUT(acc);                                                  \
         }                                                                                   \
-        ((T *)out)[i] = CONV_OUT(acc);                                                      \
+        return;                                                                             \
     }
 #define ID(x) (x)
-    int premul = 0;
+#define ROUND_HALF(x) half_to_float(float_to_half(x))
+#define ROUND_BF16(x) bf16_to_float(float_to_bf16(x))
+#define ROUND_F32(x) ((float)(x))
+#define ROUND_F64(x) ((double)(x))
     switch (t) {
-    case ncclFloat16: {
-        premul = 1;
-        float scale = half_to_float(float_to_half((float)(1.0 / n)));
-#define CONV_ROUND(x) half_to_float(float_to_half(x))
-        FOLD(uint16_t, half_to_float, float_to_half, float)
-#undef CONV_ROUND
-        return;
-    }
-    case ncclBfloat16: {
-        premul = 1;
-        float scale = bf16_to_float(float_to_bf16((float)(1.0 / n)));
-#define CONV_ROUND(x) bf16_to_float(float_to_bf16(x))
-        FOLD(uint16_t, bf16_to_float, float_to_bf16, float)
-#undef CONV_ROUND
-        return;
-    }
-    case ncclFloat32: {
-        premul = 1;
-        float scale = (float)(1.0 / n);
-#define CONV_ROUND(x) ((float)(x))
-        FOLD(float, ID, ID, float)
-#undef CONV_ROUND
-        return;
-    }
-    case ncclFloat64: {
-        premul = 1;
-        double scale = 1.0 / n;
-#define CONV_ROUND(x) ((double)(x))
-        FOLD(double, ID, ID, double)
-#undef CONV_ROUND
-        return;
-    }
+        FLOAT_CASE(ncclFloat16, uint16_t, float, half_to_float, float_to_half, ROUND_HALF)
+        FLOAT_CASE(ncclBfloat16, uint16_t, float, bf16_to_float, float_to_bf16, ROUND_BF16)
+        FLOAT_CASE(ncclFloat32, float, float, ID, ID, ROUND_F32)
+        FLOAT_CASE(ncclFloat64, double, double, ID, ID, ROUND_F64)
     default:
         break;
     }
+#undef FLOAT_CASE
+#undef ROUND_HALF
+#undef ROUND_BF16
+#undef ROUND_F32
+#undef ROUND_F64
     /* Integers: wrapping sums and products, exact; avg is the sum over n. */
 #define INT_CASE(ENUM, T, U)                                                                \
     case ENUM: {                                                                            \
@@ -661,7 +647,6 @@ static void reduce_all(void *out, uint8_t **in, int n, size_t count, ncclDataTyp
         return;
     }
 #undef INT_CASE
-#undef FOLD
 #undef ID
 }
 

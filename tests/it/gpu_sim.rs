@@ -121,6 +121,17 @@ pub(crate) fn assert_sim_rows(csv: &Csv, n: u64) -> usize {
     csv.rows.len()
 }
 
+/// `run(ARGS --csv FILE)` on `n` simulated ranks, which must succeed: its
+/// output and its CSV, every row checked (`assert_sim_rows`).
+#[track_caller]
+fn sim_rows(n: usize, args: &[&str], run: impl FnOnce(&[&str]) -> Output) -> (Output, Csv) {
+    let (_tmp, csv_path) = temp_file("rows.csv");
+    let out = ok(run(&[args, &["--csv", path_str(&csv_path)]].concat()));
+    let csv = Csv::read(&csv_path);
+    assert_sim_rows(&csv, n as u64);
+    (out, csv)
+}
+
 /// The (collective, dtype, op) triples of a CSV.
 fn triples(csv: &Csv) -> std::collections::BTreeSet<(String, String, String)> {
     csv.rows
@@ -220,13 +231,10 @@ fn hierarchical_modes_validate_on_virtual_nodes_with_counts_the_node_size_does_n
 #[test]
 fn hierarchical_modes_validate_under_mpirun_on_two_virtual_nodes() {
     let Some(dir) = sim_dir() else { return };
-    let (_tmp, csv_path) = temp_file("h.csv");
     let args = argv![
-        "run --backend nccl --ranks-per-node 2 --collectives all_reduce --hierarchy all --phase-times -d float,int8 -o sum,avg -b 4 -e 2K -f 7 -n 2 --no-progress --csv",
-        path_str(&csv_path)
+        "run --backend nccl --ranks-per-node 2 --collectives all_reduce --hierarchy all --phase-times -d float,int8 -o sum,avg -b 4 -e 2K -f 7 -n 2 --no-progress"
     ];
-    ok(sim_mpirun(&dir, 4, &[], &args));
-    assert_sim_rows(&Csv::read(&csv_path), 4);
+    sim_rows(4, &args, |a| sim_mpirun(&dir, 4, &[], a));
 }
 
 /// nccl-tests' `-m 4`, `-G 10` and `-R`, and `-I`, on every collective, in
@@ -234,37 +242,28 @@ fn hierarchical_modes_validate_under_mpirun_on_two_virtual_nodes() {
 #[test]
 fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
     let Some(dir) = sim_dir() else { return };
-    let (tmp, csv_path) = temp_file("extras.csv");
     let common = argv!["run --backend nccl --collectives all -d float -o sum -b 64 -e 4K -f 8 -n 3 --no-progress"];
     let mut args = common.to_vec();
-    args.extend(["-g", "3", "-m", "4", "-G", "10", "-R", "--csv", path_str(&csv_path)]);
-    let out = ok(sim_run(&dir, 3, &[], &args));
+    args.extend(["-g", "3", "-m", "4", "-G", "10", "-R"]);
+    let (out, _) = sim_rows(3, &args, |a| sim_run(&dir, 3, &[], a));
     let text = stdout(&out);
     assert!(text.contains("ncclCommRegister"), "{text}");
-    assert_sim_rows(&Csv::read(&csv_path), 3);
 
-    let csv_path = tmp.path().join("per-iter.csv");
     let mut args = common.to_vec();
-    args.extend(["-g", "2", "-I", "--csv", path_str(&csv_path)]);
-    ok(sim_run(&dir, 2, &[], &args));
-    let csv = Csv::read(&csv_path);
-    assert_sim_rows(&csv, 2);
+    args.extend(["-g", "2", "-I"]);
+    let (_, csv) = sim_rows(2, &args, |a| sim_run(&dir, 2, &[], a));
     for r in &csv.rows {
         let (p50, max) = (csv.num(r, "time_p50_us"), csv.num(r, "time_iter_max_us"));
         assert!(0.0 < p50 && p50 <= max, "{r:?}");
     }
     #[cfg(feature = "mpi")]
     {
-        let csv_path = tmp.path().join("mpi-per-iter.csv");
         let mut args = common.to_vec();
-        args.extend(["-I", "--csv", path_str(&csv_path)]);
-        ok(sim_mpirun(&dir, 3, &[], &args));
-        assert_sim_rows(&Csv::read(&csv_path), 3);
-        let csv_path = tmp.path().join("mpi-extras.csv");
+        args.push("-I");
+        sim_rows(3, &args, |a| sim_mpirun(&dir, 3, &[], a));
         let mut args = common.to_vec();
-        args.extend(["-m", "4", "-G", "10", "-R", "--csv", path_str(&csv_path)]);
-        ok(sim_mpirun(&dir, 3, &[], &args));
-        assert_sim_rows(&Csv::read(&csv_path), 3);
+        args.extend(["-m", "4", "-G", "10", "-R"]);
+        sim_rows(3, &args, |a| sim_mpirun(&dir, 3, &[], a));
     }
 }
 
@@ -301,20 +300,18 @@ fn traced_windows(trace: &str) -> (Windows, Windows) {
 #[test]
 fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_validates() {
     let Some(dir) = sim_dir() else { return };
-    let (tmp, trace) = temp_file("trace");
-    let csv_path = tmp.path().join("sym.csv");
+    let (_tmp, trace) = temp_file("trace");
     let args = argv![
-        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag,reduce-bcast --collectives all -d float -b 64 -e 16K -f 16 -n 2 -R 2 --no-progress --csv",
-        path_str(&csv_path)
+        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag,reduce-bcast --collectives all -d float -b 64 -e 16K -f 16 -n 2 -R 2 --no-progress"
     ];
-    let out = ok(sim_run(&dir, 4, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args));
+    let (out, csv) = sim_rows(4, &args, |a| {
+        sim_run(&dir, 4, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], a)
+    });
     let text = stdout(&out);
     assert!(
         text.contains("buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)"),
         "{text}"
     );
-    let csv = Csv::read(&csv_path);
-    assert_sim_rows(&csv, 4);
     assert!(csv.rows.iter().all(|r| csv.get(r, "register") == "symmetric"));
     let collectives: std::collections::BTreeSet<&str> = csv.rows.iter().map(|r| csv.get(r, "collective")).collect();
     assert!(collectives.len() >= 10, "{collectives:?}");
@@ -380,14 +377,11 @@ fn symmetric_registration_is_refused_in_one_line_where_the_library_cannot_do_it(
 #[test]
 fn symmetric_windows_under_mpirun_validate_and_old_nccl_refuses_once() {
     let Some(dir) = sim_dir() else { return };
-    let (tmp, trace) = temp_file("trace");
-    let csv_path = tmp.path().join("sym.csv");
-    let args = argv![
-        "run --backend nccl --collectives all -b 64 -e 4K -f 8 -n 2 -R 2 --no-progress --csv",
-        path_str(&csv_path)
-    ];
-    ok(sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], &args));
-    assert_sim_rows(&Csv::read(&csv_path), 3);
+    let (_tmp, trace) = temp_file("trace");
+    let args = argv!["run --backend nccl --collectives all -b 64 -e 4K -f 8 -n 2 -R 2 --no-progress"];
+    sim_rows(3, &args, |a| {
+        sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_TRACE", path_str(&trace))], a)
+    });
     let (registered, released) = traced_windows(&std::fs::read_to_string(&trace).unwrap());
     assert_eq!(registered, released);
     for rank in ["0", "1", "2"] {
@@ -425,17 +419,10 @@ fn per_iteration_times_start_after_the_barrier() {
 #[test]
 fn avg_on_floating_types_validates_against_nccls_arithmetic_at_7_ranks() {
     let Some(dir) = sim_dir() else { return };
-    let (_tmp, csv_path) = temp_file("avg.csv");
-    ok(sim_run(
-        &dir,
-        7,
-        &[],
-        &argv![
-            "run --backend nccl -g 7 --collectives all_reduce,reduce_scatter,reduce -d half,bfloat16,float,double -o avg -b 1K -e 8K -f 8 -n 1 -w 1 -c 3 --no-progress --csv",
-            path_str(&csv_path)
-        ],
-    ));
-    assert_sim_rows(&Csv::read(&csv_path), 7);
+    let args = argv![
+        "run --backend nccl -g 7 --collectives all_reduce,reduce_scatter,reduce -d half,bfloat16,float,double -o avg -b 1K -e 8K -f 8 -n 1 -w 1 -c 3 --no-progress"
+    ];
+    sim_rows(7, &args, |a| sim_run(&dir, 7, &[], a));
 }
 
 #[test]
@@ -444,17 +431,10 @@ fn without_native_alltoall_gather_and_scatter_the_grouped_send_recv_fallback_val
     let hide = [("GPUSIM_NCCL_HIDE", "ncclAlltoAll,ncclGather,ncclScatter")];
     let info = sim_run(&dir, 3, &hide, &["info"]);
     assert_stdout_has(&info, "alltoall, gather, scatter as grouped send/recv");
-    let (_tmp, csv_path) = temp_file("fallback.csv");
-    ok(sim_run(
-        &dir,
-        3,
-        &hide,
-        &argv![
-            "run --backend nccl -g 3 --collectives alltoall,gather,scatter -d int8,float,double -b 64 -e 4K -f 8 -n 2 --no-progress --csv",
-            path_str(&csv_path)
-        ],
-    ));
-    assert_sim_rows(&Csv::read(&csv_path), 3);
+    let args = argv![
+        "run --backend nccl -g 3 --collectives alltoall,gather,scatter -d int8,float,double -b 64 -e 4K -f 8 -n 2 --no-progress"
+    ];
+    sim_rows(3, &args, |a| sim_run(&dir, 3, &hide, a));
 }
 
 /// Point 7 of issue 11: with ncclAlltoAll present, both columns of alltoall
@@ -877,47 +857,29 @@ fn the_driver_check_asks_for_the_symbols_cudarc_calls_and_no_others() {
 #[test]
 fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
     let Some(dir) = sim_dir() else { return };
-    let (_tmp, csv_path) = temp_file("small.csv");
     // 1 GiB + 3 MiB: the 1 GiB headroom leaves about 3 MiB for buffers
     let mem = ((1u64 << 30) + (3 << 20)).to_string();
-    let out = ok(sim_run(
-        &dir,
-        2,
-        &[("GPUSIM_MEM_BYTES", &mem)],
-        &argv![
-            "run --backend nccl -g 2 --collectives all_reduce -b 256K -e 16M -n 1 -w 1 --no-progress --csv",
-            path_str(&csv_path)
-        ],
-    ));
+    let args = argv!["run --backend nccl -g 2 --collectives all_reduce -b 256K -e 16M -n 1 -w 1 --no-progress"];
+    let (out, csv) = sim_rows(2, &args, |a| sim_run(&dir, 2, &[("GPUSIM_MEM_BYTES", &mem)], a));
     let text = stdout(&out);
     assert!(text.contains("--maxbytes lowered from 16.0 MiB"), "{text}");
-    let csv = Csv::read(&csv_path);
-    assert_sim_rows(&csv, 2);
     assert!(csv.rows.iter().all(|r| csv.num(r, "size_bytes") <= (1 << 20) as f64));
 }
 
 #[test]
 fn every_run_on_the_simulation_says_so() {
     let Some(dir) = sim_dir() else { return };
-    let (tmp, json) = temp_file("r.json");
-    let csv_path = tmp.path().join("r.csv");
+    let (_tmp, json) = temp_file("r.json");
     let info = sim_run(&dir, 2, &[], &["info"]);
     let text = stdout(&info);
     assert!(text.contains("2.32.3-sim") && text.contains("SIMULATED"), "{text}");
     assert!(text.contains("GPUs        2 visible"), "{text}");
-    let out = ok(sim_run(
-        &dir,
-        1,
-        &[],
-        &argv![
-            "run --backend nccl -g 1 --collectives broadcast -e 64 --no-progress --csv",
-            path_str(&csv_path),
-            "--json",
-            path_str(&json)
-        ],
-    ));
+    let args = argv![
+        "run --backend nccl -g 1 --collectives broadcast -e 64 --no-progress --json",
+        path_str(&json)
+    ];
+    let (out, _) = sim_rows(1, &args, |a| sim_run(&dir, 1, &[], a));
     assert_stdout_has(&out, "# SIMULATED : host GPU simulation");
-    assert_sim_rows(&Csv::read(&csv_path), 1);
     let j = std::fs::read_to_string(&json).unwrap();
     assert!(j.contains("2.32.3-sim"), "{j}");
 }

@@ -7,14 +7,9 @@ use crate::common::*;
 
 #[test]
 fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
-    let (_dir, csv_path) = temp_file("iter.csv");
-    let (out, csv) = mpirun_rows(
+    let (out, csv) = mpirun_csv(
         3,
-        &argv![
-            "run -I --collectives all_reduce,alltoall,reduce -b 64 -e 256K -f 8 -n 30 --csv",
-            path_str(&csv_path)
-        ],
-        &csv_path,
+        &argv!["run -I --collectives all_reduce,alltoall,reduce -b 64 -e 256K -f 8 -n 30"],
     );
     for row in &csv.rows {
         let v = |c: &str| csv.num(row, c);
@@ -52,14 +47,9 @@ fn per_iteration_statistics_are_ordered_and_name_a_real_rank() {
 
 #[test]
 fn without_n_every_point_gets_an_adaptive_count_within_the_bounds() {
-    let (_dir, csv_path) = temp_file("adaptive.csv");
-    let (out, csv) = mpirun_rows(
+    let (out, csv) = mpirun_csv(
         2,
-        &argv![
-            "run --collectives all_reduce -b 8 -e 4M -f 512 --min-time 0.05 --csv",
-            path_str(&csv_path)
-        ],
-        &csv_path,
+        &argv!["run --collectives all_reduce -b 8 -e 4M -f 512 --min-time 0.05"],
     );
     let iters: Vec<u64> = csv.rows.iter().map(|r| csv.num(r, "iters") as u64).collect();
     assert!(iters.iter().all(|n| (5..=10_000).contains(n)), "{iters:?}");
@@ -79,17 +69,13 @@ fn without_n_every_point_gets_an_adaptive_count_within_the_bounds() {
 
 #[test]
 fn by_default_points_run_batches_until_precise_and_rows_say_how_precise() {
-    let (dir, csv_path) = temp_file("precision.csv");
-    let json_path = dir.path().join("precision.json");
-    let (out, csv) = mpirun_rows(
+    let (_dir, json_path) = temp_file("precision.json");
+    let (out, csv) = mpirun_csv(
         3,
         &argv![
-            "run --collectives all_reduce,gather -b 8 -e 1M -f 32 --precision 20 --max-time 0.05 --csv",
-            path_str(&csv_path),
-            "--json",
+            "run --collectives all_reduce,gather -b 8 -e 1M -f 32 --precision 20 --max-time 0.05 --json",
             path_str(&json_path)
         ],
-        &csv_path,
     );
     for row in &csv.rows {
         assert_eq!(csv.get(row, "iter_policy"), "precision", "{row:?}");

@@ -92,15 +92,7 @@ fn every_collective_type_op_and_root_validates_at_four_ranks() {
 
 #[test]
 fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
-    let (_dir, csv_path) = temp_file("large.csv");
-    let (_, csv) = mpirun_rows(
-        3,
-        &argv![
-            "run -b 1M -e 2M -d int8,double -c 3 -n 3 -w 1 -z -a max --csv",
-            path_str(&csv_path)
-        ],
-        &csv_path,
-    );
+    let (_, csv) = mpirun_csv(3, &argv!["run -b 1M -e 2M -d int8,double -c 3 -n 3 -w 1 -z -a max"]);
     // -a max: the reported time is the slowest rank's
     for row in &csv.rows {
         assert_eq!(csv.num(row, "time_us"), csv.num(row, "time_max_us"));

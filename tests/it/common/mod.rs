@@ -239,6 +239,13 @@ pub fn mpirun_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
     (out, table)
 }
 
+/// `mpirun_rows` with `--csv` to a file of its own after `args`.
+#[track_caller]
+pub fn mpirun_csv(np: usize, args: &[&str]) -> (Output, Csv) {
+    let (_dir, csv) = temp_file("rows.csv");
+    mpirun_rows(np, &[args, &["--csv", path_str(&csv)]].concat(), &csv)
+}
+
 /// The binary alone with `env` added: for subcommands that start `mpirun`
 /// themselves (suite), which then needs root permission and
 /// oversubscription on a CI machine, as `mpirun` gets it here.
