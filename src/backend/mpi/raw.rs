@@ -42,6 +42,36 @@ fn check(name: &str, rc: c_int) -> Result<(), Error> {
     }
 }
 
+/// MPI's count for a call that reads or writes `n` blocks of `per_rank`
+/// elements of `buf` (allgather, reduce-scatter, alltoall, gather,
+/// scatter): refuses a buffer that holds fewer, so that MPI never touches
+/// memory past the slice, whoever calls.
+fn block_count(name: &str, n: usize, buf_len: usize, per_rank: usize) -> Result<c_int, Error> {
+    if per_rank.checked_mul(n).is_none_or(|need| need > buf_len) {
+        return Err(Error::runtime(format!(
+            "internal error: {name} needs {n} blocks of {per_rank} elements, the buffer holds {buf_len}"
+        )));
+    }
+    c_count(buf_len)?;
+    c_count(per_rank)
+}
+
+fn comm_size(comm: &SimpleCommunicator) -> usize {
+    use mpi::topology::Communicator;
+    comm.size() as usize
+}
+
+/// `root` as MPI's rank, where it is a rank of `comm`.
+fn check_root(name: &str, comm: &SimpleCommunicator, root: usize) -> Result<c_int, Error> {
+    let n = comm_size(comm);
+    if root >= n {
+        return Err(Error::runtime(format!(
+            "internal error: {name} at root {root} of {n} ranks"
+        )));
+    }
+    c_count(root)
+}
+
 /// MPI_Allreduce(MPI_IN_PLACE, buf, ...): `buf` is input and output.
 pub fn all_reduce<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], op: SystemOperation) -> Result<(), Error> {
     let count = c_count(buf.len())?;
@@ -65,10 +95,9 @@ pub fn all_reduce<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], op: 
 /// MPI_Allgather(MPI_IN_PLACE, ..., buf, per_rank, ...): every rank's
 /// input is its own block of `buf`, which is `n * per_rank` long.
 pub fn all_gather<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], per_rank: usize) -> Result<(), Error> {
-    c_count(buf.len())?;
-    let count = c_count(per_rank)?;
-    // SAFETY: `buf` holds the `n * per_rank` elements MPI writes (the caller
-    // sizes it from the communicator's rank count); send arguments are
+    let count = block_count("MPI_Allgather", comm_size(comm), buf.len(), per_rank)?;
+    // SAFETY: `buf` holds the `n * per_rank` elements MPI writes (checked
+    // above against the communicator's rank count); send arguments are
     // ignored with MPI_IN_PLACE; datatype and communicator are live.
     let rc = unsafe {
         ffi::MPI_Allgather(
@@ -92,9 +121,8 @@ pub fn reduce_scatter_block<T: Equivalence>(
     per_rank: usize,
     op: SystemOperation,
 ) -> Result<(), Error> {
-    c_count(buf.len())?;
-    let count = c_count(per_rank)?;
-    // SAFETY: `buf` holds `n * per_rank` elements, all of which MPI reads
+    let count = block_count("MPI_Reduce_scatter_block", comm_size(comm), buf.len(), per_rank)?;
+    // SAFETY: `buf` holds `n * per_rank` elements (checked above), all of which MPI reads
     // and the first `per_rank` of which it writes; handles are live.
     let rc = unsafe {
         ffi::MPI_Reduce_scatter_block(
@@ -112,9 +140,8 @@ pub fn reduce_scatter_block<T: Equivalence>(
 /// MPI_Alltoall(MPI_IN_PLACE, ..., buf, per_peer, ...): `buf` holds `n`
 /// blocks of `per_peer` elements, replaced by the received blocks.
 pub fn all_to_all<T: Equivalence>(comm: &SimpleCommunicator, buf: &mut [T], per_peer: usize) -> Result<(), Error> {
-    c_count(buf.len())?;
-    let count = c_count(per_peer)?;
-    // SAFETY: `buf` holds `n * per_peer` elements, read and written by MPI;
+    let count = block_count("MPI_Alltoall", comm_size(comm), buf.len(), per_peer)?;
+    // SAFETY: `buf` holds `n * per_peer` elements (checked above), read and written by MPI;
     // send arguments are ignored with MPI_IN_PLACE; handles are live.
     let rc = unsafe {
         ffi::MPI_Alltoall(
@@ -261,8 +288,9 @@ pub fn reduce_at_root<T: Equivalence>(
     op: SystemOperation,
 ) -> Result<(), Error> {
     let count = c_count(buf.len())?;
+    let root = check_root("MPI_Reduce", comm, root)?;
     // SAFETY: at the root, `buf` is read and written for `count` elements;
-    // handles are live; `root` is a rank of `comm` (checked by the plan).
+    // handles are live; `root` is a rank of `comm` (checked above).
     let rc = unsafe {
         ffi::MPI_Reduce(
             in_place_marker(),
@@ -270,7 +298,7 @@ pub fn reduce_at_root<T: Equivalence>(
             count,
             T::equivalent_datatype().as_raw(),
             op.as_raw(),
-            root as c_int,
+            root,
             comm.as_raw(),
         )
     };
@@ -285,9 +313,10 @@ pub fn gather_at_root<T: Equivalence>(
     buf: &mut [T],
     per_rank: usize,
 ) -> Result<(), Error> {
-    c_count(buf.len())?;
-    let count = c_count(per_rank)?;
-    // SAFETY: at the root, MPI writes `n * per_rank` elements of `buf`;
+    let count = block_count("MPI_Gather", comm_size(comm), buf.len(), per_rank)?;
+    let root = check_root("MPI_Gather", comm, root)?;
+    // SAFETY: at the root, MPI writes `n * per_rank` elements of `buf`
+    // (checked above to hold them);
     // send arguments are ignored with MPI_IN_PLACE; handles are live.
     let rc = unsafe {
         ffi::MPI_Gather(
@@ -297,7 +326,7 @@ pub fn gather_at_root<T: Equivalence>(
             buf.as_mut_ptr().cast(),
             count,
             T::equivalent_datatype().as_raw(),
-            root as c_int,
+            root,
             comm.as_raw(),
         )
     };
@@ -312,9 +341,10 @@ pub fn scatter_at_root<T: Equivalence>(
     buf: &mut [T],
     per_rank: usize,
 ) -> Result<(), Error> {
-    c_count(buf.len())?;
-    let count = c_count(per_rank)?;
-    // SAFETY: at the root, MPI reads `n * per_rank` elements of `buf`;
+    let count = block_count("MPI_Scatter", comm_size(comm), buf.len(), per_rank)?;
+    let root = check_root("MPI_Scatter", comm, root)?;
+    // SAFETY: at the root, MPI reads `n * per_rank` elements of `buf`
+    // (checked above to hold them);
     // receive arguments are ignored with MPI_IN_PLACE; handles are live.
     let rc = unsafe {
         ffi::MPI_Scatter(
@@ -324,7 +354,7 @@ pub fn scatter_at_root<T: Equivalence>(
             in_place_marker(),
             0,
             T::equivalent_datatype().as_raw(),
-            root as c_int,
+            root,
             comm.as_raw(),
         )
     };
@@ -472,4 +502,22 @@ fn read_cvar_names() -> Result<Vec<String>, String> {
         names.push(String::from_utf8_lossy(&name[..end]).into_owned());
     }
     Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::block_count;
+
+    #[test]
+    fn a_blocked_call_refuses_a_buffer_shorter_than_its_blocks() {
+        assert_eq!(block_count("MPI_Allgather", 3, 12, 4).unwrap(), 4);
+        assert_eq!(block_count("MPI_Allgather", 3, 13, 4).unwrap(), 4);
+        let short = block_count("MPI_Allgather", 3, 11, 4).unwrap_err().to_string();
+        assert!(
+            short.contains("needs 3 blocks of 4 elements, the buffer holds 11"),
+            "{short}"
+        );
+        assert!(block_count("MPI_Alltoall", 2, usize::MAX, usize::MAX).is_err());
+        assert_eq!(block_count("MPI_Gather", 1, 0, 0).unwrap(), 0);
+    }
 }
