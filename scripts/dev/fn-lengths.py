@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Lists the longest Rust functions under src/ (outside `#[cfg(test)]`
-modules), for the "no function over 80 lines" rule (docs/contributing.md).
+modules, in their files or declared `#[cfg(test)] mod x;`, and `#[test]`
+functions), for the "no function over 80 lines" rule (docs/contributing.md).
 
     scripts/dev/fn-lengths.py            # the 15 longest
     scripts/dev/fn-lengths.py -n 40      # the 40 longest
@@ -21,6 +22,9 @@ import sys
 
 FN = re.compile(r"^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern\s+\"[^\"]*\"\s+)?fn\s+(\w+)")
 CFG_TEST = re.compile(r"^\s*#\[cfg\(test\)\]")
+TEST_ATTR = re.compile(r"^\s*#\[(tokio::)?test\]")
+ATTR = re.compile(r"^\s*#\[")
+MOD_DECL = re.compile(r"^\s*(pub(\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
 
 
 def strip(text):
@@ -81,6 +85,7 @@ def functions(path):
     found = []
     # test modules: `#[cfg(test)]` followed by `mod x {`, skipped whole
     skip_until = -1
+    in_test_attrs = False
     for i, line in enumerate(lines):
         if i <= skip_until:
             continue
@@ -89,14 +94,53 @@ def functions(path):
             if end is not None:
                 skip_until = end
             continue
+        if TEST_ATTR.match(line):
+            in_test_attrs = True
+            continue
         m = FN.match(line)
         if not m:
+            if line.strip() and not ATTR.match(line):
+                in_test_attrs = False
             continue
+        if in_test_attrs:
+            in_test_attrs = False
+            continue  # a #[test] function
         end = block_end(lines, i)
         if end is None:
             continue  # a declaration without a body (trait method)
         found.append((end - i + 1, path, i + 1, m.group(7)))
     return found
+
+
+def test_module_files(root):
+    """The files of modules declared `#[cfg(test)] mod NAME;` (their
+    functions are tests and test support): NAME.rs, and the folder NAME/
+    (its mod.rs and its submodules)."""
+    found = set()
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(dirpath, name)
+            # a file's submodules live in its folder: x/mod.rs, lib.rs and
+            # main.rs in their own; x.rs in x/
+            if name in ("mod.rs", "lib.rs", "main.rs"):
+                base = dirpath
+            else:
+                base = os.path.join(dirpath, name[:-3])
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().split("\n")
+            for i, line in enumerate(lines[1:], 1):
+                m = MOD_DECL.match(line)
+                if m and CFG_TEST.match(lines[i - 1]):
+                    sub = m.group(3)
+                    found.add(os.path.join(base, sub + ".rs"))
+                    found.add(os.path.join(base, sub) + os.sep)
+    return found
+
+
+def in_tests(path, tests):
+    return path in tests or any(t.endswith(os.sep) and path.startswith(t) for t in tests)
 
 
 def block_end(lines, start):
@@ -126,11 +170,12 @@ def main():
     p.add_argument("root", nargs="?", default="src")
     a = p.parse_args()
     all_fns = []
+    tests = test_module_files(a.root)
     for dirpath, _, files in os.walk(a.root):
         for name in files:
             if name.endswith(".rs"):
                 path = os.path.join(dirpath, name)
-                if any(path.startswith(s) for s in a.skip):
+                if any(path.startswith(s) for s in a.skip) or in_tests(path, tests):
                     continue
                 all_fns.extend(functions(path))
     all_fns.sort(key=lambda f: (-f[0], f[1], f[2]))
