@@ -41,6 +41,8 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
     echo "(clippy not installed: skipped)"
 fi
+echo "== no function over 80 lines outside tests (docs/contributing.md)"
+python3 scripts/dev/fn-lengths.py --over 80
 
 echo "== builds without MPI: nothing, and the GPU build (nccl, nvml: docs/launch.md), kept for the tests"
 cargo build --locked --no-default-features
