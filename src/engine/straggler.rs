@@ -115,6 +115,14 @@ pub struct Straggler {
     pub p_value: f64,
 }
 
+impl Straggler {
+    /// Its own work over the other ranks' median, as a factor (1.5: half
+    /// as long again).
+    pub fn work_factor(&self) -> f64 {
+        1.0 + self.excess
+    }
+}
+
 /// The end-of-run verdict on slow ranks (`-I`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum SlowRank {

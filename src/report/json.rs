@@ -98,7 +98,7 @@ impl SlowRankView {
                 view.verdict = "named";
                 view.rank = Some(s.rank);
                 view.host = host_of(s.rank);
-                view.work_factor = Some(1.0 + s.excess);
+                view.work_factor = Some(s.work_factor());
                 view.from_size_bytes = Some(s.from_size);
                 view.late_points = Some(s.late);
                 view.points = Some(s.points);

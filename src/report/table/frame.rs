@@ -202,7 +202,7 @@ pub(super) fn slow_rank_text(
                 s.late,
                 s.points,
                 s.p_value,
-                1.0 + s.excess
+                s.work_factor()
             )
         }
     }
