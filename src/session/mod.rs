@@ -32,7 +32,7 @@ use crate::config::RunConfig;
 use crate::engine::groups::Groups;
 use crate::engine::stop::StopRequest;
 use crate::engine::watchdog::Watchdog;
-use crate::engine::{Engine, RunContext, Summary};
+use crate::engine::{Context, Engine, RunContext, Summary};
 use crate::error::{Error, exit, say};
 use crate::plan::Plan;
 use crate::report::{Reporter, RunInfo, print_out};
@@ -303,6 +303,15 @@ impl<'a, W: World> Session<'a, W> {
         watchdog
     }
 
+    /// What the engine measures with on this rank: the world, `backend`,
+    /// the host clock, `watchdog`, the stop request and the test hook.
+    fn context<'b>(&'b self, backend: &'b mut dyn Backend, watchdog: Option<&'b Watchdog>) -> Context<'b> {
+        Context::new(self.world, backend)
+            .with_watchdog(watchdog)
+            .with_stop(self.stop.clone())
+            .with_injected_errors(self.cfg.hooks.inject_error)
+    }
+
     /// A step every rank takes: `Ok` everywhere only if it succeeded
     /// everywhere; otherwise the failure is printed once (`World::agree`).
     fn agreed<T>(&self, local: Result<T, Error>) -> Result<T, Error> {
@@ -376,10 +385,7 @@ impl<'a, W: World> Session<'a, W> {
             self.fail(&e);
         }
         let timing = self.cfg.timing.for_backend(ctx.backend);
-        let swept = Engine::new(self.world, backend.as_mut(), &timing, &ctx)
-            .with_injected_errors(self.cfg.hooks.inject_error)
-            .with_watchdog(watchdog)
-            .with_stop(self.stop.clone())
+        let swept = Engine::new(self.context(backend.as_mut(), watchdog), &timing, &ctx)
             .with_groups(groups.as_ref())
             .run(&plan, |record| match reporter.as_mut() {
                 Some(rep) => rep.record(record),

@@ -15,7 +15,6 @@ use super::Session;
 use super::backend_choice::MakeMpi;
 use super::job::Job;
 use crate::backend::{Backend, Call, SubGroup};
-use crate::clock::Clock;
 use crate::engine::steps::StepRunner;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
@@ -100,12 +99,7 @@ impl<W: World> Session<'_, W> {
         watchdog: Option<&Watchdog>,
     ) -> (Vec<Outcome>, Option<u64>) {
         let mut runner = StepRunner {
-            world: self.world,
-            backend: &mut *backend,
-            clock: Clock::Host,
-            inject_error: self.cfg.hooks.inject_error,
-            watchdog,
-            stop: self.stop.clone(),
+            cx: self.context(&mut *backend, watchdog),
         };
         let (all_steps, stopped_by) = match runner.run_all(calls, &job.timing) {
             Ok(ran) => ran,

@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use super::Session;
 use super::backend_choice::MakeMpi;
 use crate::backend::Backend;
-use crate::clock::Clock;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::links::finder::FinderConfig;
@@ -35,7 +34,7 @@ use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, TimingMethod};
 use crate::world::World;
 pub use job::{LinksJob, Places};
-pub use measurer::{BackendMeasurer, MeasureOptions};
+pub use measurer::BackendMeasurer;
 
 /// Every rank as the matrix knows it: its node's name (the host, or
 /// `HOST-nN` for the N-th `--ranks-per-node` group) and its index there.
@@ -276,14 +275,8 @@ impl<W: World> Session<'_, W> {
         if first {
             print_out(&summary::header_text(&ready.header, &ready.schedule, &ready.probe));
         }
-        let opts = MeasureOptions {
-            check: job.check,
-            inject_error: self.cfg.hooks.inject_error,
-            clock: Clock::Host,
-            stop: self.stop.clone(),
-            watchdog,
-        };
-        let mut measurer = match BackendMeasurer::new(world, backend, ready.endpoints.clone(), opts) {
+        let cx = self.context(backend, watchdog);
+        let mut measurer = match BackendMeasurer::new(cx, ready.endpoints.clone(), job.check) {
             Ok(m) => m,
             Err(e) => self.fail(&e),
         };
