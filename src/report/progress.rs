@@ -197,7 +197,6 @@ impl Lines {
     }
 }
 
-
 /// `collbench: progress 34/68 points (50%), 00:00:12 elapsed, about
 /// 00:00:12 left; last all_gather float 65536 B`.
 pub fn line_text(who: &str, done: u64, total: Option<u64>, elapsed: Duration, what: Option<&str>) -> String {

@@ -14,10 +14,9 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
-pub mod check;
+mod check;
 #[cfg(test)]
 mod golden;
-mod job;
 mod launch;
 pub mod links;
 mod outputs;
@@ -28,7 +27,7 @@ use std::ffi::OsString;
 
 use crate::backend::Backend;
 use crate::cli::{RunArgs, TransportArg};
-use crate::config::RunConfig;
+use crate::config::{CheckJob, Job, LinksJob, RunConfig};
 use crate::engine::groups::Groups;
 use crate::engine::stop::StopRequest;
 use crate::engine::watchdog::Watchdog;
@@ -41,22 +40,22 @@ use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank};
 use backend_choice::MakeMpi;
-pub use job::Job;
-pub use links::LinksJob;
 
 /// What a launch does on every rank: `collbench run`'s sweep, a workload's
-/// or replay's steps, or `collbench links`' matrix.
+/// or replay's steps, `collbench links`' matrix, or `collbench check`'s
+/// verdicts.
 #[derive(Clone, Copy)]
 pub enum Task<'a> {
     Sweep,
     Steps(&'a Job),
     Links(&'a LinksJob),
+    Check(&'a CheckJob),
 }
 
 /// `collbench run`: `args` as parsed, `argv` the arguments after `run`
 /// (the `--config` file's keys go before them).
 pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
-    if args.transport == TransportArg::Help {
+    if args.launch.transport == TransportArg::Help {
         if is_first_rank() {
             print_out(&profile::help_text());
         }
@@ -76,6 +75,12 @@ pub fn run_links(made: Result<(LinksJob, RunConfig), Error>) -> u8 {
 /// run's configuration from their options (an error is printed once).
 pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
     run_made(made, |job| Task::Steps(job))
+}
+
+/// `collbench check`: `made` is the job and the run's configuration from
+/// its options (an error is printed once).
+pub fn run_check(made: Result<(CheckJob, RunConfig), Error>) -> u8 {
+    run_made(made, |job| Task::Check(job))
 }
 
 /// A job made from its command's options, run as `task` of it under the
@@ -173,55 +178,6 @@ fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     }
 }
 
-/// `how` names the launcher for the header and the pre-flight's message
-/// (empty for a process alone).
-#[cfg(feature = "mpi")]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
-    use crate::backend::mpi::MpiBackend;
-
-    let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
-    let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
-        Ok(w) => w,
-        Err(e) => {
-            say(&format!("collbench: cannot start MPI: {e}"));
-            return exit::RUNTIME;
-        }
-    };
-    world.barrier();
-    preflight.passed();
-    let mpi_backend = |nodes: &Nodes| {
-        MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
-    };
-    Session::new(&world, cfg, env_plan, stop)
-        .with_task(task)
-        .run(Some(&mpi_backend))
-}
-
-/// Without MPI, a run is the single-process world of one rank.
-#[cfg(not(feature = "mpi"))]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, _how: &str) -> u8 {
-    run_threads(1, cfg, env_plan, stop, task)
-}
-
-/// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
-fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
-    use crate::world::threads::ThreadWorld;
-
-    let worlds = ThreadWorld::create(n);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = worlds
-            .iter()
-            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_task(task).run(None)))
-            .collect();
-        // A rank that panicked has ended the process in the panic hook.
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(exit::RUNTIME))
-            .max()
-            .unwrap_or(exit::OK)
-    })
-}
-
 /// One rank's run: what every step needs, in one place.
 pub struct Session<'a, W: World> {
     world: &'a W,
@@ -265,13 +221,9 @@ impl<'a, W: World> Session<'a, W> {
     pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
         match self.task {
             Task::Sweep => {}
-            Task::Steps(job) => {
-                if let job::Source::Check(check) = &job.source {
-                    return self.run_check(mpi_backend, check);
-                }
-                return self.run_job(mpi_backend, job);
-            }
+            Task::Steps(job) => return self.run_job(mpi_backend, job),
             Task::Links(job) => return self.run_links(mpi_backend, job),
+            Task::Check(job) => return self.run_check(mpi_backend, job),
         }
         self.exit_code("the set-up (plan check, communicators, output files)", |watchdog| {
             self.set_up(mpi_backend).map(|ready| self.sweep(ready, watchdog))

@@ -13,8 +13,8 @@
 
 use super::Session;
 use super::backend_choice::MakeMpi;
-use super::job::Job;
 use crate::backend::{Backend, Call, SubGroup};
+use crate::config::Job;
 use crate::engine::steps::StepRunner;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};

@@ -5,14 +5,13 @@
 //! the matrix and the report on screen, the JSON and the heatmap) and the
 //! verdict (docs/links.md).
 //!
-//! `LinksJob` (`job`) is the command's options; `BackendMeasurer`
+//! `config::LinksJob` is the command's options; `BackendMeasurer`
 //! (`measurer`) is the `links::Measurer` of a real backend, for this
 //! command and any other that measures pairs.
 //!
 //! Must not: print except through `report::print_out` and `error::say`;
 //! format reports (`links::output`, `links::summary`) or judge (`links`).
 
-mod job;
 pub mod measurer;
 
 use std::path::PathBuf;
@@ -20,6 +19,7 @@ use std::path::PathBuf;
 use super::Session;
 use super::backend_choice::MakeMpi;
 use crate::backend::Backend;
+use crate::config::LinksJob;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::links::finder::FinderConfig;
@@ -33,7 +33,6 @@ use crate::report::print_out;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, TimingMethod};
 use crate::world::World;
-pub use job::{LinksJob, Places};
 pub use measurer::BackendMeasurer;
 
 /// Every rank as the matrix knows it: its node's name (the host, or
