@@ -23,7 +23,7 @@ use clap::builder::PossibleValue;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::links::{Level, Metric as LinkMetric};
-use crate::types::{Average, BackendChoice, Dimension, Format, Metric, SeriesBy, Source};
+use crate::types::{Average, BackendChoice, Dimension, Format, Metric, Named, SeriesBy, Source};
 use crate::world::Launcher;
 use crate::world::launch::LauncherChoice;
 
@@ -249,34 +249,35 @@ failure, 2 usage or configuration error, 3 validation failed, 5 timeout.")]
 }
 
 /// Closed vocabularies as clap value enums: clap lists the allowed names
-/// in help and errors and suggests the nearest one. Each type keeps its
-/// names (and aliases) itself.
+/// in help and errors, takes the aliases and suggests the nearest one.
+/// Each type keeps its names (and aliases) itself (`types::Named`).
 macro_rules! value_enum {
-    ($t:ty, $all:expr, $aliases:expr) => {
+    ($($t:ty),+ $(,)?) => {$(
         impl ValueEnum for $t {
             fn value_variants<'a>() -> &'a [Self] {
-                &$all
+                <$t as Named>::all()
             }
 
             fn to_possible_value(&self) -> Option<PossibleValue> {
-                let aliases: fn($t) -> &'static [&'static str] = $aliases;
-                Some(PossibleValue::new(self.name()).aliases(aliases(*self).iter().copied()))
+                Some(PossibleValue::new(Named::name(*self)).aliases(Named::aliases(*self).iter().copied()))
             }
         }
-    };
+    )+};
 }
 
-value_enum!(Average, Average::ALL, Average::aliases);
-value_enum!(BackendChoice, BackendChoice::ALL, |_| &[]);
-value_enum!(Metric, Metric::ALL, Metric::aliases);
-value_enum!(Format, Format::ALL, Format::aliases);
-value_enum!(Dimension, Dimension::ALL, |_| &[]);
-value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
-value_enum!(Source, Source::ALL, Source::aliases);
-value_enum!(Launcher, Launcher::ALL, |_| &[]);
-value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
-value_enum!(Level, Level::ALL, |_| &[]);
-value_enum!(LinkMetric, LinkMetric::ALL, |_| &[]);
+value_enum!(
+    Average,
+    BackendChoice,
+    Metric,
+    Format,
+    Dimension,
+    SeriesBy,
+    Source,
+    Launcher,
+    LauncherChoice,
+    Level,
+    LinkMetric
+);
 
 /// The whole command line.
 pub fn cli_command() -> clap::Command {
