@@ -5,6 +5,9 @@
 //! BASE or NEW may be a folder of workload CSVs, each file one launch, so
 //! that the launch t-test sees launch-to-launch noise; with one launch a
 //! side a change is unproven unless `--within-launch` (as for run CSVs).
+//! The p-values of all configurations are adjusted together (Holm), as
+//! a run CSV's rows are; the launch bound of one launch per side is not
+//! applied (no launch-to-launch spread of step times is documented).
 //! A configuration only in BASE fails unless `--allow-missing`; one only
 //! in NEW is listed.
 
@@ -68,15 +71,9 @@ fn read(path: &Path) -> Result<(Steps, usize), Error> {
     for (launch, file) in files.iter().enumerate() {
         let shown = file.display();
         let before = steps.values().map(Vec::len).sum::<usize>();
-        for (i, row) in workload::read(file)?.into_iter().enumerate() {
+        for row in workload::read(file)? {
             if row.kind != RowKind::Step {
                 continue;
-            }
-            if !(row.time_us.is_finite() && row.time_us >= 0.0) {
-                let line = i + 2;
-                return Err(Error::usage(format!(
-                    "{shown}: line {line}: column time_us is not a time"
-                )));
             }
             steps
                 .entry((row.workload, row.nranks))
@@ -101,6 +98,8 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
         threshold_pct: o.threshold_pct,
         alpha: o.alpha,
         within_launch: o.within_launch,
+        // no launch-to-launch spread of step times is documented
+        launch_bound: None,
     };
     let launches = |l: usize| format!("{l} launch{}", if l == 1 { "" } else { "es" });
     let mut out = format!(
@@ -126,13 +125,20 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
             })
             .collect()
     };
-    for ((name, ranks), bv) in &b {
-        let Some(nv) = n.get(&(name.clone(), *ranks)) else {
+    let joined: Vec<_> = b
+        .iter()
+        .filter_map(|(key, bv)| n.get(key).map(|nv| (samples(bv, 0), samples(nv, base_launches))))
+        .collect();
+    let pairs: Vec<(&[Sample], &[Sample])> = joined.iter().map(|(b, n)| (b.as_slice(), n.as_slice())).collect();
+    let judgements = noise::judge_together(&pairs, &params);
+    let tested = judgements.iter().filter(|j| j.p_value.is_some()).count();
+    let mut judged = judgements.into_iter();
+    for (name, ranks) in b.keys() {
+        let Some(j) = n.contains_key(&(name.clone(), *ranks)).then(|| judged.next()).flatten() else {
             missing += 1;
             out += &format!("  {name:<28} {ranks:>6}  only in base\n");
             continue;
         };
-        let j = noise::judge(&samples(bv, 0), &samples(nv, base_launches), &params);
         regressed += usize::from(j.verdict == Verdict::Regressed);
         unproven += usize::from(j.verdict == Verdict::Unproven);
         out += &format!(
@@ -143,12 +149,18 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
             time(j.new_stats.median),
             fmt_change(j.change_pct),
             fmt_interval(j.interval_pct),
-            fmt_p(j.p_value),
+            fmt_p(j.p_adjusted),
             j.verdict.name()
         );
     }
     for (name, ranks) in n.keys().filter(|k| !b.contains_key(*k)) {
         out += &format!("  {name:<28} {ranks:>6}  only in new\n");
+    }
+    if tested > 1 {
+        out += &format!(
+            "note: p-values adjusted for the {tested} configurations tested together (Holm's method); the p \
+             column shows the adjusted value\n"
+        );
     }
     if unproven > 0 {
         out += &format!(
