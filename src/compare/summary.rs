@@ -17,7 +17,8 @@ pub(super) fn test_notes(rows: &[Compared], within_launch: bool) -> Vec<String> 
     if tested > 1 {
         notes.push(format!(
             "p-values adjusted for the {tested} rows tested together (Holm's method), so that the chance of an \
-             unchanged run failing any of them stays under alpha; the p column shows the adjusted value"
+             unchanged run failing any of them stays under alpha; the p column shows the adjusted value \
+             (JSON: p_adjusted, and p_value the row's own)"
         ));
     }
     let launch_t = count(&|j| j.test == Test::LaunchT);
