@@ -21,7 +21,9 @@
 #      pair of the identical trials' launches and every row, how far apart
 #      the two launches' ranges of samples lie (the smaller range's end
 #      over the other's start: above 1, every sample of one launch beyond
-#      the other's range by that factor), with the bound compare uses.
+#      the other's range by that factor), with the bound compare uses;
+#      then the same within each state of the machine (launches grouped
+#      by their speed: a shared machine switches between speeds).
 # Defaults: --runs 10 --slow 5. The run arguments, the number of baseline
 # launches and compare's options are read from README.md's recipe, so the
 # script measures what the README says; every launch runs with mpirun
@@ -168,6 +170,30 @@ print(f"range gap (above 1: apart by that factor): median {at(0.5):.3f}, 90% {at
       f"99% {at(0.99):.3f}, largest {gaps[-1]:.3f}; pair-rows apart (> 1): {sum(g > 1 for g in gaps)}")
 print("largest gap by size:", ", ".join(f"{s} B {g:.3f}" for s, g in sorted(per_size.items())))
 print(f"pairs of launches with a row beyond the bound {bound}: {beyond} of {pairs}")
+# The machine's states: each launch's speed, the median over rows of its
+# median over the median of every launch's; launches sorted by it and
+# split where it jumps by more than 1.25; within a state, the same figures.
+median = lambda v: sorted(v)[len(v) // 2]
+keys = [k for k in launches[0] if all(k in l for l in launches)]
+middle = {k: median([median(l[k]) for l in launches]) for k in keys}
+speed = [median([median(l[k]) / middle[k] for k in keys]) for l in launches]
+order = sorted(range(len(launches)), key=lambda i: speed[i])
+states, current = [], [order[0]]
+for i in order[1:]:
+    if speed[i] > speed[current[-1]] * 1.25:
+        states.append(current)
+        current = []
+    current.append(i)
+states.append(current)
+for state in states:
+    gaps = [max(min(launches[a][k]) / max(launches[b][k]), min(launches[b][k]) / max(launches[a][k]))
+            for a, b in itertools.combinations(state, 2) for k in keys]
+    over = sum(any(max(min(launches[a][k]) / max(launches[b][k]), min(launches[b][k]) / max(launches[a][k])) > bound
+                   for k in keys) for a, b in itertools.combinations(state, 2))
+    n = len(state)
+    largest = f"{max(gaps):.3f}" if gaps else "-"
+    print(f"state of time x {speed[state[0]]:.2f} to x {speed[state[-1]]:.2f}: {n} launches, largest gap {largest}, "
+          f"pairs beyond {bound}: {over} of {n * (n - 1) // 2}")
 PY
 echo "load after: $(load)"
 echo

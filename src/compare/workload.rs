@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::noise::{self, Params, Sample};
+use super::noise::{self, Judgement, Params, Sample};
 use super::text::{fmt_change, fmt_interval, fmt_p};
 use super::{CompareOptions, Verdict};
 use crate::error::{Error, exit};
@@ -90,6 +90,35 @@ fn read(path: &Path) -> Result<(Steps, usize), Error> {
     Ok((steps, files.len()))
 }
 
+/// Each configuration of `b`, in order, judged against `n` (all together:
+/// `noise::judge_together`), or None where `n` lacks it.
+fn judge_steps(
+    b: &Steps,
+    n: &Steps,
+    (base_launches, new_launches): (usize, usize),
+    params: &Params,
+) -> Vec<Option<Judgement>> {
+    // launches as names: base files 0.., new files after them
+    let names: Vec<String> = (0..base_launches + new_launches).map(|i| i.to_string()).collect();
+    let samples = |v: &[(f64, usize)], offset: usize| -> Vec<Sample<'_>> {
+        v.iter()
+            .map(|&(value, launch)| Sample {
+                value,
+                launch: &names[offset + launch],
+            })
+            .collect()
+    };
+    let joined: Vec<_> = b
+        .iter()
+        .filter_map(|(key, bv)| n.get(key).map(|nv| (samples(bv, 0), samples(nv, base_launches))))
+        .collect();
+    let pairs: Vec<(&[Sample], &[Sample])> = joined.iter().map(|(b, n)| (b.as_slice(), n.as_slice())).collect();
+    let mut judged = noise::judge_together(&pairs, params).into_iter();
+    b.keys()
+        .map(|key| if n.contains_key(key) { judged.next() } else { None })
+        .collect()
+}
+
 /// Judges every configuration; the report's text and the exit code.
 pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u8), Error> {
     let ((b, base_launches), (n, new_launches)) = (read(base)?, read(new)?);
@@ -115,26 +144,10 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
         "configuration", "ranks", "base", "new", "change", "interval", "p"
     );
     let (mut regressed, mut missing, mut unproven) = (0, 0, 0);
-    // launches as names: base files 0.., new files after them
-    let names: Vec<String> = (0..base_launches + new_launches).map(|i| i.to_string()).collect();
-    let samples = |v: &[(f64, usize)], offset: usize| -> Vec<Sample<'_>> {
-        v.iter()
-            .map(|&(value, launch)| Sample {
-                value,
-                launch: &names[offset + launch],
-            })
-            .collect()
-    };
-    let joined: Vec<_> = b
-        .iter()
-        .filter_map(|(key, bv)| n.get(key).map(|nv| (samples(bv, 0), samples(nv, base_launches))))
-        .collect();
-    let pairs: Vec<(&[Sample], &[Sample])> = joined.iter().map(|(b, n)| (b.as_slice(), n.as_slice())).collect();
-    let judgements = noise::judge_together(&pairs, &params);
-    let tested = judgements.iter().filter(|j| j.p_value.is_some()).count();
-    let mut judged = judgements.into_iter();
-    for (name, ranks) in b.keys() {
-        let Some(j) = n.contains_key(&(name.clone(), *ranks)).then(|| judged.next()).flatten() else {
+    let judgements = judge_steps(&b, &n, (base_launches, new_launches), &params);
+    let tested = judgements.iter().flatten().filter(|j| j.p_value.is_some()).count();
+    for ((name, ranks), j) in b.keys().zip(judgements) {
+        let Some(j) = j else {
             missing += 1;
             out += &format!("  {name:<28} {ranks:>6}  only in base\n");
             continue;

@@ -109,7 +109,7 @@ pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
             .deserialize(Some(&headers))
             .map_err(|e| bad_row(path, &headers, &raw, line, &e))?;
         if let Some((column, why)) = unmeasurable(&record) {
-            return Err(refused(path, line, &column, &why));
+            return Err(refused(path, line, column, &why));
         }
         let stats = IterStats {
             p50_us: record.time_p50_us,
