@@ -21,6 +21,8 @@ mod launch;
 pub mod links;
 mod outputs;
 mod preflight;
+mod prepare;
+mod sweep;
 mod workload;
 
 use std::ffi::OsString;
@@ -28,14 +30,11 @@ use std::ffi::OsString;
 use crate::backend::Backend;
 use crate::cli::{RunArgs, TransportArg};
 use crate::config::{CheckJob, Job, LinksJob, RunConfig};
-use crate::engine::groups::Groups;
+use crate::engine::Context;
 use crate::engine::stop::StopRequest;
 use crate::engine::watchdog::Watchdog;
-use crate::engine::{Context, Engine, RunContext, Summary};
 use crate::error::{Error, exit, say};
-use crate::plan::Plan;
-use crate::report::{Reporter, RunInfo, print_out};
-use crate::topology::Nodes;
+use crate::report::print_out;
 use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank};
@@ -188,17 +187,6 @@ pub struct Session<'a, W: World> {
     task: Task<'a>,
 }
 
-/// Everything set up on every rank; the sweep can start.
-struct Ready {
-    backend: Box<dyn Backend>,
-    plan: Plan,
-    /// `--split`: this rank's group and its sub-communicator.
-    groups: Option<Groups>,
-    ctx: RunContext,
-    /// Rank 0 only.
-    outputs: Option<(Reporter, RunInfo)>,
-}
-
 impl<'a, W: World> Session<'a, W> {
     pub fn new(world: &'a W, cfg: &'a RunConfig, env_plan: &'a EnvPlan, stop: &'a StopRequest) -> Self {
         Session {
@@ -217,16 +205,23 @@ impl<'a, W: World> Session<'a, W> {
         self
     }
 
-    /// Sets up, sweeps and judges; the exit code of this rank.
+    /// Sets up (`prepare`: what every task shares, then the task's own),
+    /// runs the task and judges; the exit code of this rank.
     pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
-        match self.task {
-            Task::Sweep => {}
-            Task::Steps(job) => return self.run_job(mpi_backend, job),
-            Task::Links(job) => return self.run_links(mpi_backend, job),
-            Task::Check(job) => return self.run_check(mpi_backend, job),
-        }
-        self.exit_code("the set-up (plan check, communicators, output files)", |watchdog| {
-            self.set_up(mpi_backend).map(|ready| self.sweep(ready, watchdog))
+        let setup = match self.task {
+            Task::Sweep => "the set-up (plan check, communicators, output files)",
+            Task::Steps(_) => "the set-up (schedules, communicators, output files)",
+            Task::Links(_) => "the set-up (schedule, communicator, output files)",
+            Task::Check(_) => "the set-up (profile, communicators, buffers, output files)",
+        };
+        self.exit_code(setup, |watchdog| {
+            let prepared = self.prepare(mpi_backend)?;
+            match self.task {
+                Task::Sweep => self.sweep_task(prepared, watchdog),
+                Task::Steps(job) => self.job_steps(job, prepared, watchdog),
+                Task::Links(job) => self.links_steps(job, prepared, watchdog),
+                Task::Check(job) => self.check_steps(job, prepared, watchdog),
+            }
         })
     }
 
@@ -268,135 +263,6 @@ impl<'a, W: World> Session<'a, W> {
     /// everywhere; otherwise the failure is printed once (`World::agree`).
     fn agreed<T>(&self, local: Result<T, Error>) -> Result<T, Error> {
         self.world.agree(local).map_err(|d| Error::Reported(d.code))
-    }
-
-    /// Every step before the first measured point, agreed step by step.
-    fn set_up(&self, mpi_backend: Option<MakeMpi<'_>>) -> Result<Ready, Error> {
-        let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        self.warn_on_nccl_environment();
-        let nodes = self.agreed(self.nodes())?;
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        // --split: every rank makes its group's sub-communicator together
-        // (every rank gets here: a failed choice ended every rank above).
-        let groups = match self.cfg.plan.split {
-            Some(rule) => {
-                let groups = Groups::of(rule, world.size(), world.rank());
-                Some(self.agreed(groups.split(chosen.backend.as_mut(), world.rank()))?)
-            }
-            None => None,
-        };
-        // Every rank gets here (a failed choice ended every rank above), so
-        // this collective cannot hang.
-        let free = chosen.backend.gpu().and_then(|g| g.free_bytes());
-        let device_free = world.min_u64(free.unwrap_or(u64::MAX));
-        let setup = match world.agree(self.prepare(chosen, device_free, nodes, groups)) {
-            Ok(setup) => setup,
-            Err(failed) => {
-                // Another rank failed: remove the files this one created.
-                if let Some(outputs::Setup {
-                    outputs: Some((mut reporter, _)),
-                    ..
-                }) = failed.local
-                {
-                    reporter.discard();
-                }
-                return Err(Error::Reported(failed.code));
-            }
-        };
-        Ok(self.exchange_views(setup))
-    }
-
-    /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.
-    fn nodes(&self) -> Result<Nodes, Error> {
-        match self.cfg.plan.ranks_per_node {
-            Some(k) => {
-                let hosts: Vec<String> = self.world.ranks().iter().map(|r| r.host.clone()).collect();
-                Nodes::consecutive(k, &hosts)
-            }
-            None => Ok(self.world.nodes().clone()),
-        }
-    }
-
-    /// Measures the plan, then the verdict: the exit code.
-    fn sweep(&self, ready: Ready, watchdog: Option<&Watchdog>) -> u8 {
-        let Ready {
-            mut backend,
-            plan,
-            groups,
-            ctx,
-            outputs,
-        } = ready;
-        let (mut reporter, info) = match outputs {
-            Some((reporter, info)) => (Some(reporter), Some(info)),
-            None => (None, None),
-        };
-        if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
-            && let Err(e) = rep.begin(info)
-        {
-            self.fail(&e);
-        }
-        let timing = self.cfg.timing.for_backend(ctx.backend);
-        let swept = Engine::new(self.context(backend.as_mut(), watchdog), &timing, &ctx)
-            .with_groups(groups.as_ref())
-            .run(&plan, |record| match reporter.as_mut() {
-                Some(rep) => rep.record(record),
-                None => Ok(()),
-            });
-        let summary = match swept {
-            Ok(summary) => summary,
-            Err(e) => self.fail(&e),
-        };
-        // Rank 0 judges what its reports hold: a stop signal may have
-        // completed them before the point in flight (`report::reporter`).
-        let (summary, finished) = match (reporter.as_mut(), info.as_ref()) {
-            (Some(rep), Some(info)) => match rep.finish(info, &summary) {
-                Ok(reported) => (reported, Ok(())),
-                Err(e) => (summary, Err(e)),
-            },
-            _ => (summary, Ok(())),
-        };
-        self.verdict(&summary, finished, info.as_ref())
-    }
-
-    /// The exit code of a finished sweep: the reports' failure (1), wrong
-    /// results (3), a stop signal (128 + the signal), whichever is highest;
-    /// rank 0 says why (its reports say which signal stopped the run).
-    fn verdict(&self, summary: &Summary, finished: Result<(), Error>, info: Option<&RunInfo>) -> u8 {
-        let first = self.world.rank() == 0;
-        let mut code = exit::OK;
-        if let Err(e) = finished {
-            say(&self.world.error_line(&e));
-            code = e.exit_code();
-        }
-        if summary.wrong > 0 {
-            let e = Error::Validation {
-                wrong: summary.wrong,
-                points: summary.failed_points,
-                checked: summary.checked_points,
-            };
-            if first {
-                say(&self.world.error_line(&e));
-            }
-            code = code.max(e.exit_code());
-        }
-        if let Some(info) = info
-            && self.cfg.plan.hierarchies.len() > 1
-            && summary.stopped_by.is_none()
-        {
-            // flat against hierarchical, per size, after the table
-            crate::compare::print_after_run(
-                &info.csv,
-                ("this run", "collbench"),
-                |r| r.collective == crate::collective::Collective::AllReduce,
-                crate::types::Dimension::Hierarchy,
-                None,
-            );
-        }
-        if let Some(signal) = summary.stopped_by {
-            code = 128 + signal as u8;
-        }
-        code
     }
 
     /// Prints this rank's failure and takes the whole job down.

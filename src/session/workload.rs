@@ -1,6 +1,6 @@
-//! `collbench workload` and `collbench replay` on every rank: the set-up
-//! steps the ranks take together (digest, nodes, backend, the plan of
-//! every configuration's calls (`workload::plan`), the groups'
+//! `collbench workload` and `collbench replay` on every rank: after the
+//! shared set-up (`prepare`), the steps the ranks take together (the plan
+//! of every configuration's calls (`workload::plan`), the groups'
 //! sub-communicators, buffers, the CSV), then each configuration's steps
 //! (`engine::steps`), then rank 0's report and the verdict.
 //!
@@ -12,7 +12,7 @@
 //! `report::workload::Outcome::of`).
 
 use super::Session;
-use super::backend_choice::MakeMpi;
+use super::prepare::Prepared;
 use crate::backend::{Backend, Call, SubGroup};
 use crate::config::Job;
 use crate::engine::steps::StepRunner;
@@ -26,20 +26,17 @@ use crate::workload::plan::{Config, Split, WorkloadPlan};
 use crate::world::World;
 
 impl<W: World> Session<'_, W> {
-    /// Sets up, runs every configuration, reports; this rank's exit code.
-    pub(super) fn run_job(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job) -> u8 {
-        self.exit_code("the set-up (schedules, communicators, output files)", |watchdog| {
-            self.job_steps(mpi_backend, job, watchdog)
-        })
-    }
-
-    fn job_steps(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job, watchdog: Option<&Watchdog>) -> Result<u8, Error> {
+    /// The steps' own set-up, every configuration's steps, the report; this
+    /// rank's exit code.
+    pub(super) fn job_steps(&self, job: &Job, prepared: Prepared, watchdog: Option<&Watchdog>) -> Result<u8, Error> {
         let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        self.warn_on_nccl_environment();
-        let nodes = self.agreed(self.nodes())?;
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        let backend = chosen.backend.as_mut();
+        let Prepared {
+            nodes,
+            mut backend,
+            identity,
+            ..
+        } = prepared;
+        let backend = backend.as_mut();
         let caps = backend.capabilities(&self.cfg.timing.extras());
         let configs = self.agreed(configs(job, &nodes))?;
         let plan = self.agreed(WorkloadPlan::new(&configs, &caps, world.rank()))?;
@@ -58,7 +55,7 @@ impl<W: World> Session<'_, W> {
         let header = header_lines(
             job,
             world,
-            backend.identity().version,
+            identity.backend_version,
             nodes.ranks_per_node(),
             &plan.notes,
         );

@@ -15,7 +15,7 @@ mod measure;
 mod outputs;
 
 use super::Session;
-use super::backend_choice::MakeMpi;
+use super::prepare::Prepared;
 use crate::backend::{Backend, Call, SubGroup, SubGroups};
 use crate::check::Group;
 use crate::check::profile::{CheckSpec, Scope};
@@ -240,31 +240,25 @@ fn plan_job(spec: &CheckSpec, nodes: &Nodes, rank: usize, labels: &[String]) -> 
 }
 
 impl<W: World> Session<'_, W> {
-    /// Sets up, measures, judges, writes; this rank's exit code.
-    pub(super) fn run_check(&self, mpi_backend: Option<MakeMpi<'_>>, c: &CheckJob) -> u8 {
-        self.exit_code(
-            "the set-up (profile, communicators, buffers, output files)",
-            |watchdog| self.check_steps(mpi_backend, c, watchdog),
-        )
-    }
-
-    fn check_steps(
+    /// The check's own set-up (its groups, buffers, files), then every
+    /// check measured, judged and written; this rank's exit code.
+    pub(super) fn check_steps(
         &self,
-        mpi_backend: Option<MakeMpi<'_>>,
         c: &CheckJob,
+        prepared: Prepared,
         watchdog: Option<&Watchdog>,
     ) -> Result<u8, Error> {
         let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        self.warn_on_nccl_environment();
-        self.agreed(c.check_env())?;
-        let nodes = self.agreed(self.nodes())?;
-        self.agreed(c.check_shape(&nodes))?;
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        let note = chosen.note.clone();
-        let backend = chosen.backend.as_mut();
-        self.agreed(c.check_backend(backend.identity().kind, note.as_deref()))?;
-        let observed = self.agreed(self.observe(backend))?;
+        let Prepared {
+            nodes,
+            mut backend,
+            observed,
+            observed_all,
+            gpus,
+            identity,
+            ..
+        } = prepared;
+        let backend = backend.as_mut();
         let node_group = self.agreed(node_group(backend, c, &nodes, world.rank()))?;
         let pair_groups = self.agreed(pair_groups(backend, c, &nodes, world.rank()))?;
         let planned = plan(&c.checks, &nodes, world.rank(), node_group, &pair_groups);
@@ -279,25 +273,14 @@ impl<W: World> Session<'_, W> {
         let ranks_on_host = world.nodes().local_size(world.rank());
         self.agreed(c.check_memory(&reservation, ranks_on_host, free))?;
         self.agreed(backend.reserve(&reservation))?;
-        let setup = outputs::Setup::new(self, c, &nodes, backend, note, observed)?;
+        let views = outputs::Views {
+            observed: observed.text,
+            observed_all,
+            gpus,
+        };
+        let setup = outputs::Setup::new(self, c, &nodes, identity, views)?;
         let measured = self.measure(backend, c, &planned, &setup, watchdog);
         Ok(self.conclude(c, &nodes, &planned, setup, measured))
-    }
-
-    /// The transport this rank's backend uses, failing as `run` does when
-    /// it contradicts the one asked for.
-    fn observe(&self, backend: &dyn Backend) -> Result<String, Error> {
-        let query = crate::backend::TransportQuery {
-            profile: self.cfg.start.transport,
-            nccl_log: &self.env_plan.nccl_log,
-            hosts: self.world.nodes(),
-        };
-        let observed = match backend.transport() {
-            Some(observer) => observer.observe_transport(&query),
-            None => return Ok("unknown".into()),
-        };
-        observed.check(self.env_plan)?;
-        Ok(observed.text)
     }
 }
 

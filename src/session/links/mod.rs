@@ -17,7 +17,7 @@ pub mod measurer;
 use std::path::PathBuf;
 
 use super::Session;
-use super::backend_choice::MakeMpi;
+use super::prepare::Prepared;
 use crate::backend::Backend;
 use crate::config::LinksJob;
 use crate::engine::watchdog::Watchdog;
@@ -134,37 +134,35 @@ fn measure_or_find(
 }
 
 impl<W: World> Session<'_, W> {
-    /// Sets up, measures, reports; this rank's exit code.
-    pub(super) fn run_links(&self, mpi_backend: Option<MakeMpi<'_>>, job: &LinksJob) -> u8 {
-        self.exit_code("the set-up (schedule, communicator, output files)", |watchdog| {
-            self.links_steps(mpi_backend, job, watchdog)
-        })
-    }
-
-    fn links_steps(
+    /// The links' own set-up (the schedule and topology, what the backend
+    /// must offer, rank 0's files), then the matrix or the finder, the
+    /// outputs; this rank's exit code.
+    pub(super) fn links_steps(
         &self,
-        mpi_backend: Option<MakeMpi<'_>>,
         job: &LinksJob,
+        prepared: Prepared,
         watchdog: Option<&Watchdog>,
     ) -> Result<u8, Error> {
         let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        self.warn_on_nccl_environment();
-        let nodes = self.agreed(self.nodes())?;
+        let Prepared {
+            nodes,
+            mut backend,
+            identity,
+            ..
+        } = prepared;
         let endpoints = endpoints(world, &nodes);
         let schedule = self.agreed(schedule::build(&endpoints, job.level, job.isolated))?;
         let hosts: Vec<String> = schedule::hosts(&endpoints).into_iter().map(|(h, _)| h).collect();
         let topology = self.agreed(job.places.as_ref().map(|p| p.topology(&hosts)).transpose())?;
         let layout = Layout::new(&endpoints, &schedule.units(), topology.as_ref());
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        let backend = chosen.backend.as_mut();
-        let identity = backend.identity();
-        let probe = job.probe(identity.kind);
+        let probe = job.probe(identity.backend);
         let collectives = backend.sub_groups().is_some();
-        self.agreed(check_backend(backend, &probe, world.nodes().local_size(world.rank())))?;
-        let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let run_id = super::outputs::run_id(&started, world.host());
-        let files = match world.agree(self.create_files(job, &run_id)) {
+        self.agreed(check_backend(
+            backend.as_mut(),
+            &probe,
+            world.nodes().local_size(world.rank()),
+        ))?;
+        let files = match world.agree(self.create_files(job, &identity.run_id)) {
             Ok(files) => files,
             Err(failed) => {
                 if let Some(Some(files)) = failed.local {
@@ -174,24 +172,19 @@ impl<W: World> Session<'_, W> {
             }
         };
         let meta = RunMeta {
-            run_id: run_id.clone(),
-            timestamp: started,
+            run_id: identity.run_id.clone(),
+            timestamp: identity.started.clone(),
             collbench_version: env!("CARGO_PKG_VERSION").into(),
-            backend: identity.kind.name().into(),
-            backend_version: identity.version.clone(),
+            backend: identity.backend.name().into(),
+            backend_version: identity.backend_version.clone(),
             timing: Some(TimingMethod::Batched),
-            label: self.cfg.outputs.label.clone(),
+            label: identity.label.clone(),
         };
         let header = Header {
-            run_id,
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            backend: format!(
-                "{} ({}){}",
-                identity.kind.name(),
-                identity.version,
-                chosen.note.as_ref().map(|n| format!("  [{n}]")).unwrap_or_default()
-            ),
-            control_plane: world.library_version(),
+            run_id: identity.run_id.clone(),
+            command: identity.command_line.join(" "),
+            backend: identity.backend_line(),
+            control_plane: identity.control_plane.clone(),
             ranks: world.size(),
             hosts,
             virtual_nodes: nodes.is_virtual,
@@ -206,7 +199,7 @@ impl<W: World> Session<'_, W> {
                 .as_ref()
                 .and_then(|f| f.heatmap.as_ref())
                 .map(|p| p.display().to_string()),
-            label: self.cfg.outputs.label.clone(),
+            label: identity.label,
         };
         let ready = Ready {
             schedule,
@@ -217,7 +210,7 @@ impl<W: World> Session<'_, W> {
             meta,
             header,
         };
-        Ok(self.measure_links(chosen.backend.as_mut(), job, ready, files, watchdog))
+        Ok(self.measure_links(backend.as_mut(), job, ready, files, watchdog))
     }
 
     /// Rank 0's files, each refused before anything runs when it exists
