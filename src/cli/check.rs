@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use super::groups::{CheckingArgs, HookArgs, LaunchArgs, OverwriteArgs, RegisterArgs};
+use super::groups::{CheckingArgs, HookArgs, LaunchArgs, OverwriteArgs, RegisterArgs, RepeatArgs};
 
 /// Options of `collbench check`: the profile, the verdicts' files and
 /// hooks, the sample count, then the groups that apply (launch,
@@ -65,19 +65,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 
-    /// Samples of each check, in place of the profile's; 0 samples one check until stopped (a soak)
-    #[arg(
-        short = 'N',
-        long = "repeat",
-        visible_alias = "cycles",
-        value_name = "N",
-        default_value = "1"
-    )]
-    pub repeat: u64,
-
     #[command(flatten)]
     #[serde(flatten)]
     pub launch: LaunchArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub repeat: RepeatArgs,
 
     #[command(flatten)]
     #[serde(flatten)]

@@ -88,6 +88,22 @@ pub struct BlockingArgs {
     pub blocking: Switch,
 }
 
+/// How many samples each measurement takes (run, check).
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = MEASUREMENT)]
+pub struct RepeatArgs {
+    /// Samples of every point (run: the whole sweep runs N times, interleaved, nccl-tests' -N/--cycles; check: each check, in place of the profile's count); 0 repeats until stopped (a check's soak)
+    #[arg(
+        short = 'N',
+        long = "repeat",
+        visible_alias = "cycles",
+        alias = "run_cycles",
+        value_name = "N",
+        default_value = "1"
+    )]
+    pub cycles: u64,
+}
+
 /// Whether an existing output file may be replaced (every command).
 #[derive(Clone, Debug, Args, Serialize)]
 #[command(next_help_heading = OUTPUT)]

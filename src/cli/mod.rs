@@ -29,7 +29,9 @@ use crate::world::launch::LauncherChoice;
 
 pub use check::CheckArgs;
 pub use derived::{OptionValue, digest_of, run_options_markdown};
-pub use groups::{BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs};
+pub use groups::{
+    BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs, RepeatArgs,
+};
 pub use links::{LinksArgs, LinksFiles};
 pub use run::{
     CaseArgs, HierarchyArgs, MAX_TIMEOUT_S, OutputArgs, RunArgs, SizeArgs, TimingArgs, TransportArg, parse_run,

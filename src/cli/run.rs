@@ -15,6 +15,7 @@ use crate::types::{Average, Choice, DType, ProgressMode, ReduceOp, Register, Roo
 use super::Cli;
 use super::groups::{
     BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, MEASUREMENT, OUTPUT, OverwriteArgs, RegisterArgs,
+    RepeatArgs,
 };
 
 /// Options of `collbench run`: every group, each flattened (its fields
@@ -42,6 +43,10 @@ pub struct RunArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub timing: TimingArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub repeat: RepeatArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
@@ -149,17 +154,6 @@ pub struct TimingArgs {
     /// Cross-rank time reduction (nccl-tests' 0..3 name the same four)
     #[arg(short = 'a', long, value_name = "MODE", default_value = "avg", ignore_case = true)]
     pub average: Average,
-
-    /// Samples of every point: the whole sweep runs N times, interleaved (nccl-tests' -N/--cycles); 0 repeats until stopped
-    #[arg(
-        short = 'N',
-        long = "repeat",
-        visible_alias = "cycles",
-        alias = "run_cycles",
-        value_name = "N",
-        default_value = "1"
-    )]
-    pub cycles: u64,
 }
 
 /// Which collectives, types, operations, roots and groups a sweep runs.

@@ -74,6 +74,7 @@ impl CheckJob {
             hooks: &a.hooks,
             blocking: None,
             register: Some(&a.register),
+            repeat: Some(&a.repeat),
             label: None,
             csv: None,
             json: None,
@@ -88,7 +89,7 @@ impl CheckJob {
     fn of(a: &CheckArgs, profile: Profile, cfg: &mut RunConfig) -> Result<CheckJob, Error> {
         let transport_note = pin_transport(&profile, cfg)?;
         let checks = select(&profile, &a.only)?;
-        let soak = match (a.duration, a.repeat) {
+        let soak = match (a.duration, a.repeat.cycles) {
             (Some(d), _) if d.is_zero() => return Err(Error::usage("--duration must be above 0")),
             (Some(d), _) => Some(Soak::For(d)),
             (None, 0) => Some(Soak::UntilStopped),
@@ -101,7 +102,7 @@ impl CheckJob {
                 names.join(", ")
             )));
         }
-        let checks = with_samples(checks, a.repeat, a.duration.is_some());
+        let checks = with_samples(checks, a.repeat.cycles, a.duration.is_some());
         if a.plot.is_some() && soak.is_none() {
             return Err(Error::usage(
                 "--plot draws a soak's samples: add --duration or --repeat 0",

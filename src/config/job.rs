@@ -386,6 +386,7 @@ fn taken(r: &StepRunArgs) -> Taken<'_> {
         hooks: &r.hooks,
         blocking: Some(&r.blocking),
         register: Some(&r.register),
+        repeat: None,
         label: None,
         csv: r.csv.csv.clone(),
         json: None,

@@ -105,6 +105,7 @@ impl LinksJob {
             hooks: &a.hooks,
             blocking: None,
             register: None,
+            repeat: None,
             label: Some(&a.label),
             csv: a.files.csv.clone(),
             json: a.files.json.clone(),

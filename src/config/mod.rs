@@ -28,8 +28,8 @@ use serde::Serialize;
 
 use crate::backend::StartConfig;
 use crate::cli::{
-    self, BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, OverwriteArgs, RegisterArgs, RunArgs,
-    TransportArg,
+    self, BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, OverwriteArgs, RegisterArgs, RepeatArgs,
+    RunArgs, TransportArg,
 };
 use crate::collective::{Collective, Traffic, TrafficMatrix};
 use crate::engine::Timing;
@@ -157,6 +157,7 @@ pub struct Taken<'a> {
     pub hooks: &'a HookArgs,
     pub blocking: Option<&'a BlockingArgs>,
     pub register: Option<&'a RegisterArgs>,
+    pub repeat: Option<&'a RepeatArgs>,
     pub label: Option<&'a LabelArgs>,
     /// Its own report paths (rank 0's).
     pub csv: Option<PathBuf>,
@@ -185,6 +186,9 @@ impl RunConfig {
         }
         if let Some(r) = taken.register {
             a.register = r.clone();
+        }
+        if let Some(r) = taken.repeat {
+            a.repeat = r.clone();
         }
         if let Some(l) = taken.label {
             a.label = l.clone();
@@ -314,7 +318,7 @@ fn timing(a: &RunArgs) -> Timing {
         cuda_graph: a.timing.cuda_graph,
         register: a.register.register,
         phase_times: a.hierarchy.phase_times,
-        cycles: a.timing.cycles,
+        cycles: a.repeat.cycles,
         timeout: (a.launch.timeout > 0).then(|| std::time::Duration::from_secs(a.launch.timeout)),
     }
 }
