@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use super::groups::{CheckingArgs, HookArgs, LaunchArgs, OverwriteArgs, RegisterArgs, RepeatArgs};
+use super::groups::{CommonArgs, RegisterArgs, RepeatArgs};
 
 /// Options of `collbench check`: the profile, the verdicts' files and
 /// hooks, the sample count, then the groups that apply (launch,
@@ -67,7 +67,7 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub launch: LaunchArgs,
+    pub common: CommonArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
@@ -75,19 +75,7 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub checking: CheckingArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
     pub register: RegisterArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub overwrite: OverwriteArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub hooks: HookArgs,
 }
 
 /// A soak's length: `90s`, `30m`, `1h` (humantime's syntax).

@@ -27,6 +27,27 @@ pub const LAUNCH: &str = "Launch";
 /// How each point (step, pair, sample) is measured.
 pub const MEASUREMENT: &str = "Measurement";
 
+/// The groups every command that measures takes: how the ranks start and
+/// move data, validation, overwriting, the test hooks.
+#[derive(Clone, Debug, Args, Serialize)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub launch: LaunchArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub checking: CheckingArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub overwrite: OverwriteArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub hooks: HookArgs,
+}
+
 /// How the ranks start, find each other and move data (every command).
 #[derive(Clone, Debug, Args, Serialize)]
 #[command(next_help_heading = LAUNCH)]

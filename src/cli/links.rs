@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::links::{Level, Metric as LinkMetric};
 use crate::types::Size;
 
-use super::groups::{CheckingArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs};
+use super::groups::{CommonArgs, LabelArgs, OUTPUT};
 
 /// Options of `collbench links`: what to pair and how, its files, then the
 /// groups that apply (launch, validation, overwriting, the label).
@@ -65,23 +65,11 @@ pub struct LinksArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub launch: LaunchArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub checking: CheckingArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub overwrite: OverwriteArgs,
+    pub common: CommonArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
     pub label: LabelArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub hooks: HookArgs,
 }
 
 /// `collbench links`' files (rank 0's).

@@ -30,7 +30,8 @@ use crate::world::launch::LauncherChoice;
 pub use check::CheckArgs;
 pub use derived::{OptionValue, digest_of, run_options_markdown};
 pub use groups::{
-    BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs, RepeatArgs,
+    BlockingArgs, CheckingArgs, CommonArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs,
+    RepeatArgs,
 };
 pub use links::{LinksArgs, LinksFiles};
 pub use run::{

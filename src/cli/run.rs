@@ -13,10 +13,7 @@ use crate::topology::profile::Profile;
 use crate::types::{Average, Choice, DType, ProgressMode, ReduceOp, Register, RootChoice, Size, SplitRule, Switch};
 
 use super::Cli;
-use super::groups::{
-    BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, MEASUREMENT, OUTPUT, OverwriteArgs, RegisterArgs,
-    RepeatArgs,
-};
+use super::groups::{BlockingArgs, CommonArgs, LabelArgs, MEASUREMENT, OUTPUT, RegisterArgs, RepeatArgs};
 
 /// Options of `collbench run`: every group, each flattened (its fields
 /// keep their clap ids, and the serialization the digest and `to_args`
@@ -50,10 +47,6 @@ pub struct RunArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub checking: CheckingArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
     pub blocking: BlockingArgs,
 
     #[command(flatten)]
@@ -62,7 +55,7 @@ pub struct RunArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub launch: LaunchArgs,
+    pub common: CommonArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
@@ -70,15 +63,7 @@ pub struct RunArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub overwrite: OverwriteArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
     pub label: LabelArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub hooks: HookArgs,
 }
 
 /// The sizes of a sweep.

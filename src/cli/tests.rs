@@ -236,7 +236,10 @@ fn the_digest_covers_every_option_but_the_outputs() {
 fn values_are_typed_and_bad_ones_get_clap_s_message() {
     let a = parse_run(["-a", "3", "--backend", "NCCL", "-R"]).unwrap();
     assert_eq!(a.timing.average, Average::Max);
-    assert_eq!(a.launch.backend, BackendChoice::Only(crate::types::BackendKind::Nccl));
+    assert_eq!(
+        a.common.launch.backend,
+        BackendChoice::Only(crate::types::BackendKind::Nccl)
+    );
     assert!(a.register.register.on());
     let e = parse_run(["-a", "medain"]).unwrap_err().to_string();
     assert!(e.contains("possible values: rank0, avg, min, max"), "{e}");

@@ -10,7 +10,7 @@ use crate::types::{Choice, DType, Size};
 pub use crate::workload::options::KnobArgs;
 use crate::workload::{Count, PresetName, Strategy};
 
-use super::groups::{BlockingArgs, CheckingArgs, HookArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs};
+use super::groups::{BlockingArgs, CommonArgs, OUTPUT, RegisterArgs};
 
 /// Options of `collbench workload`: what to model, the strategies' knobs,
 /// the steps, the CSV, then the groups that apply (launch, validation,
@@ -161,11 +161,7 @@ pub struct StepRunArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub launch: LaunchArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub checking: CheckingArgs,
+    pub common: CommonArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
@@ -174,14 +170,6 @@ pub struct StepRunArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub register: RegisterArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub overwrite: OverwriteArgs,
-
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub hooks: HookArgs,
 }
 
 /// The CSV of a workload or replay (rank 0's).

@@ -68,10 +68,7 @@ impl CheckJob {
             .ok_or_else(|| Error::usage("give a profile: --profile NAME|FILE (--list-profiles lists them)"))?;
         let (profile, text) = shipped::load_with_text(what)?;
         let taken = Taken {
-            launch: &a.launch,
-            checking: &a.checking,
-            overwrite: &a.overwrite,
-            hooks: &a.hooks,
+            common: &a.common,
             blocking: None,
             register: Some(&a.register),
             repeat: Some(&a.repeat),
@@ -124,7 +121,7 @@ impl CheckJob {
             out: a.out.clone(),
             prometheus: a.prometheus.clone(),
             plot: a.plot.clone(),
-            overwrite: a.overwrite.overwrite,
+            overwrite: a.common.overwrite.overwrite,
             transport_note,
             profile,
         };

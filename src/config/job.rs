@@ -380,10 +380,7 @@ fn ddp_version_line(opts: &Options, buckets: &[Option<u64>]) -> String {
 /// What a workload and a replay take of `run`'s option groups.
 fn taken(r: &StepRunArgs) -> Taken<'_> {
     Taken {
-        launch: &r.launch,
-        checking: &r.checking,
-        overwrite: &r.overwrite,
-        hooks: &r.hooks,
+        common: &r.common,
         blocking: Some(&r.blocking),
         register: Some(&r.register),
         repeat: None,

@@ -99,10 +99,7 @@ impl LinksJob {
             (None, None) => None,
         };
         let taken = Taken {
-            launch: &a.launch,
-            checking: &a.checking,
-            overwrite: &a.overwrite,
-            hooks: &a.hooks,
+            common: &a.common,
             blocking: None,
             register: None,
             repeat: None,
@@ -120,7 +117,7 @@ impl LinksJob {
             samples: a.samples as usize,
             iters: usize::try_from(a.iters).map_err(|_| Error::usage("-n/--iters is too large"))?,
             warmup: usize::try_from(a.warmup).map_err(|_| Error::usage("-w/--warmup is too large"))?,
-            check: a.checking.check,
+            check: a.common.checking.check,
             places,
             metric: a.metric,
             heatmap: a.files.heatmap.clone(),

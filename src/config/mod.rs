@@ -27,10 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::backend::StartConfig;
-use crate::cli::{
-    self, BlockingArgs, CheckingArgs, HookArgs, LabelArgs, LaunchArgs, OverwriteArgs, RegisterArgs, RepeatArgs,
-    RunArgs, TransportArg,
-};
+use crate::cli::{self, BlockingArgs, CommonArgs, LabelArgs, RegisterArgs, RepeatArgs, RunArgs, TransportArg};
 use crate::collective::{Collective, Traffic, TrafficMatrix};
 use crate::engine::Timing;
 use crate::engine::policy::{DEFAULT_MIN_TIME, Iterations};
@@ -134,14 +131,14 @@ impl RunConfig {
                 json: a.output.json.clone(),
                 nccl_tests_json: json_format(a)?,
                 timestamps: a.output.timestamps.on(),
-                overwrite: a.overwrite.overwrite,
+                overwrite: a.common.overwrite.overwrite,
                 progress: cli::progress_mode(a.output.no_progress, a.output.progress),
                 label: a.label.label.clone(),
             },
             hooks: TestHooks {
-                inject_error: a.hooks.inject_error,
-                trace_bootstrap: a.hooks.trace_bootstrap.clone(),
-                no_comm_split: a.hooks.no_comm_split,
+                inject_error: a.common.hooks.inject_error,
+                trace_bootstrap: a.common.hooks.trace_bootstrap.clone(),
+                no_comm_split: a.common.hooks.no_comm_split,
             },
             digest,
         })
@@ -151,10 +148,8 @@ impl RunConfig {
 /// What another command takes of `run`'s option groups; the groups it
 /// leaves out keep run's defaults.
 pub struct Taken<'a> {
-    pub launch: &'a LaunchArgs,
-    pub checking: &'a CheckingArgs,
-    pub overwrite: &'a OverwriteArgs,
-    pub hooks: &'a HookArgs,
+    /// Launch, checking, overwriting, the test hooks (every command).
+    pub common: &'a CommonArgs,
     pub blocking: Option<&'a BlockingArgs>,
     pub register: Option<&'a RegisterArgs>,
     pub repeat: Option<&'a RepeatArgs>,
@@ -177,10 +172,7 @@ impl RunConfig {
         files: Vec<(String, String)>,
     ) -> Result<RunConfig, Error> {
         let mut a = RunArgs::defaults();
-        a.launch = taken.launch.clone();
-        a.checking = taken.checking.clone();
-        a.overwrite = taken.overwrite.clone();
-        a.hooks = taken.hooks.clone();
+        a.common = taken.common.clone();
         if let Some(b) = taken.blocking {
             a.blocking = b.clone();
         }
@@ -216,7 +208,7 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
         (Some(_), None) => Step::Bytes(DEFAULT_STEPBYTES),
         (None, None) => Step::Factor(DEFAULT_STEPFACTOR),
     };
-    let ranks_per_node = match a.launch.ranks_per_node {
+    let ranks_per_node = match a.common.launch.ranks_per_node {
         None => None,
         Some(k) => Some(usize::try_from(k).map_err(|_| Error::usage(format!("--ranks-per-node {k} is too large")))?),
     };
@@ -311,7 +303,7 @@ fn timing(a: &RunArgs) -> Timing {
             _ => None,
         },
         warmup: a.timing.warmup,
-        check: a.checking.check,
+        check: a.common.checking.check,
         average: a.timing.average,
         blocking: a.blocking.blocking.on(),
         agg_iters: a.timing.agg_iters,
@@ -319,12 +311,12 @@ fn timing(a: &RunArgs) -> Timing {
         register: a.register.register,
         phase_times: a.hierarchy.phase_times,
         cycles: a.repeat.cycles,
-        timeout: (a.launch.timeout > 0).then(|| std::time::Duration::from_secs(a.launch.timeout)),
+        timeout: (a.common.launch.timeout > 0).then(|| std::time::Duration::from_secs(a.common.launch.timeout)),
     }
 }
 
 fn start_config(a: &RunArgs) -> Result<StartConfig, Error> {
-    let transport = match a.launch.transport {
+    let transport = match a.common.launch.transport {
         TransportArg::Profile(p) => p,
         TransportArg::Help => {
             return Err(Error::usage(
@@ -332,16 +324,16 @@ fn start_config(a: &RunArgs) -> Result<StartConfig, Error> {
             ));
         }
     };
-    let threads = match a.launch.ngpus {
+    let threads = match a.common.launch.ngpus {
         None => None,
         Some(n) => Some(usize::try_from(n).map_err(|_| Error::usage(format!("--ngpus {n} is too large")))?),
     };
     Ok(StartConfig {
-        backend: a.launch.backend,
+        backend: a.common.launch.backend,
         transport,
-        nccl_lib: a.launch.nccl_lib.clone(),
+        nccl_lib: a.common.launch.nccl_lib.clone(),
         threads,
-        launcher: a.launch.launcher,
+        launcher: a.common.launch.launcher,
     })
 }
 

@@ -54,7 +54,7 @@ pub enum Task<'a> {
 /// `collbench run`: `args` as parsed, `argv` the arguments after `run`
 /// (the `--config` file's keys go before them).
 pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
-    if args.launch.transport == TransportArg::Help {
+    if args.common.launch.transport == TransportArg::Help {
         if is_first_rank() {
             print_out(&profile::help_text());
         }

@@ -28,17 +28,17 @@ use crate::world::World;
 impl<W: World> Session<'_, W> {
     /// The steps' own set-up, every configuration's steps, the report; this
     /// rank's exit code.
-    pub(super) fn job_steps(&self, job: &Job, prepared: Prepared, watchdog: Option<&Watchdog>) -> Result<u8, Error> {
+    pub(super) fn job_steps(
+        &self,
+        job: &Job,
+        mut prepared: Prepared,
+        watchdog: Option<&Watchdog>,
+    ) -> Result<u8, Error> {
         let world = self.world;
-        let Prepared {
-            nodes,
-            mut backend,
-            identity,
-            ..
-        } = prepared;
-        let backend = backend.as_mut();
+        let nodes = &prepared.nodes;
+        let backend = prepared.backend.as_mut();
         let caps = backend.capabilities(&self.cfg.timing.extras());
-        let configs = self.agreed(configs(job, &nodes))?;
+        let configs = self.agreed(configs(job, nodes))?;
         let plan = self.agreed(WorkloadPlan::new(&configs, &caps, world.rank()))?;
         let groups = self.agreed(split(backend, &plan.splits))?;
         // A device backend allocates its buffers once, for the largest call.
@@ -52,13 +52,8 @@ impl<W: World> Session<'_, W> {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
             _ => Ok(None),
         })?;
-        let header = header_lines(
-            job,
-            world,
-            identity.backend_version,
-            nodes.ranks_per_node(),
-            &plan.notes,
-        );
+        let version = &prepared.identity.backend_version;
+        let header = header_lines(job, world, version, nodes.ranks_per_node(), &plan.notes);
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
@@ -142,7 +137,7 @@ impl<W: World> Session<'_, W> {
 
 /// The header: the job's lines, the backend and ranks, each rank's host
 /// and pid, and the notes of the calls (each once).
-fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, notes: &[String]) -> Vec<String> {
+fn header_lines(job: &Job, world: &dyn World, version: &str, per_node: usize, notes: &[String]) -> Vec<String> {
     let mut header = job.header();
     header.push(format!(
         "backend {version}, {} ranks, {per_node} per node",

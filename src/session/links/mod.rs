@@ -140,28 +140,20 @@ impl<W: World> Session<'_, W> {
     pub(super) fn links_steps(
         &self,
         job: &LinksJob,
-        prepared: Prepared,
+        mut prepared: Prepared,
         watchdog: Option<&Watchdog>,
     ) -> Result<u8, Error> {
         let world = self.world;
-        let Prepared {
-            nodes,
-            mut backend,
-            identity,
-            ..
-        } = prepared;
-        let endpoints = endpoints(world, &nodes);
+        let (nodes, identity) = (&prepared.nodes, &prepared.identity);
+        let endpoints = endpoints(world, nodes);
         let schedule = self.agreed(schedule::build(&endpoints, job.level, job.isolated))?;
         let hosts: Vec<String> = schedule::hosts(&endpoints).into_iter().map(|(h, _)| h).collect();
         let topology = self.agreed(job.places.as_ref().map(|p| p.topology(&hosts)).transpose())?;
         let layout = Layout::new(&endpoints, &schedule.units(), topology.as_ref());
         let probe = job.probe(identity.backend);
+        let backend = prepared.backend.as_mut();
         let collectives = backend.sub_groups().is_some();
-        self.agreed(check_backend(
-            backend.as_mut(),
-            &probe,
-            world.nodes().local_size(world.rank()),
-        ))?;
+        self.agreed(check_backend(backend, &probe, world.nodes().local_size(world.rank())))?;
         let files = match world.agree(self.create_files(job, &identity.run_id)) {
             Ok(files) => files,
             Err(failed) => {
@@ -199,7 +191,7 @@ impl<W: World> Session<'_, W> {
                 .as_ref()
                 .and_then(|f| f.heatmap.as_ref())
                 .map(|p| p.display().to_string()),
-            label: identity.label,
+            label: identity.label.clone(),
         };
         let ready = Ready {
             schedule,
@@ -210,7 +202,7 @@ impl<W: World> Session<'_, W> {
             meta,
             header,
         };
-        Ok(self.measure_links(backend.as_mut(), job, ready, files, watchdog))
+        Ok(self.measure_links(backend, job, ready, files, watchdog))
     }
 
     /// Rank 0's files, each refused before anything runs when it exists
