@@ -134,6 +134,7 @@ impl RunConfig {
                 overwrite: a.common.overwrite.overwrite,
                 progress: cli::progress_mode(a.output.no_progress, a.output.progress),
                 label: a.label.label.clone(),
+                timings: a.common.timings.timings,
             },
             hooks: TestHooks {
                 inject_error: a.common.hooks.inject_error,

@@ -51,6 +51,8 @@ pub struct OutputConfig {
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
     pub label: Option<String>,
+    /// `--timings`: rank 0 prints each phase's time at the end.
+    pub timings: bool,
 }
 
 /// What the reports say about the run as a whole: who ran it where, and

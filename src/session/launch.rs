@@ -7,6 +7,7 @@
 //! plane is told apart from a failing NCCL. Every starter is here: each
 //! makes its world and runs the task's `Session` on every rank.
 
+use super::timings::Timings;
 use super::{Session, Task, is_first_rank};
 use crate::config::RunConfig;
 use crate::engine::stop::StopRequest;
@@ -17,7 +18,13 @@ use crate::world::store::StoreWorld;
 
 /// The control plane for this run, then the run on every rank; the exit
 /// code of this process.
-pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+pub(super) fn run_with_control_plane(
+    cfg: &RunConfig,
+    env_plan: &EnvPlan,
+    stop: &StopRequest,
+    timings: &Timings,
+    task: Task<'_>,
+) -> u8 {
     let env = |name: &str| std::env::var(name).ok();
     let launch = match launch::detect(cfg.start.launcher, &env, cfg!(feature = "mpi")) {
         Ok(launch) => launch,
@@ -38,10 +45,10 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
         return exit::USAGE;
     }
     match (cfg.start.threads, launch) {
-        (Some(n), _) => run_threads(n, cfg, env_plan, stop, task),
-        (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, task),
-        (None, Launch::Mpi { how }) => run_mpi(cfg, env_plan, stop, task, &how),
-        (None, Launch::Alone) => run_mpi(cfg, env_plan, stop, task, ""),
+        (Some(n), _) => run_threads(n, cfg, env_plan, stop, timings, task),
+        (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, timings, task),
+        (None, Launch::Mpi { how }) => run_mpi(cfg, env_plan, stop, timings, task, &how),
+        (None, Launch::Alone) => run_mpi(cfg, env_plan, stop, timings, task, ""),
     }
 }
 
@@ -59,18 +66,39 @@ pub(super) fn mpi_launch() -> bool {
 
 /// The ranks meet at the store (rank 0 opens it); the start's failures
 /// were printed by the rank that saw them.
-fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+fn run_store(
+    launch: &StoreLaunch,
+    cfg: &RunConfig,
+    env_plan: &EnvPlan,
+    stop: &StopRequest,
+    timings: &Timings,
+    task: Task<'_>,
+) -> u8 {
     let world = match StoreWorld::start(launch, cfg.timing.timeout) {
         Ok(world) => world,
         Err(e) => return e.exit_code(),
     };
-    Session::new(&world, cfg, env_plan, stop).with_task(task).run(None)
+    timings.mark("the store's start");
+    let code = Session::new(&world, cfg, env_plan, stop)
+        .with_task(task)
+        .with_timings(timings)
+        .run(None);
+    drop(world);
+    timings.mark("the store's end");
+    code
 }
 
 /// `how` names the launcher for the header and the pre-flight's message
 /// (empty for a process alone).
 #[cfg(feature = "mpi")]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
+fn run_mpi(
+    cfg: &RunConfig,
+    env_plan: &EnvPlan,
+    stop: &StopRequest,
+    timings: &Timings,
+    task: Task<'_>,
+    how: &str,
+) -> u8 {
     use super::preflight;
     use crate::backend::Backend;
     use crate::backend::mpi::MpiBackend;
@@ -85,31 +113,58 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'
             return exit::RUNTIME;
         }
     };
+    timings.mark("MPI init, hosts and nodes exchanged");
     world.barrier();
     preflight.passed();
+    timings.mark("first barrier");
     let mpi_backend = |nodes: &Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
-    Session::new(&world, cfg, env_plan, stop)
+    let code = Session::new(&world, cfg, env_plan, stop)
         .with_task(task)
-        .run(Some(&mpi_backend))
+        .with_timings(timings)
+        .run(Some(&mpi_backend));
+    drop(world);
+    timings.mark("MPI finalize");
+    code
 }
 
 /// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, _how: &str) -> u8 {
-    run_threads(1, cfg, env_plan, stop, task)
+fn run_mpi(
+    cfg: &RunConfig,
+    env_plan: &EnvPlan,
+    stop: &StopRequest,
+    timings: &Timings,
+    task: Task<'_>,
+    _how: &str,
+) -> u8 {
+    run_threads(1, cfg, env_plan, stop, timings, task)
 }
 
 /// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
-fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+fn run_threads(
+    n: usize,
+    cfg: &RunConfig,
+    env_plan: &EnvPlan,
+    stop: &StopRequest,
+    timings: &Timings,
+    task: Task<'_>,
+) -> u8 {
     use crate::world::threads::ThreadWorld;
 
     let worlds = ThreadWorld::create(n);
     std::thread::scope(|scope| {
         let handles: Vec<_> = worlds
             .iter()
-            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_task(task).run(None)))
+            .map(|world| {
+                scope.spawn(move || {
+                    Session::new(world, cfg, env_plan, stop)
+                        .with_task(task)
+                        .with_timings(timings)
+                        .run(None)
+                })
+            })
             .collect();
         // A rank that panicked has ended the process in the panic hook.
         handles
