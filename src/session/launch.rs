@@ -13,18 +13,34 @@ use crate::config::RunConfig;
 use crate::engine::stop::StopRequest;
 use crate::error::{exit, say};
 use crate::topology::profile::EnvPlan;
+use crate::world::World;
 use crate::world::launch::{self, Launch, StoreLaunch};
 use crate::world::store::StoreWorld;
 
+/// What the process has before its control plane starts, and every
+/// rank's session shares.
+#[derive(Clone, Copy)]
+pub(super) struct Started<'a> {
+    pub cfg: &'a RunConfig,
+    pub env_plan: &'a EnvPlan,
+    pub stop: &'a StopRequest,
+    pub timings: &'a Timings,
+    pub task: Task<'a>,
+}
+
+impl<'a> Started<'a> {
+    /// The task's session of one rank of `world`.
+    fn session<W: World>(self, world: &'a W) -> Session<'a, W> {
+        Session::new(world, self.cfg, self.env_plan, self.stop)
+            .with_task(self.task)
+            .with_timings(self.timings)
+    }
+}
+
 /// The control plane for this run, then the run on every rank; the exit
 /// code of this process.
-pub(super) fn run_with_control_plane(
-    cfg: &RunConfig,
-    env_plan: &EnvPlan,
-    stop: &StopRequest,
-    timings: &Timings,
-    task: Task<'_>,
-) -> u8 {
+pub(super) fn run_with_control_plane(started: Started<'_>) -> u8 {
+    let cfg = started.cfg;
     let env = |name: &str| std::env::var(name).ok();
     let launch = match launch::detect(cfg.start.launcher, &env, cfg!(feature = "mpi")) {
         Ok(launch) => launch,
@@ -45,10 +61,10 @@ pub(super) fn run_with_control_plane(
         return exit::USAGE;
     }
     match (cfg.start.threads, launch) {
-        (Some(n), _) => run_threads(n, cfg, env_plan, stop, timings, task),
-        (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, timings, task),
-        (None, Launch::Mpi { how }) => run_mpi(cfg, env_plan, stop, timings, task, &how),
-        (None, Launch::Alone) => run_mpi(cfg, env_plan, stop, timings, task, ""),
+        (Some(n), _) => run_threads(n, started),
+        (None, Launch::Store(store)) => run_store(&store, started),
+        (None, Launch::Mpi { how }) => run_mpi(started, &how),
+        (None, Launch::Alone) => run_mpi(started, ""),
     }
 }
 
@@ -66,45 +82,28 @@ pub(super) fn mpi_launch() -> bool {
 
 /// The ranks meet at the store (rank 0 opens it); the start's failures
 /// were printed by the rank that saw them.
-fn run_store(
-    launch: &StoreLaunch,
-    cfg: &RunConfig,
-    env_plan: &EnvPlan,
-    stop: &StopRequest,
-    timings: &Timings,
-    task: Task<'_>,
-) -> u8 {
-    let world = match StoreWorld::start(launch, cfg.timing.timeout) {
+fn run_store(launch: &StoreLaunch, started: Started<'_>) -> u8 {
+    let world = match StoreWorld::start(launch, started.cfg.timing.timeout) {
         Ok(world) => world,
         Err(e) => return e.exit_code(),
     };
-    timings.mark("the store's start");
-    let code = Session::new(&world, cfg, env_plan, stop)
-        .with_task(task)
-        .with_timings(timings)
-        .run(None);
+    started.timings.mark("the store's start");
+    let code = started.session(&world).run(None);
     drop(world);
-    timings.mark("the store's end");
+    started.timings.mark("the store's end");
     code
 }
 
 /// `how` names the launcher for the header and the pre-flight's message
 /// (empty for a process alone).
 #[cfg(feature = "mpi")]
-fn run_mpi(
-    cfg: &RunConfig,
-    env_plan: &EnvPlan,
-    stop: &StopRequest,
-    timings: &Timings,
-    task: Task<'_>,
-    how: &str,
-) -> u8 {
+fn run_mpi(started: Started<'_>, how: &str) -> u8 {
     use super::preflight;
     use crate::backend::Backend;
     use crate::backend::mpi::MpiBackend;
     use crate::topology::Nodes;
-    use crate::world::World;
 
+    let (cfg, timings) = (started.cfg, started.timings);
     let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
     let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
         Ok(w) => w,
@@ -120,10 +119,7 @@ fn run_mpi(
     let mpi_backend = |nodes: &Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
-    let code = Session::new(&world, cfg, env_plan, stop)
-        .with_task(task)
-        .with_timings(timings)
-        .run(Some(&mpi_backend));
+    let code = started.session(&world).run(Some(&mpi_backend));
     drop(world);
     timings.mark("MPI finalize");
     code
@@ -131,40 +127,19 @@ fn run_mpi(
 
 /// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(
-    cfg: &RunConfig,
-    env_plan: &EnvPlan,
-    stop: &StopRequest,
-    timings: &Timings,
-    task: Task<'_>,
-    _how: &str,
-) -> u8 {
-    run_threads(1, cfg, env_plan, stop, timings, task)
+fn run_mpi(started: Started<'_>, _how: &str) -> u8 {
+    run_threads(1, started)
 }
 
 /// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
-fn run_threads(
-    n: usize,
-    cfg: &RunConfig,
-    env_plan: &EnvPlan,
-    stop: &StopRequest,
-    timings: &Timings,
-    task: Task<'_>,
-) -> u8 {
+fn run_threads(n: usize, started: Started<'_>) -> u8 {
     use crate::world::threads::ThreadWorld;
 
     let worlds = ThreadWorld::create(n);
     std::thread::scope(|scope| {
         let handles: Vec<_> = worlds
             .iter()
-            .map(|world| {
-                scope.spawn(move || {
-                    Session::new(world, cfg, env_plan, stop)
-                        .with_task(task)
-                        .with_timings(timings)
-                        .run(None)
-                })
-            })
+            .map(|world| scope.spawn(move || started.session(world).run(None)))
             .collect();
         // A rank that panicked has ended the process in the panic hook.
         handles

@@ -102,7 +102,13 @@ fn run_made<J>(made: Result<(J, RunConfig), Error>, task: impl FnOnce(&J) -> Tas
         Err(e) => return report_early_error(&e),
     };
     timings.mark("transport profile, signals");
-    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, &timings, task(&job));
+    let code = launch::run_with_control_plane(launch::Started {
+        cfg: &cfg,
+        env_plan: &env_plan,
+        stop: &stop,
+        timings: &timings,
+        task: task(&job),
+    });
     if code == exit::OK {
         env_plan.remove_nccl_log();
     }
