@@ -26,11 +26,11 @@ pub fn main() -> ExitCode {
         Command::Info(args) => info_command(&args),
         Command::Topo(args) => topo_command(&args),
         Command::Suite(args) => report_command(|| crate::suite::run(&args)),
-        Command::Workload(args) => crate::session::run_job(crate::session::Job::workload(&args)),
+        Command::Workload(args) => crate::session::run_job(crate::config::Job::workload(&args)),
         Command::Replay(args) if args.check_only => crate::session::check_replay(&args),
-        Command::Replay(args) => crate::session::run_job(crate::session::Job::replay(&args)),
+        Command::Replay(args) => crate::session::run_job(crate::config::Job::replay(&args)),
         Command::Check(args) => check_command(&args),
-        Command::Links(args) => crate::session::run_links(crate::session::LinksJob::from_args(&args)),
+        Command::Links(args) => crate::session::run_links(crate::config::LinksJob::from_args(&args)),
         Command::Help(args) => help_command(&args),
     };
     ExitCode::from(code)
@@ -48,6 +48,9 @@ fn clap_error(e: clap::Error) -> u8 {
             Some(line) => say(&format!("collbench: {line}")),
             None => {
                 let _ = e.print();
+                if let Some(tip) = crate::cli::run_option_tip(&e, subcommand.as_deref()) {
+                    say(&tip);
+                }
             }
         }
     }
@@ -113,14 +116,14 @@ fn abort_job_after_panic() {
 /// `collbench check`: a listing (`--list-profiles`, `--show-profile`),
 /// printed once, or a run.
 fn check_command(args: &crate::cli::CheckArgs) -> u8 {
-    match crate::session::check::listing(args) {
+    match crate::config::listing(args) {
         Ok(Some(text)) => {
             if is_first_rank() {
                 print_out(&text);
             }
             exit::OK
         }
-        Ok(None) => crate::session::run_job(crate::session::check::job(args)),
+        Ok(None) => crate::session::run_check(crate::config::CheckJob::from_args(args)),
         Err(e) => crate::session::report_early_error(&e),
     }
 }

@@ -11,10 +11,11 @@ use thiserror::Error;
 
 /// Writes one line to stderr, ignoring failure: a launcher that is tearing
 /// the job down may already have closed the pipe, and a message that cannot
-/// be shown must not turn into a panic.
+/// be shown must not turn into a panic. One write for the whole line, so
+/// that a launcher forwarding stderr never splits it.
 pub fn say(line: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
+    let _ = err.write_all(format!("{line}\n").as_bytes());
     let _ = err.flush();
 }
 

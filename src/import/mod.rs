@@ -239,7 +239,7 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
     crate::report::csv::write_records(&opts.output, opts.overwrite, &records)?;
     // Only once the CSV is written: a refused import says one line, no more.
     for w in &warnings {
-        eprintln!("collbench: warning: {w}");
+        crate::error::say(&format!("collbench: warning: {w}"));
     }
     Ok(records.len())
 }

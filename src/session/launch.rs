@@ -4,7 +4,8 @@
 //! for Slurm without MPI, torchrun and Kubernetes. Each starts with its
 //! pre-flight, a meeting of every rank with a deadline (`--timeout`)
 //! before anything of NCCL starts, so that a broken launcher or control
-//! plane is told apart from a failing NCCL.
+//! plane is told apart from a failing NCCL. Every starter is here: each
+//! makes its world and runs the task's `Session` on every rank.
 
 use super::{Session, Task, is_first_rank};
 use crate::config::RunConfig;
@@ -37,10 +38,10 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
         return exit::USAGE;
     }
     match (cfg.start.threads, launch) {
-        (Some(n), _) => super::run_threads(n, cfg, env_plan, stop, task),
+        (Some(n), _) => run_threads(n, cfg, env_plan, stop, task),
         (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, task),
-        (None, Launch::Mpi { how }) => super::run_mpi(cfg, env_plan, stop, task, &how),
-        (None, Launch::Alone) => super::run_mpi(cfg, env_plan, stop, task, ""),
+        (None, Launch::Mpi { how }) => run_mpi(cfg, env_plan, stop, task, &how),
+        (None, Launch::Alone) => run_mpi(cfg, env_plan, stop, task, ""),
     }
 }
 
@@ -64,4 +65,57 @@ fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &S
         Err(e) => return e.exit_code(),
     };
     Session::new(&world, cfg, env_plan, stop).with_task(task).run(None)
+}
+
+/// `how` names the launcher for the header and the pre-flight's message
+/// (empty for a process alone).
+#[cfg(feature = "mpi")]
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
+    use super::preflight;
+    use crate::backend::Backend;
+    use crate::backend::mpi::MpiBackend;
+    use crate::topology::Nodes;
+    use crate::world::World;
+
+    let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
+    let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
+        Ok(w) => w,
+        Err(e) => {
+            say(&format!("collbench: cannot start MPI: {e}"));
+            return exit::RUNTIME;
+        }
+    };
+    world.barrier();
+    preflight.passed();
+    let mpi_backend = |nodes: &Nodes| {
+        MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
+    };
+    Session::new(&world, cfg, env_plan, stop)
+        .with_task(task)
+        .run(Some(&mpi_backend))
+}
+
+/// Without MPI, a run is the single-process world of one rank.
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, _how: &str) -> u8 {
+    run_threads(1, cfg, env_plan, stop, task)
+}
+
+/// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
+fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+    use crate::world::threads::ThreadWorld;
+
+    let worlds = ThreadWorld::create(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = worlds
+            .iter()
+            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_task(task).run(None)))
+            .collect();
+        // A rank that panicked has ended the process in the panic hook.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(exit::RUNTIME))
+            .max()
+            .unwrap_or(exit::OK)
+    })
 }

@@ -232,9 +232,8 @@ fn ranks_on_two_fake_nodes_meet_at_the_store_and_run_the_hierarchical_modes_acro
 fn a_workload_runs_over_the_store_and_wrong_results_end_every_rank_with_exit_3() {
     let Some(sim) = sim_dir() else { return };
     let (_tmp, csv_path) = temp_file("w.csv");
-    let args = argv![
-        "workload --backend nccl --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy ddp,fsdp --steps 2 --no-progress"
-    ];
+    let args =
+        argv!["workload --backend nccl --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy ddp,fsdp --steps 2"];
     let outs = four(&sim, Kind::Torchrun, &none, &with_csv(&args, &csv_path));
     assert_eq!(codes(&outs), [0, 0, 0, 0], "{}", show(&outs));
     let csv = Csv::read(&csv_path);

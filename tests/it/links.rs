@@ -218,7 +218,7 @@ fn what_a_launch_cannot_serve_is_one_line_and_exit_2() {
         (
             2,
             vec!["links", "--collectives", "all_reduce"],
-            "--collectives does not apply",
+            "--collectives is an option of `collbench run`",
         ),
     ];
     for (n, mut args, want) in cases {

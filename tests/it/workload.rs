@@ -483,7 +483,7 @@ fn bad_workload_options_get_one_line_and_exit_2_on_every_rank() {
         ),
         (&["--bucket", "0"], "--bucket sizes must be at least 1 byte"),
         (&["--bucket", "lots"], "--bucket lots"),
-        (&["-e", "1M"], "-e/--maxbytes does not apply to collbench workload"),
+        (&["-e", "1M"], "-e/--maxbytes is an option of `collbench run`"),
         (
             &["--ranks-per-node", "3"],
             "--ranks-per-node 3 does not divide the 2 ranks",
