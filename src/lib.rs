@@ -24,6 +24,7 @@ pub mod error;
 pub mod import;
 pub mod info;
 pub mod links;
+pub mod nccl_log;
 pub mod plan;
 pub mod plot;
 pub mod record;

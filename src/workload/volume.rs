@@ -314,6 +314,7 @@ mod tests {
             group,
             phase: Phase::Backward,
             label: String::new(),
+            logged: None,
         }
     }
 

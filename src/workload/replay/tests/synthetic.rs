@@ -97,10 +97,11 @@ fn splits_without_a_comm_id_are_matched_by_parent_split_and_color() {
         text += &coll((r, r), "AllReduce", 0, 8, 7, 0, (&format!("0xb{r}"), 2));
     }
     let log = parse(&text);
-    assert_eq!(log.calls[0].partition, Partition { block: 4, stride: 2 });
+    assert_eq!(log.partition(&log.calls[0]), Partition { block: 4, stride: 2 });
     // 2.23 prints no splitCount: the split's order per parent counts
     let old = text.replace("splitCount 1 ", "");
-    assert_eq!(parse(&old).calls[0].partition, Partition { block: 4, stride: 2 });
+    let old = parse(&old);
+    assert_eq!(old.partition(&old.calls[0]), Partition { block: 4, stride: 2 });
 }
 
 #[test]
