@@ -19,6 +19,7 @@ pub mod clock;
 pub mod collective;
 pub mod compare;
 pub mod config;
+pub mod doctor;
 pub mod engine;
 pub mod error;
 pub mod import;

@@ -217,7 +217,8 @@ fn a_kept_ranks_last_call_line_cut_short_replays_the_calls_before_it() {
     let log = parse_rank(&text, 1).unwrap();
     assert_eq!(log.calls.len(), 2);
     assert_note(&log, |n| {
-        n.starts_with("line 8, rank 1's last call line, is cut short (it lacks ") && n.ends_with("the 2 calls before it are replayed")
+        n.starts_with("line 8, rank 1's last call line, is cut short (it lacks ")
+            && n.ends_with("the 2 calls before it are replayed")
     });
     assert!(!log.notes.iter().any(|n| n.contains("were skipped")), "{:?}", log.notes);
     // the same cut in the middle of its sequence is a gap
@@ -225,7 +226,10 @@ fn a_kept_ranks_last_call_line_cut_short_replays_the_calls_before_it() {
     middle += "\n";
     middle += &coll((2, 1), "AllReduce", 3, 8, 7, 0, ("0xb0", 2));
     let e = err(parse_rank(&middle, 1));
-    assert!(e.starts_with("rank 1's sequence has a gap: its call line 8 is cut short"), "{e}");
+    assert!(
+        e.starts_with("rank 1's sequence has a gap: its call line 8 is cut short"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -236,7 +240,11 @@ fn a_call_line_with_a_value_that_cannot_be_read_is_named_and_refused_only_for_it
         text += &coll((2, 1), "AllReduce", op_count, 8, 7, 0, ("0xb0", 2));
     }
     // line 4: rank 1's first call, its count damaged
-    let damaged = text.replacen("count 8 datatype 7 op 0 root 0 comm 0xb0", "count 8x datatype 7 op 0 root 0 comm 0xb0", 1);
+    let damaged = text.replacen(
+        "count 8 datatype 7 op 0 root 0 comm 0xb0",
+        "count 8x datatype 7 op 0 root 0 comm 0xb0",
+        1,
+    );
     let log = parse(&damaged);
     assert_eq!((log.rank, log.calls.len()), (Some(0), 2));
     assert_note(&log, |n| {
