@@ -166,11 +166,9 @@ fn p2p_disabled_by_the_user_is_named_as_info_and_shm_beside_nvlink_as_a_warning(
         rules_of(&examine_text(&text), Severity::Warn),
         [("p2p-degraded", Severity::Warn)]
     );
-    let text = format!(
-        "\nn1:1:1 [0] graph/paths.cc:325 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 and 0. This should not be the case given their connectivity, and is probably due to a hardware issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.\n"
-    );
+    let text = "\nn1:1:1 [0] graph/paths.cc:325 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 and 0. This should not be the case given their connectivity, and is probably due to a hardware issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.\n";
     assert_eq!(
-        rules_of(&examine_text(&text), Severity::Warn),
+        rules_of(&examine_text(text), Severity::Warn),
         [("p2p-degraded", Severity::Error)]
     );
 }

@@ -38,10 +38,13 @@ pub fn mismatch(facts: &Facts, rule: &Rule) -> Vec<Finding> {
     out
 }
 
+/// A variable's values, each with the first line of every process that printed it.
+type Values<'f, 'a> = BTreeMap<String, Vec<(Process, &'f Seen<'a>)>>;
+
 /// Variables NCCL reports set to different values by different processes.
 fn settings(facts: &Facts, rule: &Rule) -> Vec<Finding> {
     // variable -> value -> the first line of each process that printed it
-    let mut seen: BTreeMap<String, BTreeMap<String, Vec<(Process, &Seen)>>> = BTreeMap::new();
+    let mut seen: BTreeMap<String, Values> = BTreeMap::new();
     for s in &facts.lines {
         let (Some((name, value)), Process::Pid(..)) = (env_setting(s.msg()), s.process()) else {
             continue;
