@@ -64,9 +64,6 @@ const MARKS: [(&str, Level); 4] = [
     ("NCCL CALL ", Level::Call),
 ];
 
-/// What NCCL writes before the text of each of its INFO lines.
-pub const INFO_MARK: &str = "NCCL INFO ";
-
 /// Where an NCCL line came from: NCCL's own `host:pid:tid [cudaDev]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Origin {
