@@ -118,7 +118,7 @@ pub const RULES: &[Rule] = &[
                 "",
             ),
         ],
-        meaning: "NCCL chose its TCP transport between nodes; on an InfiniBand or RoCE fabric this is typically 4 to 10 times slower.",
+        meaning: "NCCL chose its TCP transport between nodes; on an InfiniBand or RoCE fabric this is typically 4 to 10 times slower. Sockets without any sign of InfiniBand in the log (an Ethernet cluster, or NCCL_IB_DISABLE/NCCL_NET asked for them) are an info.",
         fix: "Make InfiniBand work on every node (ibv_devinfo shows an active port, /dev/infiniband and libibverbs in the container) and unset NCCL_IB_DISABLE; \"Look like you want to use Infiniband, then make sure your Infiniband setup is working on both nodes. Otherwise you could set NCCL_IB_DISABLE=1 to use sockets but it will be much slower.\"",
         cited: "sjeaugey, NVIDIA/nccl-tests#188; sjeaugey, NVIDIA/nccl#958 (\"NET/IB: No device found.\" means the OS found no usable RoCE NIC: run ibv_devinfo)",
         judge: judge::net::socket_where_ib,
@@ -470,7 +470,11 @@ pub fn rules_markdown() -> String {
         out += &format!("Severity: {}.\n\n", r.severity.name());
         out += "| symptom (NCCL's format) | releases |\n|---|---|\n";
         for s in r.symptoms {
-            out += &format!("| `{}` | {} |\n", s.format.replace('|', "\\|"), s.releases);
+            out += &format!(
+                "| `{}` | {} |\n",
+                s.format.replace('|', "\\|"),
+                s.releases.replace('|', "\\|")
+            );
         }
         out += &format!("\n{}\n\nFix: {}\n\nSource: {}.\n\n", r.meaning, r.fix, r.cited);
     }

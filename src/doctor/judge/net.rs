@@ -115,13 +115,17 @@ pub fn socket_where_ib(facts: &Facts, rule: &Rule) -> Vec<Finding> {
         );
         return vec![rule.finding(facts, rule.severity, detail, &lines)];
     }
-    if asked.is_empty() {
-        return Vec::new();
-    }
-    let detail = format!(
-        "NCCL uses its socket transport ({}) as asked{by_request}; whether this cluster has InfiniBand is not in the log",
-        at(facts, sockets[0])
-    );
+    let detail = if asked.is_empty() {
+        format!(
+            "NCCL moves data over its socket transport ({}); whether these hosts have InfiniBand or RoCE is not in the log",
+            at(facts, sockets[0])
+        )
+    } else {
+        format!(
+            "NCCL uses its socket transport ({}) as asked{by_request}; whether these hosts have InfiniBand or RoCE is not in the log",
+            at(facts, sockets[0])
+        )
+    };
     vec![rule.finding(facts, Severity::Info, detail, &lines)]
 }
 
