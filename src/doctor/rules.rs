@@ -450,6 +450,32 @@ pub const RULES: &[Rule] = &[
         judge: judge::job::warns,
     },
     Rule {
+        id: "nccl-ras",
+        title: "NCCL's RAS report shows ranks that disagree or are gone",
+        severity: Severity::Error,
+        symptoms: &[
+            y(
+                "Communicator ranks have different %s operation counts",
+                "2.24.3+ (the ncclras report)",
+                "Communicator ranks have different",
+            ),
+            y(
+                "%d job process%s considered dead (unreachable via the RAS network)",
+                "2.24.3+ (the ncclras report)",
+                "considered dead (unreachable via the RAS network)",
+            ),
+            y(
+                "Warning: missing data from %d process%s",
+                "2.24.3+ (the ncclras report)",
+                "Warning: missing data from",
+            ),
+        ],
+        meaning: "NCCL's RAS client (`ncclras`, 2.24.3 and later) asked every process of a running job: ranks of one communicator at different operation counts are where a hang sits (the ranks behind are the ones to look at), and dead or silent processes are gone. Its report is passed through as it is.",
+        fix: "Look at the ranks the report names first: the ones behind in operation count, or the dead processes' hosts; the report's own sections list them.",
+        cited: "NCCL's RAS (src/ras/client_support.cc); an example report in NVIDIA/nccl#1911",
+        judge: judge::by_symptoms,
+    },
+    Rule {
         id: "nccl-hint",
         title: "NCCL's own hint",
         severity: Severity::Info,

@@ -253,6 +253,9 @@ fn channel_limits_plugins_and_unknown_warns_are_judged() {
         "{}",
         d.findings[0].detail
     );
+    // NCCL's RAS report is passed through (NVIDIA/nccl#1911's wording)
+    let d = examine_text("  Communicator ranks have different AllGather operation counts\n");
+    assert_eq!(rules_of(&d, Severity::Info), [("nccl-ras", Severity::Error)]);
     // a WARN no rule knows is quoted, as a warning
     let d = examine_text("\nh:1:1 [0] foo.cc:1 NCCL WARN something new\n");
     assert_eq!(rules_of(&d, Severity::Info), [("warn-before-hang", Severity::Warn)]);
