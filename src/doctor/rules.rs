@@ -93,7 +93,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "socket-where-ib",
-        title: "inter-node traffic goes over sockets although InfiniBand/RoCE is there",
+        title: "traffic between processes goes over NCCL's socket transport (slow where InfiniBand/RoCE exists)",
         severity: Severity::Warn,
         symptoms: &[
             y("Using network Socket", "2.6.4+ (INIT)", ""),
