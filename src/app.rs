@@ -31,6 +31,7 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => crate::session::run_job(crate::config::Job::replay(&args)),
         Command::Check(args) => check_command(&args),
         Command::Links(args) => crate::session::run_links(crate::config::LinksJob::from_args(&args)),
+        Command::Doctor(args) => report_command(|| crate::doctor::command(&args.logs, args.json)),
         Command::Help(args) => help_command(&args),
     };
     ExitCode::from(code)

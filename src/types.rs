@@ -12,7 +12,6 @@
 
 mod choice;
 mod commands;
-mod nccl_log;
 mod nccl_version;
 mod register;
 mod size;
@@ -22,7 +21,6 @@ mod vocabulary;
 
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
-pub use nccl_log::{INFO_MARK, split_info};
 pub use nccl_version::NcclVersion;
 pub use register::Register;
 pub use size::{Size, human_bytes, parse_size};

@@ -13,6 +13,7 @@
 //! (`run_options_markdown`, checked by a test).
 mod check;
 mod derived;
+mod doctor;
 mod groups;
 mod links;
 mod run;
@@ -33,6 +34,7 @@ pub use groups::{
     BlockingArgs, CheckingArgs, CommonArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs,
     RepeatArgs,
 };
+pub use doctor::DoctorArgs;
 pub use links::{LinksArgs, LinksFiles};
 pub use run::{
     CaseArgs, HierarchyArgs, MAX_TIMEOUT_S, OutputArgs, RunArgs, SizeArgs, TimingArgs, TransportArg, parse_run,
@@ -227,6 +229,7 @@ failure, 2 usage or a profile the launch cannot run (one line naming the file an
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Check(Box<CheckArgs>),
+    Doctor(DoctorArgs),
     /// Measure every pair of nodes or ranks (bandwidth both ways, latency) and find the bad node, GPU or link
     #[command(after_help = "Pairs run in rounds of disjoint pairs, all of a round at once (the \
 circle method: n-1 rounds of n/2 pairs); per pair, unidirectional and bidirectional bandwidth at \

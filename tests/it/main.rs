@@ -10,6 +10,7 @@ mod cli;
 mod compare;
 mod corpus;
 mod docs;
+mod doctor;
 mod fake_nodes;
 mod faults;
 mod gpu_sim;

@@ -348,6 +348,31 @@ fn a_larger_job_replays_rescaled_and_says_so() {
     assert_eq!(kinds, ["reduce_scatter", "all_gather", "reduce_scatter", "all_gather"]);
 }
 
+#[test]
+fn a_gzip_log_replays_as_its_text_and_a_last_line_cut_short_replays_the_calls_before_it() {
+    use std::io::Write;
+    let dir = tempdir();
+    let text = std::fs::read_to_string(fixture("own-2.21-ddp-gpt2-2ranks.log")).unwrap();
+    let gz = dir.path().join("ddp.log.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(text.as_bytes()).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    let csv = dir.path().join("gz.csv");
+    ok(replay(2, path_str(&gz), &csv, &[]));
+    let whole = ops(&Csv::read(&csv), "replay");
+    assert_eq!(whole.len(), 8);
+    // the job killed while rank 0 wrote its last line (line 20): the
+    // seven calls before it replay, and the header names the line
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = format!("{}\n{}", lines[..19].join("\n"), &lines[19][..120]);
+    let log = dir.path().join("cut.log");
+    std::fs::write(&log, cut).unwrap();
+    let csv = dir.path().join("cut.csv");
+    let out = ok(replay(2, path_str(&log), &csv, &[]));
+    assert_stdout_has(&out, "line 20, rank 0's last call line, is cut short");
+    assert_eq!(ops(&Csv::read(&csv), "replay"), whole[..7]);
+}
+
 /// One line on stderr from collbench, exit 2, and nothing hung.
 fn refused(out: &std::process::Output, needle: &str) {
     assert_eq!(code(out), 2, "{needle}: {}", stderr(out));
