@@ -230,7 +230,7 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Hierarchy")]
     pub phase_times: bool,
 
-    /// Data plane; auto is nccl when every rank has a GPU and libnccl, else mpi
+    /// Data plane; auto is nccl when every rank has a GPU and libnccl, else mpi; memory runs the -g ranks as threads on host memory, to try the tool without MPI or a GPU
     #[arg(
         long,
         value_name = "NAME",
@@ -250,7 +250,7 @@ pub struct RunArgs {
     )]
     pub launcher: LauncherChoice,
 
-    /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
+    /// Run N ranks as threads of this one process, no MPI needed: one GPU each (nccl backend), or host memory (--backend memory)
     #[arg(short = 'g', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "What to run")]
     pub ngpus: Option<u64>,
 

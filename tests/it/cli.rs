@@ -78,7 +78,7 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
         (vec!["-m", "two"], "two"),
         (vec!["-G", "-1"], "-1"),
         (vec!["-R", "3"], "'3' is not 0, 1 or 2"),
-        (vec!["--backend", "gloo"], "[possible values: auto, mpi, nccl]"),
+        (vec!["--backend", "gloo"], "[possible values: auto, mpi, nccl, memory]"),
         (vec!["--label", "two\nlines"], "--label <TEXT>"),
         (vec!["--bogus"], "unexpected argument '--bogus'"),
     ];
