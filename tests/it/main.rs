@@ -9,7 +9,6 @@ mod ci_script;
 mod cli;
 mod compare;
 mod corpus;
-mod docs;
 mod fake_nodes;
 mod faults;
 mod gpu_sim;
