@@ -177,12 +177,51 @@ fn drain_both(child: &mut Child) -> (JoinHandle<Vec<u8>>, JoinHandle<Vec<u8>>) {
     (out, err)
 }
 
+/// What `cmd` runs, for the program log: the program's file name and its
+/// first arguments.
+fn described(cmd: &Command) -> (String, String) {
+    let program = Path::new(cmd.get_program())
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let args: Vec<String> = cmd
+        .get_args()
+        .take(6)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    (program, args.join(" "))
+}
+
+/// Appends one line to the file `COLLBENCH_TEST_LOG` names, when it is
+/// set: the wall time of one program a test ran, the test, the program and
+/// its first arguments, tab-separated (scripts/dev/slowest-tests.py reads
+/// it). One `write` per line, in append mode: the tests of every process
+/// share the file.
+fn log_program(what: &(String, String), took: Duration) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("COLLBENCH_TEST_LOG") else {
+        return;
+    };
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let line = format!(
+        "{:.3}\t{test}\t{}\t{}\n",
+        took.as_secs_f64(),
+        what.0,
+        what.1.replace(['\t', '\n'], " ")
+    );
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
 /// Runs `cmd` to its end in a job slot, in a process group of its own,
 /// with its output captured (stdin closed, as `Command::output` does);
 /// kills it and fails the test when it runs longer than the hang limit.
 pub fn output_of(mut cmd: Command) -> Output {
     let _slot = permit();
     let what = format!("{:?}", cmd.get_program());
+    let logged = described(&cmd);
+    let started = Instant::now();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -205,6 +244,7 @@ pub fn output_of(mut cmd: Command) -> Output {
             Err(e) => panic!("waiting for {what}: {e}"),
         }
     };
+    log_program(&logged, started.elapsed());
     Output {
         status,
         stdout: out.join().unwrap_or_default(),
@@ -246,6 +286,35 @@ pub fn mpirun_csv(np: usize, args: &[&str]) -> (Output, Csv) {
     mpirun_rows(np, &[args, &["--csv", path_str(&csv)]].concat(), &csv)
 }
 
+/// `collbench ARGS -g N --backend memory`: N ranks as threads of one
+/// process, real collectives and validation in host memory, no MPI. For
+/// what a multi-rank run prints and writes (tables, reports, sequences),
+/// not for MPI itself. `ARGS` must not name another backend.
+pub fn on_memory(np: usize, args: &[&str]) -> Output {
+    let n = np.to_string();
+    let mut all = args.to_vec();
+    all.extend(["-g", &n, "--backend", "memory"]);
+    collbench(&all)
+}
+
+/// `on_memory` writing the CSV `csv`, asserting exit 0 and every row's
+/// arithmetic (`assert_rows_consistent` at N ranks); the output and the
+/// CSV.
+#[track_caller]
+pub fn memory_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
+    let out = ok(on_memory(np, args));
+    let table = Csv::read(csv);
+    assert_rows_consistent(&table, np as u64);
+    (out, table)
+}
+
+/// `memory_rows` with `--csv` to a file of its own after `args`.
+#[track_caller]
+pub fn memory_csv(np: usize, args: &[&str]) -> (Output, Csv) {
+    let (_dir, csv) = temp_file("rows.csv");
+    memory_rows(np, &[args, &["--csv", path_str(&csv)]].concat(), &csv)
+}
+
 /// The binary alone with `env` added: for subcommands that start `mpirun`
 /// themselves (suite), which then needs root permission and
 /// oversubscription on a CI machine, as `mpirun` gets it here.
@@ -280,6 +349,9 @@ pub struct Job {
     stdout: Receiver<String>,
     stderr: Receiver<String>,
     ended: bool,
+    /// For the program log, when the job ends.
+    logged: (String, String),
+    started: Instant,
     _slot: Permit,
 }
 
@@ -292,6 +364,7 @@ pub fn spawn_mpirun(np: usize, args: &[&str]) -> Job {
 /// job slot and a process group of its own.
 pub fn spawn_job(mut cmd: Command) -> Job {
     let slot = permit();
+    let logged = described(&cmd);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let mut child = cmd.spawn().expect("the test could not start mpirun");
     let lines = |stream: Box<dyn std::io::Read + Send>| {
@@ -312,6 +385,8 @@ pub fn spawn_job(mut cmd: Command) -> Job {
         stdout,
         stderr,
         ended: false,
+        logged,
+        started: Instant::now(),
         _slot: slot,
     }
 }
@@ -390,6 +465,7 @@ impl Drop for Job {
         if !self.ended {
             kill_group(&mut self.child);
         }
+        log_program(&self.logged, self.started.elapsed());
     }
 }
 
@@ -399,6 +475,8 @@ impl Drop for Job {
 /// test saying it hung. Outputs in the order of `cmds`.
 pub fn run_all(cmds: Vec<Command>) -> Vec<Output> {
     let _slot = permit();
+    let logged: Vec<(String, String)> = cmds.iter().map(described).collect();
+    let started = Instant::now();
     let mut children: Vec<Child> = cmds
         .into_iter()
         .map(|mut cmd| {
@@ -429,6 +507,9 @@ pub fn run_all(cmds: Vec<Command>) -> Vec<Output> {
             );
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    for what in &logged {
+        log_program(what, started.elapsed());
     }
     statuses
         .into_iter()
