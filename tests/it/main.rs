@@ -20,6 +20,7 @@ mod measurement;
 mod mpi_sweep;
 mod nccl;
 mod nccl_parity;
+mod option_errors;
 mod plot;
 mod slurm;
 mod split;
