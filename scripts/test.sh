@@ -87,7 +87,7 @@ cargo nextest run --locked --all-targets --no-run
 # Runs one tier: its tests, its summary line, its slowest tests and the
 # programs they started. Returns the tier's exit code.
 tier() {
-    local name=$1 what=$2 store="${CARGO_TARGET_DIR:-target}/nextest/$1" started rc=0
+    local name=$1 what=$2 store="target/nextest/$1" started rc=0
     shift 2
     echo "== $name tier: $what"
     mkdir -p "$store"

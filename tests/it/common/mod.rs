@@ -3,14 +3,18 @@
 //!
 //! Every program a test starts (the binary, `mpirun`, a script) goes
 //! through `output_of` or `spawn_mpirun`, which hold one of a few job slots
-//! while it runs: the harness runs every module's tests in parallel, and
-//! more than two jobs of busy-polling MPI ranks on a 2-core machine make
-//! each take many times as long (`COLLBENCH_TEST_JOBS` sets the number,
-//! default 2). They also guard against hangs: a program still running after
-//! `COLLBENCH_TEST_HANG_S` seconds (default 300) is killed with its whole
-//! process group, and the test fails saying it hung. Tests assert no
-//! durations: a timing target is a script that prints figures, never a
-//! timed assertion.
+//! while it runs: where one harness runs many tests in parallel (plain
+//! `cargo test`), more than two jobs of busy-polling MPI ranks on a 2-core
+//! machine make each take many times as long (`COLLBENCH_TEST_JOBS` sets
+//! the number, default 2). Under cargo-nextest, as scripts/test.sh runs
+//! them, every test is a process of its own and nextest's test threads are
+//! the slots (.config/nextest.toml, which also runs the fake-node, Slurm
+//! and statistical tests alone). The helpers also guard against hangs: a
+//! program still running after `COLLBENCH_TEST_HANG_S` seconds (default
+//! 300) is killed with its whole process group, and the test fails saying
+//! it hung; and they log every program's wall time where
+//! `COLLBENCH_TEST_LOG` names a file. Tests assert no durations: a timing
+//! target is a script that prints figures, never a timed assertion.
 #![allow(dead_code)]
 
 use std::cell::Cell;
@@ -52,8 +56,7 @@ fn hang_limit() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// The free job slots: a counting semaphore, which a test that needs the
-/// machine to itself empties (`exclusive_permit`).
+/// The free job slots: a counting semaphore.
 struct Slots {
     free: Mutex<Free>,
     freed: Condvar,
@@ -61,17 +64,12 @@ struct Slots {
 
 struct Free {
     slots: usize,
-    /// Tests waiting for every slot: no one else takes a slot meanwhile.
-    exclusive_waiting: usize,
 }
 
 fn slots() -> &'static Slots {
     static SLOTS: OnceLock<Slots> = OnceLock::new();
     SLOTS.get_or_init(|| Slots {
-        free: Mutex::new(Free {
-            slots: job_slots(),
-            exclusive_waiting: 0,
-        }),
+        free: Mutex::new(Free { slots: job_slots() }),
         freed: Condvar::new(),
     })
 }
@@ -105,7 +103,7 @@ pub fn permit() -> Permit {
     if !nested() {
         let slots = slots();
         let mut free = slots.free.lock().unwrap_or_else(|e| e.into_inner());
-        while free.slots == 0 || free.exclusive_waiting > 0 {
+        while free.slots == 0 {
             free = slots.freed.wait(free).unwrap_or_else(|e| e.into_inner());
         }
         free.slots -= 1;
@@ -113,28 +111,6 @@ pub fn permit() -> Permit {
     }
     Permit {
         took,
-        _thread_bound: PhantomData,
-    }
-}
-
-/// Waits for every job slot: no other test's program runs until it is
-/// dropped. For a test whose verdict a loaded machine would change (a
-/// healthy cluster must pass `collbench check`, whose flaky verdict is
-/// samples on both sides of a threshold); its programs take no slot of
-/// their own.
-pub fn exclusive_permit() -> Permit {
-    assert!(!nested(), "an exclusive permit is a test's first");
-    let slots = slots();
-    let all = job_slots();
-    let mut free = slots.free.lock().unwrap_or_else(|e| e.into_inner());
-    free.exclusive_waiting += 1;
-    while free.slots < all {
-        free = slots.freed.wait(free).unwrap_or_else(|e| e.into_inner());
-    }
-    free.exclusive_waiting -= 1;
-    free.slots = 0;
-    Permit {
-        took: all,
         _thread_bound: PhantomData,
     }
 }
