@@ -249,7 +249,14 @@ pub fn mpirun_env(np: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
 /// output and the CSV.
 #[track_caller]
 pub fn mpirun_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
-    let out = ok(mpirun(np, args));
+    checked_rows(mpirun(np, args), np, csv)
+}
+
+/// `out`, which must have exited 0, and the CSV `csv` it wrote, every row
+/// checked at `np` ranks.
+#[track_caller]
+fn checked_rows(out: Output, np: usize, csv: &PathBuf) -> (Output, Csv) {
+    let out = ok(out);
     let table = Csv::read(csv);
     assert_rows_consistent(&table, np as u64);
     (out, table)
@@ -278,17 +285,7 @@ pub fn on_memory(np: usize, args: &[&str]) -> Output {
 /// CSV.
 #[track_caller]
 pub fn memory_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
-    let out = ok(on_memory(np, args));
-    let table = Csv::read(csv);
-    assert_rows_consistent(&table, np as u64);
-    (out, table)
-}
-
-/// `memory_rows` with `--csv` to a file of its own after `args`.
-#[track_caller]
-pub fn memory_csv(np: usize, args: &[&str]) -> (Output, Csv) {
-    let (_dir, csv) = temp_file("rows.csv");
-    memory_rows(np, &[args, &["--csv", path_str(&csv)]].concat(), &csv)
+    checked_rows(on_memory(np, args), np, csv)
 }
 
 /// The binary alone with `env` added: for subcommands that start `mpirun`
