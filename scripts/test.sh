@@ -5,7 +5,7 @@
 #   scripts/test.sh                 lints, builds, then the two tiers of tests, one after the other
 #   scripts/test.sh --quick         lints, builds and the main tier alone: the edit-test loop
 #   scripts/test.sh [--quick] ARGS  ARGS go to each tier's `cargo nextest run`, e.g. a filter:
-#                                   scripts/test.sh --quick -E 'test(/^docs::/)'
+#                                   scripts/test.sh --quick -E 'test(/^split::/)'
 #
 # The tiers (.config/nextest.toml; docs/contributing.md):
 #   main     unit tests; the binary alone, on the memory backend (-g N) and under mpirun at
@@ -91,6 +91,7 @@ tier() {
     shift 2
     echo "== $name tier: $what"
     mkdir -p "$store"
+    rm -f "$store/junit.xml"
     export COLLBENCH_TEST_LOG="$PWD/$store/programs.log"
     : > "$COLLBENCH_TEST_LOG"
     started=$(date +%s)

@@ -301,6 +301,8 @@ fn on_fake_nodes_a_slow_node_and_a_slow_link_fail_by_name() {
     }
     let dir = tempdir();
 
+    // 1% of a CPU: its pairs an order of magnitude below the pair check's
+    // threshold (5% leaves them at 0.08-0.10 GB/s, above it)
     let slow_node = fake_nodes::Faults {
         slow_node: Some(("cbnode2", 1)),
         ..Default::default()
