@@ -108,12 +108,29 @@ fn transport_help_lists_every_profile_with_its_variables() {
     }
 }
 
+/// The shipped local suite (its six launches, the merge, the view), with
+/// smaller sizes: the README's and docs/transports.md's examples run it
+/// whole.
 #[test]
 fn the_local_suite_runs_every_launch_and_merges_one_csv() {
     let (dir, merged) = temp_file("local.csv");
-    let config = format!("{}/configs/suite-local-cpu.toml", env!("CARGO_MANIFEST_DIR"));
+    let shipped = format!("{}/configs/suite-local-cpu.toml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    assert!(
+        text.contains("maxbytes = \"1M\"\n"),
+        "the shipped suite changed: {text}"
+    );
+    let config = dir.path().join("suite-local-cpu.toml");
+    std::fs::write(&config, text.replace("maxbytes = \"1M\"\n", "maxbytes = \"16K\"\n")).unwrap();
     let out = collbench_launching(
-        &["suite", &config, "--launcher", "mpirun", "--output", path_str(&merged)],
+        &[
+            "suite",
+            path_str(&config),
+            "--launcher",
+            "mpirun",
+            "--output",
+            path_str(&merged),
+        ],
         &[],
     );
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
