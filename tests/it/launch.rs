@@ -427,6 +427,25 @@ fn the_mpi_backend_without_mpi_is_refused_with_one_line() {
     );
 }
 
+/// The memory backend's ranks are threads of one process (`-g N`): ranks
+/// of several processes, met at the store, are refused on every rank with
+/// one line, and nothing is written.
+#[test]
+fn the_memory_backend_across_processes_is_refused_with_one_line() {
+    let Some(sim) = sim_dir() else { return };
+    let (_dir, csv) = temp_file("never.csv");
+    let args = argv!["run --backend memory -e 1K --no-progress --csv", path_str(&csv)];
+    let outs = four(&sim, Kind::Torchrun, &none, &args);
+    assert_eq!(codes(&outs), [2, 2, 2, 2], "{}", show(&outs));
+    let lines = all_lines(&outs);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("--backend memory runs the ranks as threads of one process"),
+        "{lines:?}"
+    );
+    assert!(!csv.exists(), "a refused run wrote its CSV");
+}
+
 /// An MPMD launch where one "rank" never calls MPI_Init: the others wait
 /// in it, and the pre-flight says the launcher or control plane is broken.
 #[cfg(feature = "mpi")]
