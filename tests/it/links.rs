@@ -225,7 +225,11 @@ fn what_a_launch_cannot_serve_is_one_line_and_exit_2() {
             "names 1 host this launch does not have: somewhere-else",
         ),
         (2, vec!["--size", "1001"], "--size 1001: links moves 4-byte elements"),
-        (2, vec!["--collectives", "all_reduce"], "--collectives is an option of `collbench run`"),
+        (
+            2,
+            vec!["--collectives", "all_reduce"],
+            "--collectives is an option of `collbench run`",
+        ),
     ];
     for (n, mut args, want) in cases {
         let csv_path = dir.path().join("never.csv");

@@ -9,9 +9,9 @@
 //! prints after `collbench: `.
 
 use collbench::cli::{Command, parse_cli, run_option_tip, step_value_error};
+use collbench::config::Job;
 use collbench::config::RunConfig;
 use collbench::error::Error;
-use collbench::config::Job;
 use collbench::topology::Nodes;
 
 /// The error of `collbench ARGS` that parsing or building the job finds
