@@ -30,11 +30,11 @@ use crate::world::launch::LauncherChoice;
 
 pub use check::CheckArgs;
 pub use derived::{OptionValue, digest_of, run_options_markdown};
+pub use doctor::DoctorArgs;
 pub use groups::{
     BlockingArgs, CheckingArgs, CommonArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs,
     RepeatArgs,
 };
-pub use doctor::DoctorArgs;
 pub use links::{LinksArgs, LinksFiles};
 pub use run::{
     CaseArgs, HierarchyArgs, MAX_TIMEOUT_S, OutputArgs, RunArgs, SizeArgs, TimingArgs, TransportArg, parse_run,
