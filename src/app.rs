@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use crate::cli::{Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, TopoArgs};
 use crate::error::{Error, exit, say};
 use crate::report::print_out;
-use crate::session::{is_first_rank, wait_for_every_rank};
+use crate::session::is_first_rank;
 use crate::world::launcher_rank;
 
 pub fn main() -> ExitCode {
@@ -31,6 +31,7 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => crate::session::run_job(crate::config::Job::replay(&args)),
         Command::Check(args) => check_command(&args),
         Command::Links(args) => crate::session::run_links(crate::config::LinksJob::from_args(&args)),
+        Command::Doctor(args) => report_command(|| crate::doctor::command(&args.logs, args.json)),
         Command::Help(args) => help_command(&args),
     };
     ExitCode::from(code)
@@ -38,27 +39,31 @@ pub fn main() -> ExitCode {
 
 /// Help, version and usage errors print as clap formats them, complete
 /// (the allowed values, "did you mean", the subcommand's usage), once: on
-/// rank 0 under a launcher; but a bad value of `workload` or `replay` is
-/// one line, as their other refusals are. Help and version exit 0, errors
-/// 2.
+/// rank 0 under a launcher, or, when some ranks' options parse and
+/// another's do not (an MPMD line), by the lowest failing rank
+/// (`session::report_failed_start`); a bad value of `workload` or
+/// `replay` is one line, as their other refusals are. Help and version
+/// exit 0, errors 2.
 fn clap_error(e: clap::Error) -> u8 {
-    if is_first_rank() {
-        let subcommand = std::env::args().nth(1);
-        match crate::cli::step_value_error(&e, subcommand.as_deref()) {
-            Some(line) => say(&format!("collbench: {line}")),
-            None => {
-                let _ = e.print();
-                if let Some(tip) = crate::cli::run_option_tip(&e, subcommand.as_deref()) {
-                    say(&tip);
-                }
+    let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
+    let subcommand = std::env::args().nth(1);
+    let say_why = |rank: Option<usize>| match (crate::cli::step_value_error(&e, subcommand.as_deref()), rank) {
+        (Some(line), _) => say(&format!("collbench: {line}")),
+        (None, Some(r)) if r != 0 => say(&format!("collbench: rank {r}: {}", crate::cli::one_line(&e))),
+        (None, _) => {
+            let _ = e.print();
+            if let Some(tip) = crate::cli::run_option_tip(&e, subcommand.as_deref()) {
+                say(&tip);
             }
         }
+    };
+    if code == exit::OK {
+        if is_first_rank() {
+            say_why(None);
+        }
+        return code;
     }
-    let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
-    if code != exit::OK {
-        wait_for_every_rank(code);
-    }
-    code
+    crate::session::report_failed_start(code, say_why)
 }
 
 /// `collbench help [COMMAND]`: the help `collbench [COMMAND] --help`

@@ -35,6 +35,8 @@ pub mod exit {
     /// `replay`: the log's ranks disagree (a divergence or a one-sided
     /// point-to-point call); nothing was run.
     pub const DIVERGENCE: u8 = 7;
+    /// `doctor` found a problem in the NCCL logs (a finding above info).
+    pub const FINDING: u8 = 8;
 }
 
 #[derive(Debug, Error)]

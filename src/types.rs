@@ -12,7 +12,6 @@
 
 mod choice;
 mod commands;
-mod nccl_log;
 mod nccl_version;
 mod register;
 mod size;
@@ -22,7 +21,6 @@ mod vocabulary;
 
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
-pub use nccl_log::{INFO_MARK, split_info};
 pub use nccl_version::NcclVersion;
 pub use register::Register;
 pub use size::{Size, human_bytes, parse_size};
@@ -158,8 +156,8 @@ vocabulary! {
         /// GPU buffers, libnccl loaded at run time.
         Nccl = "nccl",
         /// Host buffers, collectives computed across the threads of one
-        /// process: the engine's test backend (`backend::memory`), which no
-        /// `--backend` value chooses.
+        /// process (`backend::memory`): `-g N --backend memory`, N ranks as
+        /// threads without MPI or a GPU, and the engine's test backend.
         Memory = "memory",
     }
 }
@@ -173,10 +171,11 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
-    pub const ALL: [BackendChoice; 3] = [
+    pub const ALL: [BackendChoice; 4] = [
         BackendChoice::Auto,
         BackendChoice::Only(BackendKind::Mpi),
         BackendChoice::Only(BackendKind::Nccl),
+        BackendChoice::Only(BackendKind::Memory),
     ];
 
     pub fn name(self) -> &'static str {

@@ -56,7 +56,7 @@ pub struct CommonArgs {
 #[derive(Clone, Debug, Args, Serialize)]
 #[command(next_help_heading = LAUNCH)]
 pub struct LaunchArgs {
-    /// Data plane; auto is nccl when every rank has a GPU and libnccl, else mpi
+    /// Data plane; auto is nccl when every rank has a GPU and libnccl, else mpi; memory runs the -g ranks as threads on host memory, to try the tool without MPI or a GPU
     #[arg(long, value_name = "NAME", default_value = "auto", ignore_case = true)]
     pub backend: BackendChoice,
 
@@ -64,7 +64,7 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "NAME", default_value = "auto", ignore_case = true)]
     pub launcher: LauncherChoice,
 
-    /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
+    /// Run N ranks as threads of this one process, no MPI needed: one GPU each (nccl backend), or host memory (--backend memory)
     #[arg(short = 'g', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ngpus: Option<u64>,
 

@@ -13,6 +13,7 @@
 //! (`run_options_markdown`, checked by a test).
 mod check;
 mod derived;
+mod doctor;
 mod groups;
 mod links;
 mod run;
@@ -29,6 +30,7 @@ use crate::world::launch::LauncherChoice;
 
 pub use check::CheckArgs;
 pub use derived::{OptionValue, digest_of, run_options_markdown};
+pub use doctor::DoctorArgs;
 pub use groups::{
     BlockingArgs, CheckingArgs, CommonArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs,
     RepeatArgs,
@@ -227,6 +229,7 @@ failure, 2 usage or a profile the launch cannot run (one line naming the file an
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Check(Box<CheckArgs>),
+    Doctor(DoctorArgs),
     /// Measure every pair of nodes or ranks (bandwidth both ways, latency) and find the bad node, GPU or link
     #[command(after_help = "Pairs run in rounds of disjoint pairs, all of a round at once (the \
 circle method: n-1 rounds of n/2 pairs); per pair, unidirectional and bidirectional bandwidth at \

@@ -159,9 +159,7 @@ impl Job {
                     lines.extend(own.iter().map(|n| format!("  {n}")));
                 }
                 lines.push(format!("kept: {}: {} calls", log.source, log.calls.len()));
-                for c in &log.calls {
-                    lines.push(format!("  {}", describe_call(c, log.world)));
-                }
+                lines.extend(log.describe_calls().into_iter().map(|c| format!("  {c}")));
             }
             Err(e) => {
                 lines.push(format!("kept: cannot be replayed: {e}"));
@@ -417,32 +415,9 @@ fn model(a: &WorkloadArgs) -> Result<Model, Error> {
     m.with_dtypes(a.param_dtype, a.reduce_dtype.unwrap_or(a.param_dtype))
 }
 
-/// `line 15  all_reduce 2097152 bfloat16 sum  blocks of 2  comm 0x..`.
-fn describe_call(c: &crate::workload::LogCall, world: usize) -> String {
-    let mut out = format!("line {:<5} {} {} {}", c.line, c.collective, c.count, c.dtype);
-    if let Some(op) = c.op {
-        out += &format!(" {}", op.name());
-    }
-    if let Some(r) = c.root {
-        out += &format!(" root {r}");
-    }
-    match c.shift {
-        Some(0) => out += " with itself (a local copy)",
-        Some(d) => out += &format!(" to rank +{d}"),
-        None => {}
-    }
-    let group = match c.partition.size() {
-        1 => "1 rank".to_string(),
-        n if n == world => format!("all {n} ranks"),
-        _ => c.partition.to_string(),
-    };
-    format!("{out}  ({group}, {})", c.comm)
-}
-
+/// The log's text as the one NCCL log reader reads it (gzip, UTF-16, BOMs).
 fn read_log(path: &Path) -> Result<String, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
-    // Logs may hold bytes of other encodings in paths or host names.
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    crate::nccl_log::read_file(path)
 }
 
 #[cfg(test)]

@@ -80,6 +80,21 @@ pub(super) fn mpi_launch() -> bool {
     )
 }
 
+/// The first meeting of an MPI job's ranks, the first collective of every
+/// rank whether its start succeeded (`code` 0) or not (its exit code: bad
+/// options, a bad config file): every rank learns the job's worst code,
+/// and whether it is the lowest rank that failed, the one to say why.
+/// `World::agree` meets the same way, so a rank that failed before the
+/// control plane and the ranks that started agree on this first step.
+#[cfg(feature = "mpi")]
+pub(super) fn first_meeting(world: &crate::world::mpi::MpiWorld, code: u8) -> (u8, bool) {
+    use crate::world::World;
+    let worst = world.max_u64(u64::from(code));
+    let me = world.rank() as u64;
+    let lowest = world.min_u64(if code != 0 { me } else { u64::MAX });
+    (worst as u8, code != 0 && lowest == me)
+}
+
 /// The ranks meet at the store (rank 0 opens it); the start's failures
 /// were printed by the rank that saw them.
 fn run_store(launch: &StoreLaunch, started: Started<'_>) -> u8 {
@@ -113,9 +128,15 @@ fn run_mpi(started: Started<'_>, how: &str) -> u8 {
         }
     };
     timings.mark("MPI init, hosts and nodes exchanged");
-    world.barrier();
+    // the first collective of every rank, those that could not start
+    // included (`first_meeting`): it stands for the pre-flight's barrier
+    let (worst, _) = first_meeting(&world, exit::OK);
     preflight.passed();
-    timings.mark("first barrier");
+    timings.mark("first meeting");
+    if worst != exit::OK {
+        // a rank that could not start said why
+        return worst;
+    }
     let mpi_backend = |nodes: &Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };

@@ -145,39 +145,45 @@ pub fn is_first_rank() -> bool {
     launcher_rank().is_none_or(|r| r == 0)
 }
 
-/// An error found before the control plane starts, on every rank alike.
-/// Alone, the process prints it and exits. Under a launcher, the ranks
-/// first agree over MPI, so that rank 0 prints it once and every rank
-/// exits in order: a rank that simply exited could make the launcher kill
-/// rank 0 before it had printed anything. Without MPI, rank 0 alone prints.
+/// An error found before the control plane starts (bad options, a bad
+/// `--config` file). Alone, the process prints it and exits. Under an MPI
+/// launcher, the ranks first meet (`launch::first_meeting`, the first
+/// collective of every rank, whether it could start or not): the lowest
+/// rank that failed prints its error, and every rank exits with the
+/// worst code at once, so that no rank waits for one that will never
+/// come and a rank's own error is never lost. Without MPI, rank 0 alone
+/// prints.
 pub fn report_early_error(e: &Error) -> u8 {
-    #[cfg(feature = "mpi")]
-    if launch::mpi_launch()
-        && let Ok(world) = crate::world::mpi::MpiWorld::init()
-    {
-        let failed: Result<(), Error> = Err(Error::from_code(e.exit_code(), e.to_string()));
-        return match world.agree(failed) {
-            Err(agreed) => agreed.code,
-            Ok(()) => e.exit_code(),
-        };
-    }
-    if is_first_rank() {
-        say(&format!("collbench: {e}"));
-    }
-    e.exit_code()
+    report_failed_start(e.exit_code(), |world| say(&world_line(world, &e.to_string())))
 }
 
-/// Under a launcher, waits until every rank has reached this point with
-/// the same exit code (a usage error rank 0 has printed) before any exits.
-pub fn wait_for_every_rank(code: u8) {
+/// A start that failed on this rank with `code` (`say` prints why, when
+/// this rank is the one to): the job's code once every rank has met.
+pub fn report_failed_start(code: u8, say_why: impl FnOnce(Option<usize>)) -> u8 {
     #[cfg(feature = "mpi")]
     if launch::mpi_launch()
         && let Ok(world) = crate::world::mpi::MpiWorld::init()
     {
-        world.max_u64(u64::from(code));
+        use crate::world::World;
+        let (worst, mine) = launch::first_meeting(&world, code);
+        if mine {
+            say_why(Some(world.rank()));
+        }
+        return worst;
     }
-    #[cfg(not(feature = "mpi"))]
-    let _ = code;
+    if is_first_rank() {
+        say_why(None);
+    }
+    code
+}
+
+/// `collbench: MSG`, or under a launcher on a rank other than 0,
+/// `collbench: rank R: MSG`.
+fn world_line(rank: Option<usize>, msg: &str) -> String {
+    match rank {
+        Some(r) if r != 0 => format!("collbench: rank {r}: {msg}"),
+        _ => format!("collbench: {msg}"),
+    }
 }
 
 /// Applies `--transport` before MPI starts: when the profile (or NCCL's

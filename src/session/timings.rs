@@ -1,6 +1,6 @@
 //! `--timings`: where a launch's time went, phase by phase, as rank 0 saw
 //! it (docs/overhead.md, "Start-up"): the transport profile, MPI's start
-//! and first barrier, each step of the shared set-up (digest, the NCCL_*
+//! and first meeting, each step of the shared set-up (digest, the NCCL_*
 //! check, nodes, the backend, the transport observed, the gathers, the
 //! run's identity), the task's own set-up (plan, buffers, outputs), the
 //! task, its reports, and MPI's finalisation. Printed once, on stderr,

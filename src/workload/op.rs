@@ -41,6 +41,17 @@ pub struct Op {
     pub group: Group,
     pub phase: Phase,
     pub label: String,
+    /// Where a replayed log printed it (`None` for a strategy's).
+    pub logged: Option<Logged>,
+}
+
+/// The log line and communicator a replayed operation comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Logged {
+    /// 1-based line of the log.
+    pub line: usize,
+    /// The communicator's pointer, as NCCL printed it.
+    pub comm: u64,
 }
 
 impl Op {
@@ -56,6 +67,7 @@ impl Op {
             group,
             phase,
             label,
+            logged: None,
         }
     }
 
@@ -71,6 +83,7 @@ impl Op {
             group,
             phase,
             label,
+            logged: None,
         }
     }
 

@@ -300,6 +300,7 @@ mod tests {
             group,
             phase: Phase::Backward,
             label: String::new(),
+            logged: None,
         }
     }
 
