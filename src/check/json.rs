@@ -30,6 +30,7 @@ pub fn node(report: &Report, host: &str) -> Value {
                 "scope": v.scope,
                 "group": v.group,
                 "status": v.status,
+                "why": v.why,
                 "reason": v.reason,
                 "value": v.value,
                 "threshold": v.threshold,
@@ -39,10 +40,24 @@ pub fn node(report: &Report, host: &str) -> Value {
             })
         })
         .collect();
+    let not_judged: Vec<Value> = mine
+        .iter()
+        .filter(|v| v.status == super::Status::NotJudged)
+        .map(|v| {
+            json!({
+                "check": v.check,
+                "scope": v.scope,
+                "group": v.group,
+                "why": v.why,
+                "reason": v.reason,
+            })
+        })
+        .collect();
     let doc = json!({
         "schema": NODE_SCHEMA,
         "host": host,
         "status": report.status_of(host),
+        "not_judged": not_judged,
         "ranks": info.map(|h| h.ranks.clone()).unwrap_or_default(),
         "gpus": info.map(|h| h.gpus.clone()).unwrap_or_default(),
         "failed": failed,
@@ -77,6 +92,8 @@ pub fn launch(report: &Report) -> Value {
         "schema": LAUNCH_SCHEMA,
         "status": report.status(),
         "exit_code": report.exit_code(),
+        "counts": report.counts(),
+        "notes": report.notes,
         "stopped_by": report.stopped_by,
         "nodes": report.hosts.iter().map(|h| node(report, &h.host)).collect::<Vec<_>>(),
         "verdicts": report.verdicts.iter().map(verdict).collect::<Vec<_>>(),
