@@ -49,6 +49,22 @@ pub fn verdicts(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> (Vec<Verdict>
             of_finder(spec, g, named_status, "named by the finder", reason.join(" | "))
         } else if let Some(why) = too_noisy(g, o) {
             of_finder(spec, g, Status::NotJudged, "not judged: too noisy", why)
+        } else if let Some(d) = links
+            .is_empty()
+            .then(|| {
+                report
+                    .dismissed
+                    .iter()
+                    .find(|d| d.rank.is_some_and(|r| g.ranks.contains(&r)))
+            })
+            .flatten()
+        {
+            let why = format!(
+                "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
+                 passes): {}: {}",
+                d.what, d.why
+            );
+            of_finder(spec, g, Status::NotJudged, "not judged: not slow again", why)
         } else {
             let mut reason = format!(
                 "not named by the finder: no pair of it more than {}% and {} robust spreads worse than comparable \
@@ -159,7 +175,7 @@ fn too_noisy(node: &Group, o: &Outcome) -> Option<String> {
             "too noisy to judge: {}: more than {}% and {} robust spreads, not {}; neither named nor fine",
             noisy.join(", "),
             rule.min_deficit_pct,
-            rule.spreads / 2.0,
+            crate::links::rule::DOUBT * rule.spreads,
             rule.spreads
         )
     })

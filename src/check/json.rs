@@ -141,4 +141,25 @@ mod tests {
         assert_eq!(all["nodes"].as_array().unwrap().len(), 2);
         assert!(text(&all).ends_with("}\n"));
     }
+
+    #[test]
+    fn a_check_not_judged_is_listed_with_why_and_the_run_counts_each_verdict() {
+        let mut nj = verdict_on("node-ar", "node", &["a"], Status::NotJudged);
+        nj.why = "not judged: 1 rank".into();
+        let r = crate::check::tests::report(vec![nj, verdict_on("job-ar", "job", &["a"], Status::Pass)], &["a"]);
+        let a = node(&r, "a");
+        assert_eq!(a["status"], "not_judged");
+        assert_eq!(a["not_judged"][0]["check"], "node-ar");
+        assert_eq!(a["not_judged"][0]["why"], "not judged: 1 rank");
+        assert_eq!(a["failed"], json!([]));
+        let all = launch(&r);
+        assert_eq!(
+            (all["status"].as_str(), all["exit_code"].as_u64()),
+            (Some("not_judged"), Some(8))
+        );
+        assert_eq!(
+            all["counts"],
+            json!({"passed": 1, "warned": 0, "failed": 0, "flaky": 0, "not_judged": 1, "skipped": 0})
+        );
+    }
 }

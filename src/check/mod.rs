@@ -605,6 +605,167 @@ pub(crate) mod tests {
         );
     }
 
+    const SPECS: &str = r#"
+name = "t"
+description = "t"
+
+[[check]]
+name = "required"
+scope = "node"
+collective = "all_reduce"
+size = "4K"
+fail_below = { value = 1.0, source = "a measured floor" }
+warn_below = { value = 2.0, source = "a measured line" }
+
+[[check]]
+name = "optional"
+scope = "pair"
+collective = "all_reduce"
+size = "4K"
+optional = true
+fail_below = { value = 1.0, source = "a measured floor" }
+
+[[check]]
+name = "time"
+scope = "job"
+collective = "all_reduce"
+size = "4K"
+metric = "time"
+fail_above = { value = 10.0, source = "a measured ceiling" }
+"#;
+
+    fn specs() -> Vec<CheckSpec> {
+        profile::parse(SPECS, "t.toml").unwrap().checks
+    }
+
+    fn group(label: &str) -> Group {
+        Group {
+            label: label.into(),
+            hosts: vec![label.into()],
+            ranks: vec![0],
+        }
+    }
+
+    #[test]
+    fn a_required_check_that_cannot_run_is_not_judged_and_an_optional_one_skipped() {
+        let s = specs();
+        let v = unrun(
+            &s[0],
+            &group("a"),
+            "1 rank",
+            "1 rank on the node: a node check needs 2 or more",
+        );
+        assert_eq!((v.status, v.why.as_str()), (Status::NotJudged, "not judged: 1 rank"));
+        assert_eq!(v.reason, "1 rank on the node: a node check needs 2 or more");
+        assert_eq!((v.value, v.samples), (None, 0));
+        let v = unrun(&s[1], &group("a"), "1 node", "1 node in the launch");
+        assert_eq!((v.status, v.why.as_str()), (Status::Skipped, "skipped: 1 node"));
+    }
+
+    #[test]
+    fn each_verdict_says_why_in_a_few_words() {
+        let s = specs();
+        let fixed = |spec: &CheckSpec| baseline::thresholds(spec, None, "t.toml").unwrap();
+        let g = group("a");
+        let why = |spec: &CheckSpec, samples: &[f64], wrong: Option<u64>| {
+            let v = verdict(spec, &g, samples, &fixed(spec), wrong);
+            (v.status, v.why)
+        };
+        let ten = |x: f64| vec![x; 10];
+        assert_eq!(why(&s[0], &ten(3.0), Some(0)), (Status::Pass, String::new()));
+        assert_eq!(why(&s[0], &ten(0.5), Some(0)), (Status::Fail, "below the floor".into()));
+        assert_eq!(why(&s[0], &ten(1.5), None), (Status::Warn, "below warn".into()));
+        let both: Vec<f64> = (1..=10).map(|i| f64::from(i) * 0.2).collect();
+        assert_eq!(why(&s[0], &both, None), (Status::Flaky, "flaky".into()));
+        assert_eq!(why(&s[2], &ten(20.0), None), (Status::Fail, "above the ceiling".into()));
+        assert_eq!(why(&s[0], &ten(3.0), Some(7)), (Status::Fail, "wrong elements".into()));
+        assert_eq!(
+            why(&s[0], &[], None),
+            (Status::NotJudged, "not judged: no sample".into()),
+            "no sample is not a pass"
+        );
+        let mut v = verdict(&s[0], &g, &ten(3.0), &fixed(&s[0]), Some(0));
+        require_path(&mut v, "vader", &["ob1/tcp"]);
+        assert_eq!((v.status, v.why.as_str()), (Status::Fail, "wrong transport path"));
+        assert!(
+            v.margin_pct.unwrap() > 0.0,
+            "a positive margin, and the why says what failed"
+        );
+    }
+
+    #[test]
+    fn a_launch_that_could_not_judge_a_required_check_is_not_judged_and_exits_8() {
+        let nj = |c: &str, scope: &'static str, h: &[&str]| verdict_on(c, scope, h, Status::NotJudged);
+        // one rank: nothing judged
+        let r = report(vec![nj("node", "node", &["a"]), nj("job", "job", &["a"])], &["a"]);
+        assert_eq!((r.status(), r.exit_code()), (Status::NotJudged, EXIT_NOT_JUDGED));
+        assert_eq!(r.status_of("a"), Status::NotJudged);
+        assert!(r.failing_nodes().is_empty(), "not judged names no node to drain");
+        assert_eq!(
+            r.counts(),
+            Counts {
+                not_judged: 2,
+                ..Counts::default()
+            }
+        );
+        // a pass beside it does not make the run pass
+        let r = report(
+            vec![
+                verdict_on("job", "job", &["a"], Status::Pass),
+                nj("node", "node", &["a"]),
+            ],
+            &["a"],
+        );
+        assert_eq!((r.status(), r.exit_code()), (Status::NotJudged, EXIT_NOT_JUDGED));
+        // a failure found wins
+        let r = report(
+            vec![
+                verdict_on("job", "job", &["a"], Status::Fail),
+                nj("node", "node", &["a"]),
+            ],
+            &["a"],
+        );
+        assert_eq!((r.status(), r.exit_code()), (Status::Fail, EXIT_FAILED));
+        // a warning beside it: not judged, unless --strict fails the warning
+        let mut r = report(
+            vec![
+                verdict_on("job", "job", &["a"], Status::Warn),
+                nj("node", "node", &["a"]),
+            ],
+            &["a"],
+        );
+        assert_eq!(r.exit_code(), EXIT_NOT_JUDGED);
+        r.strict = true;
+        assert_eq!(r.exit_code(), EXIT_FAILED);
+        // optional checks skipped: the rest decides; nothing judged at all is not judged
+        let skipped = |c: &str| verdict_on(c, "pair", &["a"], Status::Skipped);
+        let r = report(
+            vec![verdict_on("job", "job", &["a"], Status::Pass), skipped("p")],
+            &["a"],
+        );
+        assert_eq!((r.status(), r.exit_code()), (Status::Pass, 0));
+        assert_eq!(r.counts().skipped, 1);
+        let r = report(vec![skipped("p"), skipped("q")], &["a"]);
+        assert_eq!((r.status(), r.exit_code()), (Status::NotJudged, EXIT_NOT_JUDGED));
+        assert_eq!(report(vec![], &["a"]).exit_code(), EXIT_NOT_JUDGED);
+    }
+
+    #[test]
+    fn a_pair_not_judged_is_its_nodes_verdict_and_blames_neither() {
+        let r = report(
+            vec![
+                pair("p", "a", "b", Status::NotJudged),
+                pair("p", "b", "c", Status::Pass),
+                pair("p", "c", "a", Status::Pass),
+            ],
+            &["a", "b", "c"],
+        );
+        assert!(!r.blamed("a", "p") && !r.blamed("b", "p"));
+        assert_eq!((r.status_of("a"), r.status_of("c")), (Status::NotJudged, Status::Pass));
+        assert!(r.failing_nodes().is_empty() && r.failing_links().is_empty());
+        assert_eq!(r.exit_code(), EXIT_NOT_JUDGED);
+    }
+
     #[test]
     fn warnings_fail_only_strict_runs() {
         let mut r = report(vec![verdict_on("node", "node", &["a"], Status::Warn)], &["a"]);

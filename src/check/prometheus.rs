@@ -217,4 +217,44 @@ mod tests {
         assert!(!text.contains("time_seconds"), "families without samples are left out");
         assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
     }
+
+    #[test]
+    fn a_check_not_judged_has_its_own_value_and_a_finder_verdict_no_figure() {
+        let mut finder = verdict_on("pair-finder", "pair", &["a"], Status::Fail);
+        finder.metric = crate::check::finder::METRIC;
+        finder.value = None;
+        finder.threshold = None;
+        finder.margin_pct = None;
+        let r = report(
+            vec![
+                verdict_on("node-ar", "node", &["a"], Status::NotJudged),
+                verdict_on("skipped", "node", &["a"], Status::Skipped),
+                finder,
+            ],
+            &["a"],
+        );
+        let text = node(&r, "a", 1.0);
+        assert!(
+            text.contains(
+                "collbench_check_result{host=\"a\",check=\"node-ar\",collective=\"all_reduce\",size_class=\"4K\"} 4\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("3 fail, 4 not judged"),
+            "documented in the HELP line: {text}"
+        );
+        assert!(
+            text.contains("collbench_check_result{host=\"a\",check=\"pair-finder\""),
+            "{text}"
+        );
+        assert!(!text.contains("_gbps{host=\"a\",check=\"pair-finder\""), "{text}");
+        assert!(!text.contains("skipped"), "{text}");
+        assert!(
+            text.contains("collbench_check_node_result{host=\"a\"} 3\n"),
+            "a failure outranks: {text}"
+        );
+        let alone = report(vec![verdict_on("node-ar", "node", &["a"], Status::NotJudged)], &["a"]);
+        assert!(node(&alone, "a", 1.0).contains("collbench_check_node_result{host=\"a\"} 4\n"));
+    }
 }

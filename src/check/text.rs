@@ -405,4 +405,47 @@ mod tests {
         let ok = report(vec![verdict_on("node-ar", "node", &["a"], Status::Pass)], &["a"]);
         assert!(summary(&ok, "f").contains("# verdict: PASS: 1 check on 1 node\n"));
     }
+
+    #[test]
+    fn the_table_says_why_and_the_summary_counts_each_verdict() {
+        let mut failed = verdict_on("node-ar", "node", &["b"], Status::Fail);
+        failed.why = "wrong transport path".into();
+        let mut nj = verdict_on("job-ar", "job", &["a", "b"], Status::NotJudged);
+        nj.why = "not judged: 1 rank".into();
+        let r = report(
+            vec![verdict_on("node-ar", "node", &["a"], Status::Pass), failed, nj],
+            &["a", "b"],
+        );
+        let s = summary(&r, "f/");
+        let row = |needle: &str| s.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
+        assert!(row("  node-ar  node   b").ends_with("  wrong transport path"), "{s}");
+        assert!(row("  node-ar  node   a").ends_with("  -"), "{s}");
+        assert!(row("  job-ar").contains("  NOT JUDGED  "), "{s}");
+        assert!(row("  job-ar").ends_with("  not judged: 1 rank"), "{s}");
+        assert!(
+            s.contains("# checks : 1 passed, 0 warned, 1 failed, 0 flaky, 1 not judged\n"),
+            "{s}"
+        );
+        assert!(s.contains("# verdict: FAIL: 1 of 2 nodes: b (node-ar)"), "{s}");
+
+        let r = report(
+            vec![verdict_on("node-ar", "node", &["a"], Status::Pass), nj_of("job-ar")],
+            &["a"],
+        );
+        let s = summary(&r, "f/");
+        assert!(
+            s.contains("# verdict: NOT JUDGED: 1 of 2 checks judged on 1 node, none failed; not judged: job-ar on job (1 rank)\n"),
+            "{s}"
+        );
+        assert!(s.contains("# job-ar on job: not judged: "), "{s}");
+        let r = report(vec![], &["a"]);
+        assert!(summary(&r, "f/").contains("not judged: no check could run here"));
+    }
+
+    fn nj_of(check: &str) -> crate::check::Verdict {
+        let mut v = verdict_on(check, "job", &["a"], Status::NotJudged);
+        v.group = "job".into();
+        v.why = "not judged: 1 rank".into();
+        v
+    }
 }

@@ -135,6 +135,8 @@ impl Finding {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Dismissed {
     pub what: String,
+    /// The suspect rank, for a rank suspect (`None` for a pair).
+    pub rank: Option<usize>,
     pub why: String,
 }
 

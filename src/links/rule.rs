@@ -48,6 +48,9 @@ const MIN_CLASS_PAIRS: usize = 6;
 /// at which it has settled: 0.01%, a thousandth of the rule's margin.
 const POLISH_ROUNDS: usize = 20;
 const POLISH_TOLERANCE: f64 = 1e-4;
+/// The share of the rule's spreads past which a pair or rank not flagged
+/// is too noisy to judge (`Rule::doubtful`).
+pub const DOUBT: f64 = 0.75;
 
 crate::types::vocabulary! {
     /// What a pair's samples measure.
@@ -131,12 +134,13 @@ impl Rule {
         delta < self.log_threshold() && -delta > self.spreads * sd
     }
 
-    /// Whether `delta` is past the percentage and half the spreads (about
-    /// 2 robust standard deviations: a deficit one pair or rank alone
-    /// would show at 95%): what is not flagged then is too noisy to judge,
-    /// short of the `spreads` the rule needs to name it among many.
+    /// Whether `delta` is past the percentage and three quarters of the
+    /// spreads (3 robust standard deviations at the default: by chance, 1
+    /// in 700 pairs or ranks of a healthy fleet): what is not flagged
+    /// then is too noisy to judge, short of the `spreads` the rule needs
+    /// to name it among many.
     pub fn doubtful(&self, delta: f64, sd: f64) -> bool {
-        delta < self.log_threshold() && -delta > self.spreads / 2.0 * sd
+        delta < self.log_threshold() && -delta > DOUBT * self.spreads * sd
     }
 }
 
@@ -191,8 +195,9 @@ pub struct PairCheck {
     pub below_reference_pct: f64,
     pub low: bool,
     /// Too noisy to judge: worse than expected by more than the rule's
-    /// percentage and half its spreads, but not by all of them, or its
-    /// interval reaches what its ends predict: neither flagged nor fine.
+    /// percentage and `DOUBT` of its spreads, but not by all of them, or
+    /// its interval reaches what its ends predict: neither flagged nor
+    /// fine.
     pub noisy: bool,
 }
 
@@ -215,8 +220,8 @@ pub struct UnitCheck {
     pub margin_pct: f64,
     pub suspect: bool,
     /// Too noisy to judge: worse than comparable pairs by more than the
-    /// rule's percentage and half its spreads, and low with enough of its
-    /// partners, but not past all its spreads, or with its pairs'
+    /// rule's percentage and `DOUBT` of its spreads, and low with enough
+    /// of its partners, but not past all its spreads, or with its pairs'
     /// interval reaching the class median: neither a suspect nor fine.
     pub noisy: bool,
 }

@@ -322,7 +322,7 @@ pub fn noisy_line(matrix: &Matrix, analysis: &Analysis) -> Option<String> {
          the rule names (? in the matrix); neither named nor fine",
         parts.join(" and "),
         rule.min_deficit_pct,
-        rule.spreads / 2.0,
+        crate::links::rule::DOUBT * rule.spreads,
         rule.spreads
     ))
 }

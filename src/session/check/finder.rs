@@ -11,11 +11,14 @@
 //! Must not: judge (`links` and `check::finder` do), time or validate
 //! anything itself (the engine does).
 
+use super::outputs::Setup;
 use super::{CheckJob, Session, Unrun, node_label};
 use crate::backend::Backend;
 use crate::check::profile::{CheckSpec, FINDER_NODES};
 use crate::engine::watchdog::Watchdog;
+use crate::error::say;
 use crate::links::finder::{FinderConfig, Outcome};
+use crate::links::output::RunMeta;
 use crate::links::{self, Endpoint, Layout, Level, Probe};
 use crate::session::links::{BackendMeasurer, endpoints};
 use crate::topology::Nodes;
@@ -82,6 +85,7 @@ impl<W: World> Session<'_, W> {
         backend: &mut dyn Backend,
         c: &CheckJob,
         nodes: &Nodes,
+        setup: &Setup,
         watchdog: Option<&Watchdog>,
         stopped_by: &mut Option<u64>,
     ) -> Vec<FinderRun> {
@@ -95,7 +99,7 @@ impl<W: World> Session<'_, W> {
                 out.push(FinderRun::Unrun(why));
                 continue;
             }
-            out.push(self.find_one(backend, spec, nodes, watchdog, stopped_by));
+            out.push(self.find_one(backend, spec, nodes, setup, watchdog, stopped_by));
             if let Some(w) = watchdog {
                 w.idle();
             }
@@ -104,12 +108,14 @@ impl<W: World> Session<'_, W> {
     }
 
     /// One finder check: the matrix, re-tests and bisection of `links
-    /// --find` at node level.
+    /// --find` at node level; rank 0 writes the finder's JSON report
+    /// (`DIR/NAME.links.json`, as `collbench links --json` writes it).
     fn find_one(
         &self,
         backend: &mut dyn Backend,
         spec: &CheckSpec,
         nodes: &Nodes,
+        setup: &Setup,
         watchdog: Option<&Watchdog>,
         stopped_by: &mut Option<u64>,
     ) -> FinderRun {
@@ -122,7 +128,7 @@ impl<W: World> Session<'_, W> {
         };
         let layout = Layout::new(&endpoints, &schedule.units(), None);
         let collectives = backend.sub_groups().is_some();
-        let kind = backend.identity().kind;
+        let identity = backend.identity();
         let cfg = FinderConfig {
             probe: probe(spec),
             collectives,
@@ -148,9 +154,10 @@ impl<W: World> Session<'_, W> {
         };
         if first {
             crate::report::print_out(&format!(
-                "# {:<28} {rounds} rounds of pairs in {:.1} s\n",
+                "# {:<28} {rounds} rounds of pairs in {:.1} s; the finder's report: {}\n",
                 spec.name,
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                setup.out_dir.join(format!("{}.links.json", spec.name)).display()
             ));
         }
         let mut notes = Vec::new();
@@ -158,8 +165,31 @@ impl<W: World> Session<'_, W> {
             notes.push(format!(
                 "{}: no bisection for hosts that only collectives show: the {} backend has no sub-communicators here",
                 spec.name,
-                kind.name()
+                identity.kind.name()
             ));
+        }
+        if first {
+            let meta = RunMeta {
+                run_id: setup.run_id.clone(),
+                timestamp: setup.started.clone(),
+                collbench_version: env!("CARGO_PKG_VERSION").into(),
+                backend: identity.kind.name().into(),
+                backend_version: identity.version.clone(),
+                timing: Some(crate::types::TimingMethod::Batched),
+                label: None,
+            };
+            let doc = links::output::json(
+                &meta,
+                &outcome.matrix,
+                &layout,
+                &outcome.analysis,
+                Some(&outcome.report),
+            );
+            let path = setup.out_dir.join(format!("{}.links.json", spec.name));
+            let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+            if let Err(e) = crate::check::write_atomic(&path, &text) {
+                say(&format!("collbench: warning: the finder's report: {e}"));
+            }
         }
         FinderRun::Ran(Box::new(outcome), notes)
     }

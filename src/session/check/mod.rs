@@ -312,7 +312,7 @@ impl<W: World> Session<'_, W> {
         let setup = outputs::Setup::new(self, c, &nodes, identity, views)?;
         let mut measured = self.measure(backend, c, &planned, &setup, watchdog);
         // last: the finder's measurer prepares buffers of its own
-        measured.finders = self.find(backend, c, &nodes, watchdog, &mut measured.stopped_by);
+        measured.finders = self.find(backend, c, &nodes, &setup, watchdog, &mut measured.stopped_by);
         Ok(self.conclude(c, &nodes, &planned, setup, measured))
     }
 }

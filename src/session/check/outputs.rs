@@ -499,3 +499,45 @@ fn run_hooks(t: &hook::Template, execute: bool, r: &Report) {
         print_out("# on-fail: no node to name (the whole-job check failed); nothing run\n");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::prometheus_path;
+
+    #[test]
+    fn prometheus_takes_a_directory_or_a_file_in_one_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        // a directory: HOST.prom inside, with or without the slash
+        assert_eq!(prometheus_path(&d, "n1").unwrap(), dir.path().join("n1.prom"));
+        assert_eq!(
+            prometheus_path(&format!("{d}/"), "n1").unwrap(),
+            dir.path().join("n1.prom")
+        );
+        // a file in a directory that exists, {host} replaced
+        assert_eq!(
+            prometheus_path(&format!("{d}/cb-{{host}}.prom"), "n1").unwrap(),
+            dir.path().join("cb-n1.prom")
+        );
+        // a directory that does not exist, a file's parent that is a file
+        let e = prometheus_path(&format!("{d}/missing/"), "n1").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().starts_with(&format!(
+                "--prometheus {d}/missing/: {d}/missing/ is not a directory on n1"
+            )),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("plain"), "x").unwrap();
+        let e = prometheus_path(&format!("{d}/plain/x.prom"), "n1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("plain is not a directory on n1"), "{e}");
+        assert!(!e.contains('\n'));
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "the probe file is gone"
+        );
+    }
+}
