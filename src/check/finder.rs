@@ -17,71 +17,12 @@ use crate::links::rule::Rule;
 /// The finder's verdicts on `nodes` (each node's group, its label the
 /// host name the finder's endpoints carry), and its notes.
 pub fn verdicts(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> (Vec<Verdict>, Vec<String>) {
-    let named_status = match spec.rule {
+    let named = match spec.rule {
         super::Rule::Finder { warn: true } => Status::Warn,
         _ => Status::Fail,
     };
-    let report = &o.report;
-    let mut out = Vec::new();
-    for g in nodes {
-        let named: Vec<&Finding> = report
-            .findings
-            .iter()
-            .filter(|f| f.kind != FindingKind::Link && f.hosts.first() == Some(&g.label))
-            .collect();
-        let links: Vec<&Finding> = report
-            .findings
-            .iter()
-            .filter(|f| f.kind == FindingKind::Link && f.hosts.contains(&g.label))
-            .collect();
-        let wrong: u64 = o
-            .matrix
-            .pairs
-            .iter()
-            .filter(|p| g.ranks.contains(&p.pair.a) || g.ranks.contains(&p.pair.b))
-            .filter_map(|p| p.wrong)
-            .sum();
-        let v = if wrong > 0 {
-            let reason = format!("{wrong} wrong elements received in the finder's exchanges with this node");
-            of_finder(spec, g, Status::Fail, "wrong elements", reason)
-        } else if !named.is_empty() {
-            let reason: Vec<String> = named.iter().map(|f| finding_reason(f, o)).collect();
-            of_finder(spec, g, named_status, "named by the finder", reason.join(" | "))
-        } else if let Some(why) = too_noisy(g, o) {
-            of_finder(spec, g, Status::NotJudged, "not judged: too noisy", why)
-        } else if let Some(d) = links
-            .is_empty()
-            .then(|| {
-                report
-                    .dismissed
-                    .iter()
-                    .find(|d| d.rank.is_some_and(|r| g.ranks.contains(&r)))
-            })
-            .flatten()
-        {
-            let why = format!(
-                "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
-                 passes): {}: {}",
-                d.what, d.why
-            );
-            of_finder(spec, g, Status::NotJudged, "not judged: not slow again", why)
-        } else {
-            let mut reason = format!(
-                "not named by the finder: no pair of it more than {}% and {} robust spreads worse than comparable \
-                 pairs, or not again when re-tested ({} pairs measured, {} rounds)",
-                report.rule.min_deficit_pct,
-                report.rule.spreads,
-                o.matrix.pairs.len(),
-                report.rounds.matrix + report.rounds.beyond_matrix()
-            );
-            for f in &links {
-                reason += &format!("; an end of the link {} named by the finder", f.hosts.join(" - "));
-            }
-            of_finder(spec, g, Status::Pass, "", reason)
-        };
-        out.push(v);
-    }
-    for f in report.findings.iter().filter(|f| f.kind == FindingKind::Link) {
+    let mut out: Vec<Verdict> = nodes.iter().map(|g| node_verdict(spec, g, o, named)).collect();
+    for f in o.report.findings.iter().filter(|f| f.kind == FindingKind::Link) {
         let ends: Vec<&Group> = f
             .hosts
             .iter()
@@ -95,11 +36,74 @@ pub fn verdicts(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> (Vec<Verdict>
         out.push(of_finder(
             spec,
             &link,
-            named_status,
+            named,
             "named by the finder",
             finding_reason(f, o),
         ));
     }
+    (out, notes(spec, o))
+}
+
+/// The finder's verdict on node `g` (`named`: what a finding is): wrong
+/// elements fail it; named by the finder, `named`; too noisy to tell, or
+/// a suspect its re-tests did not show again, not judged; else a pass.
+fn node_verdict(spec: &CheckSpec, g: &Group, o: &Outcome, named: Status) -> Verdict {
+    let report = &o.report;
+    let mine = |f: &&Finding| f.kind != FindingKind::Link && f.hosts.first() == Some(&g.label);
+    let found: Vec<&Finding> = report.findings.iter().filter(mine).collect();
+    let links: Vec<&Finding> = report
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Link && f.hosts.contains(&g.label))
+        .collect();
+    let wrong: u64 = o
+        .matrix
+        .pairs
+        .iter()
+        .filter(|p| g.ranks.contains(&p.pair.a) || g.ranks.contains(&p.pair.b))
+        .filter_map(|p| p.wrong)
+        .sum();
+    let dismissed = report
+        .dismissed
+        .iter()
+        .find(|d| links.is_empty() && d.rank.is_some_and(|r| g.ranks.contains(&r)));
+    if wrong > 0 {
+        let reason = format!("{wrong} wrong elements received in the finder's exchanges with this node");
+        return of_finder(spec, g, Status::Fail, "wrong elements", reason);
+    }
+    if !found.is_empty() {
+        let reason: Vec<String> = found.iter().map(|f| finding_reason(f, o)).collect();
+        return of_finder(spec, g, named, "named by the finder", reason.join(" | "));
+    }
+    if let Some(why) = too_noisy(g, o) {
+        return of_finder(spec, g, Status::NotJudged, "not judged: too noisy", why);
+    }
+    if let Some(d) = dismissed {
+        let why = format!(
+            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
+             passes): {}: {}",
+            d.what, d.why
+        );
+        return of_finder(spec, g, Status::NotJudged, "not judged: not slow again", why);
+    }
+    let mut reason = format!(
+        "not named by the finder: no pair of it more than {}% and {} robust spreads worse than comparable \
+         pairs, or not again when re-tested ({} pairs measured, {} rounds)",
+        report.rule.min_deficit_pct,
+        report.rule.spreads,
+        o.matrix.pairs.len(),
+        report.rounds.matrix + report.rounds.beyond_matrix()
+    );
+    for f in &links {
+        reason += &format!("; an end of the link {} named by the finder", f.hosts.join(" - "));
+    }
+    of_finder(spec, g, Status::Pass, "", reason)
+}
+
+/// The finder's notes, each prefixed with the check's name: what it could
+/// not do, what was too noisy to judge, the suspects dismissed.
+fn notes(spec: &CheckSpec, o: &Outcome) -> Vec<String> {
+    let report = &o.report;
     let mut notes: Vec<String> = report.notes.iter().map(|n| format!("{}: {n}", spec.name)).collect();
     if let Some(line) = noisy_line(&o.matrix, &o.analysis) {
         notes.push(format!("{}: {line}", spec.name));
@@ -118,7 +122,7 @@ pub fn verdicts(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> (Vec<Verdict>
                 .join(", ")
         ));
     }
-    (out, notes)
+    notes
 }
 
 /// A verdict of the finder on `group`: no figure of its own (the

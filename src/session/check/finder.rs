@@ -13,7 +13,7 @@
 
 use super::outputs::Setup;
 use super::{CheckJob, Session, Unrun, node_label};
-use crate::backend::Backend;
+use crate::backend::{Backend, Identity};
 use crate::check::profile::{CheckSpec, FINDER_NODES};
 use crate::engine::watchdog::Watchdog;
 use crate::error::say;
@@ -169,28 +169,29 @@ impl<W: World> Session<'_, W> {
             ));
         }
         if first {
-            let meta = RunMeta {
-                run_id: setup.run_id.clone(),
-                timestamp: setup.started.clone(),
-                collbench_version: env!("CARGO_PKG_VERSION").into(),
-                backend: identity.kind.name().into(),
-                backend_version: identity.version.clone(),
-                timing: Some(crate::types::TimingMethod::Batched),
-                label: None,
-            };
-            let doc = links::output::json(
-                &meta,
-                &outcome.matrix,
-                &layout,
-                &outcome.analysis,
-                Some(&outcome.report),
-            );
-            let path = setup.out_dir.join(format!("{}.links.json", spec.name));
-            let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
-            if let Err(e) = crate::check::write_atomic(&path, &text) {
-                say(&format!("collbench: warning: the finder's report: {e}"));
-            }
+            write_report(spec, setup, &identity, &layout, &outcome);
         }
         FinderRun::Ran(Box::new(outcome), notes)
+    }
+}
+
+/// Rank 0: the finder's whole report beside the verdicts
+/// (`DIR/NAME.links.json`, as `collbench links --json` writes it); a file
+/// that cannot be written is a warning (the verdicts carry the findings).
+fn write_report(spec: &CheckSpec, setup: &Setup, identity: &Identity, layout: &Layout, outcome: &Outcome) {
+    let meta = RunMeta {
+        run_id: setup.run_id.clone(),
+        timestamp: setup.started.clone(),
+        collbench_version: env!("CARGO_PKG_VERSION").into(),
+        backend: identity.kind.name().into(),
+        backend_version: identity.version.clone(),
+        timing: Some(crate::types::TimingMethod::Batched),
+        label: None,
+    };
+    let doc = links::output::json(&meta, &outcome.matrix, layout, &outcome.analysis, Some(&outcome.report));
+    let path = setup.out_dir.join(format!("{}.links.json", spec.name));
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+    if let Err(e) = crate::check::write_atomic(&path, &text) {
+        say(&format!("collbench: warning: the finder's report: {e}"));
     }
 }
