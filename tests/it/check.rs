@@ -595,3 +595,76 @@ fn on_four_fake_nodes_the_node_checks_are_not_judged_and_the_finder_names_a_slow
         "the finder's report beside the verdicts"
     );
 }
+
+/// A finder check on 4 simulated GPUs (tests/gpu-sim, the NCCL backend,
+/// one virtual node a GPU): a slow rank is named as its node, a slow pair
+/// as the link, a verdict on both its ends; every run says it is
+/// simulated.
+#[test]
+fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
+    let Some(sim) = crate::gpu_sim::sim_dir() else {
+        return;
+    };
+    let dir = tempdir();
+    let profile = dir.path().join("gpu-finder.toml");
+    std::fs::write(
+        &profile,
+        "name = \"gpu-finder\"\ndescription = \"the finder on GPUs\"\nbackend = \"nccl\"\n\n[[check]]\n\
+         name = \"pair-finder\"\nscope = \"pair\"\nfinder = true\nsize = \"1M\"\nsamples = 6\niters = 3\n",
+    )
+    .unwrap();
+    let run = |name: &str, fault: (&str, &str)| {
+        let out_dir = dir.path().join(name);
+        let mut cmd = Command::new(BIN);
+        cmd.args(["check", "--profile", path_str(&profile), "--backend", "nccl", "-g", "4"])
+            .args(["--ranks-per-node", "1", "--out", path_str(&out_dir)])
+            .env_remove("NCCL_HOME")
+            .env_remove("OMPI_COMM_WORLD_RANK")
+            .env("NO_COLOR", "1")
+            .env(fault.0, fault.1);
+        for (k, v) in crate::gpu_sim::sim_env(&sim, 4) {
+            cmd.env(k, v);
+        }
+        let out = output_of(cmd);
+        assert_eq!(code(&out), 6, "{name}: {}", show(&out));
+        assert!(
+            stdout(&out).contains("-sim)"),
+            "the run says it is simulated: {}",
+            show(&out)
+        );
+        let verdicts = json(&out_dir.join("check.json"))["verdicts"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let failing: Vec<(String, String)> = verdicts
+            .iter()
+            .filter(|v| v["status"] == "fail")
+            .map(|v| {
+                (
+                    v["group"].as_str().unwrap().to_string(),
+                    v["why"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (failing, show(&out))
+    };
+    let (failing, text) = run("rank", ("GPUSIM_DELAY_RANK", "3:3000"));
+    let host = |n: usize| {
+        format!(
+            "{}-v{n}",
+            text.split("hosts: ").nth(1).unwrap().split("-v").next().unwrap()
+        )
+    };
+    assert_eq!(failing, [(host(3), "named by the finder".to_string())], "{text}");
+    assert!(
+        text.contains(&format!("# verdict: FAIL: 1 of 4 nodes: {} (pair-finder)", host(3))),
+        "{text}"
+    );
+    let (failing, text) = run("pair", ("GPUSIM_DELAY_PAIR", "1-2:3000"));
+    assert_eq!(
+        failing,
+        [(format!("{}+{}", host(1), host(2)), "named by the finder".to_string())],
+        "{text}"
+    );
+    assert!(text.contains("fails where each node passes with another"), "{text}");
+}
