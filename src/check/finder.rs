@@ -41,7 +41,50 @@ pub fn verdicts(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> (Vec<Verdict>
             finding_reason(f, o),
         ));
     }
+    out.extend(unconfirmed_links(spec, nodes, o));
     (out, notes(spec, o))
+}
+
+/// A link suspect of the matrix that its re-tests did not show again,
+/// neither of its ends named: not judged (samples on both sides), a
+/// verdict on both its ends.
+fn unconfirmed_links(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> Vec<Verdict> {
+    let named = |rank: usize| {
+        o.report
+            .findings
+            .iter()
+            .any(|f| f.kind != FindingKind::Link && f.endpoints.iter().any(|e| e.rank == rank))
+    };
+    let node_of = |rank: usize| nodes.iter().find(|g| g.ranks.contains(&rank));
+    let mut out: Vec<Verdict> = Vec::new();
+    for d in &o.report.dismissed {
+        let Some(pair) = d.pair else { continue };
+        let (Some(a), Some(b)) = (node_of(pair.a), node_of(pair.b)) else {
+            continue;
+        };
+        let label = format!("{}+{}", a.label, b.label);
+        if named(pair.a) || named(pair.b) || out.iter().any(|v| v.group == label) {
+            continue;
+        }
+        let link = Group {
+            label,
+            hosts: vec![a.label.clone(), b.label.clone()],
+            ranks: a.ranks.iter().chain(&b.ranks).copied().collect(),
+        };
+        let why = format!(
+            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
+             passes): {}: {}",
+            d.what, d.why
+        );
+        out.push(of_finder(
+            spec,
+            &link,
+            Status::NotJudged,
+            "not judged: not slow again",
+            why,
+        ));
+    }
+    out
 }
 
 /// The finder's verdict on node `g` (`named`: what a finding is): wrong
@@ -204,13 +247,22 @@ finder = true
 size = "1M"
 "#;
 
-    fn run(nodes: usize, faults: Vec<Fault>, warn: bool) -> (Vec<Verdict>, Vec<String>, Vec<Group>) {
+    fn spec(warn: bool) -> CheckSpec {
         let text = if warn {
             format!("{PROFILE}on_finding = \"warn\"\n")
         } else {
             PROFILE.to_string()
         };
-        let spec = parse(&text, "f.toml").unwrap().checks.remove(0);
+        parse(&text, "f.toml").unwrap().checks.remove(0)
+    }
+
+    fn run(nodes: usize, faults: Vec<Fault>, warn: bool) -> (Vec<Verdict>, Vec<String>, Vec<Group>) {
+        let (o, groups) = outcome(nodes, faults);
+        let (v, notes) = verdicts(&spec(warn), &groups, &o);
+        (v, notes, groups)
+    }
+
+    fn outcome(nodes: usize, faults: Vec<Fault>) -> (Outcome, Vec<Group>) {
         let mut sim = SimCluster::new(SimConfig::nodes(nodes, 1), faults);
         let s = schedule::build(sim.endpoints(), Level::Node, false).unwrap();
         let layout = Layout::new(sim.endpoints(), &s.units(), None);
@@ -224,8 +276,56 @@ size = "1M"
             })
             .collect();
         let o = find(&mut sim, &s, &layout, &FinderConfig::DEFAULT, &mut |_| {}).unwrap();
-        let (v, notes) = verdicts(&spec, &groups, &o);
-        (v, notes, groups)
+        (o, groups)
+    }
+
+    #[test]
+    fn a_suspect_its_re_tests_did_not_show_again_is_not_judged_unless_explained() {
+        use crate::links::Pair;
+        use crate::links::finder::Dismissed;
+        let (mut o, groups) = outcome(5, vec![]);
+        let dismissed = |rank: Option<usize>, pair: Option<Pair>| Dismissed {
+            what: "a suspect".into(),
+            rank,
+            pair,
+            why: "not slow with known-good partners: 0-4 uni +3%".into(),
+        };
+        o.report.dismissed = vec![dismissed(Some(4), None), dismissed(None, Some(Pair::new(1, 3)))];
+        let (v, notes) = verdicts(&spec(false), &groups, &o);
+        let of = |label: &str| v.iter().find(|x| x.group == label).unwrap();
+        let node4 = of(&groups[4].label);
+        assert_eq!(
+            (node4.status, node4.why.as_str()),
+            (Status::NotJudged, "not judged: not slow again")
+        );
+        assert!(
+            node4.reason.starts_with("slow in the matrix, not again when re-tested"),
+            "{}",
+            node4.reason
+        );
+        let link = of(&format!("{}+{}", groups[1].label, groups[3].label));
+        assert_eq!((link.status, link.ranks.as_slice()), (Status::NotJudged, &[1, 3][..]));
+        assert_eq!(of(&groups[0].label).status, Status::Pass);
+        assert!(
+            notes.iter().any(|n| n.contains("2 suspect(s) of the matrix dismissed")),
+            "{notes:?}"
+        );
+        // a dismissed link at a node the finder named is that node's
+        o.report.findings = vec![crate::links::finder::Finding {
+            kind: FindingKind::Node,
+            hosts: vec![groups[3].label.clone()],
+            endpoints: vec![o.matrix.endpoints[3].clone()],
+            evidence: vec![],
+            retests: vec![],
+            steps: vec![],
+        }];
+        let link = link.group.clone();
+        let (v, _) = verdicts(&spec(false), &groups, &o);
+        assert!(v.iter().all(|x| x.group != link), "{v:?}");
+        assert_eq!(
+            v.iter().find(|x| x.group == groups[3].label).unwrap().status,
+            Status::Fail
+        );
     }
 
     #[test]

@@ -165,6 +165,7 @@ impl Context<'_> {
             dismissed.push(Dismissed {
                 what: format!("rank {}", self.endpoints[rank].name()),
                 rank: Some(rank),
+                pair: None,
                 why: why_not(&tests, "with known-good partners", "no known-good partner was free"),
             });
             None
@@ -219,6 +220,7 @@ impl Context<'_> {
             dismissed.push(Dismissed {
                 what: name,
                 rank: None,
+                pair: Some(pair),
                 why,
             });
             None
@@ -270,6 +272,7 @@ impl Context<'_> {
             dismissed.push(Dismissed {
                 what: format!("link {} - {}", f.endpoints[0].name(), f.endpoints[1].name()),
                 rank: None,
+                pair: Some(pair),
                 why: format!(
                     "slow again, but its end {} is slow with known-good partners too: not a fault of this pair alone",
                     self.endpoints[end].name()
@@ -282,6 +285,7 @@ impl Context<'_> {
             dismissed.push(Dismissed {
                 what: format!("rank {}", self.endpoints[c.rank].name()),
                 rank: Some(c.rank),
+                pair: None,
                 why: format!(
                     "slow with known-good partners ({:.1}x at worst), but far less than its slow link: the link's",
                     slowdown(&c.retests)

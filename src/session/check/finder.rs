@@ -15,12 +15,16 @@ use super::outputs::Setup;
 use super::{CheckJob, Session, Unrun, node_label};
 use crate::backend::{Backend, Identity};
 use crate::check::profile::{CheckSpec, FINDER_NODES};
+use crate::collective::Collective;
 use crate::engine::watchdog::Watchdog;
 use crate::error::say;
 use crate::links::finder::{FinderConfig, Outcome};
 use crate::links::output::RunMeta;
 use crate::links::{self, Endpoint, Layout, Level, Probe};
+use crate::plan::Reservation;
+use crate::session::links::measurer::DTYPE;
 use crate::session::links::{BackendMeasurer, endpoints};
+use crate::topology::Hierarchy;
 use crate::topology::Nodes;
 use crate::world::World;
 
@@ -42,6 +46,21 @@ pub(super) fn probe(spec: &CheckSpec) -> Probe {
         iters: spec.iters as usize,
         warmup: spec.warmup as usize,
     }
+}
+
+/// The buffers of each finder check's exchanges, as its measurer
+/// reserves them (one sendrecv of its probe between two ranks).
+pub(super) fn reservations(c: &CheckJob) -> Vec<Reservation> {
+    c.checks
+        .iter()
+        .filter(|k| k.is_finder())
+        .map(|k| {
+            let p = probe(k);
+            let count = (p.size_bytes.max(p.latency_bytes) / DTYPE.size_bytes() as u64) as usize;
+            let shape = Collective::SendRecv.spec().shape(count, 2);
+            Reservation::of([(Hierarchy::Flat, DTYPE, shape)], false)
+        })
+        .collect()
 }
 
 /// Every rank as the finder knows it, each host its node's check label.

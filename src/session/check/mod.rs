@@ -301,7 +301,11 @@ impl<W: World> Session<'_, W> {
         );
         let free = backend.gpu().and_then(|g| g.free_bytes());
         let ranks_on_host = world.nodes().local_size(world.rank());
-        self.agreed(c.check_memory(&reservation, ranks_on_host, free))?;
+        // the finder's buffers come after the checks' (its measurer
+        // reserves its own): each must fit
+        for r in std::iter::once(&reservation).chain(&finder::reservations(c)) {
+            self.agreed(c.check_memory(r, ranks_on_host, free))?;
+        }
         self.agreed(backend.reserve(&reservation))?;
         let views = outputs::Views {
             observed: observed.text,
