@@ -600,6 +600,7 @@ fn on_four_fake_nodes_the_node_checks_are_not_judged_and_the_finder_names_a_slow
 /// one virtual node a GPU): a slow rank is named as its node, a slow pair
 /// as the link, a verdict on both its ends; every run says it is
 /// simulated.
+#[cfg(feature = "nccl")]
 #[test]
 fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
     let Some(sim) = crate::gpu_sim::sim_dir() else {

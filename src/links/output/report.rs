@@ -76,7 +76,7 @@ fn own_pairs(host: &str, matrix: &Matrix, analysis: &Analysis) -> Option<String>
         return None;
     }
     Some(format!(
-        "{} of its pairs low and {} too noisy to judge in the matrix",
+        "in the matrix, {} of its pairs were low and {} too noisy to judge",
         low.len(),
         noisy.len()
     ))
@@ -110,7 +110,7 @@ pub fn headline(f: &Finding, matrix: &Matrix, analysis: &Analysis) -> String {
                 f.hosts[0]
             ),
             Some(pairs) => format!(
-                "SUSPECT collective: host {} slows all-reduces on every subset it is in ({pairs}; none of them named)",
+                "SUSPECT collective: host {} slows all-reduces on every subset it is in; {pairs}",
                 f.hosts[0]
             ),
         },
