@@ -71,7 +71,7 @@ fn every_confirmed_log_of_the_corpus_names_its_cause_on_its_evidence_lines() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(named >= 15, "{named} confirmed logs");
+    assert!(named >= 25, "{named} confirmed logs");
 }
 
 #[test]
