@@ -59,6 +59,94 @@ fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
     assert_intact(&csv_path, default_header().len());
 }
 
+/// The JSON report at `path`: whole, `"complete": false`, stopped by
+/// `cause`, with as many records as the CSV has rows; no `.partial` left.
+fn assert_stopped_json(path: &std::path::Path, cause: &str, rows: usize) {
+    let text = std::fs::read_to_string(path).expect("the JSON report was written");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("the JSON report is whole");
+    assert_eq!(doc["summary"]["complete"], false, "{text}");
+    assert_eq!(doc["summary"]["stopped_by"], cause, "{text}");
+    assert_eq!(doc["records"].as_array().unwrap().len(), rows);
+    assert_eq!(doc["summary"]["points"].as_u64().unwrap() as usize, rows);
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    assert!(!std::path::Path::new(&partial).exists(), "a .partial JSON was left");
+}
+
+#[test]
+fn a_stopped_peer_times_out_and_rank_0_alive_completes_its_table_and_json() {
+    let (dir, csv_path) = temp_file("peer.csv");
+    let json_path = dir.path().join("peer.json");
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--timeout", "5", "--json", path_str(&json_path)]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, Duration::from_secs(120));
+    job.wait_for_rows(Duration::from_secs(120));
+    signal(pids[1], "STOP");
+    let (code, lines) = job.finish(Duration::from_secs(120));
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pids[1].to_string()])
+        .status();
+    assert_eq!(code, 5, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("collbench: rank 0 on ") && l.contains("timeout")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("stopped by")),
+        "the timeout is the one cause: {lines:?}"
+    );
+    let rows = assert_intact(&csv_path, default_header().len());
+    assert_stopped_json(&json_path, "timeout", rows);
+}
+
+/// What a terminal and a launcher do together: SIGINT to every rank (the
+/// foreground process group), then SIGTERM (mpirun) and SIGHUP (a closed
+/// pseudo-terminal), and a user's second Ctrl-C: the first signal stops
+/// the run, the later ones cannot end a rank before rank 0's reports are
+/// whole.
+#[test]
+fn any_number_of_signals_on_every_rank_leave_whole_reports_naming_the_first() {
+    let (dir, csv_path) = temp_file("many.csv");
+    let json_path = dir.path().join("many.json");
+    let mut args = vec![
+        "run", "-b", "64K", "-e", "64K", "-n", "4000", "-w", "1", "--cycles", "0",
+    ];
+    args.extend([
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+        "--json",
+        path_str(&json_path),
+    ]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, Duration::from_secs(120));
+    job.wait_for_rows(Duration::from_secs(120));
+    for pid in &pids {
+        signal(*pid, "INT");
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    for sig in ["TERM", "HUP", "INT", "TERM"] {
+        for pid in &pids {
+            let _ = std::process::Command::new("kill")
+                .args([&format!("-{sig}"), &pid.to_string()])
+                .status();
+        }
+    }
+    let (code, lines) = job.finish(Duration::from_secs(120));
+    assert!([129, 130, 143].contains(&code), "exit {code}: {lines:?}");
+    let stopped: Vec<&String> = lines.iter().filter(|l| l.contains("stopped by")).collect();
+    assert_eq!(stopped.len(), 1, "{lines:?}");
+    assert!(
+        stopped[0].starts_with("collbench: stopped by SIGINT after "),
+        "{lines:?}"
+    );
+    let rows = assert_intact(&csv_path, default_header().len());
+    assert_stopped_json(&json_path, "SIGINT", rows);
+}
+
 #[test]
 fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_143() {
     let (dir, csv_path) = temp_file("term.csv");
