@@ -28,7 +28,7 @@ mod warnings;
 pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -337,6 +337,7 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             o.alpha
         )));
     }
+    check_exports(c)?;
     if let Some(dimension) = c.by {
         let [file] = c.files.as_slice() else {
             return Err(Error::usage(format!(
@@ -400,6 +401,26 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             Ok(exit::REGRESSION)
         }
     }
+}
+
+/// The export files, before any file is read: none may be an input or
+/// the other export, and each must be creatable (a missing folder is a
+/// usage error, exit 2, not a failure after the comparison).
+fn check_exports(c: &CompareCommand) -> Result<(), Error> {
+    let exports: Vec<(&str, &Path)> = [
+        ("--export-markdown", &c.export_markdown),
+        ("--export-json", &c.export_json),
+    ]
+    .into_iter()
+    .filter_map(|(what, path)| path.as_deref().map(|p| (what, p)))
+    .collect();
+    let names = if c.files.len() == 2 { ["BASE", "NEW"] } else { [""; 2] };
+    let inputs: Vec<(&str, &Path)> = c.files.iter().zip(names).map(|(p, n)| (n, p.as_path())).collect();
+    crate::report::paths::check_distinct(&exports, &inputs)?;
+    for (what, path) in exports {
+        crate::report::paths::check_writable(what, path)?;
+    }
+    Ok(())
 }
 
 /// Joins `base` and `new`, checks how they were measured and judges every

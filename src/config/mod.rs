@@ -117,6 +117,7 @@ impl RunConfig {
                 overwrite: a.overwrite,
                 progress: cli::progress_mode(a.no_progress, a.progress),
                 label: a.label.clone(),
+                config: a.config.clone(),
             },
             hooks: TestHooks {
                 inject_error: a.inject_error,

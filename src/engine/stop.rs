@@ -29,6 +29,15 @@ use crate::error::Error;
 /// (signals are below 65), so that 128 + it is never taken for an exit code.
 pub const TIMEOUT: u64 = 1 << 16;
 
+/// The stop cause of a run whose rank 0 failed (its error line says why):
+/// its reports are completed before the job is taken down.
+pub const FAILED: u64 = 1 << 17;
+
+/// Whether `cause` is a signal (not `TIMEOUT` or `FAILED`).
+pub fn is_signal(cause: u64) -> bool {
+    cause > 0 && cause < TIMEOUT
+}
+
 #[derive(Clone)]
 pub struct StopRequest {
     inner: Arc<Inner>,
@@ -172,10 +181,12 @@ impl Drop for ReportsHold {
     }
 }
 
-/// `SIGINT`, `SIGTERM`, `timeout`, or the number.
+/// `SIGINT`, `SIGTERM`, `timeout`, `error`, or the number.
 pub fn signal_name(signal: u64) -> String {
-    if signal == TIMEOUT {
-        return "timeout".into();
+    match signal {
+        TIMEOUT => return "timeout".into(),
+        FAILED => return "error".into(),
+        _ => {}
     }
     match signal as i32 {
         SIGINT => "SIGINT".into(),

@@ -223,6 +223,8 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
         collective: opts.collective,
         nranks: opts.nranks,
     };
+    let inputs: Vec<(&str, &Path)> = opts.files.iter().map(|p| ("", p.as_path())).collect();
+    crate::report::paths::check_distinct(&[("-o", &opts.output)], &inputs)?;
     let mut records = Vec::new();
     let mut warnings = Vec::new();
     for path in &opts.files {
@@ -239,7 +241,7 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
     crate::report::csv::write_records(&opts.output, opts.overwrite, &records)?;
     // Only once the CSV is written: a refused import says one line, no more.
     for w in &warnings {
-        eprintln!("collbench: warning: {w}");
+        crate::error::say(&format!("collbench: warning: {w}"));
     }
     Ok(records.len())
 }

@@ -19,6 +19,7 @@ mod reporter;
 pub mod samples;
 pub use reporter::{Reporter, stop_line};
 pub mod nccl_tests_json;
+pub mod paths;
 pub mod table;
 pub mod workload;
 
@@ -49,6 +50,8 @@ pub struct OutputConfig {
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
     pub label: Option<String>,
+    /// `--config`: an input, which no output may replace.
+    pub config: Option<PathBuf>,
 }
 
 /// What the reports say about the run as a whole: who ran it where, and
@@ -194,7 +197,7 @@ fn refuse_existing_json(path: &Path, overwrite: bool) -> Result<(), Error> {
 
 /// The temporary file beside `path` a JSON report is written to before it
 /// is renamed to `path`: `NAME.partial`.
-fn partial_path(path: &Path) -> PathBuf {
+pub(crate) fn partial_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     path.with_file_name(name)

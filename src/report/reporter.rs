@@ -26,7 +26,7 @@ use std::time::Duration;
 use super::progress::Progress;
 use super::{RunInfo, Sink};
 use crate::engine::Summary;
-use crate::engine::stop::{ReportsHold, StopRequest, TIMEOUT, signal_name};
+use crate::engine::stop::{FAILED, ReportsHold, StopRequest, is_signal, signal_name};
 use crate::error::{Error, say};
 use crate::record::Record;
 
@@ -137,7 +137,7 @@ impl Reporter {
             State::Closed => Ok(summary.clone()),
             State::Open => {
                 out.progress.finish();
-                let finished = out.each(|s| s.finish(run, summary));
+                let finished = out.finish_all(run, summary);
                 if let Some(signal) = summary.stopped_by {
                     say(&stop_line(signal, summary.points, out.planned));
                 }
@@ -146,6 +146,17 @@ impl Reporter {
         };
         out.hold = None;
         reported
+    }
+
+    /// Rank 0 failed (its error line is said, the job is about to be taken
+    /// down): completes every report that still can be with what it holds,
+    /// marked as stopped by an error.
+    pub fn abandon(&mut self) {
+        if let Some((quit, thread)) = self.watcher.take() {
+            drop(quit);
+            let _ = thread.join();
+        }
+        self.outputs().stop(FAILED);
     }
 
     /// The run will not start after all: remove every file created.
@@ -168,6 +179,19 @@ impl Outputs {
         Ok(())
     }
 
+    /// Finishes every sink, even after one failed: the first failure.
+    fn finish_all(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), Error> {
+        let mut first = Ok(());
+        for sink in &mut self.sinks {
+            if let Err(e) = sink.finish(run, summary)
+                && first.is_ok()
+            {
+                first = Err(Error::runtime(format!("cannot write {}: {e}", sink.target())));
+            }
+        }
+        first
+    }
+
     /// A stop signal arrived, or the watchdog fired (`cause`): complete
     /// every report with what it holds, say why (the watchdog has said it),
     /// and let the process end (a later signal may end it at once now).
@@ -182,10 +206,14 @@ impl Outputs {
         summary.stopped_by = Some(cause);
         summary.cycles = (summary.points / run.points.max(1)) as u64;
         self.progress.finish();
-        if let Err(e) = self.each(|s| s.finish(&run, &summary)) {
+        // after rank 0's failure its line is the one: a report that
+        // cannot be completed is then left out (a JSON is removed)
+        if let Err(e) = self.finish_all(&run, &summary)
+            && cause != FAILED
+        {
             say(&format!("collbench: {e}"));
         }
-        if cause != TIMEOUT {
+        if is_signal(cause) {
             say(&stop_line(cause, summary.points, self.planned));
         }
         self.state = State::Stopped(summary);

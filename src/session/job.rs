@@ -115,6 +115,9 @@ impl Job {
     /// `collbench replay`: the log read and parsed (every rank reads it).
     pub fn replay(a: &ReplayArgs) -> Result<(Job, RunConfig), Error> {
         let cfg = run_config(&a.run, "replay")?;
+        if let Some(csv) = &cfg.outputs.csv {
+            crate::report::paths::check_distinct(&[("--csv", csv)], &[("the log", &a.log)])?;
+        }
         let text = read_log(&a.log)?;
         let log = parse_log(&text, &LogOptions { rank: a.replay_rank })
             .map_err(|e| Error::from_code(e.exit_code(), format!("{}: {e}", a.log.display())))?;

@@ -391,7 +391,14 @@ impl<'a, W: World> Session<'a, W> {
             });
         let summary = match swept {
             Ok(summary) => summary,
-            Err(e) => self.fail(&e),
+            Err(e) => {
+                // rank 0's reports are completed before the job goes down
+                say(&self.world.error_line(&e));
+                if let Some(rep) = reporter.as_mut() {
+                    rep.abandon();
+                }
+                self.world.abort(e.exit_code())
+            }
         };
         // Rank 0 judges what its reports hold: a stop signal may have
         // completed them before the point in flight (`report::reporter`).

@@ -183,6 +183,7 @@ impl<W: World> Session<'_, W> {
             Some(p) => p.clone(),
             None => default_csv(&run_id)?,
         };
+        check_paths(out, &csv_path)?;
         let json: Option<Box<dyn Sink>> = match &out.json {
             Some(path) if out.nccl_tests_json => Some(Box::new(NcclTestsJsonSink::create(path, out.overwrite)?)),
             Some(path) => Some(Box::new(JsonSink::create(path, out.overwrite)?)),
@@ -373,6 +374,17 @@ fn device_headroom(free: u64) -> u64 {
 }
 
 /// `results/<run id>.csv`, the folder created if need be.
+/// The run's files are distinct and none is its `--config` file.
+fn check_paths(out: &crate::report::OutputConfig, csv: &std::path::Path) -> Result<(), Error> {
+    let partial = out.json.as_deref().map(crate::report::partial_path);
+    let mut outputs = vec![("--csv", csv)];
+    if let (Some(json), Some(partial)) = (out.json.as_deref(), partial.as_deref()) {
+        outputs.extend([("--json", json), ("the JSON's temporary file", partial)]);
+    }
+    let inputs: Vec<(&str, &std::path::Path)> = out.config.iter().map(|c| ("the --config file", c.as_path())).collect();
+    crate::report::paths::check_distinct(&outputs, &inputs)
+}
+
 fn default_csv(run_id: &str) -> Result<PathBuf, Error> {
     results_file(&format!("{run_id}.csv"))
 }

@@ -215,6 +215,194 @@ fn an_unwritable_output_path_is_named_before_any_work() {
     }
 }
 
+/// A tmpfs of `size` mounted on a folder of its own (root only), unmounted
+/// when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        if !is_root() {
+            eprintln!("note: a full disk needs a tmpfs mount, which needs root; test skipped");
+            return None;
+        }
+        let dir = tempdir();
+        let mounted = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "tmpfs",
+                path_str(dir.path()),
+            ])
+            .status()
+            .expect("mount runs");
+        assert!(mounted.success(), "cannot mount a tmpfs as root");
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A 64 KiB disk fills mid-run: rank 0 says so once and takes the job
+/// down (exit 1); the CSV ends with its last whole row (the row that did
+/// not fit is cut back out), the table's footer counts exactly those rows,
+/// the JSON that could not be completed is absent (no `.partial`), and
+/// compare and plot read the CSV.
+#[test]
+fn a_full_disk_leaves_whole_rows_a_footer_and_no_half_json() {
+    let Some(disk) = SmallDisk::mount("64k") else {
+        return;
+    };
+    let (csv_path, json_path) = (disk.path("t.csv"), disk.path("t.json"));
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--json", path_str(&json_path)]);
+    let out = exits(1, mpirun(2, &args));
+    let line = only_line(&out);
+    assert!(
+        line.contains(&format!("cannot write CSV file {}", csv_path.display())) && line.contains("No space left"),
+        "{line}"
+    );
+    let rows = assert_intact(&csv_path, default_header().len());
+    let table = stdout(&out);
+    assert!(
+        table.contains(&format!(
+            "# Run                  : incomplete, stopped by error after {rows} points\n"
+        )),
+        "{table}"
+    );
+    let left: Vec<_> = std::fs::read_dir(disk.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("t.csv")],
+        "the JSON is whole or absent"
+    );
+    let dir = tempdir();
+    ok(collbench(&["compare", path_str(&csv_path), path_str(&csv_path)]));
+    ok(collbench(&[
+        "plot",
+        path_str(&csv_path),
+        "-o",
+        path_str(&dir.path().join("p.svg")),
+    ]));
+}
+
+/// A CSV whose last row was cut short (copied from a disk that filled
+/// before this version, a writer killed mid-row): compare and plot leave
+/// that row out with one warning naming the file and its line.
+#[test]
+fn readers_leave_out_a_torn_final_row_with_a_warning() {
+    let dir = tempdir();
+    let (_d, whole) = temp_file("whole.csv");
+    ok(mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce",
+            "-e",
+            "1K",
+            "--csv",
+            path_str(&whole),
+        ],
+    ));
+    let text = std::fs::read_to_string(&whole).unwrap();
+    let rows = text.lines().count() - 1;
+    let torn = dir.path().join("torn.csv");
+    let last = text.trim_end().lines().last().unwrap();
+    std::fs::write(&torn, format!("{text}{}", &last[..last.len() / 2])).unwrap();
+    let out = ok(collbench(&["compare", path_str(&whole), path_str(&torn)]));
+    let warning = only_line(&out);
+    assert!(
+        warning.starts_with(&format!(
+            "collbench: warning: CSV file {}: line {}, its last row",
+            torn.display(),
+            rows + 2
+        )),
+        "{warning}"
+    );
+    assert!(
+        stdout(&out).contains(&format!("{rows} within noise")),
+        "{}",
+        stdout(&out)
+    );
+    let out = ok(collbench(&[
+        "plot",
+        path_str(&torn),
+        "-o",
+        path_str(&dir.path().join("t.png")),
+    ]));
+    assert_eq!(
+        our_lines(&out).iter().filter(|l| l.contains("no line end")).count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `--csv` and `--json` on one file, or an output on the `--config` file
+/// (even with `--overwrite`): one line naming both, exit 2, nothing
+/// measured, nothing written, the config file intact.
+#[test]
+fn an_output_on_another_output_or_on_the_config_file_is_refused_before_measuring() {
+    let dir = tempdir();
+    let same = dir.path().join("same.out");
+    let out = exits(
+        2,
+        mpirun(
+            2,
+            &["run", "-e", "1K", "--csv", path_str(&same), "--json", path_str(&same)],
+        ),
+    );
+    assert_eq!(
+        only_line(&out),
+        format!(
+            "collbench: --json {0} is also --csv's file: each output needs a path of its own",
+            same.display()
+        )
+    );
+    assert!(!stdout(&out).contains("float"), "nothing measured");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
+    let config = dir.path().join("run.conf");
+    std::fs::write(&config, "maxbytes = \"1K\"\n").unwrap();
+    let out = exits(
+        2,
+        mpirun(
+            2,
+            &[
+                "run",
+                "--config",
+                path_str(&config),
+                "--json",
+                path_str(&config),
+                "--overwrite",
+            ],
+        ),
+    );
+    assert!(
+        only_line(&out).starts_with(&format!(
+            "collbench: --json {} is the --config file, an input",
+            config.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "maxbytes = \"1K\"\n");
+}
+
 #[test]
 fn cycles_repeat_the_sweep_and_number_the_rows() {
     let (_dir, csv_path) = temp_file("cycles.csv");
