@@ -184,3 +184,22 @@ fn values_are_typed_and_bad_ones_get_clap_s_message() {
     let e = parse_run(["-R", "3"]).unwrap_err().to_string();
     assert!(e.contains("not 0, 1 or 2"), "{e}");
 }
+
+#[test]
+fn every_help_ends_with_the_exit_codes_of_its_command_from_the_one_table() {
+    let flat = |s: String| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cmd = cli_command();
+    let top = flat(cmd.render_long_help().to_string());
+    assert!(top.ends_with(&crate::error::exit_codes_line(None)), "{top}");
+    let names: Vec<String> = cmd.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    assert!(names.len() >= 11, "{names:?}");
+    for name in names.iter().filter(|n| *n != "help") {
+        let help = flat(cmd.find_subcommand_mut(name).unwrap().render_long_help().to_string());
+        let line = crate::error::exit_codes_line(Some(name));
+        assert!(
+            help.ends_with(&line),
+            "`collbench {name} --help` does not end with {line:?}:\n{help}"
+        );
+        assert_eq!(help.matches("Exit codes:").count(), 1, "{name}");
+    }
+}
