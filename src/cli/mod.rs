@@ -13,6 +13,7 @@
 //! (`run_options_markdown`, checked by a test).
 mod check;
 mod derived;
+mod env;
 mod links;
 mod run;
 mod tools;
@@ -28,6 +29,7 @@ use crate::world::launch::LauncherChoice;
 
 pub use check::CheckArgs;
 pub use derived::{CHECK_REFUSED, LINKS_REFUSED, OptionValue, STEP_REFUSED, run_options_markdown};
+pub use env::{ENV_OPTIONS, FromEnv, from_env};
 pub use links::LinksArgs;
 pub use run::{MAX_TIMEOUT_S, OUTPUT, RunArgs, TransportArg, parse_run, progress_mode, run_command};
 pub use tools::{CompareArgs, HelpArgs, ImportArgs, InfoArgs, PlotArgs, SuiteArgs, TopoArgs};

@@ -186,35 +186,24 @@ pub struct RunArgs {
     pub root: RootChoice,
 
     /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
-    #[arg(
-        long,
-        value_name = "0..1",
-        env = "NCCL_TESTS_ALLTOALLV_SPREAD",
-        default_value = "1",
-        help_heading = "What to run"
-    )]
+    #[arg(long, value_name = "0..1", default_value = "1", help_heading = "What to run")]
     pub alltoallv_spread: Spread,
 
     /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
-        help_heading = "What to run"
-    )]
+    #[arg(long, value_name = "FILE", help_heading = "What to run")]
     pub alltoallv_matrix: Option<PathBuf>,
 
     /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
-    #[arg(long, value_name = "X", env = "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", default_value = "1",
+    #[arg(long, value_name = "X", default_value = "1",
           value_parser = non_negative, help_heading = "What to run")]
     pub alltoallv_matrix_scale: f64,
 
     /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose world rank gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7') run the sweep together, every group at once; a row per group and one for all
-    #[arg(long, value_name = "RULE", env = "NCCL_TESTS_SPLIT", help_heading = "What to run")]
+    #[arg(long, value_name = "RULE", help_heading = "What to run")]
     pub split: Option<SplitRule>,
 
     /// --split AND of this hexadecimal mask (nccl-tests' NCCL_TESTS_SPLIT_MASK)
-    #[arg(long, value_name = "HEX", env = "NCCL_TESTS_SPLIT_MASK", value_parser = SplitRule::mask,
+    #[arg(long, value_name = "HEX", value_parser = SplitRule::mask,
           help_heading = "What to run")]
     pub split_mask: Option<SplitRule>,
 

@@ -65,16 +65,24 @@ impl RunConfig {
     pub fn from_command_line<T: Into<OsString> + Clone>(args: &[T]) -> Result<(RunArgs, RunConfig), Error> {
         let args: Vec<OsString> = args.iter().cloned().map(Into::into).collect();
         let given = cli::parse_run(&args).map_err(|e| Error::usage(cli::one_line(&e)))?;
-        let merged = match &given.config {
-            None => given,
-            Some(path) => {
-                let mut all: Vec<OsString> = file_args(path)?.into_iter().map(OsString::from).collect();
-                all.extend(args);
-                cli::parse_run(&all)
-                    .map_err(|e| Error::usage(format!("with config file {}: {}", path.display(), cli::one_line(&e))))?
-            }
+        let mut all: Vec<OsString> = match &given.config {
+            Some(path) => file_args(path)?.into_iter().map(OsString::from).collect(),
+            None => Vec::new(),
         };
-        let cfg = RunConfig::from_args(&merged)?;
+        all.extend(args);
+        let with_file = |e: clap::Error| match &given.config {
+            Some(path) => Error::usage(format!("with config file {}: {}", path.display(), cli::one_line(&e))),
+            None => Error::usage(cli::one_line(&e)),
+        };
+        let mut merged = cli::parse_run(&all).map_err(with_file)?;
+        // nccl-tests' variables, before the file's and the command line's
+        let env = cli::from_env(&merged, &|name| std::env::var(name).ok()).map_err(Error::usage)?;
+        if !env.args.is_empty() {
+            let before = env.args.into_iter().map(OsString::from);
+            merged = cli::parse_run(before.chain(all)).map_err(with_file)?;
+        }
+        let mut cfg = RunConfig::from_args(&merged)?;
+        cfg.outputs.notes = env.notes;
         Ok((merged, cfg))
     }
 
@@ -118,6 +126,7 @@ impl RunConfig {
                 progress: cli::progress_mode(a.no_progress, a.progress),
                 label: a.label.clone(),
                 config: a.config.clone(),
+                notes: Vec::new(),
             },
             hooks: TestHooks {
                 inject_error: a.inject_error,

@@ -52,6 +52,9 @@ pub struct OutputConfig {
     pub label: Option<String>,
     /// `--config`: an input, which no output may replace.
     pub config: Option<PathBuf>,
+    /// What the header notes about the run's set-up (an environment
+    /// variable ignored).
+    pub notes: Vec<String>,
 }
 
 /// What the reports say about the run as a whole: who ran it where, and
@@ -100,6 +103,9 @@ pub struct RunInfo {
     /// `-S`: the table ends every row with its timestamp.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timestamps: bool,
+    /// The header's notes (`OutputConfig::notes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements

@@ -203,6 +203,7 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         label: Some("golden".into()),
         traffic: Some(super::outputs::traffic_text(Default::default(), nranks)),
         timestamps: false,
+        notes: Vec::new(),
     }
 }
 

@@ -234,6 +234,7 @@ impl<W: World> Session<'_, W> {
             label: out.label.clone(),
             traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
             timestamps: out.timestamps,
+            notes: out.notes.clone(),
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
