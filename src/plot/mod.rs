@@ -103,7 +103,10 @@ pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
             name: opts.labels.get(i).map(String::as_str),
         })
         .collect();
-    let panels = series::panels(&inputs, opts.metric);
+    let series::Plotted { panels, warnings } = series::panels(&inputs, opts.metric);
+    for w in &warnings {
+        crate::error::say(&format!("collbench: warning: {w}"));
+    }
     if panels.is_empty() {
         return Err(Error::usage(
             "nothing to plot: the CSV files have no rows with a size above 0",

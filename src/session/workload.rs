@@ -154,8 +154,8 @@ impl<W: World> Session<'_, W> {
 fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, notes: &[String]) -> Vec<String> {
     let mut header = job.header();
     header.push(format!(
-        "backend {version}, {} ranks, {per_node} per node",
-        world.size()
+        "backend {version}, {}, {per_node} per node",
+        crate::types::count_of(world.size(), "rank")
     ));
     header.extend(
         world
