@@ -15,6 +15,7 @@ mod check;
 mod derived;
 mod env;
 mod links;
+mod numbers;
 mod run;
 mod tools;
 mod workload;
@@ -341,7 +342,16 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let matches = cli_command().try_get_matches_from(argv)?;
+    let mut cmd = cli_command();
+    let argv: Vec<std::ffi::OsString> = argv.into_iter().map(Into::into).collect();
+    let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| {
+        // the usage the message ends with is the subcommand's
+        let name = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+        match cmd.find_subcommand_mut(name) {
+            Some(sub) => numbers::readable(e, &mut sub.clone().bin_name(format!("collbench {name}"))),
+            None => numbers::readable(e, &mut cmd),
+        }
+    })?;
     Cli::from_arg_matches(&matches)
 }
 
@@ -358,7 +368,11 @@ pub fn step_value_error(e: &clap::Error, subcommand: Option<&str>) -> Option<Str
         return None;
     };
     let flag = arg.split_whitespace().next()?;
-    let why = std::error::Error::source(e)?.to_string();
+    let why = match (std::error::Error::source(e), e.get(ContextKind::Custom)) {
+        (Some(source), _) => source.to_string(),
+        (None, Some(ContextValue::String(why))) => why.clone(),
+        _ => return None,
+    };
     if why.starts_with(flag) {
         return Some(why);
     }
@@ -367,6 +381,19 @@ pub fn step_value_error(e: &clap::Error, subcommand: Option<&str>) -> Option<Str
         _ => "",
     };
     Some(format!("{flag} {value}: {why}"))
+}
+
+/// The run option clap suggests for `--KEY` (the command line's own "did
+/// you mean"), for a config file's unknown key: `maxbytes` for `maxbyte`.
+pub fn suggested_option(key: &str) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let e = run_command()
+        .try_get_matches_from(["run".to_string(), format!("--{key}")])
+        .err()?;
+    match e.get(ContextKind::SuggestedArg) {
+        Some(ContextValue::String(s)) => Some(s.trim_start_matches("--").to_string()),
+        _ => None,
+    }
 }
 
 /// A clap error as one line: its message, the allowed values and the tip,

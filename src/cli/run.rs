@@ -420,6 +420,10 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let argv = std::iter::once(std::ffi::OsString::from("run")).chain(args.into_iter().map(Into::into));
-    let matches = run_command().try_get_matches_from(argv)?;
+    let mut cmd = run_command();
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(argv)
+        .map_err(|e| super::numbers::readable(e, &mut cmd))?;
     RunArgs::from_arg_matches(&matches)
 }

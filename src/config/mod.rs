@@ -70,16 +70,16 @@ impl RunConfig {
             None => Vec::new(),
         };
         all.extend(args);
-        let with_file = |e: clap::Error| match &given.config {
-            Some(path) => Error::usage(format!("with config file {}: {}", path.display(), cli::one_line(&e))),
-            None => Error::usage(cli::one_line(&e)),
+        let with_file = |line: String| match &given.config {
+            Some(path) => Error::usage(format!("with config file {}: {line}", path.display())),
+            None => Error::usage(line),
         };
-        let mut merged = cli::parse_run(&all).map_err(with_file)?;
+        let mut merged = cli::parse_run(&all).map_err(|e| with_file(cli::one_line(&e)))?;
         // nccl-tests' variables, before the file's and the command line's
         let env = cli::from_env(&merged, &|name| std::env::var(name).ok()).map_err(Error::usage)?;
         if !env.args.is_empty() {
             let before = env.args.into_iter().map(OsString::from);
-            merged = cli::parse_run(before.chain(all)).map_err(with_file)?;
+            merged = cli::parse_run(before.chain(all)).map_err(|e| with_file(cli::one_line(&e)))?;
         }
         let mut cfg = RunConfig::from_args(&merged)?;
         cfg.outputs.notes = env.notes;
@@ -143,6 +143,19 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
         (Some(0), _) => return Err(Error::usage("--stepfactor must be at least 1")),
         (Some(f), _) if f > 1 => Step::Factor(f),
         (_, Some(b)) => Step::Bytes(b.bytes()),
+        // nccl-tests' meaning of -f 1: step by -i, 1M unless given; say so
+        // where that leaves only -b of a wider sweep
+        (Some(_), None)
+            if a.minbytes.bytes() < a.maxbytes.bytes()
+                && a.minbytes.bytes().saturating_add(DEFAULT_STEPBYTES) > a.maxbytes.bytes() =>
+        {
+            return Err(Error::usage(format!(
+                "-f 1 steps by -i, whose default is 1M (as nccl-tests): from -b {} the next size is past -e {}, so only \
+                 -b would be measured; give -i SIZE to step by SIZE, or -f 2 or more to multiply",
+                a.minbytes.bytes(),
+                a.maxbytes.bytes()
+            )));
+        }
         (Some(_), None) => Step::Bytes(DEFAULT_STEPBYTES),
         (None, None) => Step::Factor(DEFAULT_STEPFACTOR),
     };
@@ -341,7 +354,12 @@ fn key_args(key: &str, value: &toml::Value) -> Result<Vec<String>, String> {
     let arg = command
         .get_arguments()
         .find(|a| a.get_long() == Some(key) || a.get_all_aliases().is_some_and(|all| all.contains(&key)))
-        .ok_or_else(|| format!("unknown key `{key}`: it is not an option of `collbench run`"))?;
+        .ok_or_else(|| {
+            format!(
+                "unknown key `{key}`: it is not an option of `collbench run`{}",
+                cli::suggested_option(key).map_or_else(String::new, |s| format!("; did you mean `{s}`?"))
+            )
+        })?;
     if arg.is_hide_set() || arg.get_id() == "config" {
         return Err(format!("`{key}` cannot be set in a config file"));
     }

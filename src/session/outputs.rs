@@ -357,13 +357,26 @@ pub(super) fn traffic_text(traffic: crate::collective::Traffic, nranks: usize) -
 }
 
 /// The sizes `plan` measures (every case's size, after rounding).
+/// The sizes swept: the smallest and largest measured, and how many sizes
+/// one case (a collective, mode, type, operation and root) steps through;
+/// collectives that round a size differently (alltoallv's whole blocks)
+/// measure the same step at another size, which is no extra size.
 fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
-    let sizes: std::collections::BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
+    use std::collections::{BTreeMap, BTreeSet};
+    let sizes: BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
+    let mut per_case: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for c in &plan.cases {
+        let key = format!(
+            "{:?} {:?} {:?} {:?} {:?}",
+            c.collective, c.hierarchy, c.dtype, c.op, c.root
+        );
+        per_case.entry(key).or_default().insert(c.size_bytes());
+    }
     SweepInfo {
         min_bytes: sizes.first().copied().unwrap_or(0),
         max_bytes: sizes.last().copied().unwrap_or(0),
         step,
-        sizes: sizes.len(),
+        sizes: per_case.values().map(BTreeSet::len).max().unwrap_or(0),
     }
 }
 
@@ -374,7 +387,6 @@ fn device_headroom(free: u64) -> u64 {
     (1u64 << 30).max(free / 10)
 }
 
-/// `results/<run id>.csv`, the folder created if need be.
 /// The run's files are distinct and none is its `--config` file.
 fn check_paths(out: &crate::report::OutputConfig, csv: &std::path::Path) -> Result<(), Error> {
     let partial = out.json.as_deref().map(crate::report::partial_path);
@@ -386,6 +398,7 @@ fn check_paths(out: &crate::report::OutputConfig, csv: &std::path::Path) -> Resu
     crate::report::paths::check_distinct(&outputs, &inputs)
 }
 
+/// `results/<run id>.csv`, the folder created if need be.
 fn default_csv(run_id: &str) -> Result<PathBuf, Error> {
     results_file(&format!("{run_id}.csv"))
 }

@@ -116,16 +116,21 @@ pub struct Disagreed<T> {
     pub local: Option<T>,
 }
 
-/// How this process was started, as `--launcher auto` reads it (before
-/// any control plane starts).
-/// A launch this build refuses (an MPI launch of a build without MPI)
-/// still has its ranks, so that rank 0 alone says so.
+/// How this process was started, as `--launcher auto` reads it before
+/// any control plane starts: read once (`app::main` asks first), since an
+/// MPI singleton's `MPI_Init` sets `OMPI_COMM_WORLD_RANK` in this very
+/// process, which would make a process alone look launched (and lose its
+/// progress bar). A launch this build refuses (an MPI launch of a build
+/// without MPI) still has its ranks, so that rank 0 alone says so.
 fn launched() -> Option<(usize, usize)> {
-    let env = |name: &str| std::env::var(name).ok();
-    match launch::detect(launch::LauncherChoice::Auto, &env, cfg!(feature = "mpi")) {
-        Ok(found) => found.rank_and_size(&env),
-        Err(_) => launch::Launch::Mpi { how: String::new() }.rank_and_size(&env),
-    }
+    static LAUNCHED: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+    *LAUNCHED.get_or_init(|| {
+        let env = |name: &str| std::env::var(name).ok();
+        match launch::detect(launch::LauncherChoice::Auto, &env, cfg!(feature = "mpi")) {
+            Ok(found) => found.rank_and_size(&env),
+            Err(_) => launch::Launch::Mpi { how: String::new() }.rank_and_size(&env),
+        }
+    })
 }
 
 /// The number of processes a launcher started, where it says (before any

@@ -539,3 +539,47 @@ fn sigterm_during_the_first_launch_of_a_suite_says_nothing_finished_and_exits_14
         "the second launch started"
     );
 }
+
+/// alltoallv rounds each size to whole blocks, so its sizes differ from
+/// all_reduce's: the header still counts the steps of the sweep, once.
+#[test]
+fn the_header_counts_each_size_of_the_sweep_once_though_alltoallv_rounds_it() {
+    let out = ok(mpirun(
+        3,
+        &argv!["run --collectives all_reduce,alltoallv -b 8 -e 1K -n 2 --no-progress"],
+    ));
+    // 8, 16, ..., 1024 for all_reduce; alltoallv at 3 ranks skips the
+    // sizes that round to nothing, but is no extra size
+    assert_stdout_has(&out, "(8 B to 1.0 KiB, 8 sizes)\n");
+}
+
+/// A process alone in a terminal (an MPI singleton, whose MPI_Init sets
+/// OMPI_COMM_WORLD_RANK in the process) draws the progress bar the docs
+/// promise, and the table survives it.
+#[test]
+fn a_process_alone_in_a_terminal_draws_the_progress_bar() {
+    let Some(pane) = Pane::open() else {
+        return;
+    };
+    let (_dir, csv_path) = temp_file("alone.csv");
+    let command = format!(
+        "env -u OMPI_COMM_WORLD_RANK NO_COLOR=1 {BIN} run --collectives all_reduce -b 1M -e 16M -n 1500 -w 1 --csv {}",
+        path_str(&csv_path)
+    );
+    pane.start(160, &command);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut bar = None;
+    while bar.is_none() {
+        let screen = pane.screen();
+        assert!(!screen.contains(END_MARK), "it ended with no bar drawn:\n{screen}");
+        assert!(Instant::now() < deadline, "no bar in time:\n{screen}");
+        bar = screen
+            .lines()
+            .find(|l| l.contains("/10 points  all_reduce float"))
+            .map(str::to_string);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (screen, code) = pane.wait_end(Duration::from_secs(240));
+    assert_eq!(code, 0, "{screen}");
+    assert_table_survived(&screen, &csv_path);
+}
