@@ -383,14 +383,25 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
         }
         return Ok(code);
     }
-    let comparison = compare(&load(base)?, &load(new)?, o)?;
+    let (base, new) = (load(base)?, load(new)?);
+    // nothing measured is never a pass
+    if let Some(empty) = [&base, &new].into_iter().find(|side| side.rows.is_empty()) {
+        return Err(Error::usage(format!(
+            "{} holds no measured row: nothing to compare",
+            empty.label
+        )));
+    }
+    let comparison = compare(&base, &new, o)?;
     for warning in &comparison.warnings {
         say(&format!("collbench: warning: {warning}"));
     }
     for (path, format) in [(&c.export_markdown, Format::Markdown), (&c.export_json, Format::Json)] {
         if let Some(path) = path {
-            std::fs::write(path, format.render(&comparison))
-                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
+            // whole or absent: a write cut short (a full disk) is removed
+            std::fs::write(path, format.render(&comparison)).map_err(|e| {
+                let _ = std::fs::remove_file(path);
+                Error::runtime(format!("cannot write {}: {e}", path.display()))
+            })?;
         }
     }
     crate::report::print_out(&c.format.render(&comparison));

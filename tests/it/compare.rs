@@ -585,6 +585,11 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         &base_text.replacen(",65536,", ",sixty-four,", 1),
     );
     let eight_ranks = write(dir.path(), "eight.csv", &base_text.replace(",4,1,4,20,", ",8,1,8,20,"));
+    let header_only = write(
+        dir.path(),
+        "header-only.csv",
+        &format!("{}\n", base_text.lines().next().unwrap()),
+    );
     let empty_dir = dir.path().join("empty");
     std::fs::create_dir(&empty_dir).unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -596,6 +601,11 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         (vec![path_str(&base), path_str(&eight_ranks)], "--allow-different-ranks"),
         (vec![path_str(&base), "/nonexistent/new.csv"], "cannot read CSV file"),
         (vec![path_str(&empty_dir), path_str(&base)], "holds no .csv files"),
+        // an empty baseline passes nothing
+        (
+            vec![path_str(&header_only), path_str(&base)],
+            "header-only.csv holds no measured row: nothing to compare",
+        ),
         (vec![path_str(&base)], "compare needs BASE and NEW"),
         (
             vec!["--by", "hierarchy", path_str(&base)],
