@@ -384,26 +384,12 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
         return Ok(code);
     }
     let (base, new) = (load(base)?, load(new)?);
-    // nothing measured is never a pass
-    if let Some(empty) = [&base, &new].into_iter().find(|side| side.rows.is_empty()) {
-        return Err(Error::usage(format!(
-            "{} holds no measured row: nothing to compare",
-            empty.label
-        )));
-    }
+    refuse_empty(&base, &new)?;
     let comparison = compare(&base, &new, o)?;
     for warning in &comparison.warnings {
         say(&format!("collbench: warning: {warning}"));
     }
-    for (path, format) in [(&c.export_markdown, Format::Markdown), (&c.export_json, Format::Json)] {
-        if let Some(path) = path {
-            // whole or absent: a write cut short (a full disk) is removed
-            std::fs::write(path, format.render(&comparison)).map_err(|e| {
-                let _ = std::fs::remove_file(path);
-                Error::runtime(format!("cannot write {}: {e}", path.display()))
-            })?;
-        }
-    }
+    write_exports(c, &comparison)?;
     crate::report::print_out(&c.format.render(&comparison));
     match comparison.failure() {
         None => Ok(exit::OK),
@@ -412,6 +398,31 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             Ok(exit::REGRESSION)
         }
     }
+}
+
+/// Nothing measured is never a pass: a side without rows is refused.
+fn refuse_empty(base: &Loaded, new: &Loaded) -> Result<(), Error> {
+    match [base, new].into_iter().find(|side| side.rows.is_empty()) {
+        Some(empty) => Err(Error::usage(format!(
+            "{} holds no measured row: nothing to compare",
+            empty.label
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `--export-markdown` and `--export-json`, each whole or absent (a write
+/// cut short, by a full disk, is removed).
+fn write_exports(c: &CompareCommand, comparison: &Comparison) -> Result<(), Error> {
+    for (path, format) in [(&c.export_markdown, Format::Markdown), (&c.export_json, Format::Json)] {
+        if let Some(path) = path {
+            std::fs::write(path, format.render(comparison)).map_err(|e| {
+                let _ = std::fs::remove_file(path);
+                Error::runtime(format!("cannot write {}: {e}", path.display()))
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// The export files, before any file is read: none may be an input or

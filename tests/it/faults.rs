@@ -167,11 +167,7 @@ fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_1
         "{lines:?}"
     );
     let rows = assert_intact(&csv_path, default_header().len());
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-    assert_eq!(doc["summary"]["complete"], false);
-    assert_eq!(doc["summary"]["stopped_by"], "SIGTERM");
-    assert_eq!(doc["records"].as_array().unwrap().len(), rows);
-    assert_eq!(doc["summary"]["points"].as_u64().unwrap() as usize, rows);
+    assert_stopped_json(&json_path, "SIGTERM", rows);
 }
 
 #[test]
