@@ -159,6 +159,18 @@ fn share(part: f64, whole: f64) -> String {
     }
 }
 
+/// `ddp: 5 operations per step, 40.00 MB sent by each rank per step (first
+/// principles)`: a configuration's step, said before it is measured.
+pub fn volume_line(c: &Config) -> Result<String, Error> {
+    let v = StepVolume::new(&c.schedule, &c.layout)?;
+    Ok(format!(
+        "{}: {} per step, {} sent by each rank per step (first principles)",
+        c.name,
+        crate::types::count_of(c.schedule.ops.len(), "operation"),
+        volume(v.bus_bytes())
+    ))
+}
+
 /// The header: what ran (`replay`: a log's sequence) and every
 /// simplification, one `# ` line each.
 pub fn header(replay: bool, lines: &[String]) -> String {

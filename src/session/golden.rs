@@ -337,6 +337,7 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                     let mut lines = job.header();
                     lines.push(format!("backend {version}, {nranks} ranks, {per_node} per node"));
                     lines.extend(plan.notes.iter().cloned());
+                    lines.extend(configs.iter().filter_map(|c| report::volume_line(c).ok()));
                     out += &report::header(job.top().is_some(), &lines);
                 }
                 let mut outcomes = Vec::new();
@@ -348,6 +349,7 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                     inject_error: false,
                     watchdog: None,
                     stop: StopRequest::never(),
+                    progress: None,
                 };
                 let (all_steps, _) = runner.run_all(&calls, &job.timing).unwrap();
                 for ((config, calls), steps) in configs.iter().zip(&calls).zip(all_steps) {

@@ -21,6 +21,7 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::plan::Reservation;
 use crate::report::print_out;
+use crate::report::progress::Progress;
 use crate::report::workload::{self as report, Outcome, WorkloadCsv};
 use crate::topology::Nodes;
 use crate::workload::plan::{Config, Split, WorkloadPlan};
@@ -56,13 +57,15 @@ impl<W: World> Session<'_, W> {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
             _ => Ok(None),
         })?;
-        let header = header_lines(
+        let mut header = header_lines(
             job,
             world,
             backend.identity().version,
             nodes.ranks_per_node(),
             &plan.notes,
         );
+        // what each step moves, before it is measured
+        header.extend(configs.iter().filter_map(|c| report::volume_line(c).ok()));
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
@@ -99,6 +102,14 @@ impl<W: World> Session<'_, W> {
         mut csv: Option<&mut WorkloadCsv>,
         watchdog: Option<&Watchdog>,
     ) -> (Vec<Outcome>, Option<u64>) {
+        // rank 0's progress: configurations checked, warm-up and timed steps
+        let mode = match self.world.rank() {
+            0 => self.cfg.outputs.progress,
+            _ => crate::types::ProgressMode::Never,
+        };
+        let launched = crate::world::launcher_rank().is_some();
+        let mut progress = Progress::new(mode, None, launched, "collbench workload").counting("steps");
+        let mut tell = |done: u64, total: u64, what: &str| progress.set(done, Some(total), what);
         let mut runner = StepRunner {
             world: self.world,
             backend: &mut *backend,
@@ -106,8 +117,12 @@ impl<W: World> Session<'_, W> {
             inject_error: self.cfg.hooks.inject_error,
             watchdog,
             stop: self.stop.clone(),
+            progress: Some(&mut tell),
         };
-        let (all_steps, stopped_by) = match runner.run_all(calls, &job.timing) {
+        let ran = runner.run_all(calls, &job.timing);
+        drop(runner);
+        progress.finish();
+        let (all_steps, stopped_by) = match ran {
             Ok(ran) => ran,
             Err(e) => self.fail(&e),
         };
