@@ -115,11 +115,12 @@ impl StopRequest {
         self.inner.first.load(Ordering::SeqCst) as u64
     }
 
-    /// Why the reports must be completed now: the first signal, or
-    /// `TIMEOUT`; `None` while the run goes on.
+    /// Why the reports must be completed now: `TIMEOUT` when this rank's
+    /// watchdog fired (a launcher's SIGTERM may follow it: the timeout is
+    /// the cause), else the first signal; `None` while the run goes on.
     pub fn cause(&self) -> Option<u64> {
         match self.signal() {
-            0 if self.inner.timed_out.load(Ordering::SeqCst) => Some(TIMEOUT),
+            _ if self.inner.timed_out.load(Ordering::SeqCst) => Some(TIMEOUT),
             0 => None,
             signal => Some(signal),
         }

@@ -11,7 +11,8 @@
 //! the table prints the row it was holding back, its section's average
 //! and its footer (which says the run is incomplete and why); the CSV is
 //! flushed; the JSON is written; and one line on stderr names the signal
-//! (the watchdog says its own). From then on records are dropped (the
+//! (the watchdog says its own, and when the control plane ends the job for
+//! a failed rank, that rank's line says why: `world::job_ending`). From then on records are dropped (the
 //! sweep stops at its next point boundary anyway), so the CSV, the JSON
 //! and the table hold exactly the same points. While the reports are open
 //! the reporter holds them (`StopRequest::hold_reports`), so that a second
@@ -138,7 +139,7 @@ impl Reporter {
             State::Open => {
                 out.progress.finish();
                 let finished = out.finish_all(run, summary);
-                if let Some(signal) = summary.stopped_by {
+                if let Some(signal) = summary.stopped_by.filter(|_| !crate::world::job_ending()) {
                     say(&stop_line(signal, summary.points, out.planned));
                 }
                 finished.map(|_| summary.clone())
@@ -213,7 +214,8 @@ impl Outputs {
         {
             say(&format!("collbench: {e}"));
         }
-        if is_signal(cause) {
+        // a failed rank's line says why when the control plane ends the job
+        if is_signal(cause) && !crate::world::job_ending() {
             say(&stop_line(cause, summary.points, self.planned));
         }
         self.state = State::Stopped(summary);

@@ -146,6 +146,20 @@ pub fn launcher_rank() -> Option<usize> {
     launched().map(|(rank, _)| rank)
 }
 
+/// The control plane is ending the job because a rank failed (the store's
+/// rank 0 signals itself so that its reports complete): the failing rank's
+/// line says why, and a stop signal that follows is no news.
+static JOB_ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn mark_job_ending() {
+    JOB_ENDING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether the control plane is ending the job for a failed rank.
+pub fn job_ending() -> bool {
+    JOB_ENDING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// What the running control plane does when this process ends early (the
 /// watchdog, a panic): the store tells the other ranks.
 type ExitHook = Box<dyn Fn(u8) + Send>;
