@@ -17,10 +17,11 @@
 //! its time the slowest process's, `time_min_us` the fastest's, so that
 //! `compare` judges the point on its samples.
 //!
-//! collbench's own `--output-format nccl-tests-json` files read back
-//! without `--collective`: each result's `experiment_name` names its
-//! collective (one file may hold several), and the `collbench` object
-//! names the backend that ran (an MPI run is not an NCCL one).
+//! collbench's own `--output-format nccl-tests-json` files (`args` starts
+//! with the collbench binary) read back without `--collective`: each
+//! result's `experiment_name` names its collective (one file may hold
+//! several), and `nccl_version` 0 says the mpi backend ran (docs/
+//! nccl-tests.md), whose version the file does not record.
 
 use serde_json::Value;
 
@@ -63,7 +64,10 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         .filter_map(|d| d.get("hostname").and_then(Value::as_str).map(str::to_string))
         .collect();
     let int = |v: Option<&Value>| v.and_then(Value::as_u64);
-    let (backend, backend_version) = backend_of(&doc);
+    let ours = args
+        .first()
+        .is_some_and(|a| std::path::Path::new(a).file_name().is_some_and(|n| n == "collbench"));
+    let (backend, backend_version) = backend_of(&doc, ours);
     let run = Run {
         run_id: run_id("nccl-tests", name, 0, 1),
         backend,
@@ -104,15 +108,14 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     Ok(Parsed { records, warnings })
 }
 
-/// The backend that ran and its version: collbench's own file says (its
-/// `collbench` object), else NCCL, at `nccl_version`.
-fn backend_of(doc: &Value) -> (BackendKind, String) {
-    let ours = doc.get("collbench");
-    let text = |key: &str| ours.and_then(|o| o.get(key)).and_then(Value::as_str);
-    if let Some(backend) = text("backend").and_then(BackendKind::parse) {
-        return (backend, text("backend_version").unwrap_or_default().to_string());
+/// The backend that ran and its version: NCCL at `nccl_version`, but the
+/// mpi backend in collbench's own file (`ours`) where that is 0.
+fn backend_of(doc: &Value, ours: bool) -> (BackendKind, String) {
+    let code = doc.get("nccl_version").and_then(Value::as_u64);
+    if ours && code == Some(0) {
+        return (BackendKind::Mpi, "unknown (not in the nccl-tests JSON)".into());
     }
-    let version = match doc.get("nccl_version").and_then(Value::as_u64) {
+    let version = match code {
         // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch
         Some(code) if code >= 20900 => format!("NCCL {}.{}.{}", code / 10000, code / 100 % 100, code % 100),
         Some(code) => format!("NCCL {code}"),

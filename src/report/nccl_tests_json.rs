@@ -207,16 +207,6 @@ impl Sink for NcclTestsJsonSink {
             json!(version_code(run.backend, &run.backend_version)),
         );
         self.head.insert("config".into(), Value::Object(config));
-        // not nccl-tests': what ran, so that `collbench import` reads the
-        // file back as the run it was (nccl-tests' readers ignore it)
-        self.head.insert(
-            "collbench".into(),
-            json!({
-                "version": run.collbench_version,
-                "backend": run.backend.to_string(),
-                "backend_version": run.backend_version,
-            }),
-        );
         Ok(())
     }
 

@@ -894,9 +894,8 @@ fn collbench_s_own_nccl_tests_json_imports_back_as_the_run_it_was() {
     ]));
     let (run, imported) = (Csv::read(&csv), Csv::read(&back));
     assert_eq!(imported.rows.len(), run.rows.len());
-    let key = |c: &Csv, r: &[String]| {
-        ["collective", "backend", "backend_version", "size_bytes", "placement"].map(|k| c.get(r, k).to_string())
-    };
+    let key =
+        |c: &Csv, r: &[String]| ["collective", "backend", "size_bytes", "placement"].map(|k| c.get(r, k).to_string());
     let mut want: Vec<_> = run.rows.iter().map(|r| key(&run, r)).collect();
     let mut got: Vec<_> = imported.rows.iter().map(|r| key(&imported, r)).collect();
     want.sort();
