@@ -225,12 +225,16 @@ def one_case(kind, expect, command, env, scratch):
             if code is None:
                 return "fail", "hung"
         else:
+            proc = subprocess.Popen(command, shell=True, cwd=scratch, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
             try:
-                done = subprocess.run(command, shell=True, cwd=scratch, env=env, capture_output=True,
-                                      timeout=HANG_S, start_new_session=True)
+                _out, err = proc.communicate(timeout=HANG_S)
             except subprocess.TimeoutExpired:
+                # the whole session: the shell, mpirun and its ranks
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
                 return "fail", "hung"
-            code, err = done.returncode, done.stderr.decode(errors="replace")
+            code, err = proc.returncode, err.decode(errors="replace")
         if kind == "disk":
             lost, why_lost = nothing_lost(scratch / "full")
         else:
