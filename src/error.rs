@@ -11,10 +11,11 @@ use thiserror::Error;
 
 /// Writes one line to stderr, ignoring failure: a launcher that is tearing
 /// the job down may already have closed the pipe, and a message that cannot
-/// be shown must not turn into a panic.
+/// be shown must not turn into a panic. One write for the whole line, so
+/// that a launcher forwarding stderr never splits it.
 pub fn say(line: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
+    let _ = err.write_all(format!("{line}\n").as_bytes());
     let _ = err.flush();
 }
 
@@ -34,11 +35,13 @@ pub mod exit {
     /// `replay`: the log's ranks disagree (a divergence or a one-sided
     /// point-to-point call); nothing was run.
     pub const DIVERGENCE: u8 = 7;
+    /// `doctor` found a problem in the NCCL logs (a finding above info).
+    pub const FINDING: u8 = 8;
 }
 
 /// Every command with its own help (`collbench COMMAND --help`).
 const ALL: &[&str] = &[
-    "run", "compare", "plot", "import", "info", "topo", "suite", "workload", "replay", "check", "links",
+    "run", "compare", "plot", "import", "info", "topo", "suite", "workload", "replay", "check", "links", "doctor",
 ];
 /// The commands that measure (and `suite`, whose code is its launches').
 const MEASURING: &[&str] = &["run", "suite", "workload", "replay", "check", "links"];
@@ -80,7 +83,7 @@ pub const EXIT_CODES: &[ExitCodeDoc] = &[
                is another output or an input of the command included), or a combination the backend cannot run; \
                nothing was measured. For `compare`, `plot` and `import`: an unreadable, incompatible or \
                unrecognised input file; for `replay`: a log this launch cannot replay; for `check`: a bad profile \
-               or one the launch cannot run",
+               or one the launch cannot run; for `doctor`: a log that cannot be read or holds no NCCL line",
         commands: ALL,
     },
     ExitCodeDoc {
@@ -116,6 +119,13 @@ pub const EXIT_CODES: &[ExitCodeDoc] = &[
         long: "`replay`: the log's ranks disagree (a divergence between ranks at the same place of a \
                communicator, or a one-sided Send or Recv): nothing was run; `--check-only` prints the analysis",
         commands: &["replay"],
+    },
+    ExitCodeDoc {
+        code: "8",
+        short: "doctor found a problem above info (a finding of severity warn or error)",
+        long: "`doctor`: a problem was found in the NCCL logs (a finding of severity warn or error; \
+               [doctor.md](doctor.md))",
+        commands: &["doctor"],
     },
     ExitCodeDoc {
         code: "128+N",
@@ -229,7 +239,7 @@ mod tests {
         assert_eq!(Error::from_code(7, "x".into()).exit_code(), 7);
         // the table every help, the README and the docs quote has each
         let numbers: Vec<&str> = EXIT_CODES.iter().map(|c| c.code).collect();
-        assert_eq!(numbers, ["0", "1", "2", "3", "4", "5", "6", "7", "128+N"]);
+        assert_eq!(numbers, ["0", "1", "2", "3", "4", "5", "6", "7", "8", "128+N"]);
         for code in [
             exit::OK,
             exit::RUNTIME,
@@ -241,6 +251,7 @@ mod tests {
             assert!(numbers.contains(&code.to_string().as_str()));
         }
         assert!(numbers.contains(&exit::DIVERGENCE.to_string().as_str()));
+        assert!(numbers.contains(&exit::FINDING.to_string().as_str()));
     }
 
     /// `text` holds `want` between `begin` and `end`; `COLLBENCH_BLESS=1`
@@ -293,6 +304,11 @@ mod tests {
             "{replay}"
         );
         assert!(!exit_codes_line(Some("info")).contains(" 1 "));
+        assert_eq!(
+            exit_codes_line(Some("doctor")),
+            "Exit codes: 0 ok, 2 usage or configuration error (an option, a file, an environment variable), 8 doctor \
+             found a problem above info (a finding of severity warn or error). Details: docs/exit-codes.md."
+        );
         assert!(exit_codes_line(None).contains(" 6 a check failed or was flaky, 7 the log's ranks disagree"));
     }
 }

@@ -61,7 +61,7 @@ pub struct FromEnv {
 /// the command line and the config file alone), or the one line that
 /// refuses a bad value.
 pub fn from_env(run: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<FromEnv, String> {
-    let alltoallv = run.collectives.values().contains(&Collective::AllToAllV);
+    let alltoallv = run.cases.collectives.values().contains(&Collective::AllToAllV);
     let mut out = FromEnv::default();
     for o in &ENV_OPTIONS {
         let Some(value) = env(o.var).filter(|v| !v.trim().is_empty()) else {

@@ -20,8 +20,8 @@
 //! collbench's own `--output-format nccl-tests-json` files (`args` starts
 //! with the collbench binary) read back without `--collective`: each
 //! result's `experiment_name` names its collective (one file may hold
-//! several), and `nccl_version` 0 says the mpi backend ran (docs/
-//! nccl-tests.md), whose version the file does not record.
+//! several), and `nccl_version` 0 says the mpi backend ran
+//! (docs/nccl-tests.md), whose version the file does not record.
 
 use serde_json::Value;
 

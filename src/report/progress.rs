@@ -15,7 +15,6 @@
 //! (`Always`). Without `--progress` (`Auto`) nothing is printed there.
 //! `--no-progress` (`Never`) prints nothing anywhere.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -208,17 +207,9 @@ impl Lines {
             self.tenths = tenths.max(self.tenths);
             self.last_line = now;
             let line = line_text(self.who, done, self.total, now.duration_since(self.started), what);
-            write_line(&line.replacen(" points", &format!(" {}", self.unit), 1));
+            crate::error::say(&line.replacen(" points", &format!(" {}", self.unit), 1));
         }
     }
-}
-
-/// One write for the whole line, so that a launcher forwarding stderr
-/// never splits it.
-fn write_line(text: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(format!("{text}\n").as_bytes());
-    let _ = err.flush();
 }
 
 /// `collbench: progress 34/68 points (50%), 00:00:12 elapsed, about
