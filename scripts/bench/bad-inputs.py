@@ -11,8 +11,8 @@ CSV, a workload CSV, logs, config, suite and profile files, broken copies
 of them). A case passes when:
 
 - its exit code is one the case expects, and a documented one
-  (docs/exit-codes.md: 0 to 7, 128 + SIGHUP, SIGINT or SIGTERM; 1 for
-  mpirun after Ctrl-C);
+  (the table of docs/exit-codes.md, read here, 128+N as 129, 130 and
+  143: SIGHUP, SIGINT, SIGTERM; 1 for mpirun after Ctrl-C);
 - it says why in one clear line: exactly one `collbench:` error line
   (warnings and progress aside), or the parser's one `error:` block; a
   case expecting 0 with `+warn` exactly one `collbench: warning:` line;
@@ -31,6 +31,7 @@ is a hang and fails.
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -41,8 +42,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests/fixtures/bad-inputs/cases.txt"
-DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 129, 130, 143}
+EXIT_CODES_PAGE = ROOT / "docs/exit-codes.md"
 HANG_S = 120
+
+
+def documented_codes():
+    """The codes of docs/exit-codes.md's table (generated from
+    error::EXIT_CODES), 128+N as the three stop signals' codes."""
+    text = EXIT_CODES_PAGE.read_text()
+    table = text.split("<!-- exit codes: generated", 1)[1].split("<!-- end of exit codes -->", 1)[0]
+    codes = set()
+    for line in table.splitlines():
+        cell = line.split("|")[1].strip() if line.startswith("|") else ""
+        if cell.isdigit():
+            codes.add(int(cell))
+        elif cell == "128+N":
+            codes.update({129, 130, 143})
+    return codes
+
+
+DOCUMENTED = documented_codes()
 
 
 def mpirun_prefix():
@@ -119,7 +138,7 @@ def setup(binary, scratch, env):
     (scratch / "nocsv").mkdir()
 
 
-def judge_lines(stderr, expect_warn):
+def judge_lines(stderr, expect_warn, stdout="", expect_note=False):
     """(clear, why): one clear line, no panic."""
     if any(s in stderr for s in ("panicked", "RUST_BACKTRACE", "internal error")):
         return False, "a panic or internal error"
@@ -131,10 +150,17 @@ def judge_lines(stderr, expect_warn):
     if expect_warn:
         # a command that succeeds says what it did besides its warning
         return (len(warnings) == 1 and not parser), f"{len(warnings)} warnings"
+    if expect_note:
+        # a report that names what it left out, by its line, among its notes
+        notes = [l for l in stdout.splitlines() if "skipped" in l and re.search(r"\bline \d+", l)]
+        return (len(notes) == 1 and not ours and not parser), f"{len(notes)} notes naming a line, {len(ours)} stderr lines"
     if "Usage: collbench <COMMAND>" in stderr and "Commands:" in stderr and not errors:
         return True, "the help"  # `collbench` alone: its usage, exit 2
     if parser:
-        ok = len(parser) == 1 and not errors and "For more information" in stderr
+        # the parser's block, and for a run option given to another command
+        # the one line saying whose option it is (cli::run_option_tip)
+        tips = [l for l in errors if "is an option of `collbench run`" in l]
+        ok = len(parser) == 1 and len(errors) == len(tips) <= 1 and "For more information" in stderr
         return ok, f"{len(parser)} parser errors, {len(errors)} collbench lines"
     return len(errors) == 1, f"{len(errors)} error lines"
 
@@ -210,7 +236,8 @@ def one_case(kind, expect, command, env, scratch):
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir()
     expect_warn = expect.endswith("+warn")
-    codes = {int(c) for c in expect.replace("+warn", "").split("/")}
+    expect_note = expect.endswith("+note")
+    codes = {int(c) for c in expect.replace("+warn", "").replace("+note", "").split("/")}
     mounted = False
     if kind == "disk":
         if os.geteuid() != 0:
@@ -221,20 +248,20 @@ def one_case(kind, expect, command, env, scratch):
     try:
         if kind == "signal":
             spec, command = command.split(" ", 1)
-            code, _out, err = run_signal(command, env, scratch, spec)
+            code, out, err = run_signal(command, env, scratch, spec)
             if code is None:
                 return "fail", "hung"
         else:
             proc = subprocess.Popen(command, shell=True, cwd=scratch, env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
             try:
-                _out, err = proc.communicate(timeout=HANG_S)
+                out, err = proc.communicate(timeout=HANG_S)
             except subprocess.TimeoutExpired:
                 # the whole session: the shell, mpirun and its ranks
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
                 return "fail", "hung"
-            code, err = proc.returncode, err.decode(errors="replace")
+            code, out, err = proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
         if kind == "disk":
             lost, why_lost = nothing_lost(scratch / "full")
         else:
@@ -244,7 +271,7 @@ def one_case(kind, expect, command, env, scratch):
             subprocess.run(["umount", str(scratch / "full")], capture_output=True)
     if code not in codes or code not in DOCUMENTED:
         return "fail", f"exit {code}, expected {expect}: {err.strip().splitlines()[-1:] if err.strip() else 'no stderr'}"
-    clear, why = judge_lines(err, expect_warn)
+    clear, why = judge_lines(err, expect_warn, out, expect_note)
     if kind == "signal":
         stopped = [l for l in err.splitlines() if "stopped by" in l or "timeout:" in l]
         clear, why = len(stopped) >= 1 and "panicked" not in err, f"{len(stopped)} stop lines"
