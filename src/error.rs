@@ -128,6 +128,14 @@ pub const EXIT_CODES: &[ExitCodeDoc] = &[
         commands: &["doctor"],
     },
     ExitCodeDoc {
+        code: "9",
+        short: "a required check could not run or could not tell (not judged)",
+        long: "`collbench check`: no check failed, but a check the profile requires could not be judged (one rank, \
+               one node for a pair check, fewer than 4 nodes for a finder check, a node too noisy to tell), or \
+               nothing was: neither pass nor fail ([check.md](check.md#exit-code))",
+        commands: &["check"],
+    },
+    ExitCodeDoc {
         code: "128+N",
         short: "stopped by signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM; every finished point is kept)",
         long: "stopped by SIGHUP, SIGINT or SIGTERM (129, 130, 143: 128 + the signal); every finished point is kept",
@@ -239,7 +247,7 @@ mod tests {
         assert_eq!(Error::from_code(7, "x".into()).exit_code(), 7);
         // the table every help, the README and the docs quote has each
         let numbers: Vec<&str> = EXIT_CODES.iter().map(|c| c.code).collect();
-        assert_eq!(numbers, ["0", "1", "2", "3", "4", "5", "6", "7", "8", "128+N"]);
+        assert_eq!(numbers, ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "128+N"]);
         for code in [
             exit::OK,
             exit::RUNTIME,
@@ -310,5 +318,11 @@ mod tests {
              found a problem above info (a finding of severity warn or error). Details: docs/exit-codes.md."
         );
         assert!(exit_codes_line(None).contains(" 6 a check failed or was flaky, 7 the log's ranks disagree"));
+        let check = exit_codes_line(Some("check"));
+        assert!(
+            check.contains(", 6 a check failed or was flaky, 9 a required check could not run or could not tell")
+                && !check.contains(" 8 "),
+            "{check}"
+        );
     }
 }

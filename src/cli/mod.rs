@@ -205,9 +205,11 @@ mpirun -np 4 collbench replay job.log --rank 3 --rescale --csv replay.csv"
     #[command(
         after_help = "A profile (configs/profiles/, --list-profiles) names checks: a collective at a size, \
 with fail and warn thresholds whose sources it cites. One launch runs the node checks on every node at \
-once (each node's ranks on their own sub-communicator), then the whole-job checks; each is judged from \
-repeated samples, never retried until it passes: pass, warn, flaky (the threshold inside the 95% interval \
-of the median) or fail, with the value, the threshold, the margin and the source. Each node's first rank \
+once (each node's ranks on their own sub-communicator), the pair checks on pairs of nodes (a finder check: \
+the links matrix and finder, which names a slow node or link against the fleet), then the whole-job checks; \
+each is judged from repeated samples, never retried until it passes: pass, warn, flaky (the threshold inside \
+the 95% interval of the median) or fail, with the value, the threshold, the margin, why and the source; a \
+required check that cannot run (one rank, one node) is not judged, neither pass nor fail. Each node's first rank \
 writes its verdict as JSON and in Prometheus' text format (node_exporter's textfile collector); rank 0 \
 writes every sample as a JSON line. Details: docs/check.md.\n\n\
 Examples:\n  \

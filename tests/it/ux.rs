@@ -466,13 +466,15 @@ fn ctrl_c_typed_in_a_terminal_under_mpirun_leaves_the_csv_the_footer_and_a_whole
     assert!(!dir.path().join("int.json.partial").exists());
 }
 
-/// A suite of two launches (shm, then tcp) of a few seconds each.
+/// A suite of two launches (shm, then tcp) of a few seconds each: 7 sizes, so a
+/// launch seen writing its first row is still seconds from its end when the signal
+/// comes (3 sizes once ended between the first row and the signal on a quiet machine).
 fn two_launch_suite(dir: &Path) -> std::path::PathBuf {
     let suite = dir.join("two.toml");
     std::fs::write(
         &suite,
         "name = \"two\"\nranks = 2\ntransports = [\"shm\", \"tcp\"]\n[run]\nbackend = \"mpi\"\n\
-         collectives = \"all_reduce\"\nminbytes = \"16K\"\nmaxbytes = \"64K\"\niters = 4000\nwarmup = 1\n",
+         collectives = \"all_reduce\"\nminbytes = \"16K\"\nmaxbytes = \"256K\"\niters = 3000\nwarmup = 1\n",
     )
     .unwrap();
     suite
