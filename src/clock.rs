@@ -10,6 +10,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// One reading of a clock, for the timed loops (`engine::context`): they
+/// read the clock at both ends of what they time and compute the seconds
+/// between afterwards, so that no arithmetic falls inside the timed
+/// region (on the host, a reading is one `Instant::now`).
+#[derive(Clone, Copy, Debug)]
+pub enum Stamp {
+    Host(Instant),
+    Virtual(Duration),
+}
+
+impl Stamp {
+    /// Seconds from `earlier` to this reading (0 when `earlier` is later,
+    /// or of another clock, which one context never mixes).
+    pub fn seconds_since(self, earlier: Stamp) -> f64 {
+        match (self, earlier) {
+            (Stamp::Host(now), Stamp::Host(then)) => now.saturating_duration_since(then).as_secs_f64(),
+            (Stamp::Virtual(now), Stamp::Virtual(then)) => now.saturating_sub(then).as_secs_f64(),
+            _ => 0.0,
+        }
+    }
+}
+
 /// A monotonic clock: time since an origin of its own.
 #[derive(Clone, Debug, Default)]
 pub enum Clock {
@@ -32,6 +54,15 @@ impl Clock {
     /// Seconds from `since` (a `now()` of this clock) to now.
     pub fn seconds_since(&self, since: Duration) -> f64 {
         self.now().saturating_sub(since).as_secs_f64()
+    }
+
+    /// One reading, and nothing computed after it (`Stamp`).
+    #[inline]
+    pub fn stamp(&self) -> Stamp {
+        match self {
+            Clock::Host => Stamp::Host(Instant::now()),
+            Clock::Virtual(v) => Stamp::Virtual(v.now()),
+        }
     }
 }
 
@@ -74,6 +105,20 @@ mod tests {
         v.advance(Duration::from_micros(1500));
         assert_eq!(clock.seconds_since(start), 0.0015);
         assert_eq!(clock.now(), Duration::from_micros(1500));
+    }
+
+    #[test]
+    fn stamps_give_the_seconds_between_two_readings() {
+        let v = VirtualClock::new();
+        let clock = Clock::Virtual(v.clone());
+        let start = clock.stamp();
+        v.advance(Duration::from_micros(250));
+        let end = clock.stamp();
+        assert_eq!(end.seconds_since(start), 0.00025);
+        assert_eq!(start.seconds_since(end), 0.0);
+        let host = Clock::Host.stamp();
+        assert!(Clock::Host.stamp().seconds_since(host) >= 0.0);
+        assert_eq!(host.seconds_since(start), 0.0);
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct CommonArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
+    pub timings: TimingsArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
     pub hooks: HookArgs,
 }
 
@@ -132,6 +136,15 @@ pub struct OverwriteArgs {
     /// Replace output files that already exist instead of refusing
     #[arg(long)]
     pub overwrite: bool,
+}
+
+/// Where a launch's time went (every command that measures).
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = OUTPUT)]
+pub struct TimingsArgs {
+    /// At the end, print on stderr how long each phase of the launch took on rank 0: MPI's start, each set-up step, the measurement, the reports, MPI's end
+    #[arg(long)]
+    pub timings: bool,
 }
 
 /// Rank 0's progress on stderr (run, workload, replay).

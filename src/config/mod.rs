@@ -144,6 +144,7 @@ impl RunConfig {
                 overwrite: a.common.overwrite.overwrite,
                 progress: a.output.progress.mode(),
                 label: a.label.label.clone(),
+                timings: a.common.timings.timings,
                 config: a.config.clone(),
                 notes: Vec::new(),
             },

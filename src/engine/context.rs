@@ -17,10 +17,8 @@
 //! Nothing in a timed region allocates, prints or checks.
 //! Must not: print, judge, or know plans, schedules or files.
 
-use std::time::Duration;
-
 use crate::backend::Backend;
-use crate::clock::Clock;
+use crate::clock::{Clock, Stamp};
 use crate::error::Error;
 use crate::plan::Capabilities;
 use crate::world::World;
@@ -121,19 +119,20 @@ impl<'a> Context<'a> {
     /// The timed batch: a barrier of every rank, the clock, `n` operations
     /// (`op(backend, i, start)` for i in 0..n, `start` the first reading)
     /// launched back to back, wait for all of them, the clock; the seconds
-    /// between the two readings.
+    /// between the two readings (computed after the second).
     pub fn batch(
         &mut self,
         n: u32,
-        mut op: impl FnMut(&mut dyn Backend, u32, Duration) -> Result<(), Error>,
+        mut op: impl FnMut(&mut dyn Backend, u32, Stamp) -> Result<(), Error>,
     ) -> Result<f64, Error> {
         self.world.barrier();
-        let start = self.clock.now();
+        let start = self.clock.stamp();
         for i in 0..n {
             op(&mut *self.backend, i, start)?;
         }
         self.backend.wait()?;
-        Ok(self.clock.seconds_since(start))
+        let end = self.clock.stamp();
+        Ok(end.seconds_since(start))
     }
 
     /// Operations timed one by one: a barrier of every rank, the clock;
@@ -152,17 +151,18 @@ impl<'a> Context<'a> {
         mut took: impl FnMut(usize, f64),
     ) -> Result<f64, Error> {
         self.world.barrier();
-        let first = self.clock.now();
+        let first = self.clock.stamp();
         for i in 0..n {
             prepare(&mut *self.backend, i)?;
             if barrier_each {
                 self.world.barrier();
             }
-            let start = self.clock.now();
+            let start = self.clock.stamp();
             op(&mut *self.backend, i)?;
             self.backend.wait()?;
-            took(i, self.clock.seconds_since(start));
+            let end = self.clock.stamp();
+            took(i, end.seconds_since(start));
         }
-        Ok(self.clock.seconds_since(first))
+        Ok(self.clock.stamp().seconds_since(first))
     }
 }

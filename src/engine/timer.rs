@@ -113,8 +113,8 @@ impl Engine<'_> {
             match marks_to.as_mut() {
                 Some(Marks::Device) => marks(backend, kind)?.mark_iteration(i + 1)?,
                 Some(Marks::Host(s)) => {
-                    let now = clock.now();
-                    s.push(per_op(now.saturating_sub(last.unwrap_or(start)).as_secs_f64()));
+                    let now = clock.stamp();
+                    s.push(per_op(now.seconds_since(last.unwrap_or(start))));
                     last = Some(now);
                 }
                 None => {}

@@ -52,6 +52,8 @@ pub struct OutputConfig {
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
     pub label: Option<String>,
+    /// `--timings`: rank 0 prints each phase's time at the end.
+    pub timings: bool,
     /// `--config`: an input, which no output may replace.
     pub config: Option<PathBuf>,
     /// What the header notes about the run's set-up (an environment

@@ -10,6 +10,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use super::backend_choice::HostBackend;
+use super::timings::Timings;
 use super::{Session, Task, is_first_rank};
 use crate::backend::Backend;
 use crate::config::RunConfig;
@@ -19,12 +20,34 @@ use crate::error::{exit, say};
 use crate::topology::Nodes;
 use crate::topology::profile::EnvPlan;
 use crate::types::{BackendChoice, BackendKind};
+use crate::world::World;
 use crate::world::launch::{self, Launch, StoreLaunch};
 use crate::world::store::StoreWorld;
 
+/// What the process has before its control plane starts, and every
+/// rank's session shares.
+#[derive(Clone, Copy)]
+pub(super) struct Started<'a> {
+    pub cfg: &'a RunConfig,
+    pub env_plan: &'a EnvPlan,
+    pub stop: &'a StopRequest,
+    pub timings: &'a Timings,
+    pub task: Task<'a>,
+}
+
+impl<'a> Started<'a> {
+    /// The task's session of one rank of `world`.
+    fn session<W: World>(self, world: &'a W) -> Session<'a, W> {
+        Session::new(world, self.cfg, self.env_plan, self.stop)
+            .with_task(self.task)
+            .with_timings(self.timings)
+    }
+}
+
 /// The control plane for this run, then the run on every rank; the exit
 /// code of this process.
-pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+pub(super) fn run_with_control_plane(started: Started<'_>) -> u8 {
+    let cfg = started.cfg;
     let env = |name: &str| std::env::var(name).ok();
     let launch = match launch::detect(cfg.start.launcher, &env, cfg!(feature = "mpi")) {
         Ok(launch) => launch,
@@ -45,14 +68,14 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
         return exit::USAGE;
     }
     match (cfg.start.threads, launch) {
-        (Some(n), _) => run_threads(n, cfg, env_plan, stop, task),
-        (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, task),
-        (None, Launch::Mpi { how }) => run_mpi(cfg, env_plan, stop, task, &how),
+        (Some(n), _) => run_threads(n, started),
+        (None, Launch::Store(store)) => run_store(&store, started),
+        (None, Launch::Mpi { how }) => run_mpi(started, &how),
         // a process alone on host memory: one rank, a thread of its own
         (None, Launch::Alone) if cfg.start.backend == BackendChoice::Only(BackendKind::Memory) => {
-            run_threads(1, cfg, env_plan, stop, task)
+            run_threads(1, started)
         }
-        (None, Launch::Alone) => run_mpi(cfg, env_plan, stop, task, ""),
+        (None, Launch::Alone) => run_mpi(started, ""),
     }
 }
 
@@ -85,21 +108,26 @@ pub(super) fn first_meeting(world: &crate::world::mpi::MpiWorld, code: u8) -> (u
 
 /// The ranks meet at the store (rank 0 opens it); the start's failures
 /// were printed by the rank that saw them.
-fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
-    let world = match StoreWorld::start(launch, cfg.timing.timeout) {
+fn run_store(launch: &StoreLaunch, started: Started<'_>) -> u8 {
+    let world = match StoreWorld::start(launch, started.cfg.timing.timeout) {
         Ok(world) => world,
         Err(e) => return e.exit_code(),
     };
-    Session::new(&world, cfg, env_plan, stop).with_task(task).run(None)
+    started.timings.mark("the store's start");
+    let code = started.session(&world).run(None);
+    drop(world);
+    started.timings.mark("the store's end");
+    code
 }
 
 /// `how` names the launcher for the header and the pre-flight's message
 /// (empty for a process alone).
 #[cfg(feature = "mpi")]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
+fn run_mpi(started: Started<'_>, how: &str) -> u8 {
     use super::preflight;
     use crate::backend::mpi::MpiBackend;
 
+    let (cfg, timings) = (started.cfg, started.timings);
     let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
     let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
         Ok(w) => w,
@@ -108,10 +136,12 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'
             return exit::RUNTIME;
         }
     };
+    timings.mark("MPI init, hosts and nodes exchanged");
     // the first collective of every rank, those that could not start
     // included (`first_meeting`): it stands for the pre-flight's barrier
     let (worst, _) = first_meeting(&world, exit::OK);
     preflight.passed();
+    timings.mark("first meeting");
     if worst != exit::OK {
         // a rank that could not start said why
         return worst;
@@ -119,30 +149,31 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'
     let make = |nodes: &Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
-    Session::new(&world, cfg, env_plan, stop)
-        .with_task(task)
-        .run(Some(HostBackend {
-            kind: BackendKind::Mpi,
-            make: &make,
-        }))
+    let code = started.session(&world).run(Some(HostBackend {
+        kind: BackendKind::Mpi,
+        make: &make,
+    }));
+    drop(world);
+    timings.mark("MPI finalize");
+    code
 }
 
 /// Without MPI, a run is the single-process world of one rank.
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, _how: &str) -> u8 {
-    run_threads(1, cfg, env_plan, stop, task)
+fn run_mpi(started: Started<'_>, _how: &str) -> u8 {
+    run_threads(1, started)
 }
 
 /// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
 /// Their host data plane is one in-memory communicator over the threads
 /// (`--backend memory`), made here once and handed out one rank each.
-fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+fn run_threads(n: usize, started: Started<'_>) -> u8 {
     use crate::backend::memory::MemoryBackend;
     use crate::world::threads::ThreadWorld;
 
     let worlds = ThreadWorld::create(n);
     // only when asked for: its buffers are the threads' host memory
-    let memory: Vec<Mutex<Option<MemoryBackend>>> = match cfg.start.backend {
+    let memory: Vec<Mutex<Option<MemoryBackend>>> = match started.cfg.start.backend {
         BackendChoice::Only(BackendKind::Memory) => match MemoryBackend::create(n) {
             Ok(ranks) => ranks.into_iter().map(|b| Mutex::new(Some(b))).collect(),
             Err(e) => {
@@ -169,7 +200,7 @@ fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest
                         kind: BackendKind::Memory,
                         make: &make,
                     });
-                    Session::new(world, cfg, env_plan, stop).with_task(task).run(host)
+                    started.session(world).run(host)
                 })
             })
             .collect();

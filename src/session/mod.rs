@@ -23,6 +23,7 @@ mod outputs;
 mod preflight;
 mod prepare;
 mod sweep;
+mod timings;
 mod workload;
 
 use std::ffi::OsString;
@@ -39,6 +40,7 @@ use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank};
 use backend_choice::HostBackend;
+use timings::Timings;
 
 /// What a launch does on every rank: `collbench run`'s sweep, a workload's
 /// or replay's steps, `collbench links`' matrix, or `collbench check`'s
@@ -86,8 +88,10 @@ pub fn run_check(made: Result<(CheckJob, RunConfig), Error>) -> u8 {
 /// control plane. First what the process needs before any rank starts: the
 /// transport profile applied (which may re-execute this process), and one
 /// stop request (with `-g`, every rank thread checks it); an error is
-/// printed once. The NCCL log is removed after a success.
+/// printed once. The NCCL log is removed after a success. With
+/// `--timings`, the first rank says at the end where the time went.
 fn run_made<J>(made: Result<(J, RunConfig), Error>, task: impl FnOnce(&J) -> Task<'_>) -> u8 {
+    let timings = Timings::new(made.as_ref().is_ok_and(|(_, cfg)| cfg.outputs.timings));
     let started = made.and_then(|(job, cfg)| {
         let env_plan = apply_transport(&cfg)?;
         let stop = StopRequest::install()?;
@@ -97,9 +101,21 @@ fn run_made<J>(made: Result<(J, RunConfig), Error>, task: impl FnOnce(&J) -> Tas
         Ok(started) => started,
         Err(e) => return report_early_error(&e),
     };
-    let code = launch::run_with_control_plane(&cfg, &env_plan, &stop, task(&job));
+    timings.mark("transport profile, signals");
+    let code = launch::run_with_control_plane(launch::Started {
+        cfg: &cfg,
+        env_plan: &env_plan,
+        stop: &stop,
+        timings: &timings,
+        task: task(&job),
+    });
     if code == exit::OK {
         env_plan.remove_nccl_log();
+    }
+    if let Some(lines) = timings.report()
+        && is_first_rank()
+    {
+        lines.iter().for_each(|l| say(l));
     }
     code
 }
@@ -191,6 +207,8 @@ pub struct Session<'a, W: World> {
     stop: &'a StopRequest,
     /// A sweep, a workload or replay, or the links matrix.
     task: Task<'a>,
+    /// `--timings`: rank 0 marks the end of each step.
+    timings: Option<&'a Timings>,
 }
 
 impl<'a, W: World> Session<'a, W> {
@@ -201,6 +219,22 @@ impl<'a, W: World> Session<'a, W> {
             env_plan,
             stop,
             task: Task::Sweep,
+            timings: None,
+        }
+    }
+
+    /// Rank 0 marks the end of each step in `timings` (`--timings`).
+    pub fn with_timings(mut self, timings: &'a Timings) -> Self {
+        self.timings = Some(timings);
+        self
+    }
+
+    /// `phase` ended now (rank 0, with `--timings`).
+    fn mark(&self, phase: &'static str) {
+        if let Some(t) = self.timings
+            && self.world.rank() == 0
+        {
+            t.mark(phase);
         }
     }
 
@@ -221,13 +255,17 @@ impl<'a, W: World> Session<'a, W> {
             Task::Check(_) => "the set-up (profile, communicators, buffers, output files)",
         };
         self.exit_code(setup, |watchdog| {
+            self.mark("watchdog");
             let prepared = self.prepare(host)?;
-            match self.task {
-                Task::Sweep => self.sweep_task(prepared, watchdog),
+            let code = match self.task {
+                // the sweep marks its own steps
+                Task::Sweep => return self.sweep_task(prepared, watchdog),
                 Task::Steps(job) => self.job_steps(job, prepared, watchdog),
                 Task::Links(job) => self.links_steps(job, prepared, watchdog),
                 Task::Check(job) => self.check_steps(job, prepared, watchdog),
-            }
+            };
+            self.mark("the task, its outputs");
+            code
         })
     }
 

@@ -47,27 +47,34 @@ impl<W: World> Session<'_, W> {
     pub(super) fn prepare(&self, host: Option<HostBackend<'_>>) -> Result<Prepared, Error> {
         let world = self.world;
         self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
+        self.mark("option digest agreed");
         self.warn_on_nccl_environment();
+        self.mark("NCCL_* variables compared");
         let nodes = self.agreed(self.nodes())?;
         if let Task::Check(c) = self.task {
             // before any library starts: what the profile demands of the launch
             self.agreed(c.check_env())?;
             self.agreed(c.check_shape(&nodes))?;
         }
+        self.mark("nodes");
         let chosen = self.choose_backend(&nodes, host)?;
         let kind = chosen.backend.identity().kind;
         if let Task::Check(c) = self.task {
             self.agreed(c.check_backend(kind, chosen.note.as_deref()))?;
         }
+        self.mark("backend (NCCL/CUDA probe, communicator)");
         let observed = self.agreed(self.observe(chosen.backend.as_ref()))?;
+        self.mark("transport observed");
         let gpu = chosen
             .backend
             .gpu()
             .map(|g| g.gpu_model())
             .or_else(crate::topology::machine::host_gpu_model);
+        self.mark("GPU model");
         let observed_all = world.all_gather_text(&observed.text, OBSERVED_BYTES);
         let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
         let identity = self.identity(chosen.backend.as_ref(), chosen.note);
+        self.mark("views gathered, run identity");
         Ok(Prepared {
             nodes,
             backend: chosen.backend,

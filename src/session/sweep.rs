@@ -29,7 +29,9 @@ impl<W: World> Session<'_, W> {
     /// The sweep's own set-up, the sweep and its verdict; this rank's exit
     /// code.
     pub(super) fn sweep_task(&self, prepared: Prepared, watchdog: Option<&Watchdog>) -> Result<u8, Error> {
-        self.set_up(prepared).map(|ready| self.sweep(ready, watchdog))
+        let ready = self.set_up(prepared)?;
+        self.mark("plan, buffers, outputs");
+        Ok(self.sweep(ready, watchdog))
     }
 
     /// The sweep's own set-up, agreed step by step: `--split`'s groups,
@@ -145,6 +147,7 @@ impl<W: World> Session<'_, W> {
                 self.world.abort(e.exit_code())
             }
         };
+        self.mark("sweep");
         // Rank 0 judges what its reports hold: a stop signal may have
         // completed them before the point in flight (`report::reporter`).
         let (summary, finished) = match (reporter.as_mut(), info.as_ref()) {
@@ -154,7 +157,9 @@ impl<W: World> Session<'_, W> {
             },
             _ => (summary, Ok(())),
         };
-        self.verdict(&summary, finished, info.as_ref())
+        let code = self.verdict(&summary, finished, info.as_ref());
+        self.mark("reports completed, verdict");
+        code
     }
 
     /// The exit code of a finished sweep: the reports' failure (1), wrong

@@ -12,6 +12,31 @@ use crate::topology::Nodes;
 
 /// Longest hostname exchanged between ranks (POSIX HOST_NAME_MAX is 255).
 const HOST_BYTES: usize = 256;
+/// What each rank sends at start-up: its host name (NUL-padded), its pid
+/// (u32) and its node's lowest world rank (u64), little-endian.
+const RANK_BYTES: usize = HOST_BYTES + 4 + 8;
+
+/// Every rank's identity and node key from the start-up exchange (rank
+/// order, `RANK_BYTES` each).
+fn decode_ranks(all: &[u8]) -> (Vec<RankInfo>, Vec<u64>) {
+    all.chunks(RANK_BYTES)
+        .enumerate()
+        .map(|(rank, one)| {
+            let name = &one[..HOST_BYTES];
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            let mut pid = [0u8; 4];
+            pid.copy_from_slice(&one[HOST_BYTES..HOST_BYTES + 4]);
+            let mut leader = [0u8; 8];
+            leader.copy_from_slice(&one[HOST_BYTES + 4..RANK_BYTES]);
+            let info = RankInfo {
+                rank,
+                host: String::from_utf8_lossy(&name[..end]).into_owned(),
+                pid: u32::from_le_bytes(pid),
+            };
+            (info, u64::from_le_bytes(leader))
+        })
+        .unzip()
+}
 
 pub struct MpiWorld {
     // Field order matters: the communicator is freed before MPI_Finalize,
@@ -34,36 +59,23 @@ impl MpiWorld {
         let size = comm.size() as usize;
         let host = super::hostname();
 
-        let mut mine = [0u8; HOST_BYTES];
+        // A node is a shared-memory domain (MPI_Comm_split_type), named by
+        // its lowest world rank: the split orders a node's ranks by world
+        // rank (the key), so that is its rank 0, translated locally.
+        let shared = comm.split_shared(rank as i32);
+        let leader = shared.group().translate_rank(0, &comm.group()).unwrap_or(rank as i32) as u64;
+        drop(shared);
+
+        // One exchange at start-up: each rank's host name, pid and node.
+        let mut mine = [0u8; RANK_BYTES];
         let n = host.len().min(HOST_BYTES);
         mine[..n].copy_from_slice(&host.as_bytes()[..n]);
-        let mut all_hosts = vec![0u8; HOST_BYTES * size];
-        comm.all_gather_into(&mine[..], &mut all_hosts[..]);
-        let mut pids = vec![0u32; size];
-        comm.all_gather_into(&std::process::id(), &mut pids[..]);
+        mine[HOST_BYTES..HOST_BYTES + 4].copy_from_slice(&std::process::id().to_le_bytes());
+        mine[HOST_BYTES + 4..].copy_from_slice(&leader.to_le_bytes());
+        let mut all = vec![0u8; RANK_BYTES * size];
+        comm.all_gather_into(&mine[..], &mut all[..]);
 
-        let ranks = all_hosts
-            .chunks(HOST_BYTES)
-            .zip(pids)
-            .enumerate()
-            .map(|(rank, (name, pid))| {
-                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-                RankInfo {
-                    rank,
-                    host: String::from_utf8_lossy(&name[..end]).into_owned(),
-                    pid,
-                }
-            })
-            .collect::<Vec<RankInfo>>();
-
-        // A node is a shared-memory domain (MPI_Comm_split_type), named by
-        // its lowest world rank.
-        let shared = comm.split_shared(rank as i32);
-        let mut leader = 0u64;
-        shared.all_reduce_into(&(rank as u64), &mut leader, SystemOperation::min());
-        drop(shared);
-        let mut leaders = vec![0u64; size];
-        comm.all_gather_into(&leader, &mut leaders[..]);
+        let (ranks, leaders) = decode_ranks(&all);
         let hosts: Vec<String> = ranks.iter().map(|r| r.host.clone()).collect();
         let nodes = Nodes::from_keys(&leaders, &hosts);
 
@@ -213,5 +225,25 @@ pub fn mpi_library_version() -> String {
         format!("MPI {major}.{minor}")
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_up_exchange_gives_each_ranks_host_pid_and_node() {
+        let mut all = vec![0u8; 2 * RANK_BYTES];
+        for (rank, (host, pid, leader)) in [("node-a", 41u32, 0u64), ("node-b", 7, 1)].iter().enumerate() {
+            let one = &mut all[rank * RANK_BYTES..(rank + 1) * RANK_BYTES];
+            one[..host.len()].copy_from_slice(host.as_bytes());
+            one[HOST_BYTES..HOST_BYTES + 4].copy_from_slice(&pid.to_le_bytes());
+            one[HOST_BYTES + 4..].copy_from_slice(&leader.to_le_bytes());
+        }
+        let (ranks, leaders) = decode_ranks(&all);
+        assert_eq!(leaders, [0, 1]);
+        assert_eq!((ranks[1].rank, ranks[1].host.as_str(), ranks[1].pid), (1, "node-b", 7));
+        assert_eq!((ranks[0].host.as_str(), ranks[0].pid), ("node-a", 41));
     }
 }

@@ -132,6 +132,62 @@ fn rank_zero_prints_an_nccl_tests_style_table_once() {
     assert!(!stderr(&out).contains("points"), "{}", stderr(&out));
 }
 
+/// `--timings` (docs/overhead.md, start-up): rank 0 alone prints, once, on
+/// stderr, the phases of a real launch in order (MPI's start and end
+/// included) with a total that is their sum; the table and the rows are
+/// what they are without it.
+#[test]
+fn timings_are_printed_once_by_rank_zero_and_add_up_to_their_total() {
+    let (_dir, csv_path) = temp_file("t.csv");
+    let (out, csv) = mpirun_rows(
+        3,
+        &argv![
+            "run --collectives all_reduce -b 8 -e 64 -n 10 -w 1 --timings --no-progress --csv",
+            path_str(&csv_path)
+        ],
+        &csv_path,
+    );
+    assert_eq!(csv.rows.len(), 4 * 2, "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.contains("timings (rank") && text.contains("# Validation"),
+        "{text}"
+    );
+    let err = stderr(&out);
+    let heads: Vec<&str> = err.lines().filter(|l| l.contains("timings (rank")).collect();
+    assert_eq!(heads.len(), 1, "{err}");
+    assert!(heads[0].starts_with("collbench: timings (rank 0): "), "{err}");
+    let ms = |s: &str| -> f64 { s.trim().trim_end_matches(" ms").trim().parse().expect(s) };
+    let total = ms(heads[0].split(": ").nth(2).unwrap().split(" from").next().unwrap());
+    let phases: Vec<(String, f64)> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("collbench:   "))
+        .map(|l| {
+            let (name, took) = l.rsplit_once("  ").unwrap();
+            (name.trim().to_string(), ms(took))
+        })
+        .collect();
+    let names: Vec<&str> = phases.iter().map(|(n, _)| n.as_str()).collect();
+    let at = |name: &str| {
+        names
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| panic!("{name}: {err}"))
+    };
+    assert!(at("MPI init, hosts and nodes exchanged") < at("first meeting"), "{err}");
+    assert!(at("first meeting") < at("option digest agreed"), "{err}");
+    assert!(at("option digest agreed") < at("sweep"), "{err}");
+    assert_eq!(names.last(), Some(&"MPI finalize"), "{err}");
+    assert!(phases.iter().all(|(_, t)| *t >= 0.0), "{err}");
+    // each phase is printed to 0.1 ms: their sum is the total to within
+    // half of that per phase
+    let sum: f64 = phases.iter().map(|(_, t)| t).sum();
+    assert!(
+        (sum - total).abs() <= 0.05 * phases.len() as f64 + 0.05,
+        "{sum} vs {total}: {err}"
+    );
+}
+
 #[test]
 fn a_one_rank_run_says_no_data_crossed_a_link_and_what_its_busbw_is() {
     let (_dir, csv_path) = temp_file("one.csv");

@@ -99,6 +99,10 @@ impl MpiBackend {
         call.shape.send.max(call.shape.recv)
     }
 
+    /// One operation. Never inlined into `launch`'s loop: inlined, the
+    /// loop's invariants were hoisted into a long prologue that every
+    /// launch of one operation paid (docs/overhead.md).
+    #[inline(never)]
     fn run<T: Element + Equivalence>(&mut self, call: &Call, placement: Placement, iter: u64) -> Result<(), Error> {
         let op = call.op.map(system_op).transpose()?;
         let at = super::rotation_offset(Self::span(call), self.rotation_steps, iter);
@@ -417,8 +421,9 @@ impl SubGroups for MpiBackend {
 }
 
 impl TransportObserver for MpiBackend {
-    /// Open MPI's PML and BTLs, from the MPI_T control variables still
-    /// valid after MPI_Init (`topology::observe::ompi`).
+    /// Open MPI's PML and BTLs, from the control variables still valid
+    /// after MPI_Init (`raw::control_variable_names`,
+    /// `topology::observe::ompi`).
     fn observe_transport(&self, query: &TransportQuery) -> Observed {
         Observed::from_mpi(query.profile, raw::control_variable_names())
     }

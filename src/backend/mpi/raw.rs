@@ -1,7 +1,9 @@
 //! MPI calls that rsmpi does not expose, made through its raw bindings: the
 //! MPI_IN_PLACE variants of the collectives, MPI_Reduce_scatter with
 //! per-rank counts (uneven slices of the hierarchical all-reduce), and the
-//! MPI_T tool interface's control-variable names (the transport observed).
+//! names of the valid control variables (the transport observed): from
+//! Open MPI's MCA base where the library has one, else through the MPI_T
+//! tool interface.
 //!
 //! This file and the NCCL binding are the only homes of `unsafe`. Every
 //! function takes a Rust slice whose length is exactly what the call reads
@@ -10,7 +12,7 @@
 //! check is a second line of defence).
 #![allow(unsafe_code)]
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
@@ -433,11 +435,105 @@ const CVAR_NAME_BYTES: usize = 256;
 /// Description buffer: MPI_T_cvar_get_info writes one, truncated to this.
 const CVAR_DESC_BYTES: usize = 1024;
 
-/// The names of every valid MPI_T control variable, after MPI_Init. Open
-/// MPI invalidates the variables of components it closed, so the names
-/// show which PML and BTLs it kept (see `topology::observe::ompi`).
-/// Indices whose variable is invalid are skipped.
+/// The names of every valid control variable after MPI_Init: Open MPI
+/// invalidates the variables of components it closed, so the names show
+/// which PML and BTLs it kept (see `topology::observe::ompi`). Read from
+/// Open MPI's MCA base, whose variables MPI_T's control variables are,
+/// where the library has one (`mca_variable_names`); else through MPI_T.
 pub fn control_variable_names() -> Result<Vec<String>, String> {
+    match mca_variable_names() {
+        Some(names) => Ok(names),
+        None => mpi_t_variable_names(),
+    }
+}
+
+/// `mca_base_var_dump`'s output type that gives one line, `name=value
+/// (source)` (Open MPI's `MCA_BASE_VAR_DUMP_SIMPLE`).
+const MCA_BASE_VAR_DUMP_SIMPLE: c_int = 2;
+
+type VarCount = unsafe extern "C" fn() -> c_int;
+type VarDump = unsafe extern "C" fn(c_int, *mut *mut *mut c_char, c_int) -> c_int;
+
+unsafe extern "C" {
+    /// The C library's symbol lookup (in libc since glibc 2.34; the build
+    /// links libdl for older ones).
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    /// The C library's `free`, for the strings Open MPI allocated.
+    fn free(ptr: *mut c_void);
+}
+
+/// A function of the process's loaded libraries by name (`RTLD_DEFAULT`,
+/// the null handle), or null.
+fn loaded_symbol(name: &CStr) -> *mut c_void {
+    // SAFETY: a null handle is RTLD_DEFAULT (glibc and musl); `name` is a
+    // NUL-terminated string that outlives the call.
+    unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) }
+}
+
+/// The valid variables' names read from Open MPI's MCA base
+/// (`mca_base_var_get_count`, `mca_base_var_dump`, exported by
+/// libopen-pal since Open MPI 1.7), the registry behind MPI_T's control
+/// variables; `None` where the library has no MCA base (MPICH, ...).
+/// MPI_T_init_thread would first register every framework again, opening
+/// the components MPI_Init closed (on Open MPI 4.1.4 with libfabric's psm
+/// providers: 200 ms per rank, docs/overhead.md); this reads what MPI_Init
+/// left, a fraction of a millisecond. An invalid variable's dump fails.
+fn mca_variable_names() -> Option<Vec<String>> {
+    let count = loaded_symbol(c"mca_base_var_get_count");
+    let dump = loaded_symbol(c"mca_base_var_dump");
+    if count.is_null() || dump.is_null() {
+        return None;
+    }
+    // SAFETY: both symbols are Open MPI's functions of these C signatures
+    // (opal/mca/base/mca_base_var.h: `int mca_base_var_get_count(void)`,
+    // `int mca_base_var_dump(int, char ***, mca_base_var_dump_type_t)`).
+    let (count, dump) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, VarCount>(count),
+            std::mem::transmute::<*mut c_void, VarDump>(dump),
+        )
+    };
+    // SAFETY: no arguments; MPI_Init has set the MCA base up.
+    let n = unsafe { count() };
+    let mut names = Vec::new();
+    for index in 0..n.max(0) {
+        let mut lines: *mut *mut c_char = std::ptr::null_mut();
+        // SAFETY: `index` is below the count; Open MPI writes a
+        // NULL-terminated array of malloc'd strings through the pointer to
+        // a live local, or fails (an invalid variable) and writes nothing.
+        let rc = unsafe { dump(index, &mut lines, MCA_BASE_VAR_DUMP_SIMPLE) };
+        if rc != 0 || lines.is_null() {
+            continue;
+        }
+        let mut at = 0;
+        loop {
+            // SAFETY: the array is NULL-terminated; `at` has not passed
+            // its end (the loop stops at the terminator).
+            let line = unsafe { *lines.add(at) };
+            if line.is_null() {
+                break;
+            }
+            if at == 0 {
+                // SAFETY: Open MPI's NUL-terminated string, read before it
+                // is freed below.
+                let text = unsafe { CStr::from_ptr(line) }.to_string_lossy();
+                names.push(text.split('=').next().unwrap_or_default().to_string());
+            }
+            // SAFETY: each string was malloc'd by Open MPI for the caller,
+            // and is freed once.
+            unsafe { free(line.cast()) };
+            at += 1;
+        }
+        // SAFETY: the array was malloc'd by Open MPI for the caller; its
+        // strings are freed above.
+        unsafe { free(lines.cast()) };
+    }
+    Some(names)
+}
+
+/// The names of every valid MPI_T control variable, after MPI_Init
+/// (indices whose variable is invalid are skipped).
+fn mpi_t_variable_names() -> Result<Vec<String>, String> {
     let mut provided: c_int = 0;
     // SAFETY: RSMPI_THREAD_SINGLE is an immutable constant defined by
     // rsmpi's C shim; MPI_T_init_thread writes one int through a pointer to

@@ -3,7 +3,7 @@
 //! profile was not honoured.
 //!
 //! Two sources. MPI: the components Open MPI kept after MPI_Init, read
-//! through MPI_T (`ompi`). NCCL: each rank's private INFO log, read once the
+//! from its valid control variables (`ompi`). NCCL: each rank's private INFO log, read once the
 //! communicator is initialised (`nccl_log`). Each rank observes its own
 //! view; `merge` makes the CSV value from all of them.
 
@@ -39,7 +39,7 @@ impl Observed {
         }
     }
 
-    /// From the names of the valid MPI_T control variables after MPI_Init
+    /// From the names of the valid control variables after MPI_Init
     /// (`Err`: MPI_T failed, with why).
     pub fn from_mpi(profile: Profile, cvar_names: Result<Vec<String>, String>) -> Observed {
         let names = match cvar_names {

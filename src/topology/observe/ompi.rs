@@ -1,5 +1,5 @@
-//! Which PML and BTLs Open MPI kept, read from the names of its MPI_T
-//! control variables.
+//! Which PML and BTLs Open MPI kept, read from the names of its valid MCA
+//! variables (MPI_T's control variables; `backend::mpi::raw` reads them).
 //!
 //! Every MCA component registers its parameters as control variables
 //! (`btl_tcp_if_include`, `pml_ob1_priority`, ...). When a framework
