@@ -1,0 +1,194 @@
+//! `--algo-record log` on the simulation: every row of a sweep says the
+//! algorithm, protocol and channels NCCL's TUNING lines gave for its point,
+//! in each release's format, with threads and under the real `mpirun`;
+//! `unknown` where NCCL says nothing, and the header says why.
+//!
+//! The simulation's rule (tests/gpu-sim/nccl_sim.c, `tuning_line`), written
+//! out here: all-reduce of 64 KiB or less runs Tree, anything else Ring;
+//! LL up to 64 KiB, LL128 up to 1 MiB, Simple above; 1 channel up to
+//! 64 KiB, else 2; the bytes are NCCL's count times the element size.
+
+use super::*;
+
+/// The simulation's choice for a row: (algo, proto, nchannels), or
+/// nothing for what NCCL runs as sends and receives.
+fn sim_choice(csv: &Csv, row: &[String], channels: bool) -> Option<(&'static str, &'static str, &'static str)> {
+    let collective = csv.get(row, "collective");
+    if !matches!(
+        collective,
+        "all_reduce" | "all_gather" | "reduce_scatter" | "broadcast" | "reduce"
+    ) {
+        return None;
+    }
+    // the CSV's count is NCCL's count argument (per rank for all_gather
+    // and reduce_scatter); these runs are float
+    let bytes = csv.num(row, "count") as u64 * 4;
+    let small = bytes <= 65536;
+    let algo = if collective == "all_reduce" && small {
+        "tree"
+    } else {
+        "ring"
+    };
+    let proto = match bytes {
+        0..=65536 => "ll",
+        65537..=1048576 => "ll128",
+        _ => "simple",
+    };
+    let nchannels = match (channels, small) {
+        (false, _) => "",
+        (true, true) => "1",
+        (true, false) => "2",
+    };
+    Some((algo, proto, nchannels))
+}
+
+/// Every row as the simulation chose (`channels`: the release prints
+/// them), the p2p collectives `unknown`; returns the choices seen.
+fn assert_rows_say_the_choice(csv: &Csv, channels: bool) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for row in &csv.rows {
+        let got = (
+            csv.get(row, "algo"),
+            csv.get(row, "proto"),
+            csv.get(row, "nchannels"),
+            csv.get(row, "algo_source"),
+        );
+        match sim_choice(csv, row, channels) {
+            Some((algo, proto, nch)) => {
+                assert_eq!(got, (algo, proto, nch, "log"), "{row:?}");
+                seen.insert(format!("{algo}/{proto}"));
+            }
+            None => assert_eq!(got, ("", "", "", "unknown"), "{row:?}"),
+        }
+    }
+    seen
+}
+
+/// 2.20-2.22 (numeric codes), 2.23 (the function first), 2.24 and 2.30
+/// (names and channels): the same choices, each row its own point's (a
+/// line read into the next point would make it `mixed` where the
+/// protocol changes between sizes).
+#[test]
+fn every_release_format_gives_each_row_its_own_points_choice() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    for (version, channels) in [("22003", false), ("22304", false), ("22403", true), ("23007", true)] {
+        let csv_path = tmp.path().join(format!("{version}.csv"));
+        let args = argv![
+            "run --backend nccl -g 2 --collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall -b 1K -e 4M -f 4 -n 2 -w 1 --no-progress --algo-record log --csv",
+            path_str(&csv_path)
+        ];
+        let out = sim_run(&dir, 2, &[("GPUSIM_NCCL_VERSION", version)], &args);
+        assert_eq!(code(&out), 0, "{version}: {}", stderr(&out));
+        assert!(stdout(&out).contains("from rank 0's TUNING lines"), "{}", stdout(&out));
+        let csv = Csv::read(&csv_path);
+        assert_sim_rows(&csv, 2);
+        let seen = assert_rows_say_the_choice(&csv, channels);
+        let want = ["ring/ll", "ring/ll128", "ring/simple", "tree/ll"];
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), want, "{version}");
+    }
+}
+
+/// One process per rank, at 3 ranks: rank 0's own log; a CUDA graph's
+/// launches are told once, at capture, and still give the choice.
+#[cfg(feature = "mpi")]
+#[test]
+fn under_mpirun_rank_0s_log_gives_every_row_the_choice() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    for graph in ["0", "2"] {
+        let csv_path = tmp.path().join(format!("g{graph}.csv"));
+        let args = argv![
+            "run --backend nccl --collectives all_reduce,all_gather,sendrecv -b 16K -e 2M -f 8 -n 2 -w 1 --no-progress --algo-record log -G",
+            graph,
+            "--csv",
+            path_str(&csv_path)
+        ];
+        let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_VERSION", "22703")], &args);
+        assert_eq!(code(&out), 0, "-G {graph}: {}", stderr(&out));
+        let csv = Csv::read(&csv_path);
+        assert_sim_rows(&csv, 3);
+        assert_rows_say_the_choice(&csv, true);
+    }
+}
+
+/// Where NCCL says nothing: a release before 2.20, the user's own
+/// NCCL_DEBUG_SUBSYS without TUNING, the user's own NCCL log, and the
+/// rows of a hierarchical all-reduce (several communicators). Every row
+/// says `unknown`, and the header says why; without the option there are
+/// no algorithm columns at all.
+#[test]
+fn rows_say_unknown_where_nccl_did_not_say_and_the_header_says_why() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 3] = [
+        (
+            "old",
+            &[("GPUSIM_NCCL_VERSION", "21903")],
+            "NCCL 2.19.3 prints no TUNING line",
+        ),
+        (
+            "subsys",
+            &[("NCCL_DEBUG_SUBSYS", "INIT,ENV")],
+            "NCCL_DEBUG_SUBSYS=INIT,ENV was set before the run",
+        ),
+        (
+            "user",
+            &[("NCCL_DEBUG", "WARN")],
+            "NCCL_DEBUG=WARN was set before the run",
+        ),
+    ];
+    for (name, env, why) in cases {
+        let csv_path = tmp.path().join(format!("{name}.csv"));
+        let args = argv![
+            "run --backend nccl -g 2 --collectives all_reduce -b 8 -e 1M -f 32 -n 2 -w 1 --no-progress --algo-record log --csv",
+            path_str(&csv_path)
+        ];
+        let out = sim_run(&dir, 2, env, &args);
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        assert!(stdout(&out).contains(why), "{name}: {}", stdout(&out));
+        let csv = Csv::read(&csv_path);
+        for row in &csv.rows {
+            assert_eq!(csv.get(row, "algo_source"), "unknown", "{name}: {row:?}");
+            assert_eq!(csv.get(row, "algo"), "", "{name}: {row:?}");
+        }
+    }
+
+    let csv_path = tmp.path().join("hier.csv");
+    let args = argv![
+        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy all --collectives all_reduce -b 8 -e 256K -f 64 -n 2 -w 1 --no-progress --algo-record log --csv",
+        path_str(&csv_path)
+    ];
+    let out = sim_run(&dir, 4, &[], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    for row in &csv.rows {
+        let flat = csv.get(row, "hierarchy") == "flat";
+        let source = csv.get(row, "algo_source");
+        assert_eq!(source, if flat { "log" } else { "unknown" }, "{row:?}");
+    }
+    assert_rows_say_the_choice(
+        &Csv {
+            header: csv.header.clone(),
+            rows: csv
+                .rows
+                .iter()
+                .filter(|r| csv.get(r, "hierarchy") == "flat")
+                .cloned()
+                .collect(),
+        },
+        true,
+    );
+
+    let csv_path = tmp.path().join("off.csv");
+    let args = argv![
+        "run --backend nccl -g 2 --collectives all_reduce -b 8 -e 64 -n 2 -w 1 --no-progress --csv",
+        path_str(&csv_path)
+    ];
+    let out = sim_run(&dir, 2, &[], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert!(!csv.header.iter().any(|h| h.starts_with("algo")), "{:?}", csv.header);
+    assert!(!stdout(&out).contains("TUNING"), "{}", stdout(&out));
+}
