@@ -74,9 +74,12 @@ fn every_release_format_gives_each_row_its_own_points_choice() {
     let tmp = tempdir();
     for (version, channels) in [("22003", false), ("22304", false), ("22403", true), ("23007", true)] {
         let csv_path = tmp.path().join(format!("{version}.csv"));
+        let json_path = tmp.path().join(format!("{version}.json"));
         let args = argv![
             "run --backend nccl -g 2 --collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,alltoall -b 1K -e 4M -f 4 -n 2 -w 1 --no-progress --algo-record log --csv",
-            path_str(&csv_path)
+            path_str(&csv_path),
+            "--json",
+            path_str(&json_path)
         ];
         let out = sim_run(&dir, 2, &[("GPUSIM_NCCL_VERSION", version)], &args);
         assert_eq!(code(&out), 0, "{version}: {}", stderr(&out));
@@ -86,6 +89,19 @@ fn every_release_format_gives_each_row_its_own_points_choice() {
         let seen = assert_rows_say_the_choice(&csv, channels);
         let want = ["ring/ll", "ring/ll128", "ring/simple", "tree/ll"];
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), want, "{version}");
+        // every launch of a point told once: 1 warm-up, 1 check, 2 timed
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+        let records = json["records"].as_array().unwrap();
+        assert_eq!(records.len(), csv.rows.len());
+        for r in records.iter().filter(|r| r["algo_source"] == "log") {
+            let calls: u64 = r["algo_choices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["calls"].as_u64().unwrap())
+                .sum();
+            assert_eq!(calls, 4, "{version}: {r}");
+        }
     }
 }
 
