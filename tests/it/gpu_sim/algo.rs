@@ -64,6 +64,36 @@ fn assert_rows_say_the_choice(csv: &Csv, channels: bool) -> std::collections::BT
     seen
 }
 
+/// The table's `algo` column says each row's choice, a change between
+/// two sizes is noted under the section, and `collbench import` of the
+/// table gives back the CSV's algo, proto and algo_source.
+fn assert_table_says_what_the_csv_says(table: &str, csv: &Csv, tmp: &Path) {
+    let all_reduce = table
+        .lines()
+        .find(|l| l.starts_with("# all_reduce flat") && l.contains("changes at"))
+        .unwrap_or_else(|| panic!("no change noted under all_reduce:\n{table}"));
+    assert!(
+        all_reduce.ends_with("changes at 256.0 KiB (tree/ll -> ring/ll128), 4.0 MiB (ring/ll128 -> ring/simple)"),
+        "{all_reduce}"
+    );
+    let table_path = tmp.join("table.txt");
+    std::fs::write(&table_path, table).unwrap();
+    let imported = tmp.join("imported.csv");
+    let out = collbench(&argv![
+        "import --from collbench --overwrite -o",
+        path_str(&imported),
+        path_str(&table_path)
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let back = Csv::read(&imported);
+    let key = |c: &Csv, r: &[String]| {
+        ["collective", "size_bytes", "placement", "algo", "proto", "algo_source"].map(|k| c.get(r, k).to_string())
+    };
+    let want: Vec<_> = csv.rows.iter().map(|r| key(csv, r)).collect();
+    let got: Vec<_> = back.rows.iter().map(|r| key(&back, r)).collect();
+    assert_eq!(got, want);
+}
+
 /// 2.20-2.22 (numeric codes), 2.23 (the function first), 2.24 and 2.30
 /// (names and channels): the same choices, each row its own point's (a
 /// line read into the next point would make it `mixed` where the
@@ -85,6 +115,7 @@ fn every_release_format_gives_each_row_its_own_points_choice() {
         assert_eq!(code(&out), 0, "{version}: {}", stderr(&out));
         assert!(stdout(&out).contains("from rank 0's TUNING lines"), "{}", stdout(&out));
         let csv = Csv::read(&csv_path);
+        assert_table_says_what_the_csv_says(&stdout(&out), &csv, tmp.path());
         assert_sim_rows(&csv, 2);
         let seen = assert_rows_say_the_choice(&csv, channels);
         let want = ["ring/ll", "ring/ll128", "ring/simple", "tree/ll"];
