@@ -205,6 +205,104 @@ mod tests {
         }
     }
 
+    fn call(collective: Collective) -> Call {
+        Call {
+            collective,
+            hierarchy: crate::topology::Hierarchy::Flat,
+            dtype: crate::types::DType::Float,
+            op: None,
+            shape: collective.spec().shape(16, 2),
+            at: crate::collective::Layout::new(2, 0, 0),
+            group: None,
+        }
+    }
+
+    /// Each point takes the lines written since the last: its device's,
+    /// of its function (2.23 on) or of none (before), with the launcher's
+    /// and NCCL's prefixes around them; a kernel NCCL_ALGO does not name
+    /// makes the point unknown, not a guess.
+    #[test]
+    fn a_point_takes_its_own_devices_lines_of_its_function() {
+        use crate::types::{Algo, Chosen, Proto};
+        let dir = std::env::temp_dir().join(format!("collbench-algo-take-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log");
+        let v = NcclVersion::new(2, 24, 3);
+        let mut rec = Recorder::new(&Ok(path.clone()), v, 0, 1, Some("INIT,ENV,GRAPH,TUNING"));
+        assert!(
+            rec.note()
+                .starts_with("algorithm and protocol from rank 0's TUNING lines")
+        );
+        let write = |text: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        let line = |dev: u32, msg: &str| format!("[0]:node1:41:41 [{dev}] NCCL INFO {msg}\n");
+        write(
+            &[
+                line(1, "AllReduce: 64 Bytes -> Algo TREE proto LL channel{Lo..Hi}={0..0}"),
+                line(1, "AllReduce: 64 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}"),
+                // another rank's thread (`-g`), another function, another subsystem
+                line(
+                    0,
+                    "AllReduce: 64 Bytes -> Algo NVLS proto SIMPLE channel{Lo..Hi}={0..0}",
+                ),
+                line(
+                    1,
+                    "Broadcast: 64 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..0}",
+                ),
+                line(1, "Channel 00/0 : 0[1] -> 1[0] via P2P/CUMEM"),
+                "half a line: AllReduce: 64 Bytes -> Algo PAT".into(),
+            ]
+            .concat(),
+        );
+        let r = rec.take(&call(Collective::AllReduce));
+        assert_eq!(
+            (r.source, r.algo(), r.proto()),
+            (AlgoSource::Log, Some(Chosen::Mixed), Some(Chosen::One(Proto::Ll)))
+        );
+        assert_eq!(r.calls(), 2);
+        assert_eq!(r.nchannels(), None, "1 and 2 channels");
+        // the half line is the next point's once whole; a p2p call drains
+        write(" proto SIMPLE channel{Lo..Hi}={0..3}\n");
+        assert_eq!(rec.take(&call(Collective::SendRecv)), AlgoRecord::unknown());
+        write(&line(
+            1,
+            "AllReduce: 64 Bytes -> Algo PAT proto SIMPLE channel{Lo..Hi}={0..3}",
+        ));
+        let r = rec.take(&call(Collective::AllReduce));
+        assert_eq!((r.algo(), r.nchannels()), (Some(Chosen::One(Algo::Pat)), Some(4)));
+        write(
+            &[
+                line(1, "AllReduce: 64 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}"),
+                line(
+                    1,
+                    "AllReduce [Symmetric]: 64 Bytes -> Kernel AllReduce_AGxLL_R nchannels 4 nthreads 512",
+                ),
+            ]
+            .concat(),
+        );
+        assert_eq!(rec.take(&call(Collective::AllReduce)), AlgoRecord::unknown());
+        // another rank records nothing; a release before 2.20 and a
+        // NCCL_DEBUG_SUBSYS without TUNING say why
+        let mut other = Recorder::new(&Ok(path.clone()), v, 1, 1, None);
+        assert_eq!(other.take(&call(Collective::AllReduce)), AlgoRecord::unknown());
+        let old = Recorder::new(&Ok(path.clone()), NcclVersion::new(2, 19, 3), 0, 1, None);
+        assert!(
+            old.note().contains("NCCL 2.19.3 prints no TUNING line"),
+            "{}",
+            old.note()
+        );
+        let subsys = Recorder::new(&Ok(path.clone()), v, 0, 1, Some("INIT"));
+        assert!(
+            subsys.note().contains("NCCL_DEBUG_SUBSYS=INIT was set"),
+            "{}",
+            subsys.note()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn the_log_is_read_on_in_whole_lines_after_its_name_is_removed() {
         let dir = std::env::temp_dir().join(format!("collbench-algo-tail-{}", std::process::id()));
