@@ -1192,7 +1192,8 @@ static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t 
 
 /* The TUNING line real NCCL's rank 0 of a communicator prints for each
  * collective it schedules (src/enqueue.cc), in the format of the release
- * played: none before 2.20; `%ld Bytes -> Algo %d proto %d time %f` in
+ * played (none on a communicator of one rank, which NCCL serves with a
+ * copy, nor before 2.20); `%ld Bytes -> Algo %d proto %d time %f` in
  * 2.20 to 2.22, with `%s: ` (the function) before it in 2.23; from 2.24
  * `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}`. The
  * simulation's choice, a documented rule and no model of NCCL's tuner:
@@ -1205,8 +1206,9 @@ static void tuning_line(const struct op *o)
     static const char *const funcs[] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter"};
     static const char *const algos[] = {"TREE", "RING"}, *const protos[] = {"LL", "LL128", "SIMPLE"};
     int v = sim_version();
-    if (o->kind > K_REDUCESCATTER || o->comm->rank != 0 || v < NCCL_VERSION(2, 20, 0) || !subsys_on("TUNING"))
-        return;
+    if (o->kind > K_REDUCESCATTER || o->comm->rank != 0 || o->comm->nranks == 1 || v < NCCL_VERSION(2, 20, 0) ||
+        !subsys_on("TUNING"))
+        return; /* one rank: NCCL copies (ncclLaunchOneRank), choosing nothing */
     long bytes = (long)(o->count * type_size(o->type));
     int algo = o->kind == K_ALLREDUCE && bytes <= 65536 ? 0 : 1; /* NCCL_ALGO_TREE 0, RING 1 */
     int proto = bytes <= 65536 ? 0 : bytes <= 1048576 ? 1 : 2;  /* NCCL_PROTO_LL 0, LL128 1, SIMPLE 2 */

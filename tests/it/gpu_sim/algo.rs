@@ -202,6 +202,17 @@ fn rows_say_unknown_where_nccl_did_not_say_and_the_header_says_why() {
         }
     }
 
+    // one rank: NCCL copies, chooses nothing, prints nothing
+    let csv_path = tmp.path().join("one.csv");
+    let args = argv![
+        "run --backend nccl -g 1 --collectives all_reduce -b 8 -e 1M -f 32 -n 2 -w 1 --no-progress --algo-record log --csv",
+        path_str(&csv_path)
+    ];
+    let out = sim_run(&dir, 1, &[], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert!(csv.rows.iter().all(|r| csv.get(r, "algo_source") == "unknown"), "{:?}", csv.rows);
+
     let csv_path = tmp.path().join("hier.csv");
     let args = argv![
         "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy all --collectives all_reduce -b 8 -e 256K -f 64 -n 2 -w 1 --no-progress --algo-record log --csv",
