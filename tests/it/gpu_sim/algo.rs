@@ -160,8 +160,9 @@ fn under_mpirun_rank_0s_log_gives_every_row_the_choice() {
 }
 
 /// Where NCCL says nothing: a release before 2.20, the user's own
-/// NCCL_DEBUG_SUBSYS without TUNING, the user's own NCCL log, and the
-/// rows of a hierarchical all-reduce (several communicators). Every row
+/// NCCL_DEBUG_SUBSYS without TUNING, the user's own NCCL log, one rank,
+/// and the rows of `--split` groups and of a hierarchical all-reduce
+/// (several communicators). Every row
 /// says `unknown`, and the header says why; without the option there are
 /// no algorithm columns at all.
 #[test]
@@ -211,7 +212,29 @@ fn rows_say_unknown_where_nccl_did_not_say_and_the_header_says_why() {
     let out = sim_run(&dir, 1, &[], &args);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let csv = Csv::read(&csv_path);
-    assert!(csv.rows.iter().all(|r| csv.get(r, "algo_source") == "unknown"), "{:?}", csv.rows);
+    assert!(
+        csv.rows.iter().all(|r| csv.get(r, "algo_source") == "unknown"),
+        "{:?}",
+        csv.rows
+    );
+
+    // --split: each group's communicator, and the aggregate of all
+    let csv_path = tmp.path().join("split.csv");
+    let rule = "MOD 2";
+    let args = argv![
+        "run --backend nccl -g 4 --split",
+        rule,
+        "--collectives all_reduce -b 8 -e 1M -f 64 -n 2 -w 1 --no-progress --algo-record log --csv",
+        path_str(&csv_path)
+    ];
+    let out = sim_run(&dir, 4, &[], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    assert!(
+        csv.rows.iter().all(|r| csv.get(r, "algo_source") == "unknown"),
+        "{:?}",
+        csv.rows
+    );
 
     let csv_path = tmp.path().join("hier.csv");
     let args = argv![
