@@ -159,105 +159,96 @@ fn under_mpirun_rank_0s_log_gives_every_row_the_choice() {
     }
 }
 
+/// `collbench run --backend nccl -g DEVICES --algo-record log` with
+/// `extra` arguments and `env` on the simulation; its output and CSV.
+fn recorded(dir: &Path, tmp: &Path, name: &str, devices: usize, env: &[(&str, &str)], extra: &[&str]) -> (Output, Csv) {
+    let csv_path = tmp.join(format!("{name}.csv"));
+    let g = devices.to_string();
+    let mut args = argv![
+        "run --backend nccl -g",
+        &g,
+        "--collectives all_reduce -n 2 -w 1 --no-progress --algo-record log --csv",
+        path_str(&csv_path)
+    ];
+    args.extend_from_slice(extra);
+    let out = sim_run(dir, devices, env, &args);
+    assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+    (out, Csv::read(&csv_path))
+}
+
 /// Where NCCL says nothing: a release before 2.20, the user's own
 /// NCCL_DEBUG_SUBSYS without TUNING, the user's own NCCL log, one rank,
-/// and the rows of `--split` groups and of a hierarchical all-reduce
-/// (several communicators). Every row
-/// says `unknown`, and the header says why; without the option there are
-/// no algorithm columns at all.
+/// and the rows of `--split` groups (each on its own communicator). Every
+/// row says `unknown`, with empty cells, and the header says why where
+/// the whole run cannot record.
 #[test]
 fn rows_say_unknown_where_nccl_did_not_say_and_the_header_says_why() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
-    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 3] = [
+    type Case<'a> = (&'a str, usize, &'a [(&'a str, &'a str)], &'a [&'a str], &'a str);
+    let cases: [Case; 5] = [
         (
             "old",
+            2,
             &[("GPUSIM_NCCL_VERSION", "21903")],
+            &[],
             "NCCL 2.19.3 prints no TUNING line",
         ),
         (
             "subsys",
+            2,
             &[("NCCL_DEBUG_SUBSYS", "INIT,ENV")],
+            &[],
             "NCCL_DEBUG_SUBSYS=INIT,ENV was set before the run",
         ),
         (
             "user",
+            2,
             &[("NCCL_DEBUG", "WARN")],
+            &[],
             "NCCL_DEBUG=WARN was set before the run",
         ),
+        // one rank: NCCL copies, chooses nothing, prints nothing
+        ("one", 1, &[], &[], "from rank 0's TUNING lines"),
+        ("split", 4, &[], &["--split", "MOD 2"], "from rank 0's TUNING lines"),
     ];
-    for (name, env, why) in cases {
-        let csv_path = tmp.path().join(format!("{name}.csv"));
-        let args = argv![
-            "run --backend nccl -g 2 --collectives all_reduce -b 8 -e 1M -f 32 -n 2 -w 1 --no-progress --algo-record log --csv",
-            path_str(&csv_path)
-        ];
-        let out = sim_run(&dir, 2, env, &args);
-        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+    for (name, devices, env, extra, why) in cases {
+        let mut args = vec!["-b", "8", "-e", "1M", "-f", "32"];
+        args.extend_from_slice(extra);
+        let (out, csv) = recorded(&dir, tmp.path(), name, devices, env, &args);
         assert!(stdout(&out).contains(why), "{name}: {}", stdout(&out));
-        let csv = Csv::read(&csv_path);
+        assert!(!csv.rows.is_empty(), "{name}");
         for row in &csv.rows {
-            assert_eq!(csv.get(row, "algo_source"), "unknown", "{name}: {row:?}");
-            assert_eq!(csv.get(row, "algo"), "", "{name}: {row:?}");
+            let cells = ["algo", "proto", "nchannels", "algo_source"].map(|c| csv.get(row, c));
+            assert_eq!(cells, ["", "", "", "unknown"], "{name}: {row:?}");
         }
     }
+}
 
-    // one rank: NCCL copies, chooses nothing, prints nothing
-    let csv_path = tmp.path().join("one.csv");
-    let args = argv![
-        "run --backend nccl -g 1 --collectives all_reduce -b 8 -e 1M -f 32 -n 2 -w 1 --no-progress --algo-record log --csv",
-        path_str(&csv_path)
-    ];
-    let out = sim_run(&dir, 1, &[], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
-    assert!(
-        csv.rows.iter().all(|r| csv.get(r, "algo_source") == "unknown"),
-        "{:?}",
-        csv.rows
-    );
-
-    // --split: each group's communicator, and the aggregate of all
-    let csv_path = tmp.path().join("split.csv");
-    let rule = "MOD 2";
-    let args = argv![
-        "run --backend nccl -g 4 --split",
-        rule,
-        "--collectives all_reduce -b 8 -e 1M -f 64 -n 2 -w 1 --no-progress --algo-record log --csv",
-        path_str(&csv_path)
-    ];
-    let out = sim_run(&dir, 4, &[], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
-    assert!(
-        csv.rows.iter().all(|r| csv.get(r, "algo_source") == "unknown"),
-        "{:?}",
-        csv.rows
-    );
-
-    let csv_path = tmp.path().join("hier.csv");
-    let args = argv![
-        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy all --collectives all_reduce -b 8 -e 256K -f 64 -n 2 -w 1 --no-progress --algo-record log --csv",
-        path_str(&csv_path)
-    ];
-    let out = sim_run(&dir, 4, &[], &args);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let csv = Csv::read(&csv_path);
+/// A hierarchical all-reduce runs on several communicators: its rows are
+/// `unknown`, the flat rows of the same run keep their choice. Without
+/// the option there are no algorithm columns and no note at all.
+#[test]
+fn hierarchical_rows_are_unknown_and_without_the_option_nothing_is_written() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let args = argv!["--ranks-per-node 2 --hierarchy all -b 8 -e 256K -f 64"];
+    let (_, csv) = recorded(&dir, tmp.path(), "hier", 4, &[], &args);
     for row in &csv.rows {
         let flat = csv.get(row, "hierarchy") == "flat";
         let source = csv.get(row, "algo_source");
         assert_eq!(source, if flat { "log" } else { "unknown" }, "{row:?}");
     }
+    let flat: Vec<Vec<String>> = csv
+        .rows
+        .iter()
+        .filter(|r| csv.get(r, "hierarchy") == "flat")
+        .cloned()
+        .collect();
     assert_rows_say_the_choice(
         &Csv {
             header: csv.header.clone(),
-            rows: csv
-                .rows
-                .iter()
-                .filter(|r| csv.get(r, "hierarchy") == "flat")
-                .cloned()
-                .collect(),
+            rows: flat,
         },
         true,
     );
