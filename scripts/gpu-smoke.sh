@@ -8,7 +8,8 @@
 #
 # Writes everything to $OUT (else DIR, else ./gpu-smoke-out): SUMMARY.txt
 # (first line `gpu-smoke: PASS ...` or `gpu-smoke: FAIL ...`, then one line
-# per collective: validated or not, points, wrong elements, best busbw),
+# per collective: validated or not, points, wrong elements, best busbw;
+# with two GPUs or more, the algorithm and protocol NCCL chose per size),
 # info.txt (`collbench info`), nccl.txt (the NCCL libraries found), and per
 # step STEP.csv, STEP.txt (the printed table) and STEP.err.
 #
@@ -197,7 +198,7 @@ for t in "${torch_libs[@]}"; do
     fi
 done
 plan 4; plan 2; plan 3; plan 2; plan 2
-if [ "$per_node" -gt 0 ]; then plan 2; fi
+if [ "$per_node" -gt 0 ]; then plan 2; plan 1; fi
 if [ -n "$torch" ]; then plan 1; fi
 
 # Every collective, both placements, six types, 8 B to 16 MiB.
@@ -218,6 +219,12 @@ step periter 2 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 
 if [ "$per_node" -gt 0 ]; then
     step hierarchy 2 "${nccl_opt[@]}" -g "$gpus" --ranks-per-node "$per_node" --collectives all_reduce \
         --hierarchy all --phase-times -d int32,float,half -o sum,avg -b 4 -e "$small" -f 7 -w 5
+fi
+# With several GPUs: which algorithm and protocol NCCL chose per size, from
+# rank 0's TUNING lines (one rank chooses nothing: NCCL copies).
+if [ "$per_node" -gt 0 ]; then
+    step algo 1 "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce \
+        -d float -o sum -b 8 -e "$small" -f 16 -w 2 --algo-record log
 fi
 # PyTorch's own NCCL, where it is another library than the sweep's.
 if [ -n "$torch" ]; then
@@ -280,6 +287,23 @@ for c in order:
     p, checked, w, bw = stats[c]
     verdict = "validated" if checked and not w else ("WRONG" if w else "NOT CHECKED")
     print(f"  {c:<15} {verdict:<11} {p:>5} points, {checked:>5} checked, {w:>6} wrong, best busbw {bw:9.2f} GB/s")
+# step algo: NCCL's choice by size (out-of-place rows), runs of one choice
+path = os.path.join(out, "algo.csv")
+if "algo" in ran and os.path.exists(path):
+    print("NCCL's algorithm/protocol by size (rank 0's TUNING lines, step algo):")
+    runs = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["placement"] != "out_of_place":
+                continue
+            choice = f"{r['algo']}/{r['proto']}" if r["algo"] else r["algo_source"]
+            seq = runs.setdefault(r["collective"], [])
+            if seq and seq[-1][2] == choice:
+                seq[-1][1] = r["size_bytes"]
+            else:
+                seq.append([r["size_bytes"], r["size_bytes"], choice])
+    for c, seq in runs.items():
+        print(f"  {c:<15} " + ", ".join(f"{a}-{b} B {ch}" if a != b else f"{a} B {ch}" for a, b, ch in seq))
 PY
 fi
 cat "$out/SUMMARY.txt"

@@ -10,6 +10,7 @@
 //! and across the crate are written by `vocabulary!` (`vocabulary.rs`)
 //! from one list of their names.
 
+mod algo;
 mod choice;
 mod commands;
 mod nccl_version;
@@ -19,6 +20,7 @@ mod split;
 mod switch;
 mod vocabulary;
 
+pub use algo::{Algo, AlgoChoice, AlgoRecord, AlgoRecording, AlgoSource, Chosen, Proto};
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
 pub use nccl_version::NcclVersion;

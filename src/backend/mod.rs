@@ -31,7 +31,7 @@ use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{BackendChoice, BackendKind, DType, Placement, ReduceOp, Register};
+use crate::types::{AlgoRecord, BackendChoice, BackendKind, DType, Placement, ReduceOp, Register};
 use crate::world::launch::LauncherChoice;
 
 /// Which backend a run asks for and what it needs to start.
@@ -261,6 +261,20 @@ pub trait Backend {
     fn point_to_point(&mut self) -> Option<&mut dyn PointToPoint> {
         None
     }
+
+    /// Which algorithm the library ran for each point (`--algo-record`,
+    /// docs/algorithms.md); `None` where the run does not record it.
+    fn algorithms(&mut self) -> Option<&mut dyn Algorithms> {
+        None
+    }
+}
+
+/// Which algorithm, protocol and channels the library chose.
+pub trait Algorithms {
+    /// What this rank's launches of `call` since the last call used (every
+    /// launch of a point: warm-up, check, timing), read outside the timed
+    /// loop; `unknown` where the library did not say.
+    fn take_choices(&mut self, call: &Call) -> AlgoRecord;
 }
 
 /// One point-to-point operation of this rank: a send of a call's input

@@ -26,7 +26,7 @@ use clap::builder::PossibleValue;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::links::{Level, Metric as LinkMetric};
-use crate::types::{Average, BackendChoice, Dimension, Format, Metric, Named, SeriesBy, Source};
+use crate::types::{AlgoRecording, Average, BackendChoice, Dimension, Format, Metric, Named, SeriesBy, Source};
 use crate::world::Launcher;
 use crate::world::launch::LauncherChoice;
 
@@ -263,6 +263,7 @@ macro_rules! value_enum {
 }
 
 value_enum!(
+    AlgoRecording,
     Average,
     BackendChoice,
     Metric,

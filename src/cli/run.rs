@@ -10,7 +10,9 @@ use serde::Serialize;
 use crate::collective::{Collective, Spread};
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{Average, Choice, DType, ProgressMode, ReduceOp, Register, RootChoice, Size, SplitRule, Switch};
+use crate::types::{
+    AlgoRecording, Average, Choice, DType, ProgressMode, ReduceOp, Register, RootChoice, Size, SplitRule, Switch,
+};
 
 use super::Cli;
 use super::groups::{BlockingArgs, CommonArgs, LabelArgs, MEASUREMENT, OUTPUT, ProgressArgs, RegisterArgs, RepeatArgs};
@@ -139,6 +141,10 @@ pub struct TimingArgs {
     /// Cross-rank time reduction (nccl-tests' 0..3 name the same four)
     #[arg(short = 'a', long, value_name = "MODE", default_value = "avg", ignore_case = true)]
     pub average: Average,
+
+    /// Record which algorithm, protocol and channels NCCL chose for each row (the algo columns): log reads rank 0's TUNING lines (NCCL 2.20+; one log line per collective, written inside the timed loop)
+    #[arg(long, value_name = "HOW", default_value = "off", ignore_case = true)]
+    pub algo_record: AlgoRecording,
 }
 
 /// Which collectives, types, operations, roots and groups a sweep runs.

@@ -446,3 +446,53 @@ fn sizes_read_as_people_write_them() {
     assert_eq!(human_size(3 << 20), "3 MiB");
     assert_eq!(human_size(1536), "1536 B");
 }
+
+#[test]
+fn a_case_where_nccl_chose_another_algorithm_is_named_in_a_warning() {
+    use crate::types::{Algo, AlgoSource, Chosen, Proto};
+    let chose = |size: u64, algo: Algo, proto: Proto| Record {
+        algo: Some(Chosen::One(algo)),
+        proto: Some(Chosen::One(proto)),
+        algo_source: Some(AlgoSource::Log),
+        ..record("all_reduce", size, 10.0, 0.0)
+    };
+    let base = loaded(
+        "b",
+        vec![
+            chose(8, Algo::Tree, Proto::Ll),
+            chose(1 << 20, Algo::Ring, Proto::Simple),
+        ],
+    );
+    let new = loaded(
+        "n",
+        vec![
+            chose(8, Algo::Ring, Proto::Ll),
+            chose(1 << 20, Algo::Ring, Proto::Simple),
+        ],
+    );
+    let c = compare(&base, &new, &opts()).unwrap();
+    let algo: Vec<&String> = c
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("NCCL ran another"))
+        .collect();
+    assert_eq!(algo.len(), 1, "{:?}", c.warnings);
+    assert!(algo[0].contains("on 1 joined case: all_reduce"), "{}", algo[0]);
+    assert!(algo[0].contains("(base tree/ll, new ring/ll)"), "{}", algo[0]);
+    // the same choices, or a side that did not record: no warning
+    let unrecorded = |size: u64| Record {
+        algo: None,
+        proto: None,
+        algo_source: None,
+        ..record("all_reduce", size, 10.0, 0.0)
+    };
+    let unrecorded = loaded("u", vec![unrecorded(8), unrecorded(1 << 20)]);
+    for other in [&base, &unrecorded] {
+        let c = compare(&base, other, &opts()).unwrap();
+        assert!(
+            !c.warnings.iter().any(|w| w.starts_with("NCCL ran another")),
+            "{:?}",
+            c.warnings
+        );
+    }
+}

@@ -43,6 +43,7 @@ pub(super) fn method_warnings(
         });
     }
     warnings.extend(tool_warning(joined));
+    warnings.extend(algo_warning(joined));
     for (side, loaded) in [("base", base), ("new", new)] {
         warnings.extend(side_warnings(side, loaded));
     }
@@ -68,6 +69,46 @@ fn tool_warning(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
              so a change may be the tool's, not the machine's",
             join(&base_tools),
             join(&new_tools)
+        )
+    })
+}
+
+/// Joined cases where NCCL ran another algorithm or protocol on one side
+/// than on the other (`--algo-record`, docs/algorithms.md), as far as both
+/// sides recorded it: a warning naming the first three. Not a refusal: a
+/// change of NCCL's choice is often what a regression is made of, and
+/// the reader should see both.
+fn algo_warning(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
+    let choices = |rows: &[&Row]| -> BTreeSet<String> {
+        rows.iter()
+            .filter_map(|r| Some(format!("{}/{}", r.record.algo?, r.record.proto?)))
+            .collect()
+    };
+    let differ: Vec<String> = joined
+        .iter()
+        .filter_map(|(base, new)| {
+            let (b, n) = (choices(base), choices(new));
+            let join = |s: BTreeSet<String>| s.into_iter().collect::<Vec<_>>().join("+");
+            let case = base.first().map(|r| CaseKey::of(&r.record, false).describe())?;
+            (!b.is_empty() && !n.is_empty() && b != n).then(|| format!("{case} (base {}, new {})", join(b), join(n)))
+        })
+        .collect();
+    let (first, more) = (
+        differ.iter().take(3).cloned().collect::<Vec<_>>(),
+        differ.len().saturating_sub(3),
+    );
+    (!differ.is_empty()).then(|| {
+        format!(
+            "NCCL ran another algorithm or protocol on {} joined case{}: {}{}; a change there may be NCCL's \
+             choice, not the machine's (docs/algorithms.md)",
+            differ.len(),
+            if differ.len() == 1 { "" } else { "s" },
+            first.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
         )
     })
 }

@@ -340,6 +340,7 @@ fn timing(a: &RunArgs) -> Timing {
         cuda_graph: a.timing.cuda_graph,
         register: a.register.register,
         phase_times: a.hierarchy.phase_times,
+        algo_record: a.timing.algo_record,
         cycles: a.repeat.cycles,
         timeout: (a.common.launch.timeout > 0).then(|| std::time::Duration::from_secs(a.common.launch.timeout)),
     }

@@ -49,7 +49,7 @@ use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::Record;
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, Placement, Register};
+use crate::types::{AlgoRecording, Average, BackendKind, Placement, Register};
 pub use context::Context;
 use groups::Groups;
 use policy::Iterations;
@@ -106,6 +106,8 @@ pub struct Timing {
     pub register: Register,
     /// `--phase-times`: the backend times each hierarchical phase.
     pub phase_times: bool,
+    /// `--algo-record`: which algorithm NCCL ran, recorded per row.
+    pub algo_record: AlgoRecording,
     /// Sweeps to run; 0 = until stopped.
     pub cycles: u64,
     /// Longest a point or the set-up may take; `None` = no watchdog.
@@ -281,6 +283,7 @@ impl<'a> Engine<'a> {
                 precision,
                 phase_sums,
             } = self.measure_watched(case, &call, placement)?;
+            let algo = self.algorithms(&call);
             let wrong = checked.and_then(|c| c.wrong);
             let times = self.cx.world.gather_f64(timed.per_op_s);
             // Arrival skew: each rank's own part of the check, where every
@@ -320,6 +323,9 @@ impl<'a> Engine<'a> {
                 record.precision_pct = precision.map(|p| p * 100.0);
                 record.cycle = Some(cycle);
                 record.samples = Some(self.cfg.cycles);
+                if let Some(algo) = algo {
+                    row::add_algorithm(&mut record, algo);
+                }
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
                 }
@@ -509,6 +515,7 @@ fn copy_point_fields(rows: &mut [Record], record: &Record) {
         row.precision_pct = record.precision_pct;
         row.cycle = record.cycle;
         row.samples = record.samples;
+        row.algo_source = record.algo_source;
     }
 }
 

@@ -4,9 +4,10 @@
 use std::time::SystemTime;
 
 use super::{Engine, straggler};
+use crate::backend::Call;
 use crate::plan::Case;
 use crate::record::{Record, bandwidth_gbps};
-use crate::types::{Placement, TimingMethod};
+use crate::types::{AlgoRecord, AlgoRecording, Placement, TimingMethod};
 
 impl Engine<'_> {
     #[allow(clippy::too_many_arguments)]
@@ -103,4 +104,31 @@ pub(super) fn add_iteration_stats(record: &mut Record, samples: &[f64], times: &
     record.iter_times_us = Some(samples.iter().map(|t| t * 1e6).collect());
     record.slowest_rank = Some(rank as u64);
     record.slowest_excess_pct = Some(excess * 100.0);
+}
+
+impl Engine<'_> {
+    /// With `--algo-record`: what the backend recorded of the point's
+    /// launches on this rank (read after every point, so that a point
+    /// never sees another's), kept where one communicator ran them all: a
+    /// flat call outside `--split` groups; `unknown` elsewhere (a
+    /// hierarchical all-reduce runs on several, a group row on its own).
+    /// `None` without the option, or on a backend without algorithms (mpi).
+    pub(super) fn algorithms(&mut self, call: &Call) -> Option<AlgoRecord> {
+        if self.cfg.algo_record == AlgoRecording::Off {
+            return None;
+        }
+        let recorded = self.cx.backend.algorithms()?.take_choices(call);
+        let whole = call.hierarchy.is_flat() && self.groups.is_none();
+        Some(if whole { recorded } else { AlgoRecord::unknown() })
+    }
+}
+
+/// The algorithm columns of a row (docs/algorithms.md): the choice, or
+/// `mixed`, and where it came from.
+pub(super) fn add_algorithm(record: &mut Record, recorded: AlgoRecord) {
+    record.algo_source = Some(recorded.source);
+    record.algo = recorded.algo();
+    record.proto = recorded.proto();
+    record.nchannels = recorded.nchannels();
+    record.algo_choices = (!recorded.choices.is_empty()).then_some(recorded.choices);
 }

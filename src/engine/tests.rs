@@ -91,6 +91,7 @@ fn timing() -> Timing {
         cuda_graph: 0,
         register: crate::types::Register::Off,
         phase_times: false,
+        algo_record: Default::default(),
         cycles: 1,
         timeout: None,
     }

@@ -24,7 +24,7 @@ use crate::collective::Collective;
 use crate::record::Record;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{BackendKind, Placement};
+use crate::types::{AlgoSource, BackendKind, Chosen, Placement};
 
 /// Whether `text` is a collbench table: its first non-empty line is our
 /// banner.
@@ -74,6 +74,8 @@ struct Place {
     block: Vec<String>,
     /// `-S`: each row ends with its date and time.
     timestamped: bool,
+    /// `--algo-record`: an `algo` column after the two blocks.
+    algo: bool,
 }
 
 pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
@@ -193,9 +195,14 @@ fn read_comment(h: &mut Header, place: &mut Place, comment: &str) {
             [blocks @ .., "timestamp"] => (blocks, true),
             _ => (rest, false),
         };
+        let (rest, algo) = match rest {
+            [blocks @ .., "algo"] => (blocks, true),
+            _ => (rest, false),
+        };
         if !rest.is_empty() && rest.len() % 2 == 0 {
             place.block = rest[..rest.len() / 2].iter().map(|s| s.to_string()).collect();
             place.timestamped = timestamped;
+            place.algo = algo;
         }
     }
 }
@@ -227,7 +234,7 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
     if place.block.is_empty() {
         return Err("a line before its table's column names".into());
     }
-    let want = 5 + 2 * place.block.len() + if place.timestamped { 2 } else { 0 };
+    let want = 5 + 2 * place.block.len() + usize::from(place.algo) + if place.timestamped { 2 } else { 0 };
     if words.len() != want {
         return Err(format!("{} values where the table has {want} columns", words.len()));
     }
@@ -287,9 +294,33 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
         r.time_iter_min_us = number("i_min");
         r.time_iter_max_us = number("i_max");
         r.time_cv = number("cv").or_else(|| number("i_cv%")).map(|c| c / 100.0);
+        if place.algo {
+            let cell = words[5 + 2 * place.block.len()];
+            let cell = cell
+                .split_once('|')
+                .map_or(cell, |(oop, ip)| if k == 0 { oop } else { ip });
+            algo_cell(&mut r, cell)?;
+        }
         records.push(r);
     }
     Ok(records)
+}
+
+/// A row's `algo` cell as the table prints it (`report::table`):
+/// `ring/ll`, `mixed/simple`, `unknown`, or `-` (nothing recorded).
+fn algo_cell(r: &mut Record, cell: &str) -> Result<(), String> {
+    let bad = || format!("'{cell}' is not an algo cell (ALGO/PROTO, unknown or -)");
+    match cell {
+        "-" => {}
+        "unknown" => r.algo_source = Some(AlgoSource::Unknown),
+        _ => {
+            let (algo, proto) = cell.split_once('/').ok_or_else(bad)?;
+            r.algo = Some(Chosen::parse(algo).ok_or_else(bad)?);
+            r.proto = Some(Chosen::parse(proto).ok_or_else(bad)?);
+            r.algo_source = Some(AlgoSource::Log);
+        }
+    }
+    Ok(())
 }
 
 /// The run of a row (of `want` words): the header's, the row's collective,

@@ -21,6 +21,12 @@
 //! - `NET/Socket : Using [0]eth0:10.0.0.1<0> [1]ib0:...`, `Bootstrap :
 //!   Using eth0:...`, `NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO];
 //!   OOB eth0:...`.
+//!
+//! Which algorithm and protocol NCCL chose (a TUNING line): `tuning`.
+
+mod tuning;
+
+pub use tuning::{Tuning, tuning};
 
 /// Which end of a NET connection a line describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

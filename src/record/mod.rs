@@ -19,7 +19,8 @@ use crate::collective::Collective;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{
-    Average, BackendKind, DType, IterPolicy, Metric, Named, Placement, ReduceOp, Register, TimingMethod,
+    Algo, AlgoChoice, AlgoSource, Average, BackendKind, Chosen, DType, IterPolicy, Metric, Named, Placement, Proto,
+    ReduceOp, Register, TimingMethod,
 };
 
 /// Version of the CSV/JSON record schema.
@@ -108,6 +109,24 @@ pub struct Record {
     pub phase_inter_us: Option<f64>,
     #[serde(default)]
     pub phase_intra2_us: Option<f64>,
+    /// With `--algo-record` (`ALGO_COLUMNS`): which algorithm and protocol
+    /// NCCL ran for the point, one or `mixed` where its launches used
+    /// several (`algo_choices` lists them); none where nothing said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algo: Option<Chosen<Algo>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto: Option<Chosen<Proto>>,
+    /// The channels every launch used (none where they differ or the
+    /// source does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nchannels: Option<u32>,
+    /// Where `algo` came from: `log`, or `unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algo_source: Option<AlgoSource>,
+    /// Every choice of the point's launches, with how many made it (the
+    /// JSON's records; not a CSV column).
+    #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub algo_choices: Option<Vec<AlgoChoice>>,
     /// With `-I`: the distribution of per-iteration times, each iteration
     /// taken at its slowest rank, in microseconds, and its coefficient of
     /// variation (standard deviation / mean).
@@ -208,6 +227,9 @@ pub const METHOD_COLUMNS: [&str; 12] = [
 /// Extra columns written after the schema-1 columns with `--phase-times`.
 pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
 
+/// Extra columns written with `--algo-record` (docs/csv.md).
+pub const ALGO_COLUMNS: [&str; 4] = ["algo", "proto", "nchannels", "algo_source"];
+
 /// Extra columns written with `-I`.
 pub const ITER_COLUMNS: [&str; 7] = [
     "time_iter_min_us",
@@ -233,6 +255,8 @@ pub struct Extras {
     pub traffic: bool,
     /// `group` (`--split`).
     pub group: bool,
+    /// `ALGO_COLUMNS` (`--algo-record`).
+    pub algo: bool,
 }
 
 impl Extras {
@@ -253,6 +277,9 @@ impl Extras {
         }
         if self.group {
             h.push("group");
+        }
+        if self.algo {
+            h.extend(ALGO_COLUMNS);
         }
         h
     }
@@ -333,6 +360,14 @@ impl Record {
         if extras.group {
             f.push(self.group.clone().unwrap_or_default());
         }
+        if extras.algo {
+            f.extend([
+                opt(self.algo),
+                opt(self.proto),
+                opt(self.nchannels),
+                opt(self.algo_source),
+            ]);
+        }
         f
     }
 }
@@ -410,6 +445,14 @@ pub fn check_column(name: &str, text: &str) -> Result<(), String> {
         "timing" => known::<TimingMethod>(text),
         "average" => known::<Average>(text),
         "iter_policy" => known::<IterPolicy>(text),
+        "algo" | "proto" | "algo_source" if text.is_empty() => Ok(()),
+        "algo" => Chosen::<Algo>::parse(text)
+            .map(drop)
+            .ok_or_else(|| format!("unknown algorithm '{text}'")),
+        "proto" => Chosen::<Proto>::parse(text)
+            .map(drop)
+            .ok_or_else(|| format!("unknown protocol '{text}'")),
+        "algo_source" => known::<AlgoSource>(text),
         "op" => op_column::parse(text).map(drop),
         "root" => match text.trim().parse::<i64>() {
             Ok(r) => root_column::parse(r).map(drop),

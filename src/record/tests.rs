@@ -79,6 +79,11 @@ pub(crate) fn sample() -> Record {
         label: Some("nightly, a \"quoted\" name".into()),
         traffic: Some("spread=0.5".into()),
         group: None,
+        algo: Some(crate::types::Chosen::One(crate::types::Algo::NvlsTree)),
+        proto: Some(crate::types::Chosen::Mixed),
+        nchannels: Some(16),
+        algo_source: Some(crate::types::AlgoSource::Log),
+        algo_choices: None,
         iter_times_us: None,
     }
 }
@@ -89,7 +94,7 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
         group: Some("1".into()),
         ..sample()
     };
-    for bits in 0..32u8 {
+    for bits in 0..64u8 {
         let (per_iter, phases, label, traffic) = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
         let extras = Extras {
             per_iter,
@@ -97,6 +102,7 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
             label,
             traffic,
             group: bits & 16 != 0,
+            algo: bits & 32 != 0,
         };
         let fields = r.csv_fields(extras);
         let header = extras.header();
@@ -116,6 +122,10 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
             label: r.label.clone().filter(|_| label),
             traffic: r.traffic.clone().filter(|_| traffic),
             group: r.group.clone().filter(|_| extras.group),
+            algo: r.algo.filter(|_| extras.algo),
+            proto: r.proto.filter(|_| extras.algo),
+            nchannels: r.nchannels.filter(|_| extras.algo),
+            algo_source: r.algo_source.filter(|_| extras.algo),
             ..r.clone()
         };
         assert_eq!(back, want);

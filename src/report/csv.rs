@@ -136,6 +136,7 @@ pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result
         label: any(|r| r.label.is_some()),
         traffic: any(|r| r.traffic.is_some()),
         group: any(|r| r.group.is_some()),
+        algo: any(|r| r.algo_source.is_some()),
     };
     file.fields(extras.header()).map_err(failed)?;
     for r in records {

@@ -23,7 +23,7 @@ use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::record::Record;
 use crate::record::{op_column, root_column};
-use crate::types::Placement;
+use crate::types::{AlgoRecording, Placement};
 
 mod frame;
 
@@ -38,6 +38,9 @@ pub struct TableSink {
     cols: Vec<Col>,
     /// `-S`: every row ends with its timestamp, as nccl-tests'.
     timestamps: bool,
+    /// `--algo-record`: an `algo` column after both placements' blocks
+    /// (nccl-tests' columns keep their positions), before the timestamp.
+    algo: bool,
     /// Out-of-place record waiting for its in-place twin.
     pending: Option<Record>,
     section: Option<String>,
@@ -48,6 +51,10 @@ pub struct TableSink {
     /// With several samples per point (`--repeat`), each point's times
     /// for the table at the end (`report::samples`).
     samples: Option<SampleTally>,
+    /// With `--algo-record`: the section's last out-of-place choice, and
+    /// where the choice changed (`algo_changes`).
+    last_choice: Option<String>,
+    changes: Vec<String>,
 }
 
 impl TableSink {
@@ -56,6 +63,7 @@ impl TableSink {
         TableSink {
             printer: Printer::start(out, progress),
             cols: placement_columns(false),
+            algo: false,
             timestamps: false,
             pending: None,
             section: None,
@@ -63,13 +71,24 @@ impl TableSink {
             section_busbw: Mean::default(),
             all_busbw: Mean::default(),
             samples: None,
+            last_choice: None,
+            changes: Vec::new(),
         }
     }
 
     /// A data line, with `-S` the row's time at its end (nccl-tests'
     /// `%Y-%m-%d %H:%M:%S`; the in-place record's, the later of the two).
     fn line(&self, oop: Option<&Record>, ip: Option<&Record>) -> String {
-        let text = group_line(line(&self.cols, oop, ip), oop.or(ip));
+        let mut text = group_line(line(&self.cols, oop, ip), oop.or(ip));
+        if self.algo && !text.is_empty() {
+            let cells: Vec<String> = [oop, ip].into_iter().flatten().map(algo_cell).collect();
+            let cell = match cells.as_slice() {
+                [a, b] if a != b => format!("{a}|{b}"),
+                [a, ..] => a.clone(),
+                [] => String::new(),
+            };
+            text = format!("{}  {cell:>12}\n", text.trim_end_matches('\n'));
+        }
         match ip.or(oop).filter(|_| self.timestamps && !text.is_empty()) {
             Some(r) => format!("{}  {:>19}\n", text.trim_end_matches('\n'), row_time(&r.timestamp)),
             None => text,
@@ -79,23 +98,27 @@ impl TableSink {
     /// A section's header, with `-S` a `timestamp` column at its end.
     fn section_header(&self, r: &Record) -> String {
         let text = section_header(&self.cols, r);
-        if !self.timestamps {
+        if !self.timestamps && !self.algo {
             return text;
         }
         let mut out = String::new();
         for l in text.lines() {
-            let extra = if l.contains("#wrong") {
-                "timestamp"
+            let (algo, time) = if l.contains("#wrong") {
+                ("algo", "timestamp")
             } else if l.contains("(elements)") {
-                "(UTC)"
+                ("", "(UTC)")
             } else {
-                ""
-            };
-            if extra.is_empty() {
                 out += &format!("{l}\n");
-            } else {
-                out += &format!("{l}  {extra:>19}\n");
+                continue;
+            };
+            let mut l = l.to_string();
+            if self.algo {
+                l += &format!("  {algo:>12}");
             }
+            if self.timestamps {
+                l += &format!("  {time:>19}");
+            }
+            out += &format!("{}\n", l.trim_end());
         }
         out
     }
@@ -118,17 +141,42 @@ impl TableSink {
     }
 
     fn end_section(&mut self) -> String {
+        self.last_choice = None;
+        let changes = std::mem::take(&mut self.changes);
         if self.section.is_none() || self.section_busbw.count == 0 {
             return String::new();
         }
-        let text = format!(
+        let mut text = format!(
             "# {:<20} : {:.3} GB/s average bus bandwidth over {} points\n",
             self.section.as_deref().unwrap_or(""),
             self.section_busbw.value(),
             self.section_busbw.count
         );
+        if !changes.is_empty() {
+            text += &format!(
+                "# {:<20} : NCCL's algorithm or protocol changes at {}\n",
+                self.section.as_deref().unwrap_or(""),
+                changes.join(", ")
+            );
+        }
         self.section_busbw = Mean::default();
         text
+    }
+
+    /// With `--algo-record`: notes where an out-of-place row's choice
+    /// differs from the previous size's of its section (both known).
+    fn algo_changes(&mut self, r: &Record) {
+        if r.placement != Placement::OutOfPlace || is_group_row(r) || r.algo.is_none() {
+            return;
+        }
+        let cell = algo_cell(r);
+        if let Some(last) = self.last_choice.as_ref().filter(|l| **l != cell) {
+            self.changes.push(format!(
+                "{} ({last} -> {cell})",
+                crate::types::human_bytes(r.size_bytes)
+            ));
+        }
+        self.last_choice = Some(cell);
     }
 }
 
@@ -253,6 +301,16 @@ pub fn g6(v: f64) -> String {
     )
 }
 
+/// A row's `algo` cell (`--algo-record`): `ring/ll`, `mixed/simple`;
+/// `unknown` where NCCL did not say, `-` where nothing was recorded.
+fn algo_cell(r: &Record) -> String {
+    match (r.algo, r.proto, r.algo_source) {
+        (Some(a), Some(p), _) => format!("{a}/{p}"),
+        (_, _, Some(source)) => source.to_string(),
+        _ => "-".into(),
+    }
+}
+
 /// The columns of each placement: nccl-tests' four, and with `-I` its
 /// per-iteration minimum, maximum, 99th percentile and coefficient of
 /// variation after them, under its names (`i_min i_max i_p99 i_cv%`), so
@@ -372,6 +430,7 @@ fn section_header(cols: &[Col], r: &Record) -> String {
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
         self.cols = placement_columns(run.timing.per_iter);
+        self.algo = run.timing.algo_record != AlgoRecording::Off;
         self.timestamps = run.timestamps;
         self.samples = (run.timing.cycles != 1).then(SampleTally::default);
         self.emit(run_header(run))
@@ -403,6 +462,7 @@ impl Sink for TableSink {
         }
         // a --split group's row is a comment: the averages, the samples
         // and nccl-tests' parsers take the aggregate's
+        self.algo_changes(record);
         if !is_group_row(record) {
             self.section_busbw.add(record.busbw_gbps);
             self.all_busbw.add(record.busbw_gbps);

@@ -12,7 +12,7 @@ use crate::backend::Backend;
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::topology::Nodes;
-use crate::types::{BackendChoice, BackendKind};
+use crate::types::{AlgoRecording, BackendChoice, BackendKind};
 use crate::world::World;
 
 /// The host data plane the control plane offers, and how to make this
@@ -44,7 +44,8 @@ impl<W: World> Session<'_, W> {
         };
         let of = |kind: BackendKind| host.filter(|h| h.kind == kind);
         let mpi_backend = of(BackendKind::Mpi);
-        let start = |found| match nccl::start(world, cfg, nodes, found) {
+        let algo_log = (cfg.timing.algo_record == AlgoRecording::Log).then(|| self.env_plan.tuning_log());
+        let start = |found| match nccl::start(world, cfg, nodes, found, algo_log.clone()) {
             Ok(backend) => Ok(Chosen {
                 backend,
                 note: (cfg.start.backend == BackendChoice::Auto)
@@ -99,7 +100,7 @@ mod nccl {
     use crate::backend::nccl::NcclLibrary;
     use crate::backend::nccl::start::{self, StartOptions};
 
-    fn options(cfg: &RunConfig) -> StartOptions {
+    fn options(cfg: &RunConfig, algo_log: Option<Result<std::path::PathBuf, String>>) -> StartOptions {
         StartOptions {
             nccl_lib: cfg.start.nccl_lib.clone(),
             hierarchical: cfg.plan.hierarchies.iter().any(|h| !h.is_flat()),
@@ -107,20 +108,23 @@ mod nccl {
             register: cfg.timing.register,
             phase_times: cfg.timing.phase_times,
             trace_bootstrap: cfg.hooks.trace_bootstrap.clone(),
+            algo_log,
         }
     }
 
     pub fn probe<W: World>(world: &W, cfg: &RunConfig) -> Result<NcclLibrary, Error> {
-        start::probe(world, &options(cfg))
+        start::probe(world, &options(cfg, None))
     }
 
+    /// `algo_log`: `StartOptions::algo_log`.
     pub fn start<W: World>(
         world: &W,
         cfg: &RunConfig,
         nodes: &Nodes,
         found: Option<NcclLibrary>,
+        algo_log: Option<Result<std::path::PathBuf, String>>,
     ) -> Result<Box<dyn Backend>, Error> {
-        start::start(world, &options(cfg), nodes, found).map(|b| Box::new(b) as Box<dyn Backend>)
+        start::start(world, &options(cfg, algo_log), nodes, found).map(|b| Box::new(b) as Box<dyn Backend>)
     }
 }
 
@@ -138,6 +142,7 @@ mod nccl {
         _cfg: &RunConfig,
         _nodes: &Nodes,
         _found: Option<std::convert::Infallible>,
+        _algo_log: Option<Result<std::path::PathBuf, String>>,
     ) -> Result<Box<dyn Backend>, Error> {
         let refused = Err(Error::usage(
             "--backend nccl: this build has no nccl backend; rebuild with the `nccl` feature (on by default)",

@@ -141,6 +141,7 @@ fn sweep_timing() -> Timing {
         cuda_graph: 0,
         register: crate::types::Register::Off,
         phase_times: false,
+        algo_record: Default::default(),
         cycles: 2,
         timeout: None,
     };
@@ -251,6 +252,7 @@ fn a_sweep_on_the_memory_backend_writes_the_golden_csv_json_and_table() {
                         label: true,
                         traffic: false,
                         group: false,
+                        algo: false,
                     };
                     let sinks: Vec<Box<dyn Sink>> = vec![
                         Box::new(CsvSink::create(csv_path, false, extras).unwrap()),

@@ -22,7 +22,7 @@ use crate::report::{RankSummary, Reporter, RunIdentity, RunInfo, Sink, SweepInfo
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
 use crate::topology::observe;
-use crate::types::human_bytes;
+use crate::types::{AlgoRecording, human_bytes};
 use crate::world::World;
 
 impl<W: World> Session<'_, W> {
@@ -197,6 +197,7 @@ impl<W: World> Session<'_, W> {
             label: out.label.is_some(),
             traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
             group: self.cfg.plan.split.is_some(),
+            algo: t.algo_record != AlgoRecording::Off,
         }
     }
 

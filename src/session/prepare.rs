@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::report::RunIdentity;
 use crate::topology::Nodes;
 use crate::topology::observe::{self, Observed};
-use crate::types::BackendChoice;
+use crate::types::{AlgoRecording, BackendChoice, BackendKind};
 use crate::world::World;
 
 /// Longest per-rank text exchanged for the transport observed.
@@ -136,7 +136,14 @@ impl<W: World> Session<'_, W> {
         let sent = String::from_utf8_lossy(&world.broadcast_bytes(mine.as_bytes())).into_owned();
         let (run_id, started) = sent.split_once('\n').unwrap_or((&sent, ""));
         let b = backend.identity();
-        let notes: Vec<String> = auto_note.into_iter().chain(b.notes).collect();
+        // the nccl backend says where its choices come from itself
+        let algo_note = (self.cfg.timing.algo_record != AlgoRecording::Off && b.kind != BackendKind::Nccl).then(|| {
+            format!(
+                "--algo-record: the {} backend runs no NCCL algorithm; the algo columns stay empty",
+                b.kind
+            )
+        });
+        let notes: Vec<String> = auto_note.into_iter().chain(b.notes).chain(algo_note).collect();
         RunIdentity {
             run_id: run_id.to_string(),
             started: started.to_string(),

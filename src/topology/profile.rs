@@ -223,13 +223,29 @@ pub struct EnvPlan {
 /// communicator is created (NCCL 2.22 and later connect lazily, at the
 /// first collective that needs a channel), so the channel lines are all in
 /// the log once initialisation returns.
-fn nccl_log_vars(path: &std::path::Path) -> [(&'static str, String); 4] {
+/// TUNING, with `--algo-record log`, adds rank 0's line per collective
+/// (`nccl_log::message::tuning`).
+fn nccl_log_vars(log: &LogRequest) -> [(&'static str, String); 4] {
+    let subsys = if log.tuning {
+        "INIT,ENV,GRAPH,TUNING"
+    } else {
+        "INIT,ENV,GRAPH"
+    };
     [
         ("NCCL_DEBUG", "INFO".into()),
-        ("NCCL_DEBUG_FILE", path.display().to_string()),
-        ("NCCL_DEBUG_SUBSYS", "INIT,ENV,GRAPH".into()),
+        ("NCCL_DEBUG_FILE", log.path.display().to_string()),
+        ("NCCL_DEBUG_SUBSYS", subsys.into()),
         ("NCCL_RUNTIME_CONNECT", "0".into()),
     ]
+}
+
+/// NCCL's private log a run asks for when it may use NCCL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRequest {
+    /// `private_nccl_log`.
+    pub path: PathBuf,
+    /// TUNING among the subsystems (`--algo-record log`).
+    pub tuning: bool,
 }
 
 /// The private log file of the process `pid` on `host`, in `dir`. The pid
@@ -246,8 +262,8 @@ pub fn private_nccl_log(dir: &std::path::Path, host: &str, pid: u32) -> PathBuf 
 
 impl EnvPlan {
     /// The plan before anything was applied. `nccl_log` is the private log
-    /// path when the run may use NCCL; `env` reads the environment.
-    pub fn new(profile: Profile, nccl_log: Option<PathBuf>, env: &dyn Fn(&str) -> Option<String>) -> EnvPlan {
+    /// when the run may use NCCL; `env` reads the environment.
+    pub fn new(profile: Profile, nccl_log: Option<LogRequest>, env: &dyn Fn(&str) -> Option<String>) -> EnvPlan {
         let mut added = Vec::new();
         let mut kept = Vec::new();
         for (name, value) in profile.vars() {
@@ -263,18 +279,18 @@ impl EnvPlan {
         }
         let nccl_log = match nccl_log {
             None => NcclLogging::NotUsed,
-            Some(path) => match ["NCCL_DEBUG", "NCCL_DEBUG_FILE"].into_iter().find_map(|v| {
+            Some(log) => match ["NCCL_DEBUG", "NCCL_DEBUG_FILE"].into_iter().find_map(|v| {
                 let value = env(v)?;
                 Some(format!("{v}={value}"))
             }) {
                 Some(user) => NcclLogging::UserOwned(user),
                 None => {
-                    for (name, value) in nccl_log_vars(&path) {
+                    for (name, value) in nccl_log_vars(&log) {
                         if env(name).is_none() {
                             added.push((name.to_string(), value));
                         }
                     }
-                    NcclLogging::Private(path)
+                    NcclLogging::Private(log.path)
                 }
             },
         };
@@ -381,6 +397,18 @@ impl EnvPlan {
             let _ = std::fs::remove_file(path);
         }
     }
+
+    /// The log NCCL's TUNING lines go to (`--algo-record log`): the
+    /// private one, or why there is none.
+    pub fn tuning_log(&self) -> Result<PathBuf, String> {
+        match &self.nccl_log {
+            NcclLogging::Private(path) => Ok(path.clone()),
+            NcclLogging::UserOwned(var) => Err(format!(
+                "{var} was set before the run, so NCCL's log is not collbench's; unset it"
+            )),
+            NcclLogging::NotUsed => Err("NCCL's log was not requested".into()),
+        }
+    }
 }
 
 /// What to do before MPI starts.
@@ -394,7 +422,7 @@ pub enum Prepared {
 
 /// Decides whether the process must be started again with `profile`'s
 /// variables. `env` reads the environment (the marker included).
-pub fn prepare(profile: Profile, nccl_log: Option<PathBuf>, env: &dyn Fn(&str) -> Option<String>) -> Prepared {
+pub fn prepare(profile: Profile, nccl_log: Option<LogRequest>, env: &dyn Fn(&str) -> Option<String>) -> Prepared {
     if let Some(marker) = env(MARKER) {
         return Prepared::Ready(EnvPlan::after_reexec(profile, &marker, env));
     }

@@ -55,8 +55,11 @@
  *     collective whose send and receive ranges overlap other than in its
  *     in-place layout (nccl.h) returns ncclInvalidArgument;
  *   - NCCL_DEBUG=INFO writes NCCL's "Comm config <field> set to <value>"
- *     lines (2.17 and later) to NCCL_DEBUG_FILE (%h, %p expanded) or to
- *     standard output, as NCCL does.
+ *     lines (2.17 and later) to NCCL_DEBUG_FILE (%h, %p expanded, opened
+ *     once per process and kept open) or to standard output, as NCCL does;
+ *     with TUNING in NCCL_DEBUG_SUBSYS, rank 0 of a communicator adds a
+ *     TUNING line per collective in its release's format (2.20 and later),
+ *     with the algorithm chosen by a fixed rule (`tuning_line`).
  *
  * Environment (fault switches and knobs):
  *   GPUSIM_NCCL_VERSION=CODE    ncclGetVersion (default NCCL_VERSION_CODE),
@@ -162,30 +165,67 @@ static int sim_version(void)
     return v && *v ? atoi(v) : NCCL_VERSION_CODE;
 }
 
-/* NCCL's INFO lines, where NCCL_DEBUG=INFO (or TRACE) asks for them: to
- * NCCL_DEBUG_FILE (%h the host, %p the pid), else standard output. */
-static void info(const char *fmt, ...)
+/* NCCL's log file (NCCL_DEBUG_FILE, %h the host, %p the pid), opened once
+ * per process at the first line and kept open, as NCCL's debug init does
+ * (a reader that opened it before collbench removes its name keeps
+ * reading what follows); NULL: standard output. NCCL opens it with "w";
+ * the simulation appends, so that the processes of a test that share one
+ * file keep each other's lines. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_file;
+static int log_opened;
+
+static FILE *log_stream(const char *host)
+{
+    pthread_mutex_lock(&log_lock);
+    if (!log_opened) {
+        char path[512] = "";
+        const char *file = getenv("NCCL_DEBUG_FILE");
+        for (size_t i = 0, n = 0; file && file[i] && n + 32 < sizeof path; i++) {
+            if (file[i] == '%' && file[i + 1] == 'h') {
+                n += (size_t)snprintf(path + n, sizeof path - n, "%s", host);
+                i++;
+            } else if (file[i] == '%' && file[i + 1] == 'p') {
+                n += (size_t)snprintf(path + n, sizeof path - n, "%d", (int)getpid());
+                i++;
+            } else {
+                path[n++] = file[i];
+                path[n] = 0;
+            }
+        }
+        log_file = path[0] ? fopen(path, "a") : NULL;
+        log_opened = !path[0] || log_file; /* an unopenable file: tried again at the next line */
+    }
+    FILE *f = log_opened ? (log_file ? log_file : stdout) : NULL;
+    pthread_mutex_unlock(&log_lock);
+    return f;
+}
+
+/* Whether NCCL_DEBUG asks for INFO lines (INFO or TRACE). */
+static int info_on(void)
 {
     const char *level = getenv("NCCL_DEBUG");
-    if (!level || (strcasecmp(level, "INFO") != 0 && strcasecmp(level, "TRACE") != 0))
+    return level && (strcasecmp(level, "INFO") == 0 || strcasecmp(level, "TRACE") == 0);
+}
+
+/* NCCL's debug init, at a communicator's creation at the latest: the log
+ * file exists (and stays open) from then on, before any line of it. */
+static void debug_init(void)
+{
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    if (info_on())
+        log_stream(host);
+}
+
+/* NCCL's INFO lines, where NCCL_DEBUG=INFO (or TRACE) asks for them. */
+static void info(const char *fmt, ...)
+{
+    if (!info_on())
         return;
     char host[64] = "host";
     gethostname(host, sizeof host - 1);
-    char path[512] = "";
-    const char *file = getenv("NCCL_DEBUG_FILE");
-    for (size_t i = 0, n = 0; file && file[i] && n + 32 < sizeof path; i++) {
-        if (file[i] == '%' && file[i + 1] == 'h') {
-            n += (size_t)snprintf(path + n, sizeof path - n, "%s", host);
-            i++;
-        } else if (file[i] == '%' && file[i + 1] == 'p') {
-            n += (size_t)snprintf(path + n, sizeof path - n, "%d", (int)getpid());
-            i++;
-        } else {
-            path[n++] = file[i];
-            path[n] = 0;
-        }
-    }
-    FILE *f = path[0] ? fopen(path, "a") : stdout;
+    FILE *f = log_stream(host);
     if (!f)
         return;
     char line[512];
@@ -195,10 +235,23 @@ static void info(const char *fmt, ...)
     va_end(ap);
     fprintf(f, "%s:%d:%d [%d] NCCL INFO %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
             gpusim_current_device(), line);
-    if (f == stdout)
-        fflush(f);
-    else
-        fclose(f);
+    fflush(f);
+}
+
+/* Whether NCCL_DEBUG_SUBSYS lets subsystem `name` through, as NCCL's
+ * debug init reads it: a comma list, ALL, or `^` before a list to turn
+ * those off; unset, INIT and ENV only (2.20 to 2.30). */
+static int subsys_on(const char *name)
+{
+    const char *v = getenv("NCCL_DEBUG_SUBSYS");
+    if (!v)
+        return strcasecmp(name, "INIT") == 0 || strcasecmp(name, "ENV") == 0;
+    int invert = v[0] == '^', listed = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", v + invert);
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        listed |= strcasecmp(t, name) == 0 || strcasecmp(t, "ALL") == 0;
+    return invert ? !listed : listed;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1137,6 +1190,39 @@ static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t 
     return ncclSuccess;
 }
 
+/* The TUNING line real NCCL's rank 0 of a communicator prints for each
+ * collective it schedules (src/enqueue.cc), in the format of the release
+ * played (none on a communicator of one rank, which NCCL serves with a
+ * copy, nor before 2.20); `%ld Bytes -> Algo %d proto %d time %f` in
+ * 2.20 to 2.22, with `%s: ` (the function) before it in 2.23; from 2.24
+ * `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}`. The
+ * simulation's choice, a documented rule and no model of NCCL's tuner:
+ * all-reduce of 64 KiB or less runs Tree, anything else Ring; protocol LL
+ * up to 64 KiB, LL128 up to 1 MiB, Simple above; 1 channel up to 64 KiB,
+ * else 2. The bytes are count x element size (2.24's; earlier releases
+ * count otherwise), the time a made-up estimate. */
+static void tuning_line(const struct op *o)
+{
+    static const char *const funcs[] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter"};
+    static const char *const algos[] = {"TREE", "RING"}, *const protos[] = {"LL", "LL128", "SIMPLE"};
+    int v = sim_version();
+    if (o->kind > K_REDUCESCATTER || o->comm->rank != 0 || o->comm->nranks == 1 || v < NCCL_VERSION(2, 20, 0) ||
+        !subsys_on("TUNING"))
+        return; /* one rank: NCCL copies (ncclLaunchOneRank), choosing nothing */
+    long bytes = (long)(o->count * type_size(o->type));
+    int algo = o->kind == K_ALLREDUCE && bytes <= 65536 ? 0 : 1; /* NCCL_ALGO_TREE 0, RING 1 */
+    int proto = bytes <= 65536 ? 0 : bytes <= 1048576 ? 1 : 2;  /* NCCL_PROTO_LL 0, LL128 1, SIMPLE 2 */
+    int hi = bytes <= 65536 ? 0 : 1;
+    double time = 5.0 + (double)bytes / 1e4;
+    if (v < NCCL_VERSION(2, 23, 0))
+        info("%ld Bytes -> Algo %d proto %d time %f", bytes, algo, proto, time);
+    else if (v < NCCL_VERSION(2, 24, 0))
+        info("%s: %ld Bytes -> Algo %d proto %d time %f", funcs[o->kind], bytes, algo, proto, time);
+    else
+        info("%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}", funcs[o->kind], bytes, algos[algo],
+             protos[proto], 0, hi);
+}
+
 /* Issues the thread's pending operations as one job on the stream of the
  * first (ncclGroupEnd). */
 static ncclResult_t issue(void)
@@ -1145,6 +1231,8 @@ static ncclResult_t issue(void)
     npending = 0;
     if (n == 0)
         return ncclSuccess;
+    for (size_t i = 0; i < n; i++)
+        tuning_line(&pending[i]);
     struct job *j = malloc(sizeof *j);
     struct op *ops = malloc(n * sizeof *ops);
     if (!j || !ops) {
@@ -1328,6 +1416,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 
 static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, int rank, int blocking)
 {
+    debug_init();
     if (!newcomm || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
         warn("gpusim: ncclCommInitRank: rank %d of %d is invalid (at most %d ranks)", rank, nranks, MAX_RANKS);
         return ncclInvalidArgument;

@@ -15,6 +15,8 @@ use std::process::{Command, Output};
 
 use crate::common::*;
 
+mod algo;
+
 /// The folder holding the simulation's libcuda.so.1 and libnccl.so.2.
 pub(crate) fn sim_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("GPUSIM_DIR").map(PathBuf::from);

@@ -136,3 +136,21 @@ fn rotation_on_and_off_both_validate_and_one_reused_buffer_is_the_default() {
         );
     }
 }
+
+/// `--algo-record log` off NCCL: the header says the backend runs no NCCL
+/// algorithm, and the four columns are there, empty.
+#[test]
+fn algo_record_on_a_backend_without_nccl_leaves_the_columns_empty_and_says_why() {
+    let (_tmp, csv_path) = temp_file("algo.csv");
+    let args = argv![
+        "run --collectives all_reduce,sendrecv -b 8 -e 64 -n 2 -w 1 --no-progress --algo-record log --csv",
+        path_str(&csv_path)
+    ];
+    let (out, csv) = memory_rows(2, &args, &csv_path);
+    assert_stdout_has(&out, "--algo-record: the memory backend runs no NCCL algorithm");
+    assert!(!csv.rows.is_empty());
+    for row in &csv.rows {
+        let cells = ["algo", "proto", "nchannels", "algo_source"].map(|c| csv.get(row, c));
+        assert_eq!(cells, ["", "", "", ""], "{row:?}");
+    }
+}

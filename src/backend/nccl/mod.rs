@@ -15,8 +15,11 @@
 //! - `setup`: buffers and communicators made as the points need them;
 //! - `work`: a call's NCCL work, prepared and enqueued;
 //! - `extensions`: the backend's extension traits;
+//! - `algo`: which algorithm NCCL ran, from rank 0's TUNING lines
+//!   (`--algo-record log`, docs/algorithms.md);
 //! - here: the `Backend` implementation.
 
+mod algo;
 mod calls;
 pub mod device;
 mod extensions;
@@ -29,6 +32,7 @@ pub mod sys;
 mod work;
 
 use std::ops::Range;
+use std::path::PathBuf;
 
 pub use device::{CudaInfo, Device, DeviceError, GpuInfo};
 pub use hierarchy::{SubSource, id_count};
@@ -90,6 +94,8 @@ pub struct Options {
     /// `--phase-times`.
     pub time_phases: bool,
     pub registration: Registration,
+    /// `--algo-record log` (`StartOptions::algo_log`).
+    pub algo_log: Option<Result<PathBuf, String>>,
 }
 
 /// The NCCL backend of one rank. `Drop` releases, in order: the CUDA graph,
@@ -140,6 +146,8 @@ pub struct NcclBackend {
     /// A workload's communicators (`SubGroups`: ncclCommSplit of `comm`),
     /// which flat calls name (`Call::group`).
     groups: Vec<Comm>,
+    /// `--algo-record log`: which algorithm NCCL ran (`algo`).
+    recorder: Option<algo::Recorder>,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
     _rank: sys::RankInProcess,
@@ -174,6 +182,12 @@ impl NcclBackend {
         // Counted before the initialisation: its error text is NCCL's
         // process-wide last one, which another rank of `-g` may have set.
         let in_process = sys::RankInProcess::enter(at.process_ranks);
+        // before NCCL's log can lose its name (the module's doc)
+        let subsys = std::env::var("NCCL_DEBUG_SUBSYS").ok();
+        let recorder = options
+            .algo_log
+            .as_ref()
+            .map(|log| algo::Recorder::new(log, library.version(), at.rank, device.ordinal(), subsys.as_deref()));
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
         // A communicator that disagrees with the control plane about who is
         // who would measure something else than asked.
@@ -219,6 +233,7 @@ impl NcclBackend {
             registration: options.registration,
             mem_alloc,
             groups: Vec::new(),
+            recorder,
             _rank: in_process,
         })
     }
@@ -286,6 +301,12 @@ impl NcclBackend {
     }
 
     fn notes(&self) -> Vec<String> {
+        let mut notes = self.registration_notes();
+        notes.extend(self.recorder.as_ref().map(|r| r.note().to_string()));
+        notes
+    }
+
+    fn registration_notes(&self) -> Vec<String> {
         match self.registration {
             Registration::Off => Vec::new(),
             Registration::On => vec!["buffers registered with ncclCommRegister (-R)".into()],
@@ -468,6 +489,11 @@ impl Backend for NcclBackend {
         Some(self)
     }
 
+    /// With `--algo-record log`.
+    fn algorithms(&mut self) -> Option<&mut dyn super::Algorithms> {
+        self.recorder.is_some().then_some(self as &mut dyn super::Algorithms)
+    }
+
     /// Only with ncclCommSplit (NCCL 2.18 and later).
     fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
         if self.library.optional().comm_split {
@@ -475,5 +501,13 @@ impl Backend for NcclBackend {
         } else {
             None
         }
+    }
+}
+
+impl super::Algorithms for NcclBackend {
+    fn take_choices(&mut self, call: &Call) -> crate::types::AlgoRecord {
+        self.recorder
+            .as_mut()
+            .map_or_else(crate::types::AlgoRecord::unknown, |r| r.take(call))
     }
 }

@@ -42,6 +42,9 @@ pub struct StartOptions {
     /// Test hook (`--trace-bootstrap DIR`): each rank writes the ids it
     /// received to `DIR/rank-R.id`.
     pub trace_bootstrap: Option<PathBuf>,
+    /// `--algo-record log`: NCCL's private log to read the TUNING lines
+    /// from, or why the run has none; `None` without the option.
+    pub algo_log: Option<Result<PathBuf, String>>,
 }
 
 /// Whether every rank could run nccl, agreed over all ranks: the loaded
@@ -117,6 +120,7 @@ pub fn start<W: World>(
         sub_source,
         time_phases: opts.phase_times,
         registration,
+        algo_log: opts.algo_log.clone(),
     };
     // Collective, and not agreed: a rank that fails here must end the job.
     NcclBackend::init(library, device, &id, &placing, options)

@@ -175,3 +175,53 @@ fn the_slow_rank_line_names_its_signal_and_says_when_it_cannot_tell() {
     );
     assert!(slow_rank_text(None, 10.0, host).starts_with("cannot tell (arrival skew)"));
 }
+
+#[test]
+fn the_algo_column_follows_both_blocks_and_changes_are_noted_under_the_section() {
+    use crate::types::{Algo, AlgoSource, Chosen, Proto};
+    let out = Shared::default();
+    let mut table = TableSink::new(Box::new(out.clone()), None);
+    table.algo = true;
+    let with = |r: Record, algo: Option<(Algo, Proto)>| Record {
+        algo: algo.map(|(a, _)| Chosen::One(a)),
+        proto: algo.map(|(_, p)| Chosen::One(p)),
+        algo_source: Some(if algo.is_some() {
+            AlgoSource::Log
+        } else {
+            AlgoSource::Unknown
+        }),
+        ..r
+    };
+    let tree_ll = Some((Algo::Tree, Proto::Ll));
+    let ring_ll128 = Some((Algo::Ring, Proto::Ll128));
+    let records = [
+        with(point(8, Placement::OutOfPlace, 1.5, 0.01, Some(0)), tree_ll),
+        with(point(8, Placement::InPlace, 1.5, 0.01, Some(0)), tree_ll),
+        with(point(1 << 20, Placement::OutOfPlace, 9.5, 10.0, Some(0)), ring_ll128),
+        with(point(1 << 20, Placement::InPlace, 9.5, 10.0, Some(0)), None),
+        with(point(1 << 21, Placement::OutOfPlace, 9.5, 10.0, Some(0)), ring_ll128),
+        with(point(1 << 21, Placement::InPlace, 9.5, 10.0, Some(0)), ring_ll128),
+    ];
+    for r in &records {
+        table.record(r).unwrap();
+    }
+    table.finish_text();
+    table.printer.close(None);
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let names = text.lines().find(|l| l.contains("#wrong")).expect("a column header");
+    assert!(names.trim_end().ends_with("algo"), "{names}");
+    let want = field_ends(names);
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let cells: Vec<&str> = rows.iter().map(|r| r.split_whitespace().last().unwrap()).collect();
+    assert_eq!(cells, ["tree/ll", "ring/ll128|unknown", "ring/ll128"], "{text}");
+    for row in &rows[..1] {
+        assert_eq!(field_ends(row), want, "misaligned:\n{names}\n{row}");
+    }
+    // the out-of-place choice changed once, at 1 MiB
+    let notes: Vec<&str> = text.lines().filter(|l| l.contains("changes at")).collect();
+    assert_eq!(notes.len(), 1, "{text}");
+    assert!(
+        notes[0].ends_with("changes at 1.0 MiB (tree/ll -> ring/ll128)"),
+        "{text}"
+    );
+}

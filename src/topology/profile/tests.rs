@@ -129,11 +129,13 @@ fn after_the_restart_user_values_are_still_told_apart_from_added_ones() {
 fn nccl_logging_goes_to_a_private_file_unless_the_user_set_nccl_debug() {
     let path = private_nccl_log(std::path::Path::new("/tmp"), "node 1", 42);
     assert_eq!(path, PathBuf::from("/tmp/collbench-nccl-node_1-42.log"));
-    let plan = EnvPlan::new(
-        Profile::Nvlink,
-        Some(path.clone()),
-        &env(&[("NCCL_DEBUG_SUBSYS", "ALL")]),
-    );
+    let log = |tuning| {
+        Some(LogRequest {
+            path: path.clone(),
+            tuning,
+        })
+    };
+    let plan = EnvPlan::new(Profile::Nvlink, log(true), &env(&[("NCCL_DEBUG_SUBSYS", "ALL")]));
     assert_eq!(plan.nccl_log, NcclLogging::Private(path.clone()));
     let names: Vec<&str> = plan.added.iter().map(|(n, _)| n.as_str()).collect();
     assert!(names.contains(&"NCCL_DEBUG") && names.contains(&"NCCL_DEBUG_FILE"));
@@ -147,7 +149,14 @@ fn nccl_logging_goes_to_a_private_file_unless_the_user_set_nccl_debug() {
     }
     assert_eq!(EnvPlan::after_reexec(Profile::Nvlink, &marker, &env(&after)), plan);
 
-    let plan = EnvPlan::new(Profile::Auto, Some(path), &env(&[("NCCL_DEBUG", "WARN")]));
+    // TUNING joins the subsystems only with --algo-record log
+    for (tuning, subsys) in [(false, "INIT,ENV,GRAPH"), (true, "INIT,ENV,GRAPH,TUNING")] {
+        let plan = EnvPlan::new(Profile::Auto, log(tuning), &env(&[]));
+        let added = plan.added.iter().find(|(n, _)| n == "NCCL_DEBUG_SUBSYS");
+        assert_eq!(added.map(|(_, v)| v.as_str()), Some(subsys));
+    }
+
+    let plan = EnvPlan::new(Profile::Auto, log(true), &env(&[("NCCL_DEBUG", "WARN")]));
     assert_eq!(plan.nccl_log, NcclLogging::UserOwned("NCCL_DEBUG=WARN".into()));
     assert!(plan.added.is_empty());
     assert!(plan.describe(true)[0].contains("NCCL_DEBUG=WARN was set before the run"));

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What `--algo-record log` costs in the timed loop (docs/algorithms.md):
+# NCCL's rank 0 writes one TUNING line per collective there. Runs the same
+# small all-reduce sweep R times with the option and R times without,
+# interleaved, and prints per size the median time_us of each and the
+# difference; then the algo columns of the last recorded run.
+#
+#   scripts/bench/algo-record-cost.sh [R]            (default 5 rounds)
+#
+# Where NCCL and a GPU are found (`collbench info`), the real library
+# writes the lines; otherwise point COLLBENCH_NCCL_LIB at the host GPU
+# simulation (scripts/gpu-sim.sh DIR; LD_LIBRARY_PATH=DIR GPUSIM_DEVICES=2),
+# whose figures are the simulation's own logging, never NCCL's, and say so
+# (`-sim` versions). COLLBENCH_BIN=PATH uses that binary instead of
+# building the release one; RANKS (default 2) sets -g.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-5}
+ranks=${RANKS:-2}
+if [ -n "${COLLBENCH_BIN:-}" ]; then
+    bin=$COLLBENCH_BIN
+else
+    cargo build --release --quiet
+    bin=$PWD/target/release/collbench
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+sweep=(run --backend nccl -g "$ranks" --collectives all_reduce -b 8 -e 64K -f 8 -n 2000 -w 100 --no-progress)
+
+for i in $(seq 1 "$rounds"); do
+    "$bin" "${sweep[@]}" --csv "$out/off-$i.csv" >/dev/null
+    "$bin" "${sweep[@]}" --algo-record log --csv "$out/log-$i.csv" >"$out/log-$i.txt"
+done
+echo "== $(grep -m1 '^# backend' "$out/log-1.txt")"
+echo "== load: $(uptime)"
+# median time_us per (size, placement) over the rounds of each arm
+python3 - "$out" "$rounds" <<'PY'
+import csv, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def times(arm):
+    t = {}
+    for i in range(1, rounds + 1):
+        for r in csv.DictReader(open(f"{out}/{arm}-{i}.csv")):
+            t.setdefault((int(r["size_bytes"]), r["placement"]), []).append(float(r["time_us"]))
+    return {k: statistics.median(v) for k, v in t.items()}
+off, log = times("off"), times("log")
+print(f"{'size_bytes':>10} {'placement':>12} {'off_us':>10} {'log_us':>10} {'diff_us':>9} {'diff_pct':>9}")
+for k in sorted(off):
+    a, b = off[k], log[k]
+    print(f"{k[0]:>10} {k[1]:>12} {a:>10.3f} {b:>10.3f} {b - a:>9.3f} {100 * (b - a) / a:>8.1f}%")
+last = list(csv.DictReader(open(f"{out}/log-{rounds}.csv")))
+print("algo columns of the last recorded run:")
+for r in last:
+    print(f"  {r['size_bytes']:>8} {r['placement']:>12}  {r['algo']}/{r['proto']} nchannels={r['nchannels'] or '-'} ({r['algo_source']})")
+PY
