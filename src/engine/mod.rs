@@ -340,11 +340,10 @@ impl<'a> Engine<'a> {
                     g(wrong_local.unwrap_or(0)),
                 )
             });
-            let per_iter = match timed.samples {
-                Some(samples) => Some(self.world.max_f64s_to_root(&samples)),
-                None => None,
-            };
+            let per_iter = timed.samples.map(|samples| self.world.max_f64s_to_root(&samples));
             let phases = self.phase_times(&call, iters, phase_sums)?;
+            // -R as each rank's communicators took it (a window may be declined)
+            let registered = self.registered(&call);
 
             summary.tally(wrong);
             if let Some(times) = times {
@@ -353,6 +352,7 @@ impl<'a> Engine<'a> {
                     count: case.shape.count as u64,
                     nranks: call.at.nranks,
                     group: self.groups.map(|_| groups::ALL.to_string()),
+                    register: registered.as_deref().map(|r| row::weakest(r.iter().copied())),
                 };
                 let mut record = self.record(case, placement, iters, &times, wrong, phases, scope);
                 record.precision_pct = precision.map(|p| p * 100.0);
@@ -363,8 +363,8 @@ impl<'a> Engine<'a> {
                 }
                 match (self.groups, split) {
                     (Some(groups), Some((Some(sizes), Some(counts), Some(wrongs)))) => {
-                        let mut rows =
-                            self.group_records(groups, case, placement, iters, &times, wrong, &sizes, &counts, &wrongs);
+                        let per_rank = (&sizes[..], &counts[..], &wrongs[..], registered.as_deref());
+                        let mut rows = self.group_records(groups, case, placement, iters, &times, wrong, per_rank);
                         copy_point_fields(&mut rows, &record);
                         rows.push(record);
                         held.push(rows);
@@ -417,8 +417,8 @@ impl<'a> Engine<'a> {
 
     /// Each group's row of a point (rank 0, `--split`): its ranks' times
     /// reduced as `--average` says, its size, count and rank count, its bus
-    /// factor, its ranks' wrong elements (every rank's gathered value in
-    /// world rank order).
+    /// factor, its ranks' wrong elements and registration (every rank's
+    /// gathered value in world rank order).
     #[allow(clippy::too_many_arguments)]
     fn group_records(
         &self,
@@ -428,9 +428,7 @@ impl<'a> Engine<'a> {
         iters: u32,
         times: &[f64],
         wrong: Option<u64>,
-        sizes: &[f64],
-        counts: &[f64],
-        wrongs: &[f64],
+        (sizes, counts, wrongs, registered): (&[f64], &[f64], &[f64], Option<&[Register]>),
     ) -> Vec<Record> {
         let mut rows = Vec::with_capacity(groups.members.len());
         for (g, members) in groups.members.iter().enumerate() {
@@ -442,6 +440,7 @@ impl<'a> Engine<'a> {
                 count: counts[first] as u64,
                 nranks: members.len(),
                 group: Some(g.to_string()),
+                register: registered.map(|r| row::weakest(members.iter().map(|&m| r[m]))),
             };
             rows.push(self.record(case, placement, iters, &group_times, group_wrong, None, scope));
         }

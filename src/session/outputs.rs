@@ -61,7 +61,6 @@ impl<W: World> Session<'_, W> {
         let Chosen { mut backend, note } = chosen;
         let identity = backend.identity();
         let mut notes: Vec<String> = note.into_iter().collect();
-        notes.extend(identity.notes);
         if cfg.start.backend == BackendChoice::Auto {
             cfg.start
                 .transport
@@ -103,6 +102,8 @@ impl<W: World> Session<'_, W> {
             reservation.check_host_memory(on_host, available, "lower --maxbytes")?;
         }
         backend.reserve(&reservation)?;
+        // after `reserve`: what registration gave is known by then
+        notes.extend(backend.identity().notes);
         let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
         let outputs = match world.rank() {
             0 => Some(self.open_outputs(&nodes, backend.as_ref(), backend_note, &plan)?),

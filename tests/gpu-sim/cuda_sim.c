@@ -32,7 +32,9 @@
  *     CU_EVENT_DISABLE_TIMING (CUDA_ERROR_INVALID_HANDLE).
  *
  * Environment (read once, at the first call):
- *   GPUSIM_DEVICES=N          devices visible (default 1; 0 = none)
+ *   GPUSIM_DEVICES=N          devices of the machine (default 1; 0 = none)
+ *   CUDA_VISIBLE_DEVICES=a,b  the devices this process sees, in that order
+ *                             (per process, as the driver applies it)
  *   GPUSIM_MEM_BYTES=B        memory of each device (default 80 GiB); a
  *                             small value exercises the lowered --maxbytes
  *                             path (the fault "shrink device memory")
@@ -105,7 +107,8 @@ struct alloc {
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int ndevices = 1;
+static int ndevices = 1;             /* visible to this process */
+static int visible[MAX_DEVICES];     /* ordinal -> physical device */
 static size_t mem_bytes = (size_t)80 << 30;
 static int driver_version = 12090;
 static struct CUctx_st contexts[MAX_DEVICES];
@@ -125,6 +128,29 @@ static void setup(void)
         ndevices = 0;
     if (ndevices > MAX_DEVICES)
         ndevices = MAX_DEVICES;
+    for (int i = 0; i < MAX_DEVICES; i++)
+        visible[i] = i;
+    /* CUDA_VISIBLE_DEVICES: the listed physical devices become ordinals
+     * 0, 1, ... in that order; the list ends at the first entry that is not
+     * a device (out of range, repeated, or not a number), as the driver
+     * reads it; an empty value hides every device. */
+    v = getenv("CUDA_VISIBLE_DEVICES");
+    if (v) {
+        int physical = ndevices, n = 0;
+        const char *p = v;
+        while (*p && n < MAX_DEVICES) {
+            char *end;
+            long d = strtol(p, &end, 10);
+            int repeated = 0;
+            for (int i = 0; i < n; i++)
+                repeated |= visible[i] == d;
+            if (end == p || d < 0 || d >= physical || repeated || (*end && *end != ','))
+                break;
+            visible[n++] = (int)d;
+            p = *end ? end + 1 : end;
+        }
+        ndevices = n;
+    }
     v = getenv("GPUSIM_MEM_BYTES");
     if (v && *v)
         mem_bytes = (size_t)strtoull(v, NULL, 10);
@@ -320,7 +346,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "GPUSIM simulated GPU %d (host memory, not a measurement)", dev);
+    snprintf(name, (size_t)len, "GPUSIM simulated GPU %d (host memory, not a measurement)", visible[dev]);
     return CUDA_SUCCESS;
 }
 
@@ -342,7 +368,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + visible[dev]; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
     /* cudarc asks this to choose between cuMemAlloc and the stream-ordered
@@ -360,7 +386,7 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
         return rc;
     memset(uuid->bytes, 0, sizeof uuid->bytes);
     memcpy(uuid->bytes, "GPUSIM", 6);
-    uuid->bytes[15] = (char)dev;
+    uuid->bytes[15] = (char)visible[dev];
     return CUDA_SUCCESS;
 }
 
@@ -633,6 +659,12 @@ void gpusim_hang(CUstream s)
 int gpusim_device_of(CUstream s) { return s && s->ctx ? s->ctx->device : -1; }
 
 int gpusim_current_device(void) { return current ? current->device : -1; }
+
+int gpusim_physical_device(int ordinal)
+{
+    init();
+    return ordinal >= 0 && ordinal < ndevices ? visible[ordinal] : -1;
+}
 
 /* ------------------------------------------------------------------ */
 /* Events */

@@ -17,6 +17,9 @@ int gpusim_replaying(void);
 void gpusim_hang(struct CUstream_st *s);
 int gpusim_device_of(struct CUstream_st *s);
 int gpusim_current_device(void);
+/* The physical device (0 .. GPUSIM_DEVICES-1) behind a visible ordinal
+ * (CUDA_VISIBLE_DEVICES), or -1. */
+int gpusim_physical_device(int ordinal);
 int gpusim_check_range(const void *p, size_t len);
 long long gpusim_alloc_offset(const void *p);
 int gpusim_alloc(void **p, size_t n);

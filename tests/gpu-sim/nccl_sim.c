@@ -134,119 +134,10 @@
 #include <unistd.h>
 
 #include "gpusim.h"
+#include "nccl_sim.h"
 
-#define MAX_RANKS 256
 #define ID_MAGIC "GPUSIM-ID"
 #define SEG_MAGIC 0x47505553u
-
-/* ------------------------------------------------------------------ */
-/* The process-wide last error, as NCCL keeps it (ncclLastError). */
-
-static char last_error[1024];
-static pthread_mutex_t last_error_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void warn(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&last_error_lock);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    pthread_mutex_unlock(&last_error_lock);
-    va_end(ap);
-}
-
-/* The NCCL_VERSION_CODE of the release played (GPUSIM_NCCL_VERSION). */
-static int sim_version(void)
-{
-    const char *v = getenv("GPUSIM_NCCL_VERSION");
-    return v && *v ? atoi(v) : NCCL_VERSION_CODE;
-}
-
-/* NCCL's INFO lines, where NCCL_DEBUG=INFO (or TRACE) asks for them: to
- * NCCL_DEBUG_FILE (%h the host, %p the pid), else standard output. */
-static void info(const char *fmt, ...)
-{
-    const char *level = getenv("NCCL_DEBUG");
-    if (!level || (strcasecmp(level, "INFO") != 0 && strcasecmp(level, "TRACE") != 0))
-        return;
-    char host[64] = "host";
-    gethostname(host, sizeof host - 1);
-    char path[512] = "";
-    const char *file = getenv("NCCL_DEBUG_FILE");
-    for (size_t i = 0, n = 0; file && file[i] && n + 32 < sizeof path; i++) {
-        if (file[i] == '%' && file[i + 1] == 'h') {
-            n += (size_t)snprintf(path + n, sizeof path - n, "%s", host);
-            i++;
-        } else if (file[i] == '%' && file[i + 1] == 'p') {
-            n += (size_t)snprintf(path + n, sizeof path - n, "%d", (int)getpid());
-            i++;
-        } else {
-            path[n++] = file[i];
-            path[n] = 0;
-        }
-    }
-    FILE *f = path[0] ? fopen(path, "a") : stdout;
-    if (!f)
-        return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(f, "%s:%d:%d [%d] NCCL INFO %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
-            gpusim_current_device(), line);
-    if (f == stdout)
-        fflush(f);
-    else
-        fclose(f);
-}
-
-/* ------------------------------------------------------------------ */
-/* Shared segment and channels */
-
-struct chan {
-    _Atomic uint64_t head; /* bytes written by the sender, ever */
-    _Atomic uint64_t tail; /* bytes consumed by the receiver, ever */
-    uint64_t msg_len;      /* length of the message being sent */
-    uint64_t pad;
-};
-
-struct seg {
-    uint32_t magic;
-    _Atomic uint32_t state; /* 0 new, 1 being set up, 2 ready */
-    uint32_t nranks;
-    uint32_t chunk;
-    _Atomic uint32_t joined;
-    _Atomic uint32_t aborted; /* a rank called ncclCommAbort */
-    _Atomic uint32_t doorbell[MAX_RANKS];
-    /* then 2 * n * n channels, then their chunks */
-};
-
-struct ncclWindow_vidmem; /* nccl.h's ncclWindow_t points to one */
-
-struct ncclComm {
-    int rank, nranks, device;
-    struct seg *seg;
-    size_t seg_bytes;
-    char name[96];
-    int splits;
-    _Atomic int async_err;
-    int blocking;
-    struct ncclWindow_vidmem *windows; /* registered, newest first */
-};
-
-/* A window of ncclCommWindowRegister, on its communicator's list. */
-struct ncclWindow_vidmem {
-    struct ncclWindow_vidmem *next;
-    void *buff;
-    size_t size;
-    int flags;
-};
-
-struct reg {
-    void *buff;
-    size_t size;
-};
 
 static size_t shm_budget(void)
 {
@@ -303,7 +194,9 @@ static void ring(struct ncclComm *c, int rank)
 
 /* Maps (creating where needed) the segment `name` for `nranks` ranks and
  * waits until every rank has mapped it: NCCL's initialisation is
- * collective. */
+ * collective. Each rank publishes its simulated node (`c->node`), process
+ * and device first, so that all know where every rank is (init.cc's
+ * all-gather of ncclPeerInfo: hostHash, pidHash, nvmlDev). */
 static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int rank)
 {
     size_t chunk = chunk_for(nranks);
@@ -311,19 +204,19 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
     snprintf(c->name, sizeof c->name, "%s", name);
     int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
     if (fd < 0) {
-        warn("gpusim: shm_open %s: %s", name, strerror(errno));
+        sim_error("gpusim: shm_open %s: %s", name, strerror(errno));
         return ncclSystemError;
     }
     struct stat st;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size < bytes && ftruncate(fd, (off_t)bytes) != 0) {
-        warn("gpusim: ftruncate %s to %zu bytes: %s", name, bytes, strerror(errno));
+        sim_error("gpusim: ftruncate %s to %zu bytes: %s", name, bytes, strerror(errno));
         close(fd);
         return ncclSystemError;
     }
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
-        warn("gpusim: mmap %s: %s", name, strerror(errno));
+        sim_error("gpusim: mmap %s: %s", name, strerror(errno));
         return ncclSystemError;
     }
     struct seg *s = p;
@@ -338,7 +231,7 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
     while (atomic_load(&s->state) != 2)
         futex_wait(&s->state, 1, 1000000);
     if (s->magic != SEG_MAGIC || s->nranks != (uint32_t)nranks) {
-        warn("gpusim: rank %d: communicator %s has %u ranks, this rank was told %d", rank, name, s->nranks, nranks);
+        sim_error("gpusim: rank %d: communicator %s has %u ranks, this rank was told %d", rank, name, s->nranks, nranks);
         munmap(p, bytes);
         return ncclInvalidUsage;
     }
@@ -346,6 +239,9 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
     c->seg_bytes = bytes;
     c->rank = rank;
     c->nranks = nranks;
+    atomic_store(&s->node[rank], c->node);
+    atomic_store(&s->pid[rank], (int32_t)getpid());
+    atomic_store(&s->dev[rank], gpusim_physical_device(c->device));
     if (atomic_fetch_add(&s->joined, 1) + 1 == (uint32_t)nranks) {
         shm_unlink(name); /* every rank has it mapped: nothing to leak */
         ring(c, 0);
@@ -357,6 +253,20 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
         if (atomic_load(&s->joined) >= (uint32_t)nranks)
             break;
         futex_wait(&s->doorbell[rank], bell, 1000000);
+    }
+    /* nNodes, localRanks and localRank as init.cc counts them */
+    c->nnodes = 0;
+    c->local_ranks = 0;
+    c->local_rank = 0;
+    for (int r = 0; r < nranks; r++) {
+        int node = atomic_load(&s->node[r]), seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = atomic_load(&s->node[q]) == node;
+        c->nnodes += !seen;
+        if (node == c->node) {
+            c->local_ranks++;
+            c->local_rank += r < rank;
+        }
     }
     return ncclSuccess;
 }
@@ -440,13 +350,13 @@ static int step(struct ncclComm *c, struct xfer *x, ncclResult_t *err)
         return 0;
     size_t n = (size_t)(head - tail);
     if (x->done == 0 && ch->msg_len != x->len) {
-        warn("gpusim: rank %d receives %zu bytes from rank %d, which sends %llu: counts or types differ", me,
+        sim_error("gpusim: rank %d receives %zu bytes from rank %d, which sends %llu: counts or types differ", me,
              x->len, x->peer, (unsigned long long)ch->msg_len);
         *err = ncclInvalidUsage;
         return 0;
     }
     if (n > x->len - x->done) {
-        warn("gpusim: rank %d: message from rank %d longer than its receive", me, x->peer);
+        sim_error("gpusim: rank %d: message from rank %d longer than its receive", me, x->peer);
         *err = ncclInvalidUsage;
         return 0;
     }
@@ -483,7 +393,7 @@ static ncclResult_t run_batch(struct ncclComm *c, struct batch *b)
         if (!pending)
             return ncclSuccess;
         if (atomic_load(&c->seg->aborted)) {
-            warn("gpusim: rank %d: a peer aborted the communicator", c->rank);
+            sim_error("gpusim: rank %d: a peer aborted the communicator", c->rank);
             return ncclRemoteError;
         }
         if (!moved)
@@ -665,11 +575,17 @@ struct op {
     ncclRedOp_t red;
     int root; /* root or peer */
     cudaStream_t stream;
+    int algo, proto; /* NCCL's choice, for the TUNING line */
 };
 
+/* One issued group: its operations, and what the fault switches name it
+ * by (its issuer's world rank and group number), fixed at issue on the
+ * host thread, since the work runs on the stream's worker. */
 struct job {
     struct op *ops;
     size_t n;
+    int world;
+    long nth;
 };
 
 static __thread int group_depth;
@@ -677,7 +593,7 @@ static __thread struct op *pending;
 static __thread size_t npending, cap_pending;
 static __thread ncclResult_t group_error;
 static __thread int world_rank = -1; /* rank of this thread's first communicator */
-static __thread long groups_issued;
+static __thread long groups_issued;  /* groups this thread issued */
 
 #define CLS_COLL 0
 #define CLS_P2P 1
@@ -845,7 +761,7 @@ static void set_async(struct ncclComm *c, ncclResult_t rc)
 }
 
 static void run_job_inner(struct job *j);
-static void delay_if_asked(void);
+static void delay_if_asked(const struct job *j);
 
 static void delay_rank_or_pair(const struct job *j);
 /* GPUSIM_NCCL_GRAPH_CORRUPT: the first byte of every output this rank's
@@ -869,7 +785,7 @@ static void run_job(void *arg)
 {
     run_job_inner(arg);
     corrupt_replayed(arg);
-    delay_if_asked();
+    delay_if_asked(arg);
     delay_rank_or_pair(arg);
 }
 
@@ -878,7 +794,6 @@ static void run_job_inner(struct job *j)
     if (j->n == 0)
         return;
     struct ncclComm *c0 = j->ops[0].comm;
-    groups_issued++;
     /* After an asynchronous error the communicator is unusable: NCCL's
      * kernels for it no longer run, and the error stays (the caller sees it
      * through ncclCommGetAsyncError and aborts). */
@@ -886,13 +801,13 @@ static void run_job_inner(struct job *j)
         if (atomic_load(&j->ops[i].comm->async_err) != ncclSuccess)
             return;
     struct fault f;
-    if (parse_fault("GPUSIM_NCCL_HANG", &f) && f.rank == world_rank && f.nth == groups_issued) {
+    if (parse_fault("GPUSIM_NCCL_HANG", &f) && f.rank == j->world && f.nth == j->nth) {
         gpusim_hang(j->ops[0].stream);
         return;
     }
-    if (parse_fault("GPUSIM_NCCL_ASYNC", &f) && f.rank == world_rank && f.nth == groups_issued) {
-        warn("gpusim: rank %d: injected asynchronous error %d in group %ld (GPUSIM_NCCL_ASYNC)", world_rank, f.code,
-             groups_issued);
+    if (parse_fault("GPUSIM_NCCL_ASYNC", &f) && f.rank == j->world && f.nth == j->nth) {
+        sim_error("gpusim: rank %d: injected asynchronous error %d in group %ld (GPUSIM_NCCL_ASYNC)", j->world, f.code,
+             j->nth);
         set_async(c0, (ncclResult_t)f.code);
         gpusim_hang(j->ops[0].stream); /* the failed kernels never finish */
         return;
@@ -939,10 +854,10 @@ static void run_job_inner(struct job *j)
     }
 }
 
-static void delay_if_asked(void)
+static void delay_if_asked(const struct job *j)
 {
     struct fault f;
-    if (parse_fault("GPUSIM_NCCL_DELAY", &f) && f.rank == world_rank && f.nth == groups_issued)
+    if (parse_fault("GPUSIM_NCCL_DELAY", &f) && f.rank == j->world && f.nth == j->nth)
         usleep((useconds_t)f.code * 1000);
 }
 
@@ -957,11 +872,11 @@ static void delay_rank_or_pair(const struct job *j)
     long us = 0, v;
     int r, a, b;
     const char *rank = getenv("GPUSIM_DELAY_RANK");
-    if (rank && sscanf(rank, "%d:%ld", &r, &v) == 2 && r == world_rank)
+    if (rank && sscanf(rank, "%d:%ld", &r, &v) == 2 && r == j->world)
         us += v;
     const char *pair = getenv("GPUSIM_DELAY_PAIR");
-    if (pair && sscanf(pair, "%d-%d:%ld", &a, &b, &v) == 3 && (world_rank == a || world_rank == b)) {
-        int other = world_rank == a ? b : a;
+    if (pair && sscanf(pair, "%d-%d:%ld", &a, &b, &v) == 3 && (j->world == a || j->world == b)) {
+        int other = j->world == a ? b : a;
         for (size_t i = 0; i < j->n; i++) {
             const struct op *o = &j->ops[i];
             if ((o->kind == K_SEND || o->kind == K_RECV) && o->root == other) {
@@ -1011,11 +926,11 @@ static ncclResult_t injected_in(const char *name, int nranks)
     if (rank < 0 && nranks > 0) {
         /* Every rank fails: write in rank order, lower ranks return first. */
         usleep((useconds_t)me * 100000);
-        warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
+        sim_error("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
         usleep((useconds_t)(nranks - 1 - me) * 100000 + 50000);
         usleep((useconds_t)me * 100000);
     } else {
-        warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
+        sim_error("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
     }
     return (ncclResult_t)code;
 }
@@ -1030,7 +945,7 @@ static ncclResult_t check_range(const char *fn, const char *what, const void *p,
     if (bytes == 0)
         return ncclSuccess;
     if (!p || gpusim_check_range(p, bytes) != 0) {
-        warn("gpusim: %s: %s %p + %zu bytes is not inside one device allocation", fn, what, p, bytes);
+        sim_error("gpusim: %s: %s %p + %zu bytes is not inside one device allocation", fn, what, p, bytes);
         return ncclInvalidArgument;
     }
     return ncclSuccess;
@@ -1069,7 +984,7 @@ static ncclResult_t check_overlap(const char *fn, const struct op *o, size_t sen
     }
     if (ok)
         return ncclSuccess;
-    warn("gpusim: %s: sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap, but not in-place "
+    sim_error("gpusim: %s: sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap, but not in-place "
          "(%s): NCCL's result is undefined", fn, (const void *)s, send_bytes, (void *)r, recv_bytes, layout);
     return ncclInvalidArgument;
 }
@@ -1091,11 +1006,71 @@ static void trace(const char *fn, const struct op *o)
     if (fd < 0)
         return;
     if (write(fd, line, (size_t)n) != n)
-        warn("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
+        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
     close(fd);
 }
 
 static ncclResult_t issue(void);
+
+static int is_p2p(enum kind k) { return k == K_SEND || k == K_RECV || k == K_ALLTOALL || k == K_GATHER || k == K_SCATTER; }
+
+/* The function NCCL_ALGO names an operation by, and its name in the
+ * TUNING line (ncclFuncToString). */
+static enum func func_of(enum kind k, const char **name)
+{
+    switch (k) {
+    case K_ALLREDUCE: *name = "AllReduce"; return F_ALLREDUCE;
+    case K_BROADCAST: *name = "Broadcast"; return F_BROADCAST;
+    case K_REDUCE: *name = "Reduce"; return F_REDUCE;
+    case K_ALLGATHER: *name = "AllGather"; return F_ALLGATHER;
+    case K_REDUCESCATTER: *name = "ReduceScatter"; return F_REDUCESCATTER;
+    default: *name = "SendRecv"; return F_OTHER;
+    }
+}
+
+/* GPUSIM_NCCL_REQUIRE_REGISTERED=1 (a detector, not NCCL's behaviour: NCCL
+ * runs unregistered buffers): every buffer an operation touches must be
+ * registered with its communicator (ncclCommRegister, or a window), else
+ * ncclInvalidUsage, so that a test sees a row that ran on a communicator
+ * its buffers were not registered with. */
+static ncclResult_t check_registered(const char *fn, const struct op *o, const char *what, const void *p, size_t bytes)
+{
+    const char *v = getenv("GPUSIM_NCCL_REQUIRE_REGISTERED");
+    if (!v || strcmp(v, "1") != 0 || bytes == 0)
+        return ncclSuccess;
+    const uint8_t *a = p;
+    for (const struct reg *r = o->comm->regs; r; r = r->next)
+        if (a >= (const uint8_t *)r->buff && a + bytes <= (const uint8_t *)r->buff + r->size)
+            return ncclSuccess;
+    for (const struct ncclWindow_vidmem *w = o->comm->windows; w; w = w->next)
+        if (a >= (const uint8_t *)w->buff && a + bytes <= (const uint8_t *)w->buff + w->size)
+            return ncclSuccess;
+    sim_error("gpusim: %s: %s %p + %zu bytes is not registered with communicator %s (rank %d of %d) "
+         "(GPUSIM_NCCL_REQUIRE_REGISTERED)", fn, what, p, bytes, o->comm->name, o->comm->rank, o->comm->nranks);
+    return ncclInvalidUsage;
+}
+
+/* What NCCL writes as a group is issued (host thread, in order): a
+ * collective's rings where NCCL_RUNTIME_CONNECT deferred them and rank
+ * 0's TUNING line; a point-to-point peer's connection at its first use. */
+static void log_issued(const struct job *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        struct op *o = &j->ops[i];
+        struct ncclComm *c = o->comm;
+        if (o->kind == K_SEND || o->kind == K_RECV) {
+            log_p2p_connect(c, o->root);
+        } else if (is_p2p(o->kind)) {
+            for (int p = 0; p < c->nranks; p++)
+                log_p2p_connect(c, p);
+        } else {
+            const char *name;
+            func_of(o->kind, &name);
+            log_rings(c);
+            log_tuning(c, name, o->count * type_size(o->type), o->algo, o->proto);
+        }
+    }
+}
 
 /* Checks an operation and adds it to the thread's group; outside a group
  * it is issued at once. */
@@ -1105,23 +1080,31 @@ static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t 
     if (rc != ncclSuccess)
         return rc;
     if (!o.comm) {
-        warn("gpusim: %s: NULL communicator", fn);
+        sim_error("gpusim: %s: NULL communicator", fn);
         return ncclInvalidArgument;
     }
     if (type_size(o.type) == 0 || (unsigned)o.red > (unsigned)ncclAvg) {
-        warn("gpusim: %s: invalid datatype %d or operation %d", fn, (int)o.type, (int)o.red);
+        sim_error("gpusim: %s: invalid datatype %d or operation %d", fn, (int)o.type, (int)o.red);
         return ncclInvalidArgument;
     }
     if (o.root < 0 || o.root >= o.comm->nranks) {
-        warn("gpusim: %s: root or peer %d outside 0..%d", fn, o.root, o.comm->nranks - 1);
+        sim_error("gpusim: %s: root or peer %d outside 0..%d", fn, o.root, o.comm->nranks - 1);
         return ncclInvalidArgument;
     }
     if (o.count == 0)
         return ncclSuccess;
     if ((rc = check_range(fn, "sendbuff", o.send, send_bytes)) != ncclSuccess ||
         (rc = check_range(fn, "recvbuff", o.recv, recv_bytes)) != ncclSuccess ||
-        (rc = check_overlap(fn, &o, send_bytes, recv_bytes)) != ncclSuccess)
+        (rc = check_overlap(fn, &o, send_bytes, recv_bytes)) != ncclSuccess ||
+        (rc = check_registered(fn, &o, "sendbuff", o.send, send_bytes)) != ncclSuccess ||
+        (rc = check_registered(fn, &o, "recvbuff", o.recv, recv_bytes)) != ncclSuccess)
         return rc;
+    if (!is_p2p(o.kind)) {
+        const char *name;
+        enum func f = func_of(o.kind, &name);
+        if ((rc = sim_algo_proto(f, o.type, &o.algo, &o.proto)) != ncclSuccess)
+            return rc;
+    }
     trace(fn, &o);
     if (npending == cap_pending) {
         size_t cap = cap_pending ? 2 * cap_pending : 16;
@@ -1153,10 +1136,11 @@ static ncclResult_t issue(void)
         return ncclSystemError;
     }
     memcpy(ops, pending, n * sizeof *ops);
-    *j = (struct job){ops, n};
+    *j = (struct job){ops, n, ops[0].comm->world, ++groups_issued};
+    log_issued(j);
     int rc = gpusim_enqueue(ops[0].stream, run_job, j, free_job);
     if (rc != 0) {
-        warn("gpusim: the stream refused the work (CUDA error %d)", rc);
+        sim_error("gpusim: the stream refused the work (CUDA error %d)", rc);
         return ncclUnhandledCudaError;
     }
     return ncclSuccess;
@@ -1175,7 +1159,7 @@ ncclResult_t ncclGroupEnd(void)
 {
     ncclResult_t rc = injected("ncclGroupEnd", NULL);
     if (group_depth <= 0) {
-        warn("gpusim: ncclGroupEnd without ncclGroupStart");
+        sim_error("gpusim: ncclGroupEnd without ncclGroupStart");
         return ncclInvalidUsage;
     }
     if (--group_depth > 0)
@@ -1197,7 +1181,7 @@ static ncclResult_t grouped(ncclResult_t rc)
     return rc;
 }
 
-#define OP(...) ((struct op){__VA_ARGS__})
+#define OP(...) ((struct op){__VA_ARGS__, 0, 0})
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
@@ -1326,21 +1310,44 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
     return ncclSuccess;
 }
 
-static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, int rank, int blocking)
+static void detach(struct ncclComm *c);
+
+/* NCCL_COMM_BLOCKING over the configuration's blocking: from 2.17 the
+ * variable, 0 or 1, wins (v2.18.3-1 src/init.cc:1406-1408, v2.30.7-1
+ * src/init.cc:1998-1999); 2.14-2.16 apply 1 only and warn about other
+ * values than 0 and 1 (v2.16.5-1 src/init.cc:1311-1315). */
+static int env_blocking(int blocking)
+{
+    long long env = sim_param("NCCL_COMM_BLOCKING", sim_version() < 21700 ? 0 : NCCL_CONFIG_UNDEF_INT);
+    if (sim_version() < 21700)
+        return env == 1 ? 1 : blocking;
+    return env == 0 || env == 1 ? (int)env : blocking;
+}
+
+/* A non-blocking communicator's creation returns ncclInProgress (nccl.h);
+ * here the communicator is ready at once, and ncclCommGetAsyncError says
+ * ncclSuccess from then on. Blocking ones return ncclSuccess. */
+static ncclResult_t started(const struct ncclComm *c) { return c->blocking ? ncclSuccess : ncclInProgress; }
+
+static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, int rank, int blocking,
+                              const char *fn)
 {
     if (!newcomm || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
-        warn("gpusim: ncclCommInitRank: rank %d of %d is invalid (at most %d ranks)", rank, nranks, MAX_RANKS);
+        sim_error("gpusim: ncclCommInitRank: rank %d of %d is invalid (at most %d ranks)", rank, nranks, MAX_RANKS);
         return ncclInvalidArgument;
     }
     if (memcmp(id.internal, ID_MAGIC, sizeof ID_MAGIC) != 0) {
-        warn("gpusim: ncclCommInitRank: the unique id was not made by this library");
+        sim_error("gpusim: ncclCommInitRank: the unique id was not made by this library");
         return ncclInvalidArgument;
     }
     int dev = gpusim_current_device();
     if (dev < 0) {
-        warn("gpusim: ncclCommInitRank: no current CUDA context");
+        sim_error("gpusim: ncclCommInitRank: no current CUDA context");
         return ncclUnhandledCudaError;
     }
+    /* rank 0 writes the version first (init.cc ncclCommInitRankDev) */
+    if (rank == 0)
+        log_version();
     char name[96] = "/gpusim-";
     for (int i = 0; i < 16; i++)
         snprintf(name + 8 + 2 * i, 3, "%02x", (uint8_t)id.internal[16 + i]);
@@ -1348,7 +1355,10 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
     if (!c)
         return ncclSystemError;
     c->device = dev;
-    c->blocking = blocking;
+    c->blocking = env_blocking(blocking);
+    c->world = world_rank >= 0 ? world_rank : rank;
+    c->node = sim_node_of(c->world);
+    memcpy(&c->comm_id, id.internal + 16, sizeof c->comm_id);
     ncclResult_t rc = attach(c, name, nranks, rank);
     if (rc != ncclSuccess) {
         free(c);
@@ -1356,8 +1366,17 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
     }
     if (world_rank < 0)
         world_rank = rank;
+    /* what init reads of NCCL_NET, NCCL_ALGO and NCCL_PROTO; every rank
+     * of the communicator reads the same and refuses alike */
+    if ((rc = sim_check_init_env()) != ncclSuccess) {
+        detach(c);
+        return rc;
+    }
+    c->symmetric = sim_symmetric_support(c);
+    log_init_start(c);
+    log_init_complete(c, fn, NULL, 0, 0);
     *newcomm = c;
-    return ncclSuccess;
+    return started(c);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId, int rank)
@@ -1367,7 +1386,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId comm
     ncclResult_t rc = injected_in("ncclCommInitRank", nranks);
     if (rc != ncclSuccess)
         return rc;
-    return init_rank(newcomm, nranks, commId, rank, 1);
+    return init_rank(newcomm, nranks, commId, rank, 1, "ncclCommInitRank");
 }
 
 /* ncclConfig_t as each release reads it (its init.cc, 2.14.3 to 2.30.7).
@@ -1457,13 +1476,13 @@ static ncclResult_t check_config(const char *fn, const ncclConfig_t *config, int
     size_t n = config->size < config_bytes(v) ? config->size : config_bytes(v);
     memcpy(&c, config, n < sizeof c ? n : sizeof c);
     if (c.magic != NCCL_API_MAGIC) {
-        warn("gpusim: %s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER", fn);
+        sim_error("gpusim: %s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER", fn);
         return ncclInvalidArgument;
     }
     if (v < 21700) {
         /* 2.14-2.16 know one attribute, and only its two values */
         if (c.blocking != 0 && c.blocking != 1) {
-            warn("gpusim: %s: Invalid config blocking attribute value %d (NCCL %d)", fn, c.blocking, v);
+            sim_error("gpusim: %s: Invalid config blocking attribute value %d (NCCL %d)", fn, c.blocking, v);
             return ncclInvalidArgument;
         }
         *blocking = c.blocking;
@@ -1494,30 +1513,22 @@ static ncclResult_t check_config(const char *fn, const ncclConfig_t *config, int
         if (v < f->since || x == undef)
             continue;
         if (!field_ok(f->rule, x)) {
-            warn("gpusim: %s: Invalid config %s attribute value %d (NCCL %d)", fn, f->name, x, v);
+            sim_error("gpusim: %s: Invalid config %s attribute value %d (NCCL %d)", fn, f->name, x, v);
             return ncclInvalidArgument;
         }
     }
     if (c.minCTAs != undef && c.maxCTAs != undef && c.minCTAs > c.maxCTAs) {
-        warn("gpusim: %s: Invalid config min/max channels attribute value %d/%d", fn, c.minCTAs, c.maxCTAs);
+        sim_error("gpusim: %s: Invalid config min/max channels attribute value %d/%d", fn, c.minCTAs, c.maxCTAs);
         return ncclInvalidArgument;
     }
+    /* NCCL_CONFIG_DEFAULT: an ENV line per attribute set (v2.30.7-1
+     * src/init.cc:1970-1975) */
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         int x = *field_of(&c, &fields[i]);
         if (v >= fields[i].since && x != undef)
-            info("Comm config %s set to %d", fields[i].name, x);
+            sim_info(SUB_ENV, "Comm config %s set to %d", fields[i].name, x);
     }
     *blocking = c.blocking == undef ? 1 : c.blocking;
-    return ncclSuccess;
-}
-
-/* Non-blocking communicators (ncclInProgress, polling) are not simulated. */
-static ncclResult_t only_blocking(const char *fn, int blocking)
-{
-    if (blocking == 0) {
-        warn("gpusim: %s: non-blocking communicators are not simulated", fn);
-        return ncclInvalidUsage;
-    }
     return ncclSuccess;
 }
 
@@ -1530,11 +1541,9 @@ static ncclResult_t impl_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
     int blocking = 1;
     if (rc == ncclSuccess)
         rc = check_config("ncclCommInitRankConfig", config, &blocking);
-    if (rc == ncclSuccess)
-        rc = only_blocking("ncclCommInitRankConfig", blocking);
     if (rc != ncclSuccess)
         return rc;
-    return init_rank(comm, nranks, commId, rank, blocking);
+    return init_rank(comm, nranks, commId, rank, blocking, "ncclCommInitRankConfig");
 }
 
 static void detach(struct ncclComm *c)
@@ -1545,6 +1554,11 @@ static void detach(struct ncclComm *c)
         struct ncclWindow_vidmem *w = c->windows;
         c->windows = w->next;
         free(w);
+    }
+    while (c->regs) {
+        struct reg *r = c->regs;
+        c->regs = r->next;
+        free(r);
     }
     if (c->seg)
         munmap(c->seg, c->seg_bytes);
@@ -1638,7 +1652,7 @@ const char *ncclGetErrorString(ncclResult_t result) { return result_text(result)
 static const char *impl_ncclGetLastError(ncclComm_t comm)
 {
     (void)comm; /* NCCL's buffer is process-wide, whatever comm is */
-    return last_error;
+    return last_error_text();
 }
 
 /* Every parent rank learns every (color, key): an all-gather over the
@@ -1667,8 +1681,6 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     int blocking = comm ? comm->blocking : 1;
     if (rc == ncclSuccess && config)
         rc = check_config("ncclCommSplit", config, &blocking);
-    if (rc == ncclSuccess)
-        rc = only_blocking("ncclCommSplit", blocking);
     if (rc != ncclSuccess)
         return rc;
     if (!comm || !newcomm)
@@ -1699,14 +1711,20 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     char name[96];
     snprintf(name, sizeof name, "%.60s-s%d-c%d", comm->name, seq, color);
     c->device = comm->device;
-    c->blocking = blocking;
+    c->blocking = env_blocking(blocking);
+    c->world = comm->world;
+    c->node = comm->node;
+    memcpy(&c->comm_id, name + strlen(name) - sizeof c->comm_id, sizeof c->comm_id);
     rc = attach(c, name, size, rank);
     if (rc != ncclSuccess) {
         free(c);
         return rc;
     }
+    c->symmetric = sim_symmetric_support(c);
+    log_init_start(c);
+    log_init_complete(c, "ncclCommSplit", comm, color, key);
     *newcomm = c;
-    return ncclSuccess;
+    return started(c);
 }
 
 static ncclResult_t impl_ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
@@ -1721,15 +1739,26 @@ static ncclResult_t impl_ncclCommRegister(const ncclComm_t comm, void *buff, siz
     struct reg *r = malloc(sizeof *r);
     if (!r)
         return ncclSystemError;
-    *r = (struct reg){buff, size};
+    *r = (struct reg){comm->regs, buff, size};
+    comm->regs = r;
     *handle = r;
     return ncclSuccess;
 }
 
+/* A handle not registered with this communicator: "Deregister: Could not
+ * find handle", ncclInvalidUsage (v2.27.7-1 src/register/register.cc:152). */
 static ncclResult_t impl_ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
     if (!comm || !handle)
         return ncclInvalidArgument;
+    struct reg **at = &comm->regs;
+    while (*at && *at != handle)
+        at = &(*at)->next;
+    if (!*at) {
+        sim_error("gpusim: ncclCommDeregister: handle %p is not registered with this communicator", handle);
+        return ncclInvalidUsage;
+    }
+    *at = (*at)->next;
     free(handle);
     return ncclSuccess;
 }
@@ -1764,7 +1793,7 @@ static ncclResult_t impl_ncclMemAlloc(void **ptr, size_t size)
     if (!ptr)
         return ncclInvalidArgument;
     if (gpusim_alloc(ptr, size ? size : 1) != 0) {
-        warn("gpusim: ncclMemAlloc of %zu bytes: out of device memory", size);
+        sim_error("gpusim: ncclMemAlloc of %zu bytes: out of device memory", size);
         return ncclUnhandledCudaError;
     }
     pthread_mutex_lock(&mem_blocks_lock);
@@ -1813,7 +1842,7 @@ static void trace_window(const char *fn, const struct ncclComm *comm, const stru
     if (fd < 0)
         return;
     if (write(fd, line, (size_t)n) != n)
-        warn("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
+        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
     close(fd);
 }
 
@@ -1842,7 +1871,7 @@ static ncclResult_t window_collective(const char *fn, struct ncclComm *c, size_t
     free(b.x);
     for (int p = 0; rc == ncclSuccess && p < c->nranks; p++) {
         if (all[2 * p] != mine[0] || all[2 * p + 1] != mine[1]) {
-            warn("gpusim: %s: rank %d passes %llu bytes (flags %llu), rank %d %llu bytes (flags %llu): every rank "
+            sim_error("gpusim: %s: rank %d passes %llu bytes (flags %llu), rank %d %llu bytes (flags %llu): every rank "
                  "of the communicator must pass the same size and flags",
                  fn, c->rank, (unsigned long long)mine[0], (unsigned long long)mine[1], p,
                  (unsigned long long)all[2 * p], (unsigned long long)all[2 * p + 1]);
@@ -1853,8 +1882,29 @@ static ncclResult_t window_collective(const char *fn, struct ncclComm *c, size_t
     return rc;
 }
 
+/* Whether ncclCommWindowRegister of the release played returns success
+ * and no window on `comm` (before any collective step):
+ *   2.27: where NCCL_LOCAL_REGISTER=0 or cuMem is off (v2.27.7-1
+ *     src/register/register.cc:207-209);
+ *   2.28: where neither symmetric memory nor local registration is
+ *     (v2.28.9-1 src/dev_runtime.cc:902);
+ *   2.29 and later: where the communicator has no symmetric memory
+ *     (v2.29.7-1 src/dev_runtime.cc:1076-1078, v2.30.7-1
+ *     src/dev_runtime.cc:1342-1344). */
+static int no_window(const struct ncclComm *comm)
+{
+    int v = sim_version(), local = sim_param("NCCL_LOCAL_REGISTER", 1) != 0;
+    if (v < 22800)
+        return !local || !sim_cumem();
+    if (v < 22900)
+        return !(comm->symmetric || local);
+    return !comm->symmetric;
+}
+
 /* NCCL 2.27's symmetric registration: `buff .. buff + size` of memory from
- * ncclMemAlloc, collectively, with NCCL_WIN_* flags. */
+ * ncclMemAlloc, collectively, with NCCL_WIN_* flags; no window where the
+ * release makes none (`no_window`); on 2.28 without symmetric memory, the
+ * local registration as the window. */
 static ncclResult_t impl_ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
                                                 int winFlags)
 {
@@ -1862,26 +1912,28 @@ static ncclResult_t impl_ncclCommWindowRegister(ncclComm_t comm, void *buff, siz
     if (rc != ncclSuccess)
         return rc;
     if (!comm || !win || !buff || size == 0) {
-        warn("gpusim: ncclCommWindowRegister: NULL communicator, window or buffer, or zero size");
+        sim_error("gpusim: ncclCommWindowRegister: NULL communicator, window or buffer, or zero size");
         return ncclInvalidArgument;
     }
     *win = NULL;
     const int known = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING;
     if (winFlags & ~known) {
-        warn("gpusim: ncclCommWindowRegister: flags 0x%x: only NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC and "
+        sim_error("gpusim: ncclCommWindowRegister: flags 0x%x: only NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC and "
              "NCCL_WIN_STRICT_ORDERING are simulated", winFlags);
         return ncclInvalidArgument;
     }
     if ((rc = check_range("ncclCommWindowRegister", "buff", buff, size)) != ncclSuccess)
         return rc;
     if (!from_mem_alloc(buff, size)) {
-        warn("gpusim: ncclCommWindowRegister: buff %p + %zu bytes was not allocated by ncclMemAlloc, which "
+        sim_error("gpusim: ncclCommWindowRegister: buff %p + %zu bytes was not allocated by ncclMemAlloc, which "
              "window registration requires", buff, size);
         return ncclInvalidArgument;
     }
+    if (no_window(comm))
+        return ncclSuccess;
     for (struct ncclWindow_vidmem *w = comm->windows; w; w = w->next) {
         if (w->buff == buff) {
-            warn("gpusim: ncclCommWindowRegister: buff %p is already a window of this communicator", buff);
+            sim_error("gpusim: ncclCommWindowRegister: buff %p is already a window of this communicator", buff);
             return ncclInvalidUsage;
         }
     }
@@ -1890,7 +1942,7 @@ static ncclResult_t impl_ncclCommWindowRegister(ncclComm_t comm, void *buff, siz
     struct ncclWindow_vidmem *w = malloc(sizeof *w);
     if (!w)
         return ncclSystemError;
-    *w = (struct ncclWindow_vidmem){comm->windows, buff, size, winFlags};
+    *w = (struct ncclWindow_vidmem){comm->windows, buff, size, winFlags, !comm->symmetric};
     comm->windows = w;
     trace_window("ncclCommWindowRegister", comm, w);
     *win = w;
@@ -1903,14 +1955,18 @@ static ncclResult_t impl_ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t 
     if (rc != ncclSuccess)
         return rc;
     if (!comm) {
-        warn("gpusim: ncclCommWindowDeregister: NULL communicator");
+        sim_error("gpusim: ncclCommWindowDeregister: NULL communicator");
         return ncclInvalidArgument;
     }
+    /* a NULL window returns at once (v2.27.7-1
+     * src/register/register.cc:261, v2.29.7-1 src/dev_runtime.cc:1116) */
+    if (!win)
+        return ncclSuccess;
     struct ncclWindow_vidmem **at = &comm->windows;
     while (*at && *at != win)
         at = &(*at)->next;
-    if (!win || !*at) {
-        warn("gpusim: ncclCommWindowDeregister: window %p is not registered with this communicator", (void *)win);
+    if (!*at) {
+        sim_error("gpusim: ncclCommWindowDeregister: window %p is not registered with this communicator", (void *)win);
         return ncclInvalidArgument;
     }
     if ((rc = window_collective("ncclCommWindowDeregister", comm, win->size, win->flags)) != ncclSuccess)

@@ -41,7 +41,7 @@ pub(crate) fn sim_env(dir: &Path, devices: usize) -> Vec<(String, String)> {
 }
 
 /// `collbench ARGS` on `devices` simulated GPUs with `extra` environment.
-fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("NCCL_HOME")
@@ -57,7 +57,7 @@ fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) ->
 /// `mpirun -np N collbench ARGS` on N simulated GPUs (mpirun hands its
 /// environment to the ranks it starts on this host).
 #[cfg(feature = "mpi")]
-fn sim_mpirun(dir: &Path, np: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) fn sim_mpirun(dir: &Path, np: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
     let env = sim_env(dir, np);
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     all.extend_from_slice(extra);
@@ -66,7 +66,7 @@ fn sim_mpirun(dir: &Path, np: usize, extra: &[(&str, &str)], args: &[&str]) -> O
 
 /// The collbench lines of stderr, asserting there is exactly one and no
 /// panic.
-fn one_line(out: &Output) -> String {
+pub(crate) fn one_line(out: &Output) -> String {
     let err = stderr(out);
     assert!(!err.contains("panicked"), "{err}");
     let lines = our_lines(out);
@@ -124,7 +124,7 @@ pub(crate) fn assert_sim_rows(csv: &Csv, n: u64) -> usize {
 /// `run(ARGS --csv FILE)` on `n` simulated ranks, which must succeed: its
 /// output and its CSV, every row checked (`assert_sim_rows`).
 #[track_caller]
-fn sim_rows(n: usize, args: &[&str], run: impl FnOnce(&[&str]) -> Output) -> (Output, Csv) {
+pub(crate) fn sim_rows(n: usize, args: &[&str], run: impl FnOnce(&[&str]) -> Output) -> (Output, Csv) {
     let (_tmp, csv_path) = temp_file("rows.csv");
     let out = ok(run(&[args, &["--csv", path_str(&csv_path)]].concat()));
     let csv = Csv::read(&csv_path);
@@ -274,9 +274,9 @@ fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
 /// event before the barrier, so iteration 0 held the 1.5 s wait.
 /// The simulation's trace of window calls: (comm rank, bytes, flags) of
 /// each registration and of each release.
-type Windows = Vec<(String, u64, String)>;
+pub(crate) type Windows = Vec<(String, u64, String)>;
 
-fn traced_windows(trace: &str) -> (Windows, Windows) {
+pub(crate) fn traced_windows(trace: &str) -> (Windows, Windows) {
     let of = |call: &str| -> Windows {
         let mut v: Windows = trace
             .lines()
@@ -309,7 +309,9 @@ fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_v
     });
     let text = stdout(&out);
     assert!(
-        text.contains("buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)"),
+        text.contains(
+            "buffers registered as symmetric windows with ncclCommWindowRegister on every communicator (-R 2)"
+        ),
         "{text}"
     );
     assert!(csv.rows.iter().all(|r| csv.get(r, "register") == "symmetric"));

@@ -14,15 +14,20 @@ use crate::topology::Hierarchy;
 use crate::topology::observe::Observed;
 use crate::types::DType;
 
-/// A workload's groups: ncclCommSplit of the backend's communicator, each
-/// checked to hold the rank NCCL was asked for.
+/// Sub-communicators (`--split`, `check`'s node and pair checks, a
+/// workload's and a replay's groups, `links`' bisection): ncclCommSplit of
+/// the backend's communicator; with `-R`, the buffers are registered on
+/// each at once, as on every other communicator (every rank of the new
+/// group does so right after the split, so a window's collective
+/// registration cannot wait on a rank elsewhere).
 impl SubGroups for NcclBackend {
     fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let bound = self.device.bind();
         bound.or_else(|e| self.fail(e))?;
         let made = self.comm()?.split(color, key);
-        let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of a workload group: {e}")))?;
-        self.groups.push(comm);
+        let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of a sub-communicator: {e}")))?;
+        self.groups.push(Some(comm));
+        self.register_buffers()?;
         Ok(SubGroup(self.groups.len() - 1))
     }
 }

@@ -13,6 +13,8 @@
 //! - `library`: finding the library (`NcclLibrary::find`, in the search
 //!   order of docs/gpu.md, "NCCL library search") and the unique id;
 //! - `setup`: buffers and communicators made as the points need them;
+//! - `registration`: `-R` on every communicator, what each holds, and the
+//!   `register` value of a call;
 //! - `work`: a call's NCCL work, prepared and enqueued;
 //! - `extensions`: the backend's extension traits;
 //! - here: the `Backend` implementation.
@@ -23,6 +25,7 @@ mod extensions;
 mod hierarchy;
 mod library;
 mod p2p;
+mod registration;
 mod setup;
 pub mod start;
 pub mod sys;
@@ -36,8 +39,8 @@ pub use library::{ENV_LIB, NcclLibrary, SearchEnv, UniqueId, site_packages_dirs}
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
 use super::{
-    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, SubGroups,
-    TransportObserver, refusals,
+    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, Registrations,
+    SubGroups, TransportObserver, refusals,
 };
 use crate::buffer::HostBuffer;
 use crate::error::Error;
@@ -137,9 +140,9 @@ pub struct NcclBackend {
     registration: Registration,
     /// Buffers come from ncclMemAlloc (NCCL 2.19 and later, as nccl-tests).
     mem_alloc: bool,
-    /// A workload's communicators (`SubGroups`: ncclCommSplit of `comm`),
-    /// which flat calls name (`Call::group`).
-    groups: Vec<Comm>,
+    /// The sub-communicators `SubGroups::split` made (ncclCommSplit of
+    /// `comm`), which flat calls name (`Call::group`); `None` once freed.
+    groups: Vec<Option<Comm>>,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
     _rank: sys::RankInProcess,
@@ -248,7 +251,7 @@ impl Drop for NcclBackend {
         let comm = self.comm.take();
         let groups = std::mem::take(&mut self.groups);
         if self.failed {
-            groups.into_iter().chain(p2p).for_each(Comm::abort);
+            groups.into_iter().flatten().chain(p2p).for_each(Comm::abort);
             if let Some(sub) = sub {
                 sub.abort();
             }
@@ -286,18 +289,7 @@ impl NcclBackend {
     }
 
     fn notes(&self) -> Vec<String> {
-        match self.registration {
-            Registration::Off => Vec::new(),
-            Registration::On => vec!["buffers registered with ncclCommRegister (-R)".into()],
-            Registration::Symmetric => {
-                vec!["buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)".into()]
-            }
-            Registration::Unavailable => vec![format!(
-                "-R: ncclCommRegister is missing from the NCCL library of at least one rank ({} here); \
-                 buffers are not registered",
-                self.library.describe()
-            )],
-        }
+        self.registration_notes()
     }
 }
 
@@ -418,7 +410,11 @@ impl Backend for NcclBackend {
             if let Some(Err(e)) = self.sub.as_ref().map(SubComms::async_error) {
                 return self.fail(e);
             }
-            let others = self.p2p.iter().chain(&self.groups).map(Comm::async_error);
+            let others = self
+                .p2p
+                .iter()
+                .chain(self.groups.iter().flatten())
+                .map(Comm::async_error);
             if let Some(Err(e)) = others.into_iter().find(Result::is_err) {
                 return self.fail(e);
             }
@@ -465,6 +461,11 @@ impl Backend for NcclBackend {
 
     /// Grouped ncclSend and ncclRecv on the backend's communicator (`p2p`).
     fn point_to_point(&mut self) -> Option<&mut dyn super::PointToPoint> {
+        Some(self)
+    }
+
+    /// What each call's buffers are registered as (`-R`).
+    fn registrations(&self) -> Option<&dyn Registrations> {
         Some(self)
     }
 
