@@ -8,6 +8,7 @@
 //! Every type here reads and writes the same names on the command line, in
 //! config files, in CSV columns and in JSON.
 
+mod c_integer;
 mod choice;
 mod commands;
 mod nccl_log;
@@ -17,6 +18,7 @@ mod size;
 mod split;
 mod switch;
 
+pub use c_integer::read_c_integer;
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
 pub use nccl_log::{INFO_MARK, split_info};

@@ -10,6 +10,7 @@
 #include <nccl.h>
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,8 @@ int main(void)
     expect("ncclCommWindowDeregister of the window", ncclCommWindowDeregister(comm, win), ncclSuccess);
     expect("ncclCommWindowDeregister of a window no longer registered", ncclCommWindowDeregister(comm, win),
            ncclInvalidArgument);
+    /* what ncclCommWindowRegister returns where NCCL makes no window */
+    expect("ncclCommWindowDeregister of a NULL window", ncclCommWindowDeregister(comm, NULL), ncclSuccess);
     ncclMemFree(sym);
     ncclCommDestroy(comm);
     expect("ncclCommWindowRegister on two ranks, 4096 and 4096 bytes", two_rank_windows(ctx, 4096, 4096),
@@ -204,6 +207,14 @@ int main(void)
     ncclConfig_t config17 = NCCL_CONFIG_INITIALIZER;
     /* sizeof(ncclConfig_v21700) */
     comm = release_comm(&config17, 40, "21701", "NCCL 2.17.1: ncclCommInitRankConfig, blocking undefined", ncclSuccess);
+    if (comm)
+        ncclCommDestroy(comm);
+    /* maxP2pPeers is checked from the first 2.30 release on */
+    ncclConfig_t config30 = NCCL_CONFIG_INITIALIZER;
+    config30.maxP2pPeers = 0;
+    size_t size30 = (offsetof(ncclConfig_t, maxP2pPeers) + sizeof(int) + 7) & ~(size_t)7;
+    comm = release_comm(&config30, size30, "23003", "NCCL 2.30.3: ncclCommInitRankConfig, maxP2pPeers 0",
+                        ncclInvalidArgument);
     if (comm)
         ncclCommDestroy(comm);
 

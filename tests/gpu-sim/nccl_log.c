@@ -202,29 +202,31 @@ void sim_warn(const char *file_line, const char *fmt, ...)
 /* ------------------------------------------------------------------ */
 /* The lines of a communicator's life, per release. */
 
-/* "NCCL version 2.x.y+cudaA.B" (init.cc showVersion): up to 2.21.5 a bare
- * printf to standard output at NCCL_DEBUG=VERSION and above (and an INFO
- * line into NCCL_DEBUG_FILE), once per process (v2.21.5-1
- * src/init.cc:473-482); from 2.22.3 an INFO line, or the bare line at
- * VERSION and WARN (v2.22.3-1 src/init.cc:493-499). Rank 0 only. */
-void log_version(void)
+/* "NCCL version 2.x.y+cudaA.B" (init.cc showVersion), once per process
+ * at the start of a communicator's initialisation: up to 2.21.5 by rank 0,
+ * a bare printf to standard output at NCCL_DEBUG=VERSION and above (and
+ * an INFO line into NCCL_DEBUG_FILE) (v2.21.5-1 src/init.cc:473-482,
+ * 1770); from 2.22.3 by any rank at INFO, by rank 0 at VERSION or WARN,
+ * as an INFO line, or bare at VERSION and WARN (v2.22.3-1
+ * src/init.cc:493-499, 1635-1637; v2.30.7-1 src/init.cc:2491-2494). */
+void log_version(int rank)
 {
     static int shown;
     pthread_once(&once, debug_init);
     int v = sim_version(), cuda = 12090;
+    int show = v < 22203 ? rank == 0 && debug_level >= L_VERSION
+                         : debug_level > L_WARN || (debug_level != L_NONE && rank == 0);
+    if (!show || __atomic_exchange_n(&shown, 1, __ATOMIC_SEQ_CST))
+        return;
     char text[96];
     snprintf(text, sizeof text, "NCCL version %d.%d.%d+cuda%d.%d", v / 10000, v % 10000 / 100, v % 100,
              cuda / 1000, cuda % 1000 / 10);
     if (v < 22203) {
-        if (__atomic_exchange_n(&shown, 1, __ATOMIC_SEQ_CST) || debug_level < L_VERSION)
-            return;
         printf("%s\n", text);
         fflush(stdout);
         if (debug_file != stdout)
             sim_info(SUB_ALL, "%s", text);
-        return;
-    }
-    if (debug_level == L_VERSION || debug_level == L_WARN) {
+    } else if (debug_level == L_VERSION || debug_level == L_WARN) {
         pthread_mutex_lock(&log_lock);
         fprintf(debug_file, "%s\n", text);
         fflush(debug_file);

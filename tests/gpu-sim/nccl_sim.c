@@ -1345,9 +1345,6 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
         sim_error("gpusim: ncclCommInitRank: no current CUDA context");
         return ncclUnhandledCudaError;
     }
-    /* rank 0 writes the version first (init.cc ncclCommInitRankDev) */
-    if (rank == 0)
-        log_version();
     char name[96] = "/gpusim-";
     for (int i = 0; i < 16; i++)
         snprintf(name + 8 + 2 * i, 3, "%02x", (uint8_t)id.internal[16 + i]);
@@ -1386,6 +1383,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId comm
     ncclResult_t rc = injected_in("ncclCommInitRank", nranks);
     if (rc != ncclSuccess)
         return rc;
+    log_version(rank);
     return init_rank(newcomm, nranks, commId, rank, 1, "ncclCommInitRank");
 }
 
@@ -1443,7 +1441,8 @@ static const struct field {
     {"nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched), 22800, R_BOOL},
     {"graphUsageMode", offsetof(ncclConfig_t, graphUsageMode), 22900, R_MODE},
     {"numRmaCtx", offsetof(ncclConfig_t, numRmaCtx), 22900, R_NONNEG},
-    {"maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers), 23004, R_POS},
+    /* checked from the first 2.30 release (v2.30.3-1 src/init.cc:2265-2266) */
+    {"maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers), 23000, R_POS},
     {"graphStreamOrdering", offsetof(ncclConfig_t, graphStreamOrdering), 23005, R_BOOL},
 };
 
@@ -1539,6 +1538,8 @@ static ncclResult_t impl_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
         world_rank = rank;
     ncclResult_t rc = injected_in("ncclCommInitRankConfig", nranks);
     int blocking = 1;
+    if (rc == ncclSuccess)
+        log_version(rank);
     if (rc == ncclSuccess)
         rc = check_config("ncclCommInitRankConfig", config, &blocking);
     if (rc != ncclSuccess)

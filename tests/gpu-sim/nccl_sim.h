@@ -123,7 +123,7 @@ void sim_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *last_error_text(void);
 
 /* The lines NCCL writes while a communicator starts and runs. */
-void log_version(void);
+void log_version(int rank);
 void log_init_start(const struct ncclComm *c);
 void log_init_complete(const struct ncclComm *c, const char *fn, const struct ncclComm *parent, int color,
                        int key);

@@ -483,7 +483,13 @@ fn buffers_and_communicators_come_from_the_calls_nccl_tests_uses_by_version() {
 
 /// `collbench run --backend nccl -g 2 ARGS` on 2 simulated GPUs with `env`,
 /// the CSV and NCCL's INFO log (NCCL_DEBUG=INFO into a file) of the run.
-fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[&str]) -> (Output, PathBuf, String) {
+pub(crate) fn sim_logged(
+    dir: &Path,
+    tmp: &Path,
+    name: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (Output, PathBuf, String) {
     let csv_path = tmp.join(format!("{name}.csv"));
     let log = tmp.join(format!("{name}.log"));
     let mut all: Vec<(&str, &str)> = vec![("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", path_str(&log))];
@@ -725,8 +731,8 @@ fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
     let text = stdout(&out);
     eprintln!("{text}");
     assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
-    assert_eq!(text.matches("refused as expected").count(), 13, "{text}");
-    assert_eq!(text.matches("allowed as expected").count(), 9, "{text}");
+    assert_eq!(text.matches("refused as expected").count(), 14, "{text}");
+    assert_eq!(text.matches("allowed as expected").count(), 10, "{text}");
 }
 
 /// Each injected NCCL fault: its exit code and one line naming the rank and

@@ -100,9 +100,13 @@ fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
     ];
     let args: Vec<&str> = args.iter().map(|a| if *a == "MOD_2" { "MOD 2" } else { a }).collect();
     let detector = [("GPUSIM_NCCL_REQUIRE_REGISTERED", "1")];
-    // the detector catches an unregistered run
+    // the detector catches an unregistered run (every rank fails)
     let out = exits(1, sim_run(&dir, 4, &detector, &args));
-    assert!(one_line(&out).contains("ncclInvalidUsage") || one_line(&out).contains("ncclResult_t 5"));
+    assert!(
+        stderr(&out).contains("ncclAllReduce failed: invalid usage"),
+        "{}",
+        stderr(&out)
+    );
     for (register, want) in [("1", "true"), ("2", "symmetric")] {
         let mut a = args.clone();
         a.extend(["-R", register]);
@@ -137,4 +141,264 @@ fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
         "workload --backend nccl -g 4 --ranks-per-node 2 --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy hsdp --steps 2 -R 1"
     ];
     ok(sim_run(&dir, 4, &detector, &workload));
+}
+
+/// NCCL's INFO lines of one log, without the `host:pid:tid [dev] NCCL INFO `
+/// prefix, each message once.
+fn messages(log: &str) -> std::collections::BTreeSet<String> {
+    log.lines()
+        .filter_map(|l| l.split_once(" NCCL INFO ").map(|(_, m)| m.to_string()))
+        .collect()
+}
+
+/// A message with its numbers and pointers replaced, to compare with a
+/// format string (`%d`, `%p`, `%lx` all read as `#`): a number starts at a
+/// digit that follows no letter or digit (nor a `.` after one), runs over
+/// hexadecimal digits (a `0x` included) and a `.` between digits.
+fn shape(message: &str) -> String {
+    let chars: Vec<char> = message.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let word = |j: usize| chars[j].is_ascii_alphanumeric();
+        let after_word = i > 0 && (word(i - 1) || (i > 1 && chars[i - 1] == '.' && word(i - 2)));
+        if !chars[i].is_ascii_digit() || after_word {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if chars.get(i) == Some(&'x') {
+            i += 1;
+        }
+        while i < chars.len() {
+            let dot = chars[i] == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+            if !(chars[i].is_ascii_hexdigit() || dot) {
+                break;
+            }
+            i += 1;
+        }
+        out.push('#');
+    }
+    out
+}
+
+/// The simulation writes NCCL's own lines, in the format strings of the
+/// release it plays (issue 37, item 3; docs/doctor-rules-research.md): the
+/// version line, the init lines, the channel count, the rings and their
+/// transports, and rank 0's TUNING line, each in its release's form (here
+/// every form the simulation has, one release each); shapes compared with
+/// NCCL's format strings (numbers as `#`).
+#[test]
+fn nccls_lines_follow_each_release_s_format_strings() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let args = argv!["--collectives all_reduce -b 1K -e 1K -n 1 -w 0"];
+    // (release, lines that must be there, lines that must not)
+    let cases: [(&str, &[&str], &[&str]); 6] = [
+        (
+            "21602",
+            &[
+                "comm # rank # nranks # cudaDev # busId # commId # - Init COMPLETE",
+                "# coll channels, # p2p channels, # p2p channels per peer",
+                "Channel #/# : #[#] -> #[#] via P2P/direct pointer",
+                "Connected all rings",
+            ],
+            &["Bytes -> Algo"],
+        ),
+        (
+            "21803",
+            &[
+                "comm # rank # nranks # cudaDev # nvmlDev # busId # commId # - Init COMPLETE",
+                "# coll channels, # nvls channels, # p2p channels, # p2p channels per peer",
+                "Channel #/# : #[#] -> #[#] via P2P/direct pointer",
+            ],
+            &["Bytes -> Algo", "nNodes"],
+        ),
+        (
+            "22203",
+            &[
+                "ncclCommInitRank comm # rank # nranks # cudaDev # nvmlDev # busId # commId # - Init COMPLETE",
+                "comm # rank # nRanks # nNodes # localRanks # localRank # MNNVL #",
+                "# Bytes -> Algo # proto # time #",
+                "NCCL version #+cuda12.9",
+            ],
+            &[],
+        ),
+        ("22304", &["AllReduce: # Bytes -> Algo # proto # time #"], &[]),
+        (
+            "22907",
+            &[
+                "AllReduce: # Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={#..#}",
+                "Connected all rings, use ring PXN # GDR #",
+                "# coll channels, # collnet channels, # nvls channels, # p2p channels, # p2p channels per peer",
+            ],
+            &[],
+        ),
+        ("23007", &["Channel #/# : #[#] -> #[#] via P2P/direct pointer"], &[]),
+    ];
+    let env_base = [("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING")];
+    for (version, want, never) in cases {
+        let env = [env_base[0], ("GPUSIM_NCCL_VERSION", version)];
+        let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), version, &env, &args);
+        assert_eq!(code(&out), 0, "{version}: {}", stderr(&out));
+        let shapes: std::collections::BTreeSet<String> = messages(&log).iter().map(|m| shape(m)).collect();
+        for line in want {
+            assert!(shapes.contains(*line), "{version}: no {line:?} in\n{log}");
+        }
+        for part in never {
+            assert!(
+                !shapes.iter().any(|s| s.contains(part)),
+                "{version}: {part:?} in\n{log}"
+            );
+        }
+    }
+    // where symmetric memory is not (v2.29.7-1 src/init.cc:1478-1480)
+    let env = [("GPUSIM_NCCL_VERSION", "22907"), ("NCCL_WIN_ENABLE", "0")];
+    let (_, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "nowin", &env, &args);
+    let line = "Symmetric memory is not supported. cuMemEnable 1, globalGinSupport 0, globalNicFused 0 cuMemGdrSupport 1";
+    assert!(messages(&log).contains(line), "{log}");
+    // up to 2.21.5 the version line is a bare printf to standard output
+    let env = [("GPUSIM_NCCL_VERSION", "22105")];
+    let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "v22105", &env, &args);
+    assert!(
+        stdout(&out).lines().any(|l| l == "NCCL version 2.21.5+cuda12.9"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(log.contains("NCCL INFO NCCL version 2.21.5+cuda12.9"), "{log}");
+}
+
+/// The simulation reads NCCL's own variables as the release played does
+/// (issue 37, item 3): NCCL_ALGO and NCCL_PROTO with each release's syntax
+/// and refusals, NCCL_NET, NCCL_RUNTIME_CONNECT, NCCL_COMM_BLOCKING. Before,
+/// it read none of them: every run here passed alike.
+#[test]
+fn nccls_variables_decide_as_in_the_release_played() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let args = argv!["--collectives all_reduce,all_gather -b 1K -e 1K -n 1 -w 0"];
+    let tuning = [("NCCL_DEBUG_SUBSYS", "INIT,ENV,TUNING")];
+    // "FUNC: ALGO PROTO" of each TUNING line
+    let algos = |log: &str| -> std::collections::BTreeSet<String> {
+        messages(log)
+            .iter()
+            .filter(|m| m.contains(" Bytes -> Algo "))
+            .map(|m| {
+                let word = |after: &str| m.split(after).nth(1).and_then(|r| r.split(' ').next()).unwrap_or("");
+                format!(
+                    "{}: {} {}",
+                    m.split(':').next().unwrap_or(""),
+                    word("Algo "),
+                    word("proto ")
+                )
+            })
+            .collect()
+    };
+    // 2.24 and later: per-function lists
+    let env = [
+        tuning[0],
+        ("NCCL_ALGO", "ring;allreduce:tree"),
+        ("NCCL_PROTO", "^simple"),
+    ];
+    let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "percoll", &env, &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        log.contains("NCCL INFO NCCL_ALGO set by environment to ring;allreduce:tree"),
+        "{log}"
+    );
+    assert_eq!(
+        algos(&log),
+        ["AllGather: RING LL128", "AllReduce: TREE LL128"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        "{log}"
+    );
+    // an unknown name: 2.24 and later refuse the communicator (WARN, invalid usage) ...
+    let env = [("NCCL_ALGO", "ring,bogus")];
+    let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "bogus", &env, &args);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        one_line(&out).contains("ncclCommInitRankConfig failed: invalid usage"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        log.contains("graph/tuning.cc:109 NCCL WARN Unrecognized element token \"bogus\" when parsing \"ring,bogus\""),
+        "{log}"
+    );
+    // ... 2.23 ignores it
+    let env = [("NCCL_ALGO", "ring,bogus"), ("GPUSIM_NCCL_VERSION", "22304")];
+    let (out, _, _) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "bogus23", &env, &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // no algorithm left for a function: the call is refused, with NCCL_ALGO named
+    let env = [("NCCL_ALGO", "allreduce:^ring,tree")];
+    let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "none", &env, &args);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        one_line(&out).contains("ncclAllReduce failed: invalid usage"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(log.contains("NCCL WARN No algorithm/protocol available for function AllReduce with datatype ncclFloat32. NCCL_ALGO was set to allreduce:^ring,tree."), "{log}");
+    // NCCL_NET names a network the machine lacks (no HCA here)
+    for (version, warn) in [
+        (
+            "23203",
+            "plugin/net.cc:349 NCCL WARN Failed to initialize any NET plugin",
+        ),
+        ("22603", "plugin/net.cc:232 NCCL WARN Error: network IB not found."),
+    ] {
+        let env = [("NCCL_NET", "IB"), ("GPUSIM_NCCL_VERSION", version)];
+        let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), &format!("net{version}"), &env, &args);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(log.contains(warn), "{version}: {log}");
+    }
+    let env = [("NCCL_NET", "Socket")];
+    assert_eq!(
+        code(&crate::gpu_sim::sim_logged(&dir, tmp.path(), "socket", &env, &args).0),
+        0
+    );
+    // NCCL_RUNTIME_CONNECT: rings at the first collective (2.22 and later's
+    // default), or at init with 0
+    let ring_before_init = |log: &str| {
+        let ring = log.find("Connected all rings").unwrap();
+        ring < log.find("Init COMPLETE").unwrap()
+    };
+    let (_, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "lazy", &[], &args);
+    assert!(!ring_before_init(&log), "{log}");
+    let (_, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "eager", &[("NCCL_RUNTIME_CONNECT", "0")], &args);
+    assert!(ring_before_init(&log), "{log}");
+    assert!(
+        log.contains("NCCL INFO NCCL_RUNTIME_CONNECT set by environment to 0."),
+        "{log}"
+    );
+    // NCCL_COMM_BLOCKING=0 makes every communicator non-blocking from 2.17:
+    // refused in one line before any communicator (before: "ncclCommInitRankConfig
+    // failed: NCCL operation in progress")
+    for value in ["0", "0x0"] {
+        let out = exits(
+            2,
+            sim_run(
+                &dir,
+                2,
+                &[("NCCL_COMM_BLOCKING", value)],
+                &[&argv!["run --backend nccl -g 2 --no-progress"][..], &args].concat(),
+            ),
+        );
+        assert!(
+            one_line(&out).contains(&format!(
+                "NCCL_COMM_BLOCKING={value} makes NCCL 2.32.3-sim's communicators non-blocking"
+            )),
+            "{}",
+            stderr(&out)
+        );
+    }
+    ok(sim_run(
+        &dir,
+        2,
+        &[("NCCL_COMM_BLOCKING", "1")],
+        &[&argv!["run --backend nccl -g 2 --no-progress"][..], &args].concat(),
+    ));
 }

@@ -132,6 +132,11 @@ fn settle<W: World>(
     layout: &Nodes,
     library: &NcclLibrary,
 ) -> Result<(UniqueId, Option<SubSource>, Registration), Error> {
+    let env = |name: &str| std::env::var(name).ok();
+    agreed(
+        world,
+        blocking_communicators(library.version(), &library.describe(), &env),
+    )?;
     let everyone = |has: bool| world.min_u64(u64::from(has)) == 1;
     let split = opts.hierarchical && !opts.no_comm_split && everyone(library.optional().comm_split);
     let group_ids = if opts.hierarchical && !split {
@@ -193,6 +198,32 @@ fn symmetric_windows(library: &NcclLibrary) -> Result<(), Error> {
     }
 }
 
+/// NCCL_COMM_BLOCKING=0 makes every communicator non-blocking from NCCL
+/// 2.17 on, whatever the configuration asks (v2.18.3-1 src/init.cc:1406-1408,
+/// v2.30.7-1 src/init.cc:1998-1999): its creation returns ncclInProgress
+/// and every call may, which collbench does not drive; refused in one line
+/// before any communicator exists. NCCL reads the value with strtoll (base
+/// 0: `00`, `0x0` and text without digits are 0 too); other values than 0
+/// and 1 are ignored, as by NCCL.
+fn blocking_communicators(
+    version: sys::NcclVersion,
+    library: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), Error> {
+    let Some(text) = env("NCCL_COMM_BLOCKING") else {
+        return Ok(());
+    };
+    // strtoll: no digits read as 0 too (v2.30.7-1 src/misc/param.cc:93-95)
+    let value = crate::types::read_c_integer(&text).map_or(0, |(v, _)| v);
+    if value == 0 && version >= sys::NcclVersion::new(2, 17, 0) {
+        return Err(Error::usage(format!(
+            "NCCL_COMM_BLOCKING={text} makes {library}'s communicators non-blocking, which collbench does not drive; \
+             unset it (or set it to 1)"
+        )));
+    }
+    Ok(())
+}
+
 /// Test hook (`--trace-bootstrap DIR`): the ids this rank received, one
 /// per line (the flat communicator's first).
 fn trace(opts: &StartOptions, rank: usize, ids: &[UniqueId]) -> Result<(), Error> {
@@ -202,4 +233,30 @@ fn trace(opts: &StartOptions, rank: usize, ids: &[UniqueId]) -> Result<(), Error
     let path = dir.join(format!("rank-{rank}.id"));
     let text: String = ids.iter().map(|id| id.hex() + "\n").collect();
     std::fs::write(&path, text).map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_comm_blocking_0_is_refused_from_2_17_in_every_spelling_nccl_reads_as_0() {
+        let check = |v: (u32, u32, u32), env: &dyn Fn(&str) -> Option<String>| {
+            blocking_communicators(sys::NcclVersion::new(v.0, v.1, v.2), "NCCL x", env)
+        };
+        for text in ["0", "00", "0x0", "off"] {
+            let env = |_: &str| Some(text.to_string());
+            let e = check((2, 17, 1), &env).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("NCCL_COMM_BLOCKING={text}")) && e.contains("non-blocking"),
+                "{e}"
+            );
+            assert!(check((2, 16, 5), &env).is_ok());
+        }
+        for text in ["1", "2", "-1"] {
+            let env = |_: &str| Some(text.to_string());
+            assert!(check((2, 30, 7), &env).is_ok(), "{text}");
+        }
+        assert!(check((2, 30, 7), &|_| None).is_ok());
+    }
 }
