@@ -13,8 +13,10 @@
  *     split's sequence number and the color), unlinked once every rank has
  *     mapped it;
  *   - every byte a rank receives is copied through that segment from the
- *     peer's real buffer: one channel per ordered pair of ranks (two sets:
- *     collectives and point-to-point), a chunk at a time, waits on futexes;
+ *     peer's real buffer: one channel per ordered pair of ranks (three
+ *     sets: collectives and point-to-point, which the stream's worker runs,
+ *     and the bootstrap of splits and windows, which the calling thread
+ *     runs), a chunk at a time, waits on futexes;
  *   - collectives are computed from every rank's real input: reductions
  *     fold the inputs in rank order 0..n-1; half and bfloat16 are rounded
  *     to nearest even after every multiplication and addition (NCCL's
@@ -32,7 +34,8 @@
  *     send delivers 0xA5 bytes (a receive from and a send to the rank
  *     itself of the very same range is a copy onto itself, and allowed);
  *   - operations are issued at ncclGroupEnd (a call outside a group is a
- *     group of one), on the stream of the group's first operation; sends
+ *     group of one), on the stream of the group's first operation, and run
+ *     on that stream's worker after the call returns; sends
  *     and receives of one group progress together, so pairs never deadlock;
  *   - every pointer range is checked against libcuda's allocation table
  *     (ncclInvalidArgument otherwise): counts and offsets are verified;
@@ -54,9 +57,9 @@
  *   - what real NCCL leaves undefined is refused instead of computed: a
  *     collective whose send and receive ranges overlap other than in its
  *     in-place layout (nccl.h) returns ncclInvalidArgument;
- *   - NCCL_DEBUG=INFO writes NCCL's "Comm config <field> set to <value>"
- *     lines (2.17 and later) to NCCL_DEBUG_FILE (%h, %p expanded) or to
- *     standard output, as NCCL does.
+ *   - NCCL's own variables, log lines, symmetric memory and the node
+ *     layout (GPUSIM_NODE_RANKS) as the release played decides them:
+ *     nccl_env.c and nccl_log.c.
  *
  * Environment (fault switches and knobs):
  *   GPUSIM_NCCL_VERSION=CODE    ncclGetVersion (default NCCL_VERSION_CODE),
@@ -110,6 +113,12 @@
  *                               their allocations (-1: none), to check
  *                               where each operation works
  *   GPUSIM_SHM_BYTES=B          channel memory per communicator (16 MiB)
+ *   GPUSIM_NCCL_REQUIRE_REGISTERED=1
+ *                               an operation whose buffers are not
+ *                               registered with its communicator
+ *                               (ncclCommRegister or a window) fails with
+ *                               ncclInvalidUsage: a detector for tests
+ *   GPUSIM_NODE_RANKS, GPUSIM_NO_CUDA_P2P: nccl_env.c
  */
 #define _GNU_SOURCE
 #include <nccl.h>
@@ -137,6 +146,13 @@
 #include "nccl_sim.h"
 
 #define ID_MAGIC "GPUSIM-ID"
+/* Channel classes: collectives and point-to-point (the stream's work, on
+ * its worker), and the bootstrap of ncclCommSplit and window registration
+ * (the calling thread), so that neither mixes into the other's bytes. */
+#define CLS_COLL 0
+#define CLS_P2P 1
+#define CLS_BOOT 2
+#define NCLS 3
 #define SEG_MAGIC 0x47505553u
 
 static size_t shm_budget(void)
@@ -148,7 +164,7 @@ static size_t shm_budget(void)
 
 static size_t chunk_for(int n)
 {
-    size_t c = shm_budget() / (2 * (size_t)n * (size_t)n);
+    size_t c = shm_budget() / (NCLS * (size_t)n * (size_t)n);
     c &= ~(size_t)63;
     if (c < 4096)
         c = 4096;
@@ -159,7 +175,7 @@ static size_t chunk_for(int n)
 
 static size_t seg_size(int n, size_t chunk)
 {
-    return sizeof(struct seg) + 2 * (size_t)n * (size_t)n * (sizeof(struct chan) + chunk);
+    return sizeof(struct seg) + NCLS * (size_t)n * (size_t)n * (sizeof(struct chan) + chunk);
 }
 
 static struct chan *chan_of(struct ncclComm *c, int cls, int from, int to)
@@ -170,7 +186,7 @@ static struct chan *chan_of(struct ncclComm *c, int cls, int from, int to)
 
 static uint8_t *chunk_of(struct ncclComm *c, int cls, int from, int to)
 {
-    uint8_t *base = (uint8_t *)((struct chan *)(c->seg + 1) + 2 * (size_t)c->nranks * c->nranks);
+    uint8_t *base = (uint8_t *)((struct chan *)(c->seg + 1) + NCLS * (size_t)c->nranks * c->nranks);
     size_t i = ((size_t)cls * c->nranks + (size_t)from) * c->nranks + (size_t)to;
     return base + i * c->seg->chunk;
 }
@@ -595,8 +611,6 @@ static __thread ncclResult_t group_error;
 static __thread int world_rank = -1; /* rank of this thread's first communicator */
 static __thread long groups_issued;  /* groups this thread issued */
 
-#define CLS_COLL 0
-#define CLS_P2P 1
 
 /* One collective, to completion; inputs are read (sent or staged) before
  * any output is written. */
@@ -1573,6 +1587,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
         return rc;
     if (!comm)
         return ncclInvalidArgument;
+    /* NCCL flushes what was issued on the communicator first (nccl.h:
+     * ncclCommDestroy finalizes a communicator not finalized yet) */
+    gpusim_drain_device(comm->device);
     detach(comm);
     return ncclSuccess;
 }
@@ -1584,7 +1601,11 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
     atomic_store(&comm->seg->aborted, 1);
     for (int r = 0; r < comm->nranks; r++)
         ring(comm, r);
-    detach(comm);
+    /* without waiting for peers: where work is still queued on the
+     * device (it fails at the abort), the communicator is left behind
+     * rather than freed under it */
+    if (!gpusim_device_busy(comm->device))
+        detach(comm);
     return ncclSuccess;
 }
 
@@ -1657,7 +1678,7 @@ static const char *impl_ncclGetLastError(ncclComm_t comm)
 }
 
 /* Every parent rank learns every (color, key): an all-gather over the
- * parent's collective channels, on the calling thread. */
+ * parent's bootstrap channels, on the calling thread. */
 static ncclResult_t exchange_split(struct ncclComm *c, int color, int key, int *all)
 {
     int mine[2] = {color, key};
@@ -1666,8 +1687,8 @@ static ncclResult_t exchange_split(struct ncclComm *c, int color, int key, int *
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank)
             continue;
-        fail |= batch_add(&b, p, CLS_COLL, 1, mine, sizeof mine);
-        fail |= batch_add(&b, p, CLS_COLL, 0, all + 2 * p, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 1, mine, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 0, all + 2 * p, sizeof mine);
     }
     all[2 * c->rank] = color;
     all[2 * c->rank + 1] = key;
@@ -1863,8 +1884,8 @@ static ncclResult_t window_collective(const char *fn, struct ncclComm *c, size_t
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank)
             continue;
-        fail |= batch_add(&b, p, CLS_COLL, 1, mine, sizeof mine);
-        fail |= batch_add(&b, p, CLS_COLL, 0, all + 2 * p, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 1, mine, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 0, all + 2 * p, sizeof mine);
     }
     all[2 * c->rank] = mine[0];
     all[2 * c->rank + 1] = mine[1];

@@ -39,7 +39,7 @@ struct seg {
     _Atomic int32_t node[MAX_RANKS];
     _Atomic int32_t pid[MAX_RANKS];
     _Atomic int32_t dev[MAX_RANKS];
-    /* then 2 * n * n channels, then their chunks */
+    /* then NCLS * n * n channels (nccl_sim.c), then their chunks */
 };
 
 /* A window of ncclCommWindowRegister, on its communicator's list. */

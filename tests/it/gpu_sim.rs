@@ -731,8 +731,9 @@ fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
     let text = stdout(&out);
     eprintln!("{text}");
     assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
-    assert_eq!(text.matches("refused as expected").count(), 14, "{text}");
-    assert_eq!(text.matches("allowed as expected").count(), 10, "{text}");
+    assert_eq!(text.matches("refused as expected").count(), 15, "{text}");
+    assert_eq!(text.matches("allowed as expected").count(), 12, "{text}");
+    assert_eq!(text.matches("caught as expected").count(), 2, "{text}");
 }
 
 /// Each injected NCCL fault: its exit code and one line naming the rank and

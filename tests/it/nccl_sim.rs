@@ -256,7 +256,8 @@ fn nccls_lines_follow_each_release_s_format_strings() {
     // where symmetric memory is not (v2.29.7-1 src/init.cc:1478-1480)
     let env = [("GPUSIM_NCCL_VERSION", "22907"), ("NCCL_WIN_ENABLE", "0")];
     let (_, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "nowin", &env, &args);
-    let line = "Symmetric memory is not supported. cuMemEnable 1, globalGinSupport 0, globalNicFused 0 cuMemGdrSupport 1";
+    let line =
+        "Symmetric memory is not supported. cuMemEnable 1, globalGinSupport 0, globalNicFused 0 cuMemGdrSupport 1";
     assert!(messages(&log).contains(line), "{log}");
     // up to 2.21.5 the version line is a bare printf to standard output
     let env = [("GPUSIM_NCCL_VERSION", "22105")];
@@ -401,4 +402,125 @@ fn nccls_variables_decide_as_in_the_release_played() {
         &[("NCCL_COMM_BLOCKING", "1")],
         &[&argv!["run --backend nccl -g 2 --no-progress"][..], &args].concat(),
     ));
+}
+
+/// The simulation runs every stream's work on a worker of its own, after
+/// the call returns (issue 37, item 3), and GPUSIM_STREAM_LAG_US keeps
+/// each item a while behind the host, so that a read before its
+/// synchronisation sees stale bytes every time (tests/gpu-sim/misuse.c
+/// plants one, and an event recorded before its work; a build of
+/// collbench with the synchronisation after its device-to-host copy
+/// removed fails validation here, where the synchronous simulation passed
+/// it). Every collective, the hierarchical modes with `--phase-times`,
+/// `-I`, `-R`, `-m`, `-G` and point-to-point validate on streams 300 µs
+/// behind: the backend waits for everything it reads.
+#[test]
+fn every_path_validates_on_streams_that_run_behind_the_host() {
+    let Some(dir) = sim_dir() else { return };
+    let lag = [("GPUSIM_STREAM_LAG_US", "300")];
+    let runs = [
+        argv![
+            "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag,reduce-bcast --collectives all -d float,half -b 64 -e 4K -f 8 -n 2 -w 1 --no-progress -I -R 1"
+        ],
+        argv!["run --backend nccl -g 3 --collectives all -d float -b 64 -e 4K -f 8 -n 2 -w 1 --no-progress -G 2 -m 2"],
+        argv![
+            "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy rs-ar-ag --collectives all_reduce -b 64 -e 4K -f 8 -n 2 -w 1 --no-progress --phase-times"
+        ],
+    ];
+    for args in runs {
+        let n: usize = args[4].parse().unwrap();
+        sim_rows(n, &args, |a| sim_run(&dir, 4, &lag, a));
+    }
+}
+
+/// `mpirun -np N sh -c 'CUDA_VISIBLE_DEVICES=<f(local rank)> collbench ARGS'`
+/// on the simulation's GPUs: each process sees the devices its shell line
+/// gives it (`visible` is shell arithmetic on $OMPI_COMM_WORLD_LOCAL_RANK).
+#[cfg(feature = "mpi")]
+fn mpirun_visible(
+    dir: &std::path::Path,
+    np: usize,
+    visible: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &np.to_string(), "sh", "-c"])
+        .arg(format!("CUDA_VISIBLE_DEVICES={visible} exec \"$0\" \"$@\""))
+        .arg(BIN)
+        .args(args)
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("NCCL_HOME");
+    if is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    for (k, v) in crate::gpu_sim::sim_env(dir, 4) {
+        cmd.env(k, v);
+    }
+    cmd.envs(env.iter().copied());
+    output_of(cmd)
+}
+
+/// The `#  Rank R ... gpu NAME` lines of a run's header: each rank's GPU.
+fn rank_gpus(out: &std::process::Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .filter(|l| l.starts_with("#  Rank"))
+        .filter_map(|l| {
+            l.split(" gpu ")
+                .nth(1)
+                .map(|g| g.split(" (").next().unwrap_or(g).to_string())
+        })
+        .collect()
+}
+
+/// One GPU per task (issue 37, item 4): each rank's process sees one GPU
+/// (CUDA_VISIBLE_DEVICES set per rank, as Slurm's `--gpus-per-task=1`
+/// does), its local rank maps to it. Before: "2 ranks share host ... but
+/// only 1 GPU is visible", exit 1. Two ranks given one GPU are refused in
+/// one line; NCCL_TESTS_DEVICE picks the first device of a process, as in
+/// nccl-tests.
+#[cfg(feature = "mpi")]
+#[test]
+fn one_gpu_per_task_and_nccl_tests_device_choose_each_rank_s_gpu() {
+    let Some(dir) = sim_dir() else { return };
+    let args = argv!["run --backend nccl -b 1K -e 4K -f 4 -n 2 --collectives all_reduce,sendrecv --no-progress"];
+    // ranks 0 and 1 see physical GPUs 2 and 3 only
+    let out = ok(mpirun_visible(
+        &dir,
+        2,
+        "$((OMPI_COMM_WORLD_LOCAL_RANK + 2))",
+        &[],
+        &args,
+    ));
+    assert_eq!(
+        rank_gpus(&out),
+        ["GPUSIM simulated GPU 2", "GPUSIM simulated GPU 3"],
+        "{}",
+        stdout(&out)
+    );
+    // both see GPU 1: one line, before NCCL
+    let out = exits(1, mpirun_visible(&dir, 2, "1", &[], &args));
+    let line = one_line(&out);
+    assert!(
+        line.contains("ranks 0 and 1 on host") && line.contains("would share one GPU"),
+        "{line}"
+    );
+    // every GPU visible, NCCL_TESTS_DEVICE=1: ranks of one process take 1 and 2
+    let mut g = args.clone();
+    g.extend(["-g", "2"]);
+    let out = ok(sim_run(&dir, 4, &[("NCCL_TESTS_DEVICE", "1")], &g));
+    assert_eq!(
+        rank_gpus(&out),
+        ["GPUSIM simulated GPU 1", "GPUSIM simulated GPU 2"],
+        "{}",
+        stdout(&out)
+    );
+    let out = exits(1, sim_run(&dir, 4, &[("NCCL_TESTS_DEVICE", "3")], &g));
+    assert!(
+        one_line(&out).contains("NCCL_TESTS_DEVICE=3: rank 1 of this process would take device 4"),
+        "{}",
+        stderr(&out)
+    );
 }

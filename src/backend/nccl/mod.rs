@@ -64,6 +64,8 @@ pub struct Placing {
     pub host: String,
     /// Ranks of this process (`-g N`: N; under a launcher: 1).
     pub process_ranks: usize,
+    /// This rank's index among them.
+    pub process_index: usize,
 }
 
 /// `-R`, as every rank settled it at start-up: registration needs every
@@ -149,11 +151,19 @@ pub struct NcclBackend {
 }
 
 impl NcclBackend {
-    /// Opens this rank's GPU. Every rank calls it after the id exchange;
-    /// its failure (no driver, no GPU, too many ranks on a host) is agreed
-    /// on before anyone enters the collective `init`.
-    pub fn open_device(at: &Placing) -> Result<Device, DeviceError> {
-        Device::open(at.local_rank, at.local_ranks, &at.host)
+    /// Opens this rank's GPU (`device::choose_ordinal`; `device`:
+    /// NCCL_TESTS_DEVICE). Every rank calls it after the id exchange; its
+    /// failure (no driver, no GPU, too many ranks on a host) is agreed on
+    /// before anyone enters the collective `init`.
+    pub fn open_device(at: &Placing, device: Option<&str>) -> Result<Device, DeviceError> {
+        let seat = device::Seat {
+            host: &at.host,
+            local_rank: at.local_rank,
+            local_ranks: at.local_ranks,
+            process_index: at.process_index,
+            process_ranks: at.process_ranks,
+        };
+        Device::open(&seat, device)
     }
 
     /// `ncclCommInitRank` on `device`: collective over all ranks.

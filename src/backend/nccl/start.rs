@@ -100,8 +100,11 @@ pub fn start<W: World>(
     let nodes = world.nodes();
     let rank = world.rank();
     let ranks = world.ranks();
-    let process_ranks = ranks.get(rank).map_or(1, |me| {
-        ranks.iter().filter(|r| r.host == me.host && r.pid == me.pid).count()
+    // this process's ranks, and this rank's index among them
+    let (process_ranks, process_index) = ranks.get(rank).map_or((1, 0), |me| {
+        let mine = |r: &&crate::world::RankInfo| r.host == me.host && r.pid == me.pid;
+        let before = ranks[..rank].iter().filter(mine).count();
+        (ranks.iter().filter(mine).count(), before)
     });
     let placing = Placing {
         nranks: world.size(),
@@ -110,8 +113,12 @@ pub fn start<W: World>(
         local_ranks: nodes.local_size(rank),
         host: world.host().to_string(),
         process_ranks,
+        process_index,
     };
-    let device = agreed(world, NcclBackend::open_device(&placing).map_err(|e| nccl_error(&e)))?;
+    let chosen = std::env::var("NCCL_TESTS_DEVICE").ok();
+    let device = NcclBackend::open_device(&placing, chosen.as_deref()).map_err(|e| nccl_error(&e));
+    let device = agreed(world, device)?;
+    agreed(world, one_rank_per_gpu(world, &device))?;
     let options = Options {
         nodes: layout.clone(),
         sub_source,
@@ -171,6 +178,35 @@ fn settle<W: World>(
         (true, false) => Some(SubSource::Ids(ids[1..].to_vec())),
     };
     Ok((ids[0], sub_source, registration))
+}
+
+/// Ranks of one host that opened the same GPU (the same PCI location: a
+/// CUDA_VISIBLE_DEVICES or NCCL_TESTS_DEVICE that gives two ranks one
+/// device) are refused before NCCL refuses them less clearly ("Duplicate
+/// GPU detected"). Collective: every rank gathers every rank's location.
+fn one_rank_per_gpu<W: World>(world: &W, device: &super::Device) -> Result<(), Error> {
+    let mine = device.pci_location().map_err(|e| nccl_error(&e));
+    // a rank that cannot read its location still takes part in the gather
+    let all = world.all_gather_u64s(&[*mine.as_ref().unwrap_or(&u64::MAX)]);
+    mine?;
+    let ranks = world.ranks();
+    let me = world.rank();
+    let shared = (0..all.len())
+        .find(|&r| r != me && all[r] == all[me] && ranks.get(r).map(|x| &x.host) == ranks.get(me).map(|x| &x.host));
+    match shared {
+        Some(other) => Err(nccl_error(&super::DeviceError::SharedGpu {
+            host: world.host().to_string(),
+            first: other.min(me),
+            second: other.max(me),
+            pci: format!(
+                "{:04x}:{:02x}:{:02x}",
+                all[me] >> 32,
+                (all[me] >> 16) & 0xffff,
+                all[me] & 0xffff
+            ),
+        })),
+        None => Ok(()),
+    }
 }
 
 /// `-R 2` on this rank's library: symmetric windows need
