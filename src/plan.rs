@@ -201,8 +201,10 @@ impl Reservation {
         };
         for (hierarchy, dtype, shape) in calls {
             let e = dtype.size_bytes() as u64;
-            r.send_bytes = r.send_bytes.max(shape.send as u64 * e);
-            r.recv_bytes = r.recv_bytes.max(shape.send.max(shape.recv) as u64 * e);
+            // an alltoallv of a traffic matrix reserves its requested size
+            let floor = shape.peers.map_or(0, |p| p.reserved());
+            r.send_bytes = r.send_bytes.max(shape.send.max(floor) as u64 * e);
+            r.recv_bytes = r.recv_bytes.max(shape.send.max(shape.recv).max(floor) as u64 * e);
             let hierarchical = (hierarchy, dtype, shape.count);
             if !hierarchy.is_flat() && !r.hierarchical.contains(&hierarchical) {
                 r.hierarchical.push(hierarchical);

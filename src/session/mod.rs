@@ -320,7 +320,7 @@ impl<'a, W: World> Session<'a, W> {
         // (every rank gets here: a failed choice ended every rank above).
         let groups = match self.cfg.plan.split {
             Some(rule) => {
-                let groups = Groups::of(rule, world.size(), world.rank());
+                let groups = Groups::of(rule, &Groups::process_indices(world.ranks()), world.rank());
                 Some(self.agreed(groups.split(chosen.backend.as_mut(), world.rank()))?)
             }
             None => None,

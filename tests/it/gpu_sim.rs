@@ -1176,15 +1176,27 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     if no_mpi {
         assert!(binary.contains("built without MPI"), "{summary}");
     }
-    for c in argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"] {
+    for c in argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv gather scatter sendrecv"] {
         assert!(
             summary.lines().any(|l| l.contains(c) && l.contains("validated")),
             "{c} not reported validated in:\n{summary}"
         );
     }
-    for f in argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv"] {
+    for f in argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv symmetric.csv symmetric-nowin.csv split.csv"] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
+    // what -R gave: windows, none where NCCL_WIN_ENABLE=0 declines them
+    // (the run goes on unregistered), buffers on the split communicator
+    let register = summary.lines().find(|l| l.starts_with("register: ")).unwrap_or_default();
+    for step in ["extras true", "symmetric symmetric", "symmetric-nowin false", "split true"] {
+        assert!(register.contains(step), "{step:?} not in {register:?}:\n{summary}");
+    }
+    assert!(
+        std::fs::read_to_string(out_dir.join("symmetric-nowin.txt"))
+            .unwrap()
+            .contains("NCCL returned no symmetric window on the world communicator"),
+        "{summary}"
+    );
     // a wrong result must turn the summary to FAIL with exit 3
     let env = [
         ("SMOKE_MAXBYTES", "4K"),

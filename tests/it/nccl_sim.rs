@@ -88,20 +88,22 @@ fn symmetric_windows_nccl_declines_are_kept_and_said_per_communicator() {
 /// detector (GPUSIM_NCCL_REQUIRE_REGISTERED=1) refuses any operation on
 /// buffers not registered with its communicator. Before: the groups'
 /// communicators got nothing, so the run failed under the detector
-/// (ncclAllReduce ... not registered with communicator) while its rows
-/// said `register` true. After: it validates, and with `-R 2` each
-/// group's communicator holds its windows (the trace: ranks 0 and 1 of
-/// each two-rank group).
+/// (ncclAllReduce ... invalid usage) while its rows said `register` true.
+/// After: it validates, and with `-R 2` each group's communicator holds its
+/// windows (the trace). Under mpirun each rank is a process, so `MOD 2`
+/// makes two groups; with `-g 4` the ranks of the one process share its
+/// colour (nccl-tests'), one group of four.
+#[cfg(feature = "mpi")]
 #[test]
 fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
     let Some(dir) = sim_dir() else { return };
     let args = argv![
-        "run --backend nccl -g 4 --split MOD_2 -b 1K -e 4K -f 4 -n 2 --collectives all_reduce,all_gather --no-progress"
+        "run --backend nccl --split MOD_2 -b 1K -e 4K -f 4 -n 2 --collectives all_reduce,all_gather --no-progress"
     ];
     let args: Vec<&str> = args.iter().map(|a| if *a == "MOD_2" { "MOD 2" } else { a }).collect();
     let detector = [("GPUSIM_NCCL_REQUIRE_REGISTERED", "1")];
     // the detector catches an unregistered run (every rank fails)
-    let out = exits(1, sim_run(&dir, 4, &detector, &args));
+    let out = exits(1, crate::gpu_sim::sim_mpirun(&dir, 4, &detector, &args));
     assert!(
         stderr(&out).contains("ncclAllReduce failed: invalid usage"),
         "{}",
@@ -110,21 +112,12 @@ fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
     for (register, want) in [("1", "true"), ("2", "symmetric")] {
         let mut a = args.clone();
         a.extend(["-R", register]);
-        let (_tmp, csv_path) = temp_file("split.csv");
-        let (_t, trace) = temp_file("trace");
+        let (_tmp, trace) = temp_file("trace");
         let env = [detector[0], ("GPUSIM_NCCL_TRACE", path_str(&trace))];
-        ok(sim_run(
-            &dir,
-            4,
-            &env,
-            &[a, vec!["--csv", path_str(&csv_path)]].concat(),
-        ));
-        let csv = Csv::read(&csv_path);
-        assert!(!csv.rows.is_empty());
-        for r in &csv.rows {
-            assert_eq!(csv.get(r, "register"), want, "{r:?}");
-            assert_eq!(csv.get(r, "wrong"), "0", "{r:?}");
-        }
+        let (_, csv) = sim_rows_any(&a, |a| crate::gpu_sim::sim_mpirun(&dir, 4, &env, a));
+        let groups: std::collections::BTreeSet<&str> = csv.rows.iter().map(|r| csv.get(r, "group")).collect();
+        assert_eq!(groups, ["0", "1", "all"].into_iter().collect());
+        assert!(csv.rows.iter().all(|r| csv.get(r, "register") == want));
         if register == "2" {
             // the world's windows (ranks 0..3: two each) and each group's
             // (its ranks 0 and 1: world ranks 0 and 2, 1 and 3): ranks 0
@@ -136,11 +129,34 @@ fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
             }
         }
     }
+    // -g 4: one process, one colour, one group of four
+    let mut g = args.clone();
+    g.extend(["-g", "4", "-R", "1"]);
+    let (_, csv) = sim_rows_any(&g, |a| sim_run(&dir, 4, &detector, a));
+    let groups: std::collections::BTreeSet<&str> = csv.rows.iter().map(|r| csv.get(r, "group")).collect();
+    assert_eq!(groups, ["0", "all"].into_iter().collect());
+    assert!(csv.rows.iter().all(|r| csv.get(r, "register") == "true"));
     // a workload's groups too
     let workload = argv![
         "workload --backend nccl -g 4 --ranks-per-node 2 --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy hsdp --steps 2 -R 1"
     ];
     ok(sim_run(&dir, 4, &detector, &workload));
+}
+
+/// `run(ARGS --csv FILE)`, which must succeed, with every row validated
+/// (`wrong` 0 out of place): its output and CSV. (`--split` rows carry
+/// their group's rank count, which `sim_rows` does not expect.)
+fn sim_rows_any(args: &[&str], run: impl FnOnce(&[&str]) -> std::process::Output) -> (std::process::Output, Csv) {
+    let (_tmp, csv_path) = temp_file("rows.csv");
+    let out = ok(run(&[args, &["--csv", path_str(&csv_path)]].concat()));
+    let csv = Csv::read(&csv_path);
+    assert!(!csv.rows.is_empty());
+    for r in &csv.rows {
+        if csv.get(r, "placement") == "out_of_place" {
+            assert_eq!(csv.get(r, "wrong"), "0", "{r:?}");
+        }
+    }
+    (out, csv)
 }
 
 /// NCCL's INFO lines of one log, without the `host:pid:tid [dev] NCCL INFO `
@@ -523,4 +539,39 @@ fn one_gpu_per_task_and_nccl_tests_device_choose_each_rank_s_gpu() {
         "{}",
         stderr(&out)
     );
+}
+
+/// alltoallv with a traffic matrix reserves `-e` in each buffer, as
+/// nccl-tests' AllocateBuffs does, and shifts each operation through it by
+/// the busiest rank's bytes (startColl: `span * (iter % (maxbytes /
+/// span))`; issue 37, item 2). A 2-rank matrix moves at most 992 bytes
+/// (1000 and 100 rounded down to 16); at `-e 16K` that is 16 steps. Before:
+/// the buffers were sized from the matrix, one step, every operation at 0.
+#[test]
+fn alltoallv_of_a_matrix_shifts_through_buffers_of_the_requested_size() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let matrix = tmp.path().join("m.txt");
+    std::fs::write(&matrix, "0 1000\n100 0\n").unwrap();
+    let trace = tmp.path().join("t.trace");
+    let env = [("GPUSIM_NCCL_TRACE", path_str(&trace))];
+    let args = argv![
+        "run --backend nccl -g 2 --collectives alltoallv -b 16K -e 16K -w 3 -n 20 -c 1 --no-progress --alltoallv-matrix",
+        path_str(&matrix)
+    ];
+    ok(sim_run(&dir, 2, &env, &args));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    // rank 0's sends to rank 1, out of place then in place
+    let offsets: Vec<i64> = text
+        .lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .filter(|f| f.len() == 6 && f[0] == "0" && f[1] == "ncclSend" && f[5] == "1")
+        .map(|f| f[2].parse().unwrap())
+        .collect();
+    let (w, n, span, steps) = (3i64, 20i64, 992i64, 16384 / 992);
+    let at = |i: i64| span * (i % steps);
+    let one: Vec<i64> = (0..w).chain([0]).chain(w..w + n).map(at).collect();
+    // (in place has no check launch: nccl-tests checks no in-place alltoallv)
+    assert_eq!(offsets.len(), 2 * one.len() - 1, "{text}");
+    assert_eq!(offsets[..one.len()], one[..], "{text}");
 }

@@ -179,14 +179,16 @@ fn bad_split_rules_are_refused_in_one_line() {
 /// The nccl backend on the host GPU simulation (every run says so): each
 /// group's communicator is ncclCommSplit's, at 3 ranks DIV 2 ({0, 1} and
 /// {2}, a communicator of one) under mpirun, and at 4 ranks MOD 2 as `-g 4`
-/// threads of one process.
+/// threads of one process, which share the process's colour as in
+/// nccl-tests: one group of four.
 #[cfg(feature = "nccl")]
 #[test]
 fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
     use crate::gpu_sim::{assert_sim_rows, sim_dir, sim_env};
     let Some(sim) = sim_dir() else { return };
     let dir = tempdir();
-    for (np, threads, rule, sizes) in [(3, 1, "DIV 2", [2u64, 1]), (1, 4, "MOD 2", [2, 2])] {
+    let cases: [(usize, usize, &str, &[u64]); 2] = [(3, 1, "DIV 2", &[2, 1]), (1, 4, "MOD 2", &[4])];
+    for (np, threads, rule, sizes) in cases {
         let csv_path = dir.path().join(format!("sim{np}x{threads}.csv"));
         let mut args = argv![
             "run --backend nccl --collectives all_reduce,all_gather,reduce_scatter,broadcast -b 1K -e 16K -f 4 -n 2 -w 1 --split",
@@ -209,7 +211,7 @@ fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
         };
         assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
         let csv = Csv::read(&csv_path);
-        for n in [1u64, 2] {
+        for n in [1u64, 2, 4] {
             let rows: Vec<Vec<String>> = csv
                 .rows
                 .iter()
@@ -227,9 +229,12 @@ fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
             }
         }
         for (key, groups) in rows_by_point(&csv) {
-            assert_eq!(groups.keys().collect::<Vec<_>>(), ["0", "1", "all"], "{key:?}");
-            assert_eq!(csv.num(&groups["0"], "nranks") as u64, sizes[0]);
-            assert_eq!(csv.num(&groups["1"], "nranks") as u64, sizes[1]);
+            let mut want: Vec<String> = (0..sizes.len()).map(|g| g.to_string()).collect();
+            want.push("all".into());
+            assert_eq!(groups.keys().cloned().collect::<Vec<String>>(), want, "{key:?}");
+            for (g, size) in sizes.iter().enumerate() {
+                assert_eq!(csv.num(&groups[&g.to_string()], "nranks") as u64, *size);
+            }
         }
     }
 }
