@@ -1182,13 +1182,23 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
             "{c} not reported validated in:\n{summary}"
         );
     }
-    for f in argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv symmetric.csv symmetric-nowin.csv split.csv"] {
+    for f in
+        argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv symmetric.csv symmetric-nowin.csv split.csv"]
+    {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     // what -R gave: windows, none where NCCL_WIN_ENABLE=0 declines them
     // (the run goes on unregistered), buffers on the split communicator
-    let register = summary.lines().find(|l| l.starts_with("register: ")).unwrap_or_default();
-    for step in ["extras true", "symmetric symmetric", "symmetric-nowin false", "split true"] {
+    let register = summary
+        .lines()
+        .find(|l| l.starts_with("register: "))
+        .unwrap_or_default();
+    for step in [
+        "extras true",
+        "symmetric symmetric",
+        "symmetric-nowin false",
+        "split true",
+    ] {
         assert!(register.contains(step), "{step:?} not in {register:?}:\n{summary}");
     }
     assert!(
