@@ -58,6 +58,10 @@ use timer::Timed;
 pub use timer::{captured_iterations, per_op_seconds};
 use watchdog::Watchdog;
 
+/// Every rank's size, count, wrong elements and registration of a point
+/// (`--split`), in world rank order.
+type PerRank<'a> = (&'a [f64], &'a [f64], &'a [f64], Option<&'a [Register]>);
+
 /// "all_reduce (rs-ar-ag) float sum 1048576 B in_place", for messages.
 pub fn describe(case: &Case, placement: Placement) -> String {
     let mut s = case.collective.name().to_string();
@@ -428,7 +432,7 @@ impl<'a> Engine<'a> {
         iters: u32,
         times: &[f64],
         wrong: Option<u64>,
-        (sizes, counts, wrongs, registered): (&[f64], &[f64], &[f64], Option<&[Register]>),
+        (sizes, counts, wrongs, registered): PerRank<'_>,
     ) -> Vec<Record> {
         let mut rows = Vec::with_capacity(groups.members.len());
         for (g, members) in groups.members.iter().enumerate() {

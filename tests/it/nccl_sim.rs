@@ -146,6 +146,7 @@ fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
 /// `run(ARGS --csv FILE)`, which must succeed, with every row validated
 /// (`wrong` 0 out of place): its output and CSV. (`--split` rows carry
 /// their group's rank count, which `sim_rows` does not expect.)
+#[cfg(feature = "mpi")]
 fn sim_rows_any(args: &[&str], run: impl FnOnce(&[&str]) -> std::process::Output) -> (std::process::Output, Csv) {
     let (_tmp, csv_path) = temp_file("rows.csv");
     let out = ok(run(&[args, &["--csv", path_str(&csv_path)]].concat()));
@@ -479,6 +480,7 @@ fn mpirun_visible(
 }
 
 /// The `#  Rank R ... gpu NAME` lines of a run's header: each rank's GPU.
+#[cfg(feature = "mpi")]
 fn rank_gpus(out: &std::process::Output) -> Vec<String> {
     stdout(out)
         .lines()
