@@ -167,7 +167,9 @@ impl Plan {
     /// What the backend allocates for every case (`Backend::reserve`),
     /// rotating through buffers of the largest span with `rotate`.
     pub fn reservation(&self, rotate: bool) -> Reservation {
-        Reservation::of(self.cases.iter().map(|c| (c.hierarchy, c.dtype, c.shape)), rotate)
+        let mut r = Reservation::of(self.cases.iter().map(|c| (c.hierarchy, c.dtype, c.shape)), rotate);
+        r.sendrecv = self.cases.iter().any(|c| c.collective == Collective::SendRecv);
+        r
     }
 }
 
@@ -189,6 +191,9 @@ pub struct Reservation {
     /// Operations rotate through buffers of the largest span (see
     /// `backend::rotation_offset`); otherwise each works at the start.
     pub rotate: bool,
+    /// The plan has sendrecv points (a backend may give them a
+    /// communicator of their own).
+    pub sendrecv: bool,
 }
 
 impl Reservation {

@@ -304,6 +304,12 @@ pub trait SubGroups {
     /// together, as MPI_Comm_split): a communicator of the ranks that give
     /// the same `color`, ordered by `key`, for calls to name.
     fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error>;
+
+    /// Frees `group`'s communicator when it is no longer needed (what it
+    /// holds: NCCL's connections and registrations). Collective over the
+    /// group: every rank frees the group it got from the same `split`,
+    /// together. Later calls naming it fail.
+    fn free(&mut self, group: SubGroup) -> Result<(), Error>;
 }
 
 /// Buffer registration (`-R`) as it happened: a communicator may decline
@@ -326,7 +332,8 @@ pub trait Gpu {
     fn free_bytes(&self) -> Option<u64>;
 
     /// Device memory the calls need beyond their two buffers per rank (the
-    /// padded scratch buffer of NCCL's rs-ar-ag), for fitting the plan.
+    /// padded scratch buffer of NCCL's rs-ar-ag, the connections of the
+    /// communicators NCCL makes after the fit), for fitting the plan.
     fn scratch_bytes(&self, reservation: &Reservation) -> u64;
 }
 

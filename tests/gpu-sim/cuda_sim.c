@@ -1122,6 +1122,26 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     return rc;
 }
 
+/* Device memory NCCL's own buffers take (its connections), counted
+ * against device `dev` without host memory behind it; negative to give
+ * back. -1 where it does not fit, as cuMemAlloc's out of memory. */
+int gpusim_charge(int dev, long long bytes)
+{
+    init();
+    if (dev < 0 || dev >= ndevices)
+        return -1;
+    int rc = 0;
+    pthread_mutex_lock(&alloc_lock);
+    if (bytes > 0 && used_bytes[dev] + (size_t)bytes > mem_bytes)
+        rc = -1;
+    else if (bytes > 0)
+        used_bytes[dev] += (size_t)bytes;
+    else
+        used_bytes[dev] -= (size_t)(-bytes) < used_bytes[dev] ? (size_t)(-bytes) : used_bytes[dev];
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
+}
+
 /* 0 when `len` bytes from `p` lie inside one live allocation. */
 int gpusim_check_range(const void *p, size_t len)
 {

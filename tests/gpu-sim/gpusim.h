@@ -27,6 +27,7 @@ int gpusim_device_busy(int dev);
 int gpusim_check_range(const void *p, size_t len);
 long long gpusim_alloc_offset(const void *p);
 int gpusim_alloc(void **p, size_t n);
+int gpusim_charge(int dev, long long bytes);
 int gpusim_free(void *p);
 int64_t gpusim_now_ns(void);
 

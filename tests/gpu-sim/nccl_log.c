@@ -308,8 +308,6 @@ void log_init_complete(const struct ncclComm *c, const char *fn, const struct nc
 {
     int v = sim_version();
     long bus = (long)(0x10 + c->device) << 12;
-    if (!c->rings_connected && !sim_runtime_connect())
-        log_rings((struct ncclComm *)c);
     log_channel_counts();
     log_symmetric(c);
     const char *split_count = v < 22902 ? "splitCount" : "childCount";
@@ -403,17 +401,13 @@ static void log_connection(const struct ncclComm *c, int ch, int conn, int from,
     }
 }
 
-/* The rings (rank order, two channels): each rank's send connection to
- * the next rank, and its receive from the previous one where NET carries
- * it; then "Connected all rings" (2.24.3 and later with `, use ring PXN %d
- * GDR %d`, transport/generic.cc) and "Connected all trees". At init, or
- * with NCCL_RUNTIME_CONNECT (2.22.3 and later, on cuMem) at the first
- * collective (v2.30.7-1 src/init.cc:1552-1573). */
-void log_rings(struct ncclComm *c)
+/* The rings' lines (rank order, two channels): each rank's send
+ * connection to the next rank, and its receive from the previous one
+ * where NET carries it; then "Connected all rings" (2.24.3 and later with
+ * `, use ring PXN %d GDR %d`, transport/generic.cc) and "Connected all
+ * trees". Written when the rings connect (nccl_sim.c connect_rings). */
+void log_rings(const struct ncclComm *c)
 {
-    if (c->rings_connected)
-        return;
-    c->rings_connected = 1;
     int n = c->nranks, me = c->rank;
     if (n > 1) {
         for (int ch = 0; ch < 2; ch++) {
@@ -430,14 +424,10 @@ void log_rings(struct ncclComm *c)
     sim_info(SUB_INIT, "Connected all trees");
 }
 
-/* A send or receive's first use of `peer`: its connection on channel 0,
- * connection index 1 (NCCL connects point-to-point peers at their first
- * operation). */
-void log_p2p_connect(struct ncclComm *c, int peer)
+/* A point-to-point connection to `peer` (channel 0, connection index 1),
+ * written when it connects (nccl_sim.c connect_peer). */
+void log_p2p_connect(const struct ncclComm *c, int peer)
 {
-    if (peer == c->rank || c->p2p_connected[peer])
-        return;
-    c->p2p_connected[peer] = 1;
     log_connection(c, 0, 1, c->rank, peer, 0);
     if (sim_via(c, peer) == VIA_NET)
         log_connection(c, 0, 1, peer, c->rank, 1);

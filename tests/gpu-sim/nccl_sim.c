@@ -95,6 +95,11 @@
  *                               held up by its host would
  *   GPUSIM_DELAY_RANK=RANK:US   every group RANK issues returns US
  *                               microseconds late (a slow node)
+ *   GPUSIM_DELAY_COLL_RANK=RANK:US
+ *                               every group of RANK with a collective in it
+ *                               returns US microseconds late (a host only
+ *                               collectives see: sends and receives keep
+ *                               their speed)
  *   GPUSIM_DELAY_PAIR=A-B:US    every group with a send or receive between
  *                               A and B returns US microseconds late on
  *                               that end (a slow link)
@@ -118,6 +123,8 @@
  *                               registered with its communicator
  *                               (ncclCommRegister or a window) fails with
  *                               ncclInvalidUsage: a detector for tests
+ *                               (and `RANK CALL NRANKS` when a communicator
+ *                               is made or freed)
  *   GPUSIM_NODE_RANKS, GPUSIM_NO_CUDA_P2P: nccl_env.c
  */
 #define _GNU_SOURCE
@@ -778,6 +785,8 @@ static void run_job_inner(struct job *j);
 static void delay_if_asked(const struct job *j);
 
 static void delay_rank_or_pair(const struct job *j);
+/* Operations NCCL runs as point-to-point (no ring, no TUNING line). */
+static int is_p2p(enum kind k) { return k == K_SEND || k == K_RECV || k == K_ALLTOALL || k == K_GATHER || k == K_SCATTER; }
 /* GPUSIM_NCCL_GRAPH_CORRUPT: the first byte of every output this rank's
  * operations of `j` wrote is flipped, when they ran in a graph replay. */
 static void corrupt_replayed(struct job *j)
@@ -888,6 +897,15 @@ static void delay_rank_or_pair(const struct job *j)
     const char *rank = getenv("GPUSIM_DELAY_RANK");
     if (rank && sscanf(rank, "%d:%ld", &r, &v) == 2 && r == j->world)
         us += v;
+    const char *coll = getenv("GPUSIM_DELAY_COLL_RANK");
+    if (coll && sscanf(coll, "%d:%ld", &r, &v) == 2 && r == j->world) {
+        for (size_t i = 0; i < j->n; i++) {
+            if (!is_p2p(j->ops[i].kind)) {
+                us += v;
+                break;
+            }
+        }
+    }
     const char *pair = getenv("GPUSIM_DELAY_PAIR");
     if (pair && sscanf(pair, "%d-%d:%ld", &a, &b, &v) == 3 && (j->world == a || j->world == b)) {
         int other = j->world == a ? b : a;
@@ -1026,7 +1044,25 @@ static void trace(const char *fn, const struct op *o)
 
 static ncclResult_t issue(void);
 
-static int is_p2p(enum kind k) { return k == K_SEND || k == K_RECV || k == K_ALLTOALL || k == K_GATHER || k == K_SCATTER; }
+/* GPUSIM_NCCL_TRACE line of a communicator's life: `RANK CALL NRANKS`
+ * (ncclCommInitRank*, ncclCommSplit, ncclCommDestroy, ncclCommAbort; RANK
+ * is the rank in that communicator), so that a test sees when each is
+ * made and freed. */
+static void trace_comm(const char *fn, const struct ncclComm *c)
+{
+    const char *path = getenv("GPUSIM_NCCL_TRACE");
+    if (!path || !*path)
+        return;
+    char line[96];
+    int n = snprintf(line, sizeof line, "%d %s %d\n", c->rank, fn, c->nranks);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0)
+        return;
+    if (write(fd, line, (size_t)n) != n)
+        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
+    close(fd);
+}
+
 
 /* The function NCCL_ALGO names an operation by, and its name in the
  * TUNING line (ncclFuncToString). */
@@ -1064,26 +1100,78 @@ static ncclResult_t check_registered(const char *fn, const struct op *o, const c
     return ncclInvalidUsage;
 }
 
-/* What NCCL writes as a group is issued (host thread, in order): a
- * collective's rings where NCCL_RUNTIME_CONNECT deferred them and rank
- * 0's TUNING line; a point-to-point peer's connection at its first use. */
-static void log_issued(const struct job *j)
+/* NCCL's buffers of `conns` connections (NCCL_BUFFSIZE each, 4 MiB by
+ * default: its SIMPLE protocol's), taken from the communicator's device:
+ * 0, or ncclUnhandledCudaError where they do not fit (as NCCL's cudaMalloc
+ * failing). The simulation's model of NCCL's own memory, not NCCL's
+ * figures: the rings take a buffer to the next rank and one from the
+ * previous on each of two channels (16 MiB), a peer two (8 MiB). */
+static ncclResult_t charge(struct ncclComm *c, int conns)
 {
-    for (size_t i = 0; i < j->n; i++) {
+    long long bytes = (long long)conns * sim_param("NCCL_BUFFSIZE", 1 << 22);
+    if (gpusim_charge(c->device, bytes) != 0) {
+        sim_error("gpusim: rank %d: out of device memory for %d connections of NCCL (%lld bytes)", c->rank, conns,
+                  bytes);
+        return ncclUnhandledCudaError;
+    }
+    c->charged += bytes;
+    return ncclSuccess;
+}
+
+/* The rings, connected once: at init, or with NCCL_RUNTIME_CONNECT (2.22.3
+ * and later, on cuMem) at the first collective (v2.30.7-1
+ * src/init.cc:1552-1573); each of two channels connects to the next rank
+ * and from the previous one. */
+static ncclResult_t connect_rings(struct ncclComm *c)
+{
+    if (c->rings_connected)
+        return ncclSuccess;
+    ncclResult_t rc = c->nranks > 1 ? charge(c, 2 * 2) : ncclSuccess;
+    if (rc != ncclSuccess)
+        return rc;
+    c->rings_connected = 1;
+    log_rings(c);
+    return ncclSuccess;
+}
+
+/* A point-to-point peer, connected at its first use (a send and a receive
+ * buffer, one channel). */
+static ncclResult_t connect_peer(struct ncclComm *c, int peer)
+{
+    if (peer == c->rank || c->p2p_connected[peer])
+        return ncclSuccess;
+    ncclResult_t rc = charge(c, 2);
+    if (rc != ncclSuccess)
+        return rc;
+    c->p2p_connected[peer] = 1;
+    log_p2p_connect(c, peer);
+    return ncclSuccess;
+}
+
+/* What a group needs and NCCL writes as it is issued (host thread, in
+ * order): a collective's rings where NCCL_RUNTIME_CONNECT deferred them
+ * and rank 0's TUNING line; a point-to-point peer's connection at its
+ * first use. */
+static ncclResult_t connect_issued(const struct job *j)
+{
+    ncclResult_t rc = ncclSuccess;
+    for (size_t i = 0; i < j->n && rc == ncclSuccess; i++) {
         struct op *o = &j->ops[i];
         struct ncclComm *c = o->comm;
         if (o->kind == K_SEND || o->kind == K_RECV) {
-            log_p2p_connect(c, o->root);
+            rc = connect_peer(c, o->root);
         } else if (is_p2p(o->kind)) {
-            for (int p = 0; p < c->nranks; p++)
-                log_p2p_connect(c, p);
+            for (int p = 0; p < c->nranks && rc == ncclSuccess; p++)
+                rc = connect_peer(c, p);
         } else {
             const char *name;
             func_of(o->kind, &name);
-            log_rings(c);
-            log_tuning(c, name, o->count * type_size(o->type), o->algo, o->proto);
+            rc = connect_rings(c);
+            if (rc == ncclSuccess)
+                log_tuning(c, name, o->count * type_size(o->type), o->algo, o->proto);
         }
     }
+    return rc;
 }
 
 /* Checks an operation and adds it to the thread's group; outside a group
@@ -1151,7 +1239,11 @@ static ncclResult_t issue(void)
     }
     memcpy(ops, pending, n * sizeof *ops);
     *j = (struct job){ops, n, ops[0].comm->world, ++groups_issued};
-    log_issued(j);
+    ncclResult_t connected = connect_issued(j);
+    if (connected != ncclSuccess) {
+        free_job(j);
+        return connected;
+    }
     int rc = gpusim_enqueue(ops[0].stream, run_job, j, free_job);
     if (rc != 0) {
         sim_error("gpusim: the stream refused the work (CUDA error %d)", rc);
@@ -1385,7 +1477,12 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
     }
     c->symmetric = sim_symmetric_support(c);
     log_init_start(c);
+    if (!sim_runtime_connect() && (rc = connect_rings(c)) != ncclSuccess) {
+        detach(c);
+        return rc;
+    }
     log_init_complete(c, fn, NULL, 0, 0);
+    trace_comm(fn, c);
     *newcomm = c;
     return started(c);
 }
@@ -1575,6 +1672,7 @@ static void detach(struct ncclComm *c)
         c->regs = r->next;
         free(r);
     }
+    gpusim_charge(c->device, -c->charged);
     if (c->seg)
         munmap(c->seg, c->seg_bytes);
     free(c);
@@ -1590,6 +1688,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
     /* NCCL flushes what was issued on the communicator first (nccl.h:
      * ncclCommDestroy finalizes a communicator not finalized yet) */
     gpusim_drain_device(comm->device);
+    trace_comm("ncclCommDestroy", comm);
     detach(comm);
     return ncclSuccess;
 }
@@ -1604,6 +1703,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
     /* without waiting for peers: where work is still queued on the
      * device (it fails at the abort), the communicator is left behind
      * rather than freed under it */
+    trace_comm("ncclCommAbort", comm);
     if (!gpusim_device_busy(comm->device))
         detach(comm);
     return ncclSuccess;
@@ -1744,7 +1844,12 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     }
     c->symmetric = sim_symmetric_support(c);
     log_init_start(c);
+    if (!sim_runtime_connect() && (rc = connect_rings(c)) != ncclSuccess) {
+        detach(c);
+        return rc;
+    }
     log_init_complete(c, "ncclCommSplit", comm, color, key);
+    trace_comm("ncclCommSplit", c);
     *newcomm = c;
     return started(c);
 }

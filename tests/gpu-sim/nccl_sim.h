@@ -83,6 +83,8 @@ struct ncclComm {
      * NCCL_RUNTIME_CONNECT), and the peers a send or receive connected */
     int rings_connected;
     uint8_t p2p_connected[MAX_RANKS];
+    /* device memory its connections hold (gpusim_charge) */
+    long long charged;
     unsigned long long comm_id; /* the commId hash of the init lines */
 };
 
@@ -127,8 +129,8 @@ void log_version(int rank);
 void log_init_start(const struct ncclComm *c);
 void log_init_complete(const struct ncclComm *c, const char *fn, const struct ncclComm *parent, int color,
                        int key);
-void log_rings(struct ncclComm *c);
-void log_p2p_connect(struct ncclComm *c, int peer);
+void log_rings(const struct ncclComm *c);
+void log_p2p_connect(const struct ncclComm *c, int peer);
 void log_tuning(const struct ncclComm *c, const char *func, size_t bytes, int algo, int proto);
 
 /* ------------------------------------------------------------------ */

@@ -866,8 +866,10 @@ fn the_driver_check_asks_for_the_symbols_cudarc_calls_and_no_others() {
 #[test]
 fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
     let Some(dir) = sim_dir() else { return };
-    // 1 GiB + 3 MiB: the 1 GiB headroom leaves about 3 MiB for buffers
-    let mem = ((1u64 << 30) + (3 << 20)).to_string();
+    // 1 GiB + 3 MiB beyond the 16 MiB of the simulated NCCL's rings
+    // (connected as the communicator is made: NCCL_RUNTIME_CONNECT=0):
+    // the 1 GiB headroom leaves about 3 MiB for buffers
+    let mem = ((1u64 << 30) + (3 << 20) + (16 << 20)).to_string();
     let args = argv!["run --backend nccl -g 2 --collectives all_reduce -b 256K -e 16M -n 1 -w 1 --no-progress"];
     let (out, csv) = sim_rows(2, &args, |a| sim_run(&dir, 2, &[("GPUSIM_MEM_BYTES", &mem)], a));
     let text = stdout(&out);

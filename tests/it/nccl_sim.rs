@@ -287,6 +287,13 @@ fn nccls_lines_follow_each_release_s_format_strings() {
     assert!(log.contains("NCCL INFO NCCL version 2.21.5+cuda12.9"), "{log}");
 }
 
+/// Every collbench line of stderr holds `needs` (ranks that fail alike
+/// each say so: a `-g` run may print one line per rank), and there is one.
+fn every_line(out: &std::process::Output, needs: &str) -> bool {
+    let lines = our_lines(out);
+    !lines.is_empty() && lines.iter().all(|l| l.contains(needs))
+}
+
 /// The simulation reads NCCL's own variables as the release played does
 /// (issue 37, item 3): NCCL_ALGO and NCCL_PROTO with each release's syntax
 /// and refusals, NCCL_NET, NCCL_RUNTIME_CONNECT, NCCL_COMM_BLOCKING. Before,
@@ -338,7 +345,7 @@ fn nccls_variables_decide_as_in_the_release_played() {
     let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "bogus", &env, &args);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
-        one_line(&out).contains("ncclCommInitRankConfig failed: invalid usage"),
+        every_line(&out, "ncclCommInitRankConfig failed: invalid usage"),
         "{}",
         stderr(&out)
     );
@@ -355,7 +362,7 @@ fn nccls_variables_decide_as_in_the_release_played() {
     let (out, _, log) = crate::gpu_sim::sim_logged(&dir, tmp.path(), "none", &env, &args);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
-        one_line(&out).contains("ncclAllReduce failed: invalid usage"),
+        every_line(&out, "ncclAllReduce failed: invalid usage"),
         "{}",
         stderr(&out)
     );
@@ -576,4 +583,90 @@ fn alltoallv_of_a_matrix_shifts_through_buffers_of_the_requested_size() {
     // (in place has no check launch: nccl-tests checks no in-place alltoallv)
     assert_eq!(offsets.len(), 2 * one.len() - 1, "{text}");
     assert_eq!(offsets[..one.len()], one[..], "{text}");
+}
+
+/// `collbench links` frees each bisection round's communicators before the
+/// next round splits again (issue 37, item 5). A host that only
+/// collectives see as slow (GPUSIM_DELAY_COLL_RANK) makes the finder
+/// bisect the hosts in rounds of all-reduces, each on communicators split
+/// for it; the simulation's trace records every communicator made and
+/// freed. Before: none was freed until the end, so live ones grew by 8 a
+/// round (24 after three); after: never more than one per rank.
+#[test]
+fn links_frees_each_bisection_round_s_communicators() {
+    let Some(dir) = sim_dir() else { return };
+    let (_tmp, trace) = temp_file("trace");
+    let env = [
+        ("GPUSIM_NCCL_TRACE", path_str(&trace)),
+        ("GPUSIM_DELAY_COLL_RANK", "5:30000"),
+    ];
+    let args = argv!["links --backend nccl -g 8 --ranks-per-node 1 --find --size 1M -n 3 --samples 6"];
+    let out = ok(sim_run(&dir, 8, &env, &args));
+    assert!(
+        stdout(&out).contains("SUSPECT collective: host vm-n5"),
+        "{}",
+        stdout(&out)
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    // sub-communicators (fewer than 8 ranks) made and freed, in order
+    let (mut live, mut most, mut made) = (0i64, 0i64, 0);
+    for f in text
+        .lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .filter(|f| f.len() == 3)
+    {
+        if f[2].parse::<usize>().unwrap() >= 8 {
+            continue;
+        }
+        match f[1] {
+            "ncclCommSplit" => {
+                live += 1;
+                made += 1;
+            }
+            "ncclCommDestroy" | "ncclCommAbort" => live -= 1,
+            _ => {}
+        }
+        most = most.max(live);
+    }
+    assert!(
+        made >= 16,
+        "{made} sub-communicators: the bisection ran fewer rounds than this test needs"
+    );
+    assert!(most <= 8, "{most} sub-communicators alive at once:\n{text}");
+}
+
+/// The memory fit keeps room for the communicators NCCL makes after it
+/// (issue 37, item 5). Where NCCL connects every channel as a communicator
+/// is made (collbench's NCCL_RUNTIME_CONNECT=0 here), the simulated NCCL
+/// takes NCCL_BUFFSIZE per connection (4 per communicator: 1 GiB at 256
+/// MiB); the world's took it before the fit, and the hierarchical modes'
+/// two will at the first hierarchical point. Before: the fit left 1 GiB
+/// (the headroom) and the second of them ran out of memory mid-run (exit
+/// 1). After: the fit counts them and refuses the run up front (exit 2);
+/// with room for them the run goes on and the header says what was kept.
+#[test]
+fn the_memory_fit_keeps_room_for_the_communicators_nccl_connects_later() {
+    let Some(dir) = sim_dir() else { return };
+    let gib = 1u64 << 30;
+    let args = argv![
+        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag --collectives all_reduce -b 1M -e 16M -f 4 -n 1 -w 1 --no-progress"
+    ];
+    // the world's 1 GiB, the 1 GiB headroom, 64 MiB for buffers
+    let tight = (2 * gib + (64 << 20)).to_string();
+    let env = [("GPUSIM_MEM_BYTES", tight.as_str()), ("NCCL_BUFFSIZE", "268435456")];
+    let out = exits(2, sim_run(&dir, 4, &env, &args));
+    assert!(
+        one_line(&out).contains("of GPU memory per rank, more than the"),
+        "{}",
+        stderr(&out)
+    );
+    // 2 GiB more: room for both
+    let roomy = (4 * gib + (64 << 20)).to_string();
+    let env = [("GPUSIM_MEM_BYTES", roomy.as_str()), ("NCCL_BUFFSIZE", "268435456")];
+    let (out, _) = sim_rows(4, &args, |a| sim_run(&dir, 4, &env, a));
+    assert!(
+        stdout(&out).contains("the memory fit keeps 1.0 GiB for each of the 2 communicators made later"),
+        "{}",
+        stdout(&out)
+    );
 }

@@ -30,6 +30,33 @@ impl SubGroups for NcclBackend {
         self.register_buffers()?;
         Ok(SubGroup(self.groups.len() - 1))
     }
+
+    /// Destroys the group's communicator: its registrations are released
+    /// first (collectively, as made), then ncclCommDestroy; after a failure
+    /// ncclCommAbort.
+    fn free(&mut self, SubGroup(g): SubGroup) -> Result<(), Error> {
+        let Some(comm) = self.groups.get_mut(g).and_then(Option::take) else {
+            return Err(Error::runtime(format!(
+                "internal error: no sub-communicator {g} to free"
+            )));
+        };
+        if self.failed {
+            comm.abort();
+        }
+        Ok(())
+    }
+}
+
+impl NcclBackend {
+    /// rs-ar-ag with padding, the largest of the hierarchical all-reduces:
+    /// the scratch buffer `reserve` allocates.
+    pub(super) fn padding_bytes(&self, reservation: &Reservation) -> u64 {
+        let local = self.member.local_size();
+        let bytes = |&(mode, dtype, count): &(Hierarchy, DType, usize)| {
+            hierarchy::scratch_elements(mode, count, local) as u64 * dtype.size_bytes() as u64
+        };
+        reservation.hierarchical.iter().map(bytes).max().unwrap_or(0)
+    }
 }
 
 impl Gpu for NcclBackend {
@@ -41,13 +68,12 @@ impl Gpu for NcclBackend {
         self.device.memory().ok().map(|(free, _)| free as u64)
     }
 
-    /// rs-ar-ag with padding, the largest of the hierarchical all-reduces.
+    /// The padded buffer of rs-ar-ag (`padding_bytes`), and NCCL's
+    /// connections of the communicators made after the fit
+    /// (`connections`).
     fn scratch_bytes(&self, reservation: &Reservation) -> u64 {
-        let local = self.member.local_size();
-        let bytes = |&(mode, dtype, count): &(Hierarchy, DType, usize)| {
-            hierarchy::scratch_elements(mode, count, local) as u64 * dtype.size_bytes() as u64
-        };
-        reservation.hierarchical.iter().map(bytes).max().unwrap_or(0)
+        let padding = self.padding_bytes(reservation);
+        padding.saturating_add(self.later_comms_bytes(reservation))
     }
 }
 

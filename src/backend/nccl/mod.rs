@@ -15,11 +15,14 @@
 //! - `setup`: buffers and communicators made as the points need them;
 //! - `registration`: `-R` on every communicator, what each holds, and the
 //!   `register` value of a call;
+//! - `connections`: the device memory NCCL's connections take, for the
+//!   memory fit and the header;
 //! - `work`: a call's NCCL work, prepared and enqueued;
 //! - `extensions`: the backend's extension traits;
 //! - here: the `Backend` implementation.
 
 mod calls;
+mod connections;
 pub mod device;
 mod extensions;
 mod hierarchy;
@@ -145,6 +148,12 @@ pub struct NcclBackend {
     /// The sub-communicators `SubGroups::split` made (ncclCommSplit of
     /// `comm`), which flat calls name (`Call::group`); `None` once freed.
     groups: Vec<Option<Comm>>,
+    /// Device memory the world communicator took when it was made
+    /// (NCCL's connections, where it connects eagerly): what the memory
+    /// fit keeps for each communicator made later.
+    comm_bytes: u64,
+    /// How many communicators the reserved plan makes after the fit.
+    later_comms: usize,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
     _rank: sys::RankInProcess,
@@ -187,7 +196,10 @@ impl NcclBackend {
         // Counted before the initialisation: its error text is NCCL's
         // process-wide last one, which another rank of `-g` may have set.
         let in_process = sys::RankInProcess::enter(at.process_ranks);
+        let free = || device.memory().map_or(0, |(free, _)| free as u64);
+        let free_before = free();
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
+        let comm_bytes = free_before.saturating_sub(free());
         // A communicator that disagrees with the control plane about who is
         // who would measure something else than asked.
         let (count, me) = (comm.count().map_err(nccl)?, comm.user_rank().map_err(nccl)?);
@@ -232,6 +244,8 @@ impl NcclBackend {
             registration: options.registration,
             mem_alloc,
             groups: Vec::new(),
+            comm_bytes,
+            later_comms: 0,
             _rank: in_process,
         })
     }
@@ -299,7 +313,9 @@ impl NcclBackend {
     }
 
     fn notes(&self) -> Vec<String> {
-        self.registration_notes()
+        let mut notes = self.registration_notes();
+        notes.extend(self.connection_notes());
+        notes
     }
 }
 
@@ -331,6 +347,7 @@ impl Backend for NcclBackend {
 
     fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
         self.rotate = reservation.rotate;
+        self.later_comms = self.later_comms(reservation);
         let (send, recv) = (reservation.send_bytes, reservation.recv_bytes);
         // Rotation walks both buffers by the larger span, so each holds it.
         let (send, recv) = if self.rotate {
@@ -338,7 +355,7 @@ impl Backend for NcclBackend {
         } else {
             (send, recv)
         };
-        let scratch = self.scratch_bytes(reservation);
+        let scratch = self.padding_bytes(reservation);
         self.ensure_device(send as usize, recv as usize, scratch as usize)
     }
 

@@ -504,6 +504,10 @@ impl Measurer for BackendMeasurer<'_> {
         times.push(wrong.unwrap_or(u64::MAX));
         let width = times.len();
         let all = self.world.all_gather_u64s(&times);
+        // the round's communicators are done with: every rank frees its own
+        if let Some(groups) = self.backend.sub_groups() {
+            groups.free(group)?;
+        }
         let out = self.subset_busbw(subsets, probe, &all, width);
         self.busy_s += clock.seconds_since(started);
         Ok(out)
