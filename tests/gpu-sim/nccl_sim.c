@@ -1021,12 +1021,29 @@ static ncclResult_t check_overlap(const char *fn, const struct op *o, size_t sen
     return ncclInvalidArgument;
 }
 
-/* GPUSIM_NCCL_TRACE: one line per call, written at once (O_APPEND), so
- * that the lines of threads and processes never mix. */
-static void trace(const char *fn, const struct op *o)
+/* GPUSIM_NCCL_TRACE: append one line, written at once (O_APPEND), so that
+ * the lines of threads and processes never mix. */
+static void trace_line(const char *line, int n)
 {
     const char *path = getenv("GPUSIM_NCCL_TRACE");
-    if (!path || !*path)
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0)
+        return;
+    if (write(fd, line, (size_t)n) != n)
+        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
+    close(fd);
+}
+
+static int tracing(void)
+{
+    const char *path = getenv("GPUSIM_NCCL_TRACE");
+    return path && *path;
+}
+
+/* GPUSIM_NCCL_TRACE line of a call that passed its checks. */
+static void trace(const char *fn, const struct op *o)
+{
+    if (!tracing())
         return;
     char line[160], peer[24] = "";
     if (o->kind == K_SEND || o->kind == K_RECV)
@@ -1034,12 +1051,7 @@ static void trace(const char *fn, const struct op *o)
     int n = snprintf(line, sizeof line, "%d %s %lld %lld %zu%s\n", o->comm->rank, fn,
                      o->send ? gpusim_alloc_offset(o->send) : -1LL, o->recv ? gpusim_alloc_offset(o->recv) : -1LL,
                      o->count, peer);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0)
-        return;
-    if (write(fd, line, (size_t)n) != n)
-        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
-    close(fd);
+    trace_line(line, n);
 }
 
 static ncclResult_t issue(void);
@@ -1050,17 +1062,10 @@ static ncclResult_t issue(void);
  * made and freed. */
 static void trace_comm(const char *fn, const struct ncclComm *c)
 {
-    const char *path = getenv("GPUSIM_NCCL_TRACE");
-    if (!path || !*path)
+    if (!tracing())
         return;
     char line[96];
-    int n = snprintf(line, sizeof line, "%d %s %d\n", c->rank, fn, c->nranks);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0)
-        return;
-    if (write(fd, line, (size_t)n) != n)
-        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
-    close(fd);
+    trace_line(line, snprintf(line, sizeof line, "%d %s %d\n", c->rank, fn, c->nranks));
 }
 
 
@@ -1435,6 +1440,23 @@ static int env_blocking(int blocking)
  * ncclSuccess from then on. Blocking ones return ncclSuccess. */
 static ncclResult_t started(const struct ncclComm *c) { return c->blocking ? ncclSuccess : ncclInProgress; }
 
+/* The end of a communicator's making (`fn`; a split names its parent,
+ * colour and key): its symmetric memory, its lines, its rings where NCCL
+ * connects them at once; freed where they do not fit. */
+static ncclResult_t ready(struct ncclComm *c, const char *fn, const struct ncclComm *parent, int color, int key)
+{
+    ncclResult_t rc;
+    c->symmetric = sim_symmetric_support(c);
+    log_init_start(c);
+    if (!sim_runtime_connect() && (rc = connect_rings(c)) != ncclSuccess) {
+        detach(c);
+        return rc;
+    }
+    log_init_complete(c, fn, parent, color, key);
+    trace_comm(fn, c);
+    return ncclSuccess;
+}
+
 static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, int rank, int blocking,
                               const char *fn)
 {
@@ -1475,14 +1497,8 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
         detach(c);
         return rc;
     }
-    c->symmetric = sim_symmetric_support(c);
-    log_init_start(c);
-    if (!sim_runtime_connect() && (rc = connect_rings(c)) != ncclSuccess) {
-        detach(c);
+    if ((rc = ready(c, fn, NULL, 0, 0)) != ncclSuccess)
         return rc;
-    }
-    log_init_complete(c, fn, NULL, 0, 0);
-    trace_comm(fn, c);
     *newcomm = c;
     return started(c);
 }
@@ -1842,14 +1858,8 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
         free(c);
         return rc;
     }
-    c->symmetric = sim_symmetric_support(c);
-    log_init_start(c);
-    if (!sim_runtime_connect() && (rc = connect_rings(c)) != ncclSuccess) {
-        detach(c);
+    if ((rc = ready(c, "ncclCommSplit", comm, color, key)) != ncclSuccess)
         return rc;
-    }
-    log_init_complete(c, "ncclCommSplit", comm, color, key);
-    trace_comm("ncclCommSplit", c);
     *newcomm = c;
     return started(c);
 }
@@ -1959,18 +1969,11 @@ static ncclResult_t impl_ncclMemFree(void *ptr)
  * FLAGS` (the buffer's offset inside its allocation). */
 static void trace_window(const char *fn, const struct ncclComm *comm, const struct ncclWindow_vidmem *w)
 {
-    const char *path = getenv("GPUSIM_NCCL_TRACE");
-    if (!path || !*path)
+    if (!tracing())
         return;
     char line[160];
-    int n = snprintf(line, sizeof line, "%d %s %lld -1 %zu %d\n", comm->rank, fn, gpusim_alloc_offset(w->buff),
-                     w->size, w->flags);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0)
-        return;
-    if (write(fd, line, (size_t)n) != n)
-        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
-    close(fd);
+    trace_line(line, snprintf(line, sizeof line, "%d %s %lld -1 %zu %d\n", comm->rank, fn,
+                              gpusim_alloc_offset(w->buff), w->size, w->flags));
 }
 
 /* The collective step of a window call: every rank of `comm` learns every

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use super::StoreWorld;
 use crate::world::World;
-use crate::world::launch::{StoreLaunch, StoreLauncher};
 
 /// Figures of one run.
 pub struct Figures {
@@ -24,19 +23,6 @@ pub struct Figures {
     /// when the first was (by rank 0, or by a relay): the release's own
     /// spread, without the receivers' wait for a core.
     pub sent_skews: Vec<Duration>,
-}
-
-fn launch(rank: usize, size: usize, port: u16) -> StoreLaunch {
-    StoreLaunch {
-        launcher: StoreLauncher::Torchrun,
-        rank,
-        size,
-        local_rank: None,
-        host: "127.0.0.1".into(),
-        port,
-        token: "bench".into(),
-        origin: "the benchmark".into(),
-    }
 }
 
 /// `barriers` barriers among `clients` ranks (threads), after `warmup`
@@ -56,8 +42,12 @@ pub fn run(clients: usize, fanout: usize, barriers: usize, warmup: usize) -> Fig
                     .stack_size(256 << 10)
                     .spawn_scoped(s, move || {
                         let limit = Some(Duration::from_secs(120));
-                        let world = StoreWorld::start_fanout(&launch(rank, clients, port), limit, fanout)
-                            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+                        let world = StoreWorld::start_fanout(
+                            &super::tests::launch(rank, clients, port, "bench"),
+                            limit,
+                            fanout,
+                        )
+                        .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
                         let joined = since();
                         for _ in 0..warmup {
                             world.barrier();

@@ -337,7 +337,8 @@ mod tests {
             .unwrap()
     }
 
-    fn launch(rank: usize, size: usize, port: u16, token: &str) -> StoreLaunch {
+    /// Rank `rank` of `size` of a job whose store is on this host at `port`.
+    pub(super) fn launch(rank: usize, size: usize, port: u16, token: &str) -> StoreLaunch {
         StoreLaunch {
             launcher: StoreLauncher::Torchrun,
             rank,
