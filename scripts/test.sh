@@ -1,17 +1,44 @@
 #!/usr/bin/env bash
 # Runs every check and test of collbench; installs what is missing first.
 # This is what CI runs (.ci/run).
+#
+#   scripts/test.sh                 lints, builds, then the two tiers of tests, one after the other
+#   scripts/test.sh --quick         lints, builds and the main tier alone: the edit-test loop
+#   scripts/test.sh [--quick] ARGS  ARGS go to each tier's `cargo nextest run`, e.g. a filter:
+#                                   scripts/test.sh --quick -E 'test(/^split::/)'
+#
+# The tiers (.config/nextest.toml; docs/contributing.md):
+#   main     unit tests; the binary alone, on the memory backend (-g N) and under mpirun at
+#            1 to 4 ranks; NCCL without a GPU; the NCCL backend on the GPU simulation; the
+#            docs' examples
+#   cluster  fake nodes with real CPU and link faults, a local Slurm, and the verdicts that
+#            statistics over real measurements decide; one test at a time
+# Each tier ends with its summary line, its 15 slowest tests and the programs its tests
+# started (scripts/dev/slowest-tests.py); the exit code is 0 only if every tier passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+if [ "${1:-}" = --quick ]; then
+    quick=1
+    shift
+fi
 . scripts/lib/setup.sh
 collbench_ensure_deps
+collbench_ensure_nextest
 collbench_ensure_tmux
 collbench_ensure_cluster_tools
 collbench_ensure_prom_parser
 collbench_mpirun_env
-# The local Slurm of tests/it/slurm.rs stops when the tests end; this is
-# the belt to its braces.
-trap 'scripts/local-slurm.sh stop "${CARGO_TARGET_DIR:-target}/tmp/local-slurm" >/dev/null 2>&1 || true' EXIT
+# Each test process of tests/it/slurm.rs runs its own local Slurm, which
+# stops when that process ends; this is the belt to its braces.
+stop_slurms() {
+    local dir
+    for dir in "${CARGO_TARGET_DIR:-target}"/tmp/local-slurm/*/; do
+        [ -f "$dir/slurm.conf" ] && scripts/local-slurm.sh stop "$dir" >/dev/null 2>&1
+    done
+    return 0
+}
+trap stop_slurms EXIT
 
 echo "== NCCL library for the tests (PyPI's nvidia-nccl-cu12 wheel, cached in .cache/nccl)"
 if [ -n "${COLLBENCH_TEST_NCCL_LIB:-}" ] && [ -f "$COLLBENCH_TEST_NCCL_LIB" ]; then
@@ -43,6 +70,8 @@ else
 fi
 echo "== no function over 80 lines outside tests (docs/contributing.md)"
 python3 scripts/dev/fn-lengths.py --over 80
+echo "== one place for each rule (docs/ARCHITECTURE.md)"
+scripts/dev/one-place.sh
 
 echo "== builds without MPI: nothing, and the GPU build (nccl, nvml: docs/launch.md), kept for the tests"
 cargo build --locked --no-default-features
@@ -54,5 +83,29 @@ cp target/debug/collbench target/mpi-free/collbench
 # machines get).
 export COLLBENCH_MPI_FREE_BIN="$PWD/target/mpi-free/collbench"
 
-echo "== tests (unit, the real binary under mpirun with 1 to 4 ranks, across fake nodes, under a local Slurm and without MPI, the NCCL library without a GPU, the NCCL backend on the GPU simulation)"
-cargo test --locked --all-targets "$@"
+echo "== building the tests"
+cargo nextest run --locked --all-targets --no-run
+
+# Runs one tier: its tests, its summary line, its slowest tests and the
+# programs they started. Returns the tier's exit code.
+tier() {
+    local name=$1 what=$2 store="target/nextest/$1" started rc=0
+    shift 2
+    echo "== $name tier: $what"
+    mkdir -p "$store"
+    rm -f "$store/junit.xml"
+    export COLLBENCH_TEST_LOG="$PWD/$store/programs.log"
+    : > "$COLLBENCH_TEST_LOG"
+    started=$(date +%s)
+    cargo nextest run --locked --all-targets --profile "$name" --no-tests=warn "$@" || rc=$?
+    python3 scripts/dev/slowest-tests.py "$store/junit.xml" --programs "$COLLBENCH_TEST_LOG" \
+        --tier "$name" --wall $(($(date +%s) - started)) --exit "$rc" || true
+    return "$rc"
+}
+
+status=0
+tier main "unit tests, the binary alone, on the memory backend and under mpirun, NCCL without a GPU, the GPU simulation, the docs' examples" "$@" || status=1
+if [ "$quick" = 0 ]; then
+    tier cluster "fake nodes with real faults, a local Slurm, statistical verdicts; one test at a time" "$@" || status=1
+fi
+exit "$status"

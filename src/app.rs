@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use crate::cli::{Command, CompareArgs, ImportArgs, InfoArgs, PlotArgs, TopoArgs};
 use crate::error::{Error, exit, say};
 use crate::report::print_out;
-use crate::session::{is_first_rank, wait_for_every_rank};
+use crate::session::is_first_rank;
 use crate::world::launcher_rank;
 
 pub fn main() -> ExitCode {
@@ -26,11 +26,12 @@ pub fn main() -> ExitCode {
         Command::Info(args) => info_command(&args),
         Command::Topo(args) => topo_command(&args),
         Command::Suite(args) => report_command(|| crate::suite::run(&args)),
-        Command::Workload(args) => crate::session::run_job(crate::session::Job::workload(&args)),
+        Command::Workload(args) => crate::session::run_job(crate::config::Job::workload(&args)),
         Command::Replay(args) if args.check_only => crate::session::check_replay(&args),
-        Command::Replay(args) => crate::session::run_job(crate::session::Job::replay(&args)),
+        Command::Replay(args) => crate::session::run_job(crate::config::Job::replay(&args)),
         Command::Check(args) => check_command(&args),
-        Command::Links(args) => crate::session::run_links(crate::session::LinksJob::from_args(&args)),
+        Command::Links(args) => crate::session::run_links(crate::config::LinksJob::from_args(&args)),
+        Command::Doctor(args) => report_command(|| crate::doctor::command(&args.logs, args.json)),
         Command::Help(args) => help_command(&args),
     };
     ExitCode::from(code)
@@ -38,24 +39,31 @@ pub fn main() -> ExitCode {
 
 /// Help, version and usage errors print as clap formats them, complete
 /// (the allowed values, "did you mean", the subcommand's usage), once: on
-/// rank 0 under a launcher; but a bad value of `workload` or `replay` is
-/// one line, as their other refusals are. Help and version exit 0, errors
-/// 2.
+/// rank 0 under a launcher, or, when some ranks' options parse and
+/// another's do not (an MPMD line), by the lowest failing rank
+/// (`session::report_failed_start`); a bad value of `workload` or
+/// `replay` is one line, as their other refusals are. Help and version
+/// exit 0, errors 2.
 fn clap_error(e: clap::Error) -> u8 {
-    if is_first_rank() {
-        let subcommand = std::env::args().nth(1);
-        match crate::cli::step_value_error(&e, subcommand.as_deref()) {
-            Some(line) => say(&format!("collbench: {line}")),
-            None => {
-                let _ = e.print();
+    let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
+    let subcommand = std::env::args().nth(1);
+    let say_why = |rank: Option<usize>| match (crate::cli::step_value_error(&e, subcommand.as_deref()), rank) {
+        (Some(line), _) => say(&format!("collbench: {line}")),
+        (None, Some(r)) if r != 0 => say(&format!("collbench: rank {r}: {}", crate::cli::one_line(&e))),
+        (None, _) => {
+            let _ = e.print();
+            if let Some(tip) = crate::cli::run_option_tip(&e, subcommand.as_deref()) {
+                say(&tip);
             }
         }
+    };
+    if code == exit::OK {
+        if is_first_rank() {
+            say_why(None);
+        }
+        return code;
     }
-    let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
-    if code != exit::OK {
-        wait_for_every_rank(code);
-    }
-    code
+    crate::session::report_failed_start(code, say_why)
 }
 
 /// `collbench help [COMMAND]`: the help `collbench [COMMAND] --help`
@@ -113,14 +121,14 @@ fn abort_job_after_panic() {
 /// `collbench check`: a listing (`--list-profiles`, `--show-profile`),
 /// printed once, or a run.
 fn check_command(args: &crate::cli::CheckArgs) -> u8 {
-    match crate::session::check::listing(args) {
+    match crate::config::listing(args) {
         Ok(Some(text)) => {
             if is_first_rank() {
                 print_out(&text);
             }
             exit::OK
         }
-        Ok(None) => crate::session::run_job(crate::session::check::job(args)),
+        Ok(None) => crate::session::run_check(crate::config::CheckJob::from_args(args)),
         Err(e) => crate::session::report_early_error(&e),
     }
 }

@@ -11,10 +11,11 @@ use thiserror::Error;
 
 /// Writes one line to stderr, ignoring failure: a launcher that is tearing
 /// the job down may already have closed the pipe, and a message that cannot
-/// be shown must not turn into a panic.
+/// be shown must not turn into a panic. One write for the whole line, so
+/// that a launcher forwarding stderr never splits it.
 pub fn say(line: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
+    let _ = err.write_all(format!("{line}\n").as_bytes());
     let _ = err.flush();
 }
 
@@ -34,6 +35,8 @@ pub mod exit {
     /// `replay`: the log's ranks disagree (a divergence or a one-sided
     /// point-to-point call); nothing was run.
     pub const DIVERGENCE: u8 = 7;
+    /// `doctor` found a problem in the NCCL logs (a finding above info).
+    pub const FINDING: u8 = 8;
 }
 
 #[derive(Debug, Error)]

@@ -3,11 +3,17 @@
 //! CSV columns, exit codes) and docs/ARCHITECTURE.md for how the code is
 //! organised.
 //!
-//! Layers: `cli` (clap only) -> `config` (validated input) -> `engine`
-//! (plan, sweep, timing, validation) over a `world` (control plane) and a
-//! `backend` (data plane), with `collective` descriptions and `report`
-//! sinks. `unsafe` lives only in the FFI binding modules, which opt in:
-//! `backend::mpi::raw` and `backend::nccl::sys`.
+//! Layers (docs/ARCHITECTURE.md, "Layers", which two tests here hold the
+//! code to): `app` dispatches; `session` runs one task on every rank (the
+//! sweep, a workload or replay, links, check) after one shared set-up;
+//! `config` turns each command's options (`cli`, clap only, in option
+//! groups) into a validated configuration and job; `check`, `links`,
+//! `compare`, `plot` and `import` judge, find and format; `engine` does
+//! every measurement (one `Context`, two timed loops, one validation path)
+//! over a `world` (control plane) and a `backend` (data plane), with
+//! `collective` descriptions, `record` rows and `report` sinks. `unsafe`
+//! lives only in the FFI binding modules, which opt in: `backend::mpi::raw`
+//! and `backend::nccl::sys`.
 #![deny(unsafe_code)]
 
 pub mod app;
@@ -19,11 +25,13 @@ pub mod clock;
 pub mod collective;
 pub mod compare;
 pub mod config;
+pub mod doctor;
 pub mod engine;
 pub mod error;
 pub mod import;
 pub mod info;
 pub mod links;
+pub mod nccl_log;
 pub mod plan;
 pub mod plot;
 pub mod record;

@@ -6,137 +6,51 @@
 //! Pure data with parsing and display; no I/O, no backend knowledge. What a
 //! backend can execute is the backend's business (its capabilities).
 //! Every type here reads and writes the same names on the command line, in
-//! config files, in CSV columns and in JSON.
+//! config files, in CSV columns and in JSON. The closed vocabularies here
+//! and across the crate are written by `vocabulary!` (`vocabulary.rs`)
+//! from one list of their names.
 
 mod c_integer;
 mod choice;
 mod commands;
-mod nccl_log;
 mod nccl_version;
 mod register;
 mod size;
 mod split;
 mod switch;
+mod vocabulary;
 
 pub use c_integer::read_c_integer;
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
-pub use nccl_log::{INFO_MARK, split_info};
 pub use nccl_version::NcclVersion;
 pub use register::Register;
 pub use size::{Size, human_bytes, parse_size};
 pub use split::{SplitOp, SplitRule};
 pub use switch::Switch;
+pub use vocabulary::Case;
+pub(crate) use vocabulary::{by_name, display_by_name, named, vocabulary};
 
-/// Serializes a vocabulary type as its name and reads it back through its
-/// `parse`, so CSV and JSON hold the names users type.
-macro_rules! by_name {
-    ($t:ty, $what:expr) => {
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.name())
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
-                <$t>::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("unknown {} '{}'", $what, text)))
-            }
-        }
-    };
-}
-pub(crate) use by_name;
-
-/// `Display` for a type with a `name()`: the name as it is (`T`), or padded
-/// to the formatter's width and alignment (`pad T`).
-macro_rules! display_by_name {
-    (pad $t:ty) => {
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.pad(self.name())
-            }
-        }
-    };
-    ($t:ty) => {
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    };
-}
-pub(crate) use display_by_name;
-
-/// `Named` for a type with an inherent `name`, `parse` and list of every
-/// value (`ALL`), `what` naming one value in messages; and its serde by
-/// name (`by_name!`), which names it the same.
-macro_rules! named {
-    ($t:ty, $what:expr, $all:ident) => {
-        impl $crate::types::Named for $t {
-            const WHAT: &'static str = $what;
-            fn all() -> &'static [Self] {
-                &<$t>::$all
-            }
-            fn name(self) -> &'static str {
-                <$t>::name(self)
-            }
-            fn parse(text: &str) -> Option<Self> {
-                <$t>::parse(text)
-            }
-        }
-
-        $crate::types::by_name!($t, $what);
-    };
-}
-pub(crate) use named;
-
-/// Element type of the buffers, named as nccl-tests names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum DType {
-    Int8,
-    Uint8,
-    Int32,
-    Uint32,
-    Int64,
-    Uint64,
-    Half,
-    #[default]
-    Float,
-    Double,
-    Bfloat16,
+vocabulary! {
+    /// Element type of the buffers, named as nccl-tests names them, in
+    /// nccl-tests' order.
+    #[derive(Hash, PartialOrd, Ord, Default)]
+    pub enum DType: "element type", AnyCase {
+        Int8 = "int8" | "char" | "i8",
+        Uint8 = "uint8" | "u8",
+        Int32 = "int32" | "int" | "i32",
+        Uint32 = "uint32" | "u32",
+        Int64 = "int64" | "i64",
+        Uint64 = "uint64" | "u64",
+        Half = "half" | "float16" | "fp16" | "f16",
+        #[default]
+        Float = "float" | "float32" | "fp32" | "f32",
+        Double = "double" | "float64" | "fp64" | "f64",
+        Bfloat16 = "bfloat16" | "bf16",
+    }
 }
 
 impl DType {
-    /// Every type the tool knows, in nccl-tests' order.
-    pub const ALL: [DType; 10] = [
-        DType::Int8,
-        DType::Uint8,
-        DType::Int32,
-        DType::Uint32,
-        DType::Int64,
-        DType::Uint64,
-        DType::Half,
-        DType::Float,
-        DType::Double,
-        DType::Bfloat16,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::Int8 => "int8",
-            DType::Uint8 => "uint8",
-            DType::Int32 => "int32",
-            DType::Uint32 => "uint32",
-            DType::Int64 => "int64",
-            DType::Uint64 => "uint64",
-            DType::Half => "half",
-            DType::Float => "float",
-            DType::Double => "double",
-            DType::Bfloat16 => "bfloat16",
-        }
-    }
-
     /// Bytes per element.
     pub fn size_bytes(self) -> usize {
         match self {
@@ -167,140 +81,34 @@ impl DType {
             DType::Double => 1 << 53,
         }
     }
-
-    pub fn parse(s: &str) -> Option<DType> {
-        let t = match s.trim().to_ascii_lowercase().as_str() {
-            "int8" | "char" | "i8" => DType::Int8,
-            "uint8" | "u8" => DType::Uint8,
-            "int32" | "int" | "i32" => DType::Int32,
-            "uint32" | "u32" => DType::Uint32,
-            "int64" | "i64" => DType::Int64,
-            "uint64" | "u64" => DType::Uint64,
-            "half" | "float16" | "fp16" | "f16" => DType::Half,
-            "float" | "float32" | "fp32" | "f32" => DType::Float,
-            "double" | "float64" | "fp64" | "f64" => DType::Double,
-            "bfloat16" | "bf16" => DType::Bfloat16,
-            _ => return None,
-        };
-        Some(t)
-    }
 }
 
-display_by_name!(DType);
-
-named!(DType, "element type", ALL);
-
-/// Reduction operation of all_reduce, reduce and reduce_scatter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ReduceOp {
-    Sum,
-    Prod,
-    Min,
-    Max,
-    Avg,
+vocabulary! {
+    /// Reduction operation of all_reduce, reduce and reduce_scatter.
+    #[derive(Hash, PartialOrd, Ord)]
+    pub enum ReduceOp: "operation", AnyCase { Sum = "sum", Prod = "prod", Min = "min", Max = "max", Avg = "avg" }
 }
 
-impl ReduceOp {
-    pub const ALL: [ReduceOp; 5] = [
-        ReduceOp::Sum,
-        ReduceOp::Prod,
-        ReduceOp::Min,
-        ReduceOp::Max,
-        ReduceOp::Avg,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Min => "min",
-            ReduceOp::Max => "max",
-            ReduceOp::Avg => "avg",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ReduceOp> {
-        ReduceOp::ALL
-            .into_iter()
-            .find(|op| op.name().eq_ignore_ascii_case(s.trim()))
-    }
-}
-
-display_by_name!(ReduceOp);
-
-named!(ReduceOp, "operation", ALL);
-
-/// Where the output goes: a separate buffer, or the input buffer itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Placement {
-    #[default]
-    OutOfPlace,
-    InPlace,
+vocabulary! {
+    /// Where the output goes: a separate buffer, or the input buffer itself.
+    #[derive(Hash, Default)]
+    pub enum Placement: "placement", Exact { #[default] OutOfPlace = "out_of_place", InPlace = "in_place" }
 }
 
 impl Placement {
     /// Every size runs out-of-place, then in-place (nccl-tests' order).
-    pub const BOTH: [Placement; 2] = [Placement::OutOfPlace, Placement::InPlace];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::OutOfPlace => "out_of_place",
-            Placement::InPlace => "in_place",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Placement> {
-        Placement::BOTH.into_iter().find(|p| p.name() == text.trim())
-    }
+    pub const BOTH: [Placement; 2] = Placement::ALL;
 }
 
-by_name!(Placement, "placement");
-
-display_by_name!(Placement);
-
-/// How per-rank times become the reported time (nccl-tests' `-a`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Average {
-    Rank0,
-    Avg,
-    Min,
-    Max,
+vocabulary! {
+    /// How per-rank times become the reported time (nccl-tests' `-a`):
+    /// by name, or by nccl-tests' numbers 0..3 (and `mean`).
+    pub enum Average: "average mode", AnyCase {
+        Rank0 = "rank0" | "0", Avg = "avg" | "1" | "mean", Min = "min" | "2", Max = "max" | "3",
+    }
 }
 
 impl Average {
-    pub const ALL: [Average; 4] = [Average::Rank0, Average::Avg, Average::Min, Average::Max];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Average::Rank0 => "rank0",
-            Average::Avg => "avg",
-            Average::Min => "min",
-            Average::Max => "max",
-        }
-    }
-
-    /// Accepts the names and nccl-tests' numeric forms 0..3.
-    pub fn parse(s: &str) -> Option<Average> {
-        let a = match s.trim().to_ascii_lowercase().as_str() {
-            "0" | "rank0" => Average::Rank0,
-            "1" | "avg" | "mean" => Average::Avg,
-            "2" | "min" => Average::Min,
-            "3" | "max" => Average::Max,
-            _ => return None,
-        };
-        Some(a)
-    }
-
-    /// Other names `parse` takes: nccl-tests' numbers 0..3, and `mean`.
-    pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Average::Rank0 => &["0"],
-            Average::Avg => &["1", "mean"],
-            Average::Min => &["2"],
-            Average::Max => &["3"],
-        }
-    }
-
     /// The reported time from every rank's time, `times[0]` being rank 0's.
     pub fn reduce(self, times: &[f64]) -> f64 {
         match self {
@@ -312,108 +120,49 @@ impl Average {
     }
 }
 
-display_by_name!(Average);
-
-by_name!(Average, "average mode");
-
-/// How a point's time is taken: the CSV's `timing` column.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TimingMethod {
-    /// nccl-tests' method: a barrier, then the clock around `iters`
-    /// operations launched back to back.
-    Batched,
-    /// OSU's method (`-z`): a barrier before each operation, each timed
-    /// alone.
-    Blocking,
-}
-
-impl TimingMethod {
-    pub const ALL: [TimingMethod; 2] = [TimingMethod::Batched, TimingMethod::Blocking];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            TimingMethod::Batched => "batched",
-            TimingMethod::Blocking => "blocking",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<TimingMethod> {
-        TimingMethod::ALL.into_iter().find(|m| m.name() == text.trim())
+vocabulary! {
+    /// How a point's time is taken: the CSV's `timing` column.
+    #[derive(Hash)]
+    pub enum TimingMethod: "timing method", Exact {
+        /// nccl-tests' method: a barrier, then the clock around `iters`
+        /// operations launched back to back.
+        Batched = "batched",
+        /// OSU's method (`-z`): a barrier before each operation, each timed
+        /// alone.
+        Blocking = "blocking",
     }
 }
 
-display_by_name!(TimingMethod);
-
-by_name!(TimingMethod, "timing method");
-
-/// How a point's timed iteration count was chosen: the CSV's
-/// `iter_policy` column.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum IterPolicy {
-    /// `-n N`: as many as asked.
-    Fixed,
-    /// Enough to fill `--min-time`.
-    MinTime,
-    /// Until the estimate is precise enough, or a time cap.
-    Precision,
-}
-
-impl IterPolicy {
-    pub const ALL: [IterPolicy; 3] = [IterPolicy::Fixed, IterPolicy::MinTime, IterPolicy::Precision];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            IterPolicy::Fixed => "fixed",
-            IterPolicy::MinTime => "min-time",
-            IterPolicy::Precision => "precision",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<IterPolicy> {
-        IterPolicy::ALL.into_iter().find(|m| m.name() == text.trim())
+vocabulary! {
+    /// How a point's timed iteration count was chosen: the CSV's
+    /// `iter_policy` column.
+    #[derive(Hash)]
+    pub enum IterPolicy: "iteration policy", Exact {
+        /// `-n N`: as many as asked.
+        Fixed = "fixed",
+        /// Enough to fill `--min-time`.
+        MinTime = "min-time",
+        /// Until the estimate is precise enough, or a time cap.
+        Precision = "precision",
     }
 }
 
-display_by_name!(IterPolicy);
-
-by_name!(IterPolicy, "iteration policy");
-
-/// Which data plane runs the collectives: the CSV's `backend` column, the
-/// header, and what `--backend` names besides `auto`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum BackendKind {
-    /// Host buffers, MPI's own collectives.
-    #[default]
-    Mpi,
-    /// GPU buffers, libnccl loaded at run time.
-    Nccl,
-    /// Host buffers, collectives computed across the threads of one
-    /// process: the engine's test backend (`backend::memory`), which no
-    /// `--backend` value chooses.
-    Memory,
-}
-
-impl BackendKind {
-    pub const ALL: [BackendKind; 3] = [BackendKind::Mpi, BackendKind::Nccl, BackendKind::Memory];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Mpi => "mpi",
-            BackendKind::Nccl => "nccl",
-            BackendKind::Memory => "memory",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<BackendKind> {
-        BackendKind::ALL
-            .into_iter()
-            .find(|b| b.name().eq_ignore_ascii_case(text.trim()))
+vocabulary! {
+    /// Which data plane runs the collectives: the CSV's `backend` column, the
+    /// header, and what `--backend` names besides `auto`.
+    #[derive(Hash, PartialOrd, Ord, Default)]
+    pub enum BackendKind: "backend", AnyCase {
+        /// Host buffers, MPI's own collectives.
+        #[default]
+        Mpi = "mpi",
+        /// GPU buffers, libnccl loaded at run time.
+        Nccl = "nccl",
+        /// Host buffers, collectives computed across the threads of one
+        /// process (`backend::memory`): `-g N --backend memory`, N ranks as
+        /// threads without MPI or a GPU, and the engine's test backend.
+        Memory = "memory",
     }
 }
-
-display_by_name!(BackendKind);
-
-by_name!(BackendKind, "backend");
 
 /// `--backend`: one backend, or `auto` (nccl where every rank has a GPU
 /// and libnccl, else mpi).
@@ -424,10 +173,11 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
-    pub const ALL: [BackendChoice; 3] = [
+    pub const ALL: [BackendChoice; 4] = [
         BackendChoice::Auto,
         BackendChoice::Only(BackendKind::Mpi),
         BackendChoice::Only(BackendKind::Nccl),
+        BackendChoice::Only(BackendKind::Memory),
     ];
 
     pub fn name(self) -> &'static str {
@@ -446,7 +196,7 @@ impl BackendChoice {
 
 display_by_name!(BackendChoice);
 
-by_name!(BackendChoice, "backend");
+named!(BackendChoice, "backend", ALL);
 
 /// Tests: every value of `all` parses back from its `name`.
 #[cfg(test)]

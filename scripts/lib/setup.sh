@@ -113,6 +113,26 @@ collbench_ensure_prom_parser() {
     collbench_note "python3-prometheus-client not found: the Prometheus parser test will be skipped"
 }
 
+# cargo-nextest runs the tests (scripts/test.sh): one process per test, the
+# two tiers and the tests that run alone of .config/nextest.toml, and every
+# test's wall time in target/nextest/<tier>/junit.xml. Installed where
+# missing, into cargo's bin folder: its project's release archive
+# (get.nexte.st, as its install guide gives), else built by cargo install.
+collbench_ensure_nextest() {
+    cargo nextest --version >/dev/null 2>&1 && return 0
+    local bin="${CARGO_HOME:-$HOME/.cargo}/bin" platform=linux
+    [ "$(uname -m)" = aarch64 ] && platform=linux-arm
+    collbench_note "installing cargo-nextest into $bin"
+    mkdir -p "$bin"
+    if command -v curl >/dev/null 2>&1 \
+        && curl -fsSL --connect-timeout 10 --max-time 300 --retry 2 "https://get.nexte.st/latest/$platform" | tar -xzf - -C "$bin" \
+        && cargo nextest --version >/dev/null 2>&1; then
+        return 0
+    fi
+    collbench_note "no release archive: building cargo-nextest (cargo install, a few minutes)"
+    cargo install --locked cargo-nextest
+}
+
 collbench_ensure_deps() {
     local missing=()
     command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)

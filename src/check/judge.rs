@@ -15,34 +15,17 @@
 //!
 //! Must not: know files, ranks or how the samples were taken.
 
-use serde::Serialize;
-
 use super::profile::Metric;
 use crate::stats::{median_interval_rank, quantile, sorted};
 
-/// A check's verdict, worst last (`Skipped` stands apart: nothing was
-/// judged).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Warn,
-    Flaky,
-    Fail,
-    Skipped,
+crate::types::vocabulary! {
+    /// A check's verdict, worst last (`Skipped` stands apart: nothing was
+    /// judged).
+    #[derive(PartialOrd, Ord)]
+    pub enum Status: "status", Exact { Pass = "pass", Warn = "warn", Flaky = "flaky", Fail = "fail", Skipped = "skipped" }
 }
 
 impl Status {
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Warn => "warn",
-            Status::Flaky => "flaky",
-            Status::Fail => "fail",
-            Status::Skipped => "skipped",
-        }
-    }
-
     /// The Prometheus gauge's value (docs/check.md); `None` for skipped.
     pub fn code(self) -> Option<u8> {
         match self {

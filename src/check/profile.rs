@@ -26,46 +26,23 @@ pub struct Located<T> {
     pub line: usize,
 }
 
-/// Where a check runs: on each node's ranks (every node at once, each on
-/// its own sub-communicator), on pairs of nodes (each node with the next,
-/// in rounds of disjoint pairs, each pair on its own sub-communicator), or
-/// on every rank of the launch. Checks run in this order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Scope {
-    Node,
-    Pair,
-    Job,
+crate::types::vocabulary! {
+    /// Where a check runs: on each node's ranks (every node at once, each on
+    /// its own sub-communicator), on pairs of nodes (each node with the next,
+    /// in rounds of disjoint pairs, each pair on its own sub-communicator), or
+    /// on every rank of the launch. Checks run in this order.
+    #[derive(PartialOrd, Ord)]
+    pub enum Scope: "scope", Exact { Node = "node", Pair = "pair", Job = "job" }
 }
 
-impl Scope {
-    pub fn name(self) -> &'static str {
-        match self {
-            Scope::Node => "node",
-            Scope::Pair => "pair",
-            Scope::Job => "job",
-        }
-    }
-}
-
-/// What a sample's value is: bus or algorithm bandwidth (GB/s, higher is
-/// better, docs/bandwidth.md) or the time of one operation (us, lower is
-/// better).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Metric {
-    Busbw,
-    Algbw,
-    TimeUs,
+crate::types::vocabulary! {
+    /// What a sample's value is: bus or algorithm bandwidth (GB/s, higher is
+    /// better, docs/bandwidth.md) or the time of one operation (us, lower is
+    /// better).
+    pub enum Metric: "metric", Exact { Busbw = "busbw", Algbw = "algbw", TimeUs = "time" }
 }
 
 impl Metric {
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::Busbw => "busbw",
-            Metric::Algbw => "algbw",
-            Metric::TimeUs => "time",
-        }
-    }
-
     pub fn unit(self) -> &'static str {
         match self {
             Metric::Busbw | Metric::Algbw => "GB/s",
@@ -83,6 +60,24 @@ impl Metric {
 pub enum BackendNeed {
     Any,
     Only(BackendKind),
+}
+
+impl BackendNeed {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendNeed::Any => "any",
+            BackendNeed::Only(kind) => kind.name(),
+        }
+    }
+
+    /// A profile's `backend`: `any`, `nccl` or `mpi`, in lower case.
+    pub fn parse(text: &str) -> Option<BackendNeed> {
+        match text.trim() {
+            "any" => Some(BackendNeed::Any),
+            kind @ ("nccl" | "mpi") => BackendKind::parse(kind).map(BackendNeed::Only),
+            _ => None,
+        }
+    }
 }
 
 /// One number of a rule, with where it comes from.

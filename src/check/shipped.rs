@@ -49,14 +49,19 @@ pub fn all() -> Result<Vec<Profile>, Error> {
 /// `--profile NAME|FILE`: a shipped name, else a file (a path, or any
 /// name ending in .toml).
 pub fn load(what: &str) -> Result<Profile, Error> {
+    load_with_text(what).map(|(profile, _)| profile)
+}
+
+/// `load`, with the profile's text (what the ranks compare).
+pub fn load_with_text(what: &str) -> Result<(Profile, String), Error> {
     if let Some((name, text)) = SHIPPED.iter().find(|(n, _)| *n == what) {
-        return parse(text, &origin(name));
+        return Ok((parse(text, &origin(name))?, text.to_string()));
     }
     let path = Path::new(what);
     if path.exists() || what.ends_with(".toml") || what.contains('/') {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::usage(format!("--profile {what}: cannot read it: {e}")))?;
-        return parse(&text, what);
+        return Ok((parse(&text, what)?, text));
     }
     let names: Vec<&str> = SHIPPED.iter().map(|(n, _)| *n).collect();
     Err(Error::usage(format!(

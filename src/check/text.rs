@@ -3,14 +3,11 @@
 //! and the verdicts of a run.
 
 use super::judge::figure;
-use super::profile::{BackendNeed, CheckSpec, Profile, Rule};
+use super::profile::{CheckSpec, Profile, Rule};
 use super::{Report, Status, size_class};
 
 fn backend(p: &Profile) -> &'static str {
-    match p.backend.value {
-        BackendNeed::Any => "any",
-        BackendNeed::Only(k) => k.name(),
-    }
+    p.backend.value.name()
 }
 
 fn scopes(p: &Profile) -> String {

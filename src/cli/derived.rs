@@ -1,117 +1,16 @@
-//! What derives from `RunArgs`' definitions: the lists of options other
-//! commands refuse, each option's value (`RunArgs::options`), a suite
-//! launch's arguments, the cross-rank digest and the docs/options.md table.
+//! What derives from the options' definitions: each option's value
+//! (`options_of`, `RunArgs::options`), a suite launch's arguments, the
+//! cross-rank digest of any command's options (`digest_of`) and the
+//! docs/options.md table.
 
 use clap::ArgAction;
+use serde::Serialize;
 
 use crate::error::Error;
 
-use super::{OUTPUT, RunArgs, parse_run, run_command};
+use super::{Cli, OUTPUT, RunArgs, parse_run, run_command};
 
-/// `run`'s options that mean nothing for a step of `workload` or `replay`,
-/// by clap id, each with what to use instead where there is something:
-/// the one list both the refusal (`RunArgs::step_refusal`) and the help
-/// (hidden there, so it lists only what applies) come from.
-pub const STEP_REFUSED: [(&str, &str); 30] = [
-    ("minbytes", ""),
-    ("maxbytes", ""),
-    ("stepfactor", ""),
-    ("stepbytes", ""),
-    ("iters", "use --steps"),
-    ("min_time", ""),
-    ("precision", ""),
-    ("max_time", ""),
-    ("per_iter", ""),
-    ("agg_iters", ""),
-    ("cuda_graph", ""),
-    ("warmup", "use --warmup-steps"),
-    ("cycles", "use --steps"),
-    ("collectives", ""),
-    ("dtype", "use --param-dtype, --grad-dtype"),
-    ("op", ""),
-    ("root", ""),
-    ("hierarchy", ""),
-    ("alltoallv_spread", ""),
-    ("alltoallv_matrix", ""),
-    ("alltoallv_matrix_scale", ""),
-    ("split", ""),
-    ("split_mask", ""),
-    ("average", "times are the slowest rank's"),
-    ("json", ""),
-    ("output_format", ""),
-    ("timestamps", ""),
-    ("rotate", ""),
-    ("phase_times", ""),
-    ("config", ""),
-];
-
-/// `run`'s options that mean nothing for `collbench links`, by clap id,
-/// with what to use instead where there is something: the refusal
-/// (`RunArgs::refusal`) and the help (hidden there) come from it.
-pub const LINKS_REFUSED: [(&str, &str); 26] = [
-    ("minbytes", "use --size"),
-    ("maxbytes", "use --size"),
-    ("stepfactor", ""),
-    ("stepbytes", ""),
-    ("min_time", "use -n"),
-    ("precision", "use -n and --samples"),
-    ("max_time", ""),
-    ("per_iter", ""),
-    ("straggler_threshold", ""),
-    ("rotate", ""),
-    ("agg_iters", ""),
-    ("cuda_graph", ""),
-    ("register", ""),
-    ("average", "a pair's time is its slower end's"),
-    ("blocking", ""),
-    ("cycles", "use --samples"),
-    ("collectives", ""),
-    ("dtype", ""),
-    ("op", ""),
-    ("root", ""),
-    ("hierarchy", ""),
-    ("phase_times", ""),
-    ("no_progress", ""),
-    ("progress", ""),
-    ("config", ""),
-    ("no_rotate", ""),
-];
-
-/// `run`'s options that mean nothing for `collbench check` (the profile
-/// says what to measure and how often), each with what to use instead.
-pub const CHECK_REFUSED: [(&str, &str); 26] = [
-    ("minbytes", "the profile sets each check's size"),
-    ("maxbytes", "the profile sets each check's size"),
-    ("stepfactor", ""),
-    ("stepbytes", ""),
-    ("iters", "the profile sets each check's iterations"),
-    ("min_time", ""),
-    ("precision", ""),
-    ("max_time", ""),
-    ("per_iter", ""),
-    ("straggler_threshold", ""),
-    ("agg_iters", ""),
-    ("cuda_graph", ""),
-    ("warmup", "the profile sets each check's warm-up"),
-    (
-        "collectives",
-        "the profile names each check's collective; --only picks checks",
-    ),
-    ("dtype", ""),
-    ("op", ""),
-    ("root", ""),
-    ("hierarchy", ""),
-    ("average", "a group's time is its ranks' mean, as nccl-tests'"),
-    ("blocking", ""),
-    ("csv", "use --out"),
-    ("json", "use --out"),
-    ("rotate", ""),
-    ("phase_times", ""),
-    ("label", ""),
-    ("config", ""),
-];
-
-/// One option of `collbench run` with its value in a given `RunArgs`.
+/// One option of a command with its value in given arguments.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OptionValue {
     /// clap's id: the field name.
@@ -139,33 +38,7 @@ impl RunArgs {
 
     /// Every option, in definition order, with its value here.
     pub fn options(&self) -> Result<Vec<OptionValue>, Error> {
-        let values = match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(map)) => map,
-            Ok(_) => return Err(Error::runtime("internal error: run options are not a map")),
-            Err(e) => return Err(Error::usage(format!("the run's options cannot be written out: {e}"))),
-        };
-        let command = run_command();
-        let mut out = Vec::new();
-        for arg in command.get_arguments() {
-            let id = arg.get_id().as_str();
-            let (Some(long), Some(value)) = (arg.get_long(), values.get(id)) else {
-                continue;
-            };
-            let is_flag = matches!(arg.get_action(), ArgAction::SetTrue);
-            let value = match value {
-                serde_json::Value::Null => None,
-                serde_json::Value::String(s) => Some(s.clone()),
-                other => Some(other.to_string()),
-            };
-            out.push(OptionValue {
-                id: id.to_string(),
-                flag: format!("--{long}"),
-                is_flag,
-                heading: arg.get_help_heading().map(str::to_string),
-                value,
-            });
-        }
-        Ok(out)
+        options_of(&run_command(), self)
     }
 
     /// The arguments that give these options over the defaults: only what
@@ -186,54 +59,68 @@ impl RunArgs {
         }
         Ok(args)
     }
-
-    /// What every rank must agree on before the first collective, as
-    /// (option, value): every option but the outputs (rank 0's business)
-    /// and `--config` (its keys are in the other options already), after
-    /// the collbench version.
-    pub fn digest(&self) -> Result<Vec<(String, String)>, Error> {
-        let mut fields = vec![("collbench version".to_string(), env!("CARGO_PKG_VERSION").to_string())];
-        for o in self.options()? {
-            if o.heading.as_deref() == Some(OUTPUT) || o.id == "config" {
-                continue;
-            }
-            fields.push((o.flag, o.value.unwrap_or_default()));
-        }
-        Ok(fields)
-    }
 }
 
-impl RunArgs {
-    /// The first option of `STEP_REFUSED` given a value other than its
-    /// default, as a refusal names it: `-n/--iters (use --steps)`.
-    pub fn step_refusal(&self) -> Result<Option<String>, Error> {
-        self.refusal(&STEP_REFUSED)
+/// Every option of `command` (a subcommand as clap defines it), in
+/// definition order, with its value in `args` (its parsed options, whose
+/// serialization is flat and keyed by clap's ids).
+pub fn options_of(command: &clap::Command, args: &impl Serialize) -> Result<Vec<OptionValue>, Error> {
+    let values = match serde_json::to_value(args) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(_) => return Err(Error::runtime("internal error: the options are not a map")),
+        Err(e) => return Err(Error::usage(format!("the options cannot be written out: {e}"))),
+    };
+    let mut out = Vec::new();
+    for arg in command.get_arguments() {
+        let id = arg.get_id().as_str();
+        let Some(value) = values.get(id) else {
+            continue;
+        };
+        let flag = match (arg.get_long(), arg.is_positional()) {
+            (Some(long), _) => format!("--{long}"),
+            (None, true) => id.to_uppercase(),
+            (None, false) => continue,
+        };
+        let is_flag = matches!(arg.get_action(), ArgAction::SetTrue);
+        let value = match value {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        };
+        out.push(OptionValue {
+            id: id.to_string(),
+            flag,
+            is_flag,
+            heading: arg.get_help_heading().map(str::to_string),
+            value,
+        });
     }
+    Ok(out)
+}
 
-    /// The first option of `refused` (clap id, what to use instead) given
-    /// a value other than its default, as a refusal names it.
-    pub fn refusal(&self, refused: &[(&str, &str)]) -> Result<Option<String>, Error> {
-        let defaults = RunArgs::defaults().options()?;
-        let given = self.options()?;
-        let command = run_command();
-        for &(id, instead) in refused {
-            let differs = |o: &&OptionValue| o.id == id && defaults.iter().any(|d| d.id == id && d.value != o.value);
-            if !given.iter().any(|o| differs(&o)) {
-                continue;
-            }
-            let arg = command.get_arguments().find(|a| a.get_id() == id);
-            let long = arg.and_then(|a| a.get_long()).unwrap_or(id);
-            let mut name = match arg.and_then(|a| a.get_short()) {
-                Some(c) => format!("-{c}/--{long}"),
-                None => format!("--{long}"),
-            };
-            if !instead.is_empty() {
-                name += &format!(" ({instead})");
-            }
-            return Ok(Some(name));
+/// What every rank must agree on before the first collective, as
+/// (option, value): the collbench version, the subcommand, then every
+/// option of `args` (the parsed options of `collbench SUBCOMMAND`) but the
+/// outputs (rank 0's business) and `--config` (its keys are in the other
+/// options already). One digest for every command: a rank given other
+/// options than rank 0's is found at the first agreement.
+pub fn digest_of(subcommand: &str, args: &impl Serialize) -> Result<Vec<(String, String)>, Error> {
+    let mut cli = <Cli as clap::CommandFactory>::command();
+    cli.build();
+    let command = cli
+        .find_subcommand(subcommand)
+        .ok_or_else(|| Error::runtime(format!("internal error: no subcommand {subcommand}")))?;
+    let mut fields = vec![
+        ("collbench version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ("command".to_string(), subcommand.to_string()),
+    ];
+    for o in options_of(command, args)? {
+        if o.heading.as_deref() == Some(OUTPUT) || o.id == "config" {
+            continue;
         }
-        Ok(None)
+        fields.push((o.flag, o.value.unwrap_or_default()));
     }
+    Ok(fields)
 }
 
 /// docs/options.md's reference table of `collbench run` options, from the

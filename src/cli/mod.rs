@@ -13,6 +13,8 @@
 //! (`run_options_markdown`, checked by a test).
 mod check;
 mod derived;
+mod doctor;
+mod groups;
 mod links;
 mod run;
 mod tools;
@@ -22,16 +24,24 @@ use clap::builder::PossibleValue;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::links::{Level, Metric as LinkMetric};
-use crate::types::{Average, BackendChoice, Dimension, Format, Metric, SeriesBy, Source};
+use crate::types::{Average, BackendChoice, Dimension, Format, Metric, Named, SeriesBy, Source};
 use crate::world::Launcher;
 use crate::world::launch::LauncherChoice;
 
 pub use check::CheckArgs;
-pub use derived::{CHECK_REFUSED, LINKS_REFUSED, OptionValue, STEP_REFUSED, run_options_markdown};
-pub use links::LinksArgs;
-pub use run::{MAX_TIMEOUT_S, OUTPUT, RunArgs, TransportArg, parse_run, progress_mode, run_command};
+pub use derived::{OptionValue, digest_of, run_options_markdown};
+pub use doctor::DoctorArgs;
+pub use groups::{
+    BlockingArgs, CheckingArgs, CommonArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs,
+    RepeatArgs,
+};
+pub use links::{LinksArgs, LinksFiles};
+pub use run::{
+    CaseArgs, HierarchyArgs, MAX_TIMEOUT_S, OutputArgs, RunArgs, SizeArgs, TimingArgs, TransportArg, parse_run,
+    progress_mode, run_command,
+};
 pub use tools::{CompareArgs, HelpArgs, ImportArgs, InfoArgs, PlotArgs, SuiteArgs, TopoArgs};
-pub use workload::{KnobArgs, ReplayArgs, StepArgs, WorkloadArgs};
+pub use workload::{KnobArgs, ReplayArgs, StepArgs, StepCsvArgs, StepRunArgs, WorkloadArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -170,9 +180,8 @@ tensor-parallel, data-parallel), every collective validated once, then --steps s
 op (operations run one after another: overlap with compute is not measured). Output: per \
 strategy and bucket size, step time (median, p99), the bytes each rank moves from first \
 principles, effective bus bandwidth, breakdowns by collective and message size, and a \
-side-by-side view with each one's ratio to the best. Of `run`'s options, the backend, \
-checking (-c), --blocking, --timeout, --ranks-per-node, --transport, --csv, --overwrite and \
---label apply; the others are refused.\n\n\
+side-by-side view with each one's ratio to the best. The options below are all it takes: \
+sizes, -n, -w and the other sweep options of `run` have no meaning for a step.\n\n\
 Examples:\n  \
 mpirun -np 4 collbench workload --model llama-3.2-1b --strategy ddp,fsdp\n  \
 mpirun -np 8 collbench workload --params 7e9 --layers 32 --strategy ddp --bucket 1M,4M,25M\n  \
@@ -220,6 +229,7 @@ failure, 2 usage or a profile the launch cannot run (one line naming the file an
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Check(Box<CheckArgs>),
+    Doctor(DoctorArgs),
     /// Measure every pair of nodes or ranks (bandwidth both ways, latency) and find the bad node, GPU or link
     #[command(after_help = "Pairs run in rounds of disjoint pairs, all of a round at once (the \
 circle method: n-1 rounds of n/2 pairs); per pair, unidirectional and bidirectional bandwidth at \
@@ -228,9 +238,8 @@ what was received checked. --level node pairs one rank per node (nodes are hosts
 --ranks-per-node groups), rank every rank, rail the ranks with the same local index on different \
 nodes. --find judges each pair against comparable pairs, re-tests every suspect against \
 known-good partners and names the node, GPU or link, or the host that only all-reduces show \
-(docs/links.md: the rule, the verdicts, what they cannot see, the pairs CSV). Of `run`'s \
-options, the backend, -n, -w, -c, --timeout, --ranks-per-node, --transport, -g, --nccl-lib, \
---launcher, --csv, --json, --overwrite and --label apply; the others are refused.\n\n\
+(docs/links.md: the rule, the verdicts, what they cannot see, the pairs CSV). The options \
+below are all it takes.\n\n\
 Examples:\n  \
 mpirun -np 4 --map-by node --hostfile hosts collbench links --find\n  \
 mpirun -np 16 -N 8 collbench links --level rank --heatmap links.png\n  \
@@ -246,89 +255,39 @@ failure, 2 usage or configuration error, 3 validation failed, 5 timeout.")]
 }
 
 /// Closed vocabularies as clap value enums: clap lists the allowed names
-/// in help and errors and suggests the nearest one. Each type keeps its
-/// names (and aliases) itself.
+/// in help and errors, takes the aliases and suggests the nearest one.
+/// Each type keeps its names (and aliases) itself (`types::Named`).
 macro_rules! value_enum {
-    ($t:ty, $all:expr, $aliases:expr) => {
+    ($($t:ty),+ $(,)?) => {$(
         impl ValueEnum for $t {
             fn value_variants<'a>() -> &'a [Self] {
-                &$all
+                <$t as Named>::all()
             }
 
             fn to_possible_value(&self) -> Option<PossibleValue> {
-                let aliases: fn($t) -> &'static [&'static str] = $aliases;
-                Some(PossibleValue::new(self.name()).aliases(aliases(*self).iter().copied()))
+                Some(PossibleValue::new(Named::name(*self)).aliases(Named::aliases(*self).iter().copied()))
             }
         }
-    };
+    )+};
 }
 
-value_enum!(Average, Average::ALL, Average::aliases);
-value_enum!(BackendChoice, BackendChoice::ALL, |_| &[]);
-value_enum!(Metric, Metric::ALL, Metric::aliases);
-value_enum!(Format, Format::ALL, Format::aliases);
-value_enum!(Dimension, Dimension::ALL, |_| &[]);
-value_enum!(SeriesBy, SeriesBy::ALL, |_| &[]);
-value_enum!(Source, Source::ALL, Source::aliases);
-value_enum!(Launcher, Launcher::ALL, |_| &[]);
-value_enum!(LauncherChoice, LauncherChoice::ALL, |_| &[]);
-value_enum!(Level, Level::ALL, |_| &[]);
-value_enum!(LinkMetric, LinkMetric::ALL, |_| &[]);
+value_enum!(
+    Average,
+    BackendChoice,
+    Metric,
+    Format,
+    Dimension,
+    SeriesBy,
+    Source,
+    Launcher,
+    LauncherChoice,
+    Level,
+    LinkMetric
+);
 
-/// The whole command line, with `workload` and `replay` showing only the
-/// options of `run` that apply to them.
+/// The whole command line.
 pub fn cli_command() -> clap::Command {
-    let hide = |mut c: clap::Command| {
-        // --straggler-threshold needs -I, --no-rotate is the only layout
-        for id in STEP_REFUSED
-            .iter()
-            .map(|(id, _)| *id)
-            .chain(["straggler_threshold", "no_rotate"])
-        {
-            c = c.mut_arg(id, |a| a.hide(true));
-        }
-        c.mut_arg("csv", |a| {
-            a.help("CSV report path: a row per timed step and per operation (docs/workload.md) [default: none]")
-                .hide_default_value(true)
-        })
-    };
-    let hide_for_check = |mut c: clap::Command| {
-        for id in CHECK_REFUSED.iter().map(|(id, _)| *id).chain(["no_rotate"]) {
-            c = c.mut_arg(id, |a| a.hide(true));
-        }
-        c.mut_arg("cycles", |a| {
-            a.help("Samples of each check, in place of the profile's; 0 samples one check until stopped (a soak)")
-        })
-    };
-    let links = |mut c: clap::Command| {
-        for (id, _) in LINKS_REFUSED {
-            c = c.mut_arg(id, |a| a.hide(true));
-        }
-        c.mut_arg("csv", |a| {
-            a.help("Pairs CSV path: a row per measured pair, written as each round ends (docs/links.md) [default: results/links-<run id>.csv]")
-        })
-        .mut_arg("json", |a| {
-            a.help("Also write a JSON report: the probe, the endpoints, every pair, the rule's suspects and the finder's report")
-        })
-        .mut_arg("iters", |a| {
-            a.help("Operations timed back to back in one sample (its value is their mean) [default: 20]")
-        })
-        .mut_arg("warmup", |a| a.help("Untimed operations before a pair's first sample of each metric"))
-        .mut_arg("check", |a| {
-            a.help("Validated exchanges per pair (both directions, every received element compared); 0 turns checking off")
-        })
-        .mut_arg("timeout", |a| {
-            a.help("End the job (exit 5) when one round, or the set-up, runs longer than SECS; 0 turns it off")
-        })
-        .mut_arg("ranks_per_node", |a| {
-            a.help("Treat every K consecutive ranks as one node (virtual nodes) instead of the ranks sharing a host")
-        })
-    };
     Cli::command()
-        .mut_subcommand("workload", hide)
-        .mut_subcommand("replay", hide)
-        .mut_subcommand("check", hide_for_check)
-        .mut_subcommand("links", links)
 }
 
 /// Parses a command line (the program name first) with `cli_command`.
@@ -363,6 +322,39 @@ pub fn step_value_error(e: &clap::Error, subcommand: Option<&str>) -> Option<Str
         _ => "",
     };
     Some(format!("{flag} {value}: {why}"))
+}
+
+/// For an option `subcommand` does not take that `collbench run` does
+/// (`collbench workload -n 5`): a line saying so, after clap's own
+/// message, so that nobody thinks it a typo. Each command takes only the
+/// option groups that apply to it (`groups`).
+pub fn run_option_tip(e: &clap::Error, subcommand: Option<&str>) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let sub = subcommand.filter(|s| *s != "run")?;
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(given)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = given.split('=').next().unwrap_or(given);
+    let run = run_command();
+    let arg = run.get_arguments().find(|a| {
+        !a.is_hide_set()
+            && (flag.strip_prefix("--").is_some_and(|l| a.get_long() == Some(l))
+                || flag.strip_prefix('-').is_some_and(|c| {
+                    let mut chars = c.chars();
+                    chars.next().is_some_and(|c| a.get_short() == Some(c)) && chars.next().is_none()
+                }))
+    })?;
+    let long = arg.get_long().unwrap_or_default();
+    let name = match arg.get_short() {
+        Some(c) => format!("-{c}/--{long}"),
+        None => format!("--{long}"),
+    };
+    Some(format!(
+        "collbench: {name} is an option of `collbench run`; `collbench {sub}` does not take it (`collbench {sub} --help` lists what it does)"
+    ))
 }
 
 /// A clap error as one line: its message, the allowed values and the tip,

@@ -1,5 +1,6 @@
-//! `collbench run`'s options (`RunArgs`), their value parsers, and the
-//! `run` subcommand parsed on its own (`--config` files, suites).
+//! `collbench run`'s options (`RunArgs`: every group, `groups.rs`'s shared
+//! ones and the sweep's own here), their value parsers, and the `run`
+//! subcommand parsed on its own (`--config` files, suites).
 
 use std::path::PathBuf;
 
@@ -9,313 +10,221 @@ use serde::Serialize;
 use crate::collective::{Collective, Spread};
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{
-    Average, BackendChoice, Choice, DType, ProgressMode, ReduceOp, Register, RootChoice, Size, SplitRule, Switch,
-};
-use crate::world::launch::LauncherChoice;
+use crate::types::{Average, Choice, DType, ProgressMode, ReduceOp, Register, RootChoice, Size, SplitRule, Switch};
 
 use super::Cli;
+use super::groups::{BlockingArgs, CommonArgs, LabelArgs, MEASUREMENT, OUTPUT, RegisterArgs, RepeatArgs};
 
-/// Options of `collbench run`; every one can also come from `--config`
-/// (its long name is the key). Field names are clap's ids and the keys of
-/// the serialization the digest and `to_args` read.
+/// Options of `collbench run`: every group, each flattened (its fields
+/// keep their clap ids, and the serialization the digest and `to_args`
+/// read stays flat). Every one can also come from `--config` (its long
+/// name is the key).
 #[derive(Clone, Debug, Args, Serialize)]
 pub struct RunArgs {
-    /// Smallest size in bytes
-    #[arg(short = 'b', long, value_name = "SIZE", default_value = "8", help_heading = "Sizes")]
-    pub minbytes: Size,
-
-    /// Largest size in bytes
-    #[arg(
-        short = 'e',
-        long,
-        value_name = "SIZE",
-        default_value = "32M",
-        help_heading = "Sizes"
-    )]
-    pub maxbytes: Size,
-
-    /// Multiply the size by N between points [default: 2 unless -i is given]
-    #[arg(short = 'f', long, value_name = "N", help_heading = "Sizes")]
-    pub stepfactor: Option<u64>,
-
-    /// Add SIZE between points, used when -f is not given or is 1 [default: 1M]
-    #[arg(short = 'i', long, value_name = "SIZE", help_heading = "Sizes")]
-    pub stepbytes: Option<Size>,
-
-    /// Timed iterations per point, exactly N as nccl-tests [default: until --precision is reached]
-    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Measurement")]
-    pub iters: Option<u32>,
-
-    /// Without -n: time each point until the 95% confidence interval of its median batch time is within +-PCT%, or --max-time
-    #[arg(long, value_name = "PCT", default_value = "5", value_parser = precision_percent, help_heading = "Measurement")]
-    pub precision: f64,
-
-    /// The precision policy's cap: a point's timed batches stop after SECS, precise or not (at least 6 batches)
-    #[arg(long, value_name = "SECS", default_value = "0.1", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
-    pub max_time: f64,
-
-    /// Without -n: time each point for about SECS (5 to 10000 iterations) instead of the precision policy
-    #[arg(long, value_name = "SECS", value_parser = seconds_up_to_an_hour, help_heading = "Measurement")]
-    pub min_time: Option<f64>,
-
-    /// Time every iteration: p50, p99, CV and the slowest rank (duration) per point, and a slow-rank verdict (arrival skew at the checks)
-    #[arg(short = 'I', long, help_heading = "Measurement")]
-    pub per_iter: bool,
-
-    /// With -I: a rank is late at a point when its own part of the check takes this many percent longer than the other ranks' median; one late significantly often is named
-    #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent, help_heading = "Measurement")]
-    pub straggler_threshold: f64,
-
-    /// Shift each operation one point-size further through buffers of the largest size, as nccl-tests does (the default on nccl)
-    #[arg(long, overrides_with = "no_rotate", help_heading = "Measurement")]
-    pub rotate: bool,
-
-    /// Reuse one buffer for every operation of a point, as OSU and IMB do (the default on mpi)
-    #[arg(long, overrides_with = "rotate", help_heading = "Measurement")]
-    pub no_rotate: bool,
-
-    /// Operations per timed iteration, issued as one NCCL group (nccl-tests' -m; nccl backend)
-    #[arg(short = 'm', long, alias = "agg_iters", value_name = "N", default_value = "1",
-          value_parser = clap::value_parser!(u32).range(1..), help_heading = "Measurement")]
-    pub agg_iters: u32,
-
-    /// Capture the timed iterations in a CUDA graph and replay it N times; 0 is off (nccl backend, NCCL 2.9+)
-    #[arg(
-        short = 'G',
-        long,
-        alias = "cudagraph",
-        value_name = "N",
-        default_value = "0",
-        help_heading = "Measurement"
-    )]
-    pub cuda_graph: u32,
-
-    /// Register the buffers (nccl backend): 1 with ncclCommRegister where the library has it, 2 as symmetric windows (ncclCommWindowRegister, NCCL 2.27+); `-R 0` turns it off
-    #[arg(short = 'R', long, value_name = "0|1|2", num_args = 0..=1, default_value = "0", default_missing_value = "1",
-          value_parser = register_mode, help_heading = "Measurement")]
-    pub register: Register,
-
-    /// Untimed warm-up iterations per point
-    #[arg(
-        short = 'w',
-        long,
-        alias = "warmup_iters",
-        value_name = "N",
-        default_value = "5",
-        help_heading = "Measurement"
-    )]
-    pub warmup: u32,
-
-    /// Validation iterations per point; 0 turns checking off
-    #[arg(
-        short = 'c',
-        long,
-        value_name = "N",
-        default_value = "1",
-        help_heading = "Measurement"
-    )]
-    pub check: u32,
-
-    /// Cross-rank time reduction (nccl-tests' 0..3 name the same four)
-    #[arg(
-        short = 'a',
-        long,
-        value_name = "MODE",
-        default_value = "avg",
-        ignore_case = true,
-        help_heading = "Measurement"
-    )]
-    pub average: Average,
-
-    /// Time each operation alone, with a barrier between (OSU's method); `-z 0` turns it off
-    #[arg(short = 'z', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
-          help_heading = "Measurement")]
-    pub blocking: Switch,
-
-    /// Samples of every point: the whole sweep runs N times, interleaved (nccl-tests' -N/--cycles); 0 repeats until stopped
-    #[arg(
-        short = 'N',
-        long = "repeat",
-        visible_alias = "cycles",
-        alias = "run_cycles",
-        value_name = "N",
-        default_value = "1",
-        help_heading = "Measurement"
-    )]
-    pub cycles: u64,
-
-    /// End the job (exit 5) when one point, or the set-up, runs longer than SECS; 0 turns it off
-    #[arg(long, value_name = "SECS", default_value = "600", value_parser = clap::value_parser!(u64).range(..=MAX_TIMEOUT_S),
-          help_heading = "Measurement")]
-    pub timeout: u64,
-
-    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv, or all
-    #[arg(long, value_name = "LIST", default_value = "all", help_heading = "What to run")]
-    pub collectives: Choice<Collective>,
-
-    /// Element types: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, or all
-    #[arg(
-        short = 'd',
-        long,
-        alias = "datatype",
-        value_name = "LIST",
-        default_value = "float",
-        help_heading = "What to run"
-    )]
-    pub dtype: Choice<DType>,
-
-    /// Reduction operations: sum, prod, min, max, avg, or all
-    #[arg(
-        short = 'o',
-        long,
-        value_name = "LIST",
-        default_value = "sum",
-        help_heading = "What to run"
-    )]
-    pub op: Choice<ReduceOp>,
-
-    /// Root rank of broadcast, reduce, gather and scatter, or all
-    #[arg(
-        short = 'r',
-        long,
-        value_name = "RANK",
-        default_value = "0",
-        help_heading = "What to run"
-    )]
-    pub root: RootChoice,
-
-    /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
-    #[arg(
-        long,
-        value_name = "0..1",
-        env = "NCCL_TESTS_ALLTOALLV_SPREAD",
-        default_value = "1",
-        help_heading = "What to run"
-    )]
-    pub alltoallv_spread: Spread,
-
-    /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
-        help_heading = "What to run"
-    )]
-    pub alltoallv_matrix: Option<PathBuf>,
-
-    /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
-    #[arg(long, value_name = "X", env = "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", default_value = "1",
-          value_parser = non_negative, help_heading = "What to run")]
-    pub alltoallv_matrix_scale: f64,
-
-    /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose process (the world rank under a launcher; one for all of -g) gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7'; 010 is octal, as in nccl-tests) run the sweep together, every group at once; a row per group and one for all
-    #[arg(long, value_name = "RULE", env = "NCCL_TESTS_SPLIT", help_heading = "What to run")]
-    pub split: Option<SplitRule>,
-
-    /// --split AND of this hexadecimal mask (nccl-tests' NCCL_TESTS_SPLIT_MASK)
-    #[arg(long, value_name = "HEX", env = "NCCL_TESTS_SPLIT_MASK", value_parser = SplitRule::mask,
-          help_heading = "What to run")]
-    pub split_mask: Option<SplitRule>,
-
-    /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat
-    #[arg(long, value_name = "LIST", default_value = "flat", help_heading = "Hierarchy")]
-    pub hierarchy: Choice<Hierarchy>,
-
-    /// Treat every K consecutive ranks as one node (virtual nodes) instead of the ranks sharing a host
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Hierarchy")]
-    pub ranks_per_node: Option<u64>,
-
-    /// Add the time of each hierarchical phase (intra, inter, intra) to the CSV
-    #[arg(long, help_heading = "Hierarchy")]
-    pub phase_times: bool,
-
-    /// Data plane; auto is nccl when every rank has a GPU and libnccl, else mpi
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "auto",
-        ignore_case = true,
-        help_heading = "What to run"
-    )]
-    pub backend: BackendChoice,
-
-    /// How the ranks find each other: auto (from the environment), mpi (mpirun, srun --mpi=pmix), or without MPI: slurm (srun --mpi=none), torchrun, k8s (an Indexed Job), whose ranks meet at a TCP store on rank 0 (docs/launch.md)
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "auto",
-        ignore_case = true,
-        help_heading = "What to run"
-    )]
-    pub launcher: LauncherChoice,
-
-    /// Run N ranks as threads of this one process, one GPU each (no MPI needed; nccl backend)
-    #[arg(short = 'g', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "What to run")]
-    pub ngpus: Option<u64>,
-
-    /// The NCCL library to use, a file or a folder [default: COLLBENCH_NCCL_LIB, NCCL_HOME/lib, the loader's search, Python site-packages]
-    #[arg(long, value_name = "PATH", help_heading = "What to run")]
-    pub nccl_lib: Option<PathBuf>,
-
-    /// Transport profile: auto, nvlink, nvls, pcie, ib, socket (nccl); shm, tcp, ucx (mpi); `help` lists the variables each sets
-    #[arg(long, value_name = "PROFILE", default_value = "auto", help_heading = "What to run")]
-    pub transport: TransportArg,
-
-    /// CSV report path [default: results/<run id>.csv]
-    #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
-    pub csv: Option<PathBuf>,
-
-    /// Also write a JSON report (records plus the run's configuration)
-    #[arg(long, value_name = "PATH", help_heading = OUTPUT)]
-    pub json: Option<PathBuf>,
-
-    /// A timestamp (%Y-%m-%d %H:%M:%S, UTC) at the end of every table row, as nccl-tests' -S; `-S 0` turns it off
-    #[arg(short = 'S', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1",
-          help_heading = OUTPUT)]
-    pub timestamps: Switch,
-
-    /// The schema of --json: collbench (ours), or nccl-tests-json (the file nccl-tests' -J writes, which its tools/analyze_perf_json.py reads)
-    #[arg(long, value_name = "FORMAT", default_value = "collbench",
-          value_parser = ["collbench", "nccl-tests-json"], help_heading = OUTPUT)]
-    pub output_format: String,
-
-    /// Replace output files that already exist instead of refusing
-    #[arg(long, help_heading = OUTPUT)]
-    pub overwrite: bool,
-
-    /// No progress bar
-    #[arg(long, overrides_with = "progress", help_heading = OUTPUT)]
-    pub no_progress: bool,
-
-    /// Show progress even where a bar cannot be drawn (stderr not a terminal, or under mpirun/srun): plain lines on stderr, one per tenth of the points and at least every 30 s, with points done, elapsed and time left
-    #[arg(long, overrides_with = "no_progress", help_heading = OUTPUT)]
-    pub progress: bool,
-
-    /// A name for this run, in the table header, the CSV's `label` column and the JSON
-    #[arg(long, value_name = "TEXT", value_parser = one_line_text, help_heading = OUTPUT)]
-    pub label: Option<String>,
-
     /// Read options from a TOML file whose keys are the long option names; command-line options win
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Test-only: after each check, every rank with an output corrupts its first received element
-    #[arg(long, hide = true)]
-    pub inject_error: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub sizes: SizeArgs,
 
-    /// Test-only: each rank writes the NCCL unique ids it received to DIR/rank-R.id
-    #[arg(long, hide = true, value_name = "DIR")]
-    pub trace_bootstrap: Option<PathBuf>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub cases: CaseArgs,
 
-    /// Test-only: make the hierarchical sub-communicators from broadcast unique ids even where ncclCommSplit exists
-    #[arg(long, hide = true)]
-    pub no_comm_split: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub hierarchy: HierarchyArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub timing: TimingArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub repeat: RepeatArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub blocking: BlockingArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub register: RegisterArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub output: OutputArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub label: LabelArgs,
 }
 
-/// The help heading of the options that only say where rank 0 puts its
-/// reports: they are left out of the cross-rank digest.
-pub const OUTPUT: &str = "Output";
+/// The sizes of a sweep.
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = "Sizes")]
+pub struct SizeArgs {
+    /// Smallest size in bytes
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "8")]
+    pub minbytes: Size,
+
+    /// Largest size in bytes
+    #[arg(short = 'e', long, value_name = "SIZE", default_value = "32M")]
+    pub maxbytes: Size,
+
+    /// Multiply the size by N between points [default: 2 unless -i is given]
+    #[arg(short = 'f', long, value_name = "N")]
+    pub stepfactor: Option<u64>,
+
+    /// Add SIZE between points, used when -f is not given or is 1 [default: 1M]
+    #[arg(short = 'i', long, value_name = "SIZE")]
+    pub stepbytes: Option<Size>,
+}
+
+/// How a sweep's points are timed.
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = MEASUREMENT)]
+pub struct TimingArgs {
+    /// Timed iterations per point, exactly N as nccl-tests [default: until --precision is reached]
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub iters: Option<u32>,
+
+    /// Without -n: time each point until the 95% confidence interval of its median batch time is within +-PCT%, or --max-time
+    #[arg(long, value_name = "PCT", default_value = "5", value_parser = precision_percent)]
+    pub precision: f64,
+
+    /// The precision policy's cap: a point's timed batches stop after SECS, precise or not (at least 6 batches)
+    #[arg(long, value_name = "SECS", default_value = "0.1", value_parser = seconds_up_to_an_hour)]
+    pub max_time: f64,
+
+    /// Without -n: time each point for about SECS (5 to 10000 iterations) instead of the precision policy
+    #[arg(long, value_name = "SECS", value_parser = seconds_up_to_an_hour)]
+    pub min_time: Option<f64>,
+
+    /// Time every iteration: p50, p99, CV and the slowest rank (duration) per point, and a slow-rank verdict (arrival skew at the checks)
+    #[arg(short = 'I', long)]
+    pub per_iter: bool,
+
+    /// With -I: a rank is late at a point when its own part of the check takes this many percent longer than the other ranks' median; one late significantly often is named
+    #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent)]
+    pub straggler_threshold: f64,
+
+    /// Shift each operation one point-size further through buffers of the largest size, as nccl-tests does (the default on nccl)
+    #[arg(long, overrides_with = "no_rotate")]
+    pub rotate: bool,
+
+    /// Reuse one buffer for every operation of a point, as OSU and IMB do (the default on mpi)
+    #[arg(long, overrides_with = "rotate")]
+    pub no_rotate: bool,
+
+    /// Operations per timed iteration, issued as one NCCL group (nccl-tests' -m; nccl backend)
+    #[arg(short = 'm', long, alias = "agg_iters", value_name = "N", default_value = "1",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub agg_iters: u32,
+
+    /// Capture the timed iterations in a CUDA graph and replay it N times; 0 is off (nccl backend, NCCL 2.9+)
+    #[arg(short = 'G', long, alias = "cudagraph", value_name = "N", default_value = "0")]
+    pub cuda_graph: u32,
+
+    /// Untimed warm-up iterations per point
+    #[arg(short = 'w', long, alias = "warmup_iters", value_name = "N", default_value = "5")]
+    pub warmup: u32,
+
+    /// Cross-rank time reduction (nccl-tests' 0..3 name the same four)
+    #[arg(short = 'a', long, value_name = "MODE", default_value = "avg", ignore_case = true)]
+    pub average: Average,
+}
+
+/// Which collectives, types, operations, roots and groups a sweep runs.
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = "What to run")]
+pub struct CaseArgs {
+    /// Collectives to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv, or all
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    pub collectives: Choice<Collective>,
+
+    /// Element types: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, or all
+    #[arg(short = 'd', long, alias = "datatype", value_name = "LIST", default_value = "float")]
+    pub dtype: Choice<DType>,
+
+    /// Reduction operations: sum, prod, min, max, avg, or all
+    #[arg(short = 'o', long, value_name = "LIST", default_value = "sum")]
+    pub op: Choice<ReduceOp>,
+
+    /// Root rank of broadcast, reduce, gather and scatter, or all
+    #[arg(short = 'r', long, value_name = "RANK", default_value = "0")]
+    pub root: RootChoice,
+
+    /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
+    #[arg(long, value_name = "0..1", env = "NCCL_TESTS_ALLTOALLV_SPREAD", default_value = "1")]
+    pub alltoallv_spread: Spread,
+
+    /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
+    #[arg(long, value_name = "FILE", env = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE")]
+    pub alltoallv_matrix: Option<PathBuf>,
+
+    /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
+    #[arg(long, value_name = "X", env = "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", default_value = "1",
+          value_parser = non_negative)]
+    pub alltoallv_matrix_scale: f64,
+
+    /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose process (the world rank under a launcher; one for all of -g) gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7'; 010 is octal, as in nccl-tests) run the sweep together, every group at once; a row per group and one for all
+    #[arg(long, value_name = "RULE", env = "NCCL_TESTS_SPLIT")]
+    pub split: Option<SplitRule>,
+
+    /// --split AND of this hexadecimal mask (nccl-tests' NCCL_TESTS_SPLIT_MASK)
+    #[arg(long, value_name = "HEX", env = "NCCL_TESTS_SPLIT_MASK", value_parser = SplitRule::mask)]
+    pub split_mask: Option<SplitRule>,
+}
+
+/// How all-reduce is organised.
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = "Hierarchy")]
+pub struct HierarchyArgs {
+    /// All-reduce organisation: flat, rs-ar-ag, reduce-bcast, or all; other collectives always run flat
+    #[arg(long, value_name = "LIST", default_value = "flat")]
+    pub hierarchy: Choice<Hierarchy>,
+
+    /// Add the time of each hierarchical phase (intra, inter, intra) to the CSV
+    #[arg(long)]
+    pub phase_times: bool,
+}
+
+/// A sweep's reports.
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = OUTPUT)]
+pub struct OutputArgs {
+    /// CSV report path [default: results/<run id>.csv]
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+
+    /// Also write a JSON report (records plus the run's configuration)
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// A timestamp (%Y-%m-%d %H:%M:%S, UTC) at the end of every table row, as nccl-tests' -S; `-S 0` turns it off
+    #[arg(short = 'S', long, value_name = "0|1", num_args = 0..=1, default_value = "0", default_missing_value = "1")]
+    pub timestamps: Switch,
+
+    /// The schema of --json: collbench (ours), or nccl-tests-json (the file nccl-tests' -J writes, which its tools/analyze_perf_json.py reads)
+    #[arg(long, value_name = "FORMAT", default_value = "collbench",
+          value_parser = ["collbench", "nccl-tests-json"])]
+    pub output_format: String,
+
+    /// No progress bar
+    #[arg(long, overrides_with = "progress")]
+    pub no_progress: bool,
+
+    /// Show progress even where a bar cannot be drawn (stderr not a terminal, or under mpirun/srun): plain lines on stderr, one per tenth of the points and at least every 30 s, with points done, elapsed and time left
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+}
 
 /// Longest `--timeout`: a year.
 pub const MAX_TIMEOUT_S: u64 = 365 * 24 * 3600;
@@ -401,7 +310,7 @@ pub(super) fn one_line_text(text: &str) -> Result<String, String> {
 }
 
 /// `-R 0|1|2`, as nccl-tests' `--local_register`.
-fn register_mode(text: &str) -> Result<Register, String> {
+pub(super) fn register_mode(text: &str) -> Result<Register, String> {
     text.parse()
 }
 

@@ -31,21 +31,77 @@ fn the_docs_options_table_is_the_one_the_definitions_give() {
 fn the_command_line_definitions_are_consistent() {
     Cli::command().debug_assert();
     let d = RunArgs::defaults();
-    assert_eq!((d.minbytes, d.maxbytes), (Size(8), Size(32 << 20)));
+    assert_eq!((d.sizes.minbytes, d.sizes.maxbytes), (Size(8), Size(32 << 20)));
+}
+
+/// The long options a subcommand takes, hidden ones left out.
+fn takes(sub: &str) -> Vec<String> {
+    let mut cli = cli_command();
+    cli.build();
+    let c = cli.find_subcommand(sub).unwrap();
+    c.get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
 }
 
 #[test]
-fn workload_and_replay_help_hide_every_run_option_they_refuse() {
-    let cmd = cli_command();
-    cmd.clone().debug_assert();
-    for sub in ["workload", "replay"] {
-        let c = cmd.find_subcommand(sub).unwrap();
-        for (id, _) in STEP_REFUSED {
-            let arg = c.get_arguments().find(|a| a.get_id() == id);
-            assert!(arg.is_some_and(|a| a.is_hide_set()), "{sub} {id}");
+fn each_command_takes_the_groups_that_apply_and_no_other_run_option() {
+    let all = takes("run");
+    let launch = [
+        "backend",
+        "launcher",
+        "ngpus",
+        "nccl-lib",
+        "transport",
+        "ranks-per-node",
+        "timeout",
+    ];
+    for sub in ["workload", "replay", "links", "check"] {
+        let mine = takes(sub);
+        for l in launch.iter().chain(&["check", "overwrite"]) {
+            assert!(mine.iter().any(|m| m == l), "{sub} takes --{l}");
         }
-        assert!(c.get_arguments().any(|a| a.get_id() == "backend" && !a.is_hide_set()));
+        // what only a sweep means is not taken (nor shown, nor ignored)
+        for l in [
+            "minbytes",
+            "maxbytes",
+            "collectives",
+            "dtype",
+            "hierarchy",
+            "average",
+            "split",
+            "alltoallv-spread",
+            "timestamps",
+            "output-format",
+            "precision",
+            "config",
+        ] {
+            assert!(!mine.iter().any(|m| m == l), "{sub} takes --{l}");
+        }
+        assert!(mine.iter().filter(|m| all.contains(m)).count() >= launch.len());
     }
+    let steps = takes("workload");
+    assert!(steps.iter().any(|m| m == "blocking") && steps.iter().any(|m| m == "register"));
+    assert!(
+        !steps
+            .iter()
+            .any(|m| m == "label" || m == "json" || m == "iters" || m == "progress")
+    );
+    let links = takes("links");
+    assert!(links.iter().any(|m| m == "iters") && links.iter().any(|m| m == "label"));
+    assert!(
+        !links
+            .iter()
+            .any(|m| m == "register" || m == "blocking" || m == "progress")
+    );
+    let check = takes("check");
+    assert!(check.iter().any(|m| m == "repeat") && check.iter().any(|m| m == "register"));
+    assert!(
+        !check
+            .iter()
+            .any(|m| m == "csv" || m == "json" || m == "label" || m == "iters")
+    );
 }
 
 fn workload(args: &[&str]) -> Result<WorkloadArgs, clap::Error> {
@@ -89,24 +145,29 @@ fn workload_values_are_typed_and_bad_ones_are_one_line_naming_the_option() {
 }
 
 #[test]
-fn a_step_refuses_run_options_from_one_list() {
-    let refusal = |args: &[&str]| workload(args).unwrap().run.step_refusal().unwrap();
-    assert_eq!(refusal(&[]), None);
-    assert_eq!(refusal(&["-d", "float", "--csv", "x.csv", "-c", "2"]), None);
-    assert_eq!(refusal(&["-e", "1M"]).as_deref(), Some("-e/--maxbytes"));
-    assert_eq!(refusal(&["-n", "5"]).as_deref(), Some("-n/--iters (use --steps)"));
-    assert_eq!(refusal(&["-N", "3"]).as_deref(), Some("-N/--repeat (use --steps)"));
-    assert_eq!(refusal(&["--phase-times"]).as_deref(), Some("--phase-times"));
-    // the first of the list, whatever the command line's order
-    assert_eq!(refusal(&["--rotate", "-b", "16"]).as_deref(), Some("-b/--minbytes"));
+fn a_run_option_given_to_another_command_is_refused_by_clap_with_a_line_saying_whose_it_is() {
+    let tip = |args: &[&str]| {
+        let e = workload(args).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}");
+        run_option_tip(&e, Some("workload"))
+    };
+    let line = tip(&["-e", "1M"]).unwrap();
+    assert!(line.contains("-e/--maxbytes is an option of `collbench run`"), "{line}");
+    assert!(tip(&["--phase-times"]).unwrap().contains("--phase-times is an option"));
+    assert!(tip(&["--iters=5"]).unwrap().contains("-n/--iters"));
+    // a typo is clap's alone
+    assert_eq!(tip(&["--stepz", "5"]), None);
+    // run's own errors get no tip
+    let e = parse_run(["--nope"]).unwrap_err();
+    assert_eq!(run_option_tip(&e, Some("run")), None);
 }
 
 #[test]
 fn repeating_an_option_keeps_the_last_one() {
     let a = parse_run(["-e", "1K", "-e", "1M", "-z", "-z", "0", "--progress", "--no-progress"]).unwrap();
-    assert_eq!(a.maxbytes, Size(1 << 20));
-    assert!(!a.blocking.on());
-    assert!(a.no_progress && !a.progress);
+    assert_eq!(a.sizes.maxbytes, Size(1 << 20));
+    assert!(!a.blocking.blocking.on());
+    assert!(a.output.no_progress && !a.output.progress);
 }
 
 #[test]
@@ -130,10 +191,10 @@ fn to_args_gives_back_the_same_options() {
         args,
         [
             "--maxbytes=65536",
-            "--per-iter",
-            "--blocking=1",
             "--dtype=float,int8",
             "--hierarchy=rs-ar-ag",
+            "--per-iter",
+            "--blocking=1",
             "--transport=shm",
             "--csv=-x.csv"
         ]
@@ -145,8 +206,9 @@ fn to_args_gives_back_the_same_options() {
 
 #[test]
 fn the_digest_covers_every_option_but_the_outputs() {
-    let fields = RunArgs::defaults().digest().unwrap();
+    let fields = digest_of("run", &RunArgs::defaults()).unwrap();
     assert_eq!(fields[0].0, "collbench version");
+    assert_eq!(fields[1], ("command".to_string(), "run".to_string()));
     let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
     for kept in [
         "--maxbytes",
@@ -173,14 +235,17 @@ fn the_digest_covers_every_option_but_the_outputs() {
 #[test]
 fn values_are_typed_and_bad_ones_get_clap_s_message() {
     let a = parse_run(["-a", "3", "--backend", "NCCL", "-R"]).unwrap();
-    assert_eq!(a.average, Average::Max);
-    assert_eq!(a.backend, BackendChoice::Only(crate::types::BackendKind::Nccl));
-    assert!(a.register.on());
+    assert_eq!(a.timing.average, Average::Max);
+    assert_eq!(
+        a.common.launch.backend,
+        BackendChoice::Only(crate::types::BackendKind::Nccl)
+    );
+    assert!(a.register.register.on());
     let e = parse_run(["-a", "medain"]).unwrap_err().to_string();
     assert!(e.contains("possible values: rank0, avg, min, max"), "{e}");
     let e = parse_run(["--backend", "ncl"]).unwrap_err().to_string();
     assert!(e.contains("nccl"), "{e}");
-    assert_eq!(parse_run(["-R", "2"]).unwrap().register, Register::Symmetric);
+    assert_eq!(parse_run(["-R", "2"]).unwrap().register.register, Register::Symmetric);
     let e = parse_run(["-R", "3"]).unwrap_err().to_string();
     assert!(e.contains("not 0, 1 or 2"), "{e}");
 }

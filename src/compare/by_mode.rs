@@ -373,6 +373,9 @@ fn versus(
         threshold_pct: o.threshold_pct,
         alpha: o.alpha,
         within_launch: same_launches,
+        // the bound is measured between launches of two runs, not between
+        // the modes of one launch (docs/ci.md)
+        launch_bound: None,
     };
     let j: Judgement = noise::judge(&samples(base), &samples(new), &params);
     let interval = j.interval_pct.map(|[lo, hi]| {

@@ -92,7 +92,7 @@ fn regressions(c: &Comparison) -> String {
             fmt_value(r.new),
             fmt_change(j.change_pct),
             fmt_interval(j.interval_pct),
-            fmt_p(j.p_value),
+            fmt_p(j.p_adjusted),
             j.base_stats.n,
             j.new_stats.n
         ));

@@ -212,10 +212,9 @@ impl Comparison {
         let mut parts = Vec::new();
         if regressed > 0 {
             parts.push(format!(
-                "{regressed} of {} rows lost more than {}% {}{}",
+                "{regressed} of {} rows {}{}",
                 self.rows.len(),
-                trim_float(self.threshold_pct),
-                self.metric,
+                self.worse_by(),
                 self.regression_evidence()
             ));
         }
@@ -228,25 +227,47 @@ impl Comparison {
         (!parts.is_empty()).then(|| format!("regression: {}", parts.join("; ")))
     }
 
+    /// `lost more than 5% busbw`; for time, `took more than 5% longer`.
+    pub fn worse_by(&self) -> String {
+        let threshold = trim_float(self.threshold_pct);
+        if self.metric.higher_is_better() {
+            format!("lost more than {threshold}% {}", self.metric)
+        } else {
+            format!("took more than {threshold}% longer")
+        }
+    }
+
     /// How the regressed rows were judged, when not all by the launch
-    /// t-test: ` (2 judged within one launch per side (--within-launch),
-    /// 1 of them by the threshold alone)`, else empty. A failure never
-    /// rests on weaker evidence without saying so.
+    /// t-test: ` (2 judged from one launch per side, beyond the
+    /// launch-to-launch bound)`, ` (2 judged within one launch per side
+    /// (--within-launch), 1 of them by the threshold alone)`, else empty.
+    /// A failure never rests on weaker evidence without saying so.
     fn regression_evidence(&self) -> String {
         let weak: Vec<&Compared> = self
             .regressions()
             .filter(|r| r.judgement.test != Test::LaunchT)
             .collect();
-        if weak.is_empty() {
-            return String::new();
+        let bound = weak.iter().filter(|r| r.judgement.test == Test::LaunchBound).count();
+        let within = weak.len() - bound;
+        let mut parts = Vec::new();
+        if bound > 0 {
+            parts.push(format!(
+                "{bound} judged from one launch per side, beyond the launch-to-launch bound"
+            ));
         }
-        let alone = weak.iter().filter(|r| r.judgement.test == Test::ThresholdOnly).count();
-        let mut s = format!(" ({} judged within one launch per side (--within-launch)", weak.len());
-        if alone > 0 {
-            s.push_str(&format!(", {alone} of them by the threshold alone"));
+        if within > 0 {
+            let alone = weak.iter().filter(|r| r.judgement.test == Test::ThresholdOnly).count();
+            let mut s = format!("{within} judged within one launch per side (--within-launch)");
+            if alone > 0 {
+                s.push_str(&format!(", {alone} of them by the threshold alone"));
+            }
+            parts.push(s);
         }
-        s.push(')');
-        s
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join("; "))
+        }
     }
 
     /// One line: what happened, for the end of every format.
@@ -257,9 +278,9 @@ impl Comparison {
         let threshold = trim_float(self.threshold_pct);
         let mut line = if regressed > 0 {
             format!(
-                "REGRESSION: {regressed} of {} rows lost more than {threshold}% {}{}",
+                "REGRESSION: {regressed} of {} rows {}{}",
                 self.rows.len(),
-                self.metric,
+                self.worse_by(),
                 self.regression_evidence()
             )
         } else if self.missing_fails() {
@@ -269,13 +290,13 @@ impl Comparison {
             )
         } else if unproven > 0 {
             format!(
-                "NO VERDICT: {unproven} of {} rows changed by more than {threshold}% {}, but one launch per side \
+                "NO VERDICT: {unproven} of {} rows changed {} by more than {threshold}%, but one launch per side \
                  cannot tell a change from launch-to-launch noise",
                 self.rows.len(),
                 self.metric
             )
         } else {
-            format!("OK: no row lost more than {threshold}% {}", self.metric)
+            format!("OK: no row {}", self.worse_by())
         };
         if regressed > 0 && self.missing_fails() {
             line.push_str(&format!(
@@ -420,15 +441,17 @@ pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Com
         threshold_pct: opts.threshold_pct,
         alpha: opts.alpha,
         within_launch: opts.within_launch,
+        launch_bound: Some(noise::LAUNCH_BOUND),
     };
-    let mut rows = Vec::new();
+    let mut joined_cases = Vec::new();
     let mut only_in_base = Vec::new();
     for (case, b) in &base_rows {
         match new_rows.get(case) {
-            Some(n) => rows.push(judge(case.clone(), b, n, &params)),
+            Some(n) => joined_cases.push((case, b.as_slice(), n.as_slice())),
             None => only_in_base.push(case.clone()),
         }
     }
+    let rows = judge_all(&joined_cases, &params);
     let only_in_new: Vec<CaseKey> = new_rows
         .keys()
         .filter(|case| !base_rows.contains_key(*case))
@@ -512,17 +535,27 @@ fn samples<'a>(rows: &[&'a Row], metric: Metric) -> Vec<noise::Sample<'a>> {
         .collect()
 }
 
-fn judge(case: CaseKey, base: &[&Row], new: &[&Row], params: &noise::Params) -> Compared {
-    let judgement = noise::judge(&samples(base, params.metric), &samples(new, params.metric), params);
+/// Every joined case, judged together (`noise::judge_together`).
+fn judge_all(cases: &[(&CaseKey, &[&Row], &[&Row])], params: &noise::Params) -> Vec<Compared> {
+    let samples: Vec<_> = cases
+        .iter()
+        .map(|(_, b, n)| (samples(b, params.metric), samples(n, params.metric)))
+        .collect();
+    let pairs: Vec<(&[noise::Sample], &[noise::Sample])> =
+        samples.iter().map(|(b, n)| (b.as_slice(), n.as_slice())).collect();
     let nranks = |rows: &[&Row]| rows.first().map_or(0, |r| r.record.nranks);
-    Compared {
-        case,
-        base_nranks: nranks(base),
-        new_nranks: nranks(new),
-        base: judgement.base_stats.median,
-        new: judgement.new_stats.median,
-        judgement,
-    }
+    cases
+        .iter()
+        .zip(noise::judge_together(&pairs, params))
+        .map(|((case, base, new), judgement)| Compared {
+            case: (*case).clone(),
+            base_nranks: nranks(base),
+            new_nranks: nranks(new),
+            base: judgement.base_stats.median,
+            new: judgement.new_stats.median,
+            judgement,
+        })
+        .collect()
 }
 
 /// `1 row`, `2 rows`

@@ -17,14 +17,23 @@
 //!   interval of the ratio that inverts it (Hodges-Lehmann, on logs).
 //!   Only the noise inside the launch is seen; `compare` notes that.
 //! - **threshold only** when a side has one sample (or too few for the
-//!   rank test to reach the significance level, or values of zero): the
-//!   change alone decides, as before samples existed.
+//!   rank test to reach the significance level, or a metric of 0 by
+//!   definition): the change alone decides, as before samples existed.
 //!
 //! Verdict: **regressed** (improved) when p < alpha and the change is
-//! worse (better) than the threshold; otherwise **too noisy** when the
-//! noise, the half-width of the interval, exceeds the threshold (the
-//! samples cannot tell a change of that size from chance); otherwise
-//! **within noise**. Under threshold only: beyond the threshold decides.
+//! worse (better) than the threshold (criterion's rule: both the test and
+//! the noise threshold must say so); otherwise **too noisy** when the
+//! noise, the half-width of the interval, exceeds the threshold, or when
+//! the change does but p does not reach alpha (the samples cannot tell a
+//! change of that size from chance); otherwise **within noise**. Under
+//! threshold only: beyond the threshold decides.
+//!
+//! **Many rows, one verdict** (`judge_together`): a comparison fails when
+//! any row regresses, so the p-values of all its rows are adjusted
+//! together by Holm's method (`stats::holm`) before they are compared
+//! with alpha: the chance that an unchanged machine gets any row judged
+//! regressed or improved by a test stays under alpha, whatever the
+//! dependence between rows. The intervals stay per row.
 //!
 //! Only the launch t-test sees launch-to-launch noise. A change that the
 //! rank test or the threshold alone would call regressed or improved, with
@@ -33,7 +42,12 @@
 //! noise. `Params::within_launch` (`--within-launch`) asks for the
 //! within-launch verdict anyway, and for the modes of one launch (the
 //! hierarchy modes of a run share its launch, so its noise is common to
-//! both sides).
+//! both sides). One exception needs no test (`Params::launch_bound`, set
+//! for run CSVs): with one launch a side, when every sample of the new
+//! launch lies beyond the base launch's range by more than
+//! `LAUNCH_BOUND`, far outside what two launches of one machine differ by
+//! (docs/ci.md "One launch per side"), the row is regressed (improved),
+//! judged by **the launch bound**.
 //!
 //! Pure: no files, no formatting.
 
@@ -44,6 +58,18 @@ use serde::Serialize;
 use super::Verdict;
 use crate::stats::{self, Spread};
 use crate::types::Metric;
+
+/// The launch-to-launch bound, as a factor: with one launch a side, a
+/// row whose every new sample lies beyond the base launch's range by
+/// more than this factor (a bandwidth below the base's lowest / 1.5, a
+/// time above its longest x 1.5, or the same the better way) has changed,
+/// whatever the test says. Identical launches on this project's shared
+/// 2-core VM, while the machine stayed in one state, had their ranges at
+/// most a factor 1.12 to 1.49 apart (three measurements of 12 to 60
+/// launches, docs/ci.md "One launch per side"; scripts/bench/
+/// readme-compare.sh repeats it); 1.5 is above that and still sees a
+/// bandwidth halved.
+pub const LAUNCH_BOUND: f64 = 1.5;
 
 /// One sample of a case: the metric's value, and the launch (`run_id`)
 /// it was measured in.
@@ -62,6 +88,10 @@ pub struct Params {
     /// Judge one launch per side by the samples inside the launches (the
     /// rank test, or the threshold alone) as if launches did not vary.
     pub within_launch: bool,
+    /// With one launch per side, a row beyond the other side's range by
+    /// more than this factor is judged by it (`LAUNCH_BOUND` for run
+    /// CSVs, whose launch-to-launch spread was measured); None: never.
+    pub launch_bound: Option<f64>,
 }
 
 /// Which test judged a row.
@@ -71,6 +101,9 @@ pub enum Test {
     LaunchT,
     MannWhitney,
     ThresholdOnly,
+    /// One launch a side, every sample beyond the other side's range by
+    /// more than `LAUNCH_BOUND`.
+    LaunchBound,
 }
 
 impl Test {
@@ -80,6 +113,7 @@ impl Test {
             Test::LaunchT => "launch-t",
             Test::MannWhitney => "U",
             Test::ThresholdOnly => "threshold",
+            Test::LaunchBound => "bound",
         }
     }
 }
@@ -93,7 +127,9 @@ pub enum Fallback {
     /// Each side is one launch, and the samples are too few for the rank
     /// test to reach the significance level (3 against 3 at 5%).
     TooFewSamples,
-    /// A value is zero or negative (busbw of one rank), so no ratio exists.
+    /// A value is 0, so no ratio exists: only where the formula gives 0
+    /// (a size of 0, busbw at one rank), since the CSV reader refuses a
+    /// measured 0, a negative value and one that is not finite.
     NotPositive,
 }
 
@@ -102,7 +138,7 @@ impl Fallback {
         match self {
             Fallback::OneSample => "one sample on a side",
             Fallback::TooFewSamples => "too few samples for the rank test",
-            Fallback::NotPositive => "values of zero",
+            Fallback::NotPositive => "the metric is 0 by definition (a size of 0, or busbw at one rank)",
         }
     }
 }
@@ -167,14 +203,43 @@ pub struct Judgement {
     /// the samples cannot tell from chance.
     pub noise_pct: Option<f64>,
     pub p_value: Option<f64>,
+    /// The p-value adjusted for every row judged together (Holm), the
+    /// one the verdict compares with alpha; the p-value itself for a
+    /// case judged alone.
+    pub p_adjusted: Option<f64>,
     pub test: Test,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Fallback>,
     pub verdict: Verdict,
 }
 
-/// Judges one case (see the module doc).
+/// Judges one case on its own (a family of one: `--by`'s points).
 pub fn judge(base: &[Sample], new: &[Sample], p: &Params) -> Judgement {
+    let mut j = measure(base, new, p.alpha);
+    decide(&mut j, p);
+    j
+}
+
+/// Judges the cases of one comparison together (module doc, "Many rows,
+/// one verdict"): each case's test as in `judge`, then Holm's adjustment
+/// over every p-value of the family, then each verdict from its adjusted
+/// p-value. In the order given.
+pub fn judge_together(cases: &[(&[Sample], &[Sample])], p: &Params) -> Vec<Judgement> {
+    let mut judged: Vec<Judgement> = cases.iter().map(|(b, n)| measure(b, n, p.alpha)).collect();
+    let tested: Vec<usize> = (0..judged.len()).filter(|&i| judged[i].p_value.is_some()).collect();
+    let raw: Vec<f64> = tested.iter().filter_map(|&i| judged[i].p_value).collect();
+    for (&i, adjusted) in tested.iter().zip(stats::holm(&raw)) {
+        judged[i].p_adjusted = Some(adjusted);
+    }
+    for j in &mut judged {
+        decide(j, p);
+    }
+    judged
+}
+
+/// A case's figures (statistics, change, test, interval, p-value), with
+/// its p-value as its own adjusted one, before any verdict.
+fn measure(base: &[Sample], new: &[Sample], alpha: f64) -> Judgement {
     let (base_stats, new_stats) = (SideStats::of(base), SideStats::of(new));
     let (b, n) = (base_stats.median, new_stats.median);
     let change_pct = if b != 0.0 {
@@ -184,14 +249,29 @@ pub fn judge(base: &[Sample], new: &[Sample], p: &Params) -> Judgement {
     } else {
         None
     };
-    let evidence = evidence(base, new, p.alpha);
-    let (test, fallback, interval, p_value) = match evidence {
+    let (test, fallback, interval, p_value) = match evidence(base, new, alpha) {
         Ok(e) => (e.test, None, Some(e.ratio_interval), Some(e.p_value)),
         Err(why) => (Test::ThresholdOnly, Some(why), None, None),
     };
-    let noise_pct = interval.map(|(lo, hi)| ((hi / lo).sqrt() - 1.0) * 100.0);
+    Judgement {
+        base_stats,
+        new_stats,
+        change_pct,
+        interval_pct: interval.map(|(lo, hi)| [(lo - 1.0) * 100.0, (hi - 1.0) * 100.0]),
+        noise_pct: interval.map(|(lo, hi)| ((hi / lo).sqrt() - 1.0) * 100.0),
+        p_value,
+        p_adjusted: p_value,
+        test,
+        fallback,
+        verdict: Verdict::WithinNoise,
+    }
+}
+
+/// The verdict of a measured case (module doc, "Verdict"), from its
+/// adjusted p-value; a row the launch bound decides says so in its test.
+fn decide(j: &mut Judgement, p: &Params) {
     let beyond = |better: bool| {
-        change_pct.is_some_and(|c| {
+        j.change_pct.is_some_and(|c| {
             let gain = if p.metric.higher_is_better() { c } else { -c };
             if better {
                 gain > p.threshold_pct
@@ -200,36 +280,58 @@ pub fn judge(base: &[Sample], new: &[Sample], p: &Params) -> Judgement {
             }
         })
     };
-    let clear = p_value.is_none_or(|pv| pv < p.alpha);
+    let clear = j.p_adjusted.is_none_or(|pv| pv < p.alpha);
     // only launches show launch-to-launch noise (module doc)
-    let separates = test == Test::LaunchT || p.within_launch;
-    let verdict = if clear && beyond(false) {
-        if separates {
-            Verdict::Regressed
-        } else {
-            Verdict::Unproven
+    let separates = j.test == Test::LaunchT || p.within_launch;
+    let apart = p
+        .launch_bound
+        .and_then(|bound| beyond_launch_bound(&j.base_stats, &j.new_stats, p.metric, bound));
+    j.verdict = match apart {
+        Some(better) if beyond(better) => {
+            j.test = Test::LaunchBound;
+            j.fallback = None;
+            if better { Verdict::Improved } else { Verdict::Regressed }
         }
-    } else if clear && beyond(true) {
-        if separates {
-            Verdict::Improved
-        } else {
-            Verdict::Unproven
+        _ if clear && beyond(false) => {
+            if separates {
+                Verdict::Regressed
+            } else {
+                Verdict::Unproven
+            }
         }
-    } else if noise_pct.is_some_and(|noise| noise > p.threshold_pct) {
-        Verdict::TooNoisy
-    } else {
-        Verdict::WithinNoise
+        _ if clear && beyond(true) => {
+            if separates {
+                Verdict::Improved
+            } else {
+                Verdict::Unproven
+            }
+        }
+        // not clear once the family is counted, yet beyond the threshold:
+        // the samples cannot tell a change of that size from chance
+        _ if j.noise_pct.is_some_and(|noise| noise > p.threshold_pct) || beyond(false) || beyond(true) => {
+            Verdict::TooNoisy
+        }
+        _ => Verdict::WithinNoise,
     };
-    Judgement {
-        base_stats,
-        new_stats,
-        change_pct,
-        interval_pct: interval.map(|(lo, hi)| [(lo - 1.0) * 100.0, (hi - 1.0) * 100.0]),
-        noise_pct,
-        p_value,
-        test,
-        fallback,
-        verdict,
+}
+
+/// With one launch on each side: whether every sample of the new launch
+/// lies beyond the base launch's range by more than `LAUNCH_BOUND` (a
+/// bandwidth below the base's lowest divided by it, or above its highest
+/// times it; a time the other way round): `Some(true)` better, `Some(false)`
+/// worse, None otherwise or with several launches on a side.
+fn beyond_launch_bound(base: &SideStats, new: &SideStats, metric: Metric, bound: f64) -> Option<bool> {
+    let measured = |s: &SideStats| s.launches == 1 && s.min > 0.0 && s.max.is_finite();
+    if !measured(base) || !measured(new) {
+        return None;
+    }
+    let higher = metric.higher_is_better();
+    if new.max * bound < base.min {
+        Some(!higher)
+    } else if new.min > base.max * bound {
+        Some(higher)
+    } else {
+        None
     }
 }
 
@@ -326,6 +428,7 @@ mod tests {
         threshold_pct: 5.0,
         alpha: 0.05,
         within_launch: true,
+        launch_bound: None,
     };
 
     /// `values` as samples of one launch.
@@ -532,5 +635,111 @@ mod tests {
         assert_eq!(j.fallback, Some(Fallback::NotPositive));
         let j = judge(&zero, &launch("b", &[1.0, 1.0, 1.0, 1.0]), &BUSBW);
         assert_eq!((j.change_pct, j.verdict), (None, Verdict::WithinNoise));
+    }
+
+    /// Five base launches whose medians spread by about 1% (log sd 0.01),
+    /// three samples each.
+    fn five_launches(centre: f64) -> Vec<Sample<'static>> {
+        let names = ["l1", "l2", "l3", "l4", "l5"];
+        let mut base = Vec::new();
+        for (name, z) in names.iter().zip([-1.26_f64, -0.63, 0.0, 0.63, 1.26]) {
+            let m = centre * (0.01 * z).exp();
+            base.extend(launch(name, &[m, m * 1.001, m * 0.999]));
+        }
+        base
+    }
+
+    #[test]
+    fn rows_judged_together_are_held_to_holms_adjusted_p_values() {
+        let launch_only = Params {
+            within_launch: false,
+            launch_bound: Some(LAUNCH_BOUND),
+            ..BUSBW
+        };
+        let base = five_launches(100.0);
+        // one launch 5.8% down: clear on its own (p about 0.005) ...
+        let down = launch("new", &[94.2, 94.25, 94.15]);
+        let alone = judge(&base, &down, &launch_only);
+        let p = alone.p_value.unwrap();
+        assert!(p < 0.01 && p > 0.05 / 24.0, "{p}");
+        assert_eq!((alone.test, alone.verdict), (Test::LaunchT, Verdict::Regressed));
+        assert_eq!(alone.p_adjusted, alone.p_value);
+        // ... but one of 24 rows, the other 23 unchanged: its adjusted p is
+        // 24 p, over alpha, and a change beyond the threshold that the
+        // family cannot call clear is too noisy, not within noise
+        let same = launch("new", &[100.0, 100.1, 99.9]);
+        let mut cases: Vec<(&[Sample], &[Sample])> = vec![(&base, &same); 23];
+        cases.insert(5, (&base, &down));
+        let judged = judge_together(&cases, &launch_only);
+        assert_eq!(judged.len(), 24);
+        let j = &judged[5];
+        assert_eq!(j.p_value, Some(p));
+        assert!((j.p_adjusted.unwrap() - 24.0 * p).abs() < 1e-12);
+        assert_eq!(j.verdict, Verdict::TooNoisy);
+        assert!(
+            judged
+                .iter()
+                .enumerate()
+                .all(|(i, j)| i == 5 || j.verdict == Verdict::WithinNoise)
+        );
+        // a launch at half the busbw is clear in any family
+        let half = launch("new", &[50.0, 50.1, 49.9]);
+        cases[5] = (&base, &half);
+        let judged = judge_together(&cases, &launch_only);
+        assert!(judged[5].p_adjusted.unwrap() < 0.05);
+        assert_eq!((judged[5].test, judged[5].verdict), (Test::LaunchT, Verdict::Regressed));
+    }
+
+    #[test]
+    fn one_launch_a_side_beyond_the_launch_bound_is_judged_by_it() {
+        let bounded = Params {
+            within_launch: false,
+            launch_bound: Some(1.5),
+            ..BUSBW
+        };
+        let base = launch("a", &[100.0, 96.0, 104.0, 99.0, 101.0]);
+        // half the busbw: every new sample under the base's lowest / 1.5
+        let half = launch("b", &[50.0, 48.0, 52.0, 49.5, 50.5]);
+        let j = judge(&base, &half, &bounded);
+        assert_eq!(
+            (j.test, j.verdict, j.fallback),
+            (Test::LaunchBound, Verdict::Regressed, None)
+        );
+        assert_eq!(judge(&half, &base, &bounded).verdict, Verdict::Improved);
+        // one sample a side: the same rule on the two values
+        let j = judge(&launch("a", &[100.0]), &launch("b", &[60.0]), &bounded);
+        assert_eq!((j.test, j.verdict), (Test::LaunchBound, Verdict::Regressed));
+        let j = judge(&launch("a", &[100.0]), &launch("b", &[70.0]), &bounded);
+        assert_eq!((j.test, j.verdict), (Test::ThresholdOnly, Verdict::Unproven));
+        // 30% down: beyond the threshold, within the bound: unproven as before
+        let lower = launch("b", &[70.0, 67.0, 73.0, 69.0, 71.0]);
+        assert_eq!(judge(&base, &lower, &bounded).verdict, Verdict::Unproven);
+        // medians at half, but one new sample inside the base's range: the
+        // ranges are not apart, so not judged
+        let overlapping = launch("b", &[50.0, 48.0, 52.0, 49.5, 97.0]);
+        assert_eq!(judge(&base, &overlapping, &bounded).verdict, Verdict::Unproven);
+        // time: twice as long is worse
+        let time = Params {
+            metric: Metric::Time,
+            ..bounded
+        };
+        let j = judge(&launch("a", &[10.0, 10.5]), &launch("b", &[20.0, 21.0]), &time);
+        assert_eq!((j.test, j.verdict), (Test::LaunchBound, Verdict::Regressed));
+        // the threshold still has its say (criterion's rule)
+        let lenient = Params {
+            threshold_pct: 60.0,
+            ..bounded
+        };
+        assert_ne!(judge(&base, &half, &lenient).verdict, Verdict::Regressed);
+        // without a bound (--by's modes, workload CSVs): unproven
+        let unbounded = Params {
+            launch_bound: None,
+            ..bounded
+        };
+        assert_eq!(judge(&base, &half, &unbounded).verdict, Verdict::Unproven);
+        // several launches on a side: the launch t-test, never the bound
+        let mut two = base.clone();
+        two.extend(launch("c", &[100.0, 101.0]));
+        assert_eq!(judge(&two, &half, &bounded).test, Test::LaunchT);
     }
 }

@@ -7,12 +7,20 @@ use std::collections::BTreeMap;
 use super::{CaseKey, Compared, Fallback, Judgement, Summary, Test, Verdict, rows_of};
 use crate::collective::Collective;
 
-/// Notes on how the rows were judged: one line per test used (with how
-/// many rows), why rows fell back to the threshold, and what an unproven
-/// row lacks.
+/// Notes on how the rows were judged: the family the p-values were
+/// adjusted over, one line per test used (with how many rows), why rows
+/// fell back to the threshold, and what an unproven row lacks.
 pub(super) fn test_notes(rows: &[Compared], within_launch: bool) -> Vec<String> {
     let count = |f: &dyn Fn(&Judgement) -> bool| rows.iter().filter(|r| f(&r.judgement)).count();
     let mut notes = Vec::new();
+    let tested = count(&|j| j.p_value.is_some());
+    if tested > 1 {
+        notes.push(format!(
+            "p-values adjusted for the {tested} rows tested together (Holm's method), so that the chance of an \
+             unchanged run failing any of them stays under alpha; the p column shows the adjusted value \
+             (JSON: p_adjusted, and p_value the row's own)"
+        ));
+    }
     let launch_t = count(&|j| j.test == Test::LaunchT);
     if launch_t > 0 {
         notes.push(format!(
@@ -43,11 +51,22 @@ pub(super) fn test_notes(rows: &[Compared], within_launch: bool) -> Vec<String> 
             ));
         }
     }
+    let bound = count(&|j| j.test == Test::LaunchBound);
+    if bound > 0 {
+        notes.push(format!(
+            "{} judged from one launch per side by the launch bound: every sample of the new launch lies beyond \
+             the base launch's range by more than a factor of {} (docs/ci.md, \"One launch per side\"), far \
+             outside what two launches of an unchanged machine differ by",
+            rows_of(bound),
+            super::text::trim_float(super::noise::LAUNCH_BOUND)
+        ));
+    }
     let unproven = count(&|j| j.verdict == Verdict::Unproven);
     if unproven > 0 {
         notes.push(format!(
             "{} unproven: changed by more than the threshold, but with one launch per side the samples \
-             cannot tell a change from launch-to-launch noise, so they fail nothing; a baseline of several \
+             cannot tell a change from launch-to-launch noise (it is not beyond the launch bound), so they \
+             fail nothing; a baseline of several \
              launches can (a folder of CSVs: scripts/ci-regression.sh --create-baseline makes one), or \
              --within-launch judges them by the samples inside the launches",
             rows_of(unproven)

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::record::Record;
-use crate::types::{Average, TimingMethod};
+use crate::types::{Average, Metric, TimingMethod};
 
 /// A record with the given busbw at 2 ranks (all_reduce: factor 1),
 /// measured by this collbench's defaults.
@@ -89,7 +89,7 @@ fn one_sample_a_side_is_judged_by_the_threshold_alone_and_fails_only_when_asked(
     assert_eq!((c.exit_code(), c.failure()), (0, None));
     assert_eq!(
         c.headline(),
-        "NO VERDICT: 1 of 1 rows changed by more than 5% busbw, but one launch per side cannot tell a \
+        "NO VERDICT: 1 of 1 rows changed busbw by more than 5%, but one launch per side cannot tell a \
          change from launch-to-launch noise (0 improved, 0 regressed, 0 within noise, 0 too noisy, 1 unproven)"
     );
     assert!(
@@ -173,6 +173,94 @@ fn a_baseline_of_launches_judges_one_new_launch_against_their_spread() {
     assert_eq!(c.failure().unwrap(), "regression: 1 of 1 rows lost more than 5% busbw");
     let same = loaded("n", cycles("n1", &[101.0, 100.0, 102.0]));
     assert_eq!(compare(&base, &same, &opts()).unwrap().exit_code(), 0);
+}
+
+#[test]
+fn two_single_launches_at_half_the_busbw_regress_by_the_launch_bound_and_say_so() {
+    let base = loaded("b", cycles("r1", &[100.0, 101.0, 99.5, 100.4, 100.9]));
+    // every time doubled: busbw halved on every sample
+    let half = loaded("n", cycles("r2", &[200.0, 202.0, 199.0, 200.8, 201.8]));
+    let c = compare(&base, &half, &opts()).unwrap();
+    let j = &c.rows[0].judgement;
+    assert_eq!((j.test, j.verdict), (Test::LaunchBound, Verdict::Regressed));
+    assert_eq!(c.exit_code(), 4);
+    assert_eq!(
+        c.failure().unwrap(),
+        "regression: 1 of 1 rows lost more than 5% busbw (1 judged from one launch per side, beyond the \
+         launch-to-launch bound)"
+    );
+    assert!(
+        c.notes.iter().any(|n| n.starts_with(
+            "1 row judged from one launch per side by the launch bound: every sample of the new launch lies \
+             beyond the base launch's range by more than a factor of 1.5"
+        )),
+        "{:?}",
+        c.notes
+    );
+    // 20% slower is inside the bound: not judged, as before
+    let slower = loaded("n", cycles("r2", &[125.0, 126.0, 124.1, 125.5, 124.9]));
+    let c = compare(&base, &slower, &opts()).unwrap();
+    assert_eq!((c.rows[0].verdict(), c.exit_code()), (Verdict::Unproven, 0));
+}
+
+#[test]
+fn a_time_regression_took_longer_and_never_lost_time() {
+    let time = CompareOptions {
+        metric: Metric::Time,
+        ..opts()
+    };
+    let base = loaded("b", cycles("r1", &[100.0, 101.0, 99.5, 100.4, 100.9]));
+    let c = compare(&base, &base, &time).unwrap();
+    assert_eq!(
+        c.headline(),
+        "OK: no row took more than 5% longer (0 improved, 0 regressed, 1 within noise, 0 too noisy)"
+    );
+    let slow = loaded("n", cycles("r2", &[200.0, 202.0, 199.0, 200.8, 201.8]));
+    let c = compare(&base, &slow, &time).unwrap();
+    assert!(
+        c.failure()
+            .unwrap()
+            .starts_with("regression: 1 of 1 rows took more than 5% longer (1 judged from one launch"),
+        "{:?}",
+        c.failure()
+    );
+    let slower = loaded("n", cycles("r2", &[125.0, 126.0, 124.1, 125.5, 124.9]));
+    let c = compare(&base, &slower, &time).unwrap();
+    assert!(
+        c.headline()
+            .starts_with("NO VERDICT: 1 of 1 rows changed time by more than 5%, but")
+    );
+}
+
+#[test]
+fn the_notes_say_when_p_values_were_adjusted_over_several_rows() {
+    let mut base = Vec::new();
+    let mut new = Vec::new();
+    for size in [8, 64, 512] {
+        for (run, t) in [("b1", 100.0), ("b2", 103.0), ("b3", 98.0)] {
+            base.extend(cycles(run, &[t, t * 1.01]).into_iter().map(|r| at_size(r, size)));
+        }
+        new.extend(cycles("n1", &[100.0, 101.0]).into_iter().map(|r| at_size(r, size)));
+    }
+    let c = compare(&loaded("b", base), &loaded("n", new), &opts()).unwrap();
+    assert_eq!(c.rows.len(), 3);
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.starts_with("p-values adjusted for the 3 rows tested together (Holm's method)")),
+        "{:?}",
+        c.notes
+    );
+    // one row: nothing to adjust, no note
+    let one = loaded("n", cycles("n1", &[100.0, 101.0]));
+    let c = compare(&one, &one, &opts()).unwrap();
+    assert!(!c.notes.iter().any(|n| n.contains("Holm")), "{:?}", c.notes);
+}
+
+/// `r` moved to `size` bytes.
+fn at_size(mut r: Record, size: u64) -> Record {
+    r.size_bytes = size;
+    r
 }
 
 #[test]

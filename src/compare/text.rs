@@ -158,7 +158,7 @@ pub(super) fn row_cells(r: &Compared) -> Vec<String> {
         fmt_value(r.new),
         fmt_change(j.change_pct),
         fmt_interval(j.interval_pct),
-        fmt_p(j.p_value),
+        fmt_p(j.p_adjusted),
         j.test.short().to_string(),
         format!("{}/{}", j.base_stats.n, j.new_stats.n),
         format!("{}/{}", spread(j.base_stats.mad_pct), spread(j.new_stats.mad_pct)),

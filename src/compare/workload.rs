@@ -5,13 +5,16 @@
 //! BASE or NEW may be a folder of workload CSVs, each file one launch, so
 //! that the launch t-test sees launch-to-launch noise; with one launch a
 //! side a change is unproven unless `--within-launch` (as for run CSVs).
+//! The p-values of all configurations are adjusted together (Holm), as
+//! a run CSV's rows are; the launch bound of one launch per side is not
+//! applied (no launch-to-launch spread of step times is documented).
 //! A configuration only in BASE fails unless `--allow-missing`; one only
 //! in NEW is listed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::noise::{self, Params, Sample};
+use super::noise::{self, Judgement, Params, Sample};
 use super::text::{fmt_change, fmt_interval, fmt_p};
 use super::{CompareOptions, Verdict};
 use crate::error::{Error, exit};
@@ -68,15 +71,9 @@ fn read(path: &Path) -> Result<(Steps, usize), Error> {
     for (launch, file) in files.iter().enumerate() {
         let shown = file.display();
         let before = steps.values().map(Vec::len).sum::<usize>();
-        for (i, row) in workload::read(file)?.into_iter().enumerate() {
+        for row in workload::read(file)? {
             if row.kind != RowKind::Step {
                 continue;
-            }
-            if !(row.time_us.is_finite() && row.time_us >= 0.0) {
-                let line = i + 2;
-                return Err(Error::usage(format!(
-                    "{shown}: line {line}: column time_us is not a time"
-                )));
             }
             steps
                 .entry((row.workload, row.nranks))
@@ -93,6 +90,35 @@ fn read(path: &Path) -> Result<(Steps, usize), Error> {
     Ok((steps, files.len()))
 }
 
+/// Each configuration of `b`, in order, judged against `n` (all together:
+/// `noise::judge_together`), or None where `n` lacks it.
+fn judge_steps(
+    b: &Steps,
+    n: &Steps,
+    (base_launches, new_launches): (usize, usize),
+    params: &Params,
+) -> Vec<Option<Judgement>> {
+    // launches as names: base files 0.., new files after them
+    let names: Vec<String> = (0..base_launches + new_launches).map(|i| i.to_string()).collect();
+    let samples = |v: &[(f64, usize)], offset: usize| -> Vec<Sample<'_>> {
+        v.iter()
+            .map(|&(value, launch)| Sample {
+                value,
+                launch: &names[offset + launch],
+            })
+            .collect()
+    };
+    let joined: Vec<_> = b
+        .iter()
+        .filter_map(|(key, bv)| n.get(key).map(|nv| (samples(bv, 0), samples(nv, base_launches))))
+        .collect();
+    let pairs: Vec<(&[Sample], &[Sample])> = joined.iter().map(|(b, n)| (b.as_slice(), n.as_slice())).collect();
+    let mut judged = noise::judge_together(&pairs, params).into_iter();
+    b.keys()
+        .map(|key| if n.contains_key(key) { judged.next() } else { None })
+        .collect()
+}
+
 /// Judges every configuration; the report's text and the exit code.
 pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u8), Error> {
     let ((b, base_launches), (n, new_launches)) = (read(base)?, read(new)?);
@@ -101,6 +127,8 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
         threshold_pct: o.threshold_pct,
         alpha: o.alpha,
         within_launch: o.within_launch,
+        // no launch-to-launch spread of step times is documented
+        launch_bound: None,
     };
     let launches = |l: usize| format!("{l} launch{}", if l == 1 { "" } else { "es" });
     let mut out = format!(
@@ -116,23 +144,14 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
         "configuration", "ranks", "base", "new", "change", "interval", "p"
     );
     let (mut regressed, mut missing, mut unproven) = (0, 0, 0);
-    // launches as names: base files 0.., new files after them
-    let names: Vec<String> = (0..base_launches + new_launches).map(|i| i.to_string()).collect();
-    let samples = |v: &[(f64, usize)], offset: usize| -> Vec<Sample<'_>> {
-        v.iter()
-            .map(|&(value, launch)| Sample {
-                value,
-                launch: &names[offset + launch],
-            })
-            .collect()
-    };
-    for ((name, ranks), bv) in &b {
-        let Some(nv) = n.get(&(name.clone(), *ranks)) else {
+    let judgements = judge_steps(&b, &n, (base_launches, new_launches), &params);
+    let tested = judgements.iter().flatten().filter(|j| j.p_value.is_some()).count();
+    for ((name, ranks), j) in b.keys().zip(judgements) {
+        let Some(j) = j else {
             missing += 1;
             out += &format!("  {name:<28} {ranks:>6}  only in base\n");
             continue;
         };
-        let j = noise::judge(&samples(bv, 0), &samples(nv, base_launches), &params);
         regressed += usize::from(j.verdict == Verdict::Regressed);
         unproven += usize::from(j.verdict == Verdict::Unproven);
         out += &format!(
@@ -143,12 +162,18 @@ pub fn compare(base: &Path, new: &Path, o: &CompareOptions) -> Result<(String, u
             time(j.new_stats.median),
             fmt_change(j.change_pct),
             fmt_interval(j.interval_pct),
-            fmt_p(j.p_value),
+            fmt_p(j.p_adjusted),
             j.verdict.name()
         );
     }
     for (name, ranks) in n.keys().filter(|k| !b.contains_key(*k)) {
         out += &format!("  {name:<28} {ranks:>6}  only in new\n");
+    }
+    if tested > 1 {
+        out += &format!(
+            "note: p-values adjusted for the {tested} configurations tested together (Holm's method); the p \
+             column shows the adjusted value\n"
+        );
     }
     if unproven > 0 {
         out += &format!(

@@ -8,12 +8,26 @@
 //! line wins because its arguments come after the file's) and the checks
 //! that span several options. It does not define options (`cli` does) nor
 //! check what needs the rank count or the backend (`plan`).
+//!
+//! The other commands that measure take some of run's option groups
+//! (`cli`): `RunConfig::for_command` gives them run's configuration with
+//! every other group at its default, and their jobs are built here too:
+//! a workload or replay (`job`), the links matrix (`links`), an
+//! acceptance check (`check`). Every command's digest is of all its
+//! options (`cli::digest_of`), and of the contents of the files every
+//! rank reads (a matrix, a profile, a log, a topology).
+
+mod check;
+mod job;
+mod links;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
 use crate::backend::StartConfig;
-use crate::cli::{self, RunArgs, TransportArg};
+use crate::cli::{self, BlockingArgs, CommonArgs, LabelArgs, RegisterArgs, RepeatArgs, RunArgs, TransportArg};
 use crate::collective::{Collective, Traffic, TrafficMatrix};
 use crate::engine::Timing;
 use crate::engine::policy::{DEFAULT_MIN_TIME, Iterations};
@@ -23,6 +37,9 @@ use crate::plan::{PlanConfig, SizeSweep, Step};
 use crate::report::OutputConfig;
 use crate::topology::Hierarchy;
 use crate::types::{BackendChoice, SplitRule};
+pub use check::{CheckJob, Soak, listing};
+pub use job::{Job, Source};
+pub use links::{LinksJob, Places};
 
 /// `-f` without `-i`, and neither given.
 pub const DEFAULT_STEPFACTOR: u64 = 2;
@@ -96,7 +113,7 @@ impl RunConfig {
         let timing = timing(a);
         let start = start_config(a)?;
         check_launch_extras(&timing, &plan.hierarchies)?;
-        let mut digest = a.digest()?;
+        let mut digest = cli::digest_of("run", a)?;
         if let Traffic::Matrix(m) = plan.traffic {
             // every rank must read the same matrix, not just the same path
             digest.push(("--alltoallv-matrix contents".into(), m.fingerprint()));
@@ -110,45 +127,100 @@ impl RunConfig {
             timing,
             start,
             outputs: OutputConfig {
-                csv: a.csv.clone(),
-                json: a.json.clone(),
+                csv: a.output.csv.clone(),
+                json: a.output.json.clone(),
                 nccl_tests_json: json_format(a)?,
-                timestamps: a.timestamps.on(),
-                overwrite: a.overwrite,
-                progress: cli::progress_mode(a.no_progress, a.progress),
-                label: a.label.clone(),
+                timestamps: a.output.timestamps.on(),
+                overwrite: a.common.overwrite.overwrite,
+                progress: cli::progress_mode(a.output.no_progress, a.output.progress),
+                label: a.label.label.clone(),
             },
             hooks: TestHooks {
-                inject_error: a.inject_error,
-                trace_bootstrap: a.trace_bootstrap.clone(),
-                no_comm_split: a.no_comm_split,
+                inject_error: a.common.hooks.inject_error,
+                trace_bootstrap: a.common.hooks.trace_bootstrap.clone(),
+                no_comm_split: a.common.hooks.no_comm_split,
             },
             digest,
         })
     }
 }
 
+/// What another command takes of `run`'s option groups; the groups it
+/// leaves out keep run's defaults.
+pub struct Taken<'a> {
+    /// Launch, checking, overwriting, the test hooks (every command).
+    pub common: &'a CommonArgs,
+    pub blocking: Option<&'a BlockingArgs>,
+    pub register: Option<&'a RegisterArgs>,
+    pub repeat: Option<&'a RepeatArgs>,
+    pub label: Option<&'a LabelArgs>,
+    /// Its own report paths (rank 0's).
+    pub csv: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+}
+
+impl RunConfig {
+    /// The configuration of `collbench SUBCOMMAND`, whose parsed options
+    /// are `args` and take `taken` of run's groups: run's, with every other
+    /// group at its default, and the digest of all of `args` (plus
+    /// `files`: the contents of what every rank reads, as (what,
+    /// fingerprint)).
+    pub fn for_command(
+        subcommand: &str,
+        args: &impl Serialize,
+        taken: Taken<'_>,
+        files: Vec<(String, String)>,
+    ) -> Result<RunConfig, Error> {
+        let mut a = RunArgs::defaults();
+        a.common = taken.common.clone();
+        if let Some(b) = taken.blocking {
+            a.blocking = b.clone();
+        }
+        if let Some(r) = taken.register {
+            a.register = r.clone();
+        }
+        if let Some(r) = taken.repeat {
+            a.repeat = r.clone();
+        }
+        if let Some(l) = taken.label {
+            a.label = l.clone();
+        }
+        a.output.csv = taken.csv;
+        a.output.json = taken.json;
+        let mut cfg = RunConfig::from_args(&a)?;
+        cfg.digest = cli::digest_of(subcommand, args)?;
+        cfg.digest.extend(files);
+        Ok(cfg)
+    }
+}
+
+/// A fingerprint of a file's contents for the digest (FNV-1a of its
+/// bytes): ranks that read different files under one name disagree.
+pub fn fingerprint(bytes: &[u8]) -> String {
+    format!("{:016x} ({} bytes)", crate::engine::digest::fnv1a(bytes), bytes.len())
+}
+
 fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
-    let step = match (a.stepfactor, a.stepbytes) {
+    let step = match (a.sizes.stepfactor, a.sizes.stepbytes) {
         (Some(0), _) => return Err(Error::usage("--stepfactor must be at least 1")),
         (Some(f), _) if f > 1 => Step::Factor(f),
         (_, Some(b)) => Step::Bytes(b.bytes()),
         (Some(_), None) => Step::Bytes(DEFAULT_STEPBYTES),
         (None, None) => Step::Factor(DEFAULT_STEPFACTOR),
     };
-    let ranks_per_node = match a.ranks_per_node {
+    let ranks_per_node = match a.common.launch.ranks_per_node {
         None => None,
         Some(k) => Some(usize::try_from(k).map_err(|_| Error::usage(format!("--ranks-per-node {k} is too large")))?),
     };
-    let collectives = a.collectives.values();
+    let collectives = a.cases.collectives.values();
     Ok(PlanConfig {
-        sweep: SizeSweep::new(a.minbytes.bytes(), a.maxbytes.bytes(), step)?,
+        sweep: SizeSweep::new(a.sizes.minbytes.bytes(), a.sizes.maxbytes.bytes(), step)?,
         traffic: traffic(a, &collectives)?,
         collectives,
-        dtypes: a.dtype.clone(),
-        ops: a.op.clone(),
-        roots: a.root,
-        hierarchies: a.hierarchy.values(),
+        dtypes: a.cases.dtype.clone(),
+        ops: a.cases.op.clone(),
+        roots: a.cases.root,
+        hierarchies: a.hierarchy.hierarchy.values(),
         ranks_per_node,
         split: split(a)?,
     })
@@ -157,7 +229,7 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
 /// `--split` or `--split-mask` (nccl-tests' two variables), never both;
 /// groups run flat collectives only.
 fn split(a: &RunArgs) -> Result<Option<SplitRule>, Error> {
-    let rule = match (a.split, a.split_mask) {
+    let rule = match (a.cases.split, a.cases.split_mask) {
         (Some(_), Some(_)) => {
             return Err(Error::usage(
                 "--split (NCCL_TESTS_SPLIT) and --split-mask (NCCL_TESTS_SPLIT_MASK) both give the groups: keep one",
@@ -166,7 +238,7 @@ fn split(a: &RunArgs) -> Result<Option<SplitRule>, Error> {
         (rule, mask) => rule.or(mask),
     };
     if let Some(rule) = rule
-        && a.hierarchy.values().iter().any(|h| !h.is_flat())
+        && a.hierarchy.hierarchy.values().iter().any(|h| !h.is_flat())
     {
         return Err(Error::usage(format!(
             "--split {rule}: each group runs flat collectives; drop --hierarchy or --split"
@@ -178,9 +250,9 @@ fn split(a: &RunArgs) -> Result<Option<SplitRule>, Error> {
 /// Whether `--json` is in nccl-tests' schema (`--output-format`); the
 /// format alone, without a file, is refused rather than ignored.
 fn json_format(a: &RunArgs) -> Result<bool, Error> {
-    match a.output_format.as_str() {
+    match a.output.output_format.as_str() {
         "collbench" => Ok(false),
-        _ if a.json.is_none() => Err(Error::usage(
+        _ if a.output.json.is_none() => Err(Error::usage(
             "--output-format nccl-tests-json says how to write the --json file: give --json PATH too",
         )),
         _ => Ok(true),
@@ -191,13 +263,13 @@ fn json_format(a: &RunArgs) -> Result<bool, Error> {
 /// runs: a file named in the environment for another run is not read),
 /// else the generated traffic of `--alltoallv-spread`, as nccl-tests.
 fn traffic(a: &RunArgs, collectives: &[Collective]) -> Result<Traffic, Error> {
-    match &a.alltoallv_matrix {
+    match &a.cases.alltoallv_matrix {
         Some(path) if collectives.contains(&Collective::AllToAllV) => {
-            TrafficMatrix::read(path, a.alltoallv_matrix_scale)
+            TrafficMatrix::read(path, a.cases.alltoallv_matrix_scale)
                 .map(Traffic::Matrix)
                 .map_err(|e| Error::usage(format!("--alltoallv-matrix {e}")))
         }
-        _ => Ok(Traffic::Weighted(a.alltoallv_spread)),
+        _ => Ok(Traffic::Weighted(a.cases.alltoallv_spread)),
     }
 }
 
@@ -206,13 +278,13 @@ fn traffic(a: &RunArgs, collectives: &[Collective]) -> Result<Traffic, Error> {
 /// so without `-n` it takes the min-time policy (`engine::policy`).
 fn iterations(a: &RunArgs) -> Iterations {
     let seconds = std::time::Duration::from_secs_f64;
-    match (a.iters, a.min_time) {
+    match (a.timing.iters, a.timing.min_time) {
         (Some(n), _) => Iterations::Fixed(n),
         (None, Some(t)) => Iterations::MinTime(seconds(t)),
-        (None, None) if a.cuda_graph > 0 => Iterations::MinTime(DEFAULT_MIN_TIME),
+        (None, None) if a.timing.cuda_graph > 0 => Iterations::MinTime(DEFAULT_MIN_TIME),
         (None, None) => Iterations::Precision(PrecisionGoal {
-            target_pct: a.precision,
-            cap: seconds(a.max_time),
+            target_pct: a.timing.precision,
+            cap: seconds(a.timing.max_time),
         }),
     }
 }
@@ -220,31 +292,31 @@ fn iterations(a: &RunArgs) -> Iterations {
 fn timing(a: &RunArgs) -> Timing {
     Timing {
         iterations: iterations(a),
-        per_iter: a.per_iter,
-        straggler_threshold_pct: a.straggler_threshold,
+        per_iter: a.timing.per_iter,
+        straggler_threshold_pct: a.timing.straggler_threshold,
         // --no-rotate and --rotate override each other: the last one wins;
         // without either, the backend's method (`Timing::for_backend`)
-        rotate: a.rotate,
-        rotate_asked: match (a.rotate, a.no_rotate) {
+        rotate: a.timing.rotate,
+        rotate_asked: match (a.timing.rotate, a.timing.no_rotate) {
             (true, _) => Some(true),
             (_, true) => Some(false),
             _ => None,
         },
-        warmup: a.warmup,
-        check: a.check,
-        average: a.average,
-        blocking: a.blocking.on(),
-        agg_iters: a.agg_iters,
-        cuda_graph: a.cuda_graph,
-        register: a.register,
-        phase_times: a.phase_times,
-        cycles: a.cycles,
-        timeout: (a.timeout > 0).then(|| std::time::Duration::from_secs(a.timeout)),
+        warmup: a.timing.warmup,
+        check: a.common.checking.check,
+        average: a.timing.average,
+        blocking: a.blocking.blocking.on(),
+        agg_iters: a.timing.agg_iters,
+        cuda_graph: a.timing.cuda_graph,
+        register: a.register.register,
+        phase_times: a.hierarchy.phase_times,
+        cycles: a.repeat.cycles,
+        timeout: (a.common.launch.timeout > 0).then(|| std::time::Duration::from_secs(a.common.launch.timeout)),
     }
 }
 
 fn start_config(a: &RunArgs) -> Result<StartConfig, Error> {
-    let transport = match a.transport {
+    let transport = match a.common.launch.transport {
         TransportArg::Profile(p) => p,
         TransportArg::Help => {
             return Err(Error::usage(
@@ -252,16 +324,16 @@ fn start_config(a: &RunArgs) -> Result<StartConfig, Error> {
             ));
         }
     };
-    let threads = match a.ngpus {
+    let threads = match a.common.launch.ngpus {
         None => None,
         Some(n) => Some(usize::try_from(n).map_err(|_| Error::usage(format!("--ngpus {n} is too large")))?),
     };
     Ok(StartConfig {
-        backend: a.backend,
+        backend: a.common.launch.backend,
         transport,
-        nccl_lib: a.nccl_lib.clone(),
+        nccl_lib: a.common.launch.nccl_lib.clone(),
         threads,
-        launcher: a.launcher,
+        launcher: a.common.launch.launcher,
     })
 }
 

@@ -14,6 +14,7 @@
 //! arrives at the next one (`straggler`).
 
 use crate::backend::{Backend, Call, Graphs};
+use crate::buffer::HostBuffer;
 use crate::clock::Clock;
 use crate::collective::Pattern;
 use crate::error::Error;
@@ -113,11 +114,7 @@ impl Validate<'_> {
         backend.wait()?;
         let start = self.clock.now();
         let (out, range) = backend.output(call, placement)?;
-        if self.inject_error && !range.is_empty() {
-            // flip bits of the first received element
-            let at = range.start * call.dtype.size_bytes();
-            out.bytes_mut()[at] ^= 0x5a;
-        }
+        self.corrupt(out, &range, call);
         let want = spec.expectation(&pattern, &call.shape, &call.at);
         let local = match pattern.relative_bound() {
             Some(bound) => out.count_outside(range, &want, bound),
@@ -125,6 +122,37 @@ impl Validate<'_> {
         };
         work_s += self.clock.seconds_since(start);
         Ok((Some(local), work_s))
+    }
+
+    /// One validated exchange of `call` (a flat sendrecv on the backend's
+    /// own communicator) with `peer`: this rank's input is its pattern of
+    /// `seed`, `exchange` runs the sends and receives, and what arrived is
+    /// compared with the partner's pattern; this rank's wrong elements. No
+    /// rank takes part in anything else.
+    pub fn exchange(
+        &self,
+        backend: &mut dyn Backend,
+        call: &Call,
+        peer: usize,
+        seed: u64,
+        exchange: impl FnOnce(&mut dyn Backend) -> Result<(), Error>,
+    ) -> Result<u64, Error> {
+        let pattern = Pattern::new(call.dtype, None, self.world.size(), seed);
+        let me = self.world.rank();
+        backend.load_input(call, Placement::OutOfPlace, &|i| pattern.input(me, i))?;
+        exchange(backend)?;
+        backend.wait()?;
+        let (out, range) = backend.output(call, Placement::OutOfPlace)?;
+        self.corrupt(out, &range, call);
+        Ok(out.count_mismatches(range, |i| pattern.input(peer, i)))
+    }
+
+    /// The test hook: flips bits of the first received element.
+    fn corrupt(&self, out: &mut HostBuffer, range: &std::ops::Range<usize>, call: &Call) {
+        if self.inject_error && !range.is_empty() {
+            let at = range.start * call.dtype.size_bytes();
+            out.bytes_mut()[at] ^= 0x5a;
+        }
     }
 
     /// The one operation, at the start of the buffers; through a graph

@@ -10,8 +10,8 @@ use crate::world::World;
 const SHOWN_BYTES: usize = 200;
 
 /// FNV-1a: stable across builds and platforms, unlike std's hasher.
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
@@ -30,13 +30,16 @@ pub fn first_mismatch(hashes: &[u64], nfields: usize) -> Option<(usize, usize)> 
 /// Compares `fields` across ranks; the same error on every rank when they
 /// differ. Collective over `world`.
 pub fn check_same_plan(world: &dyn World, fields: &[(String, String)]) -> Result<(), Error> {
-    // The version alone first: another version may have other fields.
-    let version = fields.first().map(|(_, v)| fnv1a(v)).unwrap_or(0);
-    let versions = world.all_gather_u64s(&[version]);
-    let mismatch = match first_mismatch(&versions, 1) {
-        Some((_, rank)) => Some((0, rank)),
+    // What says how many fields there are first, so that every exchange
+    // has the same length on every rank: the version (another version
+    // may have other fields), the command (another command has other
+    // options) and the field count.
+    let head = |i: usize| fields.get(i).map_or(0, |(_, v)| fnv1a(v.as_bytes()));
+    let heads = world.all_gather_u64s(&[head(0), head(1), fields.len() as u64]);
+    let mismatch = match first_mismatch(&heads, 3) {
+        Some((f, rank)) => Some((f.min(1), rank)),
         None => {
-            let hashes: Vec<u64> = fields.iter().map(|(_, v)| fnv1a(v)).collect();
+            let hashes: Vec<u64> = fields.iter().map(|(_, v)| fnv1a(v.as_bytes())).collect();
             first_mismatch(&world.all_gather_u64s(&hashes), fields.len())
         }
     };
@@ -70,9 +73,36 @@ mod tests {
     }
 
     #[test]
+    fn ranks_running_different_commands_are_told_apart_without_a_hang() {
+        let worlds = crate::world::threads::ThreadWorld::create(3);
+        let field = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let errors: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = worlds
+                .iter()
+                .enumerate()
+                .map(|(rank, world)| {
+                    s.spawn(move || {
+                        let mut fields = vec![field("collbench version", "0.1.0"), field("command", "run")];
+                        if rank == 2 {
+                            // another command, with more options than run's
+                            fields = vec![field("collbench version", "0.1.0"), field("command", "links")];
+                            fields.extend((0..5).map(|i| field(&format!("--x{i}"), "1")));
+                        }
+                        check_same_plan(world, &fields).unwrap_err().to_string()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for e in &errors {
+            assert!(e.contains("command is run on rank 0 but links on rank 2"), "{e}");
+        }
+    }
+
+    #[test]
     fn the_hash_is_stable_and_tells_values_apart() {
-        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
-        assert_ne!(fnv1a("1048576"), fnv1a("2097152"));
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(fnv1a(b"1048576"), fnv1a(b"2097152"));
     }
 }

@@ -25,8 +25,10 @@
 
 pub mod adaptive;
 pub mod check;
+pub mod context;
 pub mod digest;
 pub mod groups;
+pub mod pairs;
 pub mod policy;
 pub mod precision;
 mod row;
@@ -41,22 +43,19 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::backend::{Backend, Call, LaunchExtras};
-use crate::clock::Clock;
+use crate::backend::{Call, LaunchExtras};
 use crate::collective::Layout;
 use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::Record;
 use crate::topology::profile::Profile;
 use crate::types::{Average, BackendKind, Placement, Register};
-use crate::world::World;
+pub use context::Context;
 use groups::Groups;
 use policy::Iterations;
 use row::{Scope, add_iteration_stats};
-use stop::StopRequest;
 use timer::Timed;
 pub use timer::{captured_iterations, per_op_seconds};
-use watchdog::Watchdog;
 
 /// Every rank's size, count, wrong elements and registration of a point
 /// (`--split`), in world rank order.
@@ -194,18 +193,12 @@ impl Summary {
 }
 
 pub struct Engine<'a> {
-    world: &'a dyn World,
-    backend: &'a mut dyn Backend,
+    /// The world, backend, clock, watchdog, stop request and test hook.
+    cx: Context<'a>,
     /// What the backend can run (which outputs it defines, its name).
     caps: Capabilities,
     cfg: &'a Timing,
     ctx: &'a RunContext,
-    /// Where times are read: the host clock, or a test's virtual clock.
-    clock: Clock,
-    /// Test hook: corrupt a received element after each check.
-    inject_error: bool,
-    watchdog: Option<&'a Watchdog>,
-    stop: StopRequest,
     /// Check iterations so far: varies the pattern between checks, the
     /// same sequence on every rank.
     rep: u64,
@@ -217,17 +210,14 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(world: &'a dyn World, backend: &'a mut dyn Backend, timing: &'a Timing, ctx: &'a RunContext) -> Self {
+    /// The sweep of `cx`'s backend, measured as `timing` says, every record
+    /// carrying `ctx`.
+    pub fn new(cx: Context<'a>, timing: &'a Timing, ctx: &'a RunContext) -> Self {
         Engine {
-            caps: backend.capabilities(&timing.extras()),
-            world,
-            backend,
+            caps: cx.backend.capabilities(&timing.extras()),
+            cx,
             cfg: timing,
             ctx,
-            clock: Clock::Host,
-            inject_error: false,
-            watchdog: None,
-            stop: StopRequest::never(),
             rep: 0,
             arrivals: straggler::Arrivals::new(timing.straggler_threshold_pct / 100.0),
             groups: None,
@@ -238,32 +228,6 @@ impl<'a> Engine<'a> {
     /// `Groups::split`), and each group gets its row beside the aggregate.
     pub fn with_groups(mut self, groups: Option<&'a Groups>) -> Self {
         self.groups = groups;
-        self
-    }
-
-    /// Every point is watched by `watchdog`.
-    pub fn with_watchdog(mut self, watchdog: Option<&'a Watchdog>) -> Self {
-        self.watchdog = watchdog;
-        self
-    }
-
-    /// Test hook: after each check, every rank with an output corrupts its
-    /// first received element, so that validation must fail.
-    pub fn with_injected_errors(mut self, inject: bool) -> Self {
-        self.inject_error = inject;
-        self
-    }
-
-    /// The sweep stops at the next point when `stop` fires on any rank.
-    pub fn with_stop(mut self, stop: StopRequest) -> Self {
-        self.stop = stop;
-        self
-    }
-
-    /// Times are read from `clock` (a test's virtual clock) instead of the
-    /// host's.
-    pub fn with_clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
         self
     }
 
@@ -288,7 +252,7 @@ impl<'a> Engine<'a> {
             }
             for case in &plan.cases {
                 // Ranks stop together, between points, when any got a signal.
-                let signal = self.world.max_u64(self.stop.signal());
+                let signal = self.cx.stop_signal();
                 if signal != 0 {
                     summary.stopped_by = Some(signal);
                     break 'cycles;
@@ -297,9 +261,7 @@ impl<'a> Engine<'a> {
             }
             summary.cycles = cycle;
         }
-        if let Some(w) = self.watchdog {
-            w.idle();
-        }
+        self.cx.idle();
         summary.straggler = self.straggler();
         Ok(summary)
     }
@@ -324,27 +286,27 @@ impl<'a> Engine<'a> {
                 phase_sums,
             } = self.measure_watched(case, &call, placement)?;
             let wrong = checked.and_then(|c| c.wrong);
-            let times = self.world.gather_f64(timed.per_op_s);
+            let times = self.cx.world.gather_f64(timed.per_op_s);
             // Arrival skew: each rank's own part of the check, where every
             // rank does the same (every rank takes part, or none).
             if self.cfg.per_iter
                 && case.collective.spec().is_symmetric()
                 && let Some(c) = checked.filter(|c| c.wrong.is_some())
-                && let Some(work) = self.world.gather_f64(c.work_s)
+                && let Some(work) = self.cx.world.gather_f64(c.work_s)
             {
                 self.arrivals.add(case.size_bytes(), &work);
             }
             // every rank's size, count and wrong elements (their group's)
             let wrong_local = checked.and_then(|c| c.local);
             let split = self.groups.map(|_| {
-                let g = |v: u64| self.world.gather_f64(v as f64);
+                let g = |v: u64| self.cx.world.gather_f64(v as f64);
                 (
                     g(case.size_bytes()),
                     g(case.shape.count as u64),
                     g(wrong_local.unwrap_or(0)),
                 )
             });
-            let per_iter = timed.samples.map(|samples| self.world.max_f64s_to_root(&samples));
+            let per_iter = timed.samples.map(|samples| self.cx.world.max_f64s_to_root(&samples));
             let phases = self.phase_times(&call, iters, phase_sums)?;
             // -R as each rank's communicators took it (a window may be declined)
             let registered = self.registered(&call);
@@ -390,8 +352,8 @@ impl<'a> Engine<'a> {
             op: case.op,
             shape: case.shape,
             at: Layout::new(
-                self.groups.map_or(self.world.size(), Groups::size),
-                self.groups.map_or(self.world.rank(), |g| g.index),
+                self.groups.map_or(self.cx.world.size(), Groups::size),
+                self.groups.map_or(self.cx.world.rank(), |g| g.index),
                 case.root.unwrap_or(0),
             ),
             group: self.groups.and_then(|g| g.sub),
@@ -402,18 +364,16 @@ impl<'a> Engine<'a> {
     /// before the out-of-place run, inside a profiler range.
     fn measure_watched(&mut self, case: &Case, call: &Call, placement: Placement) -> Result<Measured, Error> {
         let what = describe(case, placement);
-        if let Some(w) = self.watchdog {
-            w.watch(what.as_str());
-        }
+        self.cx.watch(|| what.clone());
         if placement == Placement::OutOfPlace {
-            self.backend.prepare(call)?;
+            self.cx.backend.prepare(call)?;
         }
         // For profilers' timelines (NVTX on the nccl backend).
-        if let Some(profiler) = self.backend.profiler() {
+        if let Some(profiler) = self.cx.backend.profiler() {
             profiler.range_push(&what);
         }
         let measured = self.measure(call, placement);
-        if let Some(profiler) = self.backend.profiler() {
+        if let Some(profiler) = self.cx.backend.profiler() {
             profiler.range_pop();
         }
         measured
@@ -459,10 +419,10 @@ impl<'a> Engine<'a> {
         // so buffer rotation keeps moving.
         let mut iter = 0u64;
         for _ in 0..self.cfg.warmup {
-            self.backend.launch(call, placement, iter, 1)?;
+            self.cx.backend.launch(call, placement, iter, 1)?;
             iter += 1;
         }
-        self.backend.wait()?;
+        self.cx.backend.wait()?;
         let checked = self.check(call, placement)?;
         let iters = match self.cfg.iterations {
             Iterations::Fixed(n) => n,
@@ -481,7 +441,7 @@ impl<'a> Engine<'a> {
             }
         };
         // Phases of the warm-up, check and calibration are not reported.
-        if let Some(phases) = self.backend.phase_times() {
+        if let Some(phases) = self.cx.backend.phase_times() {
             phases.begin_phases(u64::from(iters) * u64::from(self.cfg.agg_iters))?;
         }
         let timed = if self.cfg.cuda_graph > 0 {
@@ -508,17 +468,11 @@ impl<'a> Engine<'a> {
         if self.cfg.check == 0 || !self.caps.validates(call.collective, placement) {
             return Ok(None);
         }
-        let validate = check::Validate {
-            world: self.world,
-            caps: &self.caps,
-            through_graph: self.cfg.cuda_graph > 0,
-            inject_error: self.inject_error,
-            clock: self.clock.clone(),
-        };
+        let validate = self.cx.validate(&self.caps, self.cfg.cuda_graph > 0);
         let mut work_s = 0.0;
         for _ in 0..self.cfg.check {
             self.rep += 1;
-            let c = validate.timed(&mut *self.backend, call, placement, self.rep)?;
+            let c = validate.timed(&mut *self.cx.backend, call, placement, self.rep)?;
             work_s += c.work_s;
             if c.wrong != Some(0) {
                 return Ok(Some(check::Checked { work_s, ..c }));
@@ -533,7 +487,7 @@ impl<'a> Engine<'a> {
 
     /// The slow-rank verdict of the run (rank 0, with `-I`).
     pub fn straggler(&self) -> Option<straggler::SlowRank> {
-        (self.cfg.per_iter && self.world.rank() == 0).then(|| self.arrivals.verdict(self.world.size()))
+        (self.cfg.per_iter && self.cx.world.rank() == 0).then(|| self.arrivals.verdict(self.cx.world.size()))
     }
 }
 

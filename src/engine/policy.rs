@@ -116,12 +116,12 @@ impl Engine<'_> {
         while let Some(batch) = policy.next_batch() {
             // Each timed batch's phases are taken after it (calibration's
             // are dropped): begin_phases forgets what came before.
-            let phases = self.backend.phase_times().filter(|_| batch.timed);
+            let phases = self.cx.backend.phase_times().filter(|_| batch.timed);
             if let Some(phases) = phases {
                 phases.begin_phases(u64::from(batch.ops) * u64::from(self.cfg.agg_iters))?;
             }
             let timed = self.time(call, placement, batch.ops, iter)?;
-            if let Some(phases) = self.backend.phase_times().filter(|_| batch.timed) {
+            if let Some(phases) = self.cx.backend.phase_times().filter(|_| batch.timed) {
                 let these = phases.take_phase_times()?;
                 let sums = phase_sums.get_or_insert([0.0; 3]);
                 for (sum, t) in sums.iter_mut().zip(these) {
@@ -129,7 +129,7 @@ impl Engine<'_> {
                 }
             }
             // nanoseconds as an integer: the max reduction needs no float
-            let slowest_ns = self.world.max_u64((timed.elapsed_s * 1e9).ceil() as u64);
+            let slowest_ns = self.cx.world.max_u64((timed.elapsed_s * 1e9).ceil() as u64);
             policy.observe(slowest_ns as f64 * 1e-9);
             if batch.timed {
                 mine.push(timed.per_op_s);

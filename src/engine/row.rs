@@ -97,8 +97,8 @@ impl Engine<'_> {
     /// rank order; others: an empty list), where the backend says; every
     /// rank calls it (the gather is collective).
     pub(super) fn registered(&mut self, call: &crate::backend::Call) -> Option<Vec<Register>> {
-        let mine = self.backend.registrations()?.registered(call);
-        let all = self.world.gather_f64(f64::from(mine.level())).unwrap_or_default();
+        let mine = self.cx.backend.registrations()?.registered(call);
+        let all = self.cx.world.gather_f64(f64::from(mine.level())).unwrap_or_default();
         let of = |v: f64| Register::ALL.get(v as usize).copied().unwrap_or_default();
         Some(all.into_iter().map(of).collect())
     }

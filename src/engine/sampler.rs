@@ -6,42 +6,108 @@
 //! One sample, per call and placement (out-of-place, then in-place, as
 //! nccl-tests' "Avg bus bandwidth" averages both): a barrier of every
 //! rank, the clock, `iters` operations launched back to back, wait, the
-//! clock (nccl-tests' method, as the sweep's). Validation runs each call
-//! once per placement before any sample, and reports this rank's wrong
-//! elements (a group's are its ranks' sum).
+//! clock (`Context::batch`, nccl-tests' method, as the sweep's).
+//! Validation runs each call once per placement before any sample, and
+//! reports this rank's wrong elements (a group's are its ranks' sum).
+//!
+//! `Sampler::run` is a check's whole loop: validate, warm up, then samples
+//! until their count, the soak's end or a stop signal (which the ranks
+//! agree on before every sample), each handed to the caller as it comes
+//! (as the sweep hands each record to its sinks).
 //!
 //! Must not: print, judge, or know profiles and files.
 
-use crate::backend::{Backend, Call, LaunchExtras};
-use crate::clock::Clock;
+use std::time::Duration;
+
+use crate::backend::{Call, LaunchExtras};
 use crate::error::Error;
 use crate::types::Placement;
-use crate::world::World;
 
-use super::check::Validate;
-use super::watchdog::Watchdog;
+use super::Context;
 
 /// The placements of a sample, in the order they are timed.
 pub const PLACEMENTS: [Placement; 2] = [Placement::OutOfPlace, Placement::InPlace];
 
 pub struct Sampler<'a> {
-    pub world: &'a dyn World,
-    pub backend: &'a mut dyn Backend,
-    pub clock: Clock,
-    /// Test hook: corrupt the first received element after each check.
-    pub inject_error: bool,
-    pub watchdog: Option<&'a Watchdog>,
+    pub cx: Context<'a>,
     /// This rank is in no group of the check (a node out of a round of
     /// pairs): it launches nothing, keeps step with the barriers and
     /// reports zero times.
     pub idle: bool,
 }
 
+/// How one check is sampled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampling {
+    /// Samples to take (a soak: `usize::MAX`, until `until` or a stop).
+    pub samples: usize,
+    /// Operations per sample, back to back.
+    pub iters: u32,
+    /// Untimed operations of each call in each placement first.
+    pub warmup: u32,
+    /// Validate each call once in both placements first (seeds from
+    /// `seed` on).
+    pub check: bool,
+    pub seed: u64,
+    /// A soak's length: rank 0 ends the sampling once it has run this long.
+    pub until: Option<Duration>,
+}
+
+/// What sampling one check gave this rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sampled {
+    /// This rank's wrong elements (`None`: not checked, or nothing here
+    /// checked).
+    pub wrong: Option<u64>,
+    /// Samples taken.
+    pub taken: usize,
+    /// The signal that stopped the sampling on any rank.
+    pub stopped_by: Option<u64>,
+    /// Seconds from the first sample to the end of the last.
+    pub elapsed_s: f64,
+}
+
 impl Sampler<'_> {
-    fn watch(&self, what: impl FnOnce() -> String) {
-        if let Some(w) = self.watchdog {
-            w.watch(what());
+    /// Validates, warms up, then samples until `how.samples`, the soak's
+    /// end or a stop signal (which the ranks agree on before every
+    /// sample). `on_sample(times, index, elapsed_s)` gets each sample on
+    /// every rank (`sample`'s times, seconds since the first sample); an
+    /// error from it ends the sampling on that rank.
+    pub fn run(
+        &mut self,
+        calls: &[Call],
+        how: &Sampling,
+        mut on_sample: impl FnMut(&[Vec<f64>], usize, f64) -> Result<(), Error>,
+    ) -> Result<Sampled, Error> {
+        let wrong = if how.check {
+            self.validate(calls, how.seed)?
+        } else {
+            None
+        };
+        self.warm_up(calls, how.warmup)?;
+        let clock = self.cx.clock.clone();
+        let first = self.cx.world.rank() == 0;
+        let start = clock.now();
+        let mut out = Sampled {
+            wrong,
+            ..Sampled::default()
+        };
+        while out.taken < how.samples {
+            let expired = first && how.until.is_some_and(|d| clock.now().saturating_sub(start) >= d);
+            let flag = self.cx.world.max_u64((self.cx.stop.signal() << 1) | u64::from(expired));
+            if flag >> 1 != 0 {
+                out.stopped_by = Some(flag >> 1);
+                break;
+            }
+            if flag & 1 != 0 {
+                break;
+            }
+            let times = self.sample(calls, how.iters)?;
+            on_sample(&times, out.taken, clock.seconds_since(start))?;
+            out.taken += 1;
         }
+        out.elapsed_s = clock.seconds_since(start);
+        Ok(out)
     }
 
     /// Validates each call in both placements: this rank's wrong elements
@@ -51,27 +117,21 @@ impl Sampler<'_> {
         if self.idle {
             return Ok(None);
         }
-        let caps = self.backend.capabilities(&LaunchExtras::default());
-        let validate = Validate {
-            world: self.world,
-            caps: &caps,
-            inject_error: self.inject_error,
-            through_graph: false,
-            clock: self.clock.clone(),
-        };
+        let caps = self.cx.backend.capabilities(&LaunchExtras::default());
+        let validate = self.cx.validate(&caps, false);
         let mut wrong = None;
         for (i, call) in calls.iter().enumerate() {
-            self.watch(|| {
+            self.cx.watch(|| {
                 format!(
                     "checking {} of {} B",
                     call.collective,
                     call.shape.size_bytes(call.dtype)
                 )
             });
-            self.backend.prepare(call)?;
+            self.cx.backend.prepare(call)?;
             for (p, placement) in PLACEMENTS.into_iter().enumerate() {
                 let seed = seed + 2 * i as u64 + p as u64;
-                if let Some(w) = validate.local(&mut *self.backend, call, placement, seed)? {
+                if let Some(w) = validate.local(&mut *self.cx.backend, call, placement, seed)? {
                     wrong = Some(wrong.unwrap_or(0) + w);
                 }
             }
@@ -82,16 +142,16 @@ impl Sampler<'_> {
     /// `ops` untimed operations of each call in each placement.
     pub fn warm_up(&mut self, calls: &[Call], ops: u32) -> Result<(), Error> {
         for call in calls.iter().filter(|_| !self.idle) {
-            self.watch(|| format!("warming up {}", call.collective));
-            self.backend.prepare(call)?;
+            self.cx.watch(|| format!("warming up {}", call.collective));
+            self.cx.backend.prepare(call)?;
             for placement in PLACEMENTS {
                 for i in 0..ops {
-                    self.backend.launch(call, placement, u64::from(i), 1)?;
+                    self.cx.backend.launch(call, placement, u64::from(i), 1)?;
                 }
-                self.backend.wait()?;
+                self.cx.backend.wait()?;
             }
         }
-        self.world.barrier();
+        self.cx.world.barrier();
         Ok(())
     }
 
@@ -104,27 +164,23 @@ impl Sampler<'_> {
         for call in calls {
             if self.idle {
                 // the same barriers as a rank that runs the call
-                PLACEMENTS.iter().for_each(|_| self.world.barrier());
+                PLACEMENTS.iter().for_each(|_| self.cx.world.barrier());
                 mine.extend([0.0; PLACEMENTS.len()]);
                 continue;
             }
-            self.backend.prepare(call)?;
+            self.cx.backend.prepare(call)?;
             for placement in PLACEMENTS {
-                self.watch(|| format!("sampling {} in {}", call.collective, placement.name()));
-                self.world.barrier();
-                let start = self.clock.now();
-                for i in 0..iters {
-                    self.backend.launch(call, placement, u64::from(i), 1)?;
-                }
-                self.backend.wait()?;
-                mine.push(self.clock.seconds_since(start) / f64::from(iters));
+                self.cx
+                    .watch(|| format!("sampling {} in {}", call.collective, placement.name()));
+                let took = self
+                    .cx
+                    .batch(iters, |backend, i, _| backend.launch(call, placement, u64::from(i), 1))?;
+                mine.push(took / f64::from(iters));
             }
         }
-        if let Some(w) = self.watchdog {
-            w.idle();
-        }
+        self.cx.idle();
         let bits: Vec<u64> = mine.iter().map(|s| s.to_bits()).collect();
-        let all = self.world.all_gather_u64s(&bits);
+        let all = self.cx.world.all_gather_u64s(&bits);
         Ok(all
             .chunks(mine.len().max(1))
             .map(|r| r.iter().map(|b| f64::from_bits(*b)).collect())
@@ -137,9 +193,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::backend::Backend;
     use crate::backend::SubGroup;
     use crate::backend::memory::on_ranks::on_ranks;
     use crate::backend::memory::{Fault, Launched};
+    use crate::clock::Clock;
     use crate::collective::{Collective, Layout};
     use crate::topology::Hierarchy;
     use crate::types::{DType, ReduceOp};
@@ -167,11 +225,7 @@ mod tests {
             let pair = backend.sub_groups().unwrap().split(rank / 2, rank % 2).unwrap();
             let calls = [all_reduce(64, 2, rank % 2, Some(pair))];
             let mut sampler = Sampler {
-                world,
-                backend: &mut backend,
-                clock: Clock::Virtual(clock),
-                inject_error: false,
-                watchdog: None,
+                cx: Context::new(world, &mut backend).with_clock(Clock::Virtual(clock)),
                 idle: false,
             };
             let wrong = sampler.validate(&calls, 1).unwrap();

@@ -26,16 +26,12 @@
 //! configuration alike and their steps compare.
 //! Must not: print, or know schedules, models or files.
 
-use crate::backend::{Backend, Call, LaunchExtras};
-use crate::clock::Clock;
+use crate::backend::{Call, LaunchExtras};
 use crate::error::Error;
 use crate::types::Placement;
-use crate::world::World;
 
-use super::check::Validate;
-use super::stop::StopRequest;
+use super::Context;
 use super::straggler::IterSummary;
-use super::watchdog::Watchdog;
 
 /// How the steps run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,14 +91,8 @@ impl Steps {
 
 /// Runs the steps; `Some` on rank 0. Each call names its own group.
 pub struct StepRunner<'a> {
-    pub world: &'a dyn World,
-    pub backend: &'a mut dyn Backend,
-    pub clock: Clock,
-    /// Test hook: corrupt the first received element after each check.
-    pub inject_error: bool,
-    pub watchdog: Option<&'a Watchdog>,
-    /// Checked on every rank before each step.
-    pub stop: StopRequest,
+    /// The stop request is checked on every rank before each step.
+    pub cx: Context<'a>,
 }
 
 impl StepRunner<'_> {
@@ -147,7 +137,7 @@ impl StepRunner<'_> {
         let mut stopped_by = None;
         for step in 0..t.steps {
             // Ranks stop together, between steps, when any got a signal.
-            let signal = self.world.max_u64(self.stop.signal());
+            let signal = self.cx.stop_signal();
             if signal != 0 {
                 stopped_by = Some(signal);
                 break;
@@ -157,9 +147,7 @@ impl StepRunner<'_> {
                 step_s[c].push(self.step(calls, t.blocking, Some(&mut op_s[c]))?);
             }
         }
-        if let Some(w) = self.watchdog {
-            w.idle();
-        }
+        self.cx.idle();
         let steps = configs
             .iter()
             .enumerate()
@@ -184,13 +172,13 @@ impl StepRunner<'_> {
     fn slowest(&self, step_s: &[f64], op_s: &[f64], ops: usize) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
         let steps = step_s.len();
         let bits: Vec<u64> = step_s.iter().map(|s| s.to_bits()).collect();
-        let all = self.world.all_gather_u64s(&bits);
-        let me = self.world.rank();
+        let all = self.cx.world.all_gather_u64s(&bits);
+        let me = self.cx.world.rank();
         // each rank offers its operations' times of the steps it was the slowest in
         let mut mine = vec![0.0; steps * ops];
         let mut step_us = Vec::with_capacity(steps);
         for k in 0..steps {
-            let (slowest, time) = (0..self.world.size())
+            let (slowest, time) = (0..self.cx.world.size())
                 .map(|r| (r, f64::from_bits(all[r * steps + k])))
                 .fold(
                     (0, f64::NEG_INFINITY),
@@ -201,7 +189,7 @@ impl StepRunner<'_> {
                 mine[k * ops..(k + 1) * ops].copy_from_slice(&op_s[k * ops..(k + 1) * ops]);
             }
         }
-        let ops_of_slowest = self.world.max_f64s_to_root(&mine)?;
+        let ops_of_slowest = self.cx.world.max_f64s_to_root(&mine)?;
         let op_us = ops_of_slowest
             .chunks(ops.max(1))
             .take(steps)
@@ -211,31 +199,25 @@ impl StepRunner<'_> {
     }
 
     fn watch(&self, what: String) {
-        if let Some(w) = self.watchdog {
-            w.watch(what);
-        }
+        self.cx.watch(|| what);
     }
 
     /// One step: this rank's seconds from the barrier to the end of its
-    /// last operation, and each operation's pushed to `ops`.
+    /// last operation, and each operation's pushed to `ops`. Each
+    /// operation's buffers are made ready before it: the step's own
+    /// overhead, not the operation's.
     fn step(&mut self, calls: &[Call], blocking: bool, mut ops: Option<&mut Vec<f64>>) -> Result<f64, Error> {
-        self.world.barrier();
-        let step_start = self.clock.now();
-        for c in calls {
-            // its buffers made ready: the step's own overhead, not the operation's
-            self.backend.prepare(c)?;
-            if blocking {
-                self.world.barrier();
-            }
-            let start = self.clock.now();
-            self.backend.launch(c, Placement::OutOfPlace, 0, 1)?;
-            self.backend.wait()?;
-            let took = self.clock.seconds_since(start);
-            if let Some(ops) = ops.as_mut() {
-                ops.push(took);
-            }
-        }
-        Ok(self.clock.seconds_since(step_start))
+        self.cx.one_by_one(
+            calls.len(),
+            blocking,
+            |backend, i| backend.prepare(&calls[i]),
+            |backend, i| backend.launch(&calls[i], Placement::OutOfPlace, 0, 1),
+            |_, took| {
+                if let Some(ops) = ops.as_mut() {
+                    ops.push(took);
+                }
+            },
+        )
     }
 
     /// `passes` validation passes over every operation (every rank takes
@@ -243,22 +225,16 @@ impl StepRunner<'_> {
     /// undefined is not checked): wrong elements in all, operations found
     /// wrong.
     fn check(&mut self, calls: &[Call], passes: u32) -> Result<(u64, usize), Error> {
-        let caps = self.backend.capabilities(&LaunchExtras::default());
-        let validate = Validate {
-            world: self.world,
-            caps: &caps,
-            // a step's operations are launched one by one (-G is refused)
-            through_graph: false,
-            inject_error: self.inject_error,
-            clock: self.clock.clone(),
-        };
+        let caps = self.cx.backend.capabilities(&LaunchExtras::default());
+        // a step's operations are launched one by one (-G is refused)
+        let validate = self.cx.validate(&caps, false);
         let (mut wrong, mut failed) = (0, 0);
         for pass in 0..u64::from(passes) {
             for (i, c) in calls.iter().enumerate() {
                 self.watch(format!("checking operation {} of the step", i + 1));
-                self.backend.prepare(c)?;
+                self.cx.backend.prepare(c)?;
                 let seed = pass * calls.len() as u64 + i as u64 + 1;
-                if let Some(total) = validate.once(&mut *self.backend, c, Placement::OutOfPlace, seed)? {
+                if let Some(total) = validate.once(&mut *self.cx.backend, c, Placement::OutOfPlace, seed)? {
                     wrong += total;
                     failed += usize::from(total > 0);
                 }
@@ -273,9 +249,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::backend::SubGroup;
     use crate::backend::memory::on_ranks::on_ranks;
     use crate::backend::memory::{Event, Fault, Launched, MemoryBackend};
+    use crate::backend::{Backend, SubGroup};
     use crate::clock::VirtualClock;
     use crate::collective::Collective;
     use crate::collective::Layout;
@@ -310,14 +286,13 @@ mod tests {
 
     /// A runner of `world` on `backend`, timed on `clock`, unchecked
     /// outputs uncorrupted, no watchdog, never stopped.
-    fn runner<'a>(world: &'a dyn World, backend: &'a mut MemoryBackend, clock: VirtualClock) -> StepRunner<'a> {
+    fn runner<'a>(
+        world: &'a dyn crate::world::World,
+        backend: &'a mut MemoryBackend,
+        clock: VirtualClock,
+    ) -> StepRunner<'a> {
         StepRunner {
-            world,
-            backend,
-            clock: Clock::Virtual(clock),
-            inject_error: false,
-            watchdog: None,
-            stop: StopRequest::never(),
+            cx: Context::new(world, backend).with_clock(crate::clock::Clock::Virtual(clock)),
         }
     }
 

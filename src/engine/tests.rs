@@ -10,9 +10,12 @@ use std::time::Duration;
 use super::groups::Groups;
 use super::policy::Iterations;
 use super::*;
+use crate::backend::Backend;
 use crate::backend::memory::on_ranks::on_ranks;
 use crate::backend::memory::{Event, Fault, Journal, Launched, MemoryBackend};
+use crate::clock::Clock;
 use crate::collective::Collective;
+use crate::engine::stop::StopRequest;
 use crate::topology::Hierarchy;
 use crate::types::{DType, IterPolicy, ReduceOp, TimingMethod};
 
@@ -174,17 +177,17 @@ fn sweep_with(
         });
         let group_plan = hooks.split.zip(groups.as_ref()).map(|((_, f), g)| f(g.size()));
         let plan = group_plan.as_ref().unwrap_or(plan);
-        let mut engine = Engine::new(world, &mut backend, timing, &ctx)
+        let mut cx = Context::new(world, &mut backend)
             .with_clock(Clock::Virtual(clock))
-            .with_injected_errors(hooks.inject_errors)
-            .with_groups(groups.as_ref());
+            .with_injected_errors(hooks.inject_errors);
         if rank == 0 {
-            engine = engine.with_watchdog(hooks.watchdog);
+            cx = cx.with_watchdog(hooks.watchdog);
         }
         if let Some((_, stop)) = hooks.stop.as_ref().filter(|(r, _)| *r == rank) {
-            engine = engine.with_stop(stop.clone());
+            cx = cx.with_stop(stop.clone());
         }
-        let summary = engine
+        let summary = Engine::new(cx, timing, &ctx)
+            .with_groups(groups.as_ref())
             .run(plan, |r| {
                 records.push(r.clone());
                 Ok(())

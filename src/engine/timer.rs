@@ -12,29 +12,13 @@ use crate::error::Error;
 use crate::types::Placement;
 
 impl Engine<'_> {
-    /// One timed iteration: one operation, or with `-m N` N operations in
-    /// one group. `iter` numbers operations, so it moves by N.
-    pub(super) fn issue(&mut self, call: &Call, placement: Placement, iter: &mut u64) -> Result<(), Error> {
-        let agg = self.cfg.agg_iters.max(1);
-        self.backend.launch(call, placement, *iter, agg)?;
-        *iter += u64::from(agg);
-        Ok(())
-    }
-
     /// The backend's CUDA graphs, which `-G` needs.
     pub(super) fn graphs(&mut self) -> Result<&mut dyn Graphs, Error> {
         let why = format!(
             "-G/--cuda-graph {}: the {} backend has no CUDA graphs; drop -G",
             self.cfg.cuda_graph, self.caps.backend
         );
-        self.backend.graphs().ok_or_else(|| Error::usage(why))
-    }
-
-    /// The backend's device timing marks (only asked for where `time` saw
-    /// that it has them).
-    pub(super) fn marks(&mut self) -> Result<&mut dyn IterationMarks, Error> {
-        let why = format!("-I: the {} backend has no device timing marks", self.caps.backend);
-        self.backend.iteration_marks().ok_or_else(|| Error::usage(why))
+        self.cx.backend.graphs().ok_or_else(|| Error::usage(why))
     }
 
     /// Timed iterations for `--min-time` when `-n` is not given: batches of
@@ -49,26 +33,13 @@ impl Engine<'_> {
     ) -> Result<u32, Error> {
         let mut calibrator = Calibrator::new(budget);
         while let Some(batch) = calibrator.next_batch() {
-            let mut elapsed = 0.0;
-            if self.cfg.blocking {
-                for _ in 0..batch {
-                    self.world.barrier();
-                    let start = self.clock.now();
-                    self.issue(call, placement, iter)?;
-                    self.backend.wait()?;
-                    elapsed += self.clock.seconds_since(start);
-                }
+            let elapsed = if self.cfg.blocking {
+                self.one_at_a_time(call, placement, batch, iter, |_| {})?
             } else {
-                self.world.barrier();
-                let start = self.clock.now();
-                for _ in 0..batch {
-                    self.issue(call, placement, iter)?;
-                }
-                self.backend.wait()?;
-                elapsed = self.clock.seconds_since(start);
-            }
+                self.back_to_back(call, placement, batch, iter, None)?
+            };
             // microseconds as an integer: the max reduction needs no float
-            let slowest_us = self.world.max_u64((elapsed * 1e6).ceil() as u64);
+            let slowest_us = self.cx.world.max_u64((elapsed * 1e6).ceil() as u64);
             calibrator.observe(slowest_us as f64 * 1e-6);
         }
         Ok(calibrator.iterations())
@@ -84,65 +55,104 @@ impl Engine<'_> {
         iters: u32,
         iter: &mut u64,
     ) -> Result<Timed, Error> {
-        let per_iter = self.cfg.per_iter;
         let agg = self.cfg.agg_iters;
         let per_op = |iteration_s: f64| per_op_seconds(iteration_s, 1, agg, 0);
-        let mut samples = per_iter.then(|| Vec::with_capacity(iters as usize));
-        let device_marks = per_iter && self.backend.iteration_marks().is_some();
-        if self.cfg.blocking {
-            let mut total = 0.0;
-            for _ in 0..iters {
-                self.world.barrier();
-                let start = self.clock.now();
-                self.issue(call, placement, iter)?;
-                self.backend.wait()?;
-                let took = self.clock.seconds_since(start);
-                total += took;
+        let mut samples = self.cfg.per_iter.then(|| Vec::with_capacity(iters as usize));
+        let device_marks = self.cfg.per_iter && self.cx.backend.iteration_marks().is_some();
+        let elapsed_s = if self.cfg.blocking {
+            self.one_at_a_time(call, placement, iters, iter, |took| {
                 if let Some(s) = samples.as_mut() {
                     s.push(per_op(took));
                 }
-            }
-            return Ok(Timed {
-                per_op_s: per_op_seconds(total, iters, agg, 0),
-                elapsed_s: total,
-                samples,
-            });
-        }
-        if device_marks {
+            })?
+        } else if device_marks {
             // The timing events are made here, before the barrier; the first
             // is recorded after it (nccl-tests starts timing after its
             // barrier), so that iteration 0 holds no wait for other ranks.
-            self.marks()?.start_marks(iters)?;
-        }
-        self.world.barrier();
-        let start = self.clock.now();
-        let mut last = start;
-        for i in 0..iters {
-            if device_marks && i == 0 {
-                self.marks()?.mark_iteration(0)?;
-            }
-            self.issue(call, placement, iter)?;
-            if device_marks {
-                self.marks()?.mark_iteration(i + 1)?;
-            } else if let Some(s) = samples.as_mut() {
-                // a synchronous library: the launch returned when it was done
-                let now = self.clock.now();
-                s.push(per_op(now.saturating_sub(last).as_secs_f64()));
-                last = now;
-            }
-        }
-        self.backend.wait()?;
-        let elapsed_s = self.clock.seconds_since(start);
-        let per_op_s = per_op_seconds(elapsed_s, iters, agg, 0);
-        if device_marks {
-            let marked = self.marks()?.marked_times()?;
+            marks(self.cx.backend, self.caps.backend)?.start_marks(iters)?;
+            let elapsed_s = self.back_to_back(call, placement, iters, iter, Some(Marks::Device))?;
+            let marked = marks(self.cx.backend, self.caps.backend)?.marked_times()?;
             samples = Some(marked.into_iter().map(per_op).collect());
-        }
+            elapsed_s
+        } else {
+            // a synchronous library: each launch returned when it was done
+            let host = samples.as_mut().map(Marks::Host);
+            self.back_to_back(call, placement, iters, iter, host)?
+        };
         Ok(Timed {
-            per_op_s,
+            per_op_s: per_op_seconds(elapsed_s, iters, agg, 0),
             elapsed_s,
             samples,
         })
+    }
+
+    /// `n` timed iterations back to back (`Context::batch`), numbered from
+    /// `iter` on (each moves it by its `-m` operations): the batch's
+    /// seconds. With `marks`, each iteration is marked too.
+    fn back_to_back(
+        &mut self,
+        call: &Call,
+        placement: Placement,
+        n: u32,
+        iter: &mut u64,
+        mut marks_to: Option<Marks<'_>>,
+    ) -> Result<f64, Error> {
+        let (ops, first, kind, clock) = (
+            self.cfg.agg_iters.max(1),
+            *iter,
+            self.caps.backend,
+            self.cx.clock.clone(),
+        );
+        let per_op = |iteration_s: f64| per_op_seconds(iteration_s, 1, ops, 0);
+        let mut last = None;
+        let elapsed = self.cx.batch(n, |backend, i, start| {
+            if matches!(marks_to, Some(Marks::Device)) && i == 0 {
+                marks(backend, kind)?.mark_iteration(0)?;
+            }
+            backend.launch(call, placement, first + u64::from(i) * u64::from(ops), ops)?;
+            match marks_to.as_mut() {
+                Some(Marks::Device) => marks(backend, kind)?.mark_iteration(i + 1)?,
+                Some(Marks::Host(s)) => {
+                    let now = clock.now();
+                    s.push(per_op(now.saturating_sub(last.unwrap_or(start)).as_secs_f64()));
+                    last = Some(now);
+                }
+                None => {}
+            }
+            Ok(())
+        })?;
+        *iter += u64::from(n) * u64::from(ops);
+        Ok(elapsed)
+    }
+
+    /// `n` timed iterations one at a time, a barrier before each
+    /// (`--blocking`, `Context::one_by_one`): their seconds summed, each
+    /// given to `took`.
+    fn one_at_a_time(
+        &mut self,
+        call: &Call,
+        placement: Placement,
+        n: u32,
+        iter: &mut u64,
+        mut took: impl FnMut(f64),
+    ) -> Result<f64, Error> {
+        let (ops, first) = (self.cfg.agg_iters.max(1), *iter);
+        let mut total = 0.0;
+        let launch = |backend: &mut dyn crate::backend::Backend, i: usize| {
+            backend.launch(call, placement, first + i as u64 * u64::from(ops), ops)
+        };
+        self.cx.one_by_one(
+            n as usize,
+            true,
+            |_, _| Ok(()),
+            launch,
+            |_, t| {
+                total += t;
+                took(t);
+            },
+        )?;
+        *iter += u64::from(n) * u64::from(ops);
+        Ok(total)
     }
 
     /// `-G N`: the timed iterations are captured once in a CUDA graph
@@ -156,10 +166,12 @@ impl Engine<'_> {
         iter: &mut u64,
     ) -> Result<Timed, Error> {
         let (agg, launches) = (self.cfg.agg_iters, self.cfg.cuda_graph);
+        let ops = agg.max(1);
         self.graphs()?.begin_capture()?;
         let mut captured = Ok(());
         for _ in 0..iters {
-            captured = self.issue(call, placement, iter);
+            captured = self.cx.backend.launch(call, placement, *iter, ops);
+            *iter += u64::from(ops);
             if captured.is_err() {
                 break;
             }
@@ -168,11 +180,13 @@ impl Engine<'_> {
         let ended = self.graphs()?.end_capture();
         captured?;
         ended?;
-        self.world.barrier();
-        let start = self.clock.now();
-        self.graphs()?.replay(launches)?;
-        self.backend.wait()?;
-        let elapsed_s = self.clock.seconds_since(start);
+        let kind = self.caps.backend;
+        let elapsed_s = self.cx.batch(1, |backend, _, _| {
+            let graphs = backend
+                .graphs()
+                .ok_or_else(|| Error::usage(format!("-G: the {kind} backend has no CUDA graphs; drop -G")))?;
+            graphs.replay(launches)
+        })?;
         Ok(Timed {
             per_op_s: per_op_seconds(elapsed_s, iters, agg, launches),
             elapsed_s,
@@ -191,7 +205,7 @@ impl Engine<'_> {
         iters: u32,
         taken: Option<[f64; 3]>,
     ) -> Result<Option<[f64; 3]>, Error> {
-        let Some(phases) = self.backend.phase_times() else {
+        let Some(phases) = self.cx.backend.phase_times() else {
             return Ok(None);
         };
         let sums = match taken {
@@ -204,11 +218,11 @@ impl Engine<'_> {
         let per_op = sums.map(|s| s / f64::from(iters));
         let mut mean = [0.0; 3];
         for (phase, value) in per_op.into_iter().enumerate() {
-            if let Some(all) = self.world.gather_f64(value) {
+            if let Some(all) = self.cx.world.gather_f64(value) {
                 mean[phase] = all.iter().sum::<f64>() / all.len() as f64;
             }
         }
-        Ok((self.world.rank() == 0).then_some(mean))
+        Ok((self.cx.world.rank() == 0).then_some(mean))
     }
 }
 
@@ -229,6 +243,21 @@ pub fn captured_iterations(calibrated: u32, graph_launches: u32) -> u32 {
     } else {
         calibrated.div_ceil(graph_launches).max(1)
     }
+}
+
+/// How each iteration of a back-to-back batch is timed with `-I`: by the
+/// backend's device marks, or on the host clock into these samples.
+enum Marks<'a> {
+    Device,
+    Host(&'a mut Vec<f64>),
+}
+
+/// The backend's device timing marks (only asked for where `time` saw
+/// that it has them).
+fn marks<'b>(backend: &'b mut dyn crate::backend::Backend, kind: &str) -> Result<&'b mut dyn IterationMarks, Error> {
+    backend
+        .iteration_marks()
+        .ok_or_else(|| Error::usage(format!("-I: the {kind} backend has no device timing marks")))
 }
 
 /// What the timed iterations of one rank gave.

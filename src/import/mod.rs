@@ -2,8 +2,9 @@
 //! old logs and new runs compare and plot together. One file per format:
 //! `nccl_text` (nccl-tests' text output), `nccl_json` (its `-J` file) and
 //! `osu` (OSU micro-benchmark collectives), `collbench_table` (our own
-//! table, for a run whose CSV was lost); `decode` turns a file's bytes
-//! into text first (UTF-16, BOMs, gzip) or names what it is instead; `launch`
+//! table, for a run whose CSV was lost); `nccl_log::decode` turns a file's
+//! bytes into text first (UTF-16, BOMs, gzip) or names what it is instead
+//! (the one decoder of logs, which the NCCL log reader shares); `launch`
 //! reads what launchers add (line prefixes, echoed command lines).
 //! docs/import.md is the user's account of every decision taken here.
 //!
@@ -25,7 +26,6 @@
 //! threshold alone.
 
 mod collbench_table;
-mod decode;
 mod launch;
 mod nccl_json;
 mod nccl_text;
@@ -231,7 +231,7 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let parsed = decode::decode(&bytes).and_then(|text| parse(opts.source, &text, &name, &given));
+        let parsed = crate::nccl_log::decode(&bytes).and_then(|text| parse(opts.source, &text, &name, &given));
         let parsed = parsed.map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
         records.extend(parsed.records);
         warnings.extend(parsed.warnings.into_iter().map(|w| format!("{}: {w}", path.display())));
@@ -239,7 +239,7 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
     crate::report::csv::write_records(&opts.output, opts.overwrite, &records)?;
     // Only once the CSV is written: a refused import says one line, no more.
     for w in &warnings {
-        eprintln!("collbench: warning: {w}");
+        crate::error::say(&format!("collbench: warning: {w}"));
     }
     Ok(records.len())
 }
@@ -392,7 +392,7 @@ mod tests {
 
             #[test]
             fn decoding_never_panics_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
-                if let Ok(text) = super::super::decode::decode(&bytes) {
+                if let Ok(text) = crate::nccl_log::decode(&bytes) {
                     all(&text);
                 }
             }

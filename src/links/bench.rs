@@ -14,33 +14,16 @@ use super::schedule::{self, Level};
 use super::sim::{Fault, Noise, Rng, SimCluster, SimConfig};
 use crate::error::Error;
 
-/// What each trial injects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Injection {
-    Healthy,
-    /// One host `slowdown` times slower (bandwidth and latency).
-    SlowNode,
-    /// One pair of measured ranks with bandwidth / `slowdown`.
-    SlowLink,
-    /// One host that only all-reduces see.
-    Collective,
-}
-
-impl Injection {
-    pub const ALL: [Injection; 4] = [
-        Injection::SlowNode,
-        Injection::SlowLink,
-        Injection::Collective,
-        Injection::Healthy,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Injection::Healthy => "healthy",
-            Injection::SlowNode => "slow node",
-            Injection::SlowLink => "slow link",
-            Injection::Collective => "collective-only",
-        }
+crate::types::vocabulary! {
+    /// What each trial injects, in the benchmark's order.
+    pub enum Injection: "injection", Exact {
+        /// One host `slowdown` times slower (bandwidth and latency).
+        SlowNode = "slow node",
+        /// One pair of measured ranks with bandwidth / `slowdown`.
+        SlowLink = "slow link",
+        /// One host that only all-reduces see.
+        Collective = "collective-only",
+        Healthy = "healthy",
     }
 }
 

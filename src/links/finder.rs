@@ -55,34 +55,22 @@ impl FinderConfig {
     };
 }
 
-/// What a finding names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FindingKind {
-    /// A host: slow with most partners (at `--level node`, or most of its
-    /// ranks at `--level rank`/`rail`).
-    Node,
-    /// One rank's GPU or NIC: slow with most partners, its host's other
-    /// ranks fine (or slow with the other GPUs of its host).
-    Gpu,
-    /// One pair: slow together, each fine with others.
-    Link,
-    /// A host that slows all-reduces while its pairs look fine.
-    Collective,
-}
-
-impl FindingKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            FindingKind::Node => "node",
-            FindingKind::Gpu => "gpu",
-            FindingKind::Link => "link",
-            FindingKind::Collective => "collective",
-        }
+crate::types::vocabulary! {
+    /// What a finding names.
+    #[derive(PartialOrd, Ord, Hash)]
+    pub enum FindingKind: "finding", Exact, pad {
+        /// A host: slow with most partners (at `--level node`, or most of its
+        /// ranks at `--level rank`/`rail`).
+        Node = "node",
+        /// One rank's GPU or NIC: slow with most partners, its host's other
+        /// ranks fine (or slow with the other GPUs of its host).
+        Gpu = "gpu",
+        /// One pair: slow together, each fine with others.
+        Link = "link",
+        /// A host that slows all-reduces while its pairs look fine.
+        Collective = "collective",
     }
 }
-
-crate::types::display_by_name!(pad FindingKind);
 
 /// What the matrix showed about a suspect on one metric.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Endpoint;
 use super::schedule::hosts;
@@ -217,34 +217,25 @@ fn walk(tokens: &[Token], text: &str, place: &mut Place) -> bool {
     }
 }
 
-/// Which pairs are compared with which.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PairClass {
-    /// Both ranks on one host (NVLink, PCIe, shared memory).
-    IntraHost,
-    /// Two hosts under one leaf switch.
-    IntraLeaf,
-    /// Two leaves (of one rack, where racks are known).
-    CrossLeaf,
-    /// Two racks.
-    CrossRack,
-    /// Two hosts, nothing known of the network between them.
-    #[default]
-    InterHost,
+crate::types::vocabulary! {
+    /// Which pairs are compared with which.
+    #[derive(Default, PartialOrd, Ord, Hash)]
+    pub enum PairClass: "pair class", Exact {
+        /// Both ranks on one host (NVLink, PCIe, shared memory).
+        IntraHost = "intra-host",
+        /// Two hosts under one leaf switch.
+        IntraLeaf = "intra-leaf",
+        /// Two leaves (of one rack, where racks are known).
+        CrossLeaf = "cross-leaf",
+        /// Two racks.
+        CrossRack = "cross-rack",
+        /// Two hosts, nothing known of the network between them.
+        #[default]
+        InterHost = "inter-host",
+    }
 }
 
 impl PairClass {
-    pub fn name(self) -> &'static str {
-        match self {
-            PairClass::IntraHost => "intra-host",
-            PairClass::IntraLeaf => "intra-leaf",
-            PairClass::CrossLeaf => "cross-leaf",
-            PairClass::CrossRack => "cross-rack",
-            PairClass::InterHost => "inter-host",
-        }
-    }
-
     /// Whether the pair crosses the network.
     pub fn network(self) -> bool {
         self != PairClass::IntraHost

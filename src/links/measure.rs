@@ -126,23 +126,15 @@ impl Estimate {
     }
 }
 
-/// Which part of the finder a measurement belongs to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// The matrix: every pair once.
-    #[default]
-    Matrix,
-    /// A re-test of a suspect, or a control pair beside it.
-    Confirm,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Matrix => "matrix",
-            Phase::Confirm => "confirm",
-        }
+crate::types::vocabulary! {
+    /// Which part of the finder a measurement belongs to.
+    #[derive(Default)]
+    pub enum Phase: "phase", Exact {
+        /// The matrix: every pair once.
+        #[default]
+        Matrix = "matrix",
+        /// A re-test of a suspect, or a control pair beside it.
+        Confirm = "confirm",
     }
 }
 

@@ -18,6 +18,7 @@
 //! Must not: print (callers print what `output` formats), read or create
 //! files other than the one it is handed, or know clap.
 
+#[cfg(test)]
 pub mod bench;
 mod bisect;
 mod confirm;
@@ -28,6 +29,7 @@ pub mod measure;
 pub mod output;
 pub mod rule;
 pub mod schedule;
+#[cfg(test)]
 pub mod sim;
 pub mod summary;
 

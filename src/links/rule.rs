@@ -29,7 +29,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::layout::{Layout, PairClass};
 use super::measure::{Estimate, Matrix, PairResult, Phase, Spread, quantile};
@@ -49,35 +49,20 @@ const MIN_CLASS_PAIRS: usize = 6;
 const POLISH_ROUNDS: usize = 20;
 const POLISH_TOLERANCE: f64 = 1e-4;
 
-/// What a pair's samples measure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Metric {
-    /// Unidirectional bandwidth, GB/s.
-    Uni,
-    /// Bidirectional bandwidth (both directions at once, summed), GB/s.
-    Bidi,
-    /// Half the round trip of a small ping-pong, microseconds.
-    Latency,
+crate::types::vocabulary! {
+    /// What a pair's samples measure.
+    #[derive(PartialOrd, Ord, Hash)]
+    pub enum Metric: "metric", AnyCase, pad {
+        /// Unidirectional bandwidth, GB/s.
+        Uni = "uni",
+        /// Bidirectional bandwidth (both directions at once, summed), GB/s.
+        Bidi = "bidi",
+        /// Half the round trip of a small ping-pong, microseconds.
+        Latency = "latency",
+    }
 }
 
 impl Metric {
-    pub const ALL: [Metric; 3] = [Metric::Uni, Metric::Bidi, Metric::Latency];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::Uni => "uni",
-            Metric::Bidi => "bidi",
-            Metric::Latency => "latency",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Metric> {
-        Metric::ALL
-            .into_iter()
-            .find(|m| m.name().eq_ignore_ascii_case(text.trim()))
-    }
-
     pub fn label(self) -> &'static str {
         match self {
             Metric::Uni => "unidirectional bandwidth",
@@ -109,8 +94,6 @@ impl Metric {
         }
     }
 }
-
-crate::types::display_by_name!(pad Metric);
 
 /// The rule's thresholds.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -19,38 +19,19 @@ use serde::{Deserialize, Serialize};
 use super::Endpoint;
 use crate::error::Error;
 
-/// Which ranks pair up.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    /// One rank per node (its lowest rank), every pair of nodes.
-    #[default]
-    Node,
-    /// Every pair of ranks, on one node or across nodes.
-    Rank,
-    /// Per rail: ranks with the same local index on different nodes.
-    Rail,
-}
-
-impl Level {
-    pub const ALL: [Level; 3] = [Level::Node, Level::Rank, Level::Rail];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Level::Node => "node",
-            Level::Rank => "rank",
-            Level::Rail => "rail",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Level> {
-        Level::ALL
-            .into_iter()
-            .find(|l| l.name().eq_ignore_ascii_case(text.trim()))
+crate::types::vocabulary! {
+    /// Which ranks pair up.
+    #[derive(Default, Hash)]
+    pub enum Level: "level", AnyCase, pad {
+        /// One rank per node (its lowest rank), every pair of nodes.
+        #[default]
+        Node = "node",
+        /// Every pair of ranks, on one node or across nodes.
+        Rank = "rank",
+        /// Per rail: ranks with the same local index on different nodes.
+        Rail = "rail",
     }
 }
-
-crate::types::display_by_name!(pad Level);
 
 /// Two ranks, the lower first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -495,10 +495,10 @@ impl Measurer for SimCluster {
             bw *= ring;
             bw *= self.cfg.allreduce_efficiency * self.rng.lognormal(self.cfg.noise.round_sd);
             let samples: Vec<f64> = (0..probe.samples).map(|_| self.sample_bw(bw)).collect();
-            let n = subset.len().max(1) as f64;
+            let factor = crate::collective::Collective::AllReduce.spec().bus_factor(subset.len());
             let bytes = probe.size_bytes as f64;
-            // busbw = algbw x 2(n-1)/n, so the time is 2(n-1)/n x bytes / busbw
-            let per_op_s = 2.0 * (n - 1.0) / n * bytes / (bw * 1e9);
+            // busbw = algbw x the all-reduce's factor, so the time is factor x bytes / busbw
+            let per_op_s = factor * bytes / (bw * 1e9);
             longest = longest.max(per_op_s * (probe.iters * (probe.samples + probe.warmup)) as f64);
             out.push(samples);
         }

@@ -17,7 +17,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::collective::Collective;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{Average, BackendKind, DType, IterPolicy, Metric, Placement, ReduceOp, Register, TimingMethod};
+use crate::types::{
+    Average, BackendKind, DType, IterPolicy, Metric, Named, Placement, ReduceOp, Register, TimingMethod,
+};
 
 /// Version of the CSV/JSON record schema.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -390,20 +392,23 @@ pub(crate) mod root_column {
 /// Why `text` is not a value of the typed column `name`, if it is not:
 /// for a row the CSV reader refused without saying which column.
 pub fn check_column(name: &str, text: &str) -> Result<(), String> {
-    let known = |found: bool, what: &str| match found {
-        true => Ok(()),
-        false => Err(format!("unknown {what} '{text}'")),
-    };
+    fn known<T: Named>(text: &str) -> Result<(), String> {
+        match T::parse(text) {
+            Some(_) => Ok(()),
+            None => Err(format!("unknown {} '{text}'", T::WHAT)),
+        }
+    }
     match name {
-        "backend" => known(BackendKind::parse(text).is_some(), "backend"),
-        "transport" => known(Profile::parse(text).is_some(), "transport profile"),
-        "hierarchy" => known(Hierarchy::parse(text).is_some(), "hierarchy mode"),
-        "collective" => known(Collective::parse(text).is_some(), "collective"),
-        "dtype" => known(DType::parse(text).is_some(), "element type"),
-        "placement" => known(Placement::parse(text).is_some(), "placement"),
-        "timing" => known(text.is_empty() || TimingMethod::parse(text).is_some(), "timing method"),
-        "average" => known(text.is_empty() || Average::parse(text).is_some(), "average mode"),
-        "iter_policy" => known(text.is_empty() || IterPolicy::parse(text).is_some(), "iteration policy"),
+        "backend" => known::<BackendKind>(text),
+        "transport" => known::<Profile>(text),
+        "hierarchy" => known::<Hierarchy>(text),
+        "collective" => known::<Collective>(text),
+        "dtype" => known::<DType>(text),
+        "placement" => known::<Placement>(text),
+        "timing" | "average" | "iter_policy" if text.is_empty() => Ok(()),
+        "timing" => known::<TimingMethod>(text),
+        "average" => known::<Average>(text),
+        "iter_policy" => known::<IterPolicy>(text),
         "op" => op_column::parse(text).map(drop),
         "root" => match text.trim().parse::<i64>() {
             Ok(r) => root_column::parse(r).map(drop),

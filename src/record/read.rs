@@ -2,7 +2,11 @@
 //! files, checked against schema 1, with the optional per-iteration
 //! statistic columns a row may carry. Every row is kept: rows of one case
 //! (several `cycle`s of a launch, several launches in a folder) are the
-//! samples of that case.
+//! samples of that case. A row whose measured values no measurement can
+//! give (`unmeasurable`: not finite, negative, a time of 0, a bandwidth of
+//! 0 where the formula cannot give 0) is refused with the file, the line
+//! and the column, never read as data (docs/csv.md, "Values a reader
+//! refuses").
 //!
 //! Only reading: no verdicts, no formatting.
 
@@ -104,6 +108,9 @@ pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
         let record: Record = raw
             .deserialize(Some(&headers))
             .map_err(|e| bad_row(path, &headers, &raw, line, &e))?;
+        if let Some((column, why)) = unmeasurable(&record) {
+            return Err(refused(path, line, column, &why));
+        }
         let stats = IterStats {
             p50_us: record.time_p50_us,
             p99_us: record.time_p99_us,
@@ -116,6 +123,62 @@ pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
         });
     }
     Ok(rows)
+}
+
+/// The first measured column of `r` whose value no measurement can give,
+/// and why: a time or bandwidth that is not finite or is negative, a time
+/// of 0, an algbw of 0 at a size above 0, a busbw of 0 at a size above 0
+/// where the collective's bus factor at that rank count is above 0 (busbw
+/// is 0 by definition at one rank, and both bandwidths at a size of 0).
+pub(super) fn unmeasurable(r: &Record) -> Option<(&'static str, String)> {
+    let factor = r
+        .collective
+        .spec()
+        .bus_factor(usize::try_from(r.nranks).unwrap_or(usize::MAX));
+    let sized = r.size_bytes > 0;
+    let bandwidth_zero = || {
+        format!(
+            "0 at {} bytes on {} rank{} is not a measured value",
+            r.size_bytes,
+            r.nranks,
+            plural(usize::try_from(r.nranks).unwrap_or(usize::MAX))
+        )
+    };
+    let columns = [
+        ("time_us", r.time_us, Some(TIME_ZERO.to_string())),
+        ("time_min_us", r.time_min_us, Some(TIME_ZERO.to_string())),
+        ("time_max_us", r.time_max_us, Some(TIME_ZERO.to_string())),
+        ("algbw_gbps", r.algbw_gbps, sized.then(bandwidth_zero)),
+        ("busbw_gbps", r.busbw_gbps, (sized && factor > 0.0).then(bandwidth_zero)),
+    ];
+    columns
+        .into_iter()
+        .find_map(|(column, value, zero)| not_measured(value, zero).map(|why| (column, why)))
+}
+
+/// Why a time's refusal at 0.
+pub(super) const TIME_ZERO: &str = "a time of 0 is not a measured value";
+
+/// Why `value` of a measured column cannot be a measurement: not finite,
+/// negative, or 0 where `zero` (the reason) says 0 cannot be measured.
+pub(super) fn not_measured(value: f64, zero: Option<String>) -> Option<String> {
+    if !value.is_finite() {
+        Some(format!("{value} is not a measured value"))
+    } else if value < 0.0 {
+        Some(format!("{value} is negative"))
+    } else if value == 0.0 {
+        zero
+    } else {
+        None
+    }
+}
+
+/// The refusal of a row by `not_measured`: the file, the line, the column.
+pub(super) fn refused(path: &Path, line: usize, column: &str, why: &str) -> Error {
+    Error::usage(format!(
+        "CSV file {} line {line} column `{column}`: {why}; the row cannot be read as a measurement",
+        path.display()
+    ))
 }
 
 /// `CSV file F line L column `collective`: unknown collective 'x'`: the
@@ -243,5 +306,87 @@ time_min_us,time_max_us,algbw_gbps,busbw_gbps,wrong";
             let err = read_file(&path).unwrap_err().to_string();
             assert!(err.contains(&format!("line 2 column `{column}`: ")), "{err}");
         }
+    }
+
+    /// A row of all_reduce (or `collective`) at `size` bytes and `ranks`
+    /// ranks with the measured columns given as text.
+    fn measured(collective: &str, size: u64, ranks: u64, [t, tmin, tmax, alg, bus]: [&str; 5]) -> String {
+        format!(
+            "r,t,h,mpi,v,auto,unknown,flat,{collective},float,{},-1,out_of_place,{size},2,{ranks},1,{ranks},20,5,{t},{tmin},{tmax},{alg},{bus},0",
+            if collective == "all_reduce" { "sum" } else { "none" }
+        )
+    }
+
+    #[test]
+    fn values_no_measurement_gives_are_refused_naming_the_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.csv");
+        let good = ["10", "9", "11", "0.8", "0.8"];
+        for (at, value, column, why) in [
+            (4, "NaN", "busbw_gbps", "NaN is not a measured value"),
+            (4, "inf", "busbw_gbps", "inf is not a measured value"),
+            (3, "-inf", "algbw_gbps", "-inf is not a measured value"),
+            (0, "-3", "time_us", "-3 is negative"),
+            (4, "-0.5", "busbw_gbps", "-0.5 is negative"),
+            (0, "0", "time_us", "a time of 0 is not a measured value"),
+            (1, "0", "time_min_us", "a time of 0 is not a measured value"),
+            (2, "nan", "time_max_us", "NaN is not a measured value"),
+            (3, "0", "algbw_gbps", "0 at 8 bytes on 2 ranks is not a measured value"),
+            (4, "0", "busbw_gbps", "0 at 8 bytes on 2 ranks is not a measured value"),
+        ] {
+            let mut values = good;
+            values[at] = value;
+            std::fs::write(
+                &path,
+                format!(
+                    "{HEADER}\n{}\n{}\n",
+                    measured("all_reduce", 8, 2, good),
+                    measured("all_reduce", 8, 2, values)
+                ),
+            )
+            .unwrap();
+            let e = read_file(&path).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "CSV file {} line 3 column `{column}`: {why}; the row cannot be read as a measurement",
+                    path.display()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_bandwidth_of_0_is_read_where_the_formula_gives_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("z.csv");
+        let text = format!(
+            "{HEADER}\n{}\n{}\n{}\n",
+            // busbw at one rank: factor 2(n-1)/n = 0
+            measured("all_reduce", 8, 1, ["10", "10", "10", "0.0008", "0"]),
+            // nothing moves at a size of 0
+            measured("all_gather", 0, 2, ["57.3", "57", "58", "0", "0"]),
+            // broadcast's factor is 1 at any rank count: busbw = algbw
+            measured("broadcast", 8, 1, ["10", "10", "10", "0.0008", "0.0008"]),
+        );
+        std::fs::write(&path, text).unwrap();
+        let rows = read_file(&path).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].record.busbw_gbps, 0.0);
+        // ... but not where it cannot: broadcast at one rank moves the buffer
+        std::fs::write(
+            &path,
+            format!(
+                "{HEADER}\n{}\n",
+                measured("broadcast", 8, 1, ["10", "10", "10", "0.0008", "0"])
+            ),
+        )
+        .unwrap();
+        let e = read_file(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("line 2 column `busbw_gbps`: 0 at 8 bytes on 1 rank is not"),
+            "{e}"
+        );
     }
 }

@@ -151,3 +151,32 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
     );
     assert_eq!(fields[24], (1.0f64 / 3.0).to_string());
 }
+
+#[test]
+fn a_bad_value_of_a_typed_column_is_named_with_its_vocabulary() {
+    for (column, text, why) in [
+        ("backend", "gloo", "unknown backend 'gloo'"),
+        ("transport", "nvlnk", "unknown transport profile 'nvlnk'"),
+        ("hierarchy", "tree", "unknown hierarchy mode 'tree'"),
+        ("collective", "all_redux", "unknown collective 'all_redux'"),
+        ("dtype", "int9", "unknown element type 'int9'"),
+        ("placement", "IN_PLACE", "unknown placement 'IN_PLACE'"),
+        ("timing", "batch", "unknown timing method 'batch'"),
+        ("average", "4", "unknown average mode '4'"),
+        ("iter_policy", "min_time", "unknown iteration policy 'min_time'"),
+    ] {
+        assert_eq!(check_column(column, text), Err(why.to_string()), "{column}");
+    }
+    for (column, text) in [
+        ("backend", "NCCL"),
+        ("hierarchy", "RS_AR_AG"),
+        ("dtype", "fp32"),
+        ("timing", ""),
+        ("average", ""),
+        ("iter_policy", ""),
+        ("average", "mean"),
+        ("label", "anything"),
+    ] {
+        assert_eq!(check_column(column, text), Ok(()), "{column} {text:?}");
+    }
+}

@@ -147,8 +147,10 @@ pub fn is_workload_csv(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Every row of the workload CSV at `path`; a value that does not parse is
-/// one line naming the file, the line and the column.
+/// Every row of the workload CSV at `path`; a value that does not parse,
+/// or a time or bandwidth no measurement gives (not finite, negative, a
+/// step's time of 0), is one line naming the file, the line and the
+/// column.
 pub fn read(path: &Path) -> Result<Vec<WorkloadRow>, Error> {
     let shown = path.display();
     let mut reader =
@@ -164,6 +166,16 @@ pub fn read(path: &Path) -> Result<Vec<WorkloadRow>, Error> {
         let row: WorkloadRow = raw
             .deserialize(Some(&headers))
             .map_err(|e| super::read::bad_row(path, &headers, &raw, line, &e))?;
+        let step = row.kind == RowKind::Step;
+        let time_zero = step.then(|| super::read::TIME_ZERO.to_string());
+        for (column, value, zero) in [
+            ("time_us", row.time_us, time_zero),
+            ("busbw_gbps", row.busbw_gbps, None),
+        ] {
+            if let Some(why) = super::read::not_measured(value, zero) {
+                return Err(super::read::refused(path, line, column, &why));
+            }
+        }
         rows.push(row);
     }
     Ok(rows)
@@ -197,14 +209,18 @@ mod tests {
         };
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
         w.serialize(&op).unwrap();
-        w.serialize(WorkloadRow::default()).unwrap();
+        let step = WorkloadRow {
+            time_us: 1.5,
+            ..WorkloadRow::default()
+        };
+        w.serialize(&step).unwrap();
         let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
             "op,\"ddp, bucket 1 MiB\",ddp,,0,0,0,,1,,,,,all_gather,bfloat16,float,none,-1,0,0,1536,12.346,13.000,0.1235,,,false"
         );
-        assert_eq!(lines[1], "step,,,,0,0,0,,,,,,,,,,,,0,0,0,0.000,,0.0000,,,false");
+        assert_eq!(lines[1], "step,,,,0,0,0,,,,,,,,,,,,0,0,0,1.500,,0.0000,,,false");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.csv");
         std::fs::write(&path, format!("{}\n{text}", columns.join(","))).unwrap();
@@ -212,7 +228,7 @@ mod tests {
         let back = read(&path).unwrap();
         assert_eq!(back[0].op, Some(None));
         assert_eq!((back[0].time_us, back[0].busbw_gbps), (12.346, 0.1235));
-        assert_eq!(back[1], WorkloadRow::default());
+        assert_eq!(back[1], step);
         std::fs::write(
             &path,
             format!("{}\n{}", columns.join(","), lines[0].replace("12.346", "soon")),
@@ -220,5 +236,65 @@ mod tests {
         .unwrap();
         let e = read(&path).unwrap_err().to_string();
         assert!(e.contains("w.csv line 2 column `time_us`"), "{e}");
+    }
+
+    #[test]
+    fn a_step_time_no_measurement_gives_is_refused_naming_the_file_line_and_column() {
+        let columns = WorkloadRow::columns().join(",");
+        let row = |kind: RowKind, time_us: f64, busbw_gbps: f64| {
+            let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+            w.serialize(WorkloadRow {
+                kind,
+                time_us,
+                busbw_gbps,
+                ..WorkloadRow::default()
+            })
+            .unwrap();
+            String::from_utf8(w.into_inner().unwrap()).unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.csv");
+        let good = row(RowKind::Step, 10.0, 1.0);
+        for (bad, column, why) in [
+            (
+                row(RowKind::Step, f64::NAN, 1.0),
+                "time_us",
+                "NaN is not a measured value",
+            ),
+            (
+                row(RowKind::Step, 0.0, 1.0),
+                "time_us",
+                "a time of 0 is not a measured value",
+            ),
+            (row(RowKind::Op, -1.0, 1.0), "time_us", "-1 is negative"),
+            (
+                row(RowKind::Step, 10.0, f64::INFINITY),
+                "busbw_gbps",
+                "inf is not a measured value",
+            ),
+        ] {
+            std::fs::write(&path, format!("{columns}\n{good}{bad}")).unwrap();
+            let e = read(&path).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "CSV file {} line 3 column `{column}`: {why}; the row cannot be read as a measurement",
+                    path.display()
+                )
+            );
+        }
+        // an operation's row may read 0 (its median below the thousandth
+        // the file keeps); a step's bandwidth of 0 is a step of one rank
+        std::fs::write(
+            &path,
+            format!(
+                "{columns}\n{good}{}{}",
+                row(RowKind::Op, 0.0, 0.0),
+                row(RowKind::Step, 10.0, 0.0)
+            ),
+        )
+        .unwrap();
+        assert_eq!(read(&path).unwrap().len(), 3);
     }
 }

@@ -12,11 +12,13 @@
 //! file and a rename.
 
 pub mod csv;
+mod identity;
 pub mod json;
 mod printer;
 pub mod progress;
 mod reporter;
 pub mod samples;
+pub use identity::RunIdentity;
 pub use reporter::{Reporter, stop_line};
 pub mod nccl_tests_json;
 pub mod table;

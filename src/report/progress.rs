@@ -15,7 +15,6 @@
 //! (`Always`). Without `--progress` (`Auto`) nothing is printed there.
 //! `--no-progress` (`Never`) prints nothing anywhere.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -187,7 +186,7 @@ impl Lines {
         if tenths > self.tenths || now.duration_since(self.last_line) >= LINE_EVERY {
             self.tenths = tenths.max(self.tenths);
             self.last_line = now;
-            write_line(&line_text(
+            crate::error::say(&line_text(
                 self.who,
                 done,
                 self.total,
@@ -196,14 +195,6 @@ impl Lines {
             ));
         }
     }
-}
-
-/// One write for the whole line, so that a launcher forwarding stderr
-/// never splits it.
-fn write_line(text: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(format!("{text}\n").as_bytes());
-    let _ = err.flush();
 }
 
 /// `collbench: progress 34/68 points (50%), 00:00:12 elapsed, about

@@ -1,6 +1,6 @@
-//! Which data plane a run gets: `--backend mpi`, `nccl`, or `auto` (nccl
-//! only when every rank has a GPU and libnccl, so that all ranks pick the
-//! same). Every failure is agreed on and printed once, but one inside
+//! Which data plane a run gets: `--backend mpi`, `nccl`, `memory` (the
+//! ranks of `-g N` as threads on host memory), or `auto` (nccl only when
+//! every rank has a GPU and libnccl, so that all ranks pick the same). Every failure is agreed on and printed once, but one inside
 //! NCCL's collective initialisation, which ends the whole job. The NCCL
 //! bootstrap itself is the backend's (`backend::nccl::start`).
 
@@ -49,10 +49,10 @@ impl<W: World> Session<'_, W> {
                  launch has no MPI), or use --backend nccl",
             ))),
             (BackendChoice::Only(BackendKind::Nccl), _) => start(None),
-            // No `--backend` value names it; only tests make one.
-            (BackendChoice::Only(BackendKind::Memory), _) => self.agreed(Err(Error::usage(
-                "the memory backend is the engine's test backend, not one to run: use --backend mpi, nccl or auto",
-            ))),
+            (BackendChoice::Only(BackendKind::Memory), _) => Ok(Chosen {
+                backend: self.agreed(memory::join(world))?,
+                note: Some("ranks are threads of this process, collectives are copies in host memory".into()),
+            }),
             // Without MPI, auto can only be nccl: its own errors say best
             // what is missing.
             (BackendChoice::Auto, None) => start(None),
@@ -124,5 +124,59 @@ mod nccl {
             "--backend nccl: this build has no nccl backend; rebuild with the `nccl` feature (on by default)",
         ));
         world.agree(refused).map_err(|d| Error::Reported(d.code))
+    }
+}
+
+/// `--backend memory`: one in-memory communicator over the ranks, which
+/// must all be threads of this process (`-g N`, or one rank alone).
+mod memory {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, PoisonError};
+
+    use crate::backend::Backend;
+    use crate::backend::memory::MemoryBackend;
+    use crate::error::Error;
+    use crate::world::World;
+
+    /// The communicators rank 0 made, each rank's backend until it takes
+    /// it, by the key rank 0 broadcast.
+    static MADE: Mutex<BTreeMap<u64, Vec<Option<MemoryBackend>>>> = Mutex::new(BTreeMap::new());
+    static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+    /// This rank's backend of a communicator rank 0 makes; every rank
+    /// calls it (the check of the ranks is the same on each, so that all
+    /// or none reach the broadcast).
+    pub fn join<W: World>(world: &W) -> Result<Box<dyn Backend>, Error> {
+        let me = std::process::id();
+        if world.ranks().iter().any(|r| r.pid != me || r.host != world.host()) {
+            return Err(Error::usage(
+                "--backend memory runs the ranks as threads of one process: use -g N without a launcher \
+                 (mpirun, srun), or --backend mpi",
+            ));
+        }
+        let made = if world.rank() == 0 {
+            let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+            let backends = MemoryBackend::create(world.size()).map(|b| b.into_iter().map(Some).collect());
+            backends.map(|b| {
+                MADE.lock().unwrap_or_else(PoisonError::into_inner).insert(key, b);
+                key
+            })
+        } else {
+            Ok(0)
+        };
+        let key_bytes = world.broadcast_bytes(&made.as_ref().map(|k| k.to_le_bytes()).unwrap_or([0; 8]));
+        let key = u64::from_le_bytes(key_bytes.try_into().unwrap_or([0; 8]));
+        made?;
+        let mut table = MADE.lock().unwrap_or_else(PoisonError::into_inner);
+        let backend = table
+            .get_mut(&key)
+            .and_then(|ranks| ranks.get_mut(world.rank()))
+            .and_then(Option::take)
+            .ok_or_else(|| Error::runtime("rank 0 could not make the in-memory communicator"))?;
+        if table.get(&key).is_some_and(|ranks| ranks.iter().all(Option::is_none)) {
+            table.remove(&key);
+        }
+        Ok(Box::new(backend))
     }
 }

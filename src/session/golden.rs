@@ -21,8 +21,7 @@ use crate::clock::{Clock, VirtualClock};
 use crate::collective::Collective;
 use crate::engine::policy::Iterations;
 use crate::engine::precision::PrecisionGoal;
-use crate::engine::stop::StopRequest;
-use crate::engine::{Engine, RunContext, Timing};
+use crate::engine::{Context, Engine, RunContext, Timing};
 use crate::plan::{Plan, PlanConfig, SizeSweep, Step};
 use crate::report::csv::CsvSink;
 use crate::report::json::JsonSink;
@@ -263,9 +262,8 @@ fn a_sweep_on_the_memory_backend_writes_the_golden_csv_json_and_table() {
                 if let Some(rep) = reporter.as_mut() {
                     rep.begin(info).unwrap();
                 }
-                let summary = Engine::new(world, &mut backend, timing, ctx)
-                    .with_clock(Clock::Virtual(clock))
-                    .with_stop(StopRequest::never())
+                let cx = Context::new(world, &mut backend).with_clock(Clock::Virtual(clock));
+                let summary = Engine::new(cx, timing, ctx)
                     .run(plan, |r| match reporter.as_mut() {
                         Some(rep) => rep.record(r),
                         None => Ok(()),
@@ -341,12 +339,7 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                 let mut outcomes = Vec::new();
                 let calls: Vec<Vec<_>> = (0..configs.len()).map(|i| plan.calls(i, &groups)).collect();
                 let mut runner = StepRunner {
-                    world,
-                    backend: &mut backend,
-                    clock: Clock::Virtual(clock.clone()),
-                    inject_error: false,
-                    watchdog: None,
-                    stop: StopRequest::never(),
+                    cx: Context::new(world, &mut backend).with_clock(Clock::Virtual(clock.clone())),
                 };
                 let (all_steps, _) = runner.run_all(&calls, &job.timing).unwrap();
                 for ((config, calls), steps) in configs.iter().zip(&calls).zip(all_steps) {

@@ -4,7 +4,8 @@
 //! for Slurm without MPI, torchrun and Kubernetes. Each starts with its
 //! pre-flight, a meeting of every rank with a deadline (`--timeout`)
 //! before anything of NCCL starts, so that a broken launcher or control
-//! plane is told apart from a failing NCCL.
+//! plane is told apart from a failing NCCL. Every starter is here: each
+//! makes its world and runs the task's `Session` on every rank.
 
 use super::{Session, Task, is_first_rank};
 use crate::config::RunConfig;
@@ -37,10 +38,10 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
         return exit::USAGE;
     }
     match (cfg.start.threads, launch) {
-        (Some(n), _) => super::run_threads(n, cfg, env_plan, stop, task),
+        (Some(n), _) => run_threads(n, cfg, env_plan, stop, task),
         (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, task),
-        (None, Launch::Mpi { how }) => super::run_mpi(cfg, env_plan, stop, task, &how),
-        (None, Launch::Alone) => super::run_mpi(cfg, env_plan, stop, task, ""),
+        (None, Launch::Mpi { how }) => run_mpi(cfg, env_plan, stop, task, &how),
+        (None, Launch::Alone) => run_mpi(cfg, env_plan, stop, task, ""),
     }
 }
 
@@ -56,6 +57,21 @@ pub(super) fn mpi_launch() -> bool {
     )
 }
 
+/// The first meeting of an MPI job's ranks, the first collective of every
+/// rank whether its start succeeded (`code` 0) or not (its exit code: bad
+/// options, a bad config file): every rank learns the job's worst code,
+/// and whether it is the lowest rank that failed, the one to say why.
+/// `World::agree` meets the same way, so a rank that failed before the
+/// control plane and the ranks that started agree on this first step.
+#[cfg(feature = "mpi")]
+pub(super) fn first_meeting(world: &crate::world::mpi::MpiWorld, code: u8) -> (u8, bool) {
+    use crate::world::World;
+    let worst = world.max_u64(u64::from(code));
+    let me = world.rank() as u64;
+    let lowest = world.min_u64(if code != 0 { me } else { u64::MAX });
+    (worst as u8, code != 0 && lowest == me)
+}
+
 /// The ranks meet at the store (rank 0 opens it); the start's failures
 /// were printed by the rank that saw them.
 fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
@@ -64,4 +80,62 @@ fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &S
         Err(e) => return e.exit_code(),
     };
     Session::new(&world, cfg, env_plan, stop).with_task(task).run(None)
+}
+
+/// `how` names the launcher for the header and the pre-flight's message
+/// (empty for a process alone).
+#[cfg(feature = "mpi")]
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
+    use super::preflight;
+    use crate::backend::Backend;
+    use crate::backend::mpi::MpiBackend;
+    use crate::topology::Nodes;
+
+    let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
+    let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
+        Ok(w) => w,
+        Err(e) => {
+            say(&format!("collbench: cannot start MPI: {e}"));
+            return exit::RUNTIME;
+        }
+    };
+    // the first collective of every rank, those that could not start
+    // included (`first_meeting`): it stands for the pre-flight's barrier
+    let (worst, _) = first_meeting(&world, exit::OK);
+    preflight.passed();
+    if worst != exit::OK {
+        // a rank that could not start said why
+        return worst;
+    }
+    let mpi_backend = |nodes: &Nodes| {
+        MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
+    };
+    Session::new(&world, cfg, env_plan, stop)
+        .with_task(task)
+        .run(Some(&mpi_backend))
+}
+
+/// Without MPI, a run is the single-process world of one rank.
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, _how: &str) -> u8 {
+    run_threads(1, cfg, env_plan, stop, task)
+}
+
+/// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
+fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+    use crate::world::threads::ThreadWorld;
+
+    let worlds = ThreadWorld::create(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = worlds
+            .iter()
+            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_task(task).run(None)))
+            .collect();
+        // A rank that panicked has ended the process in the panic hook.
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(exit::RUNTIME))
+            .max()
+            .unwrap_or(exit::OK)
+    })
 }

@@ -14,49 +14,47 @@
 //! `report::print_out`; this module measures nothing and formats no report.
 
 mod backend_choice;
-pub mod check;
+mod check;
 #[cfg(test)]
 mod golden;
-mod job;
 mod launch;
 pub mod links;
 mod outputs;
 mod preflight;
+mod prepare;
+mod sweep;
 mod workload;
 
 use std::ffi::OsString;
 
 use crate::backend::Backend;
 use crate::cli::{RunArgs, TransportArg};
-use crate::config::RunConfig;
-use crate::engine::groups::Groups;
+use crate::config::{CheckJob, Job, LinksJob, RunConfig};
+use crate::engine::Context;
 use crate::engine::stop::StopRequest;
 use crate::engine::watchdog::Watchdog;
-use crate::engine::{Engine, RunContext, Summary};
 use crate::error::{Error, exit, say};
-use crate::plan::Plan;
-use crate::report::{Reporter, RunInfo, print_out};
-use crate::topology::Nodes;
+use crate::report::print_out;
 use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank};
 use backend_choice::MakeMpi;
-pub use job::Job;
-pub use links::LinksJob;
 
 /// What a launch does on every rank: `collbench run`'s sweep, a workload's
-/// or replay's steps, or `collbench links`' matrix.
+/// or replay's steps, `collbench links`' matrix, or `collbench check`'s
+/// verdicts.
 #[derive(Clone, Copy)]
 pub enum Task<'a> {
     Sweep,
     Steps(&'a Job),
     Links(&'a LinksJob),
+    Check(&'a CheckJob),
 }
 
 /// `collbench run`: `args` as parsed, `argv` the arguments after `run`
 /// (the `--config` file's keys go before them).
 pub fn run(args: &RunArgs, argv: &[OsString]) -> u8 {
-    if args.transport == TransportArg::Help {
+    if args.common.launch.transport == TransportArg::Help {
         if is_first_rank() {
             print_out(&profile::help_text());
         }
@@ -76,6 +74,12 @@ pub fn run_links(made: Result<(LinksJob, RunConfig), Error>) -> u8 {
 /// run's configuration from their options (an error is printed once).
 pub fn run_job(made: Result<(Job, RunConfig), Error>) -> u8 {
     run_made(made, |job| Task::Steps(job))
+}
+
+/// `collbench check`: `made` is the job and the run's configuration from
+/// its options (an error is printed once).
+pub fn run_check(made: Result<(CheckJob, RunConfig), Error>) -> u8 {
+    run_made(made, |job| Task::Check(job))
 }
 
 /// A job made from its command's options, run as `task` of it under the
@@ -125,39 +129,45 @@ pub fn is_first_rank() -> bool {
     launcher_rank().is_none_or(|r| r == 0)
 }
 
-/// An error found before the control plane starts, on every rank alike.
-/// Alone, the process prints it and exits. Under a launcher, the ranks
-/// first agree over MPI, so that rank 0 prints it once and every rank
-/// exits in order: a rank that simply exited could make the launcher kill
-/// rank 0 before it had printed anything. Without MPI, rank 0 alone prints.
+/// An error found before the control plane starts (bad options, a bad
+/// `--config` file). Alone, the process prints it and exits. Under an MPI
+/// launcher, the ranks first meet (`launch::first_meeting`, the first
+/// collective of every rank, whether it could start or not): the lowest
+/// rank that failed prints its error, and every rank exits with the
+/// worst code at once, so that no rank waits for one that will never
+/// come and a rank's own error is never lost. Without MPI, rank 0 alone
+/// prints.
 pub fn report_early_error(e: &Error) -> u8 {
-    #[cfg(feature = "mpi")]
-    if launch::mpi_launch()
-        && let Ok(world) = crate::world::mpi::MpiWorld::init()
-    {
-        let failed: Result<(), Error> = Err(Error::from_code(e.exit_code(), e.to_string()));
-        return match world.agree(failed) {
-            Err(agreed) => agreed.code,
-            Ok(()) => e.exit_code(),
-        };
-    }
-    if is_first_rank() {
-        say(&format!("collbench: {e}"));
-    }
-    e.exit_code()
+    report_failed_start(e.exit_code(), |world| say(&world_line(world, &e.to_string())))
 }
 
-/// Under a launcher, waits until every rank has reached this point with
-/// the same exit code (a usage error rank 0 has printed) before any exits.
-pub fn wait_for_every_rank(code: u8) {
+/// A start that failed on this rank with `code` (`say` prints why, when
+/// this rank is the one to): the job's code once every rank has met.
+pub fn report_failed_start(code: u8, say_why: impl FnOnce(Option<usize>)) -> u8 {
     #[cfg(feature = "mpi")]
     if launch::mpi_launch()
         && let Ok(world) = crate::world::mpi::MpiWorld::init()
     {
-        world.max_u64(u64::from(code));
+        use crate::world::World;
+        let (worst, mine) = launch::first_meeting(&world, code);
+        if mine {
+            say_why(Some(world.rank()));
+        }
+        return worst;
     }
-    #[cfg(not(feature = "mpi"))]
-    let _ = code;
+    if is_first_rank() {
+        say_why(None);
+    }
+    code
+}
+
+/// `collbench: MSG`, or under a launcher on a rank other than 0,
+/// `collbench: rank R: MSG`.
+fn world_line(rank: Option<usize>, msg: &str) -> String {
+    match rank {
+        Some(r) if r != 0 => format!("collbench: rank {r}: {msg}"),
+        _ => format!("collbench: {msg}"),
+    }
 }
 
 /// Applies `--transport` before MPI starts: when the profile (or NCCL's
@@ -173,55 +183,6 @@ fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     }
 }
 
-/// `how` names the launcher for the header and the pre-flight's message
-/// (empty for a process alone).
-#[cfg(feature = "mpi")]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
-    use crate::backend::mpi::MpiBackend;
-
-    let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
-    let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
-        Ok(w) => w,
-        Err(e) => {
-            say(&format!("collbench: cannot start MPI: {e}"));
-            return exit::RUNTIME;
-        }
-    };
-    world.barrier();
-    preflight.passed();
-    let mpi_backend = |nodes: &Nodes| {
-        MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
-    };
-    Session::new(&world, cfg, env_plan, stop)
-        .with_task(task)
-        .run(Some(&mpi_backend))
-}
-
-/// Without MPI, a run is the single-process world of one rank.
-#[cfg(not(feature = "mpi"))]
-fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, _how: &str) -> u8 {
-    run_threads(1, cfg, env_plan, stop, task)
-}
-
-/// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
-fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
-    use crate::world::threads::ThreadWorld;
-
-    let worlds = ThreadWorld::create(n);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = worlds
-            .iter()
-            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_task(task).run(None)))
-            .collect();
-        // A rank that panicked has ended the process in the panic hook.
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(exit::RUNTIME))
-            .max()
-            .unwrap_or(exit::OK)
-    })
-}
-
 /// One rank's run: what every step needs, in one place.
 pub struct Session<'a, W: World> {
     world: &'a W,
@@ -230,17 +191,6 @@ pub struct Session<'a, W: World> {
     stop: &'a StopRequest,
     /// A sweep, a workload or replay, or the links matrix.
     task: Task<'a>,
-}
-
-/// Everything set up on every rank; the sweep can start.
-struct Ready {
-    backend: Box<dyn Backend>,
-    plan: Plan,
-    /// `--split`: this rank's group and its sub-communicator.
-    groups: Option<Groups>,
-    ctx: RunContext,
-    /// Rank 0 only.
-    outputs: Option<(Reporter, RunInfo)>,
 }
 
 impl<'a, W: World> Session<'a, W> {
@@ -261,20 +211,23 @@ impl<'a, W: World> Session<'a, W> {
         self
     }
 
-    /// Sets up, sweeps and judges; the exit code of this rank.
+    /// Sets up (`prepare`: what every task shares, then the task's own),
+    /// runs the task and judges; the exit code of this rank.
     pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
-        match self.task {
-            Task::Sweep => {}
-            Task::Steps(job) => {
-                if let job::Source::Check(check) = &job.source {
-                    return self.run_check(mpi_backend, check);
-                }
-                return self.run_job(mpi_backend, job);
+        let setup = match self.task {
+            Task::Sweep => "the set-up (plan check, communicators, output files)",
+            Task::Steps(_) => "the set-up (schedules, communicators, output files)",
+            Task::Links(_) => "the set-up (schedule, communicator, output files)",
+            Task::Check(_) => "the set-up (profile, communicators, buffers, output files)",
+        };
+        self.exit_code(setup, |watchdog| {
+            let prepared = self.prepare(mpi_backend)?;
+            match self.task {
+                Task::Sweep => self.sweep_task(prepared, watchdog),
+                Task::Steps(job) => self.job_steps(job, prepared, watchdog),
+                Task::Links(job) => self.links_steps(job, prepared, watchdog),
+                Task::Check(job) => self.check_steps(job, prepared, watchdog),
             }
-            Task::Links(job) => return self.run_links(mpi_backend, job),
-        }
-        self.exit_code("the set-up (plan check, communicators, output files)", |watchdog| {
-            self.set_up(mpi_backend).map(|ready| self.sweep(ready, watchdog))
         })
     }
 
@@ -303,142 +256,19 @@ impl<'a, W: World> Session<'a, W> {
         watchdog
     }
 
+    /// What the engine measures with on this rank: the world, `backend`,
+    /// the host clock, `watchdog`, the stop request and the test hook.
+    fn context<'b>(&'b self, backend: &'b mut dyn Backend, watchdog: Option<&'b Watchdog>) -> Context<'b> {
+        Context::new(self.world, backend)
+            .with_watchdog(watchdog)
+            .with_stop(self.stop.clone())
+            .with_injected_errors(self.cfg.hooks.inject_error)
+    }
+
     /// A step every rank takes: `Ok` everywhere only if it succeeded
     /// everywhere; otherwise the failure is printed once (`World::agree`).
     fn agreed<T>(&self, local: Result<T, Error>) -> Result<T, Error> {
         self.world.agree(local).map_err(|d| Error::Reported(d.code))
-    }
-
-    /// Every step before the first measured point, agreed step by step.
-    fn set_up(&self, mpi_backend: Option<MakeMpi<'_>>) -> Result<Ready, Error> {
-        let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        self.warn_on_nccl_environment();
-        let nodes = self.agreed(self.nodes())?;
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        // --split: every rank makes its group's sub-communicator together
-        // (every rank gets here: a failed choice ended every rank above).
-        let groups = match self.cfg.plan.split {
-            Some(rule) => {
-                let groups = Groups::of(rule, &Groups::process_indices(world.ranks()), world.rank());
-                Some(self.agreed(groups.split(chosen.backend.as_mut(), world.rank()))?)
-            }
-            None => None,
-        };
-        // Every rank gets here (a failed choice ended every rank above), so
-        // this collective cannot hang.
-        let free = chosen.backend.gpu().and_then(|g| g.free_bytes());
-        let device_free = world.min_u64(free.unwrap_or(u64::MAX));
-        let setup = match world.agree(self.prepare(chosen, device_free, nodes, groups)) {
-            Ok(setup) => setup,
-            Err(failed) => {
-                // Another rank failed: remove the files this one created.
-                if let Some(outputs::Setup {
-                    outputs: Some((mut reporter, _)),
-                    ..
-                }) = failed.local
-                {
-                    reporter.discard();
-                }
-                return Err(Error::Reported(failed.code));
-            }
-        };
-        Ok(self.exchange_views(setup))
-    }
-
-    /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.
-    fn nodes(&self) -> Result<Nodes, Error> {
-        match self.cfg.plan.ranks_per_node {
-            Some(k) => {
-                let hosts: Vec<String> = self.world.ranks().iter().map(|r| r.host.clone()).collect();
-                Nodes::consecutive(k, &hosts)
-            }
-            None => Ok(self.world.nodes().clone()),
-        }
-    }
-
-    /// Measures the plan, then the verdict: the exit code.
-    fn sweep(&self, ready: Ready, watchdog: Option<&Watchdog>) -> u8 {
-        let Ready {
-            mut backend,
-            plan,
-            groups,
-            ctx,
-            outputs,
-        } = ready;
-        let (mut reporter, info) = match outputs {
-            Some((reporter, info)) => (Some(reporter), Some(info)),
-            None => (None, None),
-        };
-        if let (Some(rep), Some(info)) = (reporter.as_mut(), info.as_ref())
-            && let Err(e) = rep.begin(info)
-        {
-            self.fail(&e);
-        }
-        let timing = self.cfg.timing.for_backend(ctx.backend);
-        let swept = Engine::new(self.world, backend.as_mut(), &timing, &ctx)
-            .with_injected_errors(self.cfg.hooks.inject_error)
-            .with_watchdog(watchdog)
-            .with_stop(self.stop.clone())
-            .with_groups(groups.as_ref())
-            .run(&plan, |record| match reporter.as_mut() {
-                Some(rep) => rep.record(record),
-                None => Ok(()),
-            });
-        let summary = match swept {
-            Ok(summary) => summary,
-            Err(e) => self.fail(&e),
-        };
-        // Rank 0 judges what its reports hold: a stop signal may have
-        // completed them before the point in flight (`report::reporter`).
-        let (summary, finished) = match (reporter.as_mut(), info.as_ref()) {
-            (Some(rep), Some(info)) => match rep.finish(info, &summary) {
-                Ok(reported) => (reported, Ok(())),
-                Err(e) => (summary, Err(e)),
-            },
-            _ => (summary, Ok(())),
-        };
-        self.verdict(&summary, finished, info.as_ref())
-    }
-
-    /// The exit code of a finished sweep: the reports' failure (1), wrong
-    /// results (3), a stop signal (128 + the signal), whichever is highest;
-    /// rank 0 says why (its reports say which signal stopped the run).
-    fn verdict(&self, summary: &Summary, finished: Result<(), Error>, info: Option<&RunInfo>) -> u8 {
-        let first = self.world.rank() == 0;
-        let mut code = exit::OK;
-        if let Err(e) = finished {
-            say(&self.world.error_line(&e));
-            code = e.exit_code();
-        }
-        if summary.wrong > 0 {
-            let e = Error::Validation {
-                wrong: summary.wrong,
-                points: summary.failed_points,
-                checked: summary.checked_points,
-            };
-            if first {
-                say(&self.world.error_line(&e));
-            }
-            code = code.max(e.exit_code());
-        }
-        if let Some(info) = info
-            && self.cfg.plan.hierarchies.len() > 1
-            && summary.stopped_by.is_none()
-        {
-            // flat against hierarchical, per size, after the table
-            crate::compare::print_after_run(
-                &info.csv,
-                ("this run", "collbench"),
-                |r| r.collective == crate::collective::Collective::AllReduce,
-                crate::types::Dimension::Hierarchy,
-                None,
-            );
-        }
-        if let Some(signal) = summary.stopped_by {
-            code = 128 + signal as u8;
-        }
-        code
     }
 
     /// Prints this rank's failure and takes the whole job down.

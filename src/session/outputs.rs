@@ -1,14 +1,13 @@
-//! The set-up after the backend is chosen: the plan (fitted to the GPU
-//! memory every rank has), host memory, the transport each rank observes,
-//! and rank 0's reports (CSV, JSON, table, progress) with the `RunInfo`
-//! they describe the run by.
+//! The sweep's set-up after the shared one (`prepare`): the plan (fitted
+//! to the GPU memory every rank has), host memory, the buffers, and rank
+//! 0's reports (CSV, JSON, table, progress) with the `RunInfo` they
+//! describe the run by (from the run's identity).
 
 use std::path::PathBuf;
 
-use super::backend_choice::Chosen;
-use super::{Ready, Session};
-use crate::backend::{Backend, TransportQuery};
-use crate::engine::RunContext;
+use super::Session;
+use super::prepare::Prepared;
+use crate::backend::Backend;
 use crate::engine::groups::Groups;
 use crate::error::Error;
 use crate::plan::Plan;
@@ -19,80 +18,40 @@ use crate::report::json::JsonSink;
 use crate::report::nccl_tests_json::NcclTestsJsonSink;
 use crate::report::progress::Progress;
 use crate::report::table::TableSink;
-use crate::report::{RankSummary, Reporter, RunInfo, Sink, SweepInfo};
+use crate::report::{RankSummary, Reporter, RunIdentity, RunInfo, Sink, SweepInfo};
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
-use crate::topology::observe::{self, Observed};
-use crate::types::{BackendChoice, BackendKind, human_bytes};
+use crate::topology::observe;
+use crate::types::human_bytes;
 use crate::world::World;
 
-/// Longest per-rank text exchanged for the transport observed.
-const OBSERVED_BYTES: usize = 512;
-/// Longest GPU model name exchanged.
-const GPU_MODEL_BYTES: usize = 128;
-
-/// One rank's set-up, before the ranks exchange what they observed.
-pub(super) struct Setup {
-    backend: Box<dyn Backend>,
-    plan: Plan,
-    /// `--split`: this rank's group.
-    groups: Option<Groups>,
-    /// Real hosts, or `--ranks-per-node` groups.
-    nodes: Nodes,
-    /// This rank's view of the transport.
-    observed: Observed,
-    /// This rank's GPU model, where it has one.
-    gpu: Option<String>,
-    /// Rank 0 only.
-    pub outputs: Option<(Reporter, RunInfo)>,
-}
-
 impl<W: World> Session<'_, W> {
-    /// Everything that can fail before the first collective, after the
-    /// backend: plan, memory, output files (rank 0).
-    pub(super) fn prepare(
+    /// Everything of the sweep that can fail before the first collective,
+    /// after the shared set-up: the plan (at this rank's group's size
+    /// with `--split`, fitted to the GPU memory every rank has free), host
+    /// memory, the buffers, rank 0's reports.
+    pub(super) fn plan_and_outputs(
         &self,
-        chosen: Chosen,
+        prepared: &mut Prepared,
         device_free: u64,
-        nodes: Nodes,
-        groups: Option<Groups>,
-    ) -> Result<Setup, Error> {
+        groups: Option<&Groups>,
+    ) -> Result<(Plan, Option<(Reporter, RunInfo)>), Error> {
         let (world, cfg) = (self.world, self.cfg);
-        let Chosen { mut backend, note } = chosen;
-        let identity = backend.identity();
-        let mut notes: Vec<String> = note.into_iter().collect();
-        if cfg.start.backend == BackendChoice::Auto {
-            cfg.start
-                .transport
-                .check_backend(identity.kind, " (the backend auto chose)")?;
-        }
-        let query = TransportQuery {
-            profile: cfg.start.transport,
-            nccl_log: &self.env_plan.nccl_log,
-            hosts: world.nodes(),
-        };
-        let observed = match backend.transport() {
-            Some(observer) => observer.observe_transport(&query),
-            None => Observed::unknown(format!("the {} backend does not report its transport", identity.kind)),
-        };
-        observed.check(self.env_plan)?;
-        let gpu = backend
-            .gpu()
-            .map(|g| g.gpu_model())
-            .or_else(crate::topology::machine::host_gpu_model);
+        let nodes = &prepared.nodes;
+        let backend = prepared.backend.as_mut();
+        let mut notes: Vec<String> = Vec::new();
         let caps = backend.capabilities(&cfg.timing.extras());
         // with --split, this rank's group's communicator
-        let nranks = groups.as_ref().map_or(nodes.nranks(), Groups::size);
-        let mut plan = Plan::build_at(&cfg.plan, &caps, &nodes, nranks)?;
-        if let Some(groups) = &groups {
-            check_groups_in_step(&cfg.plan, &caps, &nodes, groups, &plan)?;
+        let nranks = groups.map_or(nodes.nranks(), Groups::size);
+        let mut plan = Plan::build_at(&cfg.plan, &caps, nodes, nranks)?;
+        if let Some(groups) = groups {
+            check_groups_in_step(&cfg.plan, &caps, nodes, groups, &plan)?;
             notes.push(format!("--split {}", groups.describe()));
         }
         // as asked, else the backend's reference tool's method
-        let rotate = cfg.timing.for_backend(identity.kind).rotate;
+        let rotate = cfg.timing.for_backend(prepared.identity.backend).rotate;
         if device_free != u64::MAX {
-            let (fitted, lowered) =
-                self.fit_to_device(&nodes, nranks, backend.as_ref(), &caps, plan, rotate, device_free)?;
+            let (fitted, lowered) = self.fit_to_device(nodes, nranks, &*backend, &caps, plan, rotate, device_free)?;
             plan = fitted;
             notes.extend(lowered);
         }
@@ -102,22 +61,15 @@ impl<W: World> Session<'_, W> {
             reservation.check_host_memory(on_host, available, "lower --maxbytes")?;
         }
         backend.reserve(&reservation)?;
-        // after `reserve`: what registration gave is known by then
-        notes.extend(backend.identity().notes);
-        let backend_note = (!notes.is_empty()).then(|| notes.join("; "));
+        // after `reserve`: what registration and NCCL's connections took
+        // is known by then
+        prepared.identity.backend_note =
+            super::prepare::backend_note(prepared.auto_note.clone(), backend.identity().notes);
         let outputs = match world.rank() {
-            0 => Some(self.open_outputs(&nodes, backend.as_ref(), backend_note, &plan)?),
+            0 => Some(self.open_outputs(nodes, &prepared.identity, notes, &plan)?),
             _ => None,
         };
-        Ok(Setup {
-            backend,
-            plan,
-            groups,
-            nodes,
-            observed,
-            gpu,
-            outputs,
-        })
+        Ok((plan, outputs))
     }
 
     /// Lowers the largest size until the plan's buffers (`rotate`: as they
@@ -173,16 +125,14 @@ impl<W: World> Session<'_, W> {
     fn open_outputs(
         &self,
         nodes: &Nodes,
-        backend: &dyn Backend,
-        backend_note: Option<String>,
+        identity: &RunIdentity,
+        sweep_notes: Vec<String>,
         plan: &Plan,
     ) -> Result<(Reporter, RunInfo), Error> {
         let (world, out, t) = (self.world, &self.cfg.outputs, &self.cfg.timing);
-        let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let run_id = run_id(&started, world.host());
         let csv_path = match &out.csv {
             Some(p) => p.clone(),
-            None => default_csv(&run_id)?,
+            None => default_csv(&identity.run_id)?,
         };
         let json: Option<Box<dyn Sink>> = match &out.json {
             Some(path) if out.nccl_tests_json => Some(Box::new(NcclTestsJsonSink::create(path, out.overwrite)?)),
@@ -205,23 +155,23 @@ impl<W: World> Session<'_, W> {
             sinks.push(json);
         }
         sinks.push(Box::new(TableSink::new(Box::new(std::io::stdout()), progress.handle())));
-        let identity = backend.identity();
+        let notes: Vec<String> = identity.backend_note.iter().cloned().chain(sweep_notes).collect();
         let info = RunInfo {
-            run_id,
+            run_id: identity.run_id.clone(),
             collbench_version: env!("CARGO_PKG_VERSION").into(),
-            started,
-            command_line: std::env::args().collect(),
-            backend: identity.kind,
-            backend_version: identity.version,
-            backend_note,
-            control_plane: world.library_version(),
+            started: identity.started.clone(),
+            command_line: identity.command_line.clone(),
+            backend: identity.backend,
+            backend_version: identity.backend_version.clone(),
+            backend_note: (!notes.is_empty()).then(|| notes.join("; ")),
+            control_plane: identity.control_plane.clone(),
             nranks: world.size(),
             nnodes: nodes.nnodes(),
             ranks_per_node: nodes.ranks_per_node(),
-            hosts: world.nodes().hosts.clone(),
+            hosts: identity.hosts.clone(),
             virtual_nodes: nodes.is_virtual,
             ranks: world.ranks().iter().map(RankSummary::from).collect(),
-            timing: t.for_backend(identity.kind),
+            timing: t.for_backend(identity.backend),
             transport: self.cfg.start.transport,
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),
@@ -231,7 +181,7 @@ impl<W: World> Session<'_, W> {
             sweep: sweep_info(plan, self.cfg.plan.sweep.step),
             csv: csv_path,
             json: out.json.clone(),
-            label: out.label.clone(),
+            label: identity.label.clone(),
             traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
             timestamps: out.timestamps,
         };
@@ -261,50 +211,6 @@ impl<W: World> Session<'_, W> {
             .map(|h| h.name())
             .collect::<Vec<_>>()
             .join(",")
-    }
-
-    /// Every rank set up: the ranks exchange what they observed (this
-    /// cannot hang now), and rank 0's `RunInfo` gets it.
-    pub(super) fn exchange_views(&self, setup: Setup) -> Ready {
-        let world = self.world;
-        let Setup {
-            backend,
-            plan,
-            groups,
-            nodes,
-            observed,
-            gpu,
-            mut outputs,
-        } = setup;
-        let identity = backend.identity();
-        let transport_observed = observe::merge(&world.all_gather_text(&observed.text, OBSERVED_BYTES));
-        let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
-        if let Some((_, info)) = outputs.as_mut() {
-            info.transport_observed = transport_observed.clone();
-            info.transport_notes = self.env_plan.describe(identity.kind == BackendKind::Nccl);
-            info.transport_notes.extend(observed.note.clone());
-            for (rank, model) in info.ranks.iter_mut().zip(gpus) {
-                rank.gpu = (!model.is_empty()).then_some(model);
-            }
-        }
-        let ctx = RunContext {
-            run_id: outputs.as_ref().map(|(_, i)| i.run_id.clone()).unwrap_or_default(),
-            host: world.host().into(),
-            backend: identity.kind,
-            backend_version: identity.version,
-            transport: self.cfg.start.transport,
-            transport_observed,
-            nnodes: nodes.nnodes(),
-            ranks_per_node: nodes.ranks_per_node(),
-            label: self.cfg.outputs.label.clone(),
-        };
-        Ready {
-            backend,
-            plan,
-            groups,
-            ctx,
-            outputs,
-        }
     }
 }
 
@@ -384,16 +290,4 @@ pub(super) fn results_file(name: &str) -> Result<PathBuf, Error> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::usage(format!("cannot create the results folder {}: {e}", dir.display())))?;
     Ok(dir.join(name))
-}
-
-/// `20261129T084645Z-host-1234`: sortable, unique per launch, safe in
-/// file names.
-pub(super) fn run_id(started: &str, host: &str) -> String {
-    let stamp: String = started.chars().filter(|c| *c != '-' && *c != ':').collect();
-    let host: String = host
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
-        .take(32)
-        .collect();
-    format!("{stamp}-{host}-{}", std::process::id())
 }

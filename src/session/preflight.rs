@@ -82,7 +82,7 @@ impl<W: World> Session<'_, W> {
     pub(super) fn warn_on_nccl_environment(&self) {
         let world = self.world;
         let mine = nccl_environment(std::env::vars());
-        let hashes = world.all_gather_u64s(&[fnv1a(mine.as_bytes())]);
+        let hashes = world.all_gather_u64s(&[crate::engine::digest::fnv1a(mine.as_bytes())]);
         if hashes.iter().all(|&h| h == hashes[0]) {
             return;
         }
@@ -106,12 +106,6 @@ fn nccl_environment(vars: impl Iterator<Item = (String, String)>) -> String {
         .collect();
     nccl.sort();
     nccl.concat()
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// "NCCL_IB_HCA is mlx5_0 on ranks 0-1 and unset on ranks 2-3; ...", for

@@ -1,6 +1,6 @@
-//! `collbench workload` and `collbench replay` on every rank: the set-up
-//! steps the ranks take together (digest, nodes, backend, the plan of
-//! every configuration's calls (`workload::plan`), the groups'
+//! `collbench workload` and `collbench replay` on every rank: after the
+//! shared set-up (`prepare`), the steps the ranks take together (the plan
+//! of every configuration's calls (`workload::plan`), the groups'
 //! sub-communicators, buffers, the CSV), then each configuration's steps
 //! (`engine::steps`), then rank 0's report and the verdict.
 //!
@@ -12,10 +12,9 @@
 //! `report::workload::Outcome::of`).
 
 use super::Session;
-use super::backend_choice::MakeMpi;
-use super::job::Job;
+use super::prepare::Prepared;
 use crate::backend::{Backend, Call, SubGroup};
-use crate::clock::Clock;
+use crate::config::Job;
 use crate::engine::steps::StepRunner;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
@@ -27,22 +26,19 @@ use crate::workload::plan::{Config, Split, WorkloadPlan};
 use crate::world::World;
 
 impl<W: World> Session<'_, W> {
-    /// Sets up, runs every configuration, reports; this rank's exit code.
-    pub(super) fn run_job(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job) -> u8 {
-        self.exit_code("the set-up (schedules, communicators, output files)", |watchdog| {
-            self.job_steps(mpi_backend, job, watchdog)
-        })
-    }
-
-    fn job_steps(&self, mpi_backend: Option<MakeMpi<'_>>, job: &Job, watchdog: Option<&Watchdog>) -> Result<u8, Error> {
+    /// The steps' own set-up, every configuration's steps, the report; this
+    /// rank's exit code.
+    pub(super) fn job_steps(
+        &self,
+        job: &Job,
+        mut prepared: Prepared,
+        watchdog: Option<&Watchdog>,
+    ) -> Result<u8, Error> {
         let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        self.warn_on_nccl_environment();
-        let nodes = self.agreed(self.nodes())?;
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        let backend = chosen.backend.as_mut();
+        let nodes = &prepared.nodes;
+        let backend = prepared.backend.as_mut();
         let caps = backend.capabilities(&self.cfg.timing.extras());
-        let configs = self.agreed(configs(job, &nodes))?;
+        let configs = self.agreed(configs(job, nodes))?;
         let plan = self.agreed(WorkloadPlan::new(&configs, &caps, world.rank()))?;
         let groups = self.agreed(split(backend, &plan.splits))?;
         // A device backend allocates its buffers once, for the largest call.
@@ -56,13 +52,8 @@ impl<W: World> Session<'_, W> {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
             _ => Ok(None),
         })?;
-        let header = header_lines(
-            job,
-            world,
-            backend.identity().version,
-            nodes.ranks_per_node(),
-            &plan.notes,
-        );
+        let version = &prepared.identity.backend_version;
+        let header = header_lines(job, world, version, nodes.ranks_per_node(), &plan.notes);
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
@@ -100,12 +91,7 @@ impl<W: World> Session<'_, W> {
         watchdog: Option<&Watchdog>,
     ) -> (Vec<Outcome>, Option<u64>) {
         let mut runner = StepRunner {
-            world: self.world,
-            backend: &mut *backend,
-            clock: Clock::Host,
-            inject_error: self.cfg.hooks.inject_error,
-            watchdog,
-            stop: self.stop.clone(),
+            cx: self.context(&mut *backend, watchdog),
         };
         let (all_steps, stopped_by) = match runner.run_all(calls, &job.timing) {
             Ok(ran) => ran,
@@ -151,7 +137,7 @@ impl<W: World> Session<'_, W> {
 
 /// The header: the job's lines, the backend and ranks, each rank's host
 /// and pid, and the notes of the calls (each once).
-fn header_lines(job: &Job, world: &dyn World, version: String, per_node: usize, notes: &[String]) -> Vec<String> {
+fn header_lines(job: &Job, world: &dyn World, version: &str, per_node: usize, notes: &[String]) -> Vec<String> {
     let mut header = job.header();
     header.push(format!(
         "backend {version}, {} ranks, {per_node} per node",

@@ -2,7 +2,8 @@
 //! (quantiles, median, the spread summary of `Spread`, the coefficient of
 //! variation), the distribution-free interval of a median, the
 //! Mann-Whitney U test and its interval of a shift (`rank`), and the
-//! normal, Student's t and binomial distributions (`dist`). The engine's precision
+//! normal, Student's t and binomial distributions (`dist`), Holm's
+//! adjustment of many p-values judged together (`family`). The engine's precision
 //! policy and per-iteration statistics, the JSON report's points and
 //! `compare`'s noise model all use these, so that they agree on the same
 //! samples.
@@ -17,11 +18,13 @@
 //! brute-force enumeration.
 
 mod dist;
+mod family;
 mod rank;
 
 pub use dist::{
     beta_inc, binomial_upper_tail, ln_gamma, normal_cdf, normal_quantile, t_cdf, t_quantile, t_two_sided_p,
 };
+pub use family::holm;
 pub use rank::{EXACT_MAX_TOTAL, RankTest, mann_whitney, shift_interval, smallest_p_value, u_distribution};
 
 /// The spread summary of a set of samples (the samples of a point, one

@@ -81,8 +81,8 @@ impl Launch {
     /// The suite's `[run]` options with this launch's own.
     pub fn args(&self, run: &RunArgs) -> RunArgs {
         let mut args = run.clone();
-        args.transport = TransportArg::Profile(self.transport);
-        args.hierarchy = self.hierarchy.clone();
+        args.common.launch.transport = TransportArg::Profile(self.transport);
+        args.hierarchy.hierarchy = self.hierarchy.clone();
         args
     }
 }

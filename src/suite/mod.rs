@@ -362,11 +362,11 @@ fn finish(suite: &Suite, outcomes: &[Outcome], output: &Path, overwrite: bool) -
 fn launch_options(l: &Launch, run_toml: &Path, csv: &Path) -> RunArgs {
     let mut args = RunArgs::defaults();
     args.config = Some(run_toml.to_path_buf());
-    args.transport = TransportArg::Profile(l.transport);
-    args.hierarchy = l.hierarchy.clone();
-    args.csv = Some(csv.to_path_buf());
-    args.overwrite = true;
-    args.no_progress = true;
+    args.common.launch.transport = TransportArg::Profile(l.transport);
+    args.hierarchy.hierarchy = l.hierarchy.clone();
+    args.output.csv = Some(csv.to_path_buf());
+    args.common.overwrite.overwrite = true;
+    args.output.no_progress = true;
     args
 }
 

@@ -113,44 +113,28 @@ impl Nodes {
     }
 }
 
-/// How an all-reduce is organised over the nodes (docs/hierarchy.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Hierarchy {
-    /// One communicator over all ranks.
-    #[default]
-    Flat,
-    /// Reduce-scatter inside the node, all-reduce of each slice among the
-    /// ranks with the same local rank, all-gather inside the node.
-    RsArAg,
-    /// Reduce to the node leader, all-reduce among leaders, broadcast inside
-    /// the node.
-    ReduceBcast,
+crate::types::vocabulary! {
+    /// How an all-reduce is organised over the nodes (docs/hierarchy.md).
+    /// Read in either case, with `_` for `-`.
+    #[derive(Hash, PartialOrd, Ord, Default)]
+    pub enum Hierarchy: "hierarchy mode", AnyCaseDash {
+        /// One communicator over all ranks.
+        #[default]
+        Flat = "flat",
+        /// Reduce-scatter inside the node, all-reduce of each slice among the
+        /// ranks with the same local rank, all-gather inside the node.
+        RsArAg = "rs-ar-ag",
+        /// Reduce to the node leader, all-reduce among leaders, broadcast inside
+        /// the node.
+        ReduceBcast = "reduce-bcast",
+    }
 }
 
 impl Hierarchy {
-    pub const ALL: [Hierarchy; 3] = [Hierarchy::Flat, Hierarchy::RsArAg, Hierarchy::ReduceBcast];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Hierarchy::Flat => "flat",
-            Hierarchy::RsArAg => "rs-ar-ag",
-            Hierarchy::ReduceBcast => "reduce-bcast",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Hierarchy> {
-        let key = s.trim().to_ascii_lowercase().replace('_', "-");
-        Hierarchy::ALL.into_iter().find(|h| h.name() == key)
-    }
-
     pub fn is_flat(self) -> bool {
         self == Hierarchy::Flat
     }
 }
-
-crate::types::display_by_name!(Hierarchy);
-
-crate::types::named!(Hierarchy, "hierarchy mode", ALL);
 
 /// Splits `count` elements into `parts` contiguous slices whose lengths
 /// differ by at most one (the first `count % parts` get the extra element),

@@ -17,61 +17,28 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::error::Error;
-use crate::types::{BackendKind, by_name};
+use crate::types::BackendKind;
 
 /// Set in the re-executed process: the profile, then the names of the
 /// variables collbench added (`shm:OMPI_MCA_pml,OMPI_MCA_btl`).
 pub const MARKER: &str = "COLLBENCH_TRANSPORT_APPLIED";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Profile {
-    #[default]
-    Auto,
-    Nvlink,
-    Nvls,
-    Pcie,
-    Ib,
-    Socket,
-    Shm,
-    Tcp,
-    Ucx,
+crate::types::vocabulary! {
+    /// A transport profile, read in either case (`--transport`, the
+    /// `transport` column).
+    #[derive(Hash, Default)]
+    pub enum Profile: "transport profile", AnyCase {
+        #[default]
+        Auto = "auto",
+        Nvlink = "nvlink", Nvls = "nvls", Pcie = "pcie", Ib = "ib", Socket = "socket",
+        Shm = "shm", Tcp = "tcp", Ucx = "ucx",
+    }
 }
 
 impl Profile {
-    pub const ALL: [Profile; 9] = [
-        Profile::Auto,
-        Profile::Nvlink,
-        Profile::Nvls,
-        Profile::Pcie,
-        Profile::Ib,
-        Profile::Socket,
-        Profile::Shm,
-        Profile::Tcp,
-        Profile::Ucx,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Profile::Auto => "auto",
-            Profile::Nvlink => "nvlink",
-            Profile::Nvls => "nvls",
-            Profile::Pcie => "pcie",
-            Profile::Ib => "ib",
-            Profile::Socket => "socket",
-            Profile::Shm => "shm",
-            Profile::Tcp => "tcp",
-            Profile::Ucx => "ucx",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Profile> {
-        let key = text.trim().to_ascii_lowercase();
-        Profile::ALL.into_iter().find(|p| p.name() == key)
-    }
-
     /// "auto, nvlink, ..., ucx", for messages.
     pub fn names() -> String {
-        Profile::ALL.map(Profile::name).join(", ")
+        crate::types::known::<Profile>()
     }
 
     /// The backend whose library this profile steers; `None` for `auto`,
@@ -186,10 +153,6 @@ impl Profile {
         )))
     }
 }
-
-crate::types::display_by_name!(Profile);
-
-by_name!(Profile, "transport profile");
 
 /// `collbench run --transport help`: every profile with the exact
 /// variables it sets.

@@ -16,6 +16,10 @@ pub trait Named: Copy + PartialEq + 'static {
     /// Every value, in the order sweeps and lists use.
     fn all() -> &'static [Self];
     fn name(self) -> &'static str;
+    /// The other names `parse` takes (clap matches them too).
+    fn aliases(self) -> &'static [&'static str] {
+        &[]
+    }
     /// The value `text` names (aliases included), if any.
     fn parse(text: &str) -> Option<Self>;
     /// Why `text`, a name users may expect, is not a value (what it would

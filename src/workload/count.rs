@@ -12,6 +12,13 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Count(pub u64);
 
+/// The digest compares the count itself.
+impl serde::Serialize for Count {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
 impl std::str::FromStr for Count {
     type Err = String;
 

@@ -134,6 +134,13 @@ impl PartialEq for PresetName {
     }
 }
 
+/// The preset's own name (the digest compares it, whatever alias was typed).
+impl serde::Serialize for PresetName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl PresetName {
     /// The preset's own name.
     pub fn name(self) -> &'static str {

@@ -65,6 +65,7 @@ fn all_to_all(count: u64, dtype: DType, phase: Phase, label: String) -> Op {
         group: Group::Ep,
         phase,
         label,
+        logged: None,
     }
 }
 

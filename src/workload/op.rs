@@ -13,28 +13,15 @@ use crate::types::{DType, ReduceOp};
 
 use super::groups::Group;
 
-/// When an operation runs in the step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Phase {
-    Forward,
-    Backward,
-    Optimizer,
-    /// A replayed log's call (the log does not say).
-    Log,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Forward => "forward",
-            Phase::Backward => "backward",
-            Phase::Optimizer => "optimizer",
-            Phase::Log => "log",
-        }
+crate::types::vocabulary! {
+    /// When an operation runs in the step.
+    #[derive(Hash, PartialOrd, Ord)]
+    pub enum Phase: "phase", Exact {
+        Forward = "forward", Backward = "backward", Optimizer = "optimizer",
+        /// A replayed log's call (the log does not say).
+        Log = "log",
     }
 }
-
-crate::types::display_by_name!(Phase);
 
 /// One collective call of the step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +41,17 @@ pub struct Op {
     pub group: Group,
     pub phase: Phase,
     pub label: String,
+    /// Where a replayed log printed it (`None` for a strategy's).
+    pub logged: Option<Logged>,
+}
+
+/// The log line and communicator a replayed operation comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Logged {
+    /// 1-based line of the log.
+    pub line: usize,
+    /// The communicator's pointer, as NCCL printed it.
+    pub comm: u64,
 }
 
 impl Op {
@@ -69,6 +67,7 @@ impl Op {
             group,
             phase,
             label,
+            logged: None,
         }
     }
 
@@ -84,6 +83,7 @@ impl Op {
             group,
             phase,
             label,
+            logged: None,
         }
     }
 

@@ -66,31 +66,26 @@ impl std::fmt::Display for TorchVersion {
 /// reads them into it through serde, `Options::with_knobs`), so a knob is
 /// one field here and one in `Options`, in this file.
 #[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = "Workload")]
 pub struct KnobArgs {
     /// Activations of tp, moe and pp: sequence length (tokens per micro-batch)
-    #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    #[arg(long, value_name = "N", default_value = "2048", value_parser = clap::value_parser!(u64).range(1..))]
     pub seq_len: u64,
 
     /// Activations of tp, moe and pp: micro-batch size
-    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u64).range(1..))]
     pub micro_batch: u64,
 
     /// pp's micro-batches per step [default: as many as stages]
-    #[arg(
-        long,
-        value_name = "N",
-        default_value = "0",
-        hide_default_value = true,
-        help_heading = "Workload"
-    )]
+    #[arg(long, value_name = "N", default_value = "0", hide_default_value = true)]
     pub micro_batches: u64,
 
     /// moe's router imbalance: the busiest expert rank's tokens over the mean (1: balanced)
-    #[arg(long, value_name = "F", default_value = "1", value_parser = imbalance_arg, help_heading = "Workload")]
+    #[arg(long, value_name = "F", default_value = "1", value_parser = imbalance_arg)]
     pub moe_imbalance: f64,
 
     /// The PyTorch release DDP is modelled on (2.3: a 1 MiB first bucket even with --bucket) [default: current, 2.4 and later]
-    #[arg(long, value_name = "VERSION", help_heading = "Workload")]
+    #[arg(long, value_name = "VERSION")]
     pub pytorch: Option<TorchVersion>,
 }
 

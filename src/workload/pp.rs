@@ -82,6 +82,7 @@ pub(super) fn step(model: &Model, layout: &GroupLayout, opts: &Options) -> Resul
                 group: Group::Pp,
                 phase: if forward { Phase::Forward } else { Phase::Backward },
                 label: format!("micro-batch {i} {}", if forward { "activations" } else { "gradients" }),
+                logged: None,
             });
         }
     }

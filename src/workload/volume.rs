@@ -61,18 +61,15 @@ pub fn effective_busbw_gbps(bus_bytes: f64, time_us: f64) -> f64 {
     if time_us > 0.0 { bus_bytes / time_us / 1e3 } else { 0.0 }
 }
 
-/// Message-size classes of the breakdown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SizeClass {
-    Small,
-    Medium,
-    Large,
-    Huge,
+crate::types::vocabulary! {
+    /// Message-size classes of the breakdown.
+    #[derive(Hash, PartialOrd, Ord)]
+    pub enum SizeClass: "size class", Exact {
+        Small = "<64KiB", Medium = "64KiB-1MiB", Large = "1MiB-16MiB", Huge = ">=16MiB",
+    }
 }
 
 impl SizeClass {
-    pub const ALL: [SizeClass; 4] = [SizeClass::Small, SizeClass::Medium, SizeClass::Large, SizeClass::Huge];
-
     pub fn of(size_bytes: u64) -> SizeClass {
         match size_bytes {
             s if s < 64 << 10 => SizeClass::Small,
@@ -81,18 +78,7 @@ impl SizeClass {
             _ => SizeClass::Huge,
         }
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SizeClass::Small => "<64KiB",
-            SizeClass::Medium => "64KiB-1MiB",
-            SizeClass::Large => "1MiB-16MiB",
-            SizeClass::Huge => ">=16MiB",
-        }
-    }
 }
-
-crate::types::display_by_name!(SizeClass);
 
 /// One operation's volume.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -314,6 +300,7 @@ mod tests {
             group,
             phase: Phase::Backward,
             label: String::new(),
+            logged: None,
         }
     }
 

@@ -163,32 +163,16 @@ pub fn announce_exit(code: u8) {
     }
 }
 
-/// The program that starts the ranks of a suite's launches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Launcher {
-    /// `srun` inside a Slurm allocation (SLURM_JOB_ID set), else `mpirun`.
-    Auto,
-    Mpirun,
-    Srun,
+crate::types::vocabulary! {
+    /// The program that starts the ranks of a suite's launches.
+    pub enum Launcher: "launcher", AnyCase {
+        /// `srun` inside a Slurm allocation (SLURM_JOB_ID set), else `mpirun`.
+        Auto = "auto",
+        Mpirun = "mpirun", Srun = "srun",
+    }
 }
 
 impl Launcher {
-    pub const ALL: [Launcher; 3] = [Launcher::Auto, Launcher::Mpirun, Launcher::Srun];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Launcher::Auto => "auto",
-            Launcher::Mpirun => "mpirun",
-            Launcher::Srun => "srun",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Launcher> {
-        Launcher::ALL
-            .into_iter()
-            .find(|l| l.name().eq_ignore_ascii_case(text.trim()))
-    }
-
     /// `auto` resolved: srun when `slurm_job` (SLURM_JOB_ID) is set.
     pub fn resolve(self, slurm_job: bool) -> Launcher {
         match self {

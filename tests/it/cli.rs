@@ -78,7 +78,7 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
         (vec!["-m", "two"], "two"),
         (vec!["-G", "-1"], "-1"),
         (vec!["-R", "3"], "'3' is not 0, 1 or 2"),
-        (vec!["--backend", "gloo"], "[possible values: auto, mpi, nccl]"),
+        (vec!["--backend", "gloo"], "[possible values: auto, mpi, nccl, memory]"),
         (vec!["--label", "two\nlines"], "--label <TEXT>"),
         (vec!["--bogus"], "unexpected argument '--bogus'"),
     ];
@@ -152,7 +152,9 @@ fn bad_command_lines_get_one_line_and_exit_2() {
 }
 
 /// nccl-tests' extras need NCCL: on the mpi backend each is one line and
-/// exit 2, alone and under mpirun (printed once), and nothing is written.
+/// exit 2, and nothing is written. (Under mpirun such an error, found
+/// before MPI starts, is printed once:
+/// `usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2`.)
 #[cfg(feature = "mpi")]
 #[test]
 fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
@@ -183,13 +185,6 @@ fn nccl_extras_on_the_mpi_backend_are_refused_with_one_line() {
             "{err}"
         );
     }
-    let out = exits(
-        2,
-        mpirun(2, &argv!["run --backend mpi -e 64 -G 4 --csv", path_str(&csv_path)]),
-    );
-    let lines = our_lines(&out);
-    assert_eq!(lines.len(), 1, "{}", stderr(&out));
-    assert!(lines[0].contains("-G/--cuda-graph 4"), "{}", lines[0]);
     assert!(!csv_path.exists(), "no report for a refused run");
     // the defaults are no request at all
     ok(collbench(&argv![
@@ -236,15 +231,7 @@ fn usage_errors_under_mpirun_are_printed_once_and_every_rank_exits_2() {
         lines,
         vec!["collbench: --root 3 is out of range: the job has 3 ranks (0..=2)"]
     );
-    // found by the parser before MPI starts: only rank 0 prints
-    let out = mpirun(3, &["run", "-d", "int9"]);
-    assert_eq!(code(&out), 2);
-    assert_eq!(
-        stderr(&out).matches("unknown element type 'int9'").count(),
-        1,
-        "{}",
-        stderr(&out)
-    );
+    // found by the parser before MPI starts: a_usage_error_under_mpirun_is_printed_once
     // found after parsing, before MPI starts: only rank 0 prints
     let out = mpirun(3, &["run", "-b", "0"]);
     assert_eq!(code(&out), 2);
@@ -264,7 +251,7 @@ fn a_toml_config_runs_and_the_command_line_wins() {
         ),
     )
     .unwrap();
-    let (_, csv) = mpirun_rows(2, &["run", "--config", path_str(&config), "-e", "4K"], &csv_path);
+    let (_, csv) = memory_rows(2, &["run", "--config", path_str(&config), "-e", "4K"], &csv_path);
     let sizes: Vec<&str> = csv.rows.iter().map(|r| csv.get(r, "size_bytes")).collect();
     assert_eq!(sizes, ["1024", "1024", "4096", "4096", "1024", "1024", "4096", "4096"]);
     assert!(
@@ -278,7 +265,7 @@ fn a_toml_config_runs_and_the_command_line_wins() {
 fn json_report_carries_the_run_and_every_record() {
     let (dir, csv_path) = temp_file("r.csv");
     let json_path = dir.path().join("r.json");
-    ok(mpirun(
+    ok(on_memory(
         2,
         &argv![
             "run --collectives scatter -e 256 --csv",
@@ -290,7 +277,7 @@ fn json_report_carries_the_run_and_every_record() {
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["run"]["nranks"], 2);
-    assert_eq!(doc["run"]["backend"], "mpi");
+    assert_eq!(doc["run"]["backend"], "memory");
     // nccl-tests' extras, at their defaults
     assert_eq!(doc["run"]["agg_iters"], 1);
     assert_eq!(doc["run"]["cuda_graph"], 0);
@@ -366,7 +353,7 @@ fn a_label_names_the_run_in_the_header_every_csv_row_and_the_json() {
     let (dir, csv_path) = temp_file("l.csv");
     let json_path = dir.path().join("l.json");
     let label = "nightly, node \"a\"";
-    let out = ok(mpirun(
+    let out = ok(on_memory(
         2,
         &argv![
             "run --collectives all_reduce -e 64 --label",

@@ -4,7 +4,9 @@
 //! launches judged against their spread; rows missing from the new run
 //! exit 4 unless `--allow-missing`; a method change refused (exit 2) or
 //! warned; old CSVs without method columns warned once; incompatible
-//! inputs refused with one line.
+//! inputs refused with one line; two single launches of a real run with
+//! half its busbw fail by the launch bound; rows no measurement gives
+//! refused naming the file and the line.
 //!
 //! Golden files live in tests/fixtures/compare/golden; after a deliberate
 //! change of a format, regenerate them with
@@ -100,6 +102,51 @@ fn slowed(file: &Path, case: (&str, &str, &str), factor: f64) -> String {
             cells[at(c)] = (v / factor).to_string();
         }
     })
+}
+
+/// `file` with every time multiplied by `factor` and every bandwidth
+/// divided by it.
+fn all_slowed(file: &Path, factor: f64) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut cells: Vec<String> = line.split(',').map(str::to_string).collect();
+        for (at, name) in header.iter().enumerate().filter(|_| i > 0) {
+            let by = match *name {
+                "time_us" | "time_min_us" | "time_max_us" => factor,
+                "algbw_gbps" | "busbw_gbps" => 1.0 / factor,
+                _ => continue,
+            };
+            cells[at] = (cells[at].parse::<f64>().unwrap() * by).to_string();
+        }
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// `file` with `column` of data line `line` (the header is line 1) set to
+/// `value`.
+fn with_cell(file: &Path, line: usize, column: &str, value: &str) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let at = text
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|h| h == column)
+        .unwrap();
+    let mut out = String::new();
+    for (i, l) in text.lines().enumerate() {
+        let mut cells: Vec<&str> = l.split(',').collect();
+        if i + 1 == line {
+            cells[at] = value;
+        }
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
 }
 
 /// Every row of `file` with `column` set to `value`.
@@ -234,7 +281,7 @@ fn a_planted_slowdown_exits_4_names_the_row_and_says_so_once_on_stderr() {
     let text = stdout(&out);
     assert_eq!(text.lines().filter(|l| l.ends_with("unproven")).count(), 1, "{text}");
     assert!(
-        text.contains("NO VERDICT: 1 of 7 rows changed by more than 5% busbw, but one launch per side"),
+        text.contains("NO VERDICT: 1 of 7 rows changed busbw by more than 5%, but one launch per side"),
         "{text}"
     );
     assert!(text.contains("note: 1 row unproven:"), "{text}");
@@ -579,4 +626,161 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         path_str(&eight_ranks),
     ]));
     assert_stdout_has(&out, "4->8");
+}
+
+#[test]
+fn two_single_launches_of_a_real_run_at_half_the_busbw_exit_4_judged_by_the_launch_bound() {
+    // one real launch, one sample per point, and the same launch with
+    // every time doubled: each row's two values a factor 2 apart, beyond
+    // the launch bound (1.5)
+    let (dir, base) = temp_file("base.csv");
+    ok(mpirun(
+        2,
+        &argv![
+            "run --collectives all_reduce,all_gather -e 64K -f 4 -n 20 -N 1 --csv",
+            path_str(&base)
+        ],
+    ));
+    let rows = std::fs::read_to_string(&base).unwrap().lines().count() - 1;
+    let half = write(dir.path(), "half.csv", &all_slowed(&base, 2.0));
+    let out = exits(4, collbench(&["compare", path_str(&base), path_str(&half)]));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "collbench: regression: {rows} of {rows} rows lost more than 5% busbw ({rows} judged from one launch \
+             per side, beyond the launch-to-launch bound)\n"
+        )
+    );
+    assert_eq!(
+        stdout(&out)
+            .lines()
+            .filter(|l| l.ends_with("  bound  1/1  0.0%/0.0%  regressed"))
+            .count(),
+        rows
+    );
+    assert_stdout_has(
+        &out,
+        &format!("note: {rows} rows judged from one launch per side by the launch bound"),
+    );
+    // the same in time: it took longer
+    let out = exits(
+        4,
+        collbench(&["compare", "--metric", "time", path_str(&base), path_str(&half)]),
+    );
+    assert_stderr_has(
+        &out,
+        &format!("regression: {rows} of {rows} rows took more than 5% longer ("),
+    );
+    // the other way round: improved, nothing fails
+    let out = ok(collbench(&["compare", path_str(&half), path_str(&base)]));
+    assert_stdout_has(&out, &format!("({rows} improved, 0 regressed"));
+    // 20% down is inside the bound: not judged from one launch, exit 0
+    let slower = write(dir.path(), "slower.csv", &all_slowed(&base, 1.25));
+    let out = ok(collbench(&["compare", path_str(&base), path_str(&slower)]));
+    assert_stdout_has(
+        &out,
+        &format!("NO VERDICT: {rows} of {rows} rows changed busbw by more than 5%"),
+    );
+}
+
+#[test]
+fn the_golden_pair_at_half_the_busbw_regresses_where_the_ranges_lie_apart() {
+    let dir = tempdir();
+    let base = fixture("base.csv");
+    let half = write(dir.path(), "half.csv", &all_slowed(&base, 2.0));
+    let (code, doc) = json(&["--allow-missing", path_str(&base), path_str(&half)]);
+    assert_eq!(code, 4);
+    // five tight samples a side, and one sample a side: judged by the bound
+    for (c, p, s) in [
+        ("all_reduce", "out_of_place", 65536),
+        ("all_reduce", "out_of_place", 1 << 20),
+        ("all_gather", "out_of_place", 65536),
+    ] {
+        let r = row(&doc, c, p, s);
+        assert_eq!(
+            (r["test"].as_str(), r["verdict"].as_str()),
+            (Some("launch_bound"), Some("regressed"))
+        );
+    }
+    // 40% noise: the ranges overlap, so one launch a side cannot judge it
+    let noisy = row(&doc, "all_reduce", "in_place", 1 << 20);
+    assert_eq!(noisy["verdict"], "unproven");
+    assert_eq!(noisy["test"], "mann_whitney");
+    assert!(noisy["p_adjusted"].as_f64().unwrap() >= noisy["p_value"].as_f64().unwrap());
+}
+
+#[test]
+fn rows_no_measurement_gives_are_refused_naming_the_file_and_the_line() {
+    let dir = tempdir();
+    let base = fixture("base.csv");
+    for (line, column, value, why) in [
+        (3, "busbw_gbps", "NaN", "NaN is not a measured value"),
+        (4, "busbw_gbps", "inf", "inf is not a measured value"),
+        (5, "time_us", "-12.5", "-12.5 is negative"),
+        (
+            6,
+            "algbw_gbps",
+            "0",
+            "0 at 1024 bytes on 4 ranks is not a measured value",
+        ),
+        (7, "time_us", "0", "a time of 0 is not a measured value"),
+    ] {
+        let bad = write(dir.path(), "bad.csv", &with_cell(&base, line, column, value));
+        for args in [[path_str(&base), path_str(&bad)], [path_str(&bad), path_str(&base)]] {
+            let out = exits(2, collbench(&[&["compare"], &args[..]].concat()));
+            assert_eq!(
+                stderr(&out),
+                format!(
+                    "collbench: CSV file {} line {line} column `{column}`: {why}; the row cannot be read as a \
+                     measurement\n",
+                    bad.display()
+                )
+            );
+            assert!(stdout(&out).is_empty());
+        }
+    }
+    // in a baseline folder too: the file in the folder, and its line
+    let folder = dir.path().join("launches");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(&base, folder.join("a.csv")).unwrap();
+    write(&folder, "b.csv", &with_cell(&base, 9, "busbw_gbps", "-1"));
+    let out = exits(2, collbench(&["compare", path_str(&folder), path_str(&base)]));
+    assert_stderr_has(
+        &out,
+        &format!(
+            "{} line 9 column `busbw_gbps`: -1 is negative",
+            folder.join("b.csv").display()
+        ),
+    );
+}
+
+#[test]
+fn a_one_rank_run_has_a_busbw_of_0_by_definition_and_compares() {
+    // all_reduce at one rank: bus factor 2(n-1)/n = 0, so busbw is 0 in
+    // every row, and that is data, not a broken row
+    let (dir, one) = temp_file("one.csv");
+    ok(mpirun(
+        1,
+        &argv![
+            "run --collectives all_reduce -e 1K -f 4 -n 5 -N 2 --csv",
+            path_str(&one)
+        ],
+    ));
+    let out = ok(collbench(&["compare", path_str(&one), path_str(&one)]));
+    assert_stdout_has(&out, "judged by the threshold alone: the metric is 0 by definition");
+    let out = ok(collbench(&[
+        "compare",
+        "--metric",
+        "algbw",
+        path_str(&one),
+        path_str(&one),
+    ]));
+    assert_stdout_has(&out, "OK: no row lost more than 5% algbw");
+    // ... but a busbw of 0 at two ranks is not
+    let two = write(dir.path(), "two.csv", &with_column(&one, "nranks", "2"));
+    let out = exits(2, collbench(&["compare", path_str(&two), path_str(&two)]));
+    assert_stderr_has(
+        &out,
+        "line 2 column `busbw_gbps`: 0 at 8 bytes on 2 ranks is not a measured value",
+    );
 }

@@ -232,9 +232,8 @@ fn ranks_on_two_fake_nodes_meet_at_the_store_and_run_the_hierarchical_modes_acro
 fn a_workload_runs_over_the_store_and_wrong_results_end_every_rank_with_exit_3() {
     let Some(sim) = sim_dir() else { return };
     let (_tmp, csv_path) = temp_file("w.csv");
-    let args = argv![
-        "workload --backend nccl --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy ddp,fsdp --steps 2 --no-progress"
-    ];
+    let args =
+        argv!["workload --backend nccl --params 1M --layers 2 --hidden 128 --vocab 1000 --strategy ddp,fsdp --steps 2"];
     let outs = four(&sim, Kind::Torchrun, &none, &with_csv(&args, &csv_path));
     assert_eq!(codes(&outs), [0, 0, 0, 0], "{}", show(&outs));
     let csv = Csv::read(&csv_path);
@@ -428,6 +427,25 @@ fn the_mpi_backend_without_mpi_is_refused_with_one_line() {
     );
 }
 
+/// The memory backend's ranks are threads of one process (`-g N`): ranks
+/// of several processes, met at the store, are refused on every rank with
+/// one line, and nothing is written.
+#[test]
+fn the_memory_backend_across_processes_is_refused_with_one_line() {
+    let Some(sim) = sim_dir() else { return };
+    let (_dir, csv) = temp_file("never.csv");
+    let args = argv!["run --backend memory -e 1K --no-progress --csv", path_str(&csv)];
+    let outs = four(&sim, Kind::Torchrun, &none, &args);
+    assert_eq!(codes(&outs), [2, 2, 2, 2], "{}", show(&outs));
+    let lines = all_lines(&outs);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("--backend memory runs the ranks as threads of one process"),
+        "{lines:?}"
+    );
+    assert!(!csv.exists(), "a refused run wrote its CSV");
+}
+
 /// An MPMD launch where one "rank" never calls MPI_Init: the others wait
 /// in it, and the pre-flight says the launcher or control plane is broken.
 #[cfg(feature = "mpi")]
@@ -449,6 +467,73 @@ fn an_mpi_start_that_never_completes_is_told_apart_from_nccl() {
             && lines[0].contains("launched by mpirun"),
         "{lines:?}"
     );
+}
+
+/// An MPMD line whose ranks get different options: a rank whose options
+/// do not parse says so itself and every rank ends at once with 2 (no rank
+/// waits for it until --timeout); ranks that run different commands are
+/// told apart at the first agreement, with one line, exit 2.
+#[cfg(feature = "mpi")]
+#[test]
+fn an_mpmd_line_with_one_bad_rank_or_two_commands_ends_at_once_with_one_line() {
+    let mpmd = |first: &[&str], second: &[&str]| {
+        let mut cmd = Command::new("mpirun");
+        cmd.args(["--oversubscribe", "-np", "1", BIN]).args(first);
+        cmd.args([":", "-np", "1", BIN]).args(second);
+        if is_root() {
+            cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+        let started = std::time::Instant::now();
+        let out = output_of(cmd);
+        (out, started.elapsed())
+    };
+    let run = [
+        "run",
+        "--backend",
+        "mpi",
+        "-e",
+        "1K",
+        "--timeout",
+        "120",
+        "--csv",
+        "/dev/null/never.csv",
+    ];
+    // rank 1's options do not parse: its own message, every rank ends now
+    let bad = [&run[..], &["--bogus-option"]].concat();
+    let (out, took) = mpmd(&run, &bad);
+    let out = exits(2, out);
+    let lines = our_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("collbench: rank 1: unexpected argument '--bogus-option'"),
+        "{lines:?}"
+    );
+    assert!(
+        took < Duration::from_secs(60),
+        "waited {took:?}: a rank waited for the one that failed"
+    );
+    // two commands: the first agreement names them
+    let links = [
+        "links",
+        "--backend",
+        "mpi",
+        "--size",
+        "4K",
+        "--timeout",
+        "120",
+        "--csv",
+        "/dev/null/never.csv",
+    ];
+    let (out, took) = mpmd(&run, &links);
+    let out = exits(2, out);
+    let lines = our_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("command is run on rank 0 but links on rank 1"),
+        "{lines:?}"
+    );
+    assert!(took < Duration::from_secs(60), "waited {took:?}");
 }
 
 /// The build without MPI (`--no-default-features --features nccl,nvml`,

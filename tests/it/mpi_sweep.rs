@@ -1,6 +1,8 @@
-//! The real binary under the real `mpirun` at 1 to 4 ranks: every
-//! collective, both placements, every type and operation the mpi backend
-//! supports, every root; every row validated and its arithmetic checked.
+//! The real binary under the real `mpirun`: every collective, both
+//! placements, every type and operation the mpi backend supports, every
+//! root, at 1 rank (the degenerate job) and 3 (not a power of two, where
+//! per-rank counts and roots go wrong first); every row validated and its
+//! arithmetic checked. Two and four ranks run in every other module.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -76,23 +78,15 @@ fn every_collective_type_op_and_root_validates_at_one_rank() {
 }
 
 #[test]
-fn every_collective_type_op_and_root_validates_at_two_ranks() {
-    full_sweep_is_correct_at(2);
-}
-
-#[test]
 fn every_collective_type_op_and_root_validates_at_three_ranks() {
     full_sweep_is_correct_at(3);
 }
 
 #[test]
-fn every_collective_type_op_and_root_validates_at_four_ranks() {
-    full_sweep_is_correct_at(4);
-}
-
-#[test]
 fn larger_buffers_validate_with_several_check_iterations_and_blocking_timing() {
-    let (_, csv) = mpirun_csv(3, &argv!["run -b 1M -e 2M -d int8,double -c 3 -n 3 -w 1 -z -a max"]);
+    // one size of 2 MiB: int8 and double counts past a million elements
+    // and past Open MPI's eager limit, through every collective
+    let (_, csv) = mpirun_csv(3, &argv!["run -b 2M -e 2M -d int8,double -c 2 -n 3 -w 1 -z -a max"]);
     // -a max: the reported time is the slowest rank's
     for row in &csv.rows {
         assert_eq!(csv.num(row, "time_us"), csv.num(row, "time_max_us"));

@@ -322,3 +322,67 @@ fn a_single_panel_png_has_its_announced_size_and_its_whole_title() {
     );
     assert!(min_y >= 2, "the title is cut at the top: its ink starts at y {min_y}");
 }
+
+#[test]
+fn rows_no_measurement_gives_are_refused_naming_the_file_and_the_line() {
+    let dir = tempdir();
+    let text = std::fs::read_to_string(fixture("base.csv")).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    for (column, value, why) in [
+        ("busbw_gbps", "NaN", "NaN is not a measured value"),
+        ("busbw_gbps", "-2.5", "-2.5 is negative"),
+        (
+            "busbw_gbps",
+            "0",
+            "0 at 1048576 bytes on 4 ranks is not a measured value",
+        ),
+        ("time_us", "inf", "inf is not a measured value"),
+    ] {
+        // the fourth line: all_reduce in-place 1 MiB
+        let at = header.iter().position(|h| *h == column).unwrap();
+        let edited: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, line)| {
+                let mut cells: Vec<&str> = line.split(',').collect();
+                if i == 3 {
+                    cells[at] = value;
+                }
+                cells.join(",")
+            })
+            .collect();
+        let bad = dir.path().join("bad.csv");
+        std::fs::write(&bad, edited.join("\n") + "\n").unwrap();
+        let svg = dir.path().join("bad.svg");
+        let out = exits(
+            2,
+            collbench(&[
+                "plot",
+                path_str(&fixture("new.csv")),
+                path_str(&bad),
+                "-o",
+                path_str(&svg),
+            ]),
+        );
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "collbench: CSV file {} line 4 column `{column}`: {why}; the row cannot be read as a measurement\n",
+                bad.display()
+            )
+        );
+        assert!(!svg.exists(), "nothing is drawn from a refused file");
+    }
+    // a busbw of 0 where the formula gives 0 (one rank) is data: drawn
+    let (one_dir, one) = temp_file("one.csv");
+    ok(mpirun(
+        1,
+        &argv![
+            "run --collectives all_reduce -e 1K -f 4 -n 5 -N 1 --csv",
+            path_str(&one)
+        ],
+    ));
+    let svg = one_dir.path().join("one.svg");
+    ok(collbench(&["plot", path_str(&one), "-o", path_str(&svg)]));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+}

@@ -19,21 +19,25 @@ use crate::gpu_sim::{assert_sim_rows, sim_dir, sim_env};
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/local-slurm.sh");
 const STATE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/local-slurm");
 
-/// The local Slurm's configuration, started once for this test process.
+/// The local Slurm's configuration, started once for this test process,
+/// in a folder of its own (`STATE/PID`): under cargo-nextest every test is
+/// a process, and one process's Slurm is stopped when it ends while the
+/// next may be starting its own.
 fn slurm() -> Option<PathBuf> {
     static CONF: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let conf = CONF.get_or_init(|| {
         if !is_root() {
             return Err("not root".into());
         }
-        let out = Command::new(SCRIPT)
-            .args(["start", STATE, "--owner", &std::process::id().to_string()])
-            .output()
-            .map_err(|e| e.to_string())?;
+        let pid = std::process::id().to_string();
+        let state = Path::new(STATE).join(&pid);
+        let mut start = Command::new(SCRIPT);
+        start.arg("start").arg(&state).args(["--owner", &pid]);
+        let out = output_of(start);
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
         }
-        Ok(Path::new(STATE).join("slurm.conf"))
+        Ok(state.join("slurm.conf"))
     });
     match conf {
         Ok(conf) => Some(conf.clone()),

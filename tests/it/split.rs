@@ -1,7 +1,9 @@
-//! `--split` (nccl-tests' NCCL_TESTS_SPLIT) under the real `mpirun`: every
-//! group runs each point at once on its own MPI_Comm_split communicator;
-//! the CSV has a row per group and the aggregate (`all`), each row's
-//! size, count and bus bandwidth by the formulas at its own rank count.
+//! `--split` (nccl-tests' NCCL_TESTS_SPLIT): every group runs each point at
+//! once on its own communicator; the CSV has a row per group and the
+//! aggregate (`all`), each row's size, count and bus bandwidth by the
+//! formulas at its own rank count. MPI_Comm_split's groups under the real
+//! `mpirun`; the aggregate of unequal groups and the wrong-element counts,
+//! which are the engine's, on the memory backend (`-g N`).
 
 use std::collections::BTreeMap;
 
@@ -48,14 +50,42 @@ fn rows_by_point(csv: &Csv) -> BTreeMap<(String, String, String), BTreeMap<Strin
     points
 }
 
-fn split_run(np: usize, env: &[(&str, &str)], extra: &[&str]) -> (std::process::Output, Csv, tempfile::TempDir) {
+/// Where a split run runs: under mpirun on the mpi backend, or as threads
+/// on the memory backend.
+#[derive(Clone, Copy)]
+enum On {
+    Mpi,
+    Memory,
+}
+
+fn split_run(
+    on: On,
+    np: usize,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> (std::process::Output, Csv, tempfile::TempDir) {
     let (dir, csv_path) = temp_file("split.csv");
     let mut args = argv![
-        "run --backend mpi --collectives all_reduce,all_gather,broadcast,alltoall -b 1K -e 64K -f 8 -n 3 -w 1 --no-progress --csv",
+        "run --collectives all_reduce,all_gather,broadcast,alltoall -b 1K -e 64K -f 8 -n 3 -w 1 --no-progress --csv",
         path_str(&csv_path)
     ];
     args.extend_from_slice(extra);
-    let out = mpirun_env(np, env, &args);
+    let out = match on {
+        On::Mpi => {
+            args.extend(["--backend", "mpi"]);
+            mpirun_env(np, env, &args)
+        }
+        On::Memory => {
+            let n = np.to_string();
+            args.extend(["-g", &n, "--backend", "memory"]);
+            let mut cmd = std::process::Command::new(BIN);
+            cmd.args(&args)
+                .envs(env.iter().copied())
+                .env("NO_COLOR", "1")
+                .env_remove("OMPI_COMM_WORLD_RANK");
+            output_of(cmd)
+        }
+    };
     let csv = if csv_path.exists() {
         Csv::read(&csv_path)
     } else {
@@ -69,7 +99,7 @@ fn split_run(np: usize, env: &[(&str, &str)], extra: &[&str]) -> (std::process::
 
 #[test]
 fn mod_2_at_4_ranks_runs_two_groups_of_two_with_a_row_each_and_the_aggregate() {
-    let (out, csv, _dir) = split_run(4, &[], &["--split", "MOD 2"]);
+    let (out, csv, _dir) = split_run(On::Mpi, 4, &[], &["--split", "MOD 2"]);
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
     let mut header = default_header();
     header.push("group");
@@ -112,7 +142,7 @@ fn mod_2_at_4_ranks_runs_two_groups_of_two_with_a_row_each_and_the_aggregate() {
 #[test]
 fn nccl_tests_variable_at_3_ranks_makes_groups_of_two_and_one() {
     // nccl-tests' own variable and spelling
-    let (out, csv, _dir) = split_run(3, &[("NCCL_TESTS_SPLIT", "%2")], &[]);
+    let (out, csv, _dir) = split_run(On::Memory, 3, &[("NCCL_TESTS_SPLIT", "%2")], &[]);
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
     let points = checked_rows_by_point(&csv);
     assert_eq!(points.len(), 24);
@@ -138,6 +168,7 @@ fn nccl_tests_variable_at_3_ranks_makes_groups_of_two_and_one() {
 #[test]
 fn wrong_elements_are_counted_per_group_and_in_the_aggregate() {
     let (out, csv, _dir) = split_run(
+        On::Memory,
         4,
         &[],
         &["--split", "AND 0x1", "--inject-error", "--collectives", "all_reduce"],
@@ -148,32 +179,6 @@ fn wrong_elements_are_counted_per_group_and_in_the_aggregate() {
         // each rank corrupts one received element
         assert_eq!((wrong("0"), wrong("1"), wrong("all")), (2.0, 2.0, 4.0), "{key:?}");
     }
-}
-
-#[test]
-fn bad_split_rules_are_refused_in_one_line() {
-    let out = mpirun(2, &["run", "--backend", "mpi", "--split", "XOR 1"]);
-    assert_parser_error(&out, "is not a split rule");
-    let out = mpirun(2, &["run", "--backend", "mpi", "--split", "MOD 0"]);
-    assert_parser_error(&out, "MOD by 0 has no groups");
-    let out = exits(
-        2,
-        mpirun(
-            2,
-            &[
-                "run",
-                "--backend",
-                "mpi",
-                "--split",
-                "MOD 2",
-                "--hierarchy",
-                "rs-ar-ag",
-                "--ranks-per-node",
-                "1",
-            ],
-        ),
-    );
-    assert_stderr_has(&out, "each group runs flat collectives");
 }
 
 /// The nccl backend on the host GPU simulation (every run says so): each

@@ -26,21 +26,14 @@ use super::sys::{Api, At, Buf, Comm, Launch, NcclError, Op, RedOp};
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::Placement;
 
-/// One of a rank's two sub-communicators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Sub {
-    /// The ranks of this rank's node, by rank.
-    Intra,
-    /// The ranks with this rank's local rank, one per node, by node.
-    Inter,
-}
-
-impl Sub {
-    pub fn name(self) -> &'static str {
-        match self {
-            Sub::Intra => "intra-node",
-            Sub::Inter => "inter-node",
-        }
+crate::types::vocabulary! {
+    /// One of a rank's two sub-communicators.
+    #[derive(PartialOrd, Ord)]
+    pub enum Sub: "sub-communicator", Exact {
+        /// The ranks of this rank's node, by rank.
+        Intra = "intra-node",
+        /// The ranks with this rank's local rank, one per node, by node.
+        Inter = "inter-node",
     }
 }
 

@@ -15,7 +15,7 @@ use super::{
 use crate::collective::Collective;
 use crate::error::Error;
 use crate::topology::profile::Profile as Transport;
-use crate::types::{BackendKind, DType, ReduceOp, parse_size};
+use crate::types::{DType, ReduceOp, parse_size};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -167,14 +167,12 @@ impl Reader<'_> {
                 line: self.at(raw.name.span()),
             },
             Some(b) => Located {
-                value: match b.get_ref().trim() {
-                    "any" => BackendNeed::Any,
-                    "nccl" => BackendNeed::Only(BackendKind::Nccl),
-                    "mpi" => BackendNeed::Only(BackendKind::Mpi),
-                    other => {
-                        return Err(self.err(b.span(), format!("backend '{other}': expected nccl, mpi or any")));
-                    }
-                },
+                value: BackendNeed::parse(b.get_ref()).ok_or_else(|| {
+                    self.err(
+                        b.span(),
+                        format!("backend '{}': expected nccl, mpi or any", b.get_ref().trim()),
+                    )
+                })?,
                 line: self.at(b.span()),
             },
         })
@@ -315,18 +313,14 @@ impl Reader<'_> {
     }
 
     fn scope(&self, c: &RawCheck, name: &str) -> Result<Scope, Error> {
-        Ok(match c.scope.get_ref().trim() {
-            "node" => Scope::Node,
-            "pair" => Scope::Pair,
-            "job" => Scope::Job,
-            other => {
-                return Err(self.err(
-                    c.scope.span(),
-                    format!(
-                        "check {name}: scope '{other}': expected node (each node's ranks together), pair (two nodes' ranks together) or job (every rank)"
-                    ),
-                ));
-            }
+        Scope::parse(c.scope.get_ref()).ok_or_else(|| {
+            self.err(
+                c.scope.span(),
+                format!(
+                    "check {name}: scope '{}': expected node (each node's ranks together), pair (two nodes' ranks together) or job (every rank)",
+                    c.scope.get_ref().trim()
+                ),
+            )
         })
     }
 
@@ -368,17 +362,15 @@ impl Reader<'_> {
     fn metric(&self, c: &RawCheck, name: &str) -> Result<Metric, Error> {
         Ok(match &c.metric {
             None => Metric::Busbw,
-            Some(m) => match m.get_ref().trim() {
-                "busbw" => Metric::Busbw,
-                "algbw" => Metric::Algbw,
-                "time" => Metric::TimeUs,
-                other => {
-                    return Err(self.err(
-                        m.span(),
-                        format!("check {name}: metric '{other}': expected busbw, algbw or time"),
-                    ));
-                }
-            },
+            Some(m) => Metric::parse(m.get_ref()).ok_or_else(|| {
+                self.err(
+                    m.span(),
+                    format!(
+                        "check {name}: metric '{}': expected busbw, algbw or time",
+                        m.get_ref().trim()
+                    ),
+                )
+            })?,
         })
     }
 

@@ -12,7 +12,7 @@ use crate::types::{BackendKind, human_bytes};
 
 impl CheckJob {
     /// The profile's variables in this rank's environment.
-    pub(super) fn check_env(&self) -> Result<(), Error> {
+    pub(in crate::session) fn check_env(&self) -> Result<(), Error> {
         for (name, want) in &self.profile.env {
             let have = std::env::var(name).ok();
             if have.as_deref() != Some(want.value.as_str()) {
@@ -31,7 +31,7 @@ impl CheckJob {
     }
 
     /// The launch's shape against the profile's.
-    pub(super) fn check_shape(&self, nodes: &Nodes) -> Result<(), Error> {
+    pub(in crate::session) fn check_shape(&self, nodes: &Nodes) -> Result<(), Error> {
         let p = &self.profile;
         if let Some(want) = &p.nodes
             && nodes.nnodes() != want.value
@@ -122,7 +122,7 @@ impl CheckJob {
     }
 
     /// The chosen backend against the profile's.
-    pub(super) fn check_backend(&self, kind: BackendKind, note: Option<&str>) -> Result<(), Error> {
+    pub(in crate::session) fn check_backend(&self, kind: BackendKind, note: Option<&str>) -> Result<(), Error> {
         let p = &self.profile;
         match p.backend.value {
             BackendNeed::Only(need) if need != kind => {

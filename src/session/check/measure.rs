@@ -12,9 +12,9 @@ use super::{CheckJob, Planned, Session, Soak, call};
 use crate::backend::Backend;
 use crate::check::samples::{Sample, SizeFigures};
 use crate::check::{Group, Metric};
-use crate::clock::Clock;
-use crate::engine::sampler::{PLACEMENTS, Sampler};
+use crate::engine::sampler::{PLACEMENTS, Sampler, Sampling};
 use crate::engine::watchdog::Watchdog;
+use crate::error::Error;
 use crate::record::bandwidth_gbps;
 use crate::report::print_out;
 use crate::world::World;
@@ -92,11 +92,7 @@ impl<W: World> Session<'_, W> {
                 continue;
             }
             let mut sampler = Sampler {
-                world: self.world,
-                backend: &mut *backend,
-                clock: Clock::Host,
-                inject_error: self.cfg.hooks.inject_error,
-                watchdog,
+                cx: self.context(&mut *backend, watchdog),
                 idle: !p.active,
             };
             let (sampled, stop) = self.sample_check(&mut sampler, c, p, setup, 1 + 1000 * i as u64);
@@ -106,6 +102,7 @@ impl<W: World> Session<'_, W> {
         Measured { checks, stopped_by }
     }
 
+    /// One check's samples (`Sampler::run`); rank 0 writes each as it comes.
     fn sample_check(
         &self,
         sampler: &mut Sampler<'_>,
@@ -114,71 +111,59 @@ impl<W: World> Session<'_, W> {
         setup: &Setup,
         seed: u64,
     ) -> (Sampled, Option<u64>) {
-        let world = self.world;
-        let first = world.rank() == 0;
-        let wrong = self.validate_check(sampler, p, seed);
-        sampler
-            .warm_up(&p.calls, p.spec.warmup)
-            .unwrap_or_else(|e| self.fail(&e));
-        let start = Instant::now();
+        let first = self.world.rank() == 0;
+        let how = Sampling {
+            samples: p.spec.samples,
+            iters: p.spec.iters,
+            warmup: p.spec.warmup,
+            check: self.cfg.timing.check > 0,
+            seed,
+            until: match c.soak {
+                Some(Soak::For(d)) => Some(d),
+                _ => None,
+            },
+        };
         let mut values = vec![Vec::new(); p.groups.len()];
-        let mut stopped = None;
-        let mut taken = 0usize;
         let mut reported = Instant::now();
-        while taken < p.spec.samples {
-            let expired = first && matches!(c.soak, Some(Soak::For(d)) if start.elapsed() >= d);
-            let flag = world.max_u64((self.stop.signal() << 1) | u64::from(expired));
-            if flag >> 1 != 0 {
-                stopped = Some(flag >> 1);
-                break;
-            }
-            if flag & 1 != 0 {
-                break;
-            }
-            let times = sampler.sample(&p.calls, p.spec.iters).unwrap_or_else(|e| self.fail(&e));
+        let ran = sampler.run(&p.calls, &how, |times, taken, elapsed| {
             if first {
-                let elapsed = start.elapsed().as_secs_f64();
-                self.write_samples(p, setup, &times, taken, elapsed, &mut values);
+                self.write_samples(p, setup, times, taken, elapsed, &mut values)?;
                 if c.soak.is_some() && reported.elapsed().as_secs() >= 60 {
                     reported = Instant::now();
                     print_out(&format!(
-                        "# soak {}: {} samples in {:.0} s\n",
+                        "# soak {}: {} samples in {elapsed:.0} s\n",
                         p.spec.name,
-                        taken + 1,
-                        elapsed
+                        taken + 1
                     ));
                 }
             }
-            taken += 1;
-        }
+            Ok(())
+        });
+        let ran = ran.unwrap_or_else(|e| self.fail(&e));
         if first {
             print_out(&format!(
                 "# {:<28} {} sample{} per group in {:.1} s\n",
                 p.spec.name,
-                taken,
-                if taken == 1 { "" } else { "s" },
-                start.elapsed().as_secs_f64()
+                ran.taken,
+                if ran.taken == 1 { "" } else { "s" },
+                ran.elapsed_s
             ));
         }
+        let wrong = self.group_wrong(p, ran.wrong);
         (
             Sampled {
                 values,
                 wrong,
                 ran: true,
             },
-            stopped,
+            ran.stopped_by,
         )
     }
 
-    /// Validates the check's calls once (when checking is on); each
-    /// group's wrong elements, `None` where any of its ranks did not check.
-    fn validate_check(&self, sampler: &mut Sampler<'_>, p: &Planned, seed: u64) -> Vec<Option<u64>> {
-        let wrong = if self.cfg.timing.check > 0 {
-            sampler.validate(&p.calls, seed).unwrap_or_else(|e| self.fail(&e))
-        } else {
-            None
-        };
-        let all = self.world.all_gather_u64s(&[wrong.unwrap_or(u64::MAX)]);
+    /// Each group's wrong elements from every rank's (`None` where any of
+    /// its ranks did not check).
+    fn group_wrong(&self, p: &Planned, mine: Option<u64>) -> Vec<Option<u64>> {
+        let all = self.world.all_gather_u64s(&[mine.unwrap_or(u64::MAX)]);
         p.groups
             .iter()
             .map(|(g, _)| {
@@ -198,7 +183,7 @@ impl<W: World> Session<'_, W> {
         taken: usize,
         elapsed: f64,
         values: &mut [Vec<(f64, f64)>],
-    ) {
+    ) -> Result<(), Error> {
         for (k, (g, why)) in p.groups.iter().enumerate() {
             if why.is_some() {
                 continue;
@@ -219,9 +204,8 @@ impl<W: World> Session<'_, W> {
                 unit: p.spec.metric.unit(),
                 sizes,
             };
-            if let Err(e) = setup.write_sample(&line) {
-                self.fail(&e);
-            }
+            setup.write_sample(&line)?;
         }
+        Ok(())
     }
 }

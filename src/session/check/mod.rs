@@ -14,199 +14,18 @@ mod launch;
 mod measure;
 mod outputs;
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use super::Session;
-use super::backend_choice::MakeMpi;
-use super::job::{Job, Source};
+use super::prepare::Prepared;
 use crate::backend::{Backend, Call, SubGroup, SubGroups};
-use crate::check::baseline::Baseline;
-use crate::check::hook::Template;
-use crate::check::profile::{BackendNeed, CheckSpec, Profile, Scope};
-use crate::check::{Group, shipped};
-use crate::cli::{CHECK_REFUSED, CheckArgs};
+use crate::check::Group;
+use crate::check::profile::{CheckSpec, Scope};
 use crate::collective::Layout;
-use crate::config::RunConfig;
-use crate::engine::steps::StepTiming;
+pub(super) use crate::config::{CheckJob, Soak};
 use crate::engine::watchdog::Watchdog;
 use crate::error::Error;
 use crate::plan::Reservation;
 use crate::topology::{Hierarchy, Nodes};
 use crate::world::World;
-
-/// How long a soak samples: for a while, or until stopped.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Soak {
-    For(Duration),
-    UntilStopped,
-}
-
-/// A check run, validated before any rank starts.
-#[derive(Clone, Debug)]
-pub struct CheckJob {
-    pub profile: Profile,
-    /// The profile's checks this run measures, in the order they run:
-    /// node checks, then whole-job checks.
-    pub checks: Vec<CheckSpec>,
-    pub strict: bool,
-    pub on_fail: Option<Template>,
-    pub execute: bool,
-    pub soak: Option<Soak>,
-    pub baseline: Option<Baseline>,
-    pub write_baseline: Option<PathBuf>,
-    pub out: Option<PathBuf>,
-    pub prometheus: Option<String>,
-    pub plot: Option<PathBuf>,
-    pub overwrite: bool,
-    /// `--transport` given against the profile's pin.
-    pub transport_note: Option<String>,
-}
-
-/// `collbench check --list-profiles` or `--show-profile`: the text, when
-/// one of them was asked for.
-pub fn listing(a: &CheckArgs) -> Result<Option<String>, Error> {
-    if a.list_profiles {
-        return Ok(Some(crate::check::text::list(&shipped::all()?)));
-    }
-    match &a.show_profile {
-        Some(what) => Ok(Some(crate::check::text::show(&shipped::load(what)?))),
-        None => Ok(None),
-    }
-}
-
-/// `collbench check`: the job and the run's configuration.
-pub fn job(a: &CheckArgs) -> Result<(Job, RunConfig), Error> {
-    if let Some(option) = a.run.refusal(&CHECK_REFUSED)? {
-        return Err(Error::usage(format!("{option} does not apply to collbench check")));
-    }
-    let what = a
-        .profile
-        .as_deref()
-        .ok_or_else(|| Error::usage("give a profile: --profile NAME|FILE (--list-profiles lists them)"))?;
-    let profile = shipped::load(what)?;
-    let mut cfg = RunConfig::from_args(&a.run)?;
-    let transport_note = pin_transport(&profile, &mut cfg)?;
-    let checks = select(&profile, &a.only)?;
-    let soak = match (a.duration, a.run.cycles) {
-        (Some(d), _) if d.is_zero() => return Err(Error::usage("--duration must be above 0")),
-        (Some(d), _) => Some(Soak::For(d)),
-        (None, 0) => Some(Soak::UntilStopped),
-        (None, _) => None,
-    };
-    if soak.is_some() && checks.len() != 1 {
-        let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
-        return Err(Error::usage(format!(
-            "a soak samples one check: choose it with --only NAME ({})",
-            names.join(", ")
-        )));
-    }
-    let checks = with_samples(checks, a.run.cycles, a.duration.is_some());
-    if a.plot.is_some() && soak.is_none() {
-        return Err(Error::usage(
-            "--plot draws a soak's samples: add --duration or --repeat 0",
-        ));
-    }
-    let baseline = a.baseline.as_deref().map(Baseline::read).transpose()?;
-    for c in &checks {
-        crate::check::baseline::thresholds(c, baseline.as_ref(), &profile.origin)?;
-    }
-    let on_fail = a.on_fail.as_deref().map(Template::parse).transpose()?;
-    let job = CheckJob {
-        checks,
-        strict: a.strict,
-        on_fail,
-        execute: a.execute,
-        soak,
-        baseline,
-        write_baseline: a.write_baseline.clone(),
-        out: a.out.clone(),
-        prometheus: a.prometheus.clone(),
-        plot: a.plot.clone(),
-        overwrite: a.run.overwrite,
-        transport_note,
-        profile,
-    };
-    let timing = StepTiming {
-        warmup_steps: 0,
-        steps: 1,
-        check: cfg.timing.check,
-        blocking: false,
-    };
-    Ok((
-        Job {
-            source: Source::Check(Box::new(job)),
-            timing,
-        },
-        cfg,
-    ))
-}
-
-/// The profile's transport, unless `--transport` names another (which
-/// wins, and the header says so: the thresholds are for the profile's).
-fn pin_transport(profile: &Profile, cfg: &mut RunConfig) -> Result<Option<String>, Error> {
-    use crate::topology::profile::Profile as Transport;
-    let pin = profile.transport.value;
-    let asked = cfg.start.transport;
-    if asked == Transport::Auto || asked == pin {
-        cfg.start.transport = pin;
-        return Ok(None);
-    }
-    if let BackendNeed::Only(need) = profile.backend.value
-        && asked.backend().is_some_and(|b| b != need)
-    {
-        return Err(profile.error_at(
-            profile.backend.line,
-            format!(
-                "the profile is for the {} backend; --transport {} steers {}",
-                need.name(),
-                asked.name(),
-                asked.backend().map_or("nothing", |b| b.name())
-            ),
-        ));
-    }
-    Ok(Some(format!(
-        "--transport {} replaces the profile's transport {}: its thresholds were set for {}",
-        asked.name(),
-        pin.name(),
-        pin.name()
-    )))
-}
-
-/// The checks `--only` names (all when empty), node checks first.
-fn select(profile: &Profile, only: &[String]) -> Result<Vec<CheckSpec>, Error> {
-    for name in only {
-        if !profile.checks.iter().any(|c| &c.name == name) {
-            let names: Vec<&str> = profile.checks.iter().map(|c| c.name.as_str()).collect();
-            return Err(Error::usage(format!(
-                "--only {name}: profile {} has no such check ({})",
-                profile.name,
-                names.join(", ")
-            )));
-        }
-    }
-    let mut checks: Vec<CheckSpec> = profile
-        .checks
-        .iter()
-        .filter(|c| only.is_empty() || only.contains(&c.name))
-        .cloned()
-        .collect();
-    checks.sort_by_key(|c| c.scope);
-    Ok(checks)
-}
-
-/// `--repeat N` (N > 0) replaces each check's sample count; a soak takes
-/// samples until it ends.
-fn with_samples(mut checks: Vec<CheckSpec>, repeat: u64, timed: bool) -> Vec<CheckSpec> {
-    for c in &mut checks {
-        if repeat == 0 || timed {
-            c.samples = usize::MAX;
-        } else if repeat != 1 {
-            c.samples = usize::try_from(repeat).unwrap_or(usize::MAX);
-        }
-    }
-    checks
-}
 
 /// One check as this rank runs it: its calls (one per size, on this
 /// rank's group) and every group it runs on.
@@ -420,50 +239,26 @@ fn plan_job(spec: &CheckSpec, nodes: &Nodes, rank: usize, labels: &[String]) -> 
     }
 }
 
-/// A short fingerprint of what every rank must agree on: the profile, the
-/// checks and the judging options.
-fn fingerprint(c: &CheckJob) -> u64 {
-    use std::hash::{DefaultHasher, Hash, Hasher};
-    let mut h = DefaultHasher::new();
-    format!("{:?}|{:?}|{}|{:?}", c.profile, c.checks, c.strict, c.soak).hash(&mut h);
-    h.finish()
-}
-
 impl<W: World> Session<'_, W> {
-    /// Sets up, measures, judges, writes; this rank's exit code.
-    pub(super) fn run_check(&self, mpi_backend: Option<MakeMpi<'_>>, c: &CheckJob) -> u8 {
-        self.exit_code(
-            "the set-up (profile, communicators, buffers, output files)",
-            |watchdog| self.check_steps(mpi_backend, c, watchdog),
-        )
-    }
-
-    fn check_steps(
+    /// The check's own set-up (its groups, buffers, files), then every
+    /// check measured, judged and written; this rank's exit code.
+    pub(super) fn check_steps(
         &self,
-        mpi_backend: Option<MakeMpi<'_>>,
         c: &CheckJob,
+        prepared: Prepared,
         watchdog: Option<&Watchdog>,
     ) -> Result<u8, Error> {
         let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        let mine = fingerprint(c);
-        let same = world.min_u64(mine) == world.max_u64(mine);
-        self.agreed(if same {
-            Ok(())
-        } else {
-            Err(Error::usage(
-                "ranks run different checks: the profile, --only, --strict or the soak differ between ranks",
-            ))
-        })?;
-        self.warn_on_nccl_environment();
-        self.agreed(c.check_env())?;
-        let nodes = self.agreed(self.nodes())?;
-        self.agreed(c.check_shape(&nodes))?;
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        let note = chosen.note.clone();
-        let backend = chosen.backend.as_mut();
-        self.agreed(c.check_backend(backend.identity().kind, note.as_deref()))?;
-        let observed = self.agreed(self.observe(backend))?;
+        let Prepared {
+            nodes,
+            mut backend,
+            observed,
+            observed_all,
+            gpus,
+            identity,
+            ..
+        } = prepared;
+        let backend = backend.as_mut();
         let node_group = self.agreed(node_group(backend, c, &nodes, world.rank()))?;
         let pair_groups = self.agreed(pair_groups(backend, c, &nodes, world.rank()))?;
         let planned = plan(&c.checks, &nodes, world.rank(), node_group, &pair_groups);
@@ -478,25 +273,14 @@ impl<W: World> Session<'_, W> {
         let ranks_on_host = world.nodes().local_size(world.rank());
         self.agreed(c.check_memory(&reservation, ranks_on_host, free))?;
         self.agreed(backend.reserve(&reservation))?;
-        let setup = outputs::Setup::new(self, c, &nodes, backend, note, observed)?;
+        let views = outputs::Views {
+            observed: observed.text,
+            observed_all,
+            gpus,
+        };
+        let setup = outputs::Setup::new(self, c, &nodes, identity, views)?;
         let measured = self.measure(backend, c, &planned, &setup, watchdog);
         Ok(self.conclude(c, &nodes, &planned, setup, measured))
-    }
-
-    /// The transport this rank's backend uses, failing as `run` does when
-    /// it contradicts the one asked for.
-    fn observe(&self, backend: &dyn Backend) -> Result<String, Error> {
-        let query = crate::backend::TransportQuery {
-            profile: self.cfg.start.transport,
-            nccl_log: &self.env_plan.nccl_log,
-            hosts: self.world.nodes(),
-        };
-        let observed = match backend.transport() {
-            Some(observer) => observer.observe_transport(&query),
-            None => return Ok("unknown".into()),
-        };
-        observed.check(self.env_plan)?;
-        Ok(observed.text)
     }
 }
 

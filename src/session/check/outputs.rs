@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 
 use super::measure::Measured;
 use super::{CheckJob, Planned, Session, node_label};
-use crate::backend::Backend;
 use crate::check::hook::{self, Ran};
 use crate::check::samples::{Sample, SamplesFile};
 use crate::check::soak::{self, Frame, Series};
@@ -21,16 +20,18 @@ use crate::check::{
 };
 use crate::engine::stop::signal_name;
 use crate::error::{Error, exit, say};
-use crate::report::print_out;
+use crate::report::{RunIdentity, print_out};
 use crate::topology::Nodes;
 use crate::world::World;
 
-/// What rank 0 decides before the first sample, and every rank knows.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Named {
-    run_id: String,
-    started: String,
-    out_dir: PathBuf,
+/// What the ranks observed, from the shared set-up.
+pub(super) struct Views {
+    /// This rank's transport, as observed.
+    pub observed: String,
+    /// Each rank's transport, as observed.
+    pub observed_all: Vec<String>,
+    /// Each rank's GPU (empty on host backends).
+    pub gpus: Vec<String>,
 }
 
 pub(super) struct Setup {
@@ -48,48 +49,34 @@ pub(super) struct Setup {
 }
 
 impl Setup {
+    /// The run's folder (rank 0 creates it, with its samples file, before
+    /// the first sample; every rank knows its name from the run's
+    /// identity) and rank 0's header.
     pub fn new<W: World>(
         s: &Session<'_, W>,
         c: &CheckJob,
         nodes: &Nodes,
-        backend: &dyn Backend,
-        note: Option<String>,
-        observed: String,
+        identity: RunIdentity,
+        views: Views,
     ) -> Result<Setup, Error> {
-        let world = s.world;
-        let gpu = backend.gpu().map(|g| g.gpu_model()).unwrap_or_default();
-        let gpus = world.all_gather_text(&gpu, 128);
-        let observed_all = world.all_gather_text(&observed, 256);
-        let first = world.rank() == 0;
-        let local = if first { open(c, world.host()) } else { Ok(None) };
-        let local = match world.agree(local) {
-            Ok(v) => v,
-            Err(d) => return Err(Error::Reported(d.code)),
-        };
-        let (named, samples) = match local {
-            Some((named, file)) => (Some(named), Some(RefCell::new(file))),
-            None => (None, None),
-        };
-        let bytes = world.broadcast_bytes(
-            &named
-                .map(|n| serde_json::to_vec(&n).unwrap_or_default())
-                .unwrap_or_default(),
-        );
-        let named: Named = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::runtime(format!("internal error: the run's name did not arrive: {e}")))?;
-        let identity = backend.identity();
+        let out_dir = c
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("results").join(format!("check-{}", identity.run_id)));
+        let first = s.world.rank() == 0;
+        let samples = s.agreed(if first { open(c, &out_dir).map(Some) } else { Ok(None) })?;
         let setup = Setup {
-            run_id: named.run_id,
-            started: named.started,
-            out_dir: named.out_dir,
-            samples,
-            backend: format!("{} ({})", identity.kind, identity.version),
-            observed,
-            observed_all,
-            gpus,
+            run_id: identity.run_id.clone(),
+            started: identity.started.clone(),
+            out_dir,
+            samples: samples.map(RefCell::new),
+            backend: identity.backend_line(),
+            observed: views.observed,
+            observed_all: views.observed_all,
+            gpus: views.gpus,
         };
         if first {
-            print_out(&setup.header(s, c, nodes, note.as_deref()));
+            print_out(&setup.header(s, c, nodes, &identity));
         }
         Ok(setup)
     }
@@ -101,9 +88,8 @@ impl Setup {
         }
     }
 
-    fn header<W: World>(&self, s: &Session<'_, W>, c: &CheckJob, nodes: &Nodes, note: Option<&str>) -> String {
+    fn header<W: World>(&self, s: &Session<'_, W>, c: &CheckJob, nodes: &Nodes, identity: &RunIdentity) -> String {
         let p = &c.profile;
-        let world = s.world;
         let mut out = format!(
             "# collbench check {}  run {}\n# profile   : {} ({}): {}\n",
             env!("CARGO_PKG_VERSION"),
@@ -112,8 +98,7 @@ impl Setup {
             p.origin,
             p.description
         );
-        let note = note.map(|n| format!("  [{n}]")).unwrap_or_default();
-        out += &format!("# backend   : {}{note}\n", self.backend);
+        out += &format!("# backend   : {}\n", self.backend);
         out += &format!(
             "# ranks     : {} on {} node{} ({} per node), hosts: {}\n",
             nodes.nranks(),
@@ -129,7 +114,7 @@ impl Setup {
             "# transport : {}, observed {}   control plane: {}\n",
             s.cfg.start.transport.name(),
             self.observed,
-            world.library_version()
+            identity.control_plane
         );
         if let Some(t) = &c.transport_note {
             out += &format!("# note      : {t}\n");
@@ -159,15 +144,9 @@ impl Setup {
     }
 }
 
-/// Rank 0's name for the run, its folder and its samples file.
-fn open(c: &CheckJob, host: &str) -> Result<Option<(Named, SamplesFile)>, Error> {
-    let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let run_id = crate::session::outputs::run_id(&started, host);
-    let out_dir = c
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(format!("check-{run_id}")));
-    std::fs::create_dir_all(&out_dir)
+/// Rank 0's folder of the run, and its samples file.
+fn open(c: &CheckJob, out_dir: &Path) -> Result<SamplesFile, Error> {
+    std::fs::create_dir_all(out_dir)
         .map_err(|e| Error::usage(format!("cannot create the folder {}: {e}", out_dir.display())))?;
     if out_dir.join("check.json").exists() && !c.overwrite {
         return Err(Error::usage(format!(
@@ -175,15 +154,7 @@ fn open(c: &CheckJob, host: &str) -> Result<Option<(Named, SamplesFile)>, Error>
             out_dir.display()
         )));
     }
-    let samples = SamplesFile::create(&out_dir.join("samples.jsonl"), true)?;
-    Ok(Some((
-        Named {
-            run_id,
-            started,
-            out_dir,
-        },
-        samples,
-    )))
+    SamplesFile::create(&out_dir.join("samples.jsonl"), true)
 }
 
 /// One node's files, as rank 0 made them.

@@ -5,22 +5,21 @@
 //! the matrix and the report on screen, the JSON and the heatmap) and the
 //! verdict (docs/links.md).
 //!
-//! `LinksJob` (`job`) is the command's options; `BackendMeasurer`
+//! `config::LinksJob` is the command's options; `BackendMeasurer`
 //! (`measurer`) is the `links::Measurer` of a real backend, for this
 //! command and any other that measures pairs.
 //!
 //! Must not: print except through `report::print_out` and `error::say`;
 //! format reports (`links::output`, `links::summary`) or judge (`links`).
 
-mod job;
 pub mod measurer;
 
 use std::path::PathBuf;
 
 use super::Session;
-use super::backend_choice::MakeMpi;
+use super::prepare::Prepared;
 use crate::backend::Backend;
-use crate::clock::Clock;
+use crate::config::LinksJob;
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::links::finder::FinderConfig;
@@ -34,8 +33,7 @@ use crate::report::print_out;
 use crate::topology::{Hierarchy, Nodes};
 use crate::types::{BackendKind, TimingMethod};
 use crate::world::World;
-pub use job::{LinksJob, Places};
-pub use measurer::{BackendMeasurer, MeasureOptions};
+pub use measurer::BackendMeasurer;
 
 /// Every rank as the matrix knows it: its node's name (the host, or
 /// `HOST-nN` for the N-th `--ranks-per-node` group) and its index there.
@@ -136,37 +134,27 @@ fn measure_or_find(
 }
 
 impl<W: World> Session<'_, W> {
-    /// Sets up, measures, reports; this rank's exit code.
-    pub(super) fn run_links(&self, mpi_backend: Option<MakeMpi<'_>>, job: &LinksJob) -> u8 {
-        self.exit_code("the set-up (schedule, communicator, output files)", |watchdog| {
-            self.links_steps(mpi_backend, job, watchdog)
-        })
-    }
-
-    fn links_steps(
+    /// The links' own set-up (the schedule and topology, what the backend
+    /// must offer, rank 0's files), then the matrix or the finder, the
+    /// outputs; this rank's exit code.
+    pub(super) fn links_steps(
         &self,
-        mpi_backend: Option<MakeMpi<'_>>,
         job: &LinksJob,
+        mut prepared: Prepared,
         watchdog: Option<&Watchdog>,
     ) -> Result<u8, Error> {
         let world = self.world;
-        self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
-        self.warn_on_nccl_environment();
-        let nodes = self.agreed(self.nodes())?;
-        let endpoints = endpoints(world, &nodes);
+        let (nodes, identity) = (&prepared.nodes, &prepared.identity);
+        let endpoints = endpoints(world, nodes);
         let schedule = self.agreed(schedule::build(&endpoints, job.level, job.isolated))?;
         let hosts: Vec<String> = schedule::hosts(&endpoints).into_iter().map(|(h, _)| h).collect();
         let topology = self.agreed(job.places.as_ref().map(|p| p.topology(&hosts)).transpose())?;
         let layout = Layout::new(&endpoints, &schedule.units(), topology.as_ref());
-        let mut chosen = self.choose_backend(&nodes, mpi_backend)?;
-        let backend = chosen.backend.as_mut();
-        let identity = backend.identity();
-        let probe = job.probe(identity.kind);
+        let probe = job.probe(identity.backend);
+        let backend = prepared.backend.as_mut();
         let collectives = backend.sub_groups().is_some();
         self.agreed(check_backend(backend, &probe, world.nodes().local_size(world.rank())))?;
-        let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let run_id = super::outputs::run_id(&started, world.host());
-        let files = match world.agree(self.create_files(job, &run_id)) {
+        let files = match world.agree(self.create_files(job, &identity.run_id)) {
             Ok(files) => files,
             Err(failed) => {
                 if let Some(Some(files)) = failed.local {
@@ -176,24 +164,19 @@ impl<W: World> Session<'_, W> {
             }
         };
         let meta = RunMeta {
-            run_id: run_id.clone(),
-            timestamp: started,
+            run_id: identity.run_id.clone(),
+            timestamp: identity.started.clone(),
             collbench_version: env!("CARGO_PKG_VERSION").into(),
-            backend: identity.kind.name().into(),
-            backend_version: identity.version.clone(),
+            backend: identity.backend.name().into(),
+            backend_version: identity.backend_version.clone(),
             timing: Some(TimingMethod::Batched),
-            label: self.cfg.outputs.label.clone(),
+            label: identity.label.clone(),
         };
         let header = Header {
-            run_id,
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            backend: format!(
-                "{} ({}){}",
-                identity.kind.name(),
-                identity.version,
-                chosen.note.as_ref().map(|n| format!("  [{n}]")).unwrap_or_default()
-            ),
-            control_plane: world.library_version(),
+            run_id: identity.run_id.clone(),
+            command: identity.command_line.join(" "),
+            backend: identity.backend_line(),
+            control_plane: identity.control_plane.clone(),
             ranks: world.size(),
             hosts,
             virtual_nodes: nodes.is_virtual,
@@ -208,7 +191,7 @@ impl<W: World> Session<'_, W> {
                 .as_ref()
                 .and_then(|f| f.heatmap.as_ref())
                 .map(|p| p.display().to_string()),
-            label: self.cfg.outputs.label.clone(),
+            label: identity.label.clone(),
         };
         let ready = Ready {
             schedule,
@@ -219,7 +202,7 @@ impl<W: World> Session<'_, W> {
             meta,
             header,
         };
-        Ok(self.measure_links(chosen.backend.as_mut(), job, ready, files, watchdog))
+        Ok(self.measure_links(backend, job, ready, files, watchdog))
     }
 
     /// Rank 0's files, each refused before anything runs when it exists
@@ -276,14 +259,8 @@ impl<W: World> Session<'_, W> {
         if first {
             print_out(&summary::header_text(&ready.header, &ready.schedule, &ready.probe));
         }
-        let opts = MeasureOptions {
-            check: job.check,
-            inject_error: self.cfg.hooks.inject_error,
-            clock: Clock::Host,
-            stop: self.stop.clone(),
-            watchdog,
-        };
-        let mut measurer = match BackendMeasurer::new(world, backend, ready.endpoints.clone(), opts) {
+        let cx = self.context(backend, watchdog);
+        let mut measurer = match BackendMeasurer::new(cx, ready.endpoints.clone(), job.check) {
             Ok(m) => m,
             Err(e) => self.fail(&e),
         };

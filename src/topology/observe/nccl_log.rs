@@ -3,9 +3,9 @@
 //! NCCL saw, and (when TUNING logging is on) the algorithm and protocol
 //! chosen per collective and size.
 //!
-//! Line formats, NCCL 2.18 to 2.30 (each after the last `NCCL INFO `,
-//! `types::split_info`; the prefix `host:pid:tid [dev]`, and a timestamp
-//! where NCCL_DEBUG_TIMESTAMP_FORMAT adds one, is skipped):
+//! Lines are split by the one NCCL log reader (`nccl_log`), which also
+//! parses the channel and environment lines (`nccl_log::message`). Line
+//! formats, NCCL 2.18 to 2.30 (the message after NCCL's prefix):
 //! - `Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read` (also `P2P/IPC`,
 //!   `P2P/direct pointer`, `P2P/MNNVL`, `P2P/indirect/2[2]`, `/CE`); the
 //!   brackets hold the device index (2.19 and later) or the PCI bus id in
@@ -28,55 +28,10 @@
 //! Pure and total: any text parses (unknown lines are skipped), and
 //! nothing here panics.
 
+use crate::nccl_log::Level;
+pub use crate::nccl_log::message::{Connection, Side, Via};
+use crate::nccl_log::message::{connection, env_setting};
 use crate::topology::profile::Profile;
-use crate::types::split_info;
-
-/// Which end of a NET connection a line describes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    Send,
-    Receive,
-}
-
-/// The transport of one connection.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Via {
-    P2p {
-        /// `CUMEM`, `IPC`, `MNNVL`, `direct` (same process) or `indirect`.
-        mode: String,
-        read: bool,
-        /// Copy engine instead of SM loads and stores.
-        copy_engine: bool,
-        /// The GPU an indirect connection goes through.
-        through: Option<usize>,
-    },
-    Shm {
-        send: String,
-        recv: Option<String>,
-    },
-    Net {
-        /// `IB`, `Socket`, or a plugin's name.
-        name: String,
-        device: Option<u32>,
-        /// The rank whose NIC carries the traffic (PXN), when not this one.
-        proxy: Option<usize>,
-        gdr: bool,
-        shared: bool,
-    },
-    /// A transport this parser does not know (the text after `via `).
-    Other(String),
-}
-
-/// One `Channel ... via ...` line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Connection {
-    pub channel: u32,
-    pub from: usize,
-    /// `None` for lines that name one rank only.
-    pub to: Option<usize>,
-    pub side: Option<Side>,
-    pub via: Via,
-}
 
 /// One `Pattern ...` line: a graph NCCL searched.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,83 +79,6 @@ pub struct NcclLog {
     pub warnings: Vec<String>,
 }
 
-/// `0[0]`, `12[1b000]`, `3`: the rank before the bracket.
-fn rank_of(endpoint: &str) -> Option<usize> {
-    let digits = endpoint.trim().split('[').next()?.trim();
-    digits.parse().ok()
-}
-
-fn parse_via(text: &str) -> Via {
-    let text = text.trim();
-    let fields: Vec<&str> = text.split('/').map(str::trim).collect();
-    match fields.first().copied() {
-        Some("P2P") => {
-            let mode = match fields.get(1).copied().unwrap_or("") {
-                "direct pointer" => "direct".to_string(),
-                m => m.to_string(),
-            };
-            let through = if mode == "indirect" {
-                fields.get(2).and_then(|f| rank_of(f))
-            } else {
-                None
-            };
-            Via::P2p {
-                read: fields.contains(&"read"),
-                copy_engine: fields.contains(&"CE"),
-                mode,
-                through,
-            }
-        }
-        Some("SHM") => Via::Shm {
-            send: fields.get(1).unwrap_or(&"direct").to_string(),
-            recv: fields.get(2).map(|s| s.to_string()),
-        },
-        Some("NET") if fields.len() >= 2 => {
-            let (device, proxy) = match fields.get(2) {
-                Some(dev) => match dev.split_once('(') {
-                    Some((d, p)) => (d.trim().parse().ok(), p.trim_end_matches(')').trim().parse().ok()),
-                    None => (dev.parse().ok(), None),
-                },
-                None => (None, None),
-            };
-            Via::Net {
-                name: fields[1].to_string(),
-                device,
-                proxy,
-                gdr: fields.iter().skip(3).any(|f| f.starts_with("GDRDMA")),
-                shared: fields.iter().skip(3).any(|f| *f == "Shared"),
-            }
-        }
-        _ => Via::Other(text.to_string()),
-    }
-}
-
-/// `Channel 00/0 : 0[0] -> 1[1] [send] via NET/IB/0`.
-fn parse_channel(msg: &str) -> Option<Connection> {
-    let rest = msg.strip_prefix("Channel ")?;
-    let (channel, rest) = rest.split_once(" : ")?;
-    let channel: u32 = channel.split('/').next()?.trim().parse().ok()?;
-    let (ends, via) = rest.split_once(" via ")?;
-    let (ends, side) = if let Some(e) = ends.strip_suffix("[send]") {
-        (e, Some(Side::Send))
-    } else if let Some(e) = ends.strip_suffix("[receive]") {
-        (e, Some(Side::Receive))
-    } else {
-        (ends, None)
-    };
-    let (from, to) = match ends.split_once("->") {
-        Some((a, b)) => (rank_of(a)?, Some(rank_of(b)?)),
-        None => (rank_of(ends)?, None),
-    };
-    Some(Connection {
-        channel,
-        from,
-        to,
-        side,
-        via: parse_via(via),
-    })
-}
-
 /// `Pattern 4, crossNic 0, nChannels 16, bw 40.0/40.0, type NVL/PIX, sameChannels 1`.
 fn parse_graph(msg: &str) -> Option<Graph> {
     let rest = msg.strip_prefix("Pattern ")?;
@@ -246,18 +124,6 @@ fn parse_tuning(msg: &str) -> Option<Tuning> {
     })
 }
 
-/// `NCCL_P2P_LEVEL set by environment to NVL` (integers end with `.`).
-fn parse_env(msg: &str) -> Option<(String, String)> {
-    let (name, value) = msg.split_once(" set by environment to ")?;
-    let name = name.trim();
-    if !name.starts_with("NCCL_") || name.contains(' ') {
-        return None;
-    }
-    let value = value.trim();
-    let value = value.strip_suffix('.').unwrap_or(value);
-    Some((name.to_string(), value.to_string()))
-}
-
 /// `... 16 nvls channels ...`.
 fn parse_nvls_channels(msg: &str) -> Option<u32> {
     let words: Vec<&str> = msg.split_whitespace().collect();
@@ -271,38 +137,42 @@ fn parse_nvls_channels(msg: &str) -> Option<u32> {
 /// skipped.
 pub fn parse(text: &str) -> NcclLog {
     let mut log = NcclLog::default();
-    for line in text.lines() {
-        if let Some((_, warn)) = line.split_once("NCCL WARN ") {
-            log.warnings.push(warn.trim().to_string());
-            continue;
-        }
-        let Some((_, msg)) = split_info(line) else {
+    for line in crate::nccl_log::lines(text) {
+        let Some(nccl) = &line.nccl else {
             continue;
         };
-        let msg = msg.trim();
-        if let Some(version) = msg.strip_prefix("NCCL version ") {
-            log.version = version.split_whitespace().next().map(String::from);
-        } else if let Some(net) = msg.strip_prefix("Using network ") {
-            log.network = Some(net.trim().to_string());
-        } else if msg.starts_with("Channel ") {
-            if let Some(c) = parse_channel(msg) {
-                log.connections.push(c);
-            }
-        } else if msg.starts_with("Pattern ") {
-            if let Some(g) = parse_graph(msg) {
-                log.graphs.push(g);
-            }
-        } else if let Some(rest) = msg.strip_prefix("NVLS multicast support is ") {
-            log.nvls_available = Some(!rest.starts_with("not") && !rest.contains("transport disabled"));
-        } else if let Some(env) = parse_env(msg) {
-            log.env.push(env);
-        } else if let Some(t) = parse_tuning(msg) {
-            log.tunings.push(t);
-        } else if let Some(n) = parse_nvls_channels(msg) {
-            log.nvls_channels = Some(n);
+        let msg = nccl.message.trim();
+        match nccl.level {
+            Level::Warn => log.warnings.push(msg.to_string()),
+            Level::Info => read_info(&mut log, msg),
+            Level::Trace | Level::Call => {}
         }
     }
     log
+}
+
+fn read_info(log: &mut NcclLog, msg: &str) {
+    if let Some(version) = msg.strip_prefix("NCCL version ") {
+        log.version = version.split_whitespace().next().map(String::from);
+    } else if let Some(net) = msg.strip_prefix("Using network ") {
+        log.network = Some(net.trim().to_string());
+    } else if msg.starts_with("Channel ") {
+        if let Some(c) = connection(msg) {
+            log.connections.push(c);
+        }
+    } else if msg.starts_with("Pattern ") {
+        if let Some(g) = parse_graph(msg) {
+            log.graphs.push(g);
+        }
+    } else if let Some(rest) = msg.strip_prefix("NVLS multicast support is ") {
+        log.nvls_available = Some(!rest.starts_with("not") && !rest.contains("transport disabled"));
+    } else if let Some(env) = env_setting(msg) {
+        log.env.push(env);
+    } else if let Some(t) = parse_tuning(msg) {
+        log.tunings.push(t);
+    } else if let Some(n) = parse_nvls_channels(msg) {
+        log.nvls_channels = Some(n);
+    }
 }
 
 /// Ring graphs are pattern 4; the first graph of that pattern.

@@ -67,15 +67,15 @@ impl Check {
 /// What a call is, for comparing: its operation, count, type, reduction
 /// (reductions only) and root (rooted collectives only).
 fn shape(c: &Call) -> (String, u64, i64, Option<i64>, Option<i64>) {
-    let k = kind(&c.call.name);
+    let k = kind(&c.name);
     let reduction = matches!(k, Some(Kind::Coll(x)) if x.spec().is_reduction());
     let rooted = matches!(k, Some(Kind::Coll(x)) if x.spec().has_root());
     (
-        c.call.name.clone(),
-        c.call.count,
-        c.call.datatype,
-        reduction.then_some(c.call.op),
-        rooted.then_some(c.call.root),
+        c.name.clone(),
+        c.count,
+        c.datatype,
+        reduction.then_some(c.op),
+        rooted.then_some(c.root),
     )
 }
 
@@ -136,14 +136,13 @@ pub fn check(s: &Scan) -> Check {
         let members = s.members_of(&key);
         let calls: Vec<Vec<&Call>> = members
             .iter()
-            .map(|&m| s.calls.iter().filter(|c| c.member == m).collect())
+            .map(|&m| s.calls.iter().filter(|c| c.at.member == m).collect())
             .collect();
         let name = comm_name(s, &key, first);
         let colls = collectives_of(&calls);
-        let by_count = colls.iter().all(|cs| {
-            cs.iter().all(|c| c.call.op_count.is_some())
-                && cs.windows(2).all(|w| w[0].call.op_count < w[1].call.op_count)
-        });
+        let by_count = colls
+            .iter()
+            .all(|cs| cs.iter().all(|c| c.op_count.is_some()) && cs.windows(2).all(|w| w[0].op_count < w[1].op_count));
         out.comms.push(CommSummary {
             name: name.clone(),
             size: s.members[first].nranks,
@@ -177,7 +176,7 @@ pub fn check(s: &Scan) -> Check {
         let has_p2p = calls
             .iter()
             .flatten()
-            .any(|c| matches!(kind(&c.call.name), Some(Kind::Send | Kind::Recv)));
+            .any(|c| matches!(kind(&c.name), Some(Kind::Send | Kind::Recv)));
         if !has_p2p {
             continue;
         }
@@ -217,7 +216,7 @@ fn collectives_of<'c>(calls: &[Vec<&'c Call>]) -> Vec<Vec<&'c Call>> {
         .map(|cs| {
             cs.iter()
                 .copied()
-                .filter(|c| !matches!(kind(&c.call.name), Some(Kind::Send | Kind::Recv)))
+                .filter(|c| !matches!(kind(&c.name), Some(Kind::Send | Kind::Recv)))
                 .collect()
         })
         .collect()
@@ -271,11 +270,7 @@ fn lined_up<'c>(colls: &[Vec<&'c Call>], by_count: bool) -> BTreeMap<u64, Vec<Op
     let mut rows: BTreeMap<u64, Vec<Option<&Call>>> = BTreeMap::new();
     for (m, cs) in colls.iter().enumerate() {
         for (i, c) in cs.iter().enumerate() {
-            let at = if by_count {
-                c.call.op_count.unwrap_or(0)
-            } else {
-                i as u64
-            };
+            let at = if by_count { c.op_count.unwrap_or(0) } else { i as u64 };
             rows.entry(at).or_insert_with(|| vec![None; colls.len()])[m] = Some(c);
         }
     }
@@ -340,7 +335,7 @@ fn unfinished(members: &Members, out: &mut Check) {
         .map(|cs| {
             cs.last().map(|c| {
                 if by_count {
-                    c.call.op_count.unwrap_or(0)
+                    c.op_count.unwrap_or(0)
                 } else {
                     cs.len() as u64 - 1
                 }
@@ -365,7 +360,7 @@ fn unfinished(members: &Members, out: &mut Check) {
                 .copied()
                 .filter(|c| {
                     let at = if by_count {
-                        c.call.op_count.unwrap_or(0)
+                        c.op_count.unwrap_or(0)
                     } else {
                         colls[m].iter().position(|x| std::ptr::eq(*x, *c)).unwrap_or(0) as u64
                     };
@@ -418,8 +413,8 @@ fn point_to_point(
         calls[m]
             .iter()
             .copied()
-            .filter(|c| kind(&c.call.name) == Some(k) && c.call.count > 0)
-            .map(|c| (c.call.root.max(0) as usize, c.call.count, c.call.datatype, c))
+            .filter(|c| kind(&c.name) == Some(k) && c.count > 0)
+            .map(|c| (c.root.max(0) as usize, c.count, c.datatype, c))
             .collect()
     };
     for (a, &ra) in ranks.iter().enumerate() {
@@ -511,15 +506,15 @@ fn send_mismatch(
 /// peer): a later opCount, or a collective after its last point-to-point
 /// call.
 fn moved_on<'c>(mine: &[&'c Call], c: &Call) -> Option<&'c Call> {
-    if let Some(x) = c.call.op_count
-        && mine.iter().all(|y| y.call.op_count.is_some())
-        && let Some(later) = mine.iter().find(|y| y.call.op_count.is_some_and(|o| o > x))
+    if let Some(x) = c.op_count
+        && mine.iter().all(|y| y.op_count.is_some())
+        && let Some(later) = mine.iter().find(|y| y.op_count.is_some_and(|o| o > x))
     {
         return Some(later);
     }
     let last_p2p = mine
         .iter()
-        .rposition(|y| matches!(kind(&y.call.name), Some(Kind::Send | Kind::Recv)))?;
+        .rposition(|y| matches!(kind(&y.name), Some(Kind::Send | Kind::Recv)))?;
     mine.get(last_p2p + 1).copied()
 }
 

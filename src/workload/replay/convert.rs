@@ -1,17 +1,18 @@
-//! The kept rank's calls, converted: each logged call to a `LogCall` (the
-//! collective, the replayed type and reduction, the communicator's shape
-//! in the job), Sends and Recvs paired into shifted exchanges (a rank's
+//! The kept rank's calls, converted: each logged call to the `Op` it
+//! replays as (the collective, the replayed type and reduction, the
+//! communicator's shape in the job as its group, the line and communicator
+//! it was logged on), Sends and Recvs paired into shifted exchanges (a rank's
 //! Send to itself and its Recv from itself, as PyTorch's all-to-all on
 //! NCCL before 2.28 issues them, is a local copy: shift 0, no traffic),
 //! and the notes on what was skipped or changed.
 
-use super::LogCall;
 use super::codes::{self, LogType};
 use super::scan::{Call, CommKey, Scan, at_line};
 use crate::collective::Collective;
 use crate::error::Error;
 use crate::types::{DType, ReduceOp};
-use crate::workload::groups::Partition;
+use crate::workload::groups::{Group, Partition};
+use crate::workload::op::{Logged, Op, Phase};
 
 /// What a call line is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -50,26 +51,26 @@ struct Tallies {
 /// An exchange emitted for a Send or a Recv, waiting for its other half.
 struct Half {
     send: bool,
-    comm: String,
+    comm: u64,
     shift: usize,
     count: u64,
     dtype: DType,
 }
 
-/// The kept rank's calls as `LogCall`s.
-pub(super) fn convert(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<Vec<LogCall>, Error> {
+/// The kept rank's calls as operations.
+pub(super) fn convert(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<Vec<Op>, Error> {
     let mut out = Vec::new();
     let mut tallies = Tallies::default();
     let mut pending: Vec<Half> = Vec::new();
     let mut guessed = false;
     let mut one_peer = false;
-    for call in s.calls.iter().filter(|c| c.slot == slot) {
-        let Some(k) = kind(&call.call.name) else {
+    for call in s.calls.iter().filter(|c| c.at.slot == slot) {
+        let Some(k) = kind(&call.name) else {
             return Err(at_line(
                 call.line,
                 format!(
                     "`{}` calls are not replayed (collbench replays AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter, Send and Recv)",
-                    call.call.name
+                    call.name
                 ),
             ));
         };
@@ -127,11 +128,12 @@ fn add_notes(t: &Tallies, notes: &mut Vec<String>) {
 pub(super) const PAIR_WINDOW: usize = 256;
 
 /// Counts a Send or Recv once with the other half of its exchange.
-fn pair(pending: &mut Vec<Half>, c: LogCall, send: bool, tallies: &mut Tallies) -> Option<LogCall> {
+fn pair(pending: &mut Vec<Half>, c: Op, send: bool, tallies: &mut Tallies) -> Option<Op> {
     let shift = c.shift.unwrap_or(0);
-    let other = pending.iter().position(|h| {
-        h.send != send && h.comm == c.comm && h.shift == shift && h.count == c.count && h.dtype == c.dtype
-    });
+    let comm = c.logged.map_or(0, |l| l.comm);
+    let other = pending
+        .iter()
+        .position(|h| h.send != send && h.comm == comm && h.shift == shift && h.count == c.count && h.dtype == c.dtype);
     if let Some(i) = other {
         pending.remove(i);
         tallies.paired += 1;
@@ -145,7 +147,7 @@ fn pair(pending: &mut Vec<Half>, c: LogCall, send: bool, tallies: &mut Tallies) 
     }
     pending.push(Half {
         send,
-        comm: c.comm.clone(),
+        comm,
         shift,
         count: c.count,
         dtype: c.dtype,
@@ -161,28 +163,25 @@ fn one_call(
     tallies: &mut Tallies,
     guessed: &mut bool,
     one_peer: &mut bool,
-) -> Result<Option<LogCall>, Error> {
+) -> Result<Option<Op>, Error> {
     let n = call.line;
-    let member = &s.members[call.member];
+    let member = &s.members[call.at.member];
     let size = member.nranks;
-    if call.call.count == 0 {
+    if call.count == 0 {
         tallies.empty += 1;
         return Ok(None);
     }
     let partition = comm_partition(s, call)?;
-    let (log_type, dtype, op) = types(s, n, &call.call.datatype, &call.call.op, k, tallies)?;
-    let peer = usize::try_from(call.call.root)
-        .ok()
-        .filter(|&p| p < size)
-        .ok_or_else(|| {
-            at_line(
-                n,
-                format!(
-                    "root or peer {} is outside the {size} ranks of its communicator",
-                    call.call.root
-                ),
-            )
-        })?;
+    let (dtype, op) = types(s, n, &call.datatype, &call.op, k, tallies)?;
+    let peer = usize::try_from(call.root).ok().filter(|&p| p < size).ok_or_else(|| {
+        at_line(
+            n,
+            format!(
+                "root or peer {} is outside the {size} ranks of its communicator",
+                call.root
+            ),
+        )
+    })?;
     let (collective, root, shift) = match k {
         Kind::Coll(c) => (c, c.spec().has_root().then_some(peer), None),
         Kind::Send | Kind::Recv => {
@@ -195,21 +194,24 @@ fn one_call(
             (Collective::SendRecv, None, Some(d))
         }
     };
-    Ok(Some(LogCall {
-        line: n,
+    Ok(Some(Op {
         collective,
-        count: call.call.count,
+        count: call.count,
         dtype,
-        log_type,
         op,
         root,
         shift,
-        partition,
-        comm: format!("comm {:#x}", member.ptr),
+        group: Group::Partition(partition),
+        phase: Phase::Log,
+        label: format!("line {n} comm {:#x}", member.ptr),
+        logged: Some(Logged {
+            line: n,
+            comm: member.ptr,
+        }),
     }))
 }
 
-/// The logged type, the type replayed and the reduction of a call.
+/// The type replayed and the reduction of a call.
 fn types(
     s: &Scan,
     n: usize,
@@ -217,7 +219,7 @@ fn types(
     op: &i64,
     k: Kind,
     tallies: &mut Tallies,
-) -> Result<(LogType, DType, Option<ReduceOp>), Error> {
+) -> Result<(DType, Option<ReduceOp>), Error> {
     let log_type = codes::datatype(*datatype, s.version).map_err(|why| at_line(n, why))?;
     let reduction = matches!(k, Kind::Coll(c) if c.spec().is_reduction());
     let dtype = match log_type {
@@ -243,7 +245,7 @@ fn types(
     } else {
         None
     };
-    Ok((log_type, dtype, op))
+    Ok((dtype, op))
 }
 
 /// Whether the devices in brackets may stand for the ranks of a log
@@ -272,7 +274,7 @@ pub(super) fn device_ranks_note(s: &Scan) -> String {
 
 /// The kept rank's rank in a point-to-point call's communicator.
 fn comm_rank(s: &Scan, call: &Call, guessed: &mut bool, one_peer: &mut bool) -> Result<usize, Error> {
-    let member = &s.members[call.member];
+    let member = &s.members[call.at.member];
     if let Some(r) = member.rank {
         return Ok(r);
     }
@@ -282,8 +284,8 @@ fn comm_rank(s: &Scan, call: &Call, guessed: &mut bool, one_peer: &mut bool) -> 
         let mut peers: Vec<i64> = s
             .calls
             .iter()
-            .filter(|c| c.member == call.member && matches!(kind(&c.call.name), Some(Kind::Send | Kind::Recv)))
-            .map(|c| c.call.root)
+            .filter(|c| c.at.member == call.at.member && matches!(kind(&c.name), Some(Kind::Send | Kind::Recv)))
+            .map(|c| c.root)
             .collect();
         peers.sort();
         peers.dedup();
@@ -294,7 +296,7 @@ fn comm_rank(s: &Scan, call: &Call, guessed: &mut bool, one_peer: &mut bool) -> 
             return Ok(1 - p as usize);
         }
     }
-    let slot = &s.slots[call.slot];
+    let slot = &s.slots[call.at.slot];
     if member.key == CommKey::World {
         if let Some(r) = slot.rank {
             return Ok(r);
@@ -317,7 +319,7 @@ fn comm_rank(s: &Scan, call: &Call, guessed: &mut bool, one_peer: &mut bool) -> 
 
 /// The shape of a call's communicator in the logged job.
 fn comm_partition(s: &Scan, call: &Call) -> Result<Partition, Error> {
-    let m = &s.members[call.member];
+    let m = &s.members[call.at.member];
     let (k, w, n) = (m.nranks, s.world, call.line);
     if k == w || m.key == CommKey::World {
         return Ok(Partition { block: w, stride: 1 });

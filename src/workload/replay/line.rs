@@ -34,30 +34,22 @@
 //!   START line of 2.24+ glues `key %d- Init START`.
 //! - `NCCL version 2.21.5+cuda12.4`, with or without the line prefix.
 //!
-//! Each line starts `host:pid:tid [cudaDev] NCCL INFO `, possibly after a
-//! launcher's prefix (`[rank0]:` from torchrun, `(RayTrainWorker pid=615,
-//! ip=10.72.7.6) ` from Ray, `worker-0: ` from pdsh) or a timestamp, and
-//! old RCCL puts a microsecond timestamp between `[dev]` and `NCCL INFO`;
-//! `types::split_info` splits at the last mark, as the transport
-//! observation does. A line that holds two marks is another process's line
-//! printed into this one: its own text before the second prefix is lost,
-//! and when that text was a call it is reported as cut (`interrupted`).
+//! Lines come split by the one NCCL log reader (`nccl_log::line`): NCCL's
+//! prefix `host:pid:tid [cudaDev]` (after a launcher's label, a
+//! timestamp, Markdown; old RCCL's microseconds after `[dev]`; the device
+//! after the mark) is its `Origin`, and this module reads the message. A
+//! line that holds two marks is another process's line printed into this
+//! one: its own text before the second prefix is lost, and when that text
+//! was a call it is reported as cut (`interrupted`).
+//!
+//! A call is one type from here to the kept sequence: `CallLine`, parsed
+//! with its line number, then attributed to its rank and communicator by
+//! the scan (`CallLine<scan::At>`, the same fields); `convert` makes the
+//! replayed `workload::Op` of it.
 
-use crate::types::{NcclVersion, split_info};
+use crate::nccl_log::{self, Level, Nccl, Origin};
+use crate::types::NcclVersion;
 use trace::parse_trace;
-
-/// Where a line came from.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Prefix {
-    /// Empty when the line has no `host:pid:tid` part.
-    pub host: String,
-    pub pid: u64,
-    pub tid: u64,
-    /// The CUDA device in brackets.
-    pub dev: Option<u32>,
-    /// A torchrun `[rankN]:` label before the host.
-    pub rank_label: Option<usize>,
-}
 
 /// Which kind of line a call came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,10 +60,14 @@ pub enum Source {
     Trace,
 }
 
-/// A collective or point-to-point call.
+/// A collective or point-to-point call as its line prints it; `at` is
+/// `()` until the scan attributes it (`scan::At`: its rank and
+/// communicator).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CallLine {
-    pub prefix: Prefix,
+pub struct CallLine<A = ()> {
+    /// 1-based line of the log.
+    pub line: usize,
+    pub prefix: Origin,
     /// `AllReduce`, `Send`, ...
     pub name: String,
     /// `None` on a CALL trace line.
@@ -88,6 +84,28 @@ pub struct CallLine {
     /// RCCL's `globalrank R`: the rank in this communicator.
     pub global_rank: Option<usize>,
     pub source: Source,
+    pub at: A,
+}
+
+impl CallLine {
+    /// The same call, attributed.
+    pub fn attributed<A>(self, at: A) -> CallLine<A> {
+        CallLine {
+            line: self.line,
+            prefix: self.prefix,
+            name: self.name,
+            op_count: self.op_count,
+            count: self.count,
+            datatype: self.datatype,
+            op: self.op,
+            root: self.root,
+            comm: self.comm,
+            nranks: self.nranks,
+            global_rank: self.global_rank,
+            source: self.source,
+            at,
+        }
+    }
 }
 
 /// How a split communicator was made (`ncclCommSplit`).
@@ -104,7 +122,7 @@ pub struct SplitOf {
 /// A communicator's INIT START or COMPLETE line (or its CALL trace).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitLine {
-    pub prefix: Prefix,
+    pub prefix: Origin,
     pub comm: u64,
     pub rank: usize,
     pub nranks: usize,
@@ -118,13 +136,17 @@ pub struct InitLine {
 /// A call (or INIT) line that ends before a field it needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CutLine {
-    pub prefix: Prefix,
+    pub prefix: Origin,
     /// `AllReduce`, ..., or `INIT`.
     pub name: String,
     /// The communicator, when its value was printed whole.
     pub comm: Option<u64>,
-    /// The first field the line lacks.
+    /// The first field the line lacks, or (`malformed`) the field whose
+    /// value cannot be read, with the value.
     pub missing: String,
+    /// Whole, but a value of it is not what NCCL prints (a count with a
+    /// letter in it): the line is damaged, not cut.
+    pub malformed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,8 +172,6 @@ pub struct Parsed {
     pub interrupted: Option<CutLine>,
 }
 
-const CALL_MARK: &str = "NCCL CALL ";
-
 /// The fields of a COLL line, in the order NCCL prints them.
 const FIELDS: [&str; 13] = [
     "opCount",
@@ -169,53 +189,39 @@ const FIELDS: [&str; 13] = [
     "globalrank",
 ];
 
-/// Parses one line.
-pub fn parse_line(raw: &str) -> Parsed {
-    let text = raw.trim_end();
-    if let Some(at) = text.rfind(CALL_MARK) {
-        let prefix = parse_prefix(&text[..at]);
-        return Parsed {
-            line: parse_trace(prefix, &text[at + CALL_MARK.len()..]),
-            interrupted: None,
-        };
-    }
-    let Some((before, body)) = split_info(text) else {
-        let line = if let Some(v) = NcclVersion::find(text) {
-            Line::Version(v)
-        } else if let Some(rest) = text.trim_start().strip_prefix("> ") {
-            // a quoted paste (`> host:pid:tid ...`) without the mark is not ours
-            orphan(rest)
-        } else {
-            orphan(text.trim_start())
+/// Parses one line of the reader.
+pub fn parse_line(l: &nccl_log::Line) -> Parsed {
+    let Some(n) = &l.nccl else {
+        let line = match NcclVersion::find(l.text) {
+            Some(v) => Line::Version(v),
+            None => orphan(l.content),
         };
         return Parsed {
             line,
             interrupted: None,
         };
     };
-    let interrupted = interrupted_call(before);
-    let mut prefix = parse_prefix(before);
-    let mut body = body;
-    // `NCCL INFO [2] AllReduce: ...`: the device after the mark
-    if let Some(rest) = body.strip_prefix('[')
-        && let Some((dev, after)) = rest.split_once("] ")
-        && let Ok(d) = dev.trim().parse()
-    {
-        prefix.dev = Some(d);
-        body = after;
-    }
+    let line = match n.level {
+        Level::Call => parse_trace(n.origin.clone(), l.number, n.message),
+        Level::Info => parse_body(n.origin.clone(), l.number, n.message),
+        Level::Warn | Level::Trace => NcclVersion::find(l.text).map_or(Line::Other, Line::Version),
+    };
     Parsed {
-        line: parse_body(prefix, body),
-        interrupted,
+        interrupted: if n.level == Level::Info {
+            interrupted_call(n)
+        } else {
+            None
+        },
+        line,
     }
 }
 
-fn parse_body(prefix: Prefix, body: &str) -> Line {
+fn parse_body(prefix: Origin, number: usize, body: &str) -> Line {
     if body.starts_with("opCount ") {
         return Line::Unnamed;
     }
     if let Some(name) = call_name(body) {
-        return parse_call(prefix, name, &body[name.len() + 1..]);
+        return parse_call(prefix, number, name, &body[name.len() + 1..]);
     }
     if let Some(line) = parse_init(&prefix, body) {
         return line;
@@ -245,61 +251,18 @@ fn call_name(body: &str) -> Option<&str> {
     (is_name && name.starts_with(|c: char| c.is_ascii_uppercase()) && follows).then_some(name)
 }
 
-/// The call whose text an interleaved line cut off: `before` holds a
-/// mark of its own when another process's line was printed into it.
-fn interrupted_call(before: &str) -> Option<CutLine> {
-    let (outer, fragment) = split_info(before)?;
-    // the fragment ends where the second line's prefix starts: its last
-    // word holds `host:pid:tid`, or `[dev]` follows it
-    let mut words: Vec<&str> = fragment.split_whitespace().collect();
-    if words.last().is_some_and(|w| w.starts_with('[') && w.ends_with(']')) {
-        words.pop();
-    }
-    words.pop();
-    let text = words.join(" ");
-    let name = call_name(&text)?;
+/// The call whose text an interleaved line cut off: the reader's
+/// `interrupted` line, when it was a call.
+fn interrupted_call(n: &Nccl) -> Option<CutLine> {
+    let i = n.interrupted.as_ref()?;
+    let name = call_name(i.text)?;
     Some(CutLine {
-        prefix: parse_prefix(outer),
+        prefix: i.origin.clone(),
         name: name.to_string(),
         comm: None,
         missing: "its end (another process's line was printed into it)".into(),
+        malformed: false,
     })
-}
-
-fn parse_prefix(before: &str) -> Prefix {
-    let mut p = Prefix::default();
-    let mut rest = before.trim_end();
-    // old RCCL: `host:pid:tid [dev] 1558545003174220 NCCL INFO`
-    if let Some((head, last)) = rest.rsplit_once(char::is_whitespace)
-        && !last.is_empty()
-        && last.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && head.trim_end().ends_with(']')
-    {
-        rest = head.trim_end();
-    }
-    if rest.ends_with(']')
-        && let Some(open) = rest.rfind('[')
-        && let Ok(d) = rest[open + 1..rest.len() - 1].trim().parse()
-    {
-        p.dev = Some(d);
-        rest = rest[..open].trim_end();
-    }
-    let token = rest.rsplit(char::is_whitespace).next().unwrap_or("");
-    let parts: Vec<&str> = token.rsplitn(4, ':').collect();
-    if parts.len() >= 3
-        && let (Ok(tid), Ok(pid)) = (parts[0].parse(), parts[1].parse())
-    {
-        p.tid = tid;
-        p.pid = pid;
-        p.host = parts[2].to_string();
-        if let Some(label) = parts.get(3) {
-            p.rank_label = label
-                .strip_prefix("[rank")
-                .and_then(|l| l.strip_suffix(']'))
-                .and_then(|n| n.parse().ok());
-        }
-    }
-    p
 }
 
 fn hex(text: &str) -> Option<u64> {
@@ -330,7 +293,7 @@ fn nranks_of(tokens: &[&str]) -> Option<usize> {
         .find_map(|t| t.strip_prefix("[nranks=")?.strip_suffix(']')?.parse().ok())
 }
 
-fn parse_call(prefix: Prefix, name: &str, rest: &str) -> Line {
+fn parse_call(prefix: Origin, number: usize, name: &str, rest: &str) -> Line {
     let tokens: Vec<&str> = rest.split_whitespace().collect();
     let cut = |missing: &str| {
         Line::Cut(CutLine {
@@ -338,6 +301,7 @@ fn parse_call(prefix: Prefix, name: &str, rest: &str) -> Line {
             name: name.to_string(),
             comm: whole(&tokens, "comm").and_then(hex),
             missing: missing.to_string(),
+            malformed: false,
         })
     };
     // `[nranks=K]` is printed after every field read here, so a line that
@@ -354,18 +318,34 @@ fn parse_call(prefix: Prefix, name: &str, rest: &str) -> Line {
             .map_or("[nranks=N]", |k| if *k == "[nranks=" { "[nranks=N]" } else { k });
         return cut(missing);
     };
+    let unreadable = |key: &str| {
+        Line::Cut(CutLine {
+            prefix: prefix.clone(),
+            name: name.to_string(),
+            comm: whole(&tokens, "comm").and_then(hex),
+            missing: format!("a readable {key} (`{}`)", field(&tokens, key).unwrap_or("")),
+            malformed: true,
+        })
+    };
     let num = |key: &str| field(&tokens, key).and_then(|v| v.parse::<i64>().ok());
-    let (Some(op_count), Some(count), Some(datatype), Some(op), Some(root), Some(comm)) = (
-        field(&tokens, "opCount").and_then(hex),
-        field(&tokens, "count").and_then(|v| v.parse::<u64>().ok()),
-        num("datatype"),
-        num("op"),
-        num("root"),
-        field(&tokens, "comm").and_then(hex),
-    ) else {
-        return Line::Other;
+    let Some(op_count) = field(&tokens, "opCount").and_then(hex) else {
+        return unreadable("opCount");
+    };
+    let Some(count) = field(&tokens, "count").and_then(|v| v.parse::<u64>().ok()) else {
+        return unreadable("count");
+    };
+    let (Some(datatype), Some(op), Some(root)) = (num("datatype"), num("op"), num("root")) else {
+        let key = ["datatype", "op", "root"]
+            .into_iter()
+            .find(|k| num(k).is_none())
+            .unwrap_or("root");
+        return unreadable(key);
+    };
+    let Some(comm) = field(&tokens, "comm").and_then(hex) else {
+        return unreadable("comm");
     };
     Line::Call(CallLine {
+        line: number,
         global_rank: field(&tokens, "globalrank").and_then(|v| v.parse().ok()),
         prefix,
         name: name.to_string(),
@@ -377,12 +357,13 @@ fn parse_call(prefix: Prefix, name: &str, rest: &str) -> Line {
         comm: Some(comm),
         nranks: Some(nranks),
         source: Source::Coll,
+        at: (),
     })
 }
 
 /// An INIT line (`comm 0x.. rank R nranks K cudaDev D ...`), whole or cut
 /// after its fields; `None` for any other line.
-fn parse_init(prefix: &Prefix, body: &str) -> Option<Line> {
+fn parse_init(prefix: &Origin, body: &str) -> Option<Line> {
     let tokens: Vec<&str> = body.split_whitespace().collect();
     let at = tokens
         .windows(6)
@@ -412,6 +393,7 @@ fn parse_init(prefix: &Prefix, body: &str) -> Option<Line> {
             name: "INIT".into(),
             comm: whole(t, "comm").and_then(hex),
             missing: "rank and nranks".into(),
+            malformed: false,
         }));
     };
     let int = |key: &str| get(key).and_then(|v| v.trim_end_matches('-').parse::<i64>().ok());
@@ -429,6 +411,7 @@ fn parse_init(prefix: &Prefix, body: &str) -> Option<Line> {
                 name: "INIT".into(),
                 comm: Some(comm),
                 missing: "color and key".into(),
+                malformed: false,
             }));
         }
         _ => None,
@@ -449,17 +432,14 @@ fn parse_init(prefix: &Prefix, body: &str) -> Option<Line> {
 /// of a wrapped line, or what follows other output printed into it
 /// (`Epoch 1 | ... datatype 9 op 0 ...`). `None` unless the join reads as
 /// one whole call whose parts meet at a field boundary.
-pub fn join(cut: &str, next: &str) -> Option<CallLine> {
+pub fn join(number: usize, cut: &str, next: &str) -> Option<CallLine> {
     let next = next.trim();
-    if next.is_empty() || next.contains(crate::types::INFO_MARK) || next.contains(CALL_MARK) {
+    if next.is_empty() || nccl_log::line(number + 1, next).nccl.is_some() {
         return None;
     }
     let head = cut.trim_end();
-    let (_, body) = split_info(head)?;
-    let body = match body.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        Some((_, after)) => after,
-        None => body,
-    };
+    let first = nccl_log::line(number, head);
+    let body = first.nccl.as_ref().filter(|n| n.level == Level::Info)?.message;
     let name = call_name(body)?;
     let tokens: Vec<&str> = body[name.len() + 1..].split_whitespace().collect();
     let last = tokens.last().copied().unwrap_or("");
@@ -478,7 +458,7 @@ pub fn join(cut: &str, next: &str) -> Option<CallLine> {
         }
         words[at..].join(" ")
     };
-    match parse_line(&format!("{head} {rest}")).line {
+    match parse_line(&nccl_log::line(number, &format!("{head} {rest}"))).line {
         Line::Call(c) => Some(c),
         _ => None,
     }

@@ -9,7 +9,18 @@
 //! device of each line); `check` matches every communicator's calls across
 //! its ranks before anything runs (a divergence or a one-sided Send is an
 //! error of its own exit code); `convert` turns the kept rank's calls into
-//! `LogCall`s.
+//! the `Op`s a workload's steps run.
+//!
+//! A call is one type from the line to the kept sequence: the line's
+//! `line::CallLine` (what NCCL printed: its codes, its communicator's
+//! pointer), attributed in place by the scan (`CallLine<scan::At>`: its
+//! rank and communicator), then the `workload::Op` it replays as (types
+//! and reductions decoded for the log's NCCL version, the communicator's
+//! shape as its group, `Op::logged` naming the line), which
+//! `workload::plan` makes each rank's `backend::Call` of. The log forces
+//! the first two apart: a line's codes mean a type and a reduction only
+//! once the version is known, and its communicator a group only once
+//! every rank's INIT line is read.
 //!
 //! One rank's sequence is kept (`LogOptions::rank`, default the lowest
 //! rank) and replayed the way SPMD training runs it: every rank of the
@@ -21,10 +32,13 @@
 //! of the same exchange (within `PAIR_WINDOW` point-to-point calls) counted
 //! once.
 //!
-//! Lines that cannot be read whole (cut at a terminal's width, cut by
-//! other output, the end of a paste) are skipped and listed; a cut line is
-//! joined with its rest when the next line holds it; the log is refused
-//! only when the kept rank's own sequence has a gap.
+//! Lines come from the one NCCL log reader (`nccl_log`: prefixes,
+//! interleaving, gzip). Lines that cannot be read whole (cut at a
+//! terminal's width, cut by other output, the end of a paste) or hold a
+//! value that cannot be read are skipped and listed with their line
+//! numbers; a cut line is joined with its rest when the next line holds
+//! it; the log is refused only when the kept rank's own sequence has a gap
+//! (`gaps`: its last call line cut short is no gap).
 //!
 //! Pure: text in, a `Log` or one error line (naming the log line) out;
 //! `Log::schedule` maps it onto a launch, rescaling when asked.
@@ -33,18 +47,16 @@ pub mod check;
 pub mod codes;
 mod convert;
 pub mod flight;
+mod gaps;
 pub mod line;
 pub mod scan;
 
-use crate::collective::Collective;
 use crate::error::Error;
-use crate::types::{DType, ReduceOp};
 
 use super::groups::{Group, Partition};
-use super::op::{Op, Phase, Schedule};
+use super::op::{Op, Schedule};
 use crate::types::NcclVersion;
 pub use check::Check;
-use codes::LogType;
 use convert::convert;
 use scan::{Scan, at_line};
 
@@ -53,28 +65,6 @@ use scan::{Scan, at_line};
 pub struct LogOptions {
     /// The rank whose sequence to replay; the lowest when `None`.
     pub rank: Option<usize>,
-}
-
-/// One call of the kept sequence.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogCall {
-    /// 1-based line of the log.
-    pub line: usize,
-    pub collective: Collective,
-    /// The call's count, which is the `count` column's meaning.
-    pub count: u64,
-    /// The type replayed (an 8-bit float moves as uint8).
-    pub dtype: DType,
-    pub log_type: LogType,
-    pub op: Option<ReduceOp>,
-    /// The root's rank in its communicator (broadcast, reduce, gather, scatter).
-    pub root: Option<usize>,
-    /// Send to r+shift, receive from r-shift (sendrecv); 0: the rank itself.
-    pub shift: Option<usize>,
-    /// The communicator's shape in the logged job.
-    pub partition: Partition,
-    /// `comm 0x55e290bd32d0`.
-    pub comm: String,
 }
 
 /// The sequence of one rank of a logged job.
@@ -90,7 +80,10 @@ pub struct Log {
     pub rank: Option<usize>,
     /// Which rank was kept, in words.
     pub source: String,
-    pub calls: Vec<LogCall>,
+    /// The kept calls as operations, each on its communicator's shape in
+    /// the logged job (`Group::Partition`), with the line that printed it
+    /// (`Op::logged`).
+    pub calls: Vec<Op>,
     /// Things the replay header should say (skipped lines, substitutions,
     /// the check's notes).
     pub notes: Vec<String>,
@@ -177,7 +170,7 @@ pub fn parse_log(text: &str, opts: &LogOptions) -> Result<Log, Error> {
 pub fn keep(s: &Scan, c: &Check, opts: &LogOptions) -> Result<Log, Error> {
     let (slot, source) = select(s, opts)?;
     let mut notes = s.notes.clone();
-    gaps(s, slot, &mut notes)?;
+    gaps::gaps(s, slot, &mut notes)?;
     if s.slots[slot].rank.is_none() {
         notes.push(format!(
             "the log has no INIT lines that tell ranks (NCCL_DEBUG_SUBSYS=INIT,COLL prints them): replaying {source}"
@@ -200,123 +193,13 @@ pub fn keep(s: &Scan, c: &Check, opts: &LogOptions) -> Result<Log, Error> {
     })
 }
 
-fn numbers(lines: &[usize]) -> String {
-    let shown: Vec<String> = lines.iter().take(8).map(|n| n.to_string()).collect();
-    format!("{}{}", shown.join(", "), if lines.len() > 8 { ", ..." } else { "" })
-}
-
-/// Refuses a kept rank whose sequence has a gap; notes the lines skipped.
-fn gaps(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<(), Error> {
-    let who = s.slots[slot].name();
-    refuse_gaps(s, slot, &who)?;
-    note_skipped(s, &who, notes);
-    Ok(())
-}
-
-/// Refuses the kept rank (`who`, in `slot`) when one of its call lines is
-/// cut short, or may be missing.
-fn refuse_gaps(s: &Scan, slot: usize, who: &str) -> Result<(), Error> {
-    let own: Vec<usize> = s
-        .cuts
-        .iter()
-        .filter(|c| c.slot == Some(slot) && c.name != "INIT")
-        .map(|c| c.line)
-        .collect();
-    if !own.is_empty() {
-        return Err(Error::usage(format!(
-            "{who}'s sequence has a gap: its call line{} {} {} cut short (at a terminal's width, by other output, or at the end of the file) and no later line holds the rest; replay another rank (--rank) or a complete log",
-            if own.len() > 1 { "s" } else { "" },
-            numbers(&own),
-            if own.len() > 1 { "are" } else { "is" }
-        )));
-    }
-    let ptrs: Vec<u64> = s.members.iter().filter(|m| m.slot == slot).map(|m| m.ptr).collect();
-    let stray: Vec<usize> = s
-        .orphans
-        .iter()
-        .filter(|(_, comm)| comm.is_some_and(|c| ptrs.contains(&c)))
-        .map(|(n, _)| *n)
-        .collect();
-    if !stray.is_empty() {
-        return Err(Error::usage(format!(
-            "{who}'s sequence may have a gap: line {} {} a call on its communicator without its `host:pid:tid [dev] NCCL INFO` prefix (other output took it)",
-            numbers(&stray),
-            if stray.len() > 1 { "are" } else { "is" }
-        )));
-    }
-    let unknown: Vec<usize> = s
-        .cuts
-        .iter()
-        .filter(|c| c.slot.is_none() && c.name != "INIT")
-        .map(|c| c.line)
-        .collect();
-    if !unknown.is_empty() && s.slots.len() == 1 {
-        return Err(Error::usage(format!(
-            "{who}'s sequence may have a gap: call line{} {} {} cut short before its prefix or communicator could be read",
-            if unknown.len() > 1 { "s" } else { "" },
-            numbers(&unknown),
-            if unknown.len() > 1 { "are" } else { "is" }
-        )));
-    }
-    Ok(())
-}
-
-/// Notes the lines skipped: cut short, without their prefix, without the
-/// operation's name, or with an elided communicator.
-fn note_skipped(s: &Scan, who: &str, notes: &mut Vec<String>) {
-    let mut cut: Vec<usize> = s
-        .cuts
-        .iter()
-        .map(|c| c.line)
-        .chain(s.cut_inits.iter().copied())
-        .collect();
-    cut.sort();
-    if !cut.is_empty() {
-        notes.push(format!(
-            "{} lines cut short (line {}) were skipped: none is {who}'s{}",
-            cut.len(),
-            numbers(&cut),
-            match s.cut_inits.as_slice() {
-                [] => String::new(),
-                [one] => format!(" (line {one}, an INIT line cut after its fields, is read up to the cut)"),
-                many => format!(
-                    " (lines {}, INIT lines cut after their fields, are read up to the cut)",
-                    numbers(many)
-                ),
-            }
-        ));
-    }
-    if !s.orphans.is_empty() {
-        let lines: Vec<usize> = s.orphans.iter().map(|(n, _)| *n).collect();
-        notes.push(format!(
-            "{} call lines without their `host:pid:tid [dev] NCCL INFO` prefix (output interleaved by another process) were skipped: line {}",
-            lines.len(),
-            numbers(&lines)
-        ));
-    }
-    if !s.unnamed.is_empty() {
-        notes.push(format!(
-            "{} NCCL 2.3 COLL lines without the operation's name were skipped (line {})",
-            s.unnamed.len(),
-            numbers(&s.unnamed)
-        ));
-    }
-    if !s.elided.is_empty() {
-        notes.push(format!(
-            "{} NCCL CALL trace lines with an elided communicator were skipped (line {})",
-            s.elided.len(),
-            numbers(&s.elided)
-        ));
-    }
-}
-
 /// The kept rank and a description.
 fn select(s: &Scan, opts: &LogOptions) -> Result<(usize, String), Error> {
     let callers: Vec<usize> = {
         let mut v: Vec<usize> = Vec::new();
         for c in &s.calls {
-            if !v.contains(&c.slot) {
-                v.push(c.slot);
+            if !v.contains(&c.at.slot) {
+                v.push(c.at.slot);
             }
         }
         v
@@ -359,7 +242,7 @@ impl Log {
     /// and every call keeps its count.
     pub fn schedule(&self, launch: usize, rescale: bool) -> Result<Schedule, Error> {
         // a log whose calls all run on single ranks replays at any size
-        let sized = self.calls.iter().any(|c| c.partition.size() > 1);
+        let sized = self.calls.iter().any(|c| self.partition(c).size() > 1);
         if self.world != launch && !rescale && sized {
             return Err(at_line(
                 self.world_line,
@@ -371,54 +254,81 @@ impl Log {
         }
         let mut ops = Vec::with_capacity(self.calls.len());
         for c in &self.calls {
-            let p = if rescale && c.partition.block == self.world {
+            let logged = self.partition(c);
+            let (line, comm) = c.logged.map_or((0, 0), |l| (l.line, l.comm));
+            let p = if rescale && logged.block == self.world {
                 Partition {
                     block: launch,
-                    stride: c.partition.stride,
+                    stride: logged.stride,
                 }
             } else {
-                c.partition
+                logged
             };
             p.check(launch)
-                .map_err(|why| at_line(c.line, format!("{} ({p}) does not fit {launch} ranks: {why}", c.comm)))?;
+                .map_err(|why| at_line(line, format!("comm {comm:#x} ({p}) does not fit {launch} ranks: {why}")))?;
             // at least 1: `check` passed
             let size = p.size();
             let outside = |v: Option<usize>| v.is_some_and(|v| v >= size);
             if outside(c.root) || outside(c.shift) {
                 return Err(at_line(
-                    c.line,
+                    line,
                     format!(
-                        "{}'s {} does not exist in its group of {size} ranks at this launch",
-                        c.comm,
+                        "comm {comm:#x}'s {} does not exist in its group of {size} ranks at this launch",
                         if c.root.is_some() { "root" } else { "peer" }
                     ),
                 ));
             }
-            let group = if p
-                == (Partition {
-                    block: launch,
-                    stride: 1,
-                }) {
-                Group::World
-            } else {
-                Group::Partition(p)
+            let whole = Partition {
+                block: launch,
+                stride: 1,
             };
-            ops.push(Op {
-                collective: c.collective,
-                count: c.count,
-                dtype: c.dtype,
-                op: c.op,
-                root: c.root,
-                shift: c.shift,
-                group,
-                phase: Phase::Log,
-                label: format!("line {} {}", c.line, c.comm),
-            });
+            let group = if p == whole { Group::World } else { Group::Partition(p) };
+            ops.push(Op { group, ..c.clone() });
         }
         Ok(Schedule {
             name: "replay".into(),
             ops,
         })
+    }
+
+    /// A kept call's communicator, as the logged job had it.
+    pub fn partition(&self, c: &Op) -> Partition {
+        match c.group {
+            Group::Partition(p) => p,
+            _ => Partition {
+                block: self.world,
+                stride: 1,
+            },
+        }
+    }
+
+    /// The kept sequence, one line per call: `line 15    all_reduce
+    /// 2097152 bfloat16 sum  (all 4 ranks, comm 0x55e290bd32d0)`.
+    pub fn describe_calls(&self) -> Vec<String> {
+        self.calls.iter().map(|c| self.describe(c)).collect()
+    }
+
+    fn describe(&self, c: &Op) -> String {
+        let (line, comm) = c.logged.map_or((0, 0), |l| (l.line, l.comm));
+        let mut out = format!("line {line:<5} {} {} {}", c.collective, c.count, c.dtype);
+        if let Some(op) = c.op {
+            out += &format!(" {}", op.name());
+        }
+        if let Some(r) = c.root {
+            out += &format!(" root {r}");
+        }
+        match c.shift {
+            Some(0) => out += " with itself (a local copy)",
+            Some(d) => out += &format!(" to rank +{d}"),
+            None => {}
+        }
+        let p = self.partition(c);
+        let group = match p.size() {
+            1 => "1 rank".to_string(),
+            n if n == self.world => format!("all {n} ranks"),
+            _ => p.to_string(),
+        };
+        format!("{out}  ({group}, comm {comm:#x})")
     }
 }
 

@@ -19,8 +19,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::line::{self, CallLine, CutLine, InitLine, Line, Prefix, Source};
+use super::line::{self, CallLine, CutLine, InitLine, Line, Source};
 use crate::error::Error;
+use crate::nccl_log::{self, Origin};
 use crate::types::NcclVersion;
 
 mod loose;
@@ -91,22 +92,26 @@ pub struct Member {
     pub init: Option<usize>,
 }
 
-/// One call, attributed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Call {
-    pub line: usize,
+/// Where a call belongs: its rank (`Scan::slots`) and its communicator
+/// as that rank holds it (`Scan::members`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
     pub slot: usize,
     pub member: usize,
-    pub call: CallLine,
 }
 
-/// A line that could not be read whole.
+/// One call, attributed: the line's own `CallLine`.
+pub type Call = CallLine<At>;
+
+/// A call line that could not be read whole: cut short, or (`malformed`)
+/// whole with a value that cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cut {
     pub line: usize,
     pub slot: Option<usize>,
     pub name: String,
     pub missing: String,
+    pub malformed: bool,
 }
 
 /// The log, read.
@@ -157,7 +162,7 @@ pub fn scan(text: &str) -> Result<Scan, Error> {
     let mut i = 0;
     while i < lines.len() {
         let n = i + 1;
-        let parsed = line::parse_line(lines[i]);
+        let parsed = line::parse_line(&nccl_log::line(n, lines[i]));
         if let Some(cut) = parsed.interrupted {
             cuts.push((n, cut));
         }
@@ -177,7 +182,10 @@ pub fn scan(text: &str) -> Result<Scan, Error> {
             }
             Line::Call(call) => calls.push((n, call)),
             Line::Cut(cut) => {
-                let rest = lines.get(i + 1).and_then(|next| line::join(lines[i], next));
+                let rest = lines
+                    .get(i + 1)
+                    .filter(|_| !cut.malformed)
+                    .and_then(|next| line::join(n, lines[i], next));
                 match rest {
                     Some(call) if cut.name != "INIT" => {
                         calls.push((n, call));
@@ -287,7 +295,7 @@ impl Scan {
     fn first_line_of(&self, m: &Member) -> usize {
         self.calls
             .iter()
-            .find(|c| self.members[c.member].ptr == m.ptr && c.slot == m.slot)
+            .find(|c| self.members[c.at.member].ptr == m.ptr && c.at.slot == m.slot)
             .map_or(0, |c| c.line)
     }
 
@@ -388,12 +396,8 @@ impl Scan {
             if let Some(&i) = by_place.get(&place) {
                 let member = member_of[i];
                 self.check_size(n, &call, member)?;
-                self.calls.push(Call {
-                    line: n,
-                    slot: self.members[member].slot,
-                    member,
-                    call,
-                });
+                let slot = self.members[member].slot;
+                self.calls.push(call.attributed(At { slot, member }));
                 continue;
             }
             if call.nranks.is_none() {
@@ -494,7 +498,7 @@ impl Scan {
         let labels: Vec<(usize, usize, usize)> = self
             .calls
             .iter()
-            .filter_map(|c| Some((c.slot, c.call.prefix.rank_label?, c.line)))
+            .filter_map(|c| Some((c.at.slot, c.prefix.rank_label?, c.line)))
             .collect();
         for (slot, label, line) in labels {
             if self.slots[slot].rank.is_none() && !claimed.contains_key(&label) {
@@ -533,6 +537,7 @@ impl Scan {
                 slot,
                 name: cut.name,
                 missing: cut.missing,
+                malformed: cut.malformed,
             });
         }
     }
@@ -564,6 +569,6 @@ impl Scan {
     }
 }
 
-fn place_proc(p: &Prefix) -> Proc {
+fn place_proc(p: &Origin) -> Proc {
     (p.host.clone(), p.pid, p.dev)
 }

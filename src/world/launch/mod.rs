@@ -10,64 +10,20 @@
 
 use crate::error::Error;
 
-/// `run --launcher`: how the ranks of this job find each other.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LauncherChoice {
-    /// Read from the environment (`detect`).
-    #[default]
-    Auto,
-    Mpi,
-    Slurm,
-    Torchrun,
-    K8s,
-}
-
-impl LauncherChoice {
-    pub const ALL: [LauncherChoice; 5] = [
-        LauncherChoice::Auto,
-        LauncherChoice::Mpi,
-        LauncherChoice::Slurm,
-        LauncherChoice::Torchrun,
-        LauncherChoice::K8s,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LauncherChoice::Auto => "auto",
-            LauncherChoice::Mpi => "mpi",
-            LauncherChoice::Slurm => "slurm",
-            LauncherChoice::Torchrun => "torchrun",
-            LauncherChoice::K8s => "k8s",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<LauncherChoice> {
-        LauncherChoice::ALL
-            .into_iter()
-            .find(|l| l.name().eq_ignore_ascii_case(text.trim()))
+crate::types::vocabulary! {
+    /// `run --launcher`: how the ranks of this job find each other.
+    #[derive(Default)]
+    pub enum LauncherChoice: "launcher", AnyCase {
+        /// Read from the environment (`detect`).
+        #[default]
+        Auto = "auto",
+        Mpi = "mpi", Slurm = "slurm", Torchrun = "torchrun", K8s = "k8s",
     }
 }
 
-crate::types::display_by_name!(LauncherChoice);
-
-crate::types::by_name!(LauncherChoice, "launcher");
-
-/// The launchers whose ranks meet at the TCP store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreLauncher {
-    Slurm,
-    Torchrun,
-    K8s,
-}
-
-impl StoreLauncher {
-    pub fn name(self) -> &'static str {
-        match self {
-            StoreLauncher::Slurm => "slurm",
-            StoreLauncher::Torchrun => "torchrun",
-            StoreLauncher::K8s => "k8s",
-        }
-    }
+crate::types::vocabulary! {
+    /// The launchers whose ranks meet at the TCP store.
+    pub enum StoreLauncher: "store launcher", Exact { Slurm = "slurm", Torchrun = "torchrun", K8s = "k8s" }
 }
 
 /// How this process was started.

@@ -3,14 +3,18 @@
 //!
 //! Every program a test starts (the binary, `mpirun`, a script) goes
 //! through `output_of` or `spawn_mpirun`, which hold one of a few job slots
-//! while it runs: the harness runs every module's tests in parallel, and
-//! more than two jobs of busy-polling MPI ranks on a 2-core machine make
-//! each take many times as long (`COLLBENCH_TEST_JOBS` sets the number,
-//! default 2). They also guard against hangs: a program still running after
-//! `COLLBENCH_TEST_HANG_S` seconds (default 300) is killed with its whole
-//! process group, and the test fails saying it hung. Tests assert no
-//! durations: a timing target is a script that prints figures, never a
-//! timed assertion.
+//! while it runs: where one harness runs many tests in parallel (plain
+//! `cargo test`), more than two jobs of busy-polling MPI ranks on a 2-core
+//! machine make each take many times as long (`COLLBENCH_TEST_JOBS` sets
+//! the number, default 2). Under cargo-nextest, as scripts/test.sh runs
+//! them, every test is a process of its own and nextest's test threads are
+//! the slots (.config/nextest.toml, which also runs the fake-node, Slurm
+//! and statistical tests alone). The helpers also guard against hangs: a
+//! program still running after `COLLBENCH_TEST_HANG_S` seconds (default
+//! 300) is killed with its whole process group, and the test fails saying
+//! it hung; and they log every program's wall time where
+//! `COLLBENCH_TEST_LOG` names a file. Tests assert no durations: a timing
+//! target is a script that prints figures, never a timed assertion.
 #![allow(dead_code)]
 
 use std::cell::Cell;
@@ -52,8 +56,7 @@ fn hang_limit() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// The free job slots: a counting semaphore, which a test that needs the
-/// machine to itself empties (`exclusive_permit`).
+/// The free job slots: a counting semaphore.
 struct Slots {
     free: Mutex<Free>,
     freed: Condvar,
@@ -61,17 +64,12 @@ struct Slots {
 
 struct Free {
     slots: usize,
-    /// Tests waiting for every slot: no one else takes a slot meanwhile.
-    exclusive_waiting: usize,
 }
 
 fn slots() -> &'static Slots {
     static SLOTS: OnceLock<Slots> = OnceLock::new();
     SLOTS.get_or_init(|| Slots {
-        free: Mutex::new(Free {
-            slots: job_slots(),
-            exclusive_waiting: 0,
-        }),
+        free: Mutex::new(Free { slots: job_slots() }),
         freed: Condvar::new(),
     })
 }
@@ -105,7 +103,7 @@ pub fn permit() -> Permit {
     if !nested() {
         let slots = slots();
         let mut free = slots.free.lock().unwrap_or_else(|e| e.into_inner());
-        while free.slots == 0 || free.exclusive_waiting > 0 {
+        while free.slots == 0 {
             free = slots.freed.wait(free).unwrap_or_else(|e| e.into_inner());
         }
         free.slots -= 1;
@@ -113,28 +111,6 @@ pub fn permit() -> Permit {
     }
     Permit {
         took,
-        _thread_bound: PhantomData,
-    }
-}
-
-/// Waits for every job slot: no other test's program runs until it is
-/// dropped. For a test whose verdict a loaded machine would change (a
-/// healthy cluster must pass `collbench check`, whose flaky verdict is
-/// samples on both sides of a threshold); its programs take no slot of
-/// their own.
-pub fn exclusive_permit() -> Permit {
-    assert!(!nested(), "an exclusive permit is a test's first");
-    let slots = slots();
-    let all = job_slots();
-    let mut free = slots.free.lock().unwrap_or_else(|e| e.into_inner());
-    free.exclusive_waiting += 1;
-    while free.slots < all {
-        free = slots.freed.wait(free).unwrap_or_else(|e| e.into_inner());
-    }
-    free.exclusive_waiting -= 1;
-    free.slots = 0;
-    Permit {
-        took: all,
         _thread_bound: PhantomData,
     }
 }
@@ -177,12 +153,51 @@ fn drain_both(child: &mut Child) -> (JoinHandle<Vec<u8>>, JoinHandle<Vec<u8>>) {
     (out, err)
 }
 
+/// What `cmd` runs, for the program log: the program's file name and its
+/// first arguments.
+fn described(cmd: &Command) -> (String, String) {
+    let program = Path::new(cmd.get_program())
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let args: Vec<String> = cmd
+        .get_args()
+        .take(6)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    (program, args.join(" "))
+}
+
+/// Appends one line to the file `COLLBENCH_TEST_LOG` names, when it is
+/// set: the wall time of one program a test ran, the test, the program and
+/// its first arguments, tab-separated (scripts/dev/slowest-tests.py reads
+/// it). One `write` per line, in append mode: the tests of every process
+/// share the file.
+fn log_program(what: &(String, String), took: Duration) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("COLLBENCH_TEST_LOG") else {
+        return;
+    };
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let line = format!(
+        "{:.3}\t{test}\t{}\t{}\n",
+        took.as_secs_f64(),
+        what.0,
+        what.1.replace(['\t', '\n'], " ")
+    );
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
 /// Runs `cmd` to its end in a job slot, in a process group of its own,
 /// with its output captured (stdin closed, as `Command::output` does);
 /// kills it and fails the test when it runs longer than the hang limit.
 pub fn output_of(mut cmd: Command) -> Output {
     let _slot = permit();
     let what = format!("{:?}", cmd.get_program());
+    let logged = described(&cmd);
+    let started = Instant::now();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -205,6 +220,7 @@ pub fn output_of(mut cmd: Command) -> Output {
             Err(e) => panic!("waiting for {what}: {e}"),
         }
     };
+    log_program(&logged, started.elapsed());
     Output {
         status,
         stdout: out.join().unwrap_or_default(),
@@ -233,7 +249,14 @@ pub fn mpirun_env(np: usize, env: &[(&str, &str)], args: &[&str]) -> Output {
 /// output and the CSV.
 #[track_caller]
 pub fn mpirun_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
-    let out = ok(mpirun(np, args));
+    checked_rows(mpirun(np, args), np, csv)
+}
+
+/// `out`, which must have exited 0, and the CSV `csv` it wrote, every row
+/// checked at `np` ranks.
+#[track_caller]
+fn checked_rows(out: Output, np: usize, csv: &PathBuf) -> (Output, Csv) {
+    let out = ok(out);
     let table = Csv::read(csv);
     assert_rows_consistent(&table, np as u64);
     (out, table)
@@ -244,6 +267,25 @@ pub fn mpirun_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
 pub fn mpirun_csv(np: usize, args: &[&str]) -> (Output, Csv) {
     let (_dir, csv) = temp_file("rows.csv");
     mpirun_rows(np, &[args, &["--csv", path_str(&csv)]].concat(), &csv)
+}
+
+/// `collbench ARGS -g N --backend memory`: N ranks as threads of one
+/// process, real collectives and validation in host memory, no MPI. For
+/// what a multi-rank run prints and writes (tables, reports, sequences),
+/// not for MPI itself. `ARGS` must not name another backend.
+pub fn on_memory(np: usize, args: &[&str]) -> Output {
+    let n = np.to_string();
+    let mut all = args.to_vec();
+    all.extend(["-g", &n, "--backend", "memory"]);
+    collbench(&all)
+}
+
+/// `on_memory` writing the CSV `csv`, asserting exit 0 and every row's
+/// arithmetic (`assert_rows_consistent` at N ranks); the output and the
+/// CSV.
+#[track_caller]
+pub fn memory_rows(np: usize, args: &[&str], csv: &PathBuf) -> (Output, Csv) {
+    checked_rows(on_memory(np, args), np, csv)
 }
 
 /// The binary alone with `env` added: for subcommands that start `mpirun`
@@ -280,6 +322,9 @@ pub struct Job {
     stdout: Receiver<String>,
     stderr: Receiver<String>,
     ended: bool,
+    /// For the program log, when the job ends.
+    logged: (String, String),
+    started: Instant,
     _slot: Permit,
 }
 
@@ -292,6 +337,7 @@ pub fn spawn_mpirun(np: usize, args: &[&str]) -> Job {
 /// job slot and a process group of its own.
 pub fn spawn_job(mut cmd: Command) -> Job {
     let slot = permit();
+    let logged = described(&cmd);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     let mut child = cmd.spawn().expect("the test could not start mpirun");
     let lines = |stream: Box<dyn std::io::Read + Send>| {
@@ -312,6 +358,8 @@ pub fn spawn_job(mut cmd: Command) -> Job {
         stdout,
         stderr,
         ended: false,
+        logged,
+        started: Instant::now(),
         _slot: slot,
     }
 }
@@ -390,6 +438,7 @@ impl Drop for Job {
         if !self.ended {
             kill_group(&mut self.child);
         }
+        log_program(&self.logged, self.started.elapsed());
     }
 }
 
@@ -399,6 +448,8 @@ impl Drop for Job {
 /// test saying it hung. Outputs in the order of `cmds`.
 pub fn run_all(cmds: Vec<Command>) -> Vec<Output> {
     let _slot = permit();
+    let logged: Vec<(String, String)> = cmds.iter().map(described).collect();
+    let started = Instant::now();
     let mut children: Vec<Child> = cmds
         .into_iter()
         .map(|mut cmd| {
@@ -429,6 +480,9 @@ pub fn run_all(cmds: Vec<Command>) -> Vec<Output> {
             );
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    for what in &logged {
+        log_program(what, started.elapsed());
     }
     statuses
         .into_iter()

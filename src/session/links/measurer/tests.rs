@@ -2,7 +2,6 @@ use std::time::Duration;
 
 use super::*;
 use crate::backend::memory::{Fault, MemoryBackend};
-use crate::engine::stop::StopRequest;
 use crate::links::finder::{FinderConfig, FindingKind};
 use crate::links::schedule::{self, Level};
 use crate::links::{Layout, Matrix};
@@ -47,14 +46,8 @@ fn on_ranks<T: Send>(
             .map(|(world, backend)| {
                 let body = &body;
                 s.spawn(move || {
-                    let opts = MeasureOptions {
-                        check,
-                        inject_error: false,
-                        clock: Clock::Host,
-                        stop: StopRequest::never(),
-                        watchdog: None,
-                    };
-                    let mut m = BackendMeasurer::new(world, backend, endpoints(), opts).unwrap();
+                    let cx = Context::new(world, backend);
+                    let mut m = BackendMeasurer::new(cx, endpoints(), check).unwrap();
                     let out = body(&mut m);
                     (out, m.wrong(), m.checked())
                 })

@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// One line as the reader hands it over.
+fn parse_line(text: &str) -> Parsed {
+    super::parse_line(&nccl_log::line(1, text))
+}
+
+/// The origin NCCL's prefix `before` gives.
+fn parse_prefix(before: &str) -> Origin {
+    nccl_log::line(1, &format!("{before}NCCL INFO x")).nccl.unwrap().origin
+}
+
 fn call(text: &str) -> CallLine {
     match parse_line(text).line {
         Line::Call(c) => c,
@@ -284,6 +294,7 @@ fn a_cut_call_line_names_the_first_field_it_lacks_and_its_communicator_when_whol
 fn a_cut_line_joins_its_rest_on_the_next_line_at_a_field_boundary() {
     // wrapped after `comm` (ROCm/rtg_tracer's RCCL example)
     let c = join(
+        1,
         "rocm-framework-3:24888:25056 [1] 1558545003174220 NCCL INFO AllReduce: opCount 1 sendbuff 0x7f80b54bad00 recvbuff 0x7f81cce12200 count 1001 datatype 7 op 0 root 0 comm",
         "0x7f80467b9770 [nranks=2] stream 0x7f804680c090",
     )
@@ -295,15 +306,23 @@ fn a_cut_line_joins_its_rest_on_the_next_line_at_a_field_boundary() {
     // application output printed into the line before `datatype`
     let head = "dgx-07:40211:40211 [0] NCCL INFO AllReduce: opCount 2 sendbuff 0x7f3a20000000 recvbuff 0x7f3a20000000 count 6553600";
     let c = join(
+        1,
         head,
         "Epoch 1 | step 20/500 | loss 4.1875 | 11.2 it/s datatype 9 op 0 root 0 comm 0x55c4a1b2c3d0 [nranks=2] stream 0x55c4a0f01230",
     )
     .unwrap();
     assert_eq!((c.count, c.datatype, c.comm), (6_553_600, 9, Some(0x55c4_a1b2_c3d0)));
     // a number just before the rest could be the cut value's own digits
-    assert!(join(head, "loss 12 datatype 9 op 0 root 0 comm 0x5 [nranks=2] stream 0x6").is_none());
+    assert!(join(1, head, "loss 12 datatype 9 op 0 root 0 comm 0x5 [nranks=2] stream 0x6").is_none());
     // the next line is another NCCL line: no join
-    assert!(join(head, "h:1:1 [0] NCCL INFO datatype 9 op 0 root 0 comm 0x5 [nranks=2]").is_none());
+    assert!(
+        join(
+            1,
+            head,
+            "h:1:1 [0] NCCL INFO datatype 9 op 0 root 0 comm 0x5 [nranks=2]"
+        )
+        .is_none()
+    );
     // the rest does not complete the line
-    assert!(join(head, "datatype 9 op 0").is_none());
+    assert!(join(1, head, "datatype 9 op 0").is_none());
 }

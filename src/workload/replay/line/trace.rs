@@ -1,10 +1,10 @@
 //! The call of an `NCCL CALL` trace line (`ncclAllReduce(...)`), as a
 //! `Line`.
 
-use super::{CallLine, CutLine, InitLine, Line, Prefix, Source, SplitOf, hex};
+use super::{CallLine, CutLine, InitLine, Line, Origin, Source, SplitOf, hex};
 
 /// `ncclAllReduce(7f5d92a00000,7f5d93400000,10485760,0,0,0,0x55d8c12613d0,0x55d8c09207b0)`.
-pub(super) fn parse_trace(prefix: Prefix, body: &str) -> Line {
+pub(super) fn parse_trace(prefix: Origin, number: usize, body: &str) -> Line {
     let Some((func, args)) = body.split_once('(') else {
         return Line::Other;
     };
@@ -26,6 +26,7 @@ pub(super) fn parse_trace(prefix: Prefix, body: &str) -> Line {
                 name: name.to_string(),
                 comm: None,
                 missing: "the closing parenthesis".into(),
+                malformed: false,
             });
         }
         return Line::Other;
@@ -41,6 +42,7 @@ pub(super) fn parse_trace(prefix: Prefix, body: &str) -> Line {
                 return Line::Other;
             };
             Line::Call(CallLine {
+                line: number,
                 prefix,
                 name: name.to_string(),
                 op_count: None,
@@ -52,6 +54,7 @@ pub(super) fn parse_trace(prefix: Prefix, body: &str) -> Line {
                 nranks: None,
                 global_rank: None,
                 source: Source::Trace,
+                at: (),
             })
         }
         _ => Line::Other,
@@ -77,7 +80,7 @@ fn is_traced_call(name: &str) -> bool {
 }
 
 /// A traced communicator: its call's whole line, nothing more known yet.
-fn traced_init(prefix: Prefix, comm: u64, rank: i64, nranks: i64) -> InitLine {
+fn traced_init(prefix: Origin, comm: u64, rank: i64, nranks: i64) -> InitLine {
     InitLine {
         prefix,
         comm,
@@ -91,7 +94,7 @@ fn traced_init(prefix: Prefix, comm: u64, rank: i64, nranks: i64) -> InitLine {
 }
 
 /// A traced `ncclCommInitRank(comm, nranks, id, rank, dev)` (five arguments).
-fn trace_init_rank(prefix: Prefix, args: &[&str]) -> Line {
+fn trace_init_rank(prefix: Origin, args: &[&str]) -> Line {
     let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
     let (Some(comm), Some(nranks), Some(rank)) = (hex(args[0]), int(1), int(3)) else {
         return Line::Other;
@@ -105,7 +108,7 @@ fn trace_init_rank(prefix: Prefix, args: &[&str]) -> Line {
 
 /// A traced `ncclCommSplit(parent, color, key, comm, rank, nranks)` (six
 /// arguments).
-fn trace_split(prefix: Prefix, args: &[&str]) -> Line {
+fn trace_split(prefix: Origin, args: &[&str]) -> Line {
     let int = |i: usize| args.get(i).and_then(|v| v.parse::<i64>().ok());
     let (Some(parent), Some(color), Some(key), Some(comm), Some(rank), Some(nranks)) =
         (hex(args[0]), int(1), int(2), hex(args[3]), int(4), int(5))

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Call, CommCalls, CommKey, Member, Proc, Scan, Slot, at_line};
+use super::{At, CommCalls, CommKey, Member, Proc, Scan, Slot, at_line};
 use crate::error::Error;
 use crate::workload::replay::line::CallLine;
 
@@ -58,12 +58,7 @@ impl Scan {
                             ),
                         ));
                     }
-                    self.calls.push(Call {
-                        line: n,
-                        slot,
-                        member,
-                        call,
-                    });
+                    self.calls.push(call.attributed(At { slot, member }));
                 }
             }
         }

@@ -97,10 +97,11 @@ fn splits_without_a_comm_id_are_matched_by_parent_split_and_color() {
         text += &coll((r, r), "AllReduce", 0, 8, 7, 0, (&format!("0xb{r}"), 2));
     }
     let log = parse(&text);
-    assert_eq!(log.calls[0].partition, Partition { block: 4, stride: 2 });
+    assert_eq!(log.partition(&log.calls[0]), Partition { block: 4, stride: 2 });
     // 2.23 prints no splitCount: the split's order per parent counts
     let old = text.replace("splitCount 1 ", "");
-    assert_eq!(parse(&old).calls[0].partition, Partition { block: 4, stride: 2 });
+    let old = parse(&old);
+    assert_eq!(old.partition(&old.calls[0]), Partition { block: 4, stride: 2 });
 }
 
 #[test]
@@ -200,4 +201,58 @@ fn a_log_of_single_rank_groups_replays_at_any_size_and_counts_its_processes() {
             }
         );
     }
+}
+
+#[test]
+fn a_kept_ranks_last_call_line_cut_short_replays_the_calls_before_it() {
+    // a job killed while writing, or the end of a paste (issue: refused as a gap)
+    let mut text = init_line(1, 0, "0xa0", 0, 2, "0x10") + &init_line(2, 1, "0xb0", 1, 2, "0x10");
+    for op_count in 0..3 {
+        text += &coll((1, 0), "AllReduce", op_count, 8, 7, 0, ("0xa0", 2));
+        text += &coll((2, 1), "AllReduce", op_count, 8, 7, 0, ("0xb0", 2));
+    }
+    text.truncate(text.len() - 60);
+    let log = parse(&text);
+    assert_eq!((log.rank, log.calls.len()), (Some(0), 3));
+    let log = parse_rank(&text, 1).unwrap();
+    assert_eq!(log.calls.len(), 2);
+    assert_note(&log, |n| {
+        n.starts_with("line 8, rank 1's last call line, is cut short (it lacks ")
+            && n.ends_with("the 2 calls before it are replayed")
+    });
+    assert!(!log.notes.iter().any(|n| n.contains("were skipped")), "{:?}", log.notes);
+    // the same cut in the middle of its sequence is a gap
+    let mut middle = text.clone();
+    middle += "\n";
+    middle += &coll((2, 1), "AllReduce", 3, 8, 7, 0, ("0xb0", 2));
+    let e = err(parse_rank(&middle, 1));
+    assert!(
+        e.starts_with("rank 1's sequence has a gap: its call line 8 is cut short"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_call_line_with_a_value_that_cannot_be_read_is_named_and_refused_only_for_its_rank() {
+    let mut text = init_line(1, 0, "0xa0", 0, 2, "0x10") + &init_line(2, 1, "0xb0", 1, 2, "0x10");
+    for op_count in 0..2 {
+        text += &coll((1, 0), "AllReduce", op_count, 8, 7, 0, ("0xa0", 2));
+        text += &coll((2, 1), "AllReduce", op_count, 8, 7, 0, ("0xb0", 2));
+    }
+    // line 4: rank 1's first call, its count damaged
+    let damaged = text.replacen(
+        "count 8 datatype 7 op 0 root 0 comm 0xb0",
+        "count 8x datatype 7 op 0 root 0 comm 0xb0",
+        1,
+    );
+    let log = parse(&damaged);
+    assert_eq!((log.rank, log.calls.len()), (Some(0), 2));
+    assert_note(&log, |n| {
+        n == "1 call lines with a value that cannot be read were skipped (line 4: count (`8x`)): none is rank 0's"
+    });
+    let e = err(parse_rank(&damaged, 1));
+    assert!(
+        e.starts_with("rank 1's sequence has a gap: its call line 4 cannot be read: it has no readable count (`8x`)"),
+        "{e}"
+    );
 }

@@ -1,14 +1,14 @@
 //! What a `collbench links` launch measures, from its options, before any
 //! rank starts: the level, the probe's sizes and counts, where racks and
-//! leaves come from, the outputs, and the options of `run` that do not
-//! apply (refused, one line). Every rank reads the topology file itself.
+//! leaves come from, the outputs. Every rank reads the topology file
+//! itself (its contents are in the digest).
 //!
 //! Must not: start MPI, touch a backend, or print.
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::{LINKS_REFUSED, LinksArgs};
-use crate::config::RunConfig;
+use super::{RunConfig, Taken, fingerprint};
+use crate::cli::LinksArgs;
 use crate::error::Error;
 use crate::links::layout::HostPattern;
 use crate::links::{Level, Metric, Probe, Topology};
@@ -20,8 +20,6 @@ pub const GPU_SIZE_BYTES: u64 = 64 << 20;
 /// Default bandwidth message on host memory: 4 MiB, past where MPI's
 /// rendezvous protocol levels off, small enough for many ranks per host.
 pub const HOST_SIZE_BYTES: u64 = 4 << 20;
-/// Operations per sample unless `-n` says otherwise.
-pub const DEFAULT_ITERS: usize = 20;
 
 /// Where hosts sit.
 #[derive(Clone, Debug)]
@@ -74,30 +72,42 @@ pub struct LinksJob {
 
 impl LinksJob {
     /// `collbench links`: the job and the run's configuration (its digest
-    /// extended by the links options, so that every rank measures the same
-    /// schedule).
+    /// of every links option and of the topology file, so that every rank
+    /// measures the same schedule).
     pub fn from_args(a: &LinksArgs) -> Result<(LinksJob, RunConfig), Error> {
-        if let Some(option) = a.run.refusal(&LINKS_REFUSED)? {
-            return Err(Error::usage(format!("{option} does not apply to collbench links")));
-        }
-        let mut cfg = RunConfig::from_args(&a.run)?;
         let size_bytes = a.size.map(|s| s.bytes());
         if let Some(s) = size_bytes {
             check_size("--size", s)?;
         }
         let latency_bytes = a.latency_size.bytes();
         check_size("--latency-size", latency_bytes)?;
-        if let Some(path) = &a.heatmap {
+        if let Some(path) = &a.files.heatmap {
             check_picture(path)?;
         }
+        let mut contents = Vec::new();
         let places = match (&a.topology, &a.host_pattern) {
-            (Some(path), _) => Some(Places::File {
-                map: read_topology(path)?,
-                path: path.clone(),
-            }),
+            (Some(path), _) => {
+                let text = read(path)?;
+                contents.push(("--topology contents".to_string(), fingerprint(text.as_bytes())));
+                Some(Places::File {
+                    map: Topology::parse(&text)
+                        .map_err(|e| Error::usage(format!("--topology {}: {e}", path.display())))?,
+                    path: path.clone(),
+                })
+            }
             (None, Some(p)) => Some(Places::Pattern(HostPattern::parse(p)?)),
             (None, None) => None,
         };
+        let taken = Taken {
+            common: &a.common,
+            blocking: None,
+            register: None,
+            repeat: None,
+            label: Some(&a.label),
+            csv: a.files.csv.clone(),
+            json: a.files.json.clone(),
+        };
+        let cfg = RunConfig::for_command("links", a, taken, contents)?;
         let job = LinksJob {
             level: a.level,
             isolated: a.isolated,
@@ -105,33 +115,14 @@ impl LinksJob {
             size_bytes,
             latency_bytes,
             samples: a.samples as usize,
-            iters: a.run.iters.map_or(DEFAULT_ITERS, |n| n as usize),
-            warmup: a.run.warmup as usize,
-            check: a.run.check,
+            iters: usize::try_from(a.iters).map_err(|_| Error::usage("-n/--iters is too large"))?,
+            warmup: usize::try_from(a.warmup).map_err(|_| Error::usage("-w/--warmup is too large"))?,
+            check: a.common.checking.check,
             places,
             metric: a.metric,
-            heatmap: a.heatmap.clone(),
+            heatmap: a.files.heatmap.clone(),
         };
-        cfg.digest.extend(job.digest(a));
         Ok((job, cfg))
-    }
-
-    /// The links options every rank must agree on.
-    fn digest(&self, a: &LinksArgs) -> Vec<(String, String)> {
-        let opt = |k: &str, v: String| (format!("links --{k}"), v);
-        vec![
-            opt("level", self.level.to_string()),
-            opt("isolated", self.isolated.to_string()),
-            opt("find", self.find.to_string()),
-            opt("size", format!("{:?}", self.size_bytes)),
-            opt("latency-size", self.latency_bytes.to_string()),
-            opt("samples", self.samples.to_string()),
-            opt(
-                "topology",
-                a.topology.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-            ),
-            opt("host-pattern", a.host_pattern.clone().unwrap_or_default()),
-        ]
     }
 
     /// The probe on `backend`: `--size`, or its default there.
@@ -172,10 +163,9 @@ fn check_picture(path: &Path) -> Result<(), Error> {
     }
 }
 
-fn read_topology(path: &Path) -> Result<Topology, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::usage(format!("--topology {}: cannot read it: {e}", path.display())))?;
-    Topology::parse(&text).map_err(|e| Error::usage(format!("--topology {}: {e}", path.display())))
+fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(format!("--topology {}: cannot read it: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -201,15 +191,16 @@ mod tests {
             (4 << 20, 16, 12, 7, 2)
         );
         assert_eq!(j.probe(BackendKind::Nccl).size_bytes, 64 << 20);
-        assert!(cfg.digest.iter().any(|(k, v)| k == "links --samples" && v == "12"));
+        assert!(cfg.digest.iter().any(|(k, v)| k == "--samples" && v == "12"));
+        assert!(cfg.digest.iter().any(|(k, v)| k == "command" && v == "links"));
         let (j, _) = job(&["--size", "1M"]).unwrap();
         assert_eq!(j.probe(BackendKind::Nccl).size_bytes, 1 << 20);
-        assert_eq!(j.probe(BackendKind::Nccl).iters, DEFAULT_ITERS);
+        assert_eq!(j.probe(BackendKind::Nccl).iters, 20);
     }
 
     #[test]
-    fn bad_sizes_files_and_refused_run_options_are_one_line_usage_errors() {
-        let cases: [(&[&str], &str); 6] = [
+    fn bad_sizes_and_files_are_one_line_usage_errors() {
+        let cases: [(&[&str], &str); 4] = [
             (&["--size", "1001"], "--size 1001: links moves 4-byte elements"),
             (&["--latency-size", "0"], "--latency-size 0"),
             (
@@ -219,14 +210,6 @@ mod tests {
             (
                 &["--topology", "/nonexistent/topo"],
                 "--topology /nonexistent/topo: cannot read it",
-            ),
-            (
-                &["-e", "1M"],
-                "-e/--maxbytes (use --size) does not apply to collbench links",
-            ),
-            (
-                &["--collectives", "all_reduce"],
-                "--collectives does not apply to collbench links",
             ),
         ];
         for (args, want) in cases {

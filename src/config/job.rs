@@ -1,15 +1,14 @@
 //! What a `collbench workload` or `collbench replay` measures, from its
 //! options, before any rank starts: the model and strategies (or the
-//! parsed log), the steps, and the options of `run` that do not apply
-//! (refused, one line each). On every rank, `Job::configs` then turns it
+//! parsed log) and the steps. On every rank, `Job::configs` then turns it
 //! into the schedules of this launch's size.
 //!
 //! Must not: start MPI, touch a backend, or print.
 
 use std::path::Path;
 
-use crate::cli::{ReplayArgs, RunArgs, StepArgs, WorkloadArgs};
-use crate::config::RunConfig;
+use super::{RunConfig, Taken, fingerprint};
+use crate::cli::{ReplayArgs, StepArgs, StepRunArgs, WorkloadArgs};
 use crate::engine::steps::StepTiming;
 use crate::error::{Error, exit};
 use crate::types::{Choice, DType, human_bytes};
@@ -43,8 +42,6 @@ pub enum Source {
         rescale: bool,
         top: usize,
     },
-    /// `collbench check` (session/check/): the session runs it apart.
-    Check(Box<super::check::CheckJob>),
 }
 
 /// A workload or replay, validated.
@@ -57,7 +54,7 @@ pub struct Job {
 impl Job {
     /// `collbench workload`: the job and the run's configuration.
     pub fn workload(a: &WorkloadArgs) -> Result<(Job, RunConfig), Error> {
-        let cfg = run_config(&a.run, "workload")?;
+        let cfg = RunConfig::for_command("workload", a, taken(&a.run), Vec::new())?;
         let model = model(a)?;
         let mut strategies = a.strategy.values();
         // `all` is every strategy the model has: moe needs experts
@@ -114,8 +111,9 @@ impl Job {
 
     /// `collbench replay`: the log read and parsed (every rank reads it).
     pub fn replay(a: &ReplayArgs) -> Result<(Job, RunConfig), Error> {
-        let cfg = run_config(&a.run, "replay")?;
         let text = read_log(&a.log)?;
+        let contents = vec![("LOG contents".to_string(), fingerprint(text.as_bytes()))];
+        let cfg = RunConfig::for_command("replay", a, taken(&a.run), contents)?;
         let log = parse_log(&text, &LogOptions { rank: a.replay_rank })
             .map_err(|e| Error::from_code(e.exit_code(), format!("{}: {e}", a.log.display())))?;
         let source = Source::Log {
@@ -161,9 +159,7 @@ impl Job {
                     lines.extend(own.iter().map(|n| format!("  {n}")));
                 }
                 lines.push(format!("kept: {}: {} calls", log.source, log.calls.len()));
-                for c in &log.calls {
-                    lines.push(format!("  {}", describe_call(c, log.world)));
-                }
+                lines.extend(log.describe_calls().into_iter().map(|c| format!("  {c}")));
             }
             Err(e) => {
                 lines.push(format!("kept: cannot be replayed: {e}"));
@@ -236,7 +232,6 @@ impl Job {
                 }
                 Ok(out)
             }
-            Source::Check(_) => Err(Error::runtime("internal error: a check has no workload configurations")),
             Source::Log { log, rescale, path, .. } => {
                 let layout = GroupLayout::new(world, ranks_per_node, 1)?;
                 let schedule = log
@@ -313,7 +308,6 @@ impl Job {
                 lines.extend(log.notes.iter().cloned());
                 lines.push(format!("not modelled: {}", NOT_MODELLED[0]));
             }
-            Source::Check(_) => {}
         }
         lines.push(format!(
             "times: each step's slowest rank (its step and its operations), each operation alone; {} warm-up \
@@ -338,7 +332,7 @@ impl Job {
     pub fn top(&self) -> Option<usize> {
         match self.source {
             Source::Log { top, .. } => Some(top),
-            Source::Strategies { .. } | Source::Check(_) => None,
+            Source::Strategies { .. } => None,
         }
     }
 }
@@ -381,14 +375,17 @@ fn ddp_version_line(opts: &Options, buckets: &[Option<u64>]) -> String {
     format!("ddp: {version}: {first}")
 }
 
-/// `run`'s options that a workload uses (backend, checking, `--blocking`,
-/// timeout, nodes, transport, outputs), validated as `run` does; the
-/// others must keep their defaults.
-fn run_config(a: &RunArgs, command: &str) -> Result<RunConfig, Error> {
-    if let Some(option) = a.step_refusal()? {
-        return Err(Error::usage(format!("{option} does not apply to collbench {command}")));
+/// What a workload and a replay take of `run`'s option groups.
+fn taken(r: &StepRunArgs) -> Taken<'_> {
+    Taken {
+        common: &r.common,
+        blocking: Some(&r.blocking),
+        register: Some(&r.register),
+        repeat: None,
+        label: None,
+        csv: r.csv.csv.clone(),
+        json: None,
     }
-    RunConfig::from_args(a)
 }
 
 fn timing(steps: &StepArgs, cfg: &RunConfig) -> StepTiming {
@@ -418,32 +415,9 @@ fn model(a: &WorkloadArgs) -> Result<Model, Error> {
     m.with_dtypes(a.param_dtype, a.reduce_dtype.unwrap_or(a.param_dtype))
 }
 
-/// `line 15  all_reduce 2097152 bfloat16 sum  blocks of 2  comm 0x..`.
-fn describe_call(c: &crate::workload::LogCall, world: usize) -> String {
-    let mut out = format!("line {:<5} {} {} {}", c.line, c.collective, c.count, c.dtype);
-    if let Some(op) = c.op {
-        out += &format!(" {}", op.name());
-    }
-    if let Some(r) = c.root {
-        out += &format!(" root {r}");
-    }
-    match c.shift {
-        Some(0) => out += " with itself (a local copy)",
-        Some(d) => out += &format!(" to rank +{d}"),
-        None => {}
-    }
-    let group = match c.partition.size() {
-        1 => "1 rank".to_string(),
-        n if n == world => format!("all {n} ranks"),
-        _ => c.partition.to_string(),
-    };
-    format!("{out}  ({group}, {})", c.comm)
-}
-
+/// The log's text as the one NCCL log reader reads it (gzip, UTF-16, BOMs).
 fn read_log(path: &Path) -> Result<String, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
-    // Logs may hold bytes of other encodings in paths or host names.
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    crate::nccl_log::read_file(path)
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
-//! The bytes of an imported file as text, or one line naming what they
-//! are instead. Logs reach `import` through editors, notebooks, Windows
-//! shells and archives, so this decodes what keeps the text intact (UTF-8
-//! with or without a BOM, UTF-16 with or without a BOM, CRLF line ends,
-//! gzip) and refuses what is not a log (binaries, other archives) by name.
+//! The bytes of a log file as text, or one line naming what they are
+//! instead: the one decoder of the logs `import` and the NCCL log reader
+//! (`nccl_log::read_paths`) take. Logs reach them through editors,
+//! notebooks, Windows shells and archives, so this decodes what keeps the
+//! text intact (UTF-8 with or without a BOM, UTF-16 with or without a BOM,
+//! CRLF line ends, gzip) and refuses what is not a log (binaries, other
+//! archives) by name.
 //!
 //! It owns no knowledge of any log format: parsers get a `String` whose
 //! line ends they split with `str::lines` (which takes `\r\n` too).
@@ -17,7 +19,7 @@ const MAX_DECODED_BYTES: u64 = 1 << 30;
 const SNIFF_BYTES: usize = 4096;
 
 /// The text of `bytes`, or why there is none.
-pub(crate) fn decode(bytes: &[u8]) -> Result<String, String> {
+pub fn decode(bytes: &[u8]) -> Result<String, String> {
     if bytes.is_empty() {
         return Err("the file is empty (0 bytes)".into());
     }

@@ -1,0 +1,140 @@
+//! `collbench doctor` as users run it, on the real binary: every log of
+//! the corpus (tests/fixtures/doctor/manifest.toml: a confirmed log exits 8
+//! naming its cause in the JSON, a healthy one exits 0 with nothing above
+//! info), a folder of per-rank files with a gzip one and a core file,
+//! standard input, and inputs it cannot read (one line, exit 2).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor")
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
+}
+
+/// The (rule, severity) of every finding of a `--json` report.
+fn findings(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().into(),
+                f["severity"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_log_of_the_corpus_exits_with_its_verdict_and_names_its_cause() {
+    let text = std::fs::read_to_string(corpus().join("manifest.toml")).unwrap();
+    let m: toml::Table = toml::from_str(&text).unwrap();
+    let mut failures = Vec::new();
+    for e in m["log"].as_array().unwrap() {
+        let file = corpus().join(e["file"].as_str().unwrap());
+        let cause = e["cause"].as_str().unwrap();
+        let out = collbench(&["doctor", "--json", path_str(&file)]);
+        let v = json(&out);
+        let found = findings(&v);
+        let serious = found.iter().any(|(_, s)| s != "info");
+        let named = found.iter().any(|(r, s)| r == cause && s != "info");
+        let (want, good) = if cause == "healthy" { (0, !serious) } else { (8, named) };
+        if code(&out) != want || !good || v["exit_code"] != want {
+            failures.push(format!(
+                "{}: exit {}, {found:?} (cause {cause})",
+                file.display(),
+                code(&out)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_folder_of_rank_files_with_gzip_and_standard_input_are_read_as_the_job() {
+    let dir = tempdir();
+    let ranks = dir.path().join("ranks");
+    std::fs::create_dir(&ranks).unwrap();
+    let lines = std::fs::read_to_string(corpus().join("nccl-1412-gdr-off-no-gdrdma.log")).unwrap();
+    // lines 1-4 in one file, 5-14 (a receiving connection at line 6) in the gzip one
+    let at = lines.match_indices('\n').nth(3).unwrap().0 + 1;
+    let (a, b) = lines.split_at(at);
+    std::fs::write(ranks.join("nccl.a.log"), a).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(b.as_bytes()).unwrap();
+    std::fs::write(ranks.join("nccl.b.log.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::write(ranks.join("core"), b"\x7fELF\x02\x01\x01").unwrap();
+    let out = exits(8, collbench(&["doctor", path_str(&ranks)]));
+    let report = stdout(&out);
+    assert!(report.starts_with("collbench doctor: 2 files, 14 lines"), "{report}");
+    assert!(report.contains("warn   gdr-off: "), "{report}");
+    assert!(
+        report.contains("nccl.b.log.gz:"),
+        "an evidence line of the gzip file: {report}"
+    );
+    assert!(
+        report.contains("verdict: a problem was found (0 errors, 1 warning); exit 8"),
+        "{report}"
+    );
+    assert_stderr_has(&out, "collbench doctor: skipped ");
+    assert_stderr_has(&out, "core: an ELF binary");
+    // the same lines through a pipe
+    let mut child = Command::new(BIN)
+        .args(["doctor", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 8);
+    assert!(stdout(&out).contains("gdr-off"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_healthy_log_exits_0_and_says_what_it_could_not_judge() {
+    let file = corpus().join("healthy-dstack-2712-ib-after-libibverbs-installed-2.26.2.log");
+    let out = ok(collbench(&["doctor", path_str(&file)]));
+    let report = stdout(&out);
+    assert!(
+        report.contains("not judged:\n  the transport of each connection"),
+        "{report}"
+    );
+    assert!(
+        report.ends_with("verdict: no problem found in what the logs show\n"),
+        "{report}"
+    );
+}
+
+#[test]
+fn logs_it_cannot_read_or_without_nccl_lines_get_one_line_and_exit_2() {
+    let dir = tempdir();
+    let plain = dir.path().join("plain.log");
+    std::fs::write(&plain, "epoch 1 loss 2.3\nepoch 2 loss 2.1\n").unwrap();
+    let line = only_line(&exits(2, collbench(&["doctor", path_str(&plain)])));
+    assert!(
+        line.contains("no NCCL line") && line.contains("NCCL_DEBUG=INFO"),
+        "{line}"
+    );
+    let line = only_line(&exits(
+        2,
+        collbench(&["doctor", path_str(&dir.path().join("missing.log"))]),
+    ));
+    assert!(line.contains("cannot read") && line.contains("missing.log"), "{line}");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let line = only_line(&exits(2, collbench(&["doctor", path_str(&empty)])));
+    assert!(line.contains("holds no files"), "{line}");
+    assert_parser_error(
+        &collbench(&["doctor"]),
+        "the following required arguments were not provided",
+    );
+}
