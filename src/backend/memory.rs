@@ -434,7 +434,7 @@ impl Backend for MemoryBackend {
     fn identity(&self) -> Identity {
         Identity {
             kind: BackendKind::Memory,
-            version: format!("memory ({} ranks in one process)", self.home.0.nranks),
+            version: in_one_process(self.home.0.nranks),
             notes: Vec::new(),
         }
     }
@@ -553,6 +553,13 @@ impl Backend for MemoryBackend {
 /// NCCL's layout (the module comment).
 fn regions(call: &Call, placement: Placement) -> Regions {
     Convention::Nccl.regions(call.collective, &call.shape, &call.at, placement)
+}
+
+/// The memory backend's "version", as the header and the CSV's
+/// `backend_version` name it: what it is, since no library is behind it.
+pub fn in_one_process(nranks: usize) -> String {
+    let ranks = if nranks == 1 { "rank" } else { "ranks" };
+    format!("{nranks} {ranks} in one process")
 }
 
 #[cfg(test)]

@@ -135,6 +135,10 @@ pub fn thresholds(spec: &CheckSpec, baseline: Option<&Baseline>, origin: &str) -
                 ),
             })
         }
+        Rule::Finder { .. } => Err(Error::usage(format!(
+            "{origin}:{}: check {} is a finder check: it has no thresholds (links' rule judges it)",
+            spec.line, spec.name
+        ))),
     }
 }
 

@@ -30,6 +30,7 @@ pub fn node(report: &Report, host: &str) -> Value {
                 "scope": v.scope,
                 "group": v.group,
                 "status": v.status,
+                "why": v.why,
                 "reason": v.reason,
                 "value": v.value,
                 "threshold": v.threshold,
@@ -39,10 +40,24 @@ pub fn node(report: &Report, host: &str) -> Value {
             })
         })
         .collect();
+    let not_judged: Vec<Value> = mine
+        .iter()
+        .filter(|v| v.status == super::Status::NotJudged)
+        .map(|v| {
+            json!({
+                "check": v.check,
+                "scope": v.scope,
+                "group": v.group,
+                "why": v.why,
+                "reason": v.reason,
+            })
+        })
+        .collect();
     let doc = json!({
         "schema": NODE_SCHEMA,
         "host": host,
         "status": report.status_of(host),
+        "not_judged": not_judged,
         "ranks": info.map(|h| h.ranks.clone()).unwrap_or_default(),
         "gpus": info.map(|h| h.gpus.clone()).unwrap_or_default(),
         "failed": failed,
@@ -77,6 +92,8 @@ pub fn launch(report: &Report) -> Value {
         "schema": LAUNCH_SCHEMA,
         "status": report.status(),
         "exit_code": report.exit_code(),
+        "counts": report.counts(),
+        "notes": report.notes,
         "stopped_by": report.stopped_by,
         "nodes": report.hosts.iter().map(|h| node(report, &h.host)).collect::<Vec<_>>(),
         "verdicts": report.verdicts.iter().map(verdict).collect::<Vec<_>>(),
@@ -123,5 +140,26 @@ mod tests {
         assert_eq!(all["exit_code"], 6);
         assert_eq!(all["nodes"].as_array().unwrap().len(), 2);
         assert!(text(&all).ends_with("}\n"));
+    }
+
+    #[test]
+    fn a_check_not_judged_is_listed_with_why_and_the_run_counts_each_verdict() {
+        let mut nj = verdict_on("node-ar", "node", &["a"], Status::NotJudged);
+        nj.why = "not judged: 1 rank".into();
+        let r = crate::check::tests::report(vec![nj, verdict_on("job-ar", "job", &["a"], Status::Pass)], &["a"]);
+        let a = node(&r, "a");
+        assert_eq!(a["status"], "not_judged");
+        assert_eq!(a["not_judged"][0]["check"], "node-ar");
+        assert_eq!(a["not_judged"][0]["why"], "not judged: 1 rank");
+        assert_eq!(a["failed"], json!([]));
+        let all = launch(&r);
+        assert_eq!(
+            (all["status"].as_str(), all["exit_code"].as_u64()),
+            (Some("not_judged"), Some(9))
+        );
+        assert_eq!(
+            all["counts"],
+            json!({"passed": 1, "warned": 0, "failed": 0, "flaky": 0, "not_judged": 1, "skipped": 0})
+        );
     }
 }

@@ -19,10 +19,18 @@ use super::profile::Metric;
 use crate::stats::{median_interval_rank, quantile, sorted};
 
 crate::types::vocabulary! {
-    /// A check's verdict, worst last (`Skipped` stands apart: nothing was
-    /// judged).
-    #[derive(PartialOrd, Ord)]
-    pub enum Status: "status", Exact { Pass = "pass", Warn = "warn", Flaky = "flaky", Fail = "fail", Skipped = "skipped" }
+    /// A check's verdict. `NotJudged`: a required check that could not
+    /// run, or ran and cannot tell (neither pass nor fail: exit code 9);
+    /// `Skipped`: an optional check that could not run (it stands apart:
+    /// nothing was judged, and nothing was required).
+    pub enum Status: "status", Exact {
+        Pass = "pass",
+        Warn = "warn",
+        Flaky = "flaky",
+        Fail = "fail",
+        NotJudged = "not_judged",
+        Skipped = "skipped"
+    }
 }
 
 impl Status {
@@ -33,8 +41,28 @@ impl Status {
             Status::Warn => Some(1),
             Status::Flaky => Some(2),
             Status::Fail => Some(3),
+            Status::NotJudged => Some(4),
             Status::Skipped => None,
         }
+    }
+
+    /// How bad a verdict is, for the worst of several: pass, warn, not
+    /// judged, flaky, fail (a failure found says more than a check that
+    /// could not tell); `None` for skipped.
+    pub fn severity(self) -> Option<u8> {
+        match self {
+            Status::Pass => Some(0),
+            Status::Warn => Some(1),
+            Status::NotJudged => Some(2),
+            Status::Flaky => Some(3),
+            Status::Fail => Some(4),
+            Status::Skipped => None,
+        }
+    }
+
+    /// Whether samples judged it: pass, warn, flaky or fail.
+    pub fn judged(self) -> bool {
+        !matches!(self, Status::NotJudged | Status::Skipped)
     }
 
     /// Whether this verdict fails the run (`strict`: warnings too).
@@ -42,16 +70,32 @@ impl Status {
         match self {
             Status::Fail | Status::Flaky => true,
             Status::Warn => strict,
-            Status::Pass | Status::Skipped => false,
+            Status::Pass | Status::NotJudged | Status::Skipped => false,
         }
     }
 
-    /// The worse of two judged verdicts; skipped yields to any other.
+    /// The worse of two verdicts (by `severity`); skipped yields to any
+    /// other.
     pub fn worst(self, other: Status) -> Status {
-        match (self, other) {
-            (Status::Skipped, o) => o,
-            (s, Status::Skipped) => s,
-            (a, b) => a.max(b),
+        match (self.severity(), other.severity()) {
+            (None, _) => other,
+            (_, None) => self,
+            (Some(a), Some(b)) => {
+                if b > a {
+                    other
+                } else {
+                    self
+                }
+            }
+        }
+    }
+
+    /// The short word of the table: `pass`, or the status in capitals
+    /// (`NOT JUDGED`).
+    pub fn word(self) -> String {
+        match self {
+            Status::Pass => "pass".into(),
+            other => other.name().replace('_', " ").to_uppercase(),
         }
     }
 }
@@ -154,7 +198,7 @@ impl Judged {
                 figure(warn.unwrap_or(fail)),
                 pct(self.margin_pct)
             ),
-            Status::Pass | Status::Skipped => format!(
+            Status::Pass | Status::NotJudged | Status::Skipped => format!(
                 "{m} {v} {unit}, {} clear of the fail threshold {t} {unit} ({interval})",
                 pct(self.margin_pct)
             ),
@@ -221,6 +265,18 @@ mod tests {
         assert!(!Status::Warn.fails(false) && Status::Warn.fails(true));
         assert!(!Status::Skipped.fails(true));
         assert_eq!(Status::Fail.code(), Some(3));
+        // not judged: its own gauge value, worse than a warning, better
+        // than a failure found, never a failure itself
+        assert_eq!(Status::NotJudged.code(), Some(4));
+        assert_eq!(Status::NotJudged.name(), "not_judged");
+        assert_eq!(Status::NotJudged.word(), "NOT JUDGED");
+        assert_eq!(Status::Pass.worst(Status::NotJudged), Status::NotJudged);
+        assert_eq!(Status::Warn.worst(Status::NotJudged), Status::NotJudged);
+        assert_eq!(Status::NotJudged.worst(Status::Flaky), Status::Flaky);
+        assert_eq!(Status::Fail.worst(Status::NotJudged), Status::Fail);
+        assert_eq!(Status::Skipped.worst(Status::NotJudged), Status::NotJudged);
+        assert!(!Status::NotJudged.fails(true) && !Status::NotJudged.judged());
+        assert!(Status::Flaky.judged() && !Status::Skipped.judged());
     }
 
     #[test]

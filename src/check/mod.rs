@@ -14,6 +14,7 @@
 //! Must not: measure, touch a backend or the control plane, or know clap.
 
 pub mod baseline;
+pub mod finder;
 pub mod hook;
 pub mod json;
 pub mod judge;
@@ -53,8 +54,15 @@ pub fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), crate::err
 /// or, with `--strict`, a warning (docs/exit-codes.md).
 pub const EXIT_FAILED: u8 = 6;
 
-// Whatever else grows here, 6 is the code of a failed check.
-const _: () = assert!(EXIT_FAILED > exit::TIMEOUT);
+/// The exit code of a check run that failed nothing but could not judge
+/// a required check (one rank, one node for a pair check, fewer nodes
+/// than the finder needs, a group too noisy to tell): neither pass nor
+/// fail (docs/exit-codes.md). A failure found wins (6).
+pub const EXIT_NOT_JUDGED: u8 = 9;
+
+// Whatever else grows here, 6 is the code of a failed check, 9 of one
+// that could not judge.
+const _: () = assert!(EXIT_FAILED > exit::TIMEOUT && EXIT_NOT_JUDGED > exit::FINDING);
 
 /// One group a check ran on: a node (its host and ranks) or the job.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -91,6 +99,10 @@ pub struct Verdict {
     pub source: String,
     /// Wrong elements in the check's validation; `None` when not checked.
     pub wrong: Option<u64>,
+    /// Why it failed, warned or was not judged, in a few words (the
+    /// table's last column: `below the floor`, `wrong transport path`,
+    /// `named by the finder`, `not judged: 1 rank`); empty for a pass.
+    pub why: String,
     pub reason: String,
 }
 
@@ -125,13 +137,22 @@ pub struct Thresholds {
 /// whatever the figures say.
 pub fn verdict(spec: &CheckSpec, group: &Group, samples: &[f64], t: &Thresholds, wrong: Option<u64>) -> Verdict {
     let judged = judge(samples, spec.metric, t.fail, t.warn);
-    let (status, reason) = match (&judged, wrong) {
+    let (status, why, reason) = match (&judged, wrong) {
         (_, Some(w)) if w > 0 => (
             Status::Fail,
+            "wrong elements".to_string(),
             format!("{w} wrong elements: {} returned corrupt results", spec.collective),
         ),
-        (Some(j), _) => (j.status, j.reason(spec.metric, t.fail, t.warn)),
-        (None, _) => (Status::Skipped, "no sample was taken".to_string()),
+        (Some(j), _) => (
+            j.status,
+            cause(j.status, spec.metric),
+            j.reason(spec.metric, t.fail, t.warn),
+        ),
+        (None, _) => (
+            Status::NotJudged,
+            "not judged: no sample".to_string(),
+            "no sample was taken".to_string(),
+        ),
     };
     Verdict {
         value: judged.as_ref().map(|j| j.value),
@@ -142,7 +163,21 @@ pub fn verdict(spec: &CheckSpec, group: &Group, samples: &[f64], t: &Thresholds,
         warn: t.warn,
         margin_pct: judged.as_ref().map(|j| j.margin_pct),
         wrong,
+        why,
         ..unjudged(spec, group, status, t.source.clone(), reason)
+    }
+}
+
+/// The table's few words for a verdict judged from samples.
+fn cause(status: Status, metric: Metric) -> String {
+    let higher = metric.higher_is_better();
+    match status {
+        Status::Fail if higher => "below the floor".into(),
+        Status::Fail => "above the ceiling".into(),
+        Status::Flaky => "flaky".into(),
+        Status::Warn if higher => "below warn".into(),
+        Status::Warn => "above warn".into(),
+        Status::Pass | Status::NotJudged | Status::Skipped => String::new(),
     }
 }
 
@@ -169,6 +204,7 @@ fn unjudged(spec: &CheckSpec, group: &Group, status: Status, source: String, rea
         margin_pct: None,
         source,
         wrong: None,
+        why: String::new(),
         reason,
     }
 }
@@ -178,11 +214,12 @@ fn unjudged(spec: &CheckSpec, group: &Group, status: Status, source: String, rea
 /// observed it): its figures were not measured on what the thresholds
 /// are for.
 pub fn require_path(v: &mut Verdict, path: &str, observed: &[&str]) {
-    if v.status == Status::Skipped {
+    if !v.status.judged() {
         return;
     }
     if let Some(other) = observed.iter().find(|o| !o.contains(path)) {
         v.status = Status::Fail;
+        v.why = "wrong transport path".into();
         v.reason = format!(
             "the ranks took {other}, not the path the check is for ({path}): a --transport setting or the \
              environment forced another transport; {}",
@@ -191,15 +228,46 @@ pub fn require_path(v: &mut Verdict, path: &str, observed: &[&str]) {
     }
 }
 
-/// A check that did not run on a group, and why.
-pub fn skipped(spec: &CheckSpec, group: &Group, why: &str) -> Verdict {
-    unjudged(
-        spec,
-        group,
-        Status::Skipped,
-        spec.fail_source().to_string(),
-        why.to_string(),
-    )
+/// A check that could not run on a group (`short`: the table's few
+/// words, `reason`: the whole sentence): skipped where the profile marks
+/// it optional, else not judged.
+pub fn unrun(spec: &CheckSpec, group: &Group, short: &str, reason: &str) -> Verdict {
+    let status = if spec.optional {
+        Status::Skipped
+    } else {
+        Status::NotJudged
+    };
+    let mut v = unjudged(spec, group, status, spec.fail_source().to_string(), reason.to_string());
+    v.why = format!("{}: {short}", status.word().to_lowercase());
+    v
+}
+
+/// How many verdicts of each kind a run has (the summary, check.json).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub passed: usize,
+    pub warned: usize,
+    pub failed: usize,
+    pub flaky: usize,
+    pub not_judged: usize,
+    pub skipped: usize,
+}
+
+impl Counts {
+    pub fn of(verdicts: &[Verdict]) -> Counts {
+        let mut c = Counts::default();
+        for v in verdicts {
+            *match v.status {
+                Status::Pass => &mut c.passed,
+                Status::Warn => &mut c.warned,
+                Status::Fail => &mut c.failed,
+                Status::Flaky => &mut c.flaky,
+                Status::NotJudged => &mut c.not_judged,
+                Status::Skipped => &mut c.skipped,
+            } += 1;
+        }
+        c
+    }
 }
 
 /// One host of the launch: its ranks and their GPUs.
@@ -227,6 +295,9 @@ pub struct Report {
     pub verdicts: Vec<Verdict>,
     /// The signal that ended sampling early, if one did.
     pub stopped_by: Option<String>,
+    /// What the run could not tell or left out, one sentence each (the
+    /// finder's notes).
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -249,7 +320,7 @@ impl Report {
         let pairs: Vec<&Verdict> = self
             .verdicts
             .iter()
-            .filter(|v| v.scope == "pair" && v.check == check && v.status != Status::Skipped)
+            .filter(|v| v.scope == "pair" && v.check == check && v.status.judged())
             .filter(|v| v.hosts.iter().any(|h| h == host))
             .collect();
         !pairs.is_empty() && pairs.iter().all(|v| v.status.fails(self.strict))
@@ -297,7 +368,7 @@ impl Report {
                 let counts = self.counts_against(x, host);
                 (
                     counts,
-                    if counts { x.status.code().unwrap_or(0) } else { 0 },
+                    if counts { x.status.severity().unwrap_or(0) } else { 0 },
                     -x.margin_pct.unwrap_or(0.0),
                 )
             };
@@ -310,8 +381,9 @@ impl Report {
         out
     }
 
-    /// The worst verdict of `host` (pass when nothing was judged there);
-    /// a failing pair counts only against the node at fault in it.
+    /// The worst verdict of `host` (pass when nothing concerns it but
+    /// skipped checks); a failing pair counts only against the node at
+    /// fault in it.
     pub fn status_of(&self, host: &str) -> Status {
         let worst = self.verdicts_of(host).iter().fold(Status::Skipped, |acc, v| {
             if self.counts_against(v, host) {
@@ -323,10 +395,17 @@ impl Report {
         if worst == Status::Skipped { Status::Pass } else { worst }
     }
 
-    /// The worst verdict of the run.
+    /// The worst verdict of the run; not judged when no verdict was
+    /// judged at all (every check skipped or not judged).
     pub fn status(&self) -> Status {
-        let worst = self.verdicts.iter().fold(Status::Skipped, |acc, v| acc.worst(v.status));
-        if worst == Status::Skipped { Status::Pass } else { worst }
+        if !self.verdicts.iter().any(|v| v.status.judged()) {
+            return Status::NotJudged;
+        }
+        self.verdicts.iter().fold(Status::Pass, |acc, v| acc.worst(v.status))
+    }
+
+    pub fn counts(&self) -> Counts {
+        Counts::of(&self.verdicts)
     }
 
     /// The hosts whose verdicts fail the run, each with its failing
@@ -345,10 +424,14 @@ impl Report {
             .collect()
     }
 
-    /// The run's exit code: `EXIT_FAILED` when a verdict fails it.
+    /// The run's exit code: `EXIT_FAILED` when a verdict fails it, else
+    /// `EXIT_NOT_JUDGED` when a required check could not be judged (or
+    /// nothing was).
     pub fn exit_code(&self) -> u8 {
         if self.verdicts.iter().any(|v| v.status.fails(self.strict)) {
             EXIT_FAILED
+        } else if self.status() == Status::NotJudged {
+            EXIT_NOT_JUDGED
         } else {
             exit::OK
         }
@@ -381,6 +464,7 @@ pub(crate) mod tests {
             margin_pct: Some(if status == Status::Fail { -66.7 } else { 233.3 }),
             source: "measured \"here\"".into(),
             wrong: Some(0),
+            why: String::new(),
             reason: format!("{status:?} on {}", hosts.join(",")),
         }
     }
@@ -406,6 +490,7 @@ pub(crate) mod tests {
                 .collect(),
             verdicts,
             stopped_by: None,
+            notes: vec![],
         }
     }
 
@@ -518,6 +603,167 @@ pub(crate) mod tests {
             two.failing_links().is_empty(),
             "2 nodes cannot tell a node from the link"
         );
+    }
+
+    const SPECS: &str = r#"
+name = "t"
+description = "t"
+
+[[check]]
+name = "required"
+scope = "node"
+collective = "all_reduce"
+size = "4K"
+fail_below = { value = 1.0, source = "a measured floor" }
+warn_below = { value = 2.0, source = "a measured line" }
+
+[[check]]
+name = "optional"
+scope = "pair"
+collective = "all_reduce"
+size = "4K"
+optional = true
+fail_below = { value = 1.0, source = "a measured floor" }
+
+[[check]]
+name = "time"
+scope = "job"
+collective = "all_reduce"
+size = "4K"
+metric = "time"
+fail_above = { value = 10.0, source = "a measured ceiling" }
+"#;
+
+    fn specs() -> Vec<CheckSpec> {
+        profile::parse(SPECS, "t.toml").unwrap().checks
+    }
+
+    fn group(label: &str) -> Group {
+        Group {
+            label: label.into(),
+            hosts: vec![label.into()],
+            ranks: vec![0],
+        }
+    }
+
+    #[test]
+    fn a_required_check_that_cannot_run_is_not_judged_and_an_optional_one_skipped() {
+        let s = specs();
+        let v = unrun(
+            &s[0],
+            &group("a"),
+            "1 rank",
+            "1 rank on the node: a node check needs 2 or more",
+        );
+        assert_eq!((v.status, v.why.as_str()), (Status::NotJudged, "not judged: 1 rank"));
+        assert_eq!(v.reason, "1 rank on the node: a node check needs 2 or more");
+        assert_eq!((v.value, v.samples), (None, 0));
+        let v = unrun(&s[1], &group("a"), "1 node", "1 node in the launch");
+        assert_eq!((v.status, v.why.as_str()), (Status::Skipped, "skipped: 1 node"));
+    }
+
+    #[test]
+    fn each_verdict_says_why_in_a_few_words() {
+        let s = specs();
+        let fixed = |spec: &CheckSpec| baseline::thresholds(spec, None, "t.toml").unwrap();
+        let g = group("a");
+        let why = |spec: &CheckSpec, samples: &[f64], wrong: Option<u64>| {
+            let v = verdict(spec, &g, samples, &fixed(spec), wrong);
+            (v.status, v.why)
+        };
+        let ten = |x: f64| vec![x; 10];
+        assert_eq!(why(&s[0], &ten(3.0), Some(0)), (Status::Pass, String::new()));
+        assert_eq!(why(&s[0], &ten(0.5), Some(0)), (Status::Fail, "below the floor".into()));
+        assert_eq!(why(&s[0], &ten(1.5), None), (Status::Warn, "below warn".into()));
+        let both: Vec<f64> = (1..=10).map(|i| f64::from(i) * 0.2).collect();
+        assert_eq!(why(&s[0], &both, None), (Status::Flaky, "flaky".into()));
+        assert_eq!(why(&s[2], &ten(20.0), None), (Status::Fail, "above the ceiling".into()));
+        assert_eq!(why(&s[0], &ten(3.0), Some(7)), (Status::Fail, "wrong elements".into()));
+        assert_eq!(
+            why(&s[0], &[], None),
+            (Status::NotJudged, "not judged: no sample".into()),
+            "no sample is not a pass"
+        );
+        let mut v = verdict(&s[0], &g, &ten(3.0), &fixed(&s[0]), Some(0));
+        require_path(&mut v, "vader", &["ob1/tcp"]);
+        assert_eq!((v.status, v.why.as_str()), (Status::Fail, "wrong transport path"));
+        assert!(
+            v.margin_pct.unwrap() > 0.0,
+            "a positive margin, and the why says what failed"
+        );
+    }
+
+    #[test]
+    fn a_launch_that_could_not_judge_a_required_check_is_not_judged_and_exits_9() {
+        let nj = |c: &str, scope: &'static str, h: &[&str]| verdict_on(c, scope, h, Status::NotJudged);
+        // one rank: nothing judged
+        let r = report(vec![nj("node", "node", &["a"]), nj("job", "job", &["a"])], &["a"]);
+        assert_eq!((r.status(), r.exit_code()), (Status::NotJudged, EXIT_NOT_JUDGED));
+        assert_eq!(r.status_of("a"), Status::NotJudged);
+        assert!(r.failing_nodes().is_empty(), "not judged names no node to drain");
+        assert_eq!(
+            r.counts(),
+            Counts {
+                not_judged: 2,
+                ..Counts::default()
+            }
+        );
+        // a pass beside it does not make the run pass
+        let r = report(
+            vec![
+                verdict_on("job", "job", &["a"], Status::Pass),
+                nj("node", "node", &["a"]),
+            ],
+            &["a"],
+        );
+        assert_eq!((r.status(), r.exit_code()), (Status::NotJudged, EXIT_NOT_JUDGED));
+        // a failure found wins
+        let r = report(
+            vec![
+                verdict_on("job", "job", &["a"], Status::Fail),
+                nj("node", "node", &["a"]),
+            ],
+            &["a"],
+        );
+        assert_eq!((r.status(), r.exit_code()), (Status::Fail, EXIT_FAILED));
+        // a warning beside it: not judged, unless --strict fails the warning
+        let mut r = report(
+            vec![
+                verdict_on("job", "job", &["a"], Status::Warn),
+                nj("node", "node", &["a"]),
+            ],
+            &["a"],
+        );
+        assert_eq!(r.exit_code(), EXIT_NOT_JUDGED);
+        r.strict = true;
+        assert_eq!(r.exit_code(), EXIT_FAILED);
+        // optional checks skipped: the rest decides; nothing judged at all is not judged
+        let skipped = |c: &str| verdict_on(c, "pair", &["a"], Status::Skipped);
+        let r = report(
+            vec![verdict_on("job", "job", &["a"], Status::Pass), skipped("p")],
+            &["a"],
+        );
+        assert_eq!((r.status(), r.exit_code()), (Status::Pass, 0));
+        assert_eq!(r.counts().skipped, 1);
+        let r = report(vec![skipped("p"), skipped("q")], &["a"]);
+        assert_eq!((r.status(), r.exit_code()), (Status::NotJudged, EXIT_NOT_JUDGED));
+        assert_eq!(report(vec![], &["a"]).exit_code(), EXIT_NOT_JUDGED);
+    }
+
+    #[test]
+    fn a_pair_not_judged_is_its_nodes_verdict_and_blames_neither() {
+        let r = report(
+            vec![
+                pair("p", "a", "b", Status::NotJudged),
+                pair("p", "b", "c", Status::Pass),
+                pair("p", "c", "a", Status::Pass),
+            ],
+            &["a", "b", "c"],
+        );
+        assert!(!r.blamed("a", "p") && !r.blamed("b", "p"));
+        assert_eq!((r.status_of("a"), r.status_of("c")), (Status::NotJudged, Status::Pass));
+        assert!(r.failing_nodes().is_empty() && r.failing_links().is_empty());
+        assert_eq!(r.exit_code(), EXIT_NOT_JUDGED);
     }
 
     #[test]

@@ -89,8 +89,10 @@ pub struct Threshold {
 }
 
 /// How a check's value is judged: against fixed thresholds (the metric's
-/// side: below for bandwidths, above for times), or against a fleet
-/// baseline (`--baseline`), failing `pct` percent worse than it.
+/// side: below for bandwidths, above for times), against a fleet
+/// baseline (`--baseline`), failing `pct` percent worse than it, or, for
+/// a finder check (`finder = true`), by `collbench links`' fleet-relative
+/// rule and finder: a node, GPU or link it names fails (`warn`: warns).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rule {
     Fixed {
@@ -101,7 +103,19 @@ pub enum Rule {
         fail_pct: Threshold,
         warn_pct: Option<Threshold>,
     },
+    Finder {
+        warn: bool,
+    },
 }
+
+/// Where a finder check's rule comes from (it has no threshold of its own).
+pub const FINDER_SOURCE: &str = "collbench links' fleet-relative rule (docs/links.md): more than 10% and 4 robust \
+     spreads worse than comparable pairs, and again when re-tested against known-good partners";
+
+/// Nodes a finder check needs: each node with 3 partners or more, the
+/// fewest with which the rule tells a slow node from a slow link
+/// (`links::Rule::DEFAULT.min_partners` + 1).
+pub const FINDER_NODES: usize = crate::links::Rule::DEFAULT.min_partners + 1;
 
 /// One check of a profile.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,6 +148,9 @@ pub struct CheckSpec {
     /// not taken.
     pub path: Option<Located<String>>,
     pub rule: Rule,
+    /// Whether a launch may leave it out: an optional check that cannot
+    /// run (one rank, one node) is skipped, a required one is not judged.
+    pub optional: bool,
 }
 
 impl CheckSpec {
@@ -142,12 +159,19 @@ impl CheckSpec {
         self.sizes.value.iter().copied().max().unwrap_or(0)
     }
 
-    /// The fixed thresholds, or the baseline's.
+    /// The fixed thresholds, or the baseline's, or the finder's rule.
     pub fn fail_source(&self) -> &str {
         match &self.rule {
             Rule::Fixed { fail, .. } => &fail.source,
             Rule::Baseline { fail_pct, .. } => &fail_pct.source,
+            Rule::Finder { .. } => FINDER_SOURCE,
         }
+    }
+
+    /// Whether it runs `collbench links`' matrix and finder rather than a
+    /// collective.
+    pub fn is_finder(&self) -> bool {
+        matches!(self.rule, Rule::Finder { .. })
     }
 }
 

@@ -51,24 +51,26 @@ fn labels(host: &str, v: &Verdict) -> String {
 }
 
 /// The metric family of a check's measured value and of its threshold,
-/// and the factor from the verdict's unit to the family's.
-fn value_families(metric: &str) -> (&'static str, &'static str, f64) {
+/// and the factor from the verdict's unit to the family's; `None` for a
+/// verdict without a value of its own (the finder's).
+fn value_families(metric: &str) -> Option<(&'static str, &'static str, f64)> {
     match metric {
-        "algbw" => (
-            "collbench_check_algbw_gbps",
-            "collbench_check_algbw_threshold_gbps",
-            1.0,
-        ),
-        "time" => (
-            "collbench_check_time_seconds",
-            "collbench_check_time_threshold_seconds",
-            1e-6,
-        ),
-        _ => (
+        "busbw" => Some((
             "collbench_check_busbw_gbps",
             "collbench_check_busbw_threshold_gbps",
             1.0,
-        ),
+        )),
+        "algbw" => Some((
+            "collbench_check_algbw_gbps",
+            "collbench_check_algbw_threshold_gbps",
+            1.0,
+        )),
+        "time" => Some((
+            "collbench_check_time_seconds",
+            "collbench_check_time_threshold_seconds",
+            1e-6,
+        )),
+        _ => None,
     }
 }
 
@@ -77,7 +79,7 @@ fn check_families() -> Vec<Family> {
     vec![
         Family {
             name: "collbench_check_result",
-            help: "Verdict of one check on this host: 0 pass, 1 warn, 2 flaky, 3 fail",
+            help: "Verdict of one check on this host: 0 pass, 1 warn, 2 flaky, 3 fail, 4 not judged",
             samples: vec![],
         },
         Family {
@@ -123,8 +125,9 @@ fn check_families() -> Vec<Family> {
     ]
 }
 
-/// `host`'s file: every judged verdict that concerns it (skipped checks
-/// are left out), the node's worst verdict and the time of the run.
+/// `host`'s file: every verdict that concerns it (skipped checks are
+/// left out; a check not judged is 4), the node's worst verdict and the
+/// time of the run.
 pub fn node(report: &Report, host: &str, finished_unix_s: f64) -> String {
     let mut fams = check_families();
     let mut push = |name: &str, labels: &str, v: f64| {
@@ -136,12 +139,13 @@ pub fn node(report: &Report, host: &str, finished_unix_s: f64) -> String {
         let Some(code) = v.status.code() else { continue };
         let l = labels(host, v);
         push("collbench_check_result", &l, f64::from(code));
-        let (measured, threshold, factor) = value_families(v.metric);
-        if let Some(x) = v.value {
-            push(measured, &l, x * factor);
-        }
-        if let Some(t) = v.threshold {
-            push(threshold, &l, t * factor);
+        if let Some((measured, threshold, factor)) = value_families(v.metric) {
+            if let Some(x) = v.value {
+                push(measured, &l, x * factor);
+            }
+            if let Some(t) = v.threshold {
+                push(threshold, &l, t * factor);
+            }
         }
         if let Some(m) = v.margin_pct {
             push("collbench_check_margin_ratio", &l, m / 100.0);
@@ -152,7 +156,7 @@ pub fn node(report: &Report, host: &str, finished_unix_s: f64) -> String {
     let status = report.status_of(host).code().unwrap_or(0);
     fams.push(Family {
         name: "collbench_check_node_result",
-        help: "The worst verdict of this host's checks: 0 pass, 1 warn, 2 flaky, 3 fail",
+        help: "The worst verdict of this host's checks: 0 pass, 1 warn, 2 flaky, 3 fail, 4 not judged (worse than a warning, better than flaky or fail)",
         samples: vec![(host_label.clone(), f64::from(status))],
     });
     fams.push(Family {
@@ -212,5 +216,45 @@ mod tests {
         assert_eq!(text.matches("# HELP collbench_check_result ").count(), 1);
         assert!(!text.contains("time_seconds"), "families without samples are left out");
         assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+
+    #[test]
+    fn a_check_not_judged_has_its_own_value_and_a_finder_verdict_no_figure() {
+        let mut finder = verdict_on("pair-finder", "pair", &["a"], Status::Fail);
+        finder.metric = crate::check::finder::METRIC;
+        finder.value = None;
+        finder.threshold = None;
+        finder.margin_pct = None;
+        let r = report(
+            vec![
+                verdict_on("node-ar", "node", &["a"], Status::NotJudged),
+                verdict_on("skipped", "node", &["a"], Status::Skipped),
+                finder,
+            ],
+            &["a"],
+        );
+        let text = node(&r, "a", 1.0);
+        assert!(
+            text.contains(
+                "collbench_check_result{host=\"a\",check=\"node-ar\",collective=\"all_reduce\",size_class=\"4K\"} 4\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("3 fail, 4 not judged"),
+            "documented in the HELP line: {text}"
+        );
+        assert!(
+            text.contains("collbench_check_result{host=\"a\",check=\"pair-finder\""),
+            "{text}"
+        );
+        assert!(!text.contains("_gbps{host=\"a\",check=\"pair-finder\""), "{text}");
+        assert!(!text.contains("skipped"), "{text}");
+        assert!(
+            text.contains("collbench_check_node_result{host=\"a\"} 3\n"),
+            "a failure outranks: {text}"
+        );
+        let alone = report(vec![verdict_on("node-ar", "node", &["a"], Status::NotJudged)], &["a"]);
+        assert!(node(&alone, "a", 1.0).contains("collbench_check_node_result{host=\"a\"} 4\n"));
     }
 }

@@ -106,6 +106,7 @@ mod tests {
                         .chain(warn_pct)
                         .map(|t| t.source.as_str())
                         .collect(),
+                    Rule::Finder { .. } => vec![c.fail_source()],
                 };
                 for s in sources {
                     assert!(s.len() > 20, "{} {}: a real source: {s}", p.name, c.name);

@@ -3,7 +3,7 @@
 //! and the verdicts of a run.
 
 use super::judge::figure;
-use super::profile::{CheckSpec, Profile, Rule};
+use super::profile::{CheckSpec, FINDER_SOURCE, Profile, Rule};
 use super::{Report, Status, size_class};
 
 fn backend(p: &Profile) -> &'static str {
@@ -60,7 +60,30 @@ fn rule_lines(c: &CheckSpec) -> Vec<String> {
             }
             v
         }
+        Rule::Finder { warn } => vec![format!(
+            "{} where the finder names a node, GPU or link: {FINDER_SOURCE}",
+            if *warn { "warn" } else { "fail" }
+        )],
     }
+}
+
+/// What a check measures, in one phrase: `all_reduce float sum 16G
+/// busbw`, or the finder's probe.
+fn measures(c: &CheckSpec) -> String {
+    if c.is_finder() {
+        return format!(
+            "the links matrix and finder at node level, {} probe",
+            size_class(&c.sizes.value)
+        );
+    }
+    format!(
+        "{} {} {}{} {}",
+        c.collective,
+        c.dtype,
+        c.op.map(|o| format!("{o} ")).unwrap_or_default(),
+        size_class(&c.sizes.value),
+        c.metric.name()
+    )
 }
 
 /// `--show-profile NAME`: everything the profile says.
@@ -82,14 +105,11 @@ pub fn show(p: &Profile) -> String {
     }
     for c in &p.checks {
         out += &format!(
-            "\ncheck {}: {} scope, {} {} {}{}, {} of {} samples x {} iterations (warm-up {})\n",
+            "\ncheck {}: {} scope{}, {}, {} samples x {} iterations (warm-up {})\n",
             c.name,
             c.scope.name(),
-            c.collective,
-            c.dtype,
-            c.op.map(|o| format!("{o} ")).unwrap_or_default(),
-            size_class(&c.sizes.value),
-            c.metric.name(),
+            if c.optional { " (optional)" } else { "" },
+            measures(c),
             c.samples,
             c.iters,
             c.warmup
@@ -117,7 +137,11 @@ pub fn profiles_markdown(profiles: &[Profile]) -> String {
     for p in profiles {
         for c in &p.checks {
             let unit = c.metric.unit();
-            let what = format!("{} {} {}", c.collective, size_class(&c.sizes.value), c.metric.name());
+            let what = if c.is_finder() {
+                format!("links finder, {} probe", size_class(&c.sizes.value))
+            } else {
+                format!("{} {} {}", c.collective, size_class(&c.sizes.value), c.metric.name())
+            };
             let (fail, warn, source) = match &c.rule {
                 Rule::Fixed { fail, warn } => (
                     format!("{} {unit}", figure(fail.value)),
@@ -137,6 +161,8 @@ pub fn profiles_markdown(profiles: &[Profile]) -> String {
                         .unwrap_or_else(|| "-".into()),
                     fail_pct.source.clone(),
                 ),
+                Rule::Finder { warn: false } => ("named by the finder".into(), "-".into(), FINDER_SOURCE.into()),
+                Rule::Finder { warn: true } => ("-".into(), "named by the finder".into(), FINDER_SOURCE.into()),
             };
             out += &format!(
                 "| `{}` | {} | {} | {} | {} | {} |\n",
@@ -152,15 +178,8 @@ pub fn profiles_markdown(profiles: &[Profile]) -> String {
     out
 }
 
-fn status_word(s: Status) -> String {
-    match s {
-        Status::Pass => "pass".into(),
-        other => other.name().to_uppercase(),
-    }
-}
-
-/// The verdicts as a table, then the sources, the failing nodes and the
-/// run's verdict.
+/// The verdicts as a table, then the sources, the reasons of every
+/// verdict but a pass, the notes, the counts and the run's verdict.
 pub fn summary(r: &Report, files: &str) -> String {
     let mut out = verdict_table(r);
     let mut sources: Vec<(&str, &str)> = Vec::new();
@@ -174,22 +193,46 @@ pub fn summary(r: &Report, files: &str) -> String {
         out += &format!("# source of {c}: {s}\n");
     }
     for v in r.verdicts.iter().filter(|v| v.status != Status::Pass) {
-        out += &format!("# {} on {}: {}: {}\n", v.check, v.group, v.status.name(), v.reason);
+        out += &format!(
+            "# {} on {}: {}: {}\n",
+            v.check,
+            v.group,
+            v.status.name().replace('_', " "),
+            v.reason
+        );
+    }
+    for n in &r.notes {
+        out += &format!("# note: {n}\n");
     }
     let verdict = run_verdict(r);
     if let Some(sig) = &r.stopped_by {
         out += &format!("# stopped by {sig}: judged from the samples taken before it\n");
     }
+    let c = r.counts();
+    out += &format!(
+        "# checks : {} passed, {} warned, {} failed, {} flaky, {} not judged{}\n",
+        c.passed,
+        c.warned,
+        c.failed,
+        c.flaky,
+        c.not_judged,
+        if c.skipped > 0 {
+            format!(", {} skipped (optional)", c.skipped)
+        } else {
+            String::new()
+        }
+    );
     out += &format!("# verdict: {verdict}\n# files  : {files}\n");
     out
 }
 
-/// The header and one row a verdict.
+/// The header and one row a verdict; the last column says why a verdict
+/// is not a pass, in a few words.
 fn verdict_table(r: &Report) -> String {
     let cw = r.verdicts.iter().map(|v| v.check.len()).max().unwrap_or(5).max(5);
     let gw = r.verdicts.iter().map(|v| v.group.len()).max().unwrap_or(5).max(5);
     let mut out = format!(
-        "#\n# {:cw$}  {:5}  {:gw$}  {:7}  {:>12}  {:>12}  {:>8}  {:>7}\n",
+        "#\n# {:cw$}  {:5}  {:gw$}  {:10}  {:>12}  {:>12}  {:>8}  {:>7}  why\n",
         "check", "scope", "group", "verdict", "value", "threshold", "margin", "samples"
     );
     for v in &r.verdicts {
@@ -202,12 +245,13 @@ fn verdict_table(r: &Report) -> String {
             .map(|x| format!("{} {}", figure(x), v.unit))
             .unwrap_or_else(|| "-".into());
         let margin = v.margin_pct.map(|m| format!("{m:+.1}%")).unwrap_or_else(|| "-".into());
+        let why = if v.why.is_empty() { "-" } else { v.why.as_str() };
         out += &format!(
-            "  {:cw$}  {:5}  {:gw$}  {:7}  {:>12}  {:>12}  {:>8}  {:>7}\n",
+            "  {:cw$}  {:5}  {:gw$}  {:10}  {:>12}  {:>12}  {:>8}  {:>7}  {why}\n",
             v.check,
             v.scope,
             v.group,
-            status_word(v.status),
+            v.status.word(),
             value,
             threshold,
             margin,
@@ -217,17 +261,44 @@ fn verdict_table(r: &Report) -> String {
     out
 }
 
-/// The run's verdict line: pass, or which nodes and links fail.
+/// The run's verdict line: pass, which nodes and links fail, or what
+/// could not be judged.
 fn run_verdict(r: &Report) -> String {
     let failing = r.failing_nodes();
     let status = r.status();
     let nodes = r.hosts.len();
-    if r.exit_code() == 0 {
-        let warned = if status == Status::Warn { " (with warnings)" } else { "" };
+    let judged = r.verdicts.iter().filter(|v| v.status.judged()).count();
+    let code = r.exit_code();
+    if code == super::EXIT_NOT_JUDGED {
+        let unjudged: Vec<String> = r
+            .verdicts
+            .iter()
+            .filter(|v| v.status == Status::NotJudged)
+            .map(|v| {
+                format!(
+                    "{} on {} ({})",
+                    v.check,
+                    v.group,
+                    v.why.trim_start_matches("not judged: ")
+                )
+            })
+            .collect();
+        let what = if unjudged.is_empty() {
+            "no check could run here".to_string()
+        } else {
+            unjudged.join(", ")
+        };
         format!(
-            "PASS{warned}: {} check{} on {nodes} node{}",
+            "NOT JUDGED: {judged} of {} check{} judged on {nodes} node{}, none failed; not judged: {what}",
             r.verdicts.len(),
             plural(r.verdicts.len()),
+            plural(nodes)
+        )
+    } else if code == 0 {
+        let warned = if status == Status::Warn { " (with warnings)" } else { "" };
+        format!(
+            "PASS{warned}: {judged} check{} on {nodes} node{}",
+            plural(judged),
             plural(nodes)
         )
     } else if failing.is_empty() {
@@ -333,5 +404,48 @@ mod tests {
         assert!(s.contains("# verdict: FAIL: 1 of 2 nodes: b (node-ar)"), "{s}");
         let ok = report(vec![verdict_on("node-ar", "node", &["a"], Status::Pass)], &["a"]);
         assert!(summary(&ok, "f").contains("# verdict: PASS: 1 check on 1 node\n"));
+    }
+
+    #[test]
+    fn the_table_says_why_and_the_summary_counts_each_verdict() {
+        let mut failed = verdict_on("node-ar", "node", &["b"], Status::Fail);
+        failed.why = "wrong transport path".into();
+        let mut nj = verdict_on("job-ar", "job", &["a", "b"], Status::NotJudged);
+        nj.why = "not judged: 1 rank".into();
+        let r = report(
+            vec![verdict_on("node-ar", "node", &["a"], Status::Pass), failed, nj],
+            &["a", "b"],
+        );
+        let s = summary(&r, "f/");
+        let row = |needle: &str| s.lines().find(|l| l.contains(needle)).unwrap_or_default().to_string();
+        assert!(row("  node-ar  node   b").ends_with("  wrong transport path"), "{s}");
+        assert!(row("  node-ar  node   a").ends_with("  -"), "{s}");
+        assert!(row("  job-ar").contains("  NOT JUDGED  "), "{s}");
+        assert!(row("  job-ar").ends_with("  not judged: 1 rank"), "{s}");
+        assert!(
+            s.contains("# checks : 1 passed, 0 warned, 1 failed, 0 flaky, 1 not judged\n"),
+            "{s}"
+        );
+        assert!(s.contains("# verdict: FAIL: 1 of 2 nodes: b (node-ar)"), "{s}");
+
+        let r = report(
+            vec![verdict_on("node-ar", "node", &["a"], Status::Pass), nj_of("job-ar")],
+            &["a"],
+        );
+        let s = summary(&r, "f/");
+        assert!(
+            s.contains("# verdict: NOT JUDGED: 1 of 2 checks judged on 1 node, none failed; not judged: job-ar on job (1 rank)\n"),
+            "{s}"
+        );
+        assert!(s.contains("# job-ar on job: not judged: "), "{s}");
+        let r = report(vec![], &["a"]);
+        assert!(summary(&r, "f/").contains("not judged: no check could run here"));
+    }
+
+    fn nj_of(check: &str) -> crate::check::Verdict {
+        let mut v = verdict_on(check, "job", &["a"], Status::NotJudged);
+        v.group = "job".into();
+        v.why = "not judged: 1 rank".into();
+        v
     }
 }

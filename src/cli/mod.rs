@@ -211,9 +211,11 @@ missing), 3 validation failed."
     #[command(
         after_help = "A profile (configs/profiles/, --list-profiles) names checks: a collective at a size, \
 with fail and warn thresholds whose sources it cites. One launch runs the node checks on every node at \
-once (each node's ranks on their own sub-communicator), then the whole-job checks; each is judged from \
-repeated samples, never retried until it passes: pass, warn, flaky (the threshold inside the 95% interval \
-of the median) or fail, with the value, the threshold, the margin and the source. Each node's first rank \
+once (each node's ranks on their own sub-communicator), the pair checks on pairs of nodes (a finder check: \
+the links matrix and finder, which names a slow node or link against the fleet), then the whole-job checks; \
+each is judged from repeated samples, never retried until it passes: pass, warn, flaky (the threshold inside \
+the 95% interval of the median) or fail, with the value, the threshold, the margin, why and the source; a \
+required check that cannot run (one rank, one node) is not judged, neither pass nor fail. Each node's first rank \
 writes its verdict as JSON and in Prometheus' text format (node_exporter's textfile collector); rank 0 \
 writes every sample as a JSON line. Details: docs/check.md.\n\n\
 Examples:\n  \
@@ -223,9 +225,10 @@ mpirun -np 16 -N 8 collbench check --profile azure-nd-h100-v5 --prometheus /var/
 srun -N 2 --ntasks-per-node=8 collbench check --profile gcp-a3-ultragpu \\\n      \
 --on-fail 'scontrol update NodeName={host} State=drain Reason=\"{reason}\"' --execute\n  \
 mpirun -np 8 collbench check --profile my.toml --only node-all-reduce --duration 1h\n\n\
-Exit codes: 0 every check passed (warnings too, unless --strict), 6 a check failed or was flaky, 1 runtime \
-failure, 2 usage or a profile the launch cannot run (one line naming the file and line), 5 timeout, \
-130/143 stopped (the samples taken are judged and kept)."
+Exit codes: 0 every check passed (warnings too, unless --strict), 6 a check failed or was flaky, 9 none \
+failed but a required check could not be judged (one rank, one node, fewer nodes than the finder needs, a node \
+too noisy to tell), 1 runtime failure, 2 usage or a profile the launch cannot run (one line naming the file and \
+line), 5 timeout, 130/143 stopped (the samples taken are judged and kept)."
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Check(Box<CheckArgs>),

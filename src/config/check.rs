@@ -99,6 +99,12 @@ impl CheckJob {
                 names.join(", ")
             )));
         }
+        if let Some(f) = checks.iter().find(|c| soak.is_some() && c.is_finder()) {
+            return Err(Error::usage(format!(
+                "--only {}: a finder check is not sampled over time; a soak takes a collective check",
+                f.name
+            )));
+        }
         let checks = with_samples(checks, a.repeat.cycles, a.duration.is_some());
         if a.plot.is_some() && soak.is_none() {
             return Err(Error::usage(
@@ -106,7 +112,7 @@ impl CheckJob {
             ));
         }
         let baseline = a.baseline.as_deref().map(Baseline::read).transpose()?;
-        for c in &checks {
+        for c in checks.iter().filter(|c| !c.is_finder()) {
             crate::check::baseline::thresholds(c, baseline.as_ref(), &profile.origin)?;
         }
         let on_fail = a.on_fail.as_deref().map(Template::parse).transpose()?;

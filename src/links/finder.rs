@@ -135,6 +135,10 @@ impl Finding {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Dismissed {
     pub what: String,
+    /// The suspect rank, for a rank suspect.
+    pub rank: Option<usize>,
+    /// The suspect pair, for a pair suspect.
+    pub pair: Option<Pair>,
     pub why: String,
 }
 

@@ -19,8 +19,8 @@ use crate::types::TimingMethod;
 
 mod report;
 
-pub use report::report_text;
 pub(super) use report::short;
+pub use report::{evidence_line, headline, noisy_line, report_text};
 
 /// Version of the pairs CSV and the links JSON.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -283,7 +283,9 @@ fn fmt_value(metric: Metric, v: f64) -> String {
 }
 
 /// The matrix of one metric as text, in display order, `!` after a pair
-/// the rule flags; None above `MATRIX_TEXT_MAX` measured ranks.
+/// the rule flags, `?` after one too noisy to judge (worse than its ends
+/// predict by more than the rule's percentage, but not by its spreads);
+/// None above `MATRIX_TEXT_MAX` measured ranks.
 pub fn matrix_text(matrix: &Matrix, layout: &Layout, analysis: &Analysis, metric: Metric) -> Option<String> {
     let n = layout.order.len();
     if n > MATRIX_TEXT_MAX {
@@ -308,8 +310,13 @@ pub fn matrix_text(matrix: &Matrix, layout: &Layout, analysis: &Analysis, metric
         })
         .collect();
     let width = names.iter().map(|s| s.len()).max().unwrap_or(0);
+    let noisy: std::collections::BTreeSet<Pair> = analysis
+        .noisy_pairs()
+        .filter(|c| c.metric == metric)
+        .map(|c| c.pair)
+        .collect();
     let mut s = format!(
-        "{} ({}), median of {} samples; ! = flagged by the rule\n",
+        "{} ({}), median of {} samples; ! = flagged by the rule, ? = too noisy to judge\n",
         metric.label(),
         metric.unit(),
         matrix.probe.samples
@@ -328,8 +335,12 @@ pub fn matrix_text(matrix: &Matrix, layout: &Layout, analysis: &Analysis, metric
                 let p = Pair::new(x, y);
                 match values.get(&p) {
                     Some(v) => {
-                        let flag = analysis.check(p, metric).is_some_and(|c| c.low);
-                        format!("{}{}", fmt_value(metric, *v), if flag { "!" } else { " " })
+                        let mark = match analysis.check(p, metric) {
+                            Some(c) if c.low => "!",
+                            _ if noisy.contains(&p) => "?",
+                            _ => " ",
+                        };
+                        format!("{}{mark}", fmt_value(metric, *v))
                     }
                     None => "-".to_string(),
                 }

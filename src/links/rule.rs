@@ -48,6 +48,9 @@ const MIN_CLASS_PAIRS: usize = 6;
 /// at which it has settled: 0.01%, a thousandth of the rule's margin.
 const POLISH_ROUNDS: usize = 20;
 const POLISH_TOLERANCE: f64 = 1e-4;
+/// The share of the rule's spreads past which a pair or rank not flagged
+/// is too noisy to judge (`Rule::doubtful`).
+pub const DOUBT: f64 = 0.75;
 
 crate::types::vocabulary! {
     /// What a pair's samples measure.
@@ -130,6 +133,15 @@ impl Rule {
     pub fn worse(&self, delta: f64, sd: f64) -> bool {
         delta < self.log_threshold() && -delta > self.spreads * sd
     }
+
+    /// Whether `delta` is past the percentage and three quarters of the
+    /// spreads (3 robust standard deviations at the default: by chance, 1
+    /// in 700 pairs or ranks of a healthy fleet): what is not flagged
+    /// then is too noisy to judge, short of the `spreads` the rule needs
+    /// to name it among many.
+    pub fn doubtful(&self, delta: f64, sd: f64) -> bool {
+        delta < self.log_threshold() && -delta > DOUBT * self.spreads * sd
+    }
 }
 
 /// Which fit a pair belongs to: pairs across the network, or pairs on one
@@ -182,6 +194,11 @@ pub struct PairCheck {
     /// Percent worse than the class's median.
     pub below_reference_pct: f64,
     pub low: bool,
+    /// Too noisy to judge: worse than expected by more than the rule's
+    /// percentage and `DOUBT` of its spreads, but not by all of them, or
+    /// its interval reaches what its ends predict: neither flagged nor
+    /// fine.
+    pub noisy: bool,
 }
 
 /// One rank (a node at `--level node`) on one metric in one domain.
@@ -202,6 +219,11 @@ pub struct UnitCheck {
     /// The spread-based margin its effect had to pass, in percent.
     pub margin_pct: f64,
     pub suspect: bool,
+    /// Too noisy to judge: worse than comparable pairs by more than the
+    /// rule's percentage and `DOUBT` of its spreads, and low with enough
+    /// of its partners, but not past all its spreads, or with its pairs'
+    /// interval reaching the class median: neither a suspect nor fine.
+    pub noisy: bool,
 }
 
 /// The rule applied to a matrix.
@@ -225,6 +247,26 @@ impl Analysis {
 
     pub fn pair_suspects(&self) -> impl Iterator<Item = &PairCheck> {
         self.pairs.iter().filter(|p| p.low)
+    }
+
+    /// The ranks too noisy to judge (`UnitCheck::noisy`) and suspect on
+    /// no metric.
+    pub fn noisy_units(&self) -> impl Iterator<Item = &UnitCheck> {
+        let suspects: std::collections::BTreeSet<usize> = self.unit_suspects().map(|u| u.rank).collect();
+        self.units
+            .iter()
+            .filter(move |u| u.noisy && !suspects.contains(&u.rank))
+    }
+
+    /// The pairs too noisy to judge (`PairCheck::noisy`), low on no
+    /// metric and with no suspect rank at an end (whose slowness they
+    /// show).
+    pub fn noisy_pairs(&self) -> impl Iterator<Item = &PairCheck> {
+        let suspects: std::collections::BTreeSet<usize> = self.unit_suspects().map(|u| u.rank).collect();
+        let low: std::collections::BTreeSet<Pair> = self.pair_suspects().map(|p| p.pair).collect();
+        self.pairs.iter().filter(move |p| {
+            p.noisy && !low.contains(&p.pair) && !suspects.contains(&p.pair.a) && !suspects.contains(&p.pair.b)
+        })
     }
 
     pub fn check(&self, pair: Pair, metric: Metric) -> Option<&PairCheck> {

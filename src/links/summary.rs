@@ -164,6 +164,9 @@ pub fn flagged_text(matrix: &Matrix, analysis: &Analysis) -> String {
             let _ = writeln!(s, "  ... and {more} more (in the JSON report)");
         }
     }
+    if let Some(line) = super::output::noisy_line(matrix, analysis) {
+        let _ = writeln!(s, "{line}");
+    }
     for n in &analysis.notes {
         let _ = writeln!(s, "note: {n}");
     }

@@ -1,8 +1,11 @@
 //! Which data plane a run gets: `--backend mpi`, `nccl`, `memory` (the
 //! ranks of `-g N` as threads on host memory), or `auto` (nccl only when
-//! every rank has a GPU and libnccl, so that all ranks pick the same). Every failure is agreed on and printed once, but one inside
-//! NCCL's collective initialisation, which ends the whole job. The NCCL
-//! bootstrap itself is the backend's (`backend::nccl::start`).
+//! every rank has a GPU and libnccl, so that all ranks pick the same).
+//! Every failure is agreed on and printed once, but one inside NCCL's
+//! collective initialisation, which ends the whole job. The NCCL bootstrap
+//! itself is the backend's (`backend::nccl::start`); the host data plane of
+//! the control plane (MPI's collectives under MPI, host memory shared by
+//! the threads of `-g N`) is made by its starter (`session::launch`).
 
 use super::Session;
 use crate::backend::Backend;
@@ -12,9 +15,17 @@ use crate::topology::Nodes;
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::World;
 
-/// Makes the mpi backend over these nodes, where the control plane is
-/// MPI.
-pub type MakeMpi<'a> = &'a dyn Fn(&Nodes) -> Result<Box<dyn Backend>, Error>;
+/// The host data plane the control plane offers, and how to make this
+/// rank's: the mpi backend over these nodes where the control plane is
+/// MPI, the memory backend where the ranks are threads of one process.
+#[derive(Clone, Copy)]
+pub struct HostBackend<'a> {
+    pub kind: BackendKind,
+    pub make: MakeBackend<'a>,
+}
+
+/// Makes this rank's backend over these nodes.
+pub type MakeBackend<'a> = &'a dyn Fn(&Nodes) -> Result<Box<dyn Backend>, Error>;
 
 /// The backend every rank agreed on, and what the header says about it.
 pub struct Chosen {
@@ -23,14 +34,16 @@ pub struct Chosen {
 }
 
 impl<W: World> Session<'_, W> {
-    /// Picks the data plane over `nodes`; `mpi_backend` makes the mpi one
-    /// where the control plane is MPI.
-    pub(super) fn choose_backend(&self, nodes: &Nodes, mpi_backend: Option<MakeMpi<'_>>) -> Result<Chosen, Error> {
+    /// Picks the data plane over `nodes`; `host` is the control plane's
+    /// host data plane, where it has one.
+    pub(super) fn choose_backend(&self, nodes: &Nodes, host: Option<HostBackend<'_>>) -> Result<Chosen, Error> {
         let (world, cfg) = (self.world, self.cfg);
-        let agreed_mpi = |note: Option<String>, make: MakeMpi<'_>| -> Result<Chosen, Error> {
-            let backend = self.agreed(make(nodes))?;
+        let agreed_host = |note: Option<String>, host: HostBackend<'_>| -> Result<Chosen, Error> {
+            let backend = self.agreed((host.make)(nodes))?;
             Ok(Chosen { backend, note })
         };
+        let of = |kind: BackendKind| host.filter(|h| h.kind == kind);
+        let mpi_backend = of(BackendKind::Mpi);
         let start = |found| match nccl::start(world, cfg, nodes, found) {
             Ok(backend) => Ok(Chosen {
                 backend,
@@ -43,16 +56,22 @@ impl<W: World> Session<'_, W> {
             Err(e) => self.fail(&e),
         };
         match (cfg.start.backend, mpi_backend) {
-            (BackendChoice::Only(BackendKind::Mpi), Some(make)) => agreed_mpi(None, make),
+            (BackendChoice::Only(BackendKind::Mpi), Some(make)) => agreed_host(None, make),
             (BackendChoice::Only(BackendKind::Mpi), None) => self.agreed(Err(Error::usage(
                 "the mpi backend needs MPI for its collectives: launch with mpirun or srun --mpi=pmix, without -g (this \
                  launch has no MPI), or use --backend nccl",
             ))),
             (BackendChoice::Only(BackendKind::Nccl), _) => start(None),
-            (BackendChoice::Only(BackendKind::Memory), _) => Ok(Chosen {
-                backend: self.agreed(memory::join(world))?,
-                note: Some("ranks are threads of this process, collectives are copies in host memory".into()),
-            }),
+            (BackendChoice::Only(BackendKind::Memory), _) => match of(BackendKind::Memory) {
+                Some(memory) => agreed_host(
+                    Some("ranks are threads of this process, collectives are copies in host memory".into()),
+                    memory,
+                ),
+                None => self.agreed(Err(Error::usage(
+                    "--backend memory runs the ranks as threads of one process: use -g N without a launcher \
+                     (mpirun, srun), or --backend mpi",
+                ))),
+            },
             // Without MPI, auto can only be nccl: its own errors say best
             // what is missing.
             (BackendChoice::Auto, None) => start(None),
@@ -62,11 +81,11 @@ impl<W: World> Session<'_, W> {
                     "auto: --transport {} is an MPI profile, using mpi",
                     cfg.start.transport.name()
                 );
-                agreed_mpi(Some(why), make)
+                agreed_host(Some(why), make)
             }
             (BackendChoice::Auto, Some(make)) => match nccl::probe(world, cfg) {
                 Ok(library) => start(Some(library)),
-                Err(why) => agreed_mpi(Some(format!("auto: {why}, using mpi")), make),
+                Err(why) => agreed_host(Some(format!("auto: {why}, using mpi")), make),
             },
         }
     }
@@ -124,59 +143,5 @@ mod nccl {
             "--backend nccl: this build has no nccl backend; rebuild with the `nccl` feature (on by default)",
         ));
         world.agree(refused).map_err(|d| Error::Reported(d.code))
-    }
-}
-
-/// `--backend memory`: one in-memory communicator over the ranks, which
-/// must all be threads of this process (`-g N`, or one rank alone).
-mod memory {
-    use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::{Mutex, PoisonError};
-
-    use crate::backend::Backend;
-    use crate::backend::memory::MemoryBackend;
-    use crate::error::Error;
-    use crate::world::World;
-
-    /// The communicators rank 0 made, each rank's backend until it takes
-    /// it, by the key rank 0 broadcast.
-    static MADE: Mutex<BTreeMap<u64, Vec<Option<MemoryBackend>>>> = Mutex::new(BTreeMap::new());
-    static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
-
-    /// This rank's backend of a communicator rank 0 makes; every rank
-    /// calls it (the check of the ranks is the same on each, so that all
-    /// or none reach the broadcast).
-    pub fn join<W: World>(world: &W) -> Result<Box<dyn Backend>, Error> {
-        let me = std::process::id();
-        if world.ranks().iter().any(|r| r.pid != me || r.host != world.host()) {
-            return Err(Error::usage(
-                "--backend memory runs the ranks as threads of one process: use -g N without a launcher \
-                 (mpirun, srun), or --backend mpi",
-            ));
-        }
-        let made = if world.rank() == 0 {
-            let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-            let backends = MemoryBackend::create(world.size()).map(|b| b.into_iter().map(Some).collect());
-            backends.map(|b| {
-                MADE.lock().unwrap_or_else(PoisonError::into_inner).insert(key, b);
-                key
-            })
-        } else {
-            Ok(0)
-        };
-        let key_bytes = world.broadcast_bytes(&made.as_ref().map(|k| k.to_le_bytes()).unwrap_or([0; 8]));
-        let key = u64::from_le_bytes(key_bytes.try_into().unwrap_or([0; 8]));
-        made?;
-        let mut table = MADE.lock().unwrap_or_else(PoisonError::into_inner);
-        let backend = table
-            .get_mut(&key)
-            .and_then(|ranks| ranks.get_mut(world.rank()))
-            .and_then(Option::take)
-            .ok_or_else(|| Error::runtime("rank 0 could not make the in-memory communicator"))?;
-        if table.get(&key).is_some_and(|ranks| ranks.iter().all(Option::is_none)) {
-            table.remove(&key);
-        }
-        Ok(Box::new(backend))
     }
 }

@@ -7,11 +7,18 @@
 //! plane is told apart from a failing NCCL. Every starter is here: each
 //! makes its world and runs the task's `Session` on every rank.
 
+use std::sync::{Mutex, PoisonError};
+
+use super::backend_choice::HostBackend;
 use super::{Session, Task, is_first_rank};
+use crate::backend::Backend;
 use crate::config::RunConfig;
 use crate::engine::stop::StopRequest;
+use crate::error::Error;
 use crate::error::{exit, say};
+use crate::topology::Nodes;
 use crate::topology::profile::EnvPlan;
+use crate::types::{BackendChoice, BackendKind};
 use crate::world::launch::{self, Launch, StoreLaunch};
 use crate::world::store::StoreWorld;
 
@@ -41,6 +48,10 @@ pub(super) fn run_with_control_plane(cfg: &RunConfig, env_plan: &EnvPlan, stop: 
         (Some(n), _) => run_threads(n, cfg, env_plan, stop, task),
         (None, Launch::Store(store)) => run_store(&store, cfg, env_plan, stop, task),
         (None, Launch::Mpi { how }) => run_mpi(cfg, env_plan, stop, task, &how),
+        // a process alone on host memory: one rank, a thread of its own
+        (None, Launch::Alone) if cfg.start.backend == BackendChoice::Only(BackendKind::Memory) => {
+            run_threads(1, cfg, env_plan, stop, task)
+        }
         (None, Launch::Alone) => run_mpi(cfg, env_plan, stop, task, ""),
     }
 }
@@ -87,9 +98,7 @@ fn run_store(launch: &StoreLaunch, cfg: &RunConfig, env_plan: &EnvPlan, stop: &S
 #[cfg(feature = "mpi")]
 fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>, how: &str) -> u8 {
     use super::preflight;
-    use crate::backend::Backend;
     use crate::backend::mpi::MpiBackend;
-    use crate::topology::Nodes;
 
     let preflight = preflight::Preflight::arm(cfg.timing.timeout, how);
     let world = match crate::world::mpi::MpiWorld::init().map(|w| if how.is_empty() { w } else { w.launched_by(how) }) {
@@ -107,12 +116,15 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'
         // a rank that could not start said why
         return worst;
     }
-    let mpi_backend = |nodes: &Nodes| {
+    let make = |nodes: &Nodes| {
         MpiBackend::new(&world, nodes.clone(), cfg.timing.phase_times).map(|b| Box::new(b) as Box<dyn Backend>)
     };
     Session::new(&world, cfg, env_plan, stop)
         .with_task(task)
-        .run(Some(&mpi_backend))
+        .run(Some(HostBackend {
+            kind: BackendKind::Mpi,
+            make: &make,
+        }))
 }
 
 /// Without MPI, a run is the single-process world of one rank.
@@ -122,14 +134,44 @@ fn run_mpi(cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'
 }
 
 /// `-g N`: N ranks, one thread each; the job's code is the worst rank's.
+/// Their host data plane is one in-memory communicator over the threads
+/// (`--backend memory`), made here once and handed out one rank each.
 fn run_threads(n: usize, cfg: &RunConfig, env_plan: &EnvPlan, stop: &StopRequest, task: Task<'_>) -> u8 {
+    use crate::backend::memory::MemoryBackend;
     use crate::world::threads::ThreadWorld;
 
     let worlds = ThreadWorld::create(n);
+    // only when asked for: its buffers are the threads' host memory
+    let memory: Vec<Mutex<Option<MemoryBackend>>> = match cfg.start.backend {
+        BackendChoice::Only(BackendKind::Memory) => match MemoryBackend::create(n) {
+            Ok(ranks) => ranks.into_iter().map(|b| Mutex::new(Some(b))).collect(),
+            Err(e) => {
+                say(&format!("collbench: {e}"));
+                return e.exit_code();
+            }
+        },
+        _ => Vec::new(),
+    };
     std::thread::scope(|scope| {
         let handles: Vec<_> = worlds
             .iter()
-            .map(|world| scope.spawn(move || Session::new(world, cfg, env_plan, stop).with_task(task).run(None)))
+            .enumerate()
+            .map(|(rank, world)| {
+                let slot = memory.get(rank);
+                scope.spawn(move || {
+                    let make = |_: &Nodes| -> Result<Box<dyn Backend>, Error> {
+                        let taken = slot.and_then(|s| s.lock().unwrap_or_else(PoisonError::into_inner).take());
+                        taken
+                            .map(|b| Box::new(b) as Box<dyn Backend>)
+                            .ok_or_else(|| Error::runtime("internal error: this rank's in-memory backend is gone"))
+                    };
+                    let host = slot.map(|_| HostBackend {
+                        kind: BackendKind::Memory,
+                        make: &make,
+                    });
+                    Session::new(world, cfg, env_plan, stop).with_task(task).run(host)
+                })
+            })
             .collect();
         // A rank that panicked has ended the process in the panic hook.
         handles

@@ -38,7 +38,7 @@ use crate::report::print_out;
 use crate::topology::profile::{self, EnvPlan, Prepared};
 use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank};
-use backend_choice::MakeMpi;
+use backend_choice::HostBackend;
 
 /// What a launch does on every rank: `collbench run`'s sweep, a workload's
 /// or replay's steps, `collbench links`' matrix, or `collbench check`'s
@@ -213,7 +213,7 @@ impl<'a, W: World> Session<'a, W> {
 
     /// Sets up (`prepare`: what every task shares, then the task's own),
     /// runs the task and judges; the exit code of this rank.
-    pub fn run(&self, mpi_backend: Option<MakeMpi<'_>>) -> u8 {
+    pub fn run(&self, host: Option<HostBackend<'_>>) -> u8 {
         let setup = match self.task {
             Task::Sweep => "the set-up (plan check, communicators, output files)",
             Task::Steps(_) => "the set-up (schedules, communicators, output files)",
@@ -221,7 +221,7 @@ impl<'a, W: World> Session<'a, W> {
             Task::Check(_) => "the set-up (profile, communicators, buffers, output files)",
         };
         self.exit_code(setup, |watchdog| {
-            let prepared = self.prepare(mpi_backend)?;
+            let prepared = self.prepare(host)?;
             match self.task {
                 Task::Sweep => self.sweep_task(prepared, watchdog),
                 Task::Steps(job) => self.job_steps(job, prepared, watchdog),

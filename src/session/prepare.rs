@@ -9,7 +9,7 @@
 //!
 //! Must not: print except through `error::say`, or know a task's plan.
 
-use super::backend_choice::MakeMpi;
+use super::backend_choice::HostBackend;
 use super::{Session, Task};
 use crate::backend::{Backend, TransportQuery};
 use crate::error::Error;
@@ -47,7 +47,7 @@ impl<W: World> Session<'_, W> {
     /// The shared set-up (module doc); a failure is agreed on and printed
     /// once, but one inside NCCL's collective initialisation, which ends
     /// the whole job (`choose_backend`).
-    pub(super) fn prepare(&self, mpi_backend: Option<MakeMpi<'_>>) -> Result<Prepared, Error> {
+    pub(super) fn prepare(&self, host: Option<HostBackend<'_>>) -> Result<Prepared, Error> {
         let world = self.world;
         self.agreed(crate::engine::digest::check_same_plan(world, &self.cfg.digest))?;
         self.warn_on_nccl_environment();
@@ -57,7 +57,7 @@ impl<W: World> Session<'_, W> {
             self.agreed(c.check_env())?;
             self.agreed(c.check_shape(&nodes))?;
         }
-        let chosen = self.choose_backend(&nodes, mpi_backend)?;
+        let chosen = self.choose_backend(&nodes, host)?;
         let kind = chosen.backend.identity().kind;
         if let Task::Check(c) = self.task {
             self.agreed(c.check_backend(kind, chosen.note.as_deref()))?;

@@ -2,12 +2,16 @@
 //! `mpirun`: the shipped `local-cpu` profile at 2 and 3 ranks writes every
 //! file and judges every check (whether a healthy machine passes is a
 //! calibrated threshold that a loaded machine can break: the figure is
-//! scripts/bench/check-local-cpu.sh's, false failures over N runs), fails
+//! scripts/bench/check-local-cpu.sh's, false failures over N runs), is not
+//! judged at 1 rank (exit 9, in every file), fails
 //! with the node named when TCP is forced inside a node, and, across fake
 //! nodes, with the node or the link named under a CPU quota and a
-//! rate-limited link; the Prometheus file read by a real parser (Debian's
-//! python3-prometheus-client); the `--on-fail` hook, printed and run; bad
-//! profiles refused in one line naming the file and line.
+//! rate-limited link, by the pair check's floor or by the finder; the
+//! Prometheus file read by a real parser (Debian's
+//! python3-prometheus-client), in a directory or a file, refused before
+//! anything is measured when it cannot be written; the `--on-fail` hook,
+//! printed and run; bad profiles refused in one line naming the file and
+//! line.
 // Without MPI only the helpers build.
 #![cfg_attr(not(feature = "mpi"), allow(dead_code, unused_imports))]
 
@@ -125,7 +129,17 @@ fn local_cpu_at_2_ranks_writes_every_file_and_at_3_ranks_judges_its_job_check() 
     assert_eq!(node_check["samples"], 10);
     assert_eq!(node_check["wrong"], 0);
     let pair = checks.iter().find(|c| c["check"] == "pair-all-reduce-1m").unwrap();
-    assert_eq!(pair["status"], "skipped", "one node has no pair");
+    assert_eq!(pair["status"], "skipped", "one node has no pair: an optional check");
+    assert_eq!(pair["why"], "skipped: 1 node");
+    let finder = checks.iter().find(|c| c["check"] == "pair-finder").unwrap();
+    assert_eq!(
+        (&finder["status"], &finder["why"]),
+        (&"skipped".into(), &"skipped: under 4 nodes".into())
+    );
+    assert!(
+        text.contains("# checks : 2 passed, 0 warned, 0 failed, 0 flaky, 0 not judged, 2 skipped (optional)\n"),
+        "{text}"
+    );
     let samples = std::fs::read_to_string(out_dir.join("samples.jsonl")).unwrap();
     // 10 samples of the node check (1 node) and 15 of the job check
     assert_eq!(samples.lines().count(), 25, "{samples}");
@@ -160,6 +174,144 @@ fn local_cpu_at_2_ranks_writes_every_file_and_at_3_ranks_judges_its_job_check() 
     if code(&out) == 0 {
         assert_eq!(v["status"], "pass", "{v}");
     }
+}
+
+/// The value of `name{labels}` in a Prometheus file, read by the real
+/// parser where one is installed, else from the text.
+fn prom_value(path: &Path, name: &str, labels: &str) -> Option<f64> {
+    match parse_prometheus(path) {
+        Some(rows) => rows.iter().find(|r| r.0 == name && r.1 == labels).map(|r| r.2),
+        None => {
+            let text = std::fs::read_to_string(path).unwrap();
+            let want: Vec<String> = labels.split(',').map(|kv| kv.replacen('=', "=\"", 1) + "\"").collect();
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{name}{{")))
+                .find(|l| want.iter().all(|w| l.contains(w.as_str())))
+                .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn one_rank_is_not_judged_with_exit_8_in_the_table_every_file_and_prometheus() {
+    let dir = tempdir();
+    let textfiles = dir.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    for (how, out) in [
+        ("alone", collbench as fn(&[&str]) -> Output),
+        ("mpirun", |a: &[&str]| mpirun(1, a)),
+    ] {
+        let out_dir = dir.path().join(how);
+        let out = out(&[
+            "check",
+            "--profile",
+            "local-cpu",
+            "--out",
+            path_str(&out_dir),
+            "--prometheus",
+            path_str(&textfiles),
+            "--overwrite",
+        ]);
+        assert_eq!(code(&out), 9, "{how}: {}", show(&out));
+        let text = stdout(&out);
+        let host = hosts(&out_dir)[0].clone();
+        let row = |check: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("  {check} ")))
+                .unwrap_or_default()
+        };
+        assert!(row("node-all-reduce-4k").contains(" NOT JUDGED "), "{text}");
+        assert!(row("node-all-reduce-4k").ends_with("  not judged: 1 rank"), "{text}");
+        assert!(row("job-all-reduce-64k").ends_with("  not judged: 1 rank"), "{text}");
+        assert!(
+            row("pair-all-reduce-1m").ends_with("  skipped: 1 node"),
+            "optional: {text}"
+        );
+        assert!(
+            text.contains("# checks : 0 passed, 0 warned, 0 failed, 0 flaky, 2 not judged, 2 skipped (optional)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# verdict: NOT JUDGED: 0 of 4 checks judged on 1 node, none failed;"),
+            "{text}"
+        );
+        assert!(!text.contains("PASS"), "{text}");
+        let node = node_file(&out_dir, &host);
+        assert_eq!(node["status"], "not_judged", "{node}");
+        assert_eq!(node["not_judged"].as_array().map(Vec::len), Some(2), "{node}");
+        let launch = json(&out_dir.join("check.json"));
+        assert_eq!(
+            (launch["status"].as_str(), launch["exit_code"].as_u64()),
+            (Some("not_judged"), Some(9))
+        );
+        assert_eq!(launch["counts"]["not_judged"], 2);
+        // the folder's file and node_exporter's directory say the same: 4
+        for prom in [
+            out_dir.join(format!("{host}.prom")),
+            textfiles.join(format!("{host}.prom")),
+        ] {
+            let labels = format!("host={host}");
+            assert_eq!(
+                prom_value(&prom, "collbench_check_node_result", &labels),
+                Some(4.0),
+                "{}",
+                prom.display()
+            );
+            let node_check = format!("check=node-all-reduce-4k,collective=all_reduce,host={host},size_class=4K");
+            assert_eq!(prom_value(&prom, "collbench_check_result", &node_check), Some(4.0));
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn a_prometheus_path_that_cannot_be_written_and_a_soak_of_the_finder_are_refused_before_anything_runs() {
+    let dir = tempdir();
+    let out_dir = dir.path().join("out");
+    let missing = format!("{}/no-such-dir/", dir.path().display());
+    let out = mpirun(
+        2,
+        &[
+            "check",
+            "--profile",
+            "local-cpu",
+            "--out",
+            path_str(&out_dir),
+            "--prometheus",
+            &missing,
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", show(&out));
+    let ours = our_lines(&out);
+    assert_eq!(ours.len(), 1, "one line: {}", show(&out));
+    assert!(
+        ours[0].contains(&format!("--prometheus {missing}: ")) && ours[0].contains("is not a directory"),
+        "{}",
+        ours[0]
+    );
+    assert!(
+        !stdout(&out).contains("samples per group"),
+        "nothing measured: {}",
+        show(&out)
+    );
+    assert!(!out_dir.join("samples.jsonl").exists(), "no file left behind");
+
+    let out = collbench(&[
+        "check",
+        "--profile",
+        "local-cpu",
+        "--only",
+        "pair-finder",
+        "--duration",
+        "3s",
+    ]);
+    assert_eq!(code(&out), 2, "{}", show(&out));
+    assert!(
+        stderr(&out).contains("a finder check is not sampled over time"),
+        "{}",
+        show(&out)
+    );
 }
 
 #[cfg(feature = "mpi")]
@@ -279,8 +431,8 @@ fn bad_profiles_are_one_line_naming_the_file_and_line() {
     assert!(stderr(&out).contains("no such profile or file"), "{}", show(&out));
 }
 
-/// A fake-node run of `local-cpu`: 3 nodes of 1 rank (a node check has
-/// nothing to judge there; the pair and job checks do).
+/// A fake-node run of `local-cpu`: 3 nodes of 1 rank (a node check is not
+/// judged there; the pair and job checks are; the finder is skipped).
 #[cfg(feature = "mpi")]
 fn on_three_nodes(dir: &Path, name: &str, faults: &fake_nodes::Faults, extra: &[&str]) -> (Output, std::path::PathBuf) {
     let out_dir = dir.join(name);
@@ -295,11 +447,33 @@ fn on_three_nodes(dir: &Path, name: &str, faults: &fake_nodes::Faults, extra: &[
 /// cluster passes is scripts/bench/check-local-cpu.sh's figure.
 #[cfg(feature = "mpi")]
 #[test]
-fn on_fake_nodes_a_slow_node_and_a_slow_link_fail_by_name() {
+fn on_three_fake_nodes_a_slow_node_and_a_slow_link_fail_by_name_and_a_healthy_cluster_fails_nothing() {
     if !fake_nodes::available() {
         return;
     }
     let dir = tempdir();
+    // the node checks have 1 rank a node to judge: not judged (exit 9),
+    // whatever the pair and job checks say; the finder needs 4 nodes
+    let (out, healthy) = on_three_nodes(dir.path(), "healthy", &fake_nodes::Faults::default(), &[]);
+    assert_eq!(code(&out), 9, "{}", show(&out));
+    assert_eq!(hosts(&healthy), ["cbnode1", "cbnode2", "cbnode3"]);
+    let verdicts = json(&healthy.join("check.json"))["verdicts"]
+        .as_array()
+        .unwrap()
+        .clone();
+    for v in &verdicts {
+        let want = match v["check"].as_str().unwrap() {
+            "node-all-reduce-4k" => "not_judged",
+            "pair-finder" => "skipped",
+            _ => "pass",
+        };
+        assert_eq!(v["status"], want, "{v}");
+    }
+    assert!(
+        stdout(&out).contains("not judged: node-all-reduce-4k on cbnode1 (1 rank)"),
+        "{}",
+        show(&out)
+    );
 
     // 1% of a CPU: its pairs an order of magnitude below the pair check's
     // threshold (5% leaves them at 0.08-0.10 GB/s, above it)
@@ -344,4 +518,163 @@ fn on_fake_nodes_a_slow_node_and_a_slow_link_fail_by_name() {
         assert_eq!(n["status"], "fail", "{h}: an end of the failing link");
         assert_eq!(n["failed"][0]["group"], "cbnode1+cbnode2", "{n}");
     }
+}
+
+/// On 4 fake nodes no other test uses (a link fault on lo matches a node's
+/// address whoever runs on it), one held to 5% of a CPU: the node checks
+/// (1 rank a node) are not judged, and the finder names the slow node
+/// (or, where this machine is too loaded to confirm it, does not judge
+/// it): never a pass, and no other node named.
+#[cfg(feature = "mpi")]
+#[test]
+fn on_four_fake_nodes_the_node_checks_are_not_judged_and_the_finder_names_a_slow_node() {
+    if !fake_nodes::available() {
+        return;
+    }
+    let setup = Command::new(fake_nodes::SCRIPT).args(["setup", "20"]).output().unwrap();
+    assert!(setup.status.success(), "{}", String::from_utf8_lossy(&setup.stderr));
+    let dir = tempdir();
+    let out_dir = dir.path().join("finder");
+    let slow = fake_nodes::Faults {
+        slow_node: Some(("cbnode19", 5)),
+        ..Default::default()
+    };
+    let out = fake_nodes::mpirun(
+        "cbnode17:1,cbnode18:1,cbnode19:1,cbnode20:1",
+        &slow,
+        &argv![
+            "check --profile local-cpu --only node-all-reduce-4k,pair-finder --out",
+            path_str(&out_dir)
+        ],
+    );
+    let text = stdout(&out);
+    let launch = json(&out_dir.join("check.json"));
+    let verdicts = launch["verdicts"].as_array().unwrap();
+    let of = |check: &str, group: &str| {
+        verdicts
+            .iter()
+            .find(|v| v["check"] == check && v["group"] == group)
+            .unwrap_or_else(|| panic!("no {check} on {group}: {}", show(&out)))
+    };
+    for n in ["cbnode17", "cbnode18", "cbnode19", "cbnode20"] {
+        assert_eq!(of("node-all-reduce-4k", n)["status"], "not_judged", "{n}: not PASS");
+    }
+    let finder = of("pair-finder", "cbnode19");
+    match code(&out) {
+        6 => {
+            assert_eq!(finder["status"], "fail", "{finder}");
+            assert_eq!(finder["why"], "named by the finder");
+            assert!(
+                finder["reason"].as_str().unwrap().starts_with("SUSPECT node cbnode19"),
+                "{finder}"
+            );
+            assert!(
+                text.contains("# verdict: FAIL: 1 of 4 nodes: cbnode19 (pair-finder)"),
+                "{}",
+                show(&out)
+            );
+            assert!(text.contains("named by the finder"), "the why column: {text}");
+            let prom = out_dir.join("cbnode19.prom");
+            assert_eq!(
+                prom_value(&prom, "collbench_check_node_result", "host=cbnode19"),
+                Some(3.0)
+            );
+        }
+        9 => assert_eq!(
+            finder["status"],
+            "not_judged",
+            "cannot tell, never pass: {}",
+            show(&out)
+        ),
+        other => panic!("exit {other}: {}", show(&out)),
+    }
+    for n in ["cbnode17", "cbnode18", "cbnode20"] {
+        assert_ne!(
+            of("pair-finder", n)["status"],
+            "fail",
+            "{n} is not named: {}",
+            show(&out)
+        );
+        let prom = out_dir.join(format!("{n}.prom"));
+        let labels = format!("check=node-all-reduce-4k,collective=all_reduce,host={n},size_class=4K");
+        assert_eq!(prom_value(&prom, "collbench_check_result", &labels), Some(4.0));
+    }
+    assert!(
+        out_dir.join("pair-finder.links.json").exists(),
+        "the finder's report beside the verdicts"
+    );
+}
+
+/// A finder check on 4 simulated GPUs (tests/gpu-sim, the NCCL backend,
+/// one virtual node a GPU): a slow rank is named as its node, a slow pair
+/// as the link, a verdict on both its ends; every run says it is
+/// simulated.
+#[cfg(feature = "nccl")]
+#[test]
+fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
+    let Some(sim) = crate::gpu_sim::sim_dir() else {
+        return;
+    };
+    let dir = tempdir();
+    let profile = dir.path().join("gpu-finder.toml");
+    std::fs::write(
+        &profile,
+        "name = \"gpu-finder\"\ndescription = \"the finder on GPUs\"\nbackend = \"nccl\"\n\n[[check]]\n\
+         name = \"pair-finder\"\nscope = \"pair\"\nfinder = true\nsize = \"1M\"\nsamples = 6\niters = 3\n",
+    )
+    .unwrap();
+    let run = |name: &str, fault: (&str, &str)| {
+        let out_dir = dir.path().join(name);
+        let mut cmd = Command::new(BIN);
+        cmd.args(["check", "--profile", path_str(&profile), "--backend", "nccl", "-g", "4"])
+            .args(["--ranks-per-node", "1", "--out", path_str(&out_dir)])
+            .env_remove("NCCL_HOME")
+            .env_remove("OMPI_COMM_WORLD_RANK")
+            .env("NO_COLOR", "1")
+            .env(fault.0, fault.1);
+        for (k, v) in crate::gpu_sim::sim_env(&sim, 4) {
+            cmd.env(k, v);
+        }
+        let out = output_of(cmd);
+        assert_eq!(code(&out), 6, "{name}: {}", show(&out));
+        assert!(
+            stdout(&out).contains("-sim)"),
+            "the run says it is simulated: {}",
+            show(&out)
+        );
+        let verdicts = json(&out_dir.join("check.json"))["verdicts"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let failing: Vec<(String, String)> = verdicts
+            .iter()
+            .filter(|v| v["status"] == "fail")
+            .map(|v| {
+                (
+                    v["group"].as_str().unwrap().to_string(),
+                    v["why"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (failing, show(&out))
+    };
+    let (failing, text) = run("rank", ("GPUSIM_DELAY_RANK", "3:3000"));
+    let host = |n: usize| {
+        format!(
+            "{}-v{n}",
+            text.split("hosts: ").nth(1).unwrap().split("-v").next().unwrap()
+        )
+    };
+    assert_eq!(failing, [(host(3), "named by the finder".to_string())], "{text}");
+    assert!(
+        text.contains(&format!("# verdict: FAIL: 1 of 4 nodes: {} (pair-finder)", host(3))),
+        "{text}"
+    );
+    let (failing, text) = run("pair", ("GPUSIM_DELAY_PAIR", "1-2:3000"));
+    assert_eq!(
+        failing,
+        [(format!("{}+{}", host(1), host(2)), "named by the finder".to_string())],
+        "{text}"
+    );
+    assert!(text.contains("fails where each node passes with another"), "{text}");
 }

@@ -40,7 +40,7 @@ pub(super) struct RawProfile {
 struct RawCheck {
     name: Spanned<String>,
     scope: Spanned<String>,
-    collective: Spanned<String>,
+    collective: Option<Spanned<String>>,
     size: Option<Spanned<SizeText>>,
     sizes: Option<Spanned<Vec<SizeText>>>,
     dtype: Option<Spanned<String>>,
@@ -58,6 +58,9 @@ struct RawCheck {
     warn_above: Option<Spanned<RawThreshold>>,
     fail_below_baseline_pct: Option<Spanned<RawThreshold>>,
     warn_below_baseline_pct: Option<Spanned<RawThreshold>>,
+    optional: Option<Spanned<bool>>,
+    finder: Option<Spanned<bool>>,
+    on_finding: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -270,26 +273,21 @@ impl Reader<'_> {
             ));
         }
         let scope = self.scope(c, &name)?;
-        let collective = Collective::parse(c.collective.get_ref()).ok_or_else(|| {
-            self.err(
-                c.collective.span(),
-                format!(
-                    "check {name}: unknown collective '{}' (expected {})",
-                    c.collective.get_ref().trim(),
-                    crate::types::known::<Collective>()
-                ),
-            )
-        })?;
+        if c.finder.as_ref().is_some_and(|f| *f.get_ref()) {
+            return self.finder_check(c, name, line, scope);
+        }
+        if let Some(o) = &c.on_finding {
+            return Err(self.err(
+                o.span(),
+                format!("check {name}: on_finding is for finder checks (finder = true)"),
+            ));
+        }
+        let collective = self.collective(c, &name, line)?;
         let sizes = self.sizes(c, &name, line)?;
         let dtype = self.dtype(c, &name)?;
         let op = self.op(c, &name, collective)?;
         let metric = self.metric(c, &name)?;
-        let samples = self.positive(&c.samples, "samples", DEFAULT_SAMPLES as u64, &name)? as usize;
-        let iters = self.positive(&c.iters, "iters", u64::from(DEFAULT_ITERS), &name)? as u32;
-        let warmup = match &c.warmup {
-            Some(w) if *w.get_ref() == 0 => 0,
-            _ => self.positive(&c.warmup, "warmup", u64::from(DEFAULT_WARMUP), &name)? as u32,
-        };
+        let (samples, iters, warmup) = self.counts(c, &name)?;
         let ranks = self.count(c.ranks.as_ref(), "ranks")?;
         let path = self.path(c, &name)?;
         let rule = self.rule(c, &name, metric, line)?;
@@ -309,6 +307,124 @@ impl Reader<'_> {
             follows: c.follows.as_ref().map(|f| f.get_ref().trim().to_string()),
             path,
             rule,
+            optional: c.optional.as_ref().is_some_and(|o| *o.get_ref()),
+        })
+    }
+
+    /// Samples, iterations and warm-up, each with its default.
+    fn counts(&self, c: &RawCheck, name: &str) -> Result<(usize, u32, u32), Error> {
+        let samples = self.positive(&c.samples, "samples", DEFAULT_SAMPLES as u64, name)? as usize;
+        let iters = self.positive(&c.iters, "iters", u64::from(DEFAULT_ITERS), name)? as u32;
+        let warmup = match &c.warmup {
+            Some(w) if *w.get_ref() == 0 => 0,
+            _ => self.positive(&c.warmup, "warmup", u64::from(DEFAULT_WARMUP), name)? as u32,
+        };
+        Ok((samples, iters, warmup))
+    }
+
+    /// The collective, which every check but a finder check names.
+    fn collective(&self, c: &RawCheck, name: &str, line: usize) -> Result<Collective, Error> {
+        let Some(text) = &c.collective else {
+            return Err(located(
+                self.origin,
+                line,
+                &format!("check {name}: no collective: give collective = \"all_reduce\" (or finder = true)"),
+            ));
+        };
+        Collective::parse(text.get_ref()).ok_or_else(|| {
+            self.err(
+                text.span(),
+                format!(
+                    "check {name}: unknown collective '{}' (expected {})",
+                    text.get_ref().trim(),
+                    crate::types::known::<Collective>()
+                ),
+            )
+        })
+    }
+
+    /// A finder check (`finder = true`): `collbench links`' matrix and
+    /// finder at node level, on the pair scope; one probe size (whole
+    /// 4-byte elements), samples, iterations, warm-up, what a finding is
+    /// (`on_finding`: fail or warn). It has no collective, metric, path,
+    /// group size or threshold of its own: the rule is links'.
+    fn finder_check(&self, c: &RawCheck, name: String, line: usize, scope: Scope) -> Result<CheckSpec, Error> {
+        if scope != Scope::Pair {
+            return Err(self.err(
+                c.scope.span(),
+                format!("check {name}: a finder check measures pairs of nodes: give scope = \"pair\""),
+            ));
+        }
+        let foreign = [
+            ("collective", c.collective.as_ref().map(Spanned::span)),
+            ("dtype", c.dtype.as_ref().map(Spanned::span)),
+            ("op", c.op.as_ref().map(Spanned::span)),
+            ("metric", c.metric.as_ref().map(Spanned::span)),
+            ("ranks", c.ranks.as_ref().map(Spanned::span)),
+            ("path", c.path.as_ref().map(Spanned::span)),
+            ("fail_below", c.fail_below.as_ref().map(Spanned::span)),
+            ("warn_below", c.warn_below.as_ref().map(Spanned::span)),
+            ("fail_above", c.fail_above.as_ref().map(Spanned::span)),
+            ("warn_above", c.warn_above.as_ref().map(Spanned::span)),
+            (
+                "fail_below_baseline_pct",
+                c.fail_below_baseline_pct.as_ref().map(Spanned::span),
+            ),
+            (
+                "warn_below_baseline_pct",
+                c.warn_below_baseline_pct.as_ref().map(Spanned::span),
+            ),
+        ];
+        if let Some((key, span)) = foreign.into_iter().find_map(|(k, s)| s.map(|s| (k, s))) {
+            return Err(self.err(
+                span,
+                format!(
+                    "check {name}: {key} does not apply to a finder check (finder = true): it judges pairs of \
+                     nodes by links' fleet-relative rule (docs/links.md)"
+                ),
+            ));
+        }
+        let sizes = self.sizes(c, &name, line)?;
+        if sizes.value.len() != 1 || sizes.value[0] % 4 != 0 {
+            return Err(located(
+                self.origin,
+                sizes.line,
+                &format!(
+                    "check {name}: a finder check takes one size, a multiple of 4 bytes (its probe: links --size)"
+                ),
+            ));
+        }
+        let warn = match &c.on_finding {
+            None => false,
+            Some(o) => match o.get_ref().trim() {
+                "fail" => false,
+                "warn" => true,
+                other => {
+                    return Err(self.err(
+                        o.span(),
+                        format!("check {name}: on_finding '{other}': expected fail or warn"),
+                    ));
+                }
+            },
+        };
+        let (samples, iters, warmup) = self.counts(c, &name)?;
+        Ok(CheckSpec {
+            name,
+            line,
+            scope,
+            collective: Collective::SendRecv,
+            dtype: crate::types::DType::Float,
+            op: None,
+            sizes,
+            metric: Metric::Busbw,
+            samples,
+            iters,
+            warmup,
+            ranks: None,
+            follows: c.follows.as_ref().map(|f| f.get_ref().trim().to_string()),
+            path: None,
+            rule: Rule::Finder { warn },
+            optional: c.optional.as_ref().is_some_and(|o| *o.get_ref()),
         })
     }
 

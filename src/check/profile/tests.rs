@@ -125,3 +125,81 @@ fn a_baseline_rule_takes_percentages() {
     assert!(p.needs_baseline());
     assert!(matches!(&p.checks[0].rule, Rule::Baseline { fail_pct, .. } if fail_pct.value == 5.0));
 }
+
+const FINDER: &str = r#"
+name = "f"
+description = "the finder"
+
+[[check]]
+name = "pair-finder"
+scope = "pair"
+finder = true
+size = "256K"
+samples = 12
+"#;
+
+#[test]
+fn a_finder_check_takes_a_probe_and_what_a_finding_is() {
+    let p = parse(FINDER, "f.toml").unwrap();
+    let c = &p.checks[0];
+    assert!(c.is_finder() && !c.optional);
+    assert_eq!((c.scope, c.collective), (Scope::Pair, Collective::SendRecv));
+    assert_eq!(
+        (c.sizes.value.as_slice(), c.samples, c.iters),
+        (&[256 << 10][..], 12, DEFAULT_ITERS)
+    );
+    assert_eq!(c.rule, Rule::Finder { warn: false });
+    assert_eq!(c.fail_source(), FINDER_SOURCE);
+    let w = parse(&format!("{FINDER}on_finding = \"warn\"\noptional = true\n"), "f.toml").unwrap();
+    assert_eq!(w.checks[0].rule, Rule::Finder { warn: true });
+    assert!(w.checks[0].optional);
+    assert_eq!(
+        FINDER_NODES, 4,
+        "3 partners each: the rule's fewest to tell a node from a link"
+    );
+}
+
+#[test]
+fn a_finder_check_refuses_what_it_does_not_use_at_its_line() {
+    let ferr = |extra: &str| err(&format!("{FINDER}{extra}\n"));
+    let e = ferr("collective = \"all_reduce\"");
+    assert!(
+        e.starts_with("p.toml:11: check pair-finder: collective does not apply to a finder check"),
+        "{e}"
+    );
+    let e = ferr("fail_below = { value = 1.0, source = \"a floor\" }");
+    assert!(
+        e.starts_with("p.toml:11: check pair-finder: fail_below does not apply"),
+        "{e}"
+    );
+    let e = ferr("on_finding = \"drain\"");
+    assert!(
+        e.starts_with("p.toml:11: check pair-finder: on_finding 'drain': expected fail or warn"),
+        "{e}"
+    );
+    let e = err(&FINDER.replace("\"pair\"", "\"node\""));
+    assert!(
+        e.starts_with("p.toml:7: check pair-finder: a finder check measures pairs of nodes"),
+        "{e}"
+    );
+    let e = err(&FINDER.replace("size = \"256K\"", "sizes = [\"256K\", \"1M\"]"));
+    assert!(
+        e.starts_with("p.toml:9: check pair-finder: a finder check takes one size"),
+        "{e}"
+    );
+    let e = err(&FINDER.replace("\"256K\"", "1022"));
+    assert!(e.contains("a multiple of 4 bytes"), "{e}");
+}
+
+#[test]
+fn a_collective_check_names_its_collective_and_may_be_optional() {
+    let e = err(&GOOD.replace("collective = \"all_reduce\"\n", ""));
+    assert!(e.starts_with("p.toml:7: check node-ar: no collective"), "{e}");
+    let e = err(&GOOD.replace("iters = 100", "iters = 100\non_finding = \"warn\""));
+    assert!(
+        e.starts_with("p.toml:13: check node-ar: on_finding is for finder checks"),
+        "{e}"
+    );
+    let p = parse(&GOOD.replace("iters = 100", "iters = 100\noptional = true"), "p.toml").unwrap();
+    assert!(p.checks[0].optional && !p.checks[1].optional);
+}

@@ -164,6 +164,8 @@ impl Context<'_> {
         if ok.is_empty() {
             dismissed.push(Dismissed {
                 what: format!("rank {}", self.endpoints[rank].name()),
+                rank: Some(rank),
+                pair: None,
                 why: why_not(&tests, "with known-good partners", "no known-good partner was free"),
             });
             None
@@ -215,7 +217,12 @@ impl Context<'_> {
                     "it shared a rank with other suspects in every re-test round",
                 )
             };
-            dismissed.push(Dismissed { what: name, why });
+            dismissed.push(Dismissed {
+                what: name,
+                rank: None,
+                pair: Some(pair),
+                why,
+            });
             None
         } else {
             Some(Finding {
@@ -264,6 +271,8 @@ impl Context<'_> {
             let end = at[0].rank;
             dismissed.push(Dismissed {
                 what: format!("link {} - {}", f.endpoints[0].name(), f.endpoints[1].name()),
+                rank: None,
+                pair: Some(pair),
                 why: format!(
                     "slow again, but its end {} is slow with known-good partners too: not a fault of this pair alone",
                     self.endpoints[end].name()
@@ -275,6 +284,8 @@ impl Context<'_> {
         for c in explained {
             dismissed.push(Dismissed {
                 what: format!("rank {}", self.endpoints[c.rank].name()),
+                rank: Some(c.rank),
+                pair: None,
                 why: format!(
                     "slow with known-good partners ({:.1}x at worst), but far less than its slow link: the link's",
                     slowdown(&c.retests)

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{fmt_value, rail_rows};
-use crate::links::finder::{BisectStep, Finding, FindingKind, Report, Retest, Rounds};
+use crate::links::finder::{BisectStep, Evidence, Finding, FindingKind, Report, Retest, Rounds};
 use crate::links::layout::PairClass;
 use crate::links::measure::{Matrix, Phase};
-use crate::links::rule::{Analysis, Metric};
+use crate::links::rule::{Analysis, Metric, Rule};
 use crate::links::schedule::Level;
 use crate::record::human_size;
 
@@ -58,7 +58,34 @@ fn retest_line(r: &Retest, matrix: &Matrix) -> String {
     )
 }
 
-fn headline(f: &Finding) -> String {
+/// How `host`'s own pairs looked in the matrix, for a finding that says
+/// they looked fine: `None` when none of them was flagged or too noisy
+/// to judge, else how many of each.
+fn own_pairs(host: &str, matrix: &Matrix, analysis: &Analysis) -> Option<String> {
+    let mine = |c: &&crate::links::rule::PairCheck| {
+        [c.pair.a, c.pair.b]
+            .iter()
+            .any(|&r| matrix.endpoints.get(r).is_some_and(|e| e.host == host))
+    };
+    let mut low: Vec<_> = analysis.pair_suspects().filter(mine).map(|c| c.pair).collect();
+    let mut noisy: Vec<_> = analysis.noisy_pairs().filter(mine).map(|c| c.pair).collect();
+    low.dedup();
+    noisy.retain(|p| !low.contains(p));
+    noisy.dedup();
+    if low.is_empty() && noisy.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "in the matrix, {} of its pairs were low and {} too noisy to judge",
+        low.len(),
+        noisy.len()
+    ))
+}
+
+/// A finding's first line, in the words docs/links.md uses ("SUSPECT node
+/// H: slow with most partners"); a host that slows collectives is said
+/// to have fine pairs only where none of them was low or too noisy.
+pub fn headline(f: &Finding, matrix: &Matrix, analysis: &Analysis) -> String {
     let who: Vec<String> = f.endpoints.iter().map(|e| e.name()).collect();
     match f.kind {
         FindingKind::Node if f.endpoints.len() > 1 => format!(
@@ -77,11 +104,49 @@ fn headline(f: &Finding) -> String {
             who.join(", ")
         ),
         FindingKind::Link => format!("SUSPECT link {}: slow together, each fine with others", who.join(" - ")),
-        FindingKind::Collective => format!(
-            "SUSPECT collective: host {} slows all-reduces on every subset it is in, while its pairs look fine",
-            f.hosts[0]
-        ),
+        FindingKind::Collective => match own_pairs(&f.hosts[0], matrix, analysis) {
+            None => format!(
+                "SUSPECT collective: host {} slows all-reduces on every subset it is in, while its pairs look fine",
+                f.hosts[0]
+            ),
+            Some(pairs) => format!(
+                "SUSPECT collective: host {} slows all-reduces on every subset it is in; {pairs}",
+                f.hosts[0]
+            ),
+        },
     }
+}
+
+/// One metric's evidence of a finding, one line: its value and interval,
+/// how far below comparable pairs, low partners and worst pairs.
+pub fn evidence_line(e: &Evidence) -> String {
+    let worst: Vec<String> = e
+        .worst
+        .iter()
+        .map(|(p, v)| format!("{p} {}", fmt_value(e.metric, *v)))
+        .collect();
+    format!(
+        "{} {} {}{}, {:.0}% {} the {} {} median of {} pairs{}{}",
+        e.metric,
+        fmt_value(e.metric, e.value),
+        e.metric.unit(),
+        interval(e.lo, e.hi, e.metric),
+        e.deficit_pct,
+        worse_word(e.metric),
+        fmt_value(e.metric, e.reference),
+        e.metric.unit(),
+        e.class.name(),
+        if e.pairs > 1 {
+            format!("; low with {} of {} partners", e.low_pairs, e.pairs)
+        } else {
+            String::new()
+        },
+        if e.pairs > 1 {
+            format!("; worst {}", worst.join(", "))
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// The report as text: what ran, the references, each finding with its
@@ -114,8 +179,11 @@ pub fn report_text(report: &Report, matrix: &Matrix, analysis: &Analysis) -> Str
             }
         );
     }
+    if let Some(line) = noisy_line(matrix, analysis) {
+        let _ = writeln!(s, "{line}");
+    }
     for f in &report.findings {
-        write_finding(&mut s, f, matrix);
+        write_finding(&mut s, f, matrix, analysis);
     }
     write_dismissed(&mut s, report);
     if !report.bisection.is_empty() && !report.findings.iter().any(|f| f.kind == FindingKind::Collective) {
@@ -202,37 +270,10 @@ fn write_references(s: &mut String, report: &Report) {
 
 /// A finding: its headline, then its evidence, re-tests and bisection
 /// steps, indented.
-fn write_finding(s: &mut String, f: &Finding, matrix: &Matrix) {
-    let _ = writeln!(s, "{}", headline(f));
+fn write_finding(s: &mut String, f: &Finding, matrix: &Matrix, analysis: &Analysis) {
+    let _ = writeln!(s, "{}", headline(f, matrix, analysis));
     for e in &f.evidence {
-        let worst: Vec<String> = e
-            .worst
-            .iter()
-            .map(|(p, v)| format!("{p} {}", fmt_value(e.metric, *v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  {} {} {}{}, {:.0}% {} the {} {} median of {} pairs{}{}",
-            e.metric,
-            fmt_value(e.metric, e.value),
-            e.metric.unit(),
-            interval(e.lo, e.hi, e.metric),
-            e.deficit_pct,
-            worse_word(e.metric),
-            fmt_value(e.metric, e.reference),
-            e.metric.unit(),
-            e.class.name(),
-            if e.pairs > 1 {
-                format!("; low with {} of {} partners", e.low_pairs, e.pairs)
-            } else {
-                String::new()
-            },
-            if e.pairs > 1 {
-                format!("; worst {}", worst.join(", "))
-            } else {
-                String::new()
-            }
-        );
+        let _ = writeln!(s, "  {}", evidence_line(e));
     }
     for r in &f.retests {
         let _ = writeln!(s, "  re-test {}", retest_line(r, matrix));
@@ -240,6 +281,50 @@ fn write_finding(s: &mut String, f: &Finding, matrix: &Matrix) {
     for step in &f.steps {
         let _ = writeln!(s, "  bisection {}", step_line(step));
     }
+}
+
+/// What the rule could not judge, one line (`None` when nothing): the
+/// ranks and pairs worse than comparable pairs by more than the rule's
+/// percentage but not by its spreads (`?` in the matrix).
+pub fn noisy_line(matrix: &Matrix, analysis: &Analysis) -> Option<String> {
+    let mut ranks: Vec<String> = analysis.noisy_units().map(|u| short(matrix, u.rank)).collect();
+    ranks.dedup();
+    let mut pairs: Vec<String> = analysis
+        .noisy_pairs()
+        .map(|p| format!("{} - {}", short(matrix, p.pair.a), short(matrix, p.pair.b)))
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    if ranks.is_empty() && pairs.is_empty() {
+        return None;
+    }
+    let rule = analysis.rule.unwrap_or(Rule::DEFAULT);
+    let list = |v: &[String]| {
+        let mut t = v.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        if v.len() > 5 {
+            let _ = write!(t, " and {} more", v.len() - 5);
+        }
+        t
+    };
+    let mut parts = Vec::new();
+    if !ranks.is_empty() {
+        parts.push(format!(
+            "{} ({})",
+            if matrix.level == Level::Node { "nodes" } else { "ranks" },
+            list(&ranks)
+        ));
+    }
+    if !pairs.is_empty() {
+        parts.push(format!("pairs ({})", list(&pairs)));
+    }
+    Some(format!(
+        "too noisy to judge: {}: more than {}% and {} robust spreads worse than comparable pairs, not the {} \
+         the rule names (? in the matrix); neither named nor fine",
+        parts.join(" and "),
+        rule.min_deficit_pct,
+        crate::links::rule::DOUBT * rule.spreads,
+        rule.spreads
+    ))
 }
 
 /// The suspects the re-tests dismissed: the first ten, then a count.

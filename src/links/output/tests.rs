@@ -110,3 +110,26 @@ fn rails_get_one_summary_row_each() {
     let text = report_text(&o.report, &o.matrix, &o.analysis);
     assert!(text.contains("per rail (unidirectional):\n  rail 0: 6 pairs"), "{text}");
 }
+
+#[test]
+fn a_collective_finding_says_its_pairs_look_fine_only_when_none_was_low() {
+    use super::super::finder::{Finding, FindingKind};
+    let (o, _) = outcome(8, 1, Level::Node, vec![Fault::slow_link(2, 5, 2.0)]);
+    assert!(o.analysis.pair_suspects().any(|p| p.pair == Pair::new(2, 5)));
+    let on = |rank: usize| Finding {
+        kind: FindingKind::Collective,
+        hosts: vec![o.matrix.endpoints[rank].host.clone()],
+        endpoints: vec![o.matrix.endpoints[rank].clone()],
+        evidence: vec![],
+        retests: vec![],
+        steps: vec![],
+    };
+    let fine = headline(&on(0), &o.matrix, &o.analysis);
+    assert!(fine.ends_with("while its pairs look fine"), "{fine}");
+    let low = headline(&on(2), &o.matrix, &o.analysis);
+    assert!(!low.contains("look fine"), "{low}");
+    assert!(
+        low.ends_with("; in the matrix, 1 of its pairs were low and 0 too noisy to judge"),
+        "{low}"
+    );
+}

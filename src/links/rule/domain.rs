@@ -157,6 +157,7 @@ impl Fit<'_> {
                 .best_end(e.lo, e.hi)
                 .is_none_or(|end| metric.goodness(end) < expected_g);
             let reference = self.medians[o.class];
+            let low = self.rule.worse(residual[i], self.class_sd[o.class]) && below_interval;
             out.pairs.push(PairCheck {
                 pair: p.pair,
                 metric,
@@ -168,7 +169,8 @@ impl Fit<'_> {
                 expected: from_goodness(expected_g),
                 deficit_pct: (1.0 - residual[i].exp()) * 100.0,
                 below_reference_pct: (1.0 - (o.g - metric.goodness(reference)).exp()) * 100.0,
-                low: self.rule.worse(residual[i], self.class_sd[o.class]) && below_interval,
+                low,
+                noisy: !low && self.rule.doubtful(residual[i], self.class_sd[o.class]),
             });
         }
     }
@@ -193,10 +195,9 @@ impl Fit<'_> {
                 .collect();
             let Some(ratio) = Estimate::of(&ratios) else { continue };
             let sd = effect_sd.max(self.domain_sd / (partners as f64).sqrt());
-            let suspect = partners >= rule.min_partners
-                && rule.worse(effect[u], sd)
-                && low_partners as f64 >= rule.node_share * partners as f64
-                && ratio.hi.is_none_or(|hi| hi < 1.0);
+            // a node's pattern: enough partners, low with enough of them
+            let shaped = partners >= rule.min_partners && low_partners as f64 >= rule.node_share * partners as f64;
+            let suspect = shaped && rule.worse(effect[u], sd) && ratio.hi.is_none_or(|hi| hi < 1.0);
             out.units.push(UnitCheck {
                 rank,
                 domain: self.domain,
@@ -207,6 +208,7 @@ impl Fit<'_> {
                 ratio,
                 margin_pct: (1.0 - (-rule.spreads * sd).exp()) * 100.0,
                 suspect,
+                noisy: shaped && !suspect && rule.doubtful(effect[u], sd),
             });
         }
     }

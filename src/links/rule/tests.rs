@@ -138,3 +138,51 @@ fn the_rule_needs_the_percentage_and_the_spreads() {
     assert_eq!(Metric::parse("BIDI"), Some(Metric::Bidi));
     assert!(Metric::Latency.goodness(2.0) < Metric::Latency.goodness(1.0));
 }
+
+#[test]
+fn what_is_past_the_percentage_and_most_spreads_but_short_of_them_is_too_noisy() {
+    let r = Rule::DEFAULT;
+    let ln = |x: f64| x.ln();
+    // 15% down with 5% spreads: past 3 of them, short of 4
+    assert!(r.doubtful(ln(0.85), 0.05) && !r.worse(ln(0.85), 0.05));
+    assert!(!r.doubtful(ln(0.85), 0.07), "within 3 spreads: fine");
+    assert!(!r.doubtful(ln(0.95), 0.001), "under the percentage: fine");
+
+    // a fleet whose pairs spread by +-30%: a pair 3.5 spreads down is neither
+    // flagged nor fine; a node 50% down is a suspect, not noise, and its
+    // pairs are its, not noise of their own
+    // squared: a Weyl sequence of a * 1000 + b would be additive in a and b
+    let noisy = |a: usize, b: usize| 24.0 * jitter((a * 1000 + b).pow(2), 0.3);
+    let (m, l) = matrix(16, noisy);
+    let a = analyse(&m, &l, &Rule::DEFAULT);
+    let sd = a.reference(PairClass::InterHost, Metric::Uni).unwrap().resid_sd;
+    assert!(
+        3.0 * sd > (1.0f64 / 0.9).ln(),
+        "3 spreads are past 10% on this fleet: {sd}"
+    );
+    let fine = a.check(Pair::new(2, 5), Metric::Uni).unwrap();
+    assert!(!fine.low && !fine.noisy, "as it is, 2-5 is fine: {fine:?}");
+    // pair 2-5 3.5 spreads below what its ends predict
+    let slow = a.check(Pair::new(2, 5), Metric::Uni).unwrap().expected * (-3.5 * sd).exp();
+    let (m, l) = matrix(16, |a, b| if (a, b) == (2, 5) { slow } else { noisy(a, b) });
+    let a = analyse(&m, &l, &Rule::DEFAULT);
+    let p = a.check(Pair::new(2, 5), Metric::Uni).unwrap();
+    assert!(!p.low && p.noisy, "{p:?}");
+    assert!(a.noisy_pairs().any(|c| c.pair == Pair::new(2, 5)));
+    assert_eq!(a.unit_suspects().count(), 0);
+    let text = crate::links::output::matrix_text(&m, &l, &a, Metric::Uni).unwrap();
+    assert!(text.contains("? = too noisy to judge"), "{text}");
+    let row = text.lines().nth(4).unwrap();
+    assert!(row.contains(" 2  h2") && row.contains('?'), "row of rank 2: {text}");
+    let line = crate::links::output::noisy_line(&m, &a).unwrap();
+    assert!(
+        line.starts_with("too noisy to judge: ") && line.contains("h2 - h5"),
+        "{line}"
+    );
+
+    let (m, l) = matrix(8, |a, b| noisy(a, b) * if a == 6 || b == 6 { 0.5 } else { 1.0 });
+    let a = analyse(&m, &l, &Rule::DEFAULT);
+    assert!(a.unit_suspects().any(|u| u.rank == 6));
+    assert!(a.noisy_units().all(|u| u.rank != 6), "a suspect is not noise");
+    assert!(a.noisy_pairs().all(|p| !p.pair.has(6)), "its pairs show it");
+}

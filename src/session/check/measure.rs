@@ -33,6 +33,8 @@ pub(super) struct Sampled {
 
 pub(super) struct Measured {
     pub checks: Vec<Sampled>,
+    /// Each finder check, as it ran (`finder`).
+    pub finders: Vec<super::finder::FinderRun>,
     /// The signal that stopped sampling.
     pub stopped_by: Option<u64>,
 }
@@ -73,6 +75,14 @@ pub(super) fn group_figures(p: &Planned, group: &Group, times: &[Vec<f64>]) -> (
     (all.iter().sum::<f64>() / all.len().max(1) as f64, sizes)
 }
 
+/// Why `p` runs on none of its groups, if it does not (every rank knows
+/// the same groups: all skip it together).
+fn nowhere(p: &Planned) -> Option<&'static str> {
+    let mut why = p.groups.iter().map(|(_, w)| w.as_ref().map(|w| w.short));
+    let first = why.next()??;
+    why.all(|w| w.is_some()).then_some(first)
+}
+
 impl<W: World> Session<'_, W> {
     /// Every planned check in turn. A failure ends the job (the peers are
     /// inside the same collectives).
@@ -91,6 +101,17 @@ impl<W: World> Session<'_, W> {
                 checks.push(Sampled::default());
                 continue;
             }
+            if let Some(why) = nowhere(p) {
+                if self.world.rank() == 0 {
+                    print_out(&format!("# {:<28} not run: {why}\n", p.spec.name));
+                }
+                checks.push(Sampled {
+                    values: vec![Vec::new(); p.groups.len()],
+                    wrong: vec![None; p.groups.len()],
+                    ran: true,
+                });
+                continue;
+            }
             let mut sampler = Sampler {
                 cx: self.context(&mut *backend, watchdog),
                 idle: !p.active,
@@ -99,7 +120,11 @@ impl<W: World> Session<'_, W> {
             checks.push(sampled);
             stopped_by = stop;
         }
-        Measured { checks, stopped_by }
+        Measured {
+            checks,
+            finders: vec![],
+            stopped_by,
+        }
     }
 
     /// One check's samples (`Sampler::run`); rank 0 writes each as it comes.

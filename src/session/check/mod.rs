@@ -10,6 +10,7 @@
 //! Must not: judge samples or format verdicts (`check` does), time
 //! anything itself (`engine::sampler`).
 
+mod finder;
 mod launch;
 mod measure;
 mod outputs;
@@ -32,12 +33,29 @@ use crate::world::World;
 pub(super) struct Planned {
     pub spec: CheckSpec,
     pub calls: Vec<Call>,
-    /// Each group with its ranks' size, and why it is not judged (a node
-    /// of one rank has no node-local collective).
-    pub groups: Vec<(Group, Option<String>)>,
+    /// Each group with its ranks' size, and why it cannot run there (a
+    /// node of one rank has no node-local collective).
+    pub groups: Vec<(Group, Option<Unrun>)>,
     /// Whether this rank is in one of the groups (a node out of a round of
     /// pairs only keeps step with the others).
     pub active: bool,
+}
+
+/// Why a check cannot run on a group: the table's few words and the
+/// whole sentence.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Unrun {
+    pub short: &'static str,
+    pub reason: String,
+}
+
+impl Unrun {
+    fn new(short: &'static str, reason: impl Into<String>) -> Option<Unrun> {
+        Some(Unrun {
+            short,
+            reason: reason.into(),
+        })
+    }
 }
 
 /// The name of node `n` in files and labels: its host, or, for
@@ -115,6 +133,7 @@ pub(super) fn pair_colours(rounds: &[Vec<(usize, usize)>], nodes: &Nodes, rank: 
 
 /// Every check as `rank` runs it; a pair check is one `Planned` per round
 /// of pairs (`pair_groups`: this rank's sub-communicator in each round).
+/// Finder checks are not planned here (`finder`).
 pub(super) fn plan(
     checks: &[CheckSpec],
     nodes: &Nodes,
@@ -124,7 +143,7 @@ pub(super) fn plan(
 ) -> Vec<Planned> {
     let labels: Vec<String> = (0..nodes.nnodes()).map(|n| node_label(nodes, n)).collect();
     let mut out = Vec::new();
-    for spec in checks {
+    for spec in checks.iter().filter(|c| !c.is_finder()) {
         match spec.scope {
             Scope::Node => out.push(plan_node(spec, nodes, rank, &labels, node_group)),
             Scope::Pair => out.extend(plan_pairs(spec, nodes, rank, &labels, pair_groups)),
@@ -149,7 +168,11 @@ fn plan_node(spec: &CheckSpec, nodes: &Nodes, rank: usize, labels: &[String], no
     let groups = (0..nodes.nnodes())
         .map(|m| {
             let ranks = nodes.ranks_on(m);
-            let why = (ranks.len() < 2).then(|| "1 rank on the node: a node check needs 2 or more".to_string());
+            let why = if ranks.len() < 2 {
+                Unrun::new("1 rank", "1 rank on the node: a node check needs 2 or more")
+            } else {
+                None
+            };
             let g = Group {
                 label: labels[m].clone(),
                 hosts: vec![labels[m].clone()],
@@ -185,7 +208,10 @@ fn plan_pairs(
         return vec![Planned {
             spec: spec.clone(),
             calls: calls(spec, 2, 0, None),
-            groups: vec![(g, Some("1 node in the launch: a pair check needs 2 or more".into()))],
+            groups: vec![(
+                g,
+                Unrun::new("1 node", "1 node in the launch: a pair check needs 2 or more"),
+            )],
             active: false,
         }];
     }
@@ -230,7 +256,11 @@ fn plan_job(spec: &CheckSpec, nodes: &Nodes, rank: usize, labels: &[String]) -> 
         hosts: labels.to_vec(),
         ranks: (0..nodes.nranks()).collect(),
     };
-    let why = (nodes.nranks() < 2).then(|| "1 rank in the job: a collective needs 2 or more".to_string());
+    let why = if nodes.nranks() < 2 {
+        Unrun::new("1 rank", "1 rank in the job: a collective needs 2 or more")
+    } else {
+        None
+    };
     Planned {
         spec: spec.clone(),
         calls: calls(spec, nodes.nranks(), rank, None),
@@ -271,15 +301,22 @@ impl<W: World> Session<'_, W> {
         );
         let free = backend.gpu().and_then(|g| g.free_bytes());
         let ranks_on_host = world.nodes().local_size(world.rank());
-        self.agreed(c.check_memory(&reservation, ranks_on_host, free))?;
+        // the finder's buffers come after the checks' (its measurer
+        // reserves its own): each must fit
+        for r in std::iter::once(&reservation).chain(&finder::reservations(c)) {
+            self.agreed(c.check_memory(r, ranks_on_host, free))?;
+        }
         self.agreed(backend.reserve(&reservation))?;
         let views = outputs::Views {
             observed: observed.text,
             observed_all,
             gpus,
         };
+        self.agreed(outputs::check_prometheus(c, &nodes, world.rank()))?;
         let setup = outputs::Setup::new(self, c, &nodes, identity, views)?;
-        let measured = self.measure(backend, c, &planned, &setup, watchdog);
+        let mut measured = self.measure(backend, c, &planned, &setup, watchdog);
+        // last: the finder's measurer prepares buffers of its own
+        measured.finders = self.find(backend, c, &nodes, &setup, watchdog, &mut measured.stopped_by);
         Ok(self.conclude(c, &nodes, &planned, setup, measured))
     }
 }
@@ -316,7 +353,7 @@ fn pair_groups(
     nodes: &Nodes,
     rank: usize,
 ) -> Result<Vec<Option<SubGroup>>, Error> {
-    if !c.checks.iter().any(|k| k.scope == Scope::Pair) {
+    if !c.checks.iter().any(|k| k.scope == Scope::Pair && !k.is_finder()) {
         return Ok(vec![]);
     }
     let rounds = pair_rounds(nodes.nnodes());

@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::finder::FinderRun;
 use super::measure::Measured;
 use super::{CheckJob, Planned, Session, node_label};
 use crate::check::hook::{self, Ran};
 use crate::check::samples::{Sample, SamplesFile};
 use crate::check::soak::{self, Frame, Series};
 use crate::check::{
-    Host, Report, Status, baseline, json, prometheus, require_path, skipped, text, verdict, write_atomic,
+    Group, Host, Report, Status, baseline, json, prometheus, require_path, text, unrun, verdict, write_atomic,
 };
 use crate::engine::stop::signal_name;
 use crate::error::{Error, exit, say};
@@ -128,16 +129,28 @@ impl Setup {
             } else {
                 format!("{} samples", k.samples)
             };
-            out += &format!(
-                "# check     : {} ({} scope, {} {} {}, {} x {} iterations, out-of-place and in-place)\n",
-                k.name,
-                k.scope.name(),
-                k.collective,
-                crate::check::size_class(&k.sizes.value),
-                k.metric.name(),
-                samples,
-                k.iters
-            );
+            let optional = if k.optional { ", optional" } else { "" };
+            out += &if k.is_finder() {
+                format!(
+                    "# check     : {} (pair scope{optional}, the links matrix and finder at node level: {} one way and \
+                     both ways, 8 B ping-pong, {} x {} iterations per pair and metric)\n",
+                    k.name,
+                    crate::check::size_class(&k.sizes.value),
+                    samples,
+                    k.iters
+                )
+            } else {
+                format!(
+                    "# check     : {} ({} scope{optional}, {} {} {}, {} x {} iterations, out-of-place and in-place)\n",
+                    k.name,
+                    k.scope.name(),
+                    k.collective,
+                    crate::check::size_class(&k.sizes.value),
+                    k.metric.name(),
+                    samples,
+                    k.iters
+                )
+            };
         }
         out += &format!("# files     : {}/\n#\n", self.out_dir.display());
         out
@@ -198,9 +211,9 @@ impl<W: World> Session<'_, W> {
             let thresholds = baseline::thresholds(&p.spec, c.baseline.as_ref(), &c.profile.origin);
             for (k, (g, why)) in p.groups.iter().enumerate() {
                 let v = match (&thresholds, why, sampled.ran) {
-                    (_, _, false) => skipped(&p.spec, g, "not run: the run was stopped before it"),
-                    (_, Some(why), _) => skipped(&p.spec, g, why),
-                    (Err(e), _, _) => skipped(&p.spec, g, &e.to_string()),
+                    (_, _, false) => unrun(&p.spec, g, "stopped", "not run: the run was stopped before it"),
+                    (_, Some(why), _) => unrun(&p.spec, g, why.short, &why.reason),
+                    (Err(e), _, _) => unrun(&p.spec, g, "no threshold", &e.to_string()),
                     (Ok(t), None, true) => {
                         let values: Vec<f64> = sampled.values[k].iter().map(|v| v.1).collect();
                         let mut v = verdict(&p.spec, g, &values, t, sampled.wrong[k]);
@@ -219,6 +232,7 @@ impl<W: World> Session<'_, W> {
                 verdicts.push(v);
             }
         }
+        let notes = self.finder_verdicts(c, nodes, m, &mut verdicts);
         let hosts = (0..nodes.nnodes())
             .map(|n| {
                 let ranks = nodes.ranks_on(n);
@@ -244,7 +258,56 @@ impl<W: World> Session<'_, W> {
             hosts,
             verdicts,
             stopped_by: m.stopped_by.map(signal_name),
+            notes,
         }
+    }
+
+    /// The finder checks' verdicts (every node's, every named link's),
+    /// placed after the other pair checks' (verdicts go in scope order);
+    /// the finder's notes.
+    fn finder_verdicts(
+        &self,
+        c: &CheckJob,
+        nodes: &Nodes,
+        m: &Measured,
+        verdicts: &mut Vec<crate::check::Verdict>,
+    ) -> Vec<String> {
+        let groups: Vec<Group> = (0..nodes.nnodes())
+            .map(|n| Group {
+                label: node_label(nodes, n),
+                hosts: vec![node_label(nodes, n)],
+                ranks: nodes.ranks_on(n),
+            })
+            .collect();
+        let mut notes = Vec::new();
+        let specs = c.checks.iter().filter(|k| k.is_finder());
+        for (spec, run) in specs.zip(&m.finders) {
+            let mut found = match run {
+                FinderRun::Ran(o, more) => {
+                    let (v, n) = crate::check::finder::verdicts(spec, &groups, o);
+                    notes.extend(n);
+                    notes.extend(more.iter().cloned());
+                    v
+                }
+                FinderRun::Unrun(why) => {
+                    let job = Group {
+                        label: match groups.as_slice() {
+                            [one] => one.label.clone(),
+                            all => format!("{} nodes", all.len()),
+                        },
+                        hosts: groups.iter().map(|g| g.label.clone()).collect(),
+                        ranks: (0..nodes.nranks()).collect(),
+                    };
+                    vec![unrun(spec, &job, why.short, &why.reason)]
+                }
+            };
+            let at = verdicts
+                .iter()
+                .rposition(|v| v.scope == "node" || v.scope == "pair")
+                .map_or(0, |i| i + 1);
+            verdicts.splice(at..at, found.drain(..));
+        }
+        notes
     }
 
     /// Rank 0's end: the summary, the launch file, the hooks, the
@@ -342,7 +405,7 @@ fn node_files(r: &Report) -> Vec<NodeFiles> {
 }
 
 /// A node's files, by its first rank: `DIR/HOST.json`, `DIR/HOST.prom` and
-/// `--prometheus` (`{host}` replaced), each written whole or not at all.
+/// `--prometheus` (`prometheus_path`), each written whole or not at all.
 fn write_node(c: &CheckJob, dir: &Path, label: &str, files: &[NodeFiles]) -> Result<(), Error> {
     let Some(f) = files.iter().find(|f| f.label == label) else {
         return Err(Error::runtime(format!("internal error: no verdict files for {label}")));
@@ -351,14 +414,53 @@ fn write_node(c: &CheckJob, dir: &Path, label: &str, files: &[NodeFiles]) -> Res
     write_atomic(&dir.join(format!("{label}.json")), &f.json)?;
     write_atomic(&dir.join(format!("{label}.prom")), &f.prom)?;
     if let Some(p) = &c.prometheus {
-        let path = PathBuf::from(p.replace("{host}", label));
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::runtime(format!("cannot create {}: {e}", parent.display())))?;
-        }
-        write_atomic(&path, &f.prom)?;
+        write_atomic(&prometheus_path(p, label)?, &f.prom)?;
     }
     Ok(())
+}
+
+/// Where `--prometheus SPEC` puts node `label`'s file: in a directory
+/// (`SPEC` names one, or ends in `/`: node_exporter's textfile directory),
+/// `HOST.prom` inside it; else `SPEC` itself, `{host}` replaced. The
+/// directory must exist and take a new file (a usage error naming it,
+/// exit 2): checked on every node before anything is measured.
+pub(super) fn prometheus_path(spec: &str, label: &str) -> Result<PathBuf, Error> {
+    let named = PathBuf::from(spec.replace("{host}", label));
+    let (dir, path) = if spec.ends_with('/') || named.is_dir() {
+        (named.clone(), named.join(format!("{label}.prom")))
+    } else {
+        let parent = named
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        (parent, named)
+    };
+    let refused = |why: String| {
+        Error::usage(format!(
+            "--prometheus {spec}: {why} on {label} (a directory that exists, such as node_exporter's textfile \
+             directory, or a file in one)"
+        ))
+    };
+    if !dir.is_dir() {
+        return Err(refused(format!("{} is not a directory", dir.display())));
+    }
+    let probe = dir.join(format!(".collbench-probe.{}.tmp", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| refused(format!("cannot write in {}: {e}", dir.display())))?;
+    Ok(path)
+}
+
+/// `--prometheus` checked on this rank where it writes its node's files
+/// (each node's first rank), before anything is measured.
+pub(super) fn check_prometheus(c: &CheckJob, nodes: &Nodes, rank: usize) -> Result<(), Error> {
+    let (Some(spec), Some(n)) = (
+        &c.prometheus,
+        (0..nodes.nnodes()).find(|&n| nodes.ranks_on(n).first() == Some(&rank)),
+    ) else {
+        return Ok(());
+    };
+    prometheus_path(spec, &node_label(nodes, n)).map(|_| ())
 }
 
 /// The `--on-fail` command of each failing node, printed, or run.
@@ -395,5 +497,47 @@ fn run_hooks(t: &hook::Template, execute: bool, r: &Report) {
     }
     if r.failing_nodes().is_empty() && r.status() != Status::Pass && r.exit_code() != 0 {
         print_out("# on-fail: no node to name (the whole-job check failed); nothing run\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prometheus_path;
+
+    #[test]
+    fn prometheus_takes_a_directory_or_a_file_in_one_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        // a directory: HOST.prom inside, with or without the slash
+        assert_eq!(prometheus_path(&d, "n1").unwrap(), dir.path().join("n1.prom"));
+        assert_eq!(
+            prometheus_path(&format!("{d}/"), "n1").unwrap(),
+            dir.path().join("n1.prom")
+        );
+        // a file in a directory that exists, {host} replaced
+        assert_eq!(
+            prometheus_path(&format!("{d}/cb-{{host}}.prom"), "n1").unwrap(),
+            dir.path().join("cb-n1.prom")
+        );
+        // a directory that does not exist, a file's parent that is a file
+        let e = prometheus_path(&format!("{d}/missing/"), "n1").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().starts_with(&format!(
+                "--prometheus {d}/missing/: {d}/missing/ is not a directory on n1"
+            )),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("plain"), "x").unwrap();
+        let e = prometheus_path(&format!("{d}/plain/x.prom"), "n1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("plain is not a directory on n1"), "{e}");
+        assert!(!e.contains('\n'));
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "the probe file is gone"
+        );
     }
 }
