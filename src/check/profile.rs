@@ -207,14 +207,14 @@ impl Profile {
     }
 
     /// Why this rank's environment (`env`) cannot have its figures judged
-    /// against the profile's thresholds: `origin:line: the profile's ...`
-    /// where it lacks the plugin environment they were measured with, else
+    /// against the profile's thresholds: `origin:line: its thresholds were
+    /// measured with ...` where it lacks the plugin environment, else
     /// `None`. A verdict of "not judged", not a failure: the figures of
     /// another network stack say nothing against these thresholds.
     pub fn not_judged(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
         let plugin = self.plugin.as_ref()?;
         let why = plugin.missing(env)?;
-        Some(format!("{}:{}: not judged: {why}", self.origin, plugin.line))
+        Some(format!("{}:{}: {why}", self.origin, plugin.line))
     }
 
     /// Whether any check judges against a fleet baseline.

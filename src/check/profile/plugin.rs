@@ -195,7 +195,10 @@ mod tests {
             // a machine without the plugin: not judged, with the file and line
             let why = p.not_judged(&|_| None).unwrap();
             assert!(
-                why.starts_with(&format!("{}:{}: not judged: ", p.origin, plugin.line)),
+                why.starts_with(&format!(
+                    "{}:{}: its thresholds were measured with ",
+                    p.origin, plugin.line
+                )),
                 "{why}"
             );
         }
