@@ -143,6 +143,48 @@ fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
     ok(sim_run(&dir, 4, &detector, &workload));
 }
 
+/// `collbench check`'s node and pair groups take `-R` too (issue 37, item
+/// 1): under the simulation's detector (GPUSIM_NCCL_REQUIRE_REGISTERED=1)
+/// a node check and a pair check on two virtual nodes of two ranks fail
+/// without `-R` (operations on buffers no communicator registered) and
+/// are judged with `-R 1`, the buffers registered with each group's
+/// communicator as it is split.
+#[test]
+fn check_groups_run_on_buffers_registered_with_their_own_communicator() {
+    let Some(dir) = sim_dir() else { return };
+    let tmp = tempdir();
+    let profile = tmp.path().join("groups.toml");
+    let check = |name: &str, scope: &str| {
+        format!(
+            "[[check]]\nname = \"{name}\"\nscope = \"{scope}\"\ncollective = \"all_reduce\"\nsize = \"4K\"\n\
+             iters = 2\nsamples = 3\nfail_below = {{ value = 1e-9, source = \"a floor any run clears\" }}\n"
+        )
+    };
+    let text = format!(
+        "name = \"groups\"\ndescription = \"node and pair groups\"\n\n{}\n{}",
+        check("node-all-reduce-4k", "node"),
+        check("pair-all-reduce-4k", "pair")
+    );
+    std::fs::write(&profile, text).unwrap();
+    let detector = [("GPUSIM_NCCL_REQUIRE_REGISTERED", "1")];
+    let run = |name: &str, extra: &[&str]| {
+        let out_dir = tmp.path().join(name);
+        let mut args = argv!["check --profile", path_str(&profile), "--out", path_str(&out_dir)];
+        args.extend(["--backend", "nccl", "-g", "4", "--ranks-per-node", "2"]);
+        args.extend_from_slice(extra);
+        sim_run(&dir, 4, &detector, &args)
+    };
+    let out = exits(1, run("unregistered", &[]));
+    assert!(stderr(&out).contains("invalid usage"), "{}", stderr(&out));
+    let out = run("registered", &["-R", "1"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("# checks : 3 passed, 0 warned, 0 failed, 0 flaky, 0 not judged"),
+        "two node groups and one pair: {}",
+        stdout(&out)
+    );
+}
+
 /// `run(ARGS --csv FILE)`, which must succeed, with every row validated
 /// (`wrong` 0 out of place): its output and CSV. (`--split` rows carry
 /// their group's rank count, which `sim_rows` does not expect.)
