@@ -148,7 +148,8 @@ fn split_groups_run_on_buffers_registered_with_their_own_communicator() {
 /// a node check and a pair check on two virtual nodes of two ranks fail
 /// without `-R` (operations on buffers no communicator registered) and
 /// are judged with `-R 1`, the buffers registered with each group's
-/// communicator as it is split.
+/// communicator as it is split; with `-R 2` where NCCL declines windows
+/// (NCCL_WIN_ENABLE=0) the header says so.
 #[test]
 fn check_groups_run_on_buffers_registered_with_their_own_communicator() {
     let Some(dir) = sim_dir() else { return };
@@ -182,6 +183,19 @@ fn check_groups_run_on_buffers_registered_with_their_own_communicator() {
         stdout(&out).contains("# checks : 3 passed, 0 warned, 0 failed, 0 flaky, 0 not judged"),
         "two node groups and one pair: {}",
         stdout(&out)
+    );
+    // -R 2 where NCCL declines every window: judged unregistered, and the
+    // header says so (its note is taken once the buffers are registered)
+    let out_dir = tmp.path().join("nowin");
+    let mut args = argv!["check --profile", path_str(&profile), "--out", path_str(&out_dir)];
+    args.extend(["--backend", "nccl", "-g", "4", "--ranks-per-node", "2", "-R", "2"]);
+    let out = sim_run(&dir, 4, &[("NCCL_WIN_ENABLE", "0")], &args);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines().any(|l| l.starts_with("# backend   : ")
+            && l.contains("-R 2: NCCL returned no symmetric window on the world communicator")),
+        "{text}"
     );
 }
 

@@ -290,7 +290,8 @@ impl<W: World> Session<'_, W> {
             observed,
             observed_all,
             gpus,
-            identity,
+            mut identity,
+            auto_note,
             ..
         } = prepared;
         let backend = backend.as_mut();
@@ -312,6 +313,9 @@ impl<W: World> Session<'_, W> {
             self.agreed(c.check_memory(r, ranks_on_host, free))?;
         }
         self.agreed(backend.reserve(&reservation))?;
+        // the header's backend note once registration is done (a window
+        // NCCL declined is known by then)
+        identity.backend_note = super::prepare::backend_note(auto_note, backend.identity().notes);
         // every rank's own environment against the profile's plugin's
         let lacks = c.profile.not_judged(&|name| std::env::var(name).ok());
         let views = outputs::Views {
