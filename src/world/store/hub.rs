@@ -22,8 +22,15 @@ use crate::world::launch::{StoreLaunch, StoreLauncher};
 /// (the stop signal it sends itself) before it exits.
 const REPORT_GRACE: Duration = Duration::from_secs(2);
 
-/// How long rank 0, giving up the start, still tells ranks that connect.
+/// How long rank 0, giving up the start after the deadline, still tells
+/// ranks that connect.
 const STRAGGLER_WAIT: Duration = Duration::from_millis(300);
+
+/// How long rank 0, refusing a rank of the job (a size or a rank the
+/// others disagree with), waits for the ranks that have not connected yet,
+/// to tell each to end: a rank that a loaded host starts late would else
+/// find the store gone and say a second line.
+const REFUSED_WAIT: Duration = Duration::from_secs(5);
 
 /// How long rank 0, leaving in order, waits for every rank to leave too.
 const LEAVE_WAIT: Duration = Duration::from_secs(30);
@@ -177,6 +184,8 @@ struct Admission<'a> {
     greetings: (Sender<Greeting>, Receiver<Greeting>),
     admitted: Vec<Option<(TcpStream, Hello)>>,
     fanout: usize,
+    /// Ranks told to end, once rank 0 gives up.
+    told: usize,
 }
 
 /// What rank 0 makes of a greeting.
@@ -203,7 +212,7 @@ pub fn rendezvous(
         let Some((mut stream, hello)) = admission.next_greeting(deadline) else {
             if deadline.passed() {
                 let line = admission.missing(deadline);
-                return Err(admission.give_up(exit::TIMEOUT, line));
+                return Err(admission.give_up(exit::TIMEOUT, line, STRAGGLER_WAIT));
             }
             continue;
         };
@@ -223,7 +232,9 @@ pub fn rendezvous(
                     message: String::new(),
                 };
                 let _ = wire::write(&mut stream, &refuse);
-                return Err(admission.give_up(exit::USAGE, line));
+                // the refused rank is told; the others may be on their way
+                admission.told += 1;
+                return Err(admission.give_up(exit::USAGE, line, REFUSED_WAIT));
             }
             Judged::Admit => {
                 // The rank now waits for the others without a deadline of
@@ -250,6 +261,7 @@ impl<'a> Admission<'a> {
             greetings: mpsc::channel(),
             admitted: (0..launch.size).map(|_| None).collect(),
             fanout,
+            told: 0,
         })
     }
 
@@ -324,19 +336,21 @@ impl<'a> Admission<'a> {
         )
     }
 
-    /// Says `line`; every rank admitted, and every rank that connects in a
-    /// short while (stragglers), is told to end with `code`: the job ends
-    /// with rank 0's line alone.
-    fn give_up(mut self, code: u8, line: String) -> Error {
+    /// Says `line`; every rank admitted, and every rank that connects
+    /// within `wait` (stragglers) until each of the job's ranks was told,
+    /// is told to end with `code`: the job ends with rank 0's line alone.
+    fn give_up(mut self, code: u8, line: String, wait: Duration) -> Error {
         say(&line);
         let frame = wire::encode(&Msg::Abort { code });
         for (stream, _) in self.admitted.iter_mut().flatten() {
             let _ = stream.write_all(&frame);
+            self.told += 1;
         }
-        let until = Instant::now() + STRAGGLER_WAIT;
-        while Instant::now() < until {
-            if let Some((mut stream, _)) = self.next_greeting(Deadline::after(Some(STRAGGLER_WAIT))) {
+        let until = Instant::now() + wait;
+        while Instant::now() < until && self.told + 1 < self.launch.size {
+            if let Some((mut stream, _)) = self.next_greeting(Deadline::after(Some(wait))) {
                 let _ = stream.write_all(&frame);
+                self.told += 1;
             }
         }
         Error::Reported(code)
