@@ -64,7 +64,7 @@ pub fn join(
 ) -> Result<(Vec<RankInfo>, Spoke), Error> {
     let who = format!("rank {} on {}", me.rank, me.host);
     let address = launch.address();
-    let (relay, me) = relay_port(launch, me, &who)?;
+    let (relay, me) = relay_port(launch, me, fanout, &who)?;
     let mut stream = connect(launch, deadline).map_err(|last| {
         fail(
             exit::TIMEOUT,
@@ -126,7 +126,7 @@ pub fn join(
         .remaining()
         .unwrap_or(Duration::from_secs(60))
         .max(Duration::from_secs(5));
-    let links = tree::link(me.rank as usize, &peers, fanout, &me.token, &relay, limit).map_err(|e| {
+    let links = tree::link(me.rank as usize, &peers, fanout, &me.token, relay.as_ref(), limit).map_err(|e| {
         fail(
             exit::RUNTIME,
             format!("collbench: {who}: cannot join the store's release tree: {e}"),
@@ -136,8 +136,18 @@ pub fn join(
 }
 
 /// This rank's relay port (its children in the release tree connect
-/// there), in the store's address family, and `me` announcing it.
-fn relay_port(launch: &StoreLaunch, me: &Hello, who: &str) -> Result<(std::net::TcpListener, Hello), Error> {
+/// there), in the store's address family, and `me` announcing it; none
+/// for a rank without children (most ranks: a port nobody of the job
+/// connects to would only hold a stranger's connection unanswered).
+fn relay_port(
+    launch: &StoreLaunch,
+    me: &Hello,
+    fanout: usize,
+    who: &str,
+) -> Result<(Option<std::net::TcpListener>, Hello), Error> {
+    if tree::children(me.rank as usize, fanout, launch.size).is_empty() {
+        return Ok((None, me.clone()));
+    }
     let v6 = (launch.host.as_str(), launch.port)
         .to_socket_addrs()
         .map(|mut a| a.next().is_some_and(|a| a.is_ipv6()))
@@ -152,7 +162,7 @@ fn relay_port(launch: &StoreLaunch, me: &Hello, who: &str) -> Result<(std::net::
         relay_port: relay.local_addr().map_or(0, |a| a.port()),
         ..me.clone()
     };
-    Ok((relay, me))
+    Ok((Some(relay), me))
 }
 
 /// Why a rank was not admitted.
@@ -358,6 +368,39 @@ fn read_parent(mut from: TcpStream, mut children: Children, answers: &Sender<(u6
                 }
             }
             Ok(_) | Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::store::tests::launch;
+
+    /// Only a rank with children in the release tree opens a relay port: a
+    /// leaf's would hold a stranger's connection (another job's rank that
+    /// took the port for its store) unanswered until the deadline.
+    #[test]
+    fn only_ranks_with_children_open_a_relay_port() {
+        let hello = |rank: u32| Hello {
+            token: "t".into(),
+            rank,
+            size: 40,
+            local_rank: u32::MAX,
+            host: "h".into(),
+            pid: 1,
+            relay_port: 0,
+        };
+        for (rank, size, has) in [
+            (1, 4, false),
+            (3, 4, false),
+            (1, 40, true),
+            (2, 40, true),
+            (3, 40, false),
+        ] {
+            let (relay, me) = relay_port(&launch(rank, size, 1, "t"), &hello(rank as u32), 16, "x").unwrap();
+            assert_eq!(relay.is_some(), has, "rank {rank} of {size}");
+            assert_eq!(me.relay_port != 0, has, "rank {rank} of {size}");
         }
     }
 }

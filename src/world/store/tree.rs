@@ -69,13 +69,14 @@ pub struct Links {
 
 /// Opens this rank's links once every rank is known: a relay connection to
 /// its parent (unless that is rank 0), then one from each child (accepted
-/// on `listener`), each child naming the job's `token` and its rank.
+/// on `listener`, which a rank with children has), each child naming the
+/// job's `token` and its rank.
 pub fn link(
     rank: usize,
     peers: &[Peer],
     k: usize,
     token: &str,
-    listener: &TcpListener,
+    listener: Option<&TcpListener>,
     limit: Duration,
 ) -> io::Result<Links> {
     let n = peers.len();
@@ -98,6 +99,17 @@ pub fn link(
     let mine = children(rank, k, n);
     let mut children: Vec<Option<TcpStream>> = mine.clone().map(|_| None).collect();
     let until = Instant::now() + limit;
+    let listener = match listener {
+        Some(l) => l,
+        None if mine.is_empty() => {
+            return Ok(Links {
+                parent,
+                children: Vec::new(),
+                first_child: mine.start,
+            });
+        }
+        None => return Err(io::Error::other("no relay port for this rank's children")),
+    };
     listener.set_nonblocking(true)?;
     while children.iter().any(Option::is_none) {
         match listener.accept() {
