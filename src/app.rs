@@ -13,6 +13,8 @@ use crate::session::is_first_rank;
 use crate::world::launcher_rank;
 
 pub fn main() -> ExitCode {
+    // how this process was started, read before anything starts MPI
+    let _ = launcher_rank();
     install_panic_hook();
     let cli = match crate::cli::parse_cli(std::env::args_os()) {
         Ok(cli) => cli,

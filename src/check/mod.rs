@@ -832,4 +832,14 @@ fail_above = { value = 10.0, source = "a measured ceiling" }
         assert_eq!(r.exit_code(), EXIT_FAILED);
         assert_eq!(r.failing_nodes()[0].0, "a");
     }
+
+    /// Every help, the README and docs/exit-codes.md quote one table
+    /// (`error::EXIT_CODES`): it holds check's two codes, for check.
+    #[test]
+    fn the_exit_code_table_lists_a_failed_and_a_not_judged_check() {
+        for code in [EXIT_FAILED, EXIT_NOT_JUDGED] {
+            let row = crate::error::EXIT_CODES.iter().find(|c| c.code == code.to_string());
+            assert!(row.is_some_and(|r| r.commands == ["check"]), "{code}");
+        }
+    }
 }

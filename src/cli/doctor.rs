@@ -17,9 +17,7 @@ Examples:\n  \
 collbench doctor job.out\n  \
 collbench doctor logs/nccl.*.log\n  \
 NCCL_DEBUG=INFO torchrun ... 2>&1 | collbench doctor -\n  \
-collbench doctor --json logs/ > findings.json\n\n\
-Exit codes: 0 no problem found (notes may be printed), 2 a log that cannot be read or holds no \
-NCCL line, 8 a problem was found (a finding of severity warn or error).",
+collbench doctor --json logs/ > findings.json",
     args_override_self = true
 )]
 pub struct DoctorArgs {

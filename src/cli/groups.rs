@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use crate::types::{BackendChoice, Register, Switch};
+use crate::types::{BackendChoice, ProgressMode, Register, Switch};
 use crate::world::launch::LauncherChoice;
 
-use super::run::{MAX_TIMEOUT_S, TransportArg, one_line_text, register_mode};
+use super::run::{MAX_TIMEOUT_S, TransportArg, one_line_text, progress_mode, register_mode};
 
 /// The help heading of the options that only say where rank 0 puts its
 /// reports: they are left out of the cross-rank digest.
@@ -132,6 +132,26 @@ pub struct OverwriteArgs {
     /// Replace output files that already exist instead of refusing
     #[arg(long)]
     pub overwrite: bool,
+}
+
+/// Rank 0's progress on stderr (run, workload, replay).
+#[derive(Clone, Debug, Args, Serialize)]
+#[command(next_help_heading = OUTPUT)]
+pub struct ProgressArgs {
+    /// No progress bar
+    #[arg(long, overrides_with = "progress")]
+    pub no_progress: bool,
+
+    /// Show progress even where a bar cannot be drawn (stderr not a terminal, or under mpirun/srun): plain lines on stderr, one per tenth of the work (a run's points, a workload's steps) and at least every 30 s, with what is done, elapsed and time left
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+}
+
+impl ProgressArgs {
+    /// `--progress` and `--no-progress`, of which the last given wins.
+    pub fn mode(&self) -> ProgressMode {
+        progress_mode(self.no_progress, self.progress)
+    }
 }
 
 /// A name for the run (run, links).

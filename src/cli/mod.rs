@@ -14,8 +14,10 @@
 mod check;
 mod derived;
 mod doctor;
+mod env;
 mod groups;
 mod links;
+mod numbers;
 mod run;
 mod tools;
 mod workload;
@@ -31,9 +33,10 @@ use crate::world::launch::LauncherChoice;
 pub use check::CheckArgs;
 pub use derived::{OptionValue, digest_of, run_options_markdown};
 pub use doctor::DoctorArgs;
+pub use env::{ENV_OPTIONS, FromEnv, from_env};
 pub use groups::{
-    BlockingArgs, CheckingArgs, CommonArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, RegisterArgs,
-    RepeatArgs,
+    BlockingArgs, CheckingArgs, CommonArgs, HookArgs, LabelArgs, LaunchArgs, OUTPUT, OverwriteArgs, ProgressArgs,
+    RegisterArgs, RepeatArgs,
 };
 pub use links::{LinksArgs, LinksFiles};
 pub use run::{
@@ -81,9 +84,7 @@ mpirun -np 4 collbench run --backend mpi -b 8 -e 16M -f 2\n  \
 mpirun -np 8 collbench run --collectives all_reduce -d all -o all -n 50 -w 10\n  \
 mpirun -np 3 collbench run --collectives broadcast,reduce -r all --csv bcast.csv\n  \
 mpirun -np 4 collbench run --config configs/quick.toml -e 1M\n  \
-mpirun -np 8 -N 8 collbench run --backend nccl -d float,half,bfloat16 -e 1G\n\n\
-Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validation failed \
-(wrong > 0), 5 timeout, 130/143 stopped by SIGINT/SIGTERM (finished points are kept)."
+mpirun -np 8 -N 8 collbench run --backend nccl -d float,half,bfloat16 -e 1G"
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Run(Box<RunArgs>),
@@ -106,9 +107,7 @@ collbench compare results/baselines/local-2ranks/ results/new.csv\n  \
 collbench compare --within-launch one-launch.csv another-launch.csv\n  \
 collbench compare --metric time --threshold 10 --format markdown base.csv new.csv\n  \
 collbench compare --export-markdown summary.md base/ new.csv\n  \
-collbench compare --by hierarchy results/sweep.csv\n\n\
-Exit codes: 0 no regression, 2 unreadable or incompatible input (or a method change), \
-4 a regression or rows of BASE missing from NEW."
+collbench compare --by hierarchy results/sweep.csv"
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Compare(CompareArgs),
@@ -163,13 +162,11 @@ collbench topo --json > node.json")]
     #[command(after_help = "The suite file lists the profiles and hierarchy settings, the rank \
 count and the options of every run (a [run] table with the keys of `collbench run --config`). \
 Each combination is one `mpirun` (or `srun` inside a Slurm allocation) of this binary; a failed \
-launch is reported and the others go on. Per-launch CSVs and logs go to a folder beside the \
-merged CSV.\n\n\
+launch is reported and the others go on, and the suite ends with the highest exit code of its \
+launches. Per-launch CSVs and logs go to a folder beside the merged CSV.\n\n\
 Examples:\n  \
 collbench suite configs/suite-local-cpu.toml\n  \
-collbench suite configs/suite-ci.toml --output results/ci.csv --overwrite\n\n\
-Exit codes: 0 every launch succeeded, 2 a bad suite file, otherwise the highest exit code of \
-a failed launch (1 runtime, 3 validation, 5 timeout, ...).")]
+collbench suite configs/suite-ci.toml --output results/ci.csv --overwrite")]
     #[command(args_override_self = true)]
     Suite(SuiteArgs),
 
@@ -186,8 +183,7 @@ Examples:\n  \
 mpirun -np 4 collbench workload --model llama-3.2-1b --strategy ddp,fsdp\n  \
 mpirun -np 8 collbench workload --params 7e9 --layers 32 --strategy ddp --bucket 1M,4M,25M\n  \
 mpirun -np 8 collbench workload --model gpt2 --strategy tp --tp 2 --csv tp.csv\n  \
-mpirun -np 8 collbench workload --model llama-3-8b --strategy hsdp --ranks-per-node 4\n\n\
-Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error, 3 validation failed.")]
+mpirun -np 8 collbench workload --model llama-3-8b --strategy hsdp --ranks-per-node 4")]
     #[command(args_override_self = true)]
     Workload(Box<WorkloadArgs>),
 
@@ -200,9 +196,7 @@ log from more ranks than this launch needs --rescale (groups over the whole job 
 launch, per-call counts are kept). Details: docs/workload.md.\n\n\
 Examples:\n  \
 mpirun -np 2 collbench replay nccl.log\n  \
-mpirun -np 4 collbench replay job.log --rank 3 --rescale --csv replay.csv\n\n\
-Exit codes: 0 ok, 1 runtime failure, 2 a log this launch cannot replay (one line says what is \
-missing), 3 validation failed."
+mpirun -np 4 collbench replay job.log --rank 3 --rescale --csv replay.csv"
     )]
     #[command(args_override_self = true)]
     Replay(Box<ReplayArgs>),
@@ -224,11 +218,7 @@ mpirun -np 2 collbench check --profile local-cpu\n  \
 mpirun -np 16 -N 8 collbench check --profile azure-nd-h100-v5 --prometheus /var/lib/node_exporter/collbench.prom\n  \
 srun -N 2 --ntasks-per-node=8 collbench check --profile gcp-a3-ultragpu \\\n      \
 --on-fail 'scontrol update NodeName={host} State=drain Reason=\"{reason}\"' --execute\n  \
-mpirun -np 8 collbench check --profile my.toml --only node-all-reduce --duration 1h\n\n\
-Exit codes: 0 every check passed (warnings too, unless --strict), 6 a check failed or was flaky, 9 none \
-failed but a required check could not be judged (one rank, one node, fewer nodes than the finder needs, a node \
-too noisy to tell), 1 runtime failure, 2 usage or a profile the launch cannot run (one line naming the file and \
-line), 5 timeout, 130/143 stopped (the samples taken are judged and kept)."
+mpirun -np 8 collbench check --profile my.toml --only node-all-reduce --duration 1h"
     )]
     #[command(allow_negative_numbers = true, args_override_self = true)]
     Check(Box<CheckArgs>),
@@ -247,9 +237,7 @@ Examples:\n  \
 mpirun -np 4 --map-by node --hostfile hosts collbench links --find\n  \
 mpirun -np 16 -N 8 collbench links --level rank --heatmap links.png\n  \
 srun -N 64 --ntasks-per-node=8 --mpi=pmix collbench links --level rail --find --json links.json\n  \
-mpirun --oversubscribe -np 4 collbench links --ranks-per-node 1 --size 1M --find   4 virtual nodes on one machine\n\n\
-Exit codes: 0 measured (with or without suspects: the report and the JSON name them), 1 runtime \
-failure, 2 usage or configuration error, 3 validation failed, 5 timeout.")]
+mpirun --oversubscribe -np 4 collbench links --ranks-per-node 1 --size 1M --find   4 virtual nodes on one machine")]
     #[command(args_override_self = true)]
     Links(Box<LinksArgs>),
 
@@ -290,7 +278,23 @@ value_enum!(
 
 /// The whole command line.
 pub fn cli_command() -> clap::Command {
-    Cli::command()
+    with_exit_codes(Cli::command())
+}
+
+/// Every help ends with the exit codes its command can end with, from
+/// the one table (`error::EXIT_CODES`, docs/exit-codes.md).
+fn with_exit_codes(cli: clap::Command) -> clap::Command {
+    let append = |c: clap::Command, line: String| {
+        let before = c.get_after_help().map(|h| format!("{h}\n\n")).unwrap_or_default();
+        c.after_help(format!("{before}{line}"))
+    };
+    let names: Vec<String> = cli.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    let mut cli = append(cli, crate::error::exit_codes_line(None));
+    for name in names.iter().filter(|n| *n != "help") {
+        let line = crate::error::exit_codes_line(Some(name));
+        cli = cli.mut_subcommand(name, |c| append(c, line));
+    }
+    cli
 }
 
 /// Parses a command line (the program name first) with `cli_command`.
@@ -299,7 +303,16 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let matches = cli_command().try_get_matches_from(argv)?;
+    let mut cmd = cli_command();
+    let argv: Vec<std::ffi::OsString> = argv.into_iter().map(Into::into).collect();
+    let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| {
+        // the usage the message ends with is the subcommand's
+        let name = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+        match cmd.find_subcommand_mut(name) {
+            Some(sub) => numbers::readable(e, &mut sub.clone().bin_name(format!("collbench {name}"))),
+            None => numbers::readable(e, &mut cmd),
+        }
+    })?;
     Cli::from_arg_matches(&matches)
 }
 
@@ -316,7 +329,11 @@ pub fn step_value_error(e: &clap::Error, subcommand: Option<&str>) -> Option<Str
         return None;
     };
     let flag = arg.split_whitespace().next()?;
-    let why = std::error::Error::source(e)?.to_string();
+    let why = match (std::error::Error::source(e), e.get(ContextKind::Custom)) {
+        (Some(source), _) => source.to_string(),
+        (None, Some(ContextValue::String(why))) => why.clone(),
+        _ => return None,
+    };
     if why.starts_with(flag) {
         return Some(why);
     }
@@ -325,6 +342,19 @@ pub fn step_value_error(e: &clap::Error, subcommand: Option<&str>) -> Option<Str
         _ => "",
     };
     Some(format!("{flag} {value}: {why}"))
+}
+
+/// The run option clap suggests for `--KEY` (the command line's own "did
+/// you mean"), for a config file's unknown key: `maxbytes` for `maxbyte`.
+pub fn suggested_option(key: &str) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let e = run_command()
+        .try_get_matches_from(["run".to_string(), format!("--{key}")])
+        .err()?;
+    match e.get(ContextKind::SuggestedArg) {
+        Some(ContextValue::String(s)) => Some(s.trim_start_matches("--").to_string()),
+        _ => None,
+    }
 }
 
 /// For an option `subcommand` does not take that `collbench run` does

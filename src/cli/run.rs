@@ -13,7 +13,7 @@ use crate::topology::profile::Profile;
 use crate::types::{Average, Choice, DType, ProgressMode, ReduceOp, Register, RootChoice, Size, SplitRule, Switch};
 
 use super::Cli;
-use super::groups::{BlockingArgs, CommonArgs, LabelArgs, MEASUREMENT, OUTPUT, RegisterArgs, RepeatArgs};
+use super::groups::{BlockingArgs, CommonArgs, LabelArgs, MEASUREMENT, OUTPUT, ProgressArgs, RegisterArgs, RepeatArgs};
 
 /// Options of `collbench run`: every group, each flattened (its fields
 /// keep their clap ids, and the serialization the digest and `to_args`
@@ -162,24 +162,24 @@ pub struct CaseArgs {
     pub root: RootChoice,
 
     /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
-    #[arg(long, value_name = "0..1", env = "NCCL_TESTS_ALLTOALLV_SPREAD", default_value = "1")]
+    #[arg(long, value_name = "0..1", default_value = "1")]
     pub alltoallv_spread: Spread,
 
     /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
-    #[arg(long, value_name = "FILE", env = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE")]
+    #[arg(long, value_name = "FILE")]
     pub alltoallv_matrix: Option<PathBuf>,
 
     /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
-    #[arg(long, value_name = "X", env = "NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", default_value = "1",
+    #[arg(long, value_name = "X", default_value = "1",
           value_parser = non_negative)]
     pub alltoallv_matrix_scale: f64,
 
     /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose process (the world rank under a launcher; one for all of -g) gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7'; 010 is octal, as in nccl-tests) run the sweep together, every group at once; a row per group and one for all
-    #[arg(long, value_name = "RULE", env = "NCCL_TESTS_SPLIT")]
+    #[arg(long, value_name = "RULE")]
     pub split: Option<SplitRule>,
 
     /// --split AND of this hexadecimal mask (nccl-tests' NCCL_TESTS_SPLIT_MASK)
-    #[arg(long, value_name = "HEX", env = "NCCL_TESTS_SPLIT_MASK", value_parser = SplitRule::mask)]
+    #[arg(long, value_name = "HEX", value_parser = SplitRule::mask)]
     pub split_mask: Option<SplitRule>,
 }
 
@@ -217,13 +217,9 @@ pub struct OutputArgs {
           value_parser = ["collbench", "nccl-tests-json"])]
     pub output_format: String,
 
-    /// No progress bar
-    #[arg(long, overrides_with = "progress")]
-    pub no_progress: bool,
-
-    /// Show progress even where a bar cannot be drawn (stderr not a terminal, or under mpirun/srun): plain lines on stderr, one per tenth of the points and at least every 30 s, with points done, elapsed and time left
-    #[arg(long, overrides_with = "no_progress")]
-    pub progress: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub progress: ProgressArgs,
 }
 
 /// Longest `--timeout`: a year.
@@ -340,6 +336,10 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let argv = std::iter::once(std::ffi::OsString::from("run")).chain(args.into_iter().map(Into::into));
-    let matches = run_command().try_get_matches_from(argv)?;
+    let mut cmd = run_command();
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(argv)
+        .map_err(|e| super::numbers::readable(e, &mut cmd))?;
     RunArgs::from_arg_matches(&matches)
 }

@@ -82,12 +82,12 @@ fn each_command_takes_the_groups_that_apply_and_no_other_run_option() {
         assert!(mine.iter().filter(|m| all.contains(m)).count() >= launch.len());
     }
     let steps = takes("workload");
-    assert!(steps.iter().any(|m| m == "blocking") && steps.iter().any(|m| m == "register"));
     assert!(
-        !steps
+        ["blocking", "register", "progress"]
             .iter()
-            .any(|m| m == "label" || m == "json" || m == "iters" || m == "progress")
+            .all(|o| steps.iter().any(|m| m == o))
     );
+    assert!(!steps.iter().any(|m| m == "label" || m == "json" || m == "iters"));
     let links = takes("links");
     assert!(links.iter().any(|m| m == "iters") && links.iter().any(|m| m == "label"));
     assert!(
@@ -167,7 +167,7 @@ fn repeating_an_option_keeps_the_last_one() {
     let a = parse_run(["-e", "1K", "-e", "1M", "-z", "-z", "0", "--progress", "--no-progress"]).unwrap();
     assert_eq!(a.sizes.maxbytes, Size(1 << 20));
     assert!(!a.blocking.blocking.on());
-    assert!(a.output.no_progress && !a.output.progress);
+    assert!(a.output.progress.no_progress && !a.output.progress.progress);
 }
 
 #[test]
@@ -248,4 +248,23 @@ fn values_are_typed_and_bad_ones_get_clap_s_message() {
     assert_eq!(parse_run(["-R", "2"]).unwrap().register.register, Register::Symmetric);
     let e = parse_run(["-R", "3"]).unwrap_err().to_string();
     assert!(e.contains("not 0, 1 or 2"), "{e}");
+}
+
+#[test]
+fn every_help_ends_with_the_exit_codes_of_its_command_from_the_one_table() {
+    let flat = |s: String| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cmd = cli_command();
+    let top = flat(cmd.render_long_help().to_string());
+    assert!(top.ends_with(&crate::error::exit_codes_line(None)), "{top}");
+    let names: Vec<String> = cmd.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    assert!(names.len() >= 11, "{names:?}");
+    for name in names.iter().filter(|n| *n != "help") {
+        let help = flat(cmd.find_subcommand_mut(name).unwrap().render_long_help().to_string());
+        let line = crate::error::exit_codes_line(Some(name));
+        assert!(
+            help.ends_with(&line),
+            "`collbench {name} --help` does not end with {line:?}:\n{help}"
+        );
+        assert_eq!(help.matches("Exit codes:").count(), 1, "{name}");
+    }
 }

@@ -10,7 +10,7 @@ use crate::types::{Choice, DType, Size};
 pub use crate::workload::options::KnobArgs;
 use crate::workload::{Count, PresetName, Strategy};
 
-use super::groups::{BlockingArgs, CommonArgs, OUTPUT, RegisterArgs};
+use super::groups::{BlockingArgs, CommonArgs, OUTPUT, ProgressArgs, RegisterArgs};
 
 /// Options of `collbench workload`: what to model, the strategies' knobs,
 /// the steps, the CSV, then the groups that apply (launch, validation,
@@ -151,13 +151,17 @@ pub struct ReplayArgs {
     pub run: StepRunArgs,
 }
 
-/// The groups of `run`'s options a workload and a replay take, and their
-/// CSV.
+/// The groups of `run`'s options a workload and a replay take, their CSV
+/// and rank 0's progress.
 #[derive(Clone, Debug, Args, Serialize)]
 pub struct StepRunArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub csv: StepCsvArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub progress: ProgressArgs,
 
     #[command(flatten)]
     #[serde(flatten)]

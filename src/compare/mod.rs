@@ -28,7 +28,7 @@ mod warnings;
 pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -358,6 +358,7 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             o.alpha
         )));
     }
+    check_exports(c)?;
     if let Some(dimension) = c.by {
         let [file] = c.files.as_slice() else {
             return Err(Error::usage(format!(
@@ -403,16 +404,13 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
         }
         return Ok(code);
     }
-    let comparison = compare(&load(base)?, &load(new)?, o)?;
+    let (base, new) = (load(base)?, load(new)?);
+    refuse_empty(&base, &new)?;
+    let comparison = compare(&base, &new, o)?;
     for warning in &comparison.warnings {
         say(&format!("collbench: warning: {warning}"));
     }
-    for (path, format) in [(&c.export_markdown, Format::Markdown), (&c.export_json, Format::Json)] {
-        if let Some(path) = path {
-            std::fs::write(path, format.render(&comparison))
-                .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
-        }
-    }
+    write_exports(c, &comparison)?;
     crate::report::print_out(&c.format.render(&comparison));
     match comparison.failure() {
         None => Ok(exit::OK),
@@ -421,6 +419,51 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
             Ok(exit::REGRESSION)
         }
     }
+}
+
+/// Nothing measured is never a pass: a side without rows is refused.
+fn refuse_empty(base: &Loaded, new: &Loaded) -> Result<(), Error> {
+    match [base, new].into_iter().find(|side| side.rows.is_empty()) {
+        Some(empty) => Err(Error::usage(format!(
+            "{} holds no measured row: nothing to compare",
+            empty.label
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `--export-markdown` and `--export-json`, each whole or absent (a write
+/// cut short, by a full disk, is removed).
+fn write_exports(c: &CompareCommand, comparison: &Comparison) -> Result<(), Error> {
+    for (path, format) in [(&c.export_markdown, Format::Markdown), (&c.export_json, Format::Json)] {
+        if let Some(path) = path {
+            std::fs::write(path, format.render(comparison)).map_err(|e| {
+                let _ = std::fs::remove_file(path);
+                Error::runtime(format!("cannot write {}: {e}", path.display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The export files, before any file is read: none may be an input or
+/// the other export, and each must be creatable (a missing folder is a
+/// usage error, exit 2, not a failure after the comparison).
+fn check_exports(c: &CompareCommand) -> Result<(), Error> {
+    let exports: Vec<(&str, &Path)> = [
+        ("--export-markdown", &c.export_markdown),
+        ("--export-json", &c.export_json),
+    ]
+    .into_iter()
+    .filter_map(|(what, path)| path.as_deref().map(|p| (what, p)))
+    .collect();
+    let names = if c.files.len() == 2 { ["BASE", "NEW"] } else { [""; 2] };
+    let inputs: Vec<(&str, &Path)> = c.files.iter().zip(names).map(|(p, n)| (n, p.as_path())).collect();
+    crate::report::paths::check_distinct(&exports, &inputs)?;
+    for (what, path) in exports {
+        crate::report::paths::check_writable(what, path)?;
+    }
+    Ok(())
 }
 
 /// Joins `base` and `new`, checks how they were measured and judges every

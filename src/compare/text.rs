@@ -1,6 +1,8 @@
-//! The terminal format of `compare`: aligned columns, one line per case
-//! (medians, change, its interval, p-value, test, sample counts, spread as
-//! MAD / median of each side, verdict), then the one-sided rows, a summary
+//! The terminal format of `compare`: aligned columns sized to their
+//! content, one line per case (medians, change, its interval, p-value,
+//! test, sample counts, spread as MAD / median of each side, verdict; a
+//! case column that holds one value in every row is said once above the
+//! table, `every row: hierarchy flat, ...`), then the one-sided rows, a summary
 //! per collective and over all rows, the notes and the headline.
 //! Warnings are not repeated here: they went to stderr.
 
@@ -29,7 +31,7 @@ pub fn comparison(c: &Comparison) -> String {
         out.push_str("No case was measured on both sides.\n");
     } else {
         let rows = c.rows.iter().map(row_cells).collect();
-        out.push_str(&table(&ROW_HEADERS, rows, &[5, 7, 8, 9, 10, 11, 13, 15, 16]));
+        out.push_str(&folded_table(&ROW_HEADERS, rows, &[5, 7, 8, 9, 10, 11, 13, 15, 16]));
     }
     for (title, cases) in [
         (
@@ -250,6 +252,52 @@ pub(super) fn winner_cell(p: &Point) -> String {
 }
 
 /// Columns padded to their widest cell; `right` lists right-aligned columns.
+/// The case columns (after `collective`, up to `ranks`) that hold one
+/// value in every row are said once above the table instead of in every
+/// line, so that the columns left are sized to what varies.
+const FOLDABLE: std::ops::RangeInclusive<usize> = 1..=8;
+
+/// `table` of the joined rows, with the case columns that never vary
+/// folded into one line above it (`every row: hierarchy flat, ...`).
+fn folded_table(headers: &[&str], rows: Vec<Vec<String>>, right: &[usize]) -> String {
+    let constant = |i: usize| rows.len() > 1 && rows.iter().all(|r| r.get(i) == rows[0].get(i));
+    let folded: Vec<usize> = FOLDABLE.filter(|&i| constant(i)).collect();
+    if folded.is_empty() {
+        return table(headers, rows, right);
+    }
+    let common: Vec<String> = folded
+        .iter()
+        .map(|&i| format!("{} {}", headers[i], rows[0][i]))
+        .collect();
+    let kept = |i: &usize| !folded.contains(i);
+    let keep_cells = |cells: Vec<String>| -> Vec<String> {
+        cells
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| kept(i))
+            .map(|(_, c)| c)
+            .collect()
+    };
+    let kept_headers: Vec<&str> = headers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| kept(i))
+        .map(|(_, h)| *h)
+        .collect();
+    let kept_right: Vec<usize> = (0..headers.len())
+        .filter(kept)
+        .enumerate()
+        .filter(|(_, old)| right.contains(old))
+        .map(|(new, _)| new)
+        .collect();
+    let rows = rows.into_iter().map(keep_cells).collect();
+    format!(
+        "every row: {}\n{}",
+        common.join(", "),
+        table(&kept_headers, rows, &kept_right)
+    )
+}
+
 fn table(headers: &[&str], rows: Vec<Vec<String>>, right: &[usize]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in &rows {

@@ -73,6 +73,7 @@ impl CheckJob {
             register: Some(&a.register),
             repeat: Some(&a.repeat),
             label: None,
+            progress: None,
             csv: None,
             json: None,
         };

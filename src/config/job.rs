@@ -114,6 +114,9 @@ impl Job {
         let text = read_log(&a.log)?;
         let contents = vec![("LOG contents".to_string(), fingerprint(text.as_bytes()))];
         let cfg = RunConfig::for_command("replay", a, taken(&a.run), contents)?;
+        if let Some(csv) = &cfg.outputs.csv {
+            crate::report::paths::check_distinct(&[("--csv", csv)], &[("the log", &a.log)])?;
+        }
         let log = parse_log(&text, &LogOptions { rank: a.replay_rank })
             .map_err(|e| Error::from_code(e.exit_code(), format!("{}: {e}", a.log.display())))?;
         let source = Source::Log {
@@ -383,6 +386,7 @@ fn taken(r: &StepRunArgs) -> Taken<'_> {
         register: Some(&r.register),
         repeat: None,
         label: None,
+        progress: Some(&r.progress),
         csv: r.csv.csv.clone(),
         json: None,
     }

@@ -104,6 +104,7 @@ impl LinksJob {
             register: None,
             repeat: None,
             label: Some(&a.label),
+            progress: None,
             csv: a.files.csv.clone(),
             json: a.files.json.clone(),
         };

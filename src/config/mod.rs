@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::backend::StartConfig;
-use crate::cli::{self, BlockingArgs, CommonArgs, LabelArgs, RegisterArgs, RepeatArgs, RunArgs, TransportArg};
+use crate::cli::{
+    self, BlockingArgs, CommonArgs, LabelArgs, ProgressArgs, RegisterArgs, RepeatArgs, RunArgs, TransportArg,
+};
 use crate::collective::{Collective, Traffic, TrafficMatrix};
 use crate::engine::Timing;
 use crate::engine::policy::{DEFAULT_MIN_TIME, Iterations};
@@ -82,16 +84,24 @@ impl RunConfig {
     pub fn from_command_line<T: Into<OsString> + Clone>(args: &[T]) -> Result<(RunArgs, RunConfig), Error> {
         let args: Vec<OsString> = args.iter().cloned().map(Into::into).collect();
         let given = cli::parse_run(&args).map_err(|e| Error::usage(cli::one_line(&e)))?;
-        let merged = match &given.config {
-            None => given,
-            Some(path) => {
-                let mut all: Vec<OsString> = file_args(path)?.into_iter().map(OsString::from).collect();
-                all.extend(args);
-                cli::parse_run(&all)
-                    .map_err(|e| Error::usage(format!("with config file {}: {}", path.display(), cli::one_line(&e))))?
-            }
+        let mut all: Vec<OsString> = match &given.config {
+            Some(path) => file_args(path)?.into_iter().map(OsString::from).collect(),
+            None => Vec::new(),
         };
-        let cfg = RunConfig::from_args(&merged)?;
+        all.extend(args);
+        let with_file = |line: String| match &given.config {
+            Some(path) => Error::usage(format!("with config file {}: {line}", path.display())),
+            None => Error::usage(line),
+        };
+        let mut merged = cli::parse_run(&all).map_err(|e| with_file(cli::one_line(&e)))?;
+        // nccl-tests' variables, before the file's and the command line's
+        let env = cli::from_env(&merged, &|name| std::env::var(name).ok()).map_err(Error::usage)?;
+        if !env.args.is_empty() {
+            let before = env.args.into_iter().map(OsString::from);
+            merged = cli::parse_run(before.chain(all)).map_err(|e| with_file(cli::one_line(&e)))?;
+        }
+        let mut cfg = RunConfig::from_args(&merged)?;
+        cfg.outputs.notes = env.notes;
         Ok((merged, cfg))
     }
 
@@ -132,8 +142,10 @@ impl RunConfig {
                 nccl_tests_json: json_format(a)?,
                 timestamps: a.output.timestamps.on(),
                 overwrite: a.common.overwrite.overwrite,
-                progress: cli::progress_mode(a.output.no_progress, a.output.progress),
+                progress: a.output.progress.mode(),
                 label: a.label.label.clone(),
+                config: a.config.clone(),
+                notes: Vec::new(),
             },
             hooks: TestHooks {
                 inject_error: a.common.hooks.inject_error,
@@ -154,6 +166,7 @@ pub struct Taken<'a> {
     pub register: Option<&'a RegisterArgs>,
     pub repeat: Option<&'a RepeatArgs>,
     pub label: Option<&'a LabelArgs>,
+    pub progress: Option<&'a ProgressArgs>,
     /// Its own report paths (rank 0's).
     pub csv: Option<PathBuf>,
     pub json: Option<PathBuf>,
@@ -185,6 +198,9 @@ impl RunConfig {
         if let Some(l) = taken.label {
             a.label = l.clone();
         }
+        if let Some(p) = taken.progress {
+            a.output.progress = p.clone();
+        }
         a.output.csv = taken.csv;
         a.output.json = taken.json;
         let mut cfg = RunConfig::from_args(&a)?;
@@ -205,6 +221,19 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
         (Some(0), _) => return Err(Error::usage("--stepfactor must be at least 1")),
         (Some(f), _) if f > 1 => Step::Factor(f),
         (_, Some(b)) => Step::Bytes(b.bytes()),
+        // nccl-tests' meaning of -f 1: step by -i, 1M unless given; say so
+        // where that leaves only -b of a wider sweep
+        (Some(_), None)
+            if a.sizes.minbytes.bytes() < a.sizes.maxbytes.bytes()
+                && a.sizes.minbytes.bytes().saturating_add(DEFAULT_STEPBYTES) > a.sizes.maxbytes.bytes() =>
+        {
+            return Err(Error::usage(format!(
+                "-f 1 steps by -i, whose default is 1M (as nccl-tests): from -b {} the next size is past -e {}, so only \
+                 -b would be measured; give -i SIZE to step by SIZE, or -f 2 or more to multiply",
+                a.sizes.minbytes.bytes(),
+                a.sizes.maxbytes.bytes()
+            )));
+        }
         (Some(_), None) => Step::Bytes(DEFAULT_STEPBYTES),
         (None, None) => Step::Factor(DEFAULT_STEPFACTOR),
     };
@@ -403,7 +432,12 @@ fn key_args(key: &str, value: &toml::Value) -> Result<Vec<String>, String> {
     let arg = command
         .get_arguments()
         .find(|a| a.get_long() == Some(key) || a.get_all_aliases().is_some_and(|all| all.contains(&key)))
-        .ok_or_else(|| format!("unknown key `{key}`: it is not an option of `collbench run`"))?;
+        .ok_or_else(|| {
+            format!(
+                "unknown key `{key}`: it is not an option of `collbench run`{}",
+                cli::suggested_option(key).map_or_else(String::new, |s| format!("; did you mean `{s}`?"))
+            )
+        })?;
     if arg.is_hide_set() || arg.get_id() == "config" {
         return Err(format!("`{key}` cannot be set in a config file"));
     }

@@ -93,7 +93,14 @@ impl Steps {
 pub struct StepRunner<'a> {
     /// The stop request is checked on every rank before each step.
     pub cx: Context<'a>,
+    /// Told after each unit of work (a configuration checked, a warm-up
+    /// step, a timed step of one configuration): units done, units in all,
+    /// what was done (rank 0 shows it as progress).
+    pub progress: Option<OnProgress<'a>>,
 }
+
+/// `StepRunner::progress`: (done, total, what).
+pub type OnProgress<'a> = &'a mut dyn FnMut(u64, u64, &str);
 
 impl StepRunner<'_> {
     /// One configuration's steps (`run_all` with one).
@@ -119,14 +126,24 @@ impl StepRunner<'_> {
                 String::new()
             }
         };
+        let total = configs.len() as u64 * (1 + u64::from(t.warmup_steps) + u64::from(t.steps));
+        let mut done = 0;
+        let mut tell = |progress: &mut Option<OnProgress<'_>>, what: String| {
+            done += 1;
+            if let Some(p) = progress.as_mut() {
+                p(done, total, &what);
+            }
+        };
         let mut checked = Vec::with_capacity(configs.len());
-        for calls in configs {
+        for (c, calls) in configs.iter().enumerate() {
             checked.push(self.check(calls, t.check)?);
+            tell(&mut self.progress, format!("checked the operations{}", name(c)));
         }
         for (c, calls) in configs.iter().enumerate() {
             for step in 0..t.warmup_steps {
                 self.watch(format!("warm-up step {}{}", step + 1, name(c)));
                 self.step(calls, t.blocking, None)?;
+                tell(&mut self.progress, format!("warm-up step {}{}", step + 1, name(c)));
             }
         }
         let mut step_s = vec![Vec::with_capacity(t.steps as usize); configs.len()];
@@ -145,6 +162,10 @@ impl StepRunner<'_> {
             for (c, calls) in configs.iter().enumerate() {
                 self.watch(format!("step {}{}", step + 1, name(c)));
                 step_s[c].push(self.step(calls, t.blocking, Some(&mut op_s[c]))?);
+                tell(
+                    &mut self.progress,
+                    format!("step {} of {}{}", step + 1, t.steps, name(c)),
+                );
             }
         }
         self.cx.idle();
@@ -293,6 +314,7 @@ mod tests {
     ) -> StepRunner<'a> {
         StepRunner {
             cx: Context::new(world, backend).with_clock(crate::clock::Clock::Virtual(clock)),
+            progress: None,
         }
     }
 

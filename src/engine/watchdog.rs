@@ -3,7 +3,9 @@
 //!
 //! A hung collective never returns, so the thread cannot ask the main
 //! thread to stop; it prints which step was running and exits the process
-//! with code 5. It makes no MPI call: MPI was initialised
+//! with code 5, after rank 0's reports are completed (through the run's
+//! `StopRequest`, `with_stop`: the table's footer and the JSON say the run
+//! stopped by the timeout, and the CSV keeps every row). It makes no MPI call: MPI was initialised
 //! for one thread, and the launcher already ends the whole job when one rank
 //! exits with a non-zero code (mpirun does; under Slurm every other rank's
 //! own watchdog fires as well, since its peers are gone). With the TCP
@@ -15,7 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::stop::StopRequest;
 use crate::error::exit;
+
+/// How long a firing watchdog waits for rank 0's reports to be completed.
+const REPORTS_GRACE: Duration = Duration::from_secs(5);
 
 /// A watchdog of this process has fired (the process is ending).
 static FIRED: AtomicBool = AtomicBool::new(false);
@@ -26,6 +32,8 @@ struct Shared {
     started_ms: AtomicU64,
     what: Mutex<String>,
     epoch: Instant,
+    /// The run's stop request: its reports are completed before the exit.
+    stop: Mutex<Option<StopRequest>>,
 }
 
 /// Watches the steps of one rank; dropping it stops nothing (the thread
@@ -41,6 +49,7 @@ impl Watchdog {
             started_ms: AtomicU64::new(0),
             what: Mutex::new(String::new()),
             epoch: Instant::now(),
+            stop: Mutex::new(None),
         });
         let watched = Arc::clone(&shared);
         let name = who.clone();
@@ -65,6 +74,10 @@ impl Watchdog {
                         "collbench: {name}: timeout: {what} ran longer than --timeout {} s; ending the job",
                         timeout.as_secs_f64()
                     ));
+                    let stop = watched.stop.lock().ok().and_then(|s| s.clone());
+                    if let Some(stop) = stop {
+                        stop.timed_out(REPORTS_GRACE);
+                    }
                     // The store's ranks hear of it at once (MPI's launcher
                     // ends the job by itself).
                     crate::world::announce_exit(exit::TIMEOUT);
@@ -78,6 +91,14 @@ impl Watchdog {
             ));
         }
         Watchdog { shared }
+    }
+
+    /// Completes the reports of `stop` (rank 0's) before the process ends.
+    pub fn with_stop(self, stop: StopRequest) -> Watchdog {
+        if let Ok(mut s) = self.shared.stop.lock() {
+            *s = Some(stop);
+        }
+        self
     }
 
     /// A step starts: `what` names it in the timeout message.

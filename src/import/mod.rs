@@ -223,6 +223,8 @@ pub fn import(opts: &ImportOptions) -> Result<usize, Error> {
         collective: opts.collective,
         nranks: opts.nranks,
     };
+    let inputs: Vec<(&str, &Path)> = opts.files.iter().map(|p| ("", p.as_path())).collect();
+    crate::report::paths::check_distinct(&[("-o", &opts.output)], &inputs)?;
     let mut records = Vec::new();
     let mut warnings = Vec::new();
     for path in &opts.files {

@@ -16,10 +16,17 @@
 //! its own, a sample of the point (`cycle` 1..N, `samples` N, `iters` 1):
 //! its time the slowest process's, `time_min_us` the fastest's, so that
 //! `compare` judges the point on its samples.
+//!
+//! collbench's own `--output-format nccl-tests-json` files (`args` starts
+//! with the collbench binary) read back without `--collective`: each
+//! result's `experiment_name` names its collective (one file may hold
+//! several), and `nccl_version` 0 says the mpi backend ran
+//! (docs/nccl-tests.md), whose version the file does not record.
 
 use serde_json::Value;
 
 use super::{Given, Measured, Parsed, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
+use crate::collective::Collective;
 use crate::types::{BackendKind, Placement};
 
 pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
@@ -33,7 +40,13 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let from_args = args.first().and_then(|a| perf_collective(a));
-    let collective = resolve_collective(given, from_args, name)?;
+    // collbench's own files name each result's collective
+    let named: Vec<Option<Collective>> = results.iter().map(named_collective).collect();
+    let each_named = !named.is_empty() && named.iter().all(Option::is_some);
+    let collective = match resolve_collective(given, from_args, name) {
+        Err(_) if each_named => named[0].unwrap_or(Collective::AllReduce),
+        resolved => resolved?,
+    };
     let config = doc.get("config");
     let devices: Vec<&Value> = config
         .and_then(|c| c.get("devices"))
@@ -51,15 +64,14 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         .filter_map(|d| d.get("hostname").and_then(Value::as_str).map(str::to_string))
         .collect();
     let int = |v: Option<&Value>| v.and_then(Value::as_u64);
+    let ours = args
+        .first()
+        .is_some_and(|a| std::path::Path::new(a).file_name().is_some_and(|n| n == "collbench"));
+    let (backend, backend_version) = backend_of(&doc, ours);
     let run = Run {
         run_id: run_id("nccl-tests", name, 0, 1),
-        backend: BackendKind::Nccl,
-        backend_version: match int(doc.get("nccl_version")) {
-            // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch
-            Some(code) if code >= 20900 => format!("NCCL {}.{}.{}", code / 10000, code / 100 % 100, code % 100),
-            Some(code) => format!("NCCL {code}"),
-            None => "nccl-tests".into(),
-        },
+        backend,
+        backend_version,
         collective,
         nranks,
         hosts: if hosts.len() == devices.len() {
@@ -78,14 +90,45 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     let mut records = Vec::new();
     let mut warnings = Vec::new();
     for (i, entry) in results.iter().enumerate() {
+        // the user's --collective wins; else a result's own name
+        let mut this = run.clone();
+        if given.collective.is_none()
+            && from_args.is_none()
+            && let Some(c) = named[i]
+        {
+            this.collective = c;
+        }
         for m in points(entry, i, &mut warnings) {
-            records.push(record(&run, &m)?);
+            records.push(record(&this, &m)?);
         }
     }
     if records.is_empty() {
         return Err("the JSON \"results\" list holds no measured point".into());
     }
     Ok(Parsed { records, warnings })
+}
+
+/// The backend that ran and its version: NCCL at `nccl_version`, but the
+/// mpi backend in collbench's own file (`ours`) where that is 0.
+fn backend_of(doc: &Value, ours: bool) -> (BackendKind, String) {
+    let code = doc.get("nccl_version").and_then(Value::as_u64);
+    if ours && code == Some(0) {
+        return (BackendKind::Mpi, "unknown (not in the nccl-tests JSON)".into());
+    }
+    let version = match code {
+        // NCCL_VERSION_CODE since 2.9: major * 10000 + minor * 100 + patch
+        Some(code) if code >= 20900 => format!("NCCL {}.{}.{}", code / 10000, code / 100 % 100, code % 100),
+        Some(code) => format!("NCCL {code}"),
+        None => "nccl-tests".into(),
+    };
+    (BackendKind::Nccl, version)
+}
+
+/// The collective a result's `experiment_name` starts with (collbench
+/// writes `all_reduce flat`; nccl-tests leaves it empty).
+fn named_collective(entry: &Value) -> Option<Collective> {
+    let name = entry.get("experiment_name")?.as_str()?;
+    Collective::parse(name.split_whitespace().next()?)
 }
 
 /// The out-of-place and in-place points of `results[i]`.

@@ -2,7 +2,8 @@
 //! always fits the picture, a grid of panels, per line its median points,
 //! its samples' range (a shaded band and whiskers) and a legend entry.
 //! Colours are Okabe and Ito's (2008) palette, in an order that keeps the
-//! first lines far apart; past eight lines the marker changes shape.
+//! first lines far apart, one per series; the marker's shape tells a
+//! series' lines apart (and series past the eighth), in the legend too.
 
 use std::path::Path;
 
@@ -220,8 +221,8 @@ type Chart<'a, DB> =
 
 /// One line: its range (band and whiskers), the medians joined, a marker
 /// per point, a legend entry.
-fn draw_line<DB: DrawingBackend>(
-    chart: &mut Chart<'_, DB>,
+fn draw_line<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
     line: &Line,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let c = colour(line.colour);
@@ -237,18 +238,24 @@ fn draw_line<DB: DrawingBackend>(
             .map(|p| PathElement::new(vec![(p.x, p.lo), (p.x, p.hi)], c.mix(0.8).stroke_width(1))),
     )?;
     let medians: Vec<(f64, f64)> = line.points.iter().map(|p| (p.x, p.y)).collect();
-    chart
+    let shape = (line.colour / PALETTE.len() + line.marker) % 3;
+    let drawn = chart
         .draw_series(LineSeries::new(medians.iter().copied(), c.stroke_width(2)))?
-        .label(line.label.as_str())
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-    match line.colour / PALETTE.len() % 3 {
+        .label(line.label.as_str());
+    // the legend's sample: the line and its marker
+    let sample =
+        move |x: i32, y: i32| EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (18, 0)], c.stroke_width(2));
+    match shape {
         0 => {
+            drawn.legend(move |(x, y)| sample(x, y) + Circle::new((9, 0), 3, c.filled()));
             chart.draw_series(medians.iter().map(|p| Circle::new(*p, 3, c.filled())))?;
         }
         1 => {
+            drawn.legend(move |(x, y)| sample(x, y) + TriangleMarker::new((9, 0), 4, c.filled()));
             chart.draw_series(medians.iter().map(|p| TriangleMarker::new(*p, 4, c.filled())))?;
         }
         _ => {
+            drawn.legend(move |(x, y)| sample(x, y) + Cross::new((9, 0), 4, c.stroke_width(2)));
             chart.draw_series(medians.iter().map(|p| Cross::new(*p, 4, c.stroke_width(2))))?;
         }
     }

@@ -23,7 +23,7 @@ mod text;
 pub(crate) use draw::colour;
 pub(crate) use text::GlyphText;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::style::FontStyle;
@@ -86,6 +86,8 @@ pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
             if opts.inputs.len() == 1 { "" } else { "s" },
         )));
     }
+    let inputs: Vec<(&str, &Path)> = opts.inputs.iter().map(|p| ("", p.as_path())).collect();
+    crate::report::paths::check_distinct(&[("-o", &opts.output)], &inputs)?;
     let mut files = Vec::new();
     for path in &opts.inputs {
         files.push(read_file(path)?);
@@ -101,7 +103,10 @@ pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
             name: opts.labels.get(i).map(String::as_str),
         })
         .collect();
-    let panels = series::panels(&inputs, opts.metric);
+    let series::Plotted { panels, warnings } = series::panels(&inputs, opts.metric);
+    for w in &warnings {
+        crate::error::say(&format!("collbench: warning: {w}"));
+    }
     if panels.is_empty() {
         return Err(Error::usage(
             "nothing to plot: the CSV files have no rows with a size above 0",

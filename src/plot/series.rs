@@ -1,16 +1,22 @@
 //! Which lines a plot has and what they are called: rows grouped into one
 //! panel per collective and one line per series, a series being everything
 //! that tells two rows apart but their size and their sample: the file and
-//! the run, the backend, the transport, the hierarchy mode, the rank count,
-//! and within a panel the type, operation and root. Samples of one point
-//! (`--cycles`, `--repeat`) become one point of the line: their median,
-//! with the fastest and slowest sample as its spread.
+//! the run's name (`plot --label`, or the `label` column), the backend,
+//! the transport, the hierarchy mode, the rank count, and within a panel
+//! the type, operation and root. Rows of one series in one file are the
+//! samples of its points, whichever run they came from (`--cycles`,
+//! `--repeat`, the launches of one suite profile, as `compare` reads them):
+//! a point is their median, with the fastest and slowest sample as its
+//! range.
 //!
 //! Names say what differs between the series ("flat", "rs-ar-ag", "shm
-//! np=2"), led by the run's name where one was given (`plot --label`, or
-//! the `label` column that `run --label` writes) or where nothing else
-//! tells two runs apart (the file's stem, or the run's start time when the
-//! stem is only a run id). Nothing here draws.
+//! np=2"), led by the run's name where one was given or where nothing else
+//! tells two files apart (the file's stem, or the run's start time when the
+//! stem is only a run id and a start is known). A series has one colour in
+//! every panel; lines of one series in one panel (types, operations, roots)
+//! differ by marker. A value that cannot be drawn (not finite, a time of 0
+//! on the log axis, a size of 0) is left out with a warning. Nothing here
+//! draws.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -35,8 +41,11 @@ pub struct Point {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {
     pub label: String,
-    /// The same series has the same colour in every panel.
+    /// The series' colour, the same in every panel.
     pub colour: usize,
+    /// The marker's shape: the line's place among its series' lines (its
+    /// type, operation, root), the same in every panel.
+    pub marker: usize,
     pub points: Vec<Point>,
 }
 
@@ -44,6 +53,13 @@ pub struct Line {
 pub struct Panel {
     pub collective: String,
     pub lines: Vec<Line>,
+}
+
+/// The panels, and one warning per value left out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plotted {
+    pub panels: Vec<Panel>,
+    pub warnings: Vec<String>,
 }
 
 /// One input file: its rows and, with `plot --label`, its name.
@@ -57,7 +73,8 @@ pub struct Input<'a> {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Series {
     file: usize,
-    run: usize,
+    /// The run's name: `plot --label`, else the `label` column.
+    name: Option<String>,
     backend: String,
     transport: String,
     hierarchy: String,
@@ -75,31 +92,27 @@ struct LineKey {
     in_place: bool,
 }
 
-/// How a run can be named: what the user gave, else a fallback (the
-/// file's stem, or the run's start time).
-struct RunName {
-    given: Option<String>,
+/// What names a file's series where nothing else tells files apart: the
+/// file's stem, or when that is only a run id, its first run's start.
+struct FileName {
     fallback: String,
-    /// Its first row's timestamp.
-    started: String,
     /// The fallback is the file's stem (a name someone chose), not a time.
     named_file: bool,
 }
 
 /// Groups the rows of `inputs` into panels and lines (see the module doc).
-pub fn panels(inputs: &[Input], metric: Metric) -> Vec<Panel> {
-    let (samples, names) = collect(inputs, metric);
+pub fn panels(inputs: &[Input], metric: Metric) -> Plotted {
+    let (samples, names, mut warnings) = collect(inputs, metric);
     let series: BTreeSet<&Series> = samples.keys().map(|k| &k.series).collect();
     let series_names = series_names(&series, &names);
-    // colours follow the order of full labels over the whole plot
-    let mut labelled: Vec<(LineKey, String)> = Vec::new();
+    let colour_of = |s: &Series| series.iter().position(|x| *x == s).unwrap_or(0);
     let mut by_collective: BTreeMap<Collective, Vec<&LineKey>> = BTreeMap::new();
     for key in samples.keys() {
         by_collective.entry(key.collective).or_default().push(key);
     }
+    let mut labelled: Vec<(&LineKey, String, String)> = Vec::new();
     for keys in by_collective.values() {
-        let suffix = panel_suffixes(keys);
-        for (key, suffix) in keys.iter().zip(suffix) {
+        for (key, suffix) in keys.iter().zip(panel_suffixes(keys)) {
             let base = &series_names[&key.series];
             let label = [base.as_str(), suffix.as_str()]
                 .iter()
@@ -107,22 +120,32 @@ pub fn panels(inputs: &[Input], metric: Metric) -> Vec<Panel> {
                 .copied()
                 .collect::<Vec<_>>()
                 .join(" ");
-            labelled.push(((*key).clone(), label));
+            labelled.push((key, label, suffix));
         }
     }
-    let mut order: Vec<(&Series, &str)> = labelled.iter().map(|(k, l)| (&k.series, l.as_str())).collect();
-    order.sort();
-    order.dedup_by(|a, b| a.1 == b.1);
-    let colour_of = |label: &str| order.iter().position(|(_, l)| *l == label).unwrap_or(0);
+    let suffixes: BTreeSet<&str> = labelled
+        .iter()
+        .map(|(_, _, s)| s.as_str())
+        .filter(|s| !s.is_empty())
+        .collect();
     let mut panels: Vec<Panel> = Vec::new();
-    for (key, label) in &labelled {
-        let points = aggregate(&samples[key], metric);
+    for (key, label, suffix) in &labelled {
+        let points = aggregate(&samples[*key], metric, &mut |size, value| {
+            warnings.push(format!(
+                "{}: {} {} B: {} {value} cannot be drawn; left out",
+                label_or_collective(label, key),
+                key.collective.name(),
+                size,
+                metric_name(metric),
+            ))
+        });
         if points.is_empty() {
             continue;
         }
         let line = Line {
             label: label.clone(),
-            colour: colour_of(label),
+            colour: colour_of(&key.series),
+            marker: suffixes.iter().position(|s| s == suffix).unwrap_or(0),
             points,
         };
         match panels.last_mut() {
@@ -134,43 +157,65 @@ pub fn panels(inputs: &[Input], metric: Metric) -> Vec<Panel> {
         }
     }
     for p in &mut panels {
-        p.lines.sort_by_key(|l| l.colour);
+        p.lines.sort_by_key(|l| (l.colour, l.marker));
     }
-    panels
+    Plotted { panels, warnings }
+}
+
+fn label_or_collective(label: &str, key: &LineKey) -> String {
+    if label.is_empty() {
+        key.collective.name().to_string()
+    } else {
+        format!("line \"{label}\"")
+    }
+}
+
+fn metric_name(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Busbw => "busbw",
+        Metric::Algbw => "algbw",
+        Metric::Time => "time",
+    }
 }
 
 type Samples = BTreeMap<LineKey, BTreeMap<u64, Vec<f64>>>;
 
 /// Every line's samples by size (out-of-place rows, or in-place ones for a
-/// line that has no out-of-place row), and the name of every run.
-fn collect(inputs: &[Input], metric: Metric) -> (Samples, BTreeMap<(usize, usize), RunName>) {
+/// line that has no out-of-place row), what names each file, and a warning
+/// for each row of size 0 (no place on the log axis).
+fn collect(inputs: &[Input], metric: Metric) -> (Samples, BTreeMap<usize, FileName>, Vec<String>) {
     let mut samples: Samples = BTreeMap::new();
     let mut names = BTreeMap::new();
+    let mut warnings = Vec::new();
     for (file, input) in inputs.iter().enumerate() {
-        let mut runs: Vec<&str> = Vec::new();
+        let stem = stem(input.path);
+        let started = input.rows.first().map(|r| r.record.timestamp.trim()).unwrap_or("");
+        let fallback = match (is_run_id(&stem), started.is_empty()) {
+            (true, false) => format!("run at {}", started.replace('T', " ").trim_end_matches('Z')),
+            _ => stem.clone(),
+        };
+        names.insert(
+            file,
+            FileName {
+                fallback,
+                named_file: !is_run_id(&stem),
+            },
+        );
         for row in input.rows {
             let r = &row.record;
-            let run = match runs.iter().position(|id| *id == r.run_id) {
-                Some(i) => i,
-                None => {
-                    runs.push(&r.run_id);
-                    runs.len() - 1
-                }
-            };
-            names.entry((file, run)).or_insert_with(|| RunName {
-                given: input.name.map(str::to_string).or_else(|| r.label.clone()),
-                fallback: String::new(),
-                started: r.timestamp.clone(),
-                named_file: false,
-            });
             if r.size_bytes == 0 {
+                warnings.push(format!(
+                    "{}: {} at size 0 B has no place on the log2 size axis; left out",
+                    input.path.display(),
+                    r.collective.name()
+                ));
                 continue;
             }
             let key = LineKey {
                 collective: r.collective,
                 series: Series {
                     file,
-                    run,
+                    name: input.name.map(str::to_string).or_else(|| r.label.clone()),
                     backend: r.backend.to_string(),
                     transport: r.transport.to_string(),
                     hierarchy: r.hierarchy.to_string(),
@@ -188,20 +233,6 @@ fn collect(inputs: &[Input], metric: Metric) -> (Samples, BTreeMap<(usize, usize
                 .or_default()
                 .push(metric.value(r));
         }
-        let stem = stem(input.path);
-        for run in 0..runs.len() {
-            if let Some(n) = names.get_mut(&(file, run)) {
-                let at = format!("run at {}", n.started.replace('T', " ").trim_end_matches('Z'));
-                // a run id says nothing a reader can use; several runs in
-                // one file are told apart by their start
-                n.named_file = !is_run_id(&stem);
-                n.fallback = match (runs.len() > 1, is_run_id(&stem)) {
-                    (_, true) => at,
-                    (false, false) => stem.clone(),
-                    (true, false) => format!("{stem} {at}"),
-                };
-            }
-        }
     }
     let with_out_of_place: BTreeSet<LineKey> = samples
         .keys()
@@ -212,7 +243,7 @@ fn collect(inputs: &[Input], metric: Metric) -> (Samples, BTreeMap<(usize, usize
         })
         .collect();
     samples.retain(|k, _| !k.in_place || !with_out_of_place.contains(k));
-    (samples, names)
+    (samples, names, warnings)
 }
 
 /// A collbench run id: `20261201T110805Z-host-1234`.
@@ -233,8 +264,9 @@ fn stem(path: &Path) -> String {
 }
 
 /// Each series' name: what differs between the series, led by the run's
-/// name where one was given or where it alone tells series apart.
-fn series_names(series: &BTreeSet<&Series>, runs: &BTreeMap<(usize, usize), RunName>) -> BTreeMap<Series, String> {
+/// name where one was given, or the file's where it alone tells series
+/// apart.
+fn series_names(series: &BTreeSet<&Series>, files: &BTreeMap<usize, FileName>) -> BTreeMap<Series, String> {
     let varies = |f: &dyn Fn(&Series) -> String| series.iter().map(|s| f(s)).collect::<BTreeSet<_>>().len() > 1;
     let dims: Vec<&dyn Fn(&Series) -> String> = vec![
         &|s: &Series| s.backend.clone(),
@@ -246,18 +278,16 @@ fn series_names(series: &BTreeSet<&Series>, runs: &BTreeMap<(usize, usize), RunN
     let describe = |s: &Series| shown.iter().map(|f| f(s)).collect::<Vec<_>>().join(" ");
     let described: Vec<String> = series.iter().map(|s| describe(s)).collect();
     let ambiguous = described.iter().collect::<BTreeSet<_>>().len() < series.len();
-    let given = series
-        .iter()
-        .any(|s| runs.get(&(s.file, s.run)).is_some_and(|n| n.given.is_some()));
+    let given = series.iter().any(|s| s.name.is_some());
     let mut used: BTreeSet<String> = BTreeSet::new();
     series
         .iter()
         .zip(described)
         .map(|(s, dims)| {
-            let run = runs.get(&(s.file, s.run));
-            let name = match run {
-                Some(RunName { given: Some(g), .. }) => g.clone(),
-                Some(n) if ambiguous || (!given && dims.is_empty() && n.named_file) => n.fallback.clone(),
+            let file = files.get(&s.file);
+            let name = match (&s.name, file) {
+                (Some(g), _) => g.clone(),
+                (None, Some(f)) if ambiguous || (!given && dims.is_empty() && f.named_file) => f.fallback.clone(),
                 _ => String::new(),
             };
             let mut label = [name.as_str(), dims.as_str()]
@@ -269,7 +299,7 @@ fn series_names(series: &BTreeSet<&Series>, runs: &BTreeMap<(usize, usize), RunN
             if label.is_empty() {
                 label = format!("{} {} np={}", s.backend, s.hierarchy, s.nranks);
             }
-            // two runs that nothing tells apart, not even their start
+            // two series that nothing tells apart, not even their files
             let base = label.clone();
             for n in 2.. {
                 if used.insert(label.clone()) {
@@ -318,16 +348,17 @@ fn placement_name(in_place: bool) -> String {
     .to_string()
 }
 
-/// Each size's samples as one point: median and range (log10 for time;
-/// times of 0 and non-finite values are left out).
-fn aggregate(sizes: &BTreeMap<u64, Vec<f64>>, metric: Metric) -> Vec<Point> {
+/// Each size's samples as one point: median and range (log10 for time).
+/// A value that cannot be drawn (not finite; a time of 0 or less on the
+/// log axis) is left out, and `dropped` told its size and value.
+fn aggregate(sizes: &BTreeMap<u64, Vec<f64>>, metric: Metric, dropped: &mut dyn FnMut(u64, f64)) -> Vec<Point> {
     let mut points = Vec::new();
     for (&size, values) in sizes {
-        let mut v: Vec<f64> = values
-            .iter()
-            .copied()
-            .filter(|v| v.is_finite() && (metric != Metric::Time || *v > 0.0))
-            .collect();
+        let drawable = |v: &f64| v.is_finite() && (metric != Metric::Time || *v > 0.0);
+        for v in values.iter().filter(|v| !drawable(v)) {
+            dropped(size, *v);
+        }
+        let mut v: Vec<f64> = values.iter().copied().filter(drawable).collect();
         if v.is_empty() {
             continue;
         }
@@ -355,6 +386,8 @@ mod tests {
     use super::*;
     use crate::record::Record;
     use crate::topology::Hierarchy;
+    use crate::topology::profile::Profile::{Shm, Tcp};
+    use crate::types::DType;
 
     fn row(run: &str, hierarchy: Hierarchy, size: u64, busbw: f64) -> Row {
         Row {
@@ -374,24 +407,37 @@ mod tests {
         }
     }
 
+    fn input<'a>(path: &'a str, rows: &'a [Row]) -> Input<'a> {
+        Input {
+            path: Path::new(path),
+            rows,
+            name: None,
+        }
+    }
+
+    fn labels(plotted: &Plotted) -> Vec<Vec<(String, usize, usize)>> {
+        plotted
+            .panels
+            .iter()
+            .map(|p| p.lines.iter().map(|l| (l.label.clone(), l.colour, l.marker)).collect())
+            .collect()
+    }
+
     #[test]
     fn samples_of_a_point_become_their_median_and_range() {
         let rows: Vec<Row> = [1.0, 5.0, 2.0]
             .iter()
             .map(|&b| row("r", Hierarchy::Flat, 1024, b))
             .collect();
-        let input = Input {
-            path: Path::new("20261201T110033Z-vm-1.csv"),
-            rows: &rows,
-            name: None,
-        };
-        let panels = panels(&[input], Metric::Busbw);
+        let plotted = panels(&[input("20261201T110033Z-vm-1.csv", &rows)], Metric::Busbw);
+        let panels = plotted.panels;
         assert_eq!(panels.len(), 1);
         assert_eq!(panels[0].lines.len(), 1);
         let p = panels[0].lines[0].points[0];
         assert_eq!((p.x, p.y, p.lo, p.hi, p.samples), (10.0, 2.0, 1.0, 5.0, 3));
         // one series, nothing to tell apart, a run id for a name: what it is
         assert_eq!(panels[0].lines[0].label, "mpi flat np=2");
+        assert!(plotted.warnings.is_empty());
     }
 
     #[test]
@@ -399,21 +445,106 @@ mod tests {
         let rows = vec![
             row("a", Hierarchy::Flat, 8, 1.0),
             row("a", Hierarchy::RsArAg, 8, 1.0),
-            row("b", Hierarchy::Flat, 8, 1.0),
+            row("b", Hierarchy::Flat, 8, 3.0),
         ];
-        let input = Input {
-            path: Path::new("20261201T110033Z-vm-1.csv"),
-            rows: &rows,
-            name: None,
-        };
-        let labels: Vec<String> = panels(&[input], Metric::Busbw)[0]
-            .lines
+        let plotted = panels(&[input("20261201T110033Z-vm-1.csv", &rows)], Metric::Busbw);
+        let lines = &plotted.panels[0].lines;
+        // the two runs of flat are two samples of one line
+        let got: Vec<(&str, usize)> = lines.iter().map(|l| (l.label.as_str(), l.points[0].samples)).collect();
+        assert_eq!(got, [("flat", 2), ("rs-ar-ag", 1)]);
+        assert_eq!((lines[0].points[0].lo, lines[0].points[0].hi), (1.0, 3.0));
+    }
+
+    /// A suite's merged CSV: three launches of shm and three of tcp, each
+    /// a run of its own, are two series, each with its launches' range.
+    #[test]
+    fn the_launches_of_one_suite_profile_are_one_series_with_their_range() {
+        let mut rows = Vec::new();
+        for (i, transport) in [Shm, Tcp, Shm, Tcp, Shm, Tcp].into_iter().enumerate() {
+            let mut r = row(&format!("run{i}"), Hierarchy::Flat, 1024, 1.0 + i as f64);
+            r.record.transport = transport;
+            r.record.timestamp = format!("2026-12-06T03:31:2{i}Z");
+            rows.push(r);
+        }
+        let plotted = panels(&[input("local.csv", &rows)], Metric::Busbw);
+        let lines = &plotted.panels[0].lines;
+        let got: Vec<(&str, usize, f64, f64)> = lines
             .iter()
-            .map(|l| l.label.clone())
+            .map(|l| (l.label.as_str(), l.points[0].samples, l.points[0].lo, l.points[0].hi))
             .collect();
-        // two runs of flat: only their start tells them apart
-        assert_eq!(labels.len(), 3, "{labels:?}");
-        assert!(labels.iter().all(|l| !l.contains("20261201T110033Z")), "{labels:?}");
-        assert!(labels.iter().any(|l| l.ends_with("rs-ar-ag")), "{labels:?}");
+        assert_eq!(got, [("shm", 3, 1.0, 5.0), ("tcp", 3, 2.0, 6.0)]);
+    }
+
+    /// Imported logs have no start time: two files that nothing else tells
+    /// apart are named by their stems, even when the stems look like run
+    /// ids; with a start, a run id's stem gives way to it.
+    #[test]
+    fn files_are_named_by_their_stem_where_no_start_time_is_known() {
+        let mut untimed = vec![row("x", Hierarchy::Flat, 8, 1.0)];
+        untimed[0].record.timestamp = String::new();
+        let timed = vec![row("y", Hierarchy::Flat, 8, 1.0)];
+        let plotted = panels(
+            &[
+                input("nccl.csv", &untimed),
+                input("20261201T110033Z-vm-1.csv", &untimed),
+                input("20261201T110033Z-vm-2.csv", &timed),
+            ],
+            Metric::Busbw,
+        );
+        let names: Vec<String> = plotted.panels[0].lines.iter().map(|l| l.label.clone()).collect();
+        assert_eq!(names, ["nccl", "20261201T110033Z-vm-1", "run at 2026-12-01 11:00:33"]);
+    }
+
+    /// A series keeps its colour in every panel, whatever other lines a
+    /// panel has; its lines of other types differ by marker, the same one
+    /// in every panel.
+    #[test]
+    fn a_series_has_one_colour_in_every_panel_and_its_types_differ_by_marker() {
+        let mut rows = Vec::new();
+        for (collective, dtype, transport) in [
+            (Collective::AllReduce, DType::Float, Tcp),
+            (Collective::AllReduce, DType::Int32, Tcp),
+            (Collective::Broadcast, DType::Float, Shm),
+            (Collective::Broadcast, DType::Float, Tcp),
+        ] {
+            let mut r = row("r", Hierarchy::Flat, 8, 1.0);
+            r.record.collective = collective;
+            r.record.dtype = dtype;
+            r.record.transport = transport;
+            rows.push(r);
+        }
+        let got = labels(&panels(&[input("a.csv", &rows)], Metric::Busbw));
+        assert_eq!(
+            got,
+            [
+                vec![("tcp float".to_string(), 1, 0), ("tcp int32".to_string(), 1, 1)],
+                vec![("shm".to_string(), 0, 0), ("tcp".to_string(), 1, 0)],
+            ]
+        );
+    }
+
+    #[test]
+    fn every_value_that_cannot_be_drawn_is_left_out_with_a_warning() {
+        let mut rows = vec![
+            row("r", Hierarchy::Flat, 8, 1.0),
+            row("r", Hierarchy::Flat, 16, f64::NAN),
+            row("r", Hierarchy::Flat, 0, 1.0),
+        ];
+        rows[0].record.time_us = 0.0;
+        let plotted = panels(&[input("a.csv", &rows)], Metric::Busbw);
+        assert_eq!(plotted.panels[0].lines[0].points.len(), 1);
+        assert_eq!(
+            plotted.warnings,
+            [
+                "a.csv: all_reduce at size 0 B has no place on the log2 size axis; left out",
+                "line \"a\": all_reduce 16 B: busbw NaN cannot be drawn; left out"
+            ]
+        );
+        let timed = panels(&[input("a.csv", &rows[..1])], Metric::Time);
+        assert!(timed.panels.is_empty());
+        assert_eq!(
+            timed.warnings,
+            ["line \"a\": all_reduce 8 B: time 0 cannot be drawn; left out"]
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! an error there. Only `read` touches files, and only to read them.
 
 pub mod read;
+pub mod torn;
 pub mod workload;
 
 use std::cmp::Ordering;

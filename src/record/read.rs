@@ -79,8 +79,8 @@ pub fn load(path: &Path) -> Result<Loaded, Error> {
 /// parsed into its column's type here, once; a bad one is one line naming
 /// the file, the line and the column.
 pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
-    let mut reader = csv::Reader::from_path(path)
-        .map_err(|e| Error::usage(format!("cannot read CSV file {}: {e}", path.display())))?;
+    let text = super::torn::whole_rows(path)?;
+    let mut reader = csv::Reader::from_reader(text.as_slice());
     let headers = reader
         .headers()
         .map_err(|e| Error::usage(format!("CSV file {}: {e}", path.display())))?

@@ -153,8 +153,8 @@ pub fn is_workload_csv(path: &Path) -> bool {
 /// column.
 pub fn read(path: &Path) -> Result<Vec<WorkloadRow>, Error> {
     let shown = path.display();
-    let mut reader =
-        csv::Reader::from_path(path).map_err(|e| Error::usage(format!("cannot read CSV file {shown}: {e}")))?;
+    let text = super::torn::whole_rows(path)?;
+    let mut reader = csv::Reader::from_reader(text.as_slice());
     let headers = reader
         .headers()
         .map_err(|e| Error::usage(format!("CSV file {shown}: {e}")))?

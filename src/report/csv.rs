@@ -1,10 +1,12 @@
 //! CSV files as reports write them (`CsvFile`: created through
 //! `create_file`, each row written whole and flushed before the next, so
-//! an interrupted run keeps every finished row), and the run's CSV sink:
-//! schema 1, one row per measured point.
+//! an interrupted run keeps every finished row, and a row that cannot be
+//! written whole (a full disk) is cut back out, so that the file always
+//! ends with a whole row), and the run's CSV sink: schema 1, one row per
+//! measured point.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -18,7 +20,9 @@ use crate::record::{Extras, Record};
 /// (`report::workload::WorkloadCsv`) and an import's.
 pub struct CsvFile {
     path: PathBuf,
-    writer: csv::Writer<File>,
+    file: File,
+    /// Bytes of the whole rows written so far.
+    whole: u64,
 }
 
 impl CsvFile {
@@ -28,7 +32,8 @@ impl CsvFile {
         let file = super::create_file(path, overwrite, "CSV")?;
         Ok(CsvFile {
             path: path.to_path_buf(),
-            writer: csv::WriterBuilder::new().has_headers(false).from_writer(file),
+            file,
+            whole: 0,
         })
     }
 
@@ -38,18 +43,35 @@ impl CsvFile {
         I: IntoIterator<Item = T>,
         T: AsRef<[u8]>,
     {
-        self.writer.write_record(fields)?;
-        self.writer.flush()
+        self.whole_row(|w| w.write_record(fields))
     }
 
     /// Writes `row` (its serde fields, in order) as one row and flushes it.
     pub fn row<R: Serialize>(&mut self, row: &R) -> io::Result<()> {
-        self.writer.serialize(row)?;
-        self.writer.flush()
+        self.whole_row(|w| w.serialize(row))
+    }
+
+    /// Formats one row with `format`, then writes it in one piece; when
+    /// that fails, the file is cut back to its last whole row.
+    fn whole_row(&mut self, format: impl FnOnce(&mut csv::Writer<Vec<u8>>) -> csv::Result<()>) -> io::Result<()> {
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+        format(&mut w)?;
+        let bytes = w.into_inner().map_err(|e| io::Error::other(e.to_string()))?;
+        match self.file.write_all(&bytes).and_then(|_| self.file.flush()) {
+            Ok(()) => {
+                self.whole += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.file.set_len(self.whole);
+                let _ = self.file.seek(SeekFrom::Start(self.whole));
+                Err(e)
+            }
+        }
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
-        self.writer.flush()
+        self.file.flush()
     }
 
     /// What this file is, for error messages.

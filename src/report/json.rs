@@ -42,8 +42,10 @@ struct SummaryView {
     failed_points: usize,
     wrong: u64,
     cycles: u64,
-    /// False when a signal stopped the run early.
+    /// False when the run stopped early.
     complete: bool,
+    /// What stopped it: `SIGINT`, `SIGTERM`, `SIGHUP`, `timeout` (the
+    /// `--timeout` watchdog) or `error` (rank 0 failed, its line says why).
     stopped_by: Option<String>,
     /// `-I`'s slow-rank verdict; `null` without `-I`.
     slow_rank: Option<SlowRankView>,
@@ -150,7 +152,28 @@ impl Sink for JsonSink {
         Ok(())
     }
 
+    /// Completes the document and renames it into place; one that cannot
+    /// be completed is removed (the report is whole or absent).
     fn finish(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()> {
+        let finished = self.complete(run, summary);
+        if finished.is_err() {
+            self.discard();
+        }
+        finished
+    }
+
+    fn target(&self) -> String {
+        format!("JSON file {}", self.path.display())
+    }
+
+    fn discard(&mut self) {
+        self.out = None;
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+impl JsonSink {
+    fn complete(&mut self, run: &RunInfo, summary: &Summary) -> io::Result<()> {
         let view = SummaryView {
             points: summary.points,
             checked_points: summary.checked_points,
@@ -182,15 +205,6 @@ impl Sink for JsonSink {
             .map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&self.temp, &self.path)
-    }
-
-    fn target(&self) -> String {
-        format!("JSON file {}", self.path.display())
-    }
-
-    fn discard(&mut self) {
-        self.out = None;
-        let _ = std::fs::remove_file(&self.temp);
     }
 }
 

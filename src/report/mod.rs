@@ -21,6 +21,7 @@ pub mod samples;
 pub use identity::RunIdentity;
 pub use reporter::{Reporter, stop_line};
 pub mod nccl_tests_json;
+pub mod paths;
 pub mod table;
 pub mod workload;
 
@@ -51,6 +52,11 @@ pub struct OutputConfig {
     pub progress: ProgressMode,
     /// `--label`: the run's name in the header, the CSV and the JSON.
     pub label: Option<String>,
+    /// `--config`: an input, which no output may replace.
+    pub config: Option<PathBuf>,
+    /// What the header notes about the run's set-up (an environment
+    /// variable ignored).
+    pub notes: Vec<String>,
 }
 
 /// What the reports say about the run as a whole: who ran it where, and
@@ -99,6 +105,9 @@ pub struct RunInfo {
     /// `-S`: the table ends every row with its timestamp.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timestamps: bool,
+    /// The header's notes (`OutputConfig::notes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements
@@ -196,7 +205,7 @@ fn refuse_existing_json(path: &Path, overwrite: bool) -> Result<(), Error> {
 
 /// The temporary file beside `path` a JSON report is written to before it
 /// is renamed to `path`: `NAME.partial`.
-fn partial_path(path: &Path) -> PathBuf {
+pub(crate) fn partial_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     path.with_file_name(name)

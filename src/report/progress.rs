@@ -29,6 +29,11 @@ pub struct Progress {
     kind: Kind,
 }
 
+/// The bar's template for `unit`s (`points`, `steps`).
+fn bar_template(unit: &str) -> String {
+    format!("{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit}  {{msg}}")
+}
+
 enum Kind {
     Hidden,
     Bar(ProgressBar),
@@ -74,9 +79,7 @@ impl Progress {
             Drawn::Lines => Kind::Lines(Lines::new(total, who)),
             Drawn::Bar => {
                 let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
-                if let Ok(style) =
-                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points  {msg}")
-                {
+                if let Ok(style) = ProgressStyle::with_template(&bar_template("points")) {
                     bar.set_style(style);
                 }
                 bar.enable_steady_tick(Duration::from_millis(200));
@@ -84,6 +87,20 @@ impl Progress {
             }
         };
         Progress { kind }
+    }
+
+    /// Counts `unit`s (`steps`) instead of points.
+    pub fn counting(mut self, unit: &'static str) -> Progress {
+        match &mut self.kind {
+            Kind::Hidden => {}
+            Kind::Bar(bar) => {
+                if let Ok(style) = ProgressStyle::with_template(&bar_template(unit)) {
+                    bar.set_style(style);
+                }
+            }
+            Kind::Lines(lines) => lines.unit = unit,
+        }
+        self
     }
 
     /// How progress is shown.
@@ -155,6 +172,8 @@ impl Progress {
 /// Plain progress lines: they only ever append.
 struct Lines {
     who: &'static str,
+    /// What is counted: `points`, `steps`.
+    unit: &'static str,
     started: Instant,
     total: Option<u64>,
     done: u64,
@@ -168,6 +187,7 @@ impl Lines {
         let now = Instant::now();
         Lines {
             who,
+            unit: "points",
             started: now,
             total,
             done: 0,
@@ -186,13 +206,8 @@ impl Lines {
         if tenths > self.tenths || now.duration_since(self.last_line) >= LINE_EVERY {
             self.tenths = tenths.max(self.tenths);
             self.last_line = now;
-            crate::error::say(&line_text(
-                self.who,
-                done,
-                self.total,
-                now.duration_since(self.started),
-                what,
-            ));
+            let line = line_text(self.who, done, self.total, now.duration_since(self.started), what);
+            crate::error::say(&line.replacen(" points", &format!(" {}", self.unit), 1));
         }
     }
 }

@@ -1,20 +1,23 @@
 //! Rank 0's outputs during a run: every sink and the progress, behind one
-//! lock, so that a stop signal completes them at once rather than at the
-//! end of the point being measured.
+//! lock, so that a stop completes them at once rather than at the end of
+//! the point being measured.
 //!
 //! Under `mpirun`, Ctrl-C reaches mpirun, which sends each rank SIGTERM
 //! and, a second later (`odls_base_sigkill_timeout`), SIGKILL; a point
 //! can take longer than that second, so a rank that waited for its point
 //! boundary would be killed with its table cut off and its JSON never
 //! written. So a watcher thread completes the reports as soon as the
-//! signal arrives: the table prints the row it was holding back, its
-//! section's average and its footer (which says the run is incomplete);
-//! the CSV is flushed; the JSON is written. From then on records are
-//! dropped (the sweep stops at its next point boundary anyway), so the
-//! CSV, the JSON and the table hold exactly the same points. The line on
-//! stderr comes when the rank ends in order (`finish`): a signal that
-//! comes because another rank failed is not news. Nothing here decides
-//! when the sweep stops (the engine does).
+//! signal arrives (or the `--timeout` watchdog fires, `engine::stop`):
+//! the table prints the row it was holding back, its section's average
+//! and its footer (which says the run is incomplete and why); the CSV is
+//! flushed; the JSON is written; and one line on stderr names the signal
+//! (the watchdog says its own, and when the control plane ends the job for
+//! a failed rank, that rank's line says why: `world::job_ending`). From then on records are dropped (the
+//! sweep stops at its next point boundary anyway), so the CSV, the JSON
+//! and the table hold exactly the same points. While the reports are open
+//! the reporter holds them (`StopRequest::hold_reports`), so that a second
+//! signal cannot end the process before they are whole. Nothing here
+//! decides when the sweep stops (the engine does).
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,7 +27,7 @@ use std::time::Duration;
 use super::progress::Progress;
 use super::{RunInfo, Sink};
 use crate::engine::Summary;
-use crate::engine::stop::{StopRequest, signal_name};
+use crate::engine::stop::{FAILED, ReportsHold, StopRequest, is_signal, signal_name};
 use crate::error::{Error, say};
 use crate::record::Record;
 
@@ -48,6 +51,8 @@ struct Outputs {
     /// What the sinks were given so far.
     tally: Summary,
     state: State,
+    /// Held while the reports are open (see the module doc).
+    hold: Option<ReportsHold>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -69,6 +74,7 @@ impl Reporter {
                 run: None,
                 tally: Summary::default(),
                 state: State::Open,
+                hold: None,
             })),
             stop: None,
             watcher: None,
@@ -91,6 +97,7 @@ impl Reporter {
         {
             let mut out = self.outputs();
             out.run = Some(run.clone());
+            out.hold = self.stop.as_ref().map(StopRequest::hold_reports);
             out.each(|s| s.begin(run))?;
         }
         if let Some(stop) = self.stop.clone() {
@@ -125,25 +132,32 @@ impl Reporter {
             let _ = thread.join();
         }
         let mut out = self.outputs();
-        match std::mem::replace(&mut out.state, State::Closed) {
-            // Said only by a rank that ends in order: when a failed rank
-            // made the launcher end the job, that rank's line is the one.
-            State::Stopped(reported) => {
-                if let Some(signal) = reported.stopped_by {
-                    say(&stop_line(signal, reported.points, out.planned));
-                }
-                Ok(reported)
-            }
+        let reported = match std::mem::replace(&mut out.state, State::Closed) {
+            // the watcher said why when it completed them
+            State::Stopped(reported) => Ok(reported),
             State::Closed => Ok(summary.clone()),
             State::Open => {
                 out.progress.finish();
-                let finished = out.each(|s| s.finish(run, summary));
-                if let Some(signal) = summary.stopped_by {
+                let finished = out.finish_all(run, summary);
+                if let Some(signal) = summary.stopped_by.filter(|_| !crate::world::job_ending()) {
                     say(&stop_line(signal, summary.points, out.planned));
                 }
                 finished.map(|_| summary.clone())
             }
+        };
+        out.hold = None;
+        reported
+    }
+
+    /// Rank 0 failed (its error line is said, the job is about to be taken
+    /// down): completes every report that still can be with what it holds,
+    /// marked as stopped by an error.
+    pub fn abandon(&mut self) {
+        if let Some((quit, thread)) = self.watcher.take() {
+            drop(quit);
+            let _ = thread.join();
         }
+        self.outputs().stop(FAILED);
     }
 
     /// The run will not start after all: remove every file created.
@@ -154,6 +168,7 @@ impl Reporter {
         for sink in &mut out.sinks {
             sink.discard();
         }
+        out.hold = None;
     }
 }
 
@@ -165,8 +180,23 @@ impl Outputs {
         Ok(())
     }
 
-    /// A stop signal arrived: complete every report with what it holds.
-    fn stop(&mut self, signal: u64) {
+    /// Finishes every sink, even after one failed: the first failure.
+    fn finish_all(&mut self, run: &RunInfo, summary: &Summary) -> Result<(), Error> {
+        let mut first = Ok(());
+        for sink in &mut self.sinks {
+            if let Err(e) = sink.finish(run, summary)
+                && first.is_ok()
+            {
+                first = Err(Error::runtime(format!("cannot write {}: {e}", sink.target())));
+            }
+        }
+        first
+    }
+
+    /// A stop signal arrived, or the watchdog fired (`cause`): complete
+    /// every report with what it holds, say why (the watchdog has said it),
+    /// and let the process end (a later signal may end it at once now).
+    fn stop(&mut self, cause: u64) {
         if self.state != State::Open {
             return;
         }
@@ -174,13 +204,22 @@ impl Outputs {
             return;
         };
         let mut summary = self.tally.clone();
-        summary.stopped_by = Some(signal);
+        summary.stopped_by = Some(cause);
         summary.cycles = (summary.points / run.points.max(1)) as u64;
         self.progress.finish();
-        if let Err(e) = self.each(|s| s.finish(&run, &summary)) {
+        // after rank 0's failure its line is the one: a report that
+        // cannot be completed is then left out (a JSON is removed)
+        if let Err(e) = self.finish_all(&run, &summary)
+            && cause != FAILED
+        {
             say(&format!("collbench: {e}"));
         }
+        // a failed rank's line says why when the control plane ends the job
+        if is_signal(cause) && !crate::world::job_ending() {
+            say(&stop_line(cause, summary.points, self.planned));
+        }
         self.state = State::Stopped(summary);
+        self.hold = None;
     }
 }
 
@@ -191,10 +230,9 @@ fn watch(shared: Arc<Mutex<Outputs>>, stop: StopRequest) -> Option<(Sender<()>, 
         .name("collbench-stop-watch".into())
         .spawn(move || {
             while let Err(RecvTimeoutError::Timeout) = quitting.recv_timeout(WATCH_EVERY) {
-                let signal = stop.signal();
-                if signal != 0 {
+                if let Some(cause) = stop.cause() {
                     let mut out = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                    out.stop(signal);
+                    out.stop(cause);
                     return;
                 }
             }

@@ -146,9 +146,9 @@ pub fn time(us: f64) -> String {
     }
 }
 
-/// Decimal gigabytes (1e9), as bandwidths count them.
-fn gb(bytes: f64) -> String {
-    format!("{:.4} GB", bytes / 1e9)
+/// A volume in decimal units, scaled (`types::human_volume`).
+fn volume(bytes: f64) -> String {
+    crate::types::human_volume(bytes)
 }
 
 fn share(part: f64, whole: f64) -> String {
@@ -157,6 +157,18 @@ fn share(part: f64, whole: f64) -> String {
     } else {
         "-".into()
     }
+}
+
+/// `ddp: 5 operations per step, 40.00 MB sent by each rank per step (first
+/// principles)`: a configuration's step, said before it is measured.
+pub fn volume_line(c: &Config) -> Result<String, Error> {
+    let v = StepVolume::new(&c.schedule, &c.layout)?;
+    Ok(format!(
+        "{}: {} per step, {} sent by each rank per step (first principles)",
+        c.name,
+        crate::types::count_of(c.schedule.ops.len(), "operation"),
+        volume(v.bus_bytes())
+    ))
 }
 
 /// The header: what ran (`replay`: a log's sequence) and every
@@ -191,10 +203,10 @@ fn degrees(l: &crate::workload::GroupLayout) -> String {
 pub fn one(o: &Outcome, top: Option<usize>) -> String {
     let t = &o.summary.total;
     let mut s = format!(
-        "\n{}: {} operations per step on {} ranks{}\n",
+        "\n{}: {} per step on {}{}\n",
         o.name,
-        o.ops.len(),
-        o.layout.world,
+        crate::types::count_of(o.ops.len(), "operation"),
+        crate::types::count_of(o.layout.world, "rank"),
         degrees(&o.layout)
     );
     s += &format!(
@@ -206,8 +218,8 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
     );
     s += &format!(
         "  volume           {} sent by each rank per step (first principles); the calls' sizes sum to {} (nccl-tests' size column)\n",
-        gb(t.bus_bytes),
-        gb(t.size_bytes as f64)
+        volume(t.bus_bytes),
+        volume(t.size_bytes as f64)
     );
     s += &format!(
         "  effective busbw  {:.3} GB/s (volume / median step time)\n",
@@ -256,7 +268,7 @@ fn breakdown_line(name: &str, t: &crate::workload::Tally, total_us: f64) -> Stri
         "    {:<16} {:>5} {:>12} {:>12} {:>6} {:>11.3}\n",
         name,
         t.ops,
-        gb(t.bus_bytes),
+        volume(t.bus_bytes),
         time(t.time_us),
         share(t.time_us, total_us),
         t.busbw_gbps()
@@ -278,12 +290,12 @@ fn top_ops(o: &Outcome, n: usize) -> String {
     for &i in order.iter().take(n) {
         let r = &o.ops[i];
         s += &format!(
-            "    #{:<5} {:<15} {:>12} elements {:<9} on {} ranks  {:>11}  {:>5}  median {:>11}  {}\n",
+            "    #{:<5} {:<15} {:>12} elements {:<9} on {:<8}  {:>11}  {:>5}  median {:>11}  {}\n",
             i + 1,
             r.op.collective.name(),
             r.op.count,
             r.op.dtype.name(),
-            r.ranks,
+            crate::types::count_of(r.ranks, "rank"),
             time(means[i]),
             share(means[i], total),
             time(r.median_us),
@@ -354,7 +366,7 @@ pub fn side_by_side(all: &[Outcome]) -> String {
             "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11.3} {:>8} {:>14} {:<16} {:>10}\n",
             o.name,
             o.ops.len(),
-            gb(o.volume_bytes()),
+            volume(o.volume_bytes()),
             time(o.step_median_us),
             time(o.step_p99_us),
             o.busbw_gbps(),

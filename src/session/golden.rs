@@ -202,6 +202,7 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         label: Some("golden".into()),
         traffic: Some(super::outputs::traffic_text(Default::default(), nranks)),
         timestamps: false,
+        notes: Vec::new(),
     }
 }
 
@@ -334,12 +335,14 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                     let mut lines = job.header();
                     lines.push(format!("backend {version}, {nranks} ranks, {per_node} per node"));
                     lines.extend(plan.notes.iter().cloned());
+                    lines.extend(configs.iter().filter_map(|c| report::volume_line(c).ok()));
                     out += &report::header(job.top().is_some(), &lines);
                 }
                 let mut outcomes = Vec::new();
                 let calls: Vec<Vec<_>> = (0..configs.len()).map(|i| plan.calls(i, &groups)).collect();
                 let mut runner = StepRunner {
                     cx: Context::new(world, &mut backend).with_clock(Clock::Virtual(clock.clone())),
+                    progress: None,
                 };
                 let (all_steps, _) = runner.run_all(&calls, &job.timing).unwrap();
                 for ((config, calls), steps) in configs.iter().zip(&calls).zip(all_steps) {

@@ -249,7 +249,11 @@ impl<'a, W: World> Session<'a, W> {
     /// The `--timeout` watchdog of this rank, watching `setup` first.
     fn watchdog(&self, setup: &str) -> Option<Watchdog> {
         let rank = format!("rank {} on {}", self.world.rank(), self.world.host());
-        let watchdog = self.cfg.timing.timeout.map(|t| Watchdog::start(t, rank));
+        let watchdog = self
+            .cfg
+            .timing
+            .timeout
+            .map(|t| Watchdog::start(t, rank).with_stop(self.stop.clone()));
         if let Some(w) = &watchdog {
             w.watch(setup);
         }

@@ -134,6 +134,7 @@ impl<W: World> Session<'_, W> {
             Some(p) => p.clone(),
             None => default_csv(&identity.run_id)?,
         };
+        check_paths(out, &csv_path)?;
         let json: Option<Box<dyn Sink>> = match &out.json {
             Some(path) if out.nccl_tests_json => Some(Box::new(NcclTestsJsonSink::create(path, out.overwrite)?)),
             Some(path) => Some(Box::new(JsonSink::create(path, out.overwrite)?)),
@@ -184,6 +185,7 @@ impl<W: World> Session<'_, W> {
             label: identity.label.clone(),
             traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
             timestamps: out.timestamps,
+            notes: out.notes.clone(),
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }
@@ -262,13 +264,26 @@ pub(super) fn traffic_text(traffic: crate::collective::Traffic, nranks: usize) -
 }
 
 /// The sizes `plan` measures (every case's size, after rounding).
+/// The sizes swept: the smallest and largest measured, and how many sizes
+/// one case (a collective, mode, type, operation and root) steps through;
+/// collectives that round a size differently (alltoallv's whole blocks)
+/// measure the same step at another size, which is no extra size.
 fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
-    let sizes: std::collections::BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
+    use std::collections::{BTreeMap, BTreeSet};
+    let sizes: BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
+    let mut per_case: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for c in &plan.cases {
+        let key = format!(
+            "{:?} {:?} {:?} {:?} {:?}",
+            c.collective, c.hierarchy, c.dtype, c.op, c.root
+        );
+        per_case.entry(key).or_default().insert(c.size_bytes());
+    }
     SweepInfo {
         min_bytes: sizes.first().copied().unwrap_or(0),
         max_bytes: sizes.last().copied().unwrap_or(0),
         step,
-        sizes: sizes.len(),
+        sizes: per_case.values().map(BTreeSet::len).max().unwrap_or(0),
     }
 }
 
@@ -277,6 +292,17 @@ fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
 /// tenth of the free memory where that is more.
 fn device_headroom(free: u64) -> u64 {
     (1u64 << 30).max(free / 10)
+}
+
+/// The run's files are distinct and none is its `--config` file.
+fn check_paths(out: &crate::report::OutputConfig, csv: &std::path::Path) -> Result<(), Error> {
+    let partial = out.json.as_deref().map(crate::report::partial_path);
+    let mut outputs = vec![("--csv", csv)];
+    if let (Some(json), Some(partial)) = (out.json.as_deref(), partial.as_deref()) {
+        outputs.extend([("--json", json), ("the JSON's temporary file", partial)]);
+    }
+    let inputs: Vec<(&str, &std::path::Path)> = out.config.iter().map(|c| ("the --config file", c.as_path())).collect();
+    crate::report::paths::check_distinct(&outputs, &inputs)
 }
 
 /// `results/<run id>.csv`, the folder created if need be.

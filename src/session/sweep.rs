@@ -136,7 +136,14 @@ impl<W: World> Session<'_, W> {
             });
         let summary = match swept {
             Ok(summary) => summary,
-            Err(e) => self.fail(&e),
+            Err(e) => {
+                // rank 0's reports are completed before the job goes down
+                say(&self.world.error_line(&e));
+                if let Some(rep) = reporter.as_mut() {
+                    rep.abandon();
+                }
+                self.world.abort(e.exit_code())
+            }
         };
         // Rank 0 judges what its reports hold: a stop signal may have
         // completed them before the point in flight (`report::reporter`).

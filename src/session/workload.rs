@@ -20,6 +20,7 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::plan::Reservation;
 use crate::report::print_out;
+use crate::report::progress::Progress;
 use crate::report::workload::{self as report, Outcome, WorkloadCsv};
 use crate::topology::Nodes;
 use crate::workload::plan::{Config, Split, WorkloadPlan};
@@ -53,7 +54,9 @@ impl<W: World> Session<'_, W> {
             _ => Ok(None),
         })?;
         let version = &prepared.identity.backend_version;
-        let header = header_lines(job, world, version, nodes.ranks_per_node(), &plan.notes);
+        let mut header = header_lines(job, world, version, nodes.ranks_per_node(), &plan.notes);
+        // what each step moves, before it is measured
+        header.extend(configs.iter().filter_map(|c| report::volume_line(c).ok()));
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
@@ -90,10 +93,22 @@ impl<W: World> Session<'_, W> {
         mut csv: Option<&mut WorkloadCsv>,
         watchdog: Option<&Watchdog>,
     ) -> (Vec<Outcome>, Option<u64>) {
+        // rank 0's progress: configurations checked, warm-up and timed steps
+        let mode = match self.world.rank() {
+            0 => self.cfg.outputs.progress,
+            _ => crate::types::ProgressMode::Never,
+        };
+        let launched = crate::world::launcher_rank().is_some();
+        let mut progress = Progress::new(mode, None, launched, "collbench workload").counting("steps");
+        let mut tell = |done: u64, total: u64, what: &str| progress.set(done, Some(total), what);
         let mut runner = StepRunner {
             cx: self.context(&mut *backend, watchdog),
+            progress: Some(&mut tell),
         };
-        let (all_steps, stopped_by) = match runner.run_all(calls, &job.timing) {
+        let ran = runner.run_all(calls, &job.timing);
+        drop(runner);
+        progress.finish();
+        let (all_steps, stopped_by) = match ran {
             Ok(ran) => ran,
             Err(e) => self.fail(&e),
         };
@@ -140,8 +155,8 @@ impl<W: World> Session<'_, W> {
 fn header_lines(job: &Job, world: &dyn World, version: &str, per_node: usize, notes: &[String]) -> Vec<String> {
     let mut header = job.header();
     header.push(format!(
-        "backend {version}, {} ranks, {per_node} per node",
-        world.size()
+        "backend {version}, {}, {per_node} per node",
+        crate::types::count_of(world.size(), "rank")
     ));
     header.extend(
         world

@@ -13,8 +13,8 @@ pub fn merge(inputs: &[&Path], output: &Path, overwrite: bool) -> Result<Vec<usi
     let mut header: Vec<String> = Vec::new();
     let mut tables: Vec<(Vec<String>, Vec<csv::StringRecord>)> = Vec::new();
     for path in inputs {
-        let mut reader =
-            csv::Reader::from_path(path).map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
+        let text = crate::record::torn::whole_rows(path).map_err(|e| Error::runtime(e.to_string()))?;
+        let mut reader = csv::Reader::from_reader(text.as_slice());
         let cols: Vec<String> = reader
             .headers()
             .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?

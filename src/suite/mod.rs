@@ -204,12 +204,14 @@ fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
         .clone()
         .or_else(|| suite.output.clone())
         .unwrap_or_else(|| PathBuf::from("results").join(format!("suite-{}-{stamp}.csv", suite.name)));
+    crate::report::paths::check_distinct(&[("--output", &output)], &[("the suite file", &args.file)])?;
     if output.exists() && !args.overwrite {
         return Err(Error::usage(format!(
             "CSV file {} already exists; choose another --output or pass --overwrite",
             output.display()
         )));
     }
+    crate::report::paths::check_writable("--output", &output)?;
     Ok(output)
 }
 
@@ -366,7 +368,7 @@ fn launch_options(l: &Launch, run_toml: &Path, csv: &Path) -> RunArgs {
     args.hierarchy.hierarchy = l.hierarchy.clone();
     args.output.csv = Some(csv.to_path_buf());
     args.common.overwrite.overwrite = true;
-    args.output.no_progress = true;
+    args.output.progress.no_progress = true;
     args
 }
 

@@ -86,10 +86,44 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// A volume in decimal units (1 kB = 1000 bytes, as bandwidths in GB/s
+/// count them), scaled so that its figures show: `512 B`, `12.29 kB`,
+/// `4.19 MB`, `1.342 GB`.
+pub fn human_volume(bytes: f64) -> String {
+    const UNITS: [(&str, f64, usize); 4] = [("TB", 1e12, 3), ("GB", 1e9, 3), ("MB", 1e6, 2), ("kB", 1e3, 2)];
+    match UNITS.iter().find(|(_, scale, _)| bytes.abs() >= *scale) {
+        Some((unit, scale, decimals)) => format!("{:.*} {unit}", decimals, bytes / scale),
+        None => format!("{bytes:.0} B"),
+    }
+}
+
+/// `1 rank`, `2 ranks`: a count with its noun, singular for one.
+pub fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn volumes_scale_to_a_unit_their_figures_show_in() {
+        assert_eq!(human_volume(0.0), "0 B");
+        assert_eq!(human_volume(512.0), "512 B");
+        assert_eq!(human_volume(12_288.0), "12.29 kB");
+        assert_eq!(human_volume(4_194_304.0), "4.19 MB");
+        assert_eq!(human_volume(1.3421e9), "1.342 GB");
+        assert_eq!(human_volume(2.5e12), "2.500 TB");
+        assert_eq!(
+            (count_of(1, "rank"), count_of(3, "rank")),
+            ("1 rank".into(), "3 ranks".into())
+        );
+    }
 
     #[test]
     fn sizes_take_binary_suffixes() {

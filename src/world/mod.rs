@@ -116,16 +116,21 @@ pub struct Disagreed<T> {
     pub local: Option<T>,
 }
 
-/// How this process was started, as `--launcher auto` reads it (before
-/// any control plane starts).
-/// A launch this build refuses (an MPI launch of a build without MPI)
-/// still has its ranks, so that rank 0 alone says so.
+/// How this process was started, as `--launcher auto` reads it before
+/// any control plane starts: read once (`app::main` asks first), since an
+/// MPI singleton's `MPI_Init` sets `OMPI_COMM_WORLD_RANK` in this very
+/// process, which would make a process alone look launched (and lose its
+/// progress bar). A launch this build refuses (an MPI launch of a build
+/// without MPI) still has its ranks, so that rank 0 alone says so.
 fn launched() -> Option<(usize, usize)> {
-    let env = |name: &str| std::env::var(name).ok();
-    match launch::detect(launch::LauncherChoice::Auto, &env, cfg!(feature = "mpi")) {
-        Ok(found) => found.rank_and_size(&env),
-        Err(_) => launch::Launch::Mpi { how: String::new() }.rank_and_size(&env),
-    }
+    static LAUNCHED: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+    *LAUNCHED.get_or_init(|| {
+        let env = |name: &str| std::env::var(name).ok();
+        match launch::detect(launch::LauncherChoice::Auto, &env, cfg!(feature = "mpi")) {
+            Ok(found) => found.rank_and_size(&env),
+            Err(_) => launch::Launch::Mpi { how: String::new() }.rank_and_size(&env),
+        }
+    })
 }
 
 /// The number of processes a launcher started, where it says (before any
@@ -139,6 +144,20 @@ pub fn launcher_size() -> Option<usize> {
 /// starts. `None` when not launched by a known launcher.
 pub fn launcher_rank() -> Option<usize> {
     launched().map(|(rank, _)| rank)
+}
+
+/// The control plane is ending the job because a rank failed (the store's
+/// rank 0 signals itself so that its reports complete): the failing rank's
+/// line says why, and a stop signal that follows is no news.
+static JOB_ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn mark_job_ending() {
+    JOB_ENDING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether the control plane is ending the job for a failed rank.
+pub fn job_ending() -> bool {
+    JOB_ENDING.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// What the running control plane does when this process ends early (the

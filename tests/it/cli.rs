@@ -57,7 +57,10 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
         (vec!["-e", "1.5M"], "whole number"),
         (vec!["-e", "99999999999999999999"], "too large"),
         (vec!["-e", "99999999T"], "too large"),
-        (vec!["-n", "0"], "for '--iters <N>': 0 is not in 1.."),
+        (
+            vec!["-n", "0"],
+            "for '--iters <N>': '0' is not a whole number of 1 or more",
+        ),
         (vec!["-n", "-5"], "-5"),
         (vec!["-n", "abc"], "abc"),
         (vec!["-w", "99999999999"], "--warmup"),
@@ -74,7 +77,16 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
         (vec!["-a", "median"], "[possible values: rank0, avg, min, max]"),
         (vec!["-a", "4"], "--average"),
         (vec!["-z", "2"], "--blocking"),
-        (vec!["-m", "0"], "--agg-iters <N>': 0 is not in 1.."),
+        (
+            vec!["-m", "0"],
+            "--agg-iters <N>': '0' is not a whole number of 1 or more",
+        ),
+        (
+            vec!["--timeout", "-1"],
+            "--timeout <SECS>': '-1' is not a whole number (digits only)",
+        ),
+        (vec!["--ranks-per-node", "0"], "'0' is not a whole number of 1 or more"),
+        (vec!["--cycles", "x"], "'x' is not a whole number (digits only)"),
         (vec!["-m", "two"], "two"),
         (vec!["-G", "-1"], "-1"),
         (vec!["-R", "3"], "'3' is not 0, 1 or 2"),
@@ -109,6 +121,10 @@ fn bad_command_lines_get_one_line_and_exit_2() {
         (vec!["-b", "1G", "-e", "1M"], "larger than --maxbytes"),
         (vec!["-f", "0"], "--stepfactor"),
         (vec!["-i", "0", "-f", "1"], "--stepbytes"),
+        (
+            vec!["-f", "1", "-e", "1K"],
+            "-f 1 steps by -i, whose default is 1M (as nccl-tests): from -b 8 the next size is past -e 1024",
+        ),
         (vec!["-b", "1", "-e", "1G", "-i", "1"], "sizes"),
         (vec!["-d", "half"], "dtype half"),
         (vec!["-d", "bfloat16"], "bfloat16"),
@@ -209,6 +225,12 @@ fn bad_config_files_get_one_line_with_the_line_number_and_exit_2() {
         ("agg-iters = 0\n", "--agg-iters"),
         ("cuda-graph = 2\nblocking = true\n", "--blocking"),
         ("register = 3\n", "is not 0, 1 or 2"),
+        // the command line's "did you mean", for a misspelt key too
+        (
+            "maxbyte = \"1K\"\n",
+            "line 1: unknown key `maxbyte`: it is not an option of `collbench run`; did you mean `maxbytes`?",
+        ),
+        ("timeout = -1\n", "'-1' is not a whole number"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("c{i}.toml"));

@@ -566,6 +566,60 @@ fn export_files_hold_the_other_formats_of_the_same_comparison() {
     );
 }
 
+/// An export onto an input, onto the other export, or into a missing
+/// folder is refused before anything is read: one line, exit 2 (not the
+/// exit 4 of the regression the inputs hold, nor a failure after it), and
+/// the inputs are untouched.
+#[test]
+fn an_export_onto_an_input_or_into_a_missing_folder_is_refused_before_comparing() {
+    let dir = tempdir();
+    let base = write(
+        dir.path(),
+        "base.csv",
+        &std::fs::read_to_string(fixture("base.csv")).unwrap(),
+    );
+    let new = write(
+        dir.path(),
+        "new.csv",
+        &std::fs::read_to_string(fixture("new.csv")).unwrap(),
+    );
+    let before = std::fs::read_to_string(&new).unwrap();
+    let same_new = dir.path().join("./new.csv");
+    let missing = dir.path().join("no/such/folder/r.json");
+    let md = dir.path().join("r.md");
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            argv!["--export-json", path_str(&same_new)],
+            format!("--export-json {} is NEW, an input of this command", same_new.display()),
+        ),
+        (
+            argv!["--export-markdown", path_str(&base)],
+            format!("--export-markdown {} is BASE, an input", base.display()),
+        ),
+        (
+            argv!["--export-json", path_str(&missing)],
+            format!(
+                "cannot create --export-json file {}: No such file or directory",
+                missing.display()
+            ),
+        ),
+        (
+            argv!["--export-markdown", path_str(&md), "--export-json", path_str(&md)],
+            format!("--export-json {} is also --export-markdown's file", md.display()),
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut full = argv!["compare --within-launch", path_str(&base), path_str(&new)];
+        full.extend(args);
+        let out = exits(2, collbench(&full));
+        let line = only_line(&out);
+        assert!(line.starts_with(&format!("collbench: {needle}")), "{line}");
+        assert!(stdout(&out).is_empty(), "nothing compared: {}", stdout(&out));
+    }
+    assert_eq!(std::fs::read_to_string(&new).unwrap(), before);
+    assert!(!md.exists(), "no export left behind");
+}
+
 #[test]
 fn incompatible_inputs_get_one_line_and_exit_2() {
     let dir = tempdir();
@@ -578,6 +632,11 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         &base_text.replacen(",65536,", ",sixty-four,", 1),
     );
     let eight_ranks = write(dir.path(), "eight.csv", &base_text.replace(",4,1,4,20,", ",8,1,8,20,"));
+    let header_only = write(
+        dir.path(),
+        "header-only.csv",
+        &format!("{}\n", base_text.lines().next().unwrap()),
+    );
     let empty_dir = dir.path().join("empty");
     std::fs::create_dir(&empty_dir).unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -589,6 +648,11 @@ fn incompatible_inputs_get_one_line_and_exit_2() {
         (vec![path_str(&base), path_str(&eight_ranks)], "--allow-different-ranks"),
         (vec![path_str(&base), "/nonexistent/new.csv"], "cannot read CSV file"),
         (vec![path_str(&empty_dir), path_str(&base)], "holds no .csv files"),
+        // an empty baseline passes nothing
+        (
+            vec![path_str(&header_only), path_str(&base)],
+            "header-only.csv holds no measured row: nothing to compare",
+        ),
         (vec![path_str(&base)], "compare needs BASE and NEW"),
         (
             vec!["--by", "hierarchy", path_str(&base)],

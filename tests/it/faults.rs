@@ -59,6 +59,94 @@ fn a_stopped_rank_trips_the_watchdog_which_names_the_point_and_exits_5() {
     assert_intact(&csv_path, default_header().len());
 }
 
+/// The JSON report at `path`: whole, `"complete": false`, stopped by
+/// `cause`, with as many records as the CSV has rows; no `.partial` left.
+fn assert_stopped_json(path: &std::path::Path, cause: &str, rows: usize) {
+    let text = std::fs::read_to_string(path).expect("the JSON report was written");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("the JSON report is whole");
+    assert_eq!(doc["summary"]["complete"], false, "{text}");
+    assert_eq!(doc["summary"]["stopped_by"], cause, "{text}");
+    assert_eq!(doc["records"].as_array().unwrap().len(), rows);
+    assert_eq!(doc["summary"]["points"].as_u64().unwrap() as usize, rows);
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    assert!(!std::path::Path::new(&partial).exists(), "a .partial JSON was left");
+}
+
+#[test]
+fn a_stopped_peer_times_out_and_rank_0_alive_completes_its_table_and_json() {
+    let (dir, csv_path) = temp_file("peer.csv");
+    let json_path = dir.path().join("peer.json");
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--timeout", "5", "--json", path_str(&json_path)]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, Duration::from_secs(120));
+    job.wait_for_rows(Duration::from_secs(120));
+    signal(pids[1], "STOP");
+    let (code, lines) = job.finish(Duration::from_secs(120));
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pids[1].to_string()])
+        .status();
+    assert_eq!(code, 5, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("collbench: rank 0 on ") && l.contains("timeout")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("stopped by")),
+        "the timeout is the one cause: {lines:?}"
+    );
+    let rows = assert_intact(&csv_path, default_header().len());
+    assert_stopped_json(&json_path, "timeout", rows);
+}
+
+/// What a terminal and a launcher do together: SIGINT to every rank (the
+/// foreground process group), then SIGTERM (mpirun) and SIGHUP (a closed
+/// pseudo-terminal), and a user's second Ctrl-C: the first signal stops
+/// the run, the later ones cannot end a rank before rank 0's reports are
+/// whole.
+#[test]
+fn any_number_of_signals_on_every_rank_leave_whole_reports_naming_the_first() {
+    let (dir, csv_path) = temp_file("many.csv");
+    let json_path = dir.path().join("many.json");
+    let mut args = vec![
+        "run", "-b", "64K", "-e", "64K", "-n", "4000", "-w", "1", "--cycles", "0",
+    ];
+    args.extend([
+        "--no-progress",
+        "--csv",
+        path_str(&csv_path),
+        "--json",
+        path_str(&json_path),
+    ]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, Duration::from_secs(120));
+    job.wait_for_rows(Duration::from_secs(120));
+    for pid in &pids {
+        signal(*pid, "INT");
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    for sig in ["TERM", "HUP", "INT", "TERM"] {
+        for pid in &pids {
+            let _ = std::process::Command::new("kill")
+                .args([&format!("-{sig}"), &pid.to_string()])
+                .status();
+        }
+    }
+    let (code, lines) = job.finish(Duration::from_secs(120));
+    assert!([129, 130, 143].contains(&code), "exit {code}: {lines:?}");
+    let stopped: Vec<&String> = lines.iter().filter(|l| l.contains("stopped by")).collect();
+    assert_eq!(stopped.len(), 1, "{lines:?}");
+    assert!(
+        stopped[0].starts_with("collbench: stopped by SIGINT after "),
+        "{lines:?}"
+    );
+    let rows = assert_intact(&csv_path, default_header().len());
+    assert_stopped_json(&json_path, "SIGINT", rows);
+}
+
 #[test]
 fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_143() {
     let (dir, csv_path) = temp_file("term.csv");
@@ -79,11 +167,7 @@ fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_1
         "{lines:?}"
     );
     let rows = assert_intact(&csv_path, default_header().len());
-    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-    assert_eq!(doc["summary"]["complete"], false);
-    assert_eq!(doc["summary"]["stopped_by"], "SIGTERM");
-    assert_eq!(doc["records"].as_array().unwrap().len(), rows);
-    assert_eq!(doc["summary"]["points"].as_u64().unwrap() as usize, rows);
+    assert_stopped_json(&json_path, "SIGTERM", rows);
 }
 
 #[test]
@@ -125,6 +209,194 @@ fn an_unwritable_output_path_is_named_before_any_work() {
             "{lines:?}"
         );
     }
+}
+
+/// A tmpfs of `size` mounted on a folder of its own (root only), unmounted
+/// when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        if !is_root() {
+            eprintln!("note: a full disk needs a tmpfs mount, which needs root; test skipped");
+            return None;
+        }
+        let dir = tempdir();
+        let mounted = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "tmpfs",
+                path_str(dir.path()),
+            ])
+            .status()
+            .expect("mount runs");
+        assert!(mounted.success(), "cannot mount a tmpfs as root");
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A 64 KiB disk fills mid-run: rank 0 says so once and takes the job
+/// down (exit 1); the CSV ends with its last whole row (the row that did
+/// not fit is cut back out), the table's footer counts exactly those rows,
+/// the JSON that could not be completed is absent (no `.partial`), and
+/// compare and plot read the CSV.
+#[test]
+fn a_full_disk_leaves_whole_rows_a_footer_and_no_half_json() {
+    let Some(disk) = SmallDisk::mount("64k") else {
+        return;
+    };
+    let (csv_path, json_path) = (disk.path("t.csv"), disk.path("t.json"));
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--json", path_str(&json_path)]);
+    let out = exits(1, mpirun(2, &args));
+    let line = only_line(&out);
+    assert!(
+        line.contains(&format!("cannot write CSV file {}", csv_path.display())) && line.contains("No space left"),
+        "{line}"
+    );
+    let rows = assert_intact(&csv_path, default_header().len());
+    let table = stdout(&out);
+    assert!(
+        table.contains(&format!(
+            "# Run                  : incomplete, stopped by error after {rows} points\n"
+        )),
+        "{table}"
+    );
+    let left: Vec<_> = std::fs::read_dir(disk.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("t.csv")],
+        "the JSON is whole or absent"
+    );
+    let dir = tempdir();
+    ok(collbench(&["compare", path_str(&csv_path), path_str(&csv_path)]));
+    ok(collbench(&[
+        "plot",
+        path_str(&csv_path),
+        "-o",
+        path_str(&dir.path().join("p.svg")),
+    ]));
+}
+
+/// A CSV whose last row was cut short (copied from a disk that filled
+/// before this version, a writer killed mid-row): compare and plot leave
+/// that row out with one warning naming the file and its line.
+#[test]
+fn readers_leave_out_a_torn_final_row_with_a_warning() {
+    let dir = tempdir();
+    let (_d, whole) = temp_file("whole.csv");
+    ok(mpirun(
+        2,
+        &[
+            "run",
+            "--collectives",
+            "all_reduce",
+            "-e",
+            "1K",
+            "--csv",
+            path_str(&whole),
+        ],
+    ));
+    let text = std::fs::read_to_string(&whole).unwrap();
+    let rows = text.lines().count() - 1;
+    let torn = dir.path().join("torn.csv");
+    let last = text.trim_end().lines().last().unwrap();
+    std::fs::write(&torn, format!("{text}{}", &last[..last.len() / 2])).unwrap();
+    let out = ok(collbench(&["compare", path_str(&whole), path_str(&torn)]));
+    let warning = only_line(&out);
+    assert!(
+        warning.starts_with(&format!(
+            "collbench: warning: CSV file {}: line {}, its last row",
+            torn.display(),
+            rows + 2
+        )),
+        "{warning}"
+    );
+    assert!(
+        stdout(&out).contains(&format!("{rows} within noise")),
+        "{}",
+        stdout(&out)
+    );
+    let out = ok(collbench(&[
+        "plot",
+        path_str(&torn),
+        "-o",
+        path_str(&dir.path().join("t.png")),
+    ]));
+    assert_eq!(
+        our_lines(&out).iter().filter(|l| l.contains("no line end")).count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `--csv` and `--json` on one file, or an output on the `--config` file
+/// (even with `--overwrite`): one line naming both, exit 2, nothing
+/// measured, nothing written, the config file intact.
+#[test]
+fn an_output_on_another_output_or_on_the_config_file_is_refused_before_measuring() {
+    let dir = tempdir();
+    let same = dir.path().join("same.out");
+    let out = exits(
+        2,
+        mpirun(
+            2,
+            &["run", "-e", "1K", "--csv", path_str(&same), "--json", path_str(&same)],
+        ),
+    );
+    assert_eq!(
+        only_line(&out),
+        format!(
+            "collbench: --json {0} is also --csv's file: each output needs a path of its own",
+            same.display()
+        )
+    );
+    assert!(!stdout(&out).contains("float"), "nothing measured");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
+    let config = dir.path().join("run.conf");
+    std::fs::write(&config, "maxbytes = \"1K\"\n").unwrap();
+    let out = exits(
+        2,
+        mpirun(
+            2,
+            &[
+                "run",
+                "--config",
+                path_str(&config),
+                "--json",
+                path_str(&config),
+                "--overwrite",
+            ],
+        ),
+    );
+    assert!(
+        only_line(&out).starts_with(&format!(
+            "collbench: --json {} is the --config file, an input",
+            config.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "maxbytes = \"1K\"\n");
 }
 
 #[test]

@@ -868,3 +868,38 @@ fn old_nccl_tests_algbw_with_the_folded_factor_is_recomputed_and_its_error_colum
     // `error` printed 1e+00 here: a maximum error, not one wrong element
     assert!(csv.rows.iter().all(|r| csv.get(r, "wrong").is_empty()));
 }
+
+/// collbench's own nccl-tests JSON of a run of two collectives on the mpi
+/// backend reads back without --collective: each row its collective, the
+/// backend mpi (not nccl), the same rows as the run's CSV.
+#[test]
+fn collbench_s_own_nccl_tests_json_imports_back_as_the_run_it_was() {
+    let dir = tempdir();
+    let (json, csv) = (dir.path().join("run.json"), dir.path().join("run.csv"));
+    ok(mpirun(
+        2,
+        &argv![
+            "run --backend mpi --collectives all_reduce,broadcast -e 1K -n 2 --output-format nccl-tests-json --json",
+            path_str(&json),
+            "--csv",
+            path_str(&csv)
+        ],
+    ));
+    let back = dir.path().join("back.csv");
+    ok(collbench(&argv![
+        "import --from nccl-tests",
+        path_str(&json),
+        "-o",
+        path_str(&back)
+    ]));
+    let (run, imported) = (Csv::read(&csv), Csv::read(&back));
+    assert_eq!(imported.rows.len(), run.rows.len());
+    let key =
+        |c: &Csv, r: &[String]| ["collective", "backend", "size_bytes", "placement"].map(|k| c.get(r, k).to_string());
+    let mut want: Vec<_> = run.rows.iter().map(|r| key(&run, r)).collect();
+    let mut got: Vec<_> = imported.rows.iter().map(|r| key(&imported, r)).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(got.iter().any(|k| k[0] == "broadcast") && got.iter().all(|k| k[1] == "mpi"));
+}

@@ -229,9 +229,11 @@ fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
 #[test]
 fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
     let (dir, suite) = temp_file("two.toml");
+    // two launches of each profile: each profile one line, with the
+    // launches' range (README's picture recipe)
     std::fs::write(
         &suite,
-        "name = \"two\"\nranks = 2\ntransports = [\"shm\", \"tcp\"]\n[run]\nbackend = \"mpi\"\n\
+        "name = \"two\"\nranks = 2\nlaunches = 2\ntransports = [\"shm\", \"tcp\"]\n[run]\nbackend = \"mpi\"\n\
          collectives = \"all_reduce,broadcast\"\nminbytes = \"1K\"\nmaxbytes = \"8K\"\niters = 5\nwarmup = 1\n",
     )
     .unwrap();
@@ -256,6 +258,12 @@ fn a_suites_transports_are_separate_lines_and_files_take_the_given_labels() {
         2,
         "the same colour for a transport in both panels"
     );
+    assert_eq!(
+        svg.matches("<polygon").count(),
+        4,
+        "a band per line: the launches' range"
+    );
+    assert!(!texts.iter().any(|t| t.contains("run at")), "{texts:?}");
 
     // two files of the same kind, named with --label, titled with --title
     let (svg, said) = plot_svg(

@@ -264,3 +264,44 @@ fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
         }
     }
 }
+
+/// A bad value in one of nccl-tests' variables names the variable, its
+/// value and what is allowed (not an option nobody gave), once, exit 2;
+/// an alltoallv variable in a run without alltoallv is ignored, and the
+/// header says so.
+#[test]
+fn a_bad_variable_is_named_and_an_alltoallv_one_is_ignored_when_no_alltoallv_runs() {
+    let out = exits(
+        2,
+        mpirun_env(
+            2,
+            &[("NCCL_TESTS_SPLIT", "garbage")],
+            &argv!["run --collectives all_reduce -e 1K"],
+        ),
+    );
+    let line = only_line(&out);
+    assert!(
+        line.starts_with("collbench: NCCL_TESTS_SPLIT=garbage: 'garbage' is not a split rule: AND, OR, MOD or DIV")
+            && line.ends_with("(it sets --split; fix or unset it)"),
+        "{line}"
+    );
+    let out = exits(
+        2,
+        mpirun_env(2, &[("NCCL_TESTS_ALLTOALLV_SPREAD", "abc")], &argv!["run -e 1K"]),
+    );
+    assert_eq!(
+        only_line(&out),
+        "collbench: NCCL_TESTS_ALLTOALLV_SPREAD=abc: 'abc' is not a spread between 0 and 1 (it sets \
+         --alltoallv-spread; fix or unset it)"
+    );
+    let out = ok(mpirun_env(
+        2,
+        &[("NCCL_TESTS_ALLTOALLV_SPREAD", "abc")],
+        &argv!["run --collectives all_reduce -e 1K -n 2"],
+    ));
+    assert_stdout_has(
+        &out,
+        "\n# note      : NCCL_TESTS_ALLTOALLV_SPREAD=abc is ignored: this run measures no alltoallv\n",
+    );
+    assert!(our_lines(&out).is_empty(), "{}", stderr(&out));
+}

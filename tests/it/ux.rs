@@ -75,7 +75,15 @@ impl Pane {
     /// most `limit`) and returns every line it left, scrollback included,
     /// and its exit code.
     fn run(&self, width: u16, command: &str, limit: Duration) -> (String, i32) {
-        let script = format!("{command}; echo {END_MARK} $?; sleep 600");
+        self.start(width, command);
+        self.wait_end(limit)
+    }
+
+    /// Starts `command` in a new `width` x 50 pane. The shell around it
+    /// survives a Ctrl-C (a trap, which the command does not inherit), so
+    /// that the command's exit code and screen stay.
+    fn start(&self, width: u16, command: &str) {
+        let script = format!("trap : INT; {command}; echo {END_MARK} $?; sleep 600");
         let columns = width.to_string();
         let started = self.tmux(&argv!["new-session -d -x", &columns, "-y 50 sh -c", &script]);
         assert!(started.status.success(), "tmux: {}", stderr(&started));
@@ -86,9 +94,25 @@ impl Pane {
             width.to_string(),
             "the pane is not {width} columns wide"
         );
+    }
+
+    /// Every line on screen, scrollback included.
+    fn screen(&self) -> String {
+        stdout(&self.tmux(&["capture-pane", "-p", "-J", "-S", "-"]))
+    }
+
+    /// Types `keys` into the pane (tmux's names: `C-c` is Ctrl-C).
+    fn keys(&self, keys: &str) {
+        let sent = self.tmux(&["send-keys", keys]);
+        assert!(sent.status.success(), "tmux: {}", stderr(&sent));
+    }
+
+    /// Waits for the started command to end (at most `limit`): the screen
+    /// and its exit code.
+    fn wait_end(&self, limit: Duration) -> (String, i32) {
         let deadline = Instant::now() + limit;
         loop {
-            let screen = stdout(&self.tmux(&["capture-pane", "-p", "-J", "-S", "-"]));
+            let screen = self.screen();
             if let Some(at) = screen.find(END_MARK) {
                 let code = screen[at + END_MARK.len()..]
                     .split_whitespace()
@@ -142,6 +166,8 @@ fn table_rows(screen: &str) -> Vec<TableRow> {
     let mut section = String::new();
     let mut got = Vec::new();
     for line in screen.lines() {
+        // the terminal echoes a Ctrl-C as `^C` where the cursor was
+        let line = line.trim_start_matches("^C");
         if let Some(rest) = line.strip_prefix("# ")
             && rest.contains("(hierarchy ")
         {
@@ -388,6 +414,58 @@ fn ctrl_c_to_mpirun_leaves_the_table_with_its_footer_and_every_row_of_the_csv() 
     assert_eq!(doc["summary"]["stopped_by"], "SIGTERM");
 }
 
+/// Ctrl-C typed into a real terminal (tmux) running `mpirun -np 2`: the
+/// terminal signals mpirun's process group, mpirun sends SIGTERM to the
+/// ranks and SIGKILL a second later, while a point takes longer than that
+/// second. Every measured row stays in the CSV, the table shows them with
+/// its footer marked incomplete, the JSON is whole with `"complete":
+/// false`, and one line names the signal.
+#[test]
+fn ctrl_c_typed_in_a_terminal_under_mpirun_leaves_the_csv_the_footer_and_a_whole_json() {
+    let Some(pane) = Pane::open() else {
+        return;
+    };
+    let (dir, csv_path) = temp_file("int.csv");
+    let json_path = dir.path().join("int.json");
+    let mut args = argv!["run --collectives all_reduce -b 64K -e 64K -n 8000 -w 1 --cycles 0 --no-progress"];
+    args.extend(["--csv", path_str(&csv_path), "--json", path_str(&json_path)]);
+    pane.start(160, &mpirun_line(2, &args));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while csv_rows(&csv_path) < 3 {
+        assert!(Instant::now() < deadline, "no rows in time:\n{}", pane.screen());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    pane.keys("C-c");
+    let (screen, code) = pane.wait_end(Duration::from_secs(60));
+    // mpirun ends with 1 after Ctrl-C; a rank's own 128 + signal otherwise
+    assert!([1, 130, 143].contains(&code), "exit {code}:\n{screen}");
+    let rows = csv_rows(&csv_path);
+    assert_table_matches_csv(&screen, &csv_path);
+    let stopped: Vec<&str> = screen
+        .lines()
+        .map(|l| l.trim_start_matches("^C"))
+        .filter(|l| l.starts_with("collbench: stopped by "))
+        .collect();
+    assert_eq!(stopped.len(), 1, "one line names the signal:\n{screen}");
+    let signal = stopped[0]["collbench: stopped by ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(["SIGINT", "SIGTERM"].contains(&signal), "{}", stopped[0]);
+    assert!(
+        stopped[0].contains(&format!(" after {rows} points;")),
+        "{}\n{screen}",
+        stopped[0]
+    );
+    let footer = format!("# Run                  : incomplete, stopped by {signal} after {rows} points");
+    assert!(screen.contains(&footer), "want {footer:?} in\n{screen}");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(doc["summary"]["complete"], false);
+    assert_eq!(doc["summary"]["stopped_by"], signal);
+    assert_eq!(doc["records"].as_array().unwrap().len(), rows);
+    assert!(!dir.path().join("int.json.partial").exists());
+}
+
 /// A suite of two launches (shm, then tcp) of a few seconds each: 7 sizes, so a
 /// launch seen writing its first row is still seconds from its end when the signal
 /// comes (3 sizes once ended between the first row and the signal on a quiet machine).
@@ -462,4 +540,48 @@ fn sigterm_during_the_first_launch_of_a_suite_says_nothing_finished_and_exits_14
         !dir.path().join("two-launches/02-tcp-flat.log").exists(),
         "the second launch started"
     );
+}
+
+/// alltoallv rounds each size to whole blocks, so its sizes differ from
+/// all_reduce's: the header still counts the steps of the sweep, once.
+#[test]
+fn the_header_counts_each_size_of_the_sweep_once_though_alltoallv_rounds_it() {
+    let out = ok(mpirun(
+        3,
+        &argv!["run --collectives all_reduce,alltoallv -b 8 -e 1K -n 2 --no-progress"],
+    ));
+    // 8, 16, ..., 1024 for all_reduce; alltoallv at 3 ranks skips the
+    // sizes that round to nothing, but is no extra size
+    assert_stdout_has(&out, "(8 B to 1.0 KiB, 8 sizes)\n");
+}
+
+/// A process alone in a terminal (an MPI singleton, whose MPI_Init sets
+/// OMPI_COMM_WORLD_RANK in the process) draws the progress bar the docs
+/// promise, and the table survives it.
+#[test]
+fn a_process_alone_in_a_terminal_draws_the_progress_bar() {
+    let Some(pane) = Pane::open() else {
+        return;
+    };
+    let (_dir, csv_path) = temp_file("alone.csv");
+    let command = format!(
+        "env -u OMPI_COMM_WORLD_RANK NO_COLOR=1 {BIN} run --collectives all_reduce -b 1M -e 16M -n 1500 -w 1 --csv {}",
+        path_str(&csv_path)
+    );
+    pane.start(160, &command);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut bar = None;
+    while bar.is_none() {
+        let screen = pane.screen();
+        assert!(!screen.contains(END_MARK), "it ended with no bar drawn:\n{screen}");
+        assert!(Instant::now() < deadline, "no bar in time:\n{screen}");
+        bar = screen
+            .lines()
+            .find(|l| l.contains("/10 points  all_reduce float"))
+            .map(str::to_string);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (screen, code) = pane.wait_end(Duration::from_secs(240));
+    assert_eq!(code, 0, "{screen}");
+    assert_table_survived(&screen, &csv_path);
 }

@@ -580,3 +580,50 @@ fn sigterm_stops_a_workload_between_steps_keeping_what_was_timed() {
     assert!(ddp > 0 && ddp < 100_000, "{ddp}");
     assert_eq!(ddp, fsdp);
 }
+
+/// Before measuring, the header says what each configuration's step
+/// moves (the same figure as its block's volume); with --progress under a
+/// launcher, plain lines count the configurations checked and the warm-up
+/// and timed steps, and say what is left.
+#[test]
+fn the_header_gives_each_step_s_volume_and_progress_counts_the_steps() {
+    let dir = tempdir();
+    let (out, _) = workload(2, dir.path(), "progress.csv", &argv!["--strategy ddp,fsdp --progress"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for name in ["ddp", "fsdp"] {
+        let said = text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("# {name}: ")))
+            .find_map(|l| l.strip_suffix(" sent by each rank per step (first principles)"))
+            .and_then(|l| l.split(", ").nth(1))
+            .unwrap_or_else(|| panic!("no volume line for {name}:\n{text}"));
+        let block = text
+            .lines()
+            .skip_while(|l| !l.starts_with(&format!("{name}: ")))
+            .find_map(|l| l.trim_start().strip_prefix("volume"))
+            .unwrap_or_else(|| panic!("no block volume for {name}:\n{text}"));
+        assert!(
+            block.trim_start().starts_with(&format!("{said} sent by each rank")),
+            "{said} vs {block}"
+        );
+    }
+    let progress: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with("collbench workload: progress "))
+        .map(str::to_string)
+        .collect();
+    // 2 configurations x (1 check + no warm-up + 2 steps)
+    assert!(
+        progress
+            .last()
+            .is_some_and(|l| l.starts_with("collbench workload: progress 6/6 steps (100%)")),
+        "{progress:?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .any(|l| l.contains("; last checked the operations of configuration 1")),
+        "{progress:?}"
+    );
+}

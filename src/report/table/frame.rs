@@ -62,6 +62,9 @@ pub fn run_header(run: &RunInfo) -> String {
     for note in &run.transport_notes {
         s += &format!("#             {note}\n");
     }
+    for note in &run.notes {
+        s += &format!("# note      : {note}\n");
+    }
     s += &format!("# csv       : {}\n", run.csv.display());
     if let Some(json) = &run.json {
         s += &format!("# json      : {}\n", json.display());

@@ -111,6 +111,7 @@ impl Shared {
         }
         self.tell_all(&Msg::Abort { code });
         crate::world::set_exit_hook(None);
+        crate::world::mark_job_ending();
         let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::TERM);
         std::thread::sleep(REPORT_GRACE);
         std::process::exit(i32::from(code))
