@@ -8,8 +8,9 @@
 #
 # Writes everything to $OUT (else DIR, else ./gpu-smoke-out): SUMMARY.txt
 # (first line `gpu-smoke: PASS ...` or `gpu-smoke: FAIL ...`, then one line
-# per collective: validated or not, points, wrong elements, best busbw;
-# with two GPUs or more, the algorithm and protocol NCCL chose per size),
+# per collective run: validated or not, points, wrong elements, best busbw;
+# then what `-R` gave each step that registers; with two GPUs or more, the
+# algorithm and protocol NCCL chose per size),
 # info.txt (`collbench info`), nccl.txt (the NCCL libraries found), and per
 # step STEP.csv, STEP.txt (the printed table) and STEP.err.
 #
@@ -197,7 +198,16 @@ for t in "${torch_libs[@]}"; do
         break
     fi
 done
+# What the library has: symmetric windows (-R 2, NCCL 2.27 and later) and
+# ncclCommSplit (--split, NCCL 2.18 and later); a step it lacks is skipped,
+# and SUMMARY.txt says so.
+windows=1
+grep -q 'no ncclCommWindowRegister' "$out/info.txt" && windows=0
+split=1
+grep -q 'no ncclCommSplit' "$out/info.txt" && split=0
 plan 4; plan 2; plan 3; plan 2; plan 2
+if [ "$windows" -eq 1 ]; then plan 1; plan 1; fi
+if [ "$split" -eq 1 ]; then plan 1; fi
 if [ "$per_node" -gt 0 ]; then plan 2; plan 1; fi
 if [ -n "$torch" ]; then plan 1; fi
 
@@ -215,6 +225,26 @@ step large 3 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b "$
 step extras 2 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 \
     -m 4 -G 10 -R
 step periter 2 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 16 -w 5 -I
+# Symmetric windows (-R 2) on every collective; then with NCCL_WIN_ENABLE=0,
+# where NCCL returns no window: the run goes on unregistered and says so
+# (its rows' register column is false).
+if [ "$windows" -eq 1 ]; then
+    step symmetric 1 "${nccl_opt[@]}" -g "$gpus" --collectives all -d float -o sum -b 8 -e "$small" -f 64 -w 2 -R 2
+    NCCL_WIN_ENABLE=0 step symmetric-nowin 1 "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,alltoallv \
+        -d float -o sum -b 8 -e "$small" -f 64 -w 2 -R 2
+else
+    say "symmetric, symmetric-nowin: skipped, this NCCL has no symmetric windows (2.27 and later)"
+    steps_skipped+=("symmetric(no-windows)" "symmetric-nowin(no-windows)")
+fi
+# A --split point, buffers registered (-R 1) on the split communicator (the
+# ranks of one process share nccl-tests' colour: one group with -g).
+if [ "$split" -eq 1 ]; then
+    step split 1 "${nccl_opt[@]}" -g "$gpus" --split "MOD 2" --collectives all_reduce,alltoallv -d float -o sum \
+        -b 8 -e 1M -f 64 -w 2 -R 1
+else
+    say "split: skipped, this NCCL has no ncclCommSplit (2.18 and later)"
+    steps_skipped+=("split(no-ncclCommSplit)")
+fi
 # With several GPUs: flat against hierarchical all-reduce on virtual nodes.
 if [ "$per_node" -gt 0 ]; then
     step hierarchy 2 "${nccl_opt[@]}" -g "$gpus" --ranks-per-node "$per_node" --collectives all_reduce \
@@ -243,9 +273,9 @@ out, worst = sys.argv[1], int(sys.argv[2])
 ran, cut, skipped = sys.argv[3].split(), sys.argv[4].split(), sys.argv[5].split()
 binary, took, budget = sys.argv[6], sys.argv[7], sys.argv[8]
 order = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-         "alltoall", "gather", "scatter", "sendrecv"]
+         "alltoall", "alltoallv", "gather", "scatter", "sendrecv"]
 stats = {c: [0, 0, 0, 0.0] for c in order}  # points, checked, wrong, best busbw
-versions, sim, rows = set(), False, {}
+versions, sim, rows, registered = set(), False, {}, {}
 for step in ran:
     path = os.path.join(out, step + ".csv")
     rows[step] = 0
@@ -254,6 +284,9 @@ for step in ran:
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
             rows[step] += 1
+            registered.setdefault(step, set()).add(r.get("register", ""))
+            if r["collective"] not in order:
+                order.append(r["collective"])  # every collective run is judged
             s = stats.setdefault(r["collective"], [0, 0, 0, 0.0])
             s[0] += 1
             if r["wrong"] != "":
@@ -287,6 +320,10 @@ for c in order:
     p, checked, w, bw = stats[c]
     verdict = "validated" if checked and not w else ("WRONG" if w else "NOT CHECKED")
     print(f"  {c:<15} {verdict:<11} {p:>5} points, {checked:>5} checked, {w:>6} wrong, best busbw {bw:9.2f} GB/s")
+# what -R gave each step's rows (NCCL may decline a symmetric window)
+regs = [f"{s} {'/'.join(sorted(v))}" for s, v in registered.items() if v - {"", "false"} or s.startswith("symmetric")]
+if regs:
+    print("register: " + ", ".join(regs))
 # step algo: NCCL's choice by size (out-of-place rows), runs of one choice
 path = os.path.join(out, "algo.csv")
 if "algo" in ran and os.path.exists(path):

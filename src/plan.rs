@@ -167,7 +167,9 @@ impl Plan {
     /// What the backend allocates for every case (`Backend::reserve`),
     /// rotating through buffers of the largest span with `rotate`.
     pub fn reservation(&self, rotate: bool) -> Reservation {
-        Reservation::of(self.cases.iter().map(|c| (c.hierarchy, c.dtype, c.shape)), rotate)
+        let mut r = Reservation::of(self.cases.iter().map(|c| (c.hierarchy, c.dtype, c.shape)), rotate);
+        r.sendrecv = self.cases.iter().any(|c| c.collective == Collective::SendRecv);
+        r
     }
 }
 
@@ -189,6 +191,9 @@ pub struct Reservation {
     /// Operations rotate through buffers of the largest span (see
     /// `backend::rotation_offset`); otherwise each works at the start.
     pub rotate: bool,
+    /// The plan has sendrecv points (a backend may give them a
+    /// communicator of their own).
+    pub sendrecv: bool,
 }
 
 impl Reservation {
@@ -201,8 +206,10 @@ impl Reservation {
         };
         for (hierarchy, dtype, shape) in calls {
             let e = dtype.size_bytes() as u64;
-            r.send_bytes = r.send_bytes.max(shape.send as u64 * e);
-            r.recv_bytes = r.recv_bytes.max(shape.send.max(shape.recv) as u64 * e);
+            // an alltoallv of a traffic matrix reserves its requested size
+            let floor = shape.peers.map_or(0, |p| p.reserved());
+            r.send_bytes = r.send_bytes.max(shape.send.max(floor) as u64 * e);
+            r.recv_bytes = r.recv_bytes.max(shape.send.max(shape.recv).max(floor) as u64 * e);
             let hierarchical = (hierarchy, dtype, shape.count);
             if !hierarchy.is_flat() && !r.hierarchical.contains(&hierarchical) {
                 r.hierarchical.push(hierarchical);

@@ -11,6 +11,7 @@
 //! from one list of their names.
 
 mod algo;
+mod c_integer;
 mod choice;
 mod commands;
 mod nccl_version;
@@ -21,6 +22,7 @@ mod switch;
 mod vocabulary;
 
 pub use algo::{Algo, AlgoChoice, AlgoRecord, AlgoRecording, AlgoSource, Chosen, Proto};
+pub use c_integer::read_c_integer;
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
 pub use nccl_version::NcclVersion;

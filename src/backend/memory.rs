@@ -169,7 +169,7 @@ pub struct MemoryBackend {
     home: (Arc<Fabric>, usize),
     /// The fabrics of this rank's groups (`SubGroups`), and its index in
     /// each.
-    groups: Vec<(Arc<Fabric>, usize)>,
+    groups: Vec<Option<(Arc<Fabric>, usize)>>,
 }
 
 impl MemoryBackend {
@@ -353,13 +353,13 @@ impl MemoryBackend {
 
     /// The fabric `call` runs on and this rank's index in it.
     fn communicator(&self, call: &Call) -> Result<(Arc<Fabric>, usize), Error> {
-        let (fabric, rank) = match call.group {
-            None => &self.home,
-            Some(SubGroup(g)) => self
-                .groups
-                .get(g)
-                .ok_or_else(|| Error::runtime(format!("internal error: no memory group {g}")))?,
-        };
+        let (fabric, rank) =
+            match call.group {
+                None => &self.home,
+                Some(SubGroup(g)) => self.groups.get(g).and_then(Option::as_ref).ok_or_else(|| {
+                    Error::runtime(format!("internal error: no memory group {g} (never made, or freed)"))
+                })?,
+            };
         Ok((Arc::clone(fabric), *rank))
     }
 
@@ -379,7 +379,7 @@ impl MemoryBackend {
     /// Breaks every communicator of this rank, so no peer waits for it.
     fn break_all(&self, why: String) {
         self.home.0.break_with(why.clone());
-        for (fabric, _) in &self.groups {
+        for (fabric, _) in self.groups.iter().flatten() {
             fabric.break_with(why.clone());
         }
     }
@@ -417,8 +417,16 @@ impl SubGroups for MemoryBackend {
         };
         // Nobody publishes the next split's colour before all have read.
         drop(home.barrier(state)?);
-        self.groups.push((fabric, index));
+        self.groups.push(Some((fabric, index)));
         Ok(SubGroup(self.groups.len() - 1))
+    }
+
+    /// Drops this rank's handle of the group's fabric.
+    fn free(&mut self, SubGroup(g): SubGroup) -> Result<(), Error> {
+        match self.groups.get_mut(g).and_then(Option::take) {
+            Some(_) => Ok(()),
+            None => Err(Error::runtime(format!("internal error: no memory group {g} to free"))),
+        }
     }
 }
 

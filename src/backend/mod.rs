@@ -257,6 +257,12 @@ pub trait Backend {
         None
     }
 
+    /// What a call's buffers are registered as, where the backend
+    /// registers them (`-R`): the `register` column of its rows.
+    fn registrations(&self) -> Option<&dyn Registrations> {
+        None
+    }
+
     /// Sends and receives between chosen ranks (`collbench links`' pairs).
     fn point_to_point(&mut self) -> Option<&mut dyn PointToPoint> {
         None
@@ -312,6 +318,21 @@ pub trait SubGroups {
     /// together, as MPI_Comm_split): a communicator of the ranks that give
     /// the same `color`, ordered by `key`, for calls to name.
     fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error>;
+
+    /// Frees `group`'s communicator when it is no longer needed (what it
+    /// holds: NCCL's connections and registrations). Collective over the
+    /// group: every rank frees the group it got from the same `split`,
+    /// together. Later calls naming it fail.
+    fn free(&mut self, group: SubGroup) -> Result<(), Error>;
+}
+
+/// Buffer registration (`-R`) as it happened: a communicator may decline
+/// what was asked (NCCL returns no symmetric window where it has no
+/// symmetric memory), so each row says what its call ran with.
+pub trait Registrations {
+    /// The registration of `call`'s buffers on every communicator it runs
+    /// on (the weakest of them), after `prepare`.
+    fn registered(&self, call: &Call) -> Register;
 }
 
 /// The GPU of a device backend: what the plan is fitted to, and what the
@@ -325,7 +346,8 @@ pub trait Gpu {
     fn free_bytes(&self) -> Option<u64>;
 
     /// Device memory the calls need beyond their two buffers per rank (the
-    /// padded scratch buffer of NCCL's rs-ar-ag), for fitting the plan.
+    /// padded scratch buffer of NCCL's rs-ar-ag, the connections of the
+    /// communicators NCCL makes after the fit), for fitting the plan.
     fn scratch_bytes(&self, reservation: &Reservation) -> u64;
 }
 

@@ -228,6 +228,30 @@ pub fn require_path(v: &mut Verdict, path: &str, observed: &[&str]) {
     }
 }
 
+/// Leaves `v` not judged where a rank of its group lacks the plugin
+/// environment the profile's thresholds were measured with (`missing`:
+/// each rank's reason, `Profile::not_judged`, empty where it has it): the
+/// figures of another network stack say nothing against those thresholds,
+/// a path they took included. Wrong elements still fail (a corrupt result
+/// is one on any stack); a fleet baseline is the fleet's own figures, and
+/// the finder compares the launch's pairs with each other, so only fixed
+/// thresholds are left unjudged.
+pub fn require_plugin(v: &mut Verdict, spec: &CheckSpec, missing: &[String]) {
+    let wrong = v.wrong.is_some_and(|w| w > 0);
+    if !v.status.judged() || wrong || !matches!(spec.rule, Rule::Fixed { .. }) {
+        return;
+    }
+    let lacking = v
+        .ranks
+        .iter()
+        .find_map(|&r| missing.get(r).filter(|m| !m.is_empty()).map(|m| (r, m)));
+    if let Some((rank, why)) = lacking {
+        v.status = Status::NotJudged;
+        v.why = "not judged: no plugin".into();
+        v.reason = format!("rank {rank}: {why}");
+    }
+}
+
 /// A check that could not run on a group (`short`: the table's few
 /// words, `reason`: the whole sentence): skipped where the profile marks
 /// it optional, else not judged.
@@ -660,6 +684,40 @@ fail_above = { value = 10.0, source = "a measured ceiling" }
         assert_eq!((v.value, v.samples), (None, 0));
         let v = unrun(&s[1], &group("a"), "1 node", "1 node in the launch");
         assert_eq!((v.status, v.why.as_str()), (Status::Skipped, "skipped: 1 node"));
+    }
+
+    #[test]
+    fn a_rank_without_the_plugin_environment_leaves_fixed_thresholds_unjudged_but_wrong_elements_fail() {
+        let s = specs();
+        let fixed = baseline::thresholds(&s[0], None, "t.toml").unwrap();
+        let g = Group {
+            label: "a".into(),
+            hosts: vec!["a".into()],
+            ranks: vec![2, 3],
+        };
+        let lacks = "t.toml:3: not judged: its thresholds were measured with the X plugin environment".to_string();
+        // rank 3 lacks it: a pass and a failed floor alike are not judged
+        let missing = vec![String::new(), String::new(), String::new(), lacks.clone()];
+        for samples in [vec![3.0; 10], vec![0.5; 10]] {
+            let mut v = verdict(&s[0], &g, &samples, &fixed, Some(0));
+            assert!(v.status.judged());
+            require_plugin(&mut v, &s[0], &missing);
+            assert_eq!((v.status, v.why.as_str()), (Status::NotJudged, "not judged: no plugin"));
+            assert_eq!(v.reason, format!("rank 3: {lacks}"));
+            assert!(v.value.is_some(), "the figures stay, unjudged");
+        }
+        // a corrupt result fails whatever the stack
+        let mut v = verdict(&s[0], &g, &[3.0; 10], &fixed, Some(4));
+        require_plugin(&mut v, &s[0], &missing);
+        assert_eq!((v.status, v.why.as_str()), (Status::Fail, "wrong elements"));
+        // every rank of the group has it (or another group lacks it): judged
+        let mut v = verdict(&s[0], &g, &[3.0; 10], &fixed, Some(0));
+        require_plugin(
+            &mut v,
+            &s[0],
+            &[lacks.clone(), String::new(), String::new(), String::new()],
+        );
+        assert_eq!(v.status, Status::Pass);
     }
 
     #[test]

@@ -13,8 +13,10 @@ use crate::error::Error;
 use crate::topology::profile::Profile as Transport;
 use crate::types::{BackendKind, DType, ReduceOp};
 
+mod plugin;
 mod read;
 
+pub use plugin::{NeededVar, PluginNeed};
 use read::{LineIndex, RawProfile, Reader};
 
 /// Where a value came from: the profile file and its line, for messages.
@@ -190,6 +192,10 @@ pub struct Profile {
     pub transport: Located<Transport>,
     /// Variables every rank's environment must hold, as the source ran.
     pub env: Vec<(String, Located<String>)>,
+    /// The plugin environment the thresholds were measured with, where
+    /// the profile says: without it the checks are not judged
+    /// (`not_judged`).
+    pub plugin: Option<PluginNeed>,
     pub notes: Vec<String>,
     pub checks: Vec<CheckSpec>,
 }
@@ -198,6 +204,17 @@ impl Profile {
     /// `origin:line: message`, a usage error (exit 2).
     pub fn error_at(&self, line: usize, msg: impl AsRef<str>) -> Error {
         located(&self.origin, line, msg.as_ref())
+    }
+
+    /// Why this rank's environment (`env`) cannot have its figures judged
+    /// against the profile's thresholds: `origin:line: its thresholds were
+    /// measured with ...` where it lacks the plugin environment, else
+    /// `None`. A verdict of "not judged", not a failure: the figures of
+    /// another network stack say nothing against these thresholds.
+    pub fn not_judged(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        let plugin = self.plugin.as_ref()?;
+        let why = plugin.missing(env)?;
+        Some(format!("{}:{}: {why}", self.origin, plugin.line))
     }
 
     /// Whether any check judges against a fleet baseline.

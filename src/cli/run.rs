@@ -180,7 +180,7 @@ pub struct CaseArgs {
           value_parser = non_negative)]
     pub alltoallv_matrix_scale: f64,
 
-    /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose world rank gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7') run the sweep together, every group at once; a row per group and one for all
+    /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose process (the world rank under a launcher; one for all of -g) gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7'; 010 is octal, as in nccl-tests) run the sweep together, every group at once; a row per group and one for all
     #[arg(long, value_name = "RULE")]
     pub split: Option<SplitRule>,
 

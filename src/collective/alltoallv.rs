@@ -20,7 +20,9 @@
 //! Size semantics (nccl-tests' `AlltoAllvGetCollByteCount` and `GetBw`):
 //! the send buffer is the most any rank sends, the receive buffer the most
 //! any rank receives, the reported size the larger of the two; busbw factor
-//! `(n-1)/n`. In place, the input and the output share the receive buffer
+//! `(n-1)/n`. With a matrix, buffers are reserved at the requested size
+//! (`-e`, `Peers::reserved`), as nccl-tests allocates them, and operations
+//! shift through them by the reported size. In place, the input and the output share the receive buffer
 //! from its start: nccl-tests does not check that ("We don't support
 //! in-place alltoallv"), and the backends that race on it do not either.
 
@@ -111,6 +113,14 @@ pub fn shape(count: usize, nranks: usize, elem: usize, traffic: Traffic) -> Shap
             traffic,
             elem,
             total_bytes: (per_peer * n * elem) as u64,
+            // a matrix's point holds `-e` in each buffer, as nccl-tests'
+            // AllocateBuffs does (src/common.cu), however little its
+            // busiest rank moves: its operations then shift through them
+            // (startColl: `maxbytes / max(sendBytes, expectedBytes)` steps)
+            reserve: match traffic {
+                Traffic::Weighted(_) => 0,
+                Traffic::Matrix(_) => count,
+            },
         },
         nranks: n,
     };
@@ -318,11 +328,13 @@ enum Counts {
     /// Every block this many elements (a shape made without a traffic).
     Uniform(usize),
     /// `traffic`'s bytes in elements of `elem` bytes; the generated
-    /// traffic of `total_bytes` per rank.
+    /// traffic of `total_bytes` per rank; buffers of at least `reserve`
+    /// elements.
     Traffic {
         traffic: Traffic,
         elem: usize,
         total_bytes: u64,
+        reserve: usize,
     },
 }
 
@@ -343,6 +355,15 @@ impl Peers {
         }
     }
 
+    /// Elements each buffer holds at least, beyond what the blocks need
+    /// (a traffic matrix's point: its requested size, `-e`).
+    pub fn reserved(&self) -> usize {
+        match self.counts {
+            Counts::Traffic { reserve, .. } => reserve,
+            Counts::Uniform(_) => 0,
+        }
+    }
+
     /// The traffic these blocks come from (`None`: `count` to every peer).
     pub fn traffic(&self) -> Option<Traffic> {
         match self.counts {
@@ -359,6 +380,7 @@ impl Peers {
                 traffic,
                 elem,
                 total_bytes,
+                ..
             } => (self.bytes(from, to, traffic, total_bytes) / elem as u64) as usize,
         }
     }

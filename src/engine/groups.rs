@@ -1,6 +1,7 @@
 //! `--split`: parallel groups (docs/nccl-tests.md, "Parallel groups").
-//! Every rank's colour comes from its world rank (`SplitRule`), so every
-//! rank knows every group without exchanging anything; the backend's
+//! Every rank's colour comes from its process's index (`SplitRule`, as
+//! nccl-tests colours MPI processes), so every rank knows every group
+//! without exchanging anything; the backend's
 //! sub-communicator (`SubGroups::split`, collective over the job) carries
 //! this rank's group's calls, and every group runs each point at once.
 //!
@@ -34,9 +35,10 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// The groups of `rule` over `nranks` ranks, seen from `rank`.
-    pub fn of(rule: SplitRule, nranks: usize, rank: usize) -> Groups {
-        let members = rule.groups(nranks);
+    /// The groups of `rule` over the ranks whose processes are
+    /// `process_of` (`process_indices`), seen from `rank`.
+    pub fn of(rule: SplitRule, process_of: &[usize], rank: usize) -> Groups {
+        let members = rule.groups(process_of);
         let mine = members.iter().position(|m| m.contains(&rank)).unwrap_or(0);
         let index = members[mine].iter().position(|&r| r == rank).unwrap_or(0);
         Groups {
@@ -62,6 +64,22 @@ impl Groups {
         })?;
         self.sub = Some(sub.split(self.mine, rank)?);
         Ok(self)
+    }
+
+    /// Each world rank's process, numbered in order of first appearance
+    /// (one rank per process under a launcher: the world rank; `-g`: 0).
+    pub fn process_indices(ranks: &[crate::world::RankInfo]) -> Vec<usize> {
+        let mut seen: Vec<(&str, u32)> = Vec::new();
+        ranks
+            .iter()
+            .map(|r| match seen.iter().position(|&p| p == (r.host.as_str(), r.pid)) {
+                Some(i) => i,
+                None => {
+                    seen.push((r.host.as_str(), r.pid));
+                    seen.len() - 1
+                }
+            })
+            .collect()
     }
 
     /// Ranks in this rank's group.
@@ -102,10 +120,10 @@ mod tests {
     #[test]
     fn each_rank_finds_its_group_and_index() {
         let rule: SplitRule = "MOD 2".parse().unwrap();
-        let g = Groups::of(rule, 3, 2);
+        let g = Groups::of(rule, &[0, 1, 2], 2);
         assert_eq!(g.members, vec![vec![0, 2], vec![1]]);
         assert_eq!((g.mine, g.index, g.size()), (0, 1, 2));
-        let g = Groups::of(rule, 3, 1);
+        let g = Groups::of(rule, &[0, 1, 2], 1);
         assert_eq!((g.mine, g.index, g.size()), (1, 0, 1));
         assert_eq!(g.group_of(2), 0);
         assert_eq!(

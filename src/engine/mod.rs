@@ -57,6 +57,10 @@ use row::{Scope, add_iteration_stats};
 use timer::Timed;
 pub use timer::{captured_iterations, per_op_seconds};
 
+/// Every rank's size, count, wrong elements and registration of a point
+/// (`--split`), in world rank order.
+type PerRank<'a> = (&'a [f64], &'a [f64], &'a [f64], Option<&'a [Register]>);
+
 /// "all_reduce (rs-ar-ag) float sum 1048576 B in_place", for messages.
 pub fn describe(case: &Case, placement: Placement) -> String {
     let mut s = case.collective.name().to_string();
@@ -305,11 +309,10 @@ impl<'a> Engine<'a> {
                     g(wrong_local.unwrap_or(0)),
                 )
             });
-            let per_iter = match timed.samples {
-                Some(samples) => Some(self.cx.world.max_f64s_to_root(&samples)),
-                None => None,
-            };
+            let per_iter = timed.samples.map(|samples| self.cx.world.max_f64s_to_root(&samples));
             let phases = self.phase_times(&call, iters, phase_sums)?;
+            // -R as each rank's communicators took it (a window may be declined)
+            let registered = self.registered(&call);
 
             summary.tally(wrong);
             if let Some(times) = times {
@@ -318,6 +321,7 @@ impl<'a> Engine<'a> {
                     count: case.shape.count as u64,
                     nranks: call.at.nranks,
                     group: self.groups.map(|_| groups::ALL.to_string()),
+                    register: registered.as_deref().map(|r| row::weakest(r.iter().copied())),
                 };
                 let mut record = self.record(case, placement, iters, &times, wrong, phases, scope);
                 record.precision_pct = precision.map(|p| p * 100.0);
@@ -331,8 +335,8 @@ impl<'a> Engine<'a> {
                 }
                 match (self.groups, split) {
                     (Some(groups), Some((Some(sizes), Some(counts), Some(wrongs)))) => {
-                        let mut rows =
-                            self.group_records(groups, case, placement, iters, &times, wrong, &sizes, &counts, &wrongs);
+                        let per_rank = (&sizes[..], &counts[..], &wrongs[..], registered.as_deref());
+                        let mut rows = self.group_records(groups, case, placement, iters, &times, wrong, per_rank);
                         copy_point_fields(&mut rows, &record);
                         rows.push(record);
                         held.push(rows);
@@ -383,8 +387,8 @@ impl<'a> Engine<'a> {
 
     /// Each group's row of a point (rank 0, `--split`): its ranks' times
     /// reduced as `--average` says, its size, count and rank count, its bus
-    /// factor, its ranks' wrong elements (every rank's gathered value in
-    /// world rank order).
+    /// factor, its ranks' wrong elements and registration (every rank's
+    /// gathered value in world rank order).
     #[allow(clippy::too_many_arguments)]
     fn group_records(
         &self,
@@ -394,9 +398,7 @@ impl<'a> Engine<'a> {
         iters: u32,
         times: &[f64],
         wrong: Option<u64>,
-        sizes: &[f64],
-        counts: &[f64],
-        wrongs: &[f64],
+        (sizes, counts, wrongs, registered): PerRank<'_>,
     ) -> Vec<Record> {
         let mut rows = Vec::with_capacity(groups.members.len());
         for (g, members) in groups.members.iter().enumerate() {
@@ -408,6 +410,7 @@ impl<'a> Engine<'a> {
                 count: counts[first] as u64,
                 nranks: members.len(),
                 group: Some(g.to_string()),
+                register: registered.map(|r| row::weakest(members.iter().map(|&m| r[m]))),
             };
             rows.push(self.record(case, placement, iters, &group_times, group_wrong, None, scope));
         }

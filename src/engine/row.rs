@@ -7,7 +7,7 @@ use super::{Engine, straggler};
 use crate::backend::Call;
 use crate::plan::Case;
 use crate::record::{Record, bandwidth_gbps};
-use crate::types::{AlgoRecord, AlgoRecording, Placement, TimingMethod};
+use crate::types::{AlgoRecord, AlgoRecording, Placement, Register, TimingMethod};
 
 impl Engine<'_> {
     #[allow(clippy::too_many_arguments)]
@@ -66,7 +66,7 @@ impl Engine<'_> {
             precision_target_pct: self.cfg.iterations.target_pct(),
             agg_iters: Some(self.cfg.agg_iters),
             cuda_graph: Some(self.cfg.cuda_graph),
-            register: Some(self.cfg.register),
+            register: Some(scope.register.unwrap_or(self.cfg.register)),
             rotate: Some(self.cfg.rotate),
             phase_intra1_us: phases.map(|p| p[0] * 1e6),
             phase_inter_us: phases.map(|p| p[1] * 1e6),
@@ -88,6 +88,26 @@ pub(super) struct Scope {
     pub(super) nranks: usize,
     /// The `group` column (`--split`).
     pub(super) group: Option<String>,
+    /// The `register` column where the backend says what its ranks'
+    /// communicators took (`Backend::registrations`), else `-R` as asked.
+    pub(super) register: Option<Register>,
+}
+
+impl Engine<'_> {
+    /// Every rank's registration of `call`'s buffers (rank 0: in world
+    /// rank order; others: an empty list), where the backend says; every
+    /// rank calls it (the gather is collective).
+    pub(super) fn registered(&mut self, call: &crate::backend::Call) -> Option<Vec<Register>> {
+        let mine = self.cx.backend.registrations()?.registered(call);
+        let all = self.cx.world.gather_f64(f64::from(mine.level())).unwrap_or_default();
+        let of = |v: f64| Register::ALL.get(v as usize).copied().unwrap_or_default();
+        Some(all.into_iter().map(of).collect())
+    }
+}
+
+/// The weakest of several ranks' registrations (none: `Off`).
+pub(super) fn weakest(all: impl Iterator<Item = Register>) -> Register {
+    all.min().unwrap_or_default()
 }
 
 /// `-I` columns: the distribution of per-iteration times (each iteration

@@ -171,9 +171,11 @@ fn sweep_with(
         let mut backend = setup(rank, backend);
         let journal = backend.journal();
         let mut records = Vec::new();
-        let groups = hooks
-            .split
-            .map(|(rule, _)| Groups::of(rule, n, rank).split(&mut backend, rank).unwrap());
+        let groups = hooks.split.map(|(rule, _)| {
+            Groups::of(rule, &(0..n).collect::<Vec<_>>(), rank)
+                .split(&mut backend, rank)
+                .unwrap()
+        });
         let group_plan = hooks.split.zip(groups.as_ref()).map(|((_, f), g)| f(g.size()));
         let plan = group_plan.as_ref().unwrap_or(plan);
         let mut cx = Context::new(world, &mut backend)

@@ -24,7 +24,9 @@ pub struct RunIdentity {
     pub backend: BackendKind,
     pub backend_version: String,
     /// Why `--backend auto` chose this backend, and the backend's own
-    /// notes (registration, ...), joined; `None` when there are none.
+    /// notes (registration, ...), joined; `None` when there are none. The
+    /// sweep takes the backend's notes again once its buffers are reserved
+    /// (what registration and NCCL's connections got is known by then).
     pub backend_note: Option<String>,
     /// The control plane's library or store ("Open MPI v4.1.4", ...).
     pub control_plane: String,

@@ -61,6 +61,10 @@ impl<W: World> Session<'_, W> {
             reservation.check_host_memory(on_host, available, "lower --maxbytes")?;
         }
         backend.reserve(&reservation)?;
+        // after `reserve`: what registration and NCCL's connections took
+        // is known by then
+        prepared.identity.backend_note =
+            super::prepare::backend_note(prepared.auto_note.clone(), backend.identity().notes);
         let outputs = match world.rank() {
             0 => Some(self.open_outputs(nodes, &prepared.identity, notes, &plan)?),
             _ => None,

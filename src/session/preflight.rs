@@ -67,8 +67,9 @@ impl Preflight {
 }
 
 /// Variables that differ between ranks by design: collbench's private
-/// NCCL log is one file per process.
-const PER_PROCESS: [&str; 1] = ["NCCL_DEBUG_FILE"];
+/// NCCL log is one file per process; nccl-tests' NCCL_TESTS_DEVICE (which
+/// NCCL does not read) is the device of each.
+const PER_PROCESS: [&str; 2] = ["NCCL_DEBUG_FILE", "NCCL_TESTS_DEVICE"];
 
 /// The longest NCCL environment compared in full.
 const NCCL_ENV_BYTES: usize = 16 * 1024;

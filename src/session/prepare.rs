@@ -38,6 +38,9 @@ pub(super) struct Prepared {
     /// Each rank's GPU model ("" where it has none), in rank order.
     pub gpus: Vec<String>,
     pub identity: RunIdentity,
+    /// Why `--backend auto` chose the backend: the sweep's header takes
+    /// the backend's notes again once its buffers are reserved.
+    pub auto_note: Option<String>,
 }
 
 impl<W: World> Session<'_, W> {
@@ -73,7 +76,9 @@ impl<W: World> Session<'_, W> {
         self.mark("GPU model");
         let observed_all = world.all_gather_text(&observed.text, OBSERVED_BYTES);
         let gpus = world.all_gather_text(gpu.as_deref().unwrap_or(""), GPU_MODEL_BYTES);
-        let identity = self.identity(chosen.backend.as_ref(), chosen.note);
+        // why auto chose the backend, and what --algo-record cannot do on it
+        let auto_note = backend_note(chosen.note, self.algo_note(kind).into_iter().collect());
+        let identity = self.identity(chosen.backend.as_ref(), auto_note.clone());
         self.mark("views gathered, run identity");
         Ok(Prepared {
             nodes,
@@ -83,6 +88,7 @@ impl<W: World> Session<'_, W> {
             observed_all,
             gpus,
             identity,
+            auto_note,
         })
     }
 
@@ -136,24 +142,32 @@ impl<W: World> Session<'_, W> {
         let sent = String::from_utf8_lossy(&world.broadcast_bytes(mine.as_bytes())).into_owned();
         let (run_id, started) = sent.split_once('\n').unwrap_or((&sent, ""));
         let b = backend.identity();
-        // the nccl backend says where its choices come from itself
-        let algo_note = (self.cfg.timing.algo_record != AlgoRecording::Off && b.kind != BackendKind::Nccl).then(|| {
-            format!(
-                "--algo-record: the {} backend runs no NCCL algorithm; the algo columns stay empty",
-                b.kind
-            )
-        });
-        let notes: Vec<String> = auto_note.into_iter().chain(b.notes).chain(algo_note).collect();
         RunIdentity {
             run_id: run_id.to_string(),
             started: started.to_string(),
             command_line: std::env::args().collect(),
             backend: b.kind,
             backend_version: b.version,
-            backend_note: (!notes.is_empty()).then(|| notes.join("; ")),
+            backend_note: backend_note(auto_note, b.notes),
             control_plane: world.library_version(),
             hosts: world.nodes().hosts.clone(),
             label: self.cfg.outputs.label.clone(),
         }
     }
+}
+
+impl<W: World> Session<'_, W> {
+    /// `--algo-record` on a backend that runs no NCCL algorithm (the nccl
+    /// backend says where its choices come from itself).
+    fn algo_note(&self, kind: BackendKind) -> Option<String> {
+        (self.cfg.timing.algo_record != AlgoRecording::Off && kind != BackendKind::Nccl)
+            .then(|| format!("--algo-record: the {kind} backend runs no NCCL algorithm; the algo columns stay empty"))
+    }
+}
+
+/// The header's backend note: why `--backend auto` chose the backend, then
+/// the backend's own notes (registration, connections), joined.
+pub(super) fn backend_note(auto_note: Option<String>, notes: Vec<String>) -> Option<String> {
+    let all: Vec<String> = auto_note.into_iter().chain(notes).collect();
+    (!all.is_empty()).then(|| all.join("; "))
 }

@@ -42,7 +42,7 @@ impl<W: World> Session<'_, W> {
         // (every rank gets here: a failed set-up ended every rank above).
         let groups = match self.cfg.plan.split {
             Some(rule) => {
-                let groups = Groups::of(rule, world.size(), world.rank());
+                let groups = Groups::of(rule, &Groups::process_indices(world.ranks()), world.rank());
                 Some(self.agreed(groups.split(prepared.backend.as_mut(), world.rank()))?)
             }
             None => None,

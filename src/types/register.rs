@@ -9,7 +9,9 @@ use std::str::FromStr;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Ordered from the least registration to the most: the weakest of
+/// several communicators' is their `min`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Register {
     #[default]
     Off,
@@ -20,6 +22,14 @@ pub enum Register {
 }
 
 impl Register {
+    /// In order, so that `ALL[r.level()] == r`.
+    pub const ALL: [Register; 3] = [Register::Off, Register::Buffers, Register::Symmetric];
+
+    /// 0, 1 or 2, as `-R` spells it.
+    pub fn level(self) -> u8 {
+        self as u8
+    }
+
     /// Any registration asked for.
     pub fn on(self) -> bool {
         self != Register::Off

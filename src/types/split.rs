@@ -1,7 +1,11 @@
 //! `--split`: nccl-tests' colouring of ranks into parallel groups
 //! (`NCCL_TESTS_SPLIT`, docs/nccl-tests.md). A rule is an operation and a
-//! value; a rank's colour is its world rank combined with the value, and
-//! the ranks of one colour form one group, ordered by world rank.
+//! value, read as nccl-tests' parseInt reads it (src/common.cu: `0b`
+//! binary, else C's strtoul with base 0: `0x` hexadecimal, a leading `0`
+//! octal); a rank's colour is its process's index combined with the value
+//! (nccl-tests colours MPI processes: the ranks of one `-g` process share
+//! one colour), and the ranks of one colour form one group, ordered by
+//! world rank.
 
 use std::fmt;
 use std::str::FromStr;
@@ -61,9 +65,9 @@ impl SplitRule {
             .map_err(|_| format!("'{t}' is not a hexadecimal mask"))
     }
 
-    /// The colour of world rank `rank`.
-    pub fn color(self, rank: usize) -> u64 {
-        let r = rank as u64;
+    /// The colour of the ranks of process `process`.
+    pub fn color(self, process: usize) -> u64 {
+        let r = process as u64;
         match self.op {
             SplitOp::And => r & self.value,
             SplitOp::Or => r | self.value,
@@ -73,29 +77,33 @@ impl SplitRule {
         }
     }
 
-    /// The groups of `nranks` ranks: for each group, in ascending colour,
-    /// its world ranks in ascending order.
-    pub fn groups(self, nranks: usize) -> Vec<Vec<usize>> {
-        let mut colours: Vec<u64> = (0..nranks).map(|r| self.color(r)).collect();
+    /// The groups of the ranks whose processes are `process_of` (world
+    /// rank `r` runs in process `process_of[r]`): for each group, in
+    /// ascending colour, its world ranks in ascending order.
+    pub fn groups(self, process_of: &[usize]) -> Vec<Vec<usize>> {
+        let colour = |r: usize| self.color(process_of[r]);
+        let mut colours: Vec<u64> = (0..process_of.len()).map(colour).collect();
         colours.sort_unstable();
         colours.dedup();
         colours
             .iter()
-            .map(|&c| (0..nranks).filter(|&r| self.color(r) == c).collect())
+            .map(|&c| (0..process_of.len()).filter(|&r| colour(r) == c).collect())
             .collect()
     }
 }
 
-/// An integer in nccl-tests' forms: decimal, `0x` hexadecimal, `0b` binary.
+/// A value as nccl-tests' parseInt reads it: `0b` binary, else C's strtoul
+/// with base 0 (`0x` hexadecimal, a leading `0` octal, else decimal).
+/// nccl-tests ignores what follows the number and wraps a negative one;
+/// both are refused here.
 fn parse_value(text: &str) -> Option<u64> {
     let t = text.trim();
-    let lower = t.to_ascii_lowercase();
-    if let Some(hex) = lower.strip_prefix("0x") {
-        u64::from_str_radix(hex, 16).ok()
-    } else if let Some(bin) = lower.strip_prefix("0b") {
-        u64::from_str_radix(bin, 2).ok()
-    } else {
-        t.parse().ok()
+    if let Some(bin) = t.get(..2).filter(|p| p.eq_ignore_ascii_case("0b")).map(|_| &t[2..]) {
+        return u64::from_str_radix(bin, 2).ok();
+    }
+    match crate::types::read_c_integer(t)? {
+        (v, rest) if rest.trim().is_empty() => u64::try_from(v).ok(),
+        _ => None,
     }
 }
 
@@ -168,13 +176,17 @@ mod tests {
         assert_eq!(rule("%2").op, SplitOp::Mod);
         assert_eq!(rule("DIV 8").op, SplitOp::Div);
         assert_eq!(rule("/ 4").value, 4);
+        // strtoul with base 0: a leading 0 is octal, as in nccl-tests
+        assert_eq!(rule("MOD 010").value, 8);
+        assert_eq!(rule("AND 0X1f").value, 31);
+        assert!("MOD 00".parse::<SplitRule>().unwrap_err().contains("MOD by 0"));
         assert_eq!(SplitRule::mask("7").unwrap(), and7);
         assert_eq!(SplitRule::mask("0x10").unwrap().value, 16);
     }
 
     #[test]
     fn bad_rules_are_refused_in_one_line() {
-        for text in ["", "XOR 3", "MOD", "MOD two", "AND 0xg"] {
+        for text in ["", "XOR 3", "MOD", "MOD two", "AND 0xg", "MOD 08", "DIV 2x", "AND -1"] {
             let e = text.parse::<SplitRule>().unwrap_err();
             assert!(e.contains("is not a split rule"), "{text}: {e}");
         }
@@ -198,11 +210,21 @@ mod tests {
 
     #[test]
     fn groups_are_ordered_by_colour_then_rank() {
-        assert_eq!(rule("MOD 2").groups(4), vec![vec![0, 2], vec![1, 3]]);
-        assert_eq!(rule("MOD 2").groups(3), vec![vec![0, 2], vec![1]]);
-        assert_eq!(rule("DIV 2").groups(3), vec![vec![0, 1], vec![2]]);
-        assert_eq!(rule("OR 0x1").groups(4), vec![vec![0, 1], vec![2, 3]]);
-        assert_eq!(rule("MOD 8").groups(2), vec![vec![0], vec![1]]);
+        // one rank per process (mpirun): the process is the rank
+        let each = |n: usize| (0..n).collect::<Vec<_>>();
+        assert_eq!(rule("MOD 2").groups(&each(4)), vec![vec![0, 2], vec![1, 3]]);
+        assert_eq!(rule("MOD 2").groups(&each(3)), vec![vec![0, 2], vec![1]]);
+        assert_eq!(rule("DIV 2").groups(&each(3)), vec![vec![0, 1], vec![2]]);
+        assert_eq!(rule("OR 0x1").groups(&each(4)), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(rule("MOD 8").groups(&each(2)), vec![vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn the_ranks_of_one_process_share_its_colour_as_in_nccl_tests() {
+        // -g 4 in one process: one group, whatever the rule
+        assert_eq!(rule("MOD 2").groups(&[0, 0, 0, 0]), vec![vec![0, 1, 2, 3]]);
+        // two processes of -g 2: MOD 2 separates the processes
+        assert_eq!(rule("MOD 2").groups(&[0, 0, 1, 1]), vec![vec![0, 1], vec![2, 3]]);
     }
 
     #[test]

@@ -8,9 +8,12 @@
  *   - devices: GPUSIM_DEVICES of them (default 1), each with a name that
  *     says it is simulated, a memory size, a PCI id and a UUID;
  *   - primary contexts, the calling thread's current context;
- *   - streams that run their work in order. Work runs on the calling thread
- *     when it is enqueued (a stream is never behind the host), except while
- *     the stream captures: then it is recorded, and cuGraphLaunch replays it;
+ *   - streams that run their work in order, asynchronously: each stream's
+ *     worker thread runs it after the call that enqueued it returned (the
+ *     host must synchronize before it reads what the work writes; events
+ *     complete when their stream reaches them; GPUSIM_STREAM_LAG_US keeps
+ *     the stream behind), except while the stream captures: then the work
+ *     is recorded, and cuGraphLaunch queues it again at each replay;
  *   - "device" memory: host memory from the C allocator, with an allocation
  *     table, so that libnccl.so.2 can check that every pointer range it is
  *     handed lies inside one live allocation (gpusim_check_range);
@@ -32,11 +35,15 @@
  *     CU_EVENT_DISABLE_TIMING (CUDA_ERROR_INVALID_HANDLE).
  *
  * Environment (read once, at the first call):
- *   GPUSIM_DEVICES=N          devices visible (default 1; 0 = none)
+ *   GPUSIM_DEVICES=N          devices of the machine (default 1; 0 = none)
+ *   CUDA_VISIBLE_DEVICES=a,b  the devices this process sees, in that order
+ *                             (per process, as the driver applies it)
  *   GPUSIM_MEM_BYTES=B        memory of each device (default 80 GiB); a
  *                             small value exercises the lowered --maxbytes
  *                             path (the fault "shrink device memory")
  *   GPUSIM_DRIVER_VERSION=V   cuDriverGetVersion (default 12090)
+ *   GPUSIM_STREAM_LAG_US=N    every stream item starts at least N us after
+ *                             it was queued and after the one before
  *   GPUSIM_CUDA_HIDE=a,b      driver entry points that resolve to NULL
  *                             (only those listed in HIDEABLE below), to
  *                             test the missing-symbol checks
@@ -69,6 +76,21 @@ struct node {
     void (*release)(void *);
 };
 
+/* One piece of a stream's work, run by its worker in order: a function
+ * (an NCCL group, a copy, a graph node), an event's record, or a wait for
+ * another stream's event. */
+struct item {
+    struct item *next;
+    void (*fn)(void *);
+    void *arg;
+    void (*release)(void *);
+    struct CUevent_st *record; /* record this event when reached */
+    struct CUstream_st *wait;  /* wait until this stream ... */
+    uint64_t wait_seq;         /* ... has completed this many items */
+    int replay;                /* a node of a graph being replayed */
+    int64_t not_before_ns;     /* GPUSIM_STREAM_LAG_US */
+};
+
 struct CUstream_st {
     struct CUctx_st *ctx;
     int capturing;
@@ -76,7 +98,14 @@ struct CUstream_st {
     CUstreamCaptureMode mode;
     pthread_t owner;  /* the thread that began the capture */
     int invalidated;  /* an illegal call during the capture */
+    /* Asynchronous execution (under `sched`): items queued and run by the
+     * stream's own worker thread, counted as they are enqueued and as they
+     * complete; a hung item never completes, nor anything after it. */
+    struct item *head, *tail;
+    uint64_t enqueued, completed;
     int hung;
+    int has_worker, stopping;
+    pthread_t worker;
 };
 
 struct CUgraph_st {
@@ -93,9 +122,13 @@ struct CUevent_st {
     struct CUctx_st *ctx;
     unsigned int flags;
     int64_t time_ns;
-    int recorded;
-    int pending;  /* recorded on a hung stream: never completes */
+    int recorded; /* the stream has reached its last record */
     int captured; /* last recorded in a capturing stream */
+    /* the last record: on `stream`, complete once it has completed `seq`
+     * items (under `sched`); `refs`: the handle and each queued record */
+    struct CUstream_st *stream;
+    uint64_t seq;
+    int refs;
 };
 
 struct alloc {
@@ -105,7 +138,8 @@ struct alloc {
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int ndevices = 1;
+static int ndevices = 1;             /* visible to this process */
+static int visible[MAX_DEVICES];     /* ordinal -> physical device */
 static size_t mem_bytes = (size_t)80 << 30;
 static int driver_version = 12090;
 static struct CUctx_st contexts[MAX_DEVICES];
@@ -125,6 +159,29 @@ static void setup(void)
         ndevices = 0;
     if (ndevices > MAX_DEVICES)
         ndevices = MAX_DEVICES;
+    for (int i = 0; i < MAX_DEVICES; i++)
+        visible[i] = i;
+    /* CUDA_VISIBLE_DEVICES: the listed physical devices become ordinals
+     * 0, 1, ... in that order; the list ends at the first entry that is not
+     * a device (out of range, repeated, or not a number), as the driver
+     * reads it; an empty value hides every device. */
+    v = getenv("CUDA_VISIBLE_DEVICES");
+    if (v) {
+        int physical = ndevices, n = 0;
+        const char *p = v;
+        while (*p && n < MAX_DEVICES) {
+            char *end;
+            long d = strtol(p, &end, 10);
+            int repeated = 0;
+            for (int i = 0; i < n; i++)
+                repeated |= visible[i] == d;
+            if (end == p || d < 0 || d >= physical || repeated || (*end && *end != ','))
+                break;
+            visible[n++] = (int)d;
+            p = *end ? end + 1 : end;
+        }
+        ndevices = n;
+    }
     v = getenv("GPUSIM_MEM_BYTES");
     if (v && *v)
         mem_bytes = (size_t)strtoull(v, NULL, 10);
@@ -144,13 +201,6 @@ int64_t gpusim_now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* A hung stream never finishes: whoever waits for it waits until the
- * process is ended (the watchdog's case). */
-static void wait_forever(void)
-{
-    for (;;)
-        sleep(1);
-}
 
 /* ------------------------------------------------------------------ */
 /* Stream capture: who captures, and what that forbids */
@@ -320,7 +370,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= ndevices)
         return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "GPUSIM simulated GPU %d (host memory, not a measurement)", dev);
+    snprintf(name, (size_t)len, "GPUSIM simulated GPU %d (host memory, not a measurement)", visible[dev]);
     return CUDA_SUCCESS;
 }
 
@@ -342,7 +392,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 1; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + dev; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = 0x10 + visible[dev]; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
     /* cudarc asks this to choose between cuMemAlloc and the stream-ordered
@@ -360,7 +410,7 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
         return rc;
     memset(uuid->bytes, 0, sizeof uuid->bytes);
     memcpy(uuid->bytes, "GPUSIM", 6);
-    uuid->bytes[15] = (char)dev;
+    uuid->bytes[15] = (char)visible[dev];
     return CUDA_SUCCESS;
 }
 
@@ -413,12 +463,207 @@ CUresult cuCtxGetDevice(CUdevice *device)
     return CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ */
+/* Asynchronous streams: each stream's work runs on a worker thread of its
+ * own, in order, after the call that enqueued it has returned, as on a
+ * GPU: the host must synchronize (a stream, an event) before it reads what
+ * the work writes, and an event recorded before the work it should follow
+ * completes before that work does. GPUSIM_STREAM_LAG_US=N makes each item
+ * start at least N microseconds after it was enqueued and after the item
+ * before it finished (a slow GPU), so that a missing synchronisation fails
+ * every time rather than sometimes. */
+
+static pthread_mutex_t sched = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t progress = PTHREAD_COND_INITIALIZER;
+static __thread struct CUstream_st *running_on; /* the worker's stream */
+
+static int64_t lag_ns(void)
+{
+    const char *v = getenv("GPUSIM_STREAM_LAG_US");
+    return v && *v ? (int64_t)strtoll(v, NULL, 10) * 1000 : 0;
+}
+
+static void event_unref_locked(struct CUevent_st *e)
+{
+    if (--e->refs == 0)
+        free(e);
+}
+
+static void *worker_main(void *arg)
+{
+    struct CUstream_st *s = arg;
+    current = s->ctx;
+    running_on = s;
+    int64_t last_done = 0;
+    pthread_mutex_lock(&sched);
+    for (;;) {
+        while (!s->head && !s->stopping)
+            pthread_cond_wait(&progress, &sched);
+        if (!s->head)
+            break;
+        struct item *it = s->head;
+        /* a wait for another stream's event */
+        while (it->wait && it->wait->completed < it->wait_seq)
+            pthread_cond_wait(&progress, &sched);
+        pthread_mutex_unlock(&sched);
+        int64_t lag = lag_ns(), start = it->not_before_ns;
+        if (lag > 0 && last_done + lag > start)
+            start = last_done + lag;
+        int64_t late = start - gpusim_now_ns();
+        if (late > 0) {
+            struct timespec t = {late / 1000000000, late % 1000000000};
+            nanosleep(&t, NULL);
+        }
+        if (it->fn && !s->hung) {
+            replaying = it->replay;
+            it->fn(it->arg);
+            replaying = 0;
+        }
+        if (it->release)
+            it->release(it->arg);
+        last_done = gpusim_now_ns();
+        pthread_mutex_lock(&sched);
+        if (s->hung) {
+            /* never completes: whoever waits for it waits until the process
+             * ends (the watchdog's case); nothing after it runs */
+            while (!s->stopping)
+                pthread_cond_wait(&progress, &sched);
+            break;
+        }
+        if (it->record) {
+            /* only the event's last record stamps it */
+            if (it->record->stream == s && it->record->seq == s->completed + 1) {
+                it->record->time_ns = gpusim_now_ns();
+                it->record->recorded = 1;
+            }
+            event_unref_locked(it->record);
+        }
+        s->head = it->next;
+        if (!s->head)
+            s->tail = NULL;
+        free(it);
+        s->completed++;
+        pthread_cond_broadcast(&progress);
+    }
+    pthread_mutex_unlock(&sched);
+    return NULL;
+}
+
+/* Queues `it` on `s` (under `sched`), starting the worker on first use. */
+static int push_locked(struct CUstream_st *s, struct item *it)
+{
+    if (!s->has_worker) {
+        if (pthread_create(&s->worker, NULL, worker_main, s) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        s->has_worker = 1;
+    }
+    it->not_before_ns = gpusim_now_ns() + lag_ns();
+    if (s->tail)
+        s->tail->next = it;
+    else
+        s->head = it;
+    s->tail = it;
+    s->enqueued++;
+    pthread_cond_broadcast(&progress);
+    return CUDA_SUCCESS;
+}
+
+static int push(struct CUstream_st *s, struct item proto)
+{
+    struct item *it = malloc(sizeof *it);
+    if (!it) {
+        if (proto.release)
+            proto.release(proto.arg);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *it = proto;
+    it->next = NULL;
+    pthread_mutex_lock(&sched);
+    int rc = push_locked(s, it);
+    pthread_mutex_unlock(&sched);
+    if (rc != CUDA_SUCCESS) {
+        if (it->release)
+            it->release(it->arg);
+        free(it);
+    }
+    return rc;
+}
+
+/* Waits until `s` has completed what was enqueued so far (forever, on a
+ * hung stream). */
+static void drain(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&sched);
+    uint64_t target = s->enqueued;
+    while (s->completed < target)
+        pthread_cond_wait(&progress, &sched);
+    pthread_mutex_unlock(&sched);
+}
+
+/* Every stream of the process, for cuCtxSynchronize and cuMemFree. */
+#define MAX_STREAMS 1024
+static struct CUstream_st *streams[MAX_STREAMS];
+
+static void stream_list(struct CUstream_st *s, int add)
+{
+    pthread_mutex_lock(&sched);
+    for (int i = 0; i < MAX_STREAMS; i++) {
+        if (add && !streams[i]) {
+            streams[i] = s;
+            break;
+        }
+        if (!add && streams[i] == s)
+            streams[i] = NULL;
+    }
+    pthread_mutex_unlock(&sched);
+}
+
+/* Waits for every stream of `ctx` (every stream: NULL) that is not hung,
+ * as the driver's synchronous calls do (cuCtxSynchronize, cuMemFree). */
+static void drain_all(struct CUctx_st *ctx)
+{
+    pthread_mutex_lock(&sched);
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < MAX_STREAMS && !busy; i++) {
+            struct CUstream_st *t = streams[i];
+            busy = t && t != running_on && (!ctx || t->ctx == ctx) && !t->hung && t->completed < t->enqueued;
+        }
+        if (!busy)
+            break;
+        pthread_cond_wait(&progress, &sched);
+    }
+    pthread_mutex_unlock(&sched);
+}
+
+void gpusim_drain_device(int dev)
+{
+    init();
+    if (dev >= 0 && dev < ndevices)
+        drain_all(&contexts[dev]);
+}
+
+int gpusim_device_busy(int dev)
+{
+    int busy = 0;
+    pthread_mutex_lock(&sched);
+    for (int i = 0; i < MAX_STREAMS && !busy; i++) {
+        struct CUstream_st *t = streams[i];
+        busy = t && t->ctx == &contexts[dev] && t->completed < t->enqueued;
+    }
+    pthread_mutex_unlock(&sched);
+    return busy;
+}
+
 CUresult cuCtxSynchronize(void)
 {
     init();
     if (unsafe_during_capture())
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (!current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    drain_all(current);
+    return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ */
@@ -436,6 +681,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
     s->ctx = current;
+    stream_list(s, 1);
     *phStream = s;
     return CUDA_SUCCESS;
 }
@@ -451,12 +697,28 @@ static void graph_release(struct CUgraph_st *g)
     free(g);
 }
 
+/* The stream's work completes first (the driver releases a stream's
+ * resources once its work is done); a hung stream's worker is left
+ * behind. */
 CUresult cuStreamDestroy_v2(CUstream s)
 {
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
     if (s->capturing)
         capture_list(s, 0);
+    stream_list(s, 0);
+    pthread_mutex_lock(&sched);
+    int hung = s->hung;
+    pthread_mutex_unlock(&sched);
+    if (hung)
+        return CUDA_SUCCESS;
+    drain(s);
+    pthread_mutex_lock(&sched);
+    s->stopping = 1;
+    pthread_cond_broadcast(&progress);
+    pthread_mutex_unlock(&sched);
+    if (s->has_worker)
+        pthread_join(s->worker, NULL);
     graph_release(s->capture);
     free(s);
     return CUDA_SUCCESS;
@@ -466,8 +728,9 @@ CUresult cuStreamSynchronize(CUstream s)
 {
     if (capturing_refused(s))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (s && s->hung)
-        wait_forever();
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    drain(s);
     return CUDA_SUCCESS;
 }
 
@@ -475,19 +738,25 @@ CUresult cuStreamQuery(CUstream s)
 {
     if (capturing_refused(s))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return s && s->hung ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&sched);
+    int done = s->completed == s->enqueued;
+    pthread_mutex_unlock(&sched);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+/* Work enqueued on `s` after this waits until the event's last record has
+ * been reached (a record on a hung stream never is: the waiter hangs too).
+ * In a capture the wait only orders the graph. */
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
     (void)flags;
     if (!s || !e)
         return CUDA_ERROR_INVALID_HANDLE;
-    /* Work runs at enqueue, so an event is complete when it is recorded,
-     * except on a hung stream, which makes the waiter hang too. */
-    if (e->pending)
-        s->hung = 1;
-    return CUDA_SUCCESS;
+    if (s->capturing || !e->stream)
+        return CUDA_SUCCESS;
+    return (CUresult)push(s, (struct item){.wait = e->stream, .wait_seq = e->seq});
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
@@ -547,7 +816,9 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph g, unsign
     struct CUgraphExec_st *x = calloc(1, sizeof *x);
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sched);
     g->refs++;
+    pthread_mutex_unlock(&sched);
     x->graph = g;
     *phGraphExec = x;
     return CUDA_SUCCESS;
@@ -558,17 +829,32 @@ CUresult cuGraphUpload(CUgraphExec x, CUstream s)
     return x && s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+static void graph_release_item(void *g)
+{
+    pthread_mutex_lock(&sched);
+    graph_release(g);
+    pthread_mutex_unlock(&sched);
+}
+
+/* The graph's nodes go on the stream as its work, marked as a replay; the
+ * graph is held until the last has run (an executable graph destroyed
+ * while in flight is freed on completion, as the driver does). */
 CUresult cuGraphLaunch(CUgraphExec x, CUstream s)
 {
     if (!x || !s)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (s->hung)
-        return CUDA_SUCCESS;
-    replaying = 1;
-    for (size_t i = 0; i < x->graph->len && !s->hung; i++)
-        x->graph->nodes[i].fn(x->graph->nodes[i].arg);
-    replaying = 0;
-    return CUDA_SUCCESS;
+    struct CUgraph_st *g = x->graph;
+    pthread_mutex_lock(&sched);
+    g->refs++;
+    pthread_mutex_unlock(&sched);
+    for (size_t i = 0; i < g->len; i++) {
+        int rc = push(s, (struct item){.fn = g->nodes[i].fn, .arg = g->nodes[i].arg, .replay = 1});
+        if (rc != CUDA_SUCCESS) {
+            graph_release_item(g);
+            return (CUresult)rc;
+        }
+    }
+    return (CUresult)push(s, (struct item){.arg = g, .release = graph_release_item});
 }
 
 int gpusim_replaying(void) { return replaying; }
@@ -577,7 +863,7 @@ CUresult cuGraphExecDestroy(CUgraphExec x)
 {
     if (!x)
         return CUDA_ERROR_INVALID_HANDLE;
-    graph_release(x->graph);
+    graph_release_item(x->graph);
     free(x);
     return CUDA_SUCCESS;
 }
@@ -586,12 +872,13 @@ CUresult cuGraphDestroy(CUgraph g)
 {
     if (!g)
         return CUDA_ERROR_INVALID_HANDLE;
-    graph_release(g);
+    graph_release_item(g);
     return CUDA_SUCCESS;
 }
 
-/* Runs `fn(arg)` in stream order: now, or at each replay of the graph being
- * captured. `release(arg)` is called once the work can never run again. */
+/* Runs `fn(arg)` in stream order, on the stream's worker: after the call
+ * returns, or at each replay of the graph being captured. `release(arg)`
+ * is called once the work can never run again. */
 int gpusim_enqueue(CUstream s, void (*fn)(void *), void *arg, void (*release)(void *))
 {
     if (!s) {
@@ -615,27 +902,33 @@ int gpusim_enqueue(CUstream s, void (*fn)(void *), void *arg, void (*release)(vo
         g->nodes[g->len++] = (struct node){fn, arg, release};
         return CUDA_SUCCESS;
     }
-    if (!s->hung)
-        fn(arg);
-    if (release)
-        release(arg);
-    return CUDA_SUCCESS;
+    return push(s, (struct item){.fn = fn, .arg = arg, .release = release});
 }
 
 int gpusim_capturing(CUstream s) { return s && s->capturing; }
 
+/* Called by the work running on `s`'s worker: this item never completes. */
 void gpusim_hang(CUstream s)
 {
-    if (s)
-        s->hung = 1;
+    if (!s)
+        return;
+    pthread_mutex_lock(&sched);
+    s->hung = 1;
+    pthread_mutex_unlock(&sched);
 }
 
 int gpusim_device_of(CUstream s) { return s && s->ctx ? s->ctx->device : -1; }
 
 int gpusim_current_device(void) { return current ? current->device : -1; }
 
+int gpusim_physical_device(int ordinal)
+{
+    init();
+    return ordinal >= 0 && ordinal < ndevices ? visible[ordinal] : -1;
+}
+
 /* ------------------------------------------------------------------ */
-/* Events */
+/* Events: complete once their stream has reached their last record. */
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
 {
@@ -646,24 +939,21 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->ctx = current;
     e->flags = flags;
+    e->refs = 1;
     *phEvent = e;
     return CUDA_SUCCESS;
 }
 
+/* Freed once no queued record refers to it (the driver destroys an event
+ * still pending asynchronously). */
 CUresult cuEventDestroy_v2(CUevent e)
 {
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    free(e);
+    pthread_mutex_lock(&sched);
+    event_unref_locked(e);
+    pthread_mutex_unlock(&sched);
     return CUDA_SUCCESS;
-}
-
-static void stamp(void *arg)
-{
-    struct CUevent_st *e = arg;
-    e->time_ns = gpusim_now_ns();
-    e->recorded = 1;
-    e->pending = 0;
 }
 
 CUresult cuEventRecord(CUevent e, CUstream s)
@@ -675,12 +965,31 @@ CUresult cuEventRecord(CUevent e, CUstream s)
         e->captured = 1;
         return CUDA_SUCCESS;
     }
+    struct item *it = calloc(1, sizeof *it);
+    if (!it)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    it->record = e;
+    pthread_mutex_lock(&sched);
     e->captured = 0;
-    if (s->hung) {
-        e->pending = 1;
-        return CUDA_SUCCESS;
+    e->recorded = 0;
+    e->refs++;
+    int rc = push_locked(s, it);
+    if (rc == CUDA_SUCCESS) {
+        e->stream = s;
+        e->seq = s->enqueued;
+    } else {
+        e->refs--;
+        free(it);
     }
-    return (CUresult)gpusim_enqueue(s, stamp, e, NULL);
+    pthread_mutex_unlock(&sched);
+    return (CUresult)rc;
+}
+
+/* Whether `e`'s last record has been reached (an event never recorded is
+ * complete, as in CUDA); under `sched`. */
+static int event_done_locked(const struct CUevent_st *e)
+{
+    return !e->stream || e->stream->completed >= e->seq;
 }
 
 CUresult cuEventQuery(CUevent e)
@@ -689,7 +998,10 @@ CUresult cuEventQuery(CUevent e)
         return CUDA_ERROR_INVALID_HANDLE;
     if (e->captured)
         return CUDA_ERROR_CAPTURED_EVENT;
-    return e->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    pthread_mutex_lock(&sched);
+    int done = event_done_locked(e);
+    pthread_mutex_unlock(&sched);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventSynchronize(CUevent e)
@@ -698,11 +1010,14 @@ CUresult cuEventSynchronize(CUevent e)
         return CUDA_ERROR_INVALID_HANDLE;
     if (e->captured)
         return CUDA_ERROR_CAPTURED_EVENT;
-    if (e->pending)
-        wait_forever();
+    pthread_mutex_lock(&sched);
+    while (!event_done_locked(e))
+        pthread_cond_wait(&progress, &sched);
+    pthread_mutex_unlock(&sched);
     return CUDA_SUCCESS;
 }
 
+/* Both events must have been reached (CUDA_ERROR_NOT_READY otherwise). */
 static CUresult impl_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 {
     if (!ms || !start || !end)
@@ -711,9 +1026,16 @@ static CUresult impl_cuEventElapsedTime(float *ms, CUevent start, CUevent end)
         return CUDA_ERROR_CAPTURED_EVENT;
     if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (!start->recorded || !end->recorded)
+    pthread_mutex_lock(&sched);
+    int done = event_done_locked(start) && event_done_locked(end);
+    int recorded = start->recorded && end->recorded;
+    int64_t delta = end->time_ns - start->time_ns;
+    pthread_mutex_unlock(&sched);
+    if (!done)
+        return CUDA_ERROR_NOT_READY;
+    if (!recorded)
         return CUDA_ERROR_INVALID_HANDLE;
-    *ms = (float)((double)(end->time_ns - start->time_ns) / 1e6);
+    *ms = (float)((double)delta / 1e6);
     return CUDA_SUCCESS;
 }
 
@@ -771,10 +1093,20 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return rc;
 }
 
+/* Synchronous, as the driver's: the work queued on the allocation's
+ * device completes first (but not a hung stream's). */
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     if (unsafe_during_capture())
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    int dev = -1;
+    pthread_mutex_lock(&alloc_lock);
+    for (size_t i = 0; i < nallocs && dev < 0; i++)
+        if (allocs[i].base == (uintptr_t)dptr)
+            dev = allocs[i].device;
+    pthread_mutex_unlock(&alloc_lock);
+    if (dev >= 0)
+        drain_all(&contexts[dev]);
     pthread_mutex_lock(&alloc_lock);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < nallocs; i++) {
@@ -786,6 +1118,26 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
             break;
         }
     }
+    pthread_mutex_unlock(&alloc_lock);
+    return rc;
+}
+
+/* Device memory NCCL's own buffers take (its connections), counted
+ * against device `dev` without host memory behind it; negative to give
+ * back. -1 where it does not fit, as cuMemAlloc's out of memory. */
+int gpusim_charge(int dev, long long bytes)
+{
+    init();
+    if (dev < 0 || dev >= ndevices)
+        return -1;
+    int rc = 0;
+    pthread_mutex_lock(&alloc_lock);
+    if (bytes > 0 && used_bytes[dev] + (size_t)bytes > mem_bytes)
+        rc = -1;
+    else if (bytes > 0)
+        used_bytes[dev] += (size_t)bytes;
+    else
+        used_bytes[dev] -= (size_t)(-bytes) < used_bytes[dev] ? (size_t)(-bytes) : used_bytes[dev];
     pthread_mutex_unlock(&alloc_lock);
     return rc;
 }

@@ -17,9 +17,17 @@ int gpusim_replaying(void);
 void gpusim_hang(struct CUstream_st *s);
 int gpusim_device_of(struct CUstream_st *s);
 int gpusim_current_device(void);
+/* The physical device (0 .. GPUSIM_DEVICES-1) behind a visible ordinal
+ * (CUDA_VISIBLE_DEVICES), or -1. */
+int gpusim_physical_device(int ordinal);
+/* Waits for the work queued on device `dev`'s streams (not a hung one's). */
+void gpusim_drain_device(int dev);
+/* Whether work is queued or running on device `dev`'s streams. */
+int gpusim_device_busy(int dev);
 int gpusim_check_range(const void *p, size_t len);
 long long gpusim_alloc_offset(const void *p);
 int gpusim_alloc(void **p, size_t n);
+int gpusim_charge(int dev, long long bytes);
 int gpusim_free(void *p);
 int64_t gpusim_now_ns(void);
 

@@ -10,6 +10,7 @@
 #include <nccl.h>
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,16 @@ static void expect(const char *what, int got, int want)
     const char *verdict = got == want ? (want == 0 ? "allowed as expected" : "refused as expected") : "UNEXPECTED";
     printf("%-70s %s (got %d, want %d)\n", what, verdict, got, want);
     if (got != want)
+        failures++;
+}
+
+/* A planted misuse that cannot be refused (the host reads memory the
+ * stream has not written yet): `stale` says whether the simulation showed
+ * it. */
+static void caught(const char *what, int stale)
+{
+    printf("%-70s %s\n", what, stale ? "caught as expected" : "UNEXPECTED (not caught)");
+    if (!stale)
         failures++;
 }
 
@@ -147,8 +158,14 @@ int main(void)
            CUDA_ERROR_INVALID_HANDLE);
     cuEventCreate(&t0, CU_EVENT_DEFAULT);
     cuEventCreate(&t1, CU_EVENT_DEFAULT);
+    setenv("GPUSIM_STREAM_LAG_US", "20000", 1);
     cuEventRecord(t0, s);
     cuEventRecord(t1, s);
+    /* the stream runs behind the host: the events are not reached yet */
+    expect("cuEventElapsedTime of timing events not reached yet", cuEventElapsedTime(&ms, t0, t1),
+           CUDA_ERROR_NOT_READY);
+    cuEventSynchronize(t1);
+    unsetenv("GPUSIM_STREAM_LAG_US");
     expect("cuEventElapsedTime of timing events", cuEventElapsedTime(&ms, t0, t1), CUDA_SUCCESS);
 
     /* NCCL: send and receive may overlap only in the in-place layout. */
@@ -184,6 +201,8 @@ int main(void)
     expect("ncclCommWindowDeregister of the window", ncclCommWindowDeregister(comm, win), ncclSuccess);
     expect("ncclCommWindowDeregister of a window no longer registered", ncclCommWindowDeregister(comm, win),
            ncclInvalidArgument);
+    /* what ncclCommWindowRegister returns where NCCL makes no window */
+    expect("ncclCommWindowDeregister of a NULL window", ncclCommWindowDeregister(comm, NULL), ncclSuccess);
     ncclMemFree(sym);
     ncclCommDestroy(comm);
     expect("ncclCommWindowRegister on two ranks, 4096 and 4096 bytes", two_rank_windows(ctx, 4096, 4096),
@@ -204,6 +223,45 @@ int main(void)
     ncclConfig_t config17 = NCCL_CONFIG_INITIALIZER;
     /* sizeof(ncclConfig_v21700) */
     comm = release_comm(&config17, 40, "21701", "NCCL 2.17.1: ncclCommInitRankConfig, blocking undefined", ncclSuccess);
+    if (comm)
+        ncclCommDestroy(comm);
+    /* maxP2pPeers is checked from the first 2.30 release on */
+    ncclConfig_t config30 = NCCL_CONFIG_INITIALIZER;
+    config30.maxP2pPeers = 0;
+    size_t size30 = (offsetof(ncclConfig_t, maxP2pPeers) + sizeof(int) + 7) & ~(size_t)7;
+    comm = release_comm(&config30, size30, "23003", "NCCL 2.30.3: ncclCommInitRankConfig, maxP2pPeers 0",
+                        ncclInvalidArgument);
+    if (comm)
+        ncclCommDestroy(comm);
+
+    /* Asynchronous streams (GPUSIM_STREAM_LAG_US): a copy read back before
+     * its stream is synchronized, and an event recorded before the work it
+     * should mark, show stale bytes; synchronized, the right ones. */
+    setenv("GPUSIM_NCCL_VERSION", "23203", 1);
+    setenv("GPUSIM_STREAM_LAG_US", "20000", 1);
+    unsigned char host[64], back[64];
+    memset(host, 7, sizeof host);
+    memset(back, 0, sizeof back);
+    cuMemcpyHtoDAsync(b, host, sizeof host, s);
+    cuMemcpyDtoHAsync(back, b, sizeof back, s);
+    caught("device-to-host copy read before cuStreamSynchronize", back[0] != 7);
+    cuStreamSynchronize(s);
+    expect("device-to-host copy read after cuStreamSynchronize", back[0] == 7 ? 0 : 1, 0);
+    comm = one_rank_comm(NULL, &nrc);
+    CUevent mark;
+    cuEventCreate(&mark, CU_EVENT_DISABLE_TIMING);
+    memset(host, 9, sizeof host);
+    cuMemcpyHtoDAsync(a, host, sizeof host, s);
+    cuStreamSynchronize(s);
+    cuEventRecord(mark, s); /* misplaced: before the work it should mark */
+    ncclAllReduce((void *)(uintptr_t)a, (void *)(uintptr_t)b, 16, ncclFloat, ncclSum, comm, stream);
+    cuMemcpyDtoHAsync(back, b, sizeof back, s);
+    cuEventSynchronize(mark);
+    caught("result read after an event recorded before the collective", back[0] != 9);
+    cuEventRecord(mark, s);
+    cuEventSynchronize(mark);
+    expect("result read after an event recorded after it", back[0] == 9 ? 0 : 1, 0);
+    unsetenv("GPUSIM_STREAM_LAG_US");
     if (comm)
         ncclCommDestroy(comm);
 

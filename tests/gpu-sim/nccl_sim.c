@@ -13,8 +13,10 @@
  *     split's sequence number and the color), unlinked once every rank has
  *     mapped it;
  *   - every byte a rank receives is copied through that segment from the
- *     peer's real buffer: one channel per ordered pair of ranks (two sets:
- *     collectives and point-to-point), a chunk at a time, waits on futexes;
+ *     peer's real buffer: one channel per ordered pair of ranks (three
+ *     sets: collectives and point-to-point, which the stream's worker runs,
+ *     and the bootstrap of splits and windows, which the calling thread
+ *     runs), a chunk at a time, waits on futexes;
  *   - collectives are computed from every rank's real input: reductions
  *     fold the inputs in rank order 0..n-1; half and bfloat16 are rounded
  *     to nearest even after every multiplication and addition (NCCL's
@@ -32,7 +34,8 @@
  *     send delivers 0xA5 bytes (a receive from and a send to the rank
  *     itself of the very same range is a copy onto itself, and allowed);
  *   - operations are issued at ncclGroupEnd (a call outside a group is a
- *     group of one), on the stream of the group's first operation; sends
+ *     group of one), on the stream of the group's first operation, and run
+ *     on that stream's worker after the call returns; sends
  *     and receives of one group progress together, so pairs never deadlock;
  *   - every pointer range is checked against libcuda's allocation table
  *     (ncclInvalidArgument otherwise): counts and offsets are verified;
@@ -54,12 +57,9 @@
  *   - what real NCCL leaves undefined is refused instead of computed: a
  *     collective whose send and receive ranges overlap other than in its
  *     in-place layout (nccl.h) returns ncclInvalidArgument;
- *   - NCCL_DEBUG=INFO writes NCCL's "Comm config <field> set to <value>"
- *     lines (2.17 and later) to NCCL_DEBUG_FILE (%h, %p expanded, opened
- *     once per process and kept open) or to standard output, as NCCL does;
- *     with TUNING in NCCL_DEBUG_SUBSYS, rank 0 of a communicator adds a
- *     TUNING line per collective in its release's format (2.20 and later),
- *     with the algorithm chosen by a fixed rule (`tuning_line`).
+ *   - NCCL's own variables, log lines, symmetric memory and the node
+ *     layout (GPUSIM_NODE_RANKS) as the release played decides them:
+ *     nccl_env.c and nccl_log.c.
  *
  * Environment (fault switches and knobs):
  *   GPUSIM_NCCL_VERSION=CODE    ncclGetVersion (default NCCL_VERSION_CODE),
@@ -95,6 +95,11 @@
  *                               held up by its host would
  *   GPUSIM_DELAY_RANK=RANK:US   every group RANK issues returns US
  *                               microseconds late (a slow node)
+ *   GPUSIM_DELAY_COLL_RANK=RANK:US
+ *                               every group of RANK with a collective in it
+ *                               returns US microseconds late (a host only
+ *                               collectives see: sends and receives keep
+ *                               their speed)
  *   GPUSIM_DELAY_PAIR=A-B:US    every group with a send or receive between
  *                               A and B returns US microseconds late on
  *                               that end (a slow link)
@@ -113,6 +118,14 @@
  *                               their allocations (-1: none), to check
  *                               where each operation works
  *   GPUSIM_SHM_BYTES=B          channel memory per communicator (16 MiB)
+ *   GPUSIM_NCCL_REQUIRE_REGISTERED=1
+ *                               an operation whose buffers are not
+ *                               registered with its communicator
+ *                               (ncclCommRegister or a window) fails with
+ *                               ncclInvalidUsage: a detector for tests
+ *                               (and `RANK CALL NRANKS` when a communicator
+ *                               is made or freed)
+ *   GPUSIM_NODE_RANKS, GPUSIM_NO_CUDA_P2P: nccl_env.c
  */
 #define _GNU_SOURCE
 #include <nccl.h>
@@ -137,169 +150,17 @@
 #include <unistd.h>
 
 #include "gpusim.h"
+#include "nccl_sim.h"
 
-#define MAX_RANKS 256
 #define ID_MAGIC "GPUSIM-ID"
+/* Channel classes: collectives and point-to-point (the stream's work, on
+ * its worker), and the bootstrap of ncclCommSplit and window registration
+ * (the calling thread), so that neither mixes into the other's bytes. */
+#define CLS_COLL 0
+#define CLS_P2P 1
+#define CLS_BOOT 2
+#define NCLS 3
 #define SEG_MAGIC 0x47505553u
-
-/* ------------------------------------------------------------------ */
-/* The process-wide last error, as NCCL keeps it (ncclLastError). */
-
-static char last_error[1024];
-static pthread_mutex_t last_error_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void warn(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&last_error_lock);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    pthread_mutex_unlock(&last_error_lock);
-    va_end(ap);
-}
-
-/* The NCCL_VERSION_CODE of the release played (GPUSIM_NCCL_VERSION). */
-static int sim_version(void)
-{
-    const char *v = getenv("GPUSIM_NCCL_VERSION");
-    return v && *v ? atoi(v) : NCCL_VERSION_CODE;
-}
-
-/* NCCL's log file (NCCL_DEBUG_FILE, %h the host, %p the pid), opened once
- * per process at the first line and kept open, as NCCL's debug init does
- * (a reader that opened it before collbench removes its name keeps
- * reading what follows); NULL: standard output. NCCL opens it with "w";
- * the simulation appends, so that the processes of a test that share one
- * file keep each other's lines. */
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static FILE *log_file;
-static int log_opened;
-
-static FILE *log_stream(const char *host)
-{
-    pthread_mutex_lock(&log_lock);
-    if (!log_opened) {
-        char path[512] = "";
-        const char *file = getenv("NCCL_DEBUG_FILE");
-        for (size_t i = 0, n = 0; file && file[i] && n + 32 < sizeof path; i++) {
-            if (file[i] == '%' && file[i + 1] == 'h') {
-                n += (size_t)snprintf(path + n, sizeof path - n, "%s", host);
-                i++;
-            } else if (file[i] == '%' && file[i + 1] == 'p') {
-                n += (size_t)snprintf(path + n, sizeof path - n, "%d", (int)getpid());
-                i++;
-            } else {
-                path[n++] = file[i];
-                path[n] = 0;
-            }
-        }
-        log_file = path[0] ? fopen(path, "a") : NULL;
-        log_opened = !path[0] || log_file; /* an unopenable file: tried again at the next line */
-    }
-    FILE *f = log_opened ? (log_file ? log_file : stdout) : NULL;
-    pthread_mutex_unlock(&log_lock);
-    return f;
-}
-
-/* Whether NCCL_DEBUG asks for INFO lines (INFO or TRACE). */
-static int info_on(void)
-{
-    const char *level = getenv("NCCL_DEBUG");
-    return level && (strcasecmp(level, "INFO") == 0 || strcasecmp(level, "TRACE") == 0);
-}
-
-/* NCCL's debug init, at a communicator's creation at the latest: the log
- * file exists (and stays open) from then on, before any line of it. */
-static void debug_init(void)
-{
-    char host[64] = "host";
-    gethostname(host, sizeof host - 1);
-    if (info_on())
-        log_stream(host);
-}
-
-/* NCCL's INFO lines, where NCCL_DEBUG=INFO (or TRACE) asks for them. */
-static void info(const char *fmt, ...)
-{
-    if (!info_on())
-        return;
-    char host[64] = "host";
-    gethostname(host, sizeof host - 1);
-    FILE *f = log_stream(host);
-    if (!f)
-        return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(f, "%s:%d:%d [%d] NCCL INFO %s\n", host, (int)getpid(), (int)syscall(SYS_gettid),
-            gpusim_current_device(), line);
-    fflush(f);
-}
-
-/* Whether NCCL_DEBUG_SUBSYS lets subsystem `name` through, as NCCL's
- * debug init reads it: a comma list, ALL, or `^` before a list to turn
- * those off; unset, INIT and ENV only (2.20 to 2.30). */
-static int subsys_on(const char *name)
-{
-    const char *v = getenv("NCCL_DEBUG_SUBSYS");
-    if (!v)
-        return strcasecmp(name, "INIT") == 0 || strcasecmp(name, "ENV") == 0;
-    int invert = v[0] == '^', listed = 0;
-    char list[256];
-    snprintf(list, sizeof list, "%s", v + invert);
-    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        listed |= strcasecmp(t, name) == 0 || strcasecmp(t, "ALL") == 0;
-    return invert ? !listed : listed;
-}
-
-/* ------------------------------------------------------------------ */
-/* Shared segment and channels */
-
-struct chan {
-    _Atomic uint64_t head; /* bytes written by the sender, ever */
-    _Atomic uint64_t tail; /* bytes consumed by the receiver, ever */
-    uint64_t msg_len;      /* length of the message being sent */
-    uint64_t pad;
-};
-
-struct seg {
-    uint32_t magic;
-    _Atomic uint32_t state; /* 0 new, 1 being set up, 2 ready */
-    uint32_t nranks;
-    uint32_t chunk;
-    _Atomic uint32_t joined;
-    _Atomic uint32_t aborted; /* a rank called ncclCommAbort */
-    _Atomic uint32_t doorbell[MAX_RANKS];
-    /* then 2 * n * n channels, then their chunks */
-};
-
-struct ncclWindow_vidmem; /* nccl.h's ncclWindow_t points to one */
-
-struct ncclComm {
-    int rank, nranks, device;
-    struct seg *seg;
-    size_t seg_bytes;
-    char name[96];
-    int splits;
-    _Atomic int async_err;
-    int blocking;
-    struct ncclWindow_vidmem *windows; /* registered, newest first */
-};
-
-/* A window of ncclCommWindowRegister, on its communicator's list. */
-struct ncclWindow_vidmem {
-    struct ncclWindow_vidmem *next;
-    void *buff;
-    size_t size;
-    int flags;
-};
-
-struct reg {
-    void *buff;
-    size_t size;
-};
 
 static size_t shm_budget(void)
 {
@@ -310,7 +171,7 @@ static size_t shm_budget(void)
 
 static size_t chunk_for(int n)
 {
-    size_t c = shm_budget() / (2 * (size_t)n * (size_t)n);
+    size_t c = shm_budget() / (NCLS * (size_t)n * (size_t)n);
     c &= ~(size_t)63;
     if (c < 4096)
         c = 4096;
@@ -321,7 +182,7 @@ static size_t chunk_for(int n)
 
 static size_t seg_size(int n, size_t chunk)
 {
-    return sizeof(struct seg) + 2 * (size_t)n * (size_t)n * (sizeof(struct chan) + chunk);
+    return sizeof(struct seg) + NCLS * (size_t)n * (size_t)n * (sizeof(struct chan) + chunk);
 }
 
 static struct chan *chan_of(struct ncclComm *c, int cls, int from, int to)
@@ -332,7 +193,7 @@ static struct chan *chan_of(struct ncclComm *c, int cls, int from, int to)
 
 static uint8_t *chunk_of(struct ncclComm *c, int cls, int from, int to)
 {
-    uint8_t *base = (uint8_t *)((struct chan *)(c->seg + 1) + 2 * (size_t)c->nranks * c->nranks);
+    uint8_t *base = (uint8_t *)((struct chan *)(c->seg + 1) + NCLS * (size_t)c->nranks * c->nranks);
     size_t i = ((size_t)cls * c->nranks + (size_t)from) * c->nranks + (size_t)to;
     return base + i * c->seg->chunk;
 }
@@ -356,7 +217,9 @@ static void ring(struct ncclComm *c, int rank)
 
 /* Maps (creating where needed) the segment `name` for `nranks` ranks and
  * waits until every rank has mapped it: NCCL's initialisation is
- * collective. */
+ * collective. Each rank publishes its simulated node (`c->node`), process
+ * and device first, so that all know where every rank is (init.cc's
+ * all-gather of ncclPeerInfo: hostHash, pidHash, nvmlDev). */
 static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int rank)
 {
     size_t chunk = chunk_for(nranks);
@@ -364,19 +227,19 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
     snprintf(c->name, sizeof c->name, "%s", name);
     int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
     if (fd < 0) {
-        warn("gpusim: shm_open %s: %s", name, strerror(errno));
+        sim_error("gpusim: shm_open %s: %s", name, strerror(errno));
         return ncclSystemError;
     }
     struct stat st;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size < bytes && ftruncate(fd, (off_t)bytes) != 0) {
-        warn("gpusim: ftruncate %s to %zu bytes: %s", name, bytes, strerror(errno));
+        sim_error("gpusim: ftruncate %s to %zu bytes: %s", name, bytes, strerror(errno));
         close(fd);
         return ncclSystemError;
     }
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
-        warn("gpusim: mmap %s: %s", name, strerror(errno));
+        sim_error("gpusim: mmap %s: %s", name, strerror(errno));
         return ncclSystemError;
     }
     struct seg *s = p;
@@ -391,7 +254,7 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
     while (atomic_load(&s->state) != 2)
         futex_wait(&s->state, 1, 1000000);
     if (s->magic != SEG_MAGIC || s->nranks != (uint32_t)nranks) {
-        warn("gpusim: rank %d: communicator %s has %u ranks, this rank was told %d", rank, name, s->nranks, nranks);
+        sim_error("gpusim: rank %d: communicator %s has %u ranks, this rank was told %d", rank, name, s->nranks, nranks);
         munmap(p, bytes);
         return ncclInvalidUsage;
     }
@@ -399,6 +262,9 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
     c->seg_bytes = bytes;
     c->rank = rank;
     c->nranks = nranks;
+    atomic_store(&s->node[rank], c->node);
+    atomic_store(&s->pid[rank], (int32_t)getpid());
+    atomic_store(&s->dev[rank], gpusim_physical_device(c->device));
     if (atomic_fetch_add(&s->joined, 1) + 1 == (uint32_t)nranks) {
         shm_unlink(name); /* every rank has it mapped: nothing to leak */
         ring(c, 0);
@@ -410,6 +276,20 @@ static ncclResult_t attach(struct ncclComm *c, const char *name, int nranks, int
         if (atomic_load(&s->joined) >= (uint32_t)nranks)
             break;
         futex_wait(&s->doorbell[rank], bell, 1000000);
+    }
+    /* nNodes, localRanks and localRank as init.cc counts them */
+    c->nnodes = 0;
+    c->local_ranks = 0;
+    c->local_rank = 0;
+    for (int r = 0; r < nranks; r++) {
+        int node = atomic_load(&s->node[r]), seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = atomic_load(&s->node[q]) == node;
+        c->nnodes += !seen;
+        if (node == c->node) {
+            c->local_ranks++;
+            c->local_rank += r < rank;
+        }
     }
     return ncclSuccess;
 }
@@ -493,13 +373,13 @@ static int step(struct ncclComm *c, struct xfer *x, ncclResult_t *err)
         return 0;
     size_t n = (size_t)(head - tail);
     if (x->done == 0 && ch->msg_len != x->len) {
-        warn("gpusim: rank %d receives %zu bytes from rank %d, which sends %llu: counts or types differ", me,
+        sim_error("gpusim: rank %d receives %zu bytes from rank %d, which sends %llu: counts or types differ", me,
              x->len, x->peer, (unsigned long long)ch->msg_len);
         *err = ncclInvalidUsage;
         return 0;
     }
     if (n > x->len - x->done) {
-        warn("gpusim: rank %d: message from rank %d longer than its receive", me, x->peer);
+        sim_error("gpusim: rank %d: message from rank %d longer than its receive", me, x->peer);
         *err = ncclInvalidUsage;
         return 0;
     }
@@ -536,7 +416,7 @@ static ncclResult_t run_batch(struct ncclComm *c, struct batch *b)
         if (!pending)
             return ncclSuccess;
         if (atomic_load(&c->seg->aborted)) {
-            warn("gpusim: rank %d: a peer aborted the communicator", c->rank);
+            sim_error("gpusim: rank %d: a peer aborted the communicator", c->rank);
             return ncclRemoteError;
         }
         if (!moved)
@@ -718,11 +598,17 @@ struct op {
     ncclRedOp_t red;
     int root; /* root or peer */
     cudaStream_t stream;
+    int algo, proto; /* NCCL's choice, for the TUNING line */
 };
 
+/* One issued group: its operations, and what the fault switches name it
+ * by (its issuer's world rank and group number), fixed at issue on the
+ * host thread, since the work runs on the stream's worker. */
 struct job {
     struct op *ops;
     size_t n;
+    int world;
+    long nth;
 };
 
 static __thread int group_depth;
@@ -730,10 +616,8 @@ static __thread struct op *pending;
 static __thread size_t npending, cap_pending;
 static __thread ncclResult_t group_error;
 static __thread int world_rank = -1; /* rank of this thread's first communicator */
-static __thread long groups_issued;
+static __thread long groups_issued;  /* groups this thread issued */
 
-#define CLS_COLL 0
-#define CLS_P2P 1
 
 /* One collective, to completion; inputs are read (sent or staged) before
  * any output is written. */
@@ -898,9 +782,11 @@ static void set_async(struct ncclComm *c, ncclResult_t rc)
 }
 
 static void run_job_inner(struct job *j);
-static void delay_if_asked(void);
+static void delay_if_asked(const struct job *j);
 
 static void delay_rank_or_pair(const struct job *j);
+/* Operations NCCL runs as point-to-point (no ring, no TUNING line). */
+static int is_p2p(enum kind k) { return k == K_SEND || k == K_RECV || k == K_ALLTOALL || k == K_GATHER || k == K_SCATTER; }
 /* GPUSIM_NCCL_GRAPH_CORRUPT: the first byte of every output this rank's
  * operations of `j` wrote is flipped, when they ran in a graph replay. */
 static void corrupt_replayed(struct job *j)
@@ -922,7 +808,7 @@ static void run_job(void *arg)
 {
     run_job_inner(arg);
     corrupt_replayed(arg);
-    delay_if_asked();
+    delay_if_asked(arg);
     delay_rank_or_pair(arg);
 }
 
@@ -931,7 +817,6 @@ static void run_job_inner(struct job *j)
     if (j->n == 0)
         return;
     struct ncclComm *c0 = j->ops[0].comm;
-    groups_issued++;
     /* After an asynchronous error the communicator is unusable: NCCL's
      * kernels for it no longer run, and the error stays (the caller sees it
      * through ncclCommGetAsyncError and aborts). */
@@ -939,13 +824,13 @@ static void run_job_inner(struct job *j)
         if (atomic_load(&j->ops[i].comm->async_err) != ncclSuccess)
             return;
     struct fault f;
-    if (parse_fault("GPUSIM_NCCL_HANG", &f) && f.rank == world_rank && f.nth == groups_issued) {
+    if (parse_fault("GPUSIM_NCCL_HANG", &f) && f.rank == j->world && f.nth == j->nth) {
         gpusim_hang(j->ops[0].stream);
         return;
     }
-    if (parse_fault("GPUSIM_NCCL_ASYNC", &f) && f.rank == world_rank && f.nth == groups_issued) {
-        warn("gpusim: rank %d: injected asynchronous error %d in group %ld (GPUSIM_NCCL_ASYNC)", world_rank, f.code,
-             groups_issued);
+    if (parse_fault("GPUSIM_NCCL_ASYNC", &f) && f.rank == j->world && f.nth == j->nth) {
+        sim_error("gpusim: rank %d: injected asynchronous error %d in group %ld (GPUSIM_NCCL_ASYNC)", j->world, f.code,
+             j->nth);
         set_async(c0, (ncclResult_t)f.code);
         gpusim_hang(j->ops[0].stream); /* the failed kernels never finish */
         return;
@@ -992,10 +877,10 @@ static void run_job_inner(struct job *j)
     }
 }
 
-static void delay_if_asked(void)
+static void delay_if_asked(const struct job *j)
 {
     struct fault f;
-    if (parse_fault("GPUSIM_NCCL_DELAY", &f) && f.rank == world_rank && f.nth == groups_issued)
+    if (parse_fault("GPUSIM_NCCL_DELAY", &f) && f.rank == j->world && f.nth == j->nth)
         usleep((useconds_t)f.code * 1000);
 }
 
@@ -1010,11 +895,20 @@ static void delay_rank_or_pair(const struct job *j)
     long us = 0, v;
     int r, a, b;
     const char *rank = getenv("GPUSIM_DELAY_RANK");
-    if (rank && sscanf(rank, "%d:%ld", &r, &v) == 2 && r == world_rank)
+    if (rank && sscanf(rank, "%d:%ld", &r, &v) == 2 && r == j->world)
         us += v;
+    const char *coll = getenv("GPUSIM_DELAY_COLL_RANK");
+    if (coll && sscanf(coll, "%d:%ld", &r, &v) == 2 && r == j->world) {
+        for (size_t i = 0; i < j->n; i++) {
+            if (!is_p2p(j->ops[i].kind)) {
+                us += v;
+                break;
+            }
+        }
+    }
     const char *pair = getenv("GPUSIM_DELAY_PAIR");
-    if (pair && sscanf(pair, "%d-%d:%ld", &a, &b, &v) == 3 && (world_rank == a || world_rank == b)) {
-        int other = world_rank == a ? b : a;
+    if (pair && sscanf(pair, "%d-%d:%ld", &a, &b, &v) == 3 && (j->world == a || j->world == b)) {
+        int other = j->world == a ? b : a;
         for (size_t i = 0; i < j->n; i++) {
             const struct op *o = &j->ops[i];
             if ((o->kind == K_SEND || o->kind == K_RECV) && o->root == other) {
@@ -1064,11 +958,11 @@ static ncclResult_t injected_in(const char *name, int nranks)
     if (rank < 0 && nranks > 0) {
         /* Every rank fails: write in rank order, lower ranks return first. */
         usleep((useconds_t)me * 100000);
-        warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
+        sim_error("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
         usleep((useconds_t)(nranks - 1 - me) * 100000 + 50000);
         usleep((useconds_t)me * 100000);
     } else {
-        warn("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
+        sim_error("gpusim: rank %d: injected failure of %s (call %ld): %s", me, name, nth, result_text((ncclResult_t)code));
     }
     return (ncclResult_t)code;
 }
@@ -1083,7 +977,7 @@ static ncclResult_t check_range(const char *fn, const char *what, const void *p,
     if (bytes == 0)
         return ncclSuccess;
     if (!p || gpusim_check_range(p, bytes) != 0) {
-        warn("gpusim: %s: %s %p + %zu bytes is not inside one device allocation", fn, what, p, bytes);
+        sim_error("gpusim: %s: %s %p + %zu bytes is not inside one device allocation", fn, what, p, bytes);
         return ncclInvalidArgument;
     }
     return ncclSuccess;
@@ -1122,17 +1016,34 @@ static ncclResult_t check_overlap(const char *fn, const struct op *o, size_t sen
     }
     if (ok)
         return ncclSuccess;
-    warn("gpusim: %s: sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap, but not in-place "
+    sim_error("gpusim: %s: sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap, but not in-place "
          "(%s): NCCL's result is undefined", fn, (const void *)s, send_bytes, (void *)r, recv_bytes, layout);
     return ncclInvalidArgument;
 }
 
-/* GPUSIM_NCCL_TRACE: one line per call, written at once (O_APPEND), so
- * that the lines of threads and processes never mix. */
-static void trace(const char *fn, const struct op *o)
+/* GPUSIM_NCCL_TRACE: append one line, written at once (O_APPEND), so that
+ * the lines of threads and processes never mix. */
+static void trace_line(const char *line, int n)
 {
     const char *path = getenv("GPUSIM_NCCL_TRACE");
-    if (!path || !*path)
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0)
+        return;
+    if (write(fd, line, (size_t)n) != n)
+        sim_error("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
+    close(fd);
+}
+
+static int tracing(void)
+{
+    const char *path = getenv("GPUSIM_NCCL_TRACE");
+    return path && *path;
+}
+
+/* GPUSIM_NCCL_TRACE line of a call that passed its checks. */
+static void trace(const char *fn, const struct op *o)
+{
+    if (!tracing())
         return;
     char line[160], peer[24] = "";
     if (o->kind == K_SEND || o->kind == K_RECV)
@@ -1140,15 +1051,133 @@ static void trace(const char *fn, const struct op *o)
     int n = snprintf(line, sizeof line, "%d %s %lld %lld %zu%s\n", o->comm->rank, fn,
                      o->send ? gpusim_alloc_offset(o->send) : -1LL, o->recv ? gpusim_alloc_offset(o->recv) : -1LL,
                      o->count, peer);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0)
-        return;
-    if (write(fd, line, (size_t)n) != n)
-        warn("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
-    close(fd);
+    trace_line(line, n);
 }
 
 static ncclResult_t issue(void);
+
+/* GPUSIM_NCCL_TRACE line of a communicator's life: `RANK CALL NRANKS`
+ * (ncclCommInitRank*, ncclCommSplit, ncclCommDestroy, ncclCommAbort; RANK
+ * is the rank in that communicator), so that a test sees when each is
+ * made and freed. */
+static void trace_comm(const char *fn, const struct ncclComm *c)
+{
+    if (!tracing())
+        return;
+    char line[96];
+    trace_line(line, snprintf(line, sizeof line, "%d %s %d\n", c->rank, fn, c->nranks));
+}
+
+
+/* The function NCCL_ALGO names an operation by, and its name in the
+ * TUNING line (ncclFuncToString). */
+static enum func func_of(enum kind k, const char **name)
+{
+    switch (k) {
+    case K_ALLREDUCE: *name = "AllReduce"; return F_ALLREDUCE;
+    case K_BROADCAST: *name = "Broadcast"; return F_BROADCAST;
+    case K_REDUCE: *name = "Reduce"; return F_REDUCE;
+    case K_ALLGATHER: *name = "AllGather"; return F_ALLGATHER;
+    case K_REDUCESCATTER: *name = "ReduceScatter"; return F_REDUCESCATTER;
+    default: *name = "SendRecv"; return F_OTHER;
+    }
+}
+
+/* GPUSIM_NCCL_REQUIRE_REGISTERED=1 (a detector, not NCCL's behaviour: NCCL
+ * runs unregistered buffers): every buffer an operation touches must be
+ * registered with its communicator (ncclCommRegister, or a window), else
+ * ncclInvalidUsage, so that a test sees a row that ran on a communicator
+ * its buffers were not registered with. */
+static ncclResult_t check_registered(const char *fn, const struct op *o, const char *what, const void *p, size_t bytes)
+{
+    const char *v = getenv("GPUSIM_NCCL_REQUIRE_REGISTERED");
+    if (!v || strcmp(v, "1") != 0 || bytes == 0)
+        return ncclSuccess;
+    const uint8_t *a = p;
+    for (const struct reg *r = o->comm->regs; r; r = r->next)
+        if (a >= (const uint8_t *)r->buff && a + bytes <= (const uint8_t *)r->buff + r->size)
+            return ncclSuccess;
+    for (const struct ncclWindow_vidmem *w = o->comm->windows; w; w = w->next)
+        if (a >= (const uint8_t *)w->buff && a + bytes <= (const uint8_t *)w->buff + w->size)
+            return ncclSuccess;
+    sim_error("gpusim: %s: %s %p + %zu bytes is not registered with communicator %s (rank %d of %d) "
+         "(GPUSIM_NCCL_REQUIRE_REGISTERED)", fn, what, p, bytes, o->comm->name, o->comm->rank, o->comm->nranks);
+    return ncclInvalidUsage;
+}
+
+/* NCCL's buffers of `conns` connections (NCCL_BUFFSIZE each, 4 MiB by
+ * default: its SIMPLE protocol's), taken from the communicator's device:
+ * 0, or ncclUnhandledCudaError where they do not fit (as NCCL's cudaMalloc
+ * failing). The simulation's model of NCCL's own memory, not NCCL's
+ * figures: the rings take a buffer to the next rank and one from the
+ * previous on each of two channels (16 MiB), a peer two (8 MiB). */
+static ncclResult_t charge(struct ncclComm *c, int conns)
+{
+    long long bytes = (long long)conns * sim_param("NCCL_BUFFSIZE", 1 << 22);
+    if (gpusim_charge(c->device, bytes) != 0) {
+        sim_error("gpusim: rank %d: out of device memory for %d connections of NCCL (%lld bytes)", c->rank, conns,
+                  bytes);
+        return ncclUnhandledCudaError;
+    }
+    c->charged += bytes;
+    return ncclSuccess;
+}
+
+/* The rings, connected once: at init, or with NCCL_RUNTIME_CONNECT (2.22.3
+ * and later, on cuMem) at the first collective (v2.30.7-1
+ * src/init.cc:1552-1573); each of two channels connects to the next rank
+ * and from the previous one. */
+static ncclResult_t connect_rings(struct ncclComm *c)
+{
+    if (c->rings_connected)
+        return ncclSuccess;
+    ncclResult_t rc = c->nranks > 1 ? charge(c, 2 * 2) : ncclSuccess;
+    if (rc != ncclSuccess)
+        return rc;
+    c->rings_connected = 1;
+    log_rings(c);
+    return ncclSuccess;
+}
+
+/* A point-to-point peer, connected at its first use (a send and a receive
+ * buffer, one channel). */
+static ncclResult_t connect_peer(struct ncclComm *c, int peer)
+{
+    if (peer == c->rank || c->p2p_connected[peer])
+        return ncclSuccess;
+    ncclResult_t rc = charge(c, 2);
+    if (rc != ncclSuccess)
+        return rc;
+    c->p2p_connected[peer] = 1;
+    log_p2p_connect(c, peer);
+    return ncclSuccess;
+}
+
+/* What a group needs and NCCL writes as it is issued (host thread, in
+ * order): a collective's rings where NCCL_RUNTIME_CONNECT deferred them
+ * and rank 0's TUNING line; a point-to-point peer's connection at its
+ * first use. */
+static ncclResult_t connect_issued(const struct job *j)
+{
+    ncclResult_t rc = ncclSuccess;
+    for (size_t i = 0; i < j->n && rc == ncclSuccess; i++) {
+        struct op *o = &j->ops[i];
+        struct ncclComm *c = o->comm;
+        if (o->kind == K_SEND || o->kind == K_RECV) {
+            rc = connect_peer(c, o->root);
+        } else if (is_p2p(o->kind)) {
+            for (int p = 0; p < c->nranks && rc == ncclSuccess; p++)
+                rc = connect_peer(c, p);
+        } else {
+            const char *name;
+            func_of(o->kind, &name);
+            rc = connect_rings(c);
+            if (rc == ncclSuccess)
+                log_tuning(c, name, o->count * type_size(o->type), o->algo, o->proto);
+        }
+    }
+    return rc;
+}
 
 /* Checks an operation and adds it to the thread's group; outside a group
  * it is issued at once. */
@@ -1158,23 +1187,31 @@ static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t 
     if (rc != ncclSuccess)
         return rc;
     if (!o.comm) {
-        warn("gpusim: %s: NULL communicator", fn);
+        sim_error("gpusim: %s: NULL communicator", fn);
         return ncclInvalidArgument;
     }
     if (type_size(o.type) == 0 || (unsigned)o.red > (unsigned)ncclAvg) {
-        warn("gpusim: %s: invalid datatype %d or operation %d", fn, (int)o.type, (int)o.red);
+        sim_error("gpusim: %s: invalid datatype %d or operation %d", fn, (int)o.type, (int)o.red);
         return ncclInvalidArgument;
     }
     if (o.root < 0 || o.root >= o.comm->nranks) {
-        warn("gpusim: %s: root or peer %d outside 0..%d", fn, o.root, o.comm->nranks - 1);
+        sim_error("gpusim: %s: root or peer %d outside 0..%d", fn, o.root, o.comm->nranks - 1);
         return ncclInvalidArgument;
     }
     if (o.count == 0)
         return ncclSuccess;
     if ((rc = check_range(fn, "sendbuff", o.send, send_bytes)) != ncclSuccess ||
         (rc = check_range(fn, "recvbuff", o.recv, recv_bytes)) != ncclSuccess ||
-        (rc = check_overlap(fn, &o, send_bytes, recv_bytes)) != ncclSuccess)
+        (rc = check_overlap(fn, &o, send_bytes, recv_bytes)) != ncclSuccess ||
+        (rc = check_registered(fn, &o, "sendbuff", o.send, send_bytes)) != ncclSuccess ||
+        (rc = check_registered(fn, &o, "recvbuff", o.recv, recv_bytes)) != ncclSuccess)
         return rc;
+    if (!is_p2p(o.kind)) {
+        const char *name;
+        enum func f = func_of(o.kind, &name);
+        if ((rc = sim_algo_proto(f, o.type, o.count * type_size(o.type), &o.algo, &o.proto)) != ncclSuccess)
+            return rc;
+    }
     trace(fn, &o);
     if (npending == cap_pending) {
         size_t cap = cap_pending ? 2 * cap_pending : 16;
@@ -1190,39 +1227,6 @@ static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t 
     return ncclSuccess;
 }
 
-/* The TUNING line real NCCL's rank 0 of a communicator prints for each
- * collective it schedules (src/enqueue.cc), in the format of the release
- * played (none on a communicator of one rank, which NCCL serves with a
- * copy, nor before 2.20); `%ld Bytes -> Algo %d proto %d time %f` in
- * 2.20 to 2.22, with `%s: ` (the function) before it in 2.23; from 2.24
- * `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}`. The
- * simulation's choice, a documented rule and no model of NCCL's tuner:
- * all-reduce of 64 KiB or less runs Tree, anything else Ring; protocol LL
- * up to 64 KiB, LL128 up to 1 MiB, Simple above; 1 channel up to 64 KiB,
- * else 2. The bytes are count x element size (2.24's; earlier releases
- * count otherwise), the time a made-up estimate. */
-static void tuning_line(const struct op *o)
-{
-    static const char *const funcs[] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter"};
-    static const char *const algos[] = {"TREE", "RING"}, *const protos[] = {"LL", "LL128", "SIMPLE"};
-    int v = sim_version();
-    if (o->kind > K_REDUCESCATTER || o->comm->rank != 0 || o->comm->nranks == 1 || v < NCCL_VERSION(2, 20, 0) ||
-        !subsys_on("TUNING"))
-        return; /* one rank: NCCL copies (ncclLaunchOneRank), choosing nothing */
-    long bytes = (long)(o->count * type_size(o->type));
-    int algo = o->kind == K_ALLREDUCE && bytes <= 65536 ? 0 : 1; /* NCCL_ALGO_TREE 0, RING 1 */
-    int proto = bytes <= 65536 ? 0 : bytes <= 1048576 ? 1 : 2;  /* NCCL_PROTO_LL 0, LL128 1, SIMPLE 2 */
-    int hi = bytes <= 65536 ? 0 : 1;
-    double time = 5.0 + (double)bytes / 1e4;
-    if (v < NCCL_VERSION(2, 23, 0))
-        info("%ld Bytes -> Algo %d proto %d time %f", bytes, algo, proto, time);
-    else if (v < NCCL_VERSION(2, 24, 0))
-        info("%s: %ld Bytes -> Algo %d proto %d time %f", funcs[o->kind], bytes, algo, proto, time);
-    else
-        info("%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}", funcs[o->kind], bytes, algos[algo],
-             protos[proto], 0, hi);
-}
-
 /* Issues the thread's pending operations as one job on the stream of the
  * first (ncclGroupEnd). */
 static ncclResult_t issue(void)
@@ -1231,8 +1235,6 @@ static ncclResult_t issue(void)
     npending = 0;
     if (n == 0)
         return ncclSuccess;
-    for (size_t i = 0; i < n; i++)
-        tuning_line(&pending[i]);
     struct job *j = malloc(sizeof *j);
     struct op *ops = malloc(n * sizeof *ops);
     if (!j || !ops) {
@@ -1241,10 +1243,15 @@ static ncclResult_t issue(void)
         return ncclSystemError;
     }
     memcpy(ops, pending, n * sizeof *ops);
-    *j = (struct job){ops, n};
+    *j = (struct job){ops, n, ops[0].comm->world, ++groups_issued};
+    ncclResult_t connected = connect_issued(j);
+    if (connected != ncclSuccess) {
+        free_job(j);
+        return connected;
+    }
     int rc = gpusim_enqueue(ops[0].stream, run_job, j, free_job);
     if (rc != 0) {
-        warn("gpusim: the stream refused the work (CUDA error %d)", rc);
+        sim_error("gpusim: the stream refused the work (CUDA error %d)", rc);
         return ncclUnhandledCudaError;
     }
     return ncclSuccess;
@@ -1263,7 +1270,7 @@ ncclResult_t ncclGroupEnd(void)
 {
     ncclResult_t rc = injected("ncclGroupEnd", NULL);
     if (group_depth <= 0) {
-        warn("gpusim: ncclGroupEnd without ncclGroupStart");
+        sim_error("gpusim: ncclGroupEnd without ncclGroupStart");
         return ncclInvalidUsage;
     }
     if (--group_depth > 0)
@@ -1285,7 +1292,7 @@ static ncclResult_t grouped(ncclResult_t rc)
     return rc;
 }
 
-#define OP(...) ((struct op){__VA_ARGS__})
+#define OP(...) ((struct op){__VA_ARGS__, 0, 0})
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
@@ -1414,20 +1421,57 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
     return ncclSuccess;
 }
 
-static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, int rank, int blocking)
+static void detach(struct ncclComm *c);
+
+/* NCCL_COMM_BLOCKING over the configuration's blocking: from 2.17 the
+ * variable, 0 or 1, wins (v2.18.3-1 src/init.cc:1406-1408, v2.30.7-1
+ * src/init.cc:1998-1999); 2.14-2.16 apply 1 only and warn about other
+ * values than 0 and 1 (v2.16.5-1 src/init.cc:1311-1315). */
+static int env_blocking(int blocking)
 {
-    debug_init();
+    long long env = sim_param("NCCL_COMM_BLOCKING", sim_version() < 21700 ? 0 : NCCL_CONFIG_UNDEF_INT);
+    if (sim_version() < 21700)
+        return env == 1 ? 1 : blocking;
+    return env == 0 || env == 1 ? (int)env : blocking;
+}
+
+/* A non-blocking communicator's creation returns ncclInProgress (nccl.h);
+ * here the communicator is ready at once, and ncclCommGetAsyncError says
+ * ncclSuccess from then on. Blocking ones return ncclSuccess. */
+static ncclResult_t started(const struct ncclComm *c) { return c->blocking ? ncclSuccess : ncclInProgress; }
+
+/* The end of a communicator's making (`fn`; a split names its parent,
+ * colour and key): its symmetric memory, its lines, its rings where NCCL
+ * connects them at once; freed where they do not fit. */
+static ncclResult_t ready(struct ncclComm *c, const char *fn, const struct ncclComm *parent, int color, int key)
+{
+    ncclResult_t rc;
+    c->symmetric = sim_symmetric_support(c);
+    log_init_start(c);
+    if (!sim_runtime_connect() && (rc = connect_rings(c)) != ncclSuccess) {
+        detach(c);
+        return rc;
+    }
+    log_init_complete(c, fn, parent, color, key);
+    trace_comm(fn, c);
+    return ncclSuccess;
+}
+
+static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, int rank, int blocking,
+                              const char *fn)
+{
+    sim_debug_init();
     if (!newcomm || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
-        warn("gpusim: ncclCommInitRank: rank %d of %d is invalid (at most %d ranks)", rank, nranks, MAX_RANKS);
+        sim_error("gpusim: ncclCommInitRank: rank %d of %d is invalid (at most %d ranks)", rank, nranks, MAX_RANKS);
         return ncclInvalidArgument;
     }
     if (memcmp(id.internal, ID_MAGIC, sizeof ID_MAGIC) != 0) {
-        warn("gpusim: ncclCommInitRank: the unique id was not made by this library");
+        sim_error("gpusim: ncclCommInitRank: the unique id was not made by this library");
         return ncclInvalidArgument;
     }
     int dev = gpusim_current_device();
     if (dev < 0) {
-        warn("gpusim: ncclCommInitRank: no current CUDA context");
+        sim_error("gpusim: ncclCommInitRank: no current CUDA context");
         return ncclUnhandledCudaError;
     }
     char name[96] = "/gpusim-";
@@ -1437,7 +1481,10 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
     if (!c)
         return ncclSystemError;
     c->device = dev;
-    c->blocking = blocking;
+    c->blocking = env_blocking(blocking);
+    c->world = world_rank >= 0 ? world_rank : rank;
+    c->node = sim_node_of(c->world);
+    memcpy(&c->comm_id, id.internal + 16, sizeof c->comm_id);
     ncclResult_t rc = attach(c, name, nranks, rank);
     if (rc != ncclSuccess) {
         free(c);
@@ -1445,8 +1492,16 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
     }
     if (world_rank < 0)
         world_rank = rank;
+    /* what init reads of NCCL_NET, NCCL_ALGO and NCCL_PROTO; every rank
+     * of the communicator reads the same and refuses alike */
+    if ((rc = sim_check_init_env()) != ncclSuccess) {
+        detach(c);
+        return rc;
+    }
+    if ((rc = ready(c, fn, NULL, 0, 0)) != ncclSuccess)
+        return rc;
     *newcomm = c;
-    return ncclSuccess;
+    return started(c);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId, int rank)
@@ -1456,7 +1511,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId comm
     ncclResult_t rc = injected_in("ncclCommInitRank", nranks);
     if (rc != ncclSuccess)
         return rc;
-    return init_rank(newcomm, nranks, commId, rank, 1);
+    log_version(rank);
+    return init_rank(newcomm, nranks, commId, rank, 1, "ncclCommInitRank");
 }
 
 /* ncclConfig_t as each release reads it (its init.cc, 2.14.3 to 2.30.7).
@@ -1513,7 +1569,8 @@ static const struct field {
     {"nvlinkCentricSched", offsetof(ncclConfig_t, nvlinkCentricSched), 22800, R_BOOL},
     {"graphUsageMode", offsetof(ncclConfig_t, graphUsageMode), 22900, R_MODE},
     {"numRmaCtx", offsetof(ncclConfig_t, numRmaCtx), 22900, R_NONNEG},
-    {"maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers), 23004, R_POS},
+    /* checked from the first 2.30 release (v2.30.3-1 src/init.cc:2265-2266) */
+    {"maxP2pPeers", offsetof(ncclConfig_t, maxP2pPeers), 23000, R_POS},
     {"graphStreamOrdering", offsetof(ncclConfig_t, graphStreamOrdering), 23005, R_BOOL},
 };
 
@@ -1546,13 +1603,13 @@ static ncclResult_t check_config(const char *fn, const ncclConfig_t *config, int
     size_t n = config->size < config_bytes(v) ? config->size : config_bytes(v);
     memcpy(&c, config, n < sizeof c ? n : sizeof c);
     if (c.magic != NCCL_API_MAGIC) {
-        warn("gpusim: %s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER", fn);
+        sim_error("gpusim: %s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER", fn);
         return ncclInvalidArgument;
     }
     if (v < 21700) {
         /* 2.14-2.16 know one attribute, and only its two values */
         if (c.blocking != 0 && c.blocking != 1) {
-            warn("gpusim: %s: Invalid config blocking attribute value %d (NCCL %d)", fn, c.blocking, v);
+            sim_error("gpusim: %s: Invalid config blocking attribute value %d (NCCL %d)", fn, c.blocking, v);
             return ncclInvalidArgument;
         }
         *blocking = c.blocking;
@@ -1583,30 +1640,22 @@ static ncclResult_t check_config(const char *fn, const ncclConfig_t *config, int
         if (v < f->since || x == undef)
             continue;
         if (!field_ok(f->rule, x)) {
-            warn("gpusim: %s: Invalid config %s attribute value %d (NCCL %d)", fn, f->name, x, v);
+            sim_error("gpusim: %s: Invalid config %s attribute value %d (NCCL %d)", fn, f->name, x, v);
             return ncclInvalidArgument;
         }
     }
     if (c.minCTAs != undef && c.maxCTAs != undef && c.minCTAs > c.maxCTAs) {
-        warn("gpusim: %s: Invalid config min/max channels attribute value %d/%d", fn, c.minCTAs, c.maxCTAs);
+        sim_error("gpusim: %s: Invalid config min/max channels attribute value %d/%d", fn, c.minCTAs, c.maxCTAs);
         return ncclInvalidArgument;
     }
+    /* NCCL_CONFIG_DEFAULT: an ENV line per attribute set (v2.30.7-1
+     * src/init.cc:1970-1975) */
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         int x = *field_of(&c, &fields[i]);
         if (v >= fields[i].since && x != undef)
-            info("Comm config %s set to %d", fields[i].name, x);
+            sim_info(SUB_ENV, "Comm config %s set to %d", fields[i].name, x);
     }
     *blocking = c.blocking == undef ? 1 : c.blocking;
-    return ncclSuccess;
-}
-
-/* Non-blocking communicators (ncclInProgress, polling) are not simulated. */
-static ncclResult_t only_blocking(const char *fn, int blocking)
-{
-    if (blocking == 0) {
-        warn("gpusim: %s: non-blocking communicators are not simulated", fn);
-        return ncclInvalidUsage;
-    }
     return ncclSuccess;
 }
 
@@ -1618,12 +1667,12 @@ static ncclResult_t impl_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
     ncclResult_t rc = injected_in("ncclCommInitRankConfig", nranks);
     int blocking = 1;
     if (rc == ncclSuccess)
-        rc = check_config("ncclCommInitRankConfig", config, &blocking);
+        log_version(rank);
     if (rc == ncclSuccess)
-        rc = only_blocking("ncclCommInitRankConfig", blocking);
+        rc = check_config("ncclCommInitRankConfig", config, &blocking);
     if (rc != ncclSuccess)
         return rc;
-    return init_rank(comm, nranks, commId, rank, blocking);
+    return init_rank(comm, nranks, commId, rank, blocking, "ncclCommInitRankConfig");
 }
 
 static void detach(struct ncclComm *c)
@@ -1635,6 +1684,12 @@ static void detach(struct ncclComm *c)
         c->windows = w->next;
         free(w);
     }
+    while (c->regs) {
+        struct reg *r = c->regs;
+        c->regs = r->next;
+        free(r);
+    }
+    gpusim_charge(c->device, -c->charged);
     if (c->seg)
         munmap(c->seg, c->seg_bytes);
     free(c);
@@ -1647,6 +1702,10 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
         return rc;
     if (!comm)
         return ncclInvalidArgument;
+    /* NCCL flushes what was issued on the communicator first (nccl.h:
+     * ncclCommDestroy finalizes a communicator not finalized yet) */
+    gpusim_drain_device(comm->device);
+    trace_comm("ncclCommDestroy", comm);
     detach(comm);
     return ncclSuccess;
 }
@@ -1658,7 +1717,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm)
     atomic_store(&comm->seg->aborted, 1);
     for (int r = 0; r < comm->nranks; r++)
         ring(comm, r);
-    detach(comm);
+    /* without waiting for peers: where work is still queued on the
+     * device (it fails at the abort), the communicator is left behind
+     * rather than freed under it */
+    trace_comm("ncclCommAbort", comm);
+    if (!gpusim_device_busy(comm->device))
+        detach(comm);
     return ncclSuccess;
 }
 
@@ -1727,11 +1791,11 @@ const char *ncclGetErrorString(ncclResult_t result) { return result_text(result)
 static const char *impl_ncclGetLastError(ncclComm_t comm)
 {
     (void)comm; /* NCCL's buffer is process-wide, whatever comm is */
-    return last_error;
+    return last_error_text();
 }
 
 /* Every parent rank learns every (color, key): an all-gather over the
- * parent's collective channels, on the calling thread. */
+ * parent's bootstrap channels, on the calling thread. */
 static ncclResult_t exchange_split(struct ncclComm *c, int color, int key, int *all)
 {
     int mine[2] = {color, key};
@@ -1740,8 +1804,8 @@ static ncclResult_t exchange_split(struct ncclComm *c, int color, int key, int *
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank)
             continue;
-        fail |= batch_add(&b, p, CLS_COLL, 1, mine, sizeof mine);
-        fail |= batch_add(&b, p, CLS_COLL, 0, all + 2 * p, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 1, mine, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 0, all + 2 * p, sizeof mine);
     }
     all[2 * c->rank] = color;
     all[2 * c->rank + 1] = key;
@@ -1756,8 +1820,6 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     int blocking = comm ? comm->blocking : 1;
     if (rc == ncclSuccess && config)
         rc = check_config("ncclCommSplit", config, &blocking);
-    if (rc == ncclSuccess)
-        rc = only_blocking("ncclCommSplit", blocking);
     if (rc != ncclSuccess)
         return rc;
     if (!comm || !newcomm)
@@ -1788,14 +1850,19 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     char name[96];
     snprintf(name, sizeof name, "%.60s-s%d-c%d", comm->name, seq, color);
     c->device = comm->device;
-    c->blocking = blocking;
+    c->blocking = env_blocking(blocking);
+    c->world = comm->world;
+    c->node = comm->node;
+    memcpy(&c->comm_id, name + strlen(name) - sizeof c->comm_id, sizeof c->comm_id);
     rc = attach(c, name, size, rank);
     if (rc != ncclSuccess) {
         free(c);
         return rc;
     }
+    if ((rc = ready(c, "ncclCommSplit", comm, color, key)) != ncclSuccess)
+        return rc;
     *newcomm = c;
-    return ncclSuccess;
+    return started(c);
 }
 
 static ncclResult_t impl_ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
@@ -1810,15 +1877,26 @@ static ncclResult_t impl_ncclCommRegister(const ncclComm_t comm, void *buff, siz
     struct reg *r = malloc(sizeof *r);
     if (!r)
         return ncclSystemError;
-    *r = (struct reg){buff, size};
+    *r = (struct reg){comm->regs, buff, size};
+    comm->regs = r;
     *handle = r;
     return ncclSuccess;
 }
 
+/* A handle not registered with this communicator: "Deregister: Could not
+ * find handle", ncclInvalidUsage (v2.27.7-1 src/register/register.cc:152). */
 static ncclResult_t impl_ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
     if (!comm || !handle)
         return ncclInvalidArgument;
+    struct reg **at = &comm->regs;
+    while (*at && *at != handle)
+        at = &(*at)->next;
+    if (!*at) {
+        sim_error("gpusim: ncclCommDeregister: handle %p is not registered with this communicator", handle);
+        return ncclInvalidUsage;
+    }
+    *at = (*at)->next;
     free(handle);
     return ncclSuccess;
 }
@@ -1853,7 +1931,7 @@ static ncclResult_t impl_ncclMemAlloc(void **ptr, size_t size)
     if (!ptr)
         return ncclInvalidArgument;
     if (gpusim_alloc(ptr, size ? size : 1) != 0) {
-        warn("gpusim: ncclMemAlloc of %zu bytes: out of device memory", size);
+        sim_error("gpusim: ncclMemAlloc of %zu bytes: out of device memory", size);
         return ncclUnhandledCudaError;
     }
     pthread_mutex_lock(&mem_blocks_lock);
@@ -1892,18 +1970,11 @@ static ncclResult_t impl_ncclMemFree(void *ptr)
  * FLAGS` (the buffer's offset inside its allocation). */
 static void trace_window(const char *fn, const struct ncclComm *comm, const struct ncclWindow_vidmem *w)
 {
-    const char *path = getenv("GPUSIM_NCCL_TRACE");
-    if (!path || !*path)
+    if (!tracing())
         return;
     char line[160];
-    int n = snprintf(line, sizeof line, "%d %s %lld -1 %zu %d\n", comm->rank, fn, gpusim_alloc_offset(w->buff),
-                     w->size, w->flags);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0)
-        return;
-    if (write(fd, line, (size_t)n) != n)
-        warn("gpusim: GPUSIM_NCCL_TRACE %s: short write", path);
-    close(fd);
+    trace_line(line, snprintf(line, sizeof line, "%d %s %lld -1 %zu %d\n", comm->rank, fn,
+                              gpusim_alloc_offset(w->buff), w->size, w->flags));
 }
 
 /* The collective step of a window call: every rank of `comm` learns every
@@ -1922,8 +1993,8 @@ static ncclResult_t window_collective(const char *fn, struct ncclComm *c, size_t
     for (int p = 0; p < c->nranks; p++) {
         if (p == c->rank)
             continue;
-        fail |= batch_add(&b, p, CLS_COLL, 1, mine, sizeof mine);
-        fail |= batch_add(&b, p, CLS_COLL, 0, all + 2 * p, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 1, mine, sizeof mine);
+        fail |= batch_add(&b, p, CLS_BOOT, 0, all + 2 * p, sizeof mine);
     }
     all[2 * c->rank] = mine[0];
     all[2 * c->rank + 1] = mine[1];
@@ -1931,7 +2002,7 @@ static ncclResult_t window_collective(const char *fn, struct ncclComm *c, size_t
     free(b.x);
     for (int p = 0; rc == ncclSuccess && p < c->nranks; p++) {
         if (all[2 * p] != mine[0] || all[2 * p + 1] != mine[1]) {
-            warn("gpusim: %s: rank %d passes %llu bytes (flags %llu), rank %d %llu bytes (flags %llu): every rank "
+            sim_error("gpusim: %s: rank %d passes %llu bytes (flags %llu), rank %d %llu bytes (flags %llu): every rank "
                  "of the communicator must pass the same size and flags",
                  fn, c->rank, (unsigned long long)mine[0], (unsigned long long)mine[1], p,
                  (unsigned long long)all[2 * p], (unsigned long long)all[2 * p + 1]);
@@ -1942,8 +2013,29 @@ static ncclResult_t window_collective(const char *fn, struct ncclComm *c, size_t
     return rc;
 }
 
+/* Whether ncclCommWindowRegister of the release played returns success
+ * and no window on `comm` (before any collective step):
+ *   2.27: where NCCL_LOCAL_REGISTER=0 or cuMem is off (v2.27.7-1
+ *     src/register/register.cc:207-209);
+ *   2.28: where neither symmetric memory nor local registration is
+ *     (v2.28.9-1 src/dev_runtime.cc:902);
+ *   2.29 and later: where the communicator has no symmetric memory
+ *     (v2.29.7-1 src/dev_runtime.cc:1076-1078, v2.30.7-1
+ *     src/dev_runtime.cc:1342-1344). */
+static int no_window(const struct ncclComm *comm)
+{
+    int v = sim_version(), local = sim_param("NCCL_LOCAL_REGISTER", 1) != 0;
+    if (v < 22800)
+        return !local || !sim_cumem();
+    if (v < 22900)
+        return !(comm->symmetric || local);
+    return !comm->symmetric;
+}
+
 /* NCCL 2.27's symmetric registration: `buff .. buff + size` of memory from
- * ncclMemAlloc, collectively, with NCCL_WIN_* flags. */
+ * ncclMemAlloc, collectively, with NCCL_WIN_* flags; no window where the
+ * release makes none (`no_window`); on 2.28 without symmetric memory, the
+ * local registration as the window. */
 static ncclResult_t impl_ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
                                                 int winFlags)
 {
@@ -1951,26 +2043,28 @@ static ncclResult_t impl_ncclCommWindowRegister(ncclComm_t comm, void *buff, siz
     if (rc != ncclSuccess)
         return rc;
     if (!comm || !win || !buff || size == 0) {
-        warn("gpusim: ncclCommWindowRegister: NULL communicator, window or buffer, or zero size");
+        sim_error("gpusim: ncclCommWindowRegister: NULL communicator, window or buffer, or zero size");
         return ncclInvalidArgument;
     }
     *win = NULL;
     const int known = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING;
     if (winFlags & ~known) {
-        warn("gpusim: ncclCommWindowRegister: flags 0x%x: only NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC and "
+        sim_error("gpusim: ncclCommWindowRegister: flags 0x%x: only NCCL_WIN_DEFAULT, NCCL_WIN_COLL_SYMMETRIC and "
              "NCCL_WIN_STRICT_ORDERING are simulated", winFlags);
         return ncclInvalidArgument;
     }
     if ((rc = check_range("ncclCommWindowRegister", "buff", buff, size)) != ncclSuccess)
         return rc;
     if (!from_mem_alloc(buff, size)) {
-        warn("gpusim: ncclCommWindowRegister: buff %p + %zu bytes was not allocated by ncclMemAlloc, which "
+        sim_error("gpusim: ncclCommWindowRegister: buff %p + %zu bytes was not allocated by ncclMemAlloc, which "
              "window registration requires", buff, size);
         return ncclInvalidArgument;
     }
+    if (no_window(comm))
+        return ncclSuccess;
     for (struct ncclWindow_vidmem *w = comm->windows; w; w = w->next) {
         if (w->buff == buff) {
-            warn("gpusim: ncclCommWindowRegister: buff %p is already a window of this communicator", buff);
+            sim_error("gpusim: ncclCommWindowRegister: buff %p is already a window of this communicator", buff);
             return ncclInvalidUsage;
         }
     }
@@ -1979,7 +2073,7 @@ static ncclResult_t impl_ncclCommWindowRegister(ncclComm_t comm, void *buff, siz
     struct ncclWindow_vidmem *w = malloc(sizeof *w);
     if (!w)
         return ncclSystemError;
-    *w = (struct ncclWindow_vidmem){comm->windows, buff, size, winFlags};
+    *w = (struct ncclWindow_vidmem){comm->windows, buff, size, winFlags, !comm->symmetric};
     comm->windows = w;
     trace_window("ncclCommWindowRegister", comm, w);
     *win = w;
@@ -1992,14 +2086,18 @@ static ncclResult_t impl_ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t 
     if (rc != ncclSuccess)
         return rc;
     if (!comm) {
-        warn("gpusim: ncclCommWindowDeregister: NULL communicator");
+        sim_error("gpusim: ncclCommWindowDeregister: NULL communicator");
         return ncclInvalidArgument;
     }
+    /* a NULL window returns at once (v2.27.7-1
+     * src/register/register.cc:261, v2.29.7-1 src/dev_runtime.cc:1116) */
+    if (!win)
+        return ncclSuccess;
     struct ncclWindow_vidmem **at = &comm->windows;
     while (*at && *at != win)
         at = &(*at)->next;
-    if (!win || !*at) {
-        warn("gpusim: ncclCommWindowDeregister: window %p is not registered with this communicator", (void *)win);
+    if (!*at) {
+        sim_error("gpusim: ncclCommWindowDeregister: window %p is not registered with this communicator", (void *)win);
         return ncclInvalidArgument;
     }
     if ((rc = window_collective("ncclCommWindowDeregister", comm, win->size, win->flags)) != ncclSuccess)

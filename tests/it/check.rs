@@ -11,7 +11,8 @@
 //! python3-prometheus-client), in a directory or a file, refused before
 //! anything is measured when it cannot be written; the `--on-fail` hook,
 //! printed and run; bad profiles refused in one line naming the file and
-//! line.
+//! line; a rank without the profile's plugin environment leaves its checks
+//! not judged.
 // Without MPI only the helpers build.
 #![cfg_attr(not(feature = "mpi"), allow(dead_code, unused_imports))]
 
@@ -376,6 +377,101 @@ fn tcp_forced_inside_a_node_fails_it_by_name_in_every_file_and_the_hook() {
         parts[2].starts_with("node-all-reduce-4k fail: the ranks took ob1/tcp"),
         "{got}"
     );
+}
+
+/// A profile whose thresholds need a plugin environment (`[plugin]`, line
+/// 4), with a floor any run clears.
+const PLUGIN_PROFILE: &str = r#"name = "plugin-test"
+description = "a floor any run clears, measured with the TestNet plugin"
+
+[plugin]
+name = "TestNet"
+source = "this test"
+env = ["COLLBENCH_TEST_PLUGIN=on"]
+
+[[check]]
+name = "job-all-reduce-4k"
+scope = "job"
+collective = "all_reduce"
+size = "4K"
+iters = 5
+samples = 5
+fail_below = { value = 1e-6, source = "a floor any run clears" }
+"#;
+
+/// A rank without the profile's plugin environment (docs/check.md): its
+/// figures come from another network stack, so the checks with fixed
+/// thresholds on its groups are measured but not judged (exit 9), the
+/// reason naming the rank and what it lacks; where every rank has it they
+/// are judged. On the memory backend's threads every rank has it or none
+/// does; under mpirun rank 1 alone has another value (two app contexts).
+#[cfg(feature = "mpi")]
+#[test]
+fn a_rank_without_the_profiles_plugin_environment_leaves_its_checks_not_judged() {
+    let dir = tempdir();
+    let profile = dir.path().join("plugin.toml");
+    std::fs::write(&profile, PLUGIN_PROFILE).unwrap();
+    let args = |out: &str| {
+        let out_dir = dir.path().join(out);
+        vec![
+            "check".to_string(),
+            "--profile".into(),
+            path_str(&profile).into(),
+            "--out".into(),
+            path_str(&out_dir).into(),
+        ]
+    };
+    let threads = |out: &str, plugin: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args(out)).args(["--backend", "memory", "-g", "2"]);
+        match plugin {
+            Some(v) => cmd.env("COLLBENCH_TEST_PLUGIN", v),
+            None => cmd.env_remove("COLLBENCH_TEST_PLUGIN"),
+        };
+        output_of(cmd)
+    };
+    let not_judged = |out: &Output, rank: usize, lacks: &str| {
+        assert_eq!(code(out), 9, "{}", show(out));
+        let text = stdout(out);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("  job-all-reduce-4k "))
+            .unwrap_or_default();
+        assert!(
+            row.contains(" NOT JUDGED ") && row.ends_with("  not judged: no plugin"),
+            "{text}"
+        );
+        let why = format!(
+            "rank {rank}: {}:4: its thresholds were measured with the TestNet plugin environment (this test), \
+             which this rank lacks: {lacks}",
+            path_str(&profile)
+        );
+        assert!(text.contains(&why), "{why}\n{text}");
+        assert!(
+            text.contains("# checks : 0 passed, 0 warned, 0 failed, 0 flaky, 1 not judged"),
+            "{text}"
+        );
+    };
+    not_judged(&threads("none", None), 0, "COLLBENCH_TEST_PLUGIN unset");
+    let out = threads("all", Some("on"));
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    assert!(stdout(&out).contains("# checks : 1 passed"), "{}", show(&out));
+    // rank 0 has it, rank 1 another value
+    let mut cmd = Command::new("mpirun");
+    let mpi = [&args("mpirun")[..], &["--backend".to_string(), "mpi".to_string()]].concat();
+    cmd.args(["--oversubscribe", "-np", "1", "env", "COLLBENCH_TEST_PLUGIN=on", BIN])
+        .args(&mpi)
+        .args([":", "-np", "1", "env", "COLLBENCH_TEST_PLUGIN=off", BIN])
+        .args(&mpi);
+    if is_root() {
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    let out = output_of(cmd);
+    not_judged(&out, 1, "COLLBENCH_TEST_PLUGIN=off where it needs on");
+    let launch = json(&dir.path().join("mpirun").join("check.json"));
+    assert_eq!(launch["verdicts"][0]["status"], "not_judged", "{launch}");
+    assert_eq!(launch["exit_code"], 9, "{launch}");
 }
 
 /// A bad profile is one line naming its file and line, and nothing is

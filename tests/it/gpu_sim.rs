@@ -43,7 +43,7 @@ pub(crate) fn sim_env(dir: &Path, devices: usize) -> Vec<(String, String)> {
 }
 
 /// `collbench ARGS` on `devices` simulated GPUs with `extra` environment.
-fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("NCCL_HOME")
@@ -59,7 +59,7 @@ fn sim_run(dir: &Path, devices: usize, extra: &[(&str, &str)], args: &[&str]) ->
 /// `mpirun -np N collbench ARGS` on N simulated GPUs (mpirun hands its
 /// environment to the ranks it starts on this host).
 #[cfg(feature = "mpi")]
-fn sim_mpirun(dir: &Path, np: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) fn sim_mpirun(dir: &Path, np: usize, extra: &[(&str, &str)], args: &[&str]) -> Output {
     let env = sim_env(dir, np);
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     all.extend_from_slice(extra);
@@ -70,7 +70,7 @@ fn sim_mpirun(dir: &Path, np: usize, extra: &[(&str, &str)], args: &[&str]) -> O
 /// one and no panic. Rank 0's `stopped by SIGTERM ...` when the launcher
 /// takes the job down after another rank's failure is no second cause
 /// (docs/exit-codes.md): it says what its reports kept.
-fn one_line(out: &Output) -> String {
+pub(crate) fn one_line(out: &Output) -> String {
     let err = stderr(out);
     assert!(!err.contains("panicked"), "{err}");
     let lines: Vec<String> = our_lines(out)
@@ -131,7 +131,7 @@ pub(crate) fn assert_sim_rows(csv: &Csv, n: u64) -> usize {
 /// `run(ARGS --csv FILE)` on `n` simulated ranks, which must succeed: its
 /// output and its CSV, every row checked (`assert_sim_rows`).
 #[track_caller]
-fn sim_rows(n: usize, args: &[&str], run: impl FnOnce(&[&str]) -> Output) -> (Output, Csv) {
+pub(crate) fn sim_rows(n: usize, args: &[&str], run: impl FnOnce(&[&str]) -> Output) -> (Output, Csv) {
     let (_tmp, csv_path) = temp_file("rows.csv");
     let out = ok(run(&[args, &["--csv", path_str(&csv_path)]].concat()));
     let csv = Csv::read(&csv_path);
@@ -282,9 +282,9 @@ fn aggregated_graphed_registered_and_per_iteration_runs_validate() {
 /// event before the barrier, so iteration 0 held the 1.5 s wait.
 /// The simulation's trace of window calls: (comm rank, bytes, flags) of
 /// each registration and of each release.
-type Windows = Vec<(String, u64, String)>;
+pub(crate) type Windows = Vec<(String, u64, String)>;
 
-fn traced_windows(trace: &str) -> (Windows, Windows) {
+pub(crate) fn traced_windows(trace: &str) -> (Windows, Windows) {
     let of = |call: &str| -> Windows {
         let mut v: Windows = trace
             .lines()
@@ -317,7 +317,9 @@ fn symmetric_windows_are_registered_on_every_communicator_and_every_collective_v
     });
     let text = stdout(&out);
     assert!(
-        text.contains("buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)"),
+        text.contains(
+            "buffers registered as symmetric windows with ncclCommWindowRegister on every communicator (-R 2)"
+        ),
         "{text}"
     );
     assert!(csv.rows.iter().all(|r| csv.get(r, "register") == "symmetric"));
@@ -489,7 +491,13 @@ fn buffers_and_communicators_come_from_the_calls_nccl_tests_uses_by_version() {
 
 /// `collbench run --backend nccl -g 2 ARGS` on 2 simulated GPUs with `env`,
 /// the CSV and NCCL's INFO log (NCCL_DEBUG=INFO into a file) of the run.
-fn sim_logged(dir: &Path, tmp: &Path, name: &str, env: &[(&str, &str)], args: &[&str]) -> (Output, PathBuf, String) {
+pub(crate) fn sim_logged(
+    dir: &Path,
+    tmp: &Path,
+    name: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (Output, PathBuf, String) {
     let csv_path = tmp.join(format!("{name}.csv"));
     let log = tmp.join(format!("{name}.log"));
     let mut all: Vec<(&str, &str)> = vec![("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", path_str(&log))];
@@ -735,8 +743,9 @@ fn the_simulation_refuses_what_real_cuda_and_nccl_refuse() {
     let text = stdout(&out);
     eprintln!("{text}");
     assert_eq!(code(&out), 0, "{text}{}", stderr(&out));
-    assert_eq!(text.matches("refused as expected").count(), 13, "{text}");
-    assert_eq!(text.matches("allowed as expected").count(), 9, "{text}");
+    assert_eq!(text.matches("refused as expected").count(), 15, "{text}");
+    assert_eq!(text.matches("allowed as expected").count(), 12, "{text}");
+    assert_eq!(text.matches("caught as expected").count(), 2, "{text}");
 }
 
 /// Each injected NCCL fault: its exit code and one line naming the rank and
@@ -874,8 +883,10 @@ fn the_driver_check_asks_for_the_symbols_cudarc_calls_and_no_others() {
 #[test]
 fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
     let Some(dir) = sim_dir() else { return };
-    // 1 GiB + 3 MiB: the 1 GiB headroom leaves about 3 MiB for buffers
-    let mem = ((1u64 << 30) + (3 << 20)).to_string();
+    // 1 GiB + 3 MiB beyond the 16 MiB of the simulated NCCL's rings
+    // (connected as the communicator is made: NCCL_RUNTIME_CONNECT=0):
+    // the 1 GiB headroom leaves about 3 MiB for buffers
+    let mem = ((1u64 << 30) + (3 << 20) + (16 << 20)).to_string();
     let args = argv!["run --backend nccl -g 2 --collectives all_reduce -b 256K -e 16M -n 1 -w 1 --no-progress"];
     let (out, csv) = sim_rows(2, &args, |a| sim_run(&dir, 2, &[("GPUSIM_MEM_BYTES", &mem)], a));
     let text = stdout(&out);
@@ -1184,15 +1195,37 @@ fn the_gpu_smoke_script_runs_on_the_simulation_and_reports_every_collective() {
     if no_mpi {
         assert!(binary.contains("built without MPI"), "{summary}");
     }
-    for c in argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"] {
+    for c in argv!["all_reduce all_gather reduce_scatter broadcast reduce alltoall alltoallv gather scatter sendrecv"] {
         assert!(
             summary.lines().any(|l| l.contains(c) && l.contains("validated")),
             "{c} not reported validated in:\n{summary}"
         );
     }
-    for f in argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv"] {
+    for f in
+        argv!["info.txt types.csv ops.csv large.csv extras.csv periter.csv symmetric.csv symmetric-nowin.csv split.csv"]
+    {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
+    // what -R gave: windows, none where NCCL_WIN_ENABLE=0 declines them
+    // (the run goes on unregistered), buffers on the split communicator
+    let register = summary
+        .lines()
+        .find(|l| l.starts_with("register: "))
+        .unwrap_or_default();
+    for step in [
+        "extras true",
+        "symmetric symmetric",
+        "symmetric-nowin false",
+        "split true",
+    ] {
+        assert!(register.contains(step), "{step:?} not in {register:?}:\n{summary}");
+    }
+    assert!(
+        std::fs::read_to_string(out_dir.join("symmetric-nowin.txt"))
+            .unwrap()
+            .contains("NCCL returned no symmetric window on the world communicator"),
+        "{summary}"
+    );
     // a wrong result must turn the summary to FAIL with exit 3
     let env = [
         ("SMOKE_MAXBYTES", "4K"),

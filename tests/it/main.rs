@@ -21,6 +21,7 @@ mod measurement;
 mod mpi_sweep;
 mod nccl;
 mod nccl_parity;
+mod nccl_sim;
 mod option_errors;
 mod plot;
 mod slurm;

@@ -2,8 +2,8 @@
 //! once on its own communicator; the CSV has a row per group and the
 //! aggregate (`all`), each row's size, count and bus bandwidth by the
 //! formulas at its own rank count. MPI_Comm_split's groups under the real
-//! `mpirun`; the aggregate of unequal groups and the wrong-element counts,
-//! which are the engine's, on the memory backend (`-g N`).
+//! `mpirun`: groups colour processes, as nccl-tests' do, so the ranks of
+//! one process (`-g N`, the memory backend's threads) are one group.
 
 use std::collections::BTreeMap;
 
@@ -142,7 +142,7 @@ fn mod_2_at_4_ranks_runs_two_groups_of_two_with_a_row_each_and_the_aggregate() {
 #[test]
 fn nccl_tests_variable_at_3_ranks_makes_groups_of_two_and_one() {
     // nccl-tests' own variable and spelling
-    let (out, csv, _dir) = split_run(On::Memory, 3, &[("NCCL_TESTS_SPLIT", "%2")], &[]);
+    let (out, csv, _dir) = split_run(On::Mpi, 3, &[("NCCL_TESTS_SPLIT", "%2")], &[]);
     assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
     let points = checked_rows_by_point(&csv);
     assert_eq!(points.len(), 24);
@@ -165,10 +165,31 @@ fn nccl_tests_variable_at_3_ranks_makes_groups_of_two_and_one() {
     assert_stdout_has(&out, "0 = ranks 0,2; 1 = rank 1");
 }
 
+/// The ranks of one process share its colour, as the GPUs of one
+/// nccl-tests process do (docs/nccl-tests.md, "Parallel groups"): on the
+/// memory backend's `-g 4` threads `MOD 2` is one group of four, where
+/// four processes under mpirun make two groups of two (above).
+#[test]
+fn the_ranks_of_one_process_are_one_group() {
+    let (out, csv, _dir) = split_run(On::Memory, 4, &[], &["--split", "MOD 2"]);
+    assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+    let points = checked_rows_by_point(&csv);
+    assert_eq!(points.len(), 24);
+    for (key, groups) in &points {
+        assert_eq!(groups.keys().collect::<Vec<_>>(), ["0", "all"], "{key:?}");
+        assert_eq!(csv.num(&groups["0"], "nranks"), 4.0, "{key:?}");
+        assert_eq!(
+            csv.get(&groups["0"], "size_bytes"),
+            csv.get(&groups["all"], "size_bytes")
+        );
+    }
+    assert_stdout_has(&out, "1 group (MOD 2): 0 = ranks 0,1,2,3;");
+}
+
 #[test]
 fn wrong_elements_are_counted_per_group_and_in_the_aggregate() {
     let (out, csv, _dir) = split_run(
-        On::Memory,
+        On::Mpi,
         4,
         &[],
         &["--split", "AND 0x1", "--inject-error", "--collectives", "all_reduce"],
@@ -184,14 +205,16 @@ fn wrong_elements_are_counted_per_group_and_in_the_aggregate() {
 /// The nccl backend on the host GPU simulation (every run says so): each
 /// group's communicator is ncclCommSplit's, at 3 ranks DIV 2 ({0, 1} and
 /// {2}, a communicator of one) under mpirun, and at 4 ranks MOD 2 as `-g 4`
-/// threads of one process.
+/// threads of one process, which share the process's colour as in
+/// nccl-tests: one group of four.
 #[cfg(feature = "nccl")]
 #[test]
 fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
     use crate::gpu_sim::{assert_sim_rows, sim_dir, sim_env};
     let Some(sim) = sim_dir() else { return };
     let dir = tempdir();
-    for (np, threads, rule, sizes) in [(3, 1, "DIV 2", [2u64, 1]), (1, 4, "MOD 2", [2, 2])] {
+    let cases: [(usize, usize, &str, &[u64]); 2] = [(3, 1, "DIV 2", &[2, 1]), (1, 4, "MOD 2", &[4])];
+    for (np, threads, rule, sizes) in cases {
         let csv_path = dir.path().join(format!("sim{np}x{threads}.csv"));
         let mut args = argv![
             "run --backend nccl --collectives all_reduce,all_gather,reduce_scatter,broadcast -b 1K -e 16K -f 4 -n 2 -w 1 --split",
@@ -214,7 +237,7 @@ fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
         };
         assert_eq!(code(&out), 0, "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
         let csv = Csv::read(&csv_path);
-        for n in [1u64, 2] {
+        for n in [1u64, 2, 4] {
             let rows: Vec<Vec<String>> = csv
                 .rows
                 .iter()
@@ -232,9 +255,12 @@ fn groups_run_on_ncclcommsplit_communicators_on_the_simulation() {
             }
         }
         for (key, groups) in rows_by_point(&csv) {
-            assert_eq!(groups.keys().collect::<Vec<_>>(), ["0", "1", "all"], "{key:?}");
-            assert_eq!(csv.num(&groups["0"], "nranks") as u64, sizes[0]);
-            assert_eq!(csv.num(&groups["1"], "nranks") as u64, sizes[1]);
+            let mut want: Vec<String> = (0..sizes.len()).map(|g| g.to_string()).collect();
+            want.push("all".into());
+            assert_eq!(groups.keys().cloned().collect::<Vec<String>>(), want, "{key:?}");
+            for (g, size) in sizes.iter().enumerate() {
+                assert_eq!(csv.num(&groups[&g.to_string()], "nranks") as u64, *size);
+            }
         }
     }
 }

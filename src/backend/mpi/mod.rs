@@ -55,7 +55,8 @@ pub struct MpiBackend {
     /// Positions the current point rotates through (1: it stays put).
     rotation_steps: usize,
     /// A workload's sub-communicators (`SubGroups`), which calls name.
-    groups: Vec<SimpleCommunicator>,
+    /// A workload's groups (`SubGroups`); `None` once freed.
+    groups: Vec<Option<SimpleCommunicator>>,
 }
 
 /// MPI_IN_PLACE's layout (`collective::regions`; one buffer, `recv`, in
@@ -113,10 +114,9 @@ impl MpiBackend {
         // Only rooted collectives make a root: rsmpi asks MPI for the
         // communicator size each time one is made.
         let comm = match call.group {
-            Some(SubGroup(g)) => self
-                .groups
-                .get(g)
-                .ok_or_else(|| Error::runtime(format!("internal error: no workload group {g}")))?,
+            Some(SubGroup(g)) => self.groups.get(g).and_then(Option::as_ref).ok_or_else(|| {
+                Error::runtime(format!("internal error: no workload group {g} (never made, or freed)"))
+            })?,
             None => &self.comm,
         };
         let shift = call.at.shift;
@@ -415,8 +415,19 @@ impl SubGroups for MpiBackend {
             .comm
             .split_by_color_with_key(mpi::topology::Color::with_value(color), key)
             .ok_or_else(|| Error::runtime("MPI_Comm_split gave no communicator for a workload group"))?;
-        self.groups.push(comm);
+        self.groups.push(Some(comm));
         Ok(SubGroup(self.groups.len() - 1))
+    }
+
+    /// MPI_Comm_free (rsmpi frees a communicator it drops).
+    fn free(&mut self, SubGroup(g): SubGroup) -> Result<(), Error> {
+        match self.groups.get_mut(g).and_then(Option::take) {
+            Some(comm) => {
+                drop(comm);
+                Ok(())
+            }
+            None => Err(Error::runtime(format!("internal error: no workload group {g} to free"))),
+        }
     }
 }
 

@@ -26,7 +26,8 @@ pub enum DeviceError {
     )]
     NoGpu { driver: String, reason: String },
     #[error(
-        "{local_ranks} ranks share host {host} but only {gpus} GPU{} {} visible{}; start at most one rank per GPU",
+        "{local_ranks} ranks share host {host} but only {gpus} GPU{} {} visible{}; start at most one rank per GPU \
+         (or give each its own GPU: CUDA_VISIBLE_DEVICES per rank, Slurm's --gpus-per-task=1, or NCCL_TESTS_DEVICE)",
         if *.gpus == 1 { "" } else { "s" },
         if *.gpus == 1 { "is" } else { "are" },
         visible_note()
@@ -35,6 +36,22 @@ pub enum DeviceError {
         host: String,
         local_ranks: usize,
         gpus: usize,
+    },
+    #[error(
+        "NCCL_TESTS_DEVICE={value}: {why}; this process sees {gpus} GPU{}{}",
+        if *.gpus == 1 { "" } else { "s" },
+        visible_note()
+    )]
+    BadDevice { value: String, why: String, gpus: usize },
+    #[error(
+        "ranks {first} and {second} on host {host} would share one GPU (PCI {pci}){}; give each rank its own GPU",
+        visible_note()
+    )]
+    SharedGpu {
+        host: String,
+        first: usize,
+        second: usize,
+        pci: String,
     },
     #[error("CUDA {what} failed: {text}")]
     Cuda { what: &'static str, text: String },
@@ -171,21 +188,65 @@ struct PhaseMarks {
     used: usize,
 }
 
+/// Where a rank sits, for choosing its GPU (`choose_ordinal`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seat<'a> {
+    pub host: &'a str,
+    pub local_rank: usize,
+    pub local_ranks: usize,
+    /// This rank's index among the ranks of its process (`-g`), and how
+    /// many the process has.
+    pub process_index: usize,
+    pub process_ranks: usize,
+}
+
+/// The visible GPU a rank opens, as nccl-tests chooses it (src/common.cu:
+/// `NCCL_TESTS_DEVICE` + the rank's index in its process where the
+/// variable is set, else the local rank), with one case more: a process
+/// of one rank that sees one GPU takes it, whatever its local rank (one
+/// GPU per task: Slurm's `--gpus-per-task=1`, or CUDA_VISIBLE_DEVICES set
+/// per rank), where nccl-tests needs NCCL_TESTS_DEVICE=0.
+pub fn choose_ordinal(seat: &Seat, gpus: usize, device: Option<&str>) -> Result<usize, DeviceError> {
+    if let Some(value) = device {
+        let bad = |why: String| DeviceError::BadDevice {
+            value: value.to_string(),
+            why,
+            gpus,
+        };
+        let first = crate::types::read_c_integer(value)
+            .filter(|(v, rest)| rest.trim().is_empty() && *v >= 0)
+            .map(|(v, _)| v as usize)
+            .ok_or_else(|| bad("not a device number".into()))?;
+        let ordinal = first + seat.process_index;
+        if ordinal >= gpus {
+            return Err(bad(format!(
+                "rank {} of this process would take device {ordinal}",
+                seat.process_index
+            )));
+        }
+        return Ok(ordinal);
+    }
+    if gpus == 1 && seat.process_ranks == 1 {
+        return Ok(0);
+    }
+    if seat.local_ranks > gpus {
+        return Err(DeviceError::TooManyRanks {
+            host: seat.host.to_string(),
+            local_ranks: seat.local_ranks,
+            gpus,
+        });
+    }
+    Ok(seat.local_rank)
+}
+
 impl Device {
-    /// Opens GPU `local_rank` (ranks sharing a host take consecutive visible
-    /// GPUs, as nccl-tests does), after checking that the host has a GPU for
-    /// each of its `local_ranks` ranks.
-    pub fn open(local_rank: usize, local_ranks: usize, host: &str) -> Result<Device, DeviceError> {
+    /// Opens the GPU `choose_ordinal` gives this rank (`device`:
+    /// NCCL_TESTS_DEVICE).
+    pub fn open(seat: &Seat, device: Option<&str>) -> Result<Device, DeviceError> {
         let driver = driver()?;
         let gpus = visible_gpus(&driver)?;
-        if local_ranks > gpus {
-            return Err(DeviceError::TooManyRanks {
-                host: host.to_string(),
-                local_ranks,
-                gpus,
-            });
-        }
-        let ctx = CudaContext::new(local_rank).map_err(cuda("context creation"))?;
+        let ordinal = choose_ordinal(seat, gpus, device)?;
+        let ctx = CudaContext::new(ordinal).map_err(cuda("context creation"))?;
         let stream = ctx.new_stream().map_err(cuda("stream creation"))?;
         let done = ctx.new_event(None).map_err(cuda("event creation"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
@@ -196,9 +257,23 @@ impl Device {
             iteration_marks: Vec::new(),
             phase_marks: PhaseMarks::default(),
             graph: None,
-            ordinal: local_rank,
+            ordinal,
             name,
         })
+    }
+
+    /// The GPU's PCI location (domain, bus, device), which tells two
+    /// ordinals of different processes apart: the same location is the
+    /// same GPU.
+    pub fn pci_location(&self) -> Result<u64, DeviceError> {
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let attr = |a| self.ctx.attribute(a).map_err(cuda("cuDeviceGetAttribute"));
+        let (domain, bus, dev) = (
+            attr(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+        );
+        Ok(((domain as u32 as u64) << 32) | ((bus as u32 as u64 & 0xffff) << 16) | (dev as u32 as u64 & 0xffff))
     }
 
     pub fn ordinal(&self) -> usize {
@@ -402,5 +477,55 @@ impl Device {
     /// Whether the work before the last `mark` has finished.
     pub fn is_done(&self) -> Result<bool, DeviceError> {
         self.done.try_is_complete().map_err(cuda("event query"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seat(local_rank: usize, local_ranks: usize, process_index: usize, process_ranks: usize) -> Seat<'static> {
+        Seat {
+            host: "h",
+            local_rank,
+            local_ranks,
+            process_index,
+            process_ranks,
+        }
+    }
+
+    #[test]
+    fn each_rank_takes_its_local_rank_or_the_one_gpu_it_sees() {
+        // one rank per GPU, all visible: the local rank
+        assert_eq!(choose_ordinal(&seat(3, 8, 0, 1), 8, None).unwrap(), 3);
+        // one GPU per task: local rank 3 sees one GPU, takes it
+        assert_eq!(choose_ordinal(&seat(3, 8, 0, 1), 1, None).unwrap(), 0);
+        // -g 4 in one process that sees one GPU: too many ranks
+        let e = choose_ordinal(&seat(1, 4, 1, 4), 1, None).unwrap_err().to_string();
+        assert!(
+            e.contains("4 ranks share host h but only 1 GPU is visible") && e.contains("--gpus-per-task=1"),
+            "{e}"
+        );
+        assert!(choose_ordinal(&seat(5, 8, 0, 1), 4, None).is_err());
+    }
+
+    #[test]
+    fn nccl_tests_device_is_the_first_device_of_the_process() {
+        assert_eq!(choose_ordinal(&seat(3, 8, 0, 1), 8, Some("2")).unwrap(), 2);
+        assert_eq!(choose_ordinal(&seat(1, 2, 1, 2), 4, Some("2")).unwrap(), 3);
+        assert_eq!(choose_ordinal(&seat(0, 1, 0, 1), 2, Some("0x1")).unwrap(), 1);
+        for (value, needle) in [
+            ("4", "would take device 4"),
+            ("x", "not a device number"),
+            ("-1", "not a device number"),
+        ] {
+            let e = choose_ordinal(&seat(0, 1, 0, 1), 4, Some(value))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("NCCL_TESTS_DEVICE={value}: ")) && e.contains(needle),
+                "{e}"
+            );
+        }
     }
 }

@@ -14,16 +14,48 @@ use crate::topology::Hierarchy;
 use crate::topology::observe::Observed;
 use crate::types::DType;
 
-/// A workload's groups: ncclCommSplit of the backend's communicator, each
-/// checked to hold the rank NCCL was asked for.
+/// Sub-communicators (`--split`, `check`'s node and pair checks, a
+/// workload's and a replay's groups, `links`' bisection): ncclCommSplit of
+/// the backend's communicator; with `-R`, the buffers are registered on
+/// each at once, as on every other communicator (every rank of the new
+/// group does so right after the split, so a window's collective
+/// registration cannot wait on a rank elsewhere).
 impl SubGroups for NcclBackend {
     fn split(&mut self, color: usize, key: usize) -> Result<SubGroup, Error> {
         let bound = self.device.bind();
         bound.or_else(|e| self.fail(e))?;
         let made = self.comm()?.split(color, key);
-        let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of a workload group: {e}")))?;
-        self.groups.push(comm);
+        let comm = made.or_else(|e| self.fail(format!("ncclCommSplit of a sub-communicator: {e}")))?;
+        self.groups.push(Some(comm));
+        self.register_buffers()?;
         Ok(SubGroup(self.groups.len() - 1))
+    }
+
+    /// Destroys the group's communicator: its registrations are released
+    /// first (collectively, as made), then ncclCommDestroy; after a failure
+    /// ncclCommAbort.
+    fn free(&mut self, SubGroup(g): SubGroup) -> Result<(), Error> {
+        let Some(comm) = self.groups.get_mut(g).and_then(Option::take) else {
+            return Err(Error::runtime(format!(
+                "internal error: no sub-communicator {g} to free"
+            )));
+        };
+        if self.failed {
+            comm.abort();
+        }
+        Ok(())
+    }
+}
+
+impl NcclBackend {
+    /// rs-ar-ag with padding, the largest of the hierarchical all-reduces:
+    /// the scratch buffer `reserve` allocates.
+    pub(super) fn padding_bytes(&self, reservation: &Reservation) -> u64 {
+        let local = self.member.local_size();
+        let bytes = |&(mode, dtype, count): &(Hierarchy, DType, usize)| {
+            hierarchy::scratch_elements(mode, count, local) as u64 * dtype.size_bytes() as u64
+        };
+        reservation.hierarchical.iter().map(bytes).max().unwrap_or(0)
     }
 }
 
@@ -36,13 +68,12 @@ impl Gpu for NcclBackend {
         self.device.memory().ok().map(|(free, _)| free as u64)
     }
 
-    /// rs-ar-ag with padding, the largest of the hierarchical all-reduces.
+    /// The padded buffer of rs-ar-ag (`padding_bytes`), and NCCL's
+    /// connections of the communicators made after the fit
+    /// (`connections`).
     fn scratch_bytes(&self, reservation: &Reservation) -> u64 {
-        let local = self.member.local_size();
-        let bytes = |&(mode, dtype, count): &(Hierarchy, DType, usize)| {
-            hierarchy::scratch_elements(mode, count, local) as u64 * dtype.size_bytes() as u64
-        };
-        reservation.hierarchical.iter().map(bytes).max().unwrap_or(0)
+        let padding = self.padding_bytes(reservation);
+        padding.saturating_add(self.later_comms_bytes(reservation))
     }
 }
 

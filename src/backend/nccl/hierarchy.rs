@@ -37,6 +37,9 @@ crate::types::vocabulary! {
     }
 }
 
+/// The header's names of the two sub-communicators.
+const NAMES: [&str; 2] = ["the intra-node communicator", "the inter-node communicator"];
+
 /// A rank's place in one sub-communicator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Group {
@@ -408,8 +411,21 @@ impl SubComms {
         }
     }
 
-    pub fn comms_mut(&mut self) -> [&mut Comm; 2] {
-        [&mut self.intra, &mut self.inter]
+    /// Both communicators, intra-node first, with their names for the
+    /// header ("the intra-node communicator").
+    pub fn named_comms_mut(&mut self) -> [(&'static str, &mut Comm); 2] {
+        let [intra, inter] = NAMES;
+        [(intra, &mut self.intra), (inter, &mut self.inter)]
+    }
+
+    /// Both communicators, intra-node first.
+    pub fn comms(&self) -> [&Comm; 2] {
+        [&self.intra, &self.inter]
+    }
+
+    /// Their names, in `comms`' order.
+    pub fn names(&self) -> [&'static str; 2] {
+        NAMES
     }
 
     /// NCCL's asynchronous error state of both communicators.

@@ -13,6 +13,10 @@
 //! - `library`: finding the library (`NcclLibrary::find`, in the search
 //!   order of docs/gpu.md, "NCCL library search") and the unique id;
 //! - `setup`: buffers and communicators made as the points need them;
+//! - `registration`: `-R` on every communicator, what each holds, and the
+//!   `register` value of a call;
+//! - `connections`: the device memory NCCL's connections take, for the
+//!   memory fit and the header;
 //! - `work`: a call's NCCL work, prepared and enqueued;
 //! - `extensions`: the backend's extension traits;
 //! - `algo`: which algorithm NCCL ran, from rank 0's TUNING lines
@@ -21,11 +25,13 @@
 
 mod algo;
 mod calls;
+mod connections;
 pub mod device;
 mod extensions;
 mod hierarchy;
 mod library;
 mod p2p;
+mod registration;
 mod setup;
 pub mod start;
 pub mod sys;
@@ -40,8 +46,8 @@ pub use library::{ENV_LIB, NcclLibrary, SearchEnv, UniqueId, site_packages_dirs}
 pub use sys::{LoadError, NcclError, NcclVersion, Route, UNIQUE_ID_BYTES};
 
 use super::{
-    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, SubGroups,
-    TransportObserver, refusals,
+    Backend, Call, Gpu, Graphs, Identity, IterationMarks, LaunchExtras, PhaseTimes, ProfilerRanges, Registrations,
+    SubGroups, TransportObserver, refusals,
 };
 use crate::buffer::HostBuffer;
 use crate::error::Error;
@@ -65,6 +71,8 @@ pub struct Placing {
     pub host: String,
     /// Ranks of this process (`-g N`: N; under a launcher: 1).
     pub process_ranks: usize,
+    /// This rank's index among them.
+    pub process_index: usize,
 }
 
 /// `-R`, as every rank settled it at start-up: registration needs every
@@ -143,9 +151,15 @@ pub struct NcclBackend {
     registration: Registration,
     /// Buffers come from ncclMemAlloc (NCCL 2.19 and later, as nccl-tests).
     mem_alloc: bool,
-    /// A workload's communicators (`SubGroups`: ncclCommSplit of `comm`),
-    /// which flat calls name (`Call::group`).
-    groups: Vec<Comm>,
+    /// The sub-communicators `SubGroups::split` made (ncclCommSplit of
+    /// `comm`), which flat calls name (`Call::group`); `None` once freed.
+    groups: Vec<Option<Comm>>,
+    /// Device memory the world communicator took when it was made
+    /// (NCCL's connections, where it connects eagerly): what the memory
+    /// fit keeps for each communicator made later.
+    comm_bytes: u64,
+    /// How many communicators the reserved plan makes after the fit.
+    later_comms: usize,
     /// `--algo-record log`: which algorithm NCCL ran (`algo`).
     recorder: Option<algo::Recorder>,
     /// Counts this rank among the process's (NCCL's last-error text is
@@ -154,11 +168,19 @@ pub struct NcclBackend {
 }
 
 impl NcclBackend {
-    /// Opens this rank's GPU. Every rank calls it after the id exchange;
-    /// its failure (no driver, no GPU, too many ranks on a host) is agreed
-    /// on before anyone enters the collective `init`.
-    pub fn open_device(at: &Placing) -> Result<Device, DeviceError> {
-        Device::open(at.local_rank, at.local_ranks, &at.host)
+    /// Opens this rank's GPU (`device::choose_ordinal`; `device`:
+    /// NCCL_TESTS_DEVICE). Every rank calls it after the id exchange; its
+    /// failure (no driver, no GPU, too many ranks on a host) is agreed on
+    /// before anyone enters the collective `init`.
+    pub fn open_device(at: &Placing, device: Option<&str>) -> Result<Device, DeviceError> {
+        let seat = device::Seat {
+            host: &at.host,
+            local_rank: at.local_rank,
+            local_ranks: at.local_ranks,
+            process_index: at.process_index,
+            process_ranks: at.process_ranks,
+        };
+        Device::open(&seat, device)
     }
 
     /// `ncclCommInitRank` on `device`: collective over all ranks.
@@ -188,7 +210,10 @@ impl NcclBackend {
             .algo_log
             .as_ref()
             .map(|log| algo::Recorder::new(log, library.version(), at.rank, device.ordinal(), subsys.as_deref()));
+        let free = || device.memory().map_or(0, |(free, _)| free as u64);
+        let free_before = free();
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
+        let comm_bytes = free_before.saturating_sub(free());
         // A communicator that disagrees with the control plane about who is
         // who would measure something else than asked.
         let (count, me) = (comm.count().map_err(nccl)?, comm.user_rank().map_err(nccl)?);
@@ -233,6 +258,8 @@ impl NcclBackend {
             registration: options.registration,
             mem_alloc,
             groups: Vec::new(),
+            comm_bytes,
+            later_comms: 0,
             recorder,
             _rank: in_process,
         })
@@ -263,7 +290,7 @@ impl Drop for NcclBackend {
         let comm = self.comm.take();
         let groups = std::mem::take(&mut self.groups);
         if self.failed {
-            groups.into_iter().chain(p2p).for_each(Comm::abort);
+            groups.into_iter().flatten().chain(p2p).for_each(Comm::abort);
             if let Some(sub) = sub {
                 sub.abort();
             }
@@ -302,23 +329,9 @@ impl NcclBackend {
 
     fn notes(&self) -> Vec<String> {
         let mut notes = self.registration_notes();
+        notes.extend(self.connection_notes());
         notes.extend(self.recorder.as_ref().map(|r| r.note().to_string()));
         notes
-    }
-
-    fn registration_notes(&self) -> Vec<String> {
-        match self.registration {
-            Registration::Off => Vec::new(),
-            Registration::On => vec!["buffers registered with ncclCommRegister (-R)".into()],
-            Registration::Symmetric => {
-                vec!["buffers registered as symmetric windows with ncclCommWindowRegister (-R 2)".into()]
-            }
-            Registration::Unavailable => vec![format!(
-                "-R: ncclCommRegister is missing from the NCCL library of at least one rank ({} here); \
-                 buffers are not registered",
-                self.library.describe()
-            )],
-        }
     }
 }
 
@@ -350,6 +363,7 @@ impl Backend for NcclBackend {
 
     fn reserve(&mut self, reservation: &Reservation) -> Result<(), Error> {
         self.rotate = reservation.rotate;
+        self.later_comms = self.later_comms(reservation);
         let (send, recv) = (reservation.send_bytes, reservation.recv_bytes);
         // Rotation walks both buffers by the larger span, so each holds it.
         let (send, recv) = if self.rotate {
@@ -357,7 +371,7 @@ impl Backend for NcclBackend {
         } else {
             (send, recv)
         };
-        let scratch = self.scratch_bytes(reservation);
+        let scratch = self.padding_bytes(reservation);
         self.ensure_device(send as usize, recv as usize, scratch as usize)
     }
 
@@ -439,7 +453,11 @@ impl Backend for NcclBackend {
             if let Some(Err(e)) = self.sub.as_ref().map(SubComms::async_error) {
                 return self.fail(e);
             }
-            let others = self.p2p.iter().chain(&self.groups).map(Comm::async_error);
+            let others = self
+                .p2p
+                .iter()
+                .chain(self.groups.iter().flatten())
+                .map(Comm::async_error);
             if let Some(Err(e)) = others.into_iter().find(Result::is_err) {
                 return self.fail(e);
             }
@@ -492,6 +510,11 @@ impl Backend for NcclBackend {
     /// With `--algo-record log`.
     fn algorithms(&mut self) -> Option<&mut dyn super::Algorithms> {
         self.recorder.is_some().then_some(self as &mut dyn super::Algorithms)
+    }
+
+    /// What each call's buffers are registered as (`-R`).
+    fn registrations(&self) -> Option<&dyn Registrations> {
+        Some(self)
     }
 
     /// Only with ncclCommSplit (NCCL 2.18 and later).

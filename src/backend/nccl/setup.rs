@@ -1,41 +1,15 @@
 //! What a point needs before its launches: device buffers grown (and,
-//! with `-R`, registered with every communicator), the hierarchical
-//! modes' sub-communicators and sendrecv's communicator, made on first use.
+//! with `-R`, registered with every communicator: `registration`), the
+//! hierarchical modes' sub-communicators and sendrecv's communicator, made
+//! on first use.
 
 use super::hierarchy::SubComms;
-use super::sys::{self, Buf, Comm};
-use super::{ABORTED, NcclBackend, Registration};
+use super::registration::every_comm;
+use super::sys::{self, Buf};
+use super::{ABORTED, NcclBackend};
 use crate::error::Error;
 
 impl NcclBackend {
-    /// With `-R`: registers the send and receive buffers with every
-    /// communicator (registering one twice does nothing); with `-R 2` as
-    /// symmetric windows, which is collective: every rank registers the
-    /// same buffers (sized by the plan, the same on every rank) with the
-    /// same communicators in the same order.
-    pub(super) fn register_buffers(&mut self) -> Result<(), Error> {
-        let windows = match self.registration {
-            Registration::On => false,
-            Registration::Symmetric => true,
-            Registration::Off | Registration::Unavailable => return Ok(()),
-        };
-        let (send, recv) = (&self.send, &self.recv);
-        let mut result = Ok(());
-        for comm in every_comm(&mut self.comm, &mut self.p2p, &mut self.sub) {
-            for memory in [send, recv] {
-                let registered = if windows {
-                    comm.register_window(memory)
-                } else {
-                    comm.register(memory)
-                };
-                if let Err(e) = registered {
-                    result = Err(e);
-                }
-            }
-        }
-        result.or_else(|e| self.fail(e))
-    }
-
     /// A buffer of at least `bytes` (grown, never shrunk): the old one is
     /// deregistered and freed before the new one is allocated.
     fn ensure_buffer(&mut self, which: Buf, bytes: usize) -> Result<(), Error> {
@@ -49,7 +23,7 @@ impl NcclBackend {
         }
         // Every communicator forgets the old buffer before it is freed.
         let mut released = Ok(());
-        for comm in every_comm(&mut self.comm, &mut self.p2p, &mut self.sub) {
+        for (_, comm) in every_comm(&mut self.comm, &mut self.p2p, &mut self.sub, &mut self.groups) {
             if let Err(e) = comm.deregister(current) {
                 released = Err(e);
             }
@@ -129,17 +103,4 @@ impl NcclBackend {
         self.p2p = Some(comm);
         self.register_buffers()
     }
-}
-
-/// Every communicator a buffer is registered with: the flat one,
-/// sendrecv's and the hierarchical modes' (a workload's groups register
-/// none).
-fn every_comm<'a>(
-    comm: &'a mut Option<Comm>,
-    p2p: &'a mut Option<Comm>,
-    sub: &'a mut Option<SubComms>,
-) -> impl Iterator<Item = &'a mut Comm> {
-    comm.iter_mut()
-        .chain(p2p.iter_mut())
-        .chain(sub.iter_mut().flat_map(|s| s.comms_mut()))
 }

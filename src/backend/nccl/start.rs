@@ -103,8 +103,11 @@ pub fn start<W: World>(
     let nodes = world.nodes();
     let rank = world.rank();
     let ranks = world.ranks();
-    let process_ranks = ranks.get(rank).map_or(1, |me| {
-        ranks.iter().filter(|r| r.host == me.host && r.pid == me.pid).count()
+    // this process's ranks, and this rank's index among them
+    let (process_ranks, process_index) = ranks.get(rank).map_or((1, 0), |me| {
+        let mine = |r: &&crate::world::RankInfo| r.host == me.host && r.pid == me.pid;
+        let before = ranks[..rank].iter().filter(mine).count();
+        (ranks.iter().filter(mine).count(), before)
     });
     let placing = Placing {
         nranks: world.size(),
@@ -113,8 +116,12 @@ pub fn start<W: World>(
         local_ranks: nodes.local_size(rank),
         host: world.host().to_string(),
         process_ranks,
+        process_index,
     };
-    let device = agreed(world, NcclBackend::open_device(&placing).map_err(|e| nccl_error(&e)))?;
+    let chosen = std::env::var("NCCL_TESTS_DEVICE").ok();
+    let device = NcclBackend::open_device(&placing, chosen.as_deref()).map_err(|e| nccl_error(&e));
+    let device = agreed(world, device)?;
+    agreed(world, one_rank_per_gpu(world, &device))?;
     let options = Options {
         nodes: layout.clone(),
         sub_source,
@@ -136,6 +143,11 @@ fn settle<W: World>(
     layout: &Nodes,
     library: &NcclLibrary,
 ) -> Result<(UniqueId, Option<SubSource>, Registration), Error> {
+    let env = |name: &str| std::env::var(name).ok();
+    agreed(
+        world,
+        blocking_communicators(library.version(), &library.describe(), &env),
+    )?;
     let everyone = |has: bool| world.min_u64(u64::from(has)) == 1;
     let split = opts.hierarchical && !opts.no_comm_split && everyone(library.optional().comm_split);
     let group_ids = if opts.hierarchical && !split {
@@ -172,6 +184,35 @@ fn settle<W: World>(
     Ok((ids[0], sub_source, registration))
 }
 
+/// Ranks of one host that opened the same GPU (the same PCI location: a
+/// CUDA_VISIBLE_DEVICES or NCCL_TESTS_DEVICE that gives two ranks one
+/// device) are refused before NCCL refuses them less clearly ("Duplicate
+/// GPU detected"). Collective: every rank gathers every rank's location.
+fn one_rank_per_gpu<W: World>(world: &W, device: &super::Device) -> Result<(), Error> {
+    let mine = device.pci_location().map_err(|e| nccl_error(&e));
+    // a rank that cannot read its location still takes part in the gather
+    let all = world.all_gather_u64s(&[*mine.as_ref().unwrap_or(&u64::MAX)]);
+    mine?;
+    let ranks = world.ranks();
+    let me = world.rank();
+    let shared = (0..all.len())
+        .find(|&r| r != me && all[r] == all[me] && ranks.get(r).map(|x| &x.host) == ranks.get(me).map(|x| &x.host));
+    match shared {
+        Some(other) => Err(nccl_error(&super::DeviceError::SharedGpu {
+            host: world.host().to_string(),
+            first: other.min(me),
+            second: other.max(me),
+            pci: format!(
+                "{:04x}:{:02x}:{:02x}",
+                all[me] >> 32,
+                (all[me] >> 16) & 0xffff,
+                all[me] & 0xffff
+            ),
+        })),
+        None => Ok(()),
+    }
+}
+
 /// `-R 2` on this rank's library: symmetric windows need
 /// ncclCommWindowRegister (NCCL 2.27 and later) and buffers from
 /// ncclMemAlloc; else a usage error, in one line. nccl-tests falls back to
@@ -197,6 +238,32 @@ fn symmetric_windows(library: &NcclLibrary) -> Result<(), Error> {
     }
 }
 
+/// NCCL_COMM_BLOCKING=0 makes every communicator non-blocking from NCCL
+/// 2.17 on, whatever the configuration asks (v2.18.3-1 src/init.cc:1406-1408,
+/// v2.30.7-1 src/init.cc:1998-1999): its creation returns ncclInProgress
+/// and every call may, which collbench does not drive; refused in one line
+/// before any communicator exists. NCCL reads the value with strtoll (base
+/// 0: `00`, `0x0` and text without digits are 0 too); other values than 0
+/// and 1 are ignored, as by NCCL.
+fn blocking_communicators(
+    version: sys::NcclVersion,
+    library: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), Error> {
+    let Some(text) = env("NCCL_COMM_BLOCKING") else {
+        return Ok(());
+    };
+    // strtoll: no digits read as 0 too (v2.30.7-1 src/misc/param.cc:93-95)
+    let value = crate::types::read_c_integer(&text).map_or(0, |(v, _)| v);
+    if value == 0 && version >= sys::NcclVersion::new(2, 17, 0) {
+        return Err(Error::usage(format!(
+            "NCCL_COMM_BLOCKING={text} makes {library}'s communicators non-blocking, which collbench does not drive; \
+             unset it (or set it to 1)"
+        )));
+    }
+    Ok(())
+}
+
 /// Test hook (`--trace-bootstrap DIR`): the ids this rank received, one
 /// per line (the flat communicator's first).
 fn trace(opts: &StartOptions, rank: usize, ids: &[UniqueId]) -> Result<(), Error> {
@@ -206,4 +273,30 @@ fn trace(opts: &StartOptions, rank: usize, ids: &[UniqueId]) -> Result<(), Error
     let path = dir.join(format!("rank-{rank}.id"));
     let text: String = ids.iter().map(|id| id.hex() + "\n").collect();
     std::fs::write(&path, text).map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_comm_blocking_0_is_refused_from_2_17_in_every_spelling_nccl_reads_as_0() {
+        let check = |v: (u32, u32, u32), env: &dyn Fn(&str) -> Option<String>| {
+            blocking_communicators(sys::NcclVersion::new(v.0, v.1, v.2), "NCCL x", env)
+        };
+        for text in ["0", "00", "0x0", "off"] {
+            let env = |_: &str| Some(text.to_string());
+            let e = check((2, 17, 1), &env).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("NCCL_COMM_BLOCKING={text}")) && e.contains("non-blocking"),
+                "{e}"
+            );
+            assert!(check((2, 16, 5), &env).is_ok());
+        }
+        for text in ["1", "2", "-1"] {
+            let env = |_: &str| Some(text.to_string());
+            assert!(check((2, 30, 7), &env).is_ok(), "{text}");
+        }
+        assert!(check((2, 30, 7), &|_| None).is_ok());
+    }
 }

@@ -77,7 +77,11 @@ impl NcclBackend {
         match work {
             Work::Flat(launch) => {
                 let comm = match (group, self.p2p.as_mut()) {
-                    (Some(SubGroup(g)), _) => self.groups.get_mut(g).ok_or("no such workload group")?,
+                    (Some(SubGroup(g)), _) => self
+                        .groups
+                        .get_mut(g)
+                        .and_then(Option::as_mut)
+                        .ok_or("no such sub-communicator (never made, or freed)")?,
                     (None, Some(p2p_comm)) if p2p => p2p_comm,
                     (None, _) => self.comm.as_mut().ok_or(ABORTED)?,
                 };

@@ -30,6 +30,7 @@ pub(super) struct RawProfile {
     env: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
     notes: Vec<String>,
+    plugin: Option<Spanned<super::plugin::RawPlugin>>,
     #[serde(default, rename = "check")]
     checks: Vec<Spanned<RawCheck>>,
 }
@@ -109,6 +110,16 @@ impl Reader<'_> {
         located(self.origin, self.at(span), msg.as_ref())
     }
 
+    /// `err`, for the other parts of the reader.
+    pub(super) fn err_at(&self, span: Range<usize>, msg: impl AsRef<str>) -> Error {
+        self.err(span, msg)
+    }
+
+    /// The line of `span`, for the other parts of the reader.
+    pub(super) fn line_of(&self, span: Range<usize>) -> usize {
+        self.at(span)
+    }
+
     pub(super) fn profile(&self, raw: RawProfile) -> Result<Profile, Error> {
         let name = raw.name.get_ref().trim().to_string();
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
@@ -134,6 +145,7 @@ impl Reader<'_> {
                 )
             })
             .collect();
+        let plugin = self.plugin(raw.plugin.as_ref())?;
         let checks = self.checks(&raw)?;
         Ok(Profile {
             name,
@@ -144,6 +156,7 @@ impl Reader<'_> {
             nodes,
             transport,
             env,
+            plugin,
             notes: raw.notes,
             checks,
         })

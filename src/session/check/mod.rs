@@ -28,6 +28,11 @@ use crate::plan::Reservation;
 use crate::topology::{Hierarchy, Nodes};
 use crate::world::World;
 
+/// Longest reason a rank sends for lacking the profile's plugin
+/// environment (`Profile::not_judged`: the file, the plugin, its source
+/// and what is missing).
+const PLUGIN_REASON_BYTES: usize = 2048;
+
 /// One check as this rank runs it: its calls (one per size, on this
 /// rank's group) and every group it runs on.
 pub(super) struct Planned {
@@ -285,7 +290,8 @@ impl<W: World> Session<'_, W> {
             observed,
             observed_all,
             gpus,
-            identity,
+            mut identity,
+            auto_note,
             ..
         } = prepared;
         let backend = backend.as_mut();
@@ -307,10 +313,16 @@ impl<W: World> Session<'_, W> {
             self.agreed(c.check_memory(r, ranks_on_host, free))?;
         }
         self.agreed(backend.reserve(&reservation))?;
+        // the header's backend note once registration is done (a window
+        // NCCL declined is known by then)
+        identity.backend_note = super::prepare::backend_note(auto_note, backend.identity().notes);
+        // every rank's own environment against the profile's plugin's
+        let lacks = c.profile.not_judged(&|name| std::env::var(name).ok());
         let views = outputs::Views {
             observed: observed.text,
             observed_all,
             gpus,
+            plugin_missing: world.all_gather_text(lacks.as_deref().unwrap_or(""), PLUGIN_REASON_BYTES),
         };
         self.agreed(outputs::check_prometheus(c, &nodes, world.rank()))?;
         let setup = outputs::Setup::new(self, c, &nodes, identity, views)?;

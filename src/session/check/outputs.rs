@@ -17,7 +17,8 @@ use crate::check::hook::{self, Ran};
 use crate::check::samples::{Sample, SamplesFile};
 use crate::check::soak::{self, Frame, Series};
 use crate::check::{
-    Group, Host, Report, Status, baseline, json, prometheus, require_path, text, unrun, verdict, write_atomic,
+    Group, Host, Report, Status, baseline, json, prometheus, require_path, require_plugin, text, unrun, verdict,
+    write_atomic,
 };
 use crate::engine::stop::signal_name;
 use crate::error::{Error, exit, say};
@@ -33,6 +34,9 @@ pub(super) struct Views {
     pub observed_all: Vec<String>,
     /// Each rank's GPU (empty on host backends).
     pub gpus: Vec<String>,
+    /// Why each rank's figures cannot be judged against the profile's
+    /// thresholds (`Profile::not_judged`; empty where they can).
+    pub plugin_missing: Vec<String>,
 }
 
 pub(super) struct Setup {
@@ -47,6 +51,8 @@ pub(super) struct Setup {
     pub observed_all: Vec<String>,
     /// Each rank's GPU (empty on host backends).
     pub gpus: Vec<String>,
+    /// Each rank's lack of the profile's plugin environment (`Views`).
+    pub plugin_missing: Vec<String>,
 }
 
 impl Setup {
@@ -75,6 +81,7 @@ impl Setup {
             observed: views.observed,
             observed_all: views.observed_all,
             gpus: views.gpus,
+            plugin_missing: views.plugin_missing,
         };
         if first {
             print_out(&setup.header(s, c, nodes, &identity));
@@ -226,6 +233,7 @@ impl<W: World> Session<'_, W> {
                                 .collect();
                             require_path(&mut v, &path.value, &observed);
                         }
+                        require_plugin(&mut v, &p.spec, &setup.plugin_missing);
                         v
                     }
                 };

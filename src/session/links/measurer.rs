@@ -358,6 +358,10 @@ impl Measurer for BackendMeasurer<'_> {
         mine.push(wrong.unwrap_or(u64::MAX));
         let width = mine.len();
         let all = self.cx.world.all_gather_u64s(&mine);
+        // the round's communicators are done with: every rank frees its own
+        if let Some(groups) = self.cx.backend.sub_groups() {
+            groups.free(group)?;
+        }
         let out = self.subset_busbw(subsets, probe, &all, width);
         self.busy_s += self.cx.clock.seconds_since(started);
         Ok(out)

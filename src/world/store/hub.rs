@@ -11,7 +11,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::wire::{self, Hello, Msg};
+use super::tree;
+use super::wire::{self, Hello, Msg, Peer};
 use super::{Deadline, Reply, ranges};
 use crate::error::{Error, exit, say};
 use crate::world::RankInfo;
@@ -33,6 +34,12 @@ const REFUSED_WAIT: Duration = Duration::from_secs(5);
 
 /// How long rank 0, leaving in order, waits for every rank to leave too.
 const LEAVE_WAIT: Duration = Duration::from_secs(30);
+
+/// Connections the store's port holds before rank 0 accepts them: every
+/// rank of a large job connects at once, and a connection the kernel's
+/// queue drops is retried only a second later (the kernel caps it at
+/// net.core.somaxconn).
+const BACKLOG: i32 = 8192;
 
 /// One rank's part of an exchange, from its reader thread.
 struct Part {
@@ -61,9 +68,24 @@ impl Shared {
 
     /// Sends `msg` to every rank, ignoring ranks already gone.
     fn tell_all(&self, msg: &Msg) {
+        self.tell(0..self.ranks.len(), msg);
+    }
+
+    /// Sends `msg` to `ranks`, ignoring ranks already gone.
+    fn tell(&self, ranks: std::ops::Range<usize>, msg: &Msg) {
         let frame = wire::encode(msg);
-        for w in self.lock_writers().iter_mut().flatten() {
-            let _ = w.write_all(&frame);
+        let seq = match msg {
+            Msg::Data { seq, .. } => Some(*seq),
+            _ => None,
+        };
+        let mut writers = self.lock_writers();
+        for (rank, w) in writers.iter_mut().enumerate().skip(ranks.start).take(ranks.len()) {
+            if let Some(w) = w {
+                let _ = w.write_all(&frame);
+            }
+            if let Some(seq) = seq {
+                super::probe::sent(rank, seq);
+            }
         }
     }
 
@@ -107,6 +129,8 @@ pub struct Hub {
     pub shared: Arc<Shared>,
     parts: Receiver<Part>,
     seq: std::cell::Cell<u64>,
+    /// Children per rank of the release tree (`tree`).
+    fanout: usize,
 }
 
 /// Binds the store's port: IPv6 where the store's host is an IPv6
@@ -122,7 +146,11 @@ fn listen(launch: &StoreLaunch) -> Result<TcpListener, Error> {
     } else {
         SocketAddr::from((Ipv4Addr::UNSPECIFIED, launch.port))
     };
-    TcpListener::bind(any).map_err(|e| {
+    let listener = TcpListener::bind(any).and_then(|l| {
+        rustix::net::listen(&l, BACKLOG)?;
+        Ok(l)
+    });
+    listener.map_err(|e| {
         let why = if e.kind() == io::ErrorKind::AddrInUse {
             "the port is in use (another job or program holds it)".to_string()
         } else {
@@ -156,6 +184,7 @@ struct Admission<'a> {
     listener: TcpListener,
     greetings: (Sender<Greeting>, Receiver<Greeting>),
     admitted: Vec<Option<(TcpStream, Hello)>>,
+    fanout: usize,
     /// Ranks told to end, once rank 0 gives up.
     told: usize,
 }
@@ -170,10 +199,16 @@ enum Judged {
 }
 
 /// Admits the other `size - 1` ranks before `deadline`: returns every
-/// rank's identity and the hub. On failure every admitted rank is told to
-/// end, and the line is printed here.
-pub fn rendezvous(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec<RankInfo>, Hub), Error> {
-    let mut admission = Admission::open(launch, me)?;
+/// rank's identity and the hub, whose answers go down a `fanout`-ary tree
+/// (`tree`). On failure every admitted rank is told to end, and the line
+/// is printed here.
+pub fn rendezvous(
+    launch: &StoreLaunch,
+    me: &Hello,
+    deadline: Deadline,
+    fanout: usize,
+) -> Result<(Vec<RankInfo>, Hub), Error> {
+    let mut admission = Admission::open(launch, me, fanout)?;
     while admission.count() < launch.size {
         let Some((mut stream, hello)) = admission.next_greeting(deadline) else {
             if deadline.passed() {
@@ -215,7 +250,7 @@ pub fn rendezvous(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Resul
 }
 
 impl<'a> Admission<'a> {
-    fn open(launch: &'a StoreLaunch, me: &'a Hello) -> Result<Admission<'a>, Error> {
+    fn open(launch: &'a StoreLaunch, me: &'a Hello, fanout: usize) -> Result<Admission<'a>, Error> {
         let listener = listen(launch)?;
         listener
             .set_nonblocking(true)
@@ -226,6 +261,7 @@ impl<'a> Admission<'a> {
             listener,
             greetings: mpsc::channel(),
             admitted: (0..launch.size).map(|_| None).collect(),
+            fanout,
             told: 0,
         })
     }
@@ -322,12 +358,18 @@ impl<'a> Admission<'a> {
     }
 
     /// Every rank has arrived: the port closes, each rank gets the table
-    /// of every rank's host and pid, and the hub starts.
+    /// of every rank's host, pid and relay address (rank 0's view of its
+    /// address, with the port it announced), and the hub starts.
     fn welcome(self) -> (Vec<RankInfo>, Hub) {
         let mut infos = vec![RankInfo {
             rank: 0,
             host: self.me.host.clone(),
             pid: self.me.pid,
+        }];
+        let mut peers = vec![Peer {
+            host: self.me.host.clone(),
+            pid: self.me.pid,
+            relay: String::new(),
         }];
         let mut local_ranks = vec![self.me.local_rank];
         let mut streams: Vec<Option<TcpStream>> = vec![None];
@@ -338,6 +380,15 @@ impl<'a> Admission<'a> {
             .skip(1)
             .filter_map(|(r, a)| Some((r, a?)))
         {
+            let relay = stream
+                .peer_addr()
+                .map(|a| std::net::SocketAddr::new(a.ip(), hello.relay_port).to_string())
+                .unwrap_or_default();
+            peers.push(Peer {
+                host: hello.host.clone(),
+                pid: hello.pid,
+                relay,
+            });
             infos.push(RankInfo {
                 rank,
                 host: hello.host,
@@ -346,15 +397,14 @@ impl<'a> Admission<'a> {
             local_ranks.push(hello.local_rank);
             streams.push(Some(stream));
         }
-        let table: Vec<(String, u32)> = infos.iter().map(|r| (r.host.clone(), r.pid)).collect();
-        let welcome = wire::encode(&Msg::Welcome(table));
+        let welcome = wire::encode(&Msg::Welcome(peers));
         for stream in streams.iter_mut().flatten() {
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_nodelay(true);
             let _ = stream.write_all(&welcome);
         }
         warn_on_local_ranks(self.launch.launcher, &infos, &local_ranks);
-        (infos.clone(), Hub::start(streams, infos))
+        (infos.clone(), Hub::start(streams, infos, self.fanout))
     }
 }
 
@@ -410,7 +460,7 @@ fn warn_on_local_ranks(launcher: StoreLauncher, infos: &[RankInfo], local_ranks:
 
 impl Hub {
     /// Starts a reader thread per rank.
-    fn start(streams: Vec<Option<TcpStream>>, ranks: Vec<RankInfo>) -> Hub {
+    fn start(streams: Vec<Option<TcpStream>>, ranks: Vec<RankInfo>, fanout: usize) -> Hub {
         let size = streams.len();
         let readers: Vec<Option<TcpStream>> = streams
             .iter()
@@ -438,11 +488,13 @@ impl Hub {
             shared,
             parts,
             seq: std::cell::Cell::new(0),
+            fanout,
         }
     }
 
     /// One exchange: every rank's part, in rank order; each other rank
-    /// gets what `reply` says.
+    /// gets what `reply` says, down the release tree (rank 0 writes to its
+    /// children only).
     pub fn exchange(&self, mine: Vec<u8>, reply: Reply) -> Vec<Vec<u8>> {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
@@ -479,7 +531,8 @@ impl Hub {
             Reply::Root => parts[0].clone(),
             Reply::Nothing => Vec::new(),
         };
-        self.shared.tell_all(&Msg::Data { seq, bytes: answer });
+        let children = tree::children(0, self.fanout, size);
+        self.shared.tell(children, &Msg::Data { seq, bytes: answer });
         parts
     }
 

@@ -15,8 +15,12 @@
 //! Carries no data-plane traffic: it exchanges NCCL's unique id, the
 //! agreement steps, barriers, and the times and counts rank 0 gathers.
 
+#[cfg(test)]
+mod bench;
 mod hub;
+mod probe;
 mod spoke;
+mod tree;
 mod wire;
 
 use std::time::{Duration, Instant};
@@ -119,6 +123,12 @@ impl StoreWorld {
     /// (`Error::Reported`, with its exit code: 5 when ranks never came, 2
     /// when they disagree on the job).
     pub fn start(launch: &StoreLaunch, timeout: Option<Duration>) -> Result<StoreWorld, Error> {
+        StoreWorld::start_fanout(launch, timeout, tree::FANOUT)
+    }
+
+    /// `start`, with answers down a `fanout`-ary release tree (`fanout` n -
+    /// 1: rank 0 answers every rank itself).
+    fn start_fanout(launch: &StoreLaunch, timeout: Option<Duration>, fanout: usize) -> Result<StoreWorld, Error> {
         let me = wire::Hello {
             token: launch.token.clone(),
             rank: launch.rank as u32,
@@ -126,6 +136,7 @@ impl StoreWorld {
             local_rank: launch.local_rank.map_or(u32::MAX, |l| l as u32),
             host: super::hostname(),
             pid: std::process::id(),
+            relay_port: 0,
         };
         let deadline = Deadline::after(timeout);
         let (ranks, link) = if launch.size == 1 {
@@ -136,12 +147,12 @@ impl StoreWorld {
             }];
             (alone, Link::Alone)
         } else if launch.rank == 0 {
-            let (ranks, hub) = hub::rendezvous(launch, &me, deadline)?;
+            let (ranks, hub) = hub::rendezvous(launch, &me, deadline, fanout)?;
             let shared = std::sync::Arc::clone(&hub.shared);
             super::set_exit_hook(Some(Box::new(move |code| shared.abort_all(code))));
             (ranks, Link::Hub(hub))
         } else {
-            let (ranks, spoke) = spoke::join(launch, &me, deadline)?;
+            let (ranks, spoke) = spoke::join(launch, &me, deadline, fanout)?;
             let shared = std::sync::Arc::clone(&spoke.shared);
             super::set_exit_hook(Some(Box::new(move |code| shared.abort(code))));
             (ranks, Link::Spoke(spoke))
@@ -326,7 +337,8 @@ mod tests {
             .unwrap()
     }
 
-    fn launch(rank: usize, size: usize, port: u16, token: &str) -> StoreLaunch {
+    /// Rank `rank` of `size` of a job whose store is on this host at `port`.
+    pub(super) fn launch(rank: usize, size: usize, port: u16, token: &str) -> StoreLaunch {
         StoreLaunch {
             launcher: StoreLauncher::Torchrun,
             rank,
@@ -341,13 +353,19 @@ mod tests {
 
     /// `f` on every rank of a store world of `n` ranks, each a thread.
     fn on_all<T: Send>(n: usize, f: impl Fn(&StoreWorld) -> T + Sync) -> Vec<T> {
+        on_tree(n, tree::FANOUT, f)
+    }
+
+    /// `on_all`, the answers down a `k`-ary release tree.
+    fn on_tree<T: Send>(n: usize, k: usize, f: impl Fn(&StoreWorld) -> T + Sync) -> Vec<T> {
         let port = free_port();
         std::thread::scope(|s| {
             let handles: Vec<_> = (0..n)
                 .map(|rank| {
                     let f = &f;
                     s.spawn(move || {
-                        let world = StoreWorld::start(&launch(rank, n, port, "t"), Some(Duration::from_secs(30)))
+                        let limit = Some(Duration::from_secs(30));
+                        let world = StoreWorld::start_fanout(&launch(rank, n, port, "t"), limit, k)
                             .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
                         f(&world)
                     })
@@ -381,6 +399,37 @@ mod tests {
             assert_eq!(maxima, (rank == 0).then(|| vec![3.0, 0.0]));
             assert_eq!(hosts, vec![0, 1, 2, 3]);
             assert_eq!(nnodes, 1);
+        }
+    }
+
+    /// Answers go down the release tree: with two children per rank, 11
+    /// ranks are three hops deep, and every exchange reaches every rank
+    /// through its relays (ranks 3 to 10 get theirs from a rank that is
+    /// not 0), in order, many times over.
+    #[test]
+    fn answers_reach_every_rank_down_a_tree_of_relays() {
+        let n = 11;
+        let out = on_tree(n, 2, |w| {
+            let r = w.rank() as u64;
+            let mut got = Vec::new();
+            for round in 0..20u64 {
+                w.barrier();
+                got.push(w.sum_u64(r + round));
+                got.extend(w.all_gather_u64s(&[r * round]));
+                let b = w.broadcast_bytes(&round.to_le_bytes());
+                got.push(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+            }
+            got
+        });
+        let sum = |round: u64| (0..n as u64).map(|r| r + round).sum::<u64>();
+        for got in &out {
+            let mut want = Vec::new();
+            for round in 0..20u64 {
+                want.push(sum(round));
+                want.extend((0..n as u64).map(|r| r * round));
+                want.push(round);
+            }
+            assert_eq!(got, &want);
         }
     }
 

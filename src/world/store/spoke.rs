@@ -1,8 +1,11 @@
 //! A rank's side of the store (every rank but 0): it connects to rank 0
 //! (retrying until the deadline, since rank 0 may start later), announces
-//! itself, and waits to be admitted; then each exchange is one message to
-//! rank 0 and one answer. A reader thread takes the answers, and ends this
-//! rank at once when rank 0 says the job is over or rank 0 vanishes.
+//! itself, and waits to be admitted; then it joins the release tree
+//! (`tree`), and each exchange is one message to rank 0 and one answer,
+//! which comes down the tree from its parent and goes on to its children.
+//! A reader thread takes rank 0's messages, and ends this rank at once
+//! when rank 0 says the job is over or rank 0 vanishes; where the parent
+//! is not rank 0, another reads the answers from it.
 
 use std::io::{self, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -11,7 +14,8 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::wire::{self, Hello, Msg};
+use super::tree::{self, Links};
+use super::wire::{self, Hello, Msg, Peer};
 use super::{Deadline, fail};
 use crate::error::{Error, exit, say};
 use crate::world::RankInfo;
@@ -49,11 +53,18 @@ pub struct Spoke {
     seq: std::cell::Cell<u64>,
 }
 
-/// Connects, announces `me`, and waits to be admitted: every rank's
-/// identity. Failures are printed here, with this rank's name.
-pub fn join(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec<RankInfo>, Spoke), Error> {
+/// Connects, announces `me`, waits to be admitted, and joins the
+/// `fanout`-ary release tree: every rank's identity. Failures are printed
+/// here, with this rank's name.
+pub fn join(
+    launch: &StoreLaunch,
+    me: &Hello,
+    deadline: Deadline,
+    fanout: usize,
+) -> Result<(Vec<RankInfo>, Spoke), Error> {
     let who = format!("rank {} on {}", me.rank, me.host);
     let address = launch.address();
+    let (relay, me) = relay_port(launch, me, fanout, &who)?;
     let mut stream = connect(launch, deadline).map_err(|last| {
         fail(
             exit::TIMEOUT,
@@ -75,7 +86,7 @@ pub fn join(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec
             format!("collbench: {who}: cannot talk to the store at {address}: {e}"),
         ));
     }
-    let ranks = admitted(&mut stream, launch.size, deadline).map_err(|failed| match failed {
+    let peers = admitted(&mut stream, launch.size, deadline).map_err(|failed| match failed {
         Failed::Silent(code) => Error::Reported(code),
         Failed::NoAnswer => fail(
             exit::TIMEOUT,
@@ -93,6 +104,15 @@ pub fn join(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec
             ),
         ),
     })?;
+    let ranks: Vec<RankInfo> = peers
+        .iter()
+        .enumerate()
+        .map(|(rank, p)| RankInfo {
+            rank,
+            host: p.host.clone(),
+            pid: p.pid,
+        })
+        .collect();
     // Every rank sees rank 0 vanish; rank 1 alone says so.
     let lost_line = (me.rank == 1).then(|| {
         format!(
@@ -101,7 +121,48 @@ pub fn join(launch: &StoreLaunch, me: &Hello, deadline: Deadline) -> Result<(Vec
             ranks[0].host
         )
     });
-    Ok((ranks, Spoke::start(stream, lost_line)))
+    // Every rank is known and has its relay port open: the tree's links.
+    let limit = deadline
+        .remaining()
+        .unwrap_or(Duration::from_secs(60))
+        .max(Duration::from_secs(5));
+    let links = tree::link(me.rank as usize, &peers, fanout, &me.token, relay.as_ref(), limit).map_err(|e| {
+        fail(
+            exit::RUNTIME,
+            format!("collbench: {who}: cannot join the store's release tree: {e}"),
+        )
+    })?;
+    Ok((ranks, Spoke::start(stream, lost_line, links)))
+}
+
+/// This rank's relay port (its children in the release tree connect
+/// there), in the store's address family, and `me` announcing it; none
+/// for a rank without children (most ranks: a port nobody of the job
+/// connects to would only hold a stranger's connection unanswered).
+fn relay_port(
+    launch: &StoreLaunch,
+    me: &Hello,
+    fanout: usize,
+    who: &str,
+) -> Result<(Option<std::net::TcpListener>, Hello), Error> {
+    if tree::children(me.rank as usize, fanout, launch.size).is_empty() {
+        return Ok((None, me.clone()));
+    }
+    let v6 = (launch.host.as_str(), launch.port)
+        .to_socket_addrs()
+        .map(|mut a| a.next().is_some_and(|a| a.is_ipv6()))
+        .unwrap_or(false);
+    let relay = tree::listen(v6).map_err(|e| {
+        fail(
+            exit::RUNTIME,
+            format!("collbench: {who}: cannot open a port for the store's release tree: {e}"),
+        )
+    })?;
+    let me = Hello {
+        relay_port: relay.local_addr().map_or(0, |a| a.port()),
+        ..me.clone()
+    };
+    Ok((Some(relay), me))
 }
 
 /// Why a rank was not admitted.
@@ -118,7 +179,7 @@ enum Failed {
 /// Waits for rank 0's answers until the table of every rank arrives.
 /// Until admitted, this rank's deadline holds (a program on the port that
 /// is not our store never answers); then rank 0 keeps the time.
-fn admitted(stream: &mut TcpStream, size: usize, deadline: Deadline) -> Result<Vec<RankInfo>, Failed> {
+fn admitted(stream: &mut TcpStream, size: usize, deadline: Deadline) -> Result<Vec<Peer>, Failed> {
     let limit = deadline
         .remaining()
         .unwrap_or(Duration::from_secs(60))
@@ -131,10 +192,7 @@ fn admitted(stream: &mut TcpStream, size: usize, deadline: Deadline) -> Result<V
                 accepted = true;
                 let _ = stream.set_read_timeout(None);
             }
-            Ok(Msg::Welcome(table)) if table.len() == size => {
-                let ranks = table.into_iter().enumerate();
-                return Ok(ranks.map(|(rank, (host, pid))| RankInfo { rank, host, pid }).collect());
-            }
+            Ok(Msg::Welcome(table)) if table.len() == size => return Ok(table),
             Ok(Msg::Refuse {
                 code,
                 print: true,
@@ -181,18 +239,34 @@ fn connect(launch: &StoreLaunch, deadline: Deadline) -> Result<TcpStream, String
 
 impl Spoke {
     /// `lost_line`: what this rank says when rank 0 vanishes (rank 1
-    /// alone says it, so that the job ends with one line).
-    fn start(stream: TcpStream, lost_line: Option<String>) -> Spoke {
+    /// alone says it, so that the job ends with one line). The answers come
+    /// from rank 0's connection, or from the parent's relay connection
+    /// (`links`), and go on to the children.
+    fn start(stream: TcpStream, lost_line: Option<String>, links: Links) -> Spoke {
         let reader = stream.try_clone();
         let shared = Arc::new(Shared {
             writer: Mutex::new(stream),
             leaving: AtomicBool::new(false),
         });
         let (tx, answers) = mpsc::channel();
+        let Links {
+            parent,
+            children,
+            first_child,
+        } = links;
+        // the children go with the reader of the answers
+        let (star_children, relay) = match parent {
+            None => ((first_child, children), None),
+            Some(p) => ((first_child, Vec::new()), Some((p, (first_child, children)))),
+        };
+        if let Some((from, children)) = relay {
+            let tx = tx.clone();
+            std::thread::spawn(move || read_parent(from, children, &tx));
+        }
         match reader {
             Ok(reader) => {
                 let shared = Arc::clone(&shared);
-                std::thread::spawn(move || read_rank0(reader, &shared, &tx, lost_line));
+                std::thread::spawn(move || read_rank0(reader, star_children, &shared, &tx, lost_line));
             }
             Err(e) => say(&format!("collbench: warning: the store's connection: {e}")),
         }
@@ -233,13 +307,21 @@ impl Spoke {
     }
 }
 
-/// Reads rank 0's messages: answers go to the main thread; an abort ends
-/// this rank with rank 0's code (the failing rank printed why); a
-/// connection that closes before the end means rank 0 is gone.
-fn read_rank0(mut stream: TcpStream, shared: &Shared, answers: &Sender<(u64, Vec<u8>)>, lost_line: Option<String>) {
+/// Reads rank 0's messages: answers go on to `children` and to the main
+/// thread; an abort ends this rank with rank 0's code (the failing rank
+/// printed why); a connection that closes before the end means rank 0 is
+/// gone.
+fn read_rank0(
+    mut stream: TcpStream,
+    mut children: Children,
+    shared: &Shared,
+    answers: &Sender<(u64, Vec<u8>)>,
+    lost_line: Option<String>,
+) {
     loop {
         match wire::read(&mut stream) {
             Ok(Msg::Data { seq, bytes }) => {
+                pass_on(&mut children, seq, &bytes);
                 if answers.send((seq, bytes)).is_err() {
                     return;
                 }
@@ -253,6 +335,72 @@ fn read_rank0(mut stream: TcpStream, shared: &Shared, answers: &Sender<(u64, Vec
                 }
                 std::process::exit(i32::from(exit::RUNTIME))
             }
+        }
+    }
+}
+
+/// A rank's children in the release tree: the first one's rank, and a
+/// connection to each.
+type Children = (usize, Vec<TcpStream>);
+
+/// Forwards an answer to the children before this rank takes it.
+fn pass_on((first, children): &mut Children, seq: u64, bytes: &[u8]) {
+    if !children.is_empty() {
+        let frame = wire::encode(&Msg::Data {
+            seq,
+            bytes: bytes.to_vec(),
+        });
+        tree::forward(children, *first, seq, &frame);
+    }
+}
+
+/// Reads the answers the parent passes on (it is not rank 0): each goes on
+/// to `children` and to the main thread. A link that breaks is left alone:
+/// a parent that died is seen by rank 0, which ends the job on every
+/// rank's own connection.
+fn read_parent(mut from: TcpStream, mut children: Children, answers: &Sender<(u64, Vec<u8>)>) {
+    loop {
+        match wire::read(&mut from) {
+            Ok(Msg::Data { seq, bytes }) => {
+                pass_on(&mut children, seq, &bytes);
+                if answers.send((seq, bytes)).is_err() {
+                    return;
+                }
+            }
+            Ok(_) | Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::store::tests::launch;
+
+    /// Only a rank with children in the release tree opens a relay port: a
+    /// leaf's would hold a stranger's connection (another job's rank that
+    /// took the port for its store) unanswered until the deadline.
+    #[test]
+    fn only_ranks_with_children_open_a_relay_port() {
+        let hello = |rank: u32| Hello {
+            token: "t".into(),
+            rank,
+            size: 40,
+            local_rank: u32::MAX,
+            host: "h".into(),
+            pid: 1,
+            relay_port: 0,
+        };
+        for (rank, size, has) in [
+            (1, 4, false),
+            (3, 4, false),
+            (1, 40, true),
+            (2, 40, true),
+            (3, 40, false),
+        ] {
+            let (relay, me) = relay_port(&launch(rank, size, 1, "t"), &hello(rank as u32), 16, "x").unwrap();
+            assert_eq!(relay.is_some(), has, "rank {rank} of {size}");
+            assert_eq!(me.relay_port != 0, has, "rank {rank} of {size}");
         }
     }
 }

@@ -23,14 +23,26 @@ pub struct Hello {
     pub local_rank: u32,
     pub host: String,
     pub pid: u32,
+    /// The port of the rank's relay listener (its children in the release
+    /// tree connect there), 0 for none.
+    pub relay_port: u16,
+}
+
+/// One rank in rank 0's welcome: its host and pid, and where its relay
+/// listener is (rank 0's view of its address, and the port it announced).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub host: String,
+    pub pid: u32,
+    pub relay: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Msg {
     /// A rank, to rank 0, right after the magic.
     Hello(Hello),
-    /// Rank 0, to each rank once all arrived: every rank's (host, pid).
-    Welcome(Vec<(String, u32)>),
+    /// Rank 0, to each rank once all arrived: every rank.
+    Welcome(Vec<Peer>),
     /// Rank 0 admits a rank: it now waits for the others (rank 0 keeps
     /// the time).
     Accepted,
@@ -46,6 +58,9 @@ pub enum Msg {
     Finish,
     /// A rank leaves in order.
     Bye,
+    /// A rank, to its parent in the release tree, on the relay connection
+    /// it opens there (after the magic): the job's token and its rank.
+    Join { token: String, rank: u32 },
 }
 
 const HELLO: u8 = 1;
@@ -56,6 +71,7 @@ const ABORT: u8 = 5;
 const FINISH: u8 = 6;
 const BYE: u8 = 7;
 const ACCEPTED: u8 = 8;
+const JOIN: u8 = 9;
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -78,14 +94,21 @@ pub fn encode(msg: &Msg) -> Vec<u8> {
             put_u32(&mut body, h.local_rank);
             put_bytes(&mut body, h.host.as_bytes());
             put_u32(&mut body, h.pid);
+            put_u32(&mut body, u32::from(h.relay_port));
         }
         Msg::Welcome(ranks) => {
             body.push(WELCOME);
             put_u32(&mut body, ranks.len() as u32);
-            for (host, pid) in ranks {
-                put_bytes(&mut body, host.as_bytes());
-                put_u32(&mut body, *pid);
+            for p in ranks {
+                put_bytes(&mut body, p.host.as_bytes());
+                put_u32(&mut body, p.pid);
+                put_bytes(&mut body, p.relay.as_bytes());
             }
+        }
+        Msg::Join { token, rank } => {
+            body.push(JOIN);
+            put_bytes(&mut body, token.as_bytes());
+            put_u32(&mut body, *rank);
         }
         Msg::Refuse { code, print, message } => {
             body.push(REFUSE);
@@ -182,15 +205,24 @@ pub fn read(r: &mut impl Read) -> io::Result<Msg> {
             local_rank: c.u32()?,
             host: c.text()?,
             pid: c.u32()?,
+            relay_port: u16::try_from(c.u32()?).map_err(|_| bad("port"))?,
         }),
         WELCOME => {
             let n = c.u32()? as usize;
             let mut ranks = Vec::with_capacity(n.min(1 << 16));
             for _ in 0..n {
-                ranks.push((c.text()?, c.u32()?));
+                ranks.push(Peer {
+                    host: c.text()?,
+                    pid: c.u32()?,
+                    relay: c.text()?,
+                });
             }
             Msg::Welcome(ranks)
         }
+        JOIN => Msg::Join {
+            token: c.text()?,
+            rank: c.u32()?,
+        },
         REFUSE => Msg::Refuse {
             code: c.u8()?,
             print: c.u8()? != 0,
@@ -248,8 +280,24 @@ mod tests {
                 local_rank: u32::MAX,
                 host: "nodé".into(),
                 pid: 77,
+                relay_port: 40123,
             }),
-            Msg::Welcome(vec![("a".into(), 1), ("b".into(), 2)]),
+            Msg::Welcome(vec![
+                Peer {
+                    host: "a".into(),
+                    pid: 1,
+                    relay: String::new(),
+                },
+                Peer {
+                    host: "b".into(),
+                    pid: 2,
+                    relay: "10.0.0.2:40123".into(),
+                },
+            ]),
+            Msg::Join {
+                token: "t".into(),
+                rank: 9,
+            },
             Msg::Refuse {
                 code: 2,
                 print: true,

@@ -31,4 +31,4 @@ pub use result::{
     AllocError, CopyError, CudaDriver, DriverMissing, LoadError, NcclError, RankInProcess, check_cuda_driver,
     device_total_mem,
 };
-pub use safe::{Buffers, Comm, DeviceMemory};
+pub use safe::{Buffers, Comm, DeviceMemory, Held};

@@ -132,6 +132,23 @@ enum Registered {
     Handle(*mut c_void),
     /// ncclCommWindowRegister's symmetric window (`-R 2`).
     Window(RawWindow),
+    /// ncclCommWindowRegister returned success and no window (`-R 2`
+    /// where NCCL has no symmetric memory for this communicator): kept, so
+    /// that the buffer is not asked again and nothing is released.
+    NoWindow,
+}
+
+/// What a communicator holds for one buffer (`-R`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// Not registered with this communicator.
+    Nothing,
+    /// ncclCommRegister's handle.
+    Handle,
+    /// A symmetric window.
+    Window,
+    /// ncclCommWindowRegister was asked and returned no window.
+    NoWindow,
 }
 
 impl fmt::Debug for Comm {
@@ -192,12 +209,13 @@ impl Comm {
     }
 
     /// `ncclCommRegister` of the whole of `memory` (`-R`); registering the
-    /// same buffer again does nothing. The owner of `memory` calls
-    /// `deregister` before freeing it; whatever is still registered is
-    /// released before the communicator is destroyed.
+    /// same buffer again does nothing, and an empty buffer is not
+    /// registered. The owner of `memory` calls `deregister` before freeing
+    /// it; whatever is still registered is released before the
+    /// communicator is destroyed.
     pub fn register(&mut self, memory: &DeviceMemory) -> Result<(), NcclError> {
         let address = memory.raw_ptr();
-        if self.registered.iter().any(|r| r.0 == address) {
+        if memory.len_bytes() == 0 || self.registered.iter().any(|r| r.0 == address) {
             return Ok(());
         }
         // SAFETY: `self.raw` is live; `address..address+len_bytes` is a live
@@ -214,7 +232,9 @@ impl Comm {
     /// an empty buffer is not registered. Collective: every rank of this
     /// communicator registers a buffer of the same size, in the same order.
     /// NCCL requires memory from its ncclMemAlloc: other memory is refused
-    /// here. Released as `register`'s handles are.
+    /// here. Released as `register`'s handles are. Where NCCL returns no
+    /// window, that answer is kept (`Held::NoWindow`) and nothing is
+    /// released for it.
     pub fn register_window(&mut self, memory: &DeviceMemory) -> Result<(), NcclError> {
         let address = memory.raw_ptr();
         if memory.len_bytes() == 0 || self.registered.iter().any(|r| r.0 == address) {
@@ -231,8 +251,20 @@ impl Comm {
         // stays allocated until `deregister` (the owner's duty) or until
         // this communicator is destroyed, which releases the window first.
         let window = unsafe { self.api.comm_window_register(self.raw, address, memory.len_bytes()) }?;
-        self.registered.push((address, Registered::Window(window)));
+        let registered = window.map_or(Registered::NoWindow, Registered::Window);
+        self.registered.push((address, registered));
         Ok(())
+    }
+
+    /// What this communicator holds for `memory`.
+    pub fn held(&self, memory: &DeviceMemory) -> Held {
+        let address = memory.raw_ptr();
+        match self.registered.iter().find(|r| r.0 == address) {
+            None => Held::Nothing,
+            Some((_, Registered::Handle(_))) => Held::Handle,
+            Some((_, Registered::Window(_))) => Held::Window,
+            Some((_, Registered::NoWindow)) => Held::NoWindow,
+        }
     }
 
     /// Releases the registration of `memory`, if it has one. A window's
@@ -262,6 +294,9 @@ impl Comm {
             // ncclCommWindowRegister on it; it left the list, so it is
             // released exactly once.
             Registered::Window(window) => unsafe { self.api.comm_window_deregister(self.raw, window) },
+            // NCCL made nothing: nothing to release (nccl-tests hands the
+            // NULL back to ncclCommWindowDeregister, which returns at once).
+            Registered::NoWindow => Ok(()),
         }
     }
 
