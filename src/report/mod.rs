@@ -99,6 +99,10 @@ pub struct RunInfo {
     /// `-S`: the table ends every row with its timestamp.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timestamps: bool,
+    /// On the NCCL backend: the ranks' NCCL logs, kept, and what the
+    /// doctor's rules found in them (`doctor::kept`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_log: Option<crate::doctor::kept::KeptLogs>,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements

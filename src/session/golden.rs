@@ -202,6 +202,7 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         label: Some("golden".into()),
         traffic: Some(super::outputs::traffic_text(Default::default(), nranks)),
         timestamps: false,
+        nccl_log: None,
     }
 }
 

@@ -180,6 +180,8 @@ impl<W: World> Session<'_, W> {
             label: identity.label.clone(),
             traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
             timestamps: out.timestamps,
+            // Filled in with what every rank's NCCL log holds.
+            nccl_log: None,
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }

@@ -16,7 +16,8 @@ use crate::error::Error;
 use crate::report::RunIdentity;
 use crate::topology::Nodes;
 use crate::topology::observe::{self, Observed};
-use crate::types::BackendChoice;
+use crate::topology::profile::NcclLogging;
+use crate::types::{BackendChoice, BackendKind};
 use crate::world::World;
 
 /// Longest per-rank text exchanged for the transport observed.
@@ -38,6 +39,9 @@ pub(super) struct Prepared {
     /// Each rank's GPU model ("" where it has none), in rank order.
     pub gpus: Vec<String>,
     pub identity: RunIdentity,
+    /// On rank 0, on the NCCL backend with collbench's private logs: every
+    /// rank's NCCL set-up lines, in rank order (`doctor::kept`).
+    pub nccl_logs: Option<Vec<String>>,
 }
 
 impl<W: World> Session<'_, W> {
@@ -59,6 +63,8 @@ impl<W: World> Session<'_, W> {
         if let Task::Check(c) = self.task {
             self.agreed(c.check_backend(kind, chosen.note.as_deref()))?;
         }
+        // before the observation, which removes a log that holds no surprise
+        let nccl_logs = self.gather_nccl_logs(kind);
         let observed = self.agreed(self.observe(chosen.backend.as_ref()))?;
         let gpu = chosen
             .backend
@@ -76,7 +82,29 @@ impl<W: World> Session<'_, W> {
             observed_all,
             gpus,
             identity,
+            nccl_logs,
         })
+    }
+
+    /// Every rank's NCCL log as NCCL left it after its communicators' set-up,
+    /// on rank 0: on the NCCL backend, when every rank's is collbench's
+    /// private one (a user's own NCCL_DEBUG_FILE is theirs to read).
+    fn gather_nccl_logs(&self, kind: BackendKind) -> Option<Vec<String>> {
+        if kind != BackendKind::Nccl {
+            return None;
+        }
+        let mine = match &self.env_plan.nccl_log {
+            NcclLogging::Private(path) => std::fs::read_to_string(path).ok(),
+            _ => None,
+        };
+        // every rank takes the same way, whatever its own environment
+        if self.world.min_u64(u64::from(mine.is_some())) == 0 {
+            return None;
+        }
+        let texts = self
+            .world
+            .all_gather_text(mine.as_deref().unwrap_or(""), crate::doctor::kept::RANK_LOG_BYTES);
+        (self.world.rank() == 0).then_some(texts)
     }
 
     /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.

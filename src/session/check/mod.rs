@@ -286,6 +286,7 @@ impl<W: World> Session<'_, W> {
             observed_all,
             gpus,
             identity,
+            nccl_logs,
             ..
         } = prepared;
         let backend = backend.as_mut();
@@ -311,6 +312,7 @@ impl<W: World> Session<'_, W> {
             observed: observed.text,
             observed_all,
             gpus,
+            nccl_logs,
         };
         self.agreed(outputs::check_prometheus(c, &nodes, world.rank()))?;
         let setup = outputs::Setup::new(self, c, &nodes, identity, views)?;
