@@ -125,7 +125,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "bad-socket-ifname",
-        title: "the bootstrap or socket interface is missing, loopback or virtual",
+        title: "the bootstrap or socket interface is missing, loopback, virtual or unreachable",
         severity: Severity::Error,
         symptoms: &[
             y(
@@ -154,10 +154,15 @@ pub const RULES: &[Rule] = &[
                 "2.4.8-2.23.4 / 2.24.3+ / every release",
                 "",
             ),
+            y(
+                "%s:%d -> %d (misc/socket.cc, then bootstrap.cc, in one process)",
+                "every release (the INFO trace of a returned error; `include/socket.h` and `.cu` files before 2.5)",
+                "",
+            ),
         ],
-        meaning: "NCCL bootstraps or moves data over an interface the peers cannot reach: a name in NCCL_SOCKET_IFNAME that this host does not have (NCCL then connects to an empty address), loopback between nodes, or Docker bridges and veth pairs next to the real interface.",
+        meaning: "NCCL bootstraps or moves data over an interface the peers cannot reach: a name in NCCL_SOCKET_IFNAME that this host does not have (NCCL then connects to an empty address), loopback between nodes, Docker bridges and veth pairs next to the real interface, or an interface the bootstrap's connections fail on (an error returned from NCCL's socket code, then from bootstrap.cc: the bootstrap uses TCP sockets only, so only NCCL_SOCKET_IFNAME matters, e.g. IP over InfiniBand inside containers).",
         fix: "Set NCCL_SOCKET_IFNAME to the interface the nodes reach each other on (`=eth0` for exactly that name, `^docker,lo` to exclude); one name for every host (\"different NCCL_SOCKET_IFNAME names are not supported\": list them all, or set it per node in /etc/nccl.conf).",
-        cited: "NVIDIA NCCL environment variables, NCCL_SOCKET_IFNAME (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); sjeaugey, NVIDIA/nccl#697 (\"Could you try again setting NCCL_SOCKET_IFNAME=bond0?\"); AddyLaddy, NVIDIA/nccl-tests#219",
+        cited: "NVIDIA NCCL environment variables, NCCL_SOCKET_IFNAME (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); sjeaugey, NVIDIA/nccl#697 (\"Could you try again setting NCCL_SOCKET_IFNAME=bond0?\"); AddyLaddy, NVIDIA/nccl-tests#219; sjeaugey, NVIDIA/nccl#1000 (\"Everything is only using TCP/IP sockets, so only NCCL_SOCKET_IFNAME matters\")",
         judge: judge::net::bad_ifname,
     },
     Rule {
@@ -181,9 +186,9 @@ pub const RULES: &[Rule] = &[
                 "",
             ),
         ],
-        meaning: "Data between the NIC and the GPU is staged through host memory. NCCL uses GPUDirect RDMA when the peer-memory module (nvidia-peermem) is loaded or the driver and kernel offer DMA-BUF, and the GPU-NIC distance is within NCCL_NET_GDR_LEVEL. Only receive lines are judged: NCCL reads sends through GDR only under conditions.",
-        fix: "Load the peer-memory module on every node (`sudo modprobe nvidia-peermem`, at every boot) or use a DMA-BUF capable driver and kernel; check that ACS is off outside VMs.",
-        cited: "NCCL troubleshooting, \"GPU Direct RDMA\"; AddyLaddy, NVIDIA/nccl#1412; sjeaugey, NVIDIA/nccl#897",
+        meaning: "Data between the NIC and the GPU is staged through host memory. NCCL uses GPUDirect RDMA when the peer-memory module (nvidia-peermem) is loaded or the driver and kernel offer DMA-BUF, and the GPU-NIC distance is within NCCL_NET_GDR_LEVEL. Only receive lines are judged: NCCL reads sends through GDR only under conditions. Where no channel line is in the log, `GPU Direct RDMA Disabled for HCA` says it alone: neither the module nor DMA-BUF is usable with that HCA (graph/topo.cc). NCCL 2.22.3 and earlier look for the module only as nv_peer_mem (/sys/kernel/mm/memory_peers), so a node with nvidia-peermem alone gets no GPUDirect RDMA from them (2.23.4 also checks /sys/module/nvidia_peermem).",
+        fix: "Load the peer-memory module on every node (`sudo modprobe nvidia-peermem`, at every boot) or use a DMA-BUF capable driver and kernel; with NCCL 2.22.3 or earlier and nvidia-peermem, use NCCL 2.23.4 or later; check that ACS is off outside VMs.",
+        cited: "NCCL troubleshooting, \"GPU Direct RDMA\"; AddyLaddy, NVIDIA/nccl#1412; sjeaugey, NVIDIA/nccl#897; xman1979, NVIDIA/nccl#1676 (the nvidia-peermem check of 2.23.4)",
         judge: judge::net::gdr_off,
     },
     Rule {
@@ -269,8 +274,8 @@ pub const RULES: &[Rule] = &[
             y("NCCL_IB_GID_INDEX set by environment to %d", "every release", ""),
         ],
         meaning: "Status 12 (transport retry exceeded) is a timeout: \"When it happens right away, it usually means the NICs can't talk to each other using RoCE\"; across routed RoCE v2 subnets the default GID (link-local) cannot reach the peer. Status 5 is a flushed request after an earlier error, 4 a local protection error (ACS and GPUDirect RDMA).",
-        fix: "Set NCCL_IB_GID_INDEX to the RoCE v2 GID of the interface's IP (index 3 in the usual ConnectX table; `show_gids` lists it), run the OFED perftests between the hosts in the same conditions (GID index, traffic class), and fix the routing between the addresses the log names.",
-        cited: "sjeaugey and the reporters, NVIDIA/nccl#426 (\"NCCL_IB_GID_INDEX=3 solved my issue\"); sjeaugey, NVIDIA/nccl#1170",
+        fix: "Set NCCL_IB_GID_INDEX to the RoCE v2 GID of the interface's IP (index 3 in the usual ConnectX table; `show_gids` lists it), run the OFED perftests between the hosts in the same conditions (GID index, traffic class), and fix the routing between the addresses the log names; on a rail-optimized fabric where NIC n reaches only NIC n of the other nodes, set NCCL_CROSS_NIC=0.",
+        cited: "sjeaugey and the reporters, NVIDIA/nccl#426 (\"NCCL_IB_GID_INDEX=3 solved my issue\"); sjeaugey, NVIDIA/nccl#1170; stephenmsachs and a commenter, NVIDIA/nccl#2013 (\"Setting NCCL_CROSS_NIC=0 worked for me\")",
         judge: judge::net::completion,
     },
     Rule {
@@ -409,10 +414,15 @@ pub const RULES: &[Rule] = &[
                 "2.27.3+ (WARN)",
                 "Failed to initialize any NET plugin",
             ),
+            y(
+                "NET/OFI Could not find any optimal provider",
+                "aws-ofi-nccl's WARN (get_ofi_provider, 2019 releases) when libfabric offers it no usable provider",
+                "NET/OFI Could not find any optimal provider",
+            ),
         ],
-        meaning: "NCCL did not load the network plugin the platform needs (aws-ofi-nccl for EFA, the RDMA-SHARP plugin) and fell back to its own transports, usually sockets: a library path or ABI problem. Not a finding: NCCL's default name (libnccl-net.so) not found on a system that needs no plugin, and the CollNet symbol lines.",
+        meaning: "NCCL did not load the network plugin the platform needs (aws-ofi-nccl for EFA, the RDMA-SHARP plugin), or loaded it and the plugin could not start (\"This means the OFI plugin didn't initialize correctly. Since NCCL cannot use that plugin, it tries to use the next choices\"), and fell back to its own transports, usually sockets: a library path, ABI or provider problem. Not a finding: NCCL's default name (libnccl-net.so) not found on a system that needs no plugin, and the CollNet symbol lines.",
         fix: "Put the plugin's folder on LD_LIBRARY_PATH or name it with NCCL_NET_PLUGIN, and fix the libraries its loader error names; a plugin older than the v5 API is refused from 2.19.1.",
-        cited: "NVIDIA NCCL environment variables, NCCL_NET_PLUGIN; NVIDIA-NeMo/RL#1973 and its fix #2410",
+        cited: "NVIDIA NCCL environment variables, NCCL_NET_PLUGIN; NVIDIA-NeMo/RL#1973 and its fix #2410; sjeaugey, NVIDIA/nccl#229 (the OFI provider WARN)",
         judge: judge::net::plugin,
     },
     Rule {

@@ -71,7 +71,7 @@ fn every_confirmed_log_of_the_corpus_names_its_cause_on_its_evidence_lines() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(named >= 15, "{named} confirmed logs");
+    assert!(named >= 25, "{named} confirmed logs");
 }
 
 #[test]
@@ -299,4 +299,62 @@ fn the_rules_page_lists_every_rule_as_the_table_has_it() {
         Some(want.as_str()),
         "docs/doctor.md's rules differ: COLLBENCH_BLESS=1 cargo test --lib rules_page"
     );
+}
+
+#[test]
+fn gpudirect_rdma_disabled_for_an_hca_is_gdr_off_unless_a_channel_of_that_host_has_it() {
+    // graph/topo.cc, 2.13.4+: `NET/%s : GPU Direct RDMA %s for HCA %d '%s'`
+    let text = info("a", 1, 0, "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'");
+    let d = examine_text(&text);
+    assert_eq!(rules_of(&d, Severity::Info), [("gdr-off", Severity::Warn)]);
+    assert!(
+        d.findings[0].detail.contains("HCA mlx5_0 (line 1; 1 line)"),
+        "{}",
+        d.findings[0].detail
+    );
+    // the socket transport's devices are not HCAs
+    let text = info("a", 1, 0, "NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'");
+    assert!(rules_of(&examine_text(&text), Severity::Info).is_empty());
+    // a receive with /GDRDMA on that host says otherwise (DMA-BUF, another HCA)
+    let mut text = info("a", 1, 0, "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'");
+    text += &info("a", 1, 0, "Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA");
+    assert!(rules_of(&examine_text(&text), Severity::Info).is_empty());
+    // `Enabled` is the healthy line
+    let text = info("a", 1, 0, "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'");
+    assert!(rules_of(&examine_text(&text), Severity::Info).is_empty());
+}
+
+#[test]
+fn a_socket_error_then_a_bootstrap_error_in_one_process_is_an_unreachable_bootstrap_interface() {
+    // NCCL's INFO trace of returned errors (NCCLCHECK), 2.18.5's line numbers
+    let mut text = info("a", 1, 0, "Bootstrap : Using ib0:192.168.0.1<0>");
+    text += &info("a", 1, 0, "misc/socket.cc:567 -> 2");
+    text += &info("a", 1, 0, "bootstrap.cc:270 -> 2");
+    let d = examine_text(&text);
+    assert_eq!(rules_of(&d, Severity::Info), [("bad-socket-ifname", Severity::Error)]);
+    assert_eq!(
+        d.findings[0].detail,
+        "NCCL's bootstrap failed on a socket error (line 3); it connects over ib0 (line 1), which the other processes cannot reach"
+    );
+    assert_eq!(
+        d.findings[0].evidence.iter().map(|e| e.line).collect::<Vec<_>>(),
+        [1, 3]
+    );
+    // a bootstrap error without a socket error in that process is not this
+    // (bootstrap.cc's `Message truncated`, NVIDIA/nccl#1176)
+    let mut text = info("a", 1, 0, "misc/socket.cc:567 -> 2");
+    text += &info("b", 2, 0, "bootstrap.cc:554 -> 3");
+    assert!(rules_of(&examine_text(&text), Severity::Info).is_empty());
+    // a trace of success is no error
+    let mut text = info("a", 1, 0, "misc/socket.cc:567 -> 0");
+    text += &info("a", 1, 0, "bootstrap.cc:270 -> 0");
+    assert!(rules_of(&examine_text(&text), Severity::Info).is_empty());
+}
+
+#[test]
+fn the_ofi_plugin_finding_no_provider_is_a_failed_plugin_not_an_unknown_warn() {
+    // aws-ofi-nccl's WARN, quoted by sjeaugey in NVIDIA/nccl#229
+    let text = "\nh:1:1 [0] get_ofi_provider:312 NCCL WARN NET/OFI Could not find any optimal provider\n";
+    let d = examine_text(text);
+    assert_eq!(rules_of(&d, Severity::Info), [("net-plugin-failed", Severity::Warn)]);
 }

@@ -1,7 +1,7 @@
 //! The network: sockets where InfiniBand exists, the socket interfaces,
 //! GPUDirect RDMA, the HCAs, completion errors, the network plugin.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{at, list, more, quote};
 use crate::doctor::facts::{Facts, Seen};
@@ -132,8 +132,80 @@ pub fn socket_where_ib(facts: &Facts, rule: &Rule) -> Vec<Finding> {
     vec![rule.finding(facts, Severity::Info, detail, &lines)]
 }
 
-pub fn bad_ifname(facts: &Facts, rule: &Rule) -> Vec<Finding> {
+/// `misc/socket.cc:567 -> 2`: NCCL's INFO trace of an error (a non-zero
+/// ncclResult_t) returned at a line of a file whose name starts with one
+/// of `files` (every release prints the trace; debug.h, NCCLCHECK).
+fn error_returned(msg: &str, files: &[&str]) -> bool {
+    let Some((place, code)) = msg.trim().split_once(" -> ") else {
+        return false;
+    };
+    let file = place.rsplit('/').next().unwrap_or(place);
+    files.iter().any(|f| file.starts_with(f))
+        && file.contains(':')
+        && code
+            .split_whitespace()
+            .next()
+            .and_then(|c| c.parse::<u32>().ok())
+            .is_some_and(|c| c != 0)
+}
+
+/// The lines where a process's bootstrap failed on a socket error: an error
+/// returned from NCCL's socket code, then from bootstrap.cc, in one process.
+/// The bootstrap only uses TCP sockets (sjeaugey, NVIDIA/nccl#1000).
+fn bootstrap_failed<'f, 'a>(facts: &'f Facts<'a>) -> Vec<&'f Seen<'a>> {
+    let mut socket_failed = BTreeSet::new();
     let mut out = Vec::new();
+    for s in &facts.lines {
+        if error_returned(s.msg(), &["socket.", "net_socket."]) {
+            socket_failed.insert(s.process());
+        } else if error_returned(s.msg(), &["bootstrap."]) && socket_failed.contains(&s.process()) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The bootstrap interface a line names: `Bootstrap : Using eth0:...` or
+/// the `OOB ib0:...` of a `NET/IB : Using` line.
+fn bootstrap_interface(msg: &str) -> Option<&str> {
+    let rest = msg
+        .split_once("Bootstrap : Using ")
+        .or_else(|| msg.split_once("Bootstrap: Using "))
+        .or_else(|| msg.split_once("; OOB "))?
+        .1;
+    let name = rest.trim_start_matches(|c: char| c == '[' || c.is_ascii_digit() || c == ']');
+    name.split(':').next().filter(|n| !n.is_empty())
+}
+
+/// A socket error ended NCCL's bootstrap: the interface it bootstraps over
+/// does not reach the other hosts (NVIDIA/nccl#1000: IPoIB in containers;
+/// "setting NCCL_SOCKET_IFNAME to the ethernet NIC works").
+fn bootstrap_unreachable(facts: &Facts, rule: &Rule) -> Option<Finding> {
+    let failed = bootstrap_failed(facts);
+    let first = *failed.first()?;
+    let named = facts.matching(|m| bootstrap_interface(m).is_some());
+    let mut names: Vec<String> = named
+        .iter()
+        .filter_map(|s| bootstrap_interface(s.msg()).map(String::from))
+        .collect();
+    names.sort();
+    names.dedup();
+    let over = match names.as_slice() {
+        [] => "an interface the log does not name".to_string(),
+        _ => format!("{} ({})", list(&names), at(facts, named[0])),
+    };
+    let detail = format!(
+        "NCCL's bootstrap failed on a socket error ({}{}); it connects over {over}, which the other processes cannot reach",
+        at(facts, first),
+        more(failed.len())
+    );
+    let mut lines: Vec<&Seen> = failed.iter().take(4).copied().collect();
+    lines.extend(named.iter().take(1));
+    Some(rule.finding(facts, Severity::Error, detail, &lines))
+}
+
+pub fn bad_ifname(facts: &Facts, rule: &Rule) -> Vec<Finding> {
+    let mut out: Vec<Finding> = bootstrap_unreachable(facts, rule).into_iter().collect();
     let set = facts.matching(|m| env_is(m, "NCCL_SOCKET_IFNAME", None) || m.starts_with("NCCL_SOCKET_IFNAME set to "));
     let failed = facts.symptoms(rule);
     if let Some(first) = failed.first() {
@@ -228,11 +300,11 @@ pub fn gdr_off(facts: &Facts, rule: &Rule) -> Vec<Finding> {
             off.push(s);
         }
     }
-    let Some(first) = off.first() else {
-        return Vec::new();
-    };
     on_hosts.sort();
     on_hosts.dedup();
+    let Some(first) = off.first() else {
+        return disabled_for_hca(facts, rule, &on_hosts);
+    };
     let net = match connection(first.msg()).map(|c| c.via) {
         Some(Via::Net { name, .. }) => name,
         _ => "IB".into(),
@@ -252,6 +324,38 @@ pub fn gdr_off(facts: &Facts, rule: &Rule) -> Vec<Finding> {
     }
     let mut lines: Vec<&Seen> = off.iter().take(8).copied().collect();
     lines.extend(why.iter().take(2));
+    vec![rule.finding(facts, rule.severity, detail, &lines)]
+}
+
+/// `NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'` (2.13.4+; with
+/// ` (no module)` 2.5.6-2.12.12): neither the peer-memory module nor DMA-BUF
+/// is usable with that HCA (graph/topo.cc), so no connection over it uses
+/// GPUDirect RDMA. Judged on hosts whose channel lines show no /GDRDMA
+/// receive; the socket transport's devices are not HCAs.
+fn disabled_for_hca(facts: &Facts, rule: &Rule, on_hosts: &[String]) -> Vec<Finding> {
+    let off: Vec<&Seen> = facts
+        .matching(|m| m.contains("GPU Direct RDMA Disabled for HCA") && !m.trim_start().starts_with("NET/Socket"))
+        .into_iter()
+        .filter(|s| s.host().is_none_or(|h| !on_hosts.iter().any(|o| o == h)))
+        .collect();
+    let Some(first) = off.first() else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = off
+        .iter()
+        .filter_map(|s| s.msg().split('\'').nth(1).map(String::from))
+        .collect();
+    names.sort();
+    names.dedup();
+    let detail = format!(
+        "NCCL says GPU Direct RDMA is disabled for HCA{} {} ({}; {} line{}): data between these NICs and the GPUs is staged through host memory",
+        if names.len() > 1 { "s" } else { "" },
+        list(&names),
+        at(facts, first),
+        off.len(),
+        if off.len() > 1 { "s" } else { "" }
+    );
+    let lines: Vec<&Seen> = off.iter().take(8).copied().collect();
     vec![rule.finding(facts, rule.severity, detail, &lines)]
 }
 
