@@ -252,6 +252,20 @@ pub fn require_plugin(v: &mut Verdict, spec: &CheckSpec, missing: &[String]) {
     }
 }
 
+/// A verdict that did not pass, on a host whose NCCL log shows a problem
+/// (`finding_on(host)`: the doctor's most serious finding above info
+/// there, `doctor::kept`), gives that finding as its first reason: what a
+/// drain hook or a ticket reads (docs/check.md). A pass stays a pass: the
+/// figures decide the verdict, the log says why.
+pub fn explain_by_nccl_log(v: &mut Verdict, finding_on: &dyn Fn(&str) -> Option<String>) {
+    if !v.status.judged() || v.status == Status::Pass {
+        return;
+    }
+    if let Some(finding) = v.hosts.iter().find_map(|h| finding_on(h)) {
+        v.reason = format!("NCCL's log shows {finding}; {}", v.reason);
+    }
+}
+
 /// A check that could not run on a group (`short`: the table's few
 /// words, `reason`: the whole sentence): skipped where the profile marks
 /// it optional, else not judged.
@@ -545,6 +559,31 @@ pub(crate) mod tests {
         let mut s = verdict_on("node", "node", &["a"], Status::Skipped);
         require_path(&mut s, "vader", &["ob1/tcp"]);
         assert_eq!(s.status, Status::Skipped);
+    }
+
+    #[test]
+    fn a_failed_check_on_a_host_whose_nccl_log_shows_a_problem_gives_it_as_its_first_reason() {
+        let on_b = |h: &str| (h == "b").then(|| "socket-where-ib: sockets".to_string());
+        let mut failed = verdict_on("node", "node", &["b"], Status::Fail);
+        let before = failed.reason.clone();
+        explain_by_nccl_log(&mut failed, &on_b);
+        assert_eq!(
+            failed.reason,
+            format!("NCCL's log shows socket-where-ib: sockets; {before}")
+        );
+        assert_eq!(failed.status, Status::Fail);
+        let mut pair = verdict_on("pair", "pair", &["a", "b"], Status::Warn);
+        explain_by_nccl_log(&mut pair, &on_b);
+        assert!(
+            pair.reason.starts_with("NCCL's log shows socket-where-ib"),
+            "either end's log"
+        );
+        for (host, status) in [("b", Status::Pass), ("b", Status::NotJudged), ("a", Status::Fail)] {
+            let mut v = verdict_on("node", "node", &[host], status);
+            let before = v.reason.clone();
+            explain_by_nccl_log(&mut v, &on_b);
+            assert_eq!((v.reason, v.status), (before, status), "{host} {status:?}");
+        }
     }
 
     #[test]

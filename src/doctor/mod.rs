@@ -15,6 +15,7 @@
 mod command;
 mod facts;
 pub mod judge;
+pub mod kept;
 pub mod report;
 pub mod rules;
 

@@ -110,6 +110,10 @@ pub struct RunInfo {
     /// The header's notes (`OutputConfig::notes`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// On the NCCL backend: the ranks' NCCL logs, kept, and what the
+    /// doctor's rules found in them (`doctor::kept`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_log: Option<crate::doctor::kept::KeptLogs>,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements

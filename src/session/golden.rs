@@ -204,6 +204,7 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         traffic: Some(super::outputs::traffic_text(Default::default(), nranks)),
         timestamps: false,
         notes: Vec::new(),
+        nccl_log: None,
     }
 }
 

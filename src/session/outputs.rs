@@ -186,6 +186,8 @@ impl<W: World> Session<'_, W> {
             traffic: alltoallv.then(|| traffic_text(self.cfg.plan.traffic, world.size())),
             timestamps: out.timestamps,
             notes: out.notes.clone(),
+            // Filled in with what every rank's NCCL log holds.
+            nccl_log: None,
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }

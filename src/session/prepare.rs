@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::report::RunIdentity;
 use crate::topology::Nodes;
 use crate::topology::observe::{self, Observed};
+use crate::topology::profile::NcclLogging;
 use crate::types::{AlgoRecording, BackendChoice, BackendKind};
 use crate::world::World;
 
@@ -41,6 +42,9 @@ pub(super) struct Prepared {
     /// Why `--backend auto` chose the backend: the sweep's header takes
     /// the backend's notes again once its buffers are reserved.
     pub auto_note: Option<String>,
+    /// On rank 0, on the NCCL backend with collbench's private logs: every
+    /// rank's NCCL set-up lines, in rank order (`doctor::kept`).
+    pub nccl_logs: Option<Vec<String>>,
 }
 
 impl<W: World> Session<'_, W> {
@@ -66,6 +70,8 @@ impl<W: World> Session<'_, W> {
             self.agreed(c.check_backend(kind, chosen.note.as_deref()))?;
         }
         self.mark("backend (NCCL/CUDA probe, communicator)");
+        // before the observation, which removes a log that holds no surprise
+        let nccl_logs = self.gather_nccl_logs(kind);
         let observed = self.agreed(self.observe(chosen.backend.as_ref()))?;
         self.mark("transport observed");
         let gpu = chosen
@@ -89,7 +95,29 @@ impl<W: World> Session<'_, W> {
             gpus,
             identity,
             auto_note,
+            nccl_logs,
         })
+    }
+
+    /// Every rank's NCCL log as NCCL left it after its communicators' set-up,
+    /// on rank 0: on the NCCL backend, when every rank's is collbench's
+    /// private one (a user's own NCCL_DEBUG_FILE is theirs to read).
+    fn gather_nccl_logs(&self, kind: BackendKind) -> Option<Vec<String>> {
+        if kind != BackendKind::Nccl {
+            return None;
+        }
+        let mine = match &self.env_plan.nccl_log {
+            NcclLogging::Private(path) => std::fs::read_to_string(path).ok(),
+            _ => None,
+        };
+        // every rank takes the same way, whatever its own environment
+        if self.world.min_u64(u64::from(mine.is_some())) == 0 {
+            return None;
+        }
+        let texts = self
+            .world
+            .all_gather_text(mine.as_deref().unwrap_or(""), crate::doctor::kept::RANK_LOG_BYTES);
+        (self.world.rank() == 0).then_some(texts)
     }
 
     /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.

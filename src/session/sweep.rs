@@ -6,6 +6,7 @@
 use super::Session;
 use super::prepare::Prepared;
 use crate::backend::Backend;
+use crate::doctor::kept::{self, KeptLogs};
 use crate::engine::groups::Groups;
 use crate::engine::watchdog::Watchdog;
 use crate::engine::{Engine, RunContext, Summary};
@@ -79,6 +80,7 @@ impl<W: World> Session<'_, W> {
             transport_observed,
             gpus,
             identity,
+            nccl_logs,
             ..
         } = prepared;
         if let Some((_, info)) = outputs.as_mut() {
@@ -90,6 +92,7 @@ impl<W: World> Session<'_, W> {
             for (rank, model) in info.ranks.iter_mut().zip(gpus) {
                 rank.gpu = (!model.is_empty()).then_some(model);
             }
+            info.nccl_log = nccl_logs.map(|texts| KeptLogs::keep(&texts, kept::beside(&info.csv)));
         }
         let ctx = RunContext {
             run_id: identity.run_id,

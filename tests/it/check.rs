@@ -738,10 +738,20 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
             "the run says it is simulated: {}",
             show(&out)
         );
-        let verdicts = json(&out_dir.join("check.json"))["verdicts"]
-            .as_array()
-            .unwrap()
-            .clone();
+        let launch = json(&out_dir.join("check.json"));
+        // the ranks' NCCL logs are kept in the folder and read by the doctor
+        let kept = out_dir.join("nccl.log");
+        let note = format!("NCCL log: kept in {}; `collbench doctor", kept.display());
+        assert!(
+            launch["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().starts_with(&note)),
+            "{launch}"
+        );
+        assert!(std::fs::read_to_string(&kept).unwrap().contains(" NCCL INFO "));
+        let verdicts = launch["verdicts"].as_array().unwrap().clone();
         let failing: Vec<(String, String)> = verdicts
             .iter()
             .filter(|v| v["status"] == "fail")

@@ -138,3 +138,87 @@ fn logs_it_cannot_read_or_without_nccl_lines_get_one_line_and_exit_2() {
         "the following required arguments were not provided",
     );
 }
+
+/// A run on the NCCL backend keeps its ranks' NCCL logs beside its report
+/// and prints what the doctor's rules find under the table, in the JSON
+/// report too: on 3 simulated GPUs under mpirun (the simulation prints
+/// NCCL's real-format set-up lines), NCCL_P2P_DISABLE=1 is named; without
+/// it nothing is found; a user's own NCCL_DEBUG leaves the log to them.
+#[cfg(all(feature = "mpi", feature = "nccl"))]
+#[test]
+fn a_run_on_nccl_names_what_its_nccl_logs_show_under_the_table_and_in_the_json() {
+    let Some(sim) = crate::gpu_sim::sim_dir() else { return };
+    let dir = tempdir();
+    let env = crate::gpu_sim::sim_env(&sim, 3);
+    let run = |name: &str, extra: &[(&str, &str)]| {
+        let csv = dir.path().join(format!("{name}.csv"));
+        let json_path = dir.path().join(format!("{name}.json"));
+        let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        all.extend_from_slice(extra);
+        let args = [
+            "run",
+            "--backend",
+            "nccl",
+            "-b",
+            "1K",
+            "-e",
+            "4K",
+            "--collectives",
+            "all_reduce",
+            "--csv",
+            path_str(&csv),
+            "--json",
+            path_str(&json_path),
+        ];
+        let out = mpirun_env(3, &all, &args);
+        assert_eq!(code(&out), 0, "{}\n{}", stdout(&out), stderr(&out));
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+        (out, csv, doc)
+    };
+    let (out, csv, doc) = run("p2p-off", &[("NCCL_P2P_DISABLE", "1")]);
+    let text = stdout(&out);
+    let ours: Vec<&str> = text.lines().filter(|l| l.starts_with("# NCCL log ")).collect();
+    let kept = dir.path().join("p2p-off.nccl.log");
+    assert_eq!(ours.len(), 2, "{text}");
+    assert!(
+        ours[0].starts_with(
+            "# NCCL log             : info p2p-degraded: GPUs of one node exchange data through host memory on "
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        ours[1],
+        format!(
+            "# NCCL log             : kept in {}; `collbench doctor {}` shows the evidence and the fix",
+            kept.display(),
+            kept.display()
+        ),
+        "{text}"
+    );
+    assert!(csv.exists());
+    let k = &doc["run"]["nccl_log"];
+    assert_eq!(k["ranks"], 3);
+    assert_eq!(k["file"].as_str(), Some(path_str(&kept)));
+    assert_eq!(
+        findings(&k["diagnosis"]),
+        [("p2p-degraded".to_string(), "info".to_string())]
+    );
+    // the kept file is every rank's log, which the doctor reads again
+    let again = collbench(&["doctor", "--json", path_str(&kept)]);
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    let v = json(&again);
+    assert_eq!(v["processes"], 3);
+    assert_eq!(findings(&v), [("p2p-degraded".to_string(), "info".to_string())]);
+    // nothing to say on a plain run; the user's own log is theirs
+    let (out, _, doc) = run("plain", &[]);
+    assert!(
+        stdout(&out).contains("# NCCL log             : no finding in the NCCL set-up lines of 3 ranks ("),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(doc["run"]["nccl_log"]["diagnosis"]["findings"], serde_json::json!([]));
+    let (out, _, doc) = run("theirs", &[("NCCL_DEBUG", "WARN")]);
+    assert!(!stdout(&out).contains("# NCCL log "), "{}", stdout(&out));
+    assert!(doc["run"].get("nccl_log").is_none());
+    assert!(!dir.path().join("theirs.nccl.log").exists());
+}

@@ -67,7 +67,10 @@ fn using_lists<'a, 'f>(facts: &'f Facts<'a>, prefix: &str) -> Vec<(Vec<Interface
 
 pub fn socket_where_ib(facts: &Facts, rule: &Rule) -> Vec<Finding> {
     let sockets = facts.matching(|m| m.trim() == "Using network Socket" || m.contains("via NET/Socket"));
-    if sockets.is_empty() {
+    // NCCL names its network on one node too: no connection through it, no
+    // traffic over sockets (every channel line through P2P, SHM or NVLS)
+    let channels = facts.matching(|m| connection(m).is_some());
+    if sockets.is_empty() || (!channels.is_empty() && !channels.iter().any(|s| s.msg().contains(" via NET/"))) {
         return Vec::new();
     }
     let mut ipoib = Vec::new();

@@ -292,6 +292,7 @@ impl<W: World> Session<'_, W> {
             gpus,
             mut identity,
             auto_note,
+            nccl_logs,
             ..
         } = prepared;
         let backend = backend.as_mut();
@@ -323,6 +324,7 @@ impl<W: World> Session<'_, W> {
             observed_all,
             gpus,
             plugin_missing: world.all_gather_text(lacks.as_deref().unwrap_or(""), PLUGIN_REASON_BYTES),
+            nccl_logs,
         };
         self.agreed(outputs::check_prometheus(c, &nodes, world.rank()))?;
         let setup = outputs::Setup::new(self, c, &nodes, identity, views)?;

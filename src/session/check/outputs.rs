@@ -17,9 +17,10 @@ use crate::check::hook::{self, Ran};
 use crate::check::samples::{Sample, SamplesFile};
 use crate::check::soak::{self, Frame, Series};
 use crate::check::{
-    Group, Host, Report, Status, baseline, json, prometheus, require_path, require_plugin, text, unrun, verdict,
-    write_atomic,
+    Group, Host, Report, Status, baseline, explain_by_nccl_log, json, prometheus, require_path, require_plugin, text,
+    unrun, verdict, write_atomic,
 };
+use crate::doctor::kept::KeptLogs;
 use crate::engine::stop::signal_name;
 use crate::error::{Error, exit, say};
 use crate::report::{RunIdentity, print_out};
@@ -37,6 +38,8 @@ pub(super) struct Views {
     /// Why each rank's figures cannot be judged against the profile's
     /// thresholds (`Profile::not_judged`; empty where they can).
     pub plugin_missing: Vec<String>,
+    /// Rank 0, on NCCL: every rank's NCCL set-up lines (`doctor::kept`).
+    pub nccl_logs: Option<Vec<String>>,
 }
 
 pub(super) struct Setup {
@@ -53,6 +56,9 @@ pub(super) struct Setup {
     pub gpus: Vec<String>,
     /// Each rank's lack of the profile's plugin environment (`Views`).
     pub plugin_missing: Vec<String>,
+    /// Rank 0, on NCCL: the ranks' NCCL logs kept in the run's folder, and
+    /// what the doctor found in them.
+    nccl_log: Option<KeptLogs>,
 }
 
 impl Setup {
@@ -72,6 +78,9 @@ impl Setup {
             .unwrap_or_else(|| PathBuf::from("results").join(format!("check-{}", identity.run_id)));
         let first = s.world.rank() == 0;
         let samples = s.agreed(if first { open(c, &out_dir).map(Some) } else { Ok(None) })?;
+        let nccl_log = views
+            .nccl_logs
+            .map(|texts| KeptLogs::keep(&texts, out_dir.join("nccl.log")));
         let setup = Setup {
             run_id: identity.run_id.clone(),
             started: identity.started.clone(),
@@ -82,6 +91,7 @@ impl Setup {
             observed_all: views.observed_all,
             gpus: views.gpus,
             plugin_missing: views.plugin_missing,
+            nccl_log,
         };
         if first {
             print_out(&setup.header(s, c, nodes, &identity));
@@ -240,7 +250,13 @@ impl<W: World> Session<'_, W> {
                 verdicts.push(v);
             }
         }
-        let notes = self.finder_verdicts(c, nodes, m, &mut verdicts);
+        let mut notes = self.finder_verdicts(c, nodes, m, &mut verdicts);
+        if let Some(k) = &setup.nccl_log {
+            for v in &mut verdicts {
+                explain_by_nccl_log(v, &|host| k.serious(Some(host)));
+            }
+            notes.extend(k.sentences().iter().map(|l| format!("NCCL log: {l}")));
+        }
         let hosts = (0..nodes.nnodes())
             .map(|n| {
                 let ranks = nodes.ranks_on(n);

@@ -20,6 +20,7 @@ use super::Session;
 use super::prepare::Prepared;
 use crate::backend::Backend;
 use crate::config::LinksJob;
+use crate::doctor::kept::{self, KeptLogs};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::links::finder::FinderConfig;
@@ -86,6 +87,9 @@ struct Ready {
     endpoints: Vec<Endpoint>,
     meta: RunMeta,
     header: Header,
+    /// Rank 0, on NCCL: the ranks' NCCL logs, kept beside the CSV, and
+    /// what the doctor found in them.
+    nccl_log: Option<KeptLogs>,
 }
 
 /// The rows' shared columns, before any pair is measured.
@@ -193,6 +197,10 @@ impl<W: World> Session<'_, W> {
                 .map(|p| p.display().to_string()),
             label: identity.label.clone(),
         };
+        let nccl_log = match (prepared.nccl_logs.take(), files.as_ref()) {
+            (Some(texts), Some(f)) => Some(KeptLogs::keep(&texts, kept::beside(&f.csv_path))),
+            _ => None,
+        };
         let ready = Ready {
             schedule,
             layout,
@@ -201,6 +209,7 @@ impl<W: World> Session<'_, W> {
             endpoints,
             meta,
             header,
+            nccl_log,
         };
         Ok(self.measure_links(backend, job, ready, files, watchdog))
     }
@@ -336,9 +345,16 @@ impl<W: World> Session<'_, W> {
             Some(r) => text.push_str(&output::report_text(r, matrix, analysis)),
             None => text.push_str(&summary::flagged_text(matrix, analysis)),
         }
+        for line in ready.nccl_log.iter().flat_map(KeptLogs::footer) {
+            text += &line;
+            text.push('\n');
+        }
         print_out(&text);
         if let Some(path) = &files.json {
-            let doc = output::json(&ready.meta, matrix, &ready.layout, analysis, report);
+            let mut doc = output::json(&ready.meta, matrix, &ready.layout, analysis, report);
+            if let Some(k) = &ready.nccl_log {
+                doc["nccl_log"] = serde_json::json!(k);
+            }
             let body = serde_json::to_string_pretty(&doc)
                 .map_err(|e| Error::runtime(format!("cannot write the JSON report {}: {e}", path.display())))?;
             std::fs::write(path, body + "\n")
