@@ -111,9 +111,13 @@ pub struct RunInfo {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// On the NCCL backend: the ranks' NCCL logs, kept, and what the
-    /// doctor's rules found in them (`doctor::kept`).
+    /// doctor's rules found in them (the session's `doctor::kept::KeptLogs`
+    /// as JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub nccl_log: Option<crate::doctor::kept::KeptLogs>,
+    pub nccl_log: Option<serde_json::Value>,
+    /// Its lines under the table (`KeptLogs::footer`).
+    #[serde(skip)]
+    pub nccl_log_lines: Vec<String>,
 }
 
 /// The sizes a run sweeps, as measured: after rounding to whole elements

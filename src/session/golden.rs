@@ -205,6 +205,7 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         timestamps: false,
         notes: Vec::new(),
         nccl_log: None,
+        nccl_log_lines: Vec::new(),
     }
 }
 

@@ -188,6 +188,7 @@ impl<W: World> Session<'_, W> {
             notes: out.notes.clone(),
             // Filled in with what every rank's NCCL log holds.
             nccl_log: None,
+            nccl_log_lines: Vec::new(),
         };
         Ok((Reporter::new(sinks, progress, total).stop_on(self.stop.clone()), info))
     }

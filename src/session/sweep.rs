@@ -92,7 +92,11 @@ impl<W: World> Session<'_, W> {
             for (rank, model) in info.ranks.iter_mut().zip(gpus) {
                 rank.gpu = (!model.is_empty()).then_some(model);
             }
-            info.nccl_log = nccl_logs.map(|texts| KeptLogs::keep(&texts, kept::beside(&info.csv)));
+            if let Some(texts) = nccl_logs {
+                let k = KeptLogs::keep(&texts, kept::beside(&info.csv));
+                info.nccl_log_lines = k.footer();
+                info.nccl_log = serde_json::to_value(&k).ok();
+            }
         }
         let ctx = RunContext {
             run_id: identity.run_id,

@@ -259,7 +259,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
     if run.timing.per_iter && summary.stopped_by.is_none() {
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));
     }
-    for line in run.nccl_log.iter().flat_map(|k| k.footer()) {
+    for line in &run.nccl_log_lines {
         s += &line;
         s.push('\n');
     }
