@@ -260,7 +260,7 @@ pub fn run_footer(all_busbw: &Mean, run: &RunInfo, summary: &Summary) -> String 
         s += &format!("# {:<20} : {}\n", "Stragglers", straggler_text(run, summary));
     }
     for line in &run.nccl_log_lines {
-        s += &line;
+        s += line;
         s.push('\n');
     }
     if let Some(signal) = summary.stopped_by {
