@@ -719,7 +719,7 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
          name = \"pair-finder\"\nscope = \"pair\"\nfinder = true\nsize = \"1M\"\nsamples = 6\niters = 3\n",
     )
     .unwrap();
-    let run = |name: &str, fault: (&str, &str)| {
+    let run = |name: &str, fault: (&str, &str), codes: &[i32]| {
         let out_dir = dir.path().join(name);
         let mut cmd = Command::new(BIN);
         cmd.args(["check", "--profile", path_str(&profile), "--backend", "nccl", "-g", "4"])
@@ -732,7 +732,7 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
             cmd.env(k, v);
         }
         let out = output_of(cmd);
-        assert_eq!(code(&out), 6, "{name}: {}", show(&out));
+        assert!(codes.contains(&code(&out)), "{name}: {}", show(&out));
         assert!(
             stdout(&out).contains("-sim)"),
             "the run says it is simulated: {}",
@@ -754,7 +754,7 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
         let verdicts = launch["verdicts"].as_array().unwrap().clone();
         let failing: Vec<(String, String)> = verdicts
             .iter()
-            .filter(|v| v["status"] == "fail")
+            .filter(|v| v["status"] != "pass")
             .map(|v| {
                 (
                     v["group"].as_str().unwrap().to_string(),
@@ -764,7 +764,7 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
             .collect();
         (failing, show(&out))
     };
-    let (failing, text) = run("rank", ("GPUSIM_DELAY_RANK", "3:3000"));
+    let (failing, text) = run("rank", ("GPUSIM_DELAY_RANK", "3:3000"), &[6]);
     let host = |n: usize| {
         format!(
             "{}-v{n}",
@@ -776,11 +776,25 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
         text.contains(&format!("# verdict: FAIL: 1 of 4 nodes: {} (pair-finder)", host(3))),
         "{text}"
     );
-    let (failing, text) = run("pair", ("GPUSIM_DELAY_PAIR", "1-2:3000"));
-    assert_eq!(
-        failing,
-        [(format!("{}+{}", host(1), host(2)), "named by the finder".to_string())],
-        "{text}"
-    );
-    assert!(text.contains("fails where each node passes with another"), "{text}");
+    // A slow pair is the link, or, where a re-test of one of its ends
+    // with a known-good partner was slow too, not judged; an end may be
+    // too noisy to judge (slow with 1 of its 3 partners: the link). On
+    // the asynchronous simulation's threads each happens about 1 run in 4
+    // at load 3: never a pass of the link, no other node failed.
+    let (failing, text) = run("pair", ("GPUSIM_DELAY_PAIR", "1-2:3000"), &[6, 9]);
+    let link = format!("{}+{}", host(1), host(2));
+    let of_link: Vec<&(String, String)> = failing.iter().filter(|(g, _)| *g == link).collect();
+    match of_link.as_slice() {
+        [(_, why)] if why == "named by the finder" => {
+            assert!(text.contains("fails where each node passes with another"), "{text}")
+        }
+        [(_, why)] if why.starts_with("not judged: ") => {}
+        _ => panic!("{failing:?}\n{text}"),
+    }
+    for (group, why) in failing.iter().filter(|(g, _)| *g != link) {
+        assert!(
+            (*group == host(1) || *group == host(2)) && why.starts_with("not judged: "),
+            "{failing:?}\n{text}"
+        );
+    }
 }
