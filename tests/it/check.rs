@@ -764,7 +764,7 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
             .collect();
         (failing, show(&out))
     };
-    let (failing, text) = run("rank", ("GPUSIM_DELAY_RANK", "3:3000"), &[6]);
+    let (failing, text) = run("rank", ("GPUSIM_DELAY_RANK", "3:10000"), &[6]);
     let host = |n: usize| {
         format!(
             "{}-v{n}",
@@ -781,7 +781,7 @@ fn on_simulated_gpus_the_finder_check_names_a_slow_node_and_a_slow_link() {
     // too noisy to judge (slow with 1 of its 3 partners: the link). On
     // the asynchronous simulation's threads each happens about 1 run in 4
     // at load 3: never a pass of the link, no other node failed.
-    let (failing, text) = run("pair", ("GPUSIM_DELAY_PAIR", "1-2:3000"), &[6, 9]);
+    let (failing, text) = run("pair", ("GPUSIM_DELAY_PAIR", "1-2:10000"), &[6, 9]);
     let link = format!("{}+{}", host(1), host(2));
     let of_link: Vec<&(String, String)> = failing.iter().filter(|(g, _)| *g == link).collect();
     match of_link.as_slice() {
