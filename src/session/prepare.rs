@@ -114,10 +114,8 @@ impl<W: World> Session<'_, W> {
         if self.world.min_u64(u64::from(mine.is_some())) == 0 {
             return None;
         }
-        let texts = self
-            .world
-            .all_gather_text(mine.as_deref().unwrap_or(""), crate::doctor::kept::RANK_LOG_BYTES);
-        (self.world.rank() == 0).then_some(texts)
+        self.world
+            .gather_text_to_root(mine.as_deref().unwrap_or(""), crate::doctor::kept::RANK_LOG_BYTES)
     }
 
     /// Real hosts, or `--ranks-per-node` groups of consecutive ranks.

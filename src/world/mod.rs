@@ -55,6 +55,9 @@ pub trait World {
     fn all_gather_u64s(&self, values: &[u64]) -> Vec<u64>;
     /// Every rank's text, cut to `max_bytes`, on every rank.
     fn all_gather_text(&self, text: &str, max_bytes: usize) -> Vec<String>;
+    /// Every rank's text, cut to `max_bytes`, on rank 0 only (in rank
+    /// order): each rank sends what it has, not `max_bytes`.
+    fn gather_text_to_root(&self, text: &str, max_bytes: usize) -> Option<Vec<String>>;
     /// Ends every rank of the job now with `code`.
     fn abort(&self, code: u8) -> !;
     /// The hosts: ranks that share memory form a node.
@@ -105,6 +108,15 @@ pub trait World {
             format!("collbench: rank {} on {}: {e}", self.rank(), self.host())
         }
     }
+}
+
+/// `text` cut to at most `max_bytes`, at a character boundary.
+pub(crate) fn cut_text(text: &str, max_bytes: usize) -> &str {
+    let mut cut = text.len().min(max_bytes);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
 }
 
 /// Every rank agreed that a step failed somewhere; the error was printed.

@@ -209,6 +209,39 @@ impl World for MpiWorld {
             .collect()
     }
 
+    fn gather_text_to_root(&self, text: &str, max_bytes: usize) -> Option<Vec<String>> {
+        let mine = super::cut_text(text, max_bytes).as_bytes();
+        let len = mine.len() as u64;
+        let root = self.comm.process_at_rank(0);
+        if self.rank != 0 {
+            root.gather_into(&len);
+            root.gather_varcount_into(mine);
+            return None;
+        }
+        let mut lens = vec![0u64; self.size()];
+        root.gather_into_root(&len, &mut lens[..]);
+        // MPI counts are C ints: each part is at most `max_bytes`
+        let counts: Vec<i32> = lens.iter().map(|&n| i32::try_from(n).unwrap_or(i32::MAX)).collect();
+        let displs: Vec<i32> = counts
+            .iter()
+            .scan(0i32, |at, &n| {
+                let here = *at;
+                *at = at.saturating_add(n);
+                Some(here)
+            })
+            .collect();
+        let total = counts.iter().map(|&n| n as usize).sum();
+        let mut all = vec![0u8; total];
+        let mut parts = mpi::datatype::PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+        root.gather_varcount_into_root(mine, &mut parts);
+        let texts = counts
+            .iter()
+            .zip(&displs)
+            .map(|(&n, &at)| String::from_utf8_lossy(&all[at as usize..(at + n) as usize]).into_owned())
+            .collect();
+        Some(texts)
+    }
+
     fn abort(&self, code: u8) -> ! {
         self.comm.abort(i32::from(code))
     }

@@ -150,12 +150,14 @@ impl World for ThreadWorld {
     }
 
     fn all_gather_text(&self, text: &str, max_bytes: usize) -> Vec<String> {
-        let mut cut = text.len().min(max_bytes);
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let all = self.exchange(text.as_bytes()[..cut].to_vec());
+        let all = self.exchange(super::cut_text(text, max_bytes).as_bytes().to_vec());
         all.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect()
+    }
+
+    fn gather_text_to_root(&self, text: &str, max_bytes: usize) -> Option<Vec<String>> {
+        // the threads share one memory: every rank's text is there already
+        let all = self.all_gather_text(text, max_bytes);
+        (self.rank == 0).then_some(all)
     }
 
     fn max_f64s_to_root(&self, values: &[f64]) -> Option<Vec<f64>> {

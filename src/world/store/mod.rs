@@ -288,14 +288,17 @@ impl World for StoreWorld {
     }
 
     fn all_gather_text(&self, text: &str, max_bytes: usize) -> Vec<String> {
-        let mut cut = text.len().min(max_bytes);
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        self.exchange(text.as_bytes()[..cut].to_vec(), Reply::All)
+        let bytes = crate::world::cut_text(text, max_bytes).as_bytes().to_vec();
+        self.exchange(bytes, Reply::All)
             .iter()
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .collect()
+    }
+
+    fn gather_text_to_root(&self, text: &str, max_bytes: usize) -> Option<Vec<String>> {
+        let bytes = crate::world::cut_text(text, max_bytes).as_bytes().to_vec();
+        let parts = self.exchange(bytes, Reply::Nothing);
+        (self.rank == 0).then(|| parts.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect())
     }
 
     fn abort(&self, code: u8) -> ! {
