@@ -9,6 +9,7 @@
 //! rank's send and receive buffers after rounding `count` down to what the
 //! collective can split evenly over the ranks.
 
+mod algo_bus;
 mod all_gather;
 mod all_reduce;
 mod alltoall;
@@ -22,6 +23,7 @@ pub mod regions;
 mod scatter;
 mod sendrecv;
 
+pub use algo_bus::algo_bus_factor;
 pub use alltoallv::{Peers, Spread, Traffic, TrafficMatrix};
 pub use pattern::Pattern;
 pub use regions::{Buf, Convention, Regions};

@@ -151,4 +151,5 @@ pub(super) fn add_algorithm(record: &mut Record, recorded: AlgoRecord) {
     record.proto = recorded.proto();
     record.nchannels = recorded.nchannels();
     record.algo_choices = (!recorded.choices.is_empty()).then_some(recorded.choices);
+    record.busbw_algo_gbps = record.busbw_of_algorithm();
 }

@@ -300,6 +300,7 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
                 .split_once('|')
                 .map_or(cell, |(oop, ip)| if k == 0 { oop } else { ip });
             algo_cell(&mut r, cell)?;
+            r.busbw_algo_gbps = r.busbw_of_algorithm();
         }
         records.push(r);
     }

@@ -123,6 +123,11 @@ pub struct Record {
     /// Where `algo` came from: `log`, or `unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algo_source: Option<AlgoSource>,
+    /// Bus bandwidth with the factor of the algorithm NCCL ran
+    /// (`collective::algo_bus_factor`), where one algorithm ran and a
+    /// factor is established; `busbw_gbps` keeps nccl-tests' Ring factor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busbw_algo_gbps: Option<f64>,
     /// Every choice of the point's launches, with how many made it (the
     /// JSON's records; not a CSV column).
     #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
@@ -228,7 +233,7 @@ pub const METHOD_COLUMNS: [&str; 12] = [
 pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
 
 /// Extra columns written with `--algo-record` (docs/csv.md).
-pub const ALGO_COLUMNS: [&str; 4] = ["algo", "proto", "nchannels", "algo_source"];
+pub const ALGO_COLUMNS: [&str; 5] = ["algo", "proto", "nchannels", "algo_source", "busbw_algo_gbps"];
 
 /// Extra columns written with `-I`.
 pub const ITER_COLUMNS: [&str; 7] = [
@@ -290,6 +295,18 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 }
 
 impl Record {
+    /// `busbw_algo_gbps`: the algorithm bandwidth times the bus factor of
+    /// the one algorithm the row's launches ran, on the row's ranks
+    /// (`collective::algo_bus_factor`); `None` where several ran, none is
+    /// known, or no factor is established.
+    pub fn busbw_of_algorithm(&self) -> Option<f64> {
+        let Some(Chosen::One(algo)) = self.algo else {
+            return None;
+        };
+        let n = usize::try_from(self.nranks).ok()?;
+        crate::collective::algo_bus_factor(self.collective, algo, n).map(|f| self.algbw_gbps * f)
+    }
+
     /// The CSV fields of `extras.header()`. Floats are written with Rust's
     /// shortest round-trip form, so every value reads back exactly.
     pub fn csv_fields(&self, extras: Extras) -> Vec<String> {
@@ -366,6 +383,7 @@ impl Record {
                 opt(self.proto),
                 opt(self.nchannels),
                 opt(self.algo_source),
+                opt(self.busbw_algo_gbps),
             ]);
         }
         f

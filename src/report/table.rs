@@ -23,7 +23,7 @@ use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::record::Record;
 use crate::record::{op_column, root_column};
-use crate::types::{AlgoRecording, Placement};
+use crate::types::{Algo, AlgoRecording, Chosen, Placement};
 
 mod frame;
 
@@ -55,6 +55,9 @@ pub struct TableSink {
     /// where the choice changed (`algo_changes`).
     last_choice: Option<String>,
     changes: Vec<String>,
+    /// The section's out-of-place rows where NCCL ran another algorithm
+    /// than Ring: their sizes, algorithms and node count (`off_ring_note`).
+    off_ring: Vec<(u64, Algo, u64)>,
 }
 
 impl TableSink {
@@ -73,6 +76,7 @@ impl TableSink {
             samples: None,
             last_choice: None,
             changes: Vec::new(),
+            off_ring: Vec::new(),
         }
     }
 
@@ -143,6 +147,7 @@ impl TableSink {
     fn end_section(&mut self) -> String {
         self.last_choice = None;
         let changes = std::mem::take(&mut self.changes);
+        let off_ring = std::mem::take(&mut self.off_ring);
         if self.section.is_none() || self.section_busbw.count == 0 {
             return String::new();
         }
@@ -159,6 +164,9 @@ impl TableSink {
                 changes.join(", ")
             );
         }
+        if let Some(note) = off_ring_note(&off_ring) {
+            text += &format!("# {:<20} : {note}\n", self.section.as_deref().unwrap_or(""));
+        }
         self.section_busbw = Mean::default();
         text
     }
@@ -168,6 +176,9 @@ impl TableSink {
     fn algo_changes(&mut self, r: &Record) {
         if r.placement != Placement::OutOfPlace || is_group_row(r) || r.algo.is_none() {
             return;
+        }
+        if let Some(Chosen::One(a)) = r.algo.filter(|a| *a != Chosen::One(Algo::Ring)) {
+            self.off_ring.push((r.size_bytes, a, r.nnodes));
         }
         let cell = algo_cell(r);
         if let Some(last) = self.last_choice.as_ref().filter(|l| **l != cell) {
@@ -299,6 +310,43 @@ pub fn g6(v: f64) -> String {
         if e < 0 { '-' } else { '+' },
         e.abs()
     )
+}
+
+/// Under a section where NCCL ran another algorithm than Ring (`off_ring`:
+/// size, algorithm, nodes of each such out-of-place row): busbw keeps
+/// nccl-tests' Ring factor there, so it is not what each GPU moved, and on
+/// several nodes Tree, NVLS and CollNet keep part of the traffic inside a
+/// node, so it can exceed the network's speed (docs/bandwidth.md).
+fn off_ring_note(off_ring: &[(u64, Algo, u64)]) -> Option<String> {
+    let (first, last) = (off_ring.first()?, off_ring.last()?);
+    let mut algos: Vec<Algo> = off_ring.iter().map(|&(_, a, _)| a).collect();
+    algos.sort();
+    algos.dedup();
+    let names: Vec<&str> = algos.iter().map(|a| a.name()).collect();
+    let sizes = if first.0 == last.0 {
+        crate::types::human_bytes(first.0)
+    } else {
+        format!(
+            "{}-{}",
+            crate::types::human_bytes(first.0),
+            crate::types::human_bytes(last.0)
+        )
+    };
+    let nodes = off_ring.iter().map(|&(_, _, n)| n).max().unwrap_or(1);
+    let across = if nodes > 1 {
+        format!(
+            "; on {nodes} nodes it keeps part of the traffic inside a node, so busbw can exceed the network's speed"
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "NCCL ran {} at {sizes} ({} size{}): busbw there is nccl-tests' Ring figure, not what each GPU moved \
+         (busbw_algo_gbps has the algorithm's factor where one is established){across}; --algo ring measures the links",
+        names.join(", "),
+        off_ring.len(),
+        if off_ring.len() == 1 { "" } else { "s" },
+    ))
 }
 
 /// A row's `algo` cell (`--algo-record`): `ring/ll`, `mixed/simple`;

@@ -224,4 +224,49 @@ fn the_algo_column_follows_both_blocks_and_changes_are_noted_under_the_section()
         notes[0].ends_with("changes at 1.0 MiB (tree/ll -> ring/ll128)"),
         "{text}"
     );
+    // tree at one size: busbw there is Ring's figure
+    let off: Vec<&str> = text.lines().filter(|l| l.contains("NCCL ran ")).collect();
+    assert_eq!(off.len(), 1, "{text}");
+    assert!(
+        off[0].contains(": NCCL ran tree at 8 B (1 size): busbw there is nccl-tests' Ring figure")
+            && off[0].ends_with("; --algo ring measures the links")
+            && !off[0].contains("nodes"),
+        "{text}"
+    );
+}
+
+/// Tree on two nodes over several sizes: the note names the range, the
+/// algorithms and the nodes; a section where NCCL ran Ring only has none.
+#[test]
+fn a_section_off_ring_on_two_nodes_says_busbw_can_exceed_the_network() {
+    use crate::types::{Algo, AlgoSource, Chosen};
+    let out = Shared::default();
+    let mut table = TableSink::new(Box::new(out.clone()), None);
+    table.algo = true;
+    let with = |r: Record, a: Algo| Record {
+        algo: Some(Chosen::One(a)),
+        algo_source: Some(AlgoSource::Log),
+        nnodes: 2,
+        ..r
+    };
+    for (size, a) in [(8, Algo::Tree), (64, Algo::Nvls), (1 << 20, Algo::Ring)] {
+        for p in Placement::BOTH {
+            table.record(&with(point(size, p, 1.5, 0.01, Some(0)), a)).unwrap();
+        }
+    }
+    let ring_only = Record {
+        collective: crate::collective::Collective::AllGather,
+        ..with(point(8, Placement::OutOfPlace, 1.5, 0.01, Some(0)), Algo::Ring)
+    };
+    table.record(&ring_only).unwrap();
+    table.finish_text();
+    table.printer.close(None);
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let off: Vec<&str> = text.lines().filter(|l| l.contains("NCCL ran ")).collect();
+    assert_eq!(off.len(), 1, "{text}");
+    assert!(
+        off[0].contains("NCCL ran tree, nvls at 8 B-64 B (2 sizes)")
+            && off[0].contains("on 2 nodes it keeps part of the traffic inside a node"),
+        "{text}"
+    );
 }

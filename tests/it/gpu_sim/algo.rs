@@ -53,12 +53,26 @@ fn assert_rows_say_the_choice(csv: &Csv, channels: bool) -> std::collections::BT
             csv.get(row, "nchannels"),
             csv.get(row, "algo_source"),
         );
+        let busbw_algo = csv.get(row, "busbw_algo_gbps");
         match sim_choice(csv, row, channels) {
             Some((algo, proto, nch)) => {
                 assert_eq!(got, (algo, proto, nch, "log"), "{row:?}");
                 seen.insert(format!("{algo}/{proto}"));
+                // Ring's factor is nccl-tests' (busbw); Tree's all-reduce 2
+                let want = if algo == "ring" {
+                    csv.num(row, "busbw_gbps")
+                } else {
+                    2.0 * csv.num(row, "algbw_gbps")
+                };
+                let have: f64 = busbw_algo
+                    .parse()
+                    .unwrap_or_else(|_| panic!("busbw_algo_gbps: {row:?}"));
+                assert!(
+                    (have - want).abs() <= 1e-9 * want.abs().max(1e-12),
+                    "{have} != {want}: {row:?}"
+                );
             }
-            None => assert_eq!(got, ("", "", "", "unknown"), "{row:?}"),
+            None => assert_eq!((got, busbw_algo), (("", "", "", "unknown"), ""), "{row:?}"),
         }
     }
     seen
