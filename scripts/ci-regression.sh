@@ -23,7 +23,7 @@
 #   --alpha A              compare's significance level (default 0.01: a CI job
 #                          judges every row at once, see docs/ci.md)
 #   --metric busbw|algbw|time
-#   --allow-different-ranks, --allow-method-change, --allow-missing
+#   --allow-different-ranks, --allow-method-change, --allow-algo-change, --allow-missing
 #                          passed to compare
 #   --csv FILE             the new run's CSV (default: results/ci-<UTC time>.csv)
 #   --summary FILE         markdown summary (default: results/ci-summary.md);
@@ -89,7 +89,7 @@ while [ $# -gt 0 ]; do
         --create-baseline) create=1; shift ;;
         --alpha) need "$@"; alpha=$2; shift 2 ;;
         --threshold|--metric) need "$@"; compare_args+=("$1" "$2"); shift 2 ;;
-        --allow-different-ranks|--allow-method-change|--allow-missing) compare_args+=("$1"); shift ;;
+        --allow-different-ranks|--allow-method-change|--allow-algo-change|--allow-missing) compare_args+=("$1"); shift ;;
         --csv) need "$@"; csv=$2; shift 2 ;;
         --summary) need "$@"; summary=$2; shift 2 ;;
         --) shift; run_args=("$@"); break ;;

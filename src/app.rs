@@ -163,6 +163,7 @@ fn compare_command(args: &CompareArgs) -> Result<u8, Error> {
             alpha: args.alpha.unwrap_or(compare::DEFAULT_ALPHA),
             allow_different_ranks: args.allow_different_ranks,
             allow_method_change: args.allow_method_change,
+            allow_algo_change: args.allow_algo_change,
             allow_missing: args.allow_missing,
             within_launch: args.within_launch,
         },

@@ -103,6 +103,11 @@ pub struct CompareArgs {
     #[arg(long)]
     pub allow_method_change: bool,
 
+    /// Compare cases where NCCL ran another algorithm or protocol on each side (the run
+    /// recorded it: docs/algorithms.md), with a warning, instead of refusing
+    #[arg(long)]
+    pub allow_algo_change: bool,
+
     /// Rows of BASE missing from NEW are listed, not a failure
     #[arg(long)]
     pub allow_missing: bool,

@@ -72,6 +72,9 @@ pub struct CompareOptions {
     pub allow_different_ranks: bool,
     /// Compare sides whose method columns differ (warn instead of refusing).
     pub allow_method_change: bool,
+    /// Compare cases where NCCL ran another algorithm or protocol on one
+    /// side (warn instead of refusing).
+    pub allow_algo_change: bool,
     /// Cases only in the base do not fail the comparison.
     pub allow_missing: bool,
     /// Judge rows with one launch per side by the samples inside the
@@ -87,6 +90,7 @@ impl Default for CompareOptions {
             alpha: DEFAULT_ALPHA,
             allow_different_ranks: false,
             allow_method_change: false,
+            allow_algo_change: false,
             allow_missing: false,
             within_launch: false,
         }

@@ -448,7 +448,7 @@ fn sizes_read_as_people_write_them() {
 }
 
 #[test]
-fn a_case_where_nccl_chose_another_algorithm_is_named_in_a_warning() {
+fn a_case_where_nccl_chose_another_algorithm_is_refused_unless_allowed_and_named() {
     use crate::types::{Algo, AlgoSource, Chosen, Proto};
     let chose = |size: u64, algo: Algo, proto: Proto| Record {
         algo: Some(Chosen::One(algo)),
@@ -470,7 +470,21 @@ fn a_case_where_nccl_chose_another_algorithm_is_named_in_a_warning() {
             chose(1 << 20, Algo::Ring, Proto::Simple),
         ],
     );
-    let c = compare(&base, &new, &opts()).unwrap();
+    // refused, as a method change is: exit 2, naming the case
+    let refused = compare(&base, &new, &opts()).unwrap_err();
+    assert_eq!(refused.exit_code(), 2);
+    let text = refused.to_string();
+    assert!(
+        text.contains("b and n: NCCL ran another algorithm or protocol on 1 joined case: all_reduce")
+            && text.contains("(base tree/ll, new ring/ll)")
+            && text.contains("pass --allow-algo-change"),
+        "{text}"
+    );
+    let allowed = CompareOptions {
+        allow_algo_change: true,
+        ..opts()
+    };
+    let c = compare(&base, &new, &allowed).unwrap();
     let algo: Vec<&String> = c
         .warnings
         .iter()
@@ -478,7 +492,11 @@ fn a_case_where_nccl_chose_another_algorithm_is_named_in_a_warning() {
         .collect();
     assert_eq!(algo.len(), 1, "{:?}", c.warnings);
     assert!(algo[0].contains("on 1 joined case: all_reduce"), "{}", algo[0]);
-    assert!(algo[0].contains("(base tree/ll, new ring/ll)"), "{}", algo[0]);
+    assert!(
+        algo[0].ends_with("(base tree/ll, new ring/ll); compared anyway (--allow-algo-change)"),
+        "{}",
+        algo[0]
+    );
     // the same choices, or a side that did not record: no warning
     let unrecorded = |size: u64| Record {
         algo: None,

@@ -43,7 +43,17 @@ pub(super) fn method_warnings(
         });
     }
     warnings.extend(tool_warning(joined));
-    warnings.extend(algo_warning(joined));
+    if let Some(algo) = algo_change(joined) {
+        if !opts.allow_algo_change {
+            return Err(Error::usage(format!(
+                "{} and {}: {algo}; such rows do not compare, a busbw follows the algorithm as much as the \
+                 machine (pass --allow-algo-change to compare them anyway, or pin both runs with --algo; \
+                 docs/algorithms.md)",
+                base.label, new.label
+            )));
+        }
+        warnings.push(format!("{algo}; compared anyway (--allow-algo-change)"));
+    }
     for (side, loaded) in [("base", base), ("new", new)] {
         warnings.extend(side_warnings(side, loaded));
     }
@@ -75,10 +85,11 @@ fn tool_warning(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
 
 /// Joined cases where NCCL ran another algorithm or protocol on one side
 /// than on the other (`--algo-record`, docs/algorithms.md), as far as both
-/// sides recorded it: a warning naming the first three. Not a refusal: a
-/// change of NCCL's choice is often what a regression is made of, and
-/// the reader should see both.
-fn algo_warning(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
+/// sides recorded it, the first three named: a refusal unless
+/// `--allow-algo-change`, as a method change is (a change of NCCL's
+/// choice may be what a regression is made of: the reader then compares
+/// with the option and sees both).
+fn algo_change(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
     let choices = |rows: &[&Row]| -> BTreeSet<String> {
         rows.iter()
             .filter_map(|r| Some(format!("{}/{}", r.record.algo?, r.record.proto?)))
@@ -99,8 +110,7 @@ fn algo_warning(joined: &[(&[&Row], &[&Row])]) -> Option<String> {
     );
     (!differ.is_empty()).then(|| {
         format!(
-            "NCCL ran another algorithm or protocol on {} joined case{}: {}{}; a change there may be NCCL's \
-             choice, not the machine's (docs/algorithms.md)",
+            "NCCL ran another algorithm or protocol on {} joined case{}: {}{}",
             differ.len(),
             if differ.len() == 1 { "" } else { "s" },
             first.join(", "),
