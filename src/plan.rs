@@ -13,7 +13,7 @@
 use crate::collective::{Collective, Shape, Traffic};
 use crate::error::Error;
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{Choice, DType, Named, Placement, ReduceOp, RootChoice, SplitRule, human_bytes};
+use crate::types::{AlgoPin, Choice, DType, Named, Placement, ReduceOp, RootChoice, SplitRule, human_bytes};
 
 /// Most sizes one sweep may have; beyond it the step is surely a mistake.
 pub const MAX_SIZES: usize = 4096;
@@ -157,6 +157,32 @@ impl Plan {
             )));
         }
         Ok(Plan { nranks, cases })
+    }
+
+    /// The cases a sweep pinned to `pin` measures (`--algo`, `--proto`):
+    /// the flat collectives NCCL tunes, of those the pinned algorithm
+    /// runs (`collective::algo_runs`).
+    pub fn pinned(&self, pin: AlgoPin) -> Plan {
+        let keep = |c: &Case| {
+            c.hierarchy.is_flat()
+                && crate::collective::nccl_tunes(c.collective)
+                && pin.algo.is_none_or(|a| crate::collective::algo_runs(c.collective, a))
+        };
+        Plan {
+            nranks: self.nranks,
+            cases: self.cases.iter().copied().filter(keep).collect(),
+        }
+    }
+
+    /// The collectives of the plan, each once, in sweep order.
+    pub fn collectives(&self) -> Vec<Collective> {
+        let mut seen = Vec::new();
+        for c in &self.cases {
+            if !seen.contains(&c.collective) {
+                seen.push(c.collective);
+            }
+        }
+        seen
     }
 
     /// Measured points: every case in both placements.

@@ -31,7 +31,7 @@ use crate::plan::{Capabilities, Reservation};
 use crate::topology::observe::Observed;
 use crate::topology::profile::{NcclLogging, Profile};
 use crate::topology::{Hierarchy, Nodes};
-use crate::types::{AlgoRecord, BackendChoice, BackendKind, DType, Placement, ReduceOp, Register};
+use crate::types::{AlgoPin, AlgoRecord, BackendChoice, BackendKind, DType, Placement, ReduceOp, Register};
 use crate::world::launch::LauncherChoice;
 
 /// Which backend a run asks for and what it needs to start.
@@ -273,6 +273,34 @@ pub trait Backend {
     fn algorithms(&mut self) -> Option<&mut dyn Algorithms> {
         None
     }
+
+    /// Communicators that run a pinned algorithm or protocol (`--algo`,
+    /// `--proto`, docs/algorithms.md); `None` where the library has no
+    /// such choice or cannot make them.
+    fn pins(&mut self) -> Option<&mut dyn Pins> {
+        None
+    }
+}
+
+/// Pinned sweeps: a communicator of every rank made while the library's
+/// own variables pin what it runs.
+pub trait Pins {
+    /// The variables that pin `pin` on `collectives`, in the syntax of the
+    /// library found, or why it cannot pin it (a name this release does
+    /// not know and would ignore, a protocol the algorithm has not).
+    fn pin_variables(&self, pin: AlgoPin, collectives: &[Collective]) -> Result<Vec<(&'static str, String)>, String>;
+
+    /// Collective over the backend's own communicator: a group of every
+    /// rank, in rank order, made with `vars` set in each process's
+    /// environment and removed after. `set_here`: this rank sets them for
+    /// its process (the first rank of each); `barrier` holds every rank
+    /// while they change.
+    fn pinned_group(
+        &mut self,
+        vars: &[(&'static str, String)],
+        set_here: bool,
+        barrier: &dyn Fn(),
+    ) -> Result<SubGroup, Error>;
 }
 
 /// Which algorithm, protocol and channels the library chose.

@@ -26,7 +26,9 @@ use clap::builder::PossibleValue;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::links::{Level, Metric as LinkMetric};
-use crate::types::{AlgoRecording, Average, BackendChoice, Dimension, Format, Metric, Named, SeriesBy, Source};
+use crate::types::{
+    Algo, AlgoRecording, Average, BackendChoice, Dimension, Format, Metric, Named, Proto, SeriesBy, Source,
+};
 use crate::world::Launcher;
 use crate::world::launch::LauncherChoice;
 
@@ -263,6 +265,8 @@ macro_rules! value_enum {
 }
 
 value_enum!(
+    Algo,
+    Proto,
     AlgoRecording,
     Average,
     BackendChoice,

@@ -11,7 +11,8 @@ use crate::collective::{Collective, Spread};
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{
-    AlgoRecording, Average, Choice, DType, ProgressMode, ReduceOp, Register, RootChoice, Size, SplitRule, Switch,
+    Algo, AlgoRecording, Average, Choice, DType, ProgressMode, Proto, ReduceOp, Register, RootChoice, Size, SplitRule,
+    Switch,
 };
 
 use super::Cli;
@@ -145,6 +146,14 @@ pub struct TimingArgs {
     /// Record which algorithm, protocol and channels NCCL chose for each row (the algo columns): log reads rank 0's TUNING lines (NCCL 2.20+; one log line per collective, written inside the timed loop)
     #[arg(long, value_name = "HOW", default_value = "off", ignore_case = true)]
     pub algo_record: AlgoRecording,
+
+    /// Pin NCCL's algorithm: one sweep per value, of the collectives it runs, on a communicator made with NCCL_ALGO set (nccl backend; docs/algorithms.md)
+    #[arg(long = "algo", value_name = "LIST", value_delimiter = ',', ignore_case = true)]
+    pub algos: Vec<Algo>,
+
+    /// Pin NCCL's protocol: one sweep per value (with --algo, per pair), on a communicator made with NCCL_PROTO set (nccl backend)
+    #[arg(long = "proto", value_name = "LIST", value_delimiter = ',', ignore_case = true)]
+    pub protos: Vec<Proto>,
 }
 
 /// Which collectives, types, operations, roots and groups a sweep runs.

@@ -15,6 +15,9 @@
 //! NVLS_TREE, CollNet and PAT have no published per-GPU factor (NCCL's
 //! model for them carries efficiencies, not traffic), nor do the other
 //! collectives under Tree or NVLS.
+//!
+//! Also which collectives an algorithm runs at all (`algo_runs`, what a
+//! pinned sweep measures, docs/algorithms.md).
 
 use super::Collective;
 use crate::types::Algo;
@@ -40,6 +43,36 @@ pub fn algo_bus_factor(collective: Collective, algo: Algo, nranks: usize) -> Opt
         (Algo::Nvls, Collective::AllReduce) => Some((n + 1.0) / n),
         _ => None,
     }
+}
+
+/// Whether NCCL has `algo` for `collective` (the functions NCCL tunes;
+/// sendrecv, alltoall, alltoallv, gather and scatter are sends and
+/// receives, under no algorithm): broadcast and reduce run Ring only;
+/// all_gather and reduce_scatter Ring, NVLS, CollNet Direct and PAT;
+/// all_reduce every algorithm but PAT (NCCL's src/graph/tuning.cc, the
+/// loop of `ncclTopoTuneModel` over functions and algorithms, 2.23 on).
+pub fn algo_runs(collective: Collective, algo: Algo) -> bool {
+    match collective {
+        Collective::Broadcast | Collective::Reduce => algo == Algo::Ring,
+        Collective::AllGather | Collective::ReduceScatter => {
+            matches!(algo, Algo::Ring | Algo::Nvls | Algo::CollnetDirect | Algo::Pat)
+        }
+        Collective::AllReduce => algo != Algo::Pat,
+        _ => false,
+    }
+}
+
+/// Whether NCCL tunes `collective` (chooses an algorithm and protocol for
+/// it): the five functions NCCL_ALGO and NCCL_PROTO name.
+pub fn nccl_tunes(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::AllReduce
+            | Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::Broadcast
+            | Collective::Reduce
+    )
 }
 
 #[cfg(test)]
@@ -77,6 +110,32 @@ mod tests {
                 _ => assert_eq!(got, want, "{c} {a} {n}"),
             }
         }
+    }
+
+    #[test]
+    fn which_collectives_each_algorithm_runs() {
+        let runs = |a: Algo| -> Vec<&str> {
+            Collective::ALL
+                .iter()
+                .filter(|&&c| algo_runs(c, a))
+                .map(|c| c.name())
+                .collect()
+        };
+        assert_eq!(
+            runs(Algo::Ring),
+            ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"]
+        );
+        assert_eq!(runs(Algo::Tree), ["all_reduce"]);
+        assert_eq!(runs(Algo::NvlsTree), ["all_reduce"]);
+        assert_eq!(runs(Algo::CollnetChain), ["all_reduce"]);
+        assert_eq!(runs(Algo::Nvls), ["all_reduce", "all_gather", "reduce_scatter"]);
+        assert_eq!(runs(Algo::Pat), ["all_gather", "reduce_scatter"]);
+        let tuned: Vec<&str> = Collective::ALL
+            .iter()
+            .filter(|&&c| nccl_tunes(c))
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(tuned, runs(Algo::Ring));
     }
 
     /// On 8 GPUs with NVLS, nccl-tests' Ring factor overstates what each

@@ -23,7 +23,7 @@ pub mod regions;
 mod scatter;
 mod sendrecv;
 
-pub use algo_bus::algo_bus_factor;
+pub use algo_bus::{algo_bus_factor, algo_runs, nccl_tunes};
 pub use alltoallv::{Peers, Spread, Traffic, TrafficMatrix};
 pub use pattern::Pattern;
 pub use regions::{Buf, Convention, Regions};

@@ -38,7 +38,7 @@ use crate::error::Error;
 use crate::plan::{PlanConfig, SizeSweep, Step};
 use crate::report::OutputConfig;
 use crate::topology::Hierarchy;
-use crate::types::{BackendChoice, SplitRule};
+use crate::types::{AlgoPin, BackendChoice, SplitRule};
 pub use check::{CheckJob, Soak, listing};
 pub use job::{Job, Source};
 pub use links::{LinksJob, Places};
@@ -121,8 +121,9 @@ impl RunConfig {
     pub fn from_args(a: &RunArgs) -> Result<RunConfig, Error> {
         let plan = plan_config(a)?;
         let timing = timing(a);
-        let start = start_config(a)?;
         check_launch_extras(&timing, &plan.hierarchies)?;
+        let start = start_config(a)?;
+        check_pins(&timing.algo_pins, &plan, start.backend)?;
         let mut digest = cli::digest_of("run", a)?;
         if let Traffic::Matrix(m) = plan.traffic {
             // every rank must read the same matrix, not just the same path
@@ -277,6 +278,33 @@ fn split(a: &RunArgs) -> Result<Option<SplitRule>, Error> {
     Ok(rule)
 }
 
+/// `--algo`/`--proto`: each pinned sweep runs flat collectives on one
+/// communicator of every rank, on NCCL (docs/algorithms.md).
+fn check_pins(pins: &[AlgoPin], plan: &PlanConfig, backend: BackendChoice) -> Result<(), Error> {
+    let Some(pin) = pins.first() else {
+        return Ok(());
+    };
+    let what = "--algo/--proto";
+    if let BackendChoice::Only(kind) = backend
+        && kind != crate::types::BackendKind::Nccl
+    {
+        return Err(Error::usage(format!(
+            "{what} {pin}: pins NCCL's choice; the {kind} backend has none (use --backend nccl)"
+        )));
+    }
+    if plan.hierarchies.iter().any(|h| !h.is_flat()) {
+        return Err(Error::usage(format!(
+            "{what} {pin}: a pinned sweep runs flat collectives on one communicator; drop --hierarchy or {what}"
+        )));
+    }
+    if let Some(rule) = plan.split {
+        return Err(Error::usage(format!(
+            "{what} {pin}: a pinned sweep runs on one communicator of every rank; drop --split {rule} or {what}"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `--json` is in nccl-tests' schema (`--output-format`); the
 /// format alone, without a file, is refused rather than ignored.
 fn json_format(a: &RunArgs) -> Result<bool, Error> {
@@ -341,6 +369,7 @@ fn timing(a: &RunArgs) -> Timing {
         register: a.register.register,
         phase_times: a.hierarchy.phase_times,
         algo_record: a.timing.algo_record,
+        algo_pins: AlgoPin::product(&a.timing.algos, &a.timing.protos),
         cycles: a.repeat.cycles,
         timeout: (a.common.launch.timeout > 0).then(|| std::time::Duration::from_secs(a.common.launch.timeout)),
     }

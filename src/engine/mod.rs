@@ -43,13 +43,13 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::backend::{Call, LaunchExtras};
+use crate::backend::{Call, LaunchExtras, SubGroup};
 use crate::collective::Layout;
 use crate::error::Error;
 use crate::plan::{Capabilities, Case, Plan};
 use crate::record::Record;
 use crate::topology::profile::Profile;
-use crate::types::{AlgoRecording, Average, BackendKind, Placement, Register};
+use crate::types::{AlgoPin, AlgoRecording, Average, BackendKind, Placement, Register};
 pub use context::Context;
 use groups::Groups;
 use policy::Iterations;
@@ -112,6 +112,10 @@ pub struct Timing {
     pub phase_times: bool,
     /// `--algo-record`: which algorithm NCCL ran, recorded per row.
     pub algo_record: AlgoRecording,
+    /// `--algo`, `--proto`: one pinned sweep each (docs/algorithms.md);
+    /// none: NCCL's own choice.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub algo_pins: Vec<AlgoPin>,
     /// Sweeps to run; 0 = until stopped.
     pub cycles: u64,
     /// Longest a point or the set-up may take; `None` = no watchdog.
@@ -120,6 +124,12 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// Rows carry the algo columns: recorded (`--algo-record`) or pinned
+    /// (`--algo`, `--proto`).
+    pub fn algo_columns(&self) -> bool {
+        self.algo_record != AlgoRecording::Off || !self.algo_pins.is_empty()
+    }
+
     /// This timing on `backend`: buffers rotate where asked, else as the
     /// backend's reference tool does (docs/measurement.md, "One buffer, or
     /// rotation"): nccl-tests shifts its buffers every iteration; OSU and
@@ -183,6 +193,19 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Adds the summary of a later sweep of the same run (`--algo`'s
+    /// pinned sweeps): its points and wrong elements; its stop signal and
+    /// slow-rank verdict where it has them.
+    pub fn add(&mut self, later: Summary) {
+        self.points += later.points;
+        self.checked_points += later.checked_points;
+        self.failed_points += later.failed_points;
+        self.wrong += later.wrong;
+        self.cycles = self.cycles.max(later.cycles);
+        self.stopped_by = self.stopped_by.or(later.stopped_by);
+        self.straggler = later.straggler.or(self.straggler.take());
+    }
+
     /// Counts one measured point and its check's wrong elements.
     fn tally(&mut self, wrong: Option<u64>) {
         self.points += 1;
@@ -209,6 +232,10 @@ pub struct Engine<'a> {
     /// `--split`: this rank's group runs each point on its own
     /// sub-communicator, and rank 0 reports every group (`groups`).
     groups: Option<&'a Groups>,
+    /// `--algo`/`--proto`: the pin of this sweep and the communicator of
+    /// every rank made under it (`Pins::pinned_group`), which every call
+    /// names.
+    pin: Option<(AlgoPin, SubGroup)>,
 }
 
 impl<'a> Engine<'a> {
@@ -223,7 +250,15 @@ impl<'a> Engine<'a> {
             rep: 0,
             arrivals: straggler::Arrivals::new(timing.straggler_threshold_pct / 100.0),
             groups: None,
+            pin: None,
         }
+    }
+
+    /// A pinned sweep: every call runs on `sub`, a communicator of every
+    /// rank in rank order made under `pin`, and every row says the pin.
+    pub fn with_pin(mut self, pin: Option<(AlgoPin, SubGroup)>) -> Self {
+        self.pin = pin;
+        self
     }
 
     /// `--split`: every point runs in this rank's group (made by
@@ -328,7 +363,7 @@ impl<'a> Engine<'a> {
                 record.cycle = Some(cycle);
                 record.samples = Some(self.cfg.cycles);
                 if let Some(algo) = algo {
-                    row::add_algorithm(&mut record, algo);
+                    row::add_algorithm(&mut record, algo, self.pin.map(|(pin, _)| pin));
                 }
                 if let Some(samples) = per_iter.flatten() {
                     add_iteration_stats(&mut record, &samples, &times);
@@ -362,7 +397,7 @@ impl<'a> Engine<'a> {
                 self.groups.map_or(self.cx.world.rank(), |g| g.index),
                 case.root.unwrap_or(0),
             ),
-            group: self.groups.and_then(|g| g.sub),
+            group: self.pin.map(|(_, sub)| sub).or(self.groups.and_then(|g| g.sub)),
         }
     }
 

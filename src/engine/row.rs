@@ -7,7 +7,7 @@ use super::{Engine, straggler};
 use crate::backend::Call;
 use crate::plan::Case;
 use crate::record::{Record, bandwidth_gbps};
-use crate::types::{AlgoRecord, AlgoRecording, Placement, Register, TimingMethod};
+use crate::types::{AlgoPin, AlgoRecord, AlgoRecording, AlgoSource, Chosen, Placement, Register, TimingMethod};
 
 impl Engine<'_> {
     #[allow(clippy::too_many_arguments)]
@@ -134,21 +134,33 @@ impl Engine<'_> {
     /// hierarchical all-reduce runs on several, a group row on its own).
     /// `None` without the option, or on a backend without algorithms (mpi).
     pub(super) fn algorithms(&mut self, call: &Call) -> Option<AlgoRecord> {
+        // a pinned sweep's rows carry the columns, recorded or not
+        let unrecorded = self.pin.is_some().then(AlgoRecord::unknown);
         if self.cfg.algo_record == AlgoRecording::Off {
-            return None;
+            return unrecorded;
         }
-        let recorded = self.cx.backend.algorithms()?.take_choices(call);
+        let Some(algorithms) = self.cx.backend.algorithms() else {
+            return unrecorded;
+        };
+        let recorded = algorithms.take_choices(call);
         let whole = call.hierarchy.is_flat() && self.groups.is_none();
         Some(if whole { recorded } else { AlgoRecord::unknown() })
     }
 }
 
 /// The algorithm columns of a row (docs/algorithms.md): the choice, or
-/// `mixed`, and where it came from.
-pub(super) fn add_algorithm(record: &mut Record, recorded: AlgoRecord) {
+/// `mixed`, and where it came from; in a pinned sweep the pin, and where
+/// nothing recorded what ran, the pin's values as `pinned`.
+pub(super) fn add_algorithm(record: &mut Record, recorded: AlgoRecord, pin: Option<AlgoPin>) {
     record.algo_source = Some(recorded.source);
     record.algo = recorded.algo();
     record.proto = recorded.proto();
+    record.algo_pin = pin;
+    if let Some(pin) = pin.filter(|_| recorded.source == AlgoSource::Unknown) {
+        record.algo_source = Some(AlgoSource::Pinned);
+        record.algo = pin.algo.map(Chosen::One);
+        record.proto = pin.proto.map(Chosen::One);
+    }
     record.nchannels = recorded.nchannels();
     record.algo_choices = (!recorded.choices.is_empty()).then_some(recorded.choices);
     record.busbw_algo_gbps = record.busbw_of_algorithm();

@@ -92,6 +92,7 @@ fn timing() -> Timing {
         register: crate::types::Register::Off,
         phase_times: false,
         algo_record: Default::default(),
+        algo_pins: Vec::new(),
         cycles: 1,
         timeout: None,
     }

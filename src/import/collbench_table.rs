@@ -24,7 +24,7 @@ use crate::collective::Collective;
 use crate::record::Record;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
-use crate::types::{AlgoSource, BackendKind, Chosen, Placement};
+use crate::types::{AlgoPin, AlgoSource, BackendKind, Chosen, Placement};
 
 /// Whether `text` is a collbench table: its first non-empty line is our
 /// banner.
@@ -76,6 +76,9 @@ struct Place {
     timestamped: bool,
     /// `--algo-record`: an `algo` column after the two blocks.
     algo: bool,
+    /// `--algo`/`--proto`: the section's pin (`# all_reduce (hierarchy
+    /// flat) pinned tree`).
+    pin: Option<AlgoPin>,
 }
 
 pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, String> {
@@ -184,11 +187,15 @@ fn read_comment(h: &mut Header, place: &mut Place, comment: &str) {
         }
     } else if let ["cycle", n] = words.as_slice() {
         place.cycle = n.parse().ok();
-    } else if let [collective, "(hierarchy", mode] = words.as_slice()
+    } else if let [collective, "(hierarchy", mode, pinned @ ..] = words.as_slice()
         && let Some(mode) = mode.strip_suffix(')')
     {
         place.collective = Collective::parse(collective);
         place.hierarchy = Hierarchy::parse(mode).unwrap_or_default();
+        place.pin = match pinned {
+            ["pinned", pin] => AlgoPin::parse(pin),
+            _ => None,
+        };
         place.block.clear();
     } else if let ["size", "count", "type", "redop", "root", rest @ ..] = words.as_slice() {
         let (rest, timestamped) = match rest {
@@ -364,6 +371,7 @@ fn run_of(
 /// version, label, traffic (alltoallv) and cycle.
 fn from_header(r: &mut Record, h: &Header, place: &Place, run: &Run) {
     r.hierarchy = place.hierarchy;
+    r.algo_pin = place.pin;
     r.transport = h.transport.unwrap_or_default();
     if !h.observed.is_empty() {
         r.transport_observed = h.observed.clone();

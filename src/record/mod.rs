@@ -19,8 +19,8 @@ use crate::collective::Collective;
 use crate::topology::Hierarchy;
 use crate::topology::profile::Profile;
 use crate::types::{
-    Algo, AlgoChoice, AlgoSource, Average, BackendKind, Chosen, DType, IterPolicy, Metric, Named, Placement, Proto,
-    ReduceOp, Register, TimingMethod,
+    Algo, AlgoChoice, AlgoPin, AlgoSource, Average, BackendKind, Chosen, DType, IterPolicy, Metric, Named, Placement,
+    Proto, ReduceOp, Register, TimingMethod,
 };
 
 /// Version of the CSV/JSON record schema.
@@ -128,6 +128,10 @@ pub struct Record {
     /// factor is established; `busbw_gbps` keeps nccl-tests' Ring factor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busbw_algo_gbps: Option<f64>,
+    /// `--algo`/`--proto`: what the row's sweep pinned (`tree`,
+    /// `ring/simple`); none where NCCL chose freely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algo_pin: Option<AlgoPin>,
     /// Every choice of the point's launches, with how many made it (the
     /// JSON's records; not a CSV column).
     #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
@@ -233,7 +237,14 @@ pub const METHOD_COLUMNS: [&str; 12] = [
 pub const PHASE_COLUMNS: [&str; 3] = ["phase_intra1_us", "phase_inter_us", "phase_intra2_us"];
 
 /// Extra columns written with `--algo-record` (docs/csv.md).
-pub const ALGO_COLUMNS: [&str; 5] = ["algo", "proto", "nchannels", "algo_source", "busbw_algo_gbps"];
+pub const ALGO_COLUMNS: [&str; 6] = [
+    "algo",
+    "proto",
+    "nchannels",
+    "algo_source",
+    "busbw_algo_gbps",
+    "algo_pin",
+];
 
 /// Extra columns written with `-I`.
 pub const ITER_COLUMNS: [&str; 7] = [
@@ -384,6 +395,7 @@ impl Record {
                 opt(self.nchannels),
                 opt(self.algo_source),
                 opt(self.busbw_algo_gbps),
+                opt(self.algo_pin),
             ]);
         }
         f
@@ -505,6 +517,9 @@ pub struct CaseKey {
     /// `--split`: each group's rows and the aggregate are different cases.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// `--algo`/`--proto`: each pinned sweep's rows are cases of their own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algo_pin: Option<AlgoPin>,
 }
 
 impl CaseKey {
@@ -522,6 +537,7 @@ impl CaseKey {
             nranks: with_ranks.then_some(r.nranks),
             traffic: r.traffic.clone(),
             group: r.group.clone(),
+            algo_pin: r.algo_pin,
         }
     }
 
@@ -547,6 +563,7 @@ impl CaseKey {
             self.nranks,
             self.traffic.as_deref(),
             self.group.as_deref(),
+            self.algo_pin,
         )
     }
 
@@ -577,6 +594,9 @@ impl CaseKey {
         }
         if let Some(group) = &self.group {
             parts.push(format!("group {group}"));
+        }
+        if let Some(pin) = self.algo_pin {
+            parts.push(format!("pinned {pin}"));
         }
         parts.join(" ")
     }

@@ -84,6 +84,7 @@ pub(crate) fn sample() -> Record {
         nchannels: Some(16),
         algo_source: Some(crate::types::AlgoSource::Log),
         busbw_algo_gbps: Some(0.2),
+        algo_pin: crate::types::AlgoPin::parse("tree/simple"),
         algo_choices: None,
         iter_times_us: None,
     }
@@ -128,6 +129,7 @@ fn csv_fields_follow_the_column_lists_and_read_back_exactly() {
             nchannels: r.nchannels.filter(|_| extras.algo),
             algo_source: r.algo_source.filter(|_| extras.algo),
             busbw_algo_gbps: r.busbw_algo_gbps.filter(|_| extras.algo),
+            algo_pin: r.algo_pin.filter(|_| extras.algo),
             ..r.clone()
         };
         assert_eq!(back, want);

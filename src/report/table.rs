@@ -23,7 +23,7 @@ use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::record::Record;
 use crate::record::{op_column, root_column};
-use crate::types::{Algo, AlgoRecording, Chosen, Placement};
+use crate::types::{Algo, Chosen, Placement};
 
 mod frame;
 
@@ -58,6 +58,9 @@ pub struct TableSink {
     /// The section's out-of-place rows where NCCL ran another algorithm
     /// than Ring: their sizes, algorithms and node count (`off_ring_note`).
     off_ring: Vec<(u64, Algo, u64)>,
+    /// The section's rows where what NCCL ran is not what the sweep
+    /// pinned: size and what ran (`unhonoured_note`).
+    unhonoured: Vec<(u64, String)>,
 }
 
 impl TableSink {
@@ -77,6 +80,7 @@ impl TableSink {
             last_choice: None,
             changes: Vec::new(),
             off_ring: Vec::new(),
+            unhonoured: Vec::new(),
         }
     }
 
@@ -148,6 +152,7 @@ impl TableSink {
         self.last_choice = None;
         let changes = std::mem::take(&mut self.changes);
         let off_ring = std::mem::take(&mut self.off_ring);
+        let unhonoured = std::mem::take(&mut self.unhonoured);
         if self.section.is_none() || self.section_busbw.count == 0 {
             return String::new();
         }
@@ -164,6 +169,9 @@ impl TableSink {
                 changes.join(", ")
             );
         }
+        if let Some(note) = unhonoured_note(&unhonoured) {
+            text += &format!("# {:<20} : {note}\n", self.section.as_deref().unwrap_or(""));
+        }
         if let Some(note) = off_ring_note(&off_ring) {
             text += &format!("# {:<20} : {note}\n", self.section.as_deref().unwrap_or(""));
         }
@@ -177,8 +185,15 @@ impl TableSink {
         if r.placement != Placement::OutOfPlace || is_group_row(r) || r.algo.is_none() {
             return;
         }
-        if let Some(Chosen::One(a)) = r.algo.filter(|a| *a != Chosen::One(Algo::Ring)) {
+        if let Some(Chosen::One(a)) = r.algo.filter(|a| *a != Chosen::One(Algo::Ring) && r.algo_pin.is_none()) {
             self.off_ring.push((r.size_bytes, a, r.nnodes));
+        }
+        if let Some(pin) = r.algo_pin
+            && pin.honoured(r.algo, r.proto) == Some(false)
+        {
+            let ran = [r.algo.map(|a| a.to_string()), r.proto.map(|p| p.to_string())];
+            let ran: Vec<String> = ran.into_iter().flatten().collect();
+            self.unhonoured.push((r.size_bytes, ran.join("/")));
         }
         let cell = algo_cell(r);
         if let Some(last) = self.last_choice.as_ref().filter(|l| **l != cell) {
@@ -349,6 +364,24 @@ fn off_ring_note(off_ring: &[(u64, Algo, u64)]) -> Option<String> {
     ))
 }
 
+/// Under a pinned section where NCCL ran something else than the pin at
+/// some sizes (a tuner plugin's choice, a release that reads the variable
+/// otherwise): said, not hidden.
+fn unhonoured_note(rows: &[(u64, String)]) -> Option<String> {
+    let (first, last) = (rows.first()?, rows.last()?);
+    let mut ran: Vec<&str> = rows.iter().map(|(_, c)| c.as_str()).collect();
+    ran.sort();
+    ran.dedup();
+    Some(format!(
+        "NCCL did not run the pin at {} size{} ({}-{}): it ran {}",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        crate::types::human_bytes(first.0),
+        crate::types::human_bytes(last.0),
+        ran.join(", ")
+    ))
+}
+
 /// A row's `algo` cell (`--algo-record`): `ring/ll`, `mixed/simple`;
 /// `unknown` where NCCL did not say, `-` where nothing was recorded.
 fn algo_cell(r: &Record) -> String {
@@ -448,8 +481,9 @@ fn section_header(cols: &[Col], r: &Record) -> String {
     let names: Vec<String> = cols.iter().map(|c| format!("{:>w$}", c.name, w = c.width)).collect();
     let units: Vec<String> = cols.iter().map(|c| format!("{:>w$}", c.unit, w = c.width)).collect();
     let (names, units) = (names.join(" "), units.join(" "));
+    let pinned = r.algo_pin.map(|p| format!(" pinned {p}")).unwrap_or_default();
     format!(
-        "#\n# {} (hierarchy {})\n\
+        "#\n# {} (hierarchy {}){pinned}\n\
          # {:>11} {:>13} {:>9} {:>7} {:>7}  {:^w$}  {:^w$}\n\
          # {:>11} {:>13} {:>9} {:>7} {:>7}  {names}  {names}\n\
          # {:>11} {:>13} {:>9} {:>7} {:>7}  {units}  {units}\n",
@@ -478,7 +512,7 @@ fn section_header(cols: &[Col], r: &Record) -> String {
 impl Sink for TableSink {
     fn begin(&mut self, run: &RunInfo) -> io::Result<()> {
         self.cols = placement_columns(run.timing.per_iter);
-        self.algo = run.timing.algo_record != AlgoRecording::Off;
+        self.algo = run.timing.algo_columns();
         self.timestamps = run.timestamps;
         self.samples = (run.timing.cycles != 1).then(SampleTally::default);
         self.emit(run_header(run))
@@ -486,7 +520,10 @@ impl Sink for TableSink {
 
     fn record(&mut self, record: &Record) -> io::Result<()> {
         let mut text = String::new();
-        let section = format!("{} {}", record.collective, record.hierarchy);
+        let section = match record.algo_pin {
+            Some(pin) => format!("{} {} pinned {pin}", record.collective, record.hierarchy),
+            None => format!("{} {}", record.collective, record.hierarchy),
+        };
         // One sweep needs no cycle heading; several get one each.
         let cycle = record.cycle.filter(|_| record.samples != Some(1));
         if cycle != self.cycle {

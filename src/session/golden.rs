@@ -142,6 +142,7 @@ fn sweep_timing() -> Timing {
         register: crate::types::Register::Off,
         phase_times: false,
         algo_record: Default::default(),
+        algo_pins: Vec::new(),
         cycles: 2,
         timeout: None,
     };

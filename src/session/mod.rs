@@ -20,6 +20,7 @@ mod golden;
 mod launch;
 pub mod links;
 mod outputs;
+mod pinned;
 mod preflight;
 mod prepare;
 mod sweep;

@@ -22,7 +22,7 @@ use crate::report::{RankSummary, Reporter, RunIdentity, RunInfo, Sink, SweepInfo
 use crate::topology::Nodes;
 use crate::topology::machine::available_memory;
 use crate::topology::observe;
-use crate::types::{AlgoRecording, human_bytes};
+use crate::types::human_bytes;
 use crate::world::World;
 
 impl<W: World> Session<'_, W> {
@@ -48,6 +48,11 @@ impl<W: World> Session<'_, W> {
             check_groups_in_step(&cfg.plan, &caps, nodes, groups, &plan)?;
             notes.push(format!("--split {}", groups.describe()));
         }
+        if !cfg.timing.algo_pins.is_empty() {
+            let (pinned, described) = self.pin_plans(backend, plan)?;
+            plan = pinned;
+            notes.extend(described);
+        }
         // as asked, else the backend's reference tool's method
         let rotate = cfg.timing.for_backend(prepared.identity.backend).rotate;
         if device_free != u64::MAX {
@@ -66,7 +71,7 @@ impl<W: World> Session<'_, W> {
         prepared.identity.backend_note =
             super::prepare::backend_note(prepared.auto_note.clone(), backend.identity().notes);
         let outputs = match world.rank() {
-            0 => Some(self.open_outputs(nodes, &prepared.identity, notes, &plan)?),
+            0 => Some(self.open_outputs(nodes, &prepared.identity, notes, &self.shown_plan(&plan))?),
             _ => None,
         };
         Ok((plan, outputs))
@@ -204,7 +209,7 @@ impl<W: World> Session<'_, W> {
             label: out.label.is_some(),
             traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
             group: self.cfg.plan.split.is_some(),
-            algo: t.algo_record != AlgoRecording::Off,
+            algo: t.algo_columns(),
         }
     }
 

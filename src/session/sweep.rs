@@ -137,12 +137,17 @@ impl<W: World> Session<'_, W> {
             self.fail(&e);
         }
         let timing = self.cfg.timing.for_backend(ctx.backend);
-        let swept = Engine::new(self.context(backend.as_mut(), watchdog), &timing, &ctx)
-            .with_groups(groups.as_ref())
-            .run(&plan, |record| match reporter.as_mut() {
-                Some(rep) => rep.record(record),
-                None => Ok(()),
-            });
+        let mut on_record = |record: &crate::record::Record| match reporter.as_mut() {
+            Some(rep) => rep.record(record),
+            None => Ok(()),
+        };
+        let swept = if timing.algo_pins.is_empty() {
+            Engine::new(self.context(backend.as_mut(), watchdog), &timing, &ctx)
+                .with_groups(groups.as_ref())
+                .run(&plan, &mut on_record)
+        } else {
+            self.pinned_sweeps(backend.as_mut(), &plan, &ctx, watchdog, &mut on_record)
+        };
         let summary = match swept {
             Ok(summary) => summary,
             Err(e) => {

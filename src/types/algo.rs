@@ -45,6 +45,9 @@ crate::types::vocabulary! {
     pub enum AlgoSource: "algorithm source", AnyCase {
         /// Rank 0's TUNING lines in NCCL's log.
         Log = "log",
+        /// A pinned sweep (`--algo`, `--proto`) whose launches nothing
+        /// recorded: the pin's values, as NCCL was told to run.
+        Pinned = "pinned",
         /// Nothing said it (the run header says why and how to get it).
         Unknown = "unknown",
     }
@@ -134,6 +137,107 @@ impl<'de, T: Named> Deserialize<'de> for Chosen<T> {
         let text = std::borrow::Cow::<str>::deserialize(d)?;
         Chosen::parse(&text)
             .ok_or_else(|| serde::de::Error::custom(format!("unknown {} '{text}' (expected a name or mixed)", T::WHAT)))
+    }
+}
+
+/// `--algo`/`--proto`: what one pinned sweep tells NCCL to run, an
+/// algorithm, a protocol or both (the `algo_pin` column: `tree`, `ll128`,
+/// `tree/ll128`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AlgoPin {
+    pub algo: Option<Algo>,
+    pub proto: Option<Proto>,
+}
+
+impl AlgoPin {
+    /// One pin per value of `--algo` times one per value of `--proto`
+    /// (either may be empty), in the order given.
+    pub fn product(algos: &[Algo], protos: &[Proto]) -> Vec<AlgoPin> {
+        let algos: Vec<Option<Algo>> = if algos.is_empty() {
+            vec![None]
+        } else {
+            algos.iter().copied().map(Some).collect()
+        };
+        let protos: Vec<Option<Proto>> = if protos.is_empty() {
+            vec![None]
+        } else {
+            protos.iter().copied().map(Some).collect()
+        };
+        let mut pins = Vec::new();
+        for &algo in &algos {
+            for &proto in &protos {
+                let pin = AlgoPin { algo, proto };
+                if pin != AlgoPin::default() && !pins.contains(&pin) {
+                    pins.push(pin);
+                }
+            }
+        }
+        pins
+    }
+
+    pub fn text(&self) -> String {
+        match (self.algo, self.proto) {
+            (Some(a), Some(p)) => format!("{a}/{p}"),
+            (Some(a), None) => a.name().to_string(),
+            (None, Some(p)) => p.name().to_string(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// Reads `text` back: `ALGO`, `PROTO` or `ALGO/PROTO`.
+    pub fn parse(text: &str) -> Option<AlgoPin> {
+        let text = text.trim();
+        let pin = match text.split_once('/') {
+            Some((a, p)) => AlgoPin {
+                algo: Some(Algo::parse(a)?),
+                proto: Some(Proto::parse(p)?),
+            },
+            None => match (Algo::parse(text), Proto::parse(text)) {
+                (Some(a), _) => AlgoPin {
+                    algo: Some(a),
+                    proto: None,
+                },
+                (None, Some(p)) => AlgoPin {
+                    algo: None,
+                    proto: Some(p),
+                },
+                (None, None) => return None,
+            },
+        };
+        Some(pin)
+    }
+
+    /// Whether NCCL ran what the pin says, as far as `algo` and `proto`
+    /// (one value each, or none where nothing recorded) tell: `None` where
+    /// nothing tells.
+    pub fn honoured(&self, algo: Option<Chosen<Algo>>, proto: Option<Chosen<Proto>>) -> Option<bool> {
+        let algo_ok = self.algo.and_then(|want| algo.map(|got| got == Chosen::One(want)));
+        let proto_ok = self.proto.and_then(|want| proto.map(|got| got == Chosen::One(want)));
+        match (algo_ok, proto_ok) {
+            (None, None) => None,
+            (a, p) => Some(a.unwrap_or(true) && p.unwrap_or(true)),
+        }
+    }
+}
+
+impl fmt::Display for AlgoPin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+impl Serialize for AlgoPin {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text())
+    }
+}
+
+impl<'de> Deserialize<'de> for AlgoPin {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(d)?;
+        AlgoPin::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("'{text}' is not an algorithm pin (ALGO, PROTO or ALGO/PROTO)"))
+        })
     }
 }
 
@@ -233,6 +337,40 @@ mod tests {
             nchannels,
             calls,
         }
+    }
+
+    #[test]
+    fn pins_are_every_algorithm_with_every_protocol_and_read_back() {
+        let pins = AlgoPin::product(&[Algo::Ring, Algo::Tree], &[Proto::Simple]);
+        let texts: Vec<String> = pins.iter().map(AlgoPin::text).collect();
+        assert_eq!(texts, ["ring/simple", "tree/simple"]);
+        let texts: Vec<String> = AlgoPin::product(&[], &[Proto::Ll, Proto::Ll128, Proto::Ll])
+            .iter()
+            .map(AlgoPin::text)
+            .collect();
+        assert_eq!(texts, ["ll", "ll128"]);
+        assert!(AlgoPin::product(&[], &[]).is_empty());
+        for text in ["ring", "ll128", "nvls_tree/simple", "tree/ll"] {
+            assert_eq!(AlgoPin::parse(text).unwrap().text(), text);
+        }
+        for bad in ["", "ring/", "ring/tree", "fast", "ll/ring"] {
+            assert_eq!(AlgoPin::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_pin_is_honoured_where_what_was_recorded_matches_it() {
+        let tree = AlgoPin::parse("tree").unwrap();
+        fn one<T>(v: T) -> Option<Chosen<T>> {
+            Some(Chosen::One(v))
+        }
+        assert_eq!(tree.honoured(one(Algo::Tree), one(Proto::Ll)), Some(true));
+        assert_eq!(tree.honoured(one(Algo::Ring), one(Proto::Ll)), Some(false));
+        assert_eq!(tree.honoured(Some(Chosen::Mixed), None), Some(false));
+        assert_eq!(tree.honoured(None, None), None);
+        let both = AlgoPin::parse("ring/simple").unwrap();
+        assert_eq!(both.honoured(one(Algo::Ring), one(Proto::Ll)), Some(false));
+        assert_eq!(both.honoured(one(Algo::Ring), one(Proto::Simple)), Some(true));
     }
 
     #[test]

@@ -298,12 +298,16 @@ static ncclResult_t check_net(void)
     return ncclInvalidUsage;
 }
 
-ncclResult_t sim_check_init_env(void)
+_Static_assert(sizeof(((struct ncclComm *)0)->algos) == NFUNCS * NALGOS * sizeof(int), "algos per function");
+_Static_assert(sizeof(((struct ncclComm *)0)->protos) == NFUNCS * NPROTOS * sizeof(int), "protos per function");
+
+ncclResult_t sim_check_init_env(struct ncclComm *c)
 {
     ncclResult_t rc = check_net();
-    int algos[NFUNCS * NALGOS], protos[NFUNCS * NPROTOS];
     if (rc == ncclSuccess)
-        rc = read_algo_proto(algos, protos, 1);
+        rc = read_algo_proto(c->algos, c->protos, 1);
+    const char *a = getenv("NCCL_ALGO"), *p = getenv("NCCL_PROTO");
+    c->tuned = (a && *a) || (p && *p);
     return rc;
 }
 
@@ -323,13 +327,11 @@ static const char *const type_names[] = {"ncclInt8",    "ncclUint8",   "ncclInt3
  * ncclInternalError; v2.29.7-1 src/enqueue.cc:1971-1972 and v2.30.7-1
  * src/enqueue.cc:2063: ncclInvalidUsage where NCCL_ALGO or NCCL_PROTO is
  * set). */
-ncclResult_t sim_algo_proto(enum func f, ncclDataType_t type, size_t bytes, int *algo, int *proto)
+ncclResult_t sim_algo_proto(const struct ncclComm *c, enum func f, ncclDataType_t type, size_t bytes, int *algo,
+                            int *proto)
 {
-    int algos[NFUNCS * NALGOS], protos[NFUNCS * NPROTOS];
-    if (read_algo_proto(algos, protos, 0) != ncclSuccess)
-        return ncclInvalidUsage;
-    const char *set_algo = getenv("NCCL_ALGO"), *set_proto = getenv("NCCL_PROTO");
-    if (!(set_algo && *set_algo) && !(set_proto && *set_proto)) {
+    const int *algos = c->algos, *protos = c->protos;
+    if (!c->tuned) {
         *algo = f == F_ALLREDUCE && bytes <= 65536 ? ALGO_TREE : ALGO_RING;
         *proto = bytes <= 65536 ? PROTO_LL : bytes <= 1048576 ? PROTO_LL128 : PROTO_SIMPLE;
         return ncclSuccess;
@@ -371,7 +373,7 @@ ncclResult_t sim_algo_proto(enum func f, ncclDataType_t type, size_t bytes, int 
     else
         sim_warn(AT(v, where), "No algorithm/protocol available for function %s with datatype %s.%s%s", fn, tn, as,
                  ps);
-    return a || p ? ncclInvalidUsage : ncclInternalError;
+    return c->tuned ? ncclInvalidUsage : ncclInternalError;
 }
 
 /* ------------------------------------------------------------------ */

@@ -1209,7 +1209,7 @@ static ncclResult_t post(const char *fn, struct op o, size_t send_bytes, size_t 
     if (!is_p2p(o.kind)) {
         const char *name;
         enum func f = func_of(o.kind, &name);
-        if ((rc = sim_algo_proto(f, o.type, o.count * type_size(o.type), &o.algo, &o.proto)) != ncclSuccess)
+        if ((rc = sim_algo_proto(o.comm, f, o.type, o.count * type_size(o.type), &o.algo, &o.proto)) != ncclSuccess)
             return rc;
     }
     trace(fn, &o);
@@ -1494,7 +1494,7 @@ static ncclResult_t init_rank(ncclComm_t *newcomm, int nranks, ncclUniqueId id, 
         world_rank = rank;
     /* what init reads of NCCL_NET, NCCL_ALGO and NCCL_PROTO; every rank
      * of the communicator reads the same and refuses alike */
-    if ((rc = sim_check_init_env()) != ncclSuccess) {
+    if ((rc = sim_check_init_env(c)) != ncclSuccess) {
         detach(c);
         return rc;
     }
@@ -1857,6 +1857,12 @@ static ncclResult_t impl_ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     rc = attach(c, name, size, rank);
     if (rc != ncclSuccess) {
         free(c);
+        return rc;
+    }
+    /* a split is made as any communicator: NCCL_ALGO and NCCL_PROTO are
+     * read again (graph/tuning.cc, ncclTopoTuneModel) */
+    if ((rc = sim_check_init_env(c)) != ncclSuccess) {
+        detach(c);
         return rc;
     }
     if ((rc = ready(c, "ncclCommSplit", comm, color, key)) != ncclSuccess)

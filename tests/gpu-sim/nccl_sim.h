@@ -86,6 +86,10 @@ struct ncclComm {
     /* device memory its connections hold (gpusim_charge) */
     long long charged;
     unsigned long long comm_id; /* the commId hash of the init lines */
+    /* NCCL_ALGO and NCCL_PROTO as read when it was made (init and split
+     * alike, as NCCL's tuning model is per communicator): per function
+     * (enum func), 1 where allowed; `tuned` where either was set */
+    int algos[5 * 7], protos[5 * 3], tuned;
 };
 
 /* Everything below is internal to the library: hidden, so that no name
@@ -147,9 +151,9 @@ int sim_p2p_disabled(void);
 int sim_no_cuda_p2p(void);
 /* The simulated node of world rank `rank` (GPUSIM_NODE_RANKS). */
 int sim_node_of(int rank);
-/* Init-time checks of NCCL_NET, NCCL_ALGO and NCCL_PROTO: ncclSuccess or
- * the release's refusal (with its WARN). */
-ncclResult_t sim_check_init_env(void);
+/* Init-time checks of NCCL_NET, NCCL_ALGO and NCCL_PROTO, which `c`
+ * keeps: ncclSuccess or the release's refusal (with its WARN). */
+ncclResult_t sim_check_init_env(struct ncclComm *c);
 /* comm->symmetricSupport of the release played (after attach). */
 int sim_symmetric_support(const struct ncclComm *c);
 /* Whether NCCL_RUNTIME_CONNECT defers the rings to the first collective. */
@@ -171,7 +175,8 @@ enum func { F_BROADCAST, F_REDUCE, F_ALLGATHER, F_REDUCESCATTER, F_ALLREDUCE, F_
  * NCCL_PROTO allow; ncclSuccess, or the release's refusal when they
  * allow none (with its WARN). */
 void sim_debug_init(void);
-ncclResult_t sim_algo_proto(enum func f, ncclDataType_t type, size_t bytes, int *algo, int *proto);
+ncclResult_t sim_algo_proto(const struct ncclComm *c, enum func f, ncclDataType_t type, size_t bytes, int *algo,
+                            int *proto);
 
 #pragma GCC visibility pop
 #endif

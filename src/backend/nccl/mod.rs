@@ -21,6 +21,8 @@
 //! - `extensions`: the backend's extension traits;
 //! - `algo`: which algorithm NCCL ran, from rank 0's TUNING lines
 //!   (`--algo-record log`, docs/algorithms.md);
+//! - `pins`: pinned sweeps' NCCL_ALGO/NCCL_PROTO and communicators
+//!   (`--algo`, `--proto`);
 //! - here: the `Backend` implementation.
 
 mod algo;
@@ -31,6 +33,7 @@ mod extensions;
 mod hierarchy;
 mod library;
 mod p2p;
+mod pins;
 mod registration;
 mod setup;
 pub mod start;
@@ -518,6 +521,14 @@ impl Backend for NcclBackend {
     }
 
     /// Only with ncclCommSplit (NCCL 2.18 and later).
+    fn pins(&mut self) -> Option<&mut dyn super::Pins> {
+        if self.library.optional().comm_split {
+            Some(self)
+        } else {
+            None
+        }
+    }
+
     fn sub_groups(&mut self) -> Option<&mut dyn SubGroups> {
         if self.library.optional().comm_split {
             Some(self)

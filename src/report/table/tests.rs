@@ -270,3 +270,37 @@ fn a_section_off_ring_on_two_nodes_says_busbw_can_exceed_the_network() {
         "{text}"
     );
 }
+
+/// A pinned section where NCCL ran something else at some sizes says so
+/// under the section, and its heading names the pin; a pinned section
+/// off Ring gets no advice to pin Ring.
+#[test]
+fn a_pin_nccl_did_not_honour_is_said_under_its_section() {
+    use crate::types::{Algo, AlgoPin, AlgoSource, Chosen};
+    let out = Shared::default();
+    let mut table = TableSink::new(Box::new(out.clone()), None);
+    table.algo = true;
+    let tree = AlgoPin::parse("tree");
+    let ran = |r: Record, a: Algo| Record {
+        algo: Some(Chosen::One(a)),
+        algo_source: Some(AlgoSource::Log),
+        algo_pin: tree,
+        ..r
+    };
+    for (size, a) in [(8, Algo::Tree), (64, Algo::Ring), (1 << 20, Algo::Ring)] {
+        for p in Placement::BOTH {
+            table.record(&ran(point(size, p, 1.5, 0.01, Some(0)), a)).unwrap();
+        }
+    }
+    table.finish_text();
+    table.printer.close(None);
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("\n# all_reduce (hierarchy flat) pinned tree\n"), "{text}");
+    let notes: Vec<&str> = text.lines().filter(|l| l.contains("did not run the pin")).collect();
+    assert_eq!(notes.len(), 1, "{text}");
+    assert!(
+        notes[0].ends_with("NCCL did not run the pin at 2 sizes (64 B-1.0 MiB): it ran ring"),
+        "{text}"
+    );
+    assert!(!text.contains("--algo ring measures"), "{text}");
+}

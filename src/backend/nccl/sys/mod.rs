@@ -11,16 +11,19 @@
 //!   launches (`Buffers`) the rest of the backend uses;
 //!
 //! and `launch`, the calls as data (`Op`, `Launch`) that `result` enqueues
-//! and `safe` checks, below both (no `unsafe` there).
+//! and `safe` checks, below both (no `unsafe` there); `env`, NCCL's
+//! variables set while a communicator is made (`--algo`, `--proto`).
 //!
 //! Every `unsafe` block has a `// SAFETY:` line; `unsafe fn`s say what
 //! their callers keep under `# Safety`.
 
+mod env;
 mod launch;
 mod raw;
 mod result;
 mod safe;
 
+pub use env::with_nccl_variables;
 pub use launch::{At, Buf, Launch, Op};
 pub use raw::{
     Api, Attempt, CUDA_SYMBOLS, Candidate, DataType, GRAPH_SYMBOLS, MAX_P2P_PEERS_SINCE, MEM_ALLOC_SINCE, NcclVersion,
