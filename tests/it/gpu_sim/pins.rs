@@ -37,14 +37,15 @@ fn cells(csv: &Csv) -> Vec<[String; 5]> {
 /// collectives NCCL tunes, then a Tree sweep of all_reduce (the only one
 /// with a tree), every row recorded as pinned at every size (the size rule
 /// would give Tree at 1 KiB and Ring at 4 MiB), Tree's bus bandwidth with
-/// its factor; at 2.20 (a global NCCL_ALGO, numeric TUNING lines), 2.24
-/// and 2.30 (per function).
+/// its factor; at 2.20 and 2.23 (a global NCCL_ALGO, numeric TUNING
+/// lines), 2.24 and 2.30 (per function; 2.27 under mpirun below).
 #[test]
 fn each_pin_is_a_sweep_of_what_it_runs_and_nccl_ran_the_pin() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     for (version, algo_var) in [
         ("22003", "NCCL_ALGO=Tree"),
+        ("22304", "NCCL_ALGO=Tree"),
         ("22403", "NCCL_ALGO=AllReduce:Tree"),
         ("23007", "NCCL_ALGO=AllReduce:Tree"),
     ] {
