@@ -147,27 +147,11 @@ pub type Logger = *const c_void;
 
 pub type InitV1 = unsafe extern "C" fn(*mut *mut c_void, *mut c_int) -> NcclResult;
 /// v4: (context, mask, commName, commHash, nNodes, nranks, rank, logger).
-pub type InitV4 = unsafe extern "C" fn(
-    *mut *mut c_void,
-    *mut c_int,
-    *const c_char,
-    u64,
-    c_int,
-    c_int,
-    c_int,
-    Logger,
-) -> NcclResult;
+pub type InitV4 =
+    unsafe extern "C" fn(*mut *mut c_void, *mut c_int, *const c_char, u64, c_int, c_int, c_int, Logger) -> NcclResult;
 /// v5, v6: (context, commId, mask, commName, nNodes, nranks, rank, logger).
-pub type InitV5 = unsafe extern "C" fn(
-    *mut *mut c_void,
-    u64,
-    *mut c_int,
-    *const c_char,
-    c_int,
-    c_int,
-    c_int,
-    Logger,
-) -> NcclResult;
+pub type InitV5 =
+    unsafe extern "C" fn(*mut *mut c_void, u64, *mut c_int, *const c_char, c_int, c_int, c_int, Logger) -> NcclResult;
 pub type Start<D> = unsafe extern "C" fn(*mut c_void, *mut *mut c_void, *mut D) -> NcclResult;
 pub type Stop = unsafe extern "C" fn(*mut c_void) -> NcclResult;
 /// (handle, `ncclProfilerEventState_t`, state arguments): never used.

@@ -50,10 +50,7 @@ fn code(names: &[&[u8]], text: *const c_char) -> u8 {
     // SAFETY: NCCL passes NUL-terminated static strings (its name tables),
     // valid for the call; null was ruled out above.
     let bytes = unsafe { CStr::from_ptr(text) }.to_bytes();
-    names
-        .iter()
-        .position(|n| *n == bytes)
-        .map_or(OTHER, |i| i as u8)
+    names.iter().position(|n| *n == bytes).map_or(OTHER, |i| i as u8)
 }
 
 pub fn func(text: *const c_char) -> u8 {

@@ -245,7 +245,13 @@ mod tests {
         assert_eq!(c.rank.load(Ordering::Relaxed), 3);
         let mut out = vec![Record::default(); 2];
         assert_eq!(take(id, &mut out), Some((2, 0)));
-        assert_eq!(out[1], Record { comm_hash: 0xabc, ..rec(1) });
+        assert_eq!(
+            out[1],
+            Record {
+                comm_hash: 0xabc,
+                ..rec(1)
+            }
+        );
         assert_eq!(take(id, &mut out), Some((1, 0)));
         assert_eq!(out[0].seq, 2);
         for s in 0..CAPACITY as u64 + 5 {
@@ -258,7 +264,10 @@ mod tests {
         assert_eq!(take(id, &mut out), None);
         // another thread's context is not this thread's
         let before = registry_len();
-        let other = std::thread::spawn(|| Context::register(1, 0).map(|p| p as usize)).join().unwrap().unwrap();
+        let other = std::thread::spawn(|| Context::register(1, 0).map(|p| p as usize))
+            .join()
+            .unwrap()
+            .unwrap();
         assert_eq!(find(before), 0);
         Context::unregister(other as *mut Context);
     }

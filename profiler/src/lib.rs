@@ -188,7 +188,15 @@ unsafe extern "C" fn start_v2(context: *mut c_void, handle: *mut *mut c_void, de
             let c = &d.coll;
             let names = [c.func, c.datatype, c.algo, c.proto];
             is_coll(u64::from(d.head.kind)).then(|| {
-                named(c.comm_hash, c.seq_number, c.count, d.head.rank, names, c.n_max_channels, c.n_warps)
+                named(
+                    c.comm_hash,
+                    c.seq_number,
+                    c.count,
+                    d.head.rank,
+                    names,
+                    c.n_max_channels,
+                    c.n_warps,
+                )
             })
         })
     }
@@ -201,7 +209,15 @@ unsafe extern "C" fn start_v3(context: *mut c_void, handle: *mut *mut c_void, de
             let c = &d.coll;
             let names = [c.func, c.datatype, c.algo, c.proto];
             is_coll(u64::from(d.head.kind)).then(|| {
-                named(c.comm_hash, c.seq_number, c.count, d.head.rank, names, c.n_max_channels, c.n_warps)
+                named(
+                    c.comm_hash,
+                    c.seq_number,
+                    c.count,
+                    d.head.rank,
+                    names,
+                    c.n_max_channels,
+                    c.n_warps,
+                )
             })
         })
     }

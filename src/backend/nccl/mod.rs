@@ -31,6 +31,7 @@ mod extensions;
 mod hierarchy;
 mod library;
 mod p2p;
+pub mod profiler;
 mod registration;
 mod setup;
 pub mod start;
@@ -38,7 +39,6 @@ pub mod sys;
 mod work;
 
 use std::ops::Range;
-use std::path::PathBuf;
 
 pub use device::{CudaInfo, Device, DeviceError, GpuInfo};
 pub use hierarchy::{SubSource, id_count};
@@ -102,8 +102,8 @@ pub struct Options {
     /// `--phase-times`.
     pub time_phases: bool,
     pub registration: Registration,
-    /// `--algo-record log` (`StartOptions::algo_log`).
-    pub algo_log: Option<Result<PathBuf, String>>,
+    /// `--algo-record` (`StartOptions::algo_log`).
+    pub algo_log: Option<crate::types::AlgoSetup>,
 }
 
 /// The NCCL backend of one rank. `Drop` releases, in order: the CUDA graph,
@@ -160,7 +160,7 @@ pub struct NcclBackend {
     comm_bytes: u64,
     /// How many communicators the reserved plan makes after the fit.
     later_comms: usize,
-    /// `--algo-record log`: which algorithm NCCL ran (`algo`).
+    /// `--algo-record`: which algorithm NCCL ran (`algo`).
     recorder: Option<algo::Recorder>,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
@@ -213,6 +213,10 @@ impl NcclBackend {
         let free = || device.memory().map_or(0, |(free, _)| free as u64);
         let free_before = free();
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
+        let mut recorder = recorder;
+        if let Some(r) = recorder.as_mut() {
+            r.after_init();
+        }
         let comm_bytes = free_before.saturating_sub(free());
         // A communicator that disagrees with the control plane about who is
         // who would measure something else than asked.
