@@ -16,6 +16,7 @@ use std::process::{Command, Output};
 use crate::common::*;
 
 mod algo;
+mod profiler;
 
 /// The folder holding the simulation's libcuda.so.1 and libnccl.so.2.
 pub(crate) fn sim_dir() -> Option<PathBuf> {

@@ -45,6 +45,12 @@ fn sim_choice(csv: &Csv, row: &[String], channels: bool) -> Option<(&'static str
 /// Every row as the simulation chose (`channels`: the release prints
 /// them), the p2p collectives `unknown`; returns the choices seen.
 fn assert_rows_say_the_choice(csv: &Csv, channels: bool) -> std::collections::BTreeSet<String> {
+    assert_rows_say(csv, channels, "log")
+}
+
+/// Every row as the simulation chose, from `source`; the p2p collectives
+/// `unknown`; returns the choices seen.
+pub(super) fn assert_rows_say(csv: &Csv, channels: bool, source: &str) -> std::collections::BTreeSet<String> {
     let mut seen = std::collections::BTreeSet::new();
     for row in &csv.rows {
         let got = (
@@ -55,7 +61,7 @@ fn assert_rows_say_the_choice(csv: &Csv, channels: bool) -> std::collections::BT
         );
         match sim_choice(csv, row, channels) {
             Some((algo, proto, nch)) => {
-                assert_eq!(got, (algo, proto, nch, "log"), "{row:?}");
+                assert_eq!(got, (algo, proto, nch, source), "{row:?}");
                 seen.insert(format!("{algo}/{proto}"));
             }
             None => assert_eq!(got, ("", "", "", "unknown"), "{row:?}"),
@@ -227,9 +233,10 @@ fn rows_say_unknown_where_nccl_did_not_say_and_the_header_says_why() {
 
 /// A hierarchical all-reduce runs on several communicators: its rows are
 /// `unknown`, the flat rows of the same run keep their choice. Without
-/// the option there are no algorithm columns and no note at all.
+/// recording (`--algo-record off`) there are no algorithm columns and no
+/// note at all.
 #[test]
-fn hierarchical_rows_are_unknown_and_without_the_option_nothing_is_written() {
+fn hierarchical_rows_are_unknown_and_with_recording_off_nothing_is_written() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let args = argv!["--ranks-per-node 2 --hierarchy all -b 8 -e 256K -f 64"];
@@ -255,7 +262,7 @@ fn hierarchical_rows_are_unknown_and_without_the_option_nothing_is_written() {
 
     let csv_path = tmp.path().join("off.csv");
     let args = argv![
-        "run --backend nccl -g 2 --collectives all_reduce -b 8 -e 64 -n 2 -w 1 --no-progress --csv",
+        "run --backend nccl -g 2 --collectives all_reduce -b 8 -e 64 -n 2 -w 1 --no-progress --algo-record off --csv",
         path_str(&csv_path)
     ];
     let out = sim_run(&dir, 2, &[], &args);
