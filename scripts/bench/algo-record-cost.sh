@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# What `--algo-record log` costs in the timed loop (docs/algorithms.md):
-# NCCL's rank 0 writes one TUNING line per collective there. Runs the same
-# small all-reduce sweep R times with the option and R times without,
-# interleaved, and prints per size the median time_us of each and the
-# difference; then the algo columns of the last recorded run.
+# What recording NCCL's algorithm costs in the timed loop
+# (docs/algorithms.md): `--algo-record log` (NCCL's rank 0 writes one
+# TUNING line per collective there) and `--algo-record plugin` (NCCL calls
+# collbench's profiler plugin once per collective on every rank), against
+# `--algo-record off`. Runs the same small all-reduce sweep R times with
+# each, interleaved, and prints per size the median time_us of each and
+# the differences; then the algo columns of the last run of each.
 #
 #   scripts/bench/algo-record-cost.sh [R]            (default 5 rounds)
 #
@@ -28,10 +30,12 @@ trap 'rm -rf "$out"' EXIT
 sweep=(run --backend nccl -g "$ranks" --collectives all_reduce -b 8 -e 64K -f 8 -n 2000 -w 100 --no-progress)
 
 for i in $(seq 1 "$rounds"); do
-    "$bin" "${sweep[@]}" --csv "$out/off-$i.csv" >/dev/null
-    "$bin" "${sweep[@]}" --algo-record log --csv "$out/log-$i.csv" >"$out/log-$i.txt"
+    for arm in off log plugin; do
+        "$bin" "${sweep[@]}" --algo-record "$arm" --csv "$out/$arm-$i.csv" >"$out/$arm-$i.txt"
+    done
 done
-echo "== $(grep -m1 '^# backend' "$out/log-1.txt")"
+echo "== log:    $(grep -m1 '^# backend' "$out/log-1.txt")"
+echo "== plugin: $(grep -m1 '^# backend' "$out/plugin-1.txt")"
 echo "== load: $(uptime)"
 # median time_us per (size, placement) over the rounds of each arm
 python3 - "$out" "$rounds" <<'PY'
@@ -43,13 +47,14 @@ def times(arm):
         for r in csv.DictReader(open(f"{out}/{arm}-{i}.csv")):
             t.setdefault((int(r["size_bytes"]), r["placement"]), []).append(float(r["time_us"]))
     return {k: statistics.median(v) for k, v in t.items()}
-off, log = times("off"), times("log")
-print(f"{'size_bytes':>10} {'placement':>12} {'off_us':>10} {'log_us':>10} {'diff_us':>9} {'diff_pct':>9}")
+off, log, plugin = times("off"), times("log"), times("plugin")
+print(f"{'size_bytes':>10} {'placement':>12} {'off_us':>10} {'log_us':>10} {'plugin_us':>10} {'log_pct':>8} {'plugin_pct':>10}")
 for k in sorted(off):
-    a, b = off[k], log[k]
-    print(f"{k[0]:>10} {k[1]:>12} {a:>10.3f} {b:>10.3f} {b - a:>9.3f} {100 * (b - a) / a:>8.1f}%")
-last = list(csv.DictReader(open(f"{out}/log-{rounds}.csv")))
-print("algo columns of the last recorded run:")
-for r in last:
-    print(f"  {r['size_bytes']:>8} {r['placement']:>12}  {r['algo']}/{r['proto']} nchannels={r['nchannels'] or '-'} ({r['algo_source']})")
+    a, b, c = off[k], log[k], plugin[k]
+    print(f"{k[0]:>10} {k[1]:>12} {a:>10.3f} {b:>10.3f} {c:>10.3f} {100 * (b - a) / a:>7.1f}% {100 * (c - a) / a:>9.1f}%")
+for arm in ("log", "plugin"):
+    last = list(csv.DictReader(open(f"{out}/{arm}-{rounds}.csv")))
+    print(f"algo columns of the last {arm} run:")
+    for r in last:
+        print(f"  {r['size_bytes']:>8} {r['placement']:>12}  {r['algo']}/{r['proto']} nchannels={r['nchannels'] or '-'} ({r['algo_source']})")
 PY

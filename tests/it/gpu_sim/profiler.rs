@@ -194,3 +194,34 @@ fn under_mpirun_every_rank_records_with_its_own_plugin() {
     assert_sim_rows(&csv, 3);
     assert_rows_say(&csv, true, "plugin");
 }
+
+/// scripts/gpu-smoke.sh with two simulated GPUs: the two-size sweep with
+/// the plugin and with the TUNING lines, both printed side by side in
+/// SUMMARY.txt, the same choice on every line.
+#[test]
+fn the_gpu_smoke_script_prints_the_plugins_and_the_tuning_lines_choices() {
+    let Some(dir) = sim_dir() else { return };
+    let (bin, _) = smoke_binary();
+    assert!(
+        Path::new(&bin).with_file_name("libcollbench_profiler.so").is_file(),
+        "no plugin beside {bin}"
+    );
+    let tmp = tempdir();
+    let env = [("GPUSIM_DEVICES", "2"), ("SMOKE_MAXBYTES", "64K"), ("SMOKE_ITERS", "2")];
+    let (rc, text, summary, _) = smoke(&dir, &tmp.path().join("out"), &env);
+    assert_eq!(rc, 0, "{text}");
+    let lines: Vec<&str> = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("NCCL's algorithm/protocol/channels by size"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(lines.len(), 10, "5 collectives at 2 sizes:\n{summary}");
+    for l in &lines {
+        assert!(
+            l.contains("(plugin)") && l.contains("(log)") && l.ends_with("same"),
+            "{l}\n{summary}"
+        );
+    }
+    assert!(lines.iter().any(|l| l.contains("all_reduce") && l.contains("tree/ll/1ch (plugin)")), "{summary}");
+}
