@@ -242,6 +242,18 @@ impl Recorder {
         }
     }
 
+    /// Before `ncclCommInitRank`, where the run records (`setup`); reads
+    /// this process's NCCL_DEBUG_SUBSYS.
+    pub(super) fn before_init(
+        setup: Option<&AlgoSetup>,
+        version: NcclVersion,
+        rank: usize,
+        device: &super::Device,
+    ) -> Option<Recorder> {
+        let subsys = std::env::var("NCCL_DEBUG_SUBSYS").ok();
+        setup.map(|s| Recorder::new(s, version, rank, device.ordinal(), subsys.as_deref()))
+    }
+
     /// After `ncclCommInitRank`: whether NCCL initialised the plugin for
     /// this communicator (else nothing is recorded, and the note says so).
     pub(super) fn after_init(&mut self) {

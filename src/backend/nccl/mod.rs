@@ -205,18 +205,11 @@ impl NcclBackend {
         // process-wide last one, which another rank of `-g` may have set.
         let in_process = sys::RankInProcess::enter(at.process_ranks);
         // before NCCL's log can lose its name (the module's doc)
-        let subsys = std::env::var("NCCL_DEBUG_SUBSYS").ok();
-        let recorder = options
-            .algo_log
-            .as_ref()
-            .map(|log| algo::Recorder::new(log, library.version(), at.rank, device.ordinal(), subsys.as_deref()));
+        let mut recorder = algo::Recorder::before_init(options.algo_log.as_ref(), library.version(), at.rank, &device);
         let free = || device.memory().map_or(0, |(free, _)| free as u64);
         let free_before = free();
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
-        let mut recorder = recorder;
-        if let Some(r) = recorder.as_mut() {
-            r.after_init();
-        }
+        recorder.iter_mut().for_each(algo::Recorder::after_init);
         let comm_bytes = free_before.saturating_sub(free());
         // A communicator that disagrees with the control plane about who is
         // who would measure something else than asked.

@@ -56,7 +56,12 @@ fn backend_line(out: &Output) -> String {
 fn assert_every_launch_counted(json: &str, source: &str) {
     let json: serde_json::Value = serde_json::from_str(json).unwrap();
     let mut seen = 0;
-    for r in json["records"].as_array().unwrap().iter().filter(|r| r["algo_source"] == source) {
+    for r in json["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["algo_source"] == source)
+    {
         let calls: u64 = r["algo_choices"]
             .as_array()
             .unwrap()
@@ -81,9 +86,19 @@ fn a_default_sweep_records_every_row_from_the_plugin_where_the_release_has_one()
     for (version, source, channels, said) in [
         ("22003", "log", false, "NCCL 2.20.3 has no profiler plugin interface"),
         ("22304", "plugin", true, "from collbench's profiler plugin"),
-        ("22403", "plugin", true, "NCCL: \"PROFILER/Plugin: loaded ncclProfiler_v2.\""),
+        (
+            "22403",
+            "plugin",
+            true,
+            "NCCL: \"PROFILER/Plugin: loaded ncclProfiler_v2.\"",
+        ),
         ("22703", "plugin", true, "NCCL: \"PROFILER/Plugin: loaded collbench\""),
-        ("23007", "plugin", true, "NCCL: \"PROFILER/Plugin: Loaded collbench (v6)\""),
+        (
+            "23007",
+            "plugin",
+            true,
+            "NCCL: \"PROFILER/Plugin: Loaded collbench (v6)\"",
+        ),
     ] {
         let (out, csv, json) = default_sweep(&dir, tmp.path(), version, &[("GPUSIM_NCCL_VERSION", version)], &[]);
         let header = backend_line(&out);
@@ -118,7 +133,8 @@ fn the_tuning_lines_give_the_plugins_choices() {
             .map(|r| {
                 let s = csv.get(r, "algo_source");
                 assert!(s == source || s == "unknown", "{r:?}");
-                ["collective", "size_bytes", "placement", "algo", "proto", "nchannels"].map(|k| csv.get(r, k).to_string())
+                ["collective", "size_bytes", "placement", "algo", "proto", "nchannels"]
+                    .map(|k| csv.get(r, k).to_string())
             })
             .collect()
     };
@@ -164,7 +180,13 @@ fn the_users_own_plugin_or_one_that_cannot_load_gives_the_tuning_lines() {
         assert!(header.contains("from rank 0's TUNING lines"), "{name}: {header}");
         assert_rows_say(&csv, true, "log");
         // asked for the plugin alone: nothing recorded, said so
-        let (out, csv, _) = default_sweep(&dir, tmp.path(), &format!("{name}-only"), env, &["--algo-record", "plugin"]);
+        let (out, csv, _) = default_sweep(
+            &dir,
+            tmp.path(),
+            &format!("{name}-only"),
+            env,
+            &["--algo-record", "plugin"],
+        );
         let header = backend_line(&out);
         assert!(
             header.contains(why.as_str()) && header.contains("algorithm not recorded"),
@@ -189,7 +211,11 @@ fn under_mpirun_every_rank_records_with_its_own_plugin() {
     ];
     let out = sim_mpirun(&dir, 3, &[("GPUSIM_NCCL_VERSION", "22803")], &args);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("PROFILER/Plugin: Loaded collbench (v5)"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("PROFILER/Plugin: Loaded collbench (v5)"),
+        "{}",
+        stdout(&out)
+    );
     let csv = Csv::read(&csv_path);
     assert_sim_rows(&csv, 3);
     assert_rows_say(&csv, true, "plugin");
@@ -223,5 +249,10 @@ fn the_gpu_smoke_script_prints_the_plugins_and_the_tuning_lines_choices() {
             "{l}\n{summary}"
         );
     }
-    assert!(lines.iter().any(|l| l.contains("all_reduce") && l.contains("tree/ll/1ch (plugin)")), "{summary}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("all_reduce") && l.contains("tree/ll/1ch (plugin)")),
+        "{summary}"
+    );
 }
