@@ -14,7 +14,11 @@ pub const CAPACITY: usize = 1 << 16;
 /// Atomic words per record.
 const WORDS: usize = 5;
 
-/// One collective event, as the plugin keeps it.
+/// One collective event, as the plugin keeps it and collbench reads it
+/// (`query`; collbench's src/backend/nccl/profiler.rs declares the same
+/// layout, 40 bytes). The codes are NCCL's (`codes`), 255 for a name the
+/// plugin does not know.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Record {
     pub comm_hash: u64,
@@ -27,6 +31,7 @@ pub struct Record {
     pub proto: u8,
     pub nchannels: u8,
     pub nwarps: u8,
+    pub pad: [u8; 2],
 }
 
 impl Record {
@@ -53,6 +58,7 @@ impl Record {
             proto: byte(24),
             nchannels: byte(32),
             nwarps: byte(40),
+            pad: [0; 2],
         }
     }
 }
@@ -226,6 +232,7 @@ mod tests {
             proto: 2,
             nchannels: 2,
             nwarps: 16,
+            pad: [0; 2],
         }
     }
 

@@ -27,14 +27,13 @@ use std::ffi::{c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use abi::{
-    DescrV1, DescrV2, DescrV3, DescrV4, DescrV5, InitV1, InitV4, InitV5, Logger, NcclResult, PROFILE_COLL, Profiler,
-    SUCCESS,
+    CollV1, CollV2, CollV3, CollV4, CollV5, Descr, DescrV1, DescrV2, DescrV3, DescrV4, DescrV5, Head8, Head64, InitV1,
+    InitV4, InitV5, Logger, NcclResult, PROFILE_COLL, Profiler, SUCCESS,
 };
 use context::{Context, Record};
 
 pub use query::{
-    CollbenchRecord, collbench_profiler_abi, collbench_profiler_find, collbench_profiler_generation,
-    collbench_profiler_read,
+    collbench_profiler_abi, collbench_profiler_find, collbench_profiler_generation, collbench_profiler_read,
 };
 
 /// The plugin's name, as NCCL prints it on its INIT line (2.26 on).
@@ -101,17 +100,95 @@ unsafe extern "C" fn init_v5(
     unsafe { init(context, mask, comm_id, rank) }
 }
 
-/// A collective event's record, read by `read` from the descriptor, into
-/// `context`'s ring. The handle is null: nothing to do at the stop.
+/// A descriptor's head: the event type and the originating rank.
+trait Head {
+    fn kind(&self) -> u64;
+    fn rank(&self) -> c_int;
+}
+
+impl Head for Head8 {
+    fn kind(&self) -> u64 {
+        u64::from(self.kind)
+    }
+    fn rank(&self) -> c_int {
+        self.rank
+    }
+}
+
+impl Head for Head64 {
+    fn kind(&self) -> u64 {
+        self.kind
+    }
+    fn rank(&self) -> c_int {
+        self.rank
+    }
+}
+
+/// A version's collective member, as one record.
+trait Coll {
+    fn record(&self, rank: c_int) -> Record;
+}
+
+/// v1: NCCL's codes already, kept where they are NCCL's.
+impl Coll for CollV1 {
+    fn record(&self, rank: c_int) -> Record {
+        Record {
+            comm_hash: self.comm_hash,
+            seq: self.seq_number,
+            count: self.count as u64,
+            rank,
+            func: codes::checked(self.func, codes::NFUNCS),
+            datatype: codes::checked(self.datatype, codes::NTYPES),
+            algo: codes::checked(self.algo, codes::NALGOS),
+            proto: codes::checked(self.proto, codes::NPROTOS),
+            nchannels: self.n_max_channels,
+            nwarps: self.n_warps,
+            pad: [0; 2],
+        }
+    }
+}
+
+/// v2 on: names as codes; the communicator's hash where the member has
+/// it (v2, v3; from v4 the context holds it), its channel count field.
+macro_rules! named_coll {
+    ($t:ty, $hash:expr, $channels:ident) => {
+        impl Coll for $t {
+            fn record(&self, rank: c_int) -> Record {
+                let hash: fn(&$t) -> u64 = $hash;
+                Record {
+                    comm_hash: hash(self),
+                    seq: self.seq_number,
+                    count: self.count as u64,
+                    rank,
+                    func: codes::func(self.func),
+                    datatype: codes::datatype(self.datatype),
+                    algo: codes::algo(self.algo),
+                    proto: codes::proto(self.proto),
+                    nchannels: self.$channels,
+                    nwarps: self.n_warps,
+                    pad: [0; 2],
+                }
+            }
+        }
+    };
+}
+
+named_coll!(CollV2, |c| c.comm_hash, n_max_channels);
+named_coll!(CollV3, |c| c.comm_hash, n_max_channels);
+named_coll!(CollV4, |_| 0, n_channels);
+named_coll!(CollV5, |_| 0, n_channels);
+
+/// `startEvent` of every version: a collective event's record into the
+/// context's ring; other events (none is asked for) are left alone. The
+/// handle is null: nothing to do at the stop.
 ///
 /// # Safety
-/// `context` is null or one `init` made and `finalize` has not freed;
-/// `descr` is null or NCCL's descriptor of the version `read` reads.
-unsafe fn start<D>(
+/// NCCL's arguments: `context` null or one `init` made and `finalize` has
+/// not freed, `descr` null or a descriptor of this version's layout.
+unsafe extern "C" fn start_event<H: Head, C: Coll>(
     context: *mut c_void,
     handle: *mut *mut c_void,
-    descr: *mut D,
-    read: impl FnOnce(&D) -> Option<Record>,
+    descr: *mut Descr<H, C>,
 ) -> NcclResult {
     guarded(|| {
         if !handle.is_null() {
@@ -123,127 +200,11 @@ unsafe fn start<D>(
         let (Some(ctx), Some(d)) = (unsafe { context.cast::<Context>().as_ref() }, unsafe { descr.as_ref() }) else {
             return SUCCESS;
         };
-        if let Some(rec) = read(d) {
-            ctx.push(&rec);
+        if d.head.kind() == PROFILE_COLL {
+            ctx.push(&d.coll.record(d.head.rank()));
         }
         SUCCESS
     })
-}
-
-fn is_coll(kind: u64) -> bool {
-    kind == PROFILE_COLL
-}
-
-unsafe extern "C" fn start_v1(context: *mut c_void, handle: *mut *mut c_void, descr: *mut DescrV1) -> NcclResult {
-    // SAFETY: NCCL's arguments for a v1 plugin.
-    unsafe {
-        start(context, handle, descr, |d| {
-            let c = &d.coll;
-            is_coll(u64::from(d.head.kind)).then(|| Record {
-                comm_hash: c.comm_hash,
-                seq: c.seq_number,
-                count: c.count as u64,
-                rank: d.head.rank,
-                func: codes::checked(c.func, codes::NFUNCS),
-                datatype: codes::checked(c.datatype, codes::NTYPES),
-                algo: codes::checked(c.algo, codes::NALGOS),
-                proto: codes::checked(c.proto, codes::NPROTOS),
-                nchannels: c.n_max_channels,
-                nwarps: c.n_warps,
-            })
-        })
-    }
-}
-
-/// The record of a collective descriptor of v2 on: names as codes.
-#[allow(clippy::too_many_arguments)]
-fn named(
-    comm_hash: u64,
-    seq: u64,
-    count: usize,
-    rank: c_int,
-    names: [*const c_char; 4],
-    nchannels: u8,
-    nwarps: u8,
-) -> Record {
-    let [func, datatype, algo, proto] = names;
-    Record {
-        comm_hash,
-        seq,
-        count: count as u64,
-        rank,
-        func: codes::func(func),
-        datatype: codes::datatype(datatype),
-        algo: codes::algo(algo),
-        proto: codes::proto(proto),
-        nchannels,
-        nwarps,
-    }
-}
-
-unsafe extern "C" fn start_v2(context: *mut c_void, handle: *mut *mut c_void, descr: *mut DescrV2) -> NcclResult {
-    // SAFETY: NCCL's arguments for a v2 plugin.
-    unsafe {
-        start(context, handle, descr, |d| {
-            let c = &d.coll;
-            let names = [c.func, c.datatype, c.algo, c.proto];
-            is_coll(u64::from(d.head.kind)).then(|| {
-                named(
-                    c.comm_hash,
-                    c.seq_number,
-                    c.count,
-                    d.head.rank,
-                    names,
-                    c.n_max_channels,
-                    c.n_warps,
-                )
-            })
-        })
-    }
-}
-
-unsafe extern "C" fn start_v3(context: *mut c_void, handle: *mut *mut c_void, descr: *mut DescrV3) -> NcclResult {
-    // SAFETY: NCCL's arguments for a v3 plugin.
-    unsafe {
-        start(context, handle, descr, |d| {
-            let c = &d.coll;
-            let names = [c.func, c.datatype, c.algo, c.proto];
-            is_coll(u64::from(d.head.kind)).then(|| {
-                named(
-                    c.comm_hash,
-                    c.seq_number,
-                    c.count,
-                    d.head.rank,
-                    names,
-                    c.n_max_channels,
-                    c.n_warps,
-                )
-            })
-        })
-    }
-}
-
-unsafe extern "C" fn start_v4(context: *mut c_void, handle: *mut *mut c_void, descr: *mut DescrV4) -> NcclResult {
-    // SAFETY: NCCL's arguments for a v4 plugin.
-    unsafe {
-        start(context, handle, descr, |d| {
-            let c = &d.coll;
-            let names = [c.func, c.datatype, c.algo, c.proto];
-            is_coll(u64::from(d.head.kind))
-                .then(|| named(0, c.seq_number, c.count, d.head.rank, names, c.n_channels, c.n_warps))
-        })
-    }
-}
-
-unsafe extern "C" fn start_v5(context: *mut c_void, handle: *mut *mut c_void, descr: *mut DescrV5) -> NcclResult {
-    // SAFETY: NCCL's arguments for a v5 or v6 plugin (one layout).
-    unsafe {
-        start(context, handle, descr, |d| {
-            let c = &d.coll;
-            let names = [c.func, c.datatype, c.algo, c.proto];
-            is_coll(d.head.kind).then(|| named(0, c.seq_number, c.count, d.head.rank, names, c.n_channels, c.n_warps))
-        })
-    }
 }
 
 unsafe extern "C" fn stop(_handle: *mut c_void) -> NcclResult {
@@ -277,19 +238,19 @@ macro_rules! table {
 
 /// NCCL 2.23 and later (2.23 reads only this one).
 #[unsafe(no_mangle)]
-pub static ncclProfiler_v1: Profiler<InitV1, DescrV1> = table!(init_v1, start_v1);
+pub static ncclProfiler_v1: Profiler<InitV1, DescrV1> = table!(init_v1, start_event);
 /// NCCL 2.24 and later.
 #[unsafe(no_mangle)]
-pub static ncclProfiler_v2: Profiler<InitV1, DescrV2> = table!(init_v1, start_v2);
+pub static ncclProfiler_v2: Profiler<InitV1, DescrV2> = table!(init_v1, start_event);
 /// NCCL 2.26 and later.
 #[unsafe(no_mangle)]
-pub static ncclProfiler_v3: Profiler<InitV1, DescrV3> = table!(init_v1, start_v3);
+pub static ncclProfiler_v3: Profiler<InitV1, DescrV3> = table!(init_v1, start_event);
 /// NCCL 2.27 and later.
 #[unsafe(no_mangle)]
-pub static ncclProfiler_v4: Profiler<InitV4, DescrV4> = table!(init_v4, start_v4);
+pub static ncclProfiler_v4: Profiler<InitV4, DescrV4> = table!(init_v4, start_event);
 /// NCCL 2.28 and later.
 #[unsafe(no_mangle)]
-pub static ncclProfiler_v5: Profiler<InitV5, DescrV5> = table!(init_v5, start_v5);
+pub static ncclProfiler_v5: Profiler<InitV5, DescrV5> = table!(init_v5, start_event);
 /// NCCL 2.29 and later: v5's collective descriptor and init.
 #[unsafe(no_mangle)]
-pub static ncclProfiler_v6: Profiler<InitV5, DescrV5> = table!(init_v5, start_v5);
+pub static ncclProfiler_v6: Profiler<InitV5, DescrV5> = table!(init_v5, start_event);

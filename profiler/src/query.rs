@@ -4,30 +4,11 @@
 //! records since the last read. C calls, so that nothing depends on two
 //! builds agreeing on Rust's layouts; never called by NCCL.
 
-use std::ffi::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::context::{self, Record};
 
-/// One record as collbench reads it. The codes are NCCL's (`codes`), 255
-/// for a name the plugin does not know.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CollbenchRecord {
-    pub comm_hash: u64,
-    pub seq: u64,
-    pub count: u64,
-    pub rank: c_int,
-    pub func: u8,
-    pub datatype: u8,
-    pub algo: u8,
-    pub proto: u8,
-    pub nchannels: u8,
-    pub nwarps: u8,
-    pub pad: [u8; 2],
-}
-
-/// The version of this query interface (of `CollbenchRecord` and the
+/// The version of this query interface (of `Record` and the
 /// calls); collbench refuses another.
 #[unsafe(no_mangle)]
 pub extern "C" fn collbench_profiler_abi() -> u32 {
@@ -56,53 +37,31 @@ pub extern "C" fn collbench_profiler_find(since: u64) -> u64 {
 /// # Safety
 /// `out` points at `cap` writable records and `dropped` at one u64.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn collbench_profiler_read(
-    id: u64,
-    out: *mut CollbenchRecord,
-    cap: usize,
-    dropped: *mut u64,
-) -> i64 {
+pub unsafe extern "C" fn collbench_profiler_read(id: u64, out: *mut Record, cap: usize, dropped: *mut u64) -> i64 {
     if out.is_null() || dropped.is_null() {
         return -1;
     }
     // SAFETY: the caller's contract: `cap` records at `out`.
     let out = unsafe { std::slice::from_raw_parts_mut(out, cap) };
-    let mut dropped_here = 0;
-    let n = catch_unwind(AssertUnwindSafe(|| {
-        let mut recs = vec![Record::default(); cap.min(context::CAPACITY)];
-        let (n, lost) = context::take(id, &mut recs)?;
-        dropped_here = lost;
-        for (o, r) in out.iter_mut().zip(&recs[..n]) {
-            *o = CollbenchRecord {
-                comm_hash: r.comm_hash,
-                seq: r.seq,
-                count: r.count,
-                rank: r.rank,
-                func: r.func,
-                datatype: r.datatype,
-                algo: r.algo,
-                proto: r.proto,
-                nchannels: r.nchannels,
-                nwarps: r.nwarps,
-                pad: [0; 2],
-            };
-        }
-        Some(n as i64)
-    }));
+    let taken = catch_unwind(AssertUnwindSafe(|| context::take(id, out)));
+    let (n, lost) = match taken {
+        Ok(Some((n, lost))) => (n as i64, lost),
+        _ => (-1, 0),
+    };
     // SAFETY: the caller's contract: one writable u64.
-    unsafe { *dropped = dropped_here };
-    n.ok().flatten().unwrap_or(-1)
+    unsafe { *dropped = lost };
+    n
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `CollbenchRecord`'s layout, as collbench's side declares it.
+    /// `Record`'s layout, as collbench's side declares it.
     #[test]
     fn the_record_is_forty_bytes() {
-        assert_eq!(std::mem::size_of::<CollbenchRecord>(), 40);
-        assert_eq!(std::mem::offset_of!(CollbenchRecord, rank), 24);
-        assert_eq!(std::mem::offset_of!(CollbenchRecord, nwarps), 33);
+        assert_eq!(std::mem::size_of::<Record>(), 40);
+        assert_eq!(std::mem::offset_of!(Record, rank), 24);
+        assert_eq!(std::mem::offset_of!(Record, nwarps), 33);
     }
 }

@@ -9,7 +9,7 @@
 //! and descriptors, tests/gpu-sim/profiler.c) and hands it the choice of
 //! the rule the TUNING lines print (`algo::assert_rows_say`).
 
-use super::algo::assert_rows_say;
+use super::algo::{assert_every_launch_counted, assert_rows_say};
 use super::*;
 
 /// The plugin, beside the binary under test (the workspace's build).
@@ -49,29 +49,6 @@ fn backend_line(out: &Output) -> String {
         .find(|l| l.starts_with("# backend"))
         .unwrap_or_else(|| panic!("no backend line:\n{text}"))
         .to_string()
-}
-
-/// Every launch of a recorded point counted once: 1 warm-up, 1 check and
-/// 2 timed launches.
-fn assert_every_launch_counted(json: &str, source: &str) {
-    let json: serde_json::Value = serde_json::from_str(json).unwrap();
-    let mut seen = 0;
-    for r in json["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["algo_source"] == source)
-    {
-        let calls: u64 = r["algo_choices"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["calls"].as_u64().unwrap())
-            .sum();
-        assert_eq!(calls, 4, "{r}");
-        seen += 1;
-    }
-    assert!(seen > 0, "no record from {source}");
 }
 
 /// 2.20 (the TUNING lines: no profiler interface), 2.23 (v1's numeric
