@@ -7,9 +7,10 @@
 //! NCCL's dlopen of the same path returns the same library, so what NCCL's
 //! calls recorded is what collbench reads.
 //!
-//! The communicator's context is the one the plugin's `init` made on this
-//! rank's thread after the mark taken before `ncclCommInitRank` (NCCL runs
-//! a blocking communicator's creation on its caller's thread).
+//! This rank's communicators are those whose context the plugin's `init`
+//! made on this rank's thread after the mark taken before
+//! `ncclCommInitRank` (NCCL runs a blocking communicator's creation on its
+//! caller's thread).
 //!
 //! An FFI module (the plugin's C calls through libloading): it opts in to
 //! `unsafe`, each block with its SAFETY line.
@@ -176,14 +177,14 @@ pub fn env_request(
     }
 }
 
-/// The plugin's records of one rank's communicator.
+/// The plugin's records of one rank's communicators: the world's, and
+/// every one this rank's thread made after it (sendrecv's, a pinned
+/// sweep's, the hierarchical modes'), each a context of the plugin's.
 #[derive(Debug)]
 pub struct Plugin {
     lib: Library,
-    /// The plugin's generation before the communicator was made.
+    /// The plugin's generation before the world communicator was made.
     mark: u64,
-    /// Its context, once found after the making.
-    context: Option<u64>,
 }
 
 /// NCCL's `ncclFunc_t` code of a collective collbench runs as one NCCL
@@ -204,26 +205,33 @@ impl Plugin {
     /// Before the communicator is made.
     pub fn before_init(lib: Library) -> Plugin {
         let mark = lib.generation();
-        Plugin {
-            lib,
-            mark,
-            context: None,
-        }
+        Plugin { lib, mark }
     }
 
     /// After it was made: whether NCCL initialised the plugin for it.
     pub fn bind(&mut self) -> bool {
-        self.context = self.lib.find(self.mark);
-        self.context.is_some()
+        self.lib.find(self.mark).is_some()
+    }
+
+    /// The live contexts of the communicators this thread made since the
+    /// mark, oldest first.
+    fn contexts(&self) -> Vec<u64> {
+        std::iter::successors(self.lib.find(self.mark), |&id| self.lib.find(id)).collect()
     }
 
     /// The choices of this rank's launches of `call`'s function since the
-    /// last take; `unknown` where a record names what NCCL_ALGO does not
-    /// (a kernel outside NCCL's algorithms), or some were dropped.
+    /// last take, on whichever of its communicators ran them (a point runs
+    /// on one); `unknown` where a record names what NCCL_ALGO does not (a
+    /// kernel outside NCCL's algorithms), or some were dropped.
     pub fn take(&mut self, call: &crate::backend::Call) -> AlgoRecord {
-        let Some((records, dropped)) = self.context.and_then(|id| self.lib.read(id)) else {
-            return AlgoRecord::unknown();
-        };
+        let mut records = Vec::new();
+        let mut dropped = 0;
+        for id in self.contexts() {
+            if let Some((r, d)) = self.lib.read(id) {
+                records.extend(r);
+                dropped += d;
+            }
+        }
         let Some(func) = func_code(call.collective) else {
             return AlgoRecord::unknown();
         };

@@ -233,3 +233,40 @@ fn the_gpu_smoke_script_prints_the_plugins_and_the_tuning_lines_choices() {
         "{summary}"
     );
 }
+
+/// The hierarchical modes make sub-communicators on every rank (each a
+/// context of the plugin's, made by the rank's thread): their rows are
+/// `unknown` (several communicators), the flat rows of the same run keep
+/// the plugin's choice.
+#[test]
+fn flat_rows_keep_the_plugins_choice_beside_sub_communicators() {
+    let Some(dir) = sim_dir() else { return };
+    plugin();
+    let tmp = tempdir();
+    let csv_path = tmp.path().join("hier.csv");
+    let args = argv![
+        "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy all --collectives all_reduce -b 8 -e 256K -f 64 -n 2 -w 1 --no-progress --csv",
+        path_str(&csv_path)
+    ];
+    let out = sim_run(&dir, 4, &[], &args);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let csv = Csv::read(&csv_path);
+    let flat: Vec<Vec<String>> = csv
+        .rows
+        .iter()
+        .filter(|r| csv.get(r, "hierarchy") == "flat")
+        .cloned()
+        .collect();
+    assert!(flat.len() < csv.rows.len() && !flat.is_empty());
+    for row in csv.rows.iter().filter(|r| csv.get(r, "hierarchy") != "flat") {
+        assert_eq!(csv.get(row, "algo_source"), "unknown", "{row:?}");
+    }
+    assert_rows_say(
+        &Csv {
+            header: csv.header.clone(),
+            rows: flat,
+        },
+        true,
+        "plugin",
+    );
+}
