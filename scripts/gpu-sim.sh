@@ -43,8 +43,8 @@ src=tests/gpu-sim
 flags=(-std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -I"$src/include" -I"$COLLBENCH_CUDA_INCLUDE" -I"$nccl_include")
 "$cc" "${flags[@]}" -o "$out/libcuda.so.1.tmp" -Wl,-soname,libcuda.so.1 "$src/cuda_sim.c" -lpthread
 mv "$out/libcuda.so.1.tmp" "$out/libcuda.so.1"
-"$cc" "${flags[@]}" -o "$out/libnccl.so.2.tmp" -Wl,-soname,libnccl.so.2 "$src/nccl_sim.c" "$src/nccl_env.c" "$src/nccl_log.c" \
-    -L"$out" -l:libcuda.so.1 -Wl,-rpath,'$ORIGIN' -lpthread -lm
+"$cc" "${flags[@]}" -o "$out/libnccl.so.2.tmp" -Wl,-soname,libnccl.so.2 "$src/nccl_sim.c" "$src/nccl_env.c" "$src/nccl_log.c" "$src/profiler.c" \
+    -L"$out" -l:libcuda.so.1 -Wl,-rpath,'$ORIGIN' -lpthread -lm -ldl
 mv "$out/libnccl.so.2.tmp" "$out/libnccl.so.2"
 # Where the headers were, for the ABI check (tests/it/gpu_sim.rs).
 printf 'CUDA_INCLUDE=%s\nNCCL_INCLUDE=%s\n' "$COLLBENCH_CUDA_INCLUDE" "$nccl_include" > "$out/headers.env"

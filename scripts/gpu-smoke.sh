@@ -10,7 +10,8 @@
 # (first line `gpu-smoke: PASS ...` or `gpu-smoke: FAIL ...`, then one line
 # per collective run: validated or not, points, wrong elements, best busbw;
 # then what `-R` gave each step that registers; with two GPUs or more, the
-# algorithm and protocol NCCL chose per size),
+# algorithm, protocol and channels NCCL chose on two sizes, from
+# collbench's profiler plugin and from its TUNING lines, side by side),
 # info.txt (`collbench info`), nccl.txt (the NCCL libraries found), and per
 # step STEP.csv, STEP.txt (the printed table) and STEP.err.
 #
@@ -18,7 +19,8 @@
 # current folder, else target/release/collbench. Build it elsewhere with
 #   cargo build --release --no-default-features --features nccl,nvml
 # (no MPI needed; the CUDA driver and libnccl are loaded at run time, so the
-# binary carries no link to either) and carry it over.
+# binary carries no link to either) and carry it over, with
+# libcollbench_profiler.so (built beside it) in the same folder.
 #
 # NCCL: $COLLBENCH_NCCL_LIB if set; else, tried in order, the nvidia/nccl/lib
 # folder of the site-packages of every python3 found (the one on PATH,
@@ -208,7 +210,7 @@ grep -q 'no ncclCommSplit' "$out/info.txt" && split=0
 plan 4; plan 2; plan 3; plan 2; plan 2
 if [ "$windows" -eq 1 ]; then plan 1; plan 1; fi
 if [ "$split" -eq 1 ]; then plan 1; fi
-if [ "$per_node" -gt 0 ]; then plan 2; plan 1; fi
+if [ "$per_node" -gt 0 ]; then plan 2; plan 1; plan 1; fi
 if [ -n "$torch" ]; then plan 1; fi
 
 # Every collective, both placements, six types, 8 B to 16 MiB.
@@ -251,10 +253,14 @@ if [ "$per_node" -gt 0 ]; then
         --hierarchy all --phase-times -d int32,float,half -o sum,avg -b 4 -e "$small" -f 7 -w 5
 fi
 # With several GPUs: which algorithm and protocol NCCL chose per size, from
-# rank 0's TUNING lines (one rank chooses nothing: NCCL copies).
+# collbench's profiler plugin (libcollbench_profiler.so beside the binary,
+# NCCL 2.23 and later), then from rank 0's TUNING lines, on the same two
+# sizes (one rank chooses nothing: NCCL copies); the summary prints both.
 if [ "$per_node" -gt 0 ]; then
-    step algo 1 "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce \
-        -d float -o sum -b 8 -e "$small" -f 16 -w 2 --algo-record log
+    for how in plugin log; do
+        step "algo-$how" 1 "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce \
+            -d float -o sum -b 4K -e 4M -f 1024 -n 20 -w 2 --algo-record "$how"
+    done
 fi
 # PyTorch's own NCCL, where it is another library than the sweep's.
 if [ -n "$torch" ]; then
@@ -324,23 +330,25 @@ for c in order:
 regs = [f"{s} {'/'.join(sorted(v))}" for s, v in registered.items() if v - {"", "false"} or s.startswith("symmetric")]
 if regs:
     print("register: " + ", ".join(regs))
-# step algo: NCCL's choice by size (out-of-place rows), runs of one choice
-path = os.path.join(out, "algo.csv")
-if "algo" in ran and os.path.exists(path):
-    print("NCCL's algorithm/protocol by size (rank 0's TUNING lines, step algo):")
-    runs = {}
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            if r["placement"] != "out_of_place":
-                continue
-            choice = f"{r['algo']}/{r['proto']}" if r["algo"] else r["algo_source"]
-            seq = runs.setdefault(r["collective"], [])
-            if seq and seq[-1][2] == choice:
-                seq[-1][1] = r["size_bytes"]
-            else:
-                seq.append([r["size_bytes"], r["size_bytes"], choice])
-    for c, seq in runs.items():
-        print(f"  {c:<15} " + ", ".join(f"{a}-{b} B {ch}" if a != b else f"{a} B {ch}" for a, b, ch in seq))
+# steps algo-plugin and algo-log: NCCL's choice per collective and size
+# (out-of-place rows) from the plugin and from the TUNING lines, side by side
+def choices(step):
+    path = os.path.join(out, f"{step}.csv")
+    got = {}
+    if step in ran and os.path.exists(path):
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["placement"] == "out_of_place":
+                    ch = f"{r['algo']}/{r['proto']}/{r['nchannels'] or '-'}ch" if r["algo"] else "unknown"
+                    got[(r["collective"], int(r["size_bytes"]))] = f"{ch} ({r['algo_source']})"
+    return got
+by_plugin, by_log = choices("algo-plugin"), choices("algo-log")
+if by_plugin or by_log:
+    print("NCCL's algorithm/protocol/channels by size: profiler plugin | TUNING lines (steps algo-plugin, algo-log):")
+    for k in sorted(set(by_plugin) | set(by_log)):
+        a, b = by_plugin.get(k, "-"), by_log.get(k, "-")
+        same = "same" if a.split(" ")[0] == b.split(" ")[0] else "DIFFERENT"
+        print(f"  {k[0]:<15} {k[1]:>9} B  {a:<32} | {b:<32} {same}")
 PY
 fi
 cat "$out/SUMMARY.txt"

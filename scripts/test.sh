@@ -77,7 +77,9 @@ echo "== builds without MPI: nothing, and the GPU build (nccl, nvml: docs/launch
 cargo build --locked --no-default-features
 cargo build --locked --no-default-features --features nccl,nvml
 mkdir -p target/mpi-free
-cp target/debug/collbench target/mpi-free/collbench
+# The workspace's default members build the profiler plugin with the
+# binary (docs/algorithms.md); it travels beside it.
+cp target/debug/collbench target/debug/libcollbench_profiler.so target/mpi-free/
 # tests/it/launch.rs starts it where libmpi cannot be loaded, and
 # tests/it/gpu_sim.rs gives it to scripts/gpu-smoke.sh (the build GPU
 # machines get).

@@ -13,7 +13,7 @@
 //! over a `world` (control plane) and a `backend` (data plane), with
 //! `collective` descriptions, `record` rows and `report` sinks. `unsafe`
 //! lives only in the FFI binding modules, which opt in: `backend::mpi::raw`
-//! and `backend::nccl::sys`.
+//! `backend::nccl::sys` and `backend::nccl::profiler`.
 #![deny(unsafe_code)]
 
 pub mod app;

@@ -21,7 +21,9 @@ mod split;
 mod switch;
 mod vocabulary;
 
-pub use algo::{Algo, AlgoChoice, AlgoPin, AlgoRecord, AlgoRecording, AlgoSource, Chosen, Proto};
+pub use algo::{
+    Algo, AlgoChoice, AlgoPin, AlgoRecord, AlgoRecording, AlgoSetup, AlgoSource, Chosen, ProfilerEnv, Proto,
+};
 pub use c_integer::read_c_integer;
 pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};

@@ -143,8 +143,8 @@ pub struct TimingArgs {
     #[arg(short = 'a', long, value_name = "MODE", default_value = "avg", ignore_case = true)]
     pub average: Average,
 
-    /// Record which algorithm, protocol and channels NCCL chose for each row (the algo columns): log reads rank 0's TUNING lines (NCCL 2.20+; one log line per collective, written inside the timed loop)
-    #[arg(long, value_name = "HOW", default_value = "off", ignore_case = true)]
+    /// Record which algorithm, protocol and channels NCCL chose for each row (the algo columns, nccl backend): plugin uses collbench's profiler plugin (NCCL 2.23+); log reads rank 0's TUNING lines (NCCL 2.20+; one log line per collective, written inside the timed loop); auto: the plugin, else the log, else unknown
+    #[arg(long, value_name = "HOW", default_value = "auto", ignore_case = true)]
     pub algo_record: AlgoRecording,
 
     /// Pin NCCL's algorithm: one sweep per value, of the collectives it runs, on a communicator made with NCCL_ALGO set (nccl backend; docs/algorithms.md)

@@ -141,6 +141,7 @@ impl Timing {
         };
         Timing {
             rotate: self.rotate_asked.unwrap_or(reference),
+            algo_record: self.algo_record.on(backend),
             ..self.clone()
         }
     }

@@ -12,7 +12,7 @@ use crate::backend::Backend;
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::topology::Nodes;
-use crate::types::{AlgoRecording, BackendChoice, BackendKind};
+use crate::types::{AlgoRecording, AlgoSetup, BackendChoice, BackendKind};
 use crate::world::World;
 
 /// The host data plane the control plane offers, and how to make this
@@ -44,7 +44,11 @@ impl<W: World> Session<'_, W> {
         };
         let of = |kind: BackendKind| host.filter(|h| h.kind == kind);
         let mpi_backend = of(BackendKind::Mpi);
-        let algo_log = (cfg.timing.algo_record == AlgoRecording::Log).then(|| self.env_plan.tuning_log());
+        let algo_log = (cfg.timing.algo_record.on(BackendKind::Nccl) != AlgoRecording::Off).then(|| AlgoSetup {
+            recording: cfg.timing.algo_record,
+            log: self.env_plan.tuning_log(),
+            plugin: self.env_plan.profiler.clone(),
+        });
         let start = |found| match nccl::start(world, cfg, nodes, found, algo_log.clone()) {
             Ok(backend) => Ok(Chosen {
                 backend,
@@ -95,12 +99,12 @@ impl<W: World> Session<'_, W> {
 /// The NCCL backend's start (`backend::nccl::start`), given what it reads
 /// of the configuration.
 #[cfg(feature = "nccl")]
-mod nccl {
+pub(super) mod nccl {
     use super::*;
     use crate::backend::nccl::NcclLibrary;
     use crate::backend::nccl::start::{self, StartOptions};
 
-    fn options(cfg: &RunConfig, algo_log: Option<Result<std::path::PathBuf, String>>) -> StartOptions {
+    fn options(cfg: &RunConfig, algo_log: Option<AlgoSetup>) -> StartOptions {
         StartOptions {
             nccl_lib: cfg.start.nccl_lib.clone(),
             hierarchical: cfg.plan.hierarchies.iter().any(|h| !h.is_flat()),
@@ -116,13 +120,28 @@ mod nccl {
         start::probe(world, &options(cfg, None))
     }
 
+    /// What NCCL's environment needs for `--algo-record` (TUNING lines,
+    /// the plugin to set NCCL_PROFILER_PLUGIN to), before NCCL starts.
+    pub fn algo_env(cfg: &RunConfig, env: &dyn Fn(&str) -> Option<String>) -> (bool, Option<std::path::PathBuf>) {
+        use crate::backend::nccl::profiler;
+        let recording = cfg.timing.algo_record;
+        let version = match recording {
+            AlgoRecording::Auto => NcclLibrary::find(cfg.start.nccl_lib.as_deref())
+                .ok()
+                .map(|l| l.version()),
+            _ => None,
+        };
+        let user = env(crate::topology::profile::PROFILER_VAR).is_some();
+        profiler::env_request(recording, version, user, profiler::locate(env))
+    }
+
     /// `algo_log`: `StartOptions::algo_log`.
     pub fn start<W: World>(
         world: &W,
         cfg: &RunConfig,
         nodes: &Nodes,
         found: Option<NcclLibrary>,
-        algo_log: Option<Result<std::path::PathBuf, String>>,
+        algo_log: Option<AlgoSetup>,
     ) -> Result<Box<dyn Backend>, Error> {
         start::start(world, &options(cfg, algo_log), nodes, found).map(|b| Box::new(b) as Box<dyn Backend>)
     }
@@ -130,11 +149,16 @@ mod nccl {
 
 /// Without the nccl feature: `--backend nccl` is refused, `auto` is mpi.
 #[cfg(not(feature = "nccl"))]
-mod nccl {
+pub(super) mod nccl {
     use super::*;
 
     pub fn probe<W: World>(_world: &W, _cfg: &RunConfig) -> Result<std::convert::Infallible, Error> {
         Err(Error::runtime("this build has no nccl backend"))
+    }
+
+    /// No NCCL: nothing to ask of its environment.
+    pub fn algo_env(_cfg: &RunConfig, _env: &dyn Fn(&str) -> Option<String>) -> (bool, Option<std::path::PathBuf>) {
+        (false, None)
     }
 
     pub fn start<W: World>(
@@ -142,7 +166,7 @@ mod nccl {
         _cfg: &RunConfig,
         _nodes: &Nodes,
         _found: Option<std::convert::Infallible>,
-        _algo_log: Option<Result<std::path::PathBuf, String>>,
+        _algo_log: Option<AlgoSetup>,
     ) -> Result<Box<dyn Backend>, Error> {
         let refused = Err(Error::usage(
             "--backend nccl: this build has no nccl backend; rebuild with the `nccl` feature (on by default)",

@@ -38,7 +38,7 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::report::print_out;
 use crate::topology::profile::{self, EnvPlan, Prepared};
-use crate::types::{AlgoRecording, BackendChoice, BackendKind};
+use crate::types::{BackendChoice, BackendKind};
 use crate::world::{World, launcher_rank};
 use backend_choice::HostBackend;
 use timings::Timings;
@@ -192,9 +192,13 @@ fn world_line(rank: Option<usize>, msg: &str) -> String {
 /// replaced by the same binary with them added, and does not return.
 fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     let may_use_nccl = cfg!(feature = "nccl") && cfg.start.backend != BackendChoice::Only(BackendKind::Mpi);
-    let nccl_log = may_use_nccl.then(|| profile::LogRequest {
-        path: profile::private_nccl_log(&std::env::temp_dir(), &crate::topology::hostname(), std::process::id()),
-        tuning: cfg.timing.algo_record == AlgoRecording::Log,
+    let nccl_log = may_use_nccl.then(|| {
+        let (tuning, profiler) = backend_choice::nccl::algo_env(cfg, &profile::process_env);
+        profile::LogRequest {
+            path: profile::private_nccl_log(&std::env::temp_dir(), &crate::topology::hostname(), std::process::id()),
+            tuning,
+            profiler,
+        }
     });
     match profile::prepare(cfg.start.transport, nccl_log, &profile::process_env) {
         Prepared::Ready(plan) => Ok(plan),

@@ -149,7 +149,7 @@ impl<W: World> Session<'_, W> {
             .cases
             .iter()
             .any(|c| c.collective == crate::collective::Collective::AllToAllV);
-        let csv = CsvSink::create(&csv_path, out.overwrite, self.csv_extras(alltoallv))?;
+        let csv = CsvSink::create(&csv_path, out.overwrite, self.csv_extras(alltoallv, identity.backend))?;
         let total = (t.cycles != 0).then(|| plan.points() as u64 * t.cycles);
         let launched = crate::world::launcher_rank().is_some();
         let progress = Progress::new(out.progress, total, launched, "collbench");
@@ -200,7 +200,7 @@ impl<W: World> Session<'_, W> {
 
     /// The CSV's optional columns (`alltoallv`: the plan has alltoallv
     /// points).
-    fn csv_extras(&self, alltoallv: bool) -> Extras {
+    fn csv_extras(&self, alltoallv: bool, backend: crate::types::BackendKind) -> Extras {
         let (out, t) = (&self.cfg.outputs, &self.cfg.timing);
         // nccl-tests' default traffic needs no column: absent means spread 1
         Extras {
@@ -209,7 +209,7 @@ impl<W: World> Session<'_, W> {
             label: out.label.is_some(),
             traffic: alltoallv && self.cfg.plan.traffic.column().is_some(),
             group: self.cfg.plan.split.is_some(),
-            algo: t.algo_columns(),
+            algo: t.for_backend(backend).algo_columns(),
         }
     }
 

@@ -17,7 +17,7 @@ use crate::report::RunIdentity;
 use crate::topology::Nodes;
 use crate::topology::observe::{self, Observed};
 use crate::topology::profile::NcclLogging;
-use crate::types::{AlgoRecording, BackendChoice, BackendKind};
+use crate::types::{BackendChoice, BackendKind};
 use crate::world::World;
 
 /// Longest per-rank text exchanged for the transport observed.
@@ -186,7 +186,7 @@ impl<W: World> Session<'_, W> {
     /// `--algo-record` on a backend that runs no NCCL algorithm (the nccl
     /// backend says where its choices come from itself).
     fn algo_note(&self, kind: BackendKind) -> Option<String> {
-        (self.cfg.timing.algo_record != AlgoRecording::Off && kind != BackendKind::Nccl)
+        (self.cfg.timing.algo_record.explicit() && kind != BackendKind::Nccl)
             .then(|| format!("--algo-record: the {kind} backend runs no NCCL algorithm; the algo columns stay empty"))
     }
 }

@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::error::Error;
-use crate::types::BackendKind;
+use crate::types::{BackendKind, ProfilerEnv};
 
 /// Set in the re-executed process: the profile, then the names of the
 /// variables collbench added (`shm:OMPI_MCA_pml,OMPI_MCA_btl`).
@@ -215,7 +215,12 @@ pub struct EnvPlan {
     /// Profile variables set to another value before the run (they win).
     pub kept: Vec<Kept>,
     pub nccl_log: NcclLogging,
+    /// NCCL_PROFILER_PLUGIN: collbench's plugin, the user's, or unset.
+    pub profiler: ProfilerEnv,
 }
+
+/// The name of NCCL's variable for a profiler plugin's library.
+pub const PROFILER_VAR: &str = "NCCL_PROFILER_PLUGIN";
 
 /// The variables that send NCCL's INFO log to `path`, leaving the ones the
 /// user set (their NCCL_DEBUG_SUBSYS, NCCL_RUNTIME_CONNECT) alone.
@@ -244,8 +249,12 @@ fn nccl_log_vars(log: &LogRequest) -> [(&'static str, String); 4] {
 pub struct LogRequest {
     /// `private_nccl_log`.
     pub path: PathBuf,
-    /// TUNING among the subsystems (`--algo-record log`).
+    /// TUNING among the subsystems (`--algo-record log`, and `auto`
+    /// where the plugin cannot record).
     pub tuning: bool,
+    /// collbench's profiler plugin to set NCCL_PROFILER_PLUGIN to, unless
+    /// the user set it (`--algo-record plugin` or `auto`).
+    pub profiler: Option<PathBuf>,
 }
 
 /// The private log file of the process `pid` on `host`, in `dir`. The pid
@@ -277,6 +286,14 @@ impl EnvPlan {
                 }),
             }
         }
+        let profiler = match (env(PROFILER_VAR), nccl_log.as_ref().and_then(|l| l.profiler.clone())) {
+            (Some(user), _) => ProfilerEnv::User(user),
+            (None, Some(path)) => {
+                added.push((PROFILER_VAR.to_string(), path.display().to_string()));
+                ProfilerEnv::Ours(path)
+            }
+            (None, None) => ProfilerEnv::Unset,
+        };
         let nccl_log = match nccl_log {
             None => NcclLogging::NotUsed,
             Some(log) => match ["NCCL_DEBUG", "NCCL_DEBUG_FILE"].into_iter().find_map(|v| {
@@ -299,6 +316,7 @@ impl EnvPlan {
             added,
             kept,
             nccl_log,
+            profiler,
         }
     }
 
@@ -324,6 +342,14 @@ impl EnvPlan {
                 });
             }
         }
+        let profiler = match env(PROFILER_VAR) {
+            Some(path) if was_added(PROFILER_VAR) => {
+                added.push((PROFILER_VAR.to_string(), path.clone()));
+                ProfilerEnv::Ours(PathBuf::from(path))
+            }
+            Some(user) => ProfilerEnv::User(user),
+            None => ProfilerEnv::Unset,
+        };
         let nccl_log = if was_added("NCCL_DEBUG_FILE") {
             for name in [
                 "NCCL_DEBUG",
@@ -349,6 +375,7 @@ impl EnvPlan {
             added,
             kept,
             nccl_log,
+            profiler,
         }
     }
 

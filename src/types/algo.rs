@@ -43,6 +43,9 @@ crate::types::vocabulary! {
 crate::types::vocabulary! {
     /// Where a row's algorithm came from (the `algo_source` column).
     pub enum AlgoSource: "algorithm source", AnyCase {
+        /// collbench's profiler plugin: NCCL's own event for each
+        /// collective (NCCL 2.23 and later).
+        Plugin = "plugin",
         /// Rank 0's TUNING lines in NCCL's log.
         Log = "log",
         /// A pinned sweep (`--algo`, `--proto`) whose launches nothing
@@ -57,13 +60,56 @@ crate::types::vocabulary! {
     /// `--algo-record`: how a run learns which algorithm NCCL chose.
     #[derive(Default)]
     pub enum AlgoRecording: "way to record the algorithm", AnyCase {
-        /// Not recorded: the columns say `unknown`.
+        /// On the nccl backend, the plugin where the release has a
+        /// profiler interface and it loads, else the TUNING log, else
+        /// `unknown`; elsewhere off.
         #[default]
-        Off = "off",
+        Auto = "auto",
+        /// collbench's profiler plugin (NCCL 2.23 and later), nothing else.
+        Plugin = "plugin",
         /// Rank 0's TUNING lines (NCCL 2.20 and later): one log line per
         /// launch, written inside the timed loop.
         Log = "log",
+        /// Not recorded: no algorithm columns.
+        Off = "off",
     }
+}
+
+impl AlgoRecording {
+    /// What this choice means on `backend`: `auto` is off where no NCCL
+    /// algorithm runs (no columns).
+    pub fn on(self, backend: super::BackendKind) -> AlgoRecording {
+        match (self, backend) {
+            (AlgoRecording::Auto, super::BackendKind::Mpi | super::BackendKind::Memory) => AlgoRecording::Off,
+            (how, _) => how,
+        }
+    }
+
+    /// Asked for by name (`plugin`, `log`): a backend without NCCL says
+    /// it cannot.
+    pub fn explicit(self) -> bool {
+        matches!(self, AlgoRecording::Plugin | AlgoRecording::Log)
+    }
+}
+
+/// Where NCCL_PROFILER_PLUGIN stands for a run on the nccl backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProfilerEnv {
+    /// collbench set it to its plugin, at this absolute path.
+    Ours(std::path::PathBuf),
+    /// It was set before the run (the user's own plugin): this value.
+    User(String),
+    /// Not set: collbench did not ask for its plugin, or could not use it.
+    Unset,
+}
+
+/// What the nccl backend's recorder is given: the choice, NCCL's private
+/// log (or why there is none) and NCCL_PROFILER_PLUGIN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlgoSetup {
+    pub recording: AlgoRecording,
+    pub log: Result<std::path::PathBuf, String>,
+    pub plugin: ProfilerEnv,
 }
 
 impl Algo {

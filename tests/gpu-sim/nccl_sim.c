@@ -1170,10 +1170,13 @@ static ncclResult_t connect_issued(const struct job *j)
                 rc = connect_peer(c, p);
         } else {
             const char *name;
-            func_of(o->kind, &name);
+            enum func f = func_of(o->kind, &name);
+            size_t bytes = o->count * type_size(o->type);
             rc = connect_rings(c);
             if (rc == ncclSuccess)
-                log_tuning(c, name, o->count * type_size(o->type), o->algo, o->proto);
+                log_tuning(c, name, bytes, o->algo, o->proto);
+            if (rc == ncclSuccess && f != F_OTHER)
+                sim_profiler_coll(c, (int)f, o->send, o->recv, o->count, o->type, o->root, o->algo, o->proto, bytes);
         }
     }
     return rc;
@@ -1452,6 +1455,7 @@ static ncclResult_t ready(struct ncclComm *c, const char *fn, const struct ncclC
         detach(c);
         return rc;
     }
+    sim_profiler_init(c);
     log_init_complete(c, fn, parent, color, key);
     trace_comm(fn, c);
     return ncclSuccess;
@@ -1677,6 +1681,7 @@ static ncclResult_t impl_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, nc
 
 static void detach(struct ncclComm *c)
 {
+    sim_profiler_finalize(c);
     /* NCCL releases the windows still registered with a communicator it
      * destroys or aborts. */
     while (c->windows) {

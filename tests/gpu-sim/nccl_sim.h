@@ -90,6 +90,11 @@ struct ncclComm {
      * alike, as NCCL's tuning model is per communicator): per function
      * (enum func), 1 where allowed; `tuned` where either was set */
     int algos[5 * 7], protos[5 * 3], tuned;
+    /* the profiler plugin's context for it (profiler.c), its event mask,
+     * and the collectives of each function so far (NCCL's seqNumber) */
+    void *profiler_ctx;
+    int profiler_mask, profiler_on;
+    unsigned long long coll_seq[5];
 };
 
 /* Everything below is internal to the library: hidden, so that no name
@@ -136,6 +141,12 @@ void log_init_complete(const struct ncclComm *c, const char *fn, const struct nc
 void log_rings(const struct ncclComm *c);
 void log_p2p_connect(const struct ncclComm *c, int peer);
 void log_tuning(const struct ncclComm *c, const char *func, size_t bytes, int algo, int proto);
+
+/* profiler.c: the profiler plugin, as the release played drives it. */
+void sim_profiler_init(struct ncclComm *c);
+void sim_profiler_coll(struct ncclComm *c, int func, const void *send, void *recv, size_t count,
+                       ncclDataType_t type, int root, int algo, int proto, size_t bytes);
+void sim_profiler_finalize(struct ncclComm *c);
 
 /* ------------------------------------------------------------------ */
 /* nccl_env.c: NCCL's variables, as the release played reads them. */

@@ -17,6 +17,7 @@ use crate::common::*;
 
 mod algo;
 mod pins;
+mod profiler;
 
 /// The folder holding the simulation's libcuda.so.1 and libnccl.so.2.
 pub(crate) fn sim_dir() -> Option<PathBuf> {

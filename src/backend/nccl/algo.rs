@@ -1,7 +1,9 @@
-//! Which algorithm NCCL ran, on the nccl backend (`--algo-record log`,
-//! docs/algorithms.md): rank 0 reads the TUNING lines NCCL writes to its
-//! private log, one per collective it schedules (`nccl_log::message::tuning`
-//! reads them), and hands each point the lines written since the last one.
+//! Which algorithm NCCL ran, on the nccl backend (`--algo-record`,
+//! docs/algorithms.md): from collbench's profiler plugin (`profiler`), or
+//! from the TUNING lines rank 0 writes to NCCL's private log, one per
+//! collective it schedules (`nccl_log::message::tuning` reads them); each
+//! point takes what was recorded since the last one. `Recorder` is the one
+//! interface: `take(&call)`.
 //!
 //! The log file is opened before `ncclCommInitRank` and kept open: the
 //! transport observation removes the file's name once it has read the
@@ -15,11 +17,12 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use super::profiler::{self, Library, PROFILER_SINCE, Plugin};
 use crate::backend::Call;
 use crate::collective::Collective;
 use crate::nccl_log::message::{Tuning, tuning};
 use crate::nccl_log::{Level, lines};
-use crate::types::{AlgoChoice, AlgoRecord, AlgoSource, NcclVersion};
+use crate::types::{AlgoChoice, AlgoRecord, AlgoRecording, AlgoSetup, AlgoSource, NcclVersion, ProfilerEnv};
 
 /// The first release whose rank 0 prints a TUNING line per collective
 /// (src/enqueue.cc: commented out up to 2.19).
@@ -88,70 +91,56 @@ impl LogTail {
     }
 }
 
-/// How this rank learns NCCL's choices.
+/// What rank 0's TUNING lines say, from NCCL's private log.
 #[derive(Debug)]
-pub(super) struct Recorder {
+struct TuningLog {
     /// Rank 0's open log, where the lines can be read.
     tail: Option<LogTail>,
-    /// The header's note: where the choices come from, or why they
-    /// cannot be recorded and how to get them.
-    note: String,
     /// This rank's CUDA device, which NCCL prints on its lines.
     device: u32,
 }
 
-impl Recorder {
-    /// Before `ncclCommInitRank`. `log`: collbench's private log, or why
-    /// the run has none (the user's own NCCL_DEBUG settings); `subsys`:
-    /// this process's NCCL_DEBUG_SUBSYS.
-    pub(super) fn new(
+/// The header's words for the TUNING lines.
+const FROM_LOG: &str = "algorithm and protocol from rank 0's TUNING lines in NCCL's log (one line per collective, \
+                        written inside the timed loop)";
+/// What neither source records.
+const P2P_UNKNOWN: &str =
+    "sendrecv, alltoall, gather and scatter are sends and receives that NCCL does not tune: unknown";
+
+impl TuningLog {
+    /// Before `ncclCommInitRank`; why the lines cannot be read otherwise.
+    fn new(
         log: &Result<PathBuf, String>,
         version: NcclVersion,
         rank: usize,
         device: usize,
         subsys: Option<&str>,
-    ) -> Recorder {
-        let unknown = |why: String| Recorder {
-            tail: None,
-            note: format!("algorithm not recorded: {why}"),
-            device: device as u32,
-        };
+    ) -> Result<TuningLog, String> {
         if version < TUNING_SINCE {
-            return unknown(format!("NCCL {version} prints no TUNING line (2.20 and later do)"));
+            return Err(format!("NCCL {version} prints no TUNING line (2.20 and later do)"));
         }
-        let path = match log {
-            Ok(path) => path,
-            Err(why) => return unknown(why.clone()),
-        };
+        let path = log.as_ref().map_err(Clone::clone)?;
         if let Some(value) = subsys.filter(|v| !lets_tuning(v)) {
-            return unknown(format!(
+            return Err(format!(
                 "NCCL_DEBUG_SUBSYS={value} was set before the run and leaves TUNING out; add TUNING to it"
             ));
         }
         let tail = match (rank, LogTail::open(path)) {
             (0, Ok(tail)) => Some(tail),
-            (0, Err(e)) => return unknown(format!("cannot open NCCL's log {}: {e}", path.display())),
+            (0, Err(e)) => return Err(format!("cannot open NCCL's log {}: {e}", path.display())),
             _ => None,
         };
-        Recorder {
+        Ok(TuningLog {
             tail,
-            note: "algorithm and protocol from rank 0's TUNING lines in NCCL's log (one line per collective, \
-                   written inside the timed loop); sendrecv, alltoall, gather and scatter are sends and receives \
-                   that NCCL does not tune: unknown"
-                .into(),
             device: device as u32,
-        }
-    }
-
-    pub(super) fn note(&self) -> &str {
-        &self.note
+        })
     }
 
     /// What `call`'s launches since the last call used, by rank 0's lines
     /// of this rank's device and of the call's function (before 2.23 the
     /// lines name none); `unknown` on other ranks, where a line is missing
     /// or where one names no algorithm of NCCL_ALGO's.
-    pub(super) fn take(&mut self, call: &Call) -> AlgoRecord {
+    fn take(&mut self, call: &Call) -> AlgoRecord {
         let Some(tail) = &mut self.tail else {
             return AlgoRecord::unknown();
         };
@@ -186,6 +175,160 @@ impl Recorder {
     }
 }
 
+/// Where this rank's choices come from.
+#[derive(Debug)]
+enum How {
+    Plugin(Plugin),
+    Log(TuningLog),
+    Unknown,
+}
+
+/// How this rank learns NCCL's choices (`take`), and what the header says
+/// of it.
+#[derive(Debug)]
+pub(super) struct Recorder {
+    how: How,
+    /// The header's note: where the choices come from, or why they
+    /// cannot be recorded and how to get them.
+    note: String,
+    /// The plugin's path, for the note once NCCL loaded it.
+    plugin_path: Option<PathBuf>,
+    /// NCCL's log, where its INIT line says the plugin loaded.
+    log: Option<PathBuf>,
+}
+
+impl Recorder {
+    /// Before `ncclCommInitRank`. `setup`: the run's choice, NCCL's
+    /// private log and NCCL_PROFILER_PLUGIN; `subsys`: this process's
+    /// NCCL_DEBUG_SUBSYS.
+    pub(super) fn new(
+        setup: &AlgoSetup,
+        version: NcclVersion,
+        rank: usize,
+        device: usize,
+        subsys: Option<&str>,
+    ) -> Recorder {
+        let log = || TuningLog::new(&setup.log, version, rank, device, subsys);
+        let recorder = |how: How, note: String| Recorder {
+            how,
+            note,
+            plugin_path: None,
+            log: setup.log.as_ref().ok().cloned(),
+        };
+        let plugin = match setup.recording {
+            AlgoRecording::Log | AlgoRecording::Off => Err(String::new()),
+            AlgoRecording::Plugin | AlgoRecording::Auto => plugin_before_init(setup, version),
+        };
+        match (plugin, setup.recording) {
+            (Ok((p, path)), _) => Recorder {
+                plugin_path: Some(path),
+                ..recorder(How::Plugin(p), String::new())
+            },
+            (Err(why), AlgoRecording::Plugin) => recorder(
+                How::Unknown,
+                format!("algorithm not recorded: {why}; --algo-record log reads NCCL's TUNING lines instead"),
+            ),
+            (Err(why), _) => {
+                let not_plugin = if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("{why}; ")
+                };
+                match log() {
+                    Ok(l) => recorder(How::Log(l), format!("{not_plugin}{FROM_LOG}; {P2P_UNKNOWN}")),
+                    Err(no_log) => recorder(How::Unknown, format!("{not_plugin}algorithm not recorded: {no_log}")),
+                }
+            }
+        }
+    }
+
+    /// Before `ncclCommInitRank`, where the run records (`setup`); reads
+    /// this process's NCCL_DEBUG_SUBSYS.
+    pub(super) fn before_init(
+        setup: Option<&AlgoSetup>,
+        version: NcclVersion,
+        rank: usize,
+        device: &super::Device,
+    ) -> Option<Recorder> {
+        let subsys = std::env::var("NCCL_DEBUG_SUBSYS").ok();
+        setup.map(|s| Recorder::new(s, version, rank, device.ordinal(), subsys.as_deref()))
+    }
+
+    /// After `ncclCommInitRank`: whether NCCL initialised the plugin for
+    /// this communicator (else nothing is recorded, and the note says so).
+    pub(super) fn after_init(&mut self) {
+        let How::Plugin(plugin) = &mut self.how else {
+            return;
+        };
+        let path = self
+            .plugin_path
+            .as_deref()
+            .map_or(String::new(), |p| p.display().to_string());
+        if !plugin.bind() {
+            self.how = How::Unknown;
+            self.note = format!(
+                "algorithm not recorded: NCCL did not initialise the profiler plugin {path} for this communicator \
+                 (its INIT lines say why); --algo-record log reads NCCL's TUNING lines instead"
+            );
+            return;
+        }
+        let said = self
+            .log
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|text| loaded_line(&text))
+            .map_or(String::new(), |line| format!(", NCCL: \"{line}\""));
+        self.note = format!(
+            "algorithm, protocol and channels from collbench's profiler plugin ({path}{said}), each rank's own \
+             collectives; {P2P_UNKNOWN}"
+        );
+    }
+
+    pub(super) fn note(&self) -> &str {
+        &self.note
+    }
+
+    /// What `call`'s launches since the last call used.
+    pub(super) fn take(&mut self, call: &Call) -> AlgoRecord {
+        match &mut self.how {
+            How::Plugin(p) => p.take(call),
+            How::Log(l) => l.take(call),
+            How::Unknown => AlgoRecord::unknown(),
+        }
+    }
+}
+
+/// The plugin, opened before the communicator is made, and its path; or
+/// why it cannot record: the release, the user's own plugin, a plugin
+/// that cannot load.
+fn plugin_before_init(setup: &AlgoSetup, version: NcclVersion) -> Result<(Plugin, PathBuf), String> {
+    if version < PROFILER_SINCE {
+        return Err(format!(
+            "NCCL {version} has no profiler plugin interface ({PROFILER_SINCE} and later)"
+        ));
+    }
+    match &setup.plugin {
+        ProfilerEnv::Ours(path) => Library::open(path).map(|lib| (Plugin::before_init(lib), path.clone())),
+        ProfilerEnv::User(value) => Err(format!(
+            "NCCL_PROFILER_PLUGIN={value} was set before the run: NCCL loads one profiler plugin, that one, so \
+             collbench cannot record with its own (unset it to record with collbench's)"
+        )),
+        ProfilerEnv::Unset => Err(profiler::locate(&|v| std::env::var(v).ok())
+            .and_then(|p| Library::open(&p).map(|_| p))
+            .err()
+            .unwrap_or_else(|| "NCCL_PROFILER_PLUGIN was not set for this run".into())),
+    }
+}
+
+/// NCCL's INIT line saying it loaded a profiler plugin (2.24 on; 2.23
+/// says nothing on success), from `text` of its log.
+fn loaded_line(text: &str) -> Option<String> {
+    lines(text).filter_map(|l| l.nccl).find_map(|l| {
+        let m = l.message.trim();
+        (m.starts_with("PROFILER/Plugin: loaded") || m.starts_with("PROFILER/Plugin: Loaded")).then(|| m.to_string())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +345,14 @@ mod tests {
             ("^ALL", false),
         ] {
             assert_eq!(lets_tuning(value), lets, "{value}");
+        }
+    }
+
+    fn log_setup(path: &Path) -> AlgoSetup {
+        AlgoSetup {
+            recording: AlgoRecording::Log,
+            log: Ok(path.to_path_buf()),
+            plugin: ProfilerEnv::Unset,
         }
     }
 
@@ -228,7 +379,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("log");
         let v = NcclVersion::new(2, 24, 3);
-        let mut rec = Recorder::new(&Ok(path.clone()), v, 0, 1, Some("INIT,ENV,GRAPH,TUNING"));
+        let mut rec = Recorder::new(&log_setup(&path), v, 0, 1, Some("INIT,ENV,GRAPH,TUNING"));
         assert!(
             rec.note()
                 .starts_with("algorithm and protocol from rank 0's TUNING lines")
@@ -286,15 +437,15 @@ mod tests {
         assert_eq!(rec.take(&call(Collective::AllReduce)), AlgoRecord::unknown());
         // another rank records nothing; a release before 2.20 and a
         // NCCL_DEBUG_SUBSYS without TUNING say why
-        let mut other = Recorder::new(&Ok(path.clone()), v, 1, 1, None);
+        let mut other = Recorder::new(&log_setup(&path), v, 1, 1, None);
         assert_eq!(other.take(&call(Collective::AllReduce)), AlgoRecord::unknown());
-        let old = Recorder::new(&Ok(path.clone()), NcclVersion::new(2, 19, 3), 0, 1, None);
+        let old = Recorder::new(&log_setup(&path), NcclVersion::new(2, 19, 3), 0, 1, None);
         assert!(
             old.note().contains("NCCL 2.19.3 prints no TUNING line"),
             "{}",
             old.note()
         );
-        let subsys = Recorder::new(&Ok(path.clone()), v, 0, 1, Some("INIT"));
+        let subsys = Recorder::new(&log_setup(&path), v, 0, 1, Some("INIT"));
         assert!(
             subsys.note().contains("NCCL_DEBUG_SUBSYS=INIT was set"),
             "{}",

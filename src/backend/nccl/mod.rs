@@ -34,6 +34,7 @@ mod hierarchy;
 mod library;
 mod p2p;
 mod pins;
+pub mod profiler;
 mod registration;
 mod setup;
 pub mod start;
@@ -41,7 +42,6 @@ pub mod sys;
 mod work;
 
 use std::ops::Range;
-use std::path::PathBuf;
 
 pub use device::{CudaInfo, Device, DeviceError, GpuInfo};
 pub use hierarchy::{SubSource, id_count};
@@ -105,8 +105,8 @@ pub struct Options {
     /// `--phase-times`.
     pub time_phases: bool,
     pub registration: Registration,
-    /// `--algo-record log` (`StartOptions::algo_log`).
-    pub algo_log: Option<Result<PathBuf, String>>,
+    /// `--algo-record` (`StartOptions::algo_log`).
+    pub algo_log: Option<crate::types::AlgoSetup>,
 }
 
 /// The NCCL backend of one rank. `Drop` releases, in order: the CUDA graph,
@@ -163,7 +163,7 @@ pub struct NcclBackend {
     comm_bytes: u64,
     /// How many communicators the reserved plan makes after the fit.
     later_comms: usize,
-    /// `--algo-record log`: which algorithm NCCL ran (`algo`).
+    /// `--algo-record`: which algorithm NCCL ran (`algo`).
     recorder: Option<algo::Recorder>,
     /// Counts this rank among the process's (NCCL's last-error text is
     /// process-wide).
@@ -208,14 +208,11 @@ impl NcclBackend {
         // process-wide last one, which another rank of `-g` may have set.
         let in_process = sys::RankInProcess::enter(at.process_ranks);
         // before NCCL's log can lose its name (the module's doc)
-        let subsys = std::env::var("NCCL_DEBUG_SUBSYS").ok();
-        let recorder = options
-            .algo_log
-            .as_ref()
-            .map(|log| algo::Recorder::new(log, library.version(), at.rank, device.ordinal(), subsys.as_deref()));
+        let mut recorder = algo::Recorder::before_init(options.algo_log.as_ref(), library.version(), at.rank, &device);
         let free = || device.memory().map_or(0, |(free, _)| free as u64);
         let free_before = free();
         let comm = library.api.init_rank(at.nranks, &id.0, at.rank).map_err(nccl)?;
+        recorder.iter_mut().for_each(algo::Recorder::after_init);
         let comm_bytes = free_before.saturating_sub(free());
         // A communicator that disagrees with the control plane about who is
         // who would measure something else than asked.

@@ -42,9 +42,10 @@ pub struct StartOptions {
     /// Test hook (`--trace-bootstrap DIR`): each rank writes the ids it
     /// received to `DIR/rank-R.id`.
     pub trace_bootstrap: Option<PathBuf>,
-    /// `--algo-record log`: NCCL's private log to read the TUNING lines
-    /// from, or why the run has none; `None` without the option.
-    pub algo_log: Option<Result<PathBuf, String>>,
+    /// `--algo-record`: the choice, NCCL's private log to read the TUNING
+    /// lines from (or why the run has none) and NCCL_PROFILER_PLUGIN;
+    /// `None` where the run records nothing.
+    pub algo_log: Option<crate::types::AlgoSetup>,
 }
 
 /// Whether every rank could run nccl, agreed over all ranks: the loaded

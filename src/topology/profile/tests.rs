@@ -133,6 +133,7 @@ fn nccl_logging_goes_to_a_private_file_unless_the_user_set_nccl_debug() {
         Some(LogRequest {
             path: path.clone(),
             tuning,
+            profiler: None,
         })
     };
     let plan = EnvPlan::new(Profile::Nvlink, log(true), &env(&[("NCCL_DEBUG_SUBSYS", "ALL")]));
@@ -160,4 +161,42 @@ fn nccl_logging_goes_to_a_private_file_unless_the_user_set_nccl_debug() {
     assert_eq!(plan.nccl_log, NcclLogging::UserOwned("NCCL_DEBUG=WARN".into()));
     assert!(plan.added.is_empty());
     assert!(plan.describe(true)[0].contains("NCCL_DEBUG=WARN was set before the run"));
+}
+
+/// NCCL_PROFILER_PLUGIN: collbench's plugin is added where the user set
+/// none, and known as collbench's after the re-exec; the user's own wins
+/// and is named so.
+#[test]
+fn the_profiler_plugin_is_set_unless_the_user_set_one() {
+    let plugin = PathBuf::from("/opt/collbench/libcollbench_profiler.so");
+    let log = || {
+        Some(LogRequest {
+            path: PathBuf::from("/tmp/l.log"),
+            tuning: false,
+            profiler: Some(plugin.clone()),
+        })
+    };
+    let plan = EnvPlan::new(Profile::Nvlink, log(), &env(&[]));
+    assert_eq!(plan.profiler, ProfilerEnv::Ours(plugin.clone()));
+    assert!(
+        plan.added
+            .contains(&(PROFILER_VAR.into(), plugin.display().to_string()))
+    );
+    let marker = plan.marker();
+    let value = plugin.display().to_string();
+    let after = EnvPlan::after_reexec(
+        Profile::Nvlink,
+        &marker,
+        &env(&[(MARKER, marker.as_str()), (PROFILER_VAR, value.as_str())]),
+    );
+    assert_eq!(after.profiler, ProfilerEnv::Ours(plugin.clone()));
+    let user = EnvPlan::new(Profile::Nvlink, log(), &env(&[(PROFILER_VAR, "/x/libinspector.so")]));
+    assert_eq!(user.profiler, ProfilerEnv::User("/x/libinspector.so".into()));
+    assert!(!user.added.iter().any(|(n, _)| n == PROFILER_VAR));
+    let after = EnvPlan::after_reexec(
+        Profile::Nvlink,
+        "nvlink:",
+        &env(&[(PROFILER_VAR, "/x/libinspector.so")]),
+    );
+    assert_eq!(after.profiler, ProfilerEnv::User("/x/libinspector.so".into()));
 }

@@ -45,6 +45,12 @@ fn sim_choice(csv: &Csv, row: &[String], channels: bool) -> Option<(&'static str
 /// Every row as the simulation chose (`channels`: the release prints
 /// them), the p2p collectives `unknown`; returns the choices seen.
 fn assert_rows_say_the_choice(csv: &Csv, channels: bool) -> std::collections::BTreeSet<String> {
+    assert_rows_say(csv, channels, "log")
+}
+
+/// Every row as the simulation chose, from `source`; the p2p collectives
+/// `unknown`; returns the choices seen.
+pub(super) fn assert_rows_say(csv: &Csv, channels: bool, source: &str) -> std::collections::BTreeSet<String> {
     let mut seen = std::collections::BTreeSet::new();
     for row in &csv.rows {
         let got = (
@@ -56,7 +62,7 @@ fn assert_rows_say_the_choice(csv: &Csv, channels: bool) -> std::collections::BT
         let busbw_algo = csv.get(row, "busbw_algo_gbps");
         match sim_choice(csv, row, channels) {
             Some((algo, proto, nch)) => {
-                assert_eq!(got, (algo, proto, nch, "log"), "{row:?}");
+                assert_eq!(got, (algo, proto, nch, source), "{row:?}");
                 seen.insert(format!("{algo}/{proto}"));
                 // Ring's factor is nccl-tests' (busbw); Tree's all-reduce 2
                 let want = if algo == "ring" {
@@ -134,20 +140,34 @@ fn every_release_format_gives_each_row_its_own_points_choice() {
         let seen = assert_rows_say_the_choice(&csv, channels);
         let want = ["ring/ll", "ring/ll128", "ring/simple", "tree/ll"];
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), want, "{version}");
-        // every launch of a point told once: 1 warm-up, 1 check, 2 timed
-        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-        let records = json["records"].as_array().unwrap();
-        assert_eq!(records.len(), csv.rows.len());
-        for r in records.iter().filter(|r| r["algo_source"] == "log") {
-            let calls: u64 = r["algo_choices"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c["calls"].as_u64().unwrap())
-                .sum();
-            assert_eq!(calls, 4, "{version}: {r}");
-        }
+        let json = std::fs::read_to_string(&json_path).unwrap();
+        let records: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(records["records"].as_array().unwrap().len(), csv.rows.len());
+        assert_every_launch_counted(&json, "log");
     }
+}
+
+/// Every launch of a recorded point counted once: 1 warm-up, 1 check and
+/// 2 timed launches.
+pub(super) fn assert_every_launch_counted(json: &str, source: &str) {
+    let json: serde_json::Value = serde_json::from_str(json).unwrap();
+    let mut seen = 0;
+    for r in json["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["algo_source"] == source)
+    {
+        let calls: u64 = r["algo_choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["calls"].as_u64().unwrap())
+            .sum();
+        assert_eq!(calls, 4, "{r}");
+        seen += 1;
+    }
+    assert!(seen > 0, "no record from {source}");
 }
 
 /// One process per rank, at 3 ranks: rank 0's own log; a CUDA graph's
@@ -241,9 +261,10 @@ fn rows_say_unknown_where_nccl_did_not_say_and_the_header_says_why() {
 
 /// A hierarchical all-reduce runs on several communicators: its rows are
 /// `unknown`, the flat rows of the same run keep their choice. Without
-/// the option there are no algorithm columns and no note at all.
+/// recording (`--algo-record off`) there are no algorithm columns and no
+/// note at all.
 #[test]
-fn hierarchical_rows_are_unknown_and_without_the_option_nothing_is_written() {
+fn hierarchical_rows_are_unknown_and_with_recording_off_nothing_is_written() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
     let args = argv!["--ranks-per-node 2 --hierarchy all -b 8 -e 256K -f 64"];
@@ -269,7 +290,7 @@ fn hierarchical_rows_are_unknown_and_without_the_option_nothing_is_written() {
 
     let csv_path = tmp.path().join("off.csv");
     let args = argv![
-        "run --backend nccl -g 2 --collectives all_reduce -b 8 -e 64 -n 2 -w 1 --no-progress --csv",
+        "run --backend nccl -g 2 --collectives all_reduce -b 8 -e 64 -n 2 -w 1 --no-progress --algo-record off --csv",
         path_str(&csv_path)
     ];
     let out = sim_run(&dir, 2, &[], &args);

@@ -95,7 +95,8 @@ fn each_pin_is_a_sweep_of_what_it_runs_and_nccl_ran_the_pin() {
     }
 }
 
-/// Without `--algo-record` the rows say the pin as `pinned`; `--proto`
+/// With `--algo-record off` the rows say the pin as `pinned`, by default
+/// (the profiler plugin) what NCCL ran; `--proto`
 /// alone pins the protocol of every collective NCCL tunes, and with
 /// `--algo` each pair is a sweep; under the real `mpirun` each process
 /// sets its own variables.
@@ -108,7 +109,7 @@ fn unrecorded_rows_say_the_pin_and_protocols_pin_alone_or_in_pairs() {
         tmp.path(),
         "pairs",
         "23007",
-        "-g 2 --algo tree --proto ll,simple --collectives all_reduce",
+        "-g 2 --algo tree --proto ll,simple --algo-record off --collectives all_reduce",
     );
     let rows = cells(&csv);
     assert_eq!(rows.len(), 12);
@@ -120,6 +121,20 @@ fn unrecorded_rows_say_the_pin_and_protocols_pin_alone_or_in_pairs() {
                 &["all_reduce", "tree", proto, "pinned", pin.as_str()].map(String::from)
             );
         }
+    }
+    // by default the plugin records what ran, on each pinned communicator
+    let (_, csv) = pinned(
+        &dir,
+        tmp.path(),
+        "plugin",
+        "23007",
+        "-g 2 --algo tree --collectives all_reduce",
+    );
+    for row in cells(&csv) {
+        assert_eq!(
+            row,
+            ["all_reduce", "tree", row[2].as_str(), "plugin", "tree"].map(String::from)
+        );
     }
     let (_, csv) = pinned(
         &dir,
