@@ -261,6 +261,10 @@ if [ "$per_node" -gt 0 ]; then
         step "algo-$how" 1 "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce \
             -d float -o sum -b 4K -e 4M -f 1024 -n 20 -w 2 --algo-record "$how"
     done
+    # pinned sweeps (--algo): a communicator per pin, made with NCCL_ALGO
+    # set in the process's environment; the summary says what NCCL ran
+    step algo-pinned 1 "${nccl_opt[@]}" -g "$gpus" --collectives all_reduce,all_gather \
+        -d float -o sum -b 4K -e 4M -f 1024 -n 20 -w 2 --algo ring,tree
 fi
 # PyTorch's own NCCL, where it is another library than the sweep's.
 if [ -n "$torch" ]; then
@@ -349,6 +353,16 @@ if by_plugin or by_log:
         a, b = by_plugin.get(k, "-"), by_log.get(k, "-")
         same = "same" if a.split(" ")[0] == b.split(" ")[0] else "DIFFERENT"
         print(f"  {k[0]:<15} {k[1]:>9} B  {a:<32} | {b:<32} {same}")
+# step algo-pinned: each pin and what NCCL ran under it
+path = os.path.join(out, "algo-pinned.csv")
+if "algo-pinned" in ran and os.path.exists(path):
+    print("pinned sweeps (step algo-pinned): pin -> what NCCL ran:")
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["placement"] == "out_of_place":
+                ran_ = f"{r['algo']}/{r['proto']}" if r["algo"] else "unknown"
+                ok = "" if r["algo"] == r["algo_pin"] or r["algo_source"] == "pinned" else "  NOT THE PIN"
+                print(f"  {r['algo_pin']:<6} {r['collective']:<15} {int(r['size_bytes']):>9} B  {ran_} ({r['algo_source']}){ok}")
 PY
 fi
 cat "$out/SUMMARY.txt"

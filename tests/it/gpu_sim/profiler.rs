@@ -200,7 +200,8 @@ fn under_mpirun_every_rank_records_with_its_own_plugin() {
 
 /// scripts/gpu-smoke.sh with two simulated GPUs: the two-size sweep with
 /// the plugin and with the TUNING lines, both printed side by side in
-/// SUMMARY.txt, the same choice on every line.
+/// SUMMARY.txt, the same choice on every line; the pinned sweeps' step
+/// with what NCCL ran under each pin.
 #[test]
 fn the_gpu_smoke_script_prints_the_plugins_and_the_tuning_lines_choices() {
     let Some(dir) = sim_dir() else { return };
@@ -232,6 +233,19 @@ fn the_gpu_smoke_script_prints_the_plugins_and_the_tuning_lines_choices() {
             .any(|l| l.contains("all_reduce") && l.contains("tree/ll/1ch (plugin)")),
         "{summary}"
     );
+    // the pinned step: each pin, and NCCL ran it (the plugin says)
+    let pinned: Vec<&str> = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("pinned sweeps (step algo-pinned)"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    // ring: all_reduce and all_gather, tree: all_reduce; 2 sizes each
+    assert_eq!(pinned.len(), 6, "{summary}");
+    for l in &pinned {
+        let pin = l.split_whitespace().next().unwrap();
+        assert!(l.contains(&format!(" {pin}/")) && l.ends_with("(plugin)"), "{l}\n{summary}");
+    }
 }
 
 /// The hierarchical modes make sub-communicators on every rank (each a
