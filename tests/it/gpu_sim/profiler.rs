@@ -244,7 +244,10 @@ fn the_gpu_smoke_script_prints_the_plugins_and_the_tuning_lines_choices() {
     assert_eq!(pinned.len(), 6, "{summary}");
     for l in &pinned {
         let pin = l.split_whitespace().next().unwrap();
-        assert!(l.contains(&format!(" {pin}/")) && l.ends_with("(plugin)"), "{l}\n{summary}");
+        assert!(
+            l.contains(&format!(" {pin}/")) && l.ends_with("(plugin)"),
+            "{l}\n{summary}"
+        );
     }
 }
 
