@@ -5,9 +5,9 @@
 //! point takes what was recorded since the last one. `Recorder` is the one
 //! interface: `take(&call)`.
 //!
-//! The log file is opened before `ncclCommInitRank` and kept open: the
-//! transport observation removes the file's name once it has read the
-//! connections, and NCCL keeps writing to the file it opened. Only rank 0
+//! The log file is opened before `ncclCommInitRank` and kept open, so
+//! that its lines are read even where its name goes (a user's clean-up of
+//! the temporary folder); NCCL keeps writing to the file it opened. Only rank 0
 //! reads (NCCL prints the line on a communicator's rank 0), and only lines
 //! its own device printed (`-g` ranks share one process and one log).
 //! Nothing is guessed: a point whose lines are missing, or name a kernel

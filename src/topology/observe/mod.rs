@@ -60,9 +60,11 @@ impl Observed {
 
     /// From this rank's NCCL log, once its communicator is initialised
     /// (the NCCL backend's `TransportObserver::observe_transport`). `same_node(a, b)`:
-    /// ranks `a` and `b` share a node. collbench's private log is removed
-    /// once read, unless it contradicts the profile: then it is the
-    /// evidence, and the message names it.
+    /// ranks `a` and `b` share a node. collbench's private log stays where
+    /// it is: the ranks of one process (`-g`) share it, each reads it, and
+    /// the run removes it when it ends well (`EnvPlan::remove_nccl_log`);
+    /// where it contradicts the profile it is the evidence, and the
+    /// message names it (the run then fails and keeps it).
     pub fn from_nccl_log(
         profile: Profile,
         logging: &NcclLogging,
@@ -81,11 +83,8 @@ impl Observed {
             Ok(text) => Observed::from_nccl_text(profile, &text, same_node),
             Err(e) => return Observed::unknown(format!("cannot read NCCL's log {}: {e}", path.display())),
         };
-        match &mut observed.contradiction {
-            Some(why) => *why += &format!("; NCCL's log is kept at {}", path.display()),
-            None => {
-                let _ = std::fs::remove_file(path);
-            }
+        if let Some(why) = &mut observed.contradiction {
+            *why += &format!("; NCCL's log is kept at {}", path.display());
         }
         observed
     }
@@ -225,7 +224,7 @@ mod tests {
     }
 
     #[test]
-    fn an_nccl_log_file_is_read_judged_and_removed_unless_kept() {
+    fn an_nccl_log_file_is_read_by_every_rank_and_judged() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rank.log");
         let shm = "h:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\n";
@@ -234,8 +233,9 @@ mod tests {
         let o = Observed::from_nccl_log(Profile::Pcie, &logging, &|_, _| true);
         assert_eq!(o.text, "SHM");
         assert!(o.check(&plan(Profile::Pcie)).is_ok());
-        assert!(!path.exists(), "read and removed");
-        std::fs::write(&path, shm).unwrap();
+        // another rank of the process reads the same file
+        let again = Observed::from_nccl_log(Profile::Pcie, &logging, &|_, _| true);
+        assert_eq!(again.text, "SHM");
         let o = Observed::from_nccl_log(Profile::Nvlink, &logging, &|_, _| true);
         let m = o.check(&plan(Profile::Nvlink)).unwrap_err().to_string();
         assert!(m.contains("host memory (SHM)"), "{m}");
