@@ -10,7 +10,7 @@
 //! Must not: measure (the session runs the finder), print or open files.
 
 use super::{CheckSpec, Group, Status, Verdict, unjudged};
-use crate::links::finder::{Finding, FindingKind, Outcome};
+use crate::links::finder::{Dismissed, Finding, FindingKind, Outcome};
 use crate::links::output::{evidence_line, headline, noisy_line};
 use crate::links::rule::Rule;
 
@@ -71,18 +71,8 @@ fn unconfirmed_links(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> Vec<Verd
             hosts: vec![a.label.clone(), b.label.clone()],
             ranks: a.ranks.iter().chain(&b.ranks).copied().collect(),
         };
-        let why = format!(
-            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
-             passes): {}: {}",
-            d.what, d.why
-        );
-        out.push(of_finder(
-            spec,
-            &link,
-            Status::NotJudged,
-            "not judged: not slow again",
-            why,
-        ));
+        let (why, reason) = unconfirmed(d);
+        out.push(of_finder(spec, &link, Status::NotJudged, why, reason));
     }
     out
 }
@@ -122,12 +112,8 @@ fn node_verdict(spec: &CheckSpec, g: &Group, o: &Outcome, named: Status) -> Verd
         return of_finder(spec, g, Status::NotJudged, "not judged: too noisy", why);
     }
     if let Some(d) = dismissed {
-        let why = format!(
-            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
-             passes): {}: {}",
-            d.what, d.why
-        );
-        return of_finder(spec, g, Status::NotJudged, "not judged: not slow again", why);
+        let (why, reason) = unconfirmed(d);
+        return of_finder(spec, g, Status::NotJudged, why, reason);
     }
     let mut reason = format!(
         "not named by the finder: no pair of it more than {}% and {} robust spreads worse than comparable \
@@ -141,6 +127,28 @@ fn node_verdict(spec: &CheckSpec, g: &Group, o: &Outcome, named: Status) -> Verd
         reason += &format!("; an end of the link {} named by the finder", f.hosts.join(" - "));
     }
     of_finder(spec, g, Status::Pass, "", reason)
+}
+
+/// A suspect of the matrix its re-tests did not name, as a verdict's
+/// why and reason: not slow again (samples on both sides), or not
+/// re-tested (no re-test of it could be judged: the samples neither show
+/// it nor clear it).
+fn unconfirmed(d: &Dismissed) -> (&'static str, String) {
+    if d.retested {
+        let reason = format!(
+            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
+             passes): {}: {}",
+            d.what, d.why
+        );
+        ("not judged: not slow again", reason)
+    } else {
+        let reason = format!(
+            "slow in the matrix, and no re-test of it could be judged, so the samples neither show it nor clear \
+             it: {}: {}",
+            d.what, d.why
+        );
+        ("not judged: not re-tested", reason)
+    }
 }
 
 /// The finder's notes, each prefixed with the check's name: what it could
@@ -282,12 +290,12 @@ size = "1M"
     #[test]
     fn a_suspect_its_re_tests_did_not_show_again_is_not_judged_unless_explained() {
         use crate::links::Pair;
-        use crate::links::finder::Dismissed;
         let (mut o, groups) = outcome(5, vec![]);
         let dismissed = |rank: Option<usize>, pair: Option<Pair>| Dismissed {
             what: "a suspect".into(),
             rank,
             pair,
+            retested: true,
             why: "not slow with known-good partners: 0-4 uni +3%".into(),
         };
         o.report.dismissed = vec![dismissed(Some(4), None), dismissed(None, Some(Pair::new(1, 3)))];

@@ -139,6 +139,10 @@ pub struct Dismissed {
     pub rank: Option<usize>,
     /// The suspect pair, for a pair suspect.
     pub pair: Option<Pair>,
+    /// Whether a re-test of it was judged: false when none could be
+    /// (no partner free, or no matched control beside it in its round),
+    /// so that the samples neither show it nor clear it.
+    pub retested: bool,
     pub why: String,
 }
 
