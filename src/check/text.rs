@@ -442,6 +442,43 @@ mod tests {
         assert!(summary(&r, "f/").contains("not judged: no check could run here"));
     }
 
+    #[test]
+    fn a_link_the_finder_names_is_a_link_whatever_its_ends_own_verdicts() {
+        // the finder named the link a+b; b's own verdict is not judged
+        // (too noisy), so the link is b's only judged verdict: b is not
+        // the node at fault for it, and the link is named as the link
+        let own = |h: &str, status: Status| {
+            let mut v = verdict_on("pair-finder", "pair", &[h], status);
+            v.metric = super::super::finder::METRIC;
+            v
+        };
+        let mut link = verdict_on("pair-finder", "pair", &["a", "b"], Status::Fail);
+        link.group = "a+b".into();
+        let r = report(
+            vec![
+                own("a", Status::Pass),
+                own("b", Status::NotJudged),
+                own("c", Status::Pass),
+                own("d", Status::Pass),
+                link,
+            ],
+            &["a", "b", "c", "d"],
+        );
+        assert!(!r.blamed("b", "pair-finder") && !r.blamed("a", "pair-finder"));
+        let s = summary(&r, "f/");
+        assert!(
+            s.contains(
+                "# verdict: FAIL: 2 of 4 nodes: a (pair-finder); b (pair-finder); the link a+b (pair-finder) fails"
+            ),
+            "{s}"
+        );
+        // a node the finder names is the node at fault, its link too
+        let mut r = r;
+        r.verdicts[1].status = Status::Fail;
+        assert!(r.blamed("b", "pair-finder") && !r.blamed("a", "pair-finder"));
+        assert!(summary(&r, "f/").contains("# verdict: FAIL: 1 of 4 nodes: b (pair-finder)\n"));
+    }
+
     fn nj_of(check: &str) -> crate::check::Verdict {
         let mut v = verdict_on(check, "job", &["a"], Status::NotJudged);
         v.group = "job".into();
