@@ -10,6 +10,9 @@ use crate::links::measure::{Estimate, PairResult};
 use crate::links::rule::{Domain, Metric, PairCheck};
 use crate::links::schedule::Pair;
 
+/// A re-test that could not be judged: (suspect, pair).
+type Unjudged = (usize, Pair);
+
 /// A link re-tested this many times slower than its slow end is with
 /// known-good partners is named as the link, not the end.
 const LINK_OVER_RANK: f64 = 2.0;
@@ -54,7 +57,7 @@ impl Context<'_> {
         plan: &RetestPlan,
         results: &[PairResult],
         first_round: usize,
-    ) -> (Vec<(usize, Retest)>, Vec<(usize, Pair)>) {
+    ) -> (Vec<(usize, Retest)>, Vec<Unjudged>) {
         let mut out = Vec::new();
         let mut uncontrolled = Vec::new();
         let measured: BTreeMap<(usize, Pair), &PairResult> =
