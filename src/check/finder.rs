@@ -318,6 +318,21 @@ size = "1M"
             notes.iter().any(|n| n.contains("2 suspect(s) of the matrix dismissed")),
             "{notes:?}"
         );
+        // none of its re-tests judged (no pair beside it to compare with):
+        // not re-tested, neither named nor cleared
+        let mut unjudged = o.clone();
+        unjudged.report.dismissed[0].retested = false;
+        let (v, _) = verdicts(&spec(false), &groups, &unjudged);
+        let node4 = v.iter().find(|x| x.group == groups[4].label).unwrap();
+        assert_eq!(
+            (node4.status, node4.why.as_str()),
+            (Status::NotJudged, "not judged: not re-tested")
+        );
+        assert!(
+            node4.reason.contains("no re-test of it could be judged"),
+            "{}",
+            node4.reason
+        );
         // a dismissed link at a node the finder named is that node's
         o.report.findings = vec![crate::links::finder::Finding {
             kind: FindingKind::Node,
