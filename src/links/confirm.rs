@@ -18,9 +18,6 @@ mod judge;
 type RankTask = (usize, usize, Domain, usize);
 /// A pair re-test task: (suspect, pair, re-tests left).
 type PairTask = (usize, Pair, usize);
-/// A re-test placed in a round: (pair, the suspect it re-tests, its
-/// matched control, where known-good ranks were free for one).
-type Placed = (Pair, usize, Option<Pair>);
 
 /// A suspect from the matrix, over the metrics it was flagged on.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,10 +127,11 @@ impl Context<'_> {
     /// suspects). In each, first every rank suspect with its next
     /// known-good partner, then the pair suspects that fit, then the ends
     /// of pairs re-tested in an earlier round with a known-good partner
-    /// each; each re-test with its matched control beside it where one
-    /// fits (a re-test is judged against a pair of its own round, never
-    /// against pairs measured in other rounds: `add_round`). A suspect
-    /// that fits in no round is left untested (and so never named).
+    /// each; then, beside each re-test, its matched control, or where
+    /// none fits another suspect's re-test of the round (`add_round`: a
+    /// re-test is judged against a pair of its own round, never against
+    /// pairs of other rounds alone). A pair suspect that fits in no round
+    /// is left untested (and so never named).
     pub(super) fn plan_retests(&self, suspects: &[Suspect], units: &[usize]) -> RetestPlan {
         let mut plan = RetestPlan::default();
         if suspects.is_empty() {
@@ -151,30 +149,28 @@ impl Context<'_> {
         let mut pair_round: BTreeMap<usize, usize> = BTreeMap::new();
         for round_index in 0..total {
             let mut busy: BTreeSet<usize> = BTreeSet::new();
-            let mut round: Vec<Placed> = Vec::new();
-            let mut with_partner =
-                |task: &mut (usize, usize, Domain, usize), busy: &mut BTreeSet<usize>, round: &mut Vec<Placed>| {
-                    let (i, rank, domain, left) = *task;
-                    if left == 0 || busy.contains(&rank) {
-                        return;
-                    }
-                    let fits = partners.iter().copied().map(|g| Pair::new(rank, g)).filter(|p| {
-                        let g = p.other(rank).unwrap_or(rank);
-                        !busy.contains(&g) && self.compatible(rank, g, domain) && !used.contains(p) && !low.contains(p)
-                    });
-                    // a partner with a matched control beside it, else any
-                    let placed = fits
-                        .clone()
-                        .find_map(|p| self.beside(p, &partners, busy).map(|c| (p, Some(c))))
-                        .or_else(|| fits.clone().next().map(|p| (p, None)));
-                    if let Some((p, control)) = placed {
-                        busy.extend([p.a, p.b]);
-                        busy.extend(control.iter().flat_map(|c| [c.a, c.b]));
-                        used.insert(p);
-                        round.push((p, i, control));
-                        task.3 -= 1;
-                    }
-                };
+            let mut round: Vec<(Pair, Option<usize>)> = Vec::new();
+            let mut with_partner = |task: &mut (usize, usize, Domain, usize),
+                                    busy: &mut BTreeSet<usize>,
+                                    round: &mut Vec<(Pair, Option<usize>)>| {
+                let (i, rank, domain, left) = *task;
+                if left == 0 || busy.contains(&rank) {
+                    return;
+                }
+                let partner = partners.iter().copied().find(|&g| {
+                    !busy.contains(&g)
+                        && self.compatible(rank, g, domain)
+                        && !used.contains(&Pair::new(rank, g))
+                        && !low.contains(&Pair::new(rank, g))
+                });
+                if let Some(g) = partner {
+                    busy.insert(rank);
+                    busy.insert(g);
+                    used.insert(Pair::new(rank, g));
+                    round.push((Pair::new(rank, g), Some(i)));
+                    task.3 -= 1;
+                }
+            };
             // pairs re-tested fewer times first, the worst first among equals
             pair_tasks.sort_by_key(|t| pair_round.contains_key(&t.0));
             // In the first round, a pair suspect at a suspect rank goes
@@ -187,14 +183,14 @@ impl Context<'_> {
                 let shared =
                     |t: &&mut (usize, Pair, usize)| suspect_ranks.contains(&t.1.a) || suspect_ranks.contains(&t.1.b);
                 for task in pair_tasks.iter_mut().filter(shared) {
-                    self.place_pair(task, round_index, (&partners, &mut busy), &mut round, &mut pair_round);
+                    place_pair(task, round_index, &mut busy, &mut round, &mut pair_round);
                 }
             }
             for task in rank_tasks.iter_mut() {
                 with_partner(task, &mut busy, &mut round);
             }
             for task in pair_tasks.iter_mut() {
-                self.place_pair(task, round_index, (&partners, &mut busy), &mut round, &mut pair_round);
+                place_pair(task, round_index, &mut busy, &mut round, &mut pair_round);
             }
             for task in end_tasks.iter_mut() {
                 if pair_round.get(&task.0).is_some_and(|&r| r < round_index) {
@@ -204,7 +200,7 @@ impl Context<'_> {
             if round.is_empty() {
                 break;
             }
-            add_round(&mut plan, round_index, round);
+            self.add_round(&mut plan, round_index, round, &partners, &mut busy);
         }
         self.untested_notes(&mut plan, &rank_tasks, &pair_tasks, &pair_round);
         plan
@@ -239,35 +235,34 @@ impl Context<'_> {
         (rank_tasks, end_tasks, pair_tasks)
     }
 
-    /// The matched control a re-test `p` would have in a round where
-    /// `busy` ranks are taken, `p`'s own ranks not yet among them.
-    fn beside(&self, p: Pair, partners: &[usize], busy: &BTreeSet<usize>) -> Option<Pair> {
-        let mut taken = busy.clone();
-        taken.extend([p.a, p.b]);
-        self.matched_control(p, partners, &mut taken)
-    }
-
-    /// Puts pair suspect `task` (suspect index, pair, re-tests left) in
-    /// `round` when it has re-tests left and both its ranks are free
-    /// there, with a matched control beside it where one fits.
-    fn place_pair(
+    /// A round into the plan: beside each re-test its matched control
+    /// (where one can be placed), and what each pair of the round is for.
+    /// A re-test without one (no known-good ranks free, as at a few nodes)
+    /// is compared with the re-test of another suspect in the same round,
+    /// if any: like with like; such a reference may be slow itself, which
+    /// can hide a fault, and the judge asks the matrix to agree too.
+    fn add_round(
         &self,
-        task: &mut PairTask,
+        plan: &mut RetestPlan,
         round_index: usize,
-        (partners, busy): (&[usize], &mut BTreeSet<usize>),
-        round: &mut Vec<Placed>,
-        pair_round: &mut BTreeMap<usize, usize>,
+        mut round: Vec<(Pair, Option<usize>)>,
+        partners: &[usize],
+        busy: &mut BTreeSet<usize>,
     ) {
-        let (i, p, left) = *task;
-        if left == 0 || busy.contains(&p.a) || busy.contains(&p.b) {
-            return;
+        let tests: Vec<(Pair, Option<usize>)> = round.clone();
+        for &(p, purpose) in &tests {
+            if let Some(c) = self.matched_control(p, partners, busy) {
+                round.push((c, None));
+                plan.matched.insert((round_index, p), c);
+            } else if let Some(&(other, _)) = tests.iter().find(|t| t.1 != purpose) {
+                plan.matched.insert((round_index, p), other);
+                plan.substitute.insert((round_index, p));
+            }
         }
-        let control = self.beside(p, partners, busy);
-        busy.extend([p.a, p.b]);
-        busy.extend(control.iter().flat_map(|c| [c.a, c.b]));
-        round.push((p, i, control));
-        pair_round.entry(i).or_insert(round_index);
-        task.2 -= 1;
+        for (p, purpose) in &round {
+            plan.purpose.insert((round_index, *p), *purpose);
+        }
+        plan.rounds.push(round.into_iter().map(|(p, _)| p).collect());
     }
 
     /// Notes for the suspect ranks short of known-good partners and the
@@ -369,28 +364,24 @@ impl Context<'_> {
     }
 }
 
-/// A round into the plan: each re-test, and its matched control; a
-/// re-test without one (no known-good ranks free, as at a few nodes) is
-/// compared with the re-test of another suspect in the same round, if
-/// any: like with like, and a slow reference can only hide a fault, never
-/// make one. What each pair of the round is for.
-fn add_round(plan: &mut RetestPlan, round_index: usize, round: Vec<Placed>) {
-    let mut pairs: Vec<Pair> = round.iter().map(|t| t.0).collect();
-    for &(p, purpose, control) in &round {
-        plan.purpose.insert((round_index, p), Some(purpose));
-        let reference = control.or_else(|| round.iter().find(|t| t.1 != purpose).map(|t| t.0));
-        if let Some(c) = control {
-            plan.purpose.insert((round_index, c), None);
-            pairs.push(c);
-        }
-        if let Some(r) = reference {
-            plan.matched.insert((round_index, p), r);
-            if control.is_none() {
-                plan.substitute.insert((round_index, p));
-            }
-        }
+/// Puts pair suspect `task` (suspect index, pair, re-tests left) in
+/// `round` when it has re-tests left and both its ranks are free there.
+fn place_pair(
+    task: &mut PairTask,
+    round_index: usize,
+    busy: &mut BTreeSet<usize>,
+    round: &mut Vec<(Pair, Option<usize>)>,
+    pair_round: &mut BTreeMap<usize, usize>,
+) {
+    let (i, p, left) = *task;
+    if left == 0 || busy.contains(&p.a) || busy.contains(&p.b) {
+        return;
     }
-    plan.rounds.push(pairs);
+    busy.insert(p.a);
+    busy.insert(p.b);
+    round.push((p, Some(i)));
+    pair_round.entry(i).or_insert(round_index);
+    task.2 -= 1;
 }
 
 /// A suspect pair whose ends each have this many partners in the matrix
