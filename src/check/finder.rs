@@ -18,7 +18,7 @@ use crate::links::rule::Rule;
 /// host name the finder's endpoints carry), and its notes.
 pub fn verdicts(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> (Vec<Verdict>, Vec<String>) {
     let named = match spec.rule {
-        super::Rule::Finder { warn: true } => Status::Warn,
+        super::Rule::Finder { warn: true, .. } => Status::Warn,
         _ => Status::Fail,
     };
     let mut out: Vec<Verdict> = nodes.iter().map(|g| node_verdict(spec, g, o, named)).collect();

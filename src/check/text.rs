@@ -60,10 +60,24 @@ fn rule_lines(c: &CheckSpec) -> Vec<String> {
             }
             v
         }
-        Rule::Finder { warn } => vec![format!(
-            "{} where the finder names a node, GPU or link: {FINDER_SOURCE}",
-            if *warn { "warn" } else { "fail" }
+        Rule::Finder { warn, margin } => vec![format!(
+            "{} where the finder names a node, GPU or link: {}",
+            if *warn { "warn" } else { "fail" },
+            finder_source(margin.as_ref())
         )],
+    }
+}
+
+/// A finder check's source: links' rule, with the check's own
+/// percentage and its source where it gives one.
+fn finder_source(margin: Option<&super::profile::Threshold>) -> String {
+    match margin {
+        None => FINDER_SOURCE.into(),
+        Some(m) => format!(
+            "collbench links' fleet-relative rule (docs/links.md) at min_deficit_pct = {}: more than {}% and 4 \
+             robust spreads worse than comparable pairs, and again when re-tested; {}% because {}",
+            m.value, m.value, m.value, m.source
+        ),
     }
 }
 
@@ -161,8 +175,15 @@ pub fn profiles_markdown(profiles: &[Profile]) -> String {
                         .unwrap_or_else(|| "-".into()),
                     fail_pct.source.clone(),
                 ),
-                Rule::Finder { warn: false } => ("named by the finder".into(), "-".into(), FINDER_SOURCE.into()),
-                Rule::Finder { warn: true } => ("-".into(), "named by the finder".into(), FINDER_SOURCE.into()),
+                Rule::Finder { warn, margin } => {
+                    let named = "named by the finder".to_string();
+                    let source = finder_source(margin.as_ref());
+                    if *warn {
+                        ("-".into(), named, source)
+                    } else {
+                        (named, "-".into(), source)
+                    }
+                }
             };
             out += &format!(
                 "| `{}` | {} | {} | {} | {} | {} |\n",
