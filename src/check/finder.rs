@@ -299,18 +299,23 @@ size = "1M"
             why: "not slow with known-good partners: 0-4 uni +3%".into(),
         };
         o.report.dismissed = vec![dismissed(Some(4), None), dismissed(None, Some(Pair::new(1, 3)))];
-        let (v, notes) = verdicts(&spec(false), &groups, &o);
-        let of = |label: &str| v.iter().find(|x| x.group == label).unwrap();
-        let node4 = of(&groups[4].label);
+        // node 4's verdict: (status, why, reason)
+        let node4 = |o: &Outcome| {
+            let (v, _) = verdicts(&spec(false), &groups, o);
+            let x = v.into_iter().find(|x| x.group == groups[4].label).unwrap();
+            (x.status, x.why, x.reason)
+        };
+        let (status, why, reason) = node4(&o);
         assert_eq!(
-            (node4.status, node4.why.as_str()),
+            (status, why.as_str()),
             (Status::NotJudged, "not judged: not slow again")
         );
         assert!(
-            node4.reason.starts_with("slow in the matrix, not again when re-tested"),
-            "{}",
-            node4.reason
+            reason.starts_with("slow in the matrix, not again when re-tested"),
+            "{reason}"
         );
+        let (v, notes) = verdicts(&spec(false), &groups, &o);
+        let of = |label: &str| v.iter().find(|x| x.group == label).unwrap();
         let link = of(&format!("{}+{}", groups[1].label, groups[3].label));
         assert_eq!((link.status, link.ranks.as_slice()), (Status::NotJudged, &[1, 3][..]));
         assert_eq!(of(&groups[0].label).status, Status::Pass);
@@ -322,17 +327,9 @@ size = "1M"
         // not re-tested, neither named nor cleared
         let mut unjudged = o.clone();
         unjudged.report.dismissed[0].retested = false;
-        let (v, _) = verdicts(&spec(false), &groups, &unjudged);
-        let node4 = v.iter().find(|x| x.group == groups[4].label).unwrap();
-        assert_eq!(
-            (node4.status, node4.why.as_str()),
-            (Status::NotJudged, "not judged: not re-tested")
-        );
-        assert!(
-            node4.reason.contains("no re-test of it could be judged"),
-            "{}",
-            node4.reason
-        );
+        let (status, why, reason) = node4(&unjudged);
+        assert_eq!((status, why.as_str()), (Status::NotJudged, "not judged: not re-tested"));
+        assert!(reason.contains("no re-test of it could be judged"), "{reason}");
         // a dismissed link at a node the finder named is that node's
         o.report.findings = vec![crate::links::finder::Finding {
             kind: FindingKind::Node,
