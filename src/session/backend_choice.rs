@@ -125,6 +125,11 @@ pub(super) mod nccl {
     pub fn algo_env(cfg: &RunConfig, env: &dyn Fn(&str) -> Option<String>) -> (bool, Option<std::path::PathBuf>) {
         use crate::backend::nccl::profiler;
         let recording = cfg.timing.algo_record;
+        // Without a CUDA driver no NCCL runs here (`auto` takes mpi): the
+        // library is not loaded for its version (tens of ms a process).
+        if recording == AlgoRecording::Auto && crate::backend::nccl::sys::check_cuda_driver().is_err() {
+            return (false, None);
+        }
         let version = match recording {
             AlgoRecording::Auto => NcclLibrary::find(cfg.start.nccl_lib.as_deref())
                 .ok()

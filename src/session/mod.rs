@@ -192,7 +192,10 @@ fn world_line(rank: Option<usize>, msg: &str) -> String {
 /// replaced by the same binary with them added, and does not return.
 fn apply_transport(cfg: &RunConfig) -> Result<EnvPlan, Error> {
     let may_use_nccl = cfg!(feature = "nccl") && cfg.start.backend != BackendChoice::Only(BackendKind::Mpi);
-    let nccl_log = may_use_nccl.then(|| {
+    // the started-again process reads what was added from the marker
+    // (`profile::prepare`): nothing to find out again
+    let again = profile::process_env(profile::MARKER).is_some();
+    let nccl_log = (may_use_nccl && !again).then(|| {
         let (tuning, profiler) = backend_choice::nccl::algo_env(cfg, &profile::process_env);
         profile::LogRequest {
             path: profile::private_nccl_log(&std::env::temp_dir(), &crate::topology::hostname(), std::process::id()),
