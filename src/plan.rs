@@ -116,6 +116,14 @@ impl Case {
     pub fn size_bytes(&self) -> u64 {
         self.shape.size_bytes(self.dtype)
     }
+
+    /// Whether a sweep pinned to `pin` measures this case: a flat
+    /// collective NCCL tunes, of those the pinned algorithm runs.
+    pub fn runs_pinned(&self, pin: AlgoPin) -> bool {
+        self.hierarchy.is_flat()
+            && crate::collective::nccl_tunes(self.collective)
+            && pin.algo.is_none_or(|a| crate::collective::algo_runs(self.collective, a))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -163,14 +171,9 @@ impl Plan {
     /// the flat collectives NCCL tunes, of those the pinned algorithm
     /// runs (`collective::algo_runs`).
     pub fn pinned(&self, pin: AlgoPin) -> Plan {
-        let keep = |c: &Case| {
-            c.hierarchy.is_flat()
-                && crate::collective::nccl_tunes(c.collective)
-                && pin.algo.is_none_or(|a| crate::collective::algo_runs(c.collective, a))
-        };
         Plan {
             nranks: self.nranks,
-            cases: self.cases.iter().copied().filter(keep).collect(),
+            cases: self.cases.iter().copied().filter(|c| c.runs_pinned(pin)).collect(),
         }
     }
 

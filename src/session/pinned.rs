@@ -54,7 +54,7 @@ impl<W: World> Session<'_, W> {
             .cases
             .iter()
             .copied()
-            .filter(|c| pins.iter().any(|&p| plan.pinned(p).cases.contains(c)))
+            .filter(|c| pins.iter().any(|&p| c.runs_pinned(p)))
             .collect();
         Ok((
             Plan {
