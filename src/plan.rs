@@ -122,7 +122,9 @@ impl Case {
     pub fn runs_pinned(&self, pin: AlgoPin) -> bool {
         self.hierarchy.is_flat()
             && crate::collective::nccl_tunes(self.collective)
-            && pin.algo.is_none_or(|a| crate::collective::algo_runs(self.collective, a))
+            && pin
+                .algo
+                .is_none_or(|a| crate::collective::algo_runs(self.collective, a))
     }
 }
 
