@@ -29,16 +29,16 @@ fn the_pairs_csv_has_its_header_and_reads_back_the_same_rows() {
     let rows = rows(&o.matrix, &layout, &meta());
     // 15 pairs of the matrix, then the re-tests
     assert!(rows.len() > 15);
-    assert_eq!(rows.iter().filter(|r| r.phase == Phase::Matrix).count(), 15);
+    assert_eq!(rows.iter().filter(|r| r.pair.phase == Phase::Matrix).count(), 15);
     assert!(
         rows.iter()
-            .filter(|r| r.phase == Phase::Matrix)
-            .all(|r| r.concurrent == 3)
+            .filter(|r| r.pair.phase == Phase::Matrix)
+            .all(|r| r.pair.concurrent == 3)
     );
     let mut buf = Vec::new();
     write_csv(&mut buf, &rows).unwrap();
     let text = String::from_utf8(buf.clone()).unwrap();
-    assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
+    assert_eq!(text.lines().next().unwrap(), columns().join(","));
     assert!(
         text.lines()
             .nth(1)
@@ -50,8 +50,14 @@ fn the_pairs_csv_has_its_header_and_reads_back_the_same_rows() {
     assert_eq!(back, rows);
     // the bandwidth columns hold the estimate's figures
     let first = &o.matrix.pairs[0];
-    assert_eq!(rows[0].uni_gbps, first.uni.map(|e| e.median));
-    assert_eq!(rows[0].bidi_lo_gbps, first.bidi.and_then(|e| e.lo));
+    assert_eq!(
+        rows[0].metrics.get(Metric::Uni).median,
+        first.estimate(Metric::Uni).map(|e| e.median)
+    );
+    assert_eq!(
+        rows[0].metrics.get(Metric::Bidi).lo,
+        first.estimate(Metric::Bidi).and_then(|e| e.lo)
+    );
     let bad = read_csv(&b"run_id,timestamp\nx,y\n"[..]).unwrap_err();
     assert!(bad.contains("not a links pairs CSV"), "{bad}");
     let mut cut = text.lines().take(2).collect::<Vec<_>>().join("\n");

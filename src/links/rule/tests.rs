@@ -39,9 +39,7 @@ fn matrix(n: usize, bw: impl Fn(usize, usize) -> f64) -> (Matrix, Layout) {
             pairs.push(PairResult::of(
                 &super::super::PairSamples {
                     pair: *p,
-                    uni_gbps: uni,
-                    bidi_gbps: bidi,
-                    latency_us: lat,
+                    samples: super::super::metric::PerMetric::from_array([uni, bidi, lat]),
                     wrong: None,
                 },
                 Phase::Matrix,
