@@ -72,6 +72,18 @@ fn the_json_holds_the_rows_and_the_report() {
     assert_eq!(v["schema_version"], 1);
     assert_eq!(v["kind"], "links");
     assert_eq!(v["pairs"].as_array().unwrap().len(), o.matrix.pairs.len());
+    // a pair's object holds every CSV column by name, each metric's
+    // estimate under its four
+    let first = &v["pairs"][0];
+    let mut keys: Vec<&str> = first.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut want = columns();
+    keys.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    let e = o.matrix.pairs[0].estimate(Metric::Latency).unwrap();
+    assert_eq!(first["latency_us"], e.median);
+    assert_eq!(first["latency_mad_us"], e.mad);
+    assert_eq!(first["run_id"], "r1");
     assert_eq!(v["report"]["rounds"]["matrix"], 5);
     assert!(v["report"]["findings"].as_array().unwrap().is_empty());
 }
