@@ -75,28 +75,28 @@ pub struct MetricSpec {
     pub value: Value,
 }
 
+impl MetricSpec {
+    /// A bandwidth: GB/s of `directions` x the probe's large message,
+    /// higher is better.
+    const fn bandwidth(label: &'static str, exchange: Exchange, directions: u64) -> MetricSpec {
+        MetricSpec {
+            label,
+            unit: "GB/s",
+            column_unit: "gbps",
+            lower_is_better: false,
+            exchange,
+            message: Message::Bandwidth,
+            value: Value::Bandwidth { directions },
+        }
+    }
+}
+
 impl Metric {
     /// The one declaration of each metric.
     pub const fn spec(self) -> MetricSpec {
         match self {
-            Metric::Uni => MetricSpec {
-                label: "unidirectional bandwidth",
-                unit: "GB/s",
-                column_unit: "gbps",
-                lower_is_better: false,
-                exchange: Exchange::OneWay,
-                message: Message::Bandwidth,
-                value: Value::Bandwidth { directions: 1 },
-            },
-            Metric::Bidi => MetricSpec {
-                label: "bidirectional bandwidth",
-                unit: "GB/s",
-                column_unit: "gbps",
-                lower_is_better: false,
-                exchange: Exchange::BothWays,
-                message: Message::Bandwidth,
-                value: Value::Bandwidth { directions: 2 },
-            },
+            Metric::Uni => MetricSpec::bandwidth("unidirectional bandwidth", Exchange::OneWay, 1),
+            Metric::Bidi => MetricSpec::bandwidth("bidirectional bandwidth", Exchange::BothWays, 2),
             Metric::Latency => MetricSpec {
                 label: "latency",
                 unit: "us",
