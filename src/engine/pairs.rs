@@ -32,7 +32,8 @@ pub struct Partner {
     pub lower: bool,
 }
 
-/// What a pair measures, in the order of its samples.
+/// What a pair's sample times (links' metrics say which they take:
+/// `links::metric`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exchange {
     /// The lower rank sends, the other receives.
@@ -44,8 +45,6 @@ pub enum Exchange {
 }
 
 impl Exchange {
-    pub const ALL: [Exchange; 3] = [Exchange::OneWay, Exchange::BothWays, Exchange::PingPong];
-
     /// This rank's groups of operations for one exchange with `p`, each
     /// group launched together, the groups in order.
     fn groups(self, p: Partner) -> Vec<Vec<PeerOp>> {
@@ -116,22 +115,21 @@ pub fn check_exchanges(
 }
 
 /// This rank's samples of a block of rounds, in seconds per operation:
-/// `[round][exchange * samples + sample]`, NaN in a round without a
-/// partner. `big` carries the bandwidth exchanges, `small` the ping-pong.
+/// `[round][probe * samples + sample]`, NaN in a round without a
+/// partner. Each probe is an exchange and the call whose message it
+/// carries, sampled in the order given.
 pub fn sample_exchanges(
     cx: &mut Context<'_>,
     partners: &[Option<Partner>],
-    big: &Call,
-    small: &Call,
+    probes: &[(Exchange, &Call)],
     how: &PairSampling,
 ) -> Result<Vec<Vec<f64>>, Error> {
     let k = how.samples;
     let iters = how.iters.max(1);
-    let mut times = vec![vec![f64::NAN; Exchange::ALL.len() * k]; partners.len()];
+    let mut times = vec![vec![f64::NAN; probes.len() * k]; partners.len()];
     for sample in 0..k {
         for (round, partner) in partners.iter().enumerate() {
-            for (e, exchange) in Exchange::ALL.into_iter().enumerate() {
-                let call = if exchange == Exchange::PingPong { small } else { big };
+            for (e, &(exchange, call)) in probes.iter().enumerate() {
                 let Some(p) = partner else {
                     // the same barrier as a rank in a pair
                     cx.world.barrier();

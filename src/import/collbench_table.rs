@@ -286,13 +286,8 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
             placement,
             size_bytes,
             count,
-            time_us,
-            time_min_us: time_us,
-            time_max_us: time_us,
             wrong,
-            timestamp: None,
-            iters: None,
-            sample: None,
+            ..Measured::timed(time_us)
         };
         let mut r = record(&run, &m)?;
         from_header(&mut r, h, place, &run);

@@ -72,7 +72,8 @@ pub(crate) struct Run {
 }
 
 /// One point as measured, sizes already in collbench's semantics.
-#[derive(Clone, Debug)]
+/// Importers write the point's own fields and `..Measured::timed(t)`.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Measured {
     pub dtype: String,
     pub op: String,
@@ -91,6 +92,21 @@ pub(crate) struct Measured {
     /// One sample of several of the point (nccl-tests' per-iteration
     /// times): which one, from 1, and how many.
     pub sample: Option<(u64, u64)>,
+}
+
+impl Measured {
+    /// A point of one time, `time_us`: its fastest and slowest are that
+    /// time, the run's timestamp and iterations stand, and it is not one
+    /// sample of several. The case's fields are placeholders every
+    /// importer sets.
+    pub fn timed(time_us: f64) -> Measured {
+        Measured {
+            time_us,
+            time_min_us: time_us,
+            time_max_us: time_us,
+            ..Measured::default()
+        }
+    }
 }
 
 /// What a parser made of one file: its records, and one line (with the

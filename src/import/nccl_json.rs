@@ -182,13 +182,8 @@ fn points(entry: &Value, i: usize, warnings: &mut Vec<String>) -> Vec<Measured> 
             placement,
             size_bytes,
             count: int(entry.get("count")).unwrap_or(0),
-            time_us,
-            time_min_us: time_us,
-            time_max_us: time_us,
             wrong,
-            timestamp: None,
-            iters: None,
-            sample: None,
+            ..Measured::timed(time_us)
         };
         match entry.get(format!("{key}_per_iter")).filter(|p| p.is_object()) {
             Some(per_iter) => match samples(per_iter, &m) {

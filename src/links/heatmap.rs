@@ -113,9 +113,10 @@ fn ratios(matrix: &Matrix, analysis: &Analysis, metric: Metric) -> BTreeMap<Pair
         .filter(|p| p.phase == Phase::Matrix)
         .filter_map(|p| {
             let c = analysis.check(p.pair, metric)?;
-            let r = match metric {
-                Metric::Latency => c.reference / c.value,
-                _ => c.value / c.reference,
+            let r = if metric.spec().lower_is_better {
+                c.reference / c.value
+            } else {
+                c.value / c.reference
             };
             r.is_finite().then_some((p.pair, r))
         })
@@ -380,10 +381,10 @@ impl Picture<'_> {
             .collect();
         let line1 = format!(
             "colour: {} relative to the median of comparable pairs ({}); grey: not measured",
-            if self.metric == Metric::Latency {
-                "inverse latency"
+            if self.metric.spec().lower_is_better {
+                format!("inverse {}", self.metric.label())
             } else {
-                "each pair's bandwidth"
+                "each pair's bandwidth".to_string()
             },
             refs.join(", ")
         );

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::rule::Metric;
+use super::metric::{Metric, PerMetric};
 use super::schedule::{Pair, Schedule};
 use super::{Endpoint, Level};
 use crate::error::Error;
@@ -51,17 +51,16 @@ impl Probe {
     }
 }
 
-/// One pair's samples, as a measurer returns them. Bandwidths in GB/s
-/// (1e9 bytes/s): unidirectional is `size_bytes` from `pair.a` to
-/// `pair.b` over the time; bidirectional is both directions at once,
-/// 2 x `size_bytes` over the time (OSU's `bibw`). Latency is half the
-/// round trip of a ping-pong of `latency_bytes`, in microseconds.
+/// One pair's samples, as a measurer returns them: per metric (each
+/// metric's unit and meaning: `Metric::spec`). Bandwidths in GB/s (1e9
+/// bytes/s): unidirectional is `size_bytes` from `pair.a` to `pair.b` over
+/// the time; bidirectional is both directions at once, 2 x `size_bytes`
+/// over the time (OSU's `bibw`). Latency is half the round trip of a
+/// ping-pong of `latency_bytes`, in microseconds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PairSamples {
     pub pair: Pair,
-    pub uni_gbps: Vec<f64>,
-    pub bidi_gbps: Vec<f64>,
-    pub latency_us: Vec<f64>,
+    pub samples: PerMetric<Vec<f64>>,
     /// Mismatching received elements over all samples; `None`: not checked.
     pub wrong: Option<u64>,
 }
@@ -145,9 +144,9 @@ pub struct PairResult {
     pub phase: Phase,
     /// The round it ran in, from 1, counted over the whole finder run.
     pub round: usize,
-    pub uni: Option<Estimate>,
-    pub bidi: Option<Estimate>,
-    pub latency: Option<Estimate>,
+    /// Each metric's estimate, under the metric's name.
+    #[serde(flatten)]
+    pub estimates: PerMetric<Option<Estimate>>,
     pub wrong: Option<u64>,
 }
 
@@ -157,19 +156,13 @@ impl PairResult {
             pair: samples.pair,
             phase,
             round,
-            uni: Estimate::of(&samples.uni_gbps),
-            bidi: Estimate::of(&samples.bidi_gbps),
-            latency: Estimate::of(&samples.latency_us),
+            estimates: PerMetric::from_fn(|m| Estimate::of(samples.samples.get(m))),
             wrong: samples.wrong,
         }
     }
 
     pub fn estimate(&self, metric: Metric) -> Option<&Estimate> {
-        match metric {
-            Metric::Uni => self.uni.as_ref(),
-            Metric::Bidi => self.bidi.as_ref(),
-            Metric::Latency => self.latency.as_ref(),
-        }
+        self.estimates.get(metric).as_ref()
     }
 }
 

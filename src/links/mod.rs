@@ -26,6 +26,7 @@ pub mod finder;
 pub mod heatmap;
 pub mod layout;
 pub mod measure;
+pub mod metric;
 pub mod output;
 pub mod rule;
 pub mod schedule;

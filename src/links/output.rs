@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::finder::Report;
 use super::layout::{Layout, PairClass};
 use super::measure::{Estimate, Matrix, PairResult, Phase};
+use super::metric::PerMetric;
 use super::rule::{Analysis, Metric};
 use super::schedule::{Level, Pair};
 use crate::types::TimingMethod;
@@ -41,9 +42,20 @@ pub struct RunMeta {
     pub label: Option<String>,
 }
 
-/// One row of the pairs CSV (docs/links.md, "Pairs CSV").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// One row of the pairs CSV (docs/links.md, "Pairs CSV"): the pair's
+/// columns, each metric's four (`Metric::columns`, in `Metric::ALL`'s
+/// order), then the run's. `record` is its CSV record, `json` its JSON
+/// object (every column by name).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PairRow {
+    pub pair: PairColumns,
+    pub metrics: PerMetric<MetricColumns>,
+    pub run: RunColumns,
+}
+
+/// The columns before the metrics': who, where, when, with what probe.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairColumns {
     pub run_id: String,
     pub timestamp: String,
     pub level: Level,
@@ -68,18 +80,39 @@ pub struct PairRow {
     pub size_bytes: u64,
     pub latency_bytes: u64,
     pub samples: u64,
-    pub uni_gbps: Option<f64>,
-    pub uni_lo_gbps: Option<f64>,
-    pub uni_hi_gbps: Option<f64>,
-    pub uni_mad_gbps: Option<f64>,
-    pub bidi_gbps: Option<f64>,
-    pub bidi_lo_gbps: Option<f64>,
-    pub bidi_hi_gbps: Option<f64>,
-    pub bidi_mad_gbps: Option<f64>,
-    pub latency_us: Option<f64>,
-    pub latency_lo_us: Option<f64>,
-    pub latency_hi_us: Option<f64>,
-    pub latency_mad_us: Option<f64>,
+}
+
+/// One metric's columns: its estimate's median, 95% interval and MAD.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricColumns {
+    pub median: Option<f64>,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+    pub mad: Option<f64>,
+}
+
+impl MetricColumns {
+    fn of(e: Option<&Estimate>) -> MetricColumns {
+        match e {
+            Some(e) => MetricColumns {
+                median: Some(e.median),
+                lo: e.lo,
+                hi: e.hi,
+                mad: Some(e.mad),
+            },
+            None => MetricColumns::default(),
+        }
+    }
+
+    /// In the order of `Metric::columns`.
+    fn values(&self) -> [Option<f64>; 4] {
+        [self.median, self.lo, self.hi, self.mad]
+    }
+}
+
+/// The columns after the metrics': the check, and how the run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunColumns {
     /// Mismatching received elements; empty when not checked.
     pub wrong: Option<u64>,
     pub collbench_version: String,
@@ -92,8 +125,8 @@ pub struct PairRow {
     pub label: Option<String>,
 }
 
-/// The columns, in order (the field names).
-pub const COLUMNS: [&str; 42] = [
+/// The pair's columns, in order (`PairColumns`' field names).
+const PAIR_COLUMNS: [&str; 21] = [
     "run_id",
     "timestamp",
     "level",
@@ -115,18 +148,10 @@ pub const COLUMNS: [&str; 42] = [
     "size_bytes",
     "latency_bytes",
     "samples",
-    "uni_gbps",
-    "uni_lo_gbps",
-    "uni_hi_gbps",
-    "uni_mad_gbps",
-    "bidi_gbps",
-    "bidi_lo_gbps",
-    "bidi_hi_gbps",
-    "bidi_mad_gbps",
-    "latency_us",
-    "latency_lo_us",
-    "latency_hi_us",
-    "latency_mad_us",
+];
+
+/// The run's columns, in order (`RunColumns`' field names).
+const RUN_COLUMNS: [&str; 9] = [
     "wrong",
     "collbench_version",
     "backend",
@@ -138,24 +163,24 @@ pub const COLUMNS: [&str; 42] = [
     "label",
 ];
 
-type Quad = (Option<f64>, Option<f64>, Option<f64>, Option<f64>);
-
-fn quad(e: Option<&Estimate>) -> Quad {
-    match e {
-        Some(e) => (Some(e.median), e.lo, e.hi, Some(e.mad)),
-        None => (None, None, None, None),
-    }
+/// The columns, in order.
+pub fn columns() -> Vec<String> {
+    let metrics = Metric::ALL.into_iter().flat_map(Metric::columns);
+    let pair = PAIR_COLUMNS.into_iter().map(String::from);
+    pair.chain(metrics)
+        .chain(RUN_COLUMNS.into_iter().map(String::from))
+        .collect()
 }
+
+/// A CSV record as `PairRow::record` writes it and `read_csv` reads it.
+type Record = (PairColumns, [MetricColumns; Metric::ALL.len()], RunColumns);
 
 impl PairRow {
     /// The row of one measured pair.
     pub fn of(r: &PairResult, matrix: &Matrix, layout: &Layout, concurrent: usize, meta: &RunMeta) -> PairRow {
         let (a, b) = (&matrix.endpoints[r.pair.a], &matrix.endpoints[r.pair.b]);
-        let (uni_gbps, uni_lo_gbps, uni_hi_gbps, uni_mad_gbps) = quad(r.uni.as_ref());
-        let (bidi_gbps, bidi_lo_gbps, bidi_hi_gbps, bidi_mad_gbps) = quad(r.bidi.as_ref());
-        let (latency_us, latency_lo_us, latency_hi_us, latency_mad_us) = quad(r.latency.as_ref());
         let probe = &matrix.probe;
-        PairRow {
+        let pair = PairColumns {
             run_id: meta.run_id.clone(),
             timestamp: meta.timestamp.clone(),
             level: matrix.level,
@@ -176,19 +201,9 @@ impl PairRow {
             class: layout.class(a.rank, b.rank),
             size_bytes: probe.size_bytes,
             latency_bytes: probe.latency_bytes,
-            samples: r.uni.map_or(0, |e| e.n) as u64,
-            uni_gbps,
-            uni_lo_gbps,
-            uni_hi_gbps,
-            uni_mad_gbps,
-            bidi_gbps,
-            bidi_lo_gbps,
-            bidi_hi_gbps,
-            bidi_mad_gbps,
-            latency_us,
-            latency_lo_us,
-            latency_hi_us,
-            latency_mad_us,
+            samples: r.estimate(Metric::Uni).map_or(0, |e| e.n) as u64,
+        };
+        let run = RunColumns {
             wrong: r.wrong,
             collbench_version: meta.collbench_version.clone(),
             backend: meta.backend.clone(),
@@ -198,7 +213,33 @@ impl PairRow {
             warmup: probe.warmup as u64,
             isolated: matrix.isolated,
             label: meta.label.clone(),
+        };
+        PairRow {
+            pair,
+            metrics: PerMetric::from_fn(|m| MetricColumns::of(r.estimate(m))),
+            run,
         }
+    }
+
+    /// Its CSV record: every column's value, in `columns()`' order.
+    pub fn record(&self) -> impl Serialize + '_ {
+        (&self.pair, self.metrics.values(), &self.run)
+    }
+
+    /// Its JSON object: every column under its name.
+    pub fn json(&self) -> serde_json::Value {
+        let mut object = serde_json::Map::new();
+        for part in [serde_json::to_value(&self.pair), serde_json::to_value(&self.run)] {
+            if let Ok(serde_json::Value::Object(fields)) = part {
+                object.extend(fields);
+            }
+        }
+        for (metric, cells) in self.metrics.iter() {
+            for (name, value) in metric.columns().into_iter().zip(cells.values()) {
+                object.insert(name, serde_json::json!(value));
+            }
+        }
+        serde_json::Value::Object(object)
     }
 }
 
@@ -218,9 +259,9 @@ pub fn rows(matrix: &Matrix, layout: &Layout, meta: &RunMeta) -> Vec<PairRow> {
 /// The pairs CSV: the header, then every row.
 pub fn write_csv<W: io::Write>(out: W, rows: &[PairRow]) -> Result<(), csv::Error> {
     let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(out);
-    w.write_record(COLUMNS)?;
+    w.write_record(columns())?;
     for r in rows {
-        w.serialize(r)?;
+        w.serialize(r.record())?;
     }
     w.flush()?;
     Ok(())
@@ -230,13 +271,22 @@ pub fn write_csv<W: io::Write>(out: W, rows: &[PairRow]) -> Result<(), csv::Erro
 pub fn read_csv<R: io::Read>(input: R) -> Result<Vec<PairRow>, String> {
     let mut reader = csv::Reader::from_reader(input);
     let header = reader.headers().map_err(|e| e.to_string())?.clone();
-    if header.iter().collect::<Vec<_>>() != COLUMNS {
+    if header.iter().ne(columns().iter().map(String::as_str)) {
         return Err("not a links pairs CSV: its header differs from docs/links.md".into());
     }
     reader
-        .deserialize()
+        .records()
         .enumerate()
-        .map(|(i, row)| row.map_err(|e| format!("line {}: {e}", i + 2)))
+        .map(|(i, record)| {
+            let (pair, metrics, run) = record
+                .and_then(|r| r.deserialize::<Record>(None))
+                .map_err(|e| format!("line {}: {e}", i + 2))?;
+            Ok(PairRow {
+                pair,
+                metrics: PerMetric::from_array(metrics),
+                run,
+            })
+        })
         .collect()
 }
 
@@ -259,7 +309,7 @@ pub fn json(
         "isolated": matrix.isolated,
         "endpoints": matrix.endpoints,
         "layout": layout,
-        "pairs": rows(matrix, layout, meta),
+        "pairs": rows(matrix, layout, meta).iter().map(PairRow::json).collect::<Vec<_>>(),
         "references": analysis.references,
         "suspect_units": analysis.unit_suspects().collect::<Vec<_>>(),
         "suspect_pairs": analysis.pair_suspects().collect::<Vec<_>>(),
@@ -365,7 +415,7 @@ pub struct RailRow {
 pub fn rail_rows(matrix: &Matrix, analysis: &Analysis) -> Vec<RailRow> {
     let mut by_rail: BTreeMap<usize, Vec<(Pair, f64)>> = BTreeMap::new();
     for p in matrix.pairs.iter().filter(|p| p.phase == Phase::Matrix) {
-        if let Some(e) = p.uni {
+        if let Some(e) = p.estimate(Metric::Uni) {
             by_rail
                 .entry(matrix.endpoints[p.pair.a].local)
                 .or_default()

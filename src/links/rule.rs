@@ -33,6 +33,8 @@ use serde::Serialize;
 
 use super::layout::{Layout, PairClass};
 use super::measure::{Estimate, Matrix, PairResult, Phase, Spread, quantile};
+/// The metrics are declared in `metric.rs`; the rule's users name them here too.
+pub use super::metric::Metric;
 use super::schedule::Pair;
 
 mod domain;
@@ -51,52 +53,6 @@ const POLISH_TOLERANCE: f64 = 1e-4;
 /// The share of the rule's spreads past which a pair or rank not flagged
 /// is too noisy to judge (`Rule::doubtful`).
 pub const DOUBT: f64 = 0.75;
-
-crate::types::vocabulary! {
-    /// What a pair's samples measure.
-    #[derive(PartialOrd, Ord, Hash)]
-    pub enum Metric: "metric", AnyCase, pad {
-        /// Unidirectional bandwidth, GB/s.
-        Uni = "uni",
-        /// Bidirectional bandwidth (both directions at once, summed), GB/s.
-        Bidi = "bidi",
-        /// Half the round trip of a small ping-pong, microseconds.
-        Latency = "latency",
-    }
-}
-
-impl Metric {
-    pub fn label(self) -> &'static str {
-        match self {
-            Metric::Uni => "unidirectional bandwidth",
-            Metric::Bidi => "bidirectional bandwidth",
-            Metric::Latency => "latency",
-        }
-    }
-
-    pub fn unit(self) -> &'static str {
-        match self {
-            Metric::Uni | Metric::Bidi => "GB/s",
-            Metric::Latency => "us",
-        }
-    }
-
-    /// Goodness of a value: larger is better.
-    pub fn goodness(self, value: f64) -> f64 {
-        match self {
-            Metric::Latency => -value.ln(),
-            _ => value.ln(),
-        }
-    }
-
-    /// The end of an interval that is best for the pair.
-    fn best_end(self, lo: Option<f64>, hi: Option<f64>) -> Option<f64> {
-        match self {
-            Metric::Latency => lo,
-            _ => hi,
-        }
-    }
-}
 
 /// The rule's thresholds.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -29,6 +29,7 @@ use std::time::Duration;
 use super::Endpoint;
 use super::layout::{HostPattern, Topology};
 use super::measure::{Measurer, PairSamples, Probe};
+use super::metric::{Metric, Value};
 use super::schedule::Pair;
 use crate::clock::VirtualClock;
 use crate::error::Error;
@@ -444,12 +445,16 @@ impl Measurer for SimCluster {
                     ..PairSamples::default()
                 };
                 for _ in 0..probe.samples {
-                    let uni = self.sample_bw(bw);
-                    // both directions at once: a little under twice one
-                    let bidi = 2.0 * self.sample_bw(0.95 * bw);
-                    s.uni_gbps.push(uni);
-                    s.bidi_gbps.push(bidi);
-                    s.latency_us.push(self.sample_latency(latency));
+                    for m in Metric::ALL {
+                        let v = match m.spec().value {
+                            Value::Bandwidth { directions: 1 } => self.sample_bw(bw),
+                            // several directions at once: a little under
+                            // that many times one
+                            Value::Bandwidth { directions } => directions as f64 * self.sample_bw(0.95 * bw),
+                            Value::HalfRoundTripUs => self.sample_latency(latency),
+                        };
+                        s.samples.get_mut(m).push(v);
+                    }
                 }
                 let bytes = probe.size_bytes as f64;
                 let per_sample_s =

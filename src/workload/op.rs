@@ -57,24 +57,18 @@ pub struct Logged {
 impl Op {
     /// A reduction (all_reduce, reduce_scatter) with `sum`.
     pub fn reduce(collective: Collective, count: u64, dtype: DType, group: Group, phase: Phase, label: String) -> Op {
-        Op {
-            collective,
-            count,
-            dtype,
-            op: Some(ReduceOp::Sum),
-            root: None,
-            shift: None,
-            group,
-            phase,
-            label,
-            logged: None,
-        }
+        Op::plain(collective, count, dtype, group, phase, label).with_op(ReduceOp::Sum)
     }
 
     /// An all_gather.
     pub fn gather(count: u64, dtype: DType, group: Group, phase: Phase, label: String) -> Op {
+        Op::plain(Collective::AllGather, count, dtype, group, phase, label)
+    }
+
+    /// A strategy's operation without a reduction, root or shift.
+    fn plain(collective: Collective, count: u64, dtype: DType, group: Group, phase: Phase, label: String) -> Op {
         Op {
-            collective: Collective::AllGather,
+            collective,
             count,
             dtype,
             op: None,

@@ -220,13 +220,9 @@ fn points(columns: &[String], tokens: &[String], line: usize, warnings: &mut Vec
             placement,
             size_bytes,
             count,
-            time_us,
-            time_min_us: time_us,
-            time_max_us: time_us,
             wrong,
             timestamp: at("timestamp").map(str::to_string),
-            iters: None,
-            sample: None,
+            ..Measured::timed(time_us)
         };
         out.push(Point {
             m,

@@ -20,9 +20,10 @@ fn interval(lo: Option<f64>, hi: Option<f64>, metric: Metric) -> String {
 }
 
 fn worse_word(metric: Metric) -> &'static str {
-    match metric {
-        Metric::Latency => "worse than",
-        _ => "below",
+    if metric.spec().lower_is_better {
+        "worse than"
+    } else {
+        "below"
     }
 }
 

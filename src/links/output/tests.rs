@@ -29,16 +29,16 @@ fn the_pairs_csv_has_its_header_and_reads_back_the_same_rows() {
     let rows = rows(&o.matrix, &layout, &meta());
     // 15 pairs of the matrix, then the re-tests
     assert!(rows.len() > 15);
-    assert_eq!(rows.iter().filter(|r| r.phase == Phase::Matrix).count(), 15);
+    assert_eq!(rows.iter().filter(|r| r.pair.phase == Phase::Matrix).count(), 15);
     assert!(
         rows.iter()
-            .filter(|r| r.phase == Phase::Matrix)
-            .all(|r| r.concurrent == 3)
+            .filter(|r| r.pair.phase == Phase::Matrix)
+            .all(|r| r.pair.concurrent == 3)
     );
     let mut buf = Vec::new();
     write_csv(&mut buf, &rows).unwrap();
     let text = String::from_utf8(buf.clone()).unwrap();
-    assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
+    assert_eq!(text.lines().next().unwrap(), columns().join(","));
     assert!(
         text.lines()
             .nth(1)
@@ -50,8 +50,14 @@ fn the_pairs_csv_has_its_header_and_reads_back_the_same_rows() {
     assert_eq!(back, rows);
     // the bandwidth columns hold the estimate's figures
     let first = &o.matrix.pairs[0];
-    assert_eq!(rows[0].uni_gbps, first.uni.map(|e| e.median));
-    assert_eq!(rows[0].bidi_lo_gbps, first.bidi.and_then(|e| e.lo));
+    assert_eq!(
+        rows[0].metrics.get(Metric::Uni).median,
+        first.estimate(Metric::Uni).map(|e| e.median)
+    );
+    assert_eq!(
+        rows[0].metrics.get(Metric::Bidi).lo,
+        first.estimate(Metric::Bidi).and_then(|e| e.lo)
+    );
     let bad = read_csv(&b"run_id,timestamp\nx,y\n"[..]).unwrap_err();
     assert!(bad.contains("not a links pairs CSV"), "{bad}");
     let mut cut = text.lines().take(2).collect::<Vec<_>>().join("\n");
@@ -66,6 +72,18 @@ fn the_json_holds_the_rows_and_the_report() {
     assert_eq!(v["schema_version"], 1);
     assert_eq!(v["kind"], "links");
     assert_eq!(v["pairs"].as_array().unwrap().len(), o.matrix.pairs.len());
+    // a pair's object holds every CSV column by name, each metric's
+    // estimate under its four
+    let first = &v["pairs"][0];
+    let mut keys: Vec<&str> = first.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut want = columns();
+    keys.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    let e = o.matrix.pairs[0].estimate(Metric::Latency).unwrap();
+    assert_eq!(first["latency_us"], e.median);
+    assert_eq!(first["latency_mad_us"], e.mad);
+    assert_eq!(first["run_id"], "r1");
     assert_eq!(v["report"]["rounds"]["matrix"], 5);
     assert!(v["report"]["findings"].as_array().unwrap().is_empty());
 }

@@ -147,10 +147,6 @@ impl Fit<'_> {
     /// Each pair against what the fit expects of it.
     fn check_pairs(&self, rows: &[Row], out: &mut Analysis) {
         let (metric, level, effect, residual) = (self.metric, &self.level, &self.effect, &self.residual);
-        let from_goodness = |g: f64| match metric {
-            Metric::Latency => (-g).exp(),
-            _ => g.exp(),
-        };
         for (i, ((p, e, _), o)) in rows.iter().zip(&self.obs).enumerate() {
             let expected_g = level[o.class] + effect[o.x] + effect[o.y];
             let below_interval = metric
@@ -166,7 +162,7 @@ impl Fit<'_> {
                 lo: e.lo,
                 hi: e.hi,
                 reference,
-                expected: from_goodness(expected_g),
+                expected: metric.from_goodness(expected_g),
                 deficit_pct: (1.0 - residual[i].exp()) * 100.0,
                 below_reference_pct: (1.0 - (o.g - metric.goodness(reference)).exp()) * 100.0,
                 low,

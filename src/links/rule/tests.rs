@@ -33,15 +33,14 @@ fn matrix(n: usize, bw: impl Fn(usize, usize) -> f64) -> (Matrix, Layout) {
                     })
                     .collect()
             };
-            let uni = samples(base, &mut k);
-            let bidi = samples(2.0 * base, &mut k);
-            let lat = samples(3.0 * 24.0 / base, &mut k);
+            let mut per_metric = super::super::metric::PerMetric::<Vec<f64>>::default();
+            *per_metric.get_mut(Metric::Uni) = samples(base, &mut k);
+            *per_metric.get_mut(Metric::Bidi) = samples(2.0 * base, &mut k);
+            *per_metric.get_mut(Metric::Latency) = samples(3.0 * 24.0 / base, &mut k);
             pairs.push(PairResult::of(
                 &super::super::PairSamples {
                     pair: *p,
-                    uni_gbps: uni,
-                    bidi_gbps: bidi,
-                    latency_us: lat,
+                    samples: per_metric,
                     wrong: None,
                 },
                 Phase::Matrix,

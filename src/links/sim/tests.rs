@@ -15,16 +15,22 @@ fn the_model_gives_nominal_bandwidth_and_the_injected_factors() {
     // 0-4 and 5-7: healthy; 2-6: host 1 (ranks 2, 3) is 1.5x slower
     let round = vec![Pair::new(0, 4), Pair::new(2, 6), Pair::new(5, 7)];
     let got = sim.measure(&[round.clone(), vec![Pair::new(0, 1)]], &probe).unwrap();
-    let uni: Vec<f64> = got[0].iter().map(|s| median(s.uni_gbps.clone())).collect();
+    let uni: Vec<f64> = got[0]
+        .iter()
+        .map(|s| median(s.samples.get(Metric::Uni).clone()))
+        .collect();
     for (got, want) in uni.iter().zip([48.0, 32.0, 48.0]) {
         assert!((got / want - 1.0).abs() < 0.06, "{uni:?}");
     }
     // on one host: NVLink
-    assert!((median(got[1][0].uni_gbps.clone()) / 360.0 - 1.0).abs() < 0.06);
-    let lat: Vec<f64> = got[0].iter().map(|s| median(s.latency_us.clone())).collect();
+    assert!((median(got[1][0].samples.get(Metric::Uni).clone()) / 360.0 - 1.0).abs() < 0.06);
+    let lat: Vec<f64> = got[0]
+        .iter()
+        .map(|s| median(s.samples.get(Metric::Latency).clone()))
+        .collect();
     assert!((lat[1] / 4.5 - 1.0).abs() < 0.06, "{lat:?}");
     let got = sim.measure(&[vec![Pair::new(4, 6)]], &probe).unwrap();
-    assert!((median(got[0][0].uni_gbps.clone()) / 24.0 - 1.0).abs() < 0.06);
+    assert!((median(got[0][0].samples.get(Metric::Uni).clone()) / 24.0 - 1.0).abs() < 0.06);
     assert!(sim.elapsed_s() > 0.0);
     assert!(sim.describe().starts_with("simulation"));
     let e = sim.measure(&[vec![Pair::new(0, 99)]], &probe).unwrap_err();
@@ -47,10 +53,10 @@ fn oversubscribed_uplinks_share_a_crowded_round() {
     // four flows from leaf 0 to leaf 1 against two uplinks' worth: half each
     let crowded = vec![Pair::new(0, 4), Pair::new(1, 5), Pair::new(2, 6), Pair::new(3, 7)];
     let got = sim.measure(&[crowded], &probe).unwrap();
-    assert!((median(got[0][0].uni_gbps.clone()) / 24.0 - 1.0).abs() < 0.08);
+    assert!((median(got[0][0].samples.get(Metric::Uni).clone()) / 24.0 - 1.0).abs() < 0.08);
     let light = vec![Pair::new(0, 4), Pair::new(1, 2)];
     let got = sim.measure(&[light], &probe).unwrap();
-    assert!((median(got[0][0].uni_gbps.clone()) / 48.0 - 1.0).abs() < 0.08);
+    assert!((median(got[0][0].samples.get(Metric::Uni).clone()) / 48.0 - 1.0).abs() < 0.08);
 }
 
 #[test]
@@ -61,7 +67,7 @@ fn only_all_reduces_see_a_collective_fault() {
     let (a, b) = (median(got[0].clone()), median(got[1].clone()));
     assert!((a / b - 0.5).abs() < 0.05, "{a} {b}");
     let pairs = sim.measure(&[vec![Pair::new(2, 3)]], &probe).unwrap();
-    assert!((median(pairs[0][0].uni_gbps.clone()) / 48.0 - 1.0).abs() < 0.06);
+    assert!((median(pairs[0][0].samples.get(Metric::Uni).clone()) / 48.0 - 1.0).abs() < 0.06);
 }
 
 #[test]

@@ -24,8 +24,9 @@
 use crate::backend::{Call, SubGroup};
 use crate::collective::{Collective, Layout};
 use crate::engine::Context;
-use crate::engine::pairs::{self, Exchange, PairSampling, Partner};
+use crate::engine::pairs::{self, PairSampling, Partner};
 use crate::error::Error;
+use crate::links::metric::{Message, Metric, PerMetric, Value};
 use crate::links::{Endpoint, Measurer, Pair, PairSamples, Probe};
 use crate::plan::Reservation;
 use crate::record::bandwidth_gbps;
@@ -198,7 +199,16 @@ impl<'a> BackendMeasurer<'a> {
             .collect();
         let how = self.sampling(probe);
         let wrong = pairs::check_exchanges(&mut self.cx, &big, &partners, &how)?;
-        let times = pairs::sample_exchanges(&mut self.cx, &partners, &big, &small, &how)?;
+        // each metric's exchange, with the message it carries
+        let probes = Metric::ALL.map(|m| {
+            let spec = m.spec();
+            let call = match spec.message {
+                Message::Bandwidth => &big,
+                Message::Latency => &small,
+            };
+            (spec.exchange, call)
+        });
+        let times = pairs::sample_exchanges(&mut self.cx, &partners, &probes, &how)?;
         let out = self.gather_pairs(rounds, probe, &times, &wrong);
         self.busy_s += self.cx.clock.seconds_since(started);
         Ok(out)
@@ -216,7 +226,7 @@ impl<'a> BackendMeasurer<'a> {
     ) -> Vec<Vec<PairSamples>> {
         let k = probe.samples;
         // every rank's times and wrong counts (u64::MAX: none), gathered
-        let width = Exchange::ALL.len() * k + 1;
+        let width = Metric::ALL.len() * k + 1;
         let mut mine: Vec<u64> = Vec::with_capacity(rounds.len() * width);
         for (t, w) in times.iter().zip(wrong) {
             mine.extend(t.iter().map(|x| x.to_bits()));
@@ -230,7 +240,10 @@ impl<'a> BackendMeasurer<'a> {
         // a sendrecv's bus factor is 1 whatever the ranks; both ways carry
         // the message in each direction at once
         let factor = Collective::SendRecv.spec().bus_factor(2);
-        let gbps = |bytes: u64, t: f64| bandwidth_gbps(bytes, t, factor).1;
+        let value = |m: Metric, t: f64| match m.spec().value {
+            Value::Bandwidth { directions } => bandwidth_gbps(directions * m.spec().message.bytes(probe), t, factor).1,
+            Value::HalfRoundTripUs => t / 2.0 * 1e6,
+        };
         let mut out = Vec::with_capacity(rounds.len());
         for (r, round) in rounds.iter().enumerate() {
             let mut pairs = Vec::with_capacity(round.len());
@@ -247,10 +260,7 @@ impl<'a> BackendMeasurer<'a> {
                 }
                 pairs.push(PairSamples {
                     pair,
-                    uni_gbps: (0..k).map(|j| gbps(probe.size_bytes, time(j))).collect(),
-                    bidi_gbps: (0..k).map(|j| gbps(2 * probe.size_bytes, time(k + j))).collect(),
-                    // half a round trip
-                    latency_us: (0..k).map(|j| time(2 * k + j) / 2.0 * 1e6).collect(),
+                    samples: PerMetric::from_fn(|m| (0..k).map(|j| value(m, time(m.index() * k + j))).collect()),
                     wrong,
                 });
             }

@@ -24,7 +24,7 @@ use crate::doctor::kept::{self, KeptLogs};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::links::finder::FinderConfig;
-use crate::links::output::{self, COLUMNS, PairRow, RunMeta};
+use crate::links::output::{self, PairRow, RunMeta};
 use crate::links::rule::{Analysis, Rule, analyse};
 use crate::links::summary::{self, Header};
 use crate::links::{self, Endpoint, Layout, Matrix, PairResult, Probe, Report, Schedule, schedule};
@@ -234,7 +234,7 @@ impl<W: World> Session<'_, W> {
                 }
             }
             let mut csv = CsvFile::create(&csv_path, out.overwrite)?;
-            csv.fields(COLUMNS)
+            csv.fields(output::columns())
                 .map_err(|e| Error::runtime(format!("cannot write {}: {e}", csv.target())))?;
             Ok(csv)
         })();
@@ -278,7 +278,7 @@ impl<W: World> Session<'_, W> {
             if let Some(f) = files.as_mut() {
                 for r in round {
                     let row = PairRow::of(r, &skeleton, &ready.layout, round.len(), &ready.meta);
-                    if let Err(e) = f.csv.row(&row) {
+                    if let Err(e) = f.csv.row(&row.record()) {
                         self.fail(&Error::runtime(format!("cannot write {}: {e}", f.csv.target())));
                     }
                 }

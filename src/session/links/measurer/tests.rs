@@ -96,16 +96,19 @@ fn every_rank_holds_the_same_matrix_and_a_delayed_pair_is_named_as_a_link() {
         assert_eq!(matrix.pairs.len(), first.pairs.len(), "rank {rank}");
         for (a, b) in matrix.pairs.iter().zip(&first.pairs) {
             assert_eq!((a.pair, a.round), (b.pair, b.round));
-            assert_eq!(a.uni.as_ref().map(|e| e.median), b.uni.as_ref().map(|e| e.median));
+            assert_eq!(
+                a.estimate(Metric::Uni).map(|e| e.median),
+                b.estimate(Metric::Uni).map(|e| e.median)
+            );
         }
         assert_eq!(*wrong, 0);
         assert!(*checked >= 6, "rank {rank}: {checked}");
     }
     // the slow pair: operations of 20 ms, at most 4096 B / 20 ms
     let slow = first.pairs.iter().find(|p| p.pair == Pair::new(1, 2)).unwrap();
-    let uni = slow.uni.as_ref().unwrap().median;
+    let uni = slow.estimate(Metric::Uni).unwrap().median;
     assert!(uni <= 4096.0 / 0.020 / 1e9, "{uni}");
-    let lat = slow.latency.as_ref().unwrap().median;
+    let lat = slow.estimate(Metric::Latency).unwrap().median;
     assert!(lat >= 15_000.0, "half a round trip of 20 ms groups: {lat} us");
 }
 
