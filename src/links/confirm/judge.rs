@@ -6,9 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Context, RetestPlan, Suspect};
 use crate::links::finder::{Dismissed, Evidence, Finding, FindingKind, Retest};
-use crate::links::measure::PairResult;
+use crate::links::measure::{Estimate, PairResult};
 use crate::links::rule::{Domain, Metric, PairCheck};
 use crate::links::schedule::Pair;
+
+/// A re-test that could not be judged: (suspect, pair).
+type Unjudged = (usize, Pair);
 
 /// A link re-tested this many times slower than its slow end is with
 /// known-good partners is named as the link, not the end.
@@ -39,15 +42,24 @@ impl Context<'_> {
     /// the effects of the pair's ranks other than the suspect under test
     /// (both ends, for a suspect pair and its ends' re-tests), so that a
     /// pair suspect at a slow node is judged on what is left after the
-    /// node. A re-test whose control could not be placed is not judged.
+    /// node. A re-test is low only when it is also below its control
+    /// itself by the rule's percentage: like with like, whatever the
+    /// round did to both (a crowded uplink; on an oversubscribed host,
+    /// which ranks share a core), since the matrix's effects were
+    /// measured in other rounds. Where no known-good pair was free, the
+    /// control is another suspect's re-test of the same round, and the
+    /// re-test must be low against the matrix's pairs that touch no
+    /// suspect too (that control may be slow itself). A re-test with
+    /// neither is not judged: the second list holds (suspect, re-test).
     fn retest_checks(
         &self,
         suspects: &[Suspect],
         plan: &RetestPlan,
         results: &[PairResult],
         first_round: usize,
-    ) -> Vec<(usize, Retest)> {
+    ) -> (Vec<(usize, Retest)>, Vec<Unjudged>) {
         let mut out = Vec::new();
+        let mut uncontrolled = Vec::new();
         let measured: BTreeMap<(usize, Pair), &PairResult> =
             results.iter().map(|r| ((r.round - first_round, r.pair), r)).collect();
         for metric in Metric::ALL {
@@ -57,59 +69,75 @@ impl Context<'_> {
                     continue;
                 };
                 let Some(e) = r.estimate(metric) else { continue };
-                let class = self.analysis.class_like(self.layout.class(r.pair.a, r.pair.b));
-                let matrix_ref = self.analysis.reference(class, metric);
-                let domain = Domain::of(class);
-                let effects =
-                    |p: Pair| self.analysis.effect(p.a, domain, metric) + self.analysis.effect(p.b, domain, metric);
-                // the matched control, less its own ends' effects; without
-                // one (too few ranks free at a few nodes), the matrix's
-                // pairs of the class that touch no suspect rank
                 let control = plan
                     .matched
                     .get(&(idx, r.pair))
                     .and_then(|c| Some((*c, measured.get(&(idx, *c))?.estimate(metric)?.median)));
-                let reference_g = match control {
-                    Some((control, value)) => metric.goodness(value) - effects(control),
-                    None => match self.clean_level(class, metric) {
-                        Some(g) => g,
-                        None => continue,
-                    },
+                let Some(control) = control else {
+                    if !uncontrolled.contains(&(*suspect, r.pair)) {
+                        uncontrolled.push((*suspect, r.pair));
+                    }
+                    continue;
                 };
-                let sd = matrix_ref.map_or(0.0, |m| m.resid_sd);
-                let adjust: f64 = [r.pair.a, r.pair.b]
-                    .into_iter()
-                    .filter(|&x| !matches!(suspects[*suspect], Suspect::Rank { rank, .. } if rank == x))
-                    .map(|x| self.analysis.effect(x, domain, metric))
-                    .sum();
-                let expected = reference_g + adjust;
-                let reference = match metric {
-                    Metric::Latency => (-expected).exp(),
-                    _ => expected.exp(),
-                };
-                let delta = metric.goodness(e.median) - expected;
-                let best = match metric {
-                    Metric::Latency => e.lo,
-                    _ => e.hi,
-                };
-                let below = best.is_none_or(|b| metric.goodness(b) < expected);
-                out.push((
-                    *suspect,
-                    Retest {
-                        round: r.round,
-                        pair: r.pair,
-                        metric,
-                        value: e.median,
-                        lo: e.lo,
-                        hi: e.hi,
-                        reference,
-                        deficit_pct: (1.0 - delta.exp()) * 100.0,
-                        low: self.cfg.rule.worse(delta, sd) && below,
-                    },
-                ));
+                let substitute = plan.substitute.contains(&(idx, r.pair));
+                let retest = self.retest(&suspects[*suspect], r, e, metric, control, substitute);
+                out.push((*suspect, retest));
             }
         }
-        out
+        (out, uncontrolled)
+    }
+
+    /// One re-test `r` of `suspect` on `metric` (its estimate `e`) against
+    /// its control (the pair, its median) measured in the same round.
+    fn retest(
+        &self,
+        suspect: &Suspect,
+        r: &PairResult,
+        e: &Estimate,
+        metric: Metric,
+        (control, control_value): (Pair, f64),
+        substitute: bool,
+    ) -> Retest {
+        let class = self.analysis.class_like(self.layout.class(r.pair.a, r.pair.b));
+        let domain = Domain::of(class);
+        let sd = self.analysis.reference(class, metric).map_or(0.0, |m| m.resid_sd);
+        let effects = |p: Pair| self.analysis.effect(p.a, domain, metric) + self.analysis.effect(p.b, domain, metric);
+        // the effects of the re-test's ranks other than the suspect
+        let adjust: f64 = [r.pair.a, r.pair.b]
+            .into_iter()
+            .filter(|&x| !matches!(suspect, Suspect::Rank { rank, .. } if *rank == x))
+            .map(|x| self.analysis.effect(x, domain, metric))
+            .sum();
+        let best = match metric {
+            Metric::Latency => e.lo,
+            _ => e.hi,
+        };
+        // below what `reference` (goodness, its ends' effects taken out)
+        // predicts, past the rule, with the interval's best end below
+        let low_against = |reference: f64| {
+            let expected = reference + adjust;
+            let delta = metric.goodness(e.median) - expected;
+            let below = best.is_none_or(|b| metric.goodness(b) < expected);
+            (expected, delta, self.cfg.rule.worse(delta, sd) && below)
+        };
+        let (expected, delta, low) = low_against(metric.goodness(control_value) - effects(control));
+        // below the control measured beside it, by the percentage
+        let beside = metric.goodness(e.median) - metric.goodness(control_value);
+        let matrix_too = !substitute || self.clean_level(class, metric).is_none_or(|g| low_against(g).2);
+        Retest {
+            round: r.round,
+            pair: r.pair,
+            metric,
+            value: e.median,
+            lo: e.lo,
+            hi: e.hi,
+            reference: match metric {
+                Metric::Latency => (-expected).exp(),
+                _ => expected.exp(),
+            },
+            deficit_pct: (1.0 - delta.exp()) * 100.0,
+            low: low && self.cfg.rule.worse(beside, 0.0) && matrix_too,
+        }
     }
 
     pub(in crate::links) fn judge(
@@ -119,12 +147,18 @@ impl Context<'_> {
         results: &[PairResult],
     ) -> (Vec<Finding>, Vec<Dismissed>) {
         let first_round = results.iter().map(|r| r.round).min().unwrap_or(0);
-        let checks = self.retest_checks(suspects, plan, results, first_round);
+        let (checks, uncontrolled) = self.retest_checks(suspects, plan, results, first_round);
         let mut confirmed_ranks: Vec<Confirmed> = Vec::new();
         let mut findings = Vec::new();
         let mut dismissed = Vec::new();
         for (i, s) in suspects.iter().enumerate() {
             let mine: Vec<&Retest> = checks.iter().filter(|c| c.0 == i).map(|c| &c.1).collect();
+            let none = match uncontrolled.iter().filter(|u| u.0 == i).count() {
+                0 => None,
+                n => Some(format!(
+                    "{n} re-test(s) had no known-good pair free beside them in their round to compare with"
+                )),
+            };
             match s {
                 Suspect::Rank {
                     rank,
@@ -132,12 +166,16 @@ impl Context<'_> {
                     metrics,
                     also,
                 } => {
-                    if let Some(c) = self.judge_rank(*rank, *domain, metrics, also, &mine, &mut dismissed) {
+                    let none = none.as_deref().unwrap_or("no known-good partner was free");
+                    if let Some(c) = self.judge_rank(*rank, *domain, metrics, also, (&mine, none), &mut dismissed) {
                         confirmed_ranks.push(c);
                     }
                 }
                 Suspect::Pair { pair, metrics } => {
-                    if let Some(f) = self.judge_pair(*pair, metrics, &mine, &mut dismissed) {
+                    let none = none
+                        .as_deref()
+                        .unwrap_or("it shared a rank with other suspects in every re-test round");
+                    if let Some(f) = self.judge_pair(*pair, metrics, (&mine, none), &mut dismissed) {
                         findings.push(f);
                     }
                 }
@@ -149,14 +187,15 @@ impl Context<'_> {
     }
 
     /// A rank suspect: confirmed on the metrics its re-tests with
-    /// known-good partners all found low, else dismissed.
+    /// known-good partners all found low, else dismissed (`none`: why,
+    /// when no re-test of it was judged).
     fn judge_rank(
         &self,
         rank: usize,
         domain: Domain,
         metrics: &[Metric],
         also: &[(Domain, Metric)],
-        mine: &[&Retest],
+        (mine, none): (&[&Retest], &str),
         dismissed: &mut Vec<Dismissed>,
     ) -> Option<Confirmed> {
         let tests = on_metrics(mine, metrics);
@@ -166,7 +205,8 @@ impl Context<'_> {
                 what: format!("rank {}", self.endpoints[rank].name()),
                 rank: Some(rank),
                 pair: None,
-                why: why_not(&tests, "with known-good partners", "no known-good partner was free"),
+                retested: !tests.is_empty(),
+                why: why_not(&tests, "with known-good partners", none),
             });
             None
         } else {
@@ -182,12 +222,13 @@ impl Context<'_> {
     }
 
     /// A pair suspect: a link finding on the metrics its own re-tests all
-    /// found low and neither end's re-tests did, else dismissed.
+    /// found low and neither end's re-tests did, else dismissed (`none`:
+    /// why, when no re-test of it was judged).
     fn judge_pair(
         &self,
         pair: Pair,
         metrics: &[Metric],
-        mine: &[&Retest],
+        (mine, none): (&[&Retest], &str),
         dismissed: &mut Vec<Dismissed>,
     ) -> Option<Finding> {
         let tests = on_metrics(mine, metrics);
@@ -214,13 +255,14 @@ impl Context<'_> {
                 why_not(
                     &itself.iter().map(|r| (*r).clone()).collect::<Vec<_>>(),
                     "when re-tested",
-                    "it shared a rank with other suspects in every re-test round",
+                    none,
                 )
             };
             dismissed.push(Dismissed {
                 what: name,
                 rank: None,
                 pair: Some(pair),
+                retested: !itself.is_empty() || !ends_low.is_empty(),
                 why,
             });
             None
@@ -273,6 +315,7 @@ impl Context<'_> {
                 what: format!("link {} - {}", f.endpoints[0].name(), f.endpoints[1].name()),
                 rank: None,
                 pair: Some(pair),
+                retested: true,
                 why: format!(
                     "slow again, but its end {} is slow with known-good partners too: not a fault of this pair alone",
                     self.endpoints[end].name()
@@ -286,6 +329,7 @@ impl Context<'_> {
                 what: format!("rank {}", self.endpoints[c.rank].name()),
                 rank: Some(c.rank),
                 pair: None,
+                retested: true,
                 why: format!(
                     "slow with known-good partners ({:.1}x at worst), but far less than its slow link: the link's",
                     slowdown(&c.retests)
