@@ -197,10 +197,12 @@ fn finding_reason(f: &Finding, o: &Outcome) -> String {
     parts.extend(f.evidence.iter().map(evidence_line));
     if !f.retests.is_empty() {
         let slow = f.retests.iter().filter(|r| r.low).count();
-        parts.push(format!(
-            "re-tested against known-good partners: {slow} of {} slow again",
-            f.retests.len()
-        ));
+        let how = if f.links.is_empty() {
+            "re-tested against known-good partners"
+        } else {
+            "its pairs re-tested"
+        };
+        parts.push(format!("{how}: {slow} of {} slow again", f.retests.len()));
     }
     if !f.steps.is_empty() {
         parts.push(format!("{} bisection round(s) of all-reduces", f.steps.len()));
@@ -330,21 +332,46 @@ size = "1M"
         let (status, why, reason) = node4(&unjudged);
         assert_eq!((status, why.as_str()), (Status::NotJudged, "not judged: not re-tested"));
         assert!(reason.contains("no re-test of it could be judged"), "{reason}");
-        // a dismissed link at a node the finder named is that node's
+        // a dismissed link at a node the finder named is that node's (here
+        // named from its pairs' re-tests, which its reason says)
+        let retest = crate::links::finder::Retest {
+            round: 4,
+            pair: Pair::new(1, 3),
+            metric: crate::links::rule::Metric::Uni,
+            value: 1.0,
+            lo: None,
+            hi: None,
+            reference: 10.0,
+            control: 10.0,
+            deficit_pct: 90.0,
+            low: true,
+        };
         o.report.findings = vec![crate::links::finder::Finding {
             kind: FindingKind::Node,
             hosts: vec![groups[3].label.clone()],
             endpoints: vec![o.matrix.endpoints[3].clone()],
             evidence: vec![],
-            retests: vec![],
+            retests: vec![retest],
+            links: vec![Pair::new(1, 3)],
             steps: vec![],
         }];
         let link = link.group.clone();
         let (v, _) = verdicts(&spec(false), &groups, &o);
         assert!(v.iter().all(|x| x.group != link), "{v:?}");
-        assert_eq!(
-            v.iter().find(|x| x.group == groups[3].label).unwrap().status,
-            Status::Fail
+        let node3 = v.iter().find(|x| x.group == groups[3].label).unwrap();
+        assert_eq!(node3.status, Status::Fail);
+        assert!(
+            node3.reason.contains(&format!(
+                "slow with most partners: its pairs {} - {} slow when re-tested, and none of its re-tests fine",
+                groups[1].label, groups[3].label
+            )),
+            "{}",
+            node3.reason
+        );
+        assert!(
+            node3.reason.ends_with("its pairs re-tested: 1 of 1 slow again"),
+            "{}",
+            node3.reason
         );
     }
 
