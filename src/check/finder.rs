@@ -10,7 +10,7 @@
 //! Must not: measure (the session runs the finder), print or open files.
 
 use super::{CheckSpec, Group, Status, Verdict, unjudged};
-use crate::links::finder::{Finding, FindingKind, Outcome};
+use crate::links::finder::{Dismissed, Finding, FindingKind, Outcome};
 use crate::links::output::{evidence_line, headline, noisy_line};
 use crate::links::rule::Rule;
 
@@ -18,7 +18,7 @@ use crate::links::rule::Rule;
 /// host name the finder's endpoints carry), and its notes.
 pub fn verdicts(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> (Vec<Verdict>, Vec<String>) {
     let named = match spec.rule {
-        super::Rule::Finder { warn: true } => Status::Warn,
+        super::Rule::Finder { warn: true, .. } => Status::Warn,
         _ => Status::Fail,
     };
     let mut out: Vec<Verdict> = nodes.iter().map(|g| node_verdict(spec, g, o, named)).collect();
@@ -71,18 +71,8 @@ fn unconfirmed_links(spec: &CheckSpec, nodes: &[Group], o: &Outcome) -> Vec<Verd
             hosts: vec![a.label.clone(), b.label.clone()],
             ranks: a.ranks.iter().chain(&b.ranks).copied().collect(),
         };
-        let why = format!(
-            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
-             passes): {}: {}",
-            d.what, d.why
-        );
-        out.push(of_finder(
-            spec,
-            &link,
-            Status::NotJudged,
-            "not judged: not slow again",
-            why,
-        ));
+        let (why, reason) = unconfirmed(d);
+        out.push(of_finder(spec, &link, Status::NotJudged, why, reason));
     }
     out
 }
@@ -122,12 +112,8 @@ fn node_verdict(spec: &CheckSpec, g: &Group, o: &Outcome, named: Status) -> Verd
         return of_finder(spec, g, Status::NotJudged, "not judged: too noisy", why);
     }
     if let Some(d) = dismissed {
-        let why = format!(
-            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
-             passes): {}: {}",
-            d.what, d.why
-        );
-        return of_finder(spec, g, Status::NotJudged, "not judged: not slow again", why);
+        let (why, reason) = unconfirmed(d);
+        return of_finder(spec, g, Status::NotJudged, why, reason);
     }
     let mut reason = format!(
         "not named by the finder: no pair of it more than {}% and {} robust spreads worse than comparable \
@@ -141,6 +127,28 @@ fn node_verdict(spec: &CheckSpec, g: &Group, o: &Outcome, named: Status) -> Verd
         reason += &format!("; an end of the link {} named by the finder", f.hosts.join(" - "));
     }
     of_finder(spec, g, Status::Pass, "", reason)
+}
+
+/// A suspect of the matrix its re-tests did not name, as a verdict's
+/// why and reason: not slow again (samples on both sides), or not
+/// re-tested (no re-test of it could be judged: the samples neither show
+/// it nor clear it).
+fn unconfirmed(d: &Dismissed) -> (&'static str, String) {
+    if d.retested {
+        let reason = format!(
+            "slow in the matrix, not again when re-tested (samples on both sides: never re-tested until it \
+             passes): {}: {}",
+            d.what, d.why
+        );
+        ("not judged: not slow again", reason)
+    } else {
+        let reason = format!(
+            "slow in the matrix, and no re-test of it could be judged, so the samples neither show it nor clear \
+             it: {}: {}",
+            d.what, d.why
+        );
+        ("not judged: not re-tested", reason)
+    }
 }
 
 /// The finder's notes, each prefixed with the check's name: what it could
@@ -189,10 +197,12 @@ fn finding_reason(f: &Finding, o: &Outcome) -> String {
     parts.extend(f.evidence.iter().map(evidence_line));
     if !f.retests.is_empty() {
         let slow = f.retests.iter().filter(|r| r.low).count();
-        parts.push(format!(
-            "re-tested against known-good partners: {slow} of {} slow again",
-            f.retests.len()
-        ));
+        let how = if f.links.is_empty() {
+            "re-tested against known-good partners"
+        } else {
+            "its pairs re-tested"
+        };
+        parts.push(format!("{how}: {slow} of {} slow again", f.retests.len()));
     }
     if !f.steps.is_empty() {
         parts.push(format!("{} bisection round(s) of all-reduces", f.steps.len()));
@@ -282,27 +292,32 @@ size = "1M"
     #[test]
     fn a_suspect_its_re_tests_did_not_show_again_is_not_judged_unless_explained() {
         use crate::links::Pair;
-        use crate::links::finder::Dismissed;
         let (mut o, groups) = outcome(5, vec![]);
         let dismissed = |rank: Option<usize>, pair: Option<Pair>| Dismissed {
             what: "a suspect".into(),
             rank,
             pair,
+            retested: true,
             why: "not slow with known-good partners: 0-4 uni +3%".into(),
         };
         o.report.dismissed = vec![dismissed(Some(4), None), dismissed(None, Some(Pair::new(1, 3)))];
-        let (v, notes) = verdicts(&spec(false), &groups, &o);
-        let of = |label: &str| v.iter().find(|x| x.group == label).unwrap();
-        let node4 = of(&groups[4].label);
+        // node 4's verdict: (status, why, reason)
+        let node4 = |o: &Outcome| {
+            let (v, _) = verdicts(&spec(false), &groups, o);
+            let x = v.into_iter().find(|x| x.group == groups[4].label).unwrap();
+            (x.status, x.why, x.reason)
+        };
+        let (status, why, reason) = node4(&o);
         assert_eq!(
-            (node4.status, node4.why.as_str()),
+            (status, why.as_str()),
             (Status::NotJudged, "not judged: not slow again")
         );
         assert!(
-            node4.reason.starts_with("slow in the matrix, not again when re-tested"),
-            "{}",
-            node4.reason
+            reason.starts_with("slow in the matrix, not again when re-tested"),
+            "{reason}"
         );
+        let (v, notes) = verdicts(&spec(false), &groups, &o);
+        let of = |label: &str| v.iter().find(|x| x.group == label).unwrap();
         let link = of(&format!("{}+{}", groups[1].label, groups[3].label));
         assert_eq!((link.status, link.ranks.as_slice()), (Status::NotJudged, &[1, 3][..]));
         assert_eq!(of(&groups[0].label).status, Status::Pass);
@@ -310,21 +325,53 @@ size = "1M"
             notes.iter().any(|n| n.contains("2 suspect(s) of the matrix dismissed")),
             "{notes:?}"
         );
-        // a dismissed link at a node the finder named is that node's
+        // none of its re-tests judged (no pair beside it to compare with):
+        // not re-tested, neither named nor cleared
+        let mut unjudged = o.clone();
+        unjudged.report.dismissed[0].retested = false;
+        let (status, why, reason) = node4(&unjudged);
+        assert_eq!((status, why.as_str()), (Status::NotJudged, "not judged: not re-tested"));
+        assert!(reason.contains("no re-test of it could be judged"), "{reason}");
+        // a dismissed link at a node the finder named is that node's (here
+        // named from its pairs' re-tests, which its reason says)
+        let retest = crate::links::finder::Retest {
+            round: 4,
+            pair: Pair::new(1, 3),
+            metric: crate::links::rule::Metric::Uni,
+            value: 1.0,
+            lo: None,
+            hi: None,
+            reference: 10.0,
+            control: 10.0,
+            deficit_pct: 90.0,
+            low: true,
+        };
         o.report.findings = vec![crate::links::finder::Finding {
             kind: FindingKind::Node,
             hosts: vec![groups[3].label.clone()],
             endpoints: vec![o.matrix.endpoints[3].clone()],
             evidence: vec![],
-            retests: vec![],
+            retests: vec![retest],
+            links: vec![Pair::new(1, 3)],
             steps: vec![],
         }];
         let link = link.group.clone();
         let (v, _) = verdicts(&spec(false), &groups, &o);
         assert!(v.iter().all(|x| x.group != link), "{v:?}");
-        assert_eq!(
-            v.iter().find(|x| x.group == groups[3].label).unwrap().status,
-            Status::Fail
+        let node3 = v.iter().find(|x| x.group == groups[3].label).unwrap();
+        assert_eq!(node3.status, Status::Fail);
+        assert!(
+            node3.reason.contains(&format!(
+                "slow with most partners: its pairs {} - {} slow when re-tested, and none of its re-tests fine",
+                groups[1].label, groups[3].label
+            )),
+            "{}",
+            node3.reason
+        );
+        assert!(
+            node3.reason.ends_with("its pairs re-tested: 1 of 1 slow again"),
+            "{}",
+            node3.reason
         );
     }
 

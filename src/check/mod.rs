@@ -353,13 +353,26 @@ impl Report {
 
     /// Whether `host` is the node at fault in pair check `check`: every
     /// judged pair it was in fails (a slow node fails each of its pairs;
-    /// a slow link only the pair across it).
+    /// a slow link only the pair across it). A finder check has a verdict
+    /// of each node's own (a pair-scope verdict on that host alone): the
+    /// finder told node from link, so the node is at fault when that
+    /// verdict fails, never for a link it is an end of.
     pub fn blamed(&self, host: &str, check: &str) -> bool {
+        let mine = |v: &&Verdict| v.scope == "pair" && v.check == check && v.hosts.iter().any(|h| h == host);
+        let own: Vec<&Verdict> = self
+            .verdicts
+            .iter()
+            .filter(mine)
+            .filter(|v| v.hosts.len() == 1)
+            .collect();
+        if !own.is_empty() {
+            return own.iter().any(|v| v.status.fails(self.strict));
+        }
         let pairs: Vec<&Verdict> = self
             .verdicts
             .iter()
-            .filter(|v| v.scope == "pair" && v.check == check && v.status.judged())
-            .filter(|v| v.hosts.iter().any(|h| h == host))
+            .filter(mine)
+            .filter(|v| v.status.judged())
             .collect();
         !pairs.is_empty() && pairs.iter().all(|v| v.status.fails(self.strict))
     }

@@ -105,6 +105,9 @@ pub enum Rule {
     },
     Finder {
         warn: bool,
+        /// The rule's percentage where the fabric's noise needs another
+        /// than links' 10% (`min_deficit_pct`, with its source).
+        margin: Option<Threshold>,
     },
 }
 
@@ -164,7 +167,21 @@ impl CheckSpec {
         match &self.rule {
             Rule::Fixed { fail, .. } => &fail.source,
             Rule::Baseline { fail_pct, .. } => &fail_pct.source,
-            Rule::Finder { .. } => FINDER_SOURCE,
+            Rule::Finder { margin: None, .. } => FINDER_SOURCE,
+            Rule::Finder { margin: Some(m), .. } => &m.source,
+        }
+    }
+
+    /// The links rule a finder check judges by: links' own, its
+    /// percentage the check's `min_deficit_pct` where it gives one.
+    pub fn finder_rule(&self) -> crate::links::rule::Rule {
+        let rule = crate::links::rule::Rule::DEFAULT;
+        match &self.rule {
+            Rule::Finder { margin: Some(m), .. } => crate::links::rule::Rule {
+                min_deficit_pct: m.value,
+                ..rule
+            },
+            _ => rule,
         }
     }
 

@@ -60,10 +60,24 @@ fn rule_lines(c: &CheckSpec) -> Vec<String> {
             }
             v
         }
-        Rule::Finder { warn } => vec![format!(
-            "{} where the finder names a node, GPU or link: {FINDER_SOURCE}",
-            if *warn { "warn" } else { "fail" }
+        Rule::Finder { warn, margin } => vec![format!(
+            "{} where the finder names a node, GPU or link: {}",
+            if *warn { "warn" } else { "fail" },
+            finder_source(margin.as_ref())
         )],
+    }
+}
+
+/// A finder check's source: links' rule, with the check's own
+/// percentage and its source where it gives one.
+fn finder_source(margin: Option<&super::profile::Threshold>) -> String {
+    match margin {
+        None => FINDER_SOURCE.into(),
+        Some(m) => format!(
+            "collbench links' fleet-relative rule (docs/links.md) at min_deficit_pct = {}: more than {}% and 4 \
+             robust spreads worse than comparable pairs, and again when re-tested; {}% because {}",
+            m.value, m.value, m.value, m.source
+        ),
     }
 }
 
@@ -161,8 +175,15 @@ pub fn profiles_markdown(profiles: &[Profile]) -> String {
                         .unwrap_or_else(|| "-".into()),
                     fail_pct.source.clone(),
                 ),
-                Rule::Finder { warn: false } => ("named by the finder".into(), "-".into(), FINDER_SOURCE.into()),
-                Rule::Finder { warn: true } => ("-".into(), "named by the finder".into(), FINDER_SOURCE.into()),
+                Rule::Finder { warn, margin } => {
+                    let named = "named by the finder".to_string();
+                    let source = finder_source(margin.as_ref());
+                    if *warn {
+                        ("-".into(), named, source)
+                    } else {
+                        (named, "-".into(), source)
+                    }
+                }
             };
             out += &format!(
                 "| `{}` | {} | {} | {} | {} | {} |\n",
@@ -440,6 +461,43 @@ mod tests {
         assert!(s.contains("# job-ar on job: not judged: "), "{s}");
         let r = report(vec![], &["a"]);
         assert!(summary(&r, "f/").contains("not judged: no check could run here"));
+    }
+
+    #[test]
+    fn a_link_the_finder_names_is_a_link_whatever_its_ends_own_verdicts() {
+        // the finder named the link a+b; b's own verdict is not judged
+        // (too noisy), so the link is b's only judged verdict: b is not
+        // the node at fault for it, and the link is named as the link
+        let own = |h: &str, status: Status| {
+            let mut v = verdict_on("pair-finder", "pair", &[h], status);
+            v.metric = super::super::finder::METRIC;
+            v
+        };
+        let mut link = verdict_on("pair-finder", "pair", &["a", "b"], Status::Fail);
+        link.group = "a+b".into();
+        let r = report(
+            vec![
+                own("a", Status::Pass),
+                own("b", Status::NotJudged),
+                own("c", Status::Pass),
+                own("d", Status::Pass),
+                link,
+            ],
+            &["a", "b", "c", "d"],
+        );
+        assert!(!r.blamed("b", "pair-finder") && !r.blamed("a", "pair-finder"));
+        let s = summary(&r, "f/");
+        assert!(
+            s.contains(
+                "# verdict: FAIL: 2 of 4 nodes: a (pair-finder); b (pair-finder); the link a+b (pair-finder) fails"
+            ),
+            "{s}"
+        );
+        // a node the finder names is the node at fault, its link too
+        let mut r = r;
+        r.verdicts[1].status = Status::Fail;
+        assert!(r.blamed("b", "pair-finder") && !r.blamed("a", "pair-finder"));
+        assert!(summary(&r, "f/").contains("# verdict: FAIL: 1 of 4 nodes: b (pair-finder)\n"));
     }
 
     fn nj_of(check: &str) -> crate::check::Verdict {

@@ -219,6 +219,7 @@ fn bisect(
         endpoints: endpoints.iter().filter(|e| &e.host == host).cloned().collect(),
         evidence: Vec::new(),
         retests: Vec::new(),
+        links: Vec::new(),
         steps: path,
     }))
 }

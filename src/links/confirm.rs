@@ -43,8 +43,11 @@ pub(super) struct RetestPlan {
     /// (round index, pair) -> the suspect it re-tests (index into the
     /// suspects), or None for a control.
     purpose: BTreeMap<(usize, Pair), Option<usize>>,
-    /// (round index, re-test) -> its matched control.
+    /// (round index, re-test) -> its matched control, or another re-test
+    /// of the same round where no known-good pair was free (then in
+    /// `substitute`).
     matched: BTreeMap<(usize, Pair), Pair>,
+    substitute: BTreeSet<(usize, Pair)>,
     pub notes: Vec<String>,
 }
 
@@ -124,8 +127,11 @@ impl Context<'_> {
     /// suspects). In each, first every rank suspect with its next
     /// known-good partner, then the pair suspects that fit, then the ends
     /// of pairs re-tested in an earlier round with a known-good partner
-    /// each; then, beside each re-test, its matched control. A pair
-    /// suspect that fits in no round is left untested (and so never named).
+    /// each; then, beside each re-test, its matched control, or where
+    /// none fits another re-test of the round (`add_round`: a
+    /// re-test is judged against a pair of its own round, never against
+    /// pairs of other rounds alone). A pair suspect that fits in no round
+    /// is left untested (and so never named).
     pub(super) fn plan_retests(&self, suspects: &[Suspect], units: &[usize]) -> RetestPlan {
         let mut plan = RetestPlan::default();
         if suspects.is_empty() {
@@ -231,6 +237,11 @@ impl Context<'_> {
 
     /// A round into the plan: beside each re-test its matched control
     /// (where one can be placed), and what each pair of the round is for.
+    /// A re-test without one (no known-good ranks free, as at a few nodes)
+    /// is compared with another re-test of the same round, if any (another
+    /// suspect's, or the other end's of the same link): like with like;
+    /// such a reference may be slow itself, which can hide a fault, and
+    /// the judge asks the matrix to agree too.
     fn add_round(
         &self,
         plan: &mut RetestPlan,
@@ -239,11 +250,14 @@ impl Context<'_> {
         partners: &[usize],
         busy: &mut BTreeSet<usize>,
     ) {
-        let tests: Vec<Pair> = round.iter().map(|(p, _)| *p).collect();
-        for p in tests {
+        let tests: Vec<Pair> = round.iter().map(|t| t.0).collect();
+        for &p in &tests {
             if let Some(c) = self.matched_control(p, partners, busy) {
                 round.push((c, None));
                 plan.matched.insert((round_index, p), c);
+            } else if let Some(&other) = tests.iter().find(|&&t| t != p) {
+                plan.matched.insert((round_index, p), other);
+                plan.substitute.insert((round_index, p));
             }
         }
         for (p, purpose) in &round {
@@ -281,7 +295,7 @@ impl Context<'_> {
     /// The median goodness, less its ends' effects, of the matrix's pairs
     /// of `class` on `metric` that touch no suspect rank; `None` when
     /// there is none.
-    fn clean_level(&self, class: PairClass, metric: Metric) -> Option<f64> {
+    pub(super) fn clean_level(&self, class: PairClass, metric: Metric) -> Option<f64> {
         let suspects: BTreeSet<usize> = self.analysis.unit_suspects().map(|u| u.rank).collect();
         let domain = Domain::of(class);
         let mut g: Vec<f64> = self

@@ -644,10 +644,12 @@ fn on_three_fake_nodes_a_slow_node_and_a_slow_link_fail_by_name_and_a_healthy_cl
 }
 
 /// On 4 fake nodes no other test uses (a link fault on lo matches a node's
-/// address whoever runs on it), one held to 5% of a CPU: the node checks
-/// (1 rank a node) are not judged, and the finder names the slow node
-/// (or, where this machine is too loaded to confirm it, does not judge
-/// it): never a pass, and no other node named.
+/// address whoever runs on it), one held to 15% of a CPU (issue 35's
+/// case: about 3 times slower than a node sharing 2 cores with 3 others):
+/// the node checks (1 rank a node) are not judged, and the finder names
+/// the slow node (or, where this machine is too loaded to confirm it,
+/// does not judge it): never a pass, and no other node named.
+/// scripts/bench/check-finder.sh counts how often it is named.
 #[cfg(feature = "mpi")]
 #[test]
 fn on_four_fake_nodes_the_node_checks_are_not_judged_and_the_finder_names_a_slow_node() {
@@ -659,7 +661,7 @@ fn on_four_fake_nodes_the_node_checks_are_not_judged_and_the_finder_names_a_slow
     let dir = tempdir();
     let out_dir = dir.path().join("finder");
     let slow = fake_nodes::Faults {
-        slow_node: Some(("cbnode19", 5)),
+        slow_node: Some(("cbnode19", 15)),
         ..Default::default()
     };
     let out = fake_nodes::mpirun(

@@ -61,6 +61,7 @@ struct RawCheck {
     optional: Option<Spanned<bool>>,
     finder: Option<Spanned<bool>>,
     on_finding: Option<Spanned<String>>,
+    min_deficit_pct: Option<Spanned<RawThreshold>>,
 }
 
 #[derive(Deserialize)]
@@ -276,10 +277,14 @@ impl Reader<'_> {
         if c.finder.as_ref().is_some_and(|f| *f.get_ref()) {
             return self.finder_check(c, name, line, scope);
         }
-        if let Some(o) = &c.on_finding {
+        let finder_only = [
+            ("on_finding", c.on_finding.as_ref().map(Spanned::span)),
+            ("min_deficit_pct", c.min_deficit_pct.as_ref().map(Spanned::span)),
+        ];
+        if let Some((key, span)) = finder_only.into_iter().find_map(|(k, s)| s.map(|s| (k, s))) {
             return Err(self.err(
-                o.span(),
-                format!("check {name}: on_finding is for finder checks (finder = true)"),
+                span,
+                format!("check {name}: {key} is for finder checks (finder = true)"),
             ));
         }
         let collective = self.collective(c, &name, line)?;
@@ -407,6 +412,7 @@ impl Reader<'_> {
                 }
             },
         };
+        let margin = self.finder_margin(c, &name)?;
         let (samples, iters, warmup) = self.counts(c, &name)?;
         Ok(CheckSpec {
             name,
@@ -423,7 +429,7 @@ impl Reader<'_> {
             ranks: None,
             follows: c.follows.as_ref().map(|f| f.get_ref().trim().to_string()),
             path: None,
-            rule: Rule::Finder { warn },
+            rule: Rule::Finder { warn, margin },
             optional: c.optional.as_ref().is_some_and(|o| *o.get_ref()),
         })
     }
@@ -549,6 +555,26 @@ impl Reader<'_> {
             sizes.push(bytes);
         }
         Ok(Located { value: sizes, line: at })
+    }
+
+    /// A finder check's `min_deficit_pct`: the rule's percentage, with
+    /// its source, below 100.
+    fn finder_margin(&self, c: &RawCheck, name: &str) -> Result<Option<Threshold>, Error> {
+        let Some(t) = &c.min_deficit_pct else {
+            return Ok(None);
+        };
+        let margin = self.threshold(t, "min_deficit_pct", name)?;
+        if margin.value >= 100.0 {
+            return Err(self.err(
+                t.span(),
+                format!(
+                    "check {name}: min_deficit_pct = {}: a percentage below 100 (how much worse than comparable \
+                     pairs a node or link must be)",
+                    margin.value
+                ),
+            ));
+        }
+        Ok(Some(margin))
     }
 
     fn threshold(&self, t: &Spanned<RawThreshold>, key: &str, name: &str) -> Result<Threshold, Error> {

@@ -148,11 +148,35 @@ fn a_finder_check_takes_a_probe_and_what_a_finding_is() {
         (c.sizes.value.as_slice(), c.samples, c.iters),
         (&[256 << 10][..], 12, DEFAULT_ITERS)
     );
-    assert_eq!(c.rule, Rule::Finder { warn: false });
+    assert_eq!(
+        c.rule,
+        Rule::Finder {
+            warn: false,
+            margin: None
+        }
+    );
     assert_eq!(c.fail_source(), FINDER_SOURCE);
     let w = parse(&format!("{FINDER}on_finding = \"warn\"\noptional = true\n"), "f.toml").unwrap();
-    assert_eq!(w.checks[0].rule, Rule::Finder { warn: true });
+    assert_eq!(
+        w.checks[0].rule,
+        Rule::Finder {
+            warn: true,
+            margin: None
+        }
+    );
     assert!(w.checks[0].optional);
+    assert_eq!(w.checks[0].finder_rule(), crate::links::rule::Rule::DEFAULT);
+    // the rule's percentage for a noisier fabric, with its source
+    let m = parse(
+        &format!("{FINDER}min_deficit_pct = {{ value = 50.0, source = \"measured here\" }}\n"),
+        "f.toml",
+    )
+    .unwrap();
+    let c = &m.checks[0];
+    assert!(matches!(&c.rule, Rule::Finder { margin: Some(t), .. } if t.value == 50.0 && t.line == 11));
+    assert_eq!(c.finder_rule().min_deficit_pct, 50.0);
+    assert_eq!(c.finder_rule().spreads, crate::links::rule::Rule::DEFAULT.spreads);
+    assert_eq!(c.fail_source(), "measured here");
     assert_eq!(
         FINDER_NODES, 4,
         "3 partners each: the rule's fewest to tell a node from a link"
@@ -177,6 +201,15 @@ fn a_finder_check_refuses_what_it_does_not_use_at_its_line() {
         e.starts_with("p.toml:11: check pair-finder: on_finding 'drain': expected fail or warn"),
         "{e}"
     );
+    let e = ferr("min_deficit_pct = { value = 50.0 }");
+    assert!(
+        e.starts_with("p.toml:11: check pair-finder: min_deficit_pct = 50 has no source"),
+        "{e}"
+    );
+    let e = ferr("min_deficit_pct = { value = 100.0, source = \"s\" }");
+    assert!(e.contains("min_deficit_pct = 100: a percentage below 100"), "{e}");
+    let e = ferr("min_deficit_pct = { value = 0.0, source = \"s\" }");
+    assert!(e.contains("give a number above 0"), "{e}");
     let e = err(&FINDER.replace("\"pair\"", "\"node\""));
     assert!(
         e.starts_with("p.toml:7: check pair-finder: a finder check measures pairs of nodes"),
@@ -198,6 +231,14 @@ fn a_collective_check_names_its_collective_and_may_be_optional() {
     let e = err(&GOOD.replace("iters = 100", "iters = 100\non_finding = \"warn\""));
     assert!(
         e.starts_with("p.toml:13: check node-ar: on_finding is for finder checks"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace(
+        "iters = 100",
+        "iters = 100\nmin_deficit_pct = { value = 50.0, source = \"s\" }",
+    ));
+    assert!(
+        e.starts_with("p.toml:13: check node-ar: min_deficit_pct is for finder checks"),
         "{e}"
     );
     let p = parse(&GOOD.replace("iters = 100", "iters = 100\noptional = true"), "p.toml").unwrap();

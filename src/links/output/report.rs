@@ -85,10 +85,11 @@ fn own_pairs(host: &str, matrix: &Matrix, analysis: &Analysis) -> Option<String>
 
 /// A finding's first line, in the words docs/links.md uses ("SUSPECT node
 /// H: slow with most partners"); a host that slows collectives is said
-/// to have fine pairs only where none of them was low or too noisy.
+/// to have fine pairs only where none of them was low or too noisy; a
+/// node or GPU named from its pairs' re-tests says so.
 pub fn headline(f: &Finding, matrix: &Matrix, analysis: &Analysis) -> String {
     let who: Vec<String> = f.endpoints.iter().map(|e| e.name()).collect();
-    match f.kind {
+    let line = match f.kind {
         FindingKind::Node if f.endpoints.len() > 1 => format!(
             "SUSPECT node {}: {} of its ranks slow with most partners ({})",
             f.hosts[0],
@@ -115,7 +116,19 @@ pub fn headline(f: &Finding, matrix: &Matrix, analysis: &Analysis) -> String {
                 f.hosts[0]
             ),
         },
+    };
+    if f.links.is_empty() {
+        return line;
     }
+    let links: Vec<String> = f
+        .links
+        .iter()
+        .map(|p| format!("{} - {}", short(matrix, p.a), short(matrix, p.b)))
+        .collect();
+    format!(
+        "{line}: its pairs {} slow when re-tested, and none of its re-tests fine",
+        links.join(", ")
+    )
 }
 
 /// One metric's evidence of a finding, one line: its value and interval,

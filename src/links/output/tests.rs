@@ -140,6 +140,7 @@ fn a_collective_finding_says_its_pairs_look_fine_only_when_none_was_low() {
         endpoints: vec![o.matrix.endpoints[rank].clone()],
         evidence: vec![],
         retests: vec![],
+        links: vec![],
         steps: vec![],
     };
     let fine = headline(&on(0), &o.matrix, &o.analysis);

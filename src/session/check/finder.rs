@@ -149,6 +149,7 @@ impl<W: World> Session<'_, W> {
         let collectives = backend.sub_groups().is_some();
         let identity = backend.identity();
         let cfg = FinderConfig {
+            rule: spec.finder_rule(),
             probe: probe(spec),
             collectives,
             ..FinderConfig::DEFAULT
