@@ -511,7 +511,9 @@ mod tests {
 
     /// A pair's bandwidth samples times `factor`.
     fn slow_bandwidth(s: &mut super::super::PairSamples, factor: f64) {
-        s.uni_gbps.iter_mut().chain(&mut s.bidi_gbps).for_each(|x| *x *= factor);
+        for metric in [Metric::Uni, Metric::Bidi] {
+            s.samples.get_mut(metric).iter_mut().for_each(|x| *x *= factor);
+        }
     }
 
     #[test]
@@ -575,11 +577,8 @@ mod tests {
                 let Some(&(_, uni, bidi, latency)) = matrix.iter().find(|m| call == 0 && m.0 == s.pair) else {
                     return;
                 };
-                for (v, to) in [
-                    (&mut s.uni_gbps, uni),
-                    (&mut s.bidi_gbps, bidi),
-                    (&mut s.latency_us, latency),
-                ] {
+                for (metric, to) in [(Metric::Uni, uni), (Metric::Bidi, bidi), (Metric::Latency, latency)] {
+                    let v = s.samples.get_mut(metric);
                     let median = Estimate::of(v).unwrap().median;
                     v.iter_mut().for_each(|x| *x *= to / median);
                 }
