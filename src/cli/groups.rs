@@ -113,10 +113,8 @@ pub struct BlockingArgs {
     pub blocking: Switch,
 }
 
-/// How many samples each measurement takes (run, check): the group run
-/// and check alone take, which reaches both commands' sessions whole
-/// (`config::RunConfig::run_and_check`).
-#[derive(Clone, Debug, PartialEq, Args, Serialize)]
+/// How many samples each measurement takes (run, check).
+#[derive(Clone, Debug, Args, Serialize)]
 #[command(next_help_heading = MEASUREMENT)]
 pub struct RepeatArgs {
     /// Samples of every point (run: the whole sweep runs N times, interleaved, nccl-tests' -N/--cycles; check: each check, in place of the profile's count); 0 repeats until stopped (a check's soak)

@@ -62,11 +62,6 @@ pub struct RunConfig {
     pub outputs: OutputConfig,
     /// Test-only switches.
     pub hooks: TestHooks,
-    /// The option group run and check alone take (`cli::RepeatArgs`), as
-    /// parsed (check's through `for_command`; every other command's at
-    /// its defaults): an option of run and check only, added to that
-    /// group, is read here by the session with nothing else to wire.
-    pub run_and_check: RepeatArgs,
     /// Every option that shapes the sequence of collective calls, as
     /// (option, value), for the cross-rank check (`engine::digest`).
     pub digest: Vec<(String, String)>,
@@ -154,7 +149,6 @@ impl RunConfig {
                 config: a.config.clone(),
                 notes: Vec::new(),
             },
-            run_and_check: a.repeat.clone(),
             hooks: TestHooks {
                 inject_error: a.common.hooks.inject_error,
                 trace_bootstrap: a.common.hooks.trace_bootstrap.clone(),

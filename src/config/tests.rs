@@ -286,21 +286,3 @@ proptest! {
         }
     }
 }
-
-#[test]
-fn run_and_check_carry_the_group_they_alone_share_and_other_commands_its_defaults() {
-    use clap::Parser;
-    let cfg = config(&["-N", "3"]).unwrap();
-    assert_eq!(cfg.run_and_check.cycles, 3);
-    let parsed = |args: &[&str]| cli::Cli::try_parse_from(args).unwrap().command;
-    let cli::Command::Check(check) = parsed(&["collbench", "check", "--profile", "local-cpu", "--repeat", "4"]) else {
-        panic!("not check");
-    };
-    let (_, cfg) = CheckJob::from_args(&check).unwrap();
-    assert_eq!(cfg.run_and_check.cycles, 4);
-    let cli::Command::Links(links) = parsed(&["collbench", "links"]) else {
-        panic!("not links");
-    };
-    let (_, cfg) = LinksJob::from_args(&links).unwrap();
-    assert_eq!(cfg.run_and_check, RunArgs::defaults().repeat);
-}
