@@ -5,8 +5,8 @@
 
 use super::by_mode::ModeReport;
 use super::text::{ROW_HEADERS, SUMMARY_HEADERS, row_cells, side_counts, summary_rows};
-use super::text::{fmt_change, fmt_interval, fmt_p, fmt_value, speedup_cell, trim_float, winner_cell};
-use super::{Comparison, Verdict, human_size};
+use super::text::{fmt_change, fmt_interval, fmt_p, fmt_value, mode_cells, mode_claim, mode_headers, trim_float};
+use super::{Comparison, Verdict};
 
 pub fn comparison(c: &Comparison) -> String {
     let regressed = c.count(Verdict::Regressed) > 0;
@@ -102,43 +102,28 @@ fn regressions(c: &Comparison) -> String {
 
 pub fn modes(r: &ModeReport) -> String {
     let mut out = format!(
-        "## collbench compare --by {}: {}\n\n{} ({}) in `{}`; speedup over `{}`, claimed where the samples show \
-         it (beyond {}% with p < {}).\n",
+        "## collbench compare --by {}: {}\n\n{}.\n",
         r.dimension.name(),
         r.metric,
-        r.metric,
-        r.metric.unit(),
-        r.label,
-        r.reference,
-        trim_float(r.threshold_pct),
-        trim_float(r.alpha)
+        mode_claim(r, "`")
     );
     for g in &r.groups {
-        out.push_str(&format!("\n### {}\n\n| size |", g.title(r.dimension)));
-        let mut align = String::from("|---:|");
-        for m in &g.modes {
-            out.push_str(&format!(" {m} |"));
-            align.push_str("---:|");
-            if *m != r.reference {
-                out.push_str(" speedup |");
-                align.push_str("---:|");
-            }
-        }
-        out.push_str(&format!(" winner |\n{align}---|\n"));
+        let headers = mode_headers(r, g);
+        let align: String = headers.iter().map(|_| "---:|").collect();
+        out.push_str(&format!(
+            "\n### {}\n\n| {} |\n|{}---|\n",
+            g.title(r.dimension),
+            headers.join(" | "),
+            &align[..align.len() - "---:|".len()]
+        ));
         for p in &g.points {
-            out.push_str(&format!("| {} |", human_size(p.size_bytes)));
-            for (i, m) in g.modes.iter().enumerate() {
-                out.push_str(&format!(" {} |", p.values[i].map_or("-".into(), fmt_value)));
-                if *m != r.reference {
-                    out.push_str(&format!(" {} |", speedup_cell(p, i)));
-                }
-            }
-            let winner = winner_cell(p);
-            if p.crossover {
-                out.push_str(&format!(" **{winner}** (crossover) |\n"));
+            let (cells, winner) = mode_cells(r, g, p);
+            let winner = if p.crossover {
+                format!("**{winner}** (crossover)")
             } else {
-                out.push_str(&format!(" {winner} |\n"));
-            }
+                winner
+            };
+            out.push_str(&format!("| {} | {winner} |\n", cells.join(" | ")));
         }
     }
     if !r.notes.is_empty() {

@@ -6,7 +6,7 @@
 //! per collective and over all rows, the notes and the headline.
 //! Warnings are not repeated here: they went to stderr.
 
-use super::by_mode::{Difference, ModeReport, Point};
+use super::by_mode::{Difference, Group, ModeReport, Point};
 use super::{Compared, Comparison, human_size};
 
 pub fn comparison(c: &Comparison) -> String {
@@ -169,39 +169,15 @@ pub(super) fn row_cells(r: &Compared) -> Vec<String> {
 }
 
 pub fn modes(r: &ModeReport) -> String {
-    let mut out = format!(
-        "collbench compare --by {}: {} ({}) in {}; speedup over {}, claimed where the samples show it \
-         (beyond {}% with p < {})\n",
-        r.dimension.name(),
-        r.metric,
-        r.metric.unit(),
-        r.label,
-        r.reference,
-        trim_float(r.threshold_pct),
-        trim_float(r.alpha)
-    );
+    let mut out = format!("collbench compare --by {}: {}\n", r.dimension.name(), mode_claim(r, ""));
     for g in &r.groups {
         out.push_str(&format!("\n{}\n", g.title(r.dimension)));
-        let mut headers = vec!["size".to_string()];
-        for m in &g.modes {
-            headers.push(m.clone());
-            if *m != r.reference {
-                headers.push("speedup".into());
-            }
-        }
-        headers.push("winner".into());
+        let headers = mode_headers(r, g);
         let rows = g
             .points
             .iter()
             .map(|p| {
-                let mut cells = vec![human_size(p.size_bytes)];
-                for (i, m) in g.modes.iter().enumerate() {
-                    cells.push(p.values[i].map_or("-".into(), fmt_value));
-                    if *m != r.reference {
-                        cells.push(speedup_cell(p, i));
-                    }
-                }
-                let winner = winner_cell(p);
+                let (mut cells, winner) = mode_cells(r, g, p);
                 cells.push(if p.crossover { format!("{winner} *") } else { winner });
                 cells
             })
@@ -225,6 +201,48 @@ pub fn modes(r: &ModeReport) -> String {
         out.push_str(&format!("note: {note}\n"));
     }
     out
+}
+
+/// What a mode comparison shows and when it claims a speedup (the line
+/// under its title, in text and Markdown); names between `quote`s.
+pub(super) fn mode_claim(r: &ModeReport, quote: &str) -> String {
+    format!(
+        "{} ({}) in {quote}{}{quote}; speedup over {quote}{}{quote}, claimed where the samples show it (beyond {}% \
+         with p < {})",
+        r.metric,
+        r.metric.unit(),
+        r.label,
+        r.reference,
+        trim_float(r.threshold_pct),
+        trim_float(r.alpha)
+    )
+}
+
+/// A mode table's columns: the size, each mode (a speedup after each but
+/// the reference), the winner.
+pub(super) fn mode_headers(r: &ModeReport, g: &Group) -> Vec<String> {
+    let mut headers = vec!["size".to_string()];
+    for m in &g.modes {
+        headers.push(m.clone());
+        if *m != r.reference {
+            headers.push("speedup".into());
+        }
+    }
+    headers.push("winner".into());
+    headers
+}
+
+/// A mode table's row at `p`, as `mode_headers` orders it but the winner,
+/// and the winner's cell (each renderer marks a crossover its own way).
+pub(super) fn mode_cells(r: &ModeReport, g: &Group, p: &Point) -> (Vec<String>, String) {
+    let mut cells = vec![human_size(p.size_bytes)];
+    for (i, m) in g.modes.iter().enumerate() {
+        cells.push(p.values[i].map_or("-".into(), fmt_value));
+        if *m != r.reference {
+            cells.push(speedup_cell(p, i));
+        }
+    }
+    (cells, winner_cell(p))
 }
 
 /// A mode's speedup over the reference: `1.33x [1.30, 1.36]` where the

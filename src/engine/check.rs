@@ -50,21 +50,10 @@ impl Validate<'_> {
     /// One validation of `call` in `placement` with the pattern of `seed`:
     /// the wrong elements of every rank, summed (every rank takes part);
     /// `None` where the backend leaves this output undefined (every rank
-    /// alike: no rank takes part then). The call's buffers are ready
-    /// (`Backend::prepare`).
-    pub fn once(
-        &self,
-        backend: &mut dyn Backend,
-        call: &Call,
-        placement: Placement,
-        seed: u64,
-    ) -> Result<Option<u64>, Error> {
-        Ok(self.timed(backend, call, placement, seed)?.wrong)
-    }
-
-    /// `once`, with this rank's seconds of its own work: filling its input,
-    /// then fetching and comparing its output (not the collective, nor the
-    /// reduction of the count).
+    /// alike: no rank takes part then); with this rank's own count and its
+    /// seconds of its own work: filling its input, then fetching and
+    /// comparing its output (not the collective, nor the reduction of the
+    /// count). The call's buffers are ready (`Backend::prepare`).
     pub fn timed(
         &self,
         backend: &mut dyn Backend,
@@ -80,7 +69,7 @@ impl Validate<'_> {
         })
     }
 
-    /// `once` without the sum: this rank's wrong elements (a check judges
+    /// `timed` without the sum: this rank's wrong elements (a check judges
     /// each group apart). No rank takes part in anything.
     pub fn local(
         &self,

@@ -255,7 +255,10 @@ impl StepRunner<'_> {
                 self.watch(format!("checking operation {} of the step", i + 1));
                 self.cx.backend.prepare(c)?;
                 let seed = pass * calls.len() as u64 + i as u64 + 1;
-                if let Some(total) = validate.once(&mut *self.cx.backend, c, Placement::OutOfPlace, seed)? {
+                if let Some(total) = validate
+                    .timed(&mut *self.cx.backend, c, Placement::OutOfPlace, seed)?
+                    .wrong
+                {
                     wrong += total;
                     failed += usize::from(total > 0);
                 }

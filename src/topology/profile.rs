@@ -230,17 +230,58 @@ pub const PROFILER_VAR: &str = "NCCL_PROFILER_PLUGIN";
 /// the log once initialisation returns.
 /// TUNING, with `--algo-record log`, adds rank 0's line per collective
 /// (`nccl_log::message::tuning`).
+/// The profile's variables split by who set them: added by collbench
+/// (`ours`), or the user's where the user's value differs from the
+/// profile's (a user's equal value is neither).
+fn profile_vars(
+    profile: Profile,
+    env: &dyn Fn(&str) -> Option<String>,
+    ours: &dyn Fn(&str) -> bool,
+) -> (Vec<(String, String)>, Vec<Kept>) {
+    let mut added = Vec::new();
+    let mut kept = Vec::new();
+    for (name, value) in profile.vars() {
+        if ours(name) {
+            added.push((name.to_string(), value.to_string()));
+        } else if let Some(user) = env(name).filter(|u| u != value) {
+            kept.push(Kept {
+                name: name.to_string(),
+                user_value: user,
+                profile_value: value.to_string(),
+            });
+        }
+    }
+    (added, kept)
+}
+
+/// The user's own NCCL log setting, `NAME=value`, which a run leaves in
+/// place of its private log.
+fn user_nccl_log(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    ["NCCL_DEBUG", "NCCL_DEBUG_FILE"]
+        .into_iter()
+        .find_map(|v| Some(format!("{v}={}", env(v)?)))
+}
+
+/// The variables of a run's private NCCL log (`nccl_log_vars`).
+const NCCL_LOG_VARS: [&str; 4] = [
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_FILE",
+    "NCCL_DEBUG_SUBSYS",
+    "NCCL_RUNTIME_CONNECT",
+];
+
 fn nccl_log_vars(log: &LogRequest) -> [(&'static str, String); 4] {
     let subsys = if log.tuning {
         "INIT,ENV,GRAPH,TUNING"
     } else {
         "INIT,ENV,GRAPH"
     };
+    let [debug, file, subsys_var, connect] = NCCL_LOG_VARS;
     [
-        ("NCCL_DEBUG", "INFO".into()),
-        ("NCCL_DEBUG_FILE", log.path.display().to_string()),
-        ("NCCL_DEBUG_SUBSYS", subsys.into()),
-        ("NCCL_RUNTIME_CONNECT", "0".into()),
+        (debug, "INFO".into()),
+        (file, log.path.display().to_string()),
+        (subsys_var, subsys.into()),
+        (connect, "0".into()),
     ]
 }
 
@@ -273,19 +314,7 @@ impl EnvPlan {
     /// The plan before anything was applied. `nccl_log` is the private log
     /// when the run may use NCCL; `env` reads the environment.
     pub fn new(profile: Profile, nccl_log: Option<LogRequest>, env: &dyn Fn(&str) -> Option<String>) -> EnvPlan {
-        let mut added = Vec::new();
-        let mut kept = Vec::new();
-        for (name, value) in profile.vars() {
-            match env(name) {
-                None => added.push((name.to_string(), value.to_string())),
-                Some(user) if user == *value => {}
-                Some(user) => kept.push(Kept {
-                    name: name.to_string(),
-                    user_value: user,
-                    profile_value: value.to_string(),
-                }),
-            }
-        }
+        let (mut added, kept) = profile_vars(profile, env, &|name| env(name).is_none());
         let profiler = match (env(PROFILER_VAR), nccl_log.as_ref().and_then(|l| l.profiler.clone())) {
             (Some(user), _) => ProfilerEnv::User(user),
             (None, Some(path)) => {
@@ -294,22 +323,17 @@ impl EnvPlan {
             }
             (None, None) => ProfilerEnv::Unset,
         };
-        let nccl_log = match nccl_log {
-            None => NcclLogging::NotUsed,
-            Some(log) => match ["NCCL_DEBUG", "NCCL_DEBUG_FILE"].into_iter().find_map(|v| {
-                let value = env(v)?;
-                Some(format!("{v}={value}"))
-            }) {
-                Some(user) => NcclLogging::UserOwned(user),
-                None => {
-                    for (name, value) in nccl_log_vars(&log) {
-                        if env(name).is_none() {
-                            added.push((name.to_string(), value));
-                        }
+        let nccl_log = match (nccl_log, user_nccl_log(env)) {
+            (None, _) => NcclLogging::NotUsed,
+            (Some(_), Some(user)) => NcclLogging::UserOwned(user),
+            (Some(log), None) => {
+                for (name, value) in nccl_log_vars(&log) {
+                    if env(name).is_none() {
+                        added.push((name.to_string(), value));
                     }
-                    NcclLogging::Private(log.path)
                 }
-            },
+                NcclLogging::Private(log.path)
+            }
         };
         EnvPlan {
             profile,
@@ -329,19 +353,7 @@ impl EnvPlan {
             .map(|(_, names)| names.split(',').filter(|n| !n.is_empty()).collect())
             .unwrap_or_default();
         let was_added = |name: &str| added_names.contains(&name);
-        let mut added = Vec::new();
-        let mut kept = Vec::new();
-        for (name, value) in profile.vars() {
-            if was_added(name) {
-                added.push((name.to_string(), value.to_string()));
-            } else if let Some(user) = env(name).filter(|u| u != value) {
-                kept.push(Kept {
-                    name: name.to_string(),
-                    user_value: user,
-                    profile_value: value.to_string(),
-                });
-            }
-        }
+        let (mut added, kept) = profile_vars(profile, env, &was_added);
         let profiler = match env(PROFILER_VAR) {
             Some(path) if was_added(PROFILER_VAR) => {
                 added.push((PROFILER_VAR.to_string(), path.clone()));
@@ -351,24 +363,14 @@ impl EnvPlan {
             None => ProfilerEnv::Unset,
         };
         let nccl_log = if was_added("NCCL_DEBUG_FILE") {
-            for name in [
-                "NCCL_DEBUG",
-                "NCCL_DEBUG_FILE",
-                "NCCL_DEBUG_SUBSYS",
-                "NCCL_RUNTIME_CONNECT",
-            ] {
-                if was_added(name)
-                    && let Some(value) = env(name)
-                {
+            for name in NCCL_LOG_VARS.into_iter().filter(|n| was_added(n)) {
+                if let Some(value) = env(name) {
                     added.push((name.to_string(), value));
                 }
             }
             env("NCCL_DEBUG_FILE").map_or(NcclLogging::NotUsed, |p| NcclLogging::Private(PathBuf::from(p)))
         } else {
-            ["NCCL_DEBUG", "NCCL_DEBUG_FILE"]
-                .into_iter()
-                .find_map(|v| Some(format!("{v}={}", env(v)?)))
-                .map_or(NcclLogging::NotUsed, NcclLogging::UserOwned)
+            user_nccl_log(env).map_or(NcclLogging::NotUsed, NcclLogging::UserOwned)
         };
         EnvPlan {
             profile,
