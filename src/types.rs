@@ -22,7 +22,8 @@ mod switch;
 mod vocabulary;
 
 pub use algo::{
-    Algo, AlgoChoice, AlgoPin, AlgoRecord, AlgoRecording, AlgoSetup, AlgoSource, Chosen, ProfilerEnv, Proto,
+    Algo, AlgoChoice, AlgoPin, AlgoRecord, AlgoRecording, AlgoSetup, AlgoSource, Chosen, LOG_WORDS, PLUGIN_WORDS,
+    ProfilerEnv, Proto,
 };
 pub use c_integer::read_c_integer;
 pub use choice::{Choice, Named, RootChoice, known};

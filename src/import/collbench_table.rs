@@ -51,6 +51,9 @@ struct Header {
     run_id: String,
     backend: Option<BackendKind>,
     backend_version: String,
+    /// Where the `algo` cells came from, as the backend note says
+    /// (`AlgoSource::in_header`); `None` where the run recorded nothing.
+    algo_source: Option<AlgoSource>,
     nranks: Option<u64>,
     nnodes: u64,
     ranks_per_node: u64,
@@ -150,6 +153,7 @@ fn read_comment(h: &mut Header, place: &mut Place, comment: &str) {
         let (kind, rest) = v.split_once(' ').unwrap_or((v, ""));
         h.backend = BackendKind::parse(kind);
         let rest = rest.trim();
+        h.algo_source = AlgoSource::in_header(rest);
         if let Some(inside) = rest.strip_prefix('(') {
             h.backend_version = inside.split_once(')').map_or(inside, |(a, _)| a).to_string();
         }
@@ -301,7 +305,7 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
             let cell = cell
                 .split_once('|')
                 .map_or(cell, |(oop, ip)| if k == 0 { oop } else { ip });
-            algo_cell(&mut r, cell)?;
+            algo_cell(&mut r, cell, h.algo_source)?;
             r.busbw_algo_gbps = r.busbw_of_algorithm();
         }
         records.push(r);
@@ -310,17 +314,35 @@ fn read_row(h: &Header, place: &Place, line: &str, given: &Given) -> Result<Vec<
 }
 
 /// A row's `algo` cell as the table prints it (`report::table`):
-/// `ring/ll`, `mixed/simple`, `unknown`, or `-` (nothing recorded).
-fn algo_cell(r: &mut Record, cell: &str) -> Result<(), String> {
+/// `ring/ll`, `mixed/simple`, `unknown`, `pinned`, or `-` (nothing
+/// recorded). The cell does not say where a choice came from: the run's
+/// recording source (`recorded`, from the header) on a flat row, as the
+/// run records flat rows only (`engine::row`); a pin's values where the
+/// run recorded nothing or the row is hierarchical (a pinned flat row
+/// whose launches went unrecorded reads as recorded: the table cannot
+/// tell them apart); the TUNING lines where a header predates the words
+/// (the log was the only source then).
+fn algo_cell(r: &mut Record, cell: &str, recorded: Option<AlgoSource>) -> Result<(), String> {
     let bad = || format!("'{cell}' is not an algo cell (ALGO/PROTO, unknown or -)");
     match cell {
         "-" => {}
         "unknown" => r.algo_source = Some(AlgoSource::Unknown),
+        // a pin of one of the two, unrecorded: the pin's value
+        "pinned" => {
+            r.algo_source = Some(AlgoSource::Pinned);
+            r.algo = r.algo_pin.and_then(|p| p.algo).map(Chosen::One);
+            r.proto = r.algo_pin.and_then(|p| p.proto).map(Chosen::One);
+        }
         _ => {
             let (algo, proto) = cell.split_once('/').ok_or_else(bad)?;
             r.algo = Some(Chosen::parse(algo).ok_or_else(bad)?);
             r.proto = Some(Chosen::parse(proto).ok_or_else(bad)?);
-            r.algo_source = Some(AlgoSource::Log);
+            r.algo_source = Some(match (recorded, r.algo_pin) {
+                (Some(source), _) if r.hierarchy.is_flat() => source,
+                (_, Some(_)) => AlgoSource::Pinned,
+                (Some(source), None) => source,
+                (None, None) => AlgoSource::Log,
+            });
         }
     }
     Ok(())

@@ -56,6 +56,23 @@ crate::types::vocabulary! {
     }
 }
 
+/// How the run header's backend note names the source it recorded from
+/// (`backend::nccl`'s recorder writes them; `import` reads them back, as
+/// the table's `algo` cell does not say where it came from).
+pub const PLUGIN_WORDS: &str = "algorithm, protocol and channels from collbench's profiler plugin";
+/// The TUNING lines' counterpart of `PLUGIN_WORDS`.
+pub const LOG_WORDS: &str = "algorithm and protocol from rank 0's TUNING lines in NCCL's log";
+
+impl AlgoSource {
+    /// The source a run header's backend note says the run recorded from
+    /// (`PLUGIN_WORDS`, `LOG_WORDS`); `None` where it recorded nothing.
+    pub fn in_header(note: &str) -> Option<AlgoSource> {
+        [(PLUGIN_WORDS, AlgoSource::Plugin), (LOG_WORDS, AlgoSource::Log)]
+            .into_iter()
+            .find_map(|(words, source)| note.contains(words).then_some(source))
+    }
+}
+
 crate::types::vocabulary! {
     /// `--algo-record`: how a run learns which algorithm NCCL chose.
     #[derive(Default)]

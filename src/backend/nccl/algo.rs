@@ -22,7 +22,9 @@ use crate::backend::Call;
 use crate::collective::Collective;
 use crate::nccl_log::message::{Tuning, tuning};
 use crate::nccl_log::{Level, lines};
-use crate::types::{AlgoChoice, AlgoRecord, AlgoRecording, AlgoSetup, AlgoSource, NcclVersion, ProfilerEnv};
+use crate::types::{
+    AlgoChoice, AlgoRecord, AlgoRecording, AlgoSetup, AlgoSource, LOG_WORDS, NcclVersion, PLUGIN_WORDS, ProfilerEnv,
+};
 
 /// The first release whose rank 0 prints a TUNING line per collective
 /// (src/enqueue.cc: commented out up to 2.19).
@@ -100,9 +102,6 @@ struct TuningLog {
     device: u32,
 }
 
-/// The header's words for the TUNING lines.
-const FROM_LOG: &str = "algorithm and protocol from rank 0's TUNING lines in NCCL's log (one line per collective, \
-                        written inside the timed loop)";
 /// What neither source records.
 const P2P_UNKNOWN: &str =
     "sendrecv, alltoall, gather and scatter are sends and receives that NCCL does not tune: unknown";
@@ -235,7 +234,12 @@ impl Recorder {
                     format!("{why}; ")
                 };
                 match log() {
-                    Ok(l) => recorder(How::Log(l), format!("{not_plugin}{FROM_LOG}; {P2P_UNKNOWN}")),
+                    Ok(l) => recorder(
+                        How::Log(l),
+                        format!(
+                            "{not_plugin}{LOG_WORDS} (one line per collective, written inside the timed loop); {P2P_UNKNOWN}"
+                        ),
+                    ),
                     Err(no_log) => recorder(How::Unknown, format!("{not_plugin}algorithm not recorded: {no_log}")),
                 }
             }
@@ -278,10 +282,7 @@ impl Recorder {
             .and_then(|p| std::fs::read_to_string(p).ok())
             .and_then(|text| loaded_line(&text))
             .map_or(String::new(), |line| format!(", NCCL: \"{line}\""));
-        self.note = format!(
-            "algorithm, protocol and channels from collbench's profiler plugin ({path}{said}), each rank's own \
-             collectives; {P2P_UNKNOWN}"
-        );
+        self.note = format!("{PLUGIN_WORDS} ({path}{said}), each rank's own collectives; {P2P_UNKNOWN}");
     }
 
     pub(super) fn note(&self) -> &str {

@@ -96,6 +96,12 @@ fn assert_table_says_what_the_csv_says(table: &str, csv: &Csv, tmp: &Path) {
         all_reduce.ends_with("changes at 256.0 KiB (tree/ll -> ring/ll128), 4.0 MiB (ring/ll128 -> ring/simple)"),
         "{all_reduce}"
     );
+    assert_import_gives_back(table, csv, tmp);
+}
+
+/// `collbench import` of a run's table gives back the CSV's algo, proto
+/// and algo_source (the source from the header's backend note, or the pin).
+pub(super) fn assert_import_gives_back(table: &str, csv: &Csv, tmp: &Path) {
     let table_path = tmp.join("table.txt");
     std::fs::write(&table_path, table).unwrap();
     let imported = tmp.join("imported.csv");

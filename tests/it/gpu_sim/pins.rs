@@ -9,6 +9,7 @@
 //! pin that did not reach the communicator would show as the size rule's
 //! choice (algo.rs): Tree only up to 64 KiB, LL/LL128/Simple by size.
 
+use super::algo::assert_import_gives_back;
 use super::*;
 
 /// `run --backend nccl` of `args` on the simulation at `version`, with a
@@ -104,7 +105,7 @@ fn each_pin_is_a_sweep_of_what_it_runs_and_nccl_ran_the_pin() {
 fn unrecorded_rows_say_the_pin_and_protocols_pin_alone_or_in_pairs() {
     let Some(dir) = sim_dir() else { return };
     let tmp = tempdir();
-    let (_, csv) = pinned(
+    let (out, csv) = pinned(
         &dir,
         tmp.path(),
         "pairs",
@@ -122,8 +123,10 @@ fn unrecorded_rows_say_the_pin_and_protocols_pin_alone_or_in_pairs() {
             );
         }
     }
+    // the table's cells do not say the source; import reads it back
+    assert_import_gives_back(&stdout(&out), &csv, tmp.path());
     // by default the plugin records what ran, on each pinned communicator
-    let (_, csv) = pinned(
+    let (out, csv) = pinned(
         &dir,
         tmp.path(),
         "plugin",
@@ -136,7 +139,8 @@ fn unrecorded_rows_say_the_pin_and_protocols_pin_alone_or_in_pairs() {
             ["all_reduce", "tree", row[2].as_str(), "plugin", "tree"].map(String::from)
         );
     }
-    let (_, csv) = pinned(
+    assert_import_gives_back(&stdout(&out), &csv, tmp.path());
+    let (out, csv) = pinned(
         &dir,
         tmp.path(),
         "proto",
@@ -151,6 +155,7 @@ fn unrecorded_rows_say_the_pin_and_protocols_pin_alone_or_in_pairs() {
             "{row:?}"
         );
     }
+    assert_import_gives_back(&stdout(&out), &csv, tmp.path());
 }
 
 /// One process per rank at 3 ranks: each process sets its own variables.
