@@ -57,7 +57,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
-    /// Also write each node's Prometheus file here: a directory (node_exporter's textfile directory: HOST.prom inside) or a file ({host} is replaced); checked before anything is measured
+    /// Also write each node's Prometheus file here: a directory (node_exporter's textfile directory: HOST.prom inside) or a .prom file ({host} is replaced); checked before anything is measured
     #[arg(long, value_name = "PATH")]
     pub prometheus: Option<String>,
 

@@ -445,9 +445,12 @@ fn write_node(c: &CheckJob, dir: &Path, label: &str, files: &[NodeFiles]) -> Res
 
 /// Where `--prometheus SPEC` puts node `label`'s file: in a directory
 /// (`SPEC` names one, or ends in `/`: node_exporter's textfile directory),
-/// `HOST.prom` inside it; else `SPEC` itself, `{host}` replaced. The
-/// directory must exist and take a new file (a usage error naming it,
-/// exit 2): checked on every node before anything is measured.
+/// `HOST.prom` inside it; else `SPEC` itself, `{host}` replaced, a name
+/// ending in `.prom` (the textfile collector reads those only, so a typo
+/// in a directory's name is refused rather than written as a file it
+/// never reads). The directory must exist and take a new file (a usage
+/// error naming it, exit 2): checked on every node before anything is
+/// measured.
 pub(super) fn prometheus_path(spec: &str, label: &str) -> Result<PathBuf, Error> {
     let named = PathBuf::from(spec.replace("{host}", label));
     let (dir, path) = if spec.ends_with('/') || named.is_dir() {
@@ -462,11 +465,17 @@ pub(super) fn prometheus_path(spec: &str, label: &str) -> Result<PathBuf, Error>
     let refused = |why: String| {
         Error::usage(format!(
             "--prometheus {spec}: {why} on {label} (a directory that exists, such as node_exporter's textfile \
-             directory, or a file in one)"
+             directory, or a .prom file in one)"
         ))
     };
     if !dir.is_dir() {
         return Err(refused(format!("{} is not a directory", dir.display())));
+    }
+    if path.extension().is_none_or(|e| e != "prom") {
+        return Err(refused(format!(
+            "{} is neither a directory nor a .prom file (node_exporter reads *.prom only)",
+            path.display()
+        )));
     }
     let probe = dir.join(format!(".collbench-probe.{}.tmp", std::process::id()));
     std::fs::write(&probe, b"")
@@ -558,6 +567,15 @@ mod tests {
             .to_string();
         assert!(e.contains("plain is not a directory on n1"), "{e}");
         assert!(!e.contains('\n'));
+        // a directory's name mistyped: not written as a file the
+        // collector never reads
+        let e = prometheus_path(&format!("{d}/textfil"), "n1").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string()
+                .contains(&format!("{d}/textfil is neither a directory nor a .prom file")),
+            "{e}"
+        );
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             1,
