@@ -38,7 +38,16 @@ stop_slurms() {
     done
     return 0
 }
-trap stop_slurms EXIT
+# The tests' temporary files, and what the binaries they start leave in
+# TMPDIR (a run that fails keeps its NCCL log there for diagnosis, and
+# many tests make runs fail on purpose), in one folder removed at the end.
+tests_tmp=$(mktemp -d /tmp/collbench-tests.XXXXXX)
+export TMPDIR="$tests_tmp"
+finish() {
+    stop_slurms
+    rm -rf "$tests_tmp"
+}
+trap finish EXIT
 
 echo "== NCCL library for the tests (PyPI's nvidia-nccl-cu12 wheel, cached in .cache/nccl)"
 if [ -n "${COLLBENCH_TEST_NCCL_LIB:-}" ] && [ -f "$COLLBENCH_TEST_NCCL_LIB" ]; then
