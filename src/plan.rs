@@ -225,6 +225,10 @@ pub struct Reservation {
     /// The plan has sendrecv points (a backend may give them a
     /// communicator of their own).
     pub sendrecv: bool,
+    /// The plan runs as pinned sweeps (`--algo`, `--proto`), each on a
+    /// communicator of every rank made under its pin and freed after it:
+    /// one more communicator at a time.
+    pub pinned: bool,
 }
 
 impl Reservation {

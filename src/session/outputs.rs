@@ -60,7 +60,7 @@ impl<W: World> Session<'_, W> {
             plan = fitted;
             notes.extend(lowered);
         }
-        let reservation = plan.reservation(rotate);
+        let reservation = self.reservation(&plan, rotate);
         if let Some(available) = available_memory() {
             let on_host = world.nodes().local_size(world.rank());
             reservation.check_host_memory(on_host, available, "lower --maxbytes")?;
@@ -93,7 +93,7 @@ impl<W: World> Session<'_, W> {
     ) -> Result<(Plan, Option<String>), Error> {
         let budget = free.saturating_sub(device_headroom(free));
         let need = |p: &Plan| {
-            let r = p.reservation(rotate);
+            let r = self.reservation(p, rotate);
             r.peak_bytes()
                 .saturating_add(backend.gpu().map_or(0, |g| g.scratch_bytes(&r)))
         };
@@ -107,6 +107,7 @@ impl<W: World> Session<'_, W> {
             let Ok(p) = Plan::build_at(&smaller, caps, nodes, nranks) else {
                 continue;
             };
+            let p = self.pinned_only(p);
             if need(&p) <= budget {
                 let note = format!(
                     "--maxbytes lowered from {} to {} to fit GPU memory ({} free)",

@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::engine::groups::Groups;
 use crate::engine::{Engine, RunContext, Summary};
 use crate::error::Error;
-use crate::plan::Plan;
+use crate::plan::{Plan, Reservation};
 use crate::record::Record;
 use crate::types::AlgoPin;
 use crate::world::World;
@@ -50,19 +50,33 @@ impl<W: World> Session<'_, W> {
                 describe(&vars)
             ));
         }
+        Ok((self.pinned_only(plan), notes))
+    }
+
+    /// The cases of `plan` a pinned sweep measures (all without a pin).
+    pub(super) fn pinned_only(&self, plan: Plan) -> Plan {
+        let pins = &self.cfg.timing.algo_pins;
+        if pins.is_empty() {
+            return plan;
+        }
         let cases = plan
             .cases
-            .iter()
-            .copied()
+            .into_iter()
             .filter(|c| pins.iter().any(|&p| c.runs_pinned(p)))
             .collect();
-        Ok((
-            Plan {
-                nranks: plan.nranks,
-                cases,
-            },
-            notes,
-        ))
+        Plan {
+            nranks: plan.nranks,
+            cases,
+        }
+    }
+
+    /// What `plan` reserves (`rotate`: its buffers rotate), with a pinned
+    /// sweep's communicator where the run has pins.
+    pub(super) fn reservation(&self, plan: &Plan, rotate: bool) -> Reservation {
+        Reservation {
+            pinned: !self.cfg.timing.algo_pins.is_empty(),
+            ..plan.reservation(rotate)
+        }
     }
 
     /// The points the pinned sweeps measure, for the progress and the

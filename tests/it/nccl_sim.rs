@@ -702,27 +702,43 @@ fn links_frees_each_bisection_round_s_communicators() {
 /// with room for them the run goes on and the header says what was kept.
 #[test]
 fn the_memory_fit_keeps_room_for_the_communicators_nccl_connects_later() {
-    let Some(dir) = sim_dir() else { return };
-    let gib = 1u64 << 30;
     let args = argv![
         "run --backend nccl -g 4 --ranks-per-node 2 --hierarchy flat,rs-ar-ag --collectives all_reduce -b 1M -e 16M -f 4 -n 1 -w 1 --no-progress"
     ];
-    // the world's 1 GiB, the 1 GiB headroom, 64 MiB for buffers
+    assert_fit_keeps(4, &args, 2, "for each of the 2 communicators made later");
+}
+
+/// `args` on `nranks` simulated GPUs at 1 GiB a communicator: refused (exit
+/// 2) with memory for the world's, the 1 GiB headroom and 64 MiB of
+/// buffers; with `later` GiB more it runs, and the header says `kept`.
+fn assert_fit_keeps(nranks: usize, args: &[&str], later: u64, kept: &str) {
+    let Some(dir) = sim_dir() else { return };
+    let gib = 1u64 << 30;
     let tight = (2 * gib + (64 << 20)).to_string();
     let env = [("GPUSIM_MEM_BYTES", tight.as_str()), ("NCCL_BUFFSIZE", "268435456")];
-    let out = exits(2, sim_run(&dir, 4, &env, &args));
+    let out = exits(2, sim_run(&dir, nranks, &env, args));
     assert!(
         one_line(&out).contains("of GPU memory per rank, more than the"),
         "{}",
         stderr(&out)
     );
-    // 2 GiB more: room for both
-    let roomy = (4 * gib + (64 << 20)).to_string();
+    let roomy = ((2 + later) * gib + (64 << 20)).to_string();
     let env = [("GPUSIM_MEM_BYTES", roomy.as_str()), ("NCCL_BUFFSIZE", "268435456")];
-    let (out, _) = sim_rows(4, &args, |a| sim_run(&dir, 4, &env, a));
+    let (out, _) = sim_rows(nranks, args, |a| sim_run(&dir, nranks, &env, a));
     assert!(
-        stdout(&out).contains("the memory fit keeps 1.0 GiB for each of the 2 communicators made later"),
+        stdout(&out).contains(&format!("the memory fit keeps 1.0 GiB {kept}")),
         "{}",
         stdout(&out)
     );
+}
+
+/// A pinned sweep (`--algo`) runs on a communicator of every rank made
+/// under its pin, after the fit: counted as the hierarchical modes' are.
+/// Before: the fit counted the headroom only (exit 0 below where 2 is
+/// asserted), and the pinned communicator's connections took all of it.
+#[test]
+fn the_memory_fit_keeps_room_for_a_pinned_sweeps_communicator() {
+    let args =
+        argv!["run --backend nccl -g 2 --algo ring --collectives all_reduce -b 1M -e 16M -f 4 -n 1 -w 1 --no-progress"];
+    assert_fit_keeps(2, &args, 1, "for the communicator made later");
 }

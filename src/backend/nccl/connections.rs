@@ -1,6 +1,7 @@
 //! NCCL's own device memory: what a communicator takes when NCCL connects
 //! its channels, which the memory fit keeps for the communicators made
-//! after it (the hierarchical modes' two, sendrecv's from NCCL 2.30), and
+//! after it (the hierarchical modes' two, sendrecv's from NCCL 2.30, a
+//! pinned sweep's), and
 //! the header's line on when NCCL connects (docs/gpu.md, "Ranks, GPUs and
 //! memory").
 
@@ -26,20 +27,21 @@ impl NcclBackend {
 
     /// The communicators of more than one rank (one alone connects
     /// nothing) a run of `reservation` will make after the plan is fitted:
-    /// the hierarchical modes' intra- and inter-node ones, and sendrecv's
-    /// (NCCL 2.30 and later).
+    /// the hierarchical modes' intra- and inter-node ones, sendrecv's
+    /// (NCCL 2.30 and later), and a pinned sweep's (one at a time).
     pub(super) fn later_comms(&self, reservation: &Reservation) -> usize {
         let hierarchical = !reservation.hierarchical.is_empty() && self.sub.is_none();
         let subs = [&self.member.intra, &self.member.inter]
             .iter()
             .filter(|g| hierarchical && g.size > 1)
             .count();
+        let several = self.comm.as_ref().is_some_and(|c| c.nranks() > 1);
         let p2p = reservation.sendrecv
             && self.p2p.is_none()
-            && self.comm.as_ref().is_some_and(|c| c.nranks() > 1)
+            && several
             && self.library.version() >= sys::MAX_P2P_PEERS_SINCE
             && self.library.optional().comm_split;
-        subs + usize::from(p2p)
+        subs + usize::from(p2p) + usize::from(reservation.pinned && several)
     }
 
     /// Device memory the fit keeps for NCCL's connections of the
@@ -66,13 +68,14 @@ impl NcclBackend {
         if self.later_comms == 0 {
             return Vec::new();
         }
+        let which = match self.later_comms {
+            1 => "the communicator".to_string(),
+            n => format!("each of the {n} communicators"),
+        };
         vec![format!(
             "NCCL connects every channel as a communicator is made (NCCL_RUNTIME_CONNECT=0, or NCCL before 2.22.3): \
-             the memory fit keeps {} for each of the {} communicator{} made later, as much as the world \
-             communicator took",
+             the memory fit keeps {} for {which} made later, as much as the world communicator took",
             human_bytes(self.comm_bytes),
-            self.later_comms,
-            if self.later_comms == 1 { "" } else { "s" }
         )]
     }
 }
