@@ -123,10 +123,7 @@ impl Context<'_> {
             .filter(|&x| Some(x) != under_test)
             .map(|x| self.analysis.effect(x, domain, metric))
             .sum();
-        let best = match metric {
-            Metric::Latency => e.lo,
-            _ => e.hi,
-        };
+        let best = if metric.spec().lower_is_better { e.lo } else { e.hi };
         // below what `reference` (goodness, its ends' effects taken out)
         // predicts, past the rule, with the interval's best end below
         let low_against = |reference: f64| {
@@ -146,10 +143,7 @@ impl Context<'_> {
             value: e.median,
             lo: e.lo,
             hi: e.hi,
-            reference: match metric {
-                Metric::Latency => (-expected).exp(),
-                _ => expected.exp(),
-            },
+            reference: metric.from_goodness(expected),
             control: control_value,
             deficit_pct: (1.0 - delta.exp()) * 100.0,
             low: low && self.cfg.rule.worse(beside, 0.0) && matrix_too,
@@ -521,13 +515,11 @@ impl Context<'_> {
         let class = mine.first()?.class;
         let reference = self.analysis.reference(class, metric)?.median;
         // the rank's median pair, in the metric's unit, and its interval
-        let to_value = |ratio: f64| match metric {
-            Metric::Latency => reference / ratio,
-            _ => reference * ratio,
-        };
-        let (lo, hi) = match metric {
-            Metric::Latency => (u.ratio.hi.map(to_value), u.ratio.lo.map(to_value)),
-            _ => (u.ratio.lo.map(to_value), u.ratio.hi.map(to_value)),
+        // a ratio of goodness (above 1: better) in the metric's unit
+        let to_value = |ratio: f64| metric.from_goodness(metric.goodness(reference) + ratio.ln());
+        let (lo, hi) = match metric.spec().lower_is_better {
+            true => (u.ratio.hi.map(to_value), u.ratio.lo.map(to_value)),
+            false => (u.ratio.lo.map(to_value), u.ratio.hi.map(to_value)),
         };
         Some(Evidence {
             metric,
