@@ -464,10 +464,36 @@ fn check_exports(c: &CompareCommand) -> Result<(), Error> {
     let names = if c.files.len() == 2 { ["BASE", "NEW"] } else { [""; 2] };
     let inputs: Vec<(&str, &Path)> = c.files.iter().zip(names).map(|(p, n)| (n, p.as_path())).collect();
     crate::report::paths::check_distinct(&exports, &inputs)?;
+    for (what, path) in &exports {
+        if let Some((name, folder)) = inputs.iter().find(|(_, input)| read_from(input, path)) {
+            let which = if name.is_empty() {
+                String::new()
+            } else {
+                format!(" {name}")
+            };
+            return Err(Error::usage(format!(
+                "{what} {}: a .csv file in the{which} folder {} is read as one of its launches (this export would \
+                 replace or join them); choose a path outside it",
+                path.display(),
+                folder.display()
+            )));
+        }
+    }
     for (what, path) in exports {
         crate::report::paths::check_writable(what, path)?;
     }
     Ok(())
+}
+
+/// Whether a folder `input`'s launches would include the file `path`: a
+/// `.csv` file directly in it (as `record::read` lists a folder).
+fn read_from(input: &Path, path: &Path) -> bool {
+    let parent = match path.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => return false,
+    };
+    input.is_dir() && path.extension().is_some_and(|x| x == "csv") && crate::report::paths::same_file(parent, input)
 }
 
 /// Joins `base` and `new`, checks how they were measured and judges every

@@ -62,7 +62,7 @@ pub fn check_writable(what: &str, path: &Path) -> Result<(), Error> {
 /// Whether `a` and `b` name one file: the same device and inode where both
 /// exist (a link, `./x` and `x`), else the same absolute path once the
 /// folders that exist are resolved.
-fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     if let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) {
         return ma.dev() == mb.dev() && ma.ino() == mb.ino();
     }

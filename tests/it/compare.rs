@@ -618,6 +618,40 @@ fn an_export_onto_an_input_or_into_a_missing_folder_is_refused_before_comparing(
     }
     assert_eq!(std::fs::read_to_string(&new).unwrap(), before);
     assert!(!md.exists(), "no export left behind");
+    // a folder's launches: an export onto one of them, or a new .csv that
+    // the next compare of the folder would read as a launch
+    let folder = dir.path().join("launches");
+    std::fs::create_dir(&folder).unwrap();
+    let launch = write(
+        &folder,
+        "l1.csv",
+        &std::fs::read_to_string(fixture("base.csv")).unwrap(),
+    );
+    let kept = std::fs::read_to_string(&launch).unwrap();
+    for (option, name) in [("--export-json", "l1.csv"), ("--export-markdown", "notes.csv")] {
+        let export = folder.join(name);
+        let out = exits(
+            2,
+            collbench(&argv![
+                "compare --within-launch",
+                path_str(&folder),
+                path_str(&new),
+                option,
+                path_str(&export)
+            ]),
+        );
+        let line = only_line(&out);
+        assert!(
+            line.contains(&format!(
+                "{option} {}: a .csv file in the BASE folder {} is read as one of its launches",
+                export.display(),
+                folder.display()
+            )),
+            "{line}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&launch).unwrap(), kept);
+    assert!(!folder.join("notes.csv").exists());
 }
 
 #[test]
