@@ -201,9 +201,16 @@ pub(crate) fn is_svg(path: &Path) -> Option<bool> {
     }
 }
 
-/// Refuses an existing JSON report at `path` unless `overwrite`: checked
-/// when the sink is made, before the run.
+/// Refuses an existing JSON report at `path` unless `overwrite`, and a
+/// folder even with it (the report is renamed onto `path` at the end):
+/// checked when the sink is made, before the run.
 fn refuse_existing_json(path: &Path, overwrite: bool) -> Result<(), Error> {
+    if path.is_dir() {
+        return Err(Error::usage(format!(
+            "JSON file {} is a folder: give a file's path",
+            path.display()
+        )));
+    }
     if path.exists() && !overwrite {
         return Err(Error::usage(format!(
             "JSON file {} already exists; choose another path or pass --overwrite",

@@ -140,6 +140,8 @@ fn bad_command_lines_get_one_line_and_exit_2() {
         (vec!["--csv", "/nonexistent-folder/x.csv"], "cannot create CSV file"),
         (vec!["--csv", path_str(&existing)], "already exists"),
         (vec!["--json", path_str(&existing)], "already exists"),
+        // refused up front, not after the sweep at the rename
+        (vec!["--json", path_str(dir.path()), "--overwrite"], "is a folder"),
         (
             vec!["--config", "/nonexistent/collbench.toml"],
             "cannot read config file",
