@@ -411,6 +411,13 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
     let (base, new) = (load(base)?, load(new)?);
     refuse_empty(&base, &new)?;
     let comparison = compare(&base, &new, o)?;
+    if comparison.rows.is_empty() && comparison.allow_missing {
+        // nothing judged is never a pass (without the option: missing, 4)
+        return Err(Error::usage(format!(
+            "no case of {} is in {}: nothing to compare (--allow-missing accepts some cases missing, not all)",
+            base.label, new.label
+        )));
+    }
     for warning in &comparison.warnings {
         say(&format!("collbench: warning: {warning}"));
     }

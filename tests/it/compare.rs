@@ -384,6 +384,20 @@ fn rows_missing_from_the_new_run_exit_4_unless_allowed() {
     let out = collbench(&["compare", path_str(&fewer), path_str(&base)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert_stdout_has(&out, "Only in new (1):");
+    // no case in common: nothing judged, never an OK (exit 2 with the
+    // option, 4 without: every base case is missing)
+    let only: Vec<&str> = base_text
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i == 0 || l.contains(",broadcast,"))
+        .map(|(_, l)| l)
+        .collect();
+    let broadcast = write(dir.path(), "broadcast.csv", &(only.join("\n") + "\n"));
+    let out = collbench(&["compare", "--allow-missing", path_str(&fewer), path_str(&broadcast)]);
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+    assert!(only_line(&out).contains("nothing to compare"), "{}", stderr(&out));
+    let out = collbench(&["compare", path_str(&fewer), path_str(&broadcast)]);
+    assert_eq!(code(&out), 4, "{}", stdout(&out));
 }
 
 #[test]
