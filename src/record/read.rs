@@ -103,8 +103,14 @@ pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
     }
     let mut rows = Vec::new();
     for (i, raw) in reader.records().enumerate() {
-        let line = i + 2;
-        let raw = raw.map_err(|e| Error::usage(format!("CSV file {} line {line}: {e}", path.display())))?;
+        // the file's own line (the reader skips blank lines), else the
+        // record's count after the header
+        let line_of = |p: Option<&csv::Position>| p.map_or(i + 2, |p| line_at(&text, p.byte()));
+        let raw = raw.map_err(|e| {
+            let line = line_of(e.position());
+            Error::usage(format!("CSV file {} line {line}: {e}", path.display()))
+        })?;
+        let line = line_of(raw.position());
         let record: Record = raw
             .deserialize(Some(&headers))
             .map_err(|e| bad_row(path, &headers, &raw, line, &e))?;
@@ -123,6 +129,19 @@ pub fn read_file(path: &Path) -> Result<Vec<Row>, Error> {
         });
     }
     Ok(rows)
+}
+
+/// The line of `text` (from 1) where the record read from byte `at` on
+/// starts: the blank lines the reader skipped before it counted.
+fn line_at(text: &[u8], at: u64) -> usize {
+    let at = usize::try_from(at).unwrap_or(usize::MAX).min(text.len());
+    let before = text[..at].iter().filter(|&&b| b == b'\n').count();
+    let blank = text[at..]
+        .iter()
+        .take_while(|&&b| b == b'\n' || b == b'\r')
+        .filter(|&&b| b == b'\n')
+        .count();
+    1 + before + blank
 }
 
 /// The first measured column of `r` whose value no measurement can give,
@@ -285,6 +304,15 @@ time_min_us,time_max_us,algbw_gbps,busbw_gbps,wrong";
         let err = read_file(&path).unwrap_err().to_string();
         assert!(err.contains("bad.csv line 3 column `size_bytes`: "), "{err}");
         assert!(!err.contains('\n'));
+        // the file's line, blank lines counted (the reader skips them)
+        let text = format!(
+            "{HEADER}\n\n{}\n\n{}\n",
+            line("t", 8, 1.0),
+            line("t", 8, 1.0).replace(",8,", ",eight,")
+        );
+        std::fs::write(&path, text).unwrap();
+        let err = read_file(&path).unwrap_err().to_string();
+        assert!(err.contains("bad.csv line 5 column `size_bytes`: "), "{err}");
         // a value of a typed column: its name and the value
         let text = format!("{HEADER}\n{}\n", line("t", 8, 1.0).replace("all_reduce", "all_redux"));
         std::fs::write(&path, text).unwrap();
