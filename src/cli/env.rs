@@ -19,6 +19,9 @@ pub struct EnvOption {
     pub alltoallv: bool,
 }
 
+/// nccl-tests' variable of alltoallv's traffic matrix.
+const MATRIX_FILE: &str = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE";
+
 /// Every variable `collbench run` reads for its options.
 pub const ENV_OPTIONS: [EnvOption; 5] = [
     EnvOption {
@@ -27,7 +30,7 @@ pub const ENV_OPTIONS: [EnvOption; 5] = [
         alltoallv: true,
     },
     EnvOption {
-        var: "NCCL_TESTS_ALLTOALLV_MATRIX_FILE",
+        var: MATRIX_FILE,
         long: "alltoallv-matrix",
         alltoallv: true,
     },
@@ -72,8 +75,22 @@ pub fn from_env(run: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<F
                 .push(format!("{}={value} is ignored: this run measures no alltoallv", o.var));
             continue;
         }
+        // as nccl-tests: a matrix gives the traffic, and only it is scaled
+        let matrix = run.cases.alltoallv_matrix.is_some() || env(MATRIX_FILE).is_some_and(|v| !v.trim().is_empty());
+        let unused = match o.long {
+            "alltoallv-spread" if matrix => Some("a traffic matrix gives alltoallv's traffic"),
+            "alltoallv-matrix-scale" if !matrix => Some("it scales a traffic matrix, and none is given"),
+            _ => None,
+        };
+        if let Some(why) = unused {
+            out.notes.push(format!("{}={value} is ignored: {why}", o.var));
+            continue;
+        }
         let arg = format!("--{}={value}", o.long);
-        if let Err(e) = parse_run([arg.as_str()]) {
+        // the value alone: the options it needs are checked with the rest
+        if let Err(e) = parse_run([arg.as_str()])
+            && e.kind() != clap::error::ErrorKind::MissingRequiredArgument
+        {
             let why = std::error::Error::source(&e).map_or_else(|| super::one_line(&e), |s| s.to_string());
             return Err(format!(
                 "{}={value}: {why} (it sets --{}; fix or unset it)",
@@ -166,5 +183,48 @@ mod tests {
             from_env(&run(&[]), &env(&[("NCCL_TESTS_SPLIT", " ")])).unwrap(),
             FromEnv::default()
         );
+    }
+
+    /// As nccl-tests: a matrix gives the traffic (the spread is unused),
+    /// and the scale applies to a matrix only; each unused one is noted.
+    #[test]
+    fn a_spread_beside_a_matrix_and_a_scale_without_one_are_noted_unused() {
+        let got = from_env(&run(&[]), &env(&[("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", "2")])).unwrap();
+        assert_eq!(got.args, Vec::<String>::new());
+        assert_eq!(
+            got.notes,
+            ["NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=2 is ignored: it scales a traffic matrix, and none is given"]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("m.txt");
+        std::fs::write(&m, "0 1\n1 0\n").unwrap();
+        let m = m.display().to_string();
+        let got = from_env(
+            &run(&["--alltoallv-matrix", &m]),
+            &env_owned(vec![
+                ("NCCL_TESTS_ALLTOALLV_SPREAD", "0.5".into()),
+                ("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", "2".into()),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(got.args, ["--alltoallv-matrix-scale=2"]);
+        assert_eq!(
+            got.notes,
+            ["NCCL_TESTS_ALLTOALLV_SPREAD=0.5 is ignored: a traffic matrix gives alltoallv's traffic"]
+        );
+        let got = from_env(
+            &run(&[]),
+            &env_owned(vec![
+                ("NCCL_TESTS_ALLTOALLV_MATRIX_FILE", m.clone()),
+                ("NCCL_TESTS_ALLTOALLV_SPREAD", "0.5".into()),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(got.args, [format!("--alltoallv-matrix={m}")]);
+        assert_eq!(got.notes.len(), 1);
+    }
+
+    fn env_owned(pairs: Vec<(&'static str, String)>) -> impl Fn(&str) -> Option<String> {
+        move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
     }
 }

@@ -177,7 +177,7 @@ pub struct CaseArgs {
     pub root: RootChoice,
 
     /// alltoallv's generated traffic (nccl-tests' NCCL_TESTS_ALLTOALLV_SPREAD): 0 sends every peer the same, 1 weights each peer by its distance (none to itself); every rank sends the same total
-    #[arg(long, value_name = "0..1", default_value = "1")]
+    #[arg(long, value_name = "0..1", default_value = "1", conflicts_with = "alltoallv_matrix")]
     pub alltoallv_spread: Spread,
 
     /// alltoallv's traffic from a file instead (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_FILE): a square matrix, row i column j the bytes rank i sends rank j; one size, -b equal to -e
@@ -186,7 +186,7 @@ pub struct CaseArgs {
 
     /// Every cell of --alltoallv-matrix times X (nccl-tests' NCCL_TESTS_ALLTOALLV_MATRIX_SCALE)
     #[arg(long, value_name = "X", default_value = "1",
-          value_parser = non_negative)]
+          value_parser = non_negative, requires = "alltoallv_matrix")]
     pub alltoallv_matrix_scale: f64,
 
     /// Parallel groups (nccl-tests' NCCL_TESTS_SPLIT): ranks whose process (the world rank under a launcher; one for all of -g) gives the same colour under AND, OR, MOD or DIV of a value ('MOD 2', 'AND 0x7'; 010 is octal, as in nccl-tests) run the sweep together, every group at once; a row per group and one for all

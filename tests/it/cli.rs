@@ -93,6 +93,15 @@ fn bad_values_get_the_parser_s_message_and_exit_2() {
         (vec!["--backend", "gloo"], "[possible values: auto, mpi, nccl, memory]"),
         (vec!["--label", "two\nlines"], "--label <TEXT>"),
         (vec!["--bogus"], "unexpected argument '--bogus'"),
+        // alltoallv's traffic from one source: never one silently dropped
+        (
+            vec!["--alltoallv-matrix", "m.txt", "--alltoallv-spread", "0.5"],
+            "cannot be used with '--alltoallv-spread <0..1>'",
+        ),
+        (
+            vec!["--alltoallv-matrix-scale", "2"],
+            "required arguments were not provided:\n  --alltoallv-matrix <FILE>",
+        ),
     ];
     for (args, needle) in cases {
         let mut full = vec!["run"];
