@@ -267,7 +267,7 @@ pub fn schedule(strategy: Strategy, model: &Model, layout: &GroupLayout, opts: &
             )));
         }
     }
-    let ops = match strategy {
+    let mut ops = match strategy {
         Strategy::Ddp => ddp::step(model, opts),
         Strategy::Zero1 => zero::step(model, layout, opts, 1),
         Strategy::Zero2 => zero::step(model, layout, opts, 2),
@@ -277,6 +277,9 @@ pub fn schedule(strategy: Strategy, model: &Model, layout: &GroupLayout, opts: &
         Strategy::Moe => moe::step(model, layout, opts)?,
         Strategy::Pp => pp::step(model, layout, opts)?,
     };
+    // a unit without parameters (FSDP's root without a vocabulary) makes
+    // no call, as a replayed call of 0 elements is skipped
+    ops.retain(|op| op.count > 0);
     Ok(Schedule {
         name: strategy.name().into(),
         ops,
@@ -353,6 +356,48 @@ mod tests {
             err.to_string(),
             "a tensor-parallel degree of 2 only applies to the tp strategy, not ddp"
         );
+    }
+
+    /// Without `--vocab` FSDP's root unit has no parameters: no call for
+    /// it (it was a timed all-gather and reduce-scatter of 0 elements).
+    #[test]
+    fn a_unit_without_parameters_makes_no_call() {
+        use crate::workload::model::PlainSpec;
+        let spec = |vocab| PlainSpec {
+            params: 300_000,
+            layers: 2,
+            hidden: None,
+            vocab,
+            experts: None,
+            top_k: None,
+        };
+        let l = GroupLayout::new(2, 2, 1).unwrap();
+        for hybrid in [false, true] {
+            let strategy = if hybrid {
+                Strategy::Hsdp {
+                    reshard_after_forward: true,
+                }
+            } else {
+                Strategy::Fsdp {
+                    reshard_after_forward: true,
+                }
+            };
+            let bare = schedule(strategy, &Model::plain(spec(None)).unwrap(), &l, &Options::default()).unwrap();
+            assert!(
+                bare.ops.iter().all(|op| op.count > 0 && op.label != "root"),
+                "{:?}",
+                bare.ops
+            );
+            let tied = schedule(
+                strategy,
+                &Model::plain(spec(Some(1000))).unwrap(),
+                &l,
+                &Options::default(),
+            )
+            .unwrap();
+            assert!(tied.ops.iter().any(|op| op.label == "root"));
+            assert_eq!(tied.ops.len(), bare.ops.len() + if hybrid { 3 } else { 2 });
+        }
     }
 
     #[test]
