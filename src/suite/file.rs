@@ -144,6 +144,36 @@ fn parse_hierarchies(raw: Option<Vec<String>>) -> Result<Vec<Choice<Hierarchy>>,
         .collect::<Result<Vec<_>, String>>()
 }
 
+/// The plan a launch of `cfg` makes at `ranks` ranks, as each of its
+/// ranks will check it (sizes, roots, the virtual nodes of
+/// `ranks-per-node`, the hierarchical modes' node layout), and on the mpi
+/// backend (named, or chosen by the transport profile) against what it
+/// runs (types, operations): refused before any launch rather than by
+/// every one. What depends on the hosts or on a backend that `auto`
+/// picks is checked by the launch.
+fn planned_at(cfg: &RunConfig, ranks: Option<u64>) -> Result<(), Error> {
+    use crate::types::{BackendChoice, BackendKind};
+    let Some(n) = ranks.and_then(|n| usize::try_from(n).ok()) else {
+        return Ok(());
+    };
+    let hosts = vec![String::new(); n];
+    let nodes = match cfg.plan.ranks_per_node {
+        Some(k) => crate::topology::Nodes::consecutive(k, &hosts)?,
+        None => crate::topology::Nodes::from_keys(&vec![0; n], &hosts),
+    };
+    let mpi = cfg.start.backend == BackendChoice::Only(BackendKind::Mpi)
+        || (cfg.start.backend == BackendChoice::Auto && cfg.start.transport.backend() == Some(BackendKind::Mpi));
+    let caps = match mpi {
+        #[cfg(feature = "mpi")]
+        true => crate::backend::mpi::capabilities(&cfg.timing.extras()),
+        _ => crate::plan::Capabilities {
+            max_elements: usize::MAX,
+            ..Default::default()
+        },
+    };
+    crate::plan::Plan::build_at(&cfg.plan, &caps, &nodes, n).map(|_| ())
+}
+
 impl Suite {
     pub fn load(path: &Path) -> Result<Suite, Error> {
         let text = std::fs::read_to_string(path)
@@ -193,9 +223,11 @@ impl Suite {
             })
             .collect();
         // Every combination as the run will see it (profile against
-        // backend, hierarchy against the other options).
+        // backend, hierarchy against the other options), and its plan at
+        // the suite's rank count.
         for l in &combinations {
             RunConfig::from_args(&l.args(&run_args))
+                .and_then(|cfg| planned_at(&cfg, raw.ranks))
                 .map_err(|e| format!("{} with {}: {e}", l.transport, l.hierarchy))?;
         }
         // round after round, so that a slow drift spreads over every mode
@@ -294,6 +326,16 @@ mod tests {
             ("transports = [\"auto\"]\nlaunches = 0\n", "launches must be at least 1"),
             ("transports = [\"auto\"]\nlauncher = \"aprun\"\n", "launcher"),
             ("transport = [\"auto\"]\n", "line 1"),
+            // the plan at the suite's ranks, before any launch
+            (
+                "ranks = 3\ntransports = [\"shm\"]\n[run]\ndtype = \"half\"\n",
+                "shm with flat: the mpi backend cannot run dtype half",
+            ),
+            (
+                "ranks = 3\ntransports = [\"auto\"]\n[run]\nranks-per-node = 2\n",
+                "--ranks-per-node 2 does not divide the 3 ranks",
+            ),
+            ("ranks = 2\ntransports = [\"auto\"]\n[run]\nroot = 2\n", "--root 2"),
         ] {
             let e = Suite::parse(text, "x").unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");

@@ -305,6 +305,22 @@ impl MpiBackend {
     }
 }
 
+/// What the mpi backend runs, the same on every machine (no instance
+/// needed: `suite` checks its launches against it before starting one).
+pub fn capabilities(extras: &LaunchExtras) -> Capabilities {
+    Capabilities {
+        backend: BackendKind::Mpi.name(),
+        // MPI counts are C ints (rsmpi panics beyond them).
+        max_elements: i32::MAX as usize,
+        refused_dtypes: refusals(&DType::ALL, MpiBackend::check_dtype),
+        refused_ops: refusals(&ReduceOp::ALL, MpiBackend::check_op),
+        refused_hierarchies: Vec::new(),
+        refused_extras: extras.refuse_all(BackendKind::Mpi.name()).err(),
+        // one buffer as MPI_Alltoallv's input and output races (raw.rs)
+        unchecked: vec![(Collective::AllToAllV, Placement::InPlace)],
+    }
+}
+
 impl Backend for MpiBackend {
     fn identity(&self) -> Identity {
         Identity {
@@ -315,17 +331,7 @@ impl Backend for MpiBackend {
     }
 
     fn capabilities(&self, extras: &LaunchExtras) -> Capabilities {
-        Capabilities {
-            backend: BackendKind::Mpi.name(),
-            // MPI counts are C ints (rsmpi panics beyond them).
-            max_elements: i32::MAX as usize,
-            refused_dtypes: refusals(&DType::ALL, MpiBackend::check_dtype),
-            refused_ops: refusals(&ReduceOp::ALL, MpiBackend::check_op),
-            refused_hierarchies: Vec::new(),
-            refused_extras: extras.refuse_all(BackendKind::Mpi.name()).err(),
-            // one buffer as MPI_Alltoallv's input and output races (raw.rs)
-            unchecked: vec![(Collective::AllToAllV, Placement::InPlace)],
-        }
+        capabilities(extras)
     }
 
     fn prepare(&mut self, call: &Call) -> Result<(), Error> {
