@@ -364,31 +364,7 @@ pub fn command(c: &CompareCommand) -> Result<u8, Error> {
     }
     check_exports(c)?;
     if let Some(dimension) = c.by {
-        let [file] = c.files.as_slice() else {
-            return Err(Error::usage(format!(
-                "--by {} compares the modes inside one CSV: give exactly one file",
-                dimension.name()
-            )));
-        };
-        if crate::record::workload::is_workload_csv(file) {
-            return Err(Error::usage(format!(
-                "{} is a workload CSV: its side-by-side view is in the workload's own output; --by compares the modes of a run CSV",
-                file.display()
-            )));
-        }
-        let loaded = load(file)?;
-        let judged = by_mode::ModeOptions {
-            metric: o.metric,
-            threshold_pct: o.threshold_pct,
-            alpha: o.alpha,
-        };
-        let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, &judged, c.reference.as_deref())?;
-        crate::report::print_out(&match c.format {
-            Format::Table => text::modes(&report),
-            Format::Markdown => markdown::modes(&report),
-            Format::Json => json::modes(&report),
-        });
-        return Ok(exit::OK);
+        return by_mode(c, dimension);
     }
     let [base, new] = c.files.as_slice() else {
         return Err(Error::usage(
@@ -441,6 +417,36 @@ fn refuse_empty(base: &Loaded, new: &Loaded) -> Result<(), Error> {
         ))),
         None => Ok(()),
     }
+}
+
+/// `compare --by DIMENSION FILE`: the modes inside one CSV side by side.
+fn by_mode(c: &CompareCommand, dimension: Dimension) -> Result<u8, Error> {
+    let o = &c.options;
+    let [file] = c.files.as_slice() else {
+        return Err(Error::usage(format!(
+            "--by {} compares the modes inside one CSV: give exactly one file",
+            dimension.name()
+        )));
+    };
+    if crate::record::workload::is_workload_csv(file) {
+        return Err(Error::usage(format!(
+            "{} is a workload CSV: its side-by-side view is in the workload's own output; --by compares the modes of a run CSV",
+            file.display()
+        )));
+    }
+    let loaded = load(file)?;
+    let judged = by_mode::ModeOptions {
+        metric: o.metric,
+        threshold_pct: o.threshold_pct,
+        alpha: o.alpha,
+    };
+    let report = by_mode::compare_modes(&loaded.label, &loaded.rows, dimension, &judged, c.reference.as_deref())?;
+    crate::report::print_out(&match c.format {
+        Format::Table => text::modes(&report),
+        Format::Markdown => markdown::modes(&report),
+        Format::Json => json::modes(&report),
+    });
+    Ok(exit::OK)
 }
 
 /// `--export-markdown` and `--export-json`, each whole or absent (a write
