@@ -377,7 +377,7 @@ fn run_of(
         warmup: h.warmup,
         timestamp: match words.get(want - 2..).filter(|_| place.timestamped) {
             // `-S`: the row's own `2026-12-02 13:10:45`
-            Some([date, time]) => format!("{date}T{time}Z"),
+            Some([date, time]) => super::utc_timestamp(&format!("{date} {time}")).unwrap_or_default(),
             _ => timestamp_of(&h.run_id),
         },
     })

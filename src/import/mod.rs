@@ -209,8 +209,12 @@ pub(crate) fn dtype_name(s: &str) -> String {
     DType::parse(s).map_or_else(|| s.trim().to_ascii_lowercase(), |t| t.name().to_string())
 }
 
-/// `run_id` of an imported file: the tool and the file's stem.
-pub(crate) fn run_id(tool: &str, name: &str, section: usize, sections: usize) -> String {
+/// `run_id` of an imported file: the tool, the file's stem and a short
+/// fingerprint of its text (`nccl-tests-alltoall-3f2a9c1e`), so that two
+/// logs of the same name (one per node or per job) are separate launches
+/// for `compare`, and the same log imported twice is the same one; then
+/// the section's number when the file holds several runs.
+pub(crate) fn run_id(tool: &str, name: &str, text: &str, section: usize, sections: usize) -> String {
     let stem = Path::new(name)
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -225,10 +229,12 @@ pub(crate) fn run_id(tool: &str, name: &str, section: usize, sections: usize) ->
             }
         })
         .collect();
+    // 32 bits of FNV-1a: readable, and enough to tell a folder of logs apart
+    let print = crate::engine::digest::fnv1a(text.as_bytes()) >> 32;
     if sections > 1 {
-        format!("{tool}-{stem}-{}", section + 1)
+        format!("{tool}-{stem}-{print:08x}-{}", section + 1)
     } else {
-        format!("{tool}-{stem}")
+        format!("{tool}-{stem}-{print:08x}")
     }
 }
 
@@ -274,14 +280,37 @@ pub(crate) fn parse(source: Source, text: &str, name: &str, given: &Given) -> Re
     }
 }
 
+/// A `YYYY-MM-DD HH:MM:SS` time (or with a `T`), which names no zone
+/// (nccl-tests' `timestamp` column and JSON `start_time`, collbench's `-S`
+/// column), as the CSV's RFC 3339 UTC `timestamp`: read as UTC
+/// (docs/import.md says so). None for any other text.
+pub(crate) fn utc_timestamp(text: &str) -> Option<String> {
+    let (date, time) = text.trim().split_once([' ', 'T'])?;
+    let shaped = |s: &str, sep: u8| {
+        s.len() == if sep == b'-' { 10 } else { 8 }
+            && s.bytes().enumerate().all(|(i, b)| match i {
+                _ if sep == b'-' && (i == 4 || i == 7) => b == sep,
+                _ if sep == b':' && (i == 2 || i == 5) => b == sep,
+                _ => b.is_ascii_digit(),
+            })
+    };
+    (shaped(date, b'-') && shaped(time, b':')).then(|| format!("{date}T{time}Z"))
+}
+
 /// Reads a number the way C's printf wrote it (`12.5`, `1e+06`, `nan`).
 pub(crate) fn number(s: &str) -> Option<f64> {
     s.trim().parse::<f64>().ok()
 }
 
-/// A usable time: finite and not negative.
+/// A usable time: finite and above 0 (a time of 0 measured nothing, and
+/// no CSV reader takes it: docs/csv.md).
 pub(crate) fn time(s: &str) -> Option<f64> {
-    number(s).filter(|t| t.is_finite() && *t >= 0.0)
+    number(s).filter(|&t| usable_time(t))
+}
+
+/// Whether `t` microseconds is a time a CSV row may hold.
+pub(crate) fn usable_time(t: f64) -> bool {
+    t.is_finite() && t > 0.0
 }
 
 #[cfg(test)]
@@ -309,6 +338,27 @@ mod tests {
         );
         assert_eq!(perf_collective("hypercube_perf"), None);
         assert_eq!(perf_collective("all_reduce"), None);
+    }
+
+    #[test]
+    fn zoneless_times_become_rfc_3339_utc() {
+        assert_eq!(
+            utc_timestamp("2025-03-14 09:26:53").as_deref(),
+            Some("2025-03-14T09:26:53Z")
+        );
+        assert_eq!(
+            utc_timestamp("2025-03-14T09:26:53").as_deref(),
+            Some("2025-03-14T09:26:53Z")
+        );
+        for bad in [
+            "",
+            "2025-03-14",
+            "yesterday 09:26:53",
+            "2025-03-14 9:26:53",
+            "2025/03/14 09:26:53",
+        ] {
+            assert_eq!(utc_timestamp(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         };
         let elem = DType::parse(&dtype).map_or(1, |t| t.size_bytes() as u64);
         let run = Run {
-            run_id: run_id("osu", name, i, count),
+            run_id: run_id("osu", name, text, i, count),
             backend: BackendKind::Mpi,
             backend_version: if s.version.is_empty() {
                 "OSU".into()
