@@ -180,12 +180,69 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Result<Record, String> {
     })
 }
 
-/// The collective: `--collective`, else what the file said, else an
-/// `xxx_perf` name in the file name.
-pub(crate) fn resolve_collective(given: &Given, found: Option<Collective>, name: &str) -> Result<Collective, String> {
-    given
-        .collective
-        .or(found)
+/// A tool whose logs import, for the collectives it has a benchmark of.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Tool {
+    NcclTests,
+    Osu,
+}
+
+impl Tool {
+    fn name(self) -> &'static str {
+        match self {
+            Tool::NcclTests => "nccl-tests",
+            Tool::Osu => "OSU",
+        }
+    }
+
+    /// Whether the tool has a benchmark of `c` that import reads:
+    /// nccl-tests has none of alltoallv; OSU none of sendrecv, and its
+    /// alltoallv is not one import reads (docs/import.md).
+    fn measures(self, c: Collective) -> bool {
+        match self {
+            Tool::NcclTests => c != Collective::AllToAllV,
+            Tool::Osu => !matches!(c, Collective::SendRecv | Collective::AllToAllV),
+        }
+    }
+}
+
+/// Refuses a `--collective` that `tool` has no benchmark of, or that
+/// contradicts the collective the log names (`found`): `--collective` is
+/// for logs that do not name it, never a way to relabel one.
+pub(crate) fn check_given(tool: Tool, given: &Given, found: Option<Collective>) -> Result<(), String> {
+    let Some(c) = given.collective else {
+        return Ok(());
+    };
+    if !tool.measures(c) {
+        return Err(format!(
+            "--collective {}: {} has no benchmark of it, so no {} log measured it",
+            c.name(),
+            tool.name(),
+            tool.name()
+        ));
+    }
+    match found {
+        Some(f) if f != c => Err(format!(
+            "--collective {} contradicts the log, which measured {}: leave --collective out (it is for logs \
+             that do not name their collective)",
+            c.name(),
+            f.name()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The collective: what the file said, else `--collective`, else an
+/// `xxx_perf` name in the file name; `check_given` first.
+pub(crate) fn resolve_collective(
+    tool: Tool,
+    given: &Given,
+    found: Option<Collective>,
+    name: &str,
+) -> Result<Collective, String> {
+    check_given(tool, given, found)?;
+    found
+        .or(given.collective)
         .or_else(|| perf_collective(name))
         .ok_or_else(|| "cannot tell which collective this measured: pass --collective NAME".to_string())
 }
@@ -338,6 +395,41 @@ mod tests {
         );
         assert_eq!(perf_collective("hypercube_perf"), None);
         assert_eq!(perf_collective("all_reduce"), None);
+    }
+
+    #[test]
+    fn a_collective_given_must_not_contradict_the_log_nor_be_one_the_tool_lacks() {
+        let given = |c| Given {
+            collective: Some(c),
+            nranks: None,
+        };
+        let all_gather = given(Collective::AllGather);
+        let e = resolve_collective(Tool::Osu, &all_gather, Some(Collective::AllReduce), "x").unwrap_err();
+        assert!(
+            e.starts_with("--collective all_gather contradicts the log, which measured all_reduce"),
+            "{e}"
+        );
+        // for a log that does not name it, and over a file name
+        assert_eq!(
+            resolve_collective(Tool::Osu, &all_gather, None, "x"),
+            Ok(Collective::AllGather)
+        );
+        assert_eq!(
+            resolve_collective(Tool::NcclTests, &all_gather, None, "all_reduce_perf.log"),
+            Ok(Collective::AllGather)
+        );
+        assert_eq!(
+            resolve_collective(Tool::NcclTests, &Given::default(), Some(Collective::SendRecv), "x"),
+            Ok(Collective::SendRecv)
+        );
+        for (tool, c) in [
+            (Tool::Osu, Collective::SendRecv),
+            (Tool::Osu, Collective::AllToAllV),
+            (Tool::NcclTests, Collective::AllToAllV),
+        ] {
+            let e = resolve_collective(tool, &given(c), None, "x").unwrap_err();
+            assert!(e.contains("has no benchmark of it"), "{e}");
+        }
     }
 
     #[test]

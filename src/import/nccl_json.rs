@@ -26,8 +26,8 @@
 use serde_json::Value;
 
 use super::{
-    Given, Measured, Parsed, Run, dtype_name, perf_collective, record, resolve_collective, run_id, usable_time,
-    utc_timestamp,
+    Given, Measured, Parsed, Run, Tool, check_given, dtype_name, perf_collective, record, resolve_collective, run_id,
+    usable_time, utc_timestamp,
 };
 use crate::collective::Collective;
 use crate::types::{BackendKind, Placement};
@@ -46,7 +46,10 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     // collbench's own files name each result's collective
     let named: Vec<Option<Collective>> = results.iter().map(named_collective).collect();
     let each_named = !named.is_empty() && named.iter().all(Option::is_some);
-    let collective = match resolve_collective(given, from_args, name) {
+    for found in named.iter().filter(|n| n.is_some()) {
+        check_given(Tool::NcclTests, given, *found)?;
+    }
+    let collective = match resolve_collective(Tool::NcclTests, given, from_args, name) {
         Err(_) if each_named => named[0].unwrap_or(Collective::AllReduce),
         resolved => resolved?,
     };

@@ -22,7 +22,9 @@
 //! refused.
 
 use super::launch::{self, Command};
-use super::{Given, Measured, Parsed, Run, dtype_name, perf_binary, perf_collective, record, run_id};
+use super::{
+    Given, Measured, Parsed, Run, Tool, check_given, dtype_name, perf_binary, perf_collective, record, run_id,
+};
 use crate::collective::Collective;
 use crate::types::BackendKind;
 
@@ -469,7 +471,8 @@ fn no_rows(tables: &[&Section], first: &Section, cut_at: Option<usize>) -> Strin
 /// The run a section describes, and its points.
 fn run_of(s: &Section, given: &Given, name: &str, run_id: String) -> Result<(Run, Vec<Measured>), String> {
     let rows = s.table.as_ref().map(|t| t.rows.as_slice()).unwrap_or_default();
-    let collective = given.collective.or(s.collective).or_else(|| perf_collective(name));
+    check_given(Tool::NcclTests, given, s.collective)?;
+    let collective = s.collective.or(given.collective).or_else(|| perf_collective(name));
     let Some(collective) = collective else {
         return Err(missing_collective(s, given));
     };

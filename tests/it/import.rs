@@ -451,6 +451,15 @@ fn corpus() -> Vec<(&'static str, &'static str, Vec<&'static str>, Expect)> {
             Import(&[("sendrecv", 8, 8)], &[], None),
         ),
         (
+            "nccl-tests/repo-li-plus-playground-8gpu-sendrecv.txt",
+            n,
+            vec!["--collective", "broadcast"],
+            Refuse(
+                "--collective broadcast contradicts the log, which measured sendrecv: leave --collective out (it is \
+                 for logs that do not name their collective)",
+            ),
+        ),
+        (
             "nccl-tests/repo-azureml-examples-k80-4gpu-allreduce-info.txt",
             n,
             vec![],
@@ -552,6 +561,18 @@ fn corpus() -> Vec<(&'static str, &'static str, Vec<&'static str>, Expect)> {
             "osu",
             vec!["--nranks", "256"],
             Import(&[("all_reduce", 256, 19)], &[], None),
+        ),
+        (
+            "osu/repo-archer2-docs-osu-allreduce-5.4.1-256ranks.txt",
+            "osu",
+            vec!["--collective", "all_gather", "--nranks", "256"],
+            Refuse("--collective all_gather contradicts the log, which measured all_reduce"),
+        ),
+        (
+            "osu/repo-archer2-docs-osu-allreduce-5.4.1-256ranks.txt",
+            "osu",
+            vec!["--collective", "sendrecv", "--nranks", "256"],
+            Refuse("--collective sendrecv: OSU has no benchmark of it, so no OSU log measured it"),
         ),
         (
             "osu/repo-meow-rest-osu-allreduce-5.7.1-4ranks.txt",
