@@ -46,9 +46,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     // collbench's own files name each result's collective
     let named: Vec<Option<Collective>> = results.iter().map(named_collective).collect();
     let each_named = !named.is_empty() && named.iter().all(Option::is_some);
-    for found in named.iter().filter(|n| n.is_some()) {
-        check_given(Tool::NcclTests, given, *found)?;
-    }
+    named.iter().try_for_each(|n| check_given(Tool::NcclTests, given, *n))?;
     let collective = match resolve_collective(Tool::NcclTests, given, from_args, name) {
         Err(_) if each_named => named[0].unwrap_or(Collective::AllReduce),
         resolved => resolved?,
