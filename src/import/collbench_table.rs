@@ -65,6 +65,10 @@ struct Header {
     observed: String,
     label: Option<String>,
     traffic: Option<String>,
+    /// `--split`: the backend note names the groups (`report::table`).
+    split: bool,
+    /// The run's CSV, as the `csv` header line names it.
+    csv: Option<String>,
 }
 
 /// Where rows are: the section, the sweep and the columns.
@@ -89,6 +93,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     let mut header: Option<Header> = None;
     let mut place = Place::default();
     let mut runs = 0;
+    let mut split_rows = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let no = i + 1;
         let line = super::launch::content(raw).trim();
@@ -108,6 +113,11 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         let Some(h) = header.as_mut() else {
             continue;
         };
+        // a --split run's rows: its `# gN` group rows and its `all` rows
+        if h.split && (group_row(line) || !line.starts_with('#')) {
+            split_rows.push((no, h.csv.clone()));
+            continue;
+        }
         if let Some(comment) = line.strip_prefix('#') {
             read_comment(h, &mut place, comment);
             continue;
@@ -117,6 +127,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
             Err(why) => parsed.warnings.push(format!("line {no}: {why}: not imported")),
         }
     }
+    parsed.warnings.extend(split_warnings(&split_rows));
     if runs == 0 {
         return Err(format!(
             "{name} is not a collbench table: its first line is not '# collbench VERSION  run ID'"
@@ -141,6 +152,46 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     Ok(parsed)
 }
 
+/// A `--split` run's group row: `# g0     4096   1024  float ...`.
+fn group_row(line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["#", group, size, ..] => {
+            group
+                .strip_prefix('g')
+                .is_some_and(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+                && size.parse::<u64>().is_ok()
+        }
+        _ => false,
+    }
+}
+
+/// One warning per block of consecutive lines of a `--split` run's rows
+/// (line, the run's CSV), which are not imported: the table prints
+/// neither a group's rank count nor the `all` row's bus factor (rank 0's
+/// group's size, docs/csv.md), so no row of it would be exact.
+fn split_warnings(lines: &[(usize, Option<String>)]) -> Vec<String> {
+    let mut blocks: Vec<(usize, usize, &Option<String>)> = Vec::new();
+    for (no, csv) in lines {
+        match blocks.last_mut() {
+            Some(last) if last.1 + 1 == *no => last.1 = *no,
+            _ => blocks.push((*no, *no, csv)),
+        }
+    }
+    blocks
+        .into_iter()
+        .map(|(first, last, csv)| {
+            let csv = csv.as_deref().unwrap_or("--csv");
+            format!(
+                "lines {first}-{last}: {} rows of a --split run (its '# gN' group rows and 'all' rows) are not \
+                 imported: the table prints neither a group's rank count nor the 'all' row's bus factor; import \
+                 the run's CSV ({csv}), which has them",
+                last - first + 1
+            )
+        })
+        .collect()
+}
+
 /// One `#` line of the header or between tables.
 fn read_comment(h: &mut Header, place: &mut Place, comment: &str) {
     let words: Vec<&str> = comment.split_whitespace().collect();
@@ -154,6 +205,7 @@ fn read_comment(h: &mut Header, place: &mut Place, comment: &str) {
         h.backend = BackendKind::parse(kind);
         let rest = rest.trim();
         h.algo_source = AlgoSource::in_header(rest);
+        h.split = rest.contains("--split ");
         if let Some(inside) = rest.strip_prefix('(') {
             h.backend_version = inside.split_once(')').map_or(inside, |(a, _)| a).to_string();
         }
@@ -183,6 +235,8 @@ fn read_comment(h: &mut Header, place: &mut Place, comment: &str) {
         h.transport = Profile::parse(profile.trim());
         let observed = rest.trim().strip_prefix("observed").unwrap_or("").trim_start();
         h.observed = observed.split("   ").next().unwrap_or("").trim().to_string();
+    } else if let Some(v) = field("csv") {
+        h.csv = Some(v.to_string());
     } else if let Some(v) = field("label") {
         h.label = Some(v.to_string());
     } else if let ["Rank", rank, "on", host, ..] = words.as_slice() {
@@ -377,7 +431,7 @@ fn run_of(
         warmup: h.warmup,
         timestamp: match words.get(want - 2..).filter(|_| place.timestamped) {
             // `-S`: the row's own `2026-12-02 13:10:45`
-            Some([date, time]) => format!("{date}T{time}Z"),
+            Some([date, time]) => super::utc_timestamp(&format!("{date} {time}")).unwrap_or_default(),
             _ => timestamp_of(&h.run_id),
         },
     })
@@ -432,6 +486,40 @@ fn timestamp_of(run_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_run_s_rows_are_refused_with_a_warning_naming_its_csv() {
+        // `run --split 'MOD 2'` on 4 ranks (report::table): group rows
+        // `# gN` and the `all` rows, whose bus factor is rank 0's group's
+        let split = "\
+# collbench 0.1.0  run 20261206T144111Z-vm-7267
+# backend   : mpi (Open MPI v4.1.4)  [auto: no CUDA driver, using mpi; --split 2 groups (MOD 2): 0 = ranks 0,2; 1 = ranks 1,3; row all: every rank's time, rank 0's group's size]
+# ranks     : 4 on 1 node (4 per node), host: vm
+# csv       : split.csv
+# all_reduce (hierarchy flat)
+#        size         count      type   redop    root       time    algbw    busbw  #wrong       time    algbw    busbw  #wrong
+# g0     4096          1024     float     sum      -1      13.07     0.31     0.31       0      12.05     0.34     0.34       0
+# g1     4096          1024     float     sum      -1      13.21     0.31     0.31       0      11.97     0.34     0.34       0
+         4096          1024     float     sum      -1      13.14     0.31     0.31       0      12.01     0.34     0.34       0
+# all_reduce flat      : 0.922 GB/s average bus bandwidth over 2 points
+";
+        let e = parse(split, "split.out", &Given::default()).unwrap_err();
+        assert!(
+            e.contains("lines 7-9: 3 rows of a --split run") && e.contains("import the run's CSV (split.csv)"),
+            "{e}"
+        );
+        // with a plain run after it, that run imports and the split one is warned about
+        let plain = TABLE.replace("20261202T124209Z-vm-28554", "20261202T124209Z-vm-1");
+        let p = parse(&format!("{split}{plain}"), "two.out", &Given::default()).unwrap();
+        assert!(p.records.iter().all(|r| r.run_id.ends_with("-vm-1")));
+        let about_split: Vec<&String> = p.warnings.iter().filter(|w| w.contains("--split")).collect();
+        assert_eq!(about_split.len(), 1, "{:?}", p.warnings);
+        assert!(
+            about_split[0].starts_with("lines 7-9: 3 rows of a --split run"),
+            "{:?}",
+            p.warnings
+        );
+    }
 
     const TABLE: &str = "\
 # collbench 0.1.0  run 20261202T124209Z-vm-28554

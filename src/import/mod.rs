@@ -180,12 +180,69 @@ pub(crate) fn record(run: &Run, m: &Measured) -> Result<Record, String> {
     })
 }
 
-/// The collective: `--collective`, else what the file said, else an
-/// `xxx_perf` name in the file name.
-pub(crate) fn resolve_collective(given: &Given, found: Option<Collective>, name: &str) -> Result<Collective, String> {
-    given
-        .collective
-        .or(found)
+/// A tool whose logs import, for the collectives it has a benchmark of.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Tool {
+    NcclTests,
+    Osu,
+}
+
+impl Tool {
+    fn name(self) -> &'static str {
+        match self {
+            Tool::NcclTests => "nccl-tests",
+            Tool::Osu => "OSU",
+        }
+    }
+
+    /// Whether the tool has a benchmark of `c` that import reads:
+    /// nccl-tests has none of alltoallv; OSU none of sendrecv, and its
+    /// alltoallv is not one import reads (docs/import.md).
+    fn measures(self, c: Collective) -> bool {
+        match self {
+            Tool::NcclTests => c != Collective::AllToAllV,
+            Tool::Osu => !matches!(c, Collective::SendRecv | Collective::AllToAllV),
+        }
+    }
+}
+
+/// Refuses a `--collective` that `tool` has no benchmark of, or that
+/// contradicts the collective the log names (`found`): `--collective` is
+/// for logs that do not name it, never a way to relabel one.
+pub(crate) fn check_given(tool: Tool, given: &Given, found: Option<Collective>) -> Result<(), String> {
+    let Some(c) = given.collective else {
+        return Ok(());
+    };
+    if !tool.measures(c) {
+        return Err(format!(
+            "--collective {}: {} has no benchmark of it, so no {} log measured it",
+            c.name(),
+            tool.name(),
+            tool.name()
+        ));
+    }
+    match found {
+        Some(f) if f != c => Err(format!(
+            "--collective {} contradicts the log, which measured {}: leave --collective out (it is for logs \
+             that do not name their collective)",
+            c.name(),
+            f.name()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The collective: what the file said, else `--collective`, else an
+/// `xxx_perf` name in the file name; `check_given` first.
+pub(crate) fn resolve_collective(
+    tool: Tool,
+    given: &Given,
+    found: Option<Collective>,
+    name: &str,
+) -> Result<Collective, String> {
+    check_given(tool, given, found)?;
+    found
+        .or(given.collective)
         .or_else(|| perf_collective(name))
         .ok_or_else(|| "cannot tell which collective this measured: pass --collective NAME".to_string())
 }
@@ -209,8 +266,12 @@ pub(crate) fn dtype_name(s: &str) -> String {
     DType::parse(s).map_or_else(|| s.trim().to_ascii_lowercase(), |t| t.name().to_string())
 }
 
-/// `run_id` of an imported file: the tool and the file's stem.
-pub(crate) fn run_id(tool: &str, name: &str, section: usize, sections: usize) -> String {
+/// `run_id` of an imported file: the tool, the file's stem and a short
+/// fingerprint of its text (`nccl-tests-alltoall-3f2a9c1e`), so that two
+/// logs of the same name (one per node or per job) are separate launches
+/// for `compare`, and the same log imported twice is the same one; then
+/// the section's number when the file holds several runs.
+pub(crate) fn run_id(tool: &str, name: &str, text: &str, section: usize, sections: usize) -> String {
     let stem = Path::new(name)
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -225,10 +286,12 @@ pub(crate) fn run_id(tool: &str, name: &str, section: usize, sections: usize) ->
             }
         })
         .collect();
+    // 32 bits of FNV-1a: readable, and enough to tell a folder of logs apart
+    let print = crate::engine::digest::fnv1a(text.as_bytes()) >> 32;
     if sections > 1 {
-        format!("{tool}-{stem}-{}", section + 1)
+        format!("{tool}-{stem}-{print:08x}-{}", section + 1)
     } else {
-        format!("{tool}-{stem}")
+        format!("{tool}-{stem}-{print:08x}")
     }
 }
 
@@ -274,14 +337,37 @@ pub(crate) fn parse(source: Source, text: &str, name: &str, given: &Given) -> Re
     }
 }
 
+/// A `YYYY-MM-DD HH:MM:SS` time (or with a `T`), which names no zone
+/// (nccl-tests' `timestamp` column and JSON `start_time`, collbench's `-S`
+/// column), as the CSV's RFC 3339 UTC `timestamp`: read as UTC
+/// (docs/import.md says so). None for any other text.
+pub(crate) fn utc_timestamp(text: &str) -> Option<String> {
+    let (date, time) = text.trim().split_once([' ', 'T'])?;
+    let shaped = |s: &str, sep: u8| {
+        s.len() == if sep == b'-' { 10 } else { 8 }
+            && s.bytes().enumerate().all(|(i, b)| match i {
+                _ if sep == b'-' && (i == 4 || i == 7) => b == sep,
+                _ if sep == b':' && (i == 2 || i == 5) => b == sep,
+                _ => b.is_ascii_digit(),
+            })
+    };
+    (shaped(date, b'-') && shaped(time, b':')).then(|| format!("{date}T{time}Z"))
+}
+
 /// Reads a number the way C's printf wrote it (`12.5`, `1e+06`, `nan`).
 pub(crate) fn number(s: &str) -> Option<f64> {
     s.trim().parse::<f64>().ok()
 }
 
-/// A usable time: finite and not negative.
+/// A usable time: finite and above 0 (a time of 0 measured nothing, and
+/// no CSV reader takes it: docs/csv.md).
 pub(crate) fn time(s: &str) -> Option<f64> {
-    number(s).filter(|t| t.is_finite() && *t >= 0.0)
+    number(s).filter(|&t| usable_time(t))
+}
+
+/// Whether `t` microseconds is a time a CSV row may hold.
+pub(crate) fn usable_time(t: f64) -> bool {
+    t.is_finite() && t > 0.0
 }
 
 #[cfg(test)]
@@ -309,6 +395,62 @@ mod tests {
         );
         assert_eq!(perf_collective("hypercube_perf"), None);
         assert_eq!(perf_collective("all_reduce"), None);
+    }
+
+    #[test]
+    fn a_collective_given_must_not_contradict_the_log_nor_be_one_the_tool_lacks() {
+        let given = |c| Given {
+            collective: Some(c),
+            nranks: None,
+        };
+        let all_gather = given(Collective::AllGather);
+        let e = resolve_collective(Tool::Osu, &all_gather, Some(Collective::AllReduce), "x").unwrap_err();
+        assert!(
+            e.starts_with("--collective all_gather contradicts the log, which measured all_reduce"),
+            "{e}"
+        );
+        // for a log that does not name it, and over a file name
+        assert_eq!(
+            resolve_collective(Tool::Osu, &all_gather, None, "x"),
+            Ok(Collective::AllGather)
+        );
+        assert_eq!(
+            resolve_collective(Tool::NcclTests, &all_gather, None, "all_reduce_perf.log"),
+            Ok(Collective::AllGather)
+        );
+        assert_eq!(
+            resolve_collective(Tool::NcclTests, &Given::default(), Some(Collective::SendRecv), "x"),
+            Ok(Collective::SendRecv)
+        );
+        for (tool, c) in [
+            (Tool::Osu, Collective::SendRecv),
+            (Tool::Osu, Collective::AllToAllV),
+            (Tool::NcclTests, Collective::AllToAllV),
+        ] {
+            let e = resolve_collective(tool, &given(c), None, "x").unwrap_err();
+            assert!(e.contains("has no benchmark of it"), "{e}");
+        }
+    }
+
+    #[test]
+    fn zoneless_times_become_rfc_3339_utc() {
+        assert_eq!(
+            utc_timestamp("2025-03-14 09:26:53").as_deref(),
+            Some("2025-03-14T09:26:53Z")
+        );
+        assert_eq!(
+            utc_timestamp("2025-03-14T09:26:53").as_deref(),
+            Some("2025-03-14T09:26:53Z")
+        );
+        for bad in [
+            "",
+            "2025-03-14",
+            "yesterday 09:26:53",
+            "2025-03-14 9:26:53",
+            "2025/03/14 09:26:53",
+        ] {
+            assert_eq!(utc_timestamp(bad), None, "{bad}");
+        }
     }
 
     #[test]

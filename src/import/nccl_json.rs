@@ -25,7 +25,10 @@
 
 use serde_json::Value;
 
-use super::{Given, Measured, Parsed, Run, dtype_name, perf_collective, record, resolve_collective, run_id};
+use super::{
+    Given, Measured, Parsed, Run, Tool, check_given, dtype_name, perf_collective, record, resolve_collective, run_id,
+    usable_time, utc_timestamp,
+};
 use crate::collective::Collective;
 use crate::types::{BackendKind, Placement};
 
@@ -43,7 +46,8 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     // collbench's own files name each result's collective
     let named: Vec<Option<Collective>> = results.iter().map(named_collective).collect();
     let each_named = !named.is_empty() && named.iter().all(Option::is_some);
-    let collective = match resolve_collective(given, from_args, name) {
+    named.iter().try_for_each(|n| check_given(Tool::NcclTests, given, *n))?;
+    let collective = match resolve_collective(Tool::NcclTests, given, from_args, name) {
         Err(_) if each_named => named[0].unwrap_or(Collective::AllReduce),
         resolved => resolved?,
     };
@@ -69,7 +73,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         .is_some_and(|a| std::path::Path::new(a).file_name().is_some_and(|n| n == "collbench"));
     let (backend, backend_version) = backend_of(&doc, ours);
     let run = Run {
-        run_id: run_id("nccl-tests", name, 0, 1),
+        run_id: run_id("nccl-tests", name, text, 0, 1),
         backend,
         backend_version,
         collective,
@@ -84,8 +88,8 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         timestamp: doc
             .get("start_time")
             .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
+            .and_then(utc_timestamp)
+            .unwrap_or_default(),
     };
     let mut records = Vec::new();
     let mut warnings = Vec::new();
@@ -163,7 +167,7 @@ fn points(entry: &Value, i: usize, warnings: &mut Vec<String>) -> Vec<Measured> 
             .get("time")
             .or_else(|| p.get("cpu_time"))
             .and_then(Value::as_f64)
-            .filter(|t| t.is_finite() && *t >= 0.0);
+            .filter(|&t| usable_time(t));
         let Some(time_us) = time_us else {
             warnings.push(format!(
                 "results[{i}].{key} has no usable \"time\": that point is not imported"
@@ -205,7 +209,7 @@ fn samples(per_iter: &Value, m: &Measured) -> Result<Vec<Measured>, String> {
     let numbers = |v: &Value| -> Option<Vec<f64>> {
         v.as_array()?
             .iter()
-            .map(|t| t.as_f64().filter(|t| t.is_finite() && *t >= 0.0))
+            .map(|t| t.as_f64().filter(|&t| usable_time(t)))
             .collect()
     };
     let times = per_iter
@@ -262,14 +266,21 @@ mod tests {
           "results":[{"size":1024,"count":128,"type":"float","redop":"none","root":"    -1",
              "out_of_place":{"time":12.0,"alg_bw":0.09,"bus_bw":0.04,"nwrong":0},
              "in_place":{"time":"nan","alg_bw":0,"bus_bw":0,"nwrong":null},
-             "actual_iterations":20,"experiment_name":""}],
+             "actual_iterations":20,"experiment_name":""},
+            {"size":2048,"count":256,"type":"float","redop":"none","root":"    -1",
+             "out_of_place":{"time":0,"alg_bw":0.1,"bus_bw":0.05,"nwrong":0},
+             "in_place":{"time":-1.5,"alg_bw":0,"bus_bw":0,"nwrong":0}}],
           "out_of_bounds":{"count":0,"okay":"true"}}"#;
         let parsed = parse(json, "r.json", &Given::default()).unwrap();
         let rows = parsed.records;
-        assert_eq!(rows.len(), 1, "the nan in-place time is skipped");
+        assert_eq!(rows.len(), 1, "the nan, 0 and negative times are skipped");
         assert_eq!(
             parsed.warnings,
-            ["results[0].in_place has no usable \"time\": that point is not imported"]
+            [
+                "results[0].in_place has no usable \"time\": that point is not imported",
+                "results[1].out_of_place has no usable \"time\": that point is not imported",
+                "results[1].in_place has no usable \"time\": that point is not imported"
+            ]
         );
         let r = &rows[0];
         assert_eq!(
@@ -279,7 +290,7 @@ mod tests {
         assert_eq!(r.backend_version, "NCCL 2.27.3");
         assert_eq!(
             (r.iters, r.warmup, r.timestamp.as_str()),
-            (20, 5, "2025-06-01 10:00:00")
+            (20, 5, "2025-06-01T10:00:00Z")
         );
         assert!((r.busbw_gbps - 1024.0 / 12e-6 / 1e9 * 0.5).abs() < 1e-12);
     }

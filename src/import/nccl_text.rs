@@ -22,7 +22,9 @@
 //! refused.
 
 use super::launch::{self, Command};
-use super::{Given, Measured, Parsed, Run, dtype_name, perf_binary, perf_collective, record, run_id};
+use super::{
+    Given, Measured, Parsed, Run, Tool, check_given, dtype_name, perf_binary, perf_collective, record, run_id,
+};
 use crate::collective::Collective;
 use crate::types::BackendKind;
 
@@ -155,7 +157,8 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
                 e
             }
         };
-        let (run, points) = run_of(s, given, name, i, with_rows.len()).map_err(located)?;
+        let (run, points) =
+            run_of(s, given, name, run_id("nccl-tests", name, text, i, with_rows.len())).map_err(located)?;
         for m in &points {
             records.push(record(&run, m).map_err(located)?);
         }
@@ -466,15 +469,10 @@ fn no_rows(tables: &[&Section], first: &Section, cut_at: Option<usize>) -> Strin
 }
 
 /// The run a section describes, and its points.
-fn run_of(
-    s: &Section,
-    given: &Given,
-    name: &str,
-    index: usize,
-    sections: usize,
-) -> Result<(Run, Vec<Measured>), String> {
+fn run_of(s: &Section, given: &Given, name: &str, run_id: String) -> Result<(Run, Vec<Measured>), String> {
     let rows = s.table.as_ref().map(|t| t.rows.as_slice()).unwrap_or_default();
-    let collective = given.collective.or(s.collective).or_else(|| perf_collective(name));
+    check_given(Tool::NcclTests, given, s.collective)?;
+    let collective = s.collective.or(given.collective).or_else(|| perf_collective(name));
     let Some(collective) = collective else {
         return Err(missing_collective(s, given));
     };
@@ -490,7 +488,7 @@ fn run_of(
         (None, None) => "nccl-tests".into(),
     };
     let run = Run {
-        run_id: run_id("nccl-tests", name, index, sections),
+        run_id,
         backend: BackendKind::Nccl,
         backend_version,
         collective,

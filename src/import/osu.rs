@@ -27,7 +27,7 @@
 //! the whole buffer.
 
 use super::launch::{self, Command};
-use super::{Given, Measured, Parsed, Run, dtype_name, number, record, resolve_collective, run_id, time};
+use super::{Given, Measured, Parsed, Run, Tool, dtype_name, number, record, resolve_collective, run_id, time};
 use crate::collective::Collective;
 use crate::types::{BackendKind, DType, Placement};
 
@@ -60,7 +60,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
     let count = with_rows.len();
     let mut records = Vec::new();
     for (i, s) in with_rows.into_iter().enumerate() {
-        let collective = resolve_collective(given, s.collective, name)?;
+        let collective = resolve_collective(Tool::Osu, given, s.collective, name)?;
         let nranks = rank_count(s, given)?;
         let reduction = collective.spec().is_reduction();
         let dtype = match &s.datatype {
@@ -70,7 +70,7 @@ pub(super) fn parse(text: &str, name: &str, given: &Given) -> Result<Parsed, Str
         };
         let elem = DType::parse(&dtype).map_or(1, |t| t.size_bytes() as u64);
         let run = Run {
-            run_id: run_id("osu", name, i, count),
+            run_id: run_id("osu", name, text, i, count),
             backend: BackendKind::Mpi,
             backend_version: if s.version.is_empty() {
                 "OSU".into()

@@ -123,11 +123,33 @@ impl Sink for CsvSink {
     }
 }
 
-/// Writes `records` as a new CSV report at `path` (import).
+/// Writes `records` as a new CSV report at `path` (import), whole or not
+/// at all: an existing `path` is refused unless `overwrite` (and kept
+/// until the new file is complete), the rows go into a temporary file
+/// beside it (`report::partial_path`) that is renamed into place, and a
+/// write that fails (a full disk) removes what it wrote.
 pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result<(), Error> {
-    let mut file = CsvFile::create(path, overwrite)?;
-    let target = file.target();
-    let failed = |e: io::Error| Error::runtime(format!("cannot write {target}: {e}"));
+    // claim the name now, so that an existing file is refused up front
+    let claimed = !overwrite;
+    if claimed {
+        super::create_file(path, false, "CSV")?;
+    }
+    let failed = |e: io::Error| Error::runtime(format!("cannot write CSV file {}: {e}", path.display()));
+    let temp = super::partial_path(path);
+    let written = CsvFile::create(&temp, true)
+        .and_then(|mut file| write_rows(&mut file, records).map_err(failed))
+        .and_then(|()| std::fs::rename(&temp, path).map_err(failed));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+        if claimed {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    written
+}
+
+/// The header and a row per record, into `file`.
+fn write_rows(file: &mut CsvFile, records: &[Record]) -> io::Result<()> {
     // the optional columns any record has a value for (our own table's)
     let any = |has: fn(&Record) -> bool| records.iter().any(has);
     let extras = Extras {
@@ -138,9 +160,9 @@ pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result
         group: any(|r| r.group.is_some()),
         algo: any(|r| r.algo_source.is_some()),
     };
-    file.fields(extras.header()).map_err(failed)?;
+    file.fields(extras.header())?;
     for r in records {
-        file.fields(r.csv_fields(extras)).map_err(failed)?;
+        file.fields(r.csv_fields(extras))?;
     }
-    file.flush().map_err(failed)
+    file.flush()
 }

@@ -91,7 +91,7 @@ fn nccl_tests_2_19_with_timestamps_tags_and_no_checking() {
     assert_our_bandwidths(&csv, 8.0);
     let last = csv.rows.last().unwrap();
     assert_eq!(csv.get(last, "collective"), "all_gather");
-    assert_eq!(csv.get(last, "timestamp"), "2025-10-14 12:00:02");
+    assert_eq!(csv.get(last, "timestamp"), "2025-10-14T12:00:02Z");
     assert_eq!(csv.get(last, "wrong"), "", "N/A: checking was off");
     assert_eq!((csv.get(last, "nnodes"), csv.get(last, "ranks_per_node")), ("2", "4"));
     // nccl-tests' all_gather size is already the total: 1 MiB, 32768 per rank
@@ -451,6 +451,15 @@ fn corpus() -> Vec<(&'static str, &'static str, Vec<&'static str>, Expect)> {
             Import(&[("sendrecv", 8, 8)], &[], None),
         ),
         (
+            "nccl-tests/repo-li-plus-playground-8gpu-sendrecv.txt",
+            n,
+            vec!["--collective", "broadcast"],
+            Refuse(
+                "--collective broadcast contradicts the log, which measured sendrecv: leave --collective out (it is \
+                 for logs that do not name their collective)",
+            ),
+        ),
+        (
             "nccl-tests/repo-azureml-examples-k80-4gpu-allreduce-info.txt",
             n,
             vec![],
@@ -552,6 +561,18 @@ fn corpus() -> Vec<(&'static str, &'static str, Vec<&'static str>, Expect)> {
             "osu",
             vec!["--nranks", "256"],
             Import(&[("all_reduce", 256, 19)], &[], None),
+        ),
+        (
+            "osu/repo-archer2-docs-osu-allreduce-5.4.1-256ranks.txt",
+            "osu",
+            vec!["--collective", "all_gather", "--nranks", "256"],
+            Refuse("--collective all_gather contradicts the log, which measured all_reduce"),
+        ),
+        (
+            "osu/repo-archer2-docs-osu-allreduce-5.4.1-256ranks.txt",
+            "osu",
+            vec!["--collective", "sendrecv", "--nranks", "256"],
+            Refuse("--collective sendrecv: OSU has no benchmark of it, so no OSU log measured it"),
         ),
         (
             "osu/repo-meow-rest-osu-allreduce-5.7.1-4ranks.txt",
@@ -902,4 +923,65 @@ fn collbench_s_own_nccl_tests_json_imports_back_as_the_run_it_was() {
     got.sort();
     assert_eq!(got, want);
     assert!(got.iter().any(|k| k[0] == "broadcast") && got.iter().all(|k| k[1] == "mpi"));
+}
+
+#[test]
+fn logs_of_the_same_name_from_separate_launches_get_separate_run_ids() {
+    let dir = tempdir();
+    let text = std::fs::read_to_string(fixture("nccl-tests-2.13-all_reduce_perf.txt")).unwrap();
+    // node2 measured the same sweep on another host
+    let other = text.replace("gpu-node", "gpu-node2");
+    assert_ne!(other, text);
+    let mut ids = Vec::new();
+    for (node, body) in [("node1", &text), ("node2", &other), ("again", &text)] {
+        std::fs::create_dir_all(dir.path().join(node)).unwrap();
+        let log = write(&dir.path().join(node), "all_reduce_perf.log", body.as_bytes());
+        let (c, err, csv) = import_any("nccl-tests", &log, &[]);
+        assert_eq!(c, 0, "{err}");
+        let csv = csv.unwrap();
+        let id = csv.get(&csv.rows[0], "run_id").to_string();
+        assert!(csv.rows.iter().all(|r| csv.get(r, "run_id") == id));
+        assert!(id.starts_with("nccl-tests-all_reduce_perf-"), "{id}");
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1], "two launches, one file name");
+    assert_eq!(ids[0], ids[2], "the same log imported twice is the same launch");
+}
+
+#[test]
+fn a_write_that_fails_midway_leaves_no_partial_csv_and_keeps_the_old_one() {
+    // A file-size limit (ulimit -f, with SIGXFSZ ignored so the write
+    // fails with EFBIG) stands in for a full disk: 10 runs of 20 rows
+    // make a CSV of some 60 KB, the limit is 8 or 16 KB.
+    let text = std::fs::read_to_string(fixture("nccl-tests-2.13-all_reduce_perf.txt")).unwrap();
+    let logs = tempdir();
+    let log = write(logs.path(), "all_reduce_perf.log", text.repeat(10).as_bytes());
+    let dir = tempdir();
+    let out = dir.path().join("w.csv");
+    let limited = |extra: &str| {
+        let script =
+            format!("trap '' XFSZ; ulimit -f 16; exec \"$0\" import --from nccl-tests \"$1\" -o \"$2\" {extra}");
+        std::process::Command::new("sh")
+            .args(["-c", &script, BIN, path_str(&log), path_str(&out)])
+            .output()
+            .unwrap()
+    };
+    let o = limited("");
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot write CSV file"), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing is left behind: {left:?}");
+    // --overwrite of an existing CSV that fails keeps the old file whole
+    std::fs::write(&out, "old").unwrap();
+    let o = limited("--overwrite");
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "old");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    // and without the limit the same import is whole
+    let (c, err, csv) = import_any("nccl-tests", &log, &[]);
+    assert_eq!(c, 0, "{err}");
+    assert_eq!(csv.unwrap().rows.len(), 200);
 }

@@ -221,7 +221,7 @@ fn points(columns: &[String], tokens: &[String], line: usize, warnings: &mut Vec
             size_bytes,
             count,
             wrong,
-            timestamp: at("timestamp").map(str::to_string),
+            timestamp: at("timestamp").and_then(super::super::utc_timestamp),
             ..Measured::timed(time_us)
         };
         out.push(Point {
