@@ -1,6 +1,7 @@
 //! `collbench plot`: a metric against message size, one panel per
 //! collective, one line per series (`series`: every run, backend,
-//! transport, hierarchy mode and rank count apart; samples of one point as
+//! transport, hierarchy mode, rank count, pin and group apart, and within a
+//! panel type, operation, root, placement and traffic; samples of one point as
 //! their median with their range as a band), as SVG or PNG (plotters,
 //! drawn in `draw`).
 //!

@@ -184,6 +184,37 @@ fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
     }
 }
 
+/// A `--split` run's groups and its aggregate are lines of their own (as
+/// compare keeps them apart as cases), not samples of one line.
+#[test]
+fn a_split_runs_groups_and_aggregate_are_lines_of_their_own() {
+    let (dir, csv) = temp_file("split.csv");
+    let rule = "MOD 2";
+    ok(mpirun(
+        4,
+        &argv![
+            "run --collectives all_reduce --split",
+            rule,
+            "-b 1K -e 4K -n 5 --csv",
+            path_str(&csv),
+            "--no-progress"
+        ],
+    ));
+    let (svg, said) = plot_svg(dir.path(), "split.svg", &[path_str(&csv)]);
+    assert!(said.contains("plotted 3 series in 1 panel"), "{said}");
+    let texts = svg_texts(&svg);
+    for label in ["group 0", "group 1", "all groups"] {
+        assert_eq!(
+            texts.iter().filter(|t| *t == label).count(),
+            1,
+            "{label:?} in {texts:?}"
+        );
+    }
+    let lines = svg_lines(&svg);
+    assert_eq!(lines.len(), 3, "a colour per group: {lines:?}");
+    assert_eq!(svg.matches("<polygon").count(), 0, "one sample per point: no band");
+}
+
 #[test]
 fn the_cycles_of_a_run_are_one_line_of_medians_with_a_band() {
     let (dir, csv) = temp_file("cycles.csv");
