@@ -5,15 +5,13 @@
 //! first lines far apart, one per series; the marker's shape tells a
 //! series' lines apart (and series past the eighth), in the legend too.
 
-use std::path::Path;
-
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::FONT;
+use super::picture::Picture;
 use super::series::{Line, Panel};
-use super::text::GlyphText;
 use crate::record::human_size;
 use crate::types::Metric;
 
@@ -75,16 +73,20 @@ fn sampled(panels: &[Panel]) -> bool {
         .any(|p| p.samples > 1)
 }
 
-pub fn draw_file(path: &Path, svg: bool, title: &str, panels: &[Panel], metric: Metric) -> Result<(), String> {
-    let size = picture_size(panels.len(), sampled(panels));
-    if svg {
-        let root = SVGBackend::new(path, size).into_drawing_area();
-        draw(&root, title, panels, metric)?;
-        root.present().map_err(|e| e.to_string())
-    } else {
-        let root = GlyphText::new(BitMapBackend::new(path, size)).into_drawing_area();
-        draw(&root, title, panels, metric)?;
-        root.present().map_err(|e| e.to_string())
+/// The plot as a `Picture`: its title and panels.
+pub struct Plot<'a> {
+    pub title: &'a str,
+    pub panels: &'a [Panel],
+    pub metric: Metric,
+}
+
+impl Picture for Plot<'_> {
+    fn size(&self) -> (u32, u32) {
+        picture_size(self.panels.len(), sampled(self.panels))
+    }
+
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw(root, self.title, self.panels, self.metric)
     }
 }
 
