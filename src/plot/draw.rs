@@ -187,17 +187,18 @@ fn draw_panel<DB: DrawingBackend>(
             String::new()
         }
     };
+    let step = linear_step(y_min, y_max);
     let y_fmt = |y: &f64| match metric {
-        Metric::Time if whole(*y) => trim(10f64.powf(y.round())),
+        Metric::Time if whole(*y) => tick_label(10f64.powf(y.round()), 1.0),
         Metric::Time => String::new(),
-        _ => trim(*y),
+        _ => tick_label(*y, step),
     };
     chart
         .configure_mesh()
         .x_desc("message size (bytes, log2 scale)")
         .y_desc(metric_label(metric))
         .x_labels(12)
-        .y_labels(8)
+        .y_labels(Y_LABELS)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt)
         .axis_desc_style((FONT, 15))
@@ -264,26 +265,84 @@ fn draw_line<'a, DB: DrawingBackend + 'a>(
     Ok(())
 }
 
-fn trim(v: f64) -> String {
-    if v.abs() >= 100.0 || v == v.round() {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.1}")
+/// Labelled gridlines on a y axis, at most.
+const Y_LABELS: usize = 8;
+
+/// The step between the labelled gridlines plotters draws on a linear axis
+/// from `lo` to `hi` (1, 2 or 5 times a power of ten), or 1 with fewer than
+/// two of them.
+fn linear_step(lo: f64, hi: f64) -> f64 {
+    let ticks = plotters::coord::types::RangedCoordf64::from(lo..hi).key_points(Y_LABELS);
+    match ticks.as_slice() {
+        [a, b, ..] if b > a => b - a,
+        _ => 1.0,
+    }
+}
+
+/// A tick's label: as many decimals as the step between ticks needs (0.0005
+/// needs 4), trailing zeros dropped, so that labels of different ticks
+/// differ and each says its value.
+fn tick_label(v: f64, step: f64) -> String {
+    let decimals = (-step.log10() - 1e-9).ceil().clamp(0.0, 17.0) as usize;
+    let text = format!("{v:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
     } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').to_string()
+        &text
+    };
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use plotters::coord::types::RangedCoordf64;
+
     use super::*;
 
     #[test]
     fn tick_labels_read_as_numbers() {
-        assert_eq!(trim(20.0), "20");
-        assert_eq!(trim(2.5), "2.5");
-        assert_eq!(trim(0.25), "0.25");
+        assert_eq!(tick_label(20.0, 5.0), "20");
+        assert_eq!(tick_label(2.5, 0.5), "2.5");
+        assert_eq!(tick_label(0.25, 0.05), "0.25");
+        assert_eq!(tick_label(1e7, 1.0), "10000000");
+    }
+
+    /// Every labelled gridline's label differs from the others and reads
+    /// back as its value, whatever the axis' scale (a busbw of 0.004 GB/s
+    /// had 0.0005 and 0.001 both labelled 0.001).
+    #[test]
+    fn tick_labels_are_distinct_and_say_their_value() {
+        let labels = |hi: f64| {
+            let step = linear_step(0.0, hi);
+            let ticks = RangedCoordf64::from(0.0..hi).key_points(Y_LABELS);
+            (
+                ticks.iter().map(|&v| tick_label(v, step)).collect::<Vec<_>>(),
+                ticks,
+                step,
+            )
+        };
+        assert_eq!(
+            labels(0.0038).0,
+            ["0", "0.0005", "0.001", "0.0015", "0.002", "0.0025", "0.003", "0.0035"]
+        );
+        for hi in [
+            4.5e-7, 3.7e-4, 0.0038, 0.0045, 0.012, 0.38, 1.7, 4.4, 13.0, 250.0, 1234.5, 98765.0,
+        ] {
+            let (got, ticks, step) = labels(hi);
+            assert!(ticks.len() >= 2, "{hi}: {ticks:?}");
+            let distinct: BTreeSet<&String> = got.iter().collect();
+            assert_eq!(distinct.len(), got.len(), "{hi}: {got:?}");
+            for (label, v) in got.iter().zip(&ticks) {
+                let read: f64 = label.parse().unwrap();
+                assert!((read - v).abs() < step * 1e-6, "{hi}: {label} for {v}");
+            }
+        }
     }
 
     #[test]
