@@ -6,6 +6,7 @@
 //! series' lines apart (and series past the eighth), in the legend too.
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -169,14 +170,6 @@ fn draw_panel<DB: DrawingBackend>(
     metric: Metric,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let ((x_min, x_max), (y_min, y_max)) = ranges(panel, metric);
-    let mut chart = ChartBuilder::on(area)
-        .caption(&panel.collective, (FONT, 20))
-        .margin(12)
-        // room for half of the last size's label
-        .margin_right(26)
-        .x_label_area_size(42)
-        .y_label_area_size(62)
-        .build_cartesian_2d(x_min..x_max, y_min..y_max)?;
     // Axes carry log2(size) and, for time, log10(time): only whole
     // exponents get a label, written as the size or time they stand for.
     let whole = |v: f64| (v - v.round()).abs() < 1e-9;
@@ -193,6 +186,23 @@ fn draw_panel<DB: DrawingBackend>(
         Metric::Time => String::new(),
         _ => tick_label(*y, step),
     };
+    // the y labels' area: the widest label, its tick and the axis' title
+    let label_font = TextStyle::from((FONT, LABEL_PX).into_font());
+    let widest = RangedCoordf64::from(y_min..y_max)
+        .key_points(Y_LABELS)
+        .iter()
+        .filter_map(|y| area.estimate_text_size(&y_fmt(y), &label_font).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.collective, (FONT, 20))
+        .margin(12)
+        // room for half of the last size's label
+        .margin_right(26)
+        .x_label_area_size(42)
+        .y_label_area_size((widest + Y_TITLE_ROOM).max(62))
+        .build_cartesian_2d(x_min..x_max, y_min..y_max)?;
     chart
         .configure_mesh()
         .x_desc("message size (bytes, log2 scale)")
@@ -202,7 +212,7 @@ fn draw_panel<DB: DrawingBackend>(
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt)
         .axis_desc_style((FONT, 15))
-        .label_style((FONT, 13))
+        .label_style(label_font.clone())
         .light_line_style(WHITE.mix(0.0))
         .bold_line_style(BLACK.mix(0.12))
         .draw()?;
@@ -267,6 +277,10 @@ fn draw_line<'a, DB: DrawingBackend + 'a>(
 
 /// Labelled gridlines on a y axis, at most.
 const Y_LABELS: usize = 8;
+/// Tick labels' font size.
+const LABEL_PX: u32 = 13;
+/// Beside the widest y label, the room for its tick and the axis' title.
+const Y_TITLE_ROOM: u32 = 32;
 
 /// The step between the labelled gridlines plotters draws on a linear axis
 /// from `lo` to `hi` (1, 2 or 5 times a power of ten), or 1 with fewer than
@@ -301,8 +315,7 @@ fn tick_label(v: f64, step: f64) -> String {
 mod tests {
     use std::collections::BTreeSet;
 
-    use plotters::coord::types::RangedCoordf64;
-
+    use super::super::text::GlyphText;
     use super::*;
 
     #[test]
@@ -343,6 +356,85 @@ mod tests {
                 assert!((read - v).abs() < step * 1e-6, "{hi}: {label} for {v}");
             }
         }
+    }
+
+    /// On a time axis up to 10^7 us, the y labels (`10000000`) neither
+    /// run into the axis' title nor are cut: left of the axis line, the
+    /// columns with ink are the title's, then white, then the labels'
+    /// (then white, then the ticks), none at the picture's edge.
+    #[test]
+    fn the_widest_y_label_keeps_clear_of_the_axis_title() {
+        use super::super::series::{Line, Point};
+        let points = (0..10)
+            .map(|i| {
+                let y = 3.35 + 0.3 * i as f64;
+                Point {
+                    x: 25.0 + i as f64,
+                    y,
+                    lo: y,
+                    hi: y,
+                    samples: 1,
+                }
+            })
+            .collect();
+        let panels = [Panel {
+            collective: "sendrecv".into(),
+            lines: vec![Line {
+                label: "a".into(),
+                colour: 0,
+                marker: 0,
+                points,
+            }],
+        }];
+        crate::plot::register_font().unwrap();
+        let plot = Plot {
+            title: "t",
+            panels: &panels,
+            metric: Metric::Time,
+        };
+        let png = crate::plot::picture::render(&plot, false).unwrap();
+        let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
+        let mut rgb = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut rgb).unwrap();
+        let (w, h) = (info.width as usize, info.height as usize);
+        let dark = |x: usize, y: usize| rgb[(y * w + x) * 3] < 160;
+        // the plot's rows, below the caption and above the size labels
+        let rows = TITLE_H as usize..h - 50;
+        let ink: Vec<usize> = (0..w).map(|x| rows.clone().filter(|&y| dark(x, y)).count()).collect();
+        let axis = (0..w / 2).max_by_key(|&x| ink[x]).unwrap();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for x in (0..axis).filter(|&x| ink[x] > 0) {
+            match runs.last_mut() {
+                Some(run) if run.1 + 1 == x => run.1 = x,
+                _ => runs.push((x, x)),
+            }
+        }
+        // the title (15 px high), the labels' digits, the ticks
+        assert!(
+            runs.len() >= 3,
+            "title, labels, ticks: ink at columns {runs:?}, axis at {axis}"
+        );
+        assert!(runs[0].0 > 0, "nothing at the picture's edge: {runs:?}");
+        assert!(runs[0].1 - runs[0].0 < 20, "the title alone: {runs:?}");
+        assert!(runs[1].0 >= runs[0].1 + 6, "a gap between title and labels: {runs:?}");
+        // the labels' ink as wide as "10000000" drawn alone: not cut
+        let mut alone = vec![255; 3 * 120 * 30];
+        {
+            let scratch = GlyphText::new(BitMapBackend::with_buffer(&mut alone, (120, 30))).into_drawing_area();
+            let style = TextStyle::from((FONT, LABEL_PX).into_font());
+            scratch.draw(&Text::new("10000000", (10, 5), style)).unwrap();
+            scratch.present().unwrap();
+        }
+        let inked: Vec<usize> = (0..120)
+            .filter(|&x| (0..30).any(|y| alone[(y * 120 + x) * 3] < 160))
+            .collect();
+        let want = inked.last().unwrap() + 1 - inked[0];
+        let labels = runs[runs.len() - 2].1 + 1 - runs[1].0;
+        // (antialiasing at another subpixel offset: a column either way)
+        assert!(
+            labels.abs_diff(want) <= 1,
+            "the widest label whole ({want} px): {runs:?}"
+        );
     }
 
     #[test]
