@@ -5,15 +5,14 @@
 //! first lines far apart, one per series; the marker's shape tells a
 //! series' lines apart (and series past the eighth), in the legend too.
 
-use std::path::Path;
-
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::FONT;
+use super::picture::Picture;
 use super::series::{Line, Panel};
-use super::text::GlyphText;
 use crate::record::human_size;
 use crate::types::Metric;
 
@@ -75,16 +74,20 @@ fn sampled(panels: &[Panel]) -> bool {
         .any(|p| p.samples > 1)
 }
 
-pub fn draw_file(path: &Path, svg: bool, title: &str, panels: &[Panel], metric: Metric) -> Result<(), String> {
-    let size = picture_size(panels.len(), sampled(panels));
-    if svg {
-        let root = SVGBackend::new(path, size).into_drawing_area();
-        draw(&root, title, panels, metric)?;
-        root.present().map_err(|e| e.to_string())
-    } else {
-        let root = GlyphText::new(BitMapBackend::new(path, size)).into_drawing_area();
-        draw(&root, title, panels, metric)?;
-        root.present().map_err(|e| e.to_string())
+/// The plot as a `Picture`: its title and panels.
+pub struct Plot<'a> {
+    pub title: &'a str,
+    pub panels: &'a [Panel],
+    pub metric: Metric,
+}
+
+impl Picture for Plot<'_> {
+    fn size(&self) -> (u32, u32) {
+        picture_size(self.panels.len(), sampled(self.panels))
+    }
+
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        draw(root, self.title, self.panels, self.metric)
     }
 }
 
@@ -167,14 +170,6 @@ fn draw_panel<DB: DrawingBackend>(
     metric: Metric,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let ((x_min, x_max), (y_min, y_max)) = ranges(panel, metric);
-    let mut chart = ChartBuilder::on(area)
-        .caption(&panel.collective, (FONT, 20))
-        .margin(12)
-        // room for half of the last size's label
-        .margin_right(26)
-        .x_label_area_size(42)
-        .y_label_area_size(62)
-        .build_cartesian_2d(x_min..x_max, y_min..y_max)?;
     // Axes carry log2(size) and, for time, log10(time): only whole
     // exponents get a label, written as the size or time they stand for.
     let whole = |v: f64| (v - v.round()).abs() < 1e-9;
@@ -185,21 +180,39 @@ fn draw_panel<DB: DrawingBackend>(
             String::new()
         }
     };
+    let step = linear_step(y_min, y_max);
     let y_fmt = |y: &f64| match metric {
-        Metric::Time if whole(*y) => trim(10f64.powf(y.round())),
+        Metric::Time if whole(*y) => tick_label(10f64.powf(y.round()), 1.0),
         Metric::Time => String::new(),
-        _ => trim(*y),
+        _ => tick_label(*y, step),
     };
+    // the y labels' area: the widest label, its tick and the axis' title
+    let label_font = TextStyle::from((FONT, LABEL_PX).into_font());
+    let widest = RangedCoordf64::from(y_min..y_max)
+        .key_points(Y_LABELS)
+        .iter()
+        .filter_map(|y| area.estimate_text_size(&y_fmt(y), &label_font).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.collective, (FONT, 20))
+        .margin(12)
+        // room for half of the last size's label
+        .margin_right(26)
+        .x_label_area_size(42)
+        .y_label_area_size((widest + Y_TITLE_ROOM).max(62))
+        .build_cartesian_2d(x_min..x_max, y_min..y_max)?;
     chart
         .configure_mesh()
         .x_desc("message size (bytes, log2 scale)")
         .y_desc(metric_label(metric))
         .x_labels(12)
-        .y_labels(8)
+        .y_labels(Y_LABELS)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt)
         .axis_desc_style((FONT, 15))
-        .label_style((FONT, 13))
+        .label_style(label_font.clone())
         .light_line_style(WHITE.mix(0.0))
         .bold_line_style(BLACK.mix(0.12))
         .draw()?;
@@ -262,26 +275,166 @@ fn draw_line<'a, DB: DrawingBackend + 'a>(
     Ok(())
 }
 
-fn trim(v: f64) -> String {
-    if v.abs() >= 100.0 || v == v.round() {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.1}")
+/// Labelled gridlines on a y axis, at most.
+const Y_LABELS: usize = 8;
+/// Tick labels' font size.
+const LABEL_PX: u32 = 13;
+/// Beside the widest y label, the room for its tick and the axis' title.
+const Y_TITLE_ROOM: u32 = 32;
+
+/// The step between the labelled gridlines plotters draws on a linear axis
+/// from `lo` to `hi` (1, 2 or 5 times a power of ten), or 1 with fewer than
+/// two of them.
+fn linear_step(lo: f64, hi: f64) -> f64 {
+    let ticks = plotters::coord::types::RangedCoordf64::from(lo..hi).key_points(Y_LABELS);
+    match ticks.as_slice() {
+        [a, b, ..] if b > a => b - a,
+        _ => 1.0,
+    }
+}
+
+/// A tick's label: as many decimals as the step between ticks needs (0.0005
+/// needs 4), trailing zeros dropped, so that labels of different ticks
+/// differ and each says its value.
+fn tick_label(v: f64, step: f64) -> String {
+    let decimals = (-step.log10() - 1e-9).ceil().clamp(0.0, 17.0) as usize;
+    let text = format!("{v:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
     } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').to_string()
+        &text
+    };
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use super::super::text::GlyphText;
     use super::*;
 
     #[test]
     fn tick_labels_read_as_numbers() {
-        assert_eq!(trim(20.0), "20");
-        assert_eq!(trim(2.5), "2.5");
-        assert_eq!(trim(0.25), "0.25");
+        assert_eq!(tick_label(20.0, 5.0), "20");
+        assert_eq!(tick_label(2.5, 0.5), "2.5");
+        assert_eq!(tick_label(0.25, 0.05), "0.25");
+        assert_eq!(tick_label(1e7, 1.0), "10000000");
+    }
+
+    /// Every labelled gridline's label differs from the others and reads
+    /// back as its value, whatever the axis' scale (a busbw of 0.004 GB/s
+    /// had 0.0005 and 0.001 both labelled 0.001).
+    #[test]
+    fn tick_labels_are_distinct_and_say_their_value() {
+        let labels = |hi: f64| {
+            let step = linear_step(0.0, hi);
+            let ticks = RangedCoordf64::from(0.0..hi).key_points(Y_LABELS);
+            (
+                ticks.iter().map(|&v| tick_label(v, step)).collect::<Vec<_>>(),
+                ticks,
+                step,
+            )
+        };
+        assert_eq!(
+            labels(0.0038).0,
+            ["0", "0.0005", "0.001", "0.0015", "0.002", "0.0025", "0.003", "0.0035"]
+        );
+        for hi in [
+            4.5e-7, 3.7e-4, 0.0038, 0.0045, 0.012, 0.38, 1.7, 4.4, 13.0, 250.0, 1234.5, 98765.0,
+        ] {
+            let (got, ticks, step) = labels(hi);
+            assert!(ticks.len() >= 2, "{hi}: {ticks:?}");
+            let distinct: BTreeSet<&String> = got.iter().collect();
+            assert_eq!(distinct.len(), got.len(), "{hi}: {got:?}");
+            for (label, v) in got.iter().zip(&ticks) {
+                let read: f64 = label.parse().unwrap();
+                assert!((read - v).abs() < step * 1e-6, "{hi}: {label} for {v}");
+            }
+        }
+    }
+
+    /// On a time axis up to 10^7 us, the y labels (`10000000`) neither
+    /// run into the axis' title nor are cut: left of the axis line, the
+    /// columns with ink are the title's, then white, then the labels'
+    /// (then white, then the ticks), none at the picture's edge.
+    #[test]
+    fn the_widest_y_label_keeps_clear_of_the_axis_title() {
+        use super::super::series::{Line, Point};
+        let points = (0..10)
+            .map(|i| {
+                let y = 3.35 + 0.3 * i as f64;
+                Point {
+                    x: 25.0 + i as f64,
+                    y,
+                    lo: y,
+                    hi: y,
+                    samples: 1,
+                }
+            })
+            .collect();
+        let panels = [Panel {
+            collective: "sendrecv".into(),
+            lines: vec![Line {
+                label: "a".into(),
+                colour: 0,
+                marker: 0,
+                points,
+            }],
+        }];
+        crate::plot::register_font().unwrap();
+        let plot = Plot {
+            title: "t",
+            panels: &panels,
+            metric: Metric::Time,
+        };
+        let png = crate::plot::picture::render(&plot, false).unwrap();
+        let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
+        let mut rgb = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut rgb).unwrap();
+        let (w, h) = (info.width as usize, info.height as usize);
+        let dark = |x: usize, y: usize| rgb[(y * w + x) * 3] < 160;
+        // the plot's rows, below the caption and above the size labels
+        let rows = TITLE_H as usize..h - 50;
+        let ink: Vec<usize> = (0..w).map(|x| rows.clone().filter(|&y| dark(x, y)).count()).collect();
+        let axis = (0..w / 2).max_by_key(|&x| ink[x]).unwrap();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for x in (0..axis).filter(|&x| ink[x] > 0) {
+            match runs.last_mut() {
+                Some(run) if run.1 + 1 == x => run.1 = x,
+                _ => runs.push((x, x)),
+            }
+        }
+        // the title (15 px high), the labels' digits, the ticks
+        assert!(
+            runs.len() >= 3,
+            "title, labels, ticks: ink at columns {runs:?}, axis at {axis}"
+        );
+        assert!(runs[0].0 > 0, "nothing at the picture's edge: {runs:?}");
+        assert!(runs[0].1 - runs[0].0 < 20, "the title alone: {runs:?}");
+        assert!(runs[1].0 >= runs[0].1 + 6, "a gap between title and labels: {runs:?}");
+        // the labels' ink as wide as "10000000" drawn alone: not cut
+        let mut alone = vec![255; 3 * 120 * 30];
+        {
+            let scratch = GlyphText::new(BitMapBackend::with_buffer(&mut alone, (120, 30))).into_drawing_area();
+            let style = TextStyle::from((FONT, LABEL_PX).into_font());
+            scratch.draw(&Text::new("10000000", (10, 5), style)).unwrap();
+            scratch.present().unwrap();
+        }
+        let inked: Vec<usize> = (0..120)
+            .filter(|&x| (0..30).any(|y| alone[(y * 120 + x) * 3] < 160))
+            .collect();
+        let want = inked.last().unwrap() + 1 - inked[0];
+        let labels = runs[runs.len() - 2].1 + 1 - runs[1].0;
+        // (antialiasing at another subpixel offset: a column either way)
+        assert!(
+            labels.abs_diff(want) <= 1,
+            "the widest label whole ({want} px): {runs:?}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `collbench plot`: a metric against message size, one panel per
 //! collective, one line per series (`series`: every run, backend,
-//! transport, hierarchy mode and rank count apart; samples of one point as
+//! transport, hierarchy mode, rank count, pin and group apart, and within a
+//! panel type, operation, root, placement and traffic; samples of one point as
 //! their median with their range as a band), as SVG or PNG (plotters,
 //! drawn in `draw`).
 //!
@@ -16,6 +17,7 @@
 //! tell apart.
 
 mod draw;
+pub(crate) mod picture;
 pub mod series;
 mod text;
 /// The links heatmap (`links::heatmap`) draws with the same font, PNG text
@@ -62,20 +64,11 @@ pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
             w.display()
         )));
     }
-    let ext = opts
-        .output
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let svg = match ext.as_deref() {
-        Some("svg") => true,
-        Some("png") => false,
-        _ => {
-            return Err(Error::usage(format!(
-                "-o {}: the plot file must end in .svg or .png",
-                opts.output.display()
-            )));
-        }
+    let Some(svg) = crate::report::is_svg(&opts.output) else {
+        return Err(Error::usage(format!(
+            "-o {}: the plot file must end in .svg or .png",
+            opts.output.display()
+        )));
     };
     if !opts.labels.is_empty() && opts.labels.len() != opts.inputs.len() {
         return Err(Error::usage(format!(
@@ -112,15 +105,23 @@ pub fn plot(opts: &PlotOptions) -> Result<Drawn, Error> {
             "nothing to plot: the CSV files have no rows with a size above 0",
         ));
     }
-    // Refuses an existing file unless --overwrite, before drawing anything.
-    drop(crate::report::create_file(&opts.output, opts.overwrite, "plot")?);
+    // Refuses an existing file unless --overwrite, and a folder that cannot
+    // take the file, before drawing anything.
+    let out = crate::report::WholeFile::create(&opts.output, opts.overwrite, "plot")?;
     register_font()?;
     let title = opts
         .title
         .clone()
         .unwrap_or_else(|| format!("collbench: {} against message size", draw::metric_label(opts.metric)));
-    draw::draw_file(&opts.output, svg, &title, &panels, opts.metric)
+    let plot = draw::Plot {
+        title: &title,
+        panels: &panels,
+        metric: opts.metric,
+    };
+    let bytes = picture::render(&plot, svg)
         .map_err(|e| Error::runtime(format!("cannot draw the plot {}: {e}", opts.output.display())))?;
+    out.commit(&bytes)
+        .map_err(|e| Error::runtime(format!("cannot write plot {}: {e}", opts.output.display())))?;
     let labels: std::collections::BTreeSet<&str> = panels
         .iter()
         .flat_map(|p| p.lines.iter().map(|l| l.label.as_str()))

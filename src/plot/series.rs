@@ -2,8 +2,10 @@
 //! panel per collective and one line per series, a series being everything
 //! that tells two rows apart but their size and their sample: the file and
 //! the run's name (`plot --label`, or the `label` column), the backend,
-//! the transport, the hierarchy mode, the rank count, and within a panel
-//! the type, operation and root. Rows of one series in one file are the
+//! the transport, the hierarchy mode, the rank count, the pinned algorithm
+//! or protocol, the `--split` group, and within a panel the type,
+//! operation, root, placement and alltoallv's traffic: what `compare`'s
+//! `CaseKey` keeps apart, and the file, name and backend besides. Rows of one series in one file are the
 //! samples of its points, whichever run they came from (`--cycles`,
 //! `--repeat`, the launches of one suite profile, as `compare` reads them):
 //! a point is their median, with the fastest and slowest sample as its
@@ -23,9 +25,9 @@ use std::path::Path;
 
 use crate::collective::Collective;
 use crate::record::read::Row;
-use crate::record::{op_column, root_column};
-use crate::types::Metric;
+use crate::record::{Record, op_column, root_column};
 use crate::types::Placement;
+use crate::types::{AlgoPin, Metric};
 
 /// One point of a line: x is log2(size); y, lo and hi are the median,
 /// fastest and slowest sample (log10 of them for time).
@@ -79,6 +81,11 @@ struct Series {
     transport: String,
     hierarchy: String,
     nranks: u64,
+    /// `--algo`/`--proto`: each pinned sweep is a series of its own.
+    algo_pin: Option<AlgoPin>,
+    /// `--split`: each group, and the aggregate (`all`), is a series of
+    /// its own; ordered by group number, the aggregate last.
+    group: Option<(bool, u64, String)>,
 }
 
 /// A line of a panel: its series and the rest of its case.
@@ -90,6 +97,9 @@ struct LineKey {
     op: String,
     root: i64,
     in_place: bool,
+    /// alltoallv's traffic (`spread=0.5`, `matrix=FILE`); none for the
+    /// default (spread 1).
+    traffic: Option<String>,
 }
 
 /// What names a file's series where nothing else tells files apart: the
@@ -211,21 +221,7 @@ fn collect(inputs: &[Input], metric: Metric) -> (Samples, BTreeMap<usize, FileNa
                 ));
                 continue;
             }
-            let key = LineKey {
-                collective: r.collective,
-                series: Series {
-                    file,
-                    name: input.name.map(str::to_string).or_else(|| r.label.clone()),
-                    backend: r.backend.to_string(),
-                    transport: r.transport.to_string(),
-                    hierarchy: r.hierarchy.to_string(),
-                    nranks: r.nranks,
-                },
-                dtype: r.dtype.to_string(),
-                op: op_column::text(r.op).to_string(),
-                root: root_column::value(r.root),
-                in_place: r.placement == Placement::InPlace,
-            };
+            let key = line_key(file, input, r);
             samples
                 .entry(key)
                 .or_default()
@@ -244,6 +240,32 @@ fn collect(inputs: &[Input], metric: Metric) -> (Samples, BTreeMap<usize, FileNa
         .collect();
     samples.retain(|k, _| !k.in_place || !with_out_of_place.contains(k));
     (samples, names, warnings)
+}
+
+/// The line of row `r` of input number `file`: everything but its size
+/// and its sample.
+fn line_key(file: usize, input: &Input, r: &Record) -> LineKey {
+    LineKey {
+        collective: r.collective,
+        series: Series {
+            file,
+            name: input.name.map(str::to_string).or_else(|| r.label.clone()),
+            backend: r.backend.to_string(),
+            transport: r.transport.to_string(),
+            hierarchy: r.hierarchy.to_string(),
+            nranks: r.nranks,
+            algo_pin: r.algo_pin,
+            group: r.group.as_ref().map(|g| {
+                let g = g.trim();
+                (g == "all", g.parse().unwrap_or(u64::MAX), g.to_string())
+            }),
+        },
+        dtype: r.dtype.to_string(),
+        op: op_column::text(r.op).to_string(),
+        root: root_column::value(r.root),
+        in_place: r.placement == Placement::InPlace,
+        traffic: r.traffic.clone().filter(|t| !t.trim().is_empty()),
+    }
 }
 
 /// A collbench run id: `20261201T110805Z-host-1234`.
@@ -273,9 +295,21 @@ fn series_names(series: &BTreeSet<&Series>, files: &BTreeMap<usize, FileName>) -
         &|s: &Series| s.transport.clone(),
         &|s: &Series| s.hierarchy.clone(),
         &|s: &Series| format!("np={}", s.nranks),
+        &|s: &Series| match s.algo_pin {
+            Some(pin) => format!("pinned {pin}"),
+            None => "unpinned".to_string(),
+        },
+        &|s: &Series| match &s.group {
+            Some((true, _, _)) => "all groups".to_string(),
+            Some((false, _, g)) => format!("group {g}"),
+            None => String::new(),
+        },
     ];
     let shown: Vec<&&dyn Fn(&Series) -> String> = dims.iter().filter(|f| varies(**f)).collect();
-    let describe = |s: &Series| shown.iter().map(|f| f(s)).collect::<Vec<_>>().join(" ");
+    let describe = |s: &Series| {
+        let parts: Vec<String> = shown.iter().map(|f| f(s)).filter(|p| !p.is_empty()).collect();
+        parts.join(" ")
+    };
     let described: Vec<String> = series.iter().map(|s| describe(s)).collect();
     let ambiguous = described.iter().collect::<BTreeSet<_>>().len() < series.len();
     let given = series.iter().any(|s| s.name.is_some());
@@ -326,6 +360,7 @@ fn panel_suffixes(keys: &[&LineKey]) -> Vec<String> {
         (varies(&|k| k.in_place.to_string()), &|k: &LineKey| {
             placement_name(k.in_place)
         }),
+        (varies(&|k| traffic_name(k)), &traffic_name),
     ];
     keys.iter()
         .map(|k| {
@@ -337,6 +372,11 @@ fn panel_suffixes(keys: &[&LineKey]) -> Vec<String> {
                 .join(" ")
         })
         .collect()
+}
+
+/// alltoallv's traffic as its column says it; none is nccl-tests' default.
+fn traffic_name(k: &LineKey) -> String {
+    k.traffic.clone().unwrap_or_else(|| "spread=1".to_string())
 }
 
 fn placement_name(in_place: bool) -> String {
@@ -384,7 +424,6 @@ fn aggregate(sizes: &BTreeMap<u64, Vec<f64>>, metric: Metric, dropped: &mut dyn 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Record;
     use crate::topology::Hierarchy;
     use crate::topology::profile::Profile::{Shm, Tcp};
     use crate::types::DType;
@@ -520,6 +559,67 @@ mod tests {
                 vec![("tcp float".to_string(), 1, 0), ("tcp int32".to_string(), 1, 1)],
                 vec![("shm".to_string(), 0, 0), ("tcp".to_string(), 1, 0)],
             ]
+        );
+    }
+
+    /// What compare keeps apart as cases, plot keeps apart as lines: a
+    /// `--split` run's groups and its aggregate, each pinned sweep, and
+    /// alltoallv's traffics are lines of their own, never samples of one.
+    #[test]
+    fn groups_pins_and_traffics_are_lines_of_their_own() {
+        let one_line_each = |rows: &[Row]| {
+            let plotted = panels(&[input("a.csv", rows)], Metric::Busbw);
+            let got: Vec<(String, usize, usize)> = plotted.panels[0]
+                .lines
+                .iter()
+                .map(|l| (l.label.clone(), l.colour, l.points[0].samples))
+                .collect();
+            got
+        };
+        let split: Vec<Row> = ["all", "1", "0", "10", "2"]
+            .iter()
+            .map(|g| {
+                let mut r = row("r", Hierarchy::Flat, 8, 1.0);
+                r.record.group = Some(g.to_string());
+                r
+            })
+            .collect();
+        let want = ["group 0", "group 1", "group 2", "group 10", "all groups"];
+        let got = one_line_each(&split);
+        assert_eq!(got.iter().map(|l| l.0.as_str()).collect::<Vec<_>>(), want);
+        assert!(got.iter().all(|l| l.2 == 1), "{got:?}");
+        let colours: BTreeSet<usize> = got.iter().map(|l| l.1).collect();
+        assert_eq!(colours.len(), 5, "a colour per group: {got:?}");
+
+        let pinned: Vec<Row> = ["ring", "tree", ""]
+            .iter()
+            .map(|pin| {
+                let mut r = row("r", Hierarchy::Flat, 8, 1.0);
+                r.record.algo_pin = AlgoPin::parse(pin).filter(|_| !pin.is_empty());
+                r
+            })
+            .collect();
+        let got = one_line_each(&pinned);
+        let names: Vec<&str> = got.iter().map(|l| l.0.as_str()).collect();
+        assert_eq!(names, ["unpinned", "pinned ring", "pinned tree"]);
+
+        let traffics: Vec<Row> = [None, Some("spread=0.5"), Some("matrix=m.txt")]
+            .iter()
+            .map(|t| {
+                let mut r = row("r", Hierarchy::Flat, 8, 1.0);
+                r.record.collective = Collective::AllToAllV;
+                r.record.traffic = t.map(str::to_string);
+                r
+            })
+            .collect();
+        let got = labels(&panels(&[input("a.csv", &traffics)], Metric::Busbw));
+        assert_eq!(
+            got,
+            [vec![
+                ("a matrix=m.txt".to_string(), 0, 0),
+                ("a spread=0.5".to_string(), 0, 1),
+                ("a spread=1".to_string(), 0, 2),
+            ]]
         );
     }
 

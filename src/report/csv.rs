@@ -124,33 +124,18 @@ impl Sink for CsvSink {
 }
 
 /// Writes `records` as a new CSV report at `path` (import), whole or not
-/// at all: an existing `path` is refused unless `overwrite` (and kept
-/// until the new file is complete), the rows go into a temporary file
-/// beside it (`report::partial_path`) that is renamed into place, and a
-/// write that fails (a full disk) removes what it wrote.
+/// at all (`report::WholeFile`): an existing `path` is refused unless
+/// `overwrite` (and kept until the new file is complete), and a write that
+/// fails (a full disk) leaves nothing behind.
 pub fn write_records(path: &Path, overwrite: bool, records: &[Record]) -> Result<(), Error> {
-    // claim the name now, so that an existing file is refused up front
-    let claimed = !overwrite;
-    if claimed {
-        super::create_file(path, false, "CSV")?;
-    }
+    let file = super::WholeFile::create(path, overwrite, "CSV")?;
     let failed = |e: io::Error| Error::runtime(format!("cannot write CSV file {}: {e}", path.display()));
-    let temp = super::partial_path(path);
-    let written = CsvFile::create(&temp, true)
-        .and_then(|mut file| write_rows(&mut file, records).map_err(failed))
-        .and_then(|()| std::fs::rename(&temp, path).map_err(failed));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-        if claimed {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-    written
+    file.commit(&csv_bytes(records).map_err(failed)?).map_err(failed)
 }
 
-/// The header and a row per record, into `file`.
-fn write_rows(file: &mut CsvFile, records: &[Record]) -> io::Result<()> {
-    // the optional columns any record has a value for (our own table's)
+/// The header and a row per record, with the optional columns any record
+/// has a value for (our own table's).
+fn csv_bytes(records: &[Record]) -> io::Result<Vec<u8>> {
     let any = |has: fn(&Record) -> bool| records.iter().any(has);
     let extras = Extras {
         per_iter: any(|r| r.time_p50_us.is_some() || r.time_cv.is_some() || r.time_iter_min_us.is_some()),
@@ -160,9 +145,10 @@ fn write_rows(file: &mut CsvFile, records: &[Record]) -> io::Result<()> {
         group: any(|r| r.group.is_some()),
         algo: any(|r| r.algo_source.is_some()),
     };
-    file.fields(extras.header())?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(extras.header())?;
     for r in records {
-        file.fields(r.csv_fields(extras))?;
+        w.write_record(r.csv_fields(extras))?;
     }
-    file.flush()
+    w.into_inner().map_err(|e| e.into_error())
 }

@@ -205,19 +205,85 @@ pub(crate) fn is_svg(path: &Path) -> Option<bool> {
 /// folder even with it (the report is renamed onto `path` at the end):
 /// checked when the sink is made, before the run.
 fn refuse_existing_json(path: &Path, overwrite: bool) -> Result<(), Error> {
+    refuse_existing(path, overwrite, "JSON")
+}
+
+/// Refuses an existing `what` file at `path` unless `overwrite`, and a
+/// folder even with it (the file is renamed onto `path` at the end).
+fn refuse_existing(path: &Path, overwrite: bool, what: &str) -> Result<(), Error> {
     if path.is_dir() {
         return Err(Error::usage(format!(
-            "JSON file {} is a folder: give a file's path",
+            "{what} file {} is a folder: give a file's path",
             path.display()
         )));
     }
     if path.exists() && !overwrite {
-        return Err(Error::usage(format!(
-            "JSON file {} already exists; choose another path or pass --overwrite",
-            path.display()
-        )));
+        return Err(already_exists(path, what));
     }
     Ok(())
+}
+
+fn already_exists(path: &Path, what: &str) -> Error {
+    Error::usage(format!(
+        "{what} file {} already exists; choose another path or pass --overwrite",
+        path.display()
+    ))
+}
+
+/// A file written whole or not at all (a plot): its bytes go to the
+/// temporary file beside it (`partial_path`), which is synced and renamed
+/// onto it; a write that fails, or a `WholeFile` dropped unwritten, leaves
+/// no temporary file and `path` as it was.
+pub(crate) struct WholeFile {
+    path: PathBuf,
+    temp: PathBuf,
+    file: Option<File>,
+    overwrite: bool,
+}
+
+impl WholeFile {
+    /// Refuses an existing `path` unless `overwrite`, and creates the
+    /// temporary file now, so that a folder that cannot take it is refused
+    /// before any work. `what` names the file in messages.
+    pub fn create(path: &Path, overwrite: bool, what: &str) -> Result<WholeFile, Error> {
+        refuse_existing(path, overwrite, what)?;
+        let temp = partial_path(path);
+        // named as the user gave it (the temporary file is ours)
+        let file = File::create(&temp)
+            .map_err(|e| Error::usage(format!("cannot create {what} file {}: {e}", path.display())))?;
+        Ok(WholeFile {
+            path: path.to_path_buf(),
+            temp,
+            file: Some(file),
+            overwrite,
+        })
+    }
+
+    /// Writes `bytes` and renames the file into place.
+    pub fn commit(mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let mut file = self.file.take().ok_or_else(|| io::Error::other("already written"))?;
+        let written = file.write_all(bytes).and_then(|_| file.sync_all());
+        drop(file);
+        let renamed = written.and_then(|_| {
+            if !self.overwrite && self.path.exists() {
+                return Err(io::Error::other("the file appeared meanwhile"));
+            }
+            std::fs::rename(&self.temp, &self.path)
+        });
+        if renamed.is_err() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+        renamed
+    }
+}
+
+impl Drop for WholeFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
 }
 
 /// The temporary file beside `path` a JSON report is written to before it
@@ -239,10 +305,7 @@ pub(crate) fn create_file(path: &Path, overwrite: bool, what: &str) -> Result<Fi
         options.create_new(true);
     }
     options.open(path).map_err(|e| match e.kind() {
-        io::ErrorKind::AlreadyExists => Error::usage(format!(
-            "{what} file {} already exists; choose another path or pass --overwrite",
-            path.display()
-        )),
+        io::ErrorKind::AlreadyExists => already_exists(path, what),
         _ => Error::usage(format!("cannot create {what} file {}: {e}", path.display())),
     })
 }

@@ -106,6 +106,49 @@ fn what_cannot_be_plotted_is_one_line_and_exit_2() {
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "x");
 }
 
+/// A plot that cannot be written whole (the disk fills: here the file
+/// size limit, `ulimit -f`, which needs no root) leaves nothing behind, not
+/// half a picture nor an empty one, and an earlier plot stays as it was;
+/// the error is one line naming the file and the system's reason, exit 1.
+#[test]
+fn a_plot_that_cannot_be_written_whole_leaves_nothing_behind() {
+    let dir = tempdir();
+    let base = fixture("base.csv");
+    for name in ["x.svg", "x.png", "old.svg"] {
+        let out = dir.path().join(name);
+        let mut args = vec![path_str(&base), "-o", path_str(&out)];
+        if name == "old.svg" {
+            std::fs::write(&out, "an earlier plot").unwrap();
+            args.push("--overwrite");
+        }
+        // 4 blocks of 512 bytes; SIGXFSZ ignored, so the write fails with EFBIG
+        let run = std::process::Command::new("sh")
+            .args(["-c", "trap '' XFSZ; ulimit -f 4; exec \"$0\" plot \"$@\"", BIN])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = stderr(&run);
+        assert_eq!(code(&run), 1, "{name}: {err}");
+        assert_eq!(
+            err,
+            format!(
+                "collbench: cannot write plot {}: File too large (os error 27)\n",
+                out.display()
+            )
+        );
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let want: Vec<String> = if name == "old.svg" { vec![name.into()] } else { vec![] };
+        assert_eq!(left, want, "{name}: no partial file, no half plot");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("old.svg")).unwrap(),
+        "an earlier plot"
+    );
+}
+
 /// The text elements of an SVG, trimmed.
 fn svg_texts(svg: &str) -> Vec<String> {
     svg.split("<text")
@@ -182,6 +225,37 @@ fn a_hierarchy_all_run_plots_one_line_per_mode_named_by_its_mode() {
         // the line (5 sizes, 1K to 16K) and its legend sample
         assert_eq!(counts.iter().copied().max(), Some(5), "{lines:?}");
     }
+}
+
+/// A `--split` run's groups and its aggregate are lines of their own (as
+/// compare keeps them apart as cases), not samples of one line.
+#[test]
+fn a_split_runs_groups_and_aggregate_are_lines_of_their_own() {
+    let (dir, csv) = temp_file("split.csv");
+    let rule = "MOD 2";
+    ok(mpirun(
+        4,
+        &argv![
+            "run --collectives all_reduce --split",
+            rule,
+            "-b 1K -e 4K -n 5 --csv",
+            path_str(&csv),
+            "--no-progress"
+        ],
+    ));
+    let (svg, said) = plot_svg(dir.path(), "split.svg", &[path_str(&csv)]);
+    assert!(said.contains("plotted 3 series in 1 panel"), "{said}");
+    let texts = svg_texts(&svg);
+    for label in ["group 0", "group 1", "all groups"] {
+        assert_eq!(
+            texts.iter().filter(|t| *t == label).count(),
+            1,
+            "{label:?} in {texts:?}"
+        );
+    }
+    let lines = svg_lines(&svg);
+    assert_eq!(lines.len(), 3, "a colour per group: {lines:?}");
+    assert_eq!(svg.matches("<polygon").count(), 0, "one sample per point: no band");
 }
 
 #[test]

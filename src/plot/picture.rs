@@ -1,0 +1,45 @@
+//! A picture drawn in memory, as SVG text or PNG bytes, for a `WholeFile`
+//! (`report`) to write whole or not at all: plotters' file backends write
+//! as they go, leaving half a picture when the disk fills, and report a
+//! PNG's write error as Rust debug text.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::text::GlyphText;
+
+/// What can be drawn on any plotters backend.
+pub(crate) trait Picture {
+    /// Width and height in pixels.
+    fn size(&self) -> (u32, u32);
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+}
+
+/// The picture's bytes: SVG text, or a PNG (8-bit RGB).
+pub(crate) fn render(picture: &impl Picture, svg: bool) -> Result<Vec<u8>, String> {
+    let (w, h) = picture.size();
+    if svg {
+        let mut text = String::new();
+        {
+            let root = SVGBackend::with_string(&mut text, (w, h)).into_drawing_area();
+            picture.draw_on(&root)?;
+            root.present().map_err(|e| e.to_string())?;
+        }
+        return Ok(text.into_bytes());
+    }
+    let mut rgb = vec![255u8; w as usize * h as usize * 3];
+    {
+        let root = GlyphText::new(BitMapBackend::with_buffer(&mut rgb, (w, h))).into_drawing_area();
+        picture.draw_on(&root)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    let mut png = Vec::new();
+    let mut encoder = png::Encoder::new(&mut png, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder
+        .write_header()
+        .and_then(|mut writer| writer.write_image_data(&rgb))
+        .map_err(|e| e.to_string())?;
+    Ok(png)
+}
