@@ -10,7 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::Error;
-use crate::plot::{FONT, GlyphText, colour, register_font};
+use crate::plot::{FONT, colour, register_font};
 
 /// One group's samples: (seconds since the first sample, value).
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +33,7 @@ const SIZE: (u32, u32) = (960, 540);
 const FAIL: RGBColor = RGBColor(213, 94, 0);
 const WARN: RGBColor = RGBColor(230, 159, 0);
 
-/// Draws `series` into `path` (.svg or .png).
+/// Draws `series` into `path` (.svg or .png), whole or not at all.
 pub fn draw(path: &Path, frame: &Frame, series: &[Series]) -> Result<(), Error> {
     let Some(svg) = crate::report::is_svg(path) else {
         return Err(Error::usage(format!(
@@ -42,14 +42,23 @@ pub fn draw(path: &Path, frame: &Frame, series: &[Series]) -> Result<(), Error> 
         )));
     };
     register_font()?;
-    let drawn = if svg {
-        let root = SVGBackend::new(path, SIZE).into_drawing_area();
-        chart(&root, frame, series).and_then(|_| root.present().map_err(|e| e.to_string()))
-    } else {
-        let root = GlyphText::new(BitMapBackend::new(path, SIZE)).into_drawing_area();
-        chart(&root, frame, series).and_then(|_| root.present().map_err(|e| e.to_string()))
-    };
-    drawn.map_err(|e| Error::runtime(format!("cannot draw the stability plot {}: {e}", path.display())))
+    crate::plot::picture::write(&Stability { frame, series }, path, svg, "stability plot")
+}
+
+/// The soak's picture.
+struct Stability<'a> {
+    frame: &'a Frame,
+    series: &'a [Series],
+}
+
+impl crate::plot::picture::Picture for Stability<'_> {
+    fn size(&self) -> (u32, u32) {
+        SIZE
+    }
+
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        chart(root, self.frame, self.series)
+    }
 }
 
 /// Seconds, or minutes or hours for long soaks: the axis' unit and scale.

@@ -25,7 +25,7 @@ use super::output::short;
 use super::rule::{Analysis, Metric};
 use super::schedule::{Level, Pair};
 use crate::error::Error;
-use crate::plot::{FONT, GlyphText, colour, register_font};
+use crate::plot::{FONT, colour, register_font};
 
 /// The colour scale: relative performance (1 = the class median) to RGB.
 /// Within 3% of the median is almost white (a healthy fabric's spread);
@@ -123,8 +123,8 @@ fn ratios(matrix: &Matrix, analysis: &Analysis, metric: Metric) -> BTreeMap<Pair
         .collect()
 }
 
-/// Draws the heatmap of `metric` into `path` (.png or .svg). The caller
-/// creates (and checks) the file; this draws over it.
+/// Draws the heatmap of `metric` into `path` (.png or .svg), whole or not
+/// at all. The caller creates (and checks) the file; this replaces it.
 pub fn draw_file(
     path: &Path,
     matrix: &Matrix,
@@ -153,15 +153,16 @@ pub fn draw_file(
         frame,
         ratios: ratios(matrix, analysis, metric),
     };
-    let failed = |e: String| Error::runtime(format!("cannot draw the heatmap {}: {e}", path.display()));
-    if svg {
-        let root = SVGBackend::new(path, frame.size()).into_drawing_area();
-        picture.draw(&root).map_err(failed)?;
-        root.present().map_err(|e| failed(e.to_string()))
-    } else {
-        let root = GlyphText::new(BitMapBackend::new(path, frame.size())).into_drawing_area();
-        picture.draw(&root).map_err(failed)?;
-        root.present().map_err(|e| failed(e.to_string()))
+    crate::plot::picture::write(&picture, path, svg, "heatmap")
+}
+
+impl crate::plot::picture::Picture for Picture<'_> {
+    fn size(&self) -> (u32, u32) {
+        self.frame.size()
+    }
+
+    fn draw_on<DB: DrawingBackend>(&self, root: &Area<DB>) -> Result<(), String> {
+        self.draw(root)
     }
 }
 

@@ -23,7 +23,6 @@ mod text;
 /// The links heatmap (`links::heatmap`) draws with the same font, PNG text
 /// and palette.
 pub(crate) use draw::colour;
-pub(crate) use text::GlyphText;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

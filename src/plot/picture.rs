@@ -43,3 +43,27 @@ pub(crate) fn render(picture: &impl Picture, svg: bool) -> Result<Vec<u8>, Strin
         .map_err(|e| e.to_string())?;
     Ok(png)
 }
+
+/// Draws `picture` into `path` (.svg, else .png) whole or not at all,
+/// over the empty file the caller made (`links --heatmap`, `check --plot`,
+/// whose commands claim the name up front), which a failure removes:
+/// `what` names it in errors.
+pub(crate) fn write(
+    picture: &impl Picture,
+    path: &std::path::Path,
+    svg: bool,
+    what: &str,
+) -> Result<(), crate::error::Error> {
+    use crate::error::Error;
+    let written = render(picture, svg)
+        .map_err(|e| Error::runtime(format!("cannot draw the {what} {}: {e}", path.display())))
+        .and_then(|bytes| {
+            crate::report::WholeFile::create(path, true, what)?
+                .commit(&bytes)
+                .map_err(|e| Error::runtime(format!("cannot write the {what} {}: {e}", path.display())))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    written
+}

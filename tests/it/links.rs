@@ -359,3 +359,46 @@ fn on_four_fake_nodes_a_throttled_link_and_a_throttled_node_are_named() {
         if named { "was" } else { "was not" }
     );
 }
+
+/// The heatmap is written whole or not at all: a PNG of the matrix where
+/// it fits, and where the file cannot take it (a file-size limit, as a
+/// full disk) exit 1 with one line and no file, not half a picture.
+#[test]
+fn a_heatmap_is_written_whole_or_not_at_all() {
+    let dir = tempdir();
+    let png = dir.path().join("h.png");
+    let args = ["--level", "rank", "--heatmap", path_str(&png), "--csv"];
+    let csv = dir.path().join("p.csv");
+    let out = links(4, false, &[&args[..], &[path_str(&csv)], &SMALL[..]].concat());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 8 * 1024,
+        "{} bytes",
+        bytes.len()
+    );
+    std::fs::remove_file(&png).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    // 16 blocks of 512 bytes: the CSV fits, the picture does not
+    let run = std::process::Command::new("sh")
+        .args(["-c", "trap '' XFSZ; ulimit -f 16; exec \"$0\" links \"$@\"", BIN])
+        .args(["--backend", "memory", "-g", "4"])
+        .args(args)
+        .arg(path_str(&csv))
+        .args(SMALL)
+        .output()
+        .unwrap();
+    assert_eq!(code(&run), 1, "{}", stderr(&run));
+    assert_eq!(
+        stderr(&run).lines().last().unwrap(),
+        format!(
+            "collbench: cannot write the heatmap {}: File too large (os error 27)",
+            png.display()
+        )
+    );
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["p.csv"], "no heatmap file, whole or partial");
+}
