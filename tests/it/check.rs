@@ -647,7 +647,8 @@ fn on_three_fake_nodes_a_slow_node_and_a_slow_link_fail_by_name_and_a_healthy_cl
 /// address whoever runs on it), one held to 15% of a CPU (issue 35's
 /// case: about 3 times slower than a node sharing 2 cores with 3 others):
 /// the node checks (1 rank a node) are not judged, and the finder names
-/// the slow node (or, where this machine is too loaded to confirm it,
+/// the slow node (as a node, or as a host that slows all-reduces while its
+/// pairs looked fine; or, where this machine is too loaded to confirm it,
 /// does not judge it): never a pass, and no other node named.
 /// scripts/bench/check-finder.sh counts how often it is named.
 #[cfg(feature = "mpi")]
@@ -689,8 +690,13 @@ fn on_four_fake_nodes_the_node_checks_are_not_judged_and_the_finder_names_a_slow
         6 => {
             assert_eq!(finder["status"], "fail", "{finder}");
             assert_eq!(finder["why"], "named by the finder");
+            // as a node, or, where its pair samples slipped between the
+            // quota's throttles (1 launch in 6 on this machine, 2026-12-06),
+            // as the host that slows the bisection's all-reduces
+            let reason = finder["reason"].as_str().unwrap();
             assert!(
-                finder["reason"].as_str().unwrap().starts_with("SUSPECT node cbnode19"),
+                reason.starts_with("SUSPECT node cbnode19")
+                    || reason.starts_with("SUSPECT collective: host cbnode19 slows all-reduces"),
                 "{finder}"
             );
             assert!(
