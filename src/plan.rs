@@ -28,8 +28,9 @@ pub struct PlanConfig {
     pub dtypes: Choice<DType>,
     pub ops: Choice<ReduceOp>,
     pub roots: RootChoice,
-    /// All-reduce modes to run (other collectives always run flat).
-    pub hierarchies: Vec<Hierarchy>,
+    /// All-reduce modes to run (other collectives always run flat); `all`
+    /// is every mode the backend runs (`hierarchies_on`).
+    pub hierarchies: Choice<Hierarchy>,
     /// Virtual nodes of this many consecutive ranks, instead of hosts.
     pub ranks_per_node: Option<usize>,
     /// alltoallv's traffic: nccl-tests' generated pattern, or a matrix.
@@ -148,16 +149,14 @@ impl Plan {
         let dtypes = chosen(&cfg.dtypes, |t| caps.check_dtype(t))?;
         let ops = chosen(&cfg.ops, |op| caps.check_op(op))?;
         let roots = roots(cfg.roots, nranks)?;
-        for &mode in &cfg.hierarchies {
-            caps.check_hierarchy(mode).map_err(Error::Usage)?;
-        }
-        check_node_layout(cfg, &ops, nodes)?;
+        let modes = cfg.hierarchies_on(caps)?;
+        check_node_layout(cfg, &modes, &ops, nodes)?;
         check_traffic(cfg, nranks)?;
         if let Some(why) = &caps.refused_extras {
             return Err(Error::usage(why.clone()));
         }
         let mut cases = Vec::new();
-        for group in groups(cfg, &dtypes, &ops, &roots) {
+        for group in groups(cfg, &modes, &dtypes, &ops, &roots) {
             cases.extend(sized_cases(group, &cfg.sweep, cfg.traffic, caps, nranks)?);
         }
         if cases.is_empty() {
@@ -327,6 +326,20 @@ impl Capabilities {
     }
 }
 
+impl PlanConfig {
+    /// The all-reduce modes asked for, `all` as every mode: for what is
+    /// checked before the backend is known (`-m` with hierarchical modes).
+    pub fn hierarchies_asked(&self) -> Vec<Hierarchy> {
+        self.hierarchies.values()
+    }
+
+    /// The modes a backend of `caps` runs: `all` as the modes it runs (the
+    /// memory backend's: flat), a mode named that it refuses an error.
+    pub fn hierarchies_on(&self, caps: &Capabilities) -> Result<Vec<Hierarchy>, Error> {
+        chosen(&self.hierarchies, |mode| caps.check_hierarchy(mode))
+    }
+}
+
 /// The values of a list, `all` being every value the backend accepts; a
 /// value it refuses is a usage error.
 fn chosen<T: Named>(choice: &Choice<T>, check: impl Fn(T) -> Result<(), String>) -> Result<Vec<T>, Error> {
@@ -355,7 +368,7 @@ fn roots(choice: RootChoice, nranks: usize) -> Result<Vec<usize>, Error> {
 
 /// The hierarchical modes that need the same number of ranks on every
 /// node: rs-ar-ag always, reduce-bcast when it averages.
-fn check_node_layout(cfg: &PlanConfig, ops: &[ReduceOp], nodes: &Nodes) -> Result<(), Error> {
+fn check_node_layout(cfg: &PlanConfig, modes: &[Hierarchy], ops: &[ReduceOp], nodes: &Nodes) -> Result<(), Error> {
     if nodes.is_uniform() {
         return Ok(());
     }
@@ -365,13 +378,13 @@ fn check_node_layout(cfg: &PlanConfig, ops: &[ReduceOp], nodes: &Nodes) -> Resul
         (0..nodes.nnodes()).map(|n| nodes.ranks_on(n).len()).min().unwrap_or(0),
         nodes.ranks_per_node()
     );
-    if cfg.hierarchies.contains(&Hierarchy::RsArAg) {
+    if modes.contains(&Hierarchy::RsArAg) {
         return Err(Error::usage(format!(
             "--hierarchy rs-ar-ag needs the same number of ranks on every node, but {spread}; \
              use reduce-bcast or --ranks-per-node"
         )));
     }
-    if cfg.hierarchies.contains(&Hierarchy::ReduceBcast)
+    if modes.contains(&Hierarchy::ReduceBcast)
         && cfg.collectives.contains(&Collective::AllReduce)
         && ops.contains(&ReduceOp::Avg)
     {
@@ -424,12 +437,12 @@ type Group = (Collective, Hierarchy, DType, Option<ReduceOp>, Option<usize>);
 
 /// Everything but the size, in sweep order: hierarchy modes for all_reduce
 /// only, operations for reductions only, roots for rooted collectives only.
-fn groups(cfg: &PlanConfig, dtypes: &[DType], ops: &[ReduceOp], roots: &[usize]) -> Vec<Group> {
+fn groups(cfg: &PlanConfig, modes: &[Hierarchy], dtypes: &[DType], ops: &[ReduceOp], roots: &[usize]) -> Vec<Group> {
     let mut groups = Vec::new();
     for &collective in &cfg.collectives {
         let spec = collective.spec();
         let modes = match collective {
-            Collective::AllReduce => cfg.hierarchies.clone(),
+            Collective::AllReduce => modes.to_vec(),
             _ => vec![Hierarchy::Flat],
         };
         let case_ops: Vec<Option<ReduceOp>> = match spec.is_reduction() {

@@ -121,7 +121,7 @@ impl RunConfig {
     pub fn from_args(a: &RunArgs) -> Result<RunConfig, Error> {
         let plan = plan_config(a)?;
         let timing = timing(a);
-        check_launch_extras(&timing, &plan.hierarchies)?;
+        check_launch_extras(&timing, &plan.hierarchies_asked())?;
         let start = start_config(a)?;
         check_pins(&timing.algo_pins, &plan, start.backend)?;
         let mut digest = cli::digest_of("run", a)?;
@@ -251,7 +251,7 @@ fn plan_config(a: &RunArgs) -> Result<PlanConfig, Error> {
         dtypes: a.cases.dtype.clone(),
         ops: a.cases.op.clone(),
         roots: a.cases.root,
-        hierarchies: a.hierarchy.hierarchy.values(),
+        hierarchies: a.hierarchy.hierarchy.clone(),
         ranks_per_node,
         split: split(a)?,
     })
@@ -292,7 +292,7 @@ fn check_pins(pins: &[AlgoPin], plan: &PlanConfig, backend: BackendChoice) -> Re
             "{what} {pin}: pins NCCL's choice; the {kind} backend has none (use --backend nccl)"
         )));
     }
-    if plan.hierarchies.iter().any(|h| !h.is_flat()) {
+    if plan.hierarchies_asked().iter().any(|h| !h.is_flat()) {
         return Err(Error::usage(format!(
             "{what} {pin}: a pinned sweep runs flat collectives on one communicator; drop --hierarchy or {what}"
         )));

@@ -87,7 +87,7 @@ fn defaults_are_a_float_sum_sweep_of_every_collective() {
     assert_eq!(c.plan.dtypes, Choice::List(vec![DType::Float]));
     assert_eq!(c.plan.ops, Choice::List(vec![ReduceOp::Sum]));
     assert_eq!(c.plan.roots, RootChoice::Rank(0));
-    assert_eq!(c.plan.hierarchies, vec![Hierarchy::Flat]);
+    assert_eq!(c.plan.hierarchies_asked(), vec![Hierarchy::Flat]);
     assert_eq!(c.plan.ranks_per_node, None);
     assert_eq!(c.start.backend, BackendChoice::Auto);
     assert_eq!(c.start.transport, Profile::Auto);
@@ -114,14 +114,14 @@ fn transport_profiles_come_from_the_command_line_or_the_file_and_must_fit_the_ba
 #[test]
 fn hierarchy_all_selects_every_mode() {
     let c = config(&["--hierarchy", "all", "--ranks-per-node", "2"]).unwrap();
-    assert_eq!(c.plan.hierarchies, Hierarchy::ALL.to_vec());
+    assert_eq!(c.plan.hierarchies_asked(), Hierarchy::ALL.to_vec());
     assert_eq!(c.plan.ranks_per_node, Some(2));
     let c = with_file(
         "hierarchy = [\"rs-ar-ag\"]\nranks-per-node = 3\nphase-times = true\n",
         &[],
     )
     .unwrap();
-    assert_eq!(c.plan.hierarchies, vec![Hierarchy::RsArAg]);
+    assert_eq!(c.plan.hierarchies_asked(), vec![Hierarchy::RsArAg]);
     assert_eq!(c.plan.ranks_per_node, Some(3));
     assert!(c.timing.phase_times);
 }

@@ -35,7 +35,7 @@ fn config(set: &[(&str, &str)]) -> PlanConfig {
         dtypes: Choice::one(DType::Float),
         ops: Choice::one(ReduceOp::Sum),
         roots: RootChoice::Rank(0),
-        hierarchies: vec![Hierarchy::Flat],
+        hierarchies: Choice::one(Hierarchy::Flat),
         ranks_per_node: None,
         split: None,
         traffic: Default::default(),
@@ -48,7 +48,7 @@ fn config(set: &[(&str, &str)]) -> PlanConfig {
             "dtype" => c.dtypes = value.parse().unwrap(),
             "op" => c.ops = value.parse().unwrap(),
             "root" => c.roots = value.parse().unwrap(),
-            "hierarchy" => c.hierarchies = value.parse::<Choice<Hierarchy>>().unwrap().values(),
+            "hierarchy" => c.hierarchies = value.parse::<Choice<Hierarchy>>().unwrap(),
             "minbytes" => min = size(value),
             "maxbytes" => max = size(value),
             "stepbytes" => step = Step::Bytes(size(value)),
@@ -156,6 +156,28 @@ fn unsupported_choices_and_bad_roots_are_usage_errors() {
     assert!(bad(&[("root", "2")], 2).contains("--root 2 is out of range"));
     assert!(bad(&[("maxbytes", "1G")], 2).contains("limit"));
     assert!(bad(&[("collectives", "alltoall"), ("maxbytes", "8")], 4).contains("nothing to measure"));
+}
+
+/// `--hierarchy all` is every mode the backend runs, as `-d all` is
+/// every type: on a backend of flat all-reduces only (the memory
+/// backend's), flat; a mode named that it refuses stays an error.
+#[test]
+fn hierarchy_all_is_the_modes_the_backend_runs() {
+    let flat_only = Capabilities {
+        refused_hierarchies: [Hierarchy::RsArAg, Hierarchy::ReduceBcast]
+            .into_iter()
+            .map(|h| (h, format!("--hierarchy {h}: flat only")))
+            .collect(),
+        ..caps()
+    };
+    let cfg = config(&[("collectives", "all_reduce"), ("hierarchy", "all"), ("maxbytes", "64")]);
+    let plan = build(&cfg, &one_node(4), &flat_only).unwrap();
+    assert!(plan.cases.iter().all(|c| c.hierarchy == Hierarchy::Flat));
+    assert_eq!(cfg.hierarchies_on(&flat_only).unwrap(), [Hierarchy::Flat]);
+    assert_eq!(cfg.hierarchies_asked(), Hierarchy::ALL.to_vec());
+    let named = config(&[("collectives", "all_reduce"), ("hierarchy", "flat,rs-ar-ag")]);
+    let e = build(&named, &one_node(4), &flat_only).unwrap_err();
+    assert_eq!(e.to_string(), "--hierarchy rs-ar-ag: flat only");
 }
 
 #[test]

@@ -107,7 +107,7 @@ pub(super) mod nccl {
     fn options(cfg: &RunConfig, algo_log: Option<AlgoSetup>) -> StartOptions {
         StartOptions {
             nccl_lib: cfg.start.nccl_lib.clone(),
-            hierarchical: cfg.plan.hierarchies.iter().any(|h| !h.is_flat()),
+            hierarchical: cfg.plan.hierarchies_asked().iter().any(|h| !h.is_flat()),
             no_comm_split: cfg.hooks.no_comm_split,
             register: cfg.timing.register,
             phase_times: cfg.timing.phase_times,

@@ -156,7 +156,7 @@ fn sweep_config() -> PlanConfig {
         dtypes: Choice::List(vec![DType::Float, DType::Int32]),
         ops: Choice::List(vec![ReduceOp::Sum, ReduceOp::Max]),
         roots: RootChoice::Rank(1),
-        hierarchies: vec![Hierarchy::Flat],
+        hierarchies: crate::types::Choice::one(Hierarchy::Flat),
         ranks_per_node: None,
         split: None,
         traffic: Default::default(),

@@ -71,7 +71,11 @@ impl<W: World> Session<'_, W> {
         prepared.identity.backend_note =
             super::prepare::backend_note(prepared.auto_note.clone(), backend.identity().notes);
         let outputs = match world.rank() {
-            0 => Some(self.open_outputs(nodes, &prepared.identity, notes, &self.shown_plan(&plan))?),
+            0 => {
+                // `--hierarchy all`: the modes this backend runs
+                let modes = cfg.plan.hierarchies_on(&caps)?;
+                Some(self.open_outputs(nodes, &prepared.identity, notes, &self.shown_plan(&plan), &modes)?)
+            }
             _ => None,
         };
         Ok((plan, outputs))
@@ -134,6 +138,7 @@ impl<W: World> Session<'_, W> {
         identity: &RunIdentity,
         sweep_notes: Vec<String>,
         plan: &Plan,
+        hierarchies: &[crate::topology::Hierarchy],
     ) -> Result<(Reporter, RunInfo), Error> {
         let (world, out, t) = (self.world, &self.cfg.outputs, &self.cfg.timing);
         let csv_path = match &out.csv {
@@ -183,7 +188,7 @@ impl<W: World> Session<'_, W> {
             // Filled in once every rank has observed its transport.
             transport_observed: observe::UNKNOWN.into(),
             transport_notes: Vec::new(),
-            hierarchy: self.hierarchy_names(),
+            hierarchy: hierarchies.iter().map(|h| h.name()).collect::<Vec<_>>().join(","),
             points: plan.points(),
             sweep: sweep_info(plan, self.cfg.plan.sweep.step),
             csv: csv_path,
@@ -212,17 +217,6 @@ impl<W: World> Session<'_, W> {
             group: self.cfg.plan.split.is_some(),
             algo: t.for_backend(backend).algo_columns(),
         }
-    }
-
-    /// The planned hierarchies' names, comma-separated (`RunInfo::hierarchy`).
-    fn hierarchy_names(&self) -> String {
-        self.cfg
-            .plan
-            .hierarchies
-            .iter()
-            .map(|h| h.name())
-            .collect::<Vec<_>>()
-            .join(",")
     }
 }
 

@@ -196,7 +196,7 @@ impl<W: World> Session<'_, W> {
             code = code.max(e.exit_code());
         }
         if let Some(info) = info
-            && self.cfg.plan.hierarchies.len() > 1
+            && info.hierarchy.contains(',')
             && summary.stopped_by.is_none()
         {
             // flat against hierarchical, per size, after the table
