@@ -5,11 +5,11 @@
 //! the transport, the hierarchy mode, the rank count, the pinned algorithm
 //! or protocol, the `--split` group, and within a panel the type,
 //! operation, root, placement and alltoallv's traffic: what `compare`'s
-//! `CaseKey` keeps apart, and the file, name and backend besides. Rows of one series in one file are the
-//! samples of its points, whichever run they came from (`--cycles`,
-//! `--repeat`, the launches of one suite profile, as `compare` reads them):
-//! a point is their median, with the fastest and slowest sample as its
-//! range.
+//! `CaseKey` keeps apart, and the file, name and backend besides. Rows of
+//! one series in one file are the samples of its points, whichever run
+//! they came from (`--cycles`, `--repeat`, the launches of one suite
+//! profile, as `compare` reads them): a point is their median, with the
+//! fastest and slowest sample as its range.
 //!
 //! Names say what differs between the series ("flat", "rs-ar-ag", "shm
 //! np=2"), led by the run's name where one was given or where nothing else
