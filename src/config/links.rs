@@ -84,6 +84,21 @@ impl LinksJob {
         if let Some(path) = &a.files.heatmap {
             check_picture(path)?;
         }
+        // each output a file of its own, none the --topology file
+        let outputs: Vec<(&str, &std::path::Path)> = [
+            ("--csv", &a.files.csv),
+            ("--json", &a.files.json),
+            ("--heatmap", &a.files.heatmap),
+        ]
+        .into_iter()
+        .filter_map(|(what, p)| p.as_deref().map(|p| (what, p)))
+        .collect();
+        let inputs: Vec<(&str, &std::path::Path)> = a
+            .topology
+            .iter()
+            .map(|t| ("the --topology file", t.as_path()))
+            .collect();
+        crate::report::paths::check_distinct(&outputs, &inputs)?;
         let mut contents = Vec::new();
         let places = match (&a.topology, &a.host_pattern) {
             (Some(path), _) => {

@@ -402,3 +402,31 @@ fn a_heatmap_is_written_whole_or_not_at_all() {
         .collect();
     assert_eq!(left, ["p.csv"], "no heatmap file, whole or partial");
 }
+
+/// Two outputs on one file, however spelt, are refused before anything is
+/// measured (with --overwrite the JSON replaced the pairs CSV).
+#[test]
+fn two_outputs_on_one_file_are_refused_up_front() {
+    let dir = tempdir();
+    let x = dir.path().join("o.x");
+    let same = dir.path().join("./o.x");
+    let svg = dir.path().join("o.svg");
+    for (args, needle) in [
+        (
+            vec!["--csv", path_str(&x), "--json", path_str(&same), "--overwrite"],
+            format!("--json {} is also --csv's file", same.display()),
+        ),
+        (
+            vec!["--json", path_str(&svg), "--heatmap", path_str(&svg)],
+            format!("--heatmap {} is also --json's file", svg.display()),
+        ),
+    ] {
+        let out = links(2, false, &[&["--level", "rank"][..], &args, &SMALL[..]].concat());
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(only_line(&out).contains(&needle), "{}", stderr(&out));
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "nothing written"
+        );
+    }
+}
