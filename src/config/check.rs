@@ -67,6 +67,7 @@ impl CheckJob {
             .as_deref()
             .ok_or_else(|| Error::usage("give a profile: --profile NAME|FILE (--list-profiles lists them)"))?;
         let (profile, text) = shipped::load_with_text(what)?;
+        check_outputs(a, what)?;
         let taken = Taken {
             common: &a.common,
             blocking: None,
@@ -136,6 +137,67 @@ impl CheckJob {
     }
 }
 
+/// `--write-baseline` and `--plot`, before anything is measured: neither
+/// on an input (`--profile`'s file, `--baseline`) nor on another output
+/// (each other, `--out`'s check.json and samples.jsonl), a picture ending
+/// in .svg or .png, each in a folder that exists, and an existing baseline
+/// replaced only with `--overwrite`.
+fn check_outputs(a: &CheckArgs, profile: &str) -> Result<(), Error> {
+    use std::path::Path;
+    if let Some(p) = &a.plot
+        && crate::report::is_svg(p).is_none()
+    {
+        return Err(Error::usage(format!(
+            "--plot {}: the plot file must end in .svg or .png",
+            p.display()
+        )));
+    }
+    let verdicts: Vec<PathBuf> = a
+        .out
+        .iter()
+        .flat_map(|d| [d.join("check.json"), d.join("samples.jsonl")])
+        .collect();
+    let mut outputs: Vec<(&str, &Path)> = verdicts.iter().map(|p| ("--out", p.as_path())).collect();
+    outputs.extend(a.write_baseline.as_deref().map(|p| ("--write-baseline", p)));
+    outputs.extend(a.plot.as_deref().map(|p| ("--plot", p)));
+    let mut inputs: Vec<(&str, &Path)> = Vec::new();
+    if Path::new(profile).is_file() {
+        inputs.push(("--profile", Path::new(profile)));
+    }
+    inputs.extend(a.baseline.as_deref().map(|p| ("--baseline", p)));
+    crate::report::paths::check_distinct(&outputs, &inputs)?;
+    for (what, path) in [("--write-baseline", &a.write_baseline), ("--plot", &a.plot)] {
+        let Some(path) = path else { continue };
+        let folder = match path.parent() {
+            Some(f) if !f.as_os_str().is_empty() => f,
+            _ => Path::new("."),
+        };
+        if !folder.is_dir() {
+            return Err(Error::usage(format!(
+                "{what} {}: the folder {} does not exist",
+                path.display(),
+                folder.display()
+            )));
+        }
+        if path.is_dir() {
+            return Err(Error::usage(format!(
+                "{what} {} is a folder: give a file's path",
+                path.display()
+            )));
+        }
+    }
+    if let Some(p) = &a.write_baseline
+        && p.exists()
+        && !a.common.overwrite.overwrite
+    {
+        return Err(Error::usage(format!(
+            "baseline file {} already exists; choose another path or pass --overwrite",
+            p.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The profile's transport, unless `--transport` names another (which
 /// wins, and the header says so: the thresholds are for the profile's).
 fn pin_transport(profile: &Profile, cfg: &mut RunConfig) -> Result<Option<String>, Error> {
@@ -200,4 +262,61 @@ fn with_samples(mut checks: Vec<CheckSpec>, repeat: u64, timed: bool) -> Vec<Che
         }
     }
     checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn job(args: &[&str]) -> Result<(CheckJob, RunConfig), Error> {
+        let argv = ["collbench", "check"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv).map_err(|e| e.to_string()).unwrap().command {
+            Command::Check(a) => CheckJob::from_args(&a),
+            _ => unreachable!(),
+        }
+    }
+
+    /// `--write-baseline` and `--plot` are refused before anything runs:
+    /// on the profile's file, on `--out`'s verdicts, in a missing folder,
+    /// an existing baseline without `--overwrite`, a plot that is no
+    /// picture (each was found after every check had run, or replaced an
+    /// input).
+    #[test]
+    fn the_baseline_and_plot_paths_are_checked_before_measuring() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = |name: &str| dir.path().join(name).display().to_string();
+        let profile = d("p.toml");
+        std::fs::write(&profile, crate::check::shipped::load_with_text("local-cpu").unwrap().1).unwrap();
+        let old = d("old.toml");
+        std::fs::write(&old, "x").unwrap();
+        let out = d("out");
+        let verdicts = format!("{out}/check.json");
+        let cases: [(Vec<&str>, String); 5] = [
+            (
+                vec!["--write-baseline", &profile, "--overwrite"],
+                format!("--write-baseline {profile} is --profile, an input"),
+            ),
+            (
+                vec!["--out", &out, "--write-baseline", &verdicts, "--overwrite"],
+                format!("--write-baseline {verdicts} is also --out's file"),
+            ),
+            (
+                vec!["--write-baseline", "/no/such/folder/b.toml"],
+                "the folder /no/such/folder does not exist".to_string(),
+            ),
+            (vec!["--write-baseline", &old], "already exists".to_string()),
+            (
+                vec!["--only", "node-all-reduce-4k", "--duration", "1s", "--plot", "s.txt"],
+                "--plot s.txt: the plot file must end in .svg or .png".to_string(),
+            ),
+        ];
+        for (args, needle) in cases {
+            let all: Vec<&str> = ["--profile", profile.as_str()].into_iter().chain(args).collect();
+            let e = job(&all).err().expect("refused").to_string();
+            assert!(e.contains(&needle), "{all:?}: {e}");
+        }
+        assert!(job(&["--profile", &profile, "--write-baseline", &d("new.toml")]).is_ok());
+    }
 }
