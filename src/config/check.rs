@@ -314,7 +314,7 @@ mod tests {
         ];
         for (args, needle) in cases {
             let all: Vec<&str> = ["--profile", profile.as_str()].into_iter().chain(args).collect();
-            let e = job(&all).err().expect("refused").to_string();
+            let e = job(&all).expect_err("refused").to_string();
             assert!(e.contains(&needle), "{all:?}: {e}");
         }
         assert!(job(&["--profile", &profile, "--write-baseline", &d("new.toml")]).is_ok());
