@@ -213,9 +213,13 @@ fn one_rank_is_not_judged_with_exit_8_in_the_table_every_file_and_prometheus() {
             "--prometheus",
             path_str(&textfiles),
             "--overwrite",
+            "--on-fail",
+            "echo {host}",
         ]);
         assert_eq!(code(&out), 9, "{how}: {}", show(&out));
         let text = stdout(&out);
+        // nothing failed: no on-fail line (it said "the whole-job check failed")
+        assert!(!text.contains("# on-fail"), "{text}");
         let host = hosts(&out_dir)[0].clone();
         let row = |check: &str| {
             text.lines()

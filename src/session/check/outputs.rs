@@ -17,8 +17,8 @@ use crate::check::hook::{self, Ran};
 use crate::check::samples::{Sample, SamplesFile};
 use crate::check::soak::{self, Frame, Series};
 use crate::check::{
-    Group, Host, Report, Status, baseline, explain_by_nccl_log, json, prometheus, require_path, require_plugin, text,
-    unrun, verdict, write_atomic,
+    Group, Host, Report, baseline, explain_by_nccl_log, json, prometheus, require_path, require_plugin, text, unrun,
+    verdict, write_atomic,
 };
 use crate::doctor::kept::KeptLogs;
 use crate::engine::stop::signal_name;
@@ -528,7 +528,8 @@ fn run_hooks(t: &hook::Template, execute: bool, r: &Report) {
             )),
         }
     }
-    if r.failing_nodes().is_empty() && r.status() != Status::Pass && r.exit_code() != 0 {
+    // a run that failed nothing (not judged: exit 9) names no failure
+    if r.failing_nodes().is_empty() && r.exit_code() == crate::check::EXIT_FAILED {
         print_out("# on-fail: no node to name (the whole-job check failed); nothing run\n");
     }
 }
