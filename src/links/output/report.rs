@@ -27,6 +27,17 @@ fn worse_word(metric: Metric) -> &'static str {
     }
 }
 
+/// `38% below` (`worse than` for a latency), or `38% better than` where
+/// the value is better than the reference (a negative deficit).
+fn gap(metric: Metric, deficit_pct: f64) -> String {
+    let word = if deficit_pct >= 0.0 {
+        worse_word(metric)
+    } else {
+        "better than"
+    };
+    format!("{:.0}% {word}", deficit_pct.abs())
+}
+
 /// A rank in one line: its host at `--level node`, else host and rank.
 pub(in crate::links) fn short(matrix: &Matrix, rank: usize) -> String {
     let e = &matrix.endpoints[rank];
@@ -39,7 +50,7 @@ pub(in crate::links) fn short(matrix: &Matrix, rank: usize) -> String {
 
 fn retest_line(r: &Retest, matrix: &Matrix) -> String {
     format!(
-        "round {}: {} - {}: {} {} {}{}, {:.0}% {} the {} {} expected: {}",
+        "round {}: {} - {}: {} {} {}{}, {} the {} {} expected: {}",
         r.round,
         short(matrix, r.pair.a),
         short(matrix, r.pair.b),
@@ -47,12 +58,7 @@ fn retest_line(r: &Retest, matrix: &Matrix) -> String {
         fmt_value(r.metric, r.value),
         r.metric.unit(),
         interval(r.lo, r.hi, r.metric),
-        r.deficit_pct.abs(),
-        if r.deficit_pct >= 0.0 {
-            worse_word(r.metric)
-        } else {
-            "better than"
-        },
+        gap(r.metric, r.deficit_pct),
         fmt_value(r.metric, r.reference),
         r.metric.unit(),
         if r.low { "slow again" } else { "not slow" }
@@ -140,13 +146,12 @@ pub fn evidence_line(e: &Evidence) -> String {
         .map(|(p, v)| format!("{p} {}", fmt_value(e.metric, *v)))
         .collect();
     format!(
-        "{} {} {}{}, {:.0}% {} the {} {} median of {} pairs{}{}",
+        "{} {} {}{}, {} the {} {} median of {} pairs{}{}",
         e.metric,
         fmt_value(e.metric, e.value),
         e.metric.unit(),
         interval(e.lo, e.hi, e.metric),
-        e.deficit_pct,
-        worse_word(e.metric),
+        gap(e.metric, e.deficit_pct),
         fmt_value(e.metric, e.reference),
         e.metric.unit(),
         e.class.name(),
@@ -389,4 +394,19 @@ fn step_line(step: &BisectStep) -> String {
         parts.join(", "),
         step.outcome
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value better than its reference (a negative deficit) reads so; it
+    /// read `-38% below`.
+    #[test]
+    fn a_gap_says_below_or_better_by_its_sign() {
+        assert_eq!(gap(Metric::Uni, 38.3), "38% below");
+        assert_eq!(gap(Metric::Uni, -38.3), "38% better than");
+        assert_eq!(gap(Metric::Latency, 8.2), "8% worse than");
+        assert_eq!(gap(Metric::Latency, -8.2), "8% better than");
+    }
 }
