@@ -290,6 +290,17 @@ impl Reader<'_> {
         let collective = self.collective(c, &name, line)?;
         let sizes = self.sizes(c, &name, line)?;
         let dtype = self.dtype(c, &name)?;
+        let element = dtype.size_bytes() as u64;
+        if let Some(bad) = sizes.value.iter().find(|&&b| b % element != 0) {
+            // it would be measured at another size than the verdict names
+            return Err(located(
+                self.origin,
+                sizes.line,
+                &format!(
+                    "check {name}: size {bad} bytes is not a whole number of {dtype} elements ({element} bytes each)"
+                ),
+            ));
+        }
         let op = self.op(c, &name, collective)?;
         let metric = self.metric(c, &name)?;
         let (samples, iters, warmup) = self.counts(c, &name)?;

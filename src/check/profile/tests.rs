@@ -224,6 +224,19 @@ fn a_finder_check_refuses_what_it_does_not_use_at_its_line() {
     assert!(e.contains("a multiple of 4 bytes"), "{e}");
 }
 
+/// A size that is no whole number of elements would be measured at
+/// another size than the verdict names (size 3 ran 8 bytes of float).
+#[test]
+fn a_size_is_a_whole_number_of_elements() {
+    let e = err(&GOOD.replace("size = \"4K\"", "size = 6"));
+    assert!(
+        e.starts_with("p.toml:11: check node-ar: size 6 bytes is not a whole number of float elements (4 bytes each)"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("sizes = [\"2G\", 4096]", "sizes = [\"2G\", 4097]"));
+    assert!(e.contains("check job-time: size 4097 bytes"), "{e}");
+}
+
 #[test]
 fn a_collective_check_names_its_collective_and_may_be_optional() {
     let e = err(&GOOD.replace("collective = \"all_reduce\"\n", ""));
