@@ -157,15 +157,24 @@ pub fn judge(samples: &[f64], metric: Metric, fail: f64, warn: Option<f64>) -> O
     })
 }
 
-/// A figure with 3 significant digits (at least 2 decimals below 10).
+/// A figure with 3 significant digits (at least 2 decimals below 10;
+/// below 1, no more decimals than the digits need: 0.0125, 0.05, 0.30).
 pub fn figure(v: f64) -> String {
     let a = v.abs();
     if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
-    } else if a >= 0.01 || a == 0.0 {
+    } else if a >= 1.0 || a == 0.0 {
         format!("{v:.2}")
+    } else if a >= 0.01 {
+        // 3 decimals in [0.1, 1), 4 in [0.01, 0.1); trailing zeros past 2 go
+        let decimals = if a >= 0.1 { 3 } else { 4 };
+        let mut text = format!("{v:.decimals$}");
+        while text.ends_with('0') && text.split_once('.').is_some_and(|(_, d)| d.len() > 2) {
+            text.pop();
+        }
+        text
     } else {
         format!("{v:.2e}")
     }
@@ -213,6 +222,21 @@ fn pct(margin: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Three significant digits: 0.0125 beside a threshold of 0.01 must
+    /// not read 0.01 (it did, margin +25%); no zeros added past 2 decimals.
+    #[test]
+    fn a_figure_has_three_significant_digits() {
+        let got: Vec<String> = [0.0125, 0.01, 0.05, 0.3, 0.125, 0.9999, 2.5, 0.0, 12.34, 0.00125, 460.0]
+            .map(figure)
+            .to_vec();
+        assert_eq!(
+            got,
+            [
+                "0.0125", "0.01", "0.05", "0.30", "0.125", "1.00", "2.50", "0.00", "12.3", "1.25e-3", "460"
+            ]
+        );
+    }
 
     fn status(samples: &[f64], fail: f64, warn: Option<f64>) -> Status {
         judge(samples, Metric::Busbw, fail, warn).unwrap().status
