@@ -33,21 +33,16 @@ pub use profile::{CheckSpec, Metric, Profile, Rule, Scope};
 use crate::collective::Collective;
 use crate::error::exit;
 
-/// Writes `text` to `path` whole or not at all: a temporary file beside
-/// it, then a rename (node_exporter's textfile collector must never read
-/// half a file).
+/// Writes `text` to `path` whole or not at all (`report::WholeFile`: a
+/// temporary file beside it, then a rename; node_exporter's textfile
+/// collector must never read half a file). Any failure here is the run's,
+/// after the measurement (exit 1).
 pub fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), crate::error::Error> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            crate::error::Error::runtime(format!("cannot write {}: {e}", path.display()))
-        })
+    let failed = |e: String| crate::error::Error::runtime(format!("cannot write {}: {e}", path.display()));
+    crate::report::WholeFile::create(path, true, "file")
+        .map_err(|e| failed(e.to_string()))?
+        .commit(text.as_bytes())
+        .map_err(|e| failed(e.to_string()))
 }
 
 /// The exit code of a check run that found a failing (or flaky) check,
