@@ -137,8 +137,8 @@ pub const EXIT_CODES: &[ExitCodeDoc] = &[
     },
     ExitCodeDoc {
         code: "128+N",
-        short: "stopped by signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM; every finished point is kept)",
-        long: "stopped by SIGHUP, SIGINT or SIGTERM (129, 130, 143: 128 + the signal); every finished point is kept",
+        short: "stopped by signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM, 146 SIGCONT: a launcher ending the job; every finished point is kept)",
+        long: "stopped by SIGHUP, SIGINT, SIGTERM or a launcher's SIGCONT (129, 130, 143, 146: 128 + the signal); every finished point is kept",
         commands: MEASURING,
     },
 ];

@@ -12,15 +12,26 @@
 //! (`report::Reporter`), and the process ends right after. The reports
 //! name the first signal, and the process ends with 128 + it.
 //!
+//! A SIGCONT while the process runs is the launcher's first step in ending
+//! the job: Open MPI's mpirun and Slurm send SIGCONT (for a stopped rank),
+//! then SIGTERM, then SIGKILL; and Open MPI's ranks may end on their own
+//! (they lose mpirun) in the second between the SIGCONT and the SIGTERM,
+//! before any SIGTERM could complete a report. So such a SIGCONT is a stop
+//! signal too, named last among signals that come with it (Slurm's SIGTERM
+//! follows at once and is the one named). A SIGCONT that resumes a stopped
+//! process (Ctrl-Z then `fg`, a suspended job) is not: a clock thread
+//! notes every `TICK` that the process runs, and a gap in its notes says
+//! the process was stopped (`launcher_warning`). docs/exit-codes.md.
+//!
 //! The watchdog (`engine::watchdog`) ends its process with exit 5 when a
 //! step overruns `--timeout`; `timed_out` first asks the reports to be
 //! completed, so that rank 0, alive, leaves them whole (docs/exit-codes.md).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::error::Error;
@@ -32,6 +43,26 @@ pub const TIMEOUT: u64 = 1 << 16;
 /// The stop cause of a run whose rank 0 failed (its error line says why):
 /// its reports are completed before the job is taken down.
 pub const FAILED: u64 = 1 << 17;
+
+/// How often the clock thread notes that the process runs.
+const TICK: Duration = Duration::from_millis(50);
+
+/// A gap this long between two of the clock thread's notes means the
+/// process was stopped, not merely slow to be scheduled.
+const STOPPED_GAP: Duration = Duration::from_millis(400);
+
+/// A SIGCONT this soon after a stop is its resume.
+const RESUMED_WITHIN: Duration = Duration::from_secs(2);
+
+/// How long after a launcher's SIGCONT its other signals are waited for
+/// (Slurm sends SIGTERM right after it): those are then the ones named.
+const FOLLOW_UP: Duration = Duration::from_millis(100);
+
+/// The order in which signals read together count: a user's Ctrl-C is the
+/// cause a launcher's SIGTERM and a closed terminal's SIGHUP follow from;
+/// a launcher's SIGCONT comes before its SIGTERM but names the stop only
+/// alone.
+const ORDER: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGCONT];
 
 /// Whether `cause` is a signal (not `TIMEOUT` or `FAILED`).
 pub fn is_signal(cause: u64) -> bool {
@@ -54,10 +85,19 @@ struct Inner {
     /// Installed for this process's signals: a later one may end it (a
     /// request made by `never`, for tests, never ends the process).
     installed: bool,
+    /// The clock thread's notes: when it last ran, and when it last found
+    /// a gap (the process had been stopped).
+    clock: Mutex<Clock>,
     /// Reports a stop must complete before the process may end; signalled
     /// when that count falls to 0.
     open: Mutex<usize>,
     closed: Condvar,
+}
+
+#[derive(Default)]
+struct Clock {
+    last: Option<Instant>,
+    stopped: Option<Instant>,
 }
 
 /// Keeps a later signal from ending the process while rank 0's reports
@@ -69,12 +109,12 @@ pub struct ReportsHold {
 impl StopRequest {
     /// Installs the handlers: a thread of its own receives the signals in
     /// order (`signal_hook`'s self-pipe), so that the first one is known;
-    /// of signals that arrive together (read in one batch), SIGINT counts
-    /// as the first, then SIGTERM: a user's Ctrl-C is the cause a
-    /// launcher's SIGTERM and a closed terminal's SIGHUP follow from.
+    /// signals that arrive together (read in one batch) count in `ORDER`.
+    /// A second thread keeps the clock that tells a launcher's SIGCONT
+    /// from a resume (see the module doc).
     pub fn install() -> Result<StopRequest, Error> {
         let failed = |e: std::io::Error| Error::runtime(format!("cannot install the signal handlers: {e}"));
-        let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(failed)?;
+        let mut signals = Signals::new(ORDER).map_err(failed)?;
         let stop = StopRequest {
             inner: Arc::new(Inner {
                 installed: true,
@@ -83,11 +123,29 @@ impl StopRequest {
         };
         let inner = Arc::clone(&stop.inner);
         std::thread::Builder::new()
+            .name("collbench-clock".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(TICK);
+                    inner.tick(Instant::now());
+                }
+            })
+            .map_err(failed)?;
+        let inner = Arc::clone(&stop.inner);
+        std::thread::Builder::new()
             .name("collbench-signals".into())
             .spawn(move || {
                 while !signals.is_closed() {
                     let mut batch: Vec<i32> = signals.wait().collect();
-                    batch.sort_by_key(|s| [SIGINT, SIGTERM, SIGHUP].iter().position(|p| p == s));
+                    if batch.contains(&SIGCONT) {
+                        if inner.launcher_warning(Instant::now()) {
+                            std::thread::sleep(FOLLOW_UP);
+                            batch.extend(signals.pending());
+                        } else {
+                            batch.retain(|s| *s != SIGCONT);
+                        }
+                    }
+                    batch.sort_by_key(|s| ORDER.iter().position(|p| p == s));
                     for signal in batch {
                         inner.received(signal as usize);
                     }
@@ -148,14 +206,39 @@ impl Inner {
         self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// A signal: the first names the stop; a later one ends the process
+    /// at once once no report is open. A launcher's SIGCONT names a stop
+    /// but is not counted: its SIGTERM must not end a rank at once.
     fn received(&self, signal: usize) {
         let _ = self
             .first
             .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+        if signal == SIGCONT as usize {
+            return;
+        }
         let count = self.count.fetch_add(1, Ordering::SeqCst) + 1;
         if count > 1 && *self.open() == 0 {
             self.end_now();
         }
+    }
+
+    /// The clock thread ran at `now`.
+    fn tick(&self, now: Instant) {
+        let mut clock = self.clock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if clock.last.is_some_and(|last| now.duration_since(last) > STOPPED_GAP) {
+            clock.stopped = Some(now);
+        }
+        clock.last = Some(now);
+    }
+
+    /// Whether a SIGCONT read at `now` is the launcher's warning (the
+    /// process was running) rather than a resume.
+    fn launcher_warning(&self, now: Instant) -> bool {
+        let clock = self.clock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        launcher_warning(
+            clock.last.map(|t| now.saturating_duration_since(t)),
+            clock.stopped.map(|t| now.saturating_duration_since(t)),
+        )
     }
 
     /// A later signal with no report open: the process ends at once.
@@ -182,7 +265,16 @@ impl Drop for ReportsHold {
     }
 }
 
-/// `SIGINT`, `SIGTERM`, `timeout`, `error`, or the number.
+/// Whether a SIGCONT is the launcher's warning: the clock thread ran
+/// `since_tick` ago, within a tick's gap (the process was running: a
+/// resumed one's clock is stale until it runs again), and found no stop
+/// `since_stop` ago (it ran first after a resume). Without a clock (no
+/// note yet), a SIGCONT is no warning.
+fn launcher_warning(since_tick: Option<Duration>, since_stop: Option<Duration>) -> bool {
+    since_tick.is_some_and(|t| t <= STOPPED_GAP) && since_stop.is_none_or(|s| s > RESUMED_WITHIN)
+}
+
+/// `SIGINT`, `SIGTERM`, `SIGCONT`, `timeout`, `error`, or the number.
 pub fn signal_name(signal: u64) -> String {
     match signal {
         TIMEOUT => return "timeout".into(),
@@ -193,6 +285,7 @@ pub fn signal_name(signal: u64) -> String {
         SIGINT => "SIGINT".into(),
         SIGTERM => "SIGTERM".into(),
         SIGHUP => "SIGHUP".into(),
+        SIGCONT => "SIGCONT".into(),
         other => format!("signal {other}"),
     }
 }
@@ -217,6 +310,46 @@ mod tests {
         timeout.timed_out(Duration::ZERO);
         assert_eq!((timeout.signal(), timeout.cause()), (0, Some(TIMEOUT)));
         assert_eq!(signal_name(TIMEOUT), "timeout");
+    }
+
+    #[test]
+    fn a_sigcont_warns_only_where_the_process_was_running() {
+        let ms = Duration::from_millis;
+        // running: the clock ran a tick ago, no stop seen
+        assert!(launcher_warning(Some(ms(30)), None));
+        assert!(launcher_warning(Some(ms(30)), Some(Duration::from_secs(60))));
+        // resumed: the clock has not run since the stop (its note is
+        // stale), or ran first and found the gap
+        assert!(!launcher_warning(Some(ms(1500)), None));
+        assert!(!launcher_warning(Some(ms(5)), Some(ms(5))));
+        // no clock yet
+        assert!(!launcher_warning(None, None));
+        let inner = Inner::default();
+        let t0 = Instant::now();
+        inner.tick(t0);
+        inner.tick(t0 + ms(50));
+        assert!(inner.launcher_warning(t0 + ms(80)));
+        // a second without a note: the process was stopped
+        inner.tick(t0 + ms(1050));
+        assert!(!inner.launcher_warning(t0 + ms(1060)));
+        // running again for longer than a resume takes
+        let resumed = t0 + ms(1050);
+        let mut at = resumed;
+        while at < resumed + RESUMED_WITHIN {
+            at += TICK;
+            inner.tick(at);
+        }
+        assert!(inner.launcher_warning(at + ms(10)));
+    }
+
+    #[test]
+    fn a_launchers_sigcont_names_the_stop_but_is_not_counted() {
+        let stop = StopRequest::never();
+        stop.inner.received(SIGCONT as usize);
+        assert_eq!((stop.signal(), stop.inner.count.load(Ordering::SeqCst)), (18, 0));
+        stop.inner.received(SIGTERM as usize);
+        assert_eq!((stop.signal(), stop.inner.count.load(Ordering::SeqCst)), (18, 1));
+        assert_eq!(signal_name(18), "SIGCONT");
     }
 
     #[test]

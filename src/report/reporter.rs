@@ -250,8 +250,15 @@ fn watch(shared: Arc<Mutex<Outputs>>, stop: StopRequest) -> Option<(Sender<()>, 
 /// `collbench: stopped by SIGINT after 12 of 68 points; ...`
 pub fn stop_line(signal: u64, points: usize, planned: Option<u64>) -> String {
     let planned = planned.map(|p| format!(" of {p}")).unwrap_or_default();
+    // a SIGCONT that stops a run is the launcher's first step in ending
+    // the job (engine::stop): say so, it is no signal a user sends
+    let why = if signal == u64::from(signal_hook::consts::SIGCONT as u32) {
+        " (the launcher is ending the job)"
+    } else {
+        ""
+    };
     format!(
-        "collbench: stopped by {} after {points}{planned} points; the run is incomplete, every finished point is in the CSV",
+        "collbench: stopped by {}{why} after {points}{planned} points; the run is incomplete, every finished point is in the CSV",
         signal_name(signal)
     )
 }
@@ -267,5 +274,9 @@ mod tests {
             "collbench: stopped by SIGINT after 12 of 68 points; the run is incomplete, every finished point is in the CSV"
         );
         assert!(stop_line(15, 3, None).contains("stopped by SIGTERM after 3 points;"));
+        assert!(
+            stop_line(18, 3, None)
+                .starts_with("collbench: stopped by SIGCONT (the launcher is ending the job) after 3 points;")
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! Each launch runs in a process group of its own, so that a Ctrl-C in the
 //! terminal reaches the suite alone and the launch gets exactly one signal
 //! from it: SIGTERM, which mpirun and srun both turn into an orderly end
-//! of the job (mpirun sends SIGTERM to its ranks, whose reports are then
+//! of the job (mpirun sends SIGCONT, then SIGTERM, to its ranks, whose reports are then
 //! completed; srun needs a second SIGINT within a second, but one SIGTERM).
 //! A launch still running `GRACE` later, or at a second signal, is killed.
 

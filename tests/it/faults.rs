@@ -170,6 +170,65 @@ fn sigterm_stops_every_rank_at_a_point_boundary_with_complete_reports_and_exit_1
     assert_stopped_json(&json_path, "SIGTERM", rows);
 }
 
+/// mpirun ends a job with SIGCONT to every rank, SIGTERM a second later,
+/// SIGKILL a second after that, and Open MPI's ranks may end on their own
+/// (they lose mpirun) before the SIGTERM: a SIGCONT alone, to running
+/// ranks, completes rank 0's reports and stops the run (exit 146).
+#[test]
+fn a_launchers_sigcont_alone_stops_the_run_with_whole_reports() {
+    let (dir, csv_path) = temp_file("cont.csv");
+    let json_path = dir.path().join("cont.json");
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--json", path_str(&json_path)]);
+    let job = spawn_mpirun(3, &args);
+    let pids = job.rank_pids(3, Duration::from_secs(120));
+    job.wait_for_rows(Duration::from_secs(120));
+    for pid in &pids {
+        signal(*pid, "CONT");
+    }
+    let (code, lines) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 146, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("collbench: stopped by SIGCONT (the launcher is ending the job) after "),
+        "{lines:?}"
+    );
+    let rows = assert_intact(&csv_path, default_header().len());
+    assert_stopped_json(&json_path, "SIGCONT", rows);
+}
+
+/// A SIGCONT that resumes stopped ranks (Ctrl-Z then `fg`, a suspended
+/// Slurm job) is no stop: the run goes on until the SIGTERM that follows.
+#[test]
+fn a_sigcont_that_resumes_stopped_ranks_does_not_stop_the_run() {
+    let (dir, csv_path) = temp_file("resume.csv");
+    let json_path = dir.path().join("resume.json");
+    let mut args = endless(path_str(&csv_path));
+    args.extend(["--json", path_str(&json_path)]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, Duration::from_secs(120));
+    job.wait_for_rows(Duration::from_secs(120));
+    for pid in &pids {
+        signal(*pid, "STOP");
+    }
+    // stopped for longer than the clock's gap (engine::stop): a delay,
+    // not a timing assertion
+    std::thread::sleep(Duration::from_secs(2));
+    for pid in &pids {
+        signal(*pid, "CONT");
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for pid in &pids {
+        signal(*pid, "TERM");
+    }
+    let (code, lines) = job.finish(Duration::from_secs(120));
+    assert_eq!(code, 143, "the resume stopped the run: {lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("stopped by SIGTERM"), "{lines:?}");
+    let rows = assert_intact(&csv_path, default_header().len());
+    assert_stopped_json(&json_path, "SIGTERM", rows);
+}
+
 #[test]
 fn ranks_given_different_plans_stop_before_measuring_with_exit_2_naming_the_field() {
     let (_dir, csv_path) = temp_file("mpmd.csv");
