@@ -337,13 +337,15 @@ size = "1M"
         let retest = crate::links::finder::Retest {
             round: 4,
             pair: Pair::new(1, 3),
-            metric: crate::links::rule::Metric::Uni,
-            value: 1.0,
-            lo: None,
-            hi: None,
-            reference: 10.0,
+            measured: crate::links::finder::Measured {
+                metric: crate::links::rule::Metric::Uni,
+                value: 1.0,
+                lo: None,
+                hi: None,
+                reference: 10.0,
+                deficit_pct: 90.0,
+            },
             control: 10.0,
-            deficit_pct: 90.0,
             low: true,
         };
         o.report.findings = vec![crate::links::finder::Finding {

@@ -72,21 +72,31 @@ crate::types::vocabulary! {
     }
 }
 
-/// What the matrix showed about a suspect on one metric.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Evidence {
+/// A measured median on one metric against its reference: what evidence
+/// and re-tests both report, and what their lines begin with
+/// (`output::report`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Measured {
     pub metric: Metric,
-    pub class: PairClass,
-    /// The suspect's value: the pair's median, or the median of a rank's
-    /// pairs.
+    /// The median measured.
     pub value: f64,
     /// The 95% interval of that median.
     pub lo: Option<f64>,
     pub hi: Option<f64>,
-    /// The median of comparable pairs.
+    /// What it is compared with.
     pub reference: f64,
-    /// Percent worse than the reference.
+    /// Percent worse than `reference` (negative: better).
     pub deficit_pct: f64,
+}
+
+/// What the matrix showed about a suspect on one metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Evidence {
+    /// The suspect's value (the pair's median, or the median of a rank's
+    /// pairs) against the median of comparable pairs.
+    #[serde(flatten)]
+    pub measured: Measured,
+    pub class: PairClass,
     /// Low pairs of the rank, and all its pairs (1 and 1 for a pair).
     pub low_pairs: usize,
     pub pairs: usize,
@@ -99,17 +109,14 @@ pub struct Evidence {
 pub struct Retest {
     pub round: usize,
     pub pair: Pair,
-    pub metric: Metric,
-    pub value: f64,
-    pub lo: Option<f64>,
-    pub hi: Option<f64>,
-    /// What the re-test's matched control (known-good ranks at the same
-    /// places, same round) predicts for this pair, after the matrix effects.
-    pub reference: f64,
+    /// The pair's median against what the re-test's matched control
+    /// (known-good ranks at the same places, same round) predicts for
+    /// it, after the matrix effects.
+    #[serde(flatten)]
+    pub measured: Measured,
     /// The median of the pair measured beside it in its round (its
     /// control), as measured: like with like.
     pub control: f64,
-    pub deficit_pct: f64,
     pub low: bool,
 }
 
@@ -341,13 +348,18 @@ mod tests {
             (f[0].kind, f[0].hosts[0].as_str()),
             (FindingKind::Node, o.matrix.endpoints[5].host.as_str())
         );
-        let uni = f[0].evidence.iter().find(|e| e.metric == Metric::Uni).unwrap();
+        let uni = f[0].evidence.iter().find(|e| e.measured.metric == Metric::Uni).unwrap();
         assert_eq!((uni.low_pairs, uni.pairs), (15, 15));
-        assert!((uni.deficit_pct - 33.3).abs() < 4.0, "{uni:?}");
+        assert!((uni.measured.deficit_pct - 33.3).abs() < 4.0, "{uni:?}");
         // two known-good partners, both slow
         let partners: BTreeSet<Pair> = f[0].retests.iter().map(|r| r.pair).collect();
         assert_eq!(partners.len(), 2);
-        assert!(f[0].retests.iter().filter(|r| r.metric == Metric::Uni).all(|r| r.low));
+        assert!(
+            f[0].retests
+                .iter()
+                .filter(|r| r.measured.metric == Metric::Uni)
+                .all(|r| r.low)
+        );
         assert!(o.report.rounds.beyond_matrix() <= Rounds::bound(16));
     }
 

@@ -475,8 +475,8 @@ impl Picture<'_> {
                 FindingKind::Gpu => vec![format!("GPU or NIC of {}", short(self.matrix, ranks[0]))],
                 kind => vec![format!("{kind} {}", finding.hosts.join(", "))],
             };
-            if let Some(e) = finding.evidence.iter().find(|e| e.metric == self.metric) {
-                lines.push(format!("  {:.0}% below the median", e.deficit_pct));
+            if let Some(e) = finding.evidence.iter().find(|e| e.measured.metric == self.metric) {
+                lines.push(format!("  {:.0}% below the median", e.measured.deficit_pct));
             }
             for line in lines {
                 write(root, line, (x_names, y_names), 13, &mark)?;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Context, RetestPlan, Suspect};
-use crate::links::finder::{Dismissed, Evidence, Finding, FindingKind, Retest};
+use crate::links::finder::{Dismissed, Evidence, Finding, FindingKind, Measured, Retest};
 use crate::links::layout::PairClass;
 use crate::links::measure::{Estimate, PairResult};
 use crate::links::rule::{Domain, Metric, PairCheck};
@@ -24,7 +24,7 @@ fn slowdown(tests: &[Retest]) -> f64 {
     tests
         .iter()
         .filter(|r| r.low)
-        .map(|r| 1.0 / (1.0 - r.deficit_pct / 100.0).max(1e-9))
+        .map(|r| 1.0 / (1.0 - r.measured.deficit_pct / 100.0).max(1e-9))
         .fold(1.0, f64::max)
 }
 
@@ -139,13 +139,15 @@ impl Context<'_> {
         Retest {
             round: r.round,
             pair: r.pair,
-            metric,
-            value: e.median,
-            lo: e.lo,
-            hi: e.hi,
-            reference: metric.from_goodness(expected),
+            measured: Measured {
+                metric,
+                value: e.median,
+                lo: e.lo,
+                hi: e.hi,
+                reference: metric.from_goodness(expected),
+                deficit_pct: (1.0 - delta.exp()) * 100.0,
+            },
             control: control_value,
-            deficit_pct: (1.0 - delta.exp()) * 100.0,
             low: low && self.cfg.rule.worse(beside, 0.0) && matrix_too,
         }
     }
@@ -251,18 +253,23 @@ impl Context<'_> {
         // an end slow with its partner on a metric, unless the link is far
         // slower still on it (an end's re-test beside the other end's, at
         // a few nodes, can be low by the round's noise)
-        let own_on =
-            |m: Metric| -> Vec<Retest> { itself.iter().filter(|r| r.metric == m).map(|r| (*r).clone()).collect() };
+        let own_on = |m: Metric| -> Vec<Retest> {
+            itself
+                .iter()
+                .filter(|r| r.measured.metric == m)
+                .map(|r| (*r).clone())
+                .collect()
+        };
         let ends_low: Vec<&Retest> = tests
             .iter()
             .filter(|r| r.pair != pair && r.low)
-            .filter(|r| !far_slower(&own_on(r.metric), &[*r], slowdown(std::slice::from_ref(*r))))
+            .filter(|r| !far_slower(&own_on(r.measured.metric), &[*r], slowdown(std::slice::from_ref(*r))))
             .collect();
         let ok: Vec<Metric> = metrics
             .iter()
             .copied()
             .filter(|m| all_low(itself.iter().copied(), *m))
-            .filter(|m| !ends_low.iter().any(|r| r.metric == *m))
+            .filter(|m| !ends_low.iter().any(|r| r.measured.metric == *m))
             .collect();
         let name = format!(
             "link {} - {}",
@@ -273,7 +280,7 @@ impl Context<'_> {
             let why = if let Some(end) = ends_low.first() {
                 format!(
                     "its end {} was also slow with a known-good partner ({:.0}% below): not a fault of this pair alone",
-                    end.pair, end.deficit_pct
+                    end.pair, end.measured.deficit_pct
                 )
             } else {
                 why_not(
@@ -393,7 +400,7 @@ impl Context<'_> {
                 .filter(|r| r.low && pairs.contains(&r.pair))
                 .map(|r| (*r).clone())
                 .collect();
-            let metrics: BTreeSet<Metric> = retests.iter().map(|r| r.metric).collect();
+            let metrics: BTreeSet<Metric> = retests.iter().map(|r| r.measured.metric).collect();
             let name = self.endpoints[rank].name();
             let list: Vec<String> = pairs.iter().map(ToString::to_string).collect();
             dismissed.retain(|d| d.rank != Some(rank));
@@ -486,13 +493,15 @@ impl Context<'_> {
     fn pair_evidence(&self, pair: Pair, metric: Metric) -> Option<Evidence> {
         let p = self.analysis.check(pair, metric)?;
         Some(Evidence {
-            metric,
+            measured: Measured {
+                metric,
+                value: p.value,
+                lo: p.lo,
+                hi: p.hi,
+                reference: p.reference,
+                deficit_pct: p.below_reference_pct,
+            },
             class: p.class,
-            value: p.value,
-            lo: p.lo,
-            hi: p.hi,
-            reference: p.reference,
-            deficit_pct: p.below_reference_pct,
             low_pairs: 1,
             pairs: 1,
             worst: vec![(pair, p.value)],
@@ -522,13 +531,15 @@ impl Context<'_> {
             false => (u.ratio.lo.map(to_value), u.ratio.hi.map(to_value)),
         };
         Some(Evidence {
-            metric,
+            measured: Measured {
+                metric,
+                value: to_value(u.ratio.median),
+                lo,
+                hi,
+                reference,
+                deficit_pct: (1.0 - u.ratio.median) * 100.0,
+            },
             class,
-            value: to_value(u.ratio.median),
-            lo,
-            hi,
-            reference,
-            deficit_pct: (1.0 - u.ratio.median) * 100.0,
             low_pairs: u.low_partners,
             pairs: u.partners,
             worst: mine.iter().take(3).map(|p| (p.pair, p.value)).collect(),
@@ -539,7 +550,7 @@ impl Context<'_> {
 /// How many times slower a re-test was than the pair measured beside it
 /// (its control), as measured.
 fn beside(r: &Retest) -> f64 {
-    (r.metric.goodness(r.control) - r.metric.goodness(r.value)).exp()
+    (r.measured.metric.goodness(r.control) - r.measured.metric.goodness(r.measured.value)).exp()
 }
 
 /// Whether a link's own re-tests (`own`) show it far slower than its
@@ -566,12 +577,12 @@ fn link_far_slower(own: &[Retest], at: &[&Confirmed]) -> bool {
 /// Without a re-test of theirs on any of the link's metrics, its
 /// slowdown against `their_slowdown`.
 fn far_slower(own: &[Retest], theirs: &[&Retest], their_slowdown: f64) -> bool {
-    let low: BTreeSet<Metric> = own.iter().filter(|r| r.low).map(|r| r.metric).collect();
+    let low: BTreeSet<Metric> = own.iter().filter(|r| r.low).map(|r| r.measured.metric).collect();
     let compared: Vec<bool> = low
         .into_iter()
         .filter_map(|m| {
-            let link: Vec<&Retest> = own.iter().filter(|r| r.metric == m).collect();
-            let theirs: Vec<&Retest> = theirs.iter().copied().filter(|r| r.metric == m).collect();
+            let link: Vec<&Retest> = own.iter().filter(|r| r.measured.metric == m).collect();
+            let theirs: Vec<&Retest> = theirs.iter().copied().filter(|r| r.measured.metric == m).collect();
             if theirs.is_empty() {
                 return None;
             }
@@ -579,9 +590,12 @@ fn far_slower(own: &[Retest], theirs: &[&Retest], their_slowdown: f64) -> bool {
             let beside_theirs = theirs.iter().map(|r| beside(r)).fold(1.0, f64::max);
             let best_link = link
                 .iter()
-                .map(|r| m.goodness(r.value))
+                .map(|r| m.goodness(r.measured.value))
                 .fold(f64::NEG_INFINITY, f64::max);
-            let worst_theirs = theirs.iter().map(|r| m.goodness(r.value)).fold(f64::INFINITY, f64::min);
+            let worst_theirs = theirs
+                .iter()
+                .map(|r| m.goodness(r.measured.value))
+                .fold(f64::INFINITY, f64::min);
             Some(beside_link > LINK_OVER_RANK * beside_theirs && best_link < worst_theirs - LINK_OVER_RANK.ln())
         })
         .collect();
@@ -625,7 +639,7 @@ fn shared_ends(
             let metrics: BTreeSet<Metric> = slow.iter().flat_map(|&p| slow_on(p)).collect();
             let cleared = judged
                 .iter()
-                .any(|t| t.pair.has(rank) && !t.low && !slow.contains(&t.pair) && metrics.contains(&t.metric));
+                .any(|t| t.pair.has(rank) && !t.low && !slow.contains(&t.pair) && metrics.contains(&t.measured.metric));
             // a pair far slower than the rank's others is a link of its own
             let link = slow.iter().any(|&p| {
                 let own: Vec<Retest> = judged.iter().filter(|r| r.pair == p).map(|r| (*r).clone()).collect();
@@ -651,14 +665,14 @@ fn shared_ends(
 /// The re-tests among `mine` on one of `metrics`.
 fn on_metrics(mine: &[&Retest], metrics: &[Metric]) -> Vec<Retest> {
     mine.iter()
-        .filter(|r| metrics.contains(&r.metric))
+        .filter(|r| metrics.contains(&r.measured.metric))
         .map(|r| (*r).clone())
         .collect()
 }
 
 /// Whether `tests` re-tested `metric` and every one of them found it low.
 fn all_low<'a>(tests: impl IntoIterator<Item = &'a Retest>, metric: Metric) -> bool {
-    let on: Vec<&Retest> = tests.into_iter().filter(|r| r.metric == metric).collect();
+    let on: Vec<&Retest> = tests.into_iter().filter(|r| r.measured.metric == metric).collect();
     !on.is_empty() && on.iter().all(|r| r.low)
 }
 
@@ -669,7 +683,7 @@ fn why_not(tests: &[Retest], how: &str, none: &str) -> String {
     }
     let parts: Vec<String> = tests
         .iter()
-        .map(|t| format!("{} {} {:+.0}%", t.pair, t.metric, -t.deficit_pct))
+        .map(|t| format!("{} {} {:+.0}%", t.pair, t.measured.metric, -t.measured.deficit_pct))
         .collect();
     format!("not slow {how}: {}", parts.join(", "))
 }
@@ -685,13 +699,15 @@ mod tests {
         Retest {
             round: 4,
             pair: Pair::new(pair.0, pair.1),
-            metric,
-            value,
-            lo: None,
-            hi: None,
-            reference: control,
+            measured: Measured {
+                metric,
+                value,
+                lo: None,
+                hi: None,
+                reference: control,
+                deficit_pct: (1.0 - (metric.goodness(value) - metric.goodness(control)).exp()) * 100.0,
+            },
             control,
-            deficit_pct: (1.0 - (metric.goodness(value) - metric.goodness(control)).exp()) * 100.0,
             low,
         }
     }
@@ -788,7 +804,11 @@ mod tests {
             rank: 3,
             domain: Domain::Network,
             evidence: vec![],
-            retests: every.iter().filter(|r| r.metric == Metric::Uni).cloned().collect(),
+            retests: every
+                .iter()
+                .filter(|r| r.measured.metric == Metric::Uni)
+                .cloned()
+                .collect(),
             every,
             links: vec![],
         }

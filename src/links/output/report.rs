@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{fmt_value, rail_rows};
-use crate::links::finder::{BisectStep, Evidence, Finding, FindingKind, Report, Retest, Rounds};
+use crate::links::finder::{BisectStep, Evidence, Finding, FindingKind, Measured, Report, Retest, Rounds};
 use crate::links::layout::PairClass;
 use crate::links::measure::{Matrix, Phase};
 use crate::links::rule::{Analysis, Metric, Rule};
@@ -48,19 +48,27 @@ pub(in crate::links) fn short(matrix: &Matrix, rank: usize) -> String {
     }
 }
 
+/// A median against its reference, the start of an evidence and a
+/// re-test line: `uni 31.4 GB/s (95% interval 31.1-32.5), 34% below the
+/// 47.3 GB/s`.
+fn against(m: &Measured) -> String {
+    let (metric, unit) = (m.metric, m.metric.unit());
+    format!(
+        "{metric} {} {unit}{}, {} the {} {unit}",
+        fmt_value(metric, m.value),
+        interval(m.lo, m.hi, metric),
+        gap(metric, m.deficit_pct),
+        fmt_value(metric, m.reference),
+    )
+}
+
 fn retest_line(r: &Retest, matrix: &Matrix) -> String {
     format!(
-        "round {}: {} - {}: {} {} {}{}, {} the {} {} expected: {}",
+        "round {}: {} - {}: {} expected: {}",
         r.round,
         short(matrix, r.pair.a),
         short(matrix, r.pair.b),
-        r.metric,
-        fmt_value(r.metric, r.value),
-        r.metric.unit(),
-        interval(r.lo, r.hi, r.metric),
-        gap(r.metric, r.deficit_pct),
-        fmt_value(r.metric, r.reference),
-        r.metric.unit(),
+        against(&r.measured),
         if r.low { "slow again" } else { "not slow" }
     )
 }
@@ -143,17 +151,11 @@ pub fn evidence_line(e: &Evidence) -> String {
     let worst: Vec<String> = e
         .worst
         .iter()
-        .map(|(p, v)| format!("{p} {}", fmt_value(e.metric, *v)))
+        .map(|(p, v)| format!("{p} {}", fmt_value(e.measured.metric, *v)))
         .collect();
     format!(
-        "{} {} {}{}, {} the {} {} median of {} pairs{}{}",
-        e.metric,
-        fmt_value(e.metric, e.value),
-        e.metric.unit(),
-        interval(e.lo, e.hi, e.metric),
-        gap(e.metric, e.deficit_pct),
-        fmt_value(e.metric, e.reference),
-        e.metric.unit(),
+        "{} median of {} pairs{}{}",
+        against(&e.measured),
         e.class.name(),
         if e.pairs > 1 {
             format!("; low with {} of {} partners", e.low_pairs, e.pairs)
