@@ -17,6 +17,9 @@ use crate::error::Error;
 use crate::topology::profile::Profile as Transport;
 use crate::types::{DType, ReduceOp, parse_size};
 
+/// The most samples, iterations or warm-up operations a check may ask for.
+const MOST_COUNT: u64 = 1_000_000;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProfile {
@@ -327,14 +330,12 @@ impl Reader<'_> {
         })
     }
 
-    /// Samples, iterations and warm-up, each with its default.
+    /// Samples, iterations and warm-up, each with its default; a warm-up
+    /// of 0 is none (as `run -w 0`).
     fn counts(&self, c: &RawCheck, name: &str) -> Result<(usize, u32, u32), Error> {
-        let samples = self.positive(&c.samples, "samples", DEFAULT_SAMPLES as u64, name)? as usize;
-        let iters = self.positive(&c.iters, "iters", u64::from(DEFAULT_ITERS), name)? as u32;
-        let warmup = match &c.warmup {
-            Some(w) if *w.get_ref() == 0 => 0,
-            _ => self.positive(&c.warmup, "warmup", u64::from(DEFAULT_WARMUP), name)? as u32,
-        };
+        let samples = self.number(&c.samples, "samples", 1, DEFAULT_SAMPLES as u64, name)? as usize;
+        let iters = self.number(&c.iters, "iters", 1, u64::from(DEFAULT_ITERS), name)? as u32;
+        let warmup = self.number(&c.warmup, "warmup", 0, u64::from(DEFAULT_WARMUP), name)? as u32;
         Ok((samples, iters, warmup))
     }
 
@@ -507,16 +508,17 @@ impl Reader<'_> {
         })
     }
 
-    /// A whole number from 1 to 1000000, `default` when it is left out.
-    fn positive(&self, v: &Option<Spanned<i64>>, key: &str, default: u64, name: &str) -> Result<u64, Error> {
+    /// A whole number from `least` to `MOST_COUNT`, `default` when it is
+    /// left out.
+    fn number(&self, v: &Option<Spanned<i64>>, key: &str, least: u64, default: u64, name: &str) -> Result<u64, Error> {
         match v {
             None => Ok(default),
             Some(s) => match u64::try_from(*s.get_ref()) {
-                Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+                Ok(n) if (least..=MOST_COUNT).contains(&n) => Ok(n),
                 _ => Err(self.err(
                     s.span(),
                     format!(
-                        "check {name}: {key} = {}: give a whole number from 1 to 1000000",
+                        "check {name}: {key} = {}: give a whole number from {least} to {MOST_COUNT}",
                         s.get_ref()
                     ),
                 )),
