@@ -134,8 +134,8 @@ impl Reader<'_> {
         }
         let backend = self.backend(&raw)?;
         let transport = self.transport(&raw, backend.value)?;
-        let ranks_per_node = self.count(raw.ranks_per_node.as_ref(), "ranks_per_node")?;
-        let nodes = self.count(raw.nodes.as_ref(), "nodes")?;
+        let ranks_per_node = self.count(raw.ranks_per_node.as_ref(), "ranks_per_node", None)?;
+        let nodes = self.count(raw.nodes.as_ref(), "nodes", None)?;
         let env = raw
             .env
             .iter()
@@ -249,8 +249,10 @@ impl Reader<'_> {
         Ok(checks)
     }
 
-    /// A whole number of at least 1.
-    fn count(&self, v: Option<&Spanned<i64>>, key: &str) -> Result<Option<Located<usize>>, Error> {
+    /// A whole number of at least 1: the profile's (`check` `None`) or the
+    /// named check's, whose name its message then begins with as every
+    /// check's does.
+    fn count(&self, v: Option<&Spanned<i64>>, key: &str, check: Option<&str>) -> Result<Option<Located<usize>>, Error> {
         let Some(v) = v else { return Ok(None) };
         match usize::try_from(*v.get_ref()) {
             Ok(n) if n >= 1 => Ok(Some(Located {
@@ -259,7 +261,11 @@ impl Reader<'_> {
             })),
             _ => Err(self.err(
                 v.span(),
-                format!("{key} = {}: give a whole number of at least 1", v.get_ref()),
+                format!(
+                    "{}{key} = {}: give a whole number of at least 1",
+                    check.map_or(String::new(), |name| format!("check {name}: ")),
+                    v.get_ref()
+                ),
             )),
         }
     }
@@ -307,7 +313,7 @@ impl Reader<'_> {
         let op = self.op(c, &name, collective)?;
         let metric = self.metric(c, &name)?;
         let (samples, iters, warmup) = self.counts(c, &name)?;
-        let ranks = self.count(c.ranks.as_ref(), "ranks")?;
+        let ranks = self.count(c.ranks.as_ref(), "ranks", Some(&name))?;
         let path = self.path(c, &name)?;
         let rule = self.rule(c, &name, metric, line)?;
         Ok(CheckSpec {

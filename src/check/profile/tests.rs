@@ -145,6 +145,18 @@ fn each_count_says_the_range_it_accepts() {
 }
 
 #[test]
+fn a_checks_group_size_of_0_names_the_check_and_the_profiles_counts_do_not() {
+    assert_eq!(
+        err(&GOOD.replace("ranks = 2", "ranks = 0")),
+        "p.toml:13: check node-ar: ranks = 0: give a whole number of at least 1"
+    );
+    assert_eq!(
+        err(&GOOD.replace("transport = \"auto\"", "transport = \"auto\"\nnodes = 0")),
+        "p.toml:6: nodes = 0: give a whole number of at least 1"
+    );
+}
+
+#[test]
 fn a_baseline_rule_takes_percentages() {
     let text = GOOD.replace(
         "fail_below = { value = 0.3, source = \"measured\" }\nwarn_below = { value = 0.5, source = \"measured\" }",
