@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::rules::Rule;
-use crate::nccl_log::{Level, Line, LogFile};
+use crate::nccl_log::{Level, Line, LogFile, whole};
 use crate::types::NcclVersion;
 
 /// A line a finding rests on: its file, its 1-based number, its text.
@@ -176,13 +176,14 @@ impl<'a> Facts<'a> {
     }
 }
 
-/// `comm 0x.. rank 3 nranks 16 cudaDev 3 ...`: the rank and size.
+/// `comm 0x.. rank 3 nranks 16 cudaDev 3 ...`: the rank and size (not
+/// from a line cut after `nranks 1`, which may have been `nranks 16`).
 fn init_rank(msg: &str) -> Option<(usize, usize)> {
     let words: Vec<&str> = msg.split_whitespace().collect();
     let at = words
         .windows(5)
         .position(|w| w[0] == "comm" && w[2] == "rank" && w[4] == "nranks")?;
-    let rank = words.get(at + 3)?.parse().ok()?;
-    let nranks = words.get(at + 5)?.parse().ok()?;
+    let rank = words[at + 3].parse().ok()?;
+    let nranks = whole(&words[at..], "nranks")?.parse().ok()?;
     Some((rank, nranks))
 }

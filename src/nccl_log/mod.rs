@@ -26,6 +26,12 @@
 //! quoted excerpt) are kept with their text (`Line::content`), so that a
 //! reader that knows the message can still find it.
 //!
+//! A line may end at any character: a job killed while NCCL wrote it (a
+//! log's last line), a terminal's width, the end of a paste. A value that
+//! runs to the end of its line may be the start of a longer one (`(size
+//! 9637` of `(size 9637888)`), so readers take a value from a line only
+//! where something follows it (`whole`, `whole_number`).
+//!
 //! Pure but for `read_paths`; total: any text splits, nothing panics.
 
 mod decode;
@@ -148,6 +154,20 @@ impl<'a> Line<'a> {
     pub fn origin(&self) -> Option<&Origin> {
         self.nccl.as_ref().map(|n| &n.origin).filter(|o| !o.host.is_empty())
     }
+}
+
+/// The word after `key` in `words` (a message split at whitespace), only
+/// where another word follows it: a line's last word may be cut.
+pub fn whole<'a>(words: &[&'a str], key: &str) -> Option<&'a str> {
+    words.windows(3).find(|w| w[0] == key).map(|w| w[1])
+}
+
+/// The number `text` starts with, only where a character other than a
+/// digit follows it (`9637888)`, `12,`): digits that run to the end of the
+/// line may be cut.
+pub fn whole_number(text: &str) -> Option<u64> {
+    let end = text.find(|c: char| !c.is_ascii_digit())?;
+    text[..end].parse().ok()
 }
 
 /// Every line of `text`, split.

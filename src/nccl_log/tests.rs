@@ -180,3 +180,18 @@ fn files_folders_and_gzip_are_read_as_text() {
     assert!(e.contains("cannot read") && e.contains("missing.log"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_value_is_whole_only_where_something_follows_it_in_its_line() {
+    let words: Vec<&str> = "comm 0x55 rank 1 nranks 16 cudaDev 0".split_whitespace().collect();
+    assert_eq!(whole(&words, "nranks"), Some("16"));
+    assert_eq!(whole(&words, "cudaDev"), None, "the last word may be cut");
+    assert_eq!(whole(&words[..6], "nranks"), None);
+    assert_eq!(whole(&words, "busId"), None);
+    assert_eq!(whole_number("9637888)"), Some(9637888));
+    assert_eq!(whole_number("12, opcode 1"), Some(12));
+    assert_eq!(whole_number("9637"), None, "digits up to the line's end may be cut");
+    assert_eq!(whole_number(""), None);
+    assert_eq!(whole_number("x1)"), None);
+    assert_eq!(whole_number("99999999999999999999999)"), None);
+}

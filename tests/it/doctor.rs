@@ -114,6 +114,56 @@ fn a_healthy_log_exits_0_and_says_what_it_could_not_judge() {
     );
 }
 
+/// A log whose last line was cut while NCCL wrote it (a job killed, no
+/// line end) gives no number the cut may have shortened: not the size of
+/// `(size 9637` (of 9637888), not the size of `nranks 1` (of 16); the same
+/// line written whole gives its size.
+#[test]
+fn a_number_on_a_last_line_cut_short_is_not_read() {
+    let dir = tempdir();
+    let (a, b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    std::fs::write(
+        &a,
+        "h1:10:10 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device
+         h1:10:10 [0] NCCL INFO ncclCommInitRank comm 0x55aa rank 1 nranks 1",
+    )
+    .unwrap();
+    let cut = "h2:20:20 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-6c6b-0-1-0 (size 9637";
+    std::fs::write(&b, cut).unwrap();
+    let shm = |out: &std::process::Output| {
+        let v = json(out);
+        let f = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["rule"] == "shm-too-small")
+            .cloned();
+        f.unwrap_or_else(|| panic!("no shm-too-small: {}", stdout(out)))
+    };
+    let f = shm(&exits(8, collbench(&["doctor", "--json", path_str(&a), path_str(&b)])));
+    let detail = f["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("NCCL could not create its shared-memory segment in /dev/shm: "),
+        "{detail}"
+    );
+    let processes: Vec<&str> = f["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(processes, ["h1 pid 10 device 0", "h2 pid 20 device 0"]);
+    std::fs::write(&b, format!("{cut}888)\n")).unwrap();
+    let f = shm(&exits(8, collbench(&["doctor", "--json", path_str(&b)])));
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("NCCL could not create its shared-memory segment of 9637888 bytes in /dev/shm: "),
+        "{f}"
+    );
+}
+
 #[test]
 fn logs_it_cannot_read_or_without_nccl_lines_get_one_line_and_exit_2() {
     let dir = tempdir();

@@ -17,6 +17,9 @@ use crate::error::Error;
 use crate::topology::profile::Profile as Transport;
 use crate::types::{DType, ReduceOp, parse_size};
 
+/// The most samples, iterations or warm-up operations a check may ask for.
+const MOST_COUNT: u64 = 1_000_000;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProfile {
@@ -131,8 +134,8 @@ impl Reader<'_> {
         }
         let backend = self.backend(&raw)?;
         let transport = self.transport(&raw, backend.value)?;
-        let ranks_per_node = self.count(raw.ranks_per_node.as_ref(), "ranks_per_node")?;
-        let nodes = self.count(raw.nodes.as_ref(), "nodes")?;
+        let ranks_per_node = self.count(raw.ranks_per_node.as_ref(), "ranks_per_node", None)?;
+        let nodes = self.count(raw.nodes.as_ref(), "nodes", None)?;
         let env = raw
             .env
             .iter()
@@ -246,8 +249,10 @@ impl Reader<'_> {
         Ok(checks)
     }
 
-    /// A whole number of at least 1.
-    fn count(&self, v: Option<&Spanned<i64>>, key: &str) -> Result<Option<Located<usize>>, Error> {
+    /// A whole number of at least 1: the profile's (`check` `None`) or the
+    /// named check's, whose name its message then begins with as every
+    /// check's does.
+    fn count(&self, v: Option<&Spanned<i64>>, key: &str, check: Option<&str>) -> Result<Option<Located<usize>>, Error> {
         let Some(v) = v else { return Ok(None) };
         match usize::try_from(*v.get_ref()) {
             Ok(n) if n >= 1 => Ok(Some(Located {
@@ -256,7 +261,11 @@ impl Reader<'_> {
             })),
             _ => Err(self.err(
                 v.span(),
-                format!("{key} = {}: give a whole number of at least 1", v.get_ref()),
+                format!(
+                    "{}{key} = {}: give a whole number of at least 1",
+                    check.map_or(String::new(), |name| format!("check {name}: ")),
+                    v.get_ref()
+                ),
             )),
         }
     }
@@ -304,7 +313,7 @@ impl Reader<'_> {
         let op = self.op(c, &name, collective)?;
         let metric = self.metric(c, &name)?;
         let (samples, iters, warmup) = self.counts(c, &name)?;
-        let ranks = self.count(c.ranks.as_ref(), "ranks")?;
+        let ranks = self.count(c.ranks.as_ref(), "ranks", Some(&name))?;
         let path = self.path(c, &name)?;
         let rule = self.rule(c, &name, metric, line)?;
         Ok(CheckSpec {
@@ -327,14 +336,12 @@ impl Reader<'_> {
         })
     }
 
-    /// Samples, iterations and warm-up, each with its default.
+    /// Samples, iterations and warm-up, each with its default; a warm-up
+    /// of 0 is none (as `run -w 0`).
     fn counts(&self, c: &RawCheck, name: &str) -> Result<(usize, u32, u32), Error> {
-        let samples = self.positive(&c.samples, "samples", DEFAULT_SAMPLES as u64, name)? as usize;
-        let iters = self.positive(&c.iters, "iters", u64::from(DEFAULT_ITERS), name)? as u32;
-        let warmup = match &c.warmup {
-            Some(w) if *w.get_ref() == 0 => 0,
-            _ => self.positive(&c.warmup, "warmup", u64::from(DEFAULT_WARMUP), name)? as u32,
-        };
+        let samples = self.number(&c.samples, "samples", 1, DEFAULT_SAMPLES as u64, name)? as usize;
+        let iters = self.number(&c.iters, "iters", 1, u64::from(DEFAULT_ITERS), name)? as u32;
+        let warmup = self.number(&c.warmup, "warmup", 0, u64::from(DEFAULT_WARMUP), name)? as u32;
         Ok((samples, iters, warmup))
     }
 
@@ -507,16 +514,17 @@ impl Reader<'_> {
         })
     }
 
-    /// A whole number from 1 to 1000000, `default` when it is left out.
-    fn positive(&self, v: &Option<Spanned<i64>>, key: &str, default: u64, name: &str) -> Result<u64, Error> {
+    /// A whole number from `least` to `MOST_COUNT`, `default` when it is
+    /// left out.
+    fn number(&self, v: &Option<Spanned<i64>>, key: &str, least: u64, default: u64, name: &str) -> Result<u64, Error> {
         match v {
             None => Ok(default),
             Some(s) => match u64::try_from(*s.get_ref()) {
-                Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+                Ok(n) if (least..=MOST_COUNT).contains(&n) => Ok(n),
                 _ => Err(self.err(
                     s.span(),
                     format!(
-                        "check {name}: {key} = {}: give a whole number from 1 to 1000000",
+                        "check {name}: {key} = {}: give a whole number from {least} to {MOST_COUNT}",
                         s.get_ref()
                     ),
                 )),

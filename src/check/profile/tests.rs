@@ -116,6 +116,47 @@ fn bad_values_name_their_line() {
 }
 
 #[test]
+fn each_count_says_the_range_it_accepts() {
+    // a warm-up of 0 is none (as `run -w 0`); samples and iterations start at 1
+    let zero = parse(&GOOD.replace("iters = 100", "iters = 100\nwarmup = 0"), "p.toml").unwrap();
+    assert_eq!(zero.checks[0].warmup, 0);
+    assert_eq!(
+        err(&GOOD.replace("iters = 100", "iters = 100\nwarmup = -1")),
+        "p.toml:13: check node-ar: warmup = -1: give a whole number from 0 to 1000000"
+    );
+    let top = parse(
+        &GOOD.replace("iters = 100", "iters = 1000000\nwarmup = 1000000"),
+        "p.toml",
+    )
+    .unwrap();
+    assert_eq!((top.checks[0].iters, top.checks[0].warmup), (1_000_000, 1_000_000));
+    assert_eq!(
+        err(&GOOD.replace("iters = 100", "iters = 100\nwarmup = 1000001")),
+        "p.toml:13: check node-ar: warmup = 1000001: give a whole number from 0 to 1000000"
+    );
+    assert_eq!(
+        err(&GOOD.replace("iters = 100", "iters = 0")),
+        "p.toml:12: check node-ar: iters = 0: give a whole number from 1 to 1000000"
+    );
+    assert_eq!(
+        err(&GOOD.replace("iters = 100", "iters = 100\nsamples = 0")),
+        "p.toml:13: check node-ar: samples = 0: give a whole number from 1 to 1000000"
+    );
+}
+
+#[test]
+fn a_checks_group_size_of_0_names_the_check_and_the_profiles_counts_do_not() {
+    assert_eq!(
+        err(&GOOD.replace("ranks = 2", "ranks = 0")),
+        "p.toml:13: check node-ar: ranks = 0: give a whole number of at least 1"
+    );
+    assert_eq!(
+        err(&GOOD.replace("transport = \"auto\"", "transport = \"auto\"\nnodes = 0")),
+        "p.toml:6: nodes = 0: give a whole number of at least 1"
+    );
+}
+
+#[test]
 fn a_baseline_rule_takes_percentages() {
     let text = GOOD.replace(
         "fail_below = { value = 0.3, source = \"measured\" }\nwarn_below = { value = 0.5, source = \"measured\" }",

@@ -8,6 +8,7 @@ use crate::doctor::facts::{Facts, Seen};
 use crate::doctor::rules::Rule;
 use crate::doctor::{Finding, Severity};
 use crate::nccl_log::message::{Interface, Side, Via, connection, env_setting, hcas, interfaces};
+use crate::nccl_log::whole_number;
 
 /// `ib0`, `ibs85f0`, `ibp12s0`: an IP-over-InfiniBand interface.
 fn is_ipoib(name: &str) -> bool {
@@ -440,13 +441,11 @@ fn status(msg: &str) -> Option<u32> {
         .split_once("with error ")
         .or_else(|| msg.split_once("status="))
         .map(|(_, r)| r)?;
-    let digits: String = match after.split_once('(') {
-        Some((name, rest)) if !name.starts_with(|c: char| c.is_ascii_digit()) => {
-            rest.chars().take_while(|c| c.is_ascii_digit()).collect()
-        }
-        _ => after.chars().take_while(|c| c.is_ascii_digit()).collect(),
+    let digits = match after.split_once('(') {
+        Some((name, rest)) if !name.starts_with(|c: char| c.is_ascii_digit()) => rest,
+        _ => after,
     };
-    digits.parse().ok()
+    whole_number(digits).and_then(|n| u32::try_from(n).ok())
 }
 
 pub fn completion(facts: &Facts, rule: &Rule) -> Vec<Finding> {

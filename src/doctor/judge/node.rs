@@ -6,17 +6,13 @@ use crate::doctor::facts::{Facts, Seen};
 use crate::doctor::rules::Rule;
 use crate::doctor::{Finding, Severity};
 use crate::nccl_log::message::{Via, connection, env_setting};
+use crate::nccl_log::whole_number;
 
-/// The number after `(size ` or `to ... bytes` in a segment error.
+/// The segment's size in a segment error, `(size N)`, where its `)` shows
+/// the line was not cut inside it. (`failed to extend F to N bytes` names
+/// the file's size, the segment and NCCL's 4-byte reference count.)
 fn segment_bytes(msg: &str) -> Option<u64> {
-    let after = msg
-        .split_once("(size ")
-        .map(|(_, r)| r)
-        .or_else(|| msg.split_once(" to ").map(|(_, r)| r))?;
-    after
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|d| d.parse().ok())
+    whole_number(msg.split_once("(size ")?.1)
 }
 
 pub fn shm(facts: &Facts, rule: &Rule) -> Vec<Finding> {

@@ -47,7 +47,7 @@
 //! the scan (`CallLine<scan::At>`, the same fields); `convert` makes the
 //! replayed `workload::Op` of it.
 
-use crate::nccl_log::{self, Level, Nccl, Origin};
+use crate::nccl_log::{self, Level, Nccl, Origin, whole};
 use crate::types::NcclVersion;
 use trace::parse_trace;
 
@@ -274,12 +274,6 @@ fn hex(text: &str) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(digits, 16).ok()
-}
-
-/// The value after `key`, only when another token follows it: the last
-/// token of a cut line may itself be cut.
-fn whole<'a>(tokens: &[&'a str], key: &str) -> Option<&'a str> {
-    tokens.windows(3).find(|w| w[0] == key).map(|w| w[1])
 }
 
 /// The value after `key` in a whitespace-separated list.
