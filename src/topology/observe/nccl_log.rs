@@ -1,7 +1,7 @@
 //! NCCL's INFO log, read back: which transport every channel connection
-//! took, the network, the graphs' path types, NVLink SHARP, the variables
-//! NCCL saw, and (when TUNING logging is on) the algorithm and protocol
-//! chosen per collective and size.
+//! took, the network, the graphs' path types, NVLink SHARP and the
+//! variables NCCL saw. (The algorithm and protocol NCCL chose per
+//! collective and size, its TUNING lines, are `nccl_log::message::tuning`'s.)
 //!
 //! Lines are split by the one NCCL log reader (`nccl_log`), which also
 //! parses the channel and environment lines (`nccl_log::message`). Line
@@ -21,9 +21,7 @@
 //!   NVL/PIX, sameChannels 1` (GRAPH: intra-node and inter-node path type);
 //! - `NVLS multicast support is [not ]available on dev 0[ (NVLS_NCHANNELS
 //!   16)|, transport enabled, ...]` and `... 16 nvls channels ...`;
-//! - `NCCL_P2P_LEVEL set by environment to NVL` (ENV);
-//! - `AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}`
-//!   (TUNING, rank 0 only, one per launch).
+//! - `NCCL_P2P_LEVEL set by environment to NVL` (ENV).
 //!
 //! Pure and total: any text parses (unknown lines are skipped), and
 //! nothing here panics.
@@ -44,25 +42,6 @@ pub struct Graph {
     pub inter: String,
 }
 
-/// One TUNING line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tuning {
-    pub function: String,
-    pub bytes: u64,
-    pub algorithm: String,
-    pub protocol: String,
-}
-
-/// A run of sizes with the same algorithm and protocol.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AlgorithmRange {
-    pub function: String,
-    pub min_bytes: u64,
-    pub max_bytes: u64,
-    pub algorithm: String,
-    pub protocol: String,
-}
-
 /// Everything read from one rank's log.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NcclLog {
@@ -75,7 +54,6 @@ pub struct NcclLog {
     pub nvls_channels: Option<u32>,
     /// Variables NCCL reported as set by the environment.
     pub env: Vec<(String, String)>,
-    pub tunings: Vec<Tuning>,
     pub warnings: Vec<String>,
 }
 
@@ -100,27 +78,6 @@ fn parse_graph(msg: &str) -> Option<Graph> {
         channels: channels?,
         intra: intra.to_string(),
         inter: inter.to_string(),
-    })
-}
-
-/// `AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..15}`.
-fn parse_tuning(msg: &str) -> Option<Tuning> {
-    let (function, rest) = msg.split_once(": ")?;
-    if function.is_empty() || !function.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return None;
-    }
-    let (bytes, rest) = rest.split_once(" Bytes -> Algo ")?;
-    let mut words = rest.split_whitespace();
-    let algorithm = words.next()?;
-    if words.next()? != "proto" {
-        return None;
-    }
-    let protocol = words.next()?;
-    Some(Tuning {
-        function: function.to_string(),
-        bytes: bytes.trim().parse().ok()?,
-        algorithm: algorithm.to_ascii_uppercase(),
-        protocol: protocol.to_ascii_uppercase(),
     })
 }
 
@@ -168,8 +125,6 @@ fn read_info(log: &mut NcclLog, msg: &str) {
         log.nvls_available = Some(!rest.starts_with("not") && !rest.contains("transport disabled"));
     } else if let Some(env) = env_setting(msg) {
         log.env.push(env);
-    } else if let Some(t) = parse_tuning(msg) {
-        log.tunings.push(t);
     } else if let Some(n) = parse_nvls_channels(msg) {
         log.nvls_channels = Some(n);
     }
@@ -238,40 +193,6 @@ impl NcclLog {
         }
         found.sort_by_key(|(kind, _)| *kind);
         found.into_iter().map(|(_, l)| l).collect()
-    }
-
-    /// Runs of sizes with one algorithm and protocol, per collective in the
-    /// order first seen.
-    pub fn algorithm_ranges(&self) -> Vec<AlgorithmRange> {
-        let mut functions: Vec<&str> = Vec::new();
-        for t in &self.tunings {
-            if !functions.contains(&t.function.as_str()) {
-                functions.push(&t.function);
-            }
-        }
-        let mut ranges = Vec::new();
-        for f in functions {
-            let mut sizes: Vec<&Tuning> = self.tunings.iter().filter(|t| t.function == f).collect();
-            sizes.sort_by_key(|t| t.bytes);
-            let mut current: Option<AlgorithmRange> = None;
-            for t in sizes {
-                match &mut current {
-                    Some(r) if r.algorithm == t.algorithm && r.protocol == t.protocol => r.max_bytes = t.bytes,
-                    _ => {
-                        ranges.extend(current.take());
-                        current = Some(AlgorithmRange {
-                            function: f.to_string(),
-                            min_bytes: t.bytes,
-                            max_bytes: t.bytes,
-                            algorithm: t.algorithm.clone(),
-                            protocol: t.protocol.clone(),
-                        });
-                    }
-                }
-            }
-            ranges.extend(current);
-        }
-        ranges
     }
 
     /// Why this log contradicts `profile`, if it does. `same_node(a, b)`

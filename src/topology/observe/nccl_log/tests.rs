@@ -50,22 +50,44 @@ fn a_2_23_two_node_log_shows_pxn_and_the_algorithms_per_size() {
     let log = fixture("2.23-h100-two-nodes-pxn.log");
     assert_eq!(log.labels(), vec!["P2P/CUMEM(NVL)", "NET/IB/GDRDMA/PXN"]);
     assert_eq!(log.contradiction(Profile::Nvlink, &nodes_of(8)), None);
-    let ranges = log.algorithm_ranges();
-    assert_eq!(
-        ranges
-            .iter()
-            .map(|r| format!(
-                "{} {}-{} {}/{}",
-                r.function, r.min_bytes, r.max_bytes, r.algorithm, r.protocol
-            ))
-            .collect::<Vec<_>>(),
-        vec![
-            "AllReduce 8-65536 TREE/LL",
-            "AllReduce 131072-1048576 RING/LL128",
-            "AllReduce 2097152-33554432 RING/SIMPLE",
-            "AllGather 1024-33554432 RING/SIMPLE",
-        ]
-    );
+}
+
+/// The TUNING lines of a fixture, read by the one reader of them
+/// (`nccl_log::message::tuning`): `function bytes ALGO/PROTO`.
+fn tunings(name: &str) -> Vec<String> {
+    use crate::nccl_log::message::{Tuning, tuning};
+    let path = format!("{}/tests/fixtures/nccl-logs/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    crate::nccl_log::lines(&text)
+        .filter_map(|line| tuning(line.nccl?.message))
+        .map(|t| match t {
+            Tuning::Chosen {
+                func,
+                bytes,
+                algo,
+                proto,
+                ..
+            } => {
+                format!("{} {bytes} {algo}/{proto}", func.unwrap_or_default())
+            }
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_fixtures_tuning_lines_read_through_the_one_reader() {
+    let t = tunings("2.23-h100-two-nodes-pxn.log");
+    for want in [
+        "AllReduce 8 tree/ll",
+        "AllReduce 65536 tree/ll",
+        "AllReduce 131072 ring/ll128",
+        "AllReduce 33554432 ring/simple",
+        "AllGather 1024 ring/simple",
+    ] {
+        assert!(t.iter().any(|l| l == want), "{want} not in {t:?}");
+    }
+    assert!(tunings("2.30-b200-nvls.log")[0].ends_with(" nvls/simple"));
 }
 
 #[test]
@@ -89,9 +111,6 @@ fn a_2_30_log_with_nvls_passes_nvls_and_fails_nvlink() {
     assert_eq!(log.contradiction(Profile::Nvls, &nodes_of(8)), None);
     let m = log.contradiction(Profile::Nvlink, &nodes_of(8)).unwrap();
     assert!(m.contains("NVLS"), "{m}");
-    let r = log.algorithm_ranges();
-    assert_eq!(r[0].algorithm, "NVLS");
-    assert_eq!(r[0].protocol, "SIMPLE");
 }
 
 #[test]
@@ -124,7 +143,6 @@ proptest::proptest! {
     fn the_parser_never_panics(text in "\\PC{0,300}") {
         let log = parse(&text);
         let _ = log.labels();
-        let _ = log.algorithm_ranges();
         for p in Profile::ALL {
             let _ = log.contradiction(p, &|a, b| a == b);
         }
