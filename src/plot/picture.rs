@@ -58,7 +58,10 @@ pub(crate) fn write(
     let written = render(picture, svg)
         .map_err(|e| Error::runtime(format!("cannot draw the {what} {}: {e}", path.display())))
         .and_then(|bytes| {
-            crate::report::WholeFile::create(path, true, what)?
+            // after the measurement, a file that cannot be made is the
+            // run's failure (exit 1), not a usage error
+            crate::report::WholeFile::create(path, true, what)
+                .map_err(|e| Error::runtime(e.to_string()))?
                 .commit(&bytes)
                 .map_err(|e| Error::runtime(format!("cannot write the {what} {}: {e}", path.display())))
         });
@@ -66,4 +69,35 @@ pub(crate) fn write(
         let _ = std::fs::remove_file(path);
     }
     written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rectangle: the least picture.
+    struct Blank;
+
+    impl Picture for Blank {
+        fn size(&self) -> (u32, u32) {
+            (20, 10)
+        }
+
+        fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+            root.fill(&plotters::style::WHITE).map_err(|e| e.to_string())
+        }
+    }
+
+    #[test]
+    fn a_picture_that_cannot_be_written_at_the_end_is_a_runtime_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        // the folder went away during the run
+        let path = dir.path().join("gone").join("heatmap.svg");
+        let e = write(&Blank, &path, true, "heatmap").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::exit::RUNTIME, "{e}");
+        assert!(e.to_string().contains("heatmap.svg"), "{e}");
+        let ok = dir.path().join("heatmap.png");
+        write(&Blank, &ok, false, "heatmap").unwrap();
+        assert!(std::fs::read(&ok).unwrap().starts_with(b"\x89PNG"));
+    }
 }

@@ -352,9 +352,11 @@ impl<W: World> Session<'_, W> {
                 .and_then(|_| write_atomic(path, &baseline::from_report(r)));
             match written {
                 Ok(()) => say(&format!("collbench: wrote the fleet baseline {}", path.display())),
+                // checked before measuring (config::check): what fails now
+                // is the run's (exit 1)
                 Err(e) => {
                     say(&format!("collbench: {e}"));
-                    code = code.max(e.exit_code());
+                    code = code.max(exit::RUNTIME);
                 }
             }
         }
