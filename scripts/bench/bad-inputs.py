@@ -11,8 +11,9 @@ CSV, a workload CSV, logs, config, suite and profile files, broken copies
 of them). A case passes when:
 
 - its exit code is one the case expects, and a documented one
-  (the table of docs/exit-codes.md, read here, 128+N as 129, 130 and
-  143: SIGHUP, SIGINT, SIGTERM; 1 for mpirun after Ctrl-C);
+  (the table of docs/exit-codes.md, read here, 128+N as 129, 130, 143
+  and 146: SIGHUP, SIGINT, SIGTERM, a launcher's SIGCONT; 1 for mpirun
+  after Ctrl-C);
 - it says why in one clear line: exactly one `collbench:` error line
   (warnings and progress aside), or the parser's one `error:` block; a
   case expecting 0 with `+warn` exactly one `collbench: warning:` line;
@@ -57,7 +58,7 @@ def documented_codes():
         if cell.isdigit():
             codes.add(int(cell))
         elif cell == "128+N":
-            codes.update({129, 130, 143})
+            codes.update({129, 130, 143, 146})
     return codes
 
 

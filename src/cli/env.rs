@@ -75,17 +75,10 @@ pub fn from_env(run: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<F
                 .push(format!("{}={value} is ignored: this run measures no alltoallv", o.var));
             continue;
         }
-        // as nccl-tests: a matrix gives the traffic, and only it is scaled
-        let matrix = run.cases.alltoallv_matrix.is_some() || env(MATRIX_FILE).is_some_and(|v| !v.trim().is_empty());
-        let unused = match o.long {
-            "alltoallv-spread" if matrix => Some("a traffic matrix gives alltoallv's traffic"),
-            "alltoallv-matrix-scale" if !matrix => Some("it scales a traffic matrix, and none is given"),
-            _ => None,
-        };
-        if let Some(why) = unused {
-            out.notes.push(format!("{}={value} is ignored: {why}", o.var));
-            continue;
-        }
+        // a variable of a test this run has is checked by its option's
+        // parser even where it goes unused (a scale without a matrix): a
+        // typo is a mistake either way; those of a test it has not are
+        // never read, as nccl-tests' other tests never read them
         let arg = format!("--{}={value}", o.long);
         // the value alone: the options it needs are checked with the rest
         if let Err(e) = parse_run([arg.as_str()])
@@ -96,6 +89,17 @@ pub fn from_env(run: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<F
                 "{}={value}: {why} (it sets --{}; fix or unset it)",
                 o.var, o.long
             ));
+        }
+        // as nccl-tests: a matrix gives the traffic, and only it is scaled
+        let matrix = run.cases.alltoallv_matrix.is_some() || env(MATRIX_FILE).is_some_and(|v| !v.trim().is_empty());
+        let unused = match o.long {
+            "alltoallv-spread" if matrix => Some("a traffic matrix gives alltoallv's traffic"),
+            "alltoallv-matrix-scale" if !matrix => Some("it scales a traffic matrix, and none is given"),
+            _ => None,
+        };
+        if let Some(why) = unused {
+            out.notes.push(format!("{}={value} is ignored: {why}", o.var));
+            continue;
         }
         if o.long == "alltoallv-matrix"
             && let Err(e) = std::fs::metadata(&value)
@@ -187,6 +191,21 @@ mod tests {
 
     /// As nccl-tests: a matrix gives the traffic (the spread is unused),
     /// and the scale applies to a matrix only; each unused one is noted.
+    /// A value is checked even where the run's alltoallv leaves it unused:
+    /// a scale of -1 without a matrix was noted unused, and the run went
+    /// on (exit 0).
+    #[test]
+    fn a_bad_value_is_refused_even_where_the_variable_goes_unused() {
+        let e = from_env(&run(&[]), &env(&[("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", "-1")])).unwrap_err();
+        assert!(e.starts_with("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=-1: "), "{e}");
+        let e = from_env(
+            &run(&["--alltoallv-matrix", "m.txt"]),
+            &env(&[("NCCL_TESTS_ALLTOALLV_SPREAD", "2")]),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("NCCL_TESTS_ALLTOALLV_SPREAD=2: "), "{e}");
+    }
+
     #[test]
     fn a_spread_beside_a_matrix_and_a_scale_without_one_are_noted_unused() {
         let got = from_env(&run(&[]), &env(&[("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE", "2")])).unwrap();
