@@ -109,6 +109,22 @@ impl Collective {
         }
     }
 
+    /// The requested sizes a row of `size_bytes` at `nranks` ranks can
+    /// have come from, `lo..hi` in bytes: `aligned_count` cuts each rank's
+    /// share to a multiple of 16 bytes (whatever the type), so the request
+    /// was up to 16 bytes a rank larger; the others take the request as
+    /// it is. Two rows at different rank counts measured the same request
+    /// only where their windows meet (`compare --allow-different-ranks`).
+    pub fn requested_window(self, size_bytes: u64, nranks: u64) -> std::ops::Range<u64> {
+        use Collective::*;
+        match self {
+            AllGather | ReduceScatter | AllToAll | AllToAllV | Gather | Scatter => {
+                size_bytes..size_bytes + 16 * nranks.max(1)
+            }
+            AllReduce | Broadcast | Reduce | SendRecv => size_bytes..size_bytes + 1,
+        }
+    }
+
     /// The shape of a point of `size_bytes` requested bytes of `elem`-byte
     /// elements at `nranks` ranks: the count cut as `aligned_count` says,
     /// and for alltoallv the blocks of `traffic` (`alltoallv::shape`).
@@ -492,6 +508,41 @@ mod tests {
         for c in [AllReduce, Broadcast, Reduce, SendRecv] {
             assert_eq!(c.aligned_count(13, 3, 4), 13);
         }
+    }
+
+    /// Every request of a 2-rank and a 3-rank sweep falls in the window of
+    /// the row it gives, and no other row's.
+    #[test]
+    fn a_rows_requested_window_holds_exactly_the_requests_that_give_it() {
+        use Collective::*;
+        for c in [
+            AllGather,
+            ReduceScatter,
+            AllToAll,
+            AllToAllV,
+            Gather,
+            Scatter,
+            AllReduce,
+            Broadcast,
+        ] {
+            for n in [2u64, 3, 5] {
+                for dtype in DType::ALL {
+                    let elem = dtype.size_bytes();
+                    for request in (0..4096u64).step_by(elem) {
+                        let traffic = Traffic::Weighted(alltoallv::Spread::new(0.0).unwrap());
+                        let size = c.sized(request, n as usize, elem, traffic).size_bytes(dtype);
+                        let w = c.requested_window(size, n);
+                        assert!(
+                            w.contains(&request),
+                            "{c} n={n} {dtype}: {request} not in {w:?} of {size}"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(AllGather.requested_window(1008, 3), 1008..1056);
+        assert!(AllGather.requested_window(1024, 2).contains(&1024));
+        assert_eq!(AllReduce.requested_window(1024, 3), 1024..1025);
     }
 
     #[test]

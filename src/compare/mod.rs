@@ -515,7 +515,10 @@ pub fn compare(base: &Loaded, new: &Loaded, opts: &CompareOptions) -> Result<Com
     let mut notes = Vec::new();
     let with_ranks = rank_join(base, new, opts, &mut notes)?;
     let base_rows = index(base, with_ranks);
-    let new_rows = index(new, with_ranks);
+    let mut new_rows = index(new, with_ranks);
+    if !with_ranks {
+        notes.extend(join_rounded(&base_rows, &mut new_rows, base, new));
+    }
     let joined: Vec<(&[&Row], &[&Row])> = base_rows
         .iter()
         .filter_map(|(case, b)| new_rows.get(case).map(|n| (b.as_slice(), n.as_slice())))
@@ -593,6 +596,56 @@ fn rank_join(base: &Loaded, new: &Loaded, opts: &CompareOptions, notes: &mut Vec
         ));
     }
     Ok(with_ranks)
+}
+
+/// Across rank counts, a per-rank collective's rows of one request have
+/// sizes a few bytes apart (each rank's share is cut to 16 bytes: 1024 B
+/// of all_gather is 1024 B at 2 ranks, 1008 B at 3): a new row whose
+/// requested sizes (`Collective::requested_window`) meet exactly one
+/// unjoined base case's, and that case's no other new row's, joins it
+/// under the base's key. The note says how many and what it means.
+fn join_rounded<'a>(
+    base_rows: &BTreeMap<CaseKey, Vec<&'a Row>>,
+    new_rows: &mut BTreeMap<CaseKey, Vec<&'a Row>>,
+    base: &Loaded,
+    new: &Loaded,
+) -> Option<String> {
+    let only = |l: &Loaded| l.rows.first().map(|r| r.record.nranks);
+    let (nb, nn) = (only(base)?, only(new)?);
+    let window = |k: &CaseKey, n: u64| k.collective.requested_window(k.size_bytes, n);
+    let meet = |b: &CaseKey, n: &CaseKey| {
+        let (wb, wn) = (window(b, nb), window(n, nn));
+        b.clone().any_size() == n.clone().any_size() && wb.start < wn.end && wn.start < wb.end
+    };
+    let lone_base: Vec<&CaseKey> = base_rows.keys().filter(|k| !new_rows.contains_key(*k)).collect();
+    let lone_new: Vec<CaseKey> = new_rows
+        .keys()
+        .filter(|k| !base_rows.contains_key(*k))
+        .cloned()
+        .collect();
+    let mut moved = Vec::new();
+    for n in &lone_new {
+        let mut partners = lone_base.iter().filter(|b| meet(b, n));
+        if let (Some(b), None) = (partners.next(), partners.next())
+            && lone_new.iter().filter(|other| meet(b, other)).count() == 1
+        {
+            moved.push(((*b).clone(), n.clone()));
+        }
+    }
+    for (b, n) in &moved {
+        if let Some(rows) = new_rows.remove(n) {
+            new_rows.insert(b.clone(), rows);
+        }
+    }
+    let (b, n) = moved.first()?;
+    Some(format!(
+        "{} rows joined across rank counts at sizes cut differently (each rank's share is a multiple of 16 bytes): \
+         {} B at {nb} ranks is {} B at {nn}, as in {}; bandwidths compare, times differ by those bytes too",
+        moved.len(),
+        b.size_bytes,
+        n.size_bytes,
+        b.collective
+    ))
 }
 
 fn launches(rows: &[Row]) -> usize {

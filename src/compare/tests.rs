@@ -322,6 +322,58 @@ fn different_rank_counts_need_the_flag_and_then_join_without_nranks() {
     assert!(c.notes[0].contains("without nranks"));
 }
 
+/// A per-rank collective's rows of one request differ by the 16-byte cut
+/// of each rank's share across rank counts (1024 B at 2 ranks is 1008 B
+/// at 3): they join, and a row with two possible partners does not.
+#[test]
+fn across_rank_counts_rows_of_one_request_join_despite_the_16_byte_cut() {
+    let side = |label: &str, nranks: u64, sizes: &[u64]| {
+        let rows = sizes
+            .iter()
+            .map(|&size| Record {
+                nranks,
+                ..record("all_gather", size, 10.0, 0.0)
+            })
+            .collect();
+        loaded(label, rows)
+    };
+    // requests 32, 64, 1024, 1 MiB: at 3 ranks 32 B gives no row, 64 B
+    // gives 48, which the base's 32 and 64 could both have given
+    let base = side("b", 2, &[32, 64, 1024, 1 << 20]);
+    let new = side("n", 3, &[48, 1008, (1 << 20) - 16]);
+    let allow = CompareOptions {
+        allow_different_ranks: true,
+        ..opts()
+    };
+    let c = compare(&base, &new, &allow).unwrap();
+    let joined: Vec<u64> = c.rows.iter().map(|r| r.case.size_bytes).collect();
+    assert_eq!(joined, [1024, 1 << 20]);
+    let sizes = |keys: &[CaseKey]| keys.iter().map(|k| k.size_bytes).collect::<Vec<_>>();
+    assert_eq!(
+        (sizes(&c.only_in_base), sizes(&c.only_in_new)),
+        (vec![32, 64], vec![48])
+    );
+    assert!(
+        c.notes.iter().any(|n| n.starts_with(
+            "2 rows joined across rank counts at sizes cut differently (each rank's share is a multiple of 16 bytes): \
+             1024 B at 2 ranks is 1008 B at 3"
+        )),
+        "{:?}",
+        c.notes
+    );
+    // all_reduce takes the request as it is: nothing to join across
+    let base = loaded("b", vec![record("all_reduce", 1024, 10.0, 0.0)]);
+    let new = loaded(
+        "n",
+        vec![Record {
+            nranks: 3,
+            ..record("all_reduce", 1008, 10.0, 0.0)
+        }],
+    );
+    let c = compare(&base, &new, &allow).unwrap();
+    assert!(c.rows.is_empty(), "{:?}", c.rows);
+}
+
 #[test]
 fn a_method_column_that_differs_refuses_unless_allowed() {
     let mut batched = record("all_reduce", 8, 10.0, 0.0);
