@@ -19,6 +19,16 @@ pub fn say(line: &str) {
     let _ = err.flush();
 }
 
+/// What stopped a run, for a line a user reads: `stopped by SIGTERM`,
+/// and for a SIGCONT what it means (it is no signal a user sends: the
+/// launcher is ending the job, `engine::stop`).
+pub fn stopped_by(cause: &str) -> String {
+    match cause {
+        "SIGCONT" => "stopped by SIGCONT (the launcher is ending the job)".into(),
+        other => format!("stopped by {other}"),
+    }
+}
+
 /// Process exit codes, documented in docs/exit-codes.md.
 pub mod exit {
     pub const OK: u8 = 0;
@@ -226,6 +236,16 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_names_its_signal_and_says_what_a_launchers_sigcont_means() {
+        assert_eq!(stopped_by("SIGTERM"), "stopped by SIGTERM");
+        assert_eq!(stopped_by("timeout"), "stopped by timeout");
+        assert_eq!(
+            stopped_by("SIGCONT"),
+            "stopped by SIGCONT (the launcher is ending the job)"
+        );
+    }
 
     #[test]
     fn exit_codes_match_the_documented_table() {

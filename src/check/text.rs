@@ -227,7 +227,8 @@ pub fn summary(r: &Report, files: &str) -> String {
     }
     let verdict = run_verdict(r);
     if let Some(sig) = &r.stopped_by {
-        out += &format!("# stopped by {sig}: judged from the samples taken before it\n");
+        let stopped = crate::error::stopped_by(sig);
+        out += &format!("# {stopped}: judged from the samples taken before it\n");
     }
     let c = r.counts();
     out += &format!(

@@ -28,7 +28,7 @@ use super::progress::Progress;
 use super::{RunInfo, Sink};
 use crate::engine::Summary;
 use crate::engine::stop::{FAILED, ReportsHold, StopRequest, is_signal, signal_name};
-use crate::error::{Error, say};
+use crate::error::{Error, say, stopped_by};
 use crate::record::Record;
 
 /// How often the watcher looks for a stop signal.
@@ -250,16 +250,9 @@ fn watch(shared: Arc<Mutex<Outputs>>, stop: StopRequest) -> Option<(Sender<()>, 
 /// `collbench: stopped by SIGINT after 12 of 68 points; ...`
 pub fn stop_line(signal: u64, points: usize, planned: Option<u64>) -> String {
     let planned = planned.map(|p| format!(" of {p}")).unwrap_or_default();
-    // a SIGCONT that stops a run is the launcher's first step in ending
-    // the job (engine::stop): say so, it is no signal a user sends
-    let why = if signal == u64::from(signal_hook::consts::SIGCONT as u32) {
-        " (the launcher is ending the job)"
-    } else {
-        ""
-    };
     format!(
-        "collbench: stopped by {}{why} after {points}{planned} points; the run is incomplete, every finished point is in the CSV",
-        signal_name(signal)
+        "collbench: {} after {points}{planned} points; the run is incomplete, every finished point is in the CSV",
+        stopped_by(&signal_name(signal))
     )
 }
 

@@ -71,8 +71,8 @@ impl<W: World> Session<'_, W> {
                 if first {
                     let steps = outcomes.iter().map(|o| o.step_us.len()).min().unwrap_or(0);
                     say(&format!(
-                        "collbench: stopped by {} after {steps} timed step(s) of every configuration; those are reported",
-                        crate::engine::stop::signal_name(signal),
+                        "collbench: {} after {steps} timed step(s) of every configuration; those are reported",
+                        crate::error::stopped_by(&crate::engine::stop::signal_name(signal)),
                     ));
                 }
                 code.max(128 + signal as u8)

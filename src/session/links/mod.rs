@@ -294,8 +294,8 @@ impl<W: World> Session<'_, W> {
                 let signal = measurer.stopped_by().unwrap_or(0);
                 if first {
                     say(&format!(
-                        "collbench: stopped by {} after {} round(s); every pair measured before is in the CSV",
-                        crate::engine::stop::signal_name(signal),
+                        "collbench: {} after {} round(s); every pair measured before is in the CSV",
+                        crate::error::stopped_by(&crate::engine::stop::signal_name(signal)),
                         measurer.rounds().saturating_sub(1)
                     ));
                 }
