@@ -6,6 +6,7 @@
 //! series' lines apart (and series past the eighth), in the legend too.
 
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -169,9 +170,13 @@ fn draw_panel<DB: DrawingBackend>(
     panel: &Panel,
     metric: Metric,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    let ((x_min, x_max), (y_min, y_max)) = ranges(panel, metric);
-    // Axes carry log2(size) and, for time, log10(time): only whole
-    // exponents get a label, written as the size or time they stand for.
+    let (x, y) = ranges(panel, metric);
+    let y = YAxis {
+        range: RangedCoordf64::from(y.0..y.1),
+        ticks: y_ticks(metric, y, plot_height(area, panel)),
+    };
+    // The x axis carries log2(size): only whole exponents get a label,
+    // written as the size they stand for.
     let whole = |v: f64| (v - v.round()).abs() < 1e-9;
     let x_fmt = |x: &f64| {
         if whole(*x) {
@@ -180,37 +185,22 @@ fn draw_panel<DB: DrawingBackend>(
             String::new()
         }
     };
-    let step = linear_step(y_min, y_max);
-    let y_fmt = |y: &f64| match metric {
-        Metric::Time if whole(*y) => tick_label(10f64.powf(y.round()), 1.0),
-        Metric::Time => String::new(),
-        _ => tick_label(*y, step),
-    };
     // the y labels' area: the widest label, its tick and the axis' title
     let label_font = TextStyle::from((FONT, LABEL_PX).into_font());
-    let widest = RangedCoordf64::from(y_min..y_max)
-        .key_points(Y_LABELS)
+    let widest = y
+        .ticks
         .iter()
-        .filter_map(|y| area.estimate_text_size(&y_fmt(y), &label_font).ok())
+        .filter_map(|(_, label)| area.estimate_text_size(label, &label_font).ok())
         .map(|(w, _)| w)
         .max()
         .unwrap_or(0);
-    let mut chart = ChartBuilder::on(area)
-        .caption(&panel.collective, (FONT, 20))
-        .margin(12)
-        // room for half of the last size's label
-        .margin_right(26)
-        .x_label_area_size(42)
-        .y_label_area_size((widest + Y_TITLE_ROOM).max(62))
-        .build_cartesian_2d(x_min..x_max, y_min..y_max)?;
+    let mut chart = panel_chart(area, panel, x, y, widest)?;
     chart
         .configure_mesh()
         .x_desc("message size (bytes, log2 scale)")
         .y_desc(metric_label(metric))
         .x_labels(12)
-        .y_labels(Y_LABELS)
         .x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
         .axis_desc_style((FONT, 15))
         .label_style(label_font.clone())
         .light_line_style(WHITE.mix(0.0))
@@ -229,8 +219,81 @@ fn draw_panel<DB: DrawingBackend>(
     Ok(())
 }
 
-type Chart<'a, DB> =
-    ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+/// A panel's margin, on every side but the right.
+const MARGIN: u32 = 12;
+/// The size labels' area under a panel's plotting area.
+const X_LABELS_H: u32 = 42;
+/// The panel's caption (its collective) in pixels.
+const CAPTION_PX: u32 = 20;
+
+/// A panel's chart, its caption drawn: the y labels' area as wide as
+/// `widest` (the widest y label) needs.
+fn panel_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    panel: &Panel,
+    (x_min, x_max): (f64, f64),
+    y: YAxis,
+    widest: u32,
+) -> Result<Chart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+    ChartBuilder::on(area)
+        .caption(&panel.collective, (FONT, CAPTION_PX))
+        .margin(MARGIN)
+        // room for half of the last size's label
+        .margin_right(26)
+        .x_label_area_size(X_LABELS_H)
+        .y_label_area_size((widest + Y_TITLE_ROOM).max(62))
+        .build_cartesian_2d(RangedCoordf64::from(x_min..x_max), y)
+}
+
+/// The height in pixels of the plotting area `panel_chart` leaves in
+/// `area`: less the margins, the size labels and the caption's band, which
+/// plotters makes the caption's height and twice half of it (at most 5).
+fn plot_height<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, panel: &Panel) -> f64 {
+    let font = TextStyle::from((FONT, CAPTION_PX).into_font());
+    let caption = area.estimate_text_size(&panel.collective, &font).map_or(0, |(_, h)| h);
+    let band = caption + 2 * (caption / 2).min(5);
+    let (_, h) = area.dim_in_pixel();
+    f64::from(h.saturating_sub(2 * MARGIN + X_LABELS_H + band))
+}
+
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, YAxis>>;
+
+/// The y axis: its range, and its gridlines (`y_ticks`), each with its
+/// label. (plotters' `with_key_points` places gridlines, but its axis has
+/// no formatter for f64 values, so that the mesh cannot label them.)
+struct YAxis {
+    range: RangedCoordf64,
+    ticks: Vec<Tick>,
+}
+
+impl Ranged for YAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.range.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _: Hint) -> Vec<f64> {
+        self.ticks.iter().map(|(v, _)| *v).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.range()
+    }
+}
+
+impl ValueFormatter<f64> for YAxis {
+    fn format(value: &f64) -> String {
+        value.to_string()
+    }
+
+    /// A gridline's label; plotters asks only for those of `key_points`.
+    fn format_ext(&self, value: &f64) -> String {
+        let tick = self.ticks.iter().find(|(v, _)| v == value);
+        tick.map_or_else(|| Self::format(value), |(_, label)| label.clone())
+    }
+}
 
 /// One line: its range (band and whiskers), the medians joined, a marker
 /// per point, a legend entry.
@@ -281,6 +344,60 @@ const Y_LABELS: usize = 8;
 const LABEL_PX: u32 = 13;
 /// Beside the widest y label, the room for its tick and the axis' title.
 const Y_TITLE_ROOM: u32 = 32;
+
+/// A labelled gridline on the y axis: where it sits (on the time axis, the
+/// log10 of the time) and its label.
+type Tick = (f64, String);
+
+/// The y axis' labelled gridlines, on an axis from `lo` to `hi` drawn
+/// `height` pixels high: plotters' own on a linear axis, `log_ticks` on
+/// the time axis.
+fn y_ticks(metric: Metric, (lo, hi): (f64, f64), height: f64) -> Vec<Tick> {
+    if metric == Metric::Time {
+        return log_ticks(lo.round() as i32, hi.round() as i32, height);
+    }
+    let step = linear_step(lo, hi);
+    let ticks = RangedCoordf64::from(lo..hi).key_points(Y_LABELS);
+    ticks.into_iter().map(|v| (v, tick_label(v, step))).collect()
+}
+
+/// The multiples of each power of ten that a time axis labels, richest
+/// first: as on log paper, 1-2-3-5 and 1-2-5, then 1-3 (near half a
+/// decade apart), then whole powers only.
+const DECADE_MARKS: [&[f64]; 4] = [&[1.0, 2.0, 3.0, 5.0], &[1.0, 2.0, 5.0], &[1.0, 3.0], &[1.0]];
+/// The least distance in pixels between two labels of a log axis: a
+/// label's height and more than as much again.
+const LOG_GAP_PX: f64 = 30.0;
+
+/// The labelled gridlines of a log10 axis from 10^`lo` to 10^`hi` drawn
+/// `height` pixels high: each decade's richest marks (`DECADE_MARKS`)
+/// that keep `LOG_GAP_PX` apart, and where even whole powers would crowd,
+/// every second (third, ...) power. A tick sits at its value's log10 and
+/// is labelled with its value, with the decimals its decade needs (0.2,
+/// 0.3, 0.5, 1, 2, ...).
+fn log_ticks(lo: i32, hi: i32, height: f64) -> Vec<Tick> {
+    let decade_px = height / f64::from((hi - lo).max(1));
+    // a set's narrowest gap, in decades: between its marks, and from its
+    // last mark to the next decade's 1
+    let narrowest = |marks: &[f64]| {
+        let at: Vec<f64> = marks.iter().map(|m| m.log10()).chain([1.0]).collect();
+        at.windows(2).map(|w| w[1] - w[0]).fold(1.0, f64::min)
+    };
+    let marks = DECADE_MARKS
+        .into_iter()
+        .find(|m| narrowest(m) * decade_px >= LOG_GAP_PX)
+        .unwrap_or(&[1.0]);
+    let stride = (LOG_GAP_PX / decade_px).ceil().max(1.0) as i32;
+    let powers = (lo..=hi).filter(|k| marks.len() > 1 || k.rem_euclid(stride) == 0);
+    powers
+        .flat_map(|k| marks.iter().map(move |&m| (k, m)))
+        .filter(|&(k, m)| k < hi || m == 1.0)
+        .map(|(k, m)| {
+            let unit = 10f64.powi(k);
+            (f64::from(k) + m.log10(), tick_label(m * unit, unit))
+        })
+        .collect()
+}
 
 /// The step between the labelled gridlines plotters draws on a linear axis
 /// from `lo` to `hi` (1, 2 or 5 times a power of ten), or 1 with fewer than
@@ -364,51 +481,14 @@ mod tests {
     /// (then white, then the ticks), none at the picture's edge.
     #[test]
     fn the_widest_y_label_keeps_clear_of_the_axis_title() {
-        use super::super::series::{Line, Point};
-        let points = (0..10)
-            .map(|i| {
-                let y = 3.35 + 0.3 * i as f64;
-                Point {
-                    x: 25.0 + i as f64,
-                    y,
-                    lo: y,
-                    hi: y,
-                    samples: 1,
-                }
-            })
-            .collect();
-        let panels = [Panel {
-            collective: "sendrecv".into(),
-            lines: vec![Line {
-                label: "a".into(),
-                colour: 0,
-                marker: 0,
-                points,
-            }],
-        }];
-        crate::plot::register_font().unwrap();
-        let plot = Plot {
-            title: "t",
-            panels: &panels,
-            metric: Metric::Time,
-        };
-        let png = crate::plot::picture::render(&plot, false).unwrap();
-        let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
-        let mut rgb = vec![0; reader.output_buffer_size()];
-        let info = reader.next_frame(&mut rgb).unwrap();
-        let (w, h) = (info.width as usize, info.height as usize);
+        let times: Vec<f64> = (0..10).map(|i| 10f64.powf(3.35 + 0.3 * f64::from(i))).collect();
+        let (rgb, w, h) = time_plot(time_panel(&times));
         let dark = |x: usize, y: usize| rgb[(y * w + x) * 3] < 160;
         // the plot's rows, below the caption and above the size labels
         let rows = TITLE_H as usize..h - 50;
         let ink: Vec<usize> = (0..w).map(|x| rows.clone().filter(|&y| dark(x, y)).count()).collect();
         let axis = (0..w / 2).max_by_key(|&x| ink[x]).unwrap();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
-        for x in (0..axis).filter(|&x| ink[x] > 0) {
-            match runs.last_mut() {
-                Some(run) if run.1 + 1 == x => run.1 = x,
-                _ => runs.push((x, x)),
-            }
-        }
+        let runs = runs((0..axis).filter(|&x| ink[x] > 0));
         // the title (15 px high), the labels' digits, the ticks
         assert!(
             runs.len() >= 3,
@@ -435,6 +515,190 @@ mod tests {
             labels.abs_diff(want) <= 1,
             "the widest label whole ({want} px): {runs:?}"
         );
+    }
+
+    /// One panel of one line, a point per time (us) at sizes 2^25, 2^26, ...
+    fn time_panel(times_us: &[f64]) -> Panel {
+        use super::super::series::{Line, Point};
+        let points = times_us
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Point {
+                x: 25.0 + i as f64,
+                y: t.log10(),
+                lo: t.log10(),
+                hi: t.log10(),
+                samples: 1,
+            })
+            .collect();
+        Panel {
+            collective: "sendrecv".into(),
+            lines: vec![Line {
+                label: "a".into(),
+                colour: 0,
+                marker: 0,
+                points,
+            }],
+        }
+    }
+
+    /// The height of a panel's plotting area, as `plot_height` reckons it
+    /// and as plotters lays the chart out: the same.
+    fn panel_plot_height() -> f64 {
+        crate::plot::register_font().unwrap();
+        let mut rgb = vec![255; 3 * (PANEL_W * PANEL_H) as usize];
+        let area = BitMapBackend::with_buffer(&mut rgb, (PANEL_W, PANEL_H)).into_drawing_area();
+        let panel = time_panel(&[12.0, 80.0]);
+        let reckoned = plot_height(&area, &panel);
+        let y = YAxis {
+            range: RangedCoordf64::from(1.0..2.0),
+            ticks: Vec::new(),
+        };
+        let chart = panel_chart(&area, &panel, (25.0, 26.0), y, 30).unwrap();
+        let (_, laid_out) = chart.plotting_area().dim_in_pixel();
+        assert_eq!(reckoned, f64::from(laid_out));
+        reckoned
+    }
+
+    fn labels(ticks: &[Tick]) -> Vec<&str> {
+        ticks.iter().map(|(_, label)| label.as_str()).collect()
+    }
+
+    /// Each tick sits at the log10 of the value its label says.
+    fn assert_at_their_values(ticks: &[Tick]) {
+        for (at, label) in ticks {
+            let value: f64 = label.parse().unwrap();
+            assert!((value.log10() - at).abs() < 1e-12, "{label} at {at}");
+        }
+    }
+
+    /// A panel's time axis spanning one decade (12 to 80 us: 10 to 100)
+    /// labels 1, 2, 3 and 5 times the power of ten; two decades 1, 2 and
+    /// 5 times each; six decades whole powers only.
+    #[test]
+    fn a_time_axis_labels_as_many_values_as_its_decades_leave_room_for() {
+        let h = panel_plot_height();
+        let one = log_ticks(1, 2, h);
+        assert_eq!(labels(&one), ["10", "20", "30", "50", "100"]);
+        let at: Vec<f64> = one.iter().map(|(at, _)| *at).collect();
+        assert_eq!(
+            at,
+            [1.0, 1.0 + 2f64.log10(), 1.0 + 3f64.log10(), 1.0 + 5f64.log10(), 2.0]
+        );
+        let two = log_ticks(-1, 1, h);
+        assert_eq!(labels(&two), ["0.1", "0.2", "0.5", "1", "2", "5", "10"]);
+        let six = log_ticks(0, 6, h);
+        assert_eq!(labels(&six), ["1", "10", "100", "1000", "10000", "100000", "1000000"]);
+        let at: Vec<f64> = six.iter().map(|(at, _)| *at).collect();
+        assert_eq!(at, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        for ticks in [one, two, six] {
+            assert_at_their_values(&ticks);
+        }
+        // between: 1 and 3 times each power up to four decades, whole
+        // powers from five, and every second power from ten (docs/plot.md)
+        assert_eq!(
+            labels(&log_ticks(1, 4, h)),
+            ["10", "30", "100", "300", "1000", "3000", "10000"]
+        );
+        assert_eq!(log_ticks(0, 4, h).len(), 9);
+        assert_eq!(
+            labels(&log_ticks(0, 5, h)),
+            ["1", "10", "100", "1000", "10000", "100000"]
+        );
+        assert_eq!(log_ticks(0, 9, h).len(), 10);
+        let ten: Vec<f64> = log_ticks(0, 10, h).iter().map(|(at, _)| *at).collect();
+        assert_eq!(ten, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        let many = log_ticks(-6, 8, h);
+        assert_eq!(labels(&many)[..3], ["0.000001", "0.0001", "0.01"]);
+        assert_at_their_values(&many);
+    }
+
+    /// On any time axis, the labels are distinct, say their values, and
+    /// keep at least twice a label's height apart at the panel's size.
+    #[test]
+    fn time_labels_never_crowd() {
+        let h = panel_plot_height();
+        let area = BitMapBackend::new("/dev/null", (10, 10)).into_drawing_area();
+        let font = TextStyle::from((FONT, LABEL_PX).into_font());
+        for lo in -4..=4 {
+            for span in 1..=40 {
+                let ticks = log_ticks(lo, lo + span, h);
+                assert!(ticks.len() >= 2, "{lo}+{span}: {ticks:?}");
+                assert_at_their_values(&ticks);
+                let distinct: BTreeSet<&str> = labels(&ticks).into_iter().collect();
+                assert_eq!(distinct.len(), ticks.len(), "{lo}+{span}: {ticks:?}");
+                for pair in ticks.windows(2) {
+                    let gap = (pair[1].0 - pair[0].0) * h / f64::from(span);
+                    let (_, tall) = area.estimate_text_size(&pair[1].1, &font).unwrap();
+                    assert!(gap >= 2.0 * f64::from(tall), "{lo}+{span}: {pair:?} {gap} px apart");
+                }
+            }
+        }
+    }
+
+    /// Rendered, a one-decade time panel (12 to 80 us) has its gridlines
+    /// where its labels are, and only there: 10, 20, 30, 50, 100.
+    #[test]
+    fn time_gridlines_sit_at_the_labels() {
+        let (rgb, w, h) = time_plot(time_panel(&[12.0, 30.0, 80.0]));
+        let grey = |x: usize, y: usize| rgb[(y * w + x) * 3] < 250;
+        let dark = |x: usize, y: usize| rgb[(y * w + x) * 3] < 160;
+        let rows = TITLE_H as usize..h;
+        let axis = (0..w / 2)
+            .max_by_key(|&x| rows.clone().filter(|&y| dark(x, y)).count())
+            .unwrap();
+        // rows drawn across the plotting area (the line crosses some)
+        let across = (axis + 2..w - 30).collect::<Vec<_>>();
+        let lines = centres(
+            rows.clone()
+                .filter(|&y| across.iter().filter(|&&x| grey(x, y)).count() * 10 > across.len() * 9),
+        );
+        // the lowest is the size axis itself, the highest the area's top
+        assert_eq!(lines.len(), 5, "10, 20, 30, 50, 100: gridlines at rows {lines:?}");
+        // the labels: ink between the axis' title and the ticks, down to
+        // the size axis' (the size labels below it are not the time's)
+        let bottom = lines[4] + 8;
+        let labels = centres(rows.filter(|&y| y < bottom && (axis - 40..axis - 8).any(|x| dark(x, y))));
+        assert_eq!(labels.len(), 5, "10, 20, 30, 50, 100: label rows {labels:?}");
+        for (line, label) in lines.iter().zip(&labels) {
+            assert!(
+                line.abs_diff(*label) <= 2,
+                "gridlines at {lines:?}, labels at {labels:?}"
+            );
+        }
+    }
+
+    /// Runs of consecutive numbers: their first and last.
+    fn runs(numbers: impl Iterator<Item = usize>) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for n in numbers {
+            match runs.last_mut() {
+                Some(run) if run.1 + 1 == n => run.1 = n,
+                _ => runs.push((n, n)),
+            }
+        }
+        runs
+    }
+
+    /// The middles of runs of consecutive numbers.
+    fn centres(numbers: impl Iterator<Item = usize>) -> Vec<usize> {
+        runs(numbers).iter().map(|(a, b)| (a + b) / 2).collect()
+    }
+
+    /// `panel` drawn as a time plot: the PNG's RGB pixels, its width and height.
+    fn time_plot(panel: Panel) -> (Vec<u8>, usize, usize) {
+        crate::plot::register_font().unwrap();
+        let panels = [panel];
+        let plot = Plot {
+            title: "t",
+            panels: &panels,
+            metric: Metric::Time,
+        };
+        let png = crate::plot::picture::render(&plot, false).unwrap();
+        let mut reader = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
+        let mut rgb = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut rgb).unwrap();
+        (rgb, info.width as usize, info.height as usize)
     }
 
     #[test]
