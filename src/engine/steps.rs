@@ -18,13 +18,19 @@
 //! (buffers made ready, a barrier per operation with `--blocking`). Every
 //! figure of a step comes from one rank, the step's slowest (a step ends
 //! when its last rank does): its step time and each of its operations'
-//! times, so that a step's breakdown adds up to its time.
+//! times, so that a step's breakdown adds up to its time. The slowest rank
+//! is found as each step ends (a gather of step times and a reduction of
+//! that rank's operation times, after the clock stops), so that rank 0
+//! holds every timed step's figures at any moment (`Timed`): a stop, the
+//! watchdog or a dead peer loses none of them.
 //!
 //! Several configurations run interleaved (`run_all`): each is checked and
 //! warmed up, then the timed steps go round the configurations, step 1 of
 //! each, step 2 of each, ..., so that a drift of the machine reaches every
 //! configuration alike and their steps compare.
 //! Must not: print, or know schedules, models or files.
+
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{Call, LaunchExtras};
 use crate::error::Error;
@@ -89,10 +95,23 @@ impl Steps {
     }
 }
 
+/// The figures of the steps timed so far, one `Steps` a configuration,
+/// on rank 0: shared with what completes its reports at a stop, the
+/// watchdog's or a signal's, while a step may still be running.
+pub type Timed = Arc<Mutex<Vec<Steps>>>;
+
+/// The figures behind `timed`'s lock (whole even where a panic left it).
+pub fn lock(timed: &Timed) -> MutexGuard<'_, Vec<Steps>> {
+    timed.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Runs the steps; `Some` on rank 0. Each call names its own group.
 pub struct StepRunner<'a> {
     /// The stop request is checked on every rank before each step.
     pub cx: Context<'a>,
+    /// The figures so far (rank 0's; `Timed::default()` where nothing
+    /// else reads them).
+    pub timed: Timed,
     /// Told after each unit of work (a configuration checked, a warm-up
     /// step, a timed step of one configuration): units done, units in all,
     /// what was done (rank 0 shows it as progress).
@@ -112,7 +131,10 @@ impl StepRunner<'_> {
     /// Every configuration's steps, interleaved (module doc): each one's
     /// figures (`Some` on rank 0), and the signal that stopped them early
     /// on any rank (every rank knows it; the steps timed before it are
-    /// kept).
+    /// kept). Ranks look for a stop before each configuration's check,
+    /// each warm-up step and each round of timed steps. On rank 0 the
+    /// figures grow in `self.timed` a step at a time (each step's slowest
+    /// rank is found as it ends), for reports completed at a stop.
     pub fn run_all(
         &mut self,
         configs: &[Vec<Call>],
@@ -134,56 +156,64 @@ impl StepRunner<'_> {
                 p(done, total, &what);
             }
         };
-        let mut checked = Vec::with_capacity(configs.len());
-        for (c, calls) in configs.iter().enumerate() {
-            checked.push(self.check(calls, t.check)?);
-            tell(&mut self.progress, format!("checked the operations{}", name(c)));
-        }
-        for (c, calls) in configs.iter().enumerate() {
-            for step in 0..t.warmup_steps {
-                self.watch(format!("warm-up step {}{}", step + 1, name(c)));
-                self.step(calls, t.blocking, None)?;
-                tell(&mut self.progress, format!("warm-up step {}{}", step + 1, name(c)));
-            }
-        }
-        let mut step_s = vec![Vec::with_capacity(t.steps as usize); configs.len()];
-        let mut op_s: Vec<Vec<f64>> = configs
-            .iter()
-            .map(|calls| Vec::with_capacity(t.steps as usize * calls.len()))
-            .collect();
+        let first = self.cx.world.rank() == 0;
+        *lock(&self.timed) = vec![Steps::default(); configs.len()];
+        let stopped = |runner: &Self| Some(runner.cx.stop_signal()).filter(|&s| s != 0);
         let mut stopped_by = None;
-        for step in 0..t.steps {
-            // Ranks stop together, between steps, when any got a signal.
-            let signal = self.cx.stop_signal();
-            if signal != 0 {
-                stopped_by = Some(signal);
-                break;
+        'run: {
+            for (c, calls) in configs.iter().enumerate() {
+                if let Some(s) = stopped(self) {
+                    stopped_by = Some(s);
+                    break 'run;
+                }
+                let (wrong, failed_ops) = self.check(calls, t.check)?;
+                let figures = &mut lock(&self.timed)[c];
+                (figures.wrong, figures.failed_ops) = ((t.check > 0).then_some(wrong), failed_ops);
+                tell(&mut self.progress, format!("checked the operations{}", name(c)));
             }
             for (c, calls) in configs.iter().enumerate() {
-                self.watch(format!("step {}{}", step + 1, name(c)));
-                step_s[c].push(self.step(calls, t.blocking, Some(&mut op_s[c]))?);
-                tell(
-                    &mut self.progress,
-                    format!("step {} of {}{}", step + 1, t.steps, name(c)),
-                );
+                for step in 0..t.warmup_steps {
+                    if let Some(s) = stopped(self) {
+                        stopped_by = Some(s);
+                        break 'run;
+                    }
+                    self.watch(format!("warm-up step {}{}", step + 1, name(c)));
+                    self.step(calls, t.blocking, None)?;
+                    tell(&mut self.progress, format!("warm-up step {}{}", step + 1, name(c)));
+                }
+            }
+            for step in 0..t.steps {
+                // Ranks stop together, between steps, when any got a signal.
+                if let Some(s) = stopped(self) {
+                    stopped_by = Some(s);
+                    break 'run;
+                }
+                for (c, calls) in configs.iter().enumerate() {
+                    self.watch(format!("step {}{}", step + 1, name(c)));
+                    self.timed_step(c, calls, t.blocking)?;
+                    tell(
+                        &mut self.progress,
+                        format!("step {} of {}{}", step + 1, t.steps, name(c)),
+                    );
+                }
             }
         }
         self.cx.idle();
-        let steps = configs
-            .iter()
-            .enumerate()
-            .map(|(c, calls)| {
-                let (wrong, failed_ops) = checked[c];
-                self.slowest(&step_s[c], &op_s[c], calls.len())
-                    .map(|(step_us, op_us)| Steps {
-                        step_us,
-                        op_us,
-                        wrong: (t.check > 0).then_some(wrong),
-                        failed_ops,
-                    })
-            })
-            .collect();
-        Ok((steps, stopped_by))
+        let figures = lock(&self.timed).clone();
+        Ok((figures.into_iter().map(|f| first.then_some(f)).collect(), stopped_by))
+    }
+
+    /// One timed step of configuration `c`, its slowest rank's figures
+    /// added to `self.timed` on rank 0.
+    fn timed_step(&mut self, c: usize, calls: &[Call], blocking: bool) -> Result<(), Error> {
+        let mut ops = Vec::with_capacity(calls.len());
+        let took = self.step(calls, blocking, Some(&mut ops))?;
+        if let Some((step_us, op_us)) = self.slowest(&[took], &ops, calls.len()) {
+            let figures = &mut lock(&self.timed)[c];
+            figures.step_us.extend(step_us);
+            figures.op_us.extend(op_us);
+        }
+        Ok(())
     }
 
     /// On rank 0, per step: the time of the rank whose step took longest
@@ -317,6 +347,7 @@ mod tests {
     ) -> StepRunner<'a> {
         StepRunner {
             cx: Context::new(world, backend).with_clock(crate::clock::Clock::Virtual(clock)),
+            timed: Timed::default(),
             progress: None,
         }
     }

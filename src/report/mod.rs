@@ -19,6 +19,7 @@ pub mod progress;
 mod reporter;
 pub mod samples;
 pub use identity::RunIdentity;
+pub(crate) use reporter::StopWatcher;
 pub use reporter::{Reporter, stop_line};
 pub mod nccl_tests_json;
 pub mod paths;

@@ -38,7 +38,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(20);
 pub struct Reporter {
     shared: Arc<Mutex<Outputs>>,
     stop: Option<StopRequest>,
-    watcher: Option<(Sender<()>, JoinHandle<()>)>,
+    watcher: Option<StopWatcher>,
 }
 
 struct Outputs {
@@ -127,9 +127,8 @@ impl Reporter {
     /// Completes every report with `summary`, unless a stop signal did
     /// already; returns what the reports say (the points they hold).
     pub fn finish(&mut self, run: &RunInfo, summary: &Summary) -> Result<Summary, Error> {
-        if let Some((quit, thread)) = self.watcher.take() {
-            drop(quit);
-            let _ = thread.join();
+        if let Some(watcher) = self.watcher.take() {
+            watcher.end();
         }
         let mut out = self.outputs();
         let reported = match std::mem::replace(&mut out.state, State::Closed) {
@@ -153,9 +152,8 @@ impl Reporter {
     /// down): completes every report that still can be with what it holds,
     /// marked as stopped by an error.
     pub fn abandon(&mut self) {
-        if let Some((quit, thread)) = self.watcher.take() {
-            drop(quit);
-            let _ = thread.join();
+        if let Some(watcher) = self.watcher.take() {
+            watcher.end();
         }
         self.outputs().stop(FAILED);
     }
@@ -223,28 +221,52 @@ impl Outputs {
     }
 }
 
-/// The watcher: polls `stop` until the reporter finishes.
-fn watch(shared: Arc<Mutex<Outputs>>, stop: StopRequest) -> Option<(Sender<()>, JoinHandle<()>)> {
-    let (quit, quitting) = mpsc::channel::<()>();
-    let spawned = std::thread::Builder::new()
-        .name("collbench-stop-watch".into())
-        .spawn(move || {
-            while let Err(RecvTimeoutError::Timeout) = quitting.recv_timeout(WATCH_EVERY) {
-                if let Some(cause) = stop.cause() {
-                    let mut out = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                    out.stop(cause);
-                    return;
+/// A thread that calls its `on_stop` once, with the cause, as soon as a
+/// stop fires (`StopRequest::cause`), unless `end` comes first: how rank
+/// 0's reports are completed while the main thread may be stuck in an
+/// operation (the sweep's `Reporter`, a workload's reports).
+pub(crate) struct StopWatcher {
+    quit: Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl StopWatcher {
+    /// Starts watching `stop`; `None`, said as a warning, where no thread
+    /// starts (the reports are then completed when the work ends).
+    pub fn spawn(stop: StopRequest, on_stop: impl FnOnce(u64) + Send + 'static) -> Option<StopWatcher> {
+        let (quit, quitting) = mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("collbench-stop-watch".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = quitting.recv_timeout(WATCH_EVERY) {
+                    if let Some(cause) = stop.cause() {
+                        on_stop(cause);
+                        return;
+                    }
                 }
+            });
+        match spawned {
+            Ok(thread) => Some(StopWatcher { quit, thread }),
+            Err(e) => {
+                say(&format!("collbench: warning: no stop watcher ({e})"));
+                None
             }
-        });
-    match spawned {
-        Ok(thread) => Some((quit, thread)),
-        Err(e) => {
-            // The reports are then completed at the next point boundary.
-            say(&format!("collbench: warning: no stop watcher ({e})"));
-            None
         }
     }
+
+    /// Stops watching, after an `on_stop` under way has returned.
+    pub fn end(self) {
+        drop(self.quit);
+        let _ = self.thread.join();
+    }
+}
+
+/// The sweep's watcher: completes the reports at a stop.
+fn watch(shared: Arc<Mutex<Outputs>>, stop: StopRequest) -> Option<StopWatcher> {
+    StopWatcher::spawn(stop, move |cause| {
+        let mut out = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        out.stop(cause);
+    })
 }
 
 /// `collbench: stopped by SIGINT after 12 of 68 points; ...`

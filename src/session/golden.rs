@@ -347,6 +347,7 @@ fn run_job_on_memory(argv: &[&str], nranks: usize, per_node: usize) -> JobOutput
                 let calls: Vec<Vec<_>> = (0..configs.len()).map(|i| plan.calls(i, &groups)).collect();
                 let mut runner = StepRunner {
                     cx: Context::new(world, &mut backend).with_clock(Clock::Virtual(clock.clone())),
+                    timed: Default::default(),
                     progress: None,
                 };
                 let (all_steps, _) = runner.run_all(&calls, &job.timing).unwrap();

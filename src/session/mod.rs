@@ -23,6 +23,7 @@ mod outputs;
 mod pinned;
 mod preflight;
 mod prepare;
+mod step_reports;
 mod sweep;
 mod timings;
 mod workload;

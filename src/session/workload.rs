@@ -13,9 +13,10 @@
 
 use super::Session;
 use super::prepare::Prepared;
+use super::step_reports::{Parts, StepReports};
 use crate::backend::{Backend, Call, SubGroup};
 use crate::config::Job;
-use crate::engine::steps::StepRunner;
+use crate::engine::steps::{StepRunner, Timed};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, exit, say};
 use crate::plan::Reservation;
@@ -49,50 +50,57 @@ impl<W: World> Session<'_, W> {
             world.nodes().local_size(world.rank()),
         ))?;
         let first = world.rank() == 0;
-        let mut csv = self.agreed(match (first, &self.cfg.outputs.csv) {
+        let csv = self.agreed(match (first, &self.cfg.outputs.csv) {
             (true, Some(path)) => WorkloadCsv::create(path, self.cfg.outputs.overwrite).map(Some),
             _ => Ok(None),
         })?;
-        let version = &prepared.identity.backend_version;
-        let mut header = header_lines(job, world, version, nodes.ranks_per_node(), &plan.notes);
+        let version = prepared.identity.backend_version.clone();
+        let mut header = header_lines(job, world, &version, nodes.ranks_per_node(), &plan.notes);
         // what each step moves, before it is measured
         header.extend(configs.iter().filter_map(|c| report::volume_line(c).ok()));
         if first {
             print_out(&report::header(job.top().is_some(), &header));
         }
         let calls: Vec<Vec<Call>> = (0..configs.len()).map(|i| plan.calls(i, &groups)).collect();
-        let (outcomes, stopped_by) = self.run_configs(backend, &configs, &calls, job, csv.as_mut(), watchdog);
-        if first && outcomes.len() > 1 {
-            print_out(&report::side_by_side(&outcomes));
-        }
+        let ran = calls
+            .iter()
+            .map(|calls| calls.iter().map(|c| (c.dtype, c.shape.count as u64)).collect())
+            .collect();
+        let timed = Timed::default();
+        let mut reports = first.then(|| {
+            let parts = Parts {
+                configs,
+                ran,
+                csv,
+                backend_version: version,
+                top: job.top(),
+                rescaled: job.rescaled(),
+            };
+            StepReports::open(parts, timed.clone(), self.stop)
+        });
+        let stopped_by = self.run_configs(backend, &calls, job, &timed, reports.as_mut(), watchdog);
+        let outcomes = match reports.as_mut().map(|r| r.finish(stopped_by)) {
+            Some(Err(e)) => self.fail(&e),
+            Some(Ok(outcomes)) => outcomes,
+            None => Vec::new(),
+        };
         let code = self.job_verdict(&outcomes);
-        Ok(match stopped_by {
-            Some(signal) => {
-                if first {
-                    let steps = outcomes.iter().map(|o| o.step_us.len()).min().unwrap_or(0);
-                    say(&format!(
-                        "collbench: {} after {steps} timed step(s) of every configuration; those are reported",
-                        crate::error::stopped_by(&crate::engine::stop::signal_name(signal)),
-                    ));
-                }
-                code.max(128 + signal as u8)
-            }
-            None => code,
-        })
+        Ok(stopped_by.map_or(code, |signal| code.max(128 + signal as u8)))
     }
 
-    /// Every configuration's steps, interleaved (`StepRunner::run_all`);
-    /// then each one's figures and CSV rows on rank 0. A failure ends the
-    /// job (peers would wait for this rank).
+    /// Every configuration's steps, interleaved (`StepRunner::run_all`),
+    /// their figures growing in `timed` on rank 0; the signal that stopped
+    /// them. A failure ends the job (peers would wait for this rank), rank
+    /// 0's reports completed first.
     fn run_configs(
         &self,
         backend: &mut dyn Backend,
-        configs: &[Config],
         calls: &[Vec<Call>],
         job: &Job,
-        mut csv: Option<&mut WorkloadCsv>,
+        timed: &Timed,
+        reports: Option<&mut StepReports>,
         watchdog: Option<&Watchdog>,
-    ) -> (Vec<Outcome>, Option<u64>) {
+    ) -> Option<u64> {
         // rank 0's progress: configurations checked, warm-up and timed steps
         let mode = match self.world.rank() {
             0 => self.cfg.outputs.progress,
@@ -103,31 +111,21 @@ impl<W: World> Session<'_, W> {
         let mut tell = |done: u64, total: u64, what: &str| progress.set(done, Some(total), what);
         let mut runner = StepRunner {
             cx: self.context(&mut *backend, watchdog),
+            timed: timed.clone(),
             progress: Some(&mut tell),
         };
         let ran = runner.run_all(calls, &job.timing);
         drop(runner);
         progress.finish();
-        let (all_steps, stopped_by) = match ran {
-            Ok(ran) => ran,
-            Err(e) => self.fail(&e),
-        };
-        // Rank 0 alone from here: a failure must end the job.
-        let mut outcomes = Vec::new();
-        for ((config, calls), steps) in configs.iter().zip(calls).zip(all_steps) {
-            if let Some(steps) = steps.filter(|s| !s.step_us.is_empty()) {
-                let ran: Vec<_> = calls.iter().map(|c| (c.dtype, c.shape.count as u64)).collect();
-                let outcome = Outcome::of(config, &ran, steps).unwrap_or_else(|e| self.fail(&e));
-                print_out(&report::one(&outcome, job.top()));
-                if let Some(w) = csv.as_mut()
-                    && let Err(e) = w.write(&outcome, &backend.identity().version, job.rescaled())
-                {
-                    self.fail(&e);
+        match ran {
+            Ok((_, stopped_by)) => stopped_by,
+            Err(e) => {
+                if let Some(r) = reports {
+                    r.abandon();
                 }
-                outcomes.push(outcome);
+                self.fail(&e)
             }
         }
-        (outcomes, stopped_by)
     }
 
     /// 3 when any collective was wrong (rank 0 says so), else 0.

@@ -581,6 +581,64 @@ fn sigterm_stops_a_workload_between_steps_keeping_what_was_timed() {
     assert_eq!(ddp, fsdp);
 }
 
+/// A peer that stops answering trips rank 0's watchdog (exit 5): the
+/// steps timed before it are reported, whole rounds of each configuration,
+/// although the step in flight never ends (docs/exit-codes.md).
+#[test]
+fn a_stopped_peer_times_out_and_rank_0_reports_the_steps_timed_before() {
+    let (_dir, csv_path) = temp_file("hang.csv");
+    let mut args = vec![
+        "workload",
+        "--backend",
+        "mpi",
+        "--csv",
+        path_str(&csv_path),
+        "--timeout",
+        "3",
+    ];
+    args.extend(&words(MODEL)[..10]);
+    args.extend(["--strategy", "ddp,fsdp", "--steps", "100000", "--warmup-steps", "0"]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, std::time::Duration::from_secs(120));
+    // let some steps be timed (a delay, not a timing assertion)
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    signal(pids[1], "STOP");
+    let (code, lines) = job.finish(std::time::Duration::from_secs(120));
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pids[1].to_string()])
+        .status();
+    assert_eq!(code, 5, "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("timeout")), "{lines:?}");
+    let csv = Csv::read(&csv_path);
+    let (ddp, fsdp) = (steps(&csv, "ddp").len(), steps(&csv, "fsdp").len());
+    assert!(ddp > 0 && ddp < 100_000, "{ddp}");
+    assert_eq!(ddp, fsdp);
+}
+
+/// A signal during the warm-up stops the ranks before the next warm-up
+/// step, not after the last: nothing was timed, and that is said.
+#[test]
+fn a_signal_during_the_warm_up_stops_the_workload_at_once() {
+    let (_dir, csv_path) = temp_file("warm.csv");
+    // steps of 200 MB: a thousand warm-ups take minutes
+    let mut args = vec!["workload", "--backend", "mpi", "--csv", path_str(&csv_path)];
+    args.extend(["--params", "50M", "--layers", "2", "--param-dtype", "float"]);
+    args.extend(["--strategy", "ddp", "--steps", "10", "--warmup-steps", "1000"]);
+    let job = spawn_mpirun(2, &args);
+    let pids = job.rank_pids(2, std::time::Duration::from_secs(120));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    for pid in &pids {
+        signal(*pid, "INT");
+    }
+    let (code, lines) = job.finish(std::time::Duration::from_secs(60));
+    assert_eq!(code, 130, "{lines:?}");
+    assert_eq!(
+        lines,
+        ["collbench: stopped by SIGINT before any step was timed; there is nothing to report"]
+    );
+    assert!(steps(&Csv::read(&csv_path), "ddp").is_empty());
+}
+
 /// Before measuring, the header says what each configuration's step
 /// moves (the same figure as its block's volume); with --progress under a
 /// launcher, plain lines count the configurations checked and the warm-up
