@@ -97,7 +97,10 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         .unwrap_or(suite.launcher)
         .resolve(std::env::var_os("SLURM_JOB_ID").is_some());
     let binary = match &args.binary {
-        Some(b) => b.clone(),
+        Some(b) => {
+            check_binary(b)?;
+            b.clone()
+        }
         None => std::env::current_exe()
             .map_err(|e| Error::runtime(format!("cannot find this program's path ({e}); pass --binary")))?,
     };
@@ -162,6 +165,33 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
             args.overwrite,
         ),
         None => finish(&suite, &outcomes, &output, args.overwrite),
+    }
+}
+
+/// `--binary`, refused (exit 2, before any launch) unless it is an
+/// executable file here; a name without a `/` is looked up in PATH, as
+/// the launcher looks it up.
+fn check_binary(binary: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let why = |path: &Path| match path.metadata() {
+        Err(e) => Some(format!("cannot be read ({e})")),
+        Ok(m) if m.is_dir() => Some("is a folder".to_string()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Some("is not executable".to_string()),
+        Ok(_) => None,
+    };
+    let problem = if binary.to_string_lossy().contains('/') {
+        why(binary)
+    } else {
+        let paths = std::env::var_os("PATH").unwrap_or_default();
+        let found = std::env::split_paths(&paths).any(|folder| why(&folder.join(binary)).is_none());
+        (!found).then(|| "is no executable file in a folder of PATH".to_string())
+    };
+    match problem {
+        None => Ok(()),
+        Some(why) => Err(Error::usage(format!(
+            "--binary {} {why}: each launch runs it as `collbench run`; give the path of a collbench binary",
+            binary.display()
+        ))),
     }
 }
 

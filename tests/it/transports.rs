@@ -209,6 +209,53 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
     );
 }
 
+/// A suite file of two quick launches (tcp, then shm) at 2 ranks.
+fn two_launches(dir: &std::path::Path) -> std::path::PathBuf {
+    let suite = dir.join("two.toml");
+    std::fs::write(
+        &suite,
+        "ranks = 2\ntransports = [\"tcp\", \"shm\"]\n[run]\nbackend = \"mpi\"\ncollectives = \"all_reduce\"\n\
+         maxbytes = \"1K\"\nstepfactor = 16\niters = 2\nwarmup = 1\n",
+    )
+    .unwrap();
+    suite
+}
+
+#[test]
+fn a_binary_that_is_no_executable_file_is_refused_before_any_launch() {
+    let dir = tempdir();
+    let suite = two_launches(dir.path());
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "not a program\n").unwrap();
+    let merged = dir.path().join("two.csv");
+    for (binary, why) in [
+        (
+            "/nonexistent/collbench",
+            "/nonexistent/collbench cannot be read (No such file or directory",
+        ),
+        (path_str(&text), "notes.txt is not executable"),
+        (path_str(dir.path()), " is a folder"),
+        (
+            "no-such-collbench",
+            "no-such-collbench is no executable file in a folder of PATH",
+        ),
+    ] {
+        let out = collbench_launching(
+            &["suite", path_str(&suite), "-o", path_str(&merged), "--binary", binary],
+            &[],
+        );
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{binary}: {err}");
+        assert_eq!(err.lines().count(), 1, "{binary}: {err}");
+        assert!(err.starts_with("collbench: --binary "), "{binary}: {err}");
+        assert!(err.contains(why), "{binary}: want {why:?} in {err}");
+        assert!(
+            !dir.path().join("two-launches").exists(),
+            "{binary}: a launch folder was made"
+        );
+    }
+}
+
 #[test]
 fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
     let out = ok(collbench(&["topo"]));
