@@ -256,6 +256,62 @@ fn a_binary_that_is_no_executable_file_is_refused_before_any_launch() {
     }
 }
 
+/// Launches that collbench never spoke in: the launcher's message says
+/// why, and each counts as exit 1 (docs/transports.md), never as the
+/// launcher's own code (Open MPI's 131 for a program it cannot start).
+#[test]
+fn a_launch_the_launcher_could_not_start_fails_with_exit_1_and_its_message() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let suite = two_launches(dir.path());
+    let merged = dir.path().join("two.csv");
+    // executable, so the suite accepts it; execve fails on every rank
+    let broken = dir.path().join("broken-collbench");
+    std::fs::write(&broken, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = collbench_launching(
+        &[
+            "suite",
+            path_str(&suite),
+            "-o",
+            path_str(&merged),
+            "--binary",
+            path_str(&broken),
+        ],
+        &[],
+    );
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(
+        err.contains("[1/2] tcp flat: FAILED with exit code 1 after ")
+            && err.contains(": mpirun's own exit code 131: mpirun was unable to start the specified application"),
+        "{err}"
+    );
+    assert_stdout_has(&out, "0 ok, 2 failed");
+    assert!(
+        stdout(&out).contains("exit 1 ") && !stdout(&out).contains("exit 131"),
+        "{}",
+        stdout(&out)
+    );
+    // too few slots: mpirun's message, where collbench printed nothing
+    let text = std::fs::read_to_string(&suite).unwrap().replace(
+        "ranks = 2\n",
+        "ranks = 4096\nmpirun-args = [\"--mca\", \"rmaps_base_oversubscribe\", \"0\"]\n",
+    );
+    std::fs::write(&suite, text).unwrap();
+    let out = collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(
+        err.contains("[1/2] tcp flat: FAILED with exit code 1 after ")
+            && err.contains(
+                ": There are not enough slots available in the system to satisfy the 4096 slots that were requested by \
+             the application (log: "
+            ),
+        "{err}"
+    );
+}
+
 #[test]
 fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
     let out = ok(collbench(&["topo"]));
