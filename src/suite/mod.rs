@@ -10,7 +10,8 @@
 //! last `collbench:` line (or the launcher's message, where collbench
 //! printed none), and the others still run; the suite's exit code is 0
 //! only when every launch succeeded, and a code that is the launcher's own
-//! (a program it could not start, a rank killed) counts as 1 (`judge`). The suite never sets launcher
+//! (a program it could not start, a rank killed) counts as 1 (`judge`), as
+//! does exit 0 without a row written. The suite never sets launcher
 //! environment (run-as-root permissions, oversubscription): the file's
 //! `mpirun-args`/`srun-args` and the caller's environment carry those.
 
@@ -147,6 +148,15 @@ fn judge(status: ExitStatus, log: &Path, launcher: &str) -> (i32, Option<String>
         ),
     };
     (i32::from(exit::RUNTIME), Some(why))
+}
+
+/// Why a launch that ended with exit code 0 but wrote no row failed.
+fn no_rows(log: &Path) -> String {
+    let header = match planned_points(log) {
+        Some(points) => format!("its plan has {points} points"),
+        None => "its log holds no run header: is the program launched collbench (--binary)?".into(),
+    };
+    format!("ended with exit code 0 without writing a row ({header})")
 }
 
 /// One launch as it will run: the command, and where its CSV and log go.
@@ -371,6 +381,11 @@ impl SuiteProgress {
             },
         };
         let rows = rows_so_far(&p.csv);
+        // exit 0 is not enough: the launch must have measured
+        let (code, message) = match (code, rows) {
+            (0, 0) => (i32::from(exit::RUNTIME), Some(no_rows(&p.log))),
+            _ => (code, message),
+        };
         self.done_points += rows as u64;
         let outcome = Outcome {
             launch: p.launch.clone(),

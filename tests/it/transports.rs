@@ -312,6 +312,34 @@ fn a_launch_the_launcher_could_not_start_fails_with_exit_1_and_its_message() {
     );
 }
 
+/// A launch that ends 0 without a row measured nothing: it failed.
+#[test]
+fn a_launch_that_ends_0_without_writing_a_row_failed() {
+    let dir = tempdir();
+    let suite = two_launches(dir.path());
+    let merged = dir.path().join("two.csv");
+    // `true` from PATH: every rank ends at once with 0
+    let out = collbench_launching(
+        &["suite", path_str(&suite), "-o", path_str(&merged), "--binary", "true"],
+        &[],
+    );
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    for launch in ["[1/2] tcp flat", "[2/2] shm flat"] {
+        assert!(
+            err.contains(&format!(
+                "{launch}: FAILED with exit code 1 after "
+            )) && err.contains(
+                "ended with exit code 0 without writing a row (its log holds no run header: is the program launched \
+                 collbench (--binary)?)"
+            ),
+            "{err}"
+        );
+    }
+    assert_stdout_has(&out, "# suite two: 2 launches, 0 ok, 2 failed; no rows to merge");
+    assert!(!merged.exists());
+}
+
 #[test]
 fn topo_reports_this_gpu_less_machine_as_a_table_and_as_json() {
     let out = ok(collbench(&["topo"]));
