@@ -138,7 +138,7 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
     assert!(text.contains("# suite local-cpu: 6 launches, 6 ok, 0 failed"), "{text}");
     assert!(text.contains("compare --by transport"), "{text}");
     // three launches of each profile: the view may judge them
-    assert!(!text.contains("separate launches, one each"), "{text}");
+    assert!(!text.contains("separate launches, one launch of each"), "{text}");
     // the launches' summary: every value starts under its column's heading
     let lines: Vec<&str> = text.lines().collect();
     let head = lines
