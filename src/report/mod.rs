@@ -120,12 +120,19 @@ pub struct RunInfo {
     pub nccl_log_lines: Vec<String>,
 }
 
-/// The sizes a run sweeps, as measured: after rounding to whole elements
-/// and any lowering of the largest to fit GPU memory.
+/// The sizes a run sweeps, as asked for and as measured: after rounding to
+/// whole elements, the step, and any lowering of the largest to fit GPU
+/// memory.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct SweepInfo {
+    /// The smallest and largest size measured.
     pub min_bytes: u64,
     pub max_bytes: u64,
+    /// `--minbytes` and `--maxbytes` as given, which the header prints as
+    /// nccl-tests does: a step can pass the largest size by (`-e 64K -f 4`
+    /// ends at 32 KiB), and the GPU memory can lower it (a note says so).
+    pub requested_min_bytes: u64,
+    pub requested_max_bytes: u64,
     #[serde(serialize_with = "step_text")]
     pub step: crate::plan::Step,
     /// Distinct sizes.
