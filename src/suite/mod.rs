@@ -302,7 +302,7 @@ fn plan_launches(
 
 /// The merged CSV: `--output`, else the file's `output`, else one named
 /// after the suite and the time; an existing one is refused unless
-/// `--overwrite`.
+/// `--overwrite`, a folder even with it.
 fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
     let stamp: String = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
@@ -315,12 +315,7 @@ fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
         .or_else(|| suite.output.clone())
         .unwrap_or_else(|| PathBuf::from("results").join(format!("suite-{}-{stamp}.csv", suite.name)));
     crate::report::paths::check_distinct(&[("--output", &output)], &[("the suite file", &args.file)])?;
-    if output.exists() && !args.overwrite {
-        return Err(Error::usage(format!(
-            "CSV file {} already exists; choose another --output or pass --overwrite",
-            output.display()
-        )));
-    }
+    crate::report::refuse_existing(&output, args.overwrite, "CSV")?;
     crate::report::paths::check_writable("--output", &output)?;
     Ok(output)
 }

@@ -202,11 +202,24 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
     let csv = Csv::read(&merged);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "transport") == "shm"));
-    // An existing merged CSV is refused before anything runs.
+    // An existing merged CSV is refused before anything runs, and a
+    // folder even with --overwrite.
     exits(
         2,
         collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]),
     );
+    for overwrite in [None, Some("--overwrite")] {
+        let mut args = vec!["suite", path_str(&suite), "-o", path_str(dir.path())];
+        args.extend(overwrite);
+        let out = exits(2, collbench_launching(&args, &[]));
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "collbench: CSV file {} is a folder: give a file's path\n",
+                dir.path().display()
+            )
+        );
+    }
 }
 
 /// A suite file of two quick launches (tcp, then shm) at 2 ranks.
