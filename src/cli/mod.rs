@@ -194,8 +194,9 @@ mpirun -np 8 collbench workload --model llama-3-8b --strategy hsdp --ranks-per-n
         after_help = "One rank's sequence (--rank, default the lowest) is replayed by every \
 rank of this launch on sub-communicators of the same shape as the log's, validated once, then \
 timed --steps times; the output lists total and per-operation time and the top operations. A \
-log from more ranks than this launch needs --rescale (groups over the whole job span this \
-launch, per-call counts are kept). Details: docs/workload.md.\n\n\
+log from more ranks than this launch needs --rescale (groups over the whole job, the world or \
+every s-th rank, span this launch with their stride; smaller blocks and per-call counts are kept). \
+Details: docs/workload.md.\n\n\
 Examples:\n  \
 mpirun -np 2 collbench replay nccl.log\n  \
 mpirun -np 4 collbench replay job.log --rank 3 --rescale --csv replay.csv"

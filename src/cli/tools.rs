@@ -48,7 +48,7 @@ pub struct SuiteArgs {
     #[arg(long, value_name = "NAME", ignore_case = true)]
     pub launcher: Option<Launcher>,
 
-    /// The collbench binary each launch runs [default: this one]
+    /// The collbench binary each launch runs, an executable file [default: this one]
     #[arg(long, value_name = "PATH")]
     pub binary: Option<PathBuf>,
 

@@ -273,7 +273,8 @@ enum Unjudged {
     OneSample,
     /// Several samples, too few for the rank test to reach alpha.
     TooFewSamples,
-    /// Modes from separate launches, one launch each.
+    /// Modes from separate launches, one launch each (whatever the
+    /// samples inside each launch).
     SeparateLaunches,
     /// The winner changed between sizes without two sizes in a row on
     /// each side (`mark_crossovers`).
@@ -293,9 +294,9 @@ impl Unjudged {
                  where that is so; --repeat 5 (-N 5) gives enough"
             ),
             Unjudged::SeparateLaunches => format!(
-                "{} modes measured in separate launches, one each: a difference cannot be told from \
-                 launch-to-launch noise, so none is claimed; several launches of each mode (a suite's \
-                 `launches = 3`) can",
+                "{} modes measured in separate launches, one launch of each: more samples inside a launch \
+                 (--repeat, cycles) cannot tell a difference from launch-to-launch noise, so none is claimed; \
+                 two or more launches of each mode can: `launches = 3` in a suite file",
                 dimension.name()
             ),
             Unjudged::UnconfirmedChange => "the winner changes between sizes where one side wins at a single size, \
@@ -387,7 +388,11 @@ fn versus(
         }
     });
     let difference = if j.test == Test::ThresholdOnly {
-        why.insert(if base.len() < 2 || new.len() < 2 {
+        // samples of separate launches claim nothing however many they
+        // are (`Verdict::Unproven`): only more launches can
+        why.insert(if !same_launches {
+            Unjudged::SeparateLaunches
+        } else if base.len() < 2 || new.len() < 2 {
             Unjudged::OneSample
         } else {
             Unjudged::TooFewSamples

@@ -179,12 +179,7 @@ fn check_outputs(a: &CheckArgs, profile: &str) -> Result<(), Error> {
                 folder.display()
             )));
         }
-        if path.is_dir() {
-            return Err(Error::usage(format!(
-                "{what} {} is a folder: give a file's path",
-                path.display()
-            )));
-        }
+        crate::report::refuse_folder(path, what)?;
     }
     if let Some(p) = &a.write_baseline
         && p.exists()

@@ -304,7 +304,9 @@ impl Job {
                 ));
                 if *rescale {
                     lines.push(
-                        "rescaled: groups over the whole logged job span this launch; every call keeps its count"
+                        "rescaled: every call keeps its count and its communicator's stride: groups over the whole \
+                         logged job (the world; every s-th rank) span this launch (launch / s ranks), smaller blocks \
+                         keep their size"
                             .into(),
                     );
                 }

@@ -119,6 +119,13 @@ impl RunConfig {
 
     /// Validates parsed options and splits them by consumer.
     pub fn from_args(a: &RunArgs) -> Result<RunConfig, Error> {
+        // a folder is no report file, with --overwrite or without: one
+        // line now, not "exists" or "Is a directory" after the set-up
+        for (path, what) in [(&a.output.csv, "CSV"), (&a.output.json, "JSON")] {
+            if let Some(path) = path {
+                crate::report::refuse_folder(path, what)?;
+            }
+        }
         let plan = plan_config(a)?;
         let timing = timing(a);
         check_launch_extras(&timing, &plan.hierarchies_asked())?;

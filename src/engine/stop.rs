@@ -64,6 +64,12 @@ const FOLLOW_UP: Duration = Duration::from_millis(100);
 /// alone.
 const ORDER: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGCONT];
 
+/// Whether `code` is an exit code a stop signal gives a measuring command
+/// (128 + SIGINT, SIGTERM, SIGHUP or SIGCONT: docs/exit-codes.md).
+pub fn is_stop_code(code: i32) -> bool {
+    ORDER.iter().any(|&signal| code == 128 + signal)
+}
+
 /// Whether `cause` is a signal (not `TIMEOUT` or `FAILED`).
 pub fn is_signal(cause: u64) -> bool {
     cause > 0 && cause < TIMEOUT

@@ -121,12 +121,19 @@ pub struct RunInfo {
     pub nccl_log_lines: Vec<String>,
 }
 
-/// The sizes a run sweeps, as measured: after rounding to whole elements
-/// and any lowering of the largest to fit GPU memory.
+/// The sizes a run sweeps, as asked for and as measured: after rounding to
+/// whole elements, the step, and any lowering of the largest to fit GPU
+/// memory.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct SweepInfo {
+    /// The smallest and largest size measured.
     pub min_bytes: u64,
     pub max_bytes: u64,
+    /// `--minbytes` and `--maxbytes` as given, which the header prints as
+    /// nccl-tests does: a step can pass the largest size by (`-e 64K -f 4`
+    /// ends at 32 KiB), and the GPU memory can lower it (a note says so).
+    pub requested_min_bytes: u64,
+    pub requested_max_bytes: u64,
     #[serde(serialize_with = "step_text")]
     pub step: crate::plan::Step,
     /// Distinct sizes.
@@ -210,16 +217,24 @@ fn refuse_existing_json(path: &Path, overwrite: bool) -> Result<(), Error> {
 }
 
 /// Refuses an existing `what` file at `path` unless `overwrite`, and a
-/// folder even with it (the file is renamed onto `path` at the end).
-fn refuse_existing(path: &Path, overwrite: bool, what: &str) -> Result<(), Error> {
+/// folder even with it (`refuse_folder`).
+pub(crate) fn refuse_existing(path: &Path, overwrite: bool, what: &str) -> Result<(), Error> {
+    refuse_folder(path, what)?;
+    if path.exists() && !overwrite {
+        return Err(already_exists(path, what));
+    }
+    Ok(())
+}
+
+/// Refuses a folder where a `what` file is to be written, with or without
+/// `--overwrite` (which replaces a file, never a folder): one line, before
+/// any measurement, rather than the system's "Is a directory" later.
+pub(crate) fn refuse_folder(path: &Path, what: &str) -> Result<(), Error> {
     if path.is_dir() {
         return Err(Error::usage(format!(
             "{what} file {} is a folder: give a file's path",
             path.display()
         )));
-    }
-    if path.exists() && !overwrite {
-        return Err(already_exists(path, what));
     }
     Ok(())
 }
@@ -298,6 +313,7 @@ pub(crate) fn partial_path(path: &Path) -> PathBuf {
 /// Creates `path` for writing; an existing file is an error unless
 /// `overwrite`. `what` names the file in messages.
 pub(crate) fn create_file(path: &Path, overwrite: bool, what: &str) -> Result<File, Error> {
+    refuse_folder(path, what)?;
     let mut options = OpenOptions::new();
     options.write(true);
     if overwrite {

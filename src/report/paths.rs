@@ -42,12 +42,7 @@ pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Re
 /// to try is removed again.
 pub fn check_writable(what: &str, path: &Path) -> Result<(), Error> {
     let existed = path.exists();
-    if path.is_dir() {
-        return Err(Error::usage(format!(
-            "{what} {} is a folder: give a file's path",
-            path.display()
-        )));
-    }
+    super::refuse_folder(path, what)?;
     OpenOptions::new()
         .append(true)
         .create(true)

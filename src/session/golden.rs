@@ -196,6 +196,8 @@ fn run_info(plan: &Plan, timing: &Timing, nranks: usize) -> RunInfo {
         sweep: SweepInfo {
             min_bytes: sizes.first().copied().unwrap_or(0),
             max_bytes: sizes.last().copied().unwrap_or(0),
+            requested_min_bytes: 8,
+            requested_max_bytes: 4096,
             step: Step::Factor(8),
             sizes: sizes.len(),
         },

@@ -190,7 +190,7 @@ impl<W: World> Session<'_, W> {
             transport_notes: Vec::new(),
             hierarchy: hierarchies.iter().map(|h| h.name()).collect::<Vec<_>>().join(","),
             points: plan.points(),
-            sweep: sweep_info(plan, self.cfg.plan.sweep.step),
+            sweep: sweep_info(plan, self.cfg.plan.sweep),
             csv: csv_path,
             json: out.json.clone(),
             label: identity.label.clone(),
@@ -272,7 +272,7 @@ pub(super) fn traffic_text(traffic: crate::collective::Traffic, nranks: usize) -
 /// one case (a collective, mode, type, operation and root) steps through;
 /// collectives that round a size differently (alltoallv's whole blocks)
 /// measure the same step at another size, which is no extra size.
-fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
+fn sweep_info(plan: &Plan, asked: SizeSweep) -> SweepInfo {
     use std::collections::{BTreeMap, BTreeSet};
     let sizes: BTreeSet<u64> = plan.cases.iter().map(|c| c.size_bytes()).collect();
     let mut per_case: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
@@ -286,7 +286,9 @@ fn sweep_info(plan: &Plan, step: crate::plan::Step) -> SweepInfo {
     SweepInfo {
         min_bytes: sizes.first().copied().unwrap_or(0),
         max_bytes: sizes.last().copied().unwrap_or(0),
-        step,
+        requested_min_bytes: asked.min,
+        requested_max_bytes: asked.max,
+        step: asked.step,
         sizes: per_case.values().map(BTreeSet::len).max().unwrap_or(0),
     }
 }

@@ -7,8 +7,11 @@
 //! combination is its own `mpirun` (or `srun` inside a Slurm allocation)
 //! of `collbench run`, writing its own CSV and log into a folder beside the
 //! merged CSV. A launch that fails is reported with its exit code and its
-//! last `collbench:` line, and the others still run; the suite's exit code
-//! is 0 only when every launch succeeded. The suite never sets launcher
+//! last `collbench:` line (or the launcher's message, where collbench
+//! printed none), and the others still run; the suite's exit code is 0
+//! only when every launch succeeded, and a code that is the launcher's own
+//! (a program it could not start, a rank killed) counts as 1 (`judge`), as
+//! does exit 0 without a row written. The suite never sets launcher
 //! environment (run-as-root permissions, oversubscription): the file's
 //! `mpirun-args`/`srun-args` and the caller's environment carry those.
 
@@ -36,12 +39,14 @@ const POLL: Duration = Duration::from_millis(250);
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub launch: Launch,
-    /// The launch's exit code (-1: killed by a signal or not started).
+    /// The launch's exit code as the suite counts it (`judge`): `collbench
+    /// run`'s own, else 1 (killed, not started, the launcher's own code).
     pub code: i32,
     pub rows: usize,
     pub observed: Option<String>,
     pub seconds: f64,
-    /// The launch's last `collbench:` line, or why it did not start.
+    /// Why it failed: its last `collbench:` line, else the launcher's
+    /// message (or why it did not start).
     pub message: Option<String>,
     pub csv: PathBuf,
 }
@@ -79,6 +84,81 @@ fn last_collbench_line(log: &Path) -> Option<String> {
         .map(|l| l.trim().to_string())
 }
 
+/// The launcher's last message in a launch's log, briefly: the first
+/// paragraph of Open MPI's last banner (between lines of dashes), else the
+/// last line that is not empty; at most `MESSAGE_CHARS` characters.
+fn launcher_message(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let rule = |l: &&str| l.len() >= 10 && l.chars().all(|c| c == '-');
+    let rules: Vec<usize> = (0..lines.len()).filter(|&i| rule(&lines[i])).collect();
+    let words: Vec<&str> = match rules[..] {
+        [.., open, close] => lines[open + 1..close]
+            .iter()
+            .skip_while(|l| l.is_empty())
+            .take_while(|l| !l.is_empty())
+            .flat_map(|l| l.split_whitespace())
+            .collect(),
+        _ => lines.iter().rev().find(|l| !l.is_empty())?.split_whitespace().collect(),
+    };
+    let message = words.join(" ");
+    let message = message.trim_end_matches(':');
+    match message.char_indices().nth(MESSAGE_CHARS) {
+        _ if message.is_empty() => None,
+        Some((cut, _)) => Some(format!("{}...", &message[..cut])),
+        None => Some(message.to_string()),
+    }
+}
+
+/// The most of a launcher's message a FAILED line quotes.
+const MESSAGE_CHARS: usize = 160;
+
+/// Whether `code` is one `collbench run` ends with (docs/exit-codes.md),
+/// which mpirun and srun pass on from the ranks; any other is the
+/// launcher's own (a program it could not start, a rank killed by a
+/// signal: 128 + the signal).
+fn is_run_code(code: i32) -> bool {
+    crate::error::EXIT_CODES
+        .iter()
+        .filter(|c| c.commands.contains(&"run"))
+        .any(|c| c.code.parse() == Ok(code))
+        || crate::engine::stop::is_stop_code(code)
+}
+
+/// How a launch that ended counts (docs/transports.md): its code when
+/// collbench's run ended with it and said why (a `collbench:` line), else
+/// 1; and why it failed, in the launcher's words where collbench said
+/// nothing. `launcher` is the program that ran it (`mpirun`).
+fn judge(status: ExitStatus, log: &Path, launcher: &str) -> (i32, Option<String>) {
+    use std::os::unix::process::ExitStatusExt;
+    if status.success() {
+        return (0, None);
+    }
+    let ours = last_collbench_line(log);
+    let theirs = launcher_message(log).unwrap_or_else(|| "its log holds no message".into());
+    let why = match status.code() {
+        Some(code) if is_run_code(code) => match ours {
+            Some(line) => return (code, Some(line)),
+            None => theirs,
+        },
+        Some(code) => format!("{launcher}'s own exit code {code}: {theirs}"),
+        None => format!(
+            "{launcher} was killed by signal {}: {theirs}",
+            status.signal().unwrap_or(0)
+        ),
+    };
+    (i32::from(exit::RUNTIME), Some(why))
+}
+
+/// Why a launch that ended with exit code 0 but wrote no row failed.
+fn no_rows(log: &Path) -> String {
+    let header = match planned_points(log) {
+        Some(points) => format!("its plan has {points} points"),
+        None => "its log holds no run header: is the program launched collbench (--binary)?".into(),
+    };
+    format!("ended with exit code 0 without writing a row ({header})")
+}
+
 /// One launch as it will run: the command, and where its CSV and log go.
 struct Planned {
     launch: Launch,
@@ -88,8 +168,8 @@ struct Planned {
 }
 
 /// Runs the suite; the exit code is 0 when every launch succeeded, else
-/// the highest code a launch returned (1 when one was killed or could not
-/// start).
+/// the highest code a launch counts as (`judge`: 1 when one was killed or
+/// could not start).
 pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
     let suite = Suite::load(&args.file)?;
     let launcher = args
@@ -97,7 +177,10 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
         .unwrap_or(suite.launcher)
         .resolve(std::env::var_os("SLURM_JOB_ID").is_some());
     let binary = match &args.binary {
-        Some(b) => b.clone(),
+        Some(b) => {
+            check_binary(b)?;
+            b.clone()
+        }
         None => std::env::current_exe()
             .map_err(|e| Error::runtime(format!("cannot find this program's path ({e}); pass --binary")))?,
     };
@@ -165,6 +248,33 @@ pub fn run(args: &SuiteArgs) -> Result<u8, Error> {
     }
 }
 
+/// `--binary`, refused (exit 2, before any launch) unless it is an
+/// executable file here; a name without a `/` is looked up in PATH, as
+/// the launcher looks it up.
+fn check_binary(binary: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let why = |path: &Path| match path.metadata() {
+        Err(e) => Some(format!("cannot be read ({e})")),
+        Ok(m) if m.is_dir() => Some("is a folder".to_string()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Some("is not executable".to_string()),
+        Ok(_) => None,
+    };
+    let problem = if binary.to_string_lossy().contains('/') {
+        why(binary)
+    } else {
+        let paths = std::env::var_os("PATH").unwrap_or_default();
+        let found = std::env::split_paths(&paths).any(|folder| why(&folder.join(binary)).is_none());
+        (!found).then(|| "is no executable file in a folder of PATH".to_string())
+    };
+    match problem {
+        None => Ok(()),
+        Some(why) => Err(Error::usage(format!(
+            "--binary {} {why}: each launch runs it as `collbench run`; give the path of a collbench binary",
+            binary.display()
+        ))),
+    }
+}
+
 /// Every launch's command line, CSV and log (in `folder`).
 fn plan_launches(
     suite: &Suite,
@@ -192,7 +302,7 @@ fn plan_launches(
 
 /// The merged CSV: `--output`, else the file's `output`, else one named
 /// after the suite and the time; an existing one is refused unless
-/// `--overwrite`.
+/// `--overwrite`, a folder even with it.
 fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
     let stamp: String = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
@@ -205,12 +315,7 @@ fn output_path(args: &SuiteArgs, suite: &Suite) -> Result<PathBuf, Error> {
         .or_else(|| suite.output.clone())
         .unwrap_or_else(|| PathBuf::from("results").join(format!("suite-{}-{stamp}.csv", suite.name)));
     crate::report::paths::check_distinct(&[("--output", &output)], &[("the suite file", &args.file)])?;
-    if output.exists() && !args.overwrite {
-        return Err(Error::usage(format!(
-            "CSV file {} already exists; choose another --output or pass --overwrite",
-            output.display()
-        )));
-    }
+    crate::report::refuse_existing(&output, args.overwrite, "CSV")?;
     crate::report::paths::check_writable("--output", &output)?;
     Ok(output)
 }
@@ -261,16 +366,21 @@ impl SuiteProgress {
                     .spawn()
             });
         let (code, message) = match spawned {
-            Err(e) => (-1, Some(format!("cannot start {}: {e}", p.cmd[0]))),
+            Err(e) => (
+                i32::from(exit::RUNTIME),
+                Some(format!("cannot start {}: {e}", p.cmd[0])),
+            ),
             Ok(mut child) => match self.wait(&mut child, p, (i, n)) {
-                Ok(s) => (
-                    s.code().unwrap_or(-1),
-                    (!s.success()).then(|| last_collbench_line(&p.log)).flatten(),
-                ),
-                Err(e) => (-1, Some(format!("lost the launch: {e}"))),
+                Ok(status) => judge(status, &p.log, &p.cmd[0]),
+                Err(e) => (i32::from(exit::RUNTIME), Some(format!("lost the launch: {e}"))),
             },
         };
         let rows = rows_so_far(&p.csv);
+        // exit 0 is not enough: the launch must have measured
+        let (code, message) = match (code, rows) {
+            (0, 0) => (i32::from(exit::RUNTIME), Some(no_rows(&p.log))),
+            _ => (code, message),
+        };
         self.done_points += rows as u64;
         let outcome = Outcome {
             launch: p.launch.clone(),
@@ -439,6 +549,70 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    /// Open MPI's banner when it cannot run the program (mpirun 4.1.4).
+    const NOT_STARTED: &str = "--------------------------------------------------------------------------
+mpirun was unable to launch the specified application as it could not access
+or execute an executable:
+
+Executable: /nonexistent/collbench
+Node: vm
+
+while attempting to start process rank 0.
+--------------------------------------------------------------------------
+2 total processes failed to start
+";
+
+    #[test]
+    fn a_launch_counts_with_run_s_code_only_where_collbench_said_why() {
+        use std::os::unix::process::ExitStatusExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("x.log");
+        let exited = |code: i32| ExitStatus::from_raw(code << 8);
+        // mpirun's own codes: could not start (132), a rank killed (137)
+        std::fs::write(&log, NOT_STARTED).unwrap();
+        let (code, why) = judge(exited(132), &log, "mpirun");
+        assert_eq!(code, 1);
+        assert_eq!(
+            why.as_deref(),
+            Some(
+                "mpirun's own exit code 132: mpirun was unable to launch the specified application as it could \
+                 not access or execute an executable"
+            )
+        );
+        // run's codes pass through with collbench's line
+        std::fs::write(&log, "# collbench 0.1.0\ncollbench: validation failed: 3 wrong\n").unwrap();
+        assert_eq!(
+            judge(exited(3), &log, "mpirun"),
+            (3, Some("collbench: validation failed: 3 wrong".into()))
+        );
+        assert_eq!(judge(exited(146), &log, "mpirun").0, 146);
+        assert_eq!(judge(exited(137), &log, "mpirun").0, 1, "137 is no code of run");
+        // a code of run's without collbench's word is the launcher's (too few slots)
+        std::fs::write(
+            &log,
+            "----------\nThere are not enough slots available in the\nsystem:\n\n  x\n----------\n",
+        )
+        .unwrap();
+        assert_eq!(
+            judge(exited(1), &log, "mpirun"),
+            (1, Some("There are not enough slots available in the system".into()))
+        );
+        std::fs::write(&log, "srun: error: task 0 launch failed: No such file\n\n").unwrap();
+        assert_eq!(
+            judge(exited(2), &log, "srun").1.as_deref(),
+            Some("srun: error: task 0 launch failed: No such file")
+        );
+        std::fs::write(&log, "").unwrap();
+        assert_eq!(
+            judge(ExitStatus::from_raw(9), &log, "srun"),
+            (1, Some("srun was killed by signal 9: its log holds no message".into()))
+        );
+        assert_eq!(judge(exited(0), &log, "srun"), (0, None));
+        std::fs::write(&log, "x ".repeat(200)).unwrap();
+        let long = launcher_message(&log).unwrap();
+        assert_eq!(long.chars().count(), MESSAGE_CHARS + 3, "{long}");
     }
 
     #[test]

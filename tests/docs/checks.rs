@@ -4,7 +4,8 @@
 //! run config is never a suite), the README shows how to build collbench
 //! before its first `collbench` command and has enough runnable examples
 //! to mean something, every relative link points to a file and heading
-//! that exist, and the block reader itself.
+//! that exist, the workload page's output sample counts what its command
+//! prints, and the block reader itself.
 
 use std::path::Path;
 
@@ -38,7 +39,58 @@ pub fn tests() -> Vec<Test> {
             "check::every_relative_link_points_to_a_file_and_heading_that_exist",
             every_relative_link_points_to_a_file_and_heading_that_exist,
         ),
+        Test::new(
+            "check::the_workload_output_sample_shows_what_its_command_prints",
+            the_workload_output_sample_shows_what_its_command_prints,
+        ),
     ]
+}
+
+/// docs/workload.md's "Reading the output" is the output of the command
+/// its "Running it" example runs: each line of the sample that counts a
+/// step's operations or its volume (first principles, the same on any
+/// machine and backend) is one the binary prints for that command, run
+/// here as threads on the memory backend with one step. (The sample once
+/// said 5 operations and 40.00 MB where the command printed 2 and 20.00.)
+fn the_workload_output_sample_shows_what_its_command_prints() {
+    let file = "docs/workload.md";
+    let text = std::fs::read_to_string(repo().join(file)).unwrap();
+    let heading = text
+        .lines()
+        .position(|l| l == "### Reading the output")
+        .expect("the heading")
+        + 1;
+    let page = blocks(file, &text);
+    let command = page
+        .iter()
+        .filter(|b| b.line < heading && b.runnable().is_some())
+        .find_map(|b| b.code.lines().find_map(|l| l.split_once("collbench workload ")))
+        .expect("a runnable `collbench workload` example before the sample")
+        .1;
+    let sample = &page.iter().find(|b| b.line > heading).expect("the sample").code;
+    let mut args: Vec<&str> = vec!["workload"];
+    args.extend(command.split(" #").next().unwrap().split_whitespace());
+    assert!(args.windows(2).any(|w| w == ["--backend", "mpi"]), "{command}");
+    args.extend(["-g", "2", "--backend", "memory", "--steps", "1", "--warmup-steps", "0"]);
+    let out = crate::common::collbench(&args);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counted: Vec<&str> = sample
+        .lines()
+        .filter(|l| l.contains("operations per step") || l.contains("sent by each rank per step"))
+        .collect();
+    assert!(counted.len() >= 4, "{file}:{heading}: {counted:?}");
+    for line in counted {
+        assert!(
+            printed.lines().any(|p| p == line),
+            "{file}: the sample's line\n{line}\nis not printed by collbench {}:\n{printed}",
+            args.join(" ")
+        );
+    }
 }
 
 /// The README needs at least this many runnable blocks and the docs pages

@@ -893,6 +893,14 @@ fn a_small_gpu_memory_lowers_maxbytes_and_says_so() {
     let (out, csv) = sim_rows(2, &args, |a| sim_run(&dir, 2, &[("GPUSIM_MEM_BYTES", &mem)], a));
     let text = stdout(&out);
     assert!(text.contains("--maxbytes lowered from 16.0 MiB"), "{text}");
+    // the -e asked for, as nccl-tests prints it beside its "Reducing
+    // maxBytes" line; the sizes measured follow
+    assert!(
+        text.contains(
+            "# sizes     : minBytes 262144 maxBytes 16777216 step: 2(factor) (256.0 KiB to 1.0 MiB, 3 sizes)"
+        ),
+        "{text}"
+    );
     assert!(csv.rows.iter().all(|r| csv.num(r, "size_bytes") <= (1 << 20) as f64));
 }
 

@@ -117,6 +117,29 @@ fn bad_split_rules_are_refused_by_the_parser_or_the_configuration() {
 
 /// Moved from tests/it/transports.rs (a launch of 2 ranks; `auto`, which
 /// chooses at run time, stays there).
+/// A folder given as a report file is refused when the options are read,
+/// with `--overwrite` too (which replaces files): not "exists; use
+/// --overwrite", then "Is a directory" once the run had started.
+#[test]
+fn a_folder_as_a_report_file_is_refused_with_or_without_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().to_str().unwrap();
+    for overwrite in ["", " --overwrite"] {
+        for (command, what) in [
+            (format!("run --csv {folder}"), "CSV"),
+            (format!("run --json {folder}"), "JSON"),
+            (format!("{WORKLOAD} --csv {folder}"), "CSV"),
+        ] {
+            let args = format!("{command}{overwrite}");
+            refused(
+                &args,
+                2,
+                &format!("{what} file {folder} is a folder: give a file's path"),
+            );
+        }
+    }
+}
+
 #[test]
 fn an_nccl_transport_profile_on_the_mpi_backend_is_a_usage_error() {
     refused(

@@ -138,7 +138,7 @@ fn the_local_suite_runs_every_launch_and_merges_one_csv() {
     assert!(text.contains("# suite local-cpu: 6 launches, 6 ok, 0 failed"), "{text}");
     assert!(text.contains("compare --by transport"), "{text}");
     // three launches of each profile: the view may judge them
-    assert!(!text.contains("separate launches, one each"), "{text}");
+    assert!(!text.contains("separate launches, one launch of each"), "{text}");
     // the launches' summary: every value starts under its column's heading
     let lines: Vec<&str> = text.lines().collect();
     let head = lines
@@ -202,11 +202,155 @@ fn a_failed_launch_is_reported_the_rest_go_on_and_the_exit_code_says_so() {
     let csv = Csv::read(&merged);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "transport") == "shm"));
-    // An existing merged CSV is refused before anything runs.
+    // An existing merged CSV is refused before anything runs, and a
+    // folder even with --overwrite.
     exits(
         2,
         collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]),
     );
+    for overwrite in [None, Some("--overwrite")] {
+        let mut args = vec!["suite", path_str(&suite), "-o", path_str(dir.path())];
+        args.extend(overwrite);
+        let out = exits(2, collbench_launching(&args, &[]));
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "collbench: CSV file {} is a folder: give a file's path\n",
+                dir.path().display()
+            )
+        );
+    }
+}
+
+/// A suite file of two quick launches (tcp, then shm) at 2 ranks.
+fn two_launches(dir: &std::path::Path) -> std::path::PathBuf {
+    let suite = dir.join("two.toml");
+    std::fs::write(
+        &suite,
+        "ranks = 2\ntransports = [\"tcp\", \"shm\"]\n[run]\nbackend = \"mpi\"\ncollectives = \"all_reduce\"\n\
+         maxbytes = \"1K\"\nstepfactor = 16\niters = 2\nwarmup = 1\n",
+    )
+    .unwrap();
+    suite
+}
+
+#[test]
+fn a_binary_that_is_no_executable_file_is_refused_before_any_launch() {
+    let dir = tempdir();
+    let suite = two_launches(dir.path());
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "not a program\n").unwrap();
+    let merged = dir.path().join("two.csv");
+    for (binary, why) in [
+        (
+            "/nonexistent/collbench",
+            "/nonexistent/collbench cannot be read (No such file or directory",
+        ),
+        (path_str(&text), "notes.txt is not executable"),
+        (path_str(dir.path()), " is a folder"),
+        (
+            "no-such-collbench",
+            "no-such-collbench is no executable file in a folder of PATH",
+        ),
+    ] {
+        let out = collbench_launching(
+            &["suite", path_str(&suite), "-o", path_str(&merged), "--binary", binary],
+            &[],
+        );
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{binary}: {err}");
+        assert_eq!(err.lines().count(), 1, "{binary}: {err}");
+        assert!(err.starts_with("collbench: --binary "), "{binary}: {err}");
+        assert!(err.contains(why), "{binary}: want {why:?} in {err}");
+        assert!(
+            !dir.path().join("two-launches").exists(),
+            "{binary}: a launch folder was made"
+        );
+    }
+}
+
+/// Launches that collbench never spoke in: the launcher's message says
+/// why, and each counts as exit 1 (docs/transports.md), never as the
+/// launcher's own code (Open MPI's 131 for a program it cannot start).
+#[test]
+fn a_launch_the_launcher_could_not_start_fails_with_exit_1_and_its_message() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let suite = two_launches(dir.path());
+    let merged = dir.path().join("two.csv");
+    // executable, so the suite accepts it; execve fails on every rank
+    let broken = dir.path().join("broken-collbench");
+    std::fs::write(&broken, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = collbench_launching(
+        &[
+            "suite",
+            path_str(&suite),
+            "-o",
+            path_str(&merged),
+            "--binary",
+            path_str(&broken),
+        ],
+        &[],
+    );
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(
+        err.contains("[1/2] tcp flat: FAILED with exit code 1 after ")
+            && err.contains(": mpirun's own exit code 131: mpirun was unable to start the specified application"),
+        "{err}"
+    );
+    assert_stdout_has(&out, "0 ok, 2 failed");
+    assert!(
+        stdout(&out).contains("exit 1 ") && !stdout(&out).contains("exit 131"),
+        "{}",
+        stdout(&out)
+    );
+    // too few slots: mpirun's message, where collbench printed nothing
+    let text = std::fs::read_to_string(&suite).unwrap().replace(
+        "ranks = 2\n",
+        "ranks = 4096\nmpirun-args = [\"--mca\", \"rmaps_base_oversubscribe\", \"0\"]\n",
+    );
+    std::fs::write(&suite, text).unwrap();
+    let out = collbench_launching(&["suite", path_str(&suite), "-o", path_str(&merged)], &[]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(
+        err.contains("[1/2] tcp flat: FAILED with exit code 1 after ")
+            && err.contains(
+                ": There are not enough slots available in the system to satisfy the 4096 slots that were requested by \
+             the application (log: "
+            ),
+        "{err}"
+    );
+}
+
+/// A launch that ends 0 without a row measured nothing: it failed.
+#[test]
+fn a_launch_that_ends_0_without_writing_a_row_failed() {
+    let dir = tempdir();
+    let suite = two_launches(dir.path());
+    let merged = dir.path().join("two.csv");
+    // `true` from PATH: every rank ends at once with 0
+    let out = collbench_launching(
+        &["suite", path_str(&suite), "-o", path_str(&merged), "--binary", "true"],
+        &[],
+    );
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    for launch in ["[1/2] tcp flat", "[2/2] shm flat"] {
+        assert!(
+            err.contains(&format!(
+                "{launch}: FAILED with exit code 1 after "
+            )) && err.contains(
+                "ended with exit code 0 without writing a row (its log holds no run header: is the program launched \
+                 collbench (--binary)?)"
+            ),
+            "{err}"
+        );
+    }
+    assert_stdout_has(&out, "# suite two: 2 launches, 0 ok, 2 failed; no rows to merge");
+    assert!(!merged.exists());
 }
 
 #[test]

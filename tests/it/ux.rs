@@ -246,6 +246,41 @@ fn without_progress_every_table_row_is_on_screen_too() {
     terminal_run(&[]);
 }
 
+/// `-e 64K -f 4` ends at 32 KiB: the header says 65536 as asked (as
+/// nccl-tests prints -e), then the sizes measured; the JSON keeps both.
+#[test]
+fn the_header_prints_the_maxbytes_asked_for_and_the_sizes_measured() {
+    let dir = tempdir();
+    let json = dir.path().join("r.json");
+    let csv = dir.path().join("r.csv");
+    let out = ok(on_memory(
+        2,
+        &argv![
+            "run --collectives all_reduce -b 8 -e 64K -f 4 -n 1 -w 0 --json",
+            path_str(&json),
+            "--csv",
+            path_str(&csv)
+        ],
+    ));
+    let text = stdout(&out);
+    assert!(
+        text.contains("# sizes     : minBytes 8 maxBytes 65536 step: 4(factor) (8 B to 32.0 KiB, 7 sizes)\n"),
+        "{text}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sweep = &report["run"]["sweep"];
+    assert_eq!(
+        (
+            &sweep["min_bytes"],
+            &sweep["max_bytes"],
+            &sweep["requested_min_bytes"],
+            &sweep["requested_max_bytes"]
+        ),
+        (&8.into(), &32768.into(), &8.into(), &65536.into()),
+        "{sweep}"
+    );
+}
+
 #[test]
 fn the_header_echoes_the_command_and_sizes_and_the_footer_reads_as_nccl_tests_does() {
     let (_dir, csv_path) = temp_file("f.csv");

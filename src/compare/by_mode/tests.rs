@@ -153,11 +153,16 @@ fn one_sample_per_point_claims_nothing_and_says_what_would() {
 
 /// Each transport in launches of its own: `launches` per transport.
 fn transports(launches: usize) -> Vec<Row> {
+    transports_sampled(launches, 5)
+}
+
+/// `transports`, with `samples` per point in each launch.
+fn transports_sampled(launches: usize, samples: usize) -> Vec<Row> {
     let mut all = Vec::new();
     for l in 0..launches {
         for (profile, slow) in [(Profile::Shm, 1.0), (Profile::Tcp, 3.0)] {
             let run = format!("{}-{l}", profile.name());
-            let mut rows = rows(&[(65536, 100.0 * slow * (1.0 + 0.01 * l as f64), 0.0)], 5, &run);
+            let mut rows = rows(&[(65536, 100.0 * slow * (1.0 + 0.01 * l as f64), 0.0)], samples, &run);
             rows.retain(|r| r.record.hierarchy.is_flat());
             for r in &mut rows {
                 r.record.transport = profile;
@@ -177,8 +182,40 @@ fn transports_from_separate_launches_need_several_launches_of_each() {
         (p.differences[1], p.winner.as_deref()),
         (Some(Difference::NoClaim), None)
     );
-    assert!(r.notes[0].contains("separate launches, one each"), "{:?}", r.notes);
+    assert!(
+        r.notes[0].contains("separate launches, one launch of each"),
+        "{:?}",
+        r.notes
+    );
     let r = compare_modes("s.csv", &transports(3), Dimension::Transport, &o, None).unwrap();
+    let p = &r.groups[0].points[0];
+    assert_eq!(
+        (p.differences[1], p.winner.as_deref()),
+        (Some(Difference::Slower), Some("shm"))
+    );
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+}
+
+/// One launch of each transport: the advice is more launches, whatever
+/// the samples per point (one, a run's `cycles = 3`, `repeat = 5`), since
+/// following `--repeat` advice there still claims nothing; two launches
+/// of each claim (the launch t-test, 2 degrees of freedom).
+#[test]
+fn the_advice_for_separate_launches_names_launches_however_many_samples_each_holds() {
+    let o = judged(Metric::Busbw);
+    for samples in [1, 3, 5] {
+        let r = compare_modes("s.csv", &transports_sampled(1, samples), Dimension::Transport, &o, None).unwrap();
+        assert_eq!(r.groups[0].points[0].differences[1], Some(Difference::NoClaim));
+        assert_eq!(r.notes.len(), 1, "{samples}: {:?}", r.notes);
+        assert!(
+            r.notes[0].starts_with("transport modes measured in separate launches, one launch of each")
+                && r.notes[0].ends_with("two or more launches of each mode can: `launches = 3` in a suite file"),
+            "{samples}: {:?}",
+            r.notes
+        );
+        assert!(!r.notes[0].contains("-N 5"), "{:?}", r.notes);
+    }
+    let r = compare_modes("s.csv", &transports_sampled(2, 1), Dimension::Transport, &o, None).unwrap();
     let p = &r.groups[0].points[0];
     assert_eq!(
         (p.differences[1], p.winner.as_deref()),

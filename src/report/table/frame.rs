@@ -118,13 +118,14 @@ fn rank_lines(run: &RunInfo) -> String {
     s
 }
 
-/// nccl-tests' options line for sizes (`minBytes 8 maxBytes 1048576 step:
-/// 2(factor)`), then the range in binary units and the number of sizes.
+/// nccl-tests' options line for sizes, the sizes asked for as it prints
+/// them, then the range measured in binary units and the number of sizes:
+/// `minBytes 8 maxBytes 65536 step: 4(factor) (8 B to 32.0 KiB, 7 sizes)`.
 fn sizes_text(sweep: &SweepInfo) -> String {
     format!(
         "minBytes {} maxBytes {} step: {} ({} to {}, {} size{})",
-        sweep.min_bytes,
-        sweep.max_bytes,
+        sweep.requested_min_bytes,
+        sweep.requested_max_bytes,
         crate::report::step_name(sweep.step),
         human_bytes(sweep.min_bytes),
         human_bytes(sweep.max_bytes),
