@@ -16,7 +16,10 @@
 //! `stats::shift_interval`, as `compare` uses it), the steps of the
 //! configurations being interleaved samples of one launch; where that
 //! interval holds 1 the difference is not significant, and with too few
-//! steps no interval exists and nothing is claimed.
+//! steps no interval exists and nothing is claimed. The intervals of a
+//! table are at the Bonferroni level over its pairs of configurations, so
+//! that all its verdicts together are wrong at most 5% of the time
+//! (`interval_alpha`).
 
 use std::path::Path;
 
@@ -305,12 +308,46 @@ fn top_ops(o: &Outcome, n: usize) -> String {
     s
 }
 
-/// The significance level of `x best`'s interval (95%).
-const X_BEST_ALPHA: f64 = 0.05;
+/// The chance, over a whole side-by-side table, that any of its verdicts
+/// (`slower`, `faster`) is false: 5%.
+const TABLE_ALPHA: f64 = 0.05;
+
+/// The significance level of each interval of a table of `k`
+/// configurations: `TABLE_ALPHA` over every pair of them (Bonferroni).
+/// Every pair, not the k - 1 rows: the fastest is picked after the steps,
+/// so the row of the slowest against the fastest is the most extreme of
+/// all the pairs, and holding the k - 1 intervals to `TABLE_ALPHA / (k -
+/// 1)` let 33 tables in 400 of 8 identical configurations (this
+/// module's test) call one slower or faster; over the pairs, 8.
+fn interval_alpha(k: usize) -> f64 {
+    TABLE_ALPHA / (k * k.saturating_sub(1) / 2).max(1) as f64
+}
+
+/// `95%`, `99.82%`: a confidence level with the digits that tell it from
+/// 100% (two of its alpha's).
+fn level(alpha: f64) -> String {
+    let decimals = (1.0 - (alpha * 100.0).log10().floor()).max(0.0) as usize;
+    let text = format!("{:.decimals$}", (1.0 - alpha) * 100.0);
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    format!("{text}%")
+}
+
+/// The fewest steps a side for which the rank test can reach `alpha`
+/// (`stats::smallest_p_value`).
+fn steps_needed(alpha: f64) -> usize {
+    (1..)
+        .find(|&n| crate::stats::smallest_p_value(n, n) < alpha)
+        .unwrap_or(usize::MAX)
+}
 
 /// `x best` of `o` against the fastest configuration `best`: the ratio of
-/// the median step times, its interval, and what the interval says.
-fn x_best(o: &Outcome, best: &Outcome) -> (String, String, String) {
+/// the median step times, its interval at level 1 - `alpha`, and what
+/// the interval says.
+fn x_best(o: &Outcome, best: &Outcome, alpha: f64) -> (String, String, String) {
     if best.step_median_us <= 0.0 {
         return ("-".into(), "-".into(), "-".into());
     }
@@ -323,10 +360,10 @@ fn x_best(o: &Outcome, best: &Outcome) -> (String, String, String) {
     let (Some(x), Some(y)) = (logs(&best.step_us), logs(&o.step_us)) else {
         return (ratio, "-".into(), "-".into());
     };
-    if crate::stats::smallest_p_value(x.len(), y.len()) >= X_BEST_ALPHA {
+    if crate::stats::smallest_p_value(x.len(), y.len()) >= alpha {
         return (ratio, "-".into(), "too few steps".into());
     }
-    match crate::stats::shift_interval(&x, &y, X_BEST_ALPHA) {
+    match crate::stats::shift_interval(&x, &y, alpha) {
         Some((lo, hi)) => {
             let (lo, hi) = (lo.exp(), hi.exp());
             let verdict = if lo > 1.0 {
@@ -344,14 +381,17 @@ fn x_best(o: &Outcome, best: &Outcome) -> (String, String, String) {
 
 /// Every configuration beside the others, each one's ratio to the best
 /// (the shortest median step) with that ratio's interval, and its
-/// volume's ratio to the best's.
+/// volume's ratio to the best's. The intervals hold the table's verdicts
+/// together (`interval_alpha`), and the heading says at what level.
 pub fn side_by_side(all: &[Outcome]) -> String {
     let Some(best) = all.iter().min_by(|a, b| a.step_median_us.total_cmp(&b.step_median_us)) else {
         return String::new();
     };
-    let mut s = String::from(
-        "\nside by side (x best: median step time over the fastest configuration's, with its 95% interval; \
+    let alpha = interval_alpha(all.len());
+    let mut s = format!(
+        "\nside by side (x best: median step time over the fastest configuration's, with its {} interval; \
          the steps ran interleaved)\n",
+        level(alpha)
     );
     s += &format!(
         "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11} {:>8} {:>14} {:<16} {:>10}\n",
@@ -360,7 +400,7 @@ pub fn side_by_side(all: &[Outcome]) -> String {
     let mut few = false;
     for o in all {
         let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}", a / b) } else { "-".into() };
-        let (x, interval, verdict) = x_best(o, best);
+        let (x, interval, verdict) = x_best(o, best, alpha);
         few |= verdict == "too few steps";
         s += &format!(
             "  {:<26} {:>5} {:>12} {:>12} {:>12} {:>11.3} {:>8} {:>14} {:<16} {:>10}\n",
@@ -376,9 +416,29 @@ pub fn side_by_side(all: &[Outcome]) -> String {
             ratio(o.volume_bytes(), best.volume_bytes())
         );
     }
+    if all.len() > 2 {
+        s += &format!(
+            "  note: each interval at {}, so that all the table's verdicts hold together at {} (Bonferroni over \
+             the {} pairs of its {} configurations: the fastest is picked after the steps)\n",
+            level(alpha),
+            level(TABLE_ALPHA),
+            all.len() * (all.len() - 1) / 2,
+            all.len()
+        );
+    }
     if few {
-        s += "  note: too few steps for the rank test to tell configurations apart (4 a side at the least); \
-              --steps 10 gives an interval\n";
+        let n = steps_needed(alpha);
+        s += &format!(
+            "  note: too few steps for the rank test to tell configurations apart at the {} level ({n} a side at \
+             the least{}); --steps {} gives an interval\n",
+            level(alpha),
+            if all.len() > 2 {
+                format!(" for {} configurations", all.len())
+            } else {
+                String::new()
+            },
+            n.max(10)
+        );
     }
     s
 }
@@ -463,3 +523,6 @@ fn rows(o: &Outcome, backend_version: &str, rescaled: bool) -> Vec<WorkloadRow> 
     });
     steps.chain(ops).collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -220,9 +220,19 @@ fn the_side_by_side_view_gives_each_configuration_its_ratio_to_the_best() {
     };
     let best = names.iter().map(|n| median(n)).fold(f64::INFINITY, f64::min);
     let view: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("side by side")).collect();
-    // two steps: too few for the rank test, and the view says so
-    assert_eq!(view.len(), 2 + names.len() + 1, "{text}");
-    assert!(view[view.len() - 1].contains("too few steps"), "{text}");
+    // three configurations: each interval at 98.3%, so that the three
+    // pairs' verdicts hold together at 95%; two steps are too few for the
+    // rank test (five a side reach 98.3%), and the view says so
+    assert_eq!(view.len(), 2 + names.len() + 2, "{text}");
+    assert!(view[0].contains("with its 98.3% interval"), "{text}");
+    assert!(
+        view[view.len() - 2].contains("Bonferroni over the 3 pairs of its 3 configurations"),
+        "{text}"
+    );
+    assert!(
+        view[view.len() - 1].contains("too few steps") && view[view.len() - 1].contains("(5 a side at the least"),
+        "{text}"
+    );
     for name in names {
         let line = view.iter().find(|l| l.trim_start().starts_with(name)).expect(name);
         let cols: Vec<&str> = line.split_whitespace().collect();
