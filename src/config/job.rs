@@ -65,6 +65,11 @@ impl Job {
             (a.tp > 1, format!("--tp {}", a.tp), Strategy::Tp),
             (a.ep.is_some(), format!("--ep {}", a.ep.unwrap_or(0)), Strategy::Moe),
             (a.pp.is_some(), format!("--pp {}", a.pp.unwrap_or(0)), Strategy::Pp),
+            (
+                a.knobs.moe_imbalance > 1.0,
+                format!("--moe-imbalance {}", a.knobs.moe_imbalance),
+                Strategy::Moe,
+            ),
         ] {
             if given && !strategies.contains(&strategy) {
                 return Err(Error::usage(format!(

@@ -26,7 +26,8 @@
 //! (`--moe-expert-capacity-factor` with `--moe-pad-expert-input-to-capacity`):
 //! every peer's block padded to the busiest one's. The busiest rank's
 //! transfer bounds a dropless all-to-all's time; the other links carry more
-//! here than they would.
+//! here than they would. A factor above what routing can give
+//! (`max_imbalance`) is refused.
 //!
 //! Gradients after backward (Megatron's default `overlap_grad_reduce =
 //! False`): the dense parameters (attention, routers, shared experts, norms,
@@ -48,10 +49,50 @@ use super::op::{Op, Phase};
 use super::options::Options;
 
 /// Rows (token copies) each rank sends to every peer of its
-/// expert-parallel group: `tokens x top_k / ep`, padded to the busiest.
-pub fn rows_per_peer(tokens: u64, top_k: usize, ep: usize, imbalance: f64) -> u64 {
-    let mean = (tokens * top_k as u64) as f64 / ep.max(1) as f64;
-    (mean * imbalance.max(1.0)).ceil() as u64
+/// expert-parallel group: `tokens x top_k / ep`, padded to the busiest;
+/// never more than the tokens can send one rank (`max_imbalance`).
+pub fn rows_per_peer(tokens: u64, top_k: usize, experts: usize, ep: usize, imbalance: f64) -> u64 {
+    let ep = ep.max(1);
+    let mean = (tokens * top_k as u64) as f64 / ep as f64;
+    let most = tokens * top_k.min(experts / ep).max(1) as u64;
+    ((mean * imbalance.max(1.0)).ceil() as u64).min(most)
+}
+
+/// The largest router imbalance (the busiest rank's rows over the mean)
+/// routing can give: a token's `top_k` rows go to `top_k` different
+/// experts, and a rank holds `experts / ep` of them, so the busiest rank
+/// receives at most `min(top_k, experts / ep)` rows of each token against
+/// a mean of `top_k / ep`: `min(ep, experts / top_k)`.
+pub fn max_imbalance(top_k: usize, experts: usize, ep: usize) -> f64 {
+    (ep as f64).min(experts as f64 / top_k.max(1) as f64)
+}
+
+/// Refuses an expert-parallel degree that does not divide the experts,
+/// and an imbalance above `max_imbalance` (one line saying why).
+fn check_degree(imbalance: f64, top_k: usize, experts: usize, ep: usize) -> Result<(), Error> {
+    if !experts.is_multiple_of(ep) {
+        return Err(Error::usage(format!(
+            "the expert-parallel degree {ep} does not divide the {experts} experts of each layer"
+        )));
+    }
+    let most = max_imbalance(top_k, experts, ep);
+    if imbalance <= most * (1.0 + 1e-12) {
+        return Ok(());
+    }
+    if ep == 1 {
+        return Err(Error::usage(format!(
+            "--moe-imbalance {imbalance} is more than routing can give: at expert-parallel degree 1 every rank \
+             holds all {experts} experts and no token leaves its rank (--ep N for an all-to-all)"
+        )));
+    }
+    let most = format!("{most:.2}");
+    Err(Error::usage(format!(
+        "--moe-imbalance {imbalance} is more than routing can give: the busiest of {ep} expert-parallel ranks \
+         receives at most {}x the mean, since each token's {top_k} rows (top-{top_k}) go to {top_k} different \
+         experts and a rank holds {} of the {experts}",
+        most.trim_end_matches('0').trim_end_matches('.'),
+        experts / ep
+    )))
 }
 
 fn all_to_all(count: u64, dtype: DType, phase: Phase, label: String) -> Op {
@@ -78,13 +119,14 @@ pub(super) fn step(model: &Model, layout: &GroupLayout, opts: &Options) -> Resul
         ))
     })?;
     let ep = layout.ep;
-    if !moe.experts.is_multiple_of(ep) {
-        return Err(Error::usage(format!(
-            "the expert-parallel degree {ep} does not divide the {} experts of each layer",
-            moe.experts
-        )));
-    }
-    let rows = rows_per_peer(opts.micro_batch * opts.seq_len, moe.top_k, ep, opts.moe_imbalance);
+    check_degree(opts.moe_imbalance, moe.top_k, moe.experts, ep)?;
+    let rows = rows_per_peer(
+        opts.micro_batch * opts.seq_len,
+        moe.top_k,
+        moe.experts,
+        ep,
+        opts.moe_imbalance,
+    );
     let act = rows * model.hidden;
     let dtype = model.param_dtype;
     let moe_layers: Vec<usize> = (model.first_layers..model.layers).collect();
@@ -278,8 +320,49 @@ mod tests {
             e.to_string(),
             "the expert-parallel degree 8 does not divide the 4 experts of each layer"
         );
-        assert_eq!(rows_per_peer(2048, 2, 8, 1.0), 512);
-        assert_eq!(rows_per_peer(10, 1, 4, 1.0), 3, "rounded up");
-        assert_eq!(rows_per_peer(2048, 2, 8, 0.5), 512, "below 1 is balanced");
+        assert_eq!(rows_per_peer(2048, 2, 8, 8, 1.0), 512);
+        assert_eq!(rows_per_peer(10, 1, 4, 4, 1.0), 3, "rounded up");
+        assert_eq!(rows_per_peer(2048, 2, 8, 8, 0.5), 512, "below 1 is balanced");
+    }
+
+    #[test]
+    fn an_imbalance_routing_cannot_give_is_refused() {
+        // 4 experts on 4 ranks, top-2: a rank holds 1 expert, so it gets at
+        // most 1 of each token's 2 rows: 6 of the mean 3 (2x)
+        let l = GroupLayout::new(4, 4, 1).unwrap().with_ep(4).unwrap();
+        assert_eq!(max_imbalance(2, 4, 4), 2.0);
+        let s = schedule(Strategy::Moe, &small(), &l, &opts(2.0)).unwrap();
+        assert_eq!(
+            (s.ops[1].count, s.ops[2].count),
+            (24, 6),
+            "every token's row to one rank"
+        );
+        let e = schedule(Strategy::Moe, &small(), &l, &opts(100.0)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--moe-imbalance 100 is more than routing can give: the busiest of 4 expert-parallel ranks receives \
+             at most 2x the mean, since each token's 2 rows (top-2) go to 2 different experts and a rank holds 1 \
+             of the 4"
+        );
+        assert!(matches!(e, Error::Usage(_)));
+        assert!(schedule(Strategy::Moe, &small(), &l, &opts(2.01)).is_err());
+        // 2 ranks of 2 experts each: a token may send both rows to one
+        // rank, all 12 rows of 6 tokens against a mean of 6 (2x = ep)
+        let l = GroupLayout::new(2, 2, 1).unwrap().with_ep(2).unwrap();
+        assert_eq!(max_imbalance(2, 4, 2), 2.0);
+        assert!(schedule(Strategy::Moe, &small(), &l, &opts(2.5)).is_err());
+        // 3 of 4 experts per token at ep 4: at most 1 of 3 rows, 4/3 of the
+        // mean; the mean rounded up must not pass the bound either
+        assert_eq!(max_imbalance(3, 4, 4), 4.0 / 3.0);
+        assert_eq!(rows_per_peer(10, 3, 4, 4, 4.0 / 3.0), 10);
+        // one expert-parallel rank: nothing to skew
+        let l = GroupLayout::new(2, 2, 1).unwrap().with_ep(1).unwrap();
+        let e = schedule(Strategy::Moe, &small(), &l, &opts(1.5)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("at expert-parallel degree 1 every rank holds all 4 experts"),
+            "{e}"
+        );
+        assert!(schedule(Strategy::Moe, &small(), &l, &opts(1.0)).is_ok());
     }
 }

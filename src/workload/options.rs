@@ -80,7 +80,7 @@ pub struct KnobArgs {
     #[arg(long, value_name = "N", default_value = "0", hide_default_value = true)]
     pub micro_batches: u64,
 
-    /// moe's router imbalance: the busiest expert rank's tokens over the mean (1: balanced)
+    /// moe's router imbalance: the busiest expert rank's tokens over the mean (1: balanced; at most min(ep, experts / top-k))
     #[arg(long, value_name = "F", default_value = "1", value_parser = imbalance_arg)]
     pub moe_imbalance: f64,
 

@@ -69,6 +69,10 @@ fn bad_workload_options_are_refused_naming_what_is_wrong() {
         ("--strategy moe", "the moe strategy needs a mixture-of-experts model"),
         ("--strategy pp --pp 4", "does not divide the world of 2 ranks"),
         ("--strategy ddp --tp 2", "--tp 2 only applies to the tp strategy"),
+        (
+            "--strategy ddp,fsdp --moe-imbalance 1.5",
+            "--moe-imbalance 1.5 only applies to the moe strategy; add moe to --strategy",
+        ),
         ("--strategy tp --tp 3", "does not divide the world of 2 ranks"),
         ("--bucket 0", "--bucket sizes must be at least 1 byte"),
         ("--bucket lots", "--bucket lots"),
@@ -78,6 +82,13 @@ fn bad_workload_options_are_refused_naming_what_is_wrong() {
     for (extra, needle) in cases {
         refused(&format!("{WORKLOAD} {extra}"), 2, needle);
     }
+    // the reviewer's factor: 100x the mean of 4 ranks holding 1 expert each
+    refused(
+        "workload --backend memory --params 1M --layers 1 --experts 4 --strategy moe --seq-len 64 --moe-imbalance 100",
+        4,
+        "--moe-imbalance 100 is more than routing can give: the busiest of 4 expert-parallel ranks receives at most \
+         2x the mean",
+    );
     refused("workload --backend mpi --model gpt-5", 2, "unknown model 'gpt-5'");
     refused("workload --backend mpi --params many --layers 2", 2, "--params many");
     // a bad value is one line naming the option, as the other refusals
