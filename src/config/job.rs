@@ -15,8 +15,8 @@ use crate::types::{Choice, DType, human_bytes};
 use crate::workload::plan::Config;
 use crate::workload::replay::{check, keep, read_log as read_log_text};
 use crate::workload::{
-    Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, TorchVersion, parse_log,
-    schedule,
+    Count, GroupLayout, Log, LogOptions, Model, NOT_MODELLED, Options, PlainSpec, Strategy, TorchVersion, not_modelled,
+    parse_log, schedule,
 };
 
 /// Where the step's operations come from.
@@ -65,6 +65,11 @@ impl Job {
             (a.tp > 1, format!("--tp {}", a.tp), Strategy::Tp),
             (a.ep.is_some(), format!("--ep {}", a.ep.unwrap_or(0)), Strategy::Moe),
             (a.pp.is_some(), format!("--pp {}", a.pp.unwrap_or(0)), Strategy::Pp),
+            (
+                a.knobs.micro_batches.is_some(),
+                format!("--micro-batches {}", a.knobs.micro_batches.unwrap_or(0)),
+                Strategy::Pp,
+            ),
             (
                 a.knobs.moe_imbalance > 1.0,
                 format!("--moe-imbalance {}", a.knobs.moe_imbalance),
@@ -297,7 +302,7 @@ impl Job {
                         lines.push(format!("{s}: simplified: {l}"));
                     }
                 }
-                lines.extend(NOT_MODELLED.iter().map(|l| format!("not modelled: {l}")));
+                lines.extend(not_modelled(strategies).iter().map(|l| format!("not modelled: {l}")));
             }
             Source::Log { log, path, rescale, .. } => {
                 lines.push(format!(
@@ -551,5 +556,51 @@ mod tests {
             .configs(4, 4)
             .unwrap_err();
         assert!(e.to_string().contains("needs a mixture-of-experts model"), "{e}");
+    }
+
+    #[test]
+    fn the_micro_batch_line_says_pp_runs_its_micro_batches() {
+        let line = |strategies: &str| {
+            job(&["--params", "1M", "--layers", "2", "--strategy", strategies])
+                .header()
+                .into_iter()
+                .find(|l| l.starts_with("not modelled: one micro-batch"))
+                .unwrap()
+        };
+        assert_eq!(
+            line("ddp,fsdp"),
+            "not modelled: one micro-batch per step: no gradient accumulation"
+        );
+        assert_eq!(
+            line("ddp,pp"),
+            "not modelled: one micro-batch per step (pp: its micro-batches through the pipeline, --micro-batches, \
+             gradients reduced once after the last): no gradient accumulation over more"
+        );
+        // pp's default: as many micro-batches as stages, none given
+        let j = job(&["--params", "1M", "--layers", "2", "--strategy", "pp"]);
+        let Source::Strategies { opts, .. } = &j.source else {
+            panic!()
+        };
+        assert_eq!(opts.micro_batches, None);
+        let forwards = |j: &Job| {
+            let c = j.configs(2, 2).unwrap();
+            c[0].schedule
+                .ops
+                .iter()
+                .filter(|o| o.label.ends_with("activations"))
+                .count()
+        };
+        assert_eq!(forwards(&j), 2, "2 stages");
+        let j = job(&[
+            "--params",
+            "1M",
+            "--layers",
+            "2",
+            "--strategy",
+            "pp",
+            "--micro-batches",
+            "3",
+        ]);
+        assert_eq!(forwards(&j), 3);
     }
 }

@@ -34,6 +34,6 @@ pub use model::{Model, PlainSpec, PresetName, Tensor};
 pub use op::{Logged, Op, Phase, Schedule};
 pub use options::{Options, TorchVersion, ZeroReduction};
 pub use replay::{Log, LogOptions, parse_log};
-pub use schedule::{NOT_MODELLED, Strategy, schedule};
+pub use schedule::{NOT_MODELLED, Strategy, not_modelled, schedule};
 pub use volume::{SizeClass, StepVolume, Summary, Tally, bus_bytes, effective_busbw_gbps, size_bytes};
 pub use zero::ipg_buckets as zero_buckets;

@@ -77,8 +77,8 @@ pub struct KnobArgs {
     pub micro_batch: u64,
 
     /// pp's micro-batches per step [default: as many as stages]
-    #[arg(long, value_name = "N", default_value = "0", hide_default_value = true)]
-    pub micro_batches: u64,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub micro_batches: Option<u64>,
 
     /// moe's router imbalance: the busiest expert rank's tokens over the mean (1: balanced; at most min(ep, experts / top-k))
     #[arg(long, value_name = "F", default_value = "1", value_parser = imbalance_arg)]
@@ -117,8 +117,8 @@ pub struct Options {
     /// Tensor parallelism's activation shape: micro-batch and sequence.
     pub micro_batch: u64,
     pub seq_len: u64,
-    /// Micro-batches per step of the pipeline; 0: as many as stages.
-    pub micro_batches: u64,
+    /// Micro-batches per step of the pipeline; `None`: as many as stages.
+    pub micro_batches: Option<u64>,
     /// The router's imbalance: the busiest expert rank's tokens over the
     /// mean (1: balanced).
     pub moe_imbalance: f64,
@@ -148,7 +148,7 @@ impl Default for Options {
             zero_reduction: ZeroReduction::AllReduce,
             micro_batch: 1,
             seq_len: 2048,
-            micro_batches: 0,
+            micro_batches: None,
             moe_imbalance: 1.0,
         }
     }
@@ -182,6 +182,7 @@ impl Options {
             ("the ZeRO bucket size", self.zero_bucket_elements),
             ("the micro-batch", self.micro_batch),
             ("the sequence length", self.seq_len),
+            ("the number of micro-batches", self.micro_batches.unwrap_or(1)),
         ];
         for (what, v) in positive {
             if v == 0 {
@@ -231,7 +232,7 @@ mod tests {
         assert_eq!(o.first_bucket_bytes, 1024 * 1024);
         assert_eq!(o.zero_bucket_elements, 500_000_000);
         assert_eq!(o.zero_reduction, ZeroReduction::AllReduce);
-        assert_eq!((o.micro_batches, o.moe_imbalance, o.pytorch), (0, 1.0, None));
+        assert_eq!((o.micro_batches, o.moe_imbalance, o.pytorch), (None, 1.0, None));
     }
 
     #[test]

@@ -63,11 +63,7 @@ pub(super) fn step(model: &Model, layout: &GroupLayout, opts: &Options) -> Resul
             model.layers, model.name
         )));
     }
-    let micro_batches = if opts.micro_batches == 0 {
-        stages
-    } else {
-        opts.micro_batches as usize
-    };
+    let micro_batches = opts.micro_batches.map_or(stages, |m| m as usize);
     let act = opts.micro_batch * opts.seq_len * model.hidden;
     let mut ops = Vec::new();
     if stages > 1 {
@@ -139,7 +135,7 @@ mod tests {
         Model::for_tests(4, 2, vec![t("emb", 6)], vec![t("w", 10)], vec![t("head", 3)])
     }
 
-    fn opts(micro_batches: u64) -> Options {
+    fn opts(micro_batches: Option<u64>) -> Options {
         Options {
             micro_batch: 1,
             seq_len: 3,
@@ -187,7 +183,7 @@ mod tests {
     fn two_stages_exchange_activations_and_gradients_in_1f1b_order() {
         use Phase::{Backward as B, Forward as F};
         let l = GroupLayout::new(2, 2, 1).unwrap().with_pp(2).unwrap();
-        let s = schedule(Strategy::Pp, &small(), &l, &opts(3)).unwrap();
+        let s = schedule(Strategy::Pp, &small(), &l, &opts(Some(3))).unwrap();
         // activations 3 x 1 x 2 = 6; shift 1 both ways at 2 stages
         let sr = |phase, label: &str| (Collective::SendRecv, 6, Some(1), Group::Pp, phase, label.to_string());
         assert_eq!(
@@ -209,7 +205,7 @@ mod tests {
     fn four_stages_send_gradients_three_places_on_and_two_pipelines_reduce_per_stage() {
         use Phase::{Backward as B, Forward as F};
         let l = GroupLayout::new(4, 4, 1).unwrap().with_pp(4).unwrap();
-        let s = schedule(Strategy::Pp, &small(), &l, &opts(0)).unwrap();
+        let s = schedule(Strategy::Pp, &small(), &l, &opts(None)).unwrap();
         let want: Vec<_> = (1..=4)
             .map(|i| {
                 (
@@ -236,7 +232,7 @@ mod tests {
         // 8 ranks as 2 pipelines of 4 stages: stage 0 (emb 6 + layer 10) is
         // the largest, its gradients all-reduced over its 2 ranks
         let l = GroupLayout::new(8, 8, 1).unwrap().with_pp(4).unwrap();
-        let s = schedule(Strategy::Pp, &small(), &l, &opts(4)).unwrap();
+        let s = schedule(Strategy::Pp, &small(), &l, &opts(Some(4))).unwrap();
         let grads: Vec<(Collective, u64, Group)> =
             s.ops[8..].iter().map(|o| (o.collective, o.count, o.group)).collect();
         assert_eq!(
@@ -249,7 +245,7 @@ mod tests {
         assert_eq!(l.groups(Group::StageDp)[0], vec![0, 1]);
         assert_eq!(l.groups(Group::Pp)[0], vec![0, 2, 4, 6]);
         let l = GroupLayout::new(3, 3, 1).unwrap().with_pp(3).unwrap();
-        let e = schedule(Strategy::Pp, &small(), &l, &opts(4)).unwrap_err();
+        let e = schedule(Strategy::Pp, &small(), &l, &opts(Some(4))).unwrap_err();
         assert_eq!(
             e.to_string(),
             "the 4 layers of small do not split evenly over 3 pipeline stages"

@@ -102,13 +102,32 @@ impl Strategy {
     }
 }
 
-/// What every schedule leaves out, for the output's header.
+/// What every schedule leaves out, for the output's header (`not_modelled`
+/// words the micro-batch line for a job with pp).
 pub const NOT_MODELLED: &[&str] = &[
     "operations run one after another: overlap with compute (and with each other) is not measured",
     "forward, backward and optimizer compute are not measured; the step time is communication only",
     "one micro-batch per step: no gradient accumulation",
     "no sequence parallelism, no activation checkpointing; pipeline parallelism only in the pp strategy, expert parallelism only in moe",
 ];
+
+/// `NOT_MODELLED` for a job of `strategies`: pp's step is its
+/// micro-batches through the pipeline, so where pp runs, the micro-batch
+/// line says so.
+pub fn not_modelled(strategies: &[Strategy]) -> Vec<&'static str> {
+    let pp = strategies.contains(&Strategy::Pp);
+    NOT_MODELLED
+        .iter()
+        .map(|&l| {
+            if pp && l == NOT_MODELLED[2] {
+                "one micro-batch per step (pp: its micro-batches through the pipeline, --micro-batches, gradients \
+                 reduced once after the last): no gradient accumulation over more"
+            } else {
+                l
+            }
+        })
+        .collect()
+}
 
 impl Strategy {
     /// The framework behaviour the schedule follows, in one line.

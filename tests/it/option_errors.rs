@@ -70,6 +70,14 @@ fn bad_workload_options_are_refused_naming_what_is_wrong() {
         ("--strategy pp --pp 4", "does not divide the world of 2 ranks"),
         ("--strategy ddp --tp 2", "--tp 2 only applies to the tp strategy"),
         (
+            "--strategy pp --micro-batches 0",
+            "--micro-batches 0: '0' is not a whole number of 1 or more",
+        ),
+        (
+            "--strategy ddp --micro-batches 4",
+            "--micro-batches 4 only applies to the pp strategy; add pp to --strategy",
+        ),
+        (
             "--strategy ddp,fsdp --moe-imbalance 1.5",
             "--moe-imbalance 1.5 only applies to the moe strategy; add moe to --strategy",
         ),
