@@ -240,6 +240,7 @@ impl Job {
                             bucket_bytes: b,
                             layout,
                             schedule,
+                            notes: picked(s, &layout, &model, (*ep, *pp), opts),
                         });
                     }
                 }
@@ -256,6 +257,7 @@ impl Job {
                     bucket_bytes: None,
                     layout,
                     schedule,
+                    notes: Vec::new(),
                 }])
             }
         }
@@ -362,6 +364,62 @@ fn bucket_options(opts: &Options, bucket: Option<u64>, model: &Model) -> Options
         zero_bucket_elements: (b / model.grad_dtype.size_bytes() as u64).max(1),
         ..*opts
     }
+}
+
+/// What the header says of strategy `s` at `layout`: a degree of 1 that
+/// leaves tp, moe or pp without the calls its `follows` line describes
+/// (given, or the most that divides the ranks and the experts or layers),
+/// and pp's stages and micro-batches. `given`: `--ep` and `--pp`.
+fn picked(
+    s: Strategy,
+    layout: &GroupLayout,
+    model: &Model,
+    given: (Option<usize>, Option<usize>),
+    opts: &Options,
+) -> Vec<String> {
+    let ranks = crate::types::count_of(layout.world, "rank");
+    let why = |given: Option<usize>, option: &str, what: String| match given {
+        Some(_) => format!("{option} 1"),
+        None => format!("the most that divides both the {ranks} and the {what}"),
+    };
+    let note = match s {
+        Strategy::Tp if layout.tp == 1 => format!(
+            "tp: tensor-parallel degree 1 (--tp, default 1): no activation all-reduces, only the gradients' \
+             all-reduce over all {ranks}"
+        ),
+        Strategy::Moe if layout.ep == 1 => {
+            let experts = model.moe.map_or(0, |m| m.experts);
+            format!(
+                "moe: expert-parallel degree 1 ({}): every rank holds all {experts} experts and no token leaves its \
+                 rank: no all-to-all, only the gradients' all-reduces over all {ranks}",
+                why(given.0, "--ep", format!("{experts} experts"))
+            )
+        }
+        Strategy::Pp if layout.pp == 1 => format!(
+            "pp: 1 pipeline stage ({}): no stage transfers, only the gradients' all-reduce over all {ranks}",
+            why(given.1, "--pp", crate::types::count_of(model.layers, "layer"))
+        ),
+        Strategy::Pp => {
+            let m = opts.micro_batches.map_or(layout.pp as u64, |m| m);
+            format!(
+                "pp: {} pipeline stages of {} each, {} per step{}",
+                layout.pp,
+                crate::types::count_of(model.layers / layout.pp, "layer"),
+                if m == 1 {
+                    "1 micro-batch".to_string()
+                } else {
+                    format!("{m} micro-batches")
+                },
+                if opts.micro_batches.is_none() {
+                    " (as many as stages; --micro-batches N)"
+                } else {
+                    ""
+                }
+            )
+        }
+        _ => return Vec::new(),
+    };
+    vec![note]
 }
 
 /// The greatest common divisor (the default expert-parallel degree and
@@ -602,5 +660,66 @@ mod tests {
             "3",
         ]);
         assert_eq!(forwards(&j), 3);
+    }
+
+    #[test]
+    fn a_degree_of_1_that_leaves_a_strategy_without_its_calls_is_said() {
+        let notes = |args: &[&str], world: usize| -> Vec<String> {
+            let base = ["--params", "1M", "--layers", "2"];
+            let argv: Vec<&str> = base.iter().chain(args).copied().collect();
+            job(&argv)
+                .configs(world, world)
+                .unwrap()
+                .into_iter()
+                .flat_map(|c| c.notes)
+                .collect()
+        };
+        // 3 experts on 4 ranks: ep 1, no all-to-all at all
+        let got = notes(&["--experts", "3", "--strategy", "moe"], 4);
+        assert_eq!(
+            got,
+            [
+                "moe: expert-parallel degree 1 (the most that divides both the 4 ranks and the 3 experts): every rank \
+              holds all 3 experts and no token leaves its rank: no all-to-all, only the gradients' all-reduces over \
+              all 4 ranks"
+            ]
+        );
+        let c = job(&["--params", "1M", "--layers", "2", "--experts", "3", "--strategy", "moe"]).configs(4, 4);
+        assert!(
+            c.unwrap()[0]
+                .schedule
+                .ops
+                .iter()
+                .all(|o| o.collective != crate::collective::Collective::AllToAll)
+        );
+        // 2 layers on 3 ranks: one stage, no stage transfers; each bucket
+        // size's configuration says it (the header says it once)
+        let got = notes(&["--strategy", "pp", "--bucket", "1M,2M"], 3);
+        let want = "pp: 1 pipeline stage (the most that divides both the 3 ranks and the 2 layers): no stage \
+                    transfers, only the gradients' all-reduce over all 3 ranks";
+        assert_eq!(got, [want, want]);
+        assert_eq!(
+            notes(&["--strategy", "pp", "--pp", "1"], 2),
+            ["pp: 1 pipeline stage (--pp 1): no stage transfers, only the gradients' all-reduce over all 2 ranks"]
+        );
+        assert_eq!(
+            notes(&["--strategy", "tp"], 2),
+            [
+                "tp: tensor-parallel degree 1 (--tp, default 1): no activation all-reduces, only the gradients' \
+              all-reduce over all 2 ranks"
+            ]
+        );
+        // what pp picked when it has stages: their layers, the micro-batches
+        assert_eq!(
+            notes(&["--strategy", "pp"], 2),
+            ["pp: 2 pipeline stages of 1 layer each, 2 micro-batches per step (as many as stages; --micro-batches N)"]
+        );
+        assert_eq!(
+            notes(&["--strategy", "pp", "--micro-batches", "1"], 4),
+            ["pp: 2 pipeline stages of 1 layer each, 1 micro-batch per step"]
+        );
+        // nothing degenerate: nothing said
+        assert!(notes(&["--strategy", "ddp,fsdp,tp", "--tp", "2"], 4).is_empty());
+        assert!(notes(&["--experts", "4", "--strategy", "moe"], 4).is_empty());
     }
 }

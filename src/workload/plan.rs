@@ -32,6 +32,9 @@ pub struct Config {
     pub bucket_bytes: Option<u64>,
     pub layout: GroupLayout,
     pub schedule: Schedule,
+    /// What was picked for it that the header must say (a degree of 1
+    /// that leaves a strategy without its own calls), each a line.
+    pub notes: Vec<String>,
 }
 
 /// One sub-communicator to make: every rank calls `SubGroups::split` with
@@ -61,7 +64,8 @@ pub struct WorkloadPlan {
     pub splits: Vec<Split>,
     /// Each configuration's calls, in schedule order.
     configs: Vec<Vec<Planned>>,
-    /// What the backend runs differently from the schedule, each once.
+    /// The configurations' notes and what the backend runs differently
+    /// from the schedule, each once.
     pub notes: Vec<String>,
     /// The buffers of the largest call (no rotation: a step's operations
     /// each work at the start of their buffers).
@@ -76,6 +80,7 @@ impl WorkloadPlan {
         let mut notes = BTreeSet::new();
         let mut planned = Vec::with_capacity(configs.len());
         for c in configs {
+            notes.extend(c.notes.iter().cloned());
             let mut calls = Vec::with_capacity(c.schedule.ops.len());
             for op in &c.schedule.ops {
                 let call = call(op, &c.layout, caps, rank, &mut notes)?;
@@ -210,6 +215,7 @@ mod tests {
             bucket_bytes: None,
             layout,
             schedule: schedule(strategy, &model, &layout, &Options::default()).unwrap(),
+            notes: Vec::new(),
         }
     }
 
