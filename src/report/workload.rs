@@ -70,6 +70,8 @@ pub struct Outcome {
     pub summary: Summary,
     pub wrong: Option<u64>,
     pub failed_ops: usize,
+    /// Validation passes over the step's operations (`-c`; 0: none).
+    pub check_passes: u32,
 }
 
 impl Outcome {
@@ -118,6 +120,7 @@ impl Outcome {
             summary,
             wrong: steps.wrong,
             failed_ops: steps.failed_ops,
+            check_passes: c.check_passes,
         })
     }
 
@@ -228,9 +231,7 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
         "  effective busbw  {:.3} GB/s (volume / median step time)\n",
         o.busbw_gbps()
     );
-    if let Some(w) = o.wrong {
-        s += &format!("  validated        every operation once: {w} wrong elements\n");
-    }
+    s += &validated_line(o);
     s += &format!(
         "  {:<18} {:>5} {:>12} {:>12} {:>6} {:>11}   (mean per step; share of the collectives' time)\n",
         "by collective", "ops", "volume", "time", "share", "busbw GB/s"
@@ -264,6 +265,16 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
         s += &top_ops(o, n);
     }
     s
+}
+
+/// `validated  every operation once: 0 wrong elements` (or `3 times (-c
+/// 3)`), or that nothing was checked.
+fn validated_line(o: &Outcome) -> String {
+    match (o.wrong, o.check_passes) {
+        (Some(w), 1) => format!("  validated        every operation once: {w} wrong elements\n"),
+        (Some(w), n) => format!("  validated        every operation {n} times (-c {n}): {w} wrong elements\n"),
+        (None, _) => "  validated        off (-c 0): no operation's result was checked\n".into(),
+    }
 }
 
 fn breakdown_line(name: &str, t: &crate::workload::Tally, total_us: f64) -> String {

@@ -24,6 +24,7 @@ fn outcome(name: &str, step_us: Vec<f64>) -> Outcome {
         },
         wrong: None,
         failed_ops: 0,
+        check_passes: 0,
     }
 }
 
@@ -156,4 +157,32 @@ fn levels_show_the_digits_that_tell_them_from_100_percent() {
     assert_eq!(steps_needed(interval_alpha(8)), 7);
     assert_eq!(steps_needed(interval_alpha(96)), 10);
     assert_eq!(steps_needed(interval_alpha(97)), 11);
+}
+
+#[test]
+fn the_validated_line_says_the_passes_and_when_checking_is_off() {
+    let line = |wrong: Option<u64>, passes: u32| {
+        let o = Outcome {
+            wrong,
+            check_passes: passes,
+            ..outcome("ddp", vec![100.0, 110.0])
+        };
+        one(&o, None)
+            .lines()
+            .find(|l| l.trim_start().starts_with("validated"))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        line(Some(0), 1),
+        "  validated        every operation once: 0 wrong elements"
+    );
+    assert_eq!(
+        line(Some(6), 3),
+        "  validated        every operation 3 times (-c 3): 6 wrong elements"
+    );
+    assert_eq!(
+        line(None, 0),
+        "  validated        off (-c 0): no operation's result was checked"
+    );
 }
