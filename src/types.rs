@@ -30,7 +30,7 @@ pub use choice::{Choice, Named, RootChoice, known};
 pub use commands::{Dimension, Format, Metric, ProgressMode, SeriesBy, Source};
 pub use nccl_version::NcclVersion;
 pub use register::Register;
-pub use size::{Size, count_of, human_bytes, human_volume, parse_size};
+pub use size::{Size, count_of, human_bytes, human_volume, ordinal, parse_size};
 pub use split::{SplitOp, SplitRule};
 pub use switch::Switch;
 pub use vocabulary::Case;

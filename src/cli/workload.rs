@@ -134,7 +134,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub rescale: bool,
 
-    /// Operations listed as the top by time
+    /// Operations listed as the top by time (0: none)
     #[arg(long, value_name = "N", default_value = "10")]
     pub top: usize,
 

@@ -11,7 +11,7 @@ use super::{RunConfig, Taken, fingerprint};
 use crate::cli::{ReplayArgs, StepArgs, StepRunArgs, WorkloadArgs};
 use crate::engine::steps::StepTiming;
 use crate::error::{Error, exit};
-use crate::types::{Choice, DType, human_bytes};
+use crate::types::{Choice, DType, count_of, human_bytes};
 use crate::workload::plan::Config;
 use crate::workload::replay::{check, keep, read_log as read_log_text};
 use crate::workload::{
@@ -155,11 +155,11 @@ impl Job {
         let mut lines = vec![
             format!("# collbench replay --check-only: {path}"),
             format!(
-                "# {}a job of {} ranks; {} ranks shown, {} calls",
+                "# {}a job of {}; {} shown, {}",
                 scan.version.map(|v| format!("NCCL {v}; ")).unwrap_or_default(),
-                scan.world,
-                scan.slots.len(),
-                scan.calls.len()
+                count_of(scan.world, "rank"),
+                count_of(scan.slots.len(), "rank"),
+                count_of(scan.calls.len(), "call")
             ),
         ];
         lines.extend(check::report(&check));
@@ -171,7 +171,7 @@ impl Job {
                     lines.push("replay notes".into());
                     lines.extend(own.iter().map(|n| format!("  {n}")));
                 }
-                lines.push(format!("kept: {}: {} calls", log.source, log.calls.len()));
+                lines.push(format!("kept: {}: {}", log.source, count_of(log.calls.len(), "call")));
                 lines.extend(log.describe_calls().into_iter().map(|c| format!("  {c}")));
             }
             Err(e) => {
@@ -282,10 +282,10 @@ impl Job {
                     .map(|m| format!(", {} experts per MoE layer, top-{}", m.experts, m.top_k))
                     .unwrap_or_default();
                 lines.push(format!(
-                    "model {}: {} parameters, {} layers, hidden {}{experts}, parameters {}",
+                    "model {}: {} parameters, {}, hidden {}{experts}, parameters {}",
                     model.name,
                     model.params(),
-                    model.layers,
+                    count_of(model.layers, "layer"),
                     model.hidden,
                     model.param_dtype,
                 ));
@@ -310,10 +310,10 @@ impl Job {
             }
             Source::Log { log, path, rescale, .. } => {
                 lines.push(format!(
-                    "replay of {path}: {} calls of {}, a job of {} ranks{}",
-                    log.calls.len(),
+                    "replay of {path}: {} of {}, a job of {}{}",
+                    count_of(log.calls.len(), "call"),
                     log.source,
-                    log.world,
+                    count_of(log.world, "rank"),
                     log.version.map(|v| format!(", NCCL {v}")).unwrap_or_default()
                 ));
                 if *rescale {
@@ -379,7 +379,7 @@ fn picked(
     given: (Option<usize>, Option<usize>),
     opts: &Options,
 ) -> Vec<String> {
-    let ranks = crate::types::count_of(layout.world, "rank");
+    let ranks = count_of(layout.world, "rank");
     let why = |given: Option<usize>, option: &str, what: String| match given {
         Some(_) => format!("{option} 1"),
         None => format!("the most that divides both the {ranks} and the {what}"),
@@ -399,14 +399,14 @@ fn picked(
         }
         Strategy::Pp if layout.pp == 1 => format!(
             "pp: 1 pipeline stage ({}): no stage transfers, only the gradients' all-reduce over all {ranks}",
-            why(given.1, "--pp", crate::types::count_of(model.layers, "layer"))
+            why(given.1, "--pp", count_of(model.layers, "layer"))
         ),
         Strategy::Pp => {
             let m = opts.micro_batches.map_or(layout.pp as u64, |m| m);
             format!(
                 "pp: {} pipeline stages of {} each, {} per step{}",
                 layout.pp,
-                crate::types::count_of(model.layers / layout.pp, "layer"),
+                count_of(model.layers / layout.pp, "layer"),
                 if m == 1 {
                     "1 micro-batch".to_string()
                 } else {
@@ -726,5 +726,15 @@ mod tests {
         // nothing degenerate: nothing said
         assert!(notes(&["--strategy", "ddp,fsdp,tp", "--tp", "2"], 4).is_empty());
         assert!(notes(&["--experts", "4", "--strategy", "moe"], 4).is_empty());
+    }
+
+    #[test]
+    fn the_model_line_counts_in_the_singular_for_one() {
+        let h = job(&["--params", "1M", "--layers", "1", "--strategy", "ddp"]).header();
+        assert!(
+            h[0].starts_with("model plain: 1000000 parameters, 1 layer, hidden "),
+            "{}",
+            h[0]
+        );
     }
 }

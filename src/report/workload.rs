@@ -216,11 +216,11 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
         degrees(&o.layout)
     );
     s += &format!(
-        "  step time        median {}  p99 {}  mean {}  over {} steps (each step's slowest rank, barrier to its last operation)\n",
+        "  step time        median {}  p99 {}  mean {}  over {} (each step's slowest rank, barrier to its last operation)\n",
         time(o.step_median_us),
         time(o.step_p99_us),
         time(o.step_mean_us),
-        o.step_us.len()
+        crate::types::count_of(o.step_us.len(), "step")
     );
     s += &format!(
         "  volume           {} sent by each rank per step (first principles); the calls' sizes sum to {} (nccl-tests' size column)\n",
@@ -261,7 +261,7 @@ pub fn one(o: &Outcome, top: Option<usize>) -> String {
         "100%",
         "   (= collectives + overhead)",
     );
-    if let Some(n) = top {
+    if let Some(n) = top.filter(|&n| n > 0 && !o.ops.is_empty()) {
         s += &top_ops(o, n);
     }
     s
@@ -290,21 +290,26 @@ fn breakdown_line(name: &str, t: &crate::workload::Tally, total_us: f64) -> Stri
 }
 
 /// The `n` operations that took longest (mean over the steps, the basis
-/// of the breakdown; their median beside it).
+/// of the breakdown; their median beside it), each numbered by its place
+/// in the list and named by its place in the step (`op 3`, the CSV's
+/// `op_index`).
 fn top_ops(o: &Outcome, n: usize) -> String {
     let means: Vec<f64> = o.summary_times();
     let mut order: Vec<usize> = (0..o.ops.len()).collect();
     order.sort_by(|&a, &b| means[b].total_cmp(&means[a]));
     let total = o.summary.total.time_us;
     let mut s = format!(
-        "  top {} operations by time (mean per step, share of the collectives' {}; median beside it)\n",
-        n.min(o.ops.len()),
+        "  top {} by time (mean per step, share of the collectives' {}; median beside it; op N: the step's \
+         N-th operation, the CSV's op_index)\n",
+        crate::types::count_of(n.min(o.ops.len()), "operation"),
         time(total)
     );
-    for &i in order.iter().take(n) {
+    for (place, &i) in order.iter().take(n).enumerate() {
         let r = &o.ops[i];
+        let elements = if r.op.count == 1 { "element" } else { "elements" };
         s += &format!(
-            "    #{:<5} {:<15} {:>12} elements {:<9} on {:<8}  {:>11}  {:>5}  median {:>11}  {}\n",
+            "    {:>2}. op {:<5} {:<15} {:>12} {elements:<8} {:<9} on {:<8}  {:>11}  {:>5}  median {:>11}  {}\n",
+            place + 1,
             i + 1,
             r.op.collective.name(),
             r.op.count,

@@ -106,6 +106,18 @@ pub fn count_of(n: usize, noun: &str) -> String {
     }
 }
 
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `12th`, `13th`, `21st`.
+pub fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +190,18 @@ mod tests {
             let (suffix, shift) = [("", 0), ("K", 10), ("M", 20), ("G", 30)][unit];
             prop_assert_eq!(parse_size(&format!("{v}{suffix}")), Ok(v << shift));
         }
+    }
+
+    #[test]
+    fn ordinals_take_their_english_suffixes() {
+        let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112]
+            .map(ordinal)
+            .to_vec();
+        assert_eq!(
+            got,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th"
+            ]
+        );
     }
 }

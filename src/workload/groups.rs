@@ -129,7 +129,12 @@ impl fmt::Display for Partition {
         if self.stride == 1 {
             write!(f, "blocks of {}", self.block)
         } else {
-            write!(f, "every {}th rank in blocks of {}", self.stride, self.block)
+            write!(
+                f,
+                "every {} rank in blocks of {}",
+                crate::types::ordinal(self.stride),
+                self.block
+            )
         }
     }
 }

@@ -363,7 +363,7 @@ fn a_tensor_and_data_parallel_log_replays_on_its_own_groups_at_four_ranks() {
     let (_dir, path) = temp_file("r.csv");
     ok(replay(4, &fixture("own-2.23-tp2-dp2-4ranks.log"), &path, &[]));
     let csv = Csv::read(&path);
-    let (tp, dp) = ("blocks of 2", "every 2th rank in blocks of 4");
+    let (tp, dp) = ("blocks of 2", "every 2nd rank in blocks of 4");
     assert_eq!(
         ops(&csv, "replay"),
         vec![
@@ -381,6 +381,11 @@ fn a_larger_job_replays_rescaled_and_says_so() {
     let (_dir, path) = temp_file("r.csv");
     let out = ok(replay(2, &fixture("nccl-1193-ray-128ranks.log"), &path, &["--rescale"]));
     assert_stdout_has(&out, "# rescaled: ");
+    // its one call, in the singular, here and in --check-only
+    assert_stdout_has(&out, ": 1 call of ");
+    let check = collbench(&["replay", &fixture("nccl-1193-ray-128ranks.log"), "--check-only"]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    assert!(stdout(&check).contains("device 2): 1 call\n"), "{}", stdout(&check));
     let csv = Csv::read(&path);
     assert!(!csv.rows.is_empty());
     assert!(csv.rows.iter().all(|r| csv.get(r, "rescaled") == "true"));

@@ -186,3 +186,75 @@ fn the_validated_line_says_the_passes_and_when_checking_is_off() {
         "  validated        off (-c 0): no operation's result was checked"
     );
 }
+
+/// `o` with operations of `counts` elements, the i-th taking `means[i]`
+/// microseconds a step.
+fn with_ops(o: Outcome, counts: &[u64], means: &[f64]) -> Outcome {
+    use crate::collective::Collective;
+    use crate::types::DType;
+    use crate::workload::{Group, Op, Phase};
+    let ops = counts
+        .iter()
+        .zip(means)
+        .enumerate()
+        .map(|(i, (&count, &mean_us))| OpResult {
+            op: Op::reduce(
+                Collective::AllReduce,
+                count,
+                DType::Float,
+                Group::World,
+                Phase::Backward,
+                format!("bucket {i}"),
+            ),
+            run_dtype: DType::Float,
+            run_count: count,
+            ranks: 2,
+            size_bytes: count * 4,
+            bus_bytes: count as f64 * 4.0,
+            median_us: mean_us,
+            p99_us: mean_us,
+            mean_us,
+        })
+        .collect();
+    let mut o = Outcome { ops, ..o };
+    o.summary.total.time_us = means.iter().sum();
+    o
+}
+
+#[test]
+fn top_0_lists_no_operations_and_no_heading() {
+    let o = with_ops(outcome("replay", vec![100.0, 110.0]), &[8, 1, 64], &[10.0, 30.0, 20.0]);
+    assert!(!one(&o, Some(0)).contains("top"), "{}", one(&o, Some(0)));
+    let empty = outcome("replay", vec![100.0, 110.0]);
+    assert!(
+        !one(&empty, Some(5)).contains("top"),
+        "no operations: {}",
+        one(&empty, Some(5))
+    );
+}
+
+#[test]
+fn the_top_list_numbers_its_rows_and_names_each_operation_s_place_in_the_step() {
+    let o = with_ops(outcome("replay", vec![100.0, 110.0]), &[8, 1, 64], &[10.0, 30.0, 20.0]);
+    let text = one(&o, Some(2));
+    let top: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("top"))
+        .collect();
+    assert!(
+        top[0].starts_with("  top 2 operations by time (mean per step, share of the collectives' 60.0 us; median beside it; op N: the step's N-th operation, the CSV's op_index)"),
+        "{text}"
+    );
+    assert_eq!(top.len(), 3, "{text}");
+    // the slowest is the step's 2nd operation, of 1 element; then its 3rd
+    assert!(
+        top[1].starts_with("     1. op 2     all_reduce                 1 element  float "),
+        "{}",
+        top[1]
+    );
+    assert!(
+        top[2].starts_with("     2. op 3     all_reduce                64 elements float "),
+        "{}",
+        top[2]
+    );
+}

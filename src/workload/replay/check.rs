@@ -533,9 +533,9 @@ pub fn report(c: &Check) -> Vec<String> {
     for comm in &c.comms {
         let m: Vec<String> = comm.members.iter().map(|(w, n)| format!("{w}: {n}")).collect();
         out.push(format!(
-            "  {} ({} ranks; {}): calls per rank {}",
+            "  {} ({}; {}): calls per rank {}",
             comm.name,
-            comm.size,
+            crate::types::count_of(comm.size, "rank"),
             comm.how,
             m.join(", ")
         ));

@@ -41,10 +41,11 @@ pub(super) fn gaps(s: &Scan, slot: usize, notes: &mut Vec<String>) -> Result<(),
         } else {
             format!("is cut short (it lacks {})", c.missing)
         };
-        notes.push(format!(
-            "line {}, {who}'s last call line, {what}: the {calls} calls before it are replayed",
-            c.line
-        ));
+        let before = match calls {
+            1 => "the call before it is replayed".to_string(),
+            n => format!("the {n} calls before it are replayed"),
+        };
+        notes.push(format!("line {}, {who}'s last call line, {what}: {before}", c.line));
     }
     note_skipped(s, &who, end, notes);
     Ok(())

@@ -55,7 +55,7 @@ use crate::error::Error;
 
 use super::groups::{Group, Partition};
 use super::op::{Op, Schedule};
-use crate::types::NcclVersion;
+use crate::types::{NcclVersion, count_of};
 pub use check::Check;
 use convert::convert;
 use scan::{Scan, at_line};
@@ -247,8 +247,10 @@ impl Log {
             return Err(at_line(
                 self.world_line,
                 format!(
-                    "the logged job has {} ranks and this launch {launch}: launch {} ranks, or replay the per-call counts on {launch} ranks with --rescale",
-                    self.world, self.world
+                    "the logged job has {} and this launch {launch}: launch {}, or replay the per-call counts on {} with --rescale",
+                    count_of(self.world, "rank"),
+                    count_of(self.world, "rank"),
+                    count_of(launch, "rank")
                 ),
             ));
         }

@@ -99,6 +99,12 @@ fn a_128_rank_log_needs_rescaling_for_a_smaller_launch_and_keeps_counts() {
         e,
         "line 1: the logged job has 128 ranks and this launch 2: launch 128 ranks, or replay the per-call counts on 2 ranks with --rescale"
     );
+    // one rank, in the singular
+    let e = log.schedule(1, false).unwrap_err().to_string();
+    assert!(
+        e.ends_with("replay the per-call counts on 1 rank with --rescale"),
+        "{e}"
+    );
     let s = log.schedule(2, true).unwrap();
     assert_eq!((s.ops[0].count, s.ops[0].group), (7_382_228, Group::World));
     let e = err(parse_rank(fixture!("nccl-1193-ray-128ranks.log"), 0));
@@ -452,4 +458,10 @@ fn memberships_become_partitions_when_regular() {
         "stride 2 of two ranks would need blocks of 4"
     );
     assert_eq!(partition_of(&[0, 9], 8), None);
+    // said in English ordinals
+    let said = |block, stride| Partition { block, stride }.to_string();
+    assert_eq!(said(4, 2), "every 2nd rank in blocks of 4");
+    assert_eq!(said(6, 3), "every 3rd rank in blocks of 6");
+    assert_eq!(said(8, 4), "every 4th rank in blocks of 8");
+    assert_eq!(said(4, 1), "blocks of 4");
 }
