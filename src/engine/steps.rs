@@ -62,6 +62,8 @@ pub struct Steps {
     /// Wrong elements over every checked operation and rank; `None` when
     /// checking is off.
     pub wrong: Option<u64>,
+    /// The validation passes run over the operations (`-c`; 0: none).
+    pub check_passes: u32,
     /// Operations found wrong.
     pub failed_ops: usize,
 }
@@ -169,6 +171,7 @@ impl StepRunner<'_> {
                 let (wrong, failed_ops) = self.check(calls, t.check)?;
                 let figures = &mut lock(&self.timed)[c];
                 (figures.wrong, figures.failed_ops) = ((t.check > 0).then_some(wrong), failed_ops);
+                figures.check_passes = t.check;
                 tell(&mut self.progress, format!("checked the operations{}", name(c)));
             }
             for (c, calls) in configs.iter().enumerate() {
@@ -388,7 +391,7 @@ mod tests {
         let steps = all[0].clone().unwrap();
         assert_eq!(steps.op_us, vec![vec![1000.0, 2000.0, 3000.0]; 2]);
         assert_eq!(steps.step_us, vec![6000.0; 2]);
-        assert_eq!(steps.wrong, None);
+        assert_eq!((steps.wrong, steps.check_passes), (None, 0));
     }
 
     /// Runs `configs` (each a list of all-reduce element counts) on 2
@@ -467,7 +470,7 @@ mod tests {
         // the pair all-reduce, the world all-gather and the exchange two
         // places ahead are all exact
         let steps = on_pairs(timing(1), |_, _| None)[0].clone().unwrap();
-        assert_eq!((steps.wrong, steps.failed_ops), (Some(0), 0));
+        assert_eq!((steps.wrong, steps.failed_ops, steps.check_passes), (Some(0), 0, 1));
         // one corrupted element of the exchange on rank 3 (its third call)
         fn corrupt(rank: usize, op: &Launched) -> Option<Fault> {
             (rank == 3 && op.seq == 2).then_some(Fault::Corrupt(1))

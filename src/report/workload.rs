@@ -120,7 +120,7 @@ impl Outcome {
             summary,
             wrong: steps.wrong,
             failed_ops: steps.failed_ops,
-            check_passes: c.check_passes,
+            check_passes: steps.check_passes,
         })
     }
 

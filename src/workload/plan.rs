@@ -35,9 +35,6 @@ pub struct Config {
     /// What was picked for it that the header must say (a degree of 1
     /// that leaves a strategy without its own calls), each a line.
     pub notes: Vec<String>,
-    /// Validation passes over its operations before the steps (`-c`; 0:
-    /// none), for its report.
-    pub check_passes: u32,
 }
 
 /// One sub-communicator to make: every rank calls `SubGroups::split` with
@@ -219,7 +216,6 @@ mod tests {
             layout,
             schedule: schedule(strategy, &model, &layout, &Options::default()).unwrap(),
             notes: Vec::new(),
-            check_passes: 1,
         }
     }
 
